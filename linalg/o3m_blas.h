@@ -1,0 +1,161 @@
+/* o3m_blas.h -- the one shim between O3M and CBLAS/LAPACKE.
+ *
+ * Every dense operation in the project goes through these wrappers; no other
+ * file includes cblas.h or lapacke.h. Conventions fixed here, once:
+ *
+ *   - Matrices are row-major, dense, with leading dimension equal to the
+ *     number of columns unless a wrapper takes an explicit ld.
+ *   - Symmetric matrices are stored in full d x d arrays, but only the UPPER
+ *     triangle is meaningful: every symmetric wrapper reads and writes the
+ *     upper triangle only, so after rank-one updates the lower part is stale.
+ *     Code that needs the full matrix calls o3m_symmetrize_from_upper().
+ *   - Cholesky factors are UPPER triangular: A = U^T U. In row-major storage
+ *     this is the same memory as a column-major lower factor L = U^T, and it
+ *     makes the rank-one update's inner loops unit-stride.
+ *   - Integer arguments are int. Debian's OpenBLAS is built with 32-bit
+ *     blasint, so d up to 46,340 (d*d < 2^31) is representable.
+ *
+ * Above each wrapper is the math it performs. The LAPACK wrappers return the
+ * LAPACK info value translated to O3M codes: a non-positive-definite matrix is
+ * O3M_ENOTPD, a recoverable condition the callers handle. */
+#ifndef O3M_BLAS_H
+#define O3M_BLAS_H
+
+#include <cblas.h>
+#include <lapacke.h>
+
+#include "o3m_error.h"
+
+/* Makes OpenBLAS single-threaded for the calling process. The bandit works on
+ * small matrices where threading costs more than it saves, and daemons already
+ * run one request per thread. */
+static inline void o3m_blas_single_thread(void) { openblas_set_num_threads(1); }
+
+/* x . y */
+static inline double o3m_dot(int n, const double *x, const double *y) {
+  return cblas_ddot(n, x, 1, y, 1);
+}
+
+/* ||x||_2 */
+static inline double o3m_nrm2(int n, const double *x) { return cblas_dnrm2(n, x, 1); }
+
+/* y += a x */
+static inline void o3m_axpy(int n, double a, const double *x, double *y) {
+  cblas_daxpy(n, a, x, 1, y, 1);
+}
+
+/* x *= a */
+static inline void o3m_scal(int n, double a, double *x) { cblas_dscal(n, a, x, 1); }
+
+/* y = x */
+static inline void o3m_copy(int n, const double *x, double *y) { cblas_dcopy(n, x, 1, y, 1); }
+
+/* y = alpha A x + beta y, A is m x n */
+static inline void o3m_gemv(int m, int n, double alpha, const double *A, const double *x,
+                            double beta, double *y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, m, n, alpha, A, n, x, 1, beta, y, 1);
+}
+
+/* y = alpha A^T x + beta y, A is m x n (so y has n entries) */
+static inline void o3m_gemv_t(int m, int n, double alpha, const double *A, const double *x,
+                              double beta, double *y) {
+  cblas_dgemv(CblasRowMajor, CblasTrans, m, n, alpha, A, n, x, 1, beta, y, 1);
+}
+
+/* y = alpha A x + beta y, A symmetric d x d (upper triangle read) */
+static inline void o3m_symv(int d, double alpha, const double *A, const double *x, double beta,
+                            double *y) {
+  cblas_dsymv(CblasRowMajor, CblasUpper, d, alpha, A, d, x, 1, beta, y, 1);
+}
+
+/* A += alpha x x^T, A symmetric d x d (upper triangle written) */
+static inline void o3m_syr(int d, double alpha, const double *x, double *A) {
+  cblas_dsyr(CblasRowMajor, CblasUpper, d, alpha, x, 1, A, d);
+}
+
+/* C = alpha A B + beta C; A is m x k, B is k x n, C is m x n */
+static inline void o3m_gemm(int m, int n, int k, double alpha, const double *A, const double *B,
+                            double beta, double *C) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, A, k, B, n, beta, C, n);
+}
+
+/* C = alpha A B^T + beta C; A is m x k, B is n x k, C is m x n */
+static inline void o3m_gemm_nt(int m, int n, int k, double alpha, const double *A, const double *B,
+                               double beta, double *C) {
+  cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, alpha, A, k, B, k, beta, C, n);
+}
+
+/* C = alpha A^T B + beta C; A is k x m, B is k x n, C is m x n */
+static inline void o3m_gemm_tn(int m, int n, int k, double alpha, const double *A, const double *B,
+                               double beta, double *C) {
+  cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, alpha, A, m, B, n, beta, C, n);
+}
+
+/* C = alpha B S + beta C; S symmetric d x d (upper read), B and C are m x d */
+static inline void o3m_symm_right(int m, int d, double alpha, const double *S, const double *B,
+                                  double beta, double *C) {
+  cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, m, d, alpha, S, d, B, d, beta, C, d);
+}
+
+/* x = U^{-T} x, U upper triangular d x d. With A = U^T U this gives
+ * ||x||^2 = x_in^T A^{-1} x_in. */
+static inline void o3m_trsv_upper_t(int d, const double *U, double *x) {
+  cblas_dtrsv(CblasRowMajor, CblasUpper, CblasTrans, CblasNonUnit, d, U, d, x, 1);
+}
+
+/* x = U^{-1} x, U upper triangular d x d. With A = U^T U and z ~ N(0, I),
+ * U^{-1} z ~ N(0, A^{-1}). */
+static inline void o3m_trsv_upper(int d, const double *U, double *x) {
+  cblas_dtrsv(CblasRowMajor, CblasUpper, CblasNoTrans, CblasNonUnit, d, U, d, x, 1);
+}
+
+/* B = B U^{-1}, U upper triangular d x d, B is m x d. Row k of the result is
+ * (U^{-T} b_k)^T, so its squared norm is b_k^T (U^T U)^{-1} b_k. */
+static inline void o3m_trsm_right_upper(int m, int d, const double *U, double *B) {
+  cblas_dtrsm(CblasRowMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, m, d, 1.0, U, d,
+              B, d);
+}
+
+/* A = U^T U in place: the upper triangle of A becomes U (the strictly lower
+ * part is left as it was). O3M_ENOTPD when A is not positive definite. */
+static inline int o3m_potrf_upper(int d, double *A) {
+  lapack_int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', d, A, d);
+  if (info > 0) return O3M_ENOTPD;
+  return info < 0 ? O3M_EINVAL : O3M_OK;
+}
+
+/* A^{-1} from its Cholesky factor U held in the upper triangle of A; writes
+ * the upper triangle of the inverse. */
+static inline int o3m_potri_upper(int d, double *A) {
+  lapack_int info = LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', d, A, d);
+  if (info > 0) return O3M_ENOTPD;
+  return info < 0 ? O3M_EINVAL : O3M_OK;
+}
+
+/* A = P L U in place (general LU with partial pivoting); ipiv has d entries. */
+static inline int o3m_getrf(int d, double *A, int *ipiv) {
+  lapack_int info = LAPACKE_dgetrf(LAPACK_ROW_MAJOR, d, d, A, d, ipiv);
+  if (info > 0) return O3M_ENOTPD;
+  return info < 0 ? O3M_EINVAL : O3M_OK;
+}
+
+/* A^{-1} from the LU factors of o3m_getrf. */
+static inline int o3m_getri(int d, double *A, const int *ipiv) {
+  lapack_int info = LAPACKE_dgetri(LAPACK_ROW_MAJOR, d, A, d, ipiv);
+  if (info > 0) return O3M_ENOTPD;
+  return info < 0 ? O3M_EINVAL : O3M_OK;
+}
+
+/* Copies the lower triangle of a row-major d x d matrix onto its upper one. */
+static inline void o3m_symmetrize_from_lower(int d, double *A) {
+  for (int i = 0; i < d; i++)
+    for (int j = i + 1; j < d; j++) A[(size_t)i * d + j] = A[(size_t)j * d + i];
+}
+
+/* Copies the upper triangle of a row-major d x d matrix onto its lower one. */
+static inline void o3m_symmetrize_from_upper(int d, double *A) {
+  for (int i = 0; i < d; i++)
+    for (int j = i + 1; j < d; j++) A[(size_t)j * d + i] = A[(size_t)i * d + j];
+}
+
+#endif
