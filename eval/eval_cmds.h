@@ -1,0 +1,12 @@
+/* eval_cmds.h -- the subcommands of o3m-eval.
+ *
+ * Each subcommand is a function with main()'s signature, argv[0] being the
+ * subcommand's name; it returns a process exit status (0 success, 1 runtime
+ * failure, 2 usage error). main.c dispatches on the table in main.c. */
+#ifndef EVAL_CMDS_H
+#define EVAL_CMDS_H
+
+int eval_simulate_main(int argc, char **argv);
+int eval_gen_synthetic_main(int argc, char **argv);
+
+#endif
