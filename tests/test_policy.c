@@ -1,0 +1,320 @@
+/* test_policy.c -- the bandit policies, and the lossless property: a policy
+ * fed masked contexts Q x makes the decisions of a policy fed x.
+ *
+ * The setup is the paper's synthetic one (d = 100, K = 10, T = 5000,
+ * partition [20,20,20,20,20], beta = 0.5). Masking is done with eval_masker,
+ * the same block code the passive participants run. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ap_policy.h"
+#include "eval_masker.h"
+#include "eval_synth.h"
+
+#define ND 100
+#define NK 10
+#define NT 5000
+
+typedef struct pair {
+  ap_policy *central, *masked;
+  eval_synth *env;
+  eval_masker *mask;
+  double X[NK * ND], expected[NK], reward[NK];
+} pair;
+
+static void pair_init(pair *p, ap_algo algo, ap_model_kind model, uint64_t seed) {
+  ap_policy_config c;
+  ap_policy_config_default(&c);
+  c.algo = algo;
+  c.model = model;
+  c.d = ND;
+  c.n_arms = NK;
+  c.max_candidates = NK;
+  c.alpha = 0.5;
+  c.v = 0.01;
+  c.seed = seed;
+  o3m_err e;
+  cr_assert_eq(ap_policy_create(&p->central, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(ap_policy_create(&p->masked, &c, &e), O3M_OK, "%s", e.msg);
+  eval_synth_config sc = {.d = ND, .K = NK, .noise_var = 0.05, .seed = seed};
+  cr_assert_eq(eval_synth_create(&p->env, &sc), O3M_OK);
+  o3m_partition part;
+  cr_assert_eq(o3m_partition_parse(&part, "20,20,20,20,20", NULL), O3M_OK);
+  cr_assert_eq(eval_masker_create(&p->mask, &part, NK, 1, seed + 100, &e), O3M_OK);
+}
+
+static void pair_free(pair *p) {
+  ap_policy_destroy(p->central);
+  ap_policy_destroy(p->masked);
+  eval_synth_destroy(p->env);
+  eval_masker_destroy(p->mask);
+}
+
+/* max |a - b| / max(1, |b|) over n entries */
+static double maxrel(const double *a, const double *b, int n) {
+  double w = 0;
+  for (int i = 0; i < n; i++) {
+    double s = fabs(b[i]) > 1 ? fabs(b[i]) : 1;
+    double r = fabs(a[i] - b[i]) / s;
+    if (r > w) w = r;
+  }
+  return w;
+}
+
+static void lossless_linucb(ap_model_kind model) {
+  pair p;
+  pair_init(&p, AP_ALGO_LINUCB, model, 1);
+  double mc[NK], vc[NK], mm[NK], vm[NK];
+  for (int t = 0; t < NT; t++) {
+    cr_assert_eq(eval_synth_round(p.env, p.X, p.expected, p.reward), O3M_OK);
+    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    cr_assert_eq(ap_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
+    cr_assert_eq(ap_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
+    double em = maxrel(mm, mc, NK), ev = maxrel(vm, vc, NK);
+    cr_assert_leq(em, 1e-9, "round %d: estimated reward differs by %g", t, em);
+    cr_assert_leq(ev, 1e-9, "round %d: width^2 differs by %g", t, ev);
+    int ac, am;
+    cr_assert_eq(ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
+    cr_assert_eq(ap_policy_choose(p.masked, NK, Xm, NULL, &am, NULL), O3M_OK);
+    cr_assert_eq(am, ac, "round %d: masked chose %d, central %d", t, am, ac);
+    cr_assert_eq(ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]), O3M_OK);
+    cr_assert_eq(ap_policy_update(p.masked, am, Xm + am * ND, p.reward[am]), O3M_OK);
+  }
+  /* the paper's Figure 4b: ||theta|| is the same */
+  for (int a = 0; a < (model == AP_MODEL_SHARED ? 1 : NK); a++)
+    cr_assert_float_eq(ap_policy_theta_norm(p.masked, a), ap_policy_theta_norm(p.central, a),
+                       1e-9);
+  pair_free(&p);
+}
+
+Test(lossless, linucb_shared_same_arm_every_round, .timeout = 300) {
+  lossless_linucb(AP_MODEL_SHARED);
+}
+
+Test(lossless, linucb_disjoint_same_arm_every_round, .timeout = 300) {
+  lossless_linucb(AP_MODEL_DISJOINT);
+}
+
+/* LinTS: on a fixed history (the central run's choices, fed to both), the
+ * per-arm mean x^NT theta and variance v^2 x^NT Lambda^{-1} x of the sampled
+ * score agree at every round, so the sampling distributions are the same. */
+static void lossless_lints(ap_model_kind model) {
+  pair p;
+  pair_init(&p, AP_ALGO_LINTS, model, 2);
+  double mc[NK], vc[NK], mm[NK], vm[NK];
+  for (int t = 0; t < NT; t++) {
+    eval_synth_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    cr_assert_eq(ap_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
+    cr_assert_eq(ap_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
+    for (int k = 0; k < NK; k++) {
+      vc[k] *= 0.01 * 0.01;
+      vm[k] *= 0.01 * 0.01;
+    }
+    double em = maxrel(mm, mc, NK), ev = maxrel(vm, vc, NK);
+    cr_assert_leq(em, 1e-9, "round %d: sampled-score mean differs by %g", t, em);
+    cr_assert_leq(ev, 1e-9, "round %d: sampled-score variance differs by %g", t, ev);
+    int ac;
+    cr_assert_eq(ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
+    ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
+    ap_policy_update(p.masked, ac, Xm + ac * ND, p.reward[ac]);
+  }
+  pair_free(&p);
+}
+
+Test(lossless, lints_shared_same_score_distribution_every_round, .timeout = 300) {
+  lossless_lints(AP_MODEL_SHARED);
+}
+
+Test(lossless, lints_disjoint_same_score_distribution_every_round, .timeout = 300) {
+  lossless_lints(AP_MODEL_DISJOINT);
+}
+
+/* Disjoint LinTS draws each candidate's score as a scalar from invariant
+ * quantities, so with the same seed it agrees draw by draw. */
+Test(lossless, lints_disjoint_same_seed_same_decisions, .timeout = 300) {
+  pair p;
+  pair_init(&p, AP_ALGO_LINTS, AP_MODEL_DISJOINT, 3);
+  for (int t = 0; t < 2000; t++) {
+    eval_synth_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    int ac, am;
+    ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL);
+    ap_policy_choose(p.masked, NK, Xm, NULL, &am, NULL);
+    cr_assert_eq(am, ac, "round %d", t);
+    ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
+    ap_policy_update(p.masked, am, Xm + am * ND, p.reward[am]);
+  }
+  pair_free(&p);
+}
+
+/* The sampler draws from N(x^NT theta, v^2 x^NT Lambda^{-1} x): check the
+ * empirical mean and variance of many draws at a fixed state, for both
+ * models, central and masked. */
+static void sampler_matches_distribution(ap_model_kind model) {
+  pair p;
+  pair_init(&p, AP_ALGO_LINTS, model, 4);
+  ap_policy_config c = *ap_policy_config_of(p.central);
+  ap_policy *probe_c, *probe_m;
+  c.v = 1.0; /* a large scale makes the variance easy to measure */
+  cr_assert_eq(ap_policy_create(&probe_c, &c, NULL), O3M_OK);
+  cr_assert_eq(ap_policy_create(&probe_m, &c, NULL), O3M_OK);
+  for (int t = 0; t < 200; t++) {
+    eval_synth_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    int a = t % NK;
+    ap_policy_update(probe_c, a, p.X + a * ND, p.reward[a]);
+    ap_policy_update(probe_m, a, Xm + a * ND, p.reward[a]);
+  }
+  /* One candidate, so the chosen score is the sampled score itself. */
+  eval_synth_round(p.env, p.X, p.expected, p.reward);
+  const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+  int arm = 3;
+  ap_policy *pols[2] = {probe_c, probe_m};
+  const double *xs[2] = {p.X + arm * ND, Xm + arm * ND};
+  double mean, var;
+  cr_assert_eq(ap_policy_stats(probe_c, 1, xs[0], &arm, &mean, &var), O3M_OK);
+  for (int w = 0; w < 2; w++) {
+    const int n = 40000;
+    double s1 = 0, s2 = 0;
+    for (int i = 0; i < n; i++) {
+      int ch;
+      double s;
+      cr_assert_eq(ap_policy_choose(pols[w], 1, xs[w], &arm, &ch, &s), O3M_OK);
+      s1 += s;
+      s2 += s * s;
+    }
+    double m = s1 / n, v = s2 / n - m * m;
+    double se = sqrt(var / n);
+    cr_assert_leq(fabs(m - mean), 5 * se, "%s: mean %g vs %g", w ? "masked" : "central", m,
+                  mean);
+    cr_assert_leq(fabs(v / var - 1), 0.05, "%s: variance %g vs %g", w ? "masked" : "central", v,
+                  var);
+  }
+  ap_policy_destroy(probe_c);
+  ap_policy_destroy(probe_m);
+  pair_free(&p);
+}
+
+Test(lints, shared_sampler_has_the_right_distribution) {
+  sampler_matches_distribution(AP_MODEL_SHARED);
+}
+
+Test(lints, disjoint_sampler_has_the_right_distribution) {
+  sampler_matches_distribution(AP_MODEL_DISJOINT);
+}
+
+static ap_policy *small_policy(ap_algo algo, ap_model_kind model, int refactor_every) {
+  ap_policy_config c;
+  ap_policy_config_default(&c);
+  c.algo = algo;
+  c.model = model;
+  c.d = 3;
+  c.n_arms = 3;
+  c.max_candidates = 4;
+  c.refactor_every = refactor_every;
+  ap_policy *p;
+  cr_assert_eq(ap_policy_create(&p, &c, NULL), O3M_OK);
+  return p;
+}
+
+Test(policy, exact_ties_go_to_the_lowest_index) {
+  ap_policy *p = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 1000);
+  double X[12] = {0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0};
+  int ch;
+  cr_assert_eq(ap_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
+  cr_assert_eq(ch, 0, "all widths equal at the start: lowest index wins");
+  ap_policy_update(p, 0, X + 3, 1.0); /* reward on x = e1 */
+  cr_assert_eq(ap_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
+  cr_assert_eq(ch, 1, "candidates 1 and 3 are the same context; 1 wins");
+  ap_policy_destroy(p);
+}
+
+Test(policy, linucb_prefers_the_rewarded_direction) {
+  ap_policy *p = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 1000);
+  double e[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  for (int i = 0; i < 50; i++)
+    for (int a = 0; a < 3; a++) ap_policy_update(p, 0, e + 3 * a, a == 2 ? 1.0 : 0.0);
+  int ch;
+  ap_policy_choose(p, 3, e, NULL, &ch, NULL);
+  cr_assert_eq(ch, 2);
+  ap_policy_destroy(p);
+}
+
+Test(policy, rejected_input_leaves_state_unchanged) {
+  ap_algo algos[2] = {AP_ALGO_LINUCB, AP_ALGO_LINTS};
+  for (int g = 0; g < 2; g++) {
+    ap_policy *p = small_policy(algos[g], AP_MODEL_DISJOINT, 1000);
+    ap_policy *twin = small_policy(algos[g], AP_MODEL_DISJOINT, 1000);
+    double X[9] = {1, 2, 3, 0.5, 0, 1, -1, 1, 0}, bad[9];
+    int arms[3] = {0, 1, 2}, badarms[3] = {0, 3, 1}, ch;
+    memcpy(bad, X, sizeof X);
+    bad[4] = NAN;
+    cr_assert_eq(ap_policy_choose(p, 3, bad, arms, &ch, NULL), O3M_ENONFINITE);
+    cr_assert_eq(ap_policy_choose(p, 0, X, arms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(ap_policy_choose(p, 5, X, arms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(ap_policy_choose(p, 3, X, badarms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(ap_policy_update(p, 1, bad + 3, 1.0), O3M_ENONFINITE);
+    cr_assert_eq(ap_policy_update(p, 1, X, NAN), O3M_ENONFINITE);
+    cr_assert_eq(ap_policy_update(p, 7, X, 1.0), O3M_EINVAL);
+    cr_assert_eq(ap_policy_updates(p), 0);
+    /* the rejected calls consumed no random draws and changed no statistic */
+    for (int t = 0; t < 20; t++) {
+      int a, b;
+      double sa, sb;
+      cr_assert_eq(ap_policy_choose(p, 3, X, arms, &a, &sa), O3M_OK);
+      cr_assert_eq(ap_policy_choose(twin, 3, X, arms, &b, &sb), O3M_OK);
+      cr_assert_eq(a, b);
+      cr_assert_eq(sa, sb, "round %d: %.17g vs %.17g", t, sa, sb);
+      ap_policy_update(p, a, X + 3 * a, 1.0);
+      ap_policy_update(twin, b, X + 3 * b, 1.0);
+    }
+    ap_policy_destroy(p);
+    ap_policy_destroy(twin);
+  }
+}
+
+Test(policy, refactorization_period_does_not_change_the_model) {
+  ap_algo algos[2] = {AP_ALGO_LINUCB, AP_ALGO_LINTS};
+  for (int g = 0; g < 2; g++) {
+    ap_policy *every = small_policy(algos[g], AP_MODEL_SHARED, 1);
+    ap_policy *rarely = small_policy(algos[g], AP_MODEL_SHARED, 100000);
+    double x[3];
+    for (int t = 0; t < 3000; t++) {
+      x[0] = sin(t);
+      x[1] = cos(3.0 * t);
+      x[2] = 0.5 * sin(7.0 * t);
+      ap_policy_update(every, 0, x, x[0] > 0);
+      ap_policy_update(rarely, 0, x, x[0] > 0);
+    }
+    double a[3], b[3], m1, m2, v1, v2;
+    ap_policy_theta(every, 0, a);
+    ap_policy_theta(rarely, 0, b);
+    for (int i = 0; i < 3; i++) cr_assert_float_eq(a[i], b[i], 1e-9);
+    ap_policy_stats(every, 1, x, NULL, &m1, &v1);
+    ap_policy_stats(rarely, 1, x, NULL, &m2, &v2);
+    cr_assert_float_eq(v1, v2, 1e-12);
+    ap_policy_destroy(every);
+    ap_policy_destroy(rarely);
+  }
+}
+
+Test(policy, config_errors_name_the_field) {
+  ap_policy_config c;
+  ap_policy_config_default(&c);
+  c.d = 5;
+  c.lambda = 0;
+  ap_policy *p;
+  o3m_err e;
+  cr_assert_eq(ap_policy_create(&p, &c, &e), O3M_EINVAL);
+  cr_assert(strstr(e.msg, "lambda") != NULL, "%s", e.msg);
+  c.lambda = 1;
+  c.model = AP_MODEL_DISJOINT;
+  c.n_arms = 0;
+  cr_assert_eq(ap_policy_create(&p, &c, &e), O3M_EINVAL);
+  cr_assert(strstr(e.msg, "n_arms") != NULL, "%s", e.msg);
+  ap_algo al;
+  cr_assert_eq(ap_algo_parse("ucb", &al), O3M_EINVAL);
+}
