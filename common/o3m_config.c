@@ -1,0 +1,858 @@
+/* o3m_config.c -- parser of the federation config file (see o3m_config.h).
+ *
+ * Parsing runs in two passes over an owned copy of the text. The first pass
+ * splits the copy in place into lines, strips comments and whitespace, and
+ * records every section header and every `key = value` pair with its line;
+ * it rejects what a single line can show to be wrong (syntax, unknown
+ * sections, repeated sections, party names and keys). Keys and values then
+ * point into the copy, which the config keeps, so most strings cost no
+ * allocation. The second pass interprets each section through a table of key
+ * specifications (type, range, destination offset, which roles may use the
+ * key) and finally checks the structure of the whole federation.
+ *
+ * Only resolved paths that need a directory prefix are allocated separately;
+ * they are kept in a list and freed with the config. */
+#include "o3m_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A name for messages longer than this is shortened from the left, so that
+ * "name:line: key 'k': ..." always fits in O3M_ERRMSG_MAX. */
+#define NAME_SHOW_MAX 96
+/* Values quoted in messages are cut to this many bytes. */
+#define VALUE_SHOW_MAX 40
+
+struct o3m_config {
+  char *name;     /* for messages */
+  char *base_dir; /* relative paths are resolved against it */
+  char *text;     /* the split copy of the file; keys and values point here */
+
+  int d;
+  int deadline_ms;
+  int insecure;
+  const char *ca;
+  o3m_policy_params policy;
+
+  o3m_party *parties; /* file order */
+  int n_parties;
+  const o3m_party **column; /* active and passive parties in column order */
+  int n_column;
+  const o3m_party **passive;
+  int n_passive;
+  const o3m_party *pmg;
+  const o3m_party *active;
+
+  char **owned; /* allocated path strings */
+  int n_owned;
+  int cap_owned;
+};
+
+/* ---------------------------------------------------------------- pass 1 */
+
+enum { SEC_FEDERATION = 1, SEC_POLICY = 2, SEC_PARTY = 3 };
+
+typedef struct entry {
+  const char *key;
+  const char *value;
+  int line;
+} entry;
+
+/* A section owns the entries [first, first + n) of the parser's array,
+ * because the entries of one section are consecutive lines. */
+typedef struct section {
+  int kind;
+  const char *name; /* party name; NULL otherwise */
+  int line;
+  int first;
+  int n;
+} section;
+
+typedef struct parser {
+  o3m_config *c;
+  o3m_err *e;
+  entry *ents;
+  int n_ents;
+  int cap_ents;
+  section *secs;
+  int n_secs;
+  int cap_secs;
+  int n_party_secs;
+} parser;
+
+/* Sets e to O3M_EPARSE with "name:line: message" ("name: message" for line
+ * 0) and returns O3M_EPARSE. */
+__attribute__((format(printf, 3, 4))) static int perr(parser *p, int line,
+                                                      const char *fmt, ...) {
+  char buf[O3M_ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (line > 0)
+    return o3m_err_set(p->e, O3M_EPARSE, "%s:%d: %s", p->c->name, line, buf);
+  return o3m_err_set(p->e, O3M_EPARSE, "%s: %s", p->c->name, buf);
+}
+
+/* Copies s into buf (VALUE_SHOW_MAX + 4 bytes), cut with "..." if long, so
+ * that a hostile value cannot push the line number out of the message. */
+static const char *show(char *buf, const char *s) {
+  size_t n = strlen(s);
+  if (n <= VALUE_SHOW_MAX) {
+    memcpy(buf, s, n + 1);
+  } else {
+    memcpy(buf, s, VALUE_SHOW_MAX);
+    memcpy(buf + VALUE_SHOW_MAX, "...", 4);
+  }
+  return buf;
+}
+
+static int is_blank(char ch) { return ch == ' ' || ch == '\t'; }
+
+/* Trims blanks at both ends of s in place and returns the new start. */
+static char *trim(char *s) {
+  while (is_blank(*s)) s++;
+  size_t n = strlen(s);
+  while (n > 0 && is_blank(s[n - 1])) s[--n] = '\0';
+  return s;
+}
+
+/* Cuts a comment: '#' or ';' at the start of the (untrimmed) line or after a
+ * blank. */
+static void strip_comment(char *s) {
+  for (char *q = s; *q; q++) {
+    if ((*q == '#' || *q == ';') && (q == s || is_blank(q[-1]))) {
+      *q = '\0';
+      return;
+    }
+  }
+}
+
+static int valid_party_name(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n > O3M_CONFIG_MAX_NAME) return 0;
+  for (const char *q = s; *q; q++)
+    if (!(isalnum((unsigned char)*q) || *q == '_' || *q == '.' || *q == '-'))
+      return 0;
+  return 1;
+}
+
+static int valid_key(const char *s) {
+  if (!*s) return 0;
+  for (const char *q = s; *q; q++)
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_'))
+      return 0;
+  return 1;
+}
+
+static int push_section(parser *p, int kind, const char *name, int line) {
+  for (int i = 0; i < p->n_secs; i++) {
+    const section *s = &p->secs[i];
+    if (kind != SEC_PARTY && s->kind == kind)
+      return perr(p, line, "duplicate section [%s] (first at line %d)",
+                  kind == SEC_FEDERATION ? "federation" : "policy", s->line);
+    if (kind == SEC_PARTY && s->kind == SEC_PARTY && strcmp(s->name, name) == 0)
+      return perr(p, line, "duplicate party '%s' (first at line %d)", name,
+                  s->line);
+  }
+  if (p->n_secs == p->cap_secs) {
+    int cap = p->cap_secs ? 2 * p->cap_secs : 8;
+    section *ns = realloc(p->secs, (size_t)cap * sizeof *ns);
+    if (!ns) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+    p->secs = ns;
+    p->cap_secs = cap;
+  }
+  p->secs[p->n_secs++] = (section){kind, name, line, p->n_ents, 0};
+  return O3M_OK;
+}
+
+static int push_entry(parser *p, const char *key, const char *value,
+                      int line) {
+  section *s = &p->secs[p->n_secs - 1];
+  for (int i = s->first; i < s->first + s->n; i++)
+    if (strcmp(p->ents[i].key, key) == 0)
+      return perr(p, line, "key '%s' repeated (first at line %d)", key,
+                  p->ents[i].line);
+  if (p->n_ents == p->cap_ents) {
+    int cap = p->cap_ents ? 2 * p->cap_ents : 32;
+    entry *ne = realloc(p->ents, (size_t)cap * sizeof *ne);
+    if (!ne) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+    p->ents = ne;
+    p->cap_ents = cap;
+  }
+  p->ents[p->n_ents++] = (entry){key, value, line};
+  s->n++;
+  return O3M_OK;
+}
+
+/* Handles one section header line (trimmed, starting with '['). */
+static int header_line(parser *p, char *s, int line) {
+  char shown[VALUE_SHOW_MAX + 4];
+  size_t n = strlen(s);
+  if (n < 2 || s[n - 1] != ']')
+    return perr(p, line, "malformed section header '%s' (expected [name])",
+                show(shown, s));
+  s[n - 1] = '\0';
+  char *in = trim(s + 1);
+  if (strcmp(in, "federation") == 0)
+    return push_section(p, SEC_FEDERATION, NULL, line);
+  if (strcmp(in, "policy") == 0) return push_section(p, SEC_POLICY, NULL, line);
+  if (strncmp(in, "party", 5) == 0 && (in[5] == '\0' || is_blank(in[5]))) {
+    char *name = trim(in + 5);
+    if (!*name) return perr(p, line, "section [party] needs a name: [party NAME]");
+    if (!valid_party_name(name))
+      return perr(p, line,
+                  "party name '%s' is not 1..%d characters from [A-Za-z0-9_.-]",
+                  show(shown, name), O3M_CONFIG_MAX_NAME);
+    if (p->n_party_secs == O3M_CONFIG_MAX_PARTIES)
+      return perr(p, line, "too many parties (at most %d)",
+                  O3M_CONFIG_MAX_PARTIES);
+    p->n_party_secs++;
+    return push_section(p, SEC_PARTY, name, line);
+  }
+  return perr(p, line,
+              "unknown section [%s] (expected [federation], [policy] or "
+              "[party NAME])",
+              show(shown, in));
+}
+
+/* Pass 1 over the text owned by p->c (modified in place). */
+static int split_lines(parser *p) {
+  char shown[VALUE_SHOW_MAX + 4];
+  char *s = p->c->text;
+  int line = 0;
+  while (*s) {
+    line++;
+    char *nl = strchr(s, '\n');
+    char *next = nl ? nl + 1 : s + strlen(s);
+    if (nl) *nl = '\0';
+    size_t n = strlen(s);
+    if (n > 0 && s[n - 1] == '\r') s[--n] = '\0';
+    for (size_t i = 0; i < n; i++)
+      if ((unsigned char)s[i] < 0x20 && s[i] != '\t')
+        return perr(p, line, "control character (byte 0x%02x) in line",
+                    (unsigned char)s[i]);
+    strip_comment(s);
+    char *t = trim(s);
+    s = next;
+    if (!*t) continue;
+    if (*t == '[') {
+      int rc = header_line(p, t, line);
+      if (rc) return rc;
+      continue;
+    }
+    char *eq = strchr(t, '=');
+    if (!eq)
+      return perr(p, line,
+                  "expected 'key = value', a [section] header or a comment, "
+                  "got '%s'",
+                  show(shown, t));
+    *eq = '\0';
+    char *key = trim(t);
+    char *value = trim(eq + 1);
+    if (!*key) return perr(p, line, "missing key before '='");
+    if (!valid_key(key))
+      return perr(p, line, "malformed key '%s' (expected [a-z0-9_]+)",
+                  show(shown, key));
+    if (p->n_secs == 0)
+      return perr(p, line, "key '%s' is outside any section", key);
+    if (!*value) return perr(p, line, "key '%s': empty value", key);
+    int rc = push_entry(p, key, value, line);
+    if (rc) return rc;
+  }
+  return O3M_OK;
+}
+
+/* ---------------------------------------------------------------- pass 2 */
+
+enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE };
+
+/* Role bits of keyspec.roles / keyspec.req. Sections other than parties use
+ * R_SEC. */
+#define R_SEC 1u
+#define R_PMG (1u << O3M_ROLE_PMG)
+#define R_ACTIVE (1u << O3M_ROLE_ACTIVE)
+#define R_PASSIVE (1u << O3M_ROLE_PASSIVE)
+#define R_DATA (R_ACTIVE | R_PASSIVE)
+#define R_PARTY (R_PMG | R_ACTIVE | R_PASSIVE)
+
+typedef struct keyspec {
+  const char *key;
+  int type;
+  size_t off;        /* destination in the section's target struct */
+  long long lo, hi;  /* KT_INT: inclusive range */
+  double dlo;        /* KT_DBL: lower bound (-HUGE_VAL for none) */
+  int dlo_strict;    /* KT_DBL: 1 for value > dlo, 0 for value >= dlo */
+  const char *words; /* KT_WORD: "a|b" */
+  unsigned roles;    /* who may use the key */
+  unsigned req;      /* for whom the key is required */
+} keyspec;
+
+#define NOB (-HUGE_VAL)
+#define FED(f) offsetof(o3m_config, f)
+#define POL(f) offsetof(o3m_config, policy.f)
+#define PTY(f) offsetof(o3m_party, f)
+
+static const keyspec fed_keys[] = {
+    {"d", KT_INT, FED(d), 1, O3M_CONFIG_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
+    {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
+    {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+static const keyspec pol_keys[] = {
+    {"algo", KT_WORD, POL(algo), 0, 0, 0, 0, "linucb|lints", R_SEC, R_SEC},
+    {"model", KT_WORD, POL(model), 0, 0, 0, 0, "shared|disjoint", R_SEC, R_SEC},
+    {"alpha", KT_DBL, POL(alpha), 0, 0, 0.0, 0, NULL, R_SEC, 0},
+    {"lambda", KT_DBL, POL(lambda), 0, 0, 0.0, 1, NULL, R_SEC, 0},
+    {"v", KT_DBL, POL(v), 0, 0, 0.0, 0, NULL, R_SEC, 0},
+    {"seed", KT_U64, POL(seed), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"refactor_every", KT_INT, POL(refactor_every), 1, 2147483647, 0, 0, NULL,
+     R_SEC, 0},
+    {"max_candidates", KT_INT, POL(max_candidates), 1, 1000000, 0, 0, NULL,
+     R_SEC, 0},
+    {"pending_capacity", KT_INT, POL(pending_capacity), 1, 10000000, 0, 0, NULL,
+     R_SEC, 0},
+    {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, 31536000, 0, 0, NULL,
+     R_SEC, 0},
+    {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
+    {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
+    {"items", KT_PATH, POL(items), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+static const keyspec party_keys[] = {
+    {"role", KT_ROLE, PTY(role), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
+    {"address", KT_ADDR, PTY(address), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
+    {"dims", KT_INT, PTY(dims), 1, O3M_CONFIG_MAX_DIM, 0, 0, NULL, R_DATA,
+     R_DATA},
+    {"user_table", KT_PATH, PTY(user_table), 0, 0, 0, 0, NULL, R_DATA, 0},
+    {"item_table", KT_PATH, PTY(item_table), 0, 0, 0, 0, NULL, R_DATA, 0},
+    {"cert", KT_PATH, PTY(cert), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+static const keyspec *find_spec(const keyspec *t, const char *key) {
+  for (; t->key; t++)
+    if (strcmp(t->key, key) == 0) return t;
+  return NULL;
+}
+
+static const entry *find_entry(const parser *p, const section *s,
+                               const char *key) {
+  for (int i = s->first; i < s->first + s->n; i++)
+    if (strcmp(p->ents[i].key, key) == 0) return &p->ents[i];
+  return NULL;
+}
+
+/* Decimal integer: optional '-', digits, nothing else. */
+static int parse_ll(const char *s, long long *out) {
+  if (!(*s == '-' || isdigit((unsigned char)*s))) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  if (!isdigit((unsigned char)*s)) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end) return -1;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* A finite decimal number (strtod syntax without hex, inf and nan). */
+static int parse_dbl(const char *s, double *out) {
+  if (!(isdigit((unsigned char)*s) || *s == '-' || *s == '+' || *s == '.'))
+    return -1;
+  if (strpbrk(s, "xX")) return -1;
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+/* One of the '|'-separated words. */
+static int word_ok(const char *words, const char *v) {
+  size_t n = strlen(v);
+  for (const char *w = words; *w;) {
+    const char *bar = strchr(w, '|');
+    size_t wn = bar ? (size_t)(bar - w) : strlen(w);
+    if (wn == n && strncmp(w, v, n) == 0) return 1;
+    if (!bar) break;
+    w = bar + 1;
+  }
+  return 0;
+}
+
+/* host:port with a non-empty host and port 1..65535, or unix:PATH. No
+ * whitespace anywhere. */
+static int address_ok(const char *v) {
+  for (const char *q = v; *q; q++)
+    if (isspace((unsigned char)*q)) return 0;
+  if (strncmp(v, "unix:", 5) == 0) return v[5] != '\0';
+  const char *colon = strrchr(v, ':');
+  if (!colon || colon == v || !colon[1] || strlen(colon + 1) > 5) return 0;
+  for (const char *q = colon + 1; *q; q++)
+    if (!isdigit((unsigned char)*q)) return 0;
+  long port = strtol(colon + 1, NULL, 10);
+  return port >= 1 && port <= 65535;
+}
+
+/* Resolves a path against the base directory; may point into the text. */
+static int resolve_path(parser *p, const char *v, const char **out) {
+  o3m_config *c = p->c;
+  if (v[0] == '/' || strcmp(c->base_dir, ".") == 0) {
+    *out = v;
+    return O3M_OK;
+  }
+  if (c->n_owned == c->cap_owned) {
+    int cap = c->cap_owned ? 2 * c->cap_owned : 16;
+    char **no = realloc(c->owned, (size_t)cap * sizeof *no);
+    if (!no) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+    c->owned = no;
+    c->cap_owned = cap;
+  }
+  size_t bn = strlen(c->base_dir), vn = strlen(v);
+  int slash = bn > 0 && c->base_dir[bn - 1] != '/';
+  char *s = malloc(bn + (size_t)slash + vn + 1);
+  if (!s) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+  memcpy(s, c->base_dir, bn);
+  if (slash) s[bn] = '/';
+  memcpy(s + bn + slash, v, vn + 1);
+  c->owned[c->n_owned++] = s;
+  *out = s;
+  return O3M_OK;
+}
+
+/* Parses one value by its spec into base + spec->off. */
+static int apply(parser *p, const keyspec *k, const entry *en, void *base) {
+  char shown[VALUE_SHOW_MAX + 4];
+  char *dst = (char *)base + k->off;
+  const char *v = en->value;
+  switch (k->type) {
+  case KT_INT: {
+    long long x;
+    if (parse_ll(v, &x) || x < k->lo || x > k->hi)
+      return perr(p, en->line, "key '%s': expected an integer in %lld..%lld, got '%s'",
+                  k->key, k->lo, k->hi, show(shown, v));
+    *(int *)dst = (int)x;
+    return O3M_OK;
+  }
+  case KT_U64:
+    if (parse_u64(v, (uint64_t *)dst))
+      return perr(p, en->line,
+                  "key '%s': expected an integer in 0..%llu, got '%s'", k->key,
+                  (unsigned long long)UINT64_MAX, show(shown, v));
+    return O3M_OK;
+  case KT_DBL: {
+    double x;
+    int bad = parse_dbl(v, &x);
+    if (!bad && k->dlo != NOB) bad = k->dlo_strict ? !(x > k->dlo) : !(x >= k->dlo);
+    if (bad) {
+      if (k->dlo == NOB)
+        return perr(p, en->line, "key '%s': expected a finite number, got '%s'",
+                    k->key, show(shown, v));
+      return perr(p, en->line, "key '%s': expected a finite number %s %g, got '%s'",
+                  k->key, k->dlo_strict ? ">" : ">=", k->dlo, show(shown, v));
+    }
+    *(double *)dst = x;
+    return O3M_OK;
+  }
+  case KT_PATH:
+    return resolve_path(p, v, (const char **)dst);
+  case KT_WORD:
+    if (!word_ok(k->words, v))
+      return perr(p, en->line, "key '%s': expected one of %s, got '%s'", k->key,
+                  k->words, show(shown, v));
+    *(const char **)dst = v;
+    return O3M_OK;
+  case KT_BOOL:
+    if (strcmp(v, "true") == 0)
+      *(int *)dst = 1;
+    else if (strcmp(v, "false") == 0)
+      *(int *)dst = 0;
+    else
+      return perr(p, en->line, "key '%s': expected true or false, got '%s'",
+                  k->key, show(shown, v));
+    return O3M_OK;
+  case KT_ADDR:
+    if (!address_ok(v))
+      return perr(p, en->line,
+                  "key '%s': expected host:port (port 1..65535) or unix:PATH, "
+                  "got '%s'",
+                  k->key, show(shown, v));
+    *(const char **)dst = v;
+    return O3M_OK;
+  case KT_ROLE:
+    if (strcmp(v, "pmg") == 0)
+      *(o3m_role *)dst = O3M_ROLE_PMG;
+    else if (strcmp(v, "active") == 0)
+      *(o3m_role *)dst = O3M_ROLE_ACTIVE;
+    else if (strcmp(v, "passive") == 0)
+      *(o3m_role *)dst = O3M_ROLE_PASSIVE;
+    else
+      return perr(p, en->line,
+                  "key '%s': expected one of pmg|active|passive, got '%s'",
+                  k->key, show(shown, v));
+    return O3M_OK;
+  }
+  return o3m_err_set(p->e, O3M_EINVAL, "internal: bad key type");
+}
+
+/* Applies every entry of s in line order, then checks required keys. rbit is
+ * R_SEC or the role bit of a party; label names the section in messages. */
+static int apply_section(parser *p, const section *s, const keyspec *table,
+                         unsigned rbit, const char *label, void *base) {
+  for (int i = s->first; i < s->first + s->n; i++) {
+    const entry *en = &p->ents[i];
+    const keyspec *k = find_spec(table, en->key);
+    if (!k) return perr(p, en->line, "unknown key '%s' in %s", en->key, label);
+    if (!(k->roles & rbit)) {
+      const o3m_party *pt = base;
+      return perr(p, en->line, "key '%s' is not valid for a party with role %s",
+                  en->key, o3m_role_name(pt->role));
+    }
+    int rc = apply(p, k, en, base);
+    if (rc) return rc;
+  }
+  for (const keyspec *k = table; k->key; k++)
+    if ((k->req & rbit) && !find_entry(p, s, k->key))
+      return perr(p, s->line, "%s: missing required key '%s'", label, k->key);
+  return O3M_OK;
+}
+
+static int do_policy(parser *p, const section *s) {
+  o3m_config *c = p->c;
+  int rc = apply_section(p, s, pol_keys, R_SEC, "[policy]", c);
+  if (rc) return rc;
+  const entry *items = find_entry(p, s, "items");
+  if (strcmp(c->policy.model, "disjoint") == 0 && !items)
+    return perr(p, s->line,
+                "[policy]: missing required key 'items' (required with model "
+                "= disjoint)");
+  if (strcmp(c->policy.model, "shared") == 0 && items)
+    return perr(p, items->line,
+                "key 'items': only valid with model = disjoint");
+  if (!(c->policy.reward_max > c->policy.reward_min)) {
+    const entry *en = find_entry(p, s, "reward_max");
+    if (!en) en = find_entry(p, s, "reward_min");
+    return perr(p, en ? en->line : s->line,
+                "key '%s': reward_max (%g) must be greater than reward_min (%g)",
+                en ? en->key : "reward_max", c->policy.reward_max,
+                c->policy.reward_min);
+  }
+  return O3M_OK;
+}
+
+static int do_party(parser *p, const section *s, o3m_party *pt) {
+  char label[O3M_CONFIG_MAX_NAME + 16];
+  snprintf(label, sizeof label, "[party %s]", s->name);
+  memset(pt, 0, sizeof *pt);
+  pt->name = s->name;
+  pt->line = s->line;
+  pt->col0 = -1;
+  pt->slot = -1;
+  /* The role decides which keys are allowed, so it is read first. */
+  const entry *role = find_entry(p, s, "role");
+  if (!role) return perr(p, s->line, "%s: missing required key 'role'", label);
+  int rc = apply(p, find_spec(party_keys, "role"), role, pt);
+  if (rc) return rc;
+  rc = apply_section(p, s, party_keys, 1u << pt->role, label, pt);
+  if (rc) return rc;
+  if (pt->role == O3M_ROLE_PASSIVE && !pt->user_table && !pt->item_table)
+    return perr(p, s->line,
+                "%s: a passive party needs key 'user_table' or 'item_table' "
+                "(or both)",
+                label);
+  return O3M_OK;
+}
+
+/* Checks that need every section: roles, addresses, TLS keys, the dims sum;
+ * fills the column order. */
+static int check_structure(parser *p, const section *fed) {
+  o3m_config *c = p->c;
+  for (int i = 0; i < c->n_parties; i++) {
+    const o3m_party *pt = &c->parties[i];
+    if (pt->role == O3M_ROLE_PMG) {
+      if (c->pmg)
+        return perr(p, pt->line,
+                    "[party %s]: a second party with role = pmg (the first is "
+                    "'%s' at line %d)",
+                    pt->name, c->pmg->name, c->pmg->line);
+      c->pmg = pt;
+    } else if (pt->role == O3M_ROLE_ACTIVE) {
+      if (c->active)
+        return perr(p, pt->line,
+                    "[party %s]: a second party with role = active (the first "
+                    "is '%s' at line %d); exactly one is allowed",
+                    pt->name, c->active->name, c->active->line);
+      c->active = pt;
+    }
+    for (int j = 0; j < i; j++)
+      if (strcmp(c->parties[j].address, pt->address) == 0)
+        return perr(p, pt->line,
+                    "[party %s]: key 'address': %s is also the address of "
+                    "party '%s' (line %d)",
+                    pt->name, pt->address, c->parties[j].name,
+                    c->parties[j].line);
+  }
+  if (!c->pmg) return perr(p, 0, "no party with role = pmg (exactly one is required)");
+  if (!c->active)
+    return perr(p, 0, "no party with role = active (exactly one is required)");
+  if (!c->insecure) {
+    if (!c->ca)
+      return perr(p, fed->line,
+                  "[federation]: missing required key 'ca' (required unless "
+                  "insecure = true)");
+    for (int i = 0; i < c->n_parties; i++) {
+      const o3m_party *pt = &c->parties[i];
+      if (!pt->cert || !pt->key)
+        return perr(p, pt->line,
+                    "[party %s]: missing required key '%s' (required unless "
+                    "insecure = true)",
+                    pt->name, !pt->cert ? "cert" : "key");
+    }
+  }
+  long sum = 0;
+  for (int i = 0; i < c->n_parties; i++) sum += c->parties[i].dims;
+  if (sum != c->d) {
+    const entry *en = find_entry(p, fed, "d");
+    return perr(p, en->line,
+                "key 'd': d = %d but the dims of the active and passive "
+                "parties sum to %ld",
+                c->d, sum);
+  }
+  c->column = malloc((size_t)c->n_parties * sizeof *c->column);
+  c->passive = malloc((size_t)c->n_parties * sizeof *c->passive);
+  if (!c->column || !c->passive)
+    return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+  int col = 0;
+  for (int i = 0; i < c->n_parties; i++) {
+    o3m_party *pt = &c->parties[i];
+    if (pt->role == O3M_ROLE_PMG) continue;
+    pt->slot = c->n_column;
+    pt->col0 = col;
+    col += pt->dims;
+    c->column[c->n_column++] = pt;
+    if (pt->role == O3M_ROLE_PASSIVE) c->passive[c->n_passive++] = pt;
+  }
+  return O3M_OK;
+}
+
+static int interpret(parser *p) {
+  o3m_config *c = p->c;
+  const section *fed = NULL, *pol = NULL;
+  int n_party = 0;
+  for (int i = 0; i < p->n_secs; i++) n_party += p->secs[i].kind == SEC_PARTY;
+  if (n_party > 0) {
+    c->parties = calloc((size_t)n_party, sizeof *c->parties);
+    if (!c->parties) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+  }
+  for (int i = 0; i < p->n_secs; i++) {
+    const section *s = &p->secs[i];
+    int rc;
+    if (s->kind == SEC_FEDERATION) {
+      fed = s;
+      rc = apply_section(p, s, fed_keys, R_SEC, "[federation]", c);
+    } else if (s->kind == SEC_POLICY) {
+      pol = s;
+      rc = do_policy(p, s);
+    } else {
+      rc = do_party(p, s, &c->parties[c->n_parties]);
+      c->n_parties++;
+    }
+    if (rc) return rc;
+  }
+  if (!fed) return perr(p, 0, "missing section [federation]");
+  if (!pol) return perr(p, 0, "missing section [policy]");
+  return check_structure(p, fed);
+}
+
+/* ------------------------------------------------------------- lifecycle */
+
+/* Takes ownership of text (malloc'd) whatever happens. */
+static int parse_owned(o3m_config **out, char *text, const char *base_dir,
+                       const char *name, o3m_err *e) {
+  *out = NULL;
+  o3m_config *c = calloc(1, sizeof *c);
+  if (!c) {
+    free(text);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  c->text = text;
+  if (!name) name = "<config>";
+  size_t nn = strlen(name);
+  if (nn > NAME_SHOW_MAX) {
+    c->name = malloc(NAME_SHOW_MAX + 1);
+    if (c->name) {
+      memcpy(c->name, "...", 3);
+      memcpy(c->name + 3, name + nn - (NAME_SHOW_MAX - 3), NAME_SHOW_MAX - 2);
+    }
+  } else {
+    c->name = strdup(name);
+  }
+  c->base_dir = strdup(base_dir && *base_dir ? base_dir : ".");
+  if (!c->name || !c->base_dir) {
+    o3m_config_destroy(c);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  c->deadline_ms = 200;
+  c->policy.alpha = 0.5;
+  c->policy.lambda = 1.0;
+  c->policy.v = 0.01;
+  c->policy.seed = 1;
+  c->policy.refactor_every = 1000;
+  c->policy.max_candidates = 1000;
+  c->policy.pending_capacity = 100000;
+  c->policy.pending_expiry_s = 3600;
+  c->policy.reward_min = 0.0;
+  c->policy.reward_max = 1.0;
+
+  parser p = {.c = c, .e = e};
+  int rc = split_lines(&p);
+  if (!rc) rc = interpret(&p);
+  free(p.ents);
+  free(p.secs);
+  if (rc) {
+    o3m_config_destroy(c);
+    return rc;
+  }
+  o3m_err_clear(e);
+  *out = c;
+  return O3M_OK;
+}
+
+int o3m_config_parse_string(o3m_config **out, const char *text,
+                            const char *base_dir, const char *name_for_messages,
+                            o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: out is NULL");
+  *out = NULL;
+  if (!text) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: text is NULL");
+  char *copy = strdup(text);
+  if (!copy) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  return parse_owned(out, copy, base_dir, name_for_messages, e);
+}
+
+int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_config_load: out is NULL");
+  *out = NULL;
+  if (!path) return o3m_err_set(e, O3M_EINVAL, "o3m_config_load: path is NULL");
+  FILE *f = fopen(path, "rb");
+  if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
+  char *buf = malloc(O3M_CONFIG_MAX_FILE + 2);
+  if (!buf) {
+    fclose(f);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  size_t n = fread(buf, 1, O3M_CONFIG_MAX_FILE + 1, f);
+  int rd_err = ferror(f);
+  fclose(f);
+  if (rd_err) {
+    free(buf);
+    return o3m_err_set(e, O3M_EIO, "%s: read error", path);
+  }
+  if (n > O3M_CONFIG_MAX_FILE) {
+    free(buf);
+    return o3m_err_set(e, O3M_EPARSE, "%s: larger than %d bytes", path,
+                       O3M_CONFIG_MAX_FILE);
+  }
+  buf[n] = '\0';
+  if (memchr(buf, '\0', n)) {
+    int line = 1;
+    for (const char *q = buf; *q; q++) line += *q == '\n';
+    free(buf);
+    return o3m_err_set(e, O3M_EPARSE, "%s:%d: NUL byte in file", path, line);
+  }
+  char *shrunk = realloc(buf, n + 1);
+  if (shrunk) buf = shrunk;
+
+  /* The directory part of path: "." without a slash, "/" for "/x". */
+  const char *slash = strrchr(path, '/');
+  char *dir;
+  if (!slash) {
+    dir = strdup(".");
+  } else if (slash == path) {
+    dir = strdup("/");
+  } else {
+    dir = strndup(path, (size_t)(slash - path));
+  }
+  if (!dir) {
+    free(buf);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  int rc = parse_owned(out, buf, dir, path, e);
+  free(dir);
+  return rc;
+}
+
+void o3m_config_destroy(o3m_config *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
+  free(c->owned);
+  free(c->column);
+  free(c->passive);
+  free(c->parties);
+  free(c->text);
+  free(c->base_dir);
+  free(c->name);
+  free(c);
+}
+
+/* ------------------------------------------------------------- accessors */
+
+const char *o3m_role_name(o3m_role r) {
+  switch (r) {
+  case O3M_ROLE_PMG: return "pmg";
+  case O3M_ROLE_ACTIVE: return "active";
+  case O3M_ROLE_PASSIVE: return "passive";
+  }
+  return "unknown";
+}
+
+int o3m_config_d(const o3m_config *c) { return c->d; }
+int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
+const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
+int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
+const o3m_policy_params *o3m_config_policy(const o3m_config *c) { return &c->policy; }
+int o3m_config_n_parties(const o3m_config *c) { return c->n_parties; }
+
+const o3m_party *o3m_config_party_at(const o3m_config *c, int i) {
+  return i >= 0 && i < c->n_parties ? &c->parties[i] : NULL;
+}
+
+const o3m_party *o3m_config_party(const o3m_config *c, const char *name) {
+  if (!name) return NULL;
+  for (int i = 0; i < c->n_parties; i++)
+    if (strcmp(c->parties[i].name, name) == 0) return &c->parties[i];
+  return NULL;
+}
+
+const o3m_party *o3m_config_pmg(const o3m_config *c) { return c->pmg; }
+const o3m_party *o3m_config_active(const o3m_config *c) { return c->active; }
+int o3m_config_n_passive(const o3m_config *c) { return c->n_passive; }
+
+const o3m_party *o3m_config_passive(const o3m_config *c, int i) {
+  return i >= 0 && i < c->n_passive ? c->passive[i] : NULL;
+}
+
+int o3m_config_n_column_parties(const o3m_config *c) { return c->n_column; }
+
+const o3m_party *o3m_config_column_party(const o3m_config *c, int slot) {
+  return slot >= 0 && slot < c->n_column ? c->column[slot] : NULL;
+}
+
+const char *o3m_config_name(const o3m_config *c) { return c->name; }
+const char *o3m_config_base_dir(const o3m_config *c) { return c->base_dir; }

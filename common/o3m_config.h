@@ -1,0 +1,198 @@
+/* o3m_config.h -- the federation config file shared by all parties.
+ *
+ * One INI-style file describes a whole federation: the context dimension, the
+ * policy of the active participant (AP) and every party (the privacy mask
+ * generator, the AP and the passive participants) with its address, its
+ * feature dims and its TLS files. Every daemon is started with
+ * `--config FILE --party NAME` and reads the same file, so all parties agree
+ * on the column split of the context.
+ *
+ * Syntax. A line is blank, a comment, a section header `[federation]`,
+ * `[policy]` or `[party NAME]`, or `key = value`. A comment starts with '#'
+ * or ';' as the first non-blank character of a line, or after whitespace
+ * inside a line (`d = 100   # total`); a '#' or ';' glued to a value
+ * (`a#b`) is part of the value. Whitespace around keys, '=' and values is
+ * ignored; values are never quoted and may not be empty. Party names are 1 to
+ * 64 characters from [A-Za-z0-9_.-] (they are matched against certificate
+ * identities, so the set is kept conservative). Lines end in LF or CRLF.
+ *
+ *   [federation]  d (required, 1..O3M_CONFIG_MAX_DIM) = sum of the dims of the
+ *                 active and passive parties; deadline_ms (200, 1..3600000);
+ *                 ca (path; required unless insecure = true);
+ *                 insecure (true|false, default false).
+ *   [policy]      algo (required: linucb|lints); model (required:
+ *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
+ *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
+ *                 >= 1); max_candidates (1000, 1..1000000); pending_capacity
+ *                 (100000, 1..10000000); pending_expiry_s (3600, 1..31536000);
+ *                 reward_min (0); reward_max (1, > reward_min);
+ *                 items (path; required with model = disjoint, rejected with
+ *                 model = shared: the catalog, one item id per line, line
+ *                 order = arm index).
+ *   [party NAME]  role (required: pmg|active|passive); address (required:
+ *                 host:port with port 1..65535, or unix:PATH); cert and key
+ *                 (paths; required unless insecure = true); state_dir (path,
+ *                 optional). For active and passive parties also dims
+ *                 (required, 1..O3M_CONFIG_MAX_DIM), user_table and
+ *                 item_table (paths; a passive party needs at least one, the
+ *                 active party may have none when its features come in the
+ *                 requests). A pmg party may not have dims or tables.
+ *
+ * Structure: exactly one pmg party, exactly one active party, any number of
+ * passive parties, no two parties with the same name or address, and the
+ * dims summing to d. The order of the active and passive sections in the file
+ * is the column order of the context x; each such party gets its first column
+ * col0 and its position slot in that order.
+ *
+ * `insecure = true` only relaxes the parser (ca, cert and key may then be
+ * absent). It does not make any daemon speak plaintext: a daemon does that
+ * only when it is also started with --insecure, which is meant for explicit
+ * trials. Whether TLS files exist and parse is checked by the daemons, not
+ * here.
+ *
+ * Paths (ca, items, user_table, item_table, cert, key, state_dir) are relative
+ * to the directory of the config file and are resolved at load: an absolute
+ * path is kept, a relative one is prefixed with that directory (nothing is
+ * prefixed when the directory is "."). Files need not exist at load time.
+ *
+ * Strictness: unknown sections and keys, keys outside a section, duplicate
+ * sections, keys and party names, missing required keys, malformed values
+ * (not a number, out of range, trailing junk) and an inconsistent structure
+ * all fail with O3M_EPARSE (O3M_ENOMEM, O3M_EIO for the obvious cases) and a
+ * message that names the file, the line and the key, for example
+ *   fed.conf:14: key 'dims': expected an integer in 1..4096, got 'x'
+ * Errors of single lines (syntax, unknown or repeated keys, bad values) are
+ * reported in file order; checks that need the whole file (missing required
+ * keys, roles, addresses, the dims sum, TLS keys) run afterwards and name the
+ * line of the offending section or key. An absent section has no line and is
+ * named alone ("fed.conf: missing section [policy]"). Only the first error is
+ * reported.
+ *
+ * A loaded config is immutable, so any number of threads may read it. */
+#ifndef O3M_CONFIG_H
+#define O3M_CONFIG_H
+
+#include <stdint.h>
+
+#include "o3m_error.h"
+
+/* Largest d and dims accepted; equal to O3M_MAX_DIM of linalg/o3m_mask.h
+ * (common cannot include linalg, which depends on it). */
+#define O3M_CONFIG_MAX_DIM 4096
+/* Largest number of party sections. */
+#define O3M_CONFIG_MAX_PARTIES 1024
+/* Longest party name in bytes. */
+#define O3M_CONFIG_MAX_NAME 64
+/* Largest config file accepted by o3m_config_load. */
+#define O3M_CONFIG_MAX_FILE (1 << 20)
+
+typedef enum o3m_role {
+  O3M_ROLE_PMG = 1,
+  O3M_ROLE_ACTIVE = 2,
+  O3M_ROLE_PASSIVE = 3
+} o3m_role;
+
+/* "pmg", "active", "passive"; "unknown" otherwise. Never NULL. */
+const char *o3m_role_name(o3m_role r);
+
+/* One party. Read-only for callers: every field may be read, none written.
+ * Strings are owned by the config and live until o3m_config_destroy. Path
+ * fields are already resolved against the config's directory; an optional
+ * path that was not given is NULL. */
+typedef struct o3m_party {
+  const char *name;       /* the NAME of [party NAME] */
+  o3m_role role;
+  const char *address;    /* as written: host:port or unix:PATH */
+  int dims;               /* feature columns; 0 for the pmg */
+  int col0;               /* first column of this party in x; -1 for the pmg */
+  int slot;               /* position in column order, 0..M-1; -1 for the pmg */
+  const char *user_table; /* path or NULL (always NULL for the pmg) */
+  const char *item_table; /* path or NULL (always NULL for the pmg) */
+  const char *cert;       /* path; NULL only when insecure and not given */
+  const char *key;        /* path; NULL only when insecure and not given */
+  const char *state_dir;  /* path or NULL */
+  int line;               /* line of the [party NAME] header */
+} o3m_party;
+
+/* The [policy] section as plain values, defaults filled in. algo and model
+ * are the strings of the file, already checked to be one of the allowed
+ * words; the AP maps them with ap_algo_parse and ap_model_parse. Read-only
+ * for callers. */
+typedef struct o3m_policy_params {
+  const char *algo;      /* "linucb" or "lints" */
+  const char *model;     /* "shared" or "disjoint" */
+  double alpha;
+  double lambda;
+  double v;
+  uint64_t seed;
+  int refactor_every;
+  int max_candidates;
+  int pending_capacity;
+  int pending_expiry_s;
+  double reward_min;
+  double reward_max;
+  const char *items;     /* path; set exactly when model is "disjoint" */
+} o3m_policy_params;
+
+/* Opaque: use the accessors below. */
+typedef struct o3m_config o3m_config;
+
+/* Reads and parses the file at path. Relative paths inside it are resolved
+ * against the directory part of path; messages name the file as path was
+ * given (shortened from the left if very long so that the line number always
+ * fits). On success *out owns everything and the caller frees it with
+ * o3m_config_destroy; on failure *out is NULL, nothing is leaked and e (if not
+ * NULL) names the problem. Files larger than O3M_CONFIG_MAX_FILE or
+ * containing NUL bytes are rejected. */
+int o3m_config_load(o3m_config **out, const char *path, o3m_err *e);
+
+/* Parses text held in memory (for tests and fuzzers). base_dir is the
+ * directory relative paths are resolved against (NULL or "." leaves them as
+ * written); name_for_messages names the text in errors (NULL gives
+ * "<config>"). text is copied; ownership and failure behaviour as for
+ * o3m_config_load. */
+int o3m_config_parse_string(o3m_config **out, const char *text,
+                            const char *base_dir, const char *name_for_messages,
+                            o3m_err *e);
+
+/* Frees everything, including every string handed out. NULL is accepted. */
+void o3m_config_destroy(o3m_config *c);
+
+/* [federation] values. */
+int o3m_config_d(const o3m_config *c);
+int o3m_config_deadline_ms(const o3m_config *c);
+const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
+int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
+
+/* The [policy] section; the pointer lives as long as c. */
+const o3m_policy_params *o3m_config_policy(const o3m_config *c);
+
+/* All parties in file order (the pmg included): i in 0..n-1. Out-of-range i
+ * gives NULL. */
+int o3m_config_n_parties(const o3m_config *c);
+const o3m_party *o3m_config_party_at(const o3m_config *c, int i);
+
+/* The party called name, or NULL. */
+const o3m_party *o3m_config_party(const o3m_config *c, const char *name);
+
+/* The one pmg party and the one active party (never NULL for a loaded
+ * config). */
+const o3m_party *o3m_config_pmg(const o3m_config *c);
+const o3m_party *o3m_config_active(const o3m_config *c);
+
+/* The passive parties in column order: i in 0..n-1 (n may be 0). */
+int o3m_config_n_passive(const o3m_config *c);
+const o3m_party *o3m_config_passive(const o3m_config *c, int i);
+
+/* The parties that own columns (the active one and the passive ones) in
+ * column order, so that o3m_config_column_party(c, s)->slot == s and the
+ * col0 increase with s. M = o3m_config_n_column_parties(c). */
+int o3m_config_n_column_parties(const o3m_config *c);
+const o3m_party *o3m_config_column_party(const o3m_config *c, int slot);
+
+/* The name used in messages and the directory paths were resolved against
+ * ("." when none). */
+const char *o3m_config_name(const o3m_config *c);
+const char *o3m_config_base_dir(const o3m_config *c);
+
+#endif

@@ -1,0 +1,556 @@
+/* pp_features.c -- CSV feature tables with an id index (see pp_features.h).
+ *
+ * A table is read line by line with getline(3): the header fixes the number
+ * of columns, each row is checked completely before it is appended, and its
+ * id goes into the hash index at once, so a duplicate id is reported at the
+ * line where it happens. Values, ids and the index grow by doubling while
+ * loading and never change afterwards.
+ *
+ * The index is open addressing with linear probing over slots of {tag, row+1}
+ * (row+1 == 0 marks an empty slot; tag is the upper half of the 64-bit hash,
+ * compared before the id string). The capacity is a power of two at least
+ * twice the number of rows. The hash is 64-bit FNV-1a followed by the
+ * splitmix64 finalizer, which spreads the low bits used as the slot index.
+ * The ids are the participant's own, so an outsider cannot choose colliding
+ * keys for the table; lookups of foreign ids only probe. */
+#include "pp_features.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* File names in messages are shortened from the left beyond this. */
+#define NAME_SHOW_MAX 96
+/* Most rows of one table. */
+#define MAX_ROWS (INT_MAX / 2)
+
+typedef struct pp_slot {
+  uint32_t tag;
+  uint32_t row1; /* row + 1; 0 = empty */
+} pp_slot;
+
+typedef struct pp_table {
+  int present;
+  int n_rows;
+  int n_cols;
+  double *vals;   /* n_rows x n_cols, row-major */
+  double *means;  /* n_cols */
+  char *ids;      /* NUL-terminated ids back to back */
+  size_t *id_off; /* n_rows offsets into ids */
+  pp_slot *slots;
+  size_t mask;    /* slot capacity - 1 */
+  /* Capacities while loading. */
+  size_t cap_rows;
+  size_t ids_len;
+  size_t ids_cap;
+} pp_table;
+
+struct pp_features {
+  pp_table user;
+  pp_table item;
+  int dims;
+  atomic_uint_least64_t lookups;
+  atomic_uint_least64_t item_lookups;
+  atomic_uint_least64_t unknown_users;
+  atomic_uint_least64_t unknown_items;
+};
+
+/* ------------------------------------------------------------------ index */
+
+static uint64_t id_hash(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 1099511628211ull;
+  }
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h;
+}
+
+static const char *row_id(const pp_table *t, int row) {
+  return t->ids + t->id_off[row];
+}
+
+/* The row of id, or -1. Ids longer than PP_FEATURES_MAX_ID are never
+ * stored, so they are not found without hashing all of them. */
+static long table_find(const pp_table *t, const char *id) {
+  size_t n = strnlen(id, PP_FEATURES_MAX_ID + 1);
+  if (n > PP_FEATURES_MAX_ID || !t->slots) return -1;
+  uint64_t h = id_hash(id, n);
+  uint32_t tag = (uint32_t)(h >> 32);
+  for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
+    pp_slot s = t->slots[i];
+    if (!s.row1) return -1;
+    if (s.tag == tag && strcmp(row_id(t, (int)(s.row1 - 1)), id) == 0)
+      return (long)s.row1 - 1;
+  }
+}
+
+/* Places row (whose id is already in the pool) into slots without a
+ * duplicate check; the caller guarantees room. */
+static void slot_put(pp_slot *slots, size_t mask, const char *id, int row) {
+  uint64_t h = id_hash(id, strlen(id));
+  size_t i = (size_t)h & mask;
+  while (slots[i].row1) i = (i + 1) & mask;
+  slots[i].tag = (uint32_t)(h >> 32);
+  slots[i].row1 = (uint32_t)row + 1;
+}
+
+/* Makes room for one more row in the index (capacity >= 2 (n + 1)). */
+static int index_reserve(pp_table *t) {
+  size_t cap = t->slots ? t->mask + 1 : 0;
+  size_t need = 2 * ((size_t)t->n_rows + 1);
+  if (cap >= need) return O3M_OK;
+  size_t ncap = cap ? 2 * cap : 64;
+  while (ncap < need) ncap *= 2;
+  pp_slot *ns = calloc(ncap, sizeof *ns);
+  if (!ns) return O3M_ENOMEM;
+  for (int r = 0; r < t->n_rows; r++) slot_put(ns, ncap - 1, row_id(t, r), r);
+  free(t->slots);
+  t->slots = ns;
+  t->mask = ncap - 1;
+  return O3M_OK;
+}
+
+static void table_free(pp_table *t) {
+  free(t->vals);
+  free(t->means);
+  free(t->ids);
+  free(t->id_off);
+  free(t->slots);
+  memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------------ loading */
+
+typedef struct loader {
+  const char *name; /* file name for messages, shortened */
+  char namebuf[NAME_SHOW_MAX + 1];
+  o3m_err *e;
+} loader;
+
+static void loader_init(loader *L, const char *path, o3m_err *e) {
+  size_t n = strlen(path);
+  if (n <= NAME_SHOW_MAX) {
+    L->name = path;
+  } else {
+    memcpy(L->namebuf, "...", 3);
+    memcpy(L->namebuf + 3, path + n - (NAME_SHOW_MAX - 3), NAME_SHOW_MAX - 2);
+    L->name = L->namebuf;
+  }
+  L->e = e;
+}
+
+__attribute__((format(printf, 4, 5))) static int lerr(loader *L, int code,
+                                                      long line, const char *fmt,
+                                                      ...) {
+  char buf[O3M_ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (line > 0)
+    return o3m_err_set(L->e, code, "%s:%ld: %s", L->name, line, buf);
+  return o3m_err_set(L->e, code, "%s: %s", L->name, buf);
+}
+
+/* Strips the line end and rejects NUL bytes. Returns the length or -1. */
+static long chomp(char *s, ssize_t n) {
+  if (n > 0 && s[n - 1] == '\n') s[--n] = '\0';
+  if (n > 0 && s[n - 1] == '\r') s[--n] = '\0';
+  if ((ssize_t)strlen(s) != n) return -1;
+  return (long)n;
+}
+
+static size_t count_char(const char *s, char ch) {
+  size_t n = 0;
+  for (; *s; s++) n += *s == ch;
+  return n;
+}
+
+/* Parses the header in place: checks the id column and the names, leaves
+ * pointers to the names in names[0..n_cols). */
+static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
+                        int *n_cols) {
+  const char *want = kind == PP_TABLE_USERS ? "user_id" : "item_id";
+  size_t nf = count_char(s, ',') + 1;
+  char *comma = strchr(s, ',');
+  if (comma) *comma = '\0';
+  if (strcmp(s, want) != 0)
+    return lerr(L, O3M_EPARSE, 1, "first header field must be '%s', got '%.40s'",
+                want, s);
+  if (nf < 2) return lerr(L, O3M_EPARSE, 1, "header has no feature columns");
+  if (nf - 1 > PP_FEATURES_MAX_COLS)
+    return lerr(L, O3M_EPARSE, 1, "%zu feature columns, at most %d allowed",
+                nf - 1, PP_FEATURES_MAX_COLS);
+  char **nm = malloc((nf - 1) * sizeof *nm);
+  if (!nm) return lerr(L, O3M_ENOMEM, 0, "out of memory");
+  char *p = comma + 1;
+  for (size_t c = 0; c < nf - 1; c++) {
+    char *q = strchr(p, ',');
+    if (q) *q = '\0';
+    if (!*p) {
+      free(nm);
+      return lerr(L, O3M_EPARSE, 1, "header field %zu (a column name) is empty",
+                  c + 2);
+    }
+    for (size_t j = 0; j < c; j++)
+      if (strcmp(nm[j], p) == 0) {
+        free(nm);
+        return lerr(L, O3M_EPARSE, 1, "column name '%.40s' repeated", p);
+      }
+    nm[c] = p;
+    p = q ? q + 1 : p + strlen(p);
+  }
+  *names = nm;
+  *n_cols = (int)(nf - 1);
+  return O3M_OK;
+}
+
+/* Grows the row arrays and the id pool so that one more row of idlen bytes
+ * fits. */
+static int table_reserve(pp_table *t, size_t idlen) {
+  if ((size_t)t->n_rows == t->cap_rows) {
+    size_t cap = t->cap_rows ? 2 * t->cap_rows : 256;
+    if (cap > SIZE_MAX / sizeof(double) / (size_t)t->n_cols) return O3M_ENOMEM;
+    double *nv = realloc(t->vals, cap * (size_t)t->n_cols * sizeof *nv);
+    if (!nv) return O3M_ENOMEM;
+    t->vals = nv;
+    size_t *no = realloc(t->id_off, cap * sizeof *no);
+    if (!no) return O3M_ENOMEM;
+    t->id_off = no;
+    t->cap_rows = cap;
+  }
+  if (t->ids_len + idlen + 1 > t->ids_cap) {
+    size_t cap = t->ids_cap ? 2 * t->ids_cap : 4096;
+    while (cap < t->ids_len + idlen + 1) cap *= 2;
+    char *ni = realloc(t->ids, cap);
+    if (!ni) return O3M_ENOMEM;
+    t->ids = ni;
+    t->ids_cap = cap;
+  }
+  return index_reserve(t);
+}
+
+/* Parses one data line (already chomped, non-empty) into row t->n_rows and
+ * indexes it. */
+static int parse_row(loader *L, pp_table *t, char *s, long line,
+                     char *const *names) {
+  size_t nf = count_char(s, ',') + 1;
+  if (nf != (size_t)t->n_cols + 1)
+    return lerr(L, O3M_EPARSE, line, "expected %d fields, got %zu",
+                t->n_cols + 1, nf);
+  char *p = strchr(s, ',');
+  *p = '\0';
+  size_t idlen = strlen(s);
+  if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
+  if (idlen > PP_FEATURES_MAX_ID)
+    return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed",
+                idlen, PP_FEATURES_MAX_ID);
+  long dup = table_find(t, s);
+  if (dup >= 0)
+    return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at line %ld)",
+                s, dup + 2);
+  if (table_reserve(t, idlen)) return lerr(L, O3M_ENOMEM, 0, "out of memory");
+  double *row = t->vals + (size_t)t->n_rows * (size_t)t->n_cols;
+  p++;
+  for (int c = 0; c < t->n_cols; c++) {
+    char *q = strchr(p, ',');
+    if (q) *q = '\0';
+    /* Field contents are never quoted: they are raw feature values. */
+    if (!*p)
+      return lerr(L, O3M_EPARSE, line, "field %d (column '%.40s') is empty",
+                  c + 2, names[c]);
+    char *end;
+    int ok = !(*p == ' ' || *p == '\t') && !strpbrk(p, "xX");
+    double v = ok ? strtod(p, &end) : 0.0;
+    if (!ok || end == p || *end)
+      return lerr(L, O3M_EPARSE, line,
+                  "field %d (column '%.40s') is not a decimal number", c + 2,
+                  names[c]);
+    if (!isfinite(v))
+      return lerr(L, O3M_EPARSE, line,
+                  "field %d (column '%.40s') is not finite (NaN, Inf or out of "
+                  "range)",
+                  c + 2, names[c]);
+    row[c] = v;
+    p = q ? q + 1 : p + strlen(p);
+  }
+  memcpy(t->ids + t->ids_len, s, idlen + 1);
+  t->id_off[t->n_rows] = t->ids_len;
+  t->ids_len += idlen + 1;
+  slot_put(t->slots, t->mask, s, t->n_rows);
+  t->n_rows++;
+  return O3M_OK;
+}
+
+/* Loads one table into t (zeroed by the caller). On failure t holds partial
+ * allocations that table_free releases. */
+static int table_load(pp_table *t, const char *path, pp_table_kind kind,
+                      o3m_err *e) {
+  loader L;
+  loader_init(&L, path, e);
+  FILE *f = fopen(path, "r");
+  if (!f) return lerr(&L, O3M_EIO, 0, "cannot open: %s", strerror(errno));
+  char *buf = NULL, *header = NULL;
+  char **names = NULL;
+  size_t bufcap = 0;
+  long line = 0;
+  int rc = O3M_OK;
+  ssize_t n;
+  t->present = 1;
+
+  errno = 0;
+  n = getline(&buf, &bufcap, f);
+  line = 1;
+  if (n < 0) {
+    rc = ferror(f) ? lerr(&L, O3M_EIO, 0, "read error")
+                   : lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
+    goto out;
+  }
+  if (chomp(buf, n) < 0) {
+    rc = lerr(&L, O3M_EPARSE, 1, "NUL byte in line");
+    goto out;
+  }
+  header = strdup(buf);
+  if (!header) {
+    rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
+    goto out;
+  }
+  rc = parse_header(&L, header, kind, &names, &t->n_cols);
+  if (rc) goto out;
+
+  while ((n = getline(&buf, &bufcap, f)) >= 0) {
+    line++;
+    long len = chomp(buf, n);
+    if (len < 0) {
+      rc = lerr(&L, O3M_EPARSE, line, "NUL byte in line");
+      goto out;
+    }
+    if (len == 0) {
+      rc = lerr(&L, O3M_EPARSE, line, "empty line");
+      goto out;
+    }
+    if (t->n_rows >= MAX_ROWS) {
+      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", MAX_ROWS);
+      goto out;
+    }
+    rc = parse_row(&L, t, buf, line, names);
+    if (rc) goto out;
+  }
+  if (ferror(f)) {
+    rc = lerr(&L, O3M_EIO, line, "read error");
+    goto out;
+  }
+  if (t->n_rows == 0) {
+    rc = lerr(&L, O3M_EPARSE, line + 1, "no data rows after the header");
+    goto out;
+  }
+
+  /* Column means: the dummy row for ids the table does not hold. */
+  t->means = calloc((size_t)t->n_cols, sizeof *t->means);
+  if (!t->means) {
+    rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
+    goto out;
+  }
+  for (int r = 0; r < t->n_rows; r++) {
+    const double *row = t->vals + (size_t)r * (size_t)t->n_cols;
+    for (int c = 0; c < t->n_cols; c++) t->means[c] += row[c];
+  }
+  for (int c = 0; c < t->n_cols; c++) t->means[c] /= t->n_rows;
+
+out:
+  free(names);
+  free(header);
+  free(buf);
+  fclose(f);
+  return rc;
+}
+
+int pp_features_load(pp_features **out, const char *user_csv,
+                     const char *item_csv, int expected_dims, o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "pp_features_load: out is NULL");
+  *out = NULL;
+  if (!user_csv && !item_csv)
+    return o3m_err_set(e, O3M_EINVAL,
+                       "pp_features_load: neither a user nor an item table");
+  if (expected_dims < 1)
+    return o3m_err_set(e, O3M_EINVAL,
+                       "pp_features_load: expected_dims %d is not positive",
+                       expected_dims);
+  pp_features *f = calloc(1, sizeof *f);
+  if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int rc = O3M_OK;
+  if (user_csv) rc = table_load(&f->user, user_csv, PP_TABLE_USERS, e);
+  if (!rc && item_csv) rc = table_load(&f->item, item_csv, PP_TABLE_ITEMS, e);
+  if (rc) {
+    pp_features_destroy(f);
+    return rc;
+  }
+  f->dims = f->user.n_cols + f->item.n_cols;
+  if (f->dims != expected_dims) {
+    rc = o3m_err_set(e, O3M_EDIM,
+                     "feature tables give %d user + %d item columns = %d, but "
+                     "the party's dims are %d (user table %s, item table %s)",
+                     f->user.n_cols, f->item.n_cols, f->dims, expected_dims,
+                     user_csv ? user_csv : "none", item_csv ? item_csv : "none");
+    pp_features_destroy(f);
+    return rc;
+  }
+  atomic_init(&f->lookups, 0);
+  atomic_init(&f->item_lookups, 0);
+  atomic_init(&f->unknown_users, 0);
+  atomic_init(&f->unknown_items, 0);
+  o3m_err_clear(e);
+  *out = f;
+  return O3M_OK;
+}
+
+void pp_features_destroy(pp_features *f) {
+  if (!f) return;
+  table_free(&f->user);
+  table_free(&f->item);
+  free(f);
+}
+
+int pp_features_dims(const pp_features *f) { return f->dims; }
+int pp_features_user_cols(const pp_features *f) { return f->user.n_cols; }
+int pp_features_item_cols(const pp_features *f) { return f->item.n_cols; }
+int pp_features_n_users(const pp_features *f) { return f->user.n_rows; }
+int pp_features_n_items(const pp_features *f) { return f->item.n_rows; }
+
+/* ------------------------------------------------------------------ lookup */
+
+int pp_features_fill(pp_features *f, const char *user_id, int K,
+                     const char *const *item_ids, double *X,
+                     int *unknown_user, int *unknown_items) {
+  if (!f || K < 1 || !X) return O3M_EINVAL;
+  if (f->user.present && !user_id) return O3M_EINVAL;
+  if (f->item.present) {
+    if (!item_ids) return O3M_EINVAL;
+    for (int k = 0; k < K; k++)
+      if (!item_ids[k]) return O3M_EINVAL;
+  }
+  const size_t nu = (size_t)f->user.n_cols, ni = (size_t)f->item.n_cols;
+  const size_t dims = (size_t)f->dims;
+
+  const double *urow = NULL;
+  int uu = 0;
+  if (f->user.present) {
+    long r = table_find(&f->user, user_id);
+    uu = r < 0;
+    urow = uu ? f->user.means : f->user.vals + (size_t)r * nu;
+  }
+  int ui = 0;
+  for (int k = 0; k < K; k++) {
+    double *row = X + (size_t)k * dims;
+    if (nu) memcpy(row, urow, nu * sizeof *row);
+    if (f->item.present) {
+      long r = table_find(&f->item, item_ids[k]);
+      ui += r < 0;
+      memcpy(row + nu, r < 0 ? f->item.means : f->item.vals + (size_t)r * ni,
+             ni * sizeof *row);
+    }
+  }
+
+  atomic_fetch_add_explicit(&f->lookups, 1, memory_order_relaxed);
+  if (f->item.present)
+    atomic_fetch_add_explicit(&f->item_lookups, (uint_least64_t)K,
+                              memory_order_relaxed);
+  if (uu) atomic_fetch_add_explicit(&f->unknown_users, 1, memory_order_relaxed);
+  if (ui)
+    atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui,
+                              memory_order_relaxed);
+  if (unknown_user) *unknown_user = uu;
+  if (unknown_items) *unknown_items = ui;
+  return O3M_OK;
+}
+
+void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
+  /* atomic_load takes a non-const pointer in some C libraries. */
+  pp_features *m = (pp_features *)f;
+  out->lookups = atomic_load_explicit(&m->lookups, memory_order_relaxed);
+  out->item_lookups = atomic_load_explicit(&m->item_lookups, memory_order_relaxed);
+  out->unknown_users = atomic_load_explicit(&m->unknown_users, memory_order_relaxed);
+  out->unknown_items = atomic_load_explicit(&m->unknown_items, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ synthetic */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Two standard normals by Box-Muller; u1 in (0, 1] keeps log finite. */
+static void gauss2(uint64_t *s, double *a, double *b) {
+  double u1 = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;
+  double r = sqrt(-2.0 * log(u1));
+  *a = r * cos(2.0 * M_PI * u2);
+  *b = r * sin(2.0 * M_PI * u2);
+}
+
+int pp_features_write_synthetic(const char *path, pp_table_kind kind,
+                                const char *id_prefix, int n_rows, int n_cols,
+                                uint64_t seed, o3m_err *e) {
+  if (!path || !id_prefix)
+    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: NULL argument");
+  if (kind != PP_TABLE_USERS && kind != PP_TABLE_ITEMS)
+    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: bad kind %d",
+                       (int)kind);
+  if (n_rows < 1 || n_rows > MAX_ROWS || n_cols < 1 ||
+      n_cols > PP_FEATURES_MAX_COLS)
+    return o3m_err_set(e, O3M_EINVAL,
+                       "pp_features_write_synthetic: %d rows x %d columns out "
+                       "of range",
+                       n_rows, n_cols);
+  /* The longest id is the prefix plus up to 10 digits. */
+  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > PP_FEATURES_MAX_ID)
+    return o3m_err_set(e, O3M_EINVAL,
+                       "pp_features_write_synthetic: id prefix must be at most "
+                       "%d bytes without comma or line break",
+                       PP_FEATURES_MAX_ID - 10);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return o3m_err_set(e, O3M_EIO, "%s: cannot create: %s", path, strerror(errno));
+  uint64_t s = seed;
+  double spare = 0.0;
+  int have_spare = 0;
+  fputs(kind == PP_TABLE_USERS ? "user_id" : "item_id", f);
+  for (int c = 0; c < n_cols; c++) fprintf(f, ",x%d", c);
+  fputc('\n', f);
+  for (int r = 0; r < n_rows; r++) {
+    fprintf(f, "%s%d", id_prefix, r);
+    for (int c = 0; c < n_cols; c++) {
+      double v;
+      if (have_spare) {
+        v = spare;
+        have_spare = 0;
+      } else {
+        gauss2(&s, &v, &spare);
+        have_spare = 1;
+      }
+      fprintf(f, ",%.17g", v);
+    }
+    fputc('\n', f);
+  }
+  int bad = ferror(f);
+  if (fclose(f) != 0) bad = 1;
+  if (bad) {
+    remove(path);
+    return o3m_err_set(e, O3M_EIO, "%s: write error", path);
+  }
+  return O3M_OK;
+}

@@ -1,0 +1,107 @@
+/* pp_features.h -- the feature tables of one participant.
+ *
+ * A participant's block x^j of the context for (user, item) is its user
+ * columns followed by its item columns. Each comes from a CSV table keyed by
+ * id; either table may be absent and then contributes no columns, and the two
+ * widths must add up to the party's configured dims.
+ *
+ * File format (strict). The first line is the header: the id column, named
+ * exactly `user_id` in a user table and `item_id` in an item table (so that
+ * swapped tables are caught), then at least one feature column name (non-empty,
+ * distinct). Every further line is one row: an id (1..PP_FEATURES_MAX_ID bytes,
+ * any bytes but comma, taken as written, whitespace included) and one decimal
+ * number per feature column in strtod syntax, finite, with no surrounding
+ * whitespace and no hex form. Lines end in LF or CRLF; there is no quoting.
+ * Ragged rows, empty fields and lines, non-numbers, NaN/Inf, duplicate ids, a
+ * missing header and a table without rows are each an O3M_EPARSE error naming
+ * the file and line. Messages quote ids and column names but never the text of
+ * a feature field, so that no raw feature value reaches a log.
+ *
+ * In memory each table is one contiguous row-major array of doubles plus an
+ * open-addressing hash index (linear probing, load factor <= 1/2) from id to
+ * row; lookups allocate nothing. The column means of each table are computed
+ * at load: an unknown user (or item) gets the means as its row, a dummy of the
+ * same kind as a real row, because zeros would tell the active participant
+ * which users this party knows. Unknown lookups are counted.
+ *
+ * Threads: after pp_features_load the tables are read-only; only the stats
+ * counters change, and they are C11 atomics, so any number of threads may call
+ * pp_features_fill on one handle at once. Load and destroy are not concurrent
+ * with anything. */
+#ifndef PP_FEATURES_H
+#define PP_FEATURES_H
+
+#include <stdint.h>
+
+#include "o3m_error.h"
+
+/* Longest id in bytes. */
+#define PP_FEATURES_MAX_ID 128
+/* Most feature columns of one table (= O3M_MAX_DIM). */
+#define PP_FEATURES_MAX_COLS 4096
+
+typedef struct pp_features pp_features;
+
+typedef enum pp_table_kind {
+  PP_TABLE_USERS = 1, /* header starts with user_id */
+  PP_TABLE_ITEMS = 2  /* header starts with item_id */
+} pp_table_kind;
+
+/* Counters since load. lookups counts pp_features_fill calls that succeeded;
+ * item_lookups the item ids they looked up. unknown_users counts fills whose
+ * user was not in the user table (only when there is one); unknown_items the
+ * item ids not in the item table (only when there is one). */
+typedef struct pp_features_stats {
+  uint64_t lookups;
+  uint64_t item_lookups;
+  uint64_t unknown_users;
+  uint64_t unknown_items;
+} pp_features_stats;
+
+/* Loads the user table and/or the item table (NULL for an absent one; not
+ * both) and checks that their feature columns add up to expected_dims
+ * (>= 1), else O3M_EDIM. On success *out owns everything; the caller frees it
+ * with pp_features_destroy. On failure *out is NULL, nothing is leaked and e
+ * names the file and line. O3M_EIO when a file cannot be read. */
+int pp_features_load(pp_features **out, const char *user_csv,
+                     const char *item_csv, int expected_dims, o3m_err *e);
+
+/* NULL is accepted. */
+void pp_features_destroy(pp_features *f);
+
+/* dims = user columns + item columns. */
+int pp_features_dims(const pp_features *f);
+int pp_features_user_cols(const pp_features *f);
+int pp_features_item_cols(const pp_features *f);
+/* Rows of each table (0 for an absent table). */
+int pp_features_n_users(const pp_features *f);
+int pp_features_n_items(const pp_features *f);
+
+/* Writes the blocks of K candidates into X (K x dims, row-major): row k is
+ * [user columns of user_id, item columns of item_ids[k]]. An id not in its
+ * table gets that table's column means (see above). user_id may be NULL only
+ * when there is no user table, item_ids only when there is no item table (the
+ * ids are then ignored). If not NULL, *unknown_user is set to 1 when the user
+ * was looked up and not found (else 0) and *unknown_items to the number of
+ * item ids not found. Errors: O3M_EINVAL for K < 1 or a missing pointer; X
+ * is then untouched and nothing is counted. Allocates nothing; thread-safe
+ * as described above. */
+int pp_features_fill(pp_features *f, const char *user_id, int K,
+                     const char *const *item_ids, double *X,
+                     int *unknown_user, int *unknown_items);
+
+/* A consistent-enough snapshot of the counters (each is read atomically). */
+void pp_features_stats_get(const pp_features *f, pp_features_stats *out);
+
+/* Writes a valid table of n_rows (>= 1) rows and n_cols (1..
+ * PP_FEATURES_MAX_COLS) standard normal features to path, for demos and
+ * tests: header `user_id` or `item_id` (by kind) then x0..x{n_cols-1}; ids
+ * id_prefix0 .. id_prefix{n_rows-1}; values printed with 17 significant
+ * digits, so they load back bit for bit. The draws come from a local
+ * splitmix64 generator and depend only on seed. A partly written file is
+ * removed on failure. */
+int pp_features_write_synthetic(const char *path, pp_table_kind kind,
+                                const char *id_prefix, int n_rows, int n_cols,
+                                uint64_t seed, o3m_err *e);
+
+#endif

@@ -1,0 +1,525 @@
+/* test_config.c -- the federation config parser (common/o3m_config.h).
+ *
+ * A valid 29-line federation (BASE below) is parsed for values, defaults and
+ * column offsets; then one or more of its lines are replaced to produce each
+ * class of error, and the message must name the file, the expected line and
+ * the key. tests/data/fed.conf checks loading from disk and resolving paths
+ * against the config's directory. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "o3m_config.h"
+
+/* Line numbers are part of the expected messages below. */
+static const char *const BASE[] = {
+    "[federation]",                    /* 1 */
+    "d = 10",                          /* 2 */
+    "ca = certs/ca.pem",               /* 3 */
+    "",                                /* 4 */
+    "[policy]",                        /* 5 */
+    "algo = linucb",                   /* 6 */
+    "model = shared",                  /* 7 */
+    "",                                /* 8 */
+    "[party pmg]",                     /* 9 */
+    "role = pmg",                      /* 10 */
+    "address = 127.0.0.1:50050",       /* 11 */
+    "cert = certs/pmg.pem",            /* 12 */
+    "key = certs/pmg.key",             /* 13 */
+    "",                                /* 14 */
+    "[party shop]",                    /* 15 */
+    "role = active",                   /* 16 */
+    "address = 127.0.0.1:50051",       /* 17 */
+    "dims = 6",                        /* 18 */
+    "user_table = data/shop_users.csv",/* 19 */
+    "cert = certs/shop.pem",           /* 20 */
+    "key = certs/shop.key",            /* 21 */
+    "",                                /* 22 */
+    "[party bank]",                    /* 23 */
+    "role = passive",                  /* 24 */
+    "address = 127.0.0.1:50052",       /* 25 */
+    "dims = 4",                        /* 26 */
+    "item_table = data/bank_items.csv",/* 27 */
+    "cert = certs/bank.pem",           /* 28 */
+    "key = certs/bank.key",            /* 29 */
+};
+#define NBASE ((int)(sizeof BASE / sizeof BASE[0]))
+
+/* BASE with lines from..to (1-based, inclusive) replaced by repl (which may
+ * hold several lines or none); from > NBASE appends. Static buffer. */
+static const char *variant(int from, int to, const char *repl) {
+  static char buf[8192];
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int i = 1; i <= NBASE + 1; i++) {
+    if (i == from) n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\n", repl);
+    if (i <= NBASE && (i < from || i > to))
+      n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\n", BASE[i - 1]);
+  }
+  cr_assert_lt(n, sizeof buf);
+  return buf;
+}
+
+static const char *line(int i, const char *repl) { return variant(i, i, repl); }
+
+/* Parses text expecting failure with every needle in the message. */
+static void expect_error(const char *text, const char *n1, const char *n2,
+                         const char *n3) {
+  o3m_config *c = (o3m_config *)0x1;
+  o3m_err e;
+  int rc = o3m_config_parse_string(&c, text, "/base", "fed.conf", &e);
+  cr_assert_eq(rc, O3M_EPARSE, "rc %s, message: %s\n--- text ---\n%s",
+               o3m_errname(rc), o3m_err_message(&e), text);
+  cr_assert_eq(e.code, O3M_EPARSE);
+  cr_assert_null(c, "*out must be NULL on failure");
+  const char *needles[] = {n1, n2, n3};
+  for (int i = 0; i < 3; i++)
+    if (needles[i])
+      cr_assert(strstr(e.msg, needles[i]), "message '%s' lacks '%s'", e.msg,
+                needles[i]);
+}
+
+static o3m_config *parse_ok(const char *text, const char *base) {
+  o3m_config *c = NULL;
+  o3m_err e;
+  int rc = o3m_config_parse_string(&c, text, base, "fed.conf", &e);
+  cr_assert_eq(rc, O3M_OK, "%s\n--- text ---\n%s", o3m_err_message(&e), text);
+  cr_assert_not_null(c);
+  return c;
+}
+
+Test(config, valid_values_offsets_and_defaults) {
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  cr_assert_eq(o3m_config_d(c), 10);
+  cr_assert_eq(o3m_config_deadline_ms(c), 200);
+  cr_assert_eq(o3m_config_insecure(c), 0);
+  cr_assert_str_eq(o3m_config_ca(c), "/base/certs/ca.pem");
+
+  const o3m_policy_params *p = o3m_config_policy(c);
+  cr_assert_str_eq(p->algo, "linucb");
+  cr_assert_str_eq(p->model, "shared");
+  cr_assert_eq(p->alpha, 0.5);
+  cr_assert_eq(p->lambda, 1.0);
+  cr_assert_eq(p->v, 0.01);
+  cr_assert_eq(p->seed, 1);
+  cr_assert_eq(p->refactor_every, 1000);
+  cr_assert_eq(p->max_candidates, 1000);
+  cr_assert_eq(p->pending_capacity, 100000);
+  cr_assert_eq(p->pending_expiry_s, 3600);
+  cr_assert_eq(p->reward_min, 0.0);
+  cr_assert_eq(p->reward_max, 1.0);
+  cr_assert_null(p->items);
+
+  cr_assert_eq(o3m_config_n_parties(c), 3);
+  const o3m_party *pmg = o3m_config_pmg(c);
+  cr_assert_str_eq(pmg->name, "pmg");
+  cr_assert_eq(pmg->role, O3M_ROLE_PMG);
+  cr_assert_eq(pmg->dims, 0);
+  cr_assert_eq(pmg->col0, -1);
+  cr_assert_eq(pmg->slot, -1);
+  cr_assert_eq(pmg->line, 9);
+  cr_assert_str_eq(pmg->address, "127.0.0.1:50050");
+  cr_assert_str_eq(pmg->cert, "/base/certs/pmg.pem");
+  cr_assert_str_eq(pmg->key, "/base/certs/pmg.key");
+  cr_assert_null(pmg->user_table);
+
+  const o3m_party *shop = o3m_config_active(c);
+  cr_assert_eq(shop, o3m_config_party(c, "shop"));
+  cr_assert_eq(shop->role, O3M_ROLE_ACTIVE);
+  cr_assert_eq(shop->dims, 6);
+  cr_assert_eq(shop->col0, 0);
+  cr_assert_eq(shop->slot, 0);
+  cr_assert_str_eq(shop->user_table, "/base/data/shop_users.csv");
+  cr_assert_null(shop->item_table);
+  cr_assert_null(shop->state_dir);
+
+  cr_assert_eq(o3m_config_n_passive(c), 1);
+  const o3m_party *bank = o3m_config_passive(c, 0);
+  cr_assert_eq(bank, o3m_config_party(c, "bank"));
+  cr_assert_eq(bank->role, O3M_ROLE_PASSIVE);
+  cr_assert_eq(bank->dims, 4);
+  cr_assert_eq(bank->col0, 6);
+  cr_assert_eq(bank->slot, 1);
+  cr_assert_str_eq(bank->item_table, "/base/data/bank_items.csv");
+  cr_assert_null(o3m_config_passive(c, 1));
+
+  cr_assert_eq(o3m_config_n_column_parties(c), 2);
+  cr_assert_eq(o3m_config_column_party(c, 0), shop);
+  cr_assert_eq(o3m_config_column_party(c, 1), bank);
+  cr_assert_null(o3m_config_column_party(c, 2));
+  cr_assert_null(o3m_config_party(c, "nobody"));
+  cr_assert_eq(o3m_config_party_at(c, 2), bank);
+  cr_assert_null(o3m_config_party_at(c, 3));
+  cr_assert_str_eq(o3m_role_name(bank->role), "passive");
+  o3m_config_destroy(c);
+}
+
+Test(config, relative_paths_without_base_dir_stay_as_written) {
+  o3m_config *c = parse_ok(line(19, "user_table = /abs/users.csv"), NULL);
+  cr_assert_str_eq(o3m_config_ca(c), "certs/ca.pem");
+  cr_assert_str_eq(o3m_config_active(c)->user_table, "/abs/users.csv");
+  cr_assert_str_eq(o3m_config_base_dir(c), ".");
+  o3m_config_destroy(c);
+  /* A base dir with a trailing slash gets no second slash. */
+  c = parse_ok(line(19, "user_table = u.csv"), "rel/dir/");
+  cr_assert_str_eq(o3m_config_active(c)->user_table, "rel/dir/u.csv");
+  o3m_config_destroy(c);
+}
+
+Test(config, comments_whitespace_and_crlf) {
+  const char *text =
+      "# leading comment\r\n"
+      "  [ federation ]  \r\n"
+      "\td\t=\t10   ; trailing comment\r\n"
+      "insecure = true\r\n"
+      "[policy]\r\n"
+      "algo=lints#not a comment: glued to the value\r\n";
+  expect_error(text, "fed.conf:6:", "'algo'", "linucb|lints");
+
+  text = "[federation]\r\n"
+         "d = 3 # total\r\n"
+         "insecure = true\r\n"
+         "[policy]\r\n"
+         "algo=lints\r\n"
+         "model = shared\r\n"
+         "[party  p]\r\n"
+         "role = pmg\r\n"
+         "address = h:1\r\n"
+         "[party a]\r\n"
+         "role = active\r\n"
+         "address = h:2\r\n"
+         "dims = 3\r\n"
+         "cert = x#y.pem\r\n";
+  o3m_config *c = parse_ok(text, NULL);
+  cr_assert_eq(o3m_config_d(c), 3);
+  cr_assert_str_eq(o3m_config_policy(c)->algo, "lints");
+  cr_assert_str_eq(o3m_config_active(c)->cert, "x#y.pem");
+  cr_assert_null(o3m_config_active(c)->key);
+  cr_assert_null(o3m_config_pmg(c)->cert);
+  cr_assert_null(o3m_config_ca(c));
+  cr_assert_eq(o3m_config_n_passive(c), 0);
+  o3m_config_destroy(c);
+}
+
+Test(config, all_policy_keys_parse) {
+  const char *repl = "algo = lints\nmodel = disjoint\nitems = items.txt\n"
+                     "alpha = 2\nlambda = 0.5\nv = 1e-3\n"
+                     "seed = 18446744073709551615\nrefactor_every = 7\n"
+                     "max_candidates = 20\npending_capacity = 9\n"
+                     "pending_expiry_s = 5\nreward_min = -1.5\nreward_max = -1";
+  o3m_config *c = parse_ok(variant(6, 7, repl), "/b");
+  const o3m_policy_params *p = o3m_config_policy(c);
+  cr_assert_str_eq(p->algo, "lints");
+  cr_assert_str_eq(p->model, "disjoint");
+  cr_assert_str_eq(p->items, "/b/items.txt");
+  cr_assert_eq(p->alpha, 2.0);
+  cr_assert_eq(p->lambda, 0.5);
+  cr_assert_eq(p->v, 1e-3);
+  cr_assert_eq(p->seed, UINT64_MAX);
+  cr_assert_eq(p->refactor_every, 7);
+  cr_assert_eq(p->max_candidates, 20);
+  cr_assert_eq(p->pending_capacity, 9);
+  cr_assert_eq(p->pending_expiry_s, 5);
+  cr_assert_eq(p->reward_min, -1.5);
+  cr_assert_eq(p->reward_max, -1.0);
+  o3m_config_destroy(c);
+}
+
+Test(config, syntax_errors_name_line) {
+  expect_error(line(5, "[polcy]"), "fed.conf:5:", "[polcy]", "unknown section");
+  expect_error(line(5, "[policy"), "fed.conf:5:", "section header", NULL);
+  expect_error(line(5, "[policy] x"), "fed.conf:5:", "section header", NULL);
+  expect_error(line(23, "[party]"), "fed.conf:23:", "needs a name", NULL);
+  expect_error(line(23, "[party b@nk]"), "fed.conf:23:", "b@nk", NULL);
+  expect_error(line(4, "just some words"), "fed.conf:4:", "key = value", NULL);
+  expect_error(line(4, "= 5"), "fed.conf:4:", "missing key", NULL);
+  expect_error(line(4, "Deadline_ms = 5"), "fed.conf:4:", "Deadline_ms", NULL);
+  expect_error(line(1, "d = 1\n[federation]"), "fed.conf:1:", "'d'", "outside");
+  expect_error(line(4, "deadline_ms ="), "fed.conf:4:", "'deadline_ms'", "empty");
+  expect_error(line(4, "deadline_ms =   # nothing"), "fed.conf:4:",
+               "'deadline_ms'", "empty");
+  expect_error(line(4, "x = \x01"), "fed.conf:4:", "control character", NULL);
+}
+
+Test(config, unknown_and_duplicate_keys_and_sections) {
+  expect_error(line(4, "speed = 3"), "fed.conf:4:", "'speed'", "unknown key");
+  expect_error(line(8, "beta = 3"), "fed.conf:8:", "'beta'", "[policy]");
+  expect_error(line(22, "colour = red"), "fed.conf:22:", "'colour'", "[party shop]");
+  expect_error(line(4, "d = 12"), "fed.conf:4:", "'d'", "first at line 2");
+  expect_error(line(8, "[federation]"), "fed.conf:8:", "[federation]",
+               "first at line 1");
+  expect_error(line(23, "[party shop]"), "fed.conf:23:", "'shop'",
+               "first at line 15");
+  /* Keys of data parties are not valid for the pmg. */
+  expect_error(line(14, "dims = 3"), "fed.conf:14:", "'dims'", "pmg");
+  expect_error(line(14, "user_table = u.csv"), "fed.conf:14:", "'user_table'",
+               "pmg");
+}
+
+Test(config, missing_required_keys) {
+  expect_error(line(18, ""), "fed.conf:15:", "'dims'", "missing");
+  expect_error(line(6, ""), "fed.conf:5:", "'algo'", "missing");
+  expect_error(line(7, ""), "fed.conf:5:", "'model'", "missing");
+  expect_error(line(2, ""), "fed.conf:1:", "'d'", "missing");
+  expect_error(line(16, ""), "fed.conf:15:", "'role'", "missing");
+  expect_error(line(25, ""), "fed.conf:23:", "'address'", "missing");
+  expect_error(variant(1, 4, "\n\n\n"), "fed.conf:", "[federation]", "missing");
+  expect_error(variant(5, 8, "\n\n\n"), "fed.conf:", "[policy]", "missing");
+  /* TLS files unless insecure = true. */
+  expect_error(line(3, ""), "fed.conf:1:", "'ca'", "insecure");
+  expect_error(line(28, ""), "fed.conf:23:", "'cert'", "insecure");
+  expect_error(line(13, ""), "fed.conf:9:", "'key'", "insecure");
+  o3m_config *c = parse_ok(variant(3, 4, "insecure = true\n"), NULL);
+  cr_assert_eq(o3m_config_insecure(c), 1);
+  cr_assert_null(o3m_config_ca(c));
+  o3m_config_destroy(c);
+}
+
+Test(config, missing_tls_files_are_accepted_with_insecure) {
+  o3m_config *c =
+      parse_ok(variant(3, 4, "insecure = true\n"), NULL);
+  o3m_config_destroy(c);
+  const char *t = variant(3, 4, "insecure = true\n");
+  char text[8192];
+  snprintf(text, sizeof text, "%s", t);
+  /* Drop every cert and key line of the insecure text. */
+  char out[8192];
+  size_t n = 0;
+  for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+    if (strncmp(l, "cert", 4) && strncmp(l, "key", 3))
+      n += (size_t)snprintf(out + n, sizeof out - n, "%s\n", l);
+  c = parse_ok(out, NULL);
+  cr_assert_null(o3m_config_active(c)->cert);
+  cr_assert_null(o3m_config_passive(c, 0)->key);
+  o3m_config_destroy(c);
+  expect_error(variant(3, 4, "insecure = yes\n"), "fed.conf:3:", "'insecure'",
+               "true or false");
+}
+
+Test(config, bad_values_name_line_and_key) {
+  expect_error(line(18, "dims = x"), "fed.conf:18:", "key 'dims'", "got 'x'");
+  expect_error(line(18, "dims = 0"), "fed.conf:18:", "key 'dims'", "got '0'");
+  expect_error(line(18, "dims = 6x"), "fed.conf:18:", "key 'dims'", "'6x'");
+  expect_error(line(18, "dims = 6 7"), "fed.conf:18:", "key 'dims'", NULL);
+  expect_error(line(18, "dims = +6"), "fed.conf:18:", "key 'dims'", NULL);
+  expect_error(line(18, "dims = 99999"), "fed.conf:18:", "key 'dims'", "1..4096");
+  expect_error(line(18, "dims = 99999999999999999999"), "fed.conf:18:",
+               "key 'dims'", NULL);
+  expect_error(line(2, "d = -3"), "fed.conf:2:", "key 'd'", NULL);
+  expect_error(line(4, "deadline_ms = 1.5"), "fed.conf:4:", "key 'deadline_ms'",
+               NULL);
+  expect_error(line(8, "lambda = 0"), "fed.conf:8:", "key 'lambda'", "> 0");
+  expect_error(line(8, "alpha = -1"), "fed.conf:8:", "key 'alpha'", ">= 0");
+  expect_error(line(8, "alpha = nan"), "fed.conf:8:", "key 'alpha'", NULL);
+  expect_error(line(8, "alpha = inf"), "fed.conf:8:", "key 'alpha'", NULL);
+  expect_error(line(8, "alpha = 1e400"), "fed.conf:8:", "key 'alpha'", NULL);
+  expect_error(line(8, "alpha = 0x10"), "fed.conf:8:", "key 'alpha'", NULL);
+  expect_error(line(8, "v = 1,5"), "fed.conf:8:", "key 'v'", NULL);
+  expect_error(line(8, "seed = -1"), "fed.conf:8:", "key 'seed'", NULL);
+  expect_error(line(8, "seed = 18446744073709551616"), "fed.conf:8:",
+               "key 'seed'", NULL);
+  expect_error(line(8, "refactor_every = 0"), "fed.conf:8:", "'refactor_every'",
+               NULL);
+  expect_error(line(8, "max_candidates = 1000001"), "fed.conf:8:",
+               "'max_candidates'", NULL);
+  expect_error(line(8, "pending_capacity = 0"), "fed.conf:8:",
+               "'pending_capacity'", NULL);
+  expect_error(line(8, "pending_expiry_s = 0"), "fed.conf:8:",
+               "'pending_expiry_s'", NULL);
+  expect_error(line(6, "algo = ucb"), "fed.conf:6:", "key 'algo'", "got 'ucb'");
+  expect_error(line(6, "algo = LinUCB"), "fed.conf:6:", "key 'algo'", NULL);
+  expect_error(line(7, "model = both"), "fed.conf:7:", "key 'model'", NULL);
+  expect_error(line(16, "role = boss"), "fed.conf:16:", "key 'role'", NULL);
+  expect_error(line(17, "address = localhost"), "fed.conf:17:", "key 'address'",
+               NULL);
+  expect_error(line(17, "address = host:70000"), "fed.conf:17:",
+               "key 'address'", NULL);
+  expect_error(line(17, "address = :50051"), "fed.conf:17:", "key 'address'",
+               NULL);
+  expect_error(line(17, "address = host:"), "fed.conf:17:", "key 'address'",
+               NULL);
+  /* reward_min above the default reward_max names reward_min's line. */
+  expect_error(line(8, "reward_min = 2"), "fed.conf:8:", "'reward_min'", NULL);
+  expect_error(line(8, "reward_max = 0"), "fed.conf:8:", "'reward_max'", NULL);
+  /* A very long value is cut, so the line and key always fit. */
+  char longv[600];
+  memset(longv, 'x', sizeof longv);
+  memcpy(longv, "dims = ", 7);
+  longv[sizeof longv - 1] = '\0';
+  expect_error(line(18, longv), "fed.conf:18:", "key 'dims'", "...");
+}
+
+Test(config, items_only_with_disjoint) {
+  expect_error(line(8, "items = items.txt"), "fed.conf:8:", "'items'",
+               "disjoint");
+  expect_error(line(7, "model = disjoint"), "fed.conf:5:", "'items'", "disjoint");
+}
+
+Test(config, structure_errors) {
+  /* No pmg: its section becomes a comment block. */
+  expect_error(variant(9, 13, "#\n#\n#\n#\n#"), "fed.conf:", "role = pmg", NULL);
+  /* No active party. */
+  expect_error(line(16, "role = passive"), "fed.conf:", "role = active", NULL);
+  /* Two active parties: the second one's header line is named. */
+  expect_error(line(24, "role = active"), "fed.conf:23:", "active",
+               "'shop' at line 15");
+  /* Two pmg parties. */
+  expect_error(variant(NBASE + 1, NBASE + 1,
+                       "[party pmg2]\nrole = pmg\naddress = h:9\n"
+                       "cert = c\nkey = k"),
+               "fed.conf:30:", "pmg", "'pmg' at line 9");
+  /* The dims must add up to d; the message names d's line. */
+  expect_error(line(26, "dims = 5"), "fed.conf:2:", "key 'd'", "11");
+  expect_error(line(2, "d = 100"), "fed.conf:2:", "key 'd'", "10");
+  /* A passive party needs a table. */
+  expect_error(line(27, ""), "fed.conf:23:", "user_table", "item_table");
+  /* Two parties on one address. */
+  expect_error(line(25, "address = 127.0.0.1:50051"), "fed.conf:23:",
+               "'address'", "'shop' (line 15)");
+}
+
+Test(config, active_party_without_tables_is_valid) {
+  o3m_config *c = parse_ok(line(19, ""), NULL);
+  cr_assert_null(o3m_config_active(c)->user_table);
+  cr_assert_null(o3m_config_active(c)->item_table);
+  o3m_config_destroy(c);
+}
+
+Test(config, long_file_name_keeps_line_number) {
+  char name[1000];
+  memset(name, 'n', sizeof name);
+  name[sizeof name - 1] = '\0';
+  o3m_config *c = NULL;
+  o3m_err e;
+  int rc = o3m_config_parse_string(&c, line(18, "dims = x"), NULL, name, &e);
+  cr_assert_eq(rc, O3M_EPARSE);
+  cr_assert(strstr(e.msg, "nnn:18: key 'dims'"), "%s", e.msg);
+}
+
+Test(config, load_fixture_resolves_paths_against_its_directory) {
+  const char *path = O3M_SOURCE_DIR "/tests/data/fed.conf";
+  const char *dir = O3M_SOURCE_DIR "/tests/data";
+  o3m_config *c = NULL;
+  o3m_err e;
+  int rc = o3m_config_load(&c, path, &e);
+  cr_assert_eq(rc, O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_str_eq(o3m_config_base_dir(c), dir);
+  cr_assert_str_eq(o3m_config_name(c), path);
+  char want[4096];
+  snprintf(want, sizeof want, "%s/certs/ca.pem", dir);
+  cr_assert_str_eq(o3m_config_ca(c), want);
+  cr_assert_eq(o3m_config_deadline_ms(c), 150);
+
+  const o3m_policy_params *p = o3m_config_policy(c);
+  cr_assert_str_eq(p->algo, "lints");
+  cr_assert_str_eq(p->model, "disjoint");
+  snprintf(want, sizeof want, "%s/data/items.txt", dir);
+  cr_assert_str_eq(p->items, want);
+  cr_assert_eq(p->alpha, 1.5);
+  cr_assert_eq(p->lambda, 2.0);
+  cr_assert_eq(p->v, 0.25);
+  cr_assert_eq(p->seed, UINT64_MAX);
+  cr_assert_eq(p->refactor_every, 50);
+  cr_assert_eq(p->max_candidates, 20);
+  cr_assert_eq(p->pending_capacity, 500);
+  cr_assert_eq(p->pending_expiry_s, 60);
+  cr_assert_eq(p->reward_min, -1.0);
+  cr_assert_eq(p->reward_max, 2.5);
+
+  /* Column order is file order: bank (passive), shop (active), telco. */
+  const o3m_party *bank = o3m_config_party(c, "bank");
+  const o3m_party *shop = o3m_config_active(c);
+  const o3m_party *telco = o3m_config_party(c, "telco");
+  cr_assert_str_eq(shop->name, "shop");
+  cr_assert_eq(bank->col0, 0);
+  cr_assert_eq(bank->slot, 0);
+  cr_assert_eq(shop->col0, 3);
+  cr_assert_eq(shop->slot, 1);
+  cr_assert_eq(telco->col0, 7);
+  cr_assert_eq(telco->slot, 2);
+  cr_assert_eq(o3m_config_n_passive(c), 2);
+  cr_assert_eq(o3m_config_passive(c, 0), bank);
+  cr_assert_eq(o3m_config_passive(c, 1), telco);
+  cr_assert_eq(o3m_config_column_party(c, 1), shop);
+  cr_assert_str_eq(telco->address, "unix:/tmp/o3m-telco.sock");
+
+  snprintf(want, sizeof want, "%s/users.csv", dir);
+  cr_assert_str_eq(bank->user_table, want);
+  snprintf(want, sizeof want, "%s/state/shop", dir);
+  cr_assert_str_eq(shop->state_dir, want);
+  /* Absolute paths are kept. */
+  cr_assert_str_eq(o3m_config_pmg(c)->key, "/etc/o3m/pmg.key");
+  o3m_config_destroy(c);
+}
+
+Test(config, load_errors) {
+  o3m_config *c = NULL;
+  o3m_err e;
+  cr_assert_eq(o3m_config_load(&c, "/nonexistent/fed.conf", &e), O3M_EIO);
+  cr_assert(strstr(e.msg, "/nonexistent/fed.conf"), "%s", e.msg);
+  cr_assert_null(c);
+
+  char path[] = "/tmp/o3m_test_config_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  const char text[] = "[federation]\nd = 1\0\n";
+  cr_assert_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+  close(fd);
+  cr_assert_eq(o3m_config_load(&c, path, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, ":2: NUL"), "%s", e.msg);
+  /* A relative path in the file resolves against the file's directory. */
+  FILE *f = fopen(path, "w");
+  fputs(variant(19, 19, "user_table = rel/u.csv"), f);
+  fclose(f);
+  cr_assert_eq(o3m_config_load(&c, path, &e), O3M_OK, "%s", e.msg);
+  cr_assert_str_eq(o3m_config_active(c)->user_table, "/tmp/rel/u.csv");
+  o3m_config_destroy(c);
+  unlink(path);
+}
+
+/* Random damage to a valid text must give either a config or an error whose
+ * message starts with the file name; never a crash (run under ASan). */
+Test(config, random_mutations_do_not_crash) {
+  char base[8192];
+  snprintf(base, sizeof base, "%s", variant(NBASE + 1, NBASE + 1, ""));
+  size_t n = strlen(base);
+  uint64_t s = 12345;
+  int n_ok = 0, n_err = 0;
+  static const char alphabet[] = "[]=#;\n \t.-0123456789abcdxyz_:/\r";
+  for (int it = 0; it < 5000; it++) {
+    char text[8192];
+    memcpy(text, base, n + 1);
+    int edits = 1 + it % 4;
+    for (int k = 0; k < edits; k++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      size_t pos = (size_t)(s >> 33) % n;
+      char ch = alphabet[(s >> 20) % (sizeof alphabet - 1)];
+      if ((s >> 10) % 5 == 0)
+        text[pos] = '\0'; /* truncate */
+      else
+        text[pos] = ch;
+    }
+    o3m_config *c = NULL;
+    o3m_err e;
+    int rc = o3m_config_parse_string(&c, text, "/b", "fed.conf", &e);
+    if (rc == O3M_OK) {
+      n_ok++;
+      cr_assert_not_null(o3m_config_active(c));
+      cr_assert_not_null(o3m_config_pmg(c));
+      int sum = 0;
+      for (int i = 0; i < o3m_config_n_column_parties(c); i++)
+        sum += o3m_config_column_party(c, i)->dims;
+      cr_assert_eq(sum, o3m_config_d(c));
+      o3m_config_destroy(c);
+    } else {
+      n_err++;
+      cr_assert_eq(rc, O3M_EPARSE, "%s", e.msg);
+      cr_assert_null(c);
+      cr_assert(strncmp(e.msg, "fed.conf:", 9) == 0, "%s", e.msg);
+    }
+  }
+  cr_assert_gt(n_ok, 0);
+  cr_assert_gt(n_err, 0);
+}

@@ -1,0 +1,429 @@
+/* test_features.c -- feature tables of a participant
+ * (passive_participant/pp_features.h).
+ *
+ * The small fixtures tests/data/users.csv (3 users x 3 columns) and
+ * tests/data/items.csv (2 items x 2 columns) check exact values, the
+ * column-mean dummies and the counters. Malformed tables are written to a
+ * temporary directory, one per error class, and each must fail with a
+ * message naming file and line, without quoting the feature field. A
+ * 10,000-row synthetic table is checked row by row against an independent
+ * reading of its text, and several threads fill at once to check the
+ * atomic counters. */
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pp_features.h"
+
+#define USERS O3M_SOURCE_DIR "/tests/data/users.csv"
+#define ITEMS O3M_SOURCE_DIR "/tests/data/items.csv"
+
+static char tmpdir[] = "/tmp/o3m_test_features_XXXXXX";
+
+static void setup(void) { cr_assert_not_null(mkdtemp(tmpdir)); }
+
+static int rm_entry(const char *p, const struct stat *sb, int flag,
+                    struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(p);
+}
+
+static void teardown(void) { nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
+TestSuite(features, .init = setup, .fini = teardown);
+
+/* Writes text to tmpdir/name and returns the path (static buffer per call
+ * slot: two slots so a user and an item table can coexist). */
+static const char *write_tmp(const char *name, const char *text) {
+  static char paths[2][512];
+  static int slot;
+  char *p = paths[slot++ % 2];
+  snprintf(p, 512, "%s/%s", tmpdir, name);
+  FILE *f = fopen(p, "wb");
+  cr_assert_not_null(f);
+  fwrite(text, 1, strlen(text), f);
+  fclose(f);
+  return p;
+}
+
+static void load_ok(pp_features **f, const char *u, const char *i, int dims) {
+  o3m_err e;
+  int rc = pp_features_load(f, u, i, dims, &e);
+  cr_assert_eq(rc, O3M_OK, "%s", o3m_err_message(&e));
+}
+
+Test(features, known_user_and_items_equal_the_csv_values) {
+  pp_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  cr_assert_eq(pp_features_dims(f), 5);
+  cr_assert_eq(pp_features_user_cols(f), 3);
+  cr_assert_eq(pp_features_item_cols(f), 2);
+  cr_assert_eq(pp_features_n_users(f), 3);
+  cr_assert_eq(pp_features_n_items(f), 2);
+
+  const char *items[] = {"i1", "i0", "i1"};
+  double X[3 * 5];
+  int uu = -1, ui = -1;
+  cr_assert_eq(pp_features_fill(f, "u1", 3, items, X, &uu, &ui), O3M_OK);
+  const double want[3][5] = {{0.5, 4, 1e-3, 20.5, -0.25},
+                             {0.5, 4, 1e-3, 10, 0.5},
+                             {0.5, 4, 1e-3, 20.5, -0.25}};
+  for (int k = 0; k < 3; k++)
+    for (int j = 0; j < 5; j++)
+      cr_assert_eq(X[k * 5 + j], want[k][j], "X[%d][%d] = %.17g, want %.17g",
+                   k, j, X[k * 5 + j], want[k][j]);
+  cr_assert_eq(uu, 0);
+  cr_assert_eq(ui, 0);
+
+  pp_features_stats st;
+  pp_features_stats_get(f, &st);
+  cr_assert_eq(st.lookups, 1);
+  cr_assert_eq(st.item_lookups, 3);
+  cr_assert_eq(st.unknown_users, 0);
+  cr_assert_eq(st.unknown_items, 0);
+  pp_features_destroy(f);
+}
+
+Test(features, unknown_ids_get_column_means_and_are_counted) {
+  pp_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  const char *items[] = {"i0", "nope", "i1", ""};
+  double X[4 * 5];
+  int uu = -1, ui = -1;
+  cr_assert_eq(pp_features_fill(f, "stranger", 4, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(uu, 1);
+  cr_assert_eq(ui, 2);
+  /* Means in the loader's order of summation. */
+  const double umean[3] = {(1.5 + 0.5 + -1.0) / 3, (-2.25 + 4.0 + 0.125) / 3,
+                           (0.0 + 1e-3 + 7.0) / 3};
+  const double imean[2] = {(10.0 + 20.5) / 2, (0.5 + -0.25) / 2};
+  for (int k = 0; k < 4; k++)
+    for (int j = 0; j < 3; j++)
+      cr_assert_eq(X[k * 5 + j], umean[j], "X[%d][%d] = %.17g, want %.17g", k,
+                   j, X[k * 5 + j], umean[j]);
+  cr_assert_eq(X[0 * 5 + 3], 10.0);
+  cr_assert_eq(X[1 * 5 + 3], imean[0]);
+  cr_assert_eq(X[1 * 5 + 4], imean[1]);
+  cr_assert_eq(X[2 * 5 + 4], -0.25);
+  cr_assert_eq(X[3 * 5 + 3], imean[0]);
+  cr_assert_eq(X[3 * 5 + 4], imean[1]);
+
+  /* A known user after an unknown one: counters accumulate. */
+  cr_assert_eq(pp_features_fill(f, "u0", 1, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(uu, 0);
+  cr_assert_eq(X[0], 1.5);
+  /* An id longer than any stored id is simply unknown. */
+  char longid[300];
+  memset(longid, 'u', sizeof longid - 1);
+  longid[sizeof longid - 1] = '\0';
+  cr_assert_eq(pp_features_fill(f, longid, 1, items, X, NULL, NULL), O3M_OK);
+
+  pp_features_stats st;
+  pp_features_stats_get(f, &st);
+  cr_assert_eq(st.lookups, 3);
+  cr_assert_eq(st.item_lookups, 6);
+  cr_assert_eq(st.unknown_users, 2);
+  cr_assert_eq(st.unknown_items, 2);
+  pp_features_destroy(f);
+}
+
+Test(features, single_table_and_argument_checks) {
+  pp_features *f;
+  load_ok(&f, USERS, NULL, 3);
+  double X[2 * 3];
+  int uu, ui = -1;
+  /* No item table: item ids are not needed. */
+  cr_assert_eq(pp_features_fill(f, "u2", 2, NULL, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(X[3], -1.0);
+  cr_assert_eq(X[5], 7.0);
+  cr_assert_eq(ui, 0);
+  cr_assert_eq(pp_features_fill(f, NULL, 2, NULL, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(pp_features_fill(f, "u2", 0, NULL, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(pp_features_fill(f, "u2", 1, NULL, NULL, &uu, &ui), O3M_EINVAL);
+  pp_features_stats st;
+  pp_features_stats_get(f, &st);
+  cr_assert_eq(st.lookups, 1, "failed calls must not count");
+  pp_features_destroy(f);
+
+  load_ok(&f, NULL, ITEMS, 2);
+  const char *items[] = {"i1", NULL};
+  cr_assert_eq(pp_features_fill(f, NULL, 1, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(uu, 0, "no user table: the user is never unknown");
+  cr_assert_eq(X[0], 20.5);
+  X[0] = 99;
+  cr_assert_eq(pp_features_fill(f, NULL, 2, items, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(X[0], 99.0, "X untouched on EINVAL");
+  cr_assert_eq(pp_features_fill(f, NULL, 1, NULL, X, &uu, &ui), O3M_EINVAL);
+  pp_features_destroy(f);
+
+  o3m_err e;
+  f = (pp_features *)0x1;
+  cr_assert_eq(pp_features_load(&f, NULL, NULL, 3, &e), O3M_EINVAL);
+  cr_assert_null(f);
+  cr_assert_eq(pp_features_load(&f, USERS, NULL, 0, &e), O3M_EINVAL);
+  cr_assert_eq(pp_features_load(&f, "/nonexistent.csv", NULL, 3, &e), O3M_EIO);
+  cr_assert(strstr(e.msg, "/nonexistent.csv"), "%s", e.msg);
+}
+
+Test(features, dims_mismatch_is_rejected) {
+  pp_features *f = (pp_features *)0x1;
+  o3m_err e;
+  cr_assert_eq(pp_features_load(&f, USERS, ITEMS, 6, &e), O3M_EDIM);
+  cr_assert_null(f);
+  cr_assert(strstr(e.msg, "= 5") && strstr(e.msg, "dims are 6"), "%s", e.msg);
+  cr_assert_eq(pp_features_load(&f, USERS, NULL, 5, &e), O3M_EDIM);
+  cr_assert_eq(pp_features_load(&f, USERS, ITEMS, 4, &e), O3M_EDIM);
+}
+
+/* Loads text as a user table expecting O3M_EPARSE with "name:line:" and the
+ * needle in the message, and without the forbidden text (a raw field). */
+static void expect_bad(const char *text, int line, const char *needle,
+                       const char *forbidden) {
+  const char *path = write_tmp("bad.csv", text);
+  pp_features *f = (pp_features *)0x1;
+  o3m_err e;
+  int rc = pp_features_load(&f, path, NULL, 2, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "rc %s (%s) for:\n%s", o3m_errname(rc),
+               o3m_err_message(&e), text);
+  cr_assert_null(f);
+  char where[600];
+  snprintf(where, sizeof where, "bad.csv:%d: ", line);
+  cr_assert(strstr(e.msg, where), "message '%s' lacks '%s'", e.msg, where);
+  if (needle) cr_assert(strstr(e.msg, needle), "message '%s' lacks '%s'", e.msg, needle);
+  if (forbidden)
+    cr_assert_null(strstr(e.msg, forbidden), "message '%s' quotes raw '%s'",
+                   e.msg, forbidden);
+}
+
+Test(features, malformed_tables_name_the_line) {
+  const char *H = "user_id,a,b\n";
+  char t[512];
+#define ROWS(s) (snprintf(t, sizeof t, "%s%s", H, s), t)
+  expect_bad(ROWS("u0,1,2\nu1,3\n"), 3, "expected 3 fields, got 2", NULL);
+  expect_bad(ROWS("u0,1,2\nu1,3,4,5\n"), 3, "expected 3 fields, got 4", NULL);
+  expect_bad(ROWS("u0,1,\n"), 2, "column 'b'", NULL);
+  expect_bad(ROWS("u0,,2\n"), 2, "empty", NULL);
+  expect_bad(ROWS(",1,2\n"), 2, "id", NULL);
+  expect_bad(ROWS("u0,1,2\nu1,3.25x,4\n"), 3, "not a decimal number", "3.25x");
+  expect_bad(ROWS("u0,abc,2\n"), 2, "column 'a'", "abc");
+  expect_bad(ROWS("u0, 1,2\n"), 2, "column 'a'", NULL);
+  expect_bad(ROWS("u0,1 ,2\n"), 2, "column 'a'", NULL);
+  expect_bad(ROWS("u0,0x1p3,2\n"), 2, "column 'a'", NULL);
+  expect_bad(ROWS("u0,1,nan\n"), 2, "not finite", "nan");
+  expect_bad(ROWS("u0,1,-inf\n"), 2, "not finite", NULL);
+  expect_bad(ROWS("u0,1,Infinity\n"), 2, "not finite", NULL);
+  expect_bad(ROWS("u0,1,1e999\n"), 2, "not finite", "1e999");
+  expect_bad(ROWS("u0,1,2\nu1,3,4\nu0,5,6\n"), 4,
+             "duplicate id 'u0' (first at line 2)", NULL);
+  expect_bad(ROWS("u0,1,2\n\nu1,3,4\n"), 3, "empty line", NULL);
+  expect_bad(H, 2, "no data rows", NULL);
+  expect_bad("", 1, "missing header", NULL);
+  expect_bad("item_id,a,b\ni0,1,2\n", 1, "'user_id'", NULL);
+  expect_bad("user_id\nu0\n", 1, "no feature columns", NULL);
+  expect_bad("user_id,a,\nu0,1,2\n", 1, "empty", NULL);
+  expect_bad("user_id,a,a\nu0,1,2\n", 1, "'a' repeated", NULL);
+  char longid[200];
+  memset(longid, 'x', 129);
+  longid[129] = '\0';
+  char row[300];
+  snprintf(row, sizeof row, "%s,1,2\n", longid);
+  expect_bad(ROWS(row), 2, "129 bytes", NULL);
+#undef ROWS
+
+  /* A NUL byte in a row. */
+  const char nul[] = "user_id,a,b\nu0,1,2\nu1,3\0,4\n";
+  char path[600];
+  snprintf(path, sizeof path, "%s/nul.csv", tmpdir);
+  FILE *fp = fopen(path, "wb");
+  fwrite(nul, 1, sizeof nul - 1, fp);
+  fclose(fp);
+  pp_features *f;
+  o3m_err e;
+  cr_assert_eq(pp_features_load(&f, path, NULL, 2, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "nul.csv:3: NUL"), "%s", e.msg);
+
+  /* An error in the item table names the item file. */
+  const char *items = write_tmp("items.csv", "item_id,p\ni0,1\ni1,oops\n");
+  cr_assert_eq(pp_features_load(&f, USERS, items, 4, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "items.csv:3: "), "%s", e.msg);
+  cr_assert(!strstr(e.msg, "oops"), "%s", e.msg);
+}
+
+Test(features, lenient_where_documented) {
+  /* CRLF, no final newline, exponents, signs, ids with spaces and quotes. */
+  const char *p = write_tmp("ok.csv",
+                            "user_id,a,b\r\nu 0,+1e2,-.5\r\n\"q\",3,4");
+  pp_features *f;
+  load_ok(&f, p, NULL, 2);
+  double X[2];
+  int uu;
+  cr_assert_eq(pp_features_fill(f, "u 0", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 0);
+  cr_assert_eq(X[0], 100.0);
+  cr_assert_eq(X[1], -0.5);
+  cr_assert_eq(pp_features_fill(f, "\"q\"", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 0);
+  cr_assert_eq(X[1], 4.0);
+  pp_features_destroy(f);
+}
+
+/* Reads row r of a synthetic table back from its text with strtod. */
+static void read_rows(const char *path, int n_rows, int n_cols, double *vals) {
+  FILE *fp = fopen(path, "r");
+  cr_assert_not_null(fp);
+  char *line = NULL;
+  size_t cap = 0;
+  cr_assert_gt(getline(&line, &cap, fp), 0);
+  for (int r = 0; r < n_rows; r++) {
+    cr_assert_gt(getline(&line, &cap, fp), 0);
+    char want_id[32];
+    snprintf(want_id, sizeof want_id, "u%d,", r);
+    cr_assert(strncmp(line, want_id, strlen(want_id)) == 0, "row %d: %s", r, line);
+    char *p = strchr(line, ',');
+    for (int c = 0; c < n_cols; c++) {
+      vals[(size_t)r * n_cols + c] = strtod(p + 1, &p);
+    }
+  }
+  cr_assert_eq(getline(&line, &cap, fp), -1);
+  free(line);
+  fclose(fp);
+}
+
+Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
+  enum { N = 10000, C = 8 };
+  char path[600];
+  snprintf(path, sizeof path, "%s/big.csv", tmpdir);
+  o3m_err e;
+  cr_assert_eq(pp_features_write_synthetic(path, PP_TABLE_USERS, "u", N, C, 7, &e),
+               O3M_OK, "%s", e.msg);
+  double *vals = malloc(sizeof(double) * N * C);
+  read_rows(path, N, C, vals);
+
+  pp_features *f;
+  load_ok(&f, path, NULL, C);
+  cr_assert_eq(pp_features_n_users(f), N);
+  double X[C], mean[C] = {0};
+  char id[32];
+  for (int r = 0; r < N; r++) {
+    snprintf(id, sizeof id, "u%d", r);
+    int uu = -1;
+    cr_assert_eq(pp_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
+    cr_assert_eq(uu, 0, "row %d unknown", r);
+    for (int c = 0; c < C; c++) {
+      cr_assert(X[c] == vals[(size_t)r * C + c], "row %d col %d: %.17g != %.17g",
+                r, c, X[c], vals[(size_t)r * C + c]);
+      mean[c] += vals[(size_t)r * C + c];
+    }
+  }
+  int uu = -1;
+  cr_assert_eq(pp_features_fill(f, "u10000", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 1);
+  for (int c = 0; c < C; c++)
+    cr_assert_eq(X[c], mean[c] / N, "mean col %d: %.17g != %.17g", c, X[c],
+                 mean[c] / N);
+
+  /* Standard normal draws: sample moments over 80,000 values. */
+  double s1 = 0, s2 = 0;
+  for (int i = 0; i < N * C; i++) {
+    s1 += vals[i];
+    s2 += vals[i] * vals[i];
+  }
+  s1 /= N * C;
+  s2 = s2 / (N * C) - s1 * s1;
+  cr_assert_lt(fabs(s1), 0.02, "mean %g", s1);
+  cr_assert_lt(fabs(s2 - 1.0), 0.03, "variance %g", s2);
+  pp_features_stats st;
+  pp_features_stats_get(f, &st);
+  cr_assert_eq(st.lookups, N + 1);
+  cr_assert_eq(st.unknown_users, 1);
+  free(vals);
+  pp_features_destroy(f);
+}
+
+Test(features, synthetic_is_deterministic_and_checks_arguments) {
+  char a[600], b[600], c[600];
+  snprintf(a, sizeof a, "%s/a.csv", tmpdir);
+  snprintf(b, sizeof b, "%s/b.csv", tmpdir);
+  snprintf(c, sizeof c, "%s/c.csv", tmpdir);
+  o3m_err e;
+  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(pp_features_write_synthetic(b, PP_TABLE_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(pp_features_write_synthetic(c, PP_TABLE_ITEMS, "item", 50, 3, 10, &e), 0);
+  char ta[8192], tb[8192], tc[8192];
+  FILE *fa = fopen(a, "r"), *fb = fopen(b, "r"), *fc = fopen(c, "r");
+  size_t na = fread(ta, 1, sizeof ta, fa), nb = fread(tb, 1, sizeof tb, fb),
+         nc = fread(tc, 1, sizeof tc, fc);
+  fclose(fa);
+  fclose(fb);
+  fclose(fc);
+  cr_assert_eq(na, nb);
+  cr_assert(memcmp(ta, tb, na) == 0, "same seed, different files");
+  cr_assert(na != nc || memcmp(ta, tc, na) != 0, "different seeds, same file");
+  cr_assert(strncmp(ta, "item_id,x0,x1,x2\nitem0,", 23) == 0, "%.40s", ta);
+
+  /* An item table loads as one. */
+  pp_features *f;
+  load_ok(&f, NULL, a, 3);
+  cr_assert_eq(pp_features_n_items(f), 50);
+  pp_features_destroy(f);
+
+  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u,", 5, 3, 1, &e),
+               O3M_EINVAL);
+  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u", 0, 3, 1, &e),
+               O3M_EINVAL);
+  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u", 5, 0, 1, &e),
+               O3M_EINVAL);
+  cr_assert_eq(pp_features_write_synthetic("/nonexistent/x.csv", PP_TABLE_USERS,
+                                           "u", 5, 3, 1, &e),
+               O3M_EIO);
+}
+
+/* Several threads fill at once; the atomic counters must add up exactly. */
+typedef struct worker {
+  pp_features *f;
+  int id;
+  int bad;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  const char *items[] = {"i0", "zz", "i1"};
+  double X[3 * 5];
+  for (int it = 0; it < 20000; it++) {
+    const char *user = (it % 4 == 0) ? "ghost" : (it % 2 ? "u1" : "u2");
+    int uu, ui;
+    if (pp_features_fill(w->f, user, 3, items, X, &uu, &ui) != O3M_OK) w->bad++;
+    if (X[3] != 10.0 || X[13] != 20.5) w->bad++;
+  }
+  return NULL;
+}
+
+Test(features, concurrent_fills_count_exactly, .timeout = 60) {
+  pp_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  enum { T = 4 };
+  pthread_t th[T];
+  worker w[T];
+  for (int i = 0; i < T; i++) {
+    w[i] = (worker){f, i, 0};
+    cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+  }
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    cr_assert_eq(w[i].bad, 0);
+  }
+  pp_features_stats st;
+  pp_features_stats_get(f, &st);
+  cr_assert_eq(st.lookups, (uint64_t)T * 20000);
+  cr_assert_eq(st.item_lookups, (uint64_t)T * 20000 * 3);
+  cr_assert_eq(st.unknown_users, (uint64_t)T * 5000);
+  cr_assert_eq(st.unknown_items, (uint64_t)T * 20000);
+  pp_features_destroy(f);
+}
