@@ -1,0 +1,1220 @@
+/* o3m_rpc.c -- unary RPC over the gRPC C core (see o3m_rpc.h).
+ *
+ * The file has five parts: the status mapping, the arena that backs
+ * protobuf-c unpacking, message packing and unpacking over gRPC byte
+ * buffers, the server (slots, one completion-queue loop, shutdown) and the
+ * client (one call in flight per client, started and finished separately).
+ *
+ * Server slots. Each method has slots_per_method slots, plus one generic slot
+ * for unknown paths. A slot is either requested (gRPC will fill it with the
+ * next call and post its on_call tag) or replying (its reply batch is in
+ * flight and will post on_reply); when the reply completes the slot is
+ * cleaned and requested again. The loop thread alone touches slots, the
+ * arena and the outstanding-tag count, so none of them needs a lock; only
+ * the stop flag and the statistics are atomic. */
+#include "o3m_rpc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+
+/* Largest PEM file read for TLS. */
+#define PEM_MAX (1 << 20)
+/* Longest accepted method path. */
+#define PATH_MAX_LEN 255
+/* Upper bounds on configuration values. */
+#define MAX_MESSAGE_LIMIT (1 << 30)
+#define MAX_SLOTS 64
+#define MAX_METHODS 64
+#define MAX_DEADLINE_MS 86400000
+/* Poll period of the server loop, which bounds how late a shutdown request
+ * is noticed. */
+#define POLL_MS 100
+/* Reconnect backoff cap of client channels (gRPC's default is 120 s, which
+ * would make a daemon that started before its peer wait minutes). */
+#define RECONNECT_MAX_MS 2000
+/* Room for a TLS identity (a DNS name or URI). */
+#define IDENTITY_MAX 256
+
+/* ================================================================ status */
+
+grpc_status_code o3m_rpc_status_from_error(int code) {
+  switch (code) {
+  case O3M_OK: return GRPC_STATUS_OK;
+  case O3M_ENOMEM: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  case O3M_EINVAL: return GRPC_STATUS_INVALID_ARGUMENT;
+  case O3M_EDIM: return GRPC_STATUS_INVALID_ARGUMENT;
+  case O3M_ENONFINITE: return GRPC_STATUS_INVALID_ARGUMENT;
+  case O3M_ENOTPD: return GRPC_STATUS_INTERNAL;
+  case O3M_EIO: return GRPC_STATUS_INTERNAL;
+  case O3M_EPARSE: return GRPC_STATUS_INVALID_ARGUMENT;
+  case O3M_ERANDOM: return GRPC_STATUS_INTERNAL;
+  case O3M_ENOTFOUND: return GRPC_STATUS_NOT_FOUND;
+  case O3M_EEXISTS: return GRPC_STATUS_ALREADY_EXISTS;
+  case O3M_EFULL: return GRPC_STATUS_RESOURCE_EXHAUSTED;
+  /* An expired round, a mask from another draw and a call in the wrong
+   * state all say: the request is fine, the server's state does not allow
+   * it (gRPC's FAILED_PRECONDITION). */
+  case O3M_EEXPIRED: return GRPC_STATUS_FAILED_PRECONDITION;
+  case O3M_EMASK: return GRPC_STATUS_FAILED_PRECONDITION;
+  case O3M_ESTATE: return GRPC_STATUS_FAILED_PRECONDITION;
+  case O3M_EUNAVAILABLE: return GRPC_STATUS_UNAVAILABLE;
+  case O3M_EDEADLINE: return GRPC_STATUS_DEADLINE_EXCEEDED;
+  case O3M_EPERM: return GRPC_STATUS_PERMISSION_DENIED;
+  case O3M_ERANGE: return GRPC_STATUS_OUT_OF_RANGE;
+  /* A handler that failed to reach its own peer over TLS reports the peer
+   * as unavailable. */
+  case O3M_ETLS: return GRPC_STATUS_UNAVAILABLE;
+  case O3M_ERPC: return GRPC_STATUS_UNKNOWN;
+  case O3M_ECORRUPT: return GRPC_STATUS_DATA_LOSS;
+  default: return GRPC_STATUS_UNKNOWN;
+  }
+}
+
+int o3m_rpc_error_from_status(grpc_status_code status) {
+  switch (status) {
+  case GRPC_STATUS_OK: return O3M_OK;
+  case GRPC_STATUS_INVALID_ARGUMENT: return O3M_EINVAL;
+  case GRPC_STATUS_DEADLINE_EXCEEDED: return O3M_EDEADLINE;
+  case GRPC_STATUS_NOT_FOUND: return O3M_ENOTFOUND;
+  case GRPC_STATUS_ALREADY_EXISTS: return O3M_EEXISTS;
+  case GRPC_STATUS_PERMISSION_DENIED: return O3M_EPERM;
+  case GRPC_STATUS_UNAUTHENTICATED: return O3M_EPERM;
+  case GRPC_STATUS_RESOURCE_EXHAUSTED: return O3M_EFULL;
+  case GRPC_STATUS_FAILED_PRECONDITION: return O3M_ESTATE;
+  case GRPC_STATUS_OUT_OF_RANGE: return O3M_ERANGE;
+  case GRPC_STATUS_UNAVAILABLE: return O3M_EUNAVAILABLE;
+  case GRPC_STATUS_DATA_LOSS: return O3M_ECORRUPT;
+  /* CANCELLED, UNKNOWN, ABORTED, UNIMPLEMENTED, INTERNAL: the call failed
+   * for a reason the O3M table has no closer name for. */
+  default: return O3M_ERPC;
+  }
+}
+
+int o3m_rpc_error_from_name(const char *name) {
+  if (!name) return 0;
+  for (int code = O3M__ERR_FIRST + 1; code < O3M__ERR_LAST; code++)
+    if (strcmp(o3m_errname(code), name) == 0) return code;
+  return 0;
+}
+
+/* ================================================================ arena */
+
+/* A bump allocator made of chunks. Only the head chunk is filled; a request
+ * that does not fit in it adds a chunk at least as large as everything
+ * before (so the total doubles) while the total stays under the cap. A reset
+ * folds several chunks into one of the total size, so that after a growth
+ * the next message of the same size fits in one block again. */
+typedef struct arena_chunk {
+  struct arena_chunk *next;
+  size_t cap;
+  size_t used;
+} arena_chunk;
+
+typedef struct arena {
+  arena_chunk *head;
+  size_t total;   /* sum of chunk capacities */
+  size_t cap;     /* limit on total */
+  int exhausted;  /* an allocation failed since the last reset */
+} arena;
+
+#define ARENA_ALIGN _Alignof(max_align_t)
+#define CHUNK_HDR ((sizeof(arena_chunk) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN)
+
+static arena_chunk *chunk_new(size_t cap) {
+  arena_chunk *ch = malloc(CHUNK_HDR + cap);
+  if (!ch) return NULL;
+  ch->next = NULL;
+  ch->cap = cap;
+  ch->used = 0;
+  return ch;
+}
+
+static int arena_init(arena *a, size_t initial, size_t cap) {
+  a->head = chunk_new(initial);
+  if (!a->head) return O3M_ENOMEM;
+  a->total = initial;
+  a->cap = cap;
+  a->exhausted = 0;
+  return 0;
+}
+
+static void arena_release(arena *a) {
+  arena_chunk *ch = a->head;
+  while (ch) {
+    arena_chunk *next = ch->next;
+    free(ch);
+    ch = next;
+  }
+  a->head = NULL;
+  a->total = 0;
+}
+
+/* Makes the whole capacity free again. Every pointer handed out before is
+ * dead after this. If folding the chunks into one fails for lack of memory
+ * the chunks are kept as they are (only the head is used until the next
+ * reset), so a reset never fails. */
+static void arena_reset(arena *a) {
+  if (a->head && a->head->next) {
+    arena_chunk *one = chunk_new(a->total);
+    if (one) {
+      arena_release(a);
+      a->head = one;
+      a->total = one->cap;
+    }
+  }
+  for (arena_chunk *ch = a->head; ch; ch = ch->next) ch->used = 0;
+  a->exhausted = 0;
+}
+
+static void *arena_alloc(arena *a, size_t n) {
+  if (n == 0) n = 1;
+  if (n > SIZE_MAX / 2) {
+    a->exhausted = 1;
+    return NULL;
+  }
+  n = (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+  arena_chunk *ch = a->head;
+  if (!ch || ch->cap - ch->used < n) {
+    size_t want = a->total > n ? a->total : n;
+    if (a->total >= a->cap || want > a->cap - a->total) {
+      want = a->total < a->cap ? a->cap - a->total : 0;
+      if (want < n) {
+        a->exhausted = 1;
+        return NULL;
+      }
+    }
+    ch = chunk_new(want);
+    if (!ch) {
+      a->exhausted = 1;
+      return NULL;
+    }
+    ch->next = a->head;
+    a->head = ch;
+    a->total += want;
+  }
+  void *p = (unsigned char *)ch + CHUNK_HDR + ch->used;
+  ch->used += n;
+  return p;
+}
+
+/* protobuf-c's allocator interface over an arena; free is a no-op because
+ * the arena is reset as a whole. */
+static void *pb_arena_alloc(void *data, size_t n) { return arena_alloc(data, n); }
+
+static void pb_arena_free(void *data, void *p) {
+  (void)data;
+  (void)p;
+}
+
+/* ================================================================ messages */
+
+/* Packs m into a new byte buffer (owned by the caller, released with
+ * grpc_byte_buffer_destroy). The packed bytes are written straight into the
+ * slice that gRPC sends, so there is no extra copy. O3M_ERANGE if the packed
+ * size exceeds max. */
+static int pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
+                        o3m_err *e) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  if (n > max)
+    return o3m_err_set(e, O3M_ERANGE, "%s of %zu bytes exceeds the message limit of %zu",
+                       m->descriptor->name, n, max);
+  grpc_slice s = grpc_slice_malloc(n);
+  size_t w = protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(s));
+  if (w != n) {
+    grpc_slice_unref(s);
+    return o3m_err_set(e, O3M_ECORRUPT, "%s packed to %zu bytes, expected %zu",
+                       m->descriptor->name, w, n);
+  }
+  *out = grpc_raw_byte_buffer_create(&s, 1);
+  grpc_slice_unref(s);
+  return 0;
+}
+
+/* Copies the bytes of bb into the arena and unpacks them as desc, with the
+ * arena as protobuf-c's allocator. The message lives until the arena is
+ * reset. O3M_EFULL when the arena cap is reached, O3M_EPARSE when the bytes
+ * do not decode. */
+static int unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                          ProtobufCMessage **out, o3m_err *e) {
+  grpc_byte_buffer_reader r;
+  grpc_slice s;
+  size_t len = 0;
+
+  *out = NULL;
+  /* Two passes: the first finds the length (the reader decompresses, so
+   * grpc_byte_buffer_length is not it in general), the second copies. */
+  if (!grpc_byte_buffer_reader_init(&r, bb))
+    return o3m_err_set(e, O3M_EPARSE, "%s: cannot read the payload", desc->name);
+  while (grpc_byte_buffer_reader_next(&r, &s)) {
+    len += GRPC_SLICE_LENGTH(s);
+    grpc_slice_unref(s);
+  }
+  grpc_byte_buffer_reader_destroy(&r);
+
+  uint8_t *buf = arena_alloc(a, len);
+  if (!buf)
+    return o3m_err_set(e, O3M_EFULL, "%s of %zu bytes does not fit the arena", desc->name, len);
+  size_t off = 0;
+  if (!grpc_byte_buffer_reader_init(&r, bb))
+    return o3m_err_set(e, O3M_EPARSE, "%s: cannot read the payload", desc->name);
+  while (grpc_byte_buffer_reader_next(&r, &s)) {
+    size_t n = GRPC_SLICE_LENGTH(s);
+    if (n <= len - off) memcpy(buf + off, GRPC_SLICE_START_PTR(s), n);
+    off += n;
+    grpc_slice_unref(s);
+  }
+  grpc_byte_buffer_reader_destroy(&r);
+  if (off != len)
+    return o3m_err_set(e, O3M_ECORRUPT, "%s: payload changed length while read", desc->name);
+
+  ProtobufCAllocator al = {pb_arena_alloc, pb_arena_free, a};
+  ProtobufCMessage *m = protobuf_c_message_unpack(desc, &al, len, buf);
+  if (!m) {
+    if (a->exhausted)
+      return o3m_err_set(e, O3M_EFULL, "%s of %zu bytes needs more memory than the arena allows",
+                         desc->name, len);
+    return o3m_err_set(e, O3M_EPARSE, "%s: %zu bytes do not decode", desc->name, len);
+  }
+  *out = m;
+  return 0;
+}
+
+static int descriptor_ok(const ProtobufCMessageDescriptor *d) {
+  return d && d->magic == PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC;
+}
+
+/* ================================================================ TLS */
+
+/* Reads a PEM file into a new NUL-terminated string (freed by the caller). */
+static int read_pem(const char *path, const char *what, char **out, o3m_err *e) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return o3m_err_set(e, O3M_EIO, "%s %s: %s", what, path, strerror(errno));
+  char *buf = malloc(PEM_MAX + 1);
+  if (!buf) {
+    fclose(f);
+    return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
+  }
+  size_t n = fread(buf, 1, PEM_MAX + 1, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    return o3m_err_set(e, O3M_EIO, "%s %s: read error", what, path);
+  }
+  if (n > PEM_MAX) {
+    free(buf);
+    return o3m_err_set(e, O3M_EIO, "%s %s: larger than %d bytes", what, path, PEM_MAX);
+  }
+  if (n == 0) {
+    free(buf);
+    return o3m_err_set(e, O3M_EIO, "%s %s: empty file", what, path);
+  }
+  buf[n] = '\0';
+  *out = buf;
+  return 0;
+}
+
+typedef struct pem_set {
+  char *ca, *cert, *key;
+} pem_set;
+
+static void pem_free(pem_set *p) {
+  /* Private keys are wiped before their memory goes back to malloc. */
+  if (p->key) explicit_bzero(p->key, strlen(p->key));
+  free(p->ca);
+  free(p->cert);
+  free(p->key);
+  p->ca = p->cert = p->key = NULL;
+}
+
+static int pem_load(const o3m_rpc_tls *t, pem_set *p, o3m_err *e) {
+  int rc = 0;
+  memset(p, 0, sizeof *p);
+  if (t->ca_file && (rc = read_pem(t->ca_file, "tls.ca_file", &p->ca, e)) < 0) goto fail;
+  if (t->cert_file && (rc = read_pem(t->cert_file, "tls.cert_file", &p->cert, e)) < 0) goto fail;
+  if (t->key_file && (rc = read_pem(t->key_file, "tls.key_file", &p->key, e)) < 0) goto fail;
+  return 0;
+fail:
+  pem_free(p);
+  return rc;
+}
+
+static int tls_empty(const o3m_rpc_tls *t) {
+  return !t->ca_file && !t->cert_file && !t->key_file && !t->server_name;
+}
+
+/* Channel arguments shared by both sides: the message limit both ways, and
+ * for clients the reconnect cap and the TLS name override. */
+typedef struct chan_args {
+  grpc_arg arg[4];
+  grpc_channel_args args;
+} chan_args;
+
+static void chan_args_fill(chan_args *ca, int max_message, int client, const char *server_name) {
+  int n = 0;
+  ca->arg[n].type = GRPC_ARG_INTEGER;
+  ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+  ca->arg[n++].value.integer = max_message;
+  ca->arg[n].type = GRPC_ARG_INTEGER;
+  ca->arg[n].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+  ca->arg[n++].value.integer = max_message;
+  if (client) {
+    ca->arg[n].type = GRPC_ARG_INTEGER;
+    ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
+    ca->arg[n++].value.integer = RECONNECT_MAX_MS;
+    if (server_name) {
+      ca->arg[n].type = GRPC_ARG_STRING;
+      ca->arg[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
+      ca->arg[n++].value.string = (char *)server_name;
+    }
+  }
+  ca->args.num_args = (size_t)n;
+  ca->args.args = ca->arg;
+}
+
+static int check_limits(int max_message, size_t arena_bytes, o3m_err *e) {
+  if (max_message < 1 || max_message > MAX_MESSAGE_LIMIT)
+    return o3m_err_set(e, O3M_EINVAL, "max_message_bytes must be in 1..%d, got %d",
+                       MAX_MESSAGE_LIMIT, max_message);
+  if (arena_bytes < 1)
+    return o3m_err_set(e, O3M_EINVAL, "arena_bytes must be positive");
+  return 0;
+}
+
+/* The arena cap: the raw copy of the largest message plus its unpacked
+ * form, which for a message of many tiny strings or sub-messages can be
+ * several times its wire size. */
+static size_t arena_cap_for(int max_message) {
+  return (size_t)max_message * 10 + ((size_t)1 << 20);
+}
+
+/* ================================================================ server */
+
+typedef enum { TAG_CALL = 1, TAG_REPLY, TAG_SHUTDOWN, TAG_CLIENT } tag_kind;
+
+typedef struct rpc_tag {
+  tag_kind kind;
+  struct o3m_rpc_call *slot;
+} rpc_tag;
+
+typedef struct method_entry {
+  const o3m_rpc_method *m;
+  void *registered;          /* gRPC's handle for the path */
+  ProtobufCMessage *reply;   /* reply storage, sizeof_message bytes */
+} method_entry;
+
+struct o3m_rpc_call {
+  o3m_rpc_server *srv;
+  method_entry *me;          /* NULL: the generic slot */
+  rpc_tag on_call, on_reply;
+  int requested, replying;
+  grpc_call *call;
+  gpr_timespec deadline;
+  grpc_metadata_array md;
+  grpc_call_details details; /* generic slot only */
+  grpc_byte_buffer *payload;
+  grpc_byte_buffer *reply;
+  grpc_slice status_details;
+  int has_details;
+  grpc_metadata trailing;
+  int cancelled;
+  char *peer;                /* gpr_malloc'd by gRPC */
+  int identity_state;        /* 0 not looked up, 1 found, -1 none */
+  char identity[IDENTITY_MAX];
+};
+
+struct o3m_rpc_server {
+  grpc_server *server;
+  grpc_completion_queue *cq;
+  int grpc_inited, started, ran, torn_down;
+  int serving;               /* handlers may run (inside run() only) */
+  int stopping;              /* shutdown sent: slots are not requested again */
+  int outstanding;           /* tags gRPC still owes us, shutdown tag excluded */
+  int port;
+  int max_message;
+  void *ctx;
+  method_entry *methods;
+  int n_methods;
+  struct o3m_rpc_call *slots;
+  int n_slots;
+  arena arena;
+  rpc_tag shutdown_tag;
+  atomic_int stop;
+  atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal;
+  atomic_size_t arena_total;
+};
+
+void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;
+  cfg->slots_per_method = O3M_RPC_DEFAULT_SLOTS;
+  cfg->arena_bytes = O3M_RPC_DEFAULT_ARENA;
+}
+
+static void count(atomic_uint_least64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+
+static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *methods,
+                        int n_methods, o3m_err *e) {
+  if (!cfg) return o3m_err_set(e, O3M_EINVAL, "server config is NULL");
+  if (!cfg->listen || !cfg->listen[0])
+    return o3m_err_set(e, O3M_EINVAL, "listen address is not set");
+  if (cfg->insecure && !tls_empty(&cfg->tls))
+    return o3m_err_set(e, O3M_EINVAL, "insecure and tls settings are exclusive");
+  if (!cfg->insecure && (!cfg->tls.cert_file || !cfg->tls.key_file))
+    return o3m_err_set(e, O3M_EINVAL,
+                       "tls.cert_file and tls.key_file are required (or set insecure for "
+                       "plaintext)");
+  if (cfg->tls.server_name)
+    return o3m_err_set(e, O3M_EINVAL, "tls.server_name applies to clients only");
+  int rc = check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
+  if (rc < 0) return rc;
+  if (cfg->slots_per_method < 1 || cfg->slots_per_method > MAX_SLOTS)
+    return o3m_err_set(e, O3M_EINVAL, "slots_per_method must be in 1..%d, got %d", MAX_SLOTS,
+                       cfg->slots_per_method);
+  if (!methods || n_methods < 1 || n_methods > MAX_METHODS)
+    return o3m_err_set(e, O3M_EINVAL, "method table must have 1..%d rows, got %d", MAX_METHODS,
+                       n_methods);
+  for (int i = 0; i < n_methods; i++) {
+    const o3m_rpc_method *m = &methods[i];
+    if (!m->path || m->path[0] != '/' || strlen(m->path) > PATH_MAX_LEN)
+      return o3m_err_set(e, O3M_EINVAL, "method %d: path must start with '/' and be at most %d "
+                         "characters", i, PATH_MAX_LEN);
+    if (!descriptor_ok(m->request) || !descriptor_ok(m->reply))
+      return o3m_err_set(e, O3M_EINVAL, "method %s: request or reply descriptor is missing",
+                         m->path);
+    if (!m->handler) return o3m_err_set(e, O3M_EINVAL, "method %s: handler is NULL", m->path);
+    for (int j = 0; j < i; j++)
+      if (strcmp(methods[j].path, m->path) == 0)
+        return o3m_err_set(e, O3M_EINVAL, "method %s is listed twice", m->path);
+  }
+  return 0;
+}
+
+static int server_credentials(const o3m_rpc_server_config *cfg, grpc_server_credentials **out,
+                              o3m_err *e) {
+  *out = NULL;
+  if (cfg->insecure) {
+    *out = grpc_insecure_server_credentials_create();
+    return *out ? 0 : o3m_err_set(e, O3M_ETLS, "cannot create plaintext credentials");
+  }
+  pem_set p;
+  int rc = pem_load(&cfg->tls, &p, e);
+  if (rc < 0) return rc;
+  grpc_ssl_pem_key_cert_pair pair = {p.key, p.cert};
+  /* With a client CA the server demands a verified client certificate:
+   * that is what lets the mask generator tell the parties apart. gRPC copies
+   * the PEM strings. */
+  *out = grpc_ssl_server_credentials_create_ex(
+      p.ca, &pair, 1,
+      p.ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+      NULL);
+  pem_free(&p);
+  if (!*out) return o3m_err_set(e, O3M_ETLS, "the TLS server credentials were rejected");
+  return 0;
+}
+
+/* Drops everything a call left in a slot so the slot can be requested
+ * again. */
+static void slot_clean(struct o3m_rpc_call *sl) {
+  if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
+  if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
+  sl->payload = sl->reply = NULL;
+  if (sl->has_details) grpc_slice_unref(sl->status_details);
+  sl->has_details = 0;
+  grpc_metadata_array_destroy(&sl->md);
+  grpc_metadata_array_init(&sl->md);
+  if (!sl->me) {
+    grpc_call_details_destroy(&sl->details);
+    grpc_call_details_init(&sl->details);
+  }
+  if (sl->peer) gpr_free(sl->peer);
+  sl->peer = NULL;
+  if (sl->call) grpc_call_unref(sl->call);
+  sl->call = NULL;
+  sl->identity_state = 0;
+  sl->cancelled = 0;
+}
+
+static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  grpc_call_error ce;
+  if (s->stopping) return;
+  if (sl->me)
+    ce = grpc_server_request_registered_call(s->server, sl->me->registered, &sl->call,
+                                             &sl->deadline, &sl->md, &sl->payload, s->cq, s->cq,
+                                             &sl->on_call);
+  else
+    ce = grpc_server_request_call(s->server, &sl->call, &sl->details, &sl->md, s->cq, s->cq,
+                                  &sl->on_call);
+  if (ce != GRPC_CALL_OK) {
+    count(&s->n_internal);
+    return;
+  }
+  sl->requested = 1;
+  s->outstanding++;
+}
+
+/* Sends the reply batch: initial metadata, the message if any, the status
+ * (with the O3M code name in trailing metadata when code is an O3M error)
+ * and the close. msg may be NULL. */
+static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_code status,
+                       int code, const char *msg) {
+  grpc_op ops[4];
+  size_t n = 0;
+  memset(ops, 0, sizeof ops);
+  ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
+  if (sl->reply) {
+    ops[n].op = GRPC_OP_SEND_MESSAGE;
+    ops[n++].data.send_message.send_message = sl->reply;
+  }
+  ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+  ops[n].data.send_status_from_server.status = status;
+  if (msg && msg[0]) {
+    sl->status_details = grpc_slice_from_copied_string(msg);
+    sl->has_details = 1;
+    ops[n].data.send_status_from_server.status_details = &sl->status_details;
+  }
+  if (code < 0 && o3m_rpc_error_from_name(o3m_errname(code)) == code) {
+    sl->trailing.key = grpc_slice_from_static_string(O3M_RPC_ERROR_KEY);
+    sl->trailing.value = grpc_slice_from_static_string(o3m_errname(code));
+    ops[n].data.send_status_from_server.trailing_metadata_count = 1;
+    ops[n].data.send_status_from_server.trailing_metadata = &sl->trailing;
+  }
+  n++;
+  ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+  ops[n++].data.recv_close_on_server.cancelled = &sl->cancelled;
+
+  grpc_call_error ce = grpc_call_start_batch(sl->call, ops, n, &sl->on_reply, NULL);
+  if (ce != GRPC_CALL_OK) {
+    count(&s->n_internal);
+    slot_clean(sl);
+    slot_request(s, sl);
+    return;
+  }
+  sl->replying = 1;
+  s->outstanding++;
+}
+
+/* A call arrived in sl: decode, run the handler, reply. */
+static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  sl->requested = 0;
+  if (!success) {
+    /* The request was withdrawn because the server is shutting down. */
+    slot_clean(sl);
+    return;
+  }
+  if (!sl->me) {
+    char msg[PATH_MAX_LEN + 32];
+    snprintf(msg, sizeof msg, "unknown method %.*s",
+             (int)(GRPC_SLICE_LENGTH(sl->details.method) > PATH_MAX_LEN
+                       ? PATH_MAX_LEN
+                       : GRPC_SLICE_LENGTH(sl->details.method)),
+             (const char *)GRPC_SLICE_START_PTR(sl->details.method));
+    count(&s->n_unknown);
+    slot_reply(s, sl, GRPC_STATUS_UNIMPLEMENTED, 0, msg);
+    return;
+  }
+  if (!s->serving) {
+    /* destroy() without run(): the daemon's context may be gone already. */
+    slot_reply(s, sl, GRPC_STATUS_UNAVAILABLE, O3M_EUNAVAILABLE, "server is shutting down");
+    return;
+  }
+
+  const o3m_rpc_method *m = sl->me->m;
+  o3m_err err;
+  o3m_err_clear(&err);
+  ProtobufCMessage *req = NULL;
+  int rc;
+
+  arena_reset(&s->arena);
+  if (!sl->payload)
+    rc = o3m_err_set(&err, O3M_EPARSE, "%s: the request carries no message", m->path);
+  else
+    rc = unpack_message(&s->arena, sl->payload, m->request, &req, &err);
+  if (rc < 0) {
+    count(&s->n_malformed);
+  } else {
+    ProtobufCMessage *reply = sl->me->reply;
+    protobuf_c_message_init(m->reply, reply);
+    rc = m->handler(s->ctx, sl, req, reply, &err);
+    if (rc > 0) rc = o3m_err_set(&err, O3M_ESTATE, "%s: handler returned %d", m->path, rc);
+    if (rc == 0 && !protobuf_c_message_check(reply)) {
+      count(&s->n_internal);
+      rc = o3m_err_set(&err, O3M_ECORRUPT, "%s: the handler built an incomplete reply", m->path);
+    }
+    if (rc == 0) rc = pack_message(reply, (size_t)s->max_message, &sl->reply, &err);
+    if (rc < 0) count(&s->n_failed);
+  }
+  atomic_store_explicit(&s->arena_total, s->arena.total, memory_order_relaxed);
+
+  if (rc == 0) {
+    count(&s->n_ok);
+    slot_reply(s, sl, GRPC_STATUS_OK, 0, NULL);
+  } else {
+    slot_reply(s, sl, o3m_rpc_status_from_error(rc), rc, o3m_err_message(&err));
+  }
+}
+
+static void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  sl->replying = 0;
+  slot_clean(sl);
+  slot_request(s, sl);
+}
+
+static void server_dispatch(o3m_rpc_server *s, grpc_event ev, int *shutdown_done) {
+  rpc_tag *t = ev.tag;
+  switch (t->kind) {
+  case TAG_SHUTDOWN: *shutdown_done = 1; break;
+  case TAG_CALL:
+    s->outstanding--;
+    on_call(s, t->slot, ev.success);
+    break;
+  case TAG_REPLY:
+    s->outstanding--;
+    on_reply(s, t->slot);
+    break;
+  case TAG_CLIENT: break;
+  }
+}
+
+static gpr_timespec after_ms(int64_t ms) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+/* Serves until stop is set, then shuts the gRPC server down: no new calls,
+ * calls in flight get the grace period, then everything left is cancelled.
+ * Returns once the shutdown tag and every other tag have come back. */
+static void server_serve(o3m_rpc_server *s) {
+  int shutdown_sent = 0, shutdown_done = 0, cancelled = 0;
+  gpr_timespec grace_end = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+  for (;;) {
+    if (!shutdown_sent && atomic_load(&s->stop)) {
+      s->stopping = 1;
+      grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
+      shutdown_sent = 1;
+      grace_end = after_ms(O3M_RPC_SHUTDOWN_GRACE_MS);
+    }
+    if (shutdown_sent && !cancelled &&
+        gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), grace_end) > 0) {
+      grpc_server_cancel_all_calls(s->server);
+      cancelled = 1;
+    }
+    if (shutdown_done && s->outstanding == 0) break;
+    grpc_event ev = grpc_completion_queue_next(s->cq, after_ms(POLL_MS), NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) continue;
+    if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+    server_dispatch(s, ev, &shutdown_done);
+  }
+}
+
+/* Destroys the gRPC server and the completion queue, in that order, after
+ * server_serve() returned (or when the server never started). Tags that
+ * still arrive while the queue drains only have their slots cleaned. */
+static void server_teardown(o3m_rpc_server *s) {
+  if (s->torn_down) return;
+  s->torn_down = 1;
+  s->stopping = 1;
+  if (s->server) grpc_server_destroy(s->server);
+  s->server = NULL;
+  if (s->cq) {
+    grpc_completion_queue_shutdown(s->cq);
+    for (;;) {
+      grpc_event ev = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+      if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
+      if (ev.type != GRPC_OP_COMPLETE) continue;
+      rpc_tag *t = ev.tag;
+      if (t->kind == TAG_CALL || t->kind == TAG_REPLY) {
+        t->slot->requested = t->slot->replying = 0;
+        slot_clean(t->slot);
+      }
+    }
+    grpc_completion_queue_destroy(s->cq);
+    s->cq = NULL;
+  }
+}
+
+/* Frees what create allocated; the gRPC objects must be gone already. */
+static void server_free(o3m_rpc_server *s) {
+  if (s->slots) {
+    /* Slots hold gRPC objects only once gRPC is initialized. */
+    for (int i = 0; s->grpc_inited && i < s->n_slots; i++) {
+      slot_clean(&s->slots[i]);
+      grpc_metadata_array_destroy(&s->slots[i].md);
+      if (!s->slots[i].me) grpc_call_details_destroy(&s->slots[i].details);
+    }
+    free(s->slots);
+  }
+  if (s->methods) {
+    for (int i = 0; i < s->n_methods; i++) free(s->methods[i].reply);
+    free(s->methods);
+  }
+  arena_release(&s->arena);
+  if (s->grpc_inited) grpc_shutdown();
+  free(s);
+}
+
+int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg,
+                          const o3m_rpc_method *methods, int n_methods, void *ctx,
+                          o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = server_check(cfg, methods, n_methods, e);
+  if (rc < 0) return rc;
+
+  o3m_rpc_server *s = calloc(1, sizeof *s);
+  if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
+  atomic_init(&s->stop, 0);
+  s->ctx = ctx;
+  s->max_message = cfg->max_message_bytes;
+  s->shutdown_tag.kind = TAG_SHUTDOWN;
+  rc = arena_init(&s->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "server arena of %zu bytes: out of memory", cfg->arena_bytes);
+    goto fail;
+  }
+  atomic_init(&s->arena_total, s->arena.total);
+
+  s->n_methods = n_methods;
+  s->methods = calloc((size_t)n_methods, sizeof *s->methods);
+  s->n_slots = n_methods * cfg->slots_per_method + 1;
+  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+  if (!s->methods || !s->slots) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < n_methods; i++) {
+    s->methods[i].m = &methods[i];
+    s->methods[i].reply = calloc(1, methods[i].reply->sizeof_message);
+    if (!s->methods[i].reply) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "reply storage for %s: out of memory", methods[i].path);
+      goto fail;
+    }
+  }
+  for (int i = 0; i < s->n_slots; i++) {
+    struct o3m_rpc_call *sl = &s->slots[i];
+    sl->srv = s;
+    sl->me = i < s->n_slots - 1 ? &s->methods[i / cfg->slots_per_method] : NULL;
+    sl->on_call.kind = TAG_CALL;
+    sl->on_call.slot = sl;
+    sl->on_reply.kind = TAG_REPLY;
+    sl->on_reply.slot = sl;
+    grpc_metadata_array_init(&sl->md);
+    if (!sl->me) grpc_call_details_init(&sl->details);
+  }
+
+  grpc_init();
+  s->grpc_inited = 1;
+  s->cq = grpc_completion_queue_create_for_next(NULL);
+  chan_args ca;
+  chan_args_fill(&ca, cfg->max_message_bytes, 0, NULL);
+  s->server = grpc_server_create(&ca.args, NULL);
+  if (!s->cq || !s->server) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
+    goto fail;
+  }
+  grpc_server_register_completion_queue(s->server, s->cq, NULL);
+  for (int i = 0; i < n_methods; i++) {
+    s->methods[i].registered = grpc_server_register_method(
+        s->server, methods[i].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    if (!s->methods[i].registered) {
+      rc = o3m_err_set(e, O3M_EINVAL, "gRPC refused to register %s", methods[i].path);
+      goto fail;
+    }
+  }
+  grpc_server_credentials *creds;
+  rc = server_credentials(cfg, &creds, e);
+  if (rc < 0) goto fail;
+  s->port = grpc_server_add_http2_port(s->server, cfg->listen, creds);
+  grpc_server_credentials_release(creds);
+  if (s->port <= 0) {
+    rc = o3m_err_set(e, O3M_EIO, "cannot listen on %s%s", cfg->listen,
+                     cfg->insecure ? "" : " (or its TLS certificate or key is invalid)");
+    goto fail;
+  }
+  grpc_server_start(s->server);
+  s->started = 1;
+  for (int i = 0; i < s->n_slots; i++) slot_request(s, &s->slots[i]);
+  if (atomic_load(&s->n_internal) > 0) {
+    rc = o3m_err_set(e, O3M_ERPC, "gRPC refused to queue call requests");
+    goto fail;
+  }
+  *out = s;
+  return 0;
+
+fail:
+  if (s->started) {
+    atomic_store(&s->stop, 1);
+    server_serve(s);
+  }
+  server_teardown(s);
+  server_free(s);
+  return rc;
+}
+
+int o3m_rpc_server_port(const o3m_rpc_server *s) { return s->port; }
+
+int o3m_rpc_server_run(o3m_rpc_server *s) {
+  if (!s || s->ran) return O3M_ESTATE;
+  s->ran = 1;
+  s->serving = 1;
+  server_serve(s);
+  s->serving = 0;
+  server_teardown(s);
+  return 0;
+}
+
+void o3m_rpc_server_shutdown(o3m_rpc_server *s) {
+  if (s) atomic_store(&s->stop, 1);
+}
+
+void o3m_rpc_server_destroy(o3m_rpc_server *s) {
+  if (!s) return;
+  if (!s->torn_down) {
+    atomic_store(&s->stop, 1);
+    server_serve(s);
+    server_teardown(s);
+  }
+  server_free(s);
+}
+
+void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st) {
+  o3m_rpc_server *m = (o3m_rpc_server *)s; /* atomics are read, not changed */
+  st->ok = atomic_load_explicit(&m->n_ok, memory_order_relaxed);
+  st->failed = atomic_load_explicit(&m->n_failed, memory_order_relaxed);
+  st->malformed = atomic_load_explicit(&m->n_malformed, memory_order_relaxed);
+  st->unknown = atomic_load_explicit(&m->n_unknown, memory_order_relaxed);
+  st->internal = atomic_load_explicit(&m->n_internal, memory_order_relaxed);
+  st->arena_bytes = atomic_load_explicit(&m->arena_total, memory_order_relaxed);
+}
+
+const char *o3m_rpc_call_method(const o3m_rpc_call *c) { return c->me ? c->me->m->path : ""; }
+
+const char *o3m_rpc_call_peer(o3m_rpc_call *c) {
+  if (!c->peer && c->call) c->peer = grpc_call_get_peer(c->call);
+  return c->peer ? c->peer : "";
+}
+
+const char *o3m_rpc_call_identity(o3m_rpc_call *c) {
+  if (c->identity_state == 0) {
+    c->identity_state = -1;
+    grpc_auth_context *ac = c->call ? grpc_call_auth_context(c->call) : NULL;
+    if (ac) {
+      if (grpc_auth_context_peer_is_authenticated(ac)) {
+        grpc_auth_property_iterator it = grpc_auth_context_peer_identity(ac);
+        const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
+        if (p && p->value && p->value_length > 0 && p->value_length < IDENTITY_MAX) {
+          memcpy(c->identity, p->value, p->value_length);
+          c->identity[p->value_length] = '\0';
+          c->identity_state = 1;
+        }
+      }
+      grpc_auth_context_release(ac);
+    }
+  }
+  return c->identity_state == 1 ? c->identity : NULL;
+}
+
+void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) { return arena_alloc(&c->srv->arena, n); }
+
+/* ================================================================ client */
+
+struct o3m_rpc_client {
+  grpc_channel *ch;
+  grpc_completion_queue *cq;
+  char *target;
+  int deadline_ms;
+  int max_message;
+  int wait_for_ready;
+  arena arena;
+  /* The call in flight. */
+  int in_flight;
+  rpc_tag tag;
+  grpc_call *call;
+  const char *path;
+  const ProtobufCMessageDescriptor *reply_desc;
+  grpc_byte_buffer *send, *recv;
+  grpc_metadata_array init_md, trail_md;
+  grpc_status_code status;
+  grpc_slice details;
+  const char *error_string;
+};
+
+void o3m_rpc_client_config_default(o3m_rpc_client_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->deadline_ms = O3M_RPC_DEFAULT_DEADLINE_MS;
+  cfg->max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;
+  cfg->arena_bytes = O3M_RPC_DEFAULT_ARENA;
+}
+
+static int client_check(const o3m_rpc_client_config *cfg, o3m_err *e) {
+  if (!cfg) return o3m_err_set(e, O3M_EINVAL, "client config is NULL");
+  if (!cfg->target || !cfg->target[0]) return o3m_err_set(e, O3M_EINVAL, "target is not set");
+  if (cfg->insecure && !tls_empty(&cfg->tls))
+    return o3m_err_set(e, O3M_EINVAL, "insecure and tls settings are exclusive");
+  if (!cfg->tls.cert_file != !cfg->tls.key_file)
+    return o3m_err_set(e, O3M_EINVAL, "tls.cert_file and tls.key_file go together");
+  if (cfg->deadline_ms < 1 || cfg->deadline_ms > MAX_DEADLINE_MS)
+    return o3m_err_set(e, O3M_EINVAL, "deadline_ms must be in 1..%d, got %d", MAX_DEADLINE_MS,
+                       cfg->deadline_ms);
+  return check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
+}
+
+static int client_credentials(const o3m_rpc_client_config *cfg, grpc_channel_credentials **out,
+                              o3m_err *e) {
+  *out = NULL;
+  if (cfg->insecure) {
+    *out = grpc_insecure_credentials_create();
+    return *out ? 0 : o3m_err_set(e, O3M_ETLS, "cannot create plaintext credentials");
+  }
+  pem_set p;
+  int rc = pem_load(&cfg->tls, &p, e);
+  if (rc < 0) return rc;
+  grpc_ssl_pem_key_cert_pair pair = {p.key, p.cert};
+  /* gRPC copies the PEM strings. A NULL CA means the system roots. */
+  *out = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL);
+  pem_free(&p);
+  if (!*out) return o3m_err_set(e, O3M_ETLS, "the TLS client credentials were rejected");
+  return 0;
+}
+
+int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg,
+                          o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
+  *out = NULL;
+  int rc = client_check(cfg, e);
+  if (rc < 0) return rc;
+
+  o3m_rpc_client *c = calloc(1, sizeof *c);
+  if (!c) return o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
+  c->tag.kind = TAG_CLIENT;
+  c->deadline_ms = cfg->deadline_ms;
+  c->max_message = cfg->max_message_bytes;
+  c->wait_for_ready = cfg->wait_for_ready != 0;
+  c->target = strdup(cfg->target);
+  if (!c->target) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
+    goto fail_client;
+  }
+  rc = arena_init(&c->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "client arena of %zu bytes: out of memory", cfg->arena_bytes);
+    goto fail_target;
+  }
+  grpc_init();
+  grpc_channel_credentials *creds;
+  rc = client_credentials(cfg, &creds, e);
+  if (rc < 0) goto fail_grpc;
+  chan_args ca;
+  chan_args_fill(&ca, cfg->max_message_bytes, 1, cfg->tls.server_name);
+  c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
+  grpc_channel_credentials_release(creds);
+  if (!c->ch) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "cannot create a channel to %s", cfg->target);
+    goto fail_grpc;
+  }
+  c->cq = grpc_completion_queue_create_for_next(NULL);
+  if (!c->cq) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "cannot create a completion queue");
+    goto fail_channel;
+  }
+  *out = c;
+  return 0;
+
+fail_channel:
+  grpc_channel_destroy(c->ch);
+fail_grpc:
+  grpc_shutdown();
+  arena_release(&c->arena);
+fail_target:
+  free(c->target);
+fail_client:
+  free(c);
+  return rc;
+}
+
+const char *o3m_rpc_client_target(const o3m_rpc_client *c) { return c->target; }
+
+size_t o3m_rpc_client_arena_bytes(const o3m_rpc_client *c) { return c->arena.total; }
+
+/* Releases everything the finished call holds. */
+static void client_clean_call(o3m_rpc_client *c) {
+  if (c->send) grpc_byte_buffer_destroy(c->send);
+  if (c->recv) grpc_byte_buffer_destroy(c->recv);
+  c->send = c->recv = NULL;
+  grpc_metadata_array_destroy(&c->init_md);
+  grpc_metadata_array_destroy(&c->trail_md);
+  grpc_slice_unref(c->details);
+  c->details = grpc_empty_slice();
+  if (c->error_string) gpr_free((void *)c->error_string);
+  c->error_string = NULL;
+  if (c->call) grpc_call_unref(c->call);
+  c->call = NULL;
+  c->in_flight = 0;
+}
+
+/* Waits for the tag of the call in flight. */
+static grpc_event client_wait(o3m_rpc_client *c) {
+  for (;;) {
+    grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    if (ev.type != GRPC_OP_COMPLETE || ev.tag == &c->tag) return ev;
+  }
+}
+
+void o3m_rpc_client_destroy(o3m_rpc_client *c) {
+  if (!c) return;
+  if (c->in_flight) {
+    grpc_call_cancel(c->call, NULL);
+    client_wait(c);
+    client_clean_call(c);
+  }
+  grpc_channel_destroy(c->ch);
+  grpc_completion_queue_shutdown(c->cq);
+  while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+         GRPC_QUEUE_SHUTDOWN) {
+  }
+  grpc_completion_queue_destroy(c->cq);
+  grpc_shutdown();
+  arena_release(&c->arena);
+  free(c->target);
+  free(c);
+}
+
+int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
+                         const ProtobufCMessageDescriptor *reply_desc, o3m_err *e) {
+  if (!c || !path || !req || !descriptor_ok(reply_desc))
+    return o3m_err_set(e, O3M_EINVAL, "client call: NULL client, path, request or descriptor");
+  if (path[0] != '/' || strlen(path) > PATH_MAX_LEN)
+    return o3m_err_set(e, O3M_EINVAL, "method path must start with '/' and be at most %d "
+                       "characters", PATH_MAX_LEN);
+  if (c->in_flight)
+    return o3m_err_set(e, O3M_ESTATE, "%s%s: a call is already in flight on this client",
+                       c->target, path);
+  if (!protobuf_c_message_check(req))
+    return o3m_err_set(e, O3M_EINVAL, "%s%s: the %s request is incomplete", c->target, path,
+                       req->descriptor->name);
+
+  arena_reset(&c->arena);
+  grpc_byte_buffer *send;
+  int rc = pack_message(req, (size_t)c->max_message, &send, e);
+  if (rc < 0) return rc;
+
+  c->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                     grpc_slice_from_static_string(path), NULL,
+                                     after_ms(c->deadline_ms), NULL);
+  if (!c->call) {
+    grpc_byte_buffer_destroy(send);
+    return o3m_err_set(e, O3M_ERPC, "%s%s: cannot create the call", c->target, path);
+  }
+  c->send = send;
+  c->recv = NULL;
+  grpc_metadata_array_init(&c->init_md);
+  grpc_metadata_array_init(&c->trail_md);
+  c->details = grpc_empty_slice();
+  c->error_string = NULL;
+  c->status = GRPC_STATUS_UNKNOWN;
+  c->path = path;
+  c->reply_desc = reply_desc;
+
+  grpc_op ops[6];
+  memset(ops, 0, sizeof ops);
+  ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+  if (c->wait_for_ready)
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY |
+                   GRPC_INITIAL_METADATA_WAIT_FOR_READY_EXPLICITLY_SET;
+  ops[1].op = GRPC_OP_SEND_MESSAGE;
+  ops[1].data.send_message.send_message = c->send;
+  ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+  ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+  ops[3].data.recv_initial_metadata.recv_initial_metadata = &c->init_md;
+  ops[4].op = GRPC_OP_RECV_MESSAGE;
+  ops[4].data.recv_message.recv_message = &c->recv;
+  ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+  ops[5].data.recv_status_on_client.trailing_metadata = &c->trail_md;
+  ops[5].data.recv_status_on_client.status = &c->status;
+  ops[5].data.recv_status_on_client.status_details = &c->details;
+  ops[5].data.recv_status_on_client.error_string = &c->error_string;
+  grpc_call_error ce = grpc_call_start_batch(c->call, ops, 6, &c->tag, NULL);
+  if (ce != GRPC_CALL_OK) {
+    client_clean_call(c);
+    return o3m_err_set(e, O3M_ERPC, "%s%s: %s", c->target, path, grpc_call_error_to_string(ce));
+  }
+  c->in_flight = 1;
+  return 0;
+}
+
+/* The O3M code named in the trailing metadata, or 0. */
+static int trailing_code(const grpc_metadata_array *md) {
+  for (size_t i = 0; i < md->count; i++) {
+    const grpc_slice *k = &md->metadata[i].key, *v = &md->metadata[i].value;
+    if (GRPC_SLICE_LENGTH(*k) != strlen(O3M_RPC_ERROR_KEY) ||
+        memcmp(GRPC_SLICE_START_PTR(*k), O3M_RPC_ERROR_KEY, GRPC_SLICE_LENGTH(*k)) != 0)
+      continue;
+    char name[32];
+    size_t n = GRPC_SLICE_LENGTH(*v);
+    if (n >= sizeof name) return 0;
+    memcpy(name, GRPC_SLICE_START_PTR(*v), n);
+    name[n] = '\0';
+    return o3m_rpc_error_from_name(name);
+  }
+  return 0;
+}
+
+int o3m_rpc_client_finish(o3m_rpc_client *c, ProtobufCMessage **reply, o3m_err *e) {
+  if (reply) *reply = NULL;
+  if (!c || !reply) return o3m_err_set(e, O3M_EINVAL, "client finish: NULL client or reply");
+  if (!c->in_flight) return o3m_err_set(e, O3M_ESTATE, "%s: no call in flight", c->target);
+
+  grpc_event ev = client_wait(c);
+  const char *path = c->path;
+  int rc = 0;
+  if (ev.type != GRPC_OP_COMPLETE || !ev.success) {
+    rc = o3m_err_set(e, O3M_ERPC, "%s%s: the call did not complete", c->target, path);
+  } else if (c->status != GRPC_STATUS_OK) {
+    /* The remote O3M code if the server sent one, else the status class. A
+     * remote name that says "OK" or nonsense is ignored. */
+    int code = trailing_code(&c->trail_md);
+    if (code >= 0) code = o3m_rpc_error_from_status(c->status);
+    size_t dl = GRPC_SLICE_LENGTH(c->details);
+    if (dl > 0)
+      rc = o3m_err_set(e, code, "%s%s: %.*s", c->target, path, (int)(dl > 200 ? 200 : dl),
+                       (const char *)GRPC_SLICE_START_PTR(c->details));
+    else
+      rc = o3m_err_set(e, code, "%s%s: %s", c->target, path, o3m_strerror(code));
+  } else if (!c->recv) {
+    rc = o3m_err_set(e, O3M_EPARSE, "%s%s: status OK but no reply message", c->target, path);
+  } else {
+    o3m_err inner;
+    o3m_err_clear(&inner);
+    ProtobufCMessage *m;
+    rc = unpack_message(&c->arena, c->recv, c->reply_desc, &m, &inner);
+    if (rc < 0)
+      o3m_err_set(e, rc, "%s%s: %s", c->target, path, o3m_err_message(&inner));
+    else
+      *reply = m;
+  }
+  client_clean_call(c);
+  return rc;
+}
+
+int o3m_rpc_client_call(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
+                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
+                        o3m_err *e) {
+  if (reply) *reply = NULL;
+  int rc = o3m_rpc_client_start(c, path, req, reply_desc, e);
+  if (rc < 0) return rc;
+  return o3m_rpc_client_finish(c, reply, e);
+}

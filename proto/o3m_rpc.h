@@ -1,0 +1,284 @@
+/* o3m_rpc.h -- unary RPC over the gRPC C core, shared by every O3M daemon.
+ *
+ * All O3M calls are unary: one protobuf-c request, one reply or an error.
+ * This module writes the grpc_op batch plumbing once for both sides, so a
+ * daemon only supplies a table of methods and a client only names a path.
+ *
+ * Server. A daemon describes its service as a table of o3m_rpc_method rows
+ * {path, request descriptor, reply descriptor, handler}; the descriptors
+ * stand for the unpack, pack and free steps of each method. The server
+ * registers every path with gRPC, reading the request payload together with
+ * the call, and keeps a few calls requested per method. One thread runs
+ * o3m_rpc_server_run(), which takes completions off one completion queue
+ * and runs handlers one at a time, so a handler may touch its daemon's state
+ * without locks (the bandit policy is not thread-safe). Completion-queue
+ * tags point at small typed structs {kind, slot}. Calls to paths outside the
+ * table are answered UNIMPLEMENTED through one generic request slot.
+ *
+ * Errors. A handler returns an O3M code. o3m_rpc_status_from_error() is the
+ * one place that maps O3M codes to gRPC status codes. The server also sends
+ * the code's name in trailing metadata "o3m-error", and the client maps it
+ * back, so an O3M client sees exactly the code the remote handler returned
+ * (O3M_EMASK, not merely FAILED_PRECONDITION); a non-O3M peer's status goes
+ * through o3m_rpc_error_from_status(). The client's o3m_err message names the
+ * target and the path.
+ *
+ * Memory. Each server and each client owns one arena: the request payload is
+ * copied into it and unpacked with it as protobuf-c's allocator, and a
+ * handler may borrow scratch space from it for its reply. It is reset at the
+ * start of every call, never freed per call, and grows (up to a cap of ten
+ * times max_message_bytes plus 1 MiB) only when a message is larger than any
+ * before; after a growth the next reset folds it back into one block. So
+ * nobody ever calls __free_unpacked on a message from this module, and
+ * steady-state calls allocate nothing here (gRPC itself allocates its call
+ * objects and slices).
+ *
+ * Security. Either TLS (optionally mutual, with client certificates whose
+ * identity a handler can read) or, only when asked for explicitly with
+ * insecure = 1, plaintext for loopback tests and the in-process simulation.
+ *
+ * Shutdown follows gRPC's order: server shutdown-and-notify, drain, cancel
+ * what is left after a grace period, destroy the server, then shut down,
+ * drain and destroy the completion queue. Clients destroy the channel, then
+ * their completion queue. */
+#ifndef O3M_RPC_H
+#define O3M_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/status.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "o3m_error.h"
+
+/* Largest message accepted or sent, unless configured otherwise: 64 MiB,
+ * room for K = 2048 candidates of d = 4096 (O3M_MAX_DIM) as float64. gRPC's
+ * own default (4 MiB) would reject d = K = 1000, the paper's example. */
+#define O3M_RPC_DEFAULT_MAX_MESSAGE (64 << 20)
+/* Initial arena size of a server or client. */
+#define O3M_RPC_DEFAULT_ARENA (1 << 20)
+/* Client deadline per call, unless configured otherwise. */
+#define O3M_RPC_DEFAULT_DEADLINE_MS 5000
+/* Calls kept requested per method: how many calls to one method can queue
+ * while a handler runs. */
+#define O3M_RPC_DEFAULT_SLOTS 4
+/* How long shutdown lets calls in flight finish before cancelling them. */
+#define O3M_RPC_SHUTDOWN_GRACE_MS 1000
+/* Trailing-metadata key carrying the O3M code name of a failed call. */
+#define O3M_RPC_ERROR_KEY "o3m-error"
+
+/* ------------------------------------------------------------ status codes */
+
+/* The one mapping from O3M codes to gRPC status codes. 0 gives GRPC_STATUS_OK;
+ * a code outside the table gives GRPC_STATUS_UNKNOWN. */
+grpc_status_code o3m_rpc_status_from_error(int code);
+
+/* The fallback in the other direction, for a status that came without an
+ * "o3m-error" name (a non-O3M peer, or an error raised by gRPC itself:
+ * deadline, unreachable peer, message too large). GRPC_STATUS_OK gives 0;
+ * any other status gives a negative code, O3M_ERPC when no closer one fits. */
+int o3m_rpc_error_from_status(grpc_status_code status);
+
+/* The code whose name o3m_errname() returns (for example "MASK"), or 0 when
+ * the name is not in the table. */
+int o3m_rpc_error_from_name(const char *name);
+
+/* ------------------------------------------------------------ TLS */
+
+/* PEM file paths; any may be NULL. The files are read once, when a server or
+ * client is created.
+ *   server: cert_file and key_file are required for TLS. With ca_file the
+ *           server requires and verifies a client certificate signed by it.
+ *   client: ca_file verifies the server (NULL: the system roots); cert_file
+ *           and key_file, both or neither, are the client's certificate for
+ *           mutual TLS; server_name, if set, is the name expected in the
+ *           server certificate in place of the target's host. */
+typedef struct o3m_rpc_tls {
+  const char *ca_file;
+  const char *cert_file;
+  const char *key_file;
+  const char *server_name;
+} o3m_rpc_tls;
+
+/* ------------------------------------------------------------ server */
+
+typedef struct o3m_rpc_server o3m_rpc_server;
+/* The call being handled: valid only during the handler. */
+typedef struct o3m_rpc_call o3m_rpc_call;
+
+/* A method implementation. req is the unpacked request (cast it to the
+ * method's type); it and everything it points to live in the server arena
+ * until the handler returns, so keep nothing from it. reply has been
+ * initialized with the method's reply descriptor (cast it likewise); the
+ * handler fills its fields, and whatever they point to must stay valid until
+ * the handler returns, because the reply is packed right after: point into
+ * the daemon's own preallocated buffers or into o3m_rpc_call_alloc() memory.
+ * The handler returns 0, or a negative O3M code after filling e with a
+ * message for the caller (if it leaves e empty the code's default message is
+ * sent). On error the reply is not sent. The message crosses to the peer, so
+ * it must not quote private data. */
+typedef int (*o3m_rpc_handler)(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                               ProtobufCMessage *reply, o3m_err *e);
+
+/* One row of a service's method table. The table and the strings it points
+ * to must outlive the server (a static const array is the usual form). */
+typedef struct o3m_rpc_method {
+  const char *path;                              /* "/o3m.v1.Passive/Mask" */
+  const ProtobufCMessageDescriptor *request;     /* unpacks the request */
+  const ProtobufCMessageDescriptor *reply;       /* initializes and packs the reply */
+  o3m_rpc_handler handler;
+} o3m_rpc_method;
+
+typedef struct o3m_rpc_server_config {
+  /* Address to listen on: "127.0.0.1:7001", "[::]:7001", "unix:/path".
+   * Port 0 picks a free port; o3m_rpc_server_port() tells which. */
+  const char *listen;
+  int insecure;           /* 1: plaintext; then tls must be empty */
+  o3m_rpc_tls tls;
+  int max_message_bytes;  /* both directions */
+  int slots_per_method;   /* calls kept requested per method, >= 1 */
+  size_t arena_bytes;     /* initial arena size */
+} o3m_rpc_server_config;
+
+/* Counters, read with o3m_rpc_server_stats_get() from any thread. */
+typedef struct o3m_rpc_server_stats {
+  uint64_t ok;          /* replies sent with status OK */
+  uint64_t failed;      /* handler returned an error */
+  uint64_t malformed;   /* request missing or not decodable */
+  uint64_t unknown;     /* path not in the table */
+  uint64_t internal;    /* a gRPC call failed on our side (should stay 0) */
+  size_t arena_bytes;   /* current arena capacity */
+} o3m_rpc_server_stats;
+
+/* Defaults: listen NULL (must be set), TLS, max message
+ * O3M_RPC_DEFAULT_MAX_MESSAGE, O3M_RPC_DEFAULT_SLOTS, O3M_RPC_DEFAULT_ARENA. */
+void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg);
+
+/* Validates cfg and the method table (paths start with '/', no duplicates,
+ * descriptors and handlers set), reads the TLS files, allocates every slot
+ * and the arena, binds the address and starts the server. Calls queue until
+ * o3m_rpc_server_run() serves them. ctx is passed to every handler. The
+ * server keeps pointers to methods and ctx, and copies everything in cfg.
+ * Errors: O3M_EINVAL (config or table, the message names the field),
+ * O3M_EIO (a TLS file cannot be read, or the address cannot be bound),
+ * O3M_ETLS (credentials rejected), O3M_ENOMEM. On failure *out is NULL and
+ * nothing is left allocated or listening. */
+int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg,
+                          const o3m_rpc_method *methods, int n_methods, void *ctx,
+                          o3m_err *e);
+
+/* The bound TCP port (the one chosen when the address said port 0). */
+int o3m_rpc_server_port(const o3m_rpc_server *s);
+
+/* Serves calls on the calling thread until o3m_rpc_server_shutdown() is
+ * called, then drains and shuts the server down, and returns 0. It returns
+ * O3M_ESTATE if the server was already run. Handlers run on this thread. */
+int o3m_rpc_server_run(o3m_rpc_server *s);
+
+/* Asks a running (or not yet run) server to stop. It only sets an atomic
+ * flag, so it is safe from any thread and from a signal handler; run()
+ * notices it within 100 ms, lets calls in flight finish for up to
+ * O3M_RPC_SHUTDOWN_GRACE_MS, cancels the rest and returns. */
+void o3m_rpc_server_shutdown(o3m_rpc_server *s);
+
+/* Frees the server. If run() never ran, this performs the shutdown first. It
+ * must not be called while run() is executing: shut down, join the thread
+ * that runs it, then destroy. NULL is accepted. */
+void o3m_rpc_server_destroy(o3m_rpc_server *s);
+
+void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st);
+
+/* ---- inside a handler ---- */
+
+/* The method path of the call. */
+const char *o3m_rpc_call_method(const o3m_rpc_call *c);
+
+/* The peer's address ("ipv4:127.0.0.1:40212"), fetched on first use. It is
+ * not authenticated: use it for logs, never for access decisions. Never
+ * NULL ("" if unknown). */
+const char *o3m_rpc_call_peer(o3m_rpc_call *c);
+
+/* The peer's TLS identity (the first subject alternative name, else the
+ * common name, of a verified client certificate), or NULL if the peer is
+ * not authenticated: plaintext server, or TLS without client certificates.
+ * This is what an access decision may rest on. */
+const char *o3m_rpc_call_identity(o3m_rpc_call *c);
+
+/* n bytes from the server arena, aligned for any type, valid until the reply
+ * has been packed. NULL when the arena cap is reached; the handler should
+ * then return O3M_EFULL. */
+void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n);
+
+/* ------------------------------------------------------------ client */
+
+typedef struct o3m_rpc_client o3m_rpc_client;
+
+typedef struct o3m_rpc_client_config {
+  /* gRPC target: "127.0.0.1:7001", "dns:///pp2.example.org:7001",
+   * "unix:/run/o3m/pp2.sock". */
+  const char *target;
+  int insecure;           /* 1: plaintext; then tls must be empty */
+  o3m_rpc_tls tls;
+  int deadline_ms;        /* per call, 1 .. 86,400,000 */
+  int max_message_bytes;  /* both directions */
+  size_t arena_bytes;     /* initial arena size */
+  /* 0: a call fails at once with O3M_EUNAVAILABLE when the peer cannot be
+   * reached. 1: the call waits for the peer (up to its deadline), which is
+   * what a daemon wants while the federation starts up. Either way the
+   * channel retries a lost connection with a backoff capped at 2 s. */
+  int wait_for_ready;
+} o3m_rpc_client_config;
+
+/* Defaults: target NULL (must be set), TLS with the system roots, deadline
+ * O3M_RPC_DEFAULT_DEADLINE_MS, max message O3M_RPC_DEFAULT_MAX_MESSAGE,
+ * arena O3M_RPC_DEFAULT_ARENA, wait_for_ready 0. */
+void o3m_rpc_client_config_default(o3m_rpc_client_config *cfg);
+
+/* Validates cfg, reads the TLS files and creates the channel (gRPC connects
+ * lazily, on the first call) and the arena. Errors as for server_create
+ * except that nothing binds. On failure *out is NULL. */
+int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg,
+                          o3m_err *e);
+
+/* Frees the client; a call still in flight is cancelled first. NULL is
+ * accepted. */
+void o3m_rpc_client_destroy(o3m_rpc_client *c);
+
+/* The target the client was created for. */
+const char *o3m_rpc_client_target(const o3m_rpc_client *c);
+
+/* One blocking unary call: start plus finish. */
+int o3m_rpc_client_call(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
+                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **reply,
+                        o3m_err *e);
+
+/* Starts a call without waiting, so that a caller can have calls to several
+ * peers in flight at once (the active participant asks every passive
+ * participant in parallel): start on each client, then finish on each. The
+ * request is packed before this returns, so req may be reused at once; path
+ * must stay valid until finish (string literals, as in o3m_wire.h). Starting
+ * resets the client arena, which ends the life of the previous reply.
+ * Errors: O3M_ESTATE if a call is already in flight on this client,
+ * O3M_EINVAL for a NULL argument or a path not starting with '/',
+ * O3M_ERANGE if the request is larger than max_message_bytes, O3M_ENOMEM,
+ * O3M_ERPC if gRPC refuses the batch. On error no call is in flight. */
+int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
+                         const ProtobufCMessageDescriptor *reply_desc, o3m_err *e);
+
+/* Waits for the call started on c (the deadline bounds the wait) and unpacks
+ * the reply. On success *reply points into the client arena and stays valid
+ * until the next start on this client or its destruction; the caller never
+ * frees it. Errors: the remote handler's exact code when the peer is an O3M
+ * server; otherwise o3m_rpc_error_from_status() of the status, typically
+ * O3M_EDEADLINE, O3M_EUNAVAILABLE (peer unreachable, or TLS handshake
+ * failed), O3M_EFULL (message over a size limit), O3M_ERPC (UNIMPLEMENTED
+ * and the like); O3M_EPARSE if the reply does not decode; O3M_ESTATE if no
+ * call was started. e names the target and the path. On return no call is
+ * in flight, whatever the outcome, and *reply is NULL on error. */
+int o3m_rpc_client_finish(o3m_rpc_client *c, ProtobufCMessage **reply, o3m_err *e);
+
+/* Current arena capacity of the client, for tests of the no-growth claim. */
+size_t o3m_rpc_client_arena_bytes(const o3m_rpc_client *c);
+
+#endif

@@ -1,0 +1,197 @@
+/* o3m_wire.c -- paths, version and message checks of o3m.proto (see
+ * o3m_wire.h). Every check runs before the message's values are used and
+ * names the first field that is wrong. */
+#include "o3m_wire.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t n,
+                          const double *v, uint32_t max_rows, uint32_t max_cols, o3m_err *e) {
+  if (rows < 1 || rows > max_rows)
+    return o3m_err_set(e, O3M_ERANGE, "%s: rows = %u, expected 1..%u", what, rows, max_rows);
+  if (cols < 1 || cols > max_cols)
+    return o3m_err_set(e, O3M_ERANGE, "%s: cols = %u, expected 1..%u", what, cols, max_cols);
+  /* Both factors are below 2^32, so the product fits in 64 bits. */
+  uint64_t want = (uint64_t)rows * cols;
+  if ((uint64_t)n != want)
+    return o3m_err_set(e, O3M_EDIM, "%s: %zu values for %u x %u", what, n, rows, cols);
+  if (n > 0 && !v) return o3m_err_set(e, O3M_EINVAL, "%s: values missing", what);
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(v[i]))
+      return o3m_err_set(e, O3M_ENONFINITE, "%s: value %zu (row %zu, col %zu) is not finite",
+                         what, i, i / cols, i % cols);
+  return 0;
+}
+
+static int partition_ok(const o3m_partition *p) {
+  return p && p->m >= 1 && p->m <= O3M_MAX_PARTIES && p->d >= 1 && p->d <= O3M_MAX_DIM;
+}
+
+/* ---------------------------------------------------------------- NodeInfo */
+
+void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
+                        const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,
+                        const char *name) {
+  msg->role = role;
+  msg->protocol = O3M_PROTOCOL_VERSION;
+  msg->party = party < 0 ? 0u : (uint32_t)party;
+  msg->dim = (uint32_t)p->d;
+  for (int j = 0; j < p->m; j++) dims_buf[j] = (uint32_t)p->dims[j];
+  msg->n_dims = (size_t)p->m;
+  msg->dims = dims_buf;
+  msg->mask_id = mask_id;
+  /* protobuf-c packs but never writes through the name pointer. */
+  if (name) msg->name = (char *)name;
+}
+
+static const char *role_name(O3m__V1__Role r) {
+  switch (r) {
+  case O3M__V1__ROLE__ROLE_MASK_GENERATOR: return "mask generator";
+  case O3M__V1__ROLE__ROLE_PASSIVE: return "passive participant";
+  case O3M__V1__ROLE__ROLE_ACTIVE: return "active participant";
+  default: return "unspecified role";
+  }
+}
+
+int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
+                        const o3m_partition *p, o3m_err *e) {
+  if (!msg || !partition_ok(p)) return o3m_err_set(e, O3M_EINVAL, "NodeInfo check: bad arguments");
+  if (msg->protocol != O3M_PROTOCOL_VERSION)
+    return o3m_err_set(e, O3M_ESTATE, "peer speaks O3M protocol %u, this build speaks %d",
+                       msg->protocol, O3M_PROTOCOL_VERSION);
+  if (msg->role != role)
+    return o3m_err_set(e, O3M_ESTATE, "peer is a %s, expected a %s", role_name(msg->role),
+                       role_name(role));
+  if (party >= 0 && msg->party != (uint32_t)party)
+    return o3m_err_set(e, O3M_ESTATE, "peer is party %u, expected party %d", msg->party, party);
+  if (msg->n_dims != (size_t)p->m)
+    return o3m_err_set(e, O3M_EDIM, "peer's partition has %zu parties, ours %d", msg->n_dims,
+                       p->m);
+  if (msg->dim != (uint32_t)p->d)
+    return o3m_err_set(e, O3M_EDIM, "peer's dim is %u, ours %d", msg->dim, p->d);
+  for (int j = 0; j < p->m; j++)
+    if (msg->dims[j] != (uint32_t)p->dims[j])
+      return o3m_err_set(e, O3M_EDIM, "peer's dims[%d] is %u, ours %d", j, msg->dims[j],
+                         p->dims[j]);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- blocks */
+
+int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
+                                 o3m_err *e) {
+  if (!req || !partition_ok(p))
+    return o3m_err_set(e, O3M_EINVAL, "BlockRequest check: bad arguments");
+  if (req->party >= (uint32_t)p->m)
+    return o3m_err_set(e, O3M_ERANGE, "BlockRequest: party %u, the partition has %d parties",
+                       req->party, p->m);
+  if (req->dim != (uint32_t)p->d)
+    return o3m_err_set(e, O3M_EDIM, "BlockRequest: dim %u, the partition has d = %d", req->dim,
+                       p->d);
+  if (req->party_dim != (uint32_t)p->dims[req->party])
+    return o3m_err_set(e, O3M_EDIM, "BlockRequest: party %u has d_j = %d, asked for %u",
+                       req->party, p->dims[req->party], req->party_dim);
+  return 0;
+}
+
+void o3m_wire_block_fill(O3m__V1__Block *msg, const o3m_block *b, int party,
+                         const o3m_partition *p) {
+  msg->mask_id = o3m_block_mask_id(b);
+  msg->party = (uint32_t)party;
+  msg->rows = (uint32_t)o3m_block_rows(b);
+  msg->cols = (uint32_t)o3m_block_cols(b);
+  msg->col0 = (uint32_t)p->offset[party];
+  msg->n_data = (size_t)msg->rows * msg->cols;
+  /* protobuf-c packs from this pointer and never writes through it. */
+  msg->data = (double *)o3m_block_data(b);
+}
+
+int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_partition *p,
+                          int party, o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "Block import: out is NULL");
+  *out = NULL;
+  if (!msg || !partition_ok(p) || party < 0 || party >= p->m)
+    return o3m_err_set(e, O3M_EINVAL, "Block import: bad arguments");
+  if (msg->mask_id == 0) return o3m_err_set(e, O3M_EMASK, "Block: mask id is 0");
+  if (msg->party != (uint32_t)party)
+    return o3m_err_set(e, O3M_EINVAL, "Block: for party %u, expected party %d", msg->party,
+                       party);
+  if (msg->rows != (uint32_t)p->d || msg->cols != (uint32_t)p->dims[party])
+    return o3m_err_set(e, O3M_EDIM, "Block: %u x %u, expected %d x %d", msg->rows, msg->cols,
+                       p->d, p->dims[party]);
+  if (msg->col0 != (uint32_t)p->offset[party])
+    return o3m_err_set(e, O3M_EDIM, "Block: col0 %u, party %d starts at column %d", msg->col0,
+                       party, p->offset[party]);
+  int rc = o3m_wire_check_matrix("Block", msg->rows, msg->cols, msg->n_data, msg->data,
+                                 O3M_MAX_DIM, O3M_MAX_DIM, e);
+  if (rc < 0) return rc;
+  rc = o3m_block_create(out, p->d, p->dims[party], msg->data, msg->mask_id);
+  if (rc < 0) {
+    *out = NULL;
+    return o3m_err_set(e, rc, "Block: %s", o3m_strerror(rc));
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- masking */
+
+int o3m_wire_mask_request_check(const O3m__V1__MaskRequest *req, uint64_t mask_id,
+                                int max_candidates, o3m_err *e) {
+  if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskRequest check: request is NULL");
+  if (mask_id == 0) return o3m_err_set(e, O3M_EMASK, "MaskRequest: no mask installed yet");
+  if (req->mask_id != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "MaskRequest: mask %016llx, this party holds %016llx",
+                       (unsigned long long)req->mask_id, (unsigned long long)mask_id);
+  if (req->n_items < 1 || req->n_items > (size_t)(max_candidates > 0 ? max_candidates : 0))
+    return o3m_err_set(e, O3M_ERANGE, "MaskRequest: %zu items, expected 1..%d", req->n_items,
+                       max_candidates);
+  return 0;
+}
+
+void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int party, int K,
+                          int d, double *values) {
+  msg->mask_id = mask_id;
+  msg->party = (uint32_t)party;
+  msg->rows = (uint32_t)K;
+  msg->cols = (uint32_t)d;
+  msg->n_values = (size_t)K * (size_t)d;
+  msg->values = values;
+}
+
+int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
+                          uint64_t mask_id, o3m_err *e) {
+  if (!msg || K < 1 || d < 1) return o3m_err_set(e, O3M_EINVAL, "MaskedContexts check: bad arguments");
+  if (msg->party != (uint32_t)party)
+    return o3m_err_set(e, O3M_EINVAL, "MaskedContexts: answered as party %u, asked party %d",
+                       msg->party, party);
+  if (msg->mask_id != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "MaskedContexts from party %d: mask %016llx, expected "
+                       "%016llx", party, (unsigned long long)msg->mask_id,
+                       (unsigned long long)mask_id);
+  if (msg->rows != (uint32_t)K || msg->cols != (uint32_t)d)
+    return o3m_err_set(e, O3M_EDIM, "MaskedContexts from party %d: %u x %u, expected %d x %d",
+                       party, msg->rows, msg->cols, K, d);
+  char what[48];
+  snprintf(what, sizeof what, "MaskedContexts from party %d", party);
+  return o3m_wire_check_matrix(what, msg->rows, msg->cols, msg->n_values, msg->values,
+                               (uint32_t)K, (uint32_t)d, e);
+}
+
+int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candidates,
+                             int n_arms, o3m_err *e) {
+  if (!req) return o3m_err_set(e, O3M_EINVAL, "RecommendRequest check: request is NULL");
+  if (req->n_items < 1 || req->n_items > (size_t)(max_candidates > 0 ? max_candidates : 0))
+    return o3m_err_set(e, O3M_ERANGE, "RecommendRequest: %zu items, expected 1..%d",
+                       req->n_items, max_candidates);
+  if (req->n_arms == 0 || n_arms <= 0) return 0;
+  if (req->n_arms != req->n_items)
+    return o3m_err_set(e, O3M_EINVAL, "RecommendRequest: %zu arms for %zu items", req->n_arms,
+                       req->n_items);
+  for (size_t k = 0; k < req->n_arms; k++)
+    if (req->arms[k] >= (uint32_t)n_arms)
+      return o3m_err_set(e, O3M_ERANGE, "RecommendRequest: arms[%zu] = %u, the model has %d arms",
+                         k, req->arms[k], n_arms);
+  return 0;
+}

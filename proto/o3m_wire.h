@@ -1,0 +1,112 @@
+/* o3m_wire.h -- the contract of o3m.proto in C: paths, version, checks.
+ *
+ * o3m.proto says what each message means; this module holds what C code
+ * needs to keep to it: the method paths (string literals, so they can be
+ * passed to o3m_rpc_client_start and put in method tables), the protocol
+ * version, and one checker per received message. Each checker compares a
+ * message with what the receiver knows (the public partition, the mask id it
+ * holds, its candidate limit) before any value is used, so a wrong peer, a
+ * stale mask or a truncated matrix is caught at the boundary with an error
+ * that names the field, and the three daemons check alike.
+ *
+ * The fill functions set a reply's fields to point into the caller's
+ * storage without copying (protobuf-c packs straight from there), so that
+ * storage must outlive the packing of the message; see o3m_rpc.h for when
+ * a handler's reply is packed.
+ *
+ * Codes: O3M_EMASK for a mask id other than the expected one (or 0),
+ * O3M_EDIM for a shape that disagrees with the partition, O3M_ENONFINITE
+ * for a NaN or infinity, O3M_ERANGE for a count or index out of bounds,
+ * O3M_ESTATE for a peer in the wrong role or speaking another protocol
+ * version, O3M_EINVAL for a NULL argument or an inconsistent field. */
+#ifndef O3M_WIRE_H
+#define O3M_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "o3m.pb-c.h"
+#include "o3m_error.h"
+#include "o3m_mask.h"
+
+/* Raised whenever a change to o3m.proto would be misread by an old peer. */
+#define O3M_PROTOCOL_VERSION 1
+
+#define O3M_PATH_PMG_INFO "/o3m.v1.MaskGenerator/Info"
+#define O3M_PATH_PMG_GET_BLOCK "/o3m.v1.MaskGenerator/GetBlock"
+#define O3M_PATH_PMG_CONFIRM_BLOCK "/o3m.v1.MaskGenerator/ConfirmBlock"
+#define O3M_PATH_PASSIVE_INFO "/o3m.v1.Passive/Info"
+#define O3M_PATH_PASSIVE_MASK "/o3m.v1.Passive/Mask"
+#define O3M_PATH_ACTIVE_INFO "/o3m.v1.Active/Info"
+#define O3M_PATH_ACTIVE_RECOMMEND "/o3m.v1.Active/Recommend"
+#define O3M_PATH_ACTIVE_REWARD "/o3m.v1.Active/Reward"
+#define O3M_PATH_ACTIVE_STATS "/o3m.v1.Active/Stats"
+
+/* Checks a received matrix: rows in 1..max_rows, cols in 1..max_cols,
+ * n == rows * cols and every value finite. what names the message in the
+ * error ("Block", "MaskedContexts from party 2"). */
+int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t n,
+                          const double *v, uint32_t max_rows, uint32_t max_cols, o3m_err *e);
+
+/* ---- NodeInfo (every service's Info) ---- */
+
+/* Fills an initialized NodeInfo. dims_buf (p->m entries, caller's storage)
+ * receives the partition; name may be NULL. For the mask generator pass
+ * party 0. */
+void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
+                        const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,
+                        const char *name);
+
+/* Checks a peer's NodeInfo at start-up: same protocol version, the expected
+ * role, the expected party (party < 0: any) and exactly the partition p. */
+int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
+                        const o3m_partition *p, o3m_err *e);
+
+/* ---- mask generator ---- */
+
+/* The generator's check of a BlockRequest: party in 0..m-1, dim == d and
+ * party_dim == d_party. */
+int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
+                                 o3m_err *e);
+
+/* Fills an initialized Block from a column block that the generator cut out
+ * of Q for party (o3m_block_from_mask with p's offset and dim). msg->data
+ * points into b, which must outlive the packing. */
+void o3m_wire_block_fill(O3m__V1__Block *msg, const o3m_block *b, int party,
+                         const o3m_partition *p);
+
+/* A participant's import of its Block: party, rows == d, cols == d_party,
+ * col0 == offset of party, d * d_party finite values, nonzero mask id. On
+ * success *out is a new block (the data copied; the caller destroys it); on
+ * failure *out is NULL. */
+int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_partition *p,
+                          int party, o3m_err *e);
+
+/* ---- passive participant ---- */
+
+/* A passive participant's check of a MaskRequest: mask_id equals the mask
+ * it holds (O3M_EMASK otherwise, also when it holds none: mask_id 0), and
+ * 1..max_candidates items. */
+int o3m_wire_mask_request_check(const O3m__V1__MaskRequest *req, uint64_t mask_id,
+                                int max_candidates, o3m_err *e);
+
+/* Fills an initialized MaskedContexts with K rows of d values (row-major,
+ * row k = Q^j x^j_k, the layout o3m_block_apply writes). values stays the
+ * caller's and must outlive the packing. */
+void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int party, int K,
+                          int d, double *values);
+
+/* The active participant's check of one party's MaskedContexts: from the
+ * party it asked, under its mask, K x d finite values. */
+int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
+                          uint64_t mask_id, o3m_err *e);
+
+/* ---- active participant ---- */
+
+/* The active participant's check of a RecommendRequest: 1..max_candidates
+ * items, and either no arms or one per item, each below n_arms (n_arms <= 0
+ * for the shared model, which then ignores arms and only checks the count). */
+int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candidates,
+                             int n_arms, o3m_err *e);
+
+#endif

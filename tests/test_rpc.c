@@ -1,0 +1,860 @@
+/* test_rpc.c -- the unary RPC layer (proto/o3m_rpc.h) on loopback.
+ *
+ * Each test starts real gRPC servers in threads of its own process, speaking
+ * the o3m.v1 messages, and calls them through o3m_rpc clients. A small test
+ * service stands in for a passive participant: Mask returns K x d values
+ * that encode (party, row, column) so that every value can be checked
+ * exactly, and answers MASK for a wrong mask id as a real party must. Other
+ * methods sleep, build a broken reply, or echo what the call knows about its
+ * peer. The TLS test makes a CA and certificates with the openssl tool. */
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "o3m.pb-c.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+#define TEST_MASK 0x0123456789abcdefULL
+
+/* ------------------------------------------------------------ test service */
+
+typedef struct svc {
+  int party;
+  int d;
+  uint64_t mask_id;
+  int sleep_ms;
+  char peer[128];
+  char identity[128];
+  int identity_null;
+  int calls;
+} svc;
+
+static double value_of(int party, int k, int i) { return party * 1e6 + k * 1000.0 + i + 0.25; }
+
+static int h_mask(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_, ProtobufCMessage *rep_,
+                  o3m_err *e) {
+  svc *s = ctx;
+  const O3m__V1__MaskRequest *req = (const O3m__V1__MaskRequest *)req_;
+  O3m__V1__MaskedContexts *rep = (O3m__V1__MaskedContexts *)rep_;
+  s->calls++;
+  int rc = o3m_wire_mask_request_check(req, s->mask_id, 5000, e);
+  if (rc < 0) return rc;
+  int K = (int)req->n_items;
+  double *v = o3m_rpc_call_alloc(call, sizeof(double) * (size_t)K * (size_t)s->d);
+  if (!v) return o3m_err_set(e, O3M_EFULL, "no room for %d x %d", K, s->d);
+  for (int k = 0; k < K; k++)
+    for (int i = 0; i < s->d; i++) v[(size_t)k * s->d + i] = value_of(s->party, k, i);
+  o3m_wire_masked_fill(rep, s->mask_id, s->party, K, s->d, v);
+  return 0;
+}
+
+static int h_sleep(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep,
+                   o3m_err *e) {
+  (void)call, (void)req, (void)rep, (void)e;
+  svc *s = ctx;
+  s->calls++;
+  struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  return 0;
+}
+
+/* Claims three values but points at none: the layer must refuse to pack it. */
+static int h_broken(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep_,
+                    o3m_err *e) {
+  (void)ctx, (void)call, (void)req, (void)e;
+  O3m__V1__MaskedContexts *rep = (O3m__V1__MaskedContexts *)rep_;
+  rep->n_values = 3;
+  rep->values = NULL;
+  return 0;
+}
+
+static int h_who(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep_,
+                 o3m_err *e) {
+  (void)req, (void)e;
+  svc *s = ctx;
+  O3m__V1__NodeInfo *rep = (O3m__V1__NodeInfo *)rep_;
+  s->calls++;
+  snprintf(s->peer, sizeof s->peer, "%s", o3m_rpc_call_peer(call));
+  const char *id = o3m_rpc_call_identity(call);
+  s->identity_null = id == NULL;
+  snprintf(s->identity, sizeof s->identity, "%s", id ? id : "");
+  rep->role = O3M__V1__ROLE__ROLE_PASSIVE;
+  rep->protocol = O3M_PROTOCOL_VERSION;
+  rep->party = (uint32_t)s->party;
+  /* The reply's string lives in the call arena until the reply is packed. */
+  char *name = o3m_rpc_call_alloc(call, 64);
+  if (!name) return O3M_EFULL;
+  snprintf(name, 64, "%s|%s", o3m_rpc_call_method(call), id ? id : "-");
+  rep->name = name;
+  return 0;
+}
+
+static const o3m_rpc_method svc_methods[] = {
+    {O3M_PATH_PASSIVE_MASK, &o3m__v1__mask_request__descriptor,
+     &o3m__v1__masked_contexts__descriptor, h_mask},
+    {O3M_PATH_PASSIVE_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
+     h_who},
+    {"/test.Slow/Sleep", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
+    {"/test.Bad/Broken", &o3m__v1__info_request__descriptor,
+     &o3m__v1__masked_contexts__descriptor, h_broken},
+    /* Expects a BlockRequest, whose field 3 is a varint: a MaskRequest's
+     * field 3 is a string, so one sent here cannot decode. */
+    {"/test.Block/Get", &o3m__v1__block_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
+};
+#define N_METHODS ((int)(sizeof svc_methods / sizeof svc_methods[0]))
+
+/* ------------------------------------------------------------ fixtures */
+
+typedef struct server_fx {
+  o3m_rpc_server *srv;
+  pthread_t th;
+  svc ctx;
+  char target[64];
+} server_fx;
+
+static void *run_thread(void *arg) {
+  int rc = o3m_rpc_server_run(arg);
+  return (void *)(intptr_t)rc;
+}
+
+static void start_server_cfg(server_fx *f, int party, int d, const o3m_rpc_server_config *cfg) {
+  memset(&f->ctx, 0, sizeof f->ctx);
+  f->ctx.party = party;
+  f->ctx.d = d;
+  f->ctx.mask_id = TEST_MASK;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_server_create(&f->srv, cfg, svc_methods, N_METHODS, &f->ctx, &e);
+  cr_assert(eq(int, rc, 0), "server_create: %s", o3m_err_message(&e));
+  cr_assert(gt(int, o3m_rpc_server_port(f->srv), 0));
+  snprintf(f->target, sizeof f->target, "127.0.0.1:%d", o3m_rpc_server_port(f->srv));
+  cr_assert(eq(int, pthread_create(&f->th, NULL, run_thread, f->srv), 0));
+}
+
+static void start_server(server_fx *f, int party, int d) {
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  start_server_cfg(f, party, d, &cfg);
+}
+
+static void stop_server(server_fx *f) {
+  void *ret;
+  o3m_rpc_server_shutdown(f->srv);
+  cr_assert(eq(int, pthread_join(f->th, &ret), 0));
+  cr_assert(eq(int, (int)(intptr_t)ret, 0), "run() returned an error");
+  o3m_rpc_server_destroy(f->srv);
+  f->srv = NULL;
+}
+
+static o3m_rpc_client *make_client(const char *target, int deadline_ms) {
+  o3m_rpc_client_config cfg;
+  o3m_rpc_client_config_default(&cfg);
+  cfg.target = target;
+  cfg.insecure = 1;
+  cfg.deadline_ms = deadline_ms;
+  o3m_rpc_client *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_create(&c, &cfg, &e);
+  cr_assert(eq(int, rc, 0), "client_create: %s", o3m_err_message(&e));
+  return c;
+}
+
+/* A MaskRequest for K items named "item0", "item1", ... under mask_id. */
+typedef struct mask_req {
+  O3m__V1__MaskRequest msg;
+  char *items[2048];
+  char names[2048][16];
+} mask_req;
+
+static void mask_req_init(mask_req *r, int K, uint64_t mask_id) {
+  o3m__v1__mask_request__init(&r->msg);
+  for (int k = 0; k < K; k++) {
+    snprintf(r->names[k], sizeof r->names[k], "item%d", k);
+    r->items[k] = r->names[k];
+  }
+  r->msg.round = 42;
+  r->msg.mask_id = mask_id;
+  r->msg.user = "user-7";
+  r->msg.n_items = (size_t)K;
+  r->msg.items = r->items;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert(ge(int, fd, 0));
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  cr_assert(eq(int, bind(fd, (struct sockaddr *)&a, sizeof a), 0));
+  socklen_t len = sizeof a;
+  cr_assert(eq(int, getsockname(fd, (struct sockaddr *)&a, &len), 0));
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+/* ------------------------------------------------------------ status map */
+
+Test(rpc_status, every_code_maps_to_a_specific_status) {
+  for (int code = O3M__ERR_FIRST + 1; code < O3M__ERR_LAST; code++) {
+    grpc_status_code st = o3m_rpc_status_from_error(code);
+    cr_assert(ne(int, (int)st, (int)GRPC_STATUS_OK), "%s maps to OK", o3m_errname(code));
+    if (code != O3M_ERPC)
+      cr_assert(ne(int, (int)st, (int)GRPC_STATUS_UNKNOWN), "%s maps to UNKNOWN",
+                o3m_errname(code));
+  }
+  cr_assert(eq(int, (int)o3m_rpc_status_from_error(0), (int)GRPC_STATUS_OK));
+  cr_assert(eq(int, (int)o3m_rpc_status_from_error(-5), (int)GRPC_STATUS_UNKNOWN));
+  cr_assert(eq(int, (int)o3m_rpc_status_from_error(7), (int)GRPC_STATUS_UNKNOWN));
+  cr_assert(eq(int, (int)o3m_rpc_status_from_error(O3M_EMASK),
+               (int)GRPC_STATUS_FAILED_PRECONDITION));
+  cr_assert(eq(int, (int)o3m_rpc_status_from_error(O3M_EDEADLINE),
+               (int)GRPC_STATUS_DEADLINE_EXCEEDED));
+}
+
+Test(rpc_status, canonical_codes_survive_the_round_trip) {
+  const int codes[] = {O3M_EINVAL,       O3M_ENOTFOUND, O3M_EEXISTS, O3M_EFULL,
+                       O3M_EUNAVAILABLE, O3M_EDEADLINE, O3M_EPERM,   O3M_ERANGE,
+                       O3M_ECORRUPT,     O3M_ESTATE,    O3M_ERPC};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+    cr_assert(eq(int, o3m_rpc_error_from_status(o3m_rpc_status_from_error(codes[i])), codes[i]),
+              "%s", o3m_errname(codes[i]));
+  cr_assert(eq(int, o3m_rpc_error_from_status(GRPC_STATUS_OK), 0));
+  cr_assert(eq(int, o3m_rpc_error_from_status(GRPC_STATUS_UNIMPLEMENTED), O3M_ERPC));
+  cr_assert(eq(int, o3m_rpc_error_from_status(GRPC_STATUS_UNAUTHENTICATED), O3M_EPERM));
+}
+
+Test(rpc_status, names_map_back_to_codes) {
+  cr_assert(eq(int, o3m_rpc_error_from_name("MASK"), O3M_EMASK));
+  cr_assert(eq(int, o3m_rpc_error_from_name("EXPIRED"), O3M_EEXPIRED));
+  cr_assert(eq(int, o3m_rpc_error_from_name("OK"), 0));
+  cr_assert(eq(int, o3m_rpc_error_from_name("mask"), 0));
+  cr_assert(eq(int, o3m_rpc_error_from_name(""), 0));
+  cr_assert(eq(int, o3m_rpc_error_from_name(NULL), 0));
+}
+
+/* ------------------------------------------------------------ calls */
+
+Test(rpc, masked_contexts_round_trip_bit_exact, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 2, 5);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  static mask_req r;
+  mask_req_init(&r, 7, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
+  cr_assert(eq(int, o3m_wire_masked_check(mc, 2, 7, 5, TEST_MASK, &e), 0), "%s",
+            o3m_err_message(&e));
+  for (int k = 0; k < 7; k++)
+    for (int i = 0; i < 5; i++)
+      cr_assert(eq(dbl, mc->values[k * 5 + i], value_of(2, k, i)), "k=%d i=%d", k, i);
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, remote_o3m_code_arrives_exactly, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  static mask_req r;
+  mask_req_init(&r, 2, TEST_MASK ^ 1);
+  ProtobufCMessage *m = (ProtobufCMessage *)&r; /* must be reset to NULL */
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  /* The gRPC status alone (FAILED_PRECONDITION) would give O3M_ESTATE. */
+  cr_assert(eq(int, rc, O3M_EMASK), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, e.code, O3M_EMASK));
+  cr_assert(eq(ptr, m, NULL));
+  cr_assert(not(eq(ptr, strstr(e.msg, f.target), NULL)), "message lacks the target: %s", e.msg);
+  cr_assert(not(eq(ptr, strstr(e.msg, O3M_PATH_PASSIVE_MASK), NULL)), "%s", e.msg);
+  cr_assert(not(eq(ptr, strstr(e.msg, "this party holds"), NULL)), "%s", e.msg);
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.failed, 1));
+  cr_assert(eq(u64, st.ok, 0));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, unknown_method_is_unimplemented, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, "/o3m.v1.Passive/Nope", &req.base,
+                               &o3m__v1__node_info__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_ERPC), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "unknown method /o3m.v1.Passive/Nope"), NULL)), "%s",
+            e.msg);
+  /* The server keeps serving known methods. */
+  rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base, &o3m__v1__node_info__descriptor,
+                           &m, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.unknown, 1));
+  cr_assert(eq(u64, st.ok, 1));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, undecodable_request_is_parse_error, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  static mask_req r;
+  mask_req_init(&r, 1, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, "/test.Block/Get", &r.msg.base, &o3m__v1__ack__descriptor, &m,
+                               &e);
+  cr_assert(eq(int, rc, O3M_EPARSE), "%s", o3m_err_message(&e));
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.malformed, 1));
+  cr_assert(eq(int, f.ctx.calls, 0), "a handler ran on an undecodable request");
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, incomplete_reply_is_refused_not_sent, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, "/test.Bad/Broken", &req.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_ECORRUPT), "%s", o3m_err_message(&e));
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.internal, 1));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, deadline_exceeded, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  f.ctx.sleep_ms = 1500;
+  o3m_rpc_client *c = make_client(f.target, 200);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  double t0 = now_ms();
+  int rc = o3m_rpc_client_call(c, "/test.Slow/Sleep", &req.base, &o3m__v1__ack__descriptor, &m,
+                               &e);
+  double dt = now_ms() - t0;
+  cr_assert(eq(int, rc, O3M_EDEADLINE), "%s", o3m_err_message(&e));
+  cr_assert(lt(dbl, dt, 1200.0), "the client waited for the handler instead of its deadline");
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, unreachable_peer_fails_fast, .timeout = 30) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", free_port());
+  o3m_rpc_client *c = make_client(target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  double t0 = now_ms();
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                               &o3m__v1__node_info__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_EUNAVAILABLE), "%s", o3m_err_message(&e));
+  cr_assert(lt(dbl, now_ms() - t0, 4000.0));
+  o3m_rpc_client_destroy(c);
+}
+
+typedef struct late_start {
+  server_fx *f;
+  int port;
+} late_start;
+
+static void *start_late(void *arg) {
+  late_start *ls = arg;
+  struct timespec ts = {0, 400 * 1000000L};
+  nanosleep(&ts, NULL);
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  char listen[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", ls->port);
+  cfg.listen = listen;
+  cfg.insecure = 1;
+  start_server_cfg(ls->f, 3, 2, &cfg);
+  return NULL;
+}
+
+/* A daemon that starts before its peer: with wait_for_ready the call waits
+ * for the peer to come up instead of failing. */
+Test(rpc, wait_for_ready_waits_for_a_late_server, .timeout = 30) {
+  int port = free_port();
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port);
+  o3m_rpc_client_config cfg;
+  o3m_rpc_client_config_default(&cfg);
+  cfg.target = target;
+  cfg.insecure = 1;
+  cfg.deadline_ms = 10000;
+  cfg.wait_for_ready = 1;
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cfg, &e), 0), "%s", o3m_err_message(&e));
+
+  server_fx f;
+  late_start ls = {&f, port};
+  pthread_t th;
+  cr_assert(eq(int, pthread_create(&th, NULL, start_late, &ls), 0));
+  static mask_req r;
+  mask_req_init(&r, 1, TEST_MASK);
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, pthread_join(th, NULL), 0));
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(dbl, ((O3m__V1__MaskedContexts *)m)->values[1], value_of(3, 0, 1)));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+/* The active participant's pattern: start a call on every party's client,
+ * then finish each, and sum the masked vectors. */
+Test(rpc, parallel_fan_out_to_three_parties, .timeout = 30) {
+  enum { P = 3, K = 4, D = 6 };
+  server_fx f[P];
+  o3m_rpc_client *c[P];
+  for (int j = 0; j < P; j++) {
+    start_server(&f[j], j + 1, D);
+    c[j] = make_client(f[j].target, 5000);
+  }
+  static mask_req r;
+  mask_req_init(&r, K, TEST_MASK);
+  o3m_err e;
+  o3m_err_clear(&e);
+  for (int round = 0; round < 3; round++) {
+    for (int j = 0; j < P; j++)
+      cr_assert(eq(int, o3m_rpc_client_start(c[j], O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                                             &o3m__v1__masked_contexts__descriptor, &e),
+                   0),
+                "%s", o3m_err_message(&e));
+    /* One call at a time per client. */
+    cr_assert(eq(int, o3m_rpc_client_start(c[0], O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                                           &o3m__v1__masked_contexts__descriptor, &e),
+                 O3M_ESTATE));
+    double sum[K * D] = {0};
+    for (int j = P - 1; j >= 0; j--) {
+      ProtobufCMessage *m;
+      cr_assert(eq(int, o3m_rpc_client_finish(c[j], &m, &e), 0), "%s", o3m_err_message(&e));
+      const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
+      cr_assert(eq(int, o3m_wire_masked_check(mc, j + 1, K, D, TEST_MASK, &e), 0), "%s",
+                o3m_err_message(&e));
+      for (int x = 0; x < K * D; x++) sum[x] += mc->values[x];
+    }
+    for (int k = 0; k < K; k++)
+      for (int i = 0; i < D; i++) {
+        double want = value_of(1, k, i) + value_of(2, k, i) + value_of(3, k, i);
+        cr_assert(eq(dbl, sum[k * D + i], want), "k=%d i=%d", k, i);
+      }
+  }
+  ProtobufCMessage *m;
+  cr_assert(eq(int, o3m_rpc_client_finish(c[0], &m, &e), O3M_ESTATE));
+  for (int j = 0; j < P; j++) {
+    o3m_rpc_client_destroy(c[j]);
+    stop_server(&f[j]);
+  }
+}
+
+/* d = K = 1000, the paper's example: an 8 MB reply, twice gRPC's default
+ * receive limit. */
+Test(rpc, eight_megabyte_reply, .timeout = 60) {
+  server_fx f;
+  start_server(&f, 4, 1000);
+  o3m_rpc_client *c = make_client(f.target, 20000);
+  static mask_req r;
+  mask_req_init(&r, 1000, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
+  cr_assert(eq(sz, mc->n_values, (size_t)1000 * 1000));
+  for (int k = 0; k < 1000; k += 7)
+    for (int i = 0; i < 1000; i += 13)
+      cr_assert(eq(dbl, mc->values[k * 1000 + i], value_of(4, k, i)), "k=%d i=%d", k, i);
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, size_limits_give_range_and_full, .timeout = 30) {
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.insecure = 1;
+  scfg.max_message_bytes = 64 * 1024;
+  server_fx f;
+  start_server_cfg(&f, 1, 100, &scfg);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  static mask_req r;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+
+  /* 200 x 100 doubles (160 kB) is over the server's reply limit. */
+  mask_req_init(&r, 200, TEST_MASK);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_ERANGE), "%s", o3m_err_message(&e));
+
+  /* A request over the server's receive limit is refused by gRPC. */
+  mask_req_init(&r, 2048, TEST_MASK);
+  static char big[70000];
+  memset(big, 'u', sizeof big - 1);
+  r.msg.user = big;
+  rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                           &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_EFULL), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, f.ctx.calls, 1), "the handler saw the oversized request");
+  o3m_rpc_client_destroy(c);
+
+  /* A request over the client's own limit never leaves the client. */
+  o3m_rpc_client_config ccfg;
+  o3m_rpc_client_config_default(&ccfg);
+  ccfg.target = f.target;
+  ccfg.insecure = 1;
+  ccfg.max_message_bytes = 1024;
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &ccfg, &e), 0), "%s", o3m_err_message(&e));
+  rc = o3m_rpc_client_start(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                            &o3m__v1__masked_contexts__descriptor, &e);
+  cr_assert(eq(int, rc, O3M_ERANGE), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rpc_client_finish(c, &m, &e), O3M_ESTATE), "a failed start left a call");
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+/* The arenas grow to the largest message once and then stay put: steady
+ * state allocates nothing in this layer. */
+Test(rpc, arenas_stop_growing_after_warm_up, .timeout = 60) {
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.insecure = 1;
+  scfg.arena_bytes = 4096;
+  server_fx f;
+  start_server_cfg(&f, 1, 50, &scfg);
+  o3m_rpc_client_config ccfg;
+  o3m_rpc_client_config_default(&ccfg);
+  ccfg.target = f.target;
+  ccfg.insecure = 1;
+  ccfg.arena_bytes = 4096;
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &ccfg, &e), 0), "%s", o3m_err_message(&e));
+  static mask_req r;
+  mask_req_init(&r, 300, TEST_MASK); /* 120 kB reply */
+  ProtobufCMessage *m;
+  size_t c_after = 0, s_after = 0;
+  for (int i = 0; i < 12; i++) {
+    cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                                          &o3m__v1__masked_contexts__descriptor, &m, &e),
+                 0),
+              "%s", o3m_err_message(&e));
+    o3m_rpc_server_stats st;
+    o3m_rpc_server_stats_get(f.srv, &st);
+    if (i == 1) {
+      c_after = o3m_rpc_client_arena_bytes(c);
+      s_after = st.arena_bytes;
+      cr_assert(gt(sz, c_after, (size_t)4096), "the client arena never grew");
+      cr_assert(gt(sz, s_after, (size_t)4096), "the server arena never grew");
+    } else if (i > 1) {
+      cr_assert(eq(sz, o3m_rpc_client_arena_bytes(c), c_after), "call %d", i);
+      cr_assert(eq(sz, st.arena_bytes, s_after), "call %d", i);
+    }
+  }
+  /* Growth is bounded: a few times the largest message, not one per call. */
+  cr_assert(lt(sz, c_after, (size_t)8 * 300 * 50 * sizeof(double)));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+Test(rpc, peer_address_and_no_identity_in_plaintext, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                               &o3m__v1__node_info__descriptor, &m, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(f.ctx.peer, "127.0.0.1"), NULL)), "peer %s", f.ctx.peer);
+  cr_assert(eq(int, f.ctx.identity_null, 1), "identity %s without TLS", f.ctx.identity);
+  cr_assert(eq(str, ((O3m__V1__NodeInfo *)m)->name, "/o3m.v1.Passive/Info|-"));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+Test(rpc, shutdown_is_prompt_and_frees_the_port, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  int port = o3m_rpc_server_port(f.srv);
+  double t0 = now_ms();
+  stop_server(&f);
+  cr_assert(lt(dbl, now_ms() - t0, 1500.0));
+
+  /* Created but never run: destroy shuts it down by itself. */
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  char listen[64];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+  cfg.listen = listen;
+  cfg.insecure = 1;
+  svc ctx = {0};
+  o3m_rpc_server *s;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_server_create(&s, &cfg, svc_methods, N_METHODS, &ctx, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rpc_server_port(s), port));
+  o3m_rpc_server_destroy(s);
+  cr_assert(eq(int, o3m_rpc_server_create(&s, &cfg, svc_methods, N_METHODS, &ctx, &e), 0),
+            "port not released: %s", o3m_err_message(&e));
+  o3m_rpc_server_shutdown(s);
+  cr_assert(eq(int, o3m_rpc_server_run(s), 0));
+  cr_assert(eq(int, o3m_rpc_server_run(s), O3M_ESTATE));
+  o3m_rpc_server_destroy(s);
+  o3m_rpc_server_destroy(NULL);
+  o3m_rpc_client_destroy(NULL);
+}
+
+/* Shutdown while a handler runs: that call still gets its reply. */
+Test(rpc, shutdown_lets_the_running_call_finish, .timeout = 30) {
+  server_fx f;
+  start_server(&f, 1, 3);
+  f.ctx.sleep_ms = 300;
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_start(c, "/test.Slow/Sleep", &req.base,
+                                         &o3m__v1__ack__descriptor, &e),
+               0));
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  o3m_rpc_server_shutdown(f.srv);
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_finish(c, &m, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  stop_server(&f);
+  o3m_rpc_client_destroy(c);
+}
+
+static int create_err(const o3m_rpc_server_config *cfg, const o3m_rpc_method *m, int n,
+                      o3m_err *e) {
+  o3m_rpc_server *s = (o3m_rpc_server *)e; /* must come back NULL */
+  int rc = o3m_rpc_server_create(&s, cfg, m, n, NULL, e);
+  cr_assert(eq(ptr, s, NULL));
+  return rc;
+}
+
+Test(rpc, bad_configurations_are_named, .timeout = 30) {
+  o3m_rpc_server_config cfg;
+  o3m_err e;
+  o3m_err_clear(&e);
+
+  o3m_rpc_server_config_default(&cfg);
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "listen"), NULL)), "%s", e.msg);
+
+  cfg.listen = "127.0.0.1:0";
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "tls.cert_file"), NULL)), "%s", e.msg);
+
+  cfg.insecure = 1;
+  cfg.tls.ca_file = "/nonexistent/ca.pem";
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
+  cfg.tls.ca_file = NULL;
+
+  o3m_rpc_method dup[2] = {svc_methods[0], svc_methods[0]};
+  cr_assert(eq(int, create_err(&cfg, dup, 2, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "twice"), NULL)), "%s", e.msg);
+  dup[1].path = "o3m.v1.Passive/Info";
+  cr_assert(eq(int, create_err(&cfg, dup, 2, &e), O3M_EINVAL));
+  dup[1] = svc_methods[1];
+  dup[1].handler = NULL;
+  cr_assert(eq(int, create_err(&cfg, dup, 2, &e), O3M_EINVAL));
+  cr_assert(eq(int, create_err(&cfg, svc_methods, 0, &e), O3M_EINVAL));
+
+  cfg.max_message_bytes = 0;
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
+  cfg.max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;
+
+  cfg.listen = "256.0.0.1:99999";
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EIO), "%s", e.msg);
+
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 0;
+  cfg.tls.cert_file = "/nonexistent/srv.pem";
+  cfg.tls.key_file = "/nonexistent/srv.key";
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EIO));
+  cr_assert(not(eq(ptr, strstr(e.msg, "/nonexistent/srv.pem"), NULL)), "%s", e.msg);
+
+  o3m_rpc_client_config cc;
+  o3m_rpc_client *c = (o3m_rpc_client *)&e;
+  o3m_rpc_client_config_default(&cc);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cc, &e), O3M_EINVAL));
+  cr_assert(eq(ptr, c, NULL));
+  cc.target = "127.0.0.1:1";
+  cc.deadline_ms = 0;
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cc, &e), O3M_EINVAL));
+  cc.deadline_ms = 1000;
+  cc.tls.cert_file = "/x.pem";
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cc, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "go together"), NULL)), "%s", e.msg);
+}
+
+/* ------------------------------------------------------------ TLS */
+
+static int sh(const char *fmt, const char *dir) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, fmt, dir, dir, dir, dir, dir, dir, dir, dir);
+  return system(cmd);
+}
+
+/* A CA, a server certificate for "localhost" and a client certificate for
+ * "party-2", all EC P-256, in dir. */
+static int make_certs(const char *dir) {
+  static const char *steps[] = {
+      "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout ca.key -out ca.pem -subj /CN=o3m-test-ca -days 2 2>/dev/null",
+      "cd %s && printf 'subjectAltName=DNS:localhost\\n' > srv.ext && "
+      "printf 'subjectAltName=DNS:party-2\\n' > cli.ext",
+      "cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout srv.key -out srv.csr -subj /CN=localhost 2>/dev/null && openssl x509 -req "
+      "-in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem -days 2 "
+      "-extfile srv.ext 2>/dev/null",
+      "cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+      "-keyout cli.key -out cli.csr -subj /CN=party-2 2>/dev/null && openssl x509 -req "
+      "-in cli.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out cli.pem -days 2 "
+      "-extfile cli.ext 2>/dev/null",
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+    if (sh(steps[i], dir) != 0) return -1;
+  return 0;
+}
+
+static int tls_call(const char *target, const o3m_rpc_tls *tls, o3m_err *e) {
+  o3m_rpc_client_config cfg;
+  o3m_rpc_client_config_default(&cfg);
+  cfg.target = target;
+  cfg.tls = *tls;
+  cfg.deadline_ms = 5000;
+  o3m_rpc_client *c;
+  int rc = o3m_rpc_client_create(&c, &cfg, e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(e));
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base, &o3m__v1__node_info__descriptor,
+                           &m, e);
+  o3m_rpc_client_destroy(c);
+  return rc;
+}
+
+static int plain_call(const char *target, o3m_err *e) {
+  o3m_rpc_client *c = make_client(target, 5000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                               &o3m__v1__node_info__descriptor, &m, e);
+  o3m_rpc_client_destroy(c);
+  return rc;
+}
+
+/* Mutual TLS as the mask generator runs it: the server demands a client
+ * certificate from its CA and the handler reads the party's identity. */
+Test(rpc_tls, mutual_tls_gives_the_handler_the_client_identity, .timeout = 60) {
+  if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
+  char dir[] = "/tmp/o3m_test_tls_XXXXXX";
+  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
+  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
+  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
+  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
+  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
+  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.tls.ca_file = ca;
+  scfg.tls.cert_file = srv_pem;
+  scfg.tls.key_file = srv_key;
+  server_fx f;
+  start_server_cfg(&f, 2, 3, &scfg);
+
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_rpc_tls good = {ca, cli_pem, cli_key, "localhost"};
+  int rc = tls_call(f.target, &good, &e);
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, f.ctx.identity_null, 0));
+  cr_assert(eq(str, f.ctx.identity, "party-2"));
+
+  /* Without a client certificate the handshake fails. */
+  o3m_rpc_tls anon = {ca, NULL, NULL, "localhost"};
+  rc = tls_call(f.target, &anon, &e);
+  cr_assert(eq(int, rc, O3M_EUNAVAILABLE), "%s", o3m_err_message(&e));
+  /* A client that does not trust the server's CA fails too. */
+  o3m_rpc_tls untrusting = {cli_pem, cli_pem, cli_key, "localhost"};
+  rc = tls_call(f.target, &untrusting, &e);
+  cr_assert(eq(int, rc, O3M_EUNAVAILABLE), "%s", o3m_err_message(&e));
+  /* And plaintext does not get through. */
+  rc = plain_call(f.target, &e);
+  cr_assert(eq(int, rc, O3M_EUNAVAILABLE), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, f.ctx.calls, 1), "a call without valid credentials reached the handler");
+
+  stop_server(&f);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert(eq(int, system(cmd), 0));
+}

@@ -1,0 +1,344 @@
+/* test_wire.c -- the wire contract (proto/o3m.proto, proto/o3m_wire.h).
+ *
+ * Checks that the path constants are exactly the methods protoc-c generated
+ * from o3m.proto, that every checker accepts a correct message and names
+ * the first wrong field with the documented code, and that the masking
+ * protocol survives the wire: blocks cut by the generator, packed, unpacked
+ * and imported by the parties, then masked contexts packed, unpacked and
+ * summed by the active participant, give Q x to rounding. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "o3m.pb-c.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+#include "o3m_wire.h"
+
+#define has(msg, s) not(eq(ptr, strstr((msg), (s)), NULL))
+
+/* ------------------------------------------------------------ paths */
+
+static int path_in(const ProtobufCServiceDescriptor *sd, const char *path) {
+  char buf[256];
+  for (unsigned i = 0; i < sd->n_methods; i++) {
+    snprintf(buf, sizeof buf, "/%s/%s", sd->name, sd->methods[i].name);
+    if (strcmp(buf, path) == 0) return 1;
+  }
+  return 0;
+}
+
+Test(wire, paths_are_the_generated_methods) {
+  const char *pmg[] = {O3M_PATH_PMG_INFO, O3M_PATH_PMG_GET_BLOCK, O3M_PATH_PMG_CONFIRM_BLOCK};
+  const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK};
+  const char *ap[] = {O3M_PATH_ACTIVE_INFO, O3M_PATH_ACTIVE_RECOMMEND, O3M_PATH_ACTIVE_REWARD,
+                      O3M_PATH_ACTIVE_STATS};
+  for (size_t i = 0; i < 3; i++)
+    cr_assert(path_in(&o3m__v1__mask_generator__descriptor, pmg[i]), "%s", pmg[i]);
+  for (size_t i = 0; i < 2; i++)
+    cr_assert(path_in(&o3m__v1__passive__descriptor, pp[i]), "%s", pp[i]);
+  for (size_t i = 0; i < 4; i++)
+    cr_assert(path_in(&o3m__v1__active__descriptor, ap[i]), "%s", ap[i]);
+  /* And no method lacks a constant. */
+  cr_assert(eq(uint, o3m__v1__mask_generator__descriptor.n_methods, 3));
+  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 2));
+  cr_assert(eq(uint, o3m__v1__active__descriptor.n_methods, 4));
+}
+
+/* The privacy claim of the contract: nothing a passive participant
+ * receives or sends can carry the chosen candidate, the score or the
+ * reward. Pins the field lists of the Passive messages. */
+Test(wire, passive_messages_have_no_choice_or_reward_field) {
+  const ProtobufCMessageDescriptor *ds[] = {&o3m__v1__mask_request__descriptor,
+                                            &o3m__v1__masked_contexts__descriptor};
+  const char *allowed[] = {"round", "mask_id", "user", "items", "party", "rows", "cols",
+                           "values"};
+  for (size_t i = 0; i < 2; i++)
+    for (unsigned f = 0; f < ds[i]->n_fields; f++) {
+      int ok = 0;
+      for (size_t a = 0; a < sizeof allowed / sizeof allowed[0]; a++)
+        ok |= strcmp(ds[i]->fields[f].name, allowed[a]) == 0;
+      cr_assert(ok, "%s has a field %s that is not in the reviewed list", ds[i]->name,
+                ds[i]->fields[f].name);
+    }
+}
+
+/* ------------------------------------------------------------ matrices */
+
+Test(wire, check_matrix_codes) {
+  double v[15];
+  for (int i = 0; i < 15; i++) v[i] = i * 0.5;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 5, 15, v, 3, 5, &e), 0));
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 0, 5, 0, v, 3, 5, &e), O3M_ERANGE));
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 6, 18, v, 3, 5, &e), O3M_ERANGE));
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 5, 14, v, 3, 5, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "14 values for 3 x 5"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 5, 15, NULL, 3, 5, &e), O3M_EINVAL));
+  v[7] = NAN;
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 5, 15, v, 3, 5, &e), O3M_ENONFINITE));
+  cr_assert(has(e.msg, "row 1, col 2"), "%s", e.msg);
+  v[7] = -INFINITY;
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 3, 5, 15, v, 3, 5, &e), O3M_ENONFINITE));
+  /* rows * cols overflowing 32 bits must not wrap to a small count. */
+  cr_assert(eq(int, o3m_wire_check_matrix("M", 65536, 65536, 0, v, 1u << 31, 1u << 31, &e),
+               O3M_EDIM));
+}
+
+/* ------------------------------------------------------------ NodeInfo */
+
+static o3m_partition part(const char *text) {
+  o3m_partition p;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_partition_parse(&p, text, &e), 0), "%s", o3m_err_message(&e));
+  return p;
+}
+
+/* Packs m and unpacks it again with the default allocator. */
+static ProtobufCMessage *through_wire(const ProtobufCMessage *m) {
+  size_t n = protobuf_c_message_get_packed_size(m);
+  uint8_t *buf = malloc(n ? n : 1);
+  cr_assert(not(eq(ptr, buf, NULL)));
+  cr_assert(eq(sz, protobuf_c_message_pack(m, buf), n));
+  ProtobufCMessage *out = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
+  free(buf);
+  cr_assert(not(eq(ptr, out, NULL)));
+  return out;
+}
+
+Test(wire, node_info_round_trip_and_mismatches) {
+  o3m_partition p = part("4,3,2");
+  uint32_t dims[O3M_MAX_PARTIES];
+  O3m__V1__NodeInfo info = O3M__V1__NODE_INFO__INIT;
+  o3m_wire_info_fill(&info, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, dims, 77, "pp-b");
+  O3m__V1__NodeInfo *got = (O3m__V1__NodeInfo *)through_wire(&info.base);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, -1, &p, &e), 0));
+  cr_assert(eq(u64, got->mask_id, 77));
+  cr_assert(eq(str, got->name, "pp-b"));
+
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_ACTIVE, 2, &p, &e), O3M_ESTATE));
+  cr_assert(has(e.msg, "passive participant"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 1, &p, &e), O3M_ESTATE));
+  o3m_partition q = part("4,2,3");
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &q, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "dims[1]"), "%s", e.msg);
+  o3m_partition r = part("4,3,2,1");
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &r, &e), O3M_EDIM));
+  got->protocol = O3M_PROTOCOL_VERSION + 1;
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, &e), O3M_ESTATE));
+  cr_assert(has(e.msg, "protocol"), "%s", e.msg);
+  protobuf_c_message_free_unpacked(&got->base, NULL);
+}
+
+/* ------------------------------------------------------------ blocks */
+
+Test(wire, block_request_check) {
+  o3m_partition p = part("4,3,2");
+  O3m__V1__BlockRequest r = O3M__V1__BLOCK_REQUEST__INIT;
+  o3m_err e;
+  o3m_err_clear(&e);
+  r.party = 1, r.dim = 9, r.party_dim = 3;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), 0), "%s", o3m_err_message(&e));
+  r.party = 3;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_ERANGE));
+  r.party = 1, r.dim = 8;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EDIM));
+  r.dim = 9, r.party_dim = 2;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "d_j = 3"), "%s", e.msg);
+}
+
+typedef struct fed {
+  o3m_partition p;
+  o3m_rng *rng;
+  o3m_mask *mask;
+} fed;
+
+static void fed_init(fed *f, const char *dims, uint64_t seed) {
+  f->p = part(dims);
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&f->rng, seed), 0));
+  cr_assert(eq(int, o3m_mask_generate(&f->mask, f->p.d, f->rng), 0));
+}
+
+static void fed_fini(fed *f) {
+  o3m_mask_destroy(f->mask);
+  o3m_rng_destroy(f->rng);
+}
+
+/* The generator's side: cut party j's block and fill a Block message. */
+static O3m__V1__Block *block_over_wire(fed *f, int j) {
+  o3m_block *b;
+  cr_assert(eq(int, o3m_block_from_mask(&b, f->mask, f->p.offset[j], f->p.dims[j]), 0));
+  O3m__V1__Block msg = O3M__V1__BLOCK__INIT;
+  o3m_wire_block_fill(&msg, b, j, &f->p);
+  O3m__V1__Block *got = (O3m__V1__Block *)through_wire(&msg.base);
+  o3m_block_destroy(b);
+  return got;
+}
+
+Test(wire, block_import_is_bit_exact_and_checks_every_field) {
+  fed f;
+  fed_init(&f, "2,3,1", 11);
+  O3m__V1__Block *msg = block_over_wire(&f, 1);
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_block *b;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u64, o3m_block_mask_id(b), o3m_mask_id(f.mask)));
+  const double *Q = o3m_mask_matrix(f.mask);
+  const double *B = o3m_block_data(b);
+  for (int r = 0; r < 6; r++)
+    for (int c = 0; c < 3; c++)
+      cr_assert(eq(dbl, B[r * 3 + c], Q[r * 6 + 2 + c]), "r=%d c=%d", r, c);
+  o3m_block_destroy(b);
+
+  b = (o3m_block *)&e;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 2, &e), O3M_EINVAL));
+  cr_assert(eq(ptr, b, NULL));
+  msg->col0 = 0;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "col0"), "%s", e.msg);
+  msg->col0 = 2;
+  msg->cols = 2;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
+  msg->cols = 3;
+  msg->n_data -= 1;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
+  msg->n_data += 1;
+  double keep = msg->data[4];
+  msg->data[4] = NAN;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_ENONFINITE));
+  msg->data[4] = keep;
+  uint64_t id = msg->mask_id;
+  msg->mask_id = 0;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EMASK));
+  msg->mask_id = id;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), 0), "%s", o3m_err_message(&e));
+  o3m_block_destroy(b);
+  protobuf_c_message_free_unpacked(&msg->base, NULL);
+  fed_fini(&f);
+}
+
+/* ------------------------------------------------------------ masking */
+
+Test(wire, mask_request_check) {
+  O3m__V1__MaskRequest r = O3M__V1__MASK_REQUEST__INIT;
+  char *items[3] = {"a", "b", "c"};
+  r.mask_id = 5;
+  r.n_items = 3;
+  r.items = items;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_mask_request_check(&r, 5, 3, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_mask_request_check(&r, 6, 3, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_mask_request_check(&r, 0, 3, &e), O3M_EMASK));
+  cr_assert(has(e.msg, "no mask"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_mask_request_check(&r, 5, 2, &e), O3M_ERANGE));
+  r.n_items = 0;
+  cr_assert(eq(int, o3m_wire_mask_request_check(&r, 5, 3, &e), O3M_ERANGE));
+}
+
+Test(wire, masked_contexts_check) {
+  double v[6] = {1, 2, 3, 4, 5, 6};
+  O3m__V1__MaskedContexts m = O3M__V1__MASKED_CONTEXTS__INIT;
+  o3m_wire_masked_fill(&m, 9, 2, 2, 3, v);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 1, 2, 3, 9, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 8, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 3, 3, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 2, 9, &e), O3M_EDIM));
+  m.n_values = 5;
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), O3M_EDIM));
+  m.n_values = 6;
+  v[5] = INFINITY;
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), O3M_ENONFINITE));
+  cr_assert(has(e.msg, "party 2"), "%s", e.msg);
+}
+
+Test(wire, recommend_check) {
+  O3m__V1__RecommendRequest r = O3M__V1__RECOMMEND_REQUEST__INIT;
+  char *items[3] = {"a", "b", "c"};
+  uint32_t arms[3] = {0, 4, 2};
+  r.n_items = 3;
+  r.items = items;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 0, &e), 0));
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 2, 0, &e), O3M_ERANGE));
+  r.arms = arms;
+  r.n_arms = 3;
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 5, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 4, &e), O3M_ERANGE));
+  cr_assert(has(e.msg, "arms[1] = 4"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 0, &e), 0), "shared model ignores arms");
+  r.n_arms = 2;
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 5, &e), O3M_EINVAL));
+  r.n_items = 0;
+  cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 5, &e), O3M_ERANGE));
+}
+
+/* The whole masking protocol through the wire: every party imports its
+ * block, masks its columns of K contexts and sends them; the active
+ * participant checks and sums the replies. The sum is Q x, and inner
+ * products are those of the raw contexts (Q is orthogonal). */
+Test(wire, masked_sum_over_the_wire_is_Qx) {
+  enum { K = 5 };
+  fed f;
+  fed_init(&f, "3,4,2,3", 2024);
+  const int d = f.p.d, M = f.p.m;
+  uint64_t id = o3m_mask_id(f.mask);
+  double X[K * 12], Y[K * 12], sum[K * 12] = {0};
+  o3m_rng *xr;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&xr, 7), 0));
+  cr_assert(eq(int, o3m_rng_gaussian(xr, X, K * d), 0));
+  o3m_rng_destroy(xr);
+
+  for (int j = 0; j < M; j++) {
+    O3m__V1__Block *bm = block_over_wire(&f, j);
+    o3m_block *b;
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert(eq(int, o3m_wire_block_import(&b, bm, &f.p, j, &e), 0), "%s", o3m_err_message(&e));
+    protobuf_c_message_free_unpacked(&bm->base, NULL);
+    double Xj[K * 12];
+    for (int k = 0; k < K; k++)
+      for (int c = 0; c < f.p.dims[j]; c++) Xj[k * f.p.dims[j] + c] = X[k * d + f.p.offset[j] + c];
+    o3m_block_apply(b, K, Xj, 0.0, Y);
+    O3m__V1__MaskedContexts mc = O3M__V1__MASKED_CONTEXTS__INIT;
+    o3m_wire_masked_fill(&mc, id, j, K, d, Y);
+    O3m__V1__MaskedContexts *got = (O3m__V1__MaskedContexts *)through_wire(&mc.base);
+    cr_assert(eq(int, o3m_wire_masked_check(got, j, K, d, id, &e), 0), "%s", o3m_err_message(&e));
+    for (int i = 0; i < K * d; i++) sum[i] += got->values[i];
+    protobuf_c_message_free_unpacked(&got->base, NULL);
+    o3m_block_destroy(b);
+  }
+
+  const double *Q = o3m_mask_matrix(f.mask);
+  for (int k = 0; k < K; k++)
+    for (int r = 0; r < d; r++) {
+      double want = 0;
+      for (int c = 0; c < d; c++) want += Q[r * d + c] * X[k * d + c];
+      cr_assert(epsilon_eq(dbl, sum[k * d + r], want, 1e-12), "k=%d r=%d", k, r);
+    }
+  for (int a = 0; a < K; a++)
+    for (int b = 0; b < K; b++) {
+      double raw = 0, masked = 0;
+      for (int i = 0; i < d; i++) {
+        raw += X[a * d + i] * X[b * d + i];
+        masked += sum[a * d + i] * sum[b * d + i];
+      }
+      cr_assert(epsilon_eq(dbl, masked, raw, 1e-10), "a=%d b=%d", a, b);
+    }
+  fed_fini(&f);
+}
