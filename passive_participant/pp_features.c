@@ -12,7 +12,20 @@
  * twice the number of rows. The hash is 64-bit FNV-1a followed by the
  * splitmix64 finalizer, which spreads the low bits used as the slot index.
  * The ids are the participant's own, so an outsider cannot choose colliding
- * keys for the table; lookups of foreign ids only probe. */
+ * keys for the table; lookups of foreign ids only probe.
+ *
+ * Dummy rows. An id a table does not hold gets a row drawn column by column
+ * from N(mean_c, sd_c^2), from a splitmix64 stream seeded with
+ * SipHash-2-4(key, id). The 256-bit key is drawn with getrandom(2) at load
+ * and never leaves the handle: bytes 0..15 key the user table, 16..31 the
+ * item table, so a user and an item with the same id get unrelated rows.
+ * SipHash is a pseudo-random function: without the key the dummies of
+ * different ids look like independent draws, and the same id always gets
+ * the same row, so neither repeated requests nor a comparison across ids
+ * tells the active participant which ids are unknown. Limits, stated in
+ * pp_features.h: the columns of a dummy are independent normals, so a table
+ * whose columns are strongly correlated, discrete or skewed gives dummies
+ * that differ in distribution from its real rows. */
 #include "pp_features.h"
 
 #include <errno.h>
@@ -23,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* File names in messages are shortened from the left beyond this. */
 #define NAME_SHOW_MAX 96
@@ -40,6 +54,7 @@ typedef struct pp_table {
   int n_cols;
   double *vals;   /* n_rows x n_cols, row-major */
   double *means;  /* n_cols */
+  double *sds;    /* n_cols, population standard deviations */
   char *ids;      /* NUL-terminated ids back to back */
   size_t *id_off; /* n_rows offsets into ids */
   pp_slot *slots;
@@ -54,6 +69,8 @@ struct pp_features {
   pp_table user;
   pp_table item;
   int dims;
+  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table. */
+  uint64_t dummy_key[2][2];
   atomic_uint_least64_t lookups;
   atomic_uint_least64_t item_lookups;
   atomic_uint_least64_t unknown_users;
@@ -124,10 +141,118 @@ static int index_reserve(pp_table *t) {
 static void table_free(pp_table *t) {
   free(t->vals);
   free(t->means);
+  free(t->sds);
   free(t->ids);
   free(t->id_off);
   free(t->slots);
   memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------------ random */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Two standard normals by Box-Muller; u1 in (0, 1] keeps log finite. */
+static void gauss2(uint64_t *s, double *a, double *b) {
+  double u1 = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;
+  double r = sqrt(-2.0 * log(u1));
+  *a = r * cos(2.0 * M_PI * u2);
+  *b = r * sin(2.0 * M_PI * u2);
+}
+
+#define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+
+#define SIPROUND(v0, v1, v2, v3) \
+  do {                           \
+    v0 += v1;                    \
+    v1 = ROTL64(v1, 13);         \
+    v1 ^= v0;                    \
+    v0 = ROTL64(v0, 32);         \
+    v2 += v3;                    \
+    v3 = ROTL64(v3, 16);         \
+    v3 ^= v2;                    \
+    v0 += v3;                    \
+    v3 = ROTL64(v3, 21);         \
+    v3 ^= v0;                    \
+    v2 += v1;                    \
+    v1 = ROTL64(v1, 17);         \
+    v1 ^= v2;                    \
+    v2 = ROTL64(v2, 32);         \
+  } while (0)
+
+/* SipHash-2-4 of n bytes under the 128-bit key k (k[0] = the key's first 8
+ * bytes read little-endian, k[1] the next 8), as specified by Aumasson and
+ * Bernstein; the bytes are read little-endian whatever the host's order, so
+ * a key gives the same dummies on every machine. */
+static uint64_t siphash24(const uint64_t k[2], const unsigned char *in, size_t n) {
+  uint64_t v0 = 0x736f6d6570736575ull ^ k[0];
+  uint64_t v1 = 0x646f72616e646f6dull ^ k[1];
+  uint64_t v2 = 0x6c7967656e657261ull ^ k[0];
+  uint64_t v3 = 0x7465646279746573ull ^ k[1];
+  const size_t full = n & ~(size_t)7;
+  for (size_t i = 0; i < full; i += 8) {
+    uint64_t m = 0;
+    for (int b = 0; b < 8; b++) m |= (uint64_t)in[i + (size_t)b] << (8 * b);
+    v3 ^= m;
+    SIPROUND(v0, v1, v2, v3);
+    SIPROUND(v0, v1, v2, v3);
+    v0 ^= m;
+  }
+  uint64_t last = (uint64_t)(n & 0xff) << 56;
+  for (size_t i = full; i < n; i++) last |= (uint64_t)in[i] << (8 * (i - full));
+  v3 ^= last;
+  SIPROUND(v0, v1, v2, v3);
+  SIPROUND(v0, v1, v2, v3);
+  v0 ^= last;
+  v2 ^= 0xff;
+  for (int r = 0; r < 4; r++) SIPROUND(v0, v1, v2, v3);
+  return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* Splits 32 key bytes into the two SipHash keys (little-endian words). */
+static void set_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+  for (int t = 0; t < 2; t++)
+    for (int w = 0; w < 2; w++) {
+      uint64_t x = 0;
+      for (int b = 0; b < 8; b++) x |= (uint64_t)key[16 * t + 8 * w + b] << (8 * b);
+      f->dummy_key[t][w] = x;
+    }
+}
+
+/* Reads the key from getrandom(2), retrying short reads and EINTR. */
+static int draw_key(pp_features *f, o3m_err *e) {
+  unsigned char key[PP_FEATURES_KEY_BYTES];
+  size_t got = 0;
+  while (got < sizeof key) {
+    ssize_t n = getrandom(key + got, sizeof key - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return o3m_err_set(e, O3M_ERANDOM, "getrandom for the dummy-row key: %s",
+                         n < 0 ? strerror(errno) : "no bytes");
+    got += (size_t)n;
+  }
+  set_key(f, key);
+  explicit_bzero(key, sizeof key);
+  return O3M_OK;
+}
+
+/* Writes the dummy row of id (not held by t) into out[0..t->n_cols): column
+ * c is mean_c + sd_c z_c, z drawn from the stream that SipHash(key, id)
+ * seeds. Ids are compared as byte strings everywhere, so the hash covers
+ * exactly the bytes up to the NUL. */
+static void dummy_row(const pp_table *t, const uint64_t key[2], const char *id, double *out) {
+  uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
+  double z[2];
+  for (int c = 0; c < t->n_cols; c++) {
+    if (c % 2 == 0) gauss2(&s, &z[0], &z[1]);
+    out[c] = t->means[c] + t->sds[c] * z[c % 2];
+  }
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -356,9 +481,12 @@ static int table_load(pp_table *t, const char *path, pp_table_kind kind,
     goto out;
   }
 
-  /* Column means: the dummy row for ids the table does not hold. */
+  /* Column means and standard deviations: the distribution the dummy rows
+   * for ids the table does not hold are drawn from. Two passes, so that a
+   * large mean does not cancel the variance. */
   t->means = calloc((size_t)t->n_cols, sizeof *t->means);
-  if (!t->means) {
+  t->sds = calloc((size_t)t->n_cols, sizeof *t->sds);
+  if (!t->means || !t->sds) {
     rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
     goto out;
   }
@@ -367,6 +495,19 @@ static int table_load(pp_table *t, const char *path, pp_table_kind kind,
     for (int c = 0; c < t->n_cols; c++) t->means[c] += row[c];
   }
   for (int c = 0; c < t->n_cols; c++) t->means[c] /= t->n_rows;
+  for (int r = 0; r < t->n_rows; r++) {
+    const double *row = t->vals + (size_t)r * (size_t)t->n_cols;
+    for (int c = 0; c < t->n_cols; c++) {
+      double dv = row[c] - t->means[c];
+      t->sds[c] += dv * dv;
+    }
+  }
+  /* Squares of values beyond about 1e154 overflow; such a column gets no
+   * spread rather than an infinite one. */
+  for (int c = 0; c < t->n_cols; c++) {
+    double sd = sqrt(t->sds[c] / t->n_rows);
+    t->sds[c] = isfinite(sd) ? sd : 0.0;
+  }
 
 out:
   free(names);
@@ -406,6 +547,11 @@ int pp_features_load(pp_features **out, const char *user_csv,
     pp_features_destroy(f);
     return rc;
   }
+  rc = draw_key(f, e);
+  if (rc) {
+    pp_features_destroy(f);
+    return rc;
+  }
   atomic_init(&f->lookups, 0);
   atomic_init(&f->item_lookups, 0);
   atomic_init(&f->unknown_users, 0);
@@ -417,6 +563,7 @@ int pp_features_load(pp_features **out, const char *user_csv,
 
 void pp_features_destroy(pp_features *f) {
   if (!f) return;
+  explicit_bzero(f->dummy_key, sizeof f->dummy_key);
   table_free(&f->user);
   table_free(&f->item);
   free(f);
@@ -427,6 +574,10 @@ int pp_features_user_cols(const pp_features *f) { return f->user.n_cols; }
 int pp_features_item_cols(const pp_features *f) { return f->item.n_cols; }
 int pp_features_n_users(const pp_features *f) { return f->user.n_rows; }
 int pp_features_n_items(const pp_features *f) { return f->item.n_rows; }
+
+void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+  set_key(f, key);
+}
 
 /* ------------------------------------------------------------------ lookup */
 
@@ -443,22 +594,28 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
   const size_t nu = (size_t)f->user.n_cols, ni = (size_t)f->item.n_cols;
   const size_t dims = (size_t)f->dims;
 
-  const double *urow = NULL;
+  /* The user's columns go into row 0 (its real row or its dummy) and are
+   * copied to the other rows. */
   int uu = 0;
   if (f->user.present) {
     long r = table_find(&f->user, user_id);
     uu = r < 0;
-    urow = uu ? f->user.means : f->user.vals + (size_t)r * nu;
+    if (uu)
+      dummy_row(&f->user, f->dummy_key[0], user_id, X);
+    else
+      memcpy(X, f->user.vals + (size_t)r * nu, nu * sizeof *X);
   }
   int ui = 0;
   for (int k = 0; k < K; k++) {
     double *row = X + (size_t)k * dims;
-    if (nu) memcpy(row, urow, nu * sizeof *row);
+    if (nu && k > 0) memcpy(row, X, nu * sizeof *row);
     if (f->item.present) {
       long r = table_find(&f->item, item_ids[k]);
       ui += r < 0;
-      memcpy(row + nu, r < 0 ? f->item.means : f->item.vals + (size_t)r * ni,
-             ni * sizeof *row);
+      if (r < 0)
+        dummy_row(&f->item, f->dummy_key[1], item_ids[k], row + nu);
+      else
+        memcpy(row + nu, f->item.vals + (size_t)r * ni, ni * sizeof *row);
     }
   }
 
@@ -485,22 +642,6 @@ void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
 }
 
 /* ------------------------------------------------------------------ synthetic */
-
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Two standard normals by Box-Muller; u1 in (0, 1] keeps log finite. */
-static void gauss2(uint64_t *s, double *a, double *b) {
-  double u1 = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
-  double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;
-  double r = sqrt(-2.0 * log(u1));
-  *a = r * cos(2.0 * M_PI * u2);
-  *b = r * sin(2.0 * M_PI * u2);
-}
 
 int pp_features_write_synthetic(const char *path, pp_table_kind kind,
                                 const char *id_prefix, int n_rows, int n_cols,

@@ -19,10 +19,29 @@
  *
  * In memory each table is one contiguous row-major array of doubles plus an
  * open-addressing hash index (linear probing, load factor <= 1/2) from id to
- * row; lookups allocate nothing. The column means of each table are computed
- * at load: an unknown user (or item) gets the means as its row, a dummy of the
- * same kind as a real row, because zeros would tell the active participant
- * which users this party knows. Unknown lookups are counted.
+ * row; lookups allocate nothing.
+ *
+ * Unknown ids. An id that a table does not hold still gets a row, because
+ * zeros would tell the active participant (AP) which users this party knows.
+ * The AP receives this party's masked vector on its own, so the dummy must
+ * not stand out either: one shared dummy (say the column means) would give
+ * every unknown user the same vector, and a fresh random dummy per request
+ * would give one user two different vectors; both reveal who is unknown. So
+ * the dummy row of an id is deterministic per id and different across ids:
+ * column c is drawn from N(mean_c, sd_c^2) (the table's column mean and
+ * population standard deviation) by a generator seeded with a keyed hash
+ * (SipHash-2-4) of the id under a 256-bit secret key drawn from getrandom(2)
+ * at load. The same id gets the same row for the life of the handle; without
+ * the key, rows of different ids look like independent draws. A restart
+ * draws a new key, and with it new dummies; that is harmless when the whole
+ * federation restarts (a new mask changes every vector), but if the mask
+ * generator keeps Q (o3m-pmg --keep-mask) and only this party restarts and
+ * fetches the same block again, the AP sees the vectors of exactly the
+ * unknown ids change. Limits: the columns of a dummy are independent normals,
+ * so for a table whose columns are strongly correlated, discrete (0/1
+ * flags) or skewed the dummies differ in distribution from real rows, and an
+ * AP that knows the population well might tell them apart statistically.
+ * Unknown lookups are counted.
  *
  * Threads: after pp_features_load the tables are read-only; only the stats
  * counters change, and they are C11 atomics, so any number of threads may call
@@ -35,6 +54,8 @@
 
 #include "o3m_error.h"
 
+/* Size of the dummy-row key (pp_features_set_dummy_key). */
+#define PP_FEATURES_KEY_BYTES 32
 /* Longest id in bytes. */
 #define PP_FEATURES_MAX_ID 128
 /* Most feature columns of one table (= O3M_MAX_DIM). */
@@ -62,12 +83,21 @@ typedef struct pp_features_stats {
  * both) and checks that their feature columns add up to expected_dims
  * (>= 1), else O3M_EDIM. On success *out owns everything; the caller frees it
  * with pp_features_destroy. On failure *out is NULL, nothing is leaked and e
- * names the file and line. O3M_EIO when a file cannot be read. */
+ * names the file and line. O3M_EIO when a file cannot be read, O3M_ERANDOM
+ * when getrandom(2) cannot supply the dummy-row key. */
 int pp_features_load(pp_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e);
 
-/* NULL is accepted. */
+/* NULL is accepted. The key is wiped. */
 void pp_features_destroy(pp_features *f);
+
+/* Replaces the dummy-row key drawn at load with key (copied; bytes 0..15
+ * key the user table, 16..31 the item table). Two handles with the same key
+ * and tables give the same dummies, which tests and an in-process
+ * evaluation that must reproduce a daemon's rows rely on. A daemon never
+ * calls it: a key the AP could learn would let it recompute the dummies and
+ * so recognize unknown ids. Not concurrent with pp_features_fill. */
+void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]);
 
 /* dims = user columns + item columns. */
 int pp_features_dims(const pp_features *f);
@@ -79,7 +109,7 @@ int pp_features_n_items(const pp_features *f);
 
 /* Writes the blocks of K candidates into X (K x dims, row-major): row k is
  * [user columns of user_id, item columns of item_ids[k]]. An id not in its
- * table gets that table's column means (see above). user_id may be NULL only
+ * table gets its dummy row (see above). user_id may be NULL only
  * when there is no user table, item_ids only when there is no item table (the
  * ids are then ignored). If not NULL, *unknown_user is set to 1 when the user
  * was looked up and not found (else 0) and *unknown_items to the number of

@@ -2,8 +2,9 @@
  *
  * The file has five parts: the status mapping, the arena that backs
  * protobuf-c unpacking, message packing and unpacking over gRPC byte
- * buffers, the server (slots, one completion-queue loop, shutdown) and the
- * client (one call in flight per client, started and finished separately).
+ * buffers, the server (slots, one completion-queue loop, shutdown, and the
+ * built-in grpc.health.v1 Check method) and the client (one call in flight
+ * per client, started and finished separately).
  *
  * Server slots. Each method has slots_per_method slots, plus one generic slot
  * for unknown paths. A slot is either requested (gRPC will fill it with the
@@ -29,6 +30,8 @@
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
+
+#include "health.pb-c.h"
 
 /* Largest PEM file read for TLS. */
 #define PEM_MAX (1 << 20)
@@ -458,6 +461,37 @@ struct o3m_rpc_server {
   atomic_size_t arena_total;
 };
 
+/* ---------------------------------------------------------------- health */
+
+/* grpc.health.v1.Health/Check, answered by every server (see o3m_rpc.h).
+ * Handlers run only while the server serves, so "" and every service of
+ * the method table are SERVING; another name is NOT_FOUND, as the health
+ * protocol prescribes. The service is named by the path's part between the
+ * slashes. */
+static int health_check(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                        ProtobufCMessage *reply_, o3m_err *e) {
+  (void)ctx;
+  const Grpc__Health__V1__HealthCheckRequest *req =
+      (const Grpc__Health__V1__HealthCheckRequest *)req_;
+  Grpc__Health__V1__HealthCheckResponse *reply = (Grpc__Health__V1__HealthCheckResponse *)reply_;
+  const char *want = req->service ? req->service : "";
+  int known = want[0] == '\0';
+  const o3m_rpc_server *s = call->srv;
+  size_t n = strlen(want);
+  for (int i = 0; !known && i < s->n_methods; i++) {
+    const char *path = s->methods[i].m->path;
+    known = strncmp(path + 1, want, n) == 0 && path[1 + n] == '/';
+  }
+  if (!known)
+    return o3m_err_set(e, O3M_ENOTFOUND, "health: unknown service '%.64s'", want);
+  reply->status = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+  return 0;
+}
+
+static const o3m_rpc_method health_method = {
+    O3M_RPC_HEALTH_CHECK_PATH, &grpc__health__v1__health_check_request__descriptor,
+    &grpc__health__v1__health_check_response__descriptor, health_check};
+
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;
@@ -788,19 +822,25 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   }
   atomic_init(&s->arena_total, s->arena.total);
 
-  s->n_methods = n_methods;
-  s->methods = calloc((size_t)n_methods, sizeof *s->methods);
-  s->n_slots = n_methods * cfg->slots_per_method + 1;
+  /* The daemon's table, then the health check unless the table has its
+   * own. */
+  int with_health = 1;
+  for (int i = 0; i < n_methods; i++)
+    if (strcmp(methods[i].path, O3M_RPC_HEALTH_CHECK_PATH) == 0) with_health = 0;
+  s->n_methods = n_methods + with_health;
+  s->methods = calloc((size_t)s->n_methods, sizeof *s->methods);
+  s->n_slots = s->n_methods * cfg->slots_per_method + 1;
   s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
   if (!s->methods || !s->slots) {
     rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
     goto fail;
   }
-  for (int i = 0; i < n_methods; i++) {
-    s->methods[i].m = &methods[i];
-    s->methods[i].reply = calloc(1, methods[i].reply->sizeof_message);
+  for (int i = 0; i < s->n_methods; i++) {
+    const o3m_rpc_method *m = i < n_methods ? &methods[i] : &health_method;
+    s->methods[i].m = m;
+    s->methods[i].reply = calloc(1, m->reply->sizeof_message);
     if (!s->methods[i].reply) {
-      rc = o3m_err_set(e, O3M_ENOMEM, "reply storage for %s: out of memory", methods[i].path);
+      rc = o3m_err_set(e, O3M_ENOMEM, "reply storage for %s: out of memory", m->path);
       goto fail;
     }
   }
@@ -827,11 +867,12 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     goto fail;
   }
   grpc_server_register_completion_queue(s->server, s->cq, NULL);
-  for (int i = 0; i < n_methods; i++) {
+  for (int i = 0; i < s->n_methods; i++) {
+    const char *path = s->methods[i].m->path;
     s->methods[i].registered = grpc_server_register_method(
-        s->server, methods[i].path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        s->server, path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
     if (!s->methods[i].registered) {
-      rc = o3m_err_set(e, O3M_EINVAL, "gRPC refused to register %s", methods[i].path);
+      rc = o3m_err_set(e, O3M_EINVAL, "gRPC refused to register %s", path);
       goto fail;
     }
   }
@@ -913,10 +954,18 @@ const char *o3m_rpc_call_identity(o3m_rpc_call *c) {
     c->identity_state = -1;
     grpc_auth_context *ac = c->call ? grpc_call_auth_context(c->call) : NULL;
     if (ac) {
+      /* The common name, not the peer identity gRPC reports (the first
+       * subject alternative name): every federation certificate carries
+       * SAN localhost, so only the CN tells the parties apart. A name with
+       * a NUL byte ("bank\0x" would compare equal to "bank") or a second
+       * CN makes the identity ambiguous, and then there is none. */
       if (grpc_auth_context_peer_is_authenticated(ac)) {
-        grpc_auth_property_iterator it = grpc_auth_context_peer_identity(ac);
+        grpc_auth_property_iterator it =
+            grpc_auth_context_find_properties_by_name(ac, GRPC_X509_CN_PROPERTY_NAME);
         const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
-        if (p && p->value && p->value_length > 0 && p->value_length < IDENTITY_MAX) {
+        const grpc_auth_property *second = p ? grpc_auth_property_iterator_next(&it) : NULL;
+        if (p && !second && p->value && p->value_length > 0 && p->value_length < IDENTITY_MAX &&
+            !memchr(p->value, '\0', p->value_length)) {
           memcpy(c->identity, p->value, p->value_length);
           c->identity[p->value_length] = '\0';
           c->identity_state = 1;

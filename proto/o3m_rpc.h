@@ -15,6 +15,15 @@
  * tags point at small typed structs {kind, slot}. Calls to paths outside the
  * table are answered UNIMPLEMENTED through one generic request slot.
  *
+ * Health. Every server also answers the standard gRPC health check,
+ * grpc.health.v1.Health/Check (proto/health.proto), without the daemon
+ * listing it: the request's service "" (the whole server) or the name of a
+ * service in the method table ("o3m.v1.Passive") gets status SERVING while
+ * the server runs; another name gets NOT_FOUND. Health/Watch (streaming) is
+ * UNIMPLEMENTED. A table that lists O3M_RPC_HEALTH_CHECK_PATH itself
+ * replaces the built-in method. Behind mutual TLS a health probe needs a
+ * client certificate like any other call.
+ *
  * Errors. A handler returns an O3M code. o3m_rpc_status_from_error() is the
  * one place that maps O3M codes to gRPC status codes. The server also sends
  * the code's name in trailing metadata "o3m-error", and the client maps it
@@ -65,6 +74,10 @@
 #define O3M_RPC_DEFAULT_SLOTS 4
 /* How long shutdown lets calls in flight finish before cancelling them. */
 #define O3M_RPC_SHUTDOWN_GRACE_MS 1000
+/* The built-in health method; request and reply are
+ * grpc__health__v1__health_check_request__descriptor and
+ * grpc__health__v1__health_check_response__descriptor of "health.pb-c.h". */
+#define O3M_RPC_HEALTH_CHECK_PATH "/grpc.health.v1.Health/Check"
 /* Trailing-metadata key carrying the O3M code name of a failed call. */
 #define O3M_RPC_ERROR_KEY "o3m-error"
 
@@ -199,10 +212,13 @@ const char *o3m_rpc_call_method(const o3m_rpc_call *c);
  * NULL ("" if unknown). */
 const char *o3m_rpc_call_peer(o3m_rpc_call *c);
 
-/* The peer's TLS identity (the first subject alternative name, else the
- * common name, of a verified client certificate), or NULL if the peer is
- * not authenticated: plaintext server, or TLS without client certificates.
- * This is what an access decision may rest on. */
+/* The peer's TLS identity: the subject common name (CN) of a verified
+ * client certificate, or NULL if the peer is not authenticated (plaintext
+ * server, or TLS without client certificates) or its CN is ambiguous (more
+ * than one CN, a NUL byte, 256 bytes or more). Federation certificates
+ * (scripts/make-certs.sh) have CN = party name and share the subject
+ * alternative names localhost and 127.0.0.1, so the CN, not a SAN, names the
+ * party. This is what an access decision may rest on. */
 const char *o3m_rpc_call_identity(o3m_rpc_call *c);
 
 /* n bytes from the server arena, aligned for any type, valid until the reply

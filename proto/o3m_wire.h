@@ -37,6 +37,7 @@
 #define O3M_PATH_PMG_CONFIRM_BLOCK "/o3m.v1.MaskGenerator/ConfirmBlock"
 #define O3M_PATH_PASSIVE_INFO "/o3m.v1.Passive/Info"
 #define O3M_PATH_PASSIVE_MASK "/o3m.v1.Passive/Mask"
+#define O3M_PATH_PASSIVE_STATS "/o3m.v1.Passive/Stats"
 #define O3M_PATH_ACTIVE_INFO "/o3m.v1.Active/Info"
 #define O3M_PATH_ACTIVE_RECOMMEND "/o3m.v1.Active/Recommend"
 #define O3M_PATH_ACTIVE_REWARD "/o3m.v1.Active/Reward"

@@ -3,7 +3,10 @@
  *
  * The small fixtures tests/data/users.csv (3 users x 3 columns) and
  * tests/data/items.csv (2 items x 2 columns) check exact values, the
- * column-mean dummies and the counters. Malformed tables are written to a
+ * counters and the dummy rows of unknown ids: the same id always gets the
+ * same row, different ids different rows, the rows depend on the secret key,
+ * and over many ids their columns have the table's mean and standard
+ * deviation. Malformed tables are written to a
  * temporary directory, one per error class, and each must fail with a
  * message naming file and line, without quoting the feature field. A
  * 10,000-row synthetic table is checked row by row against an independent
@@ -91,7 +94,12 @@ Test(features, known_user_and_items_equal_the_csv_values) {
   pp_features_destroy(f);
 }
 
-Test(features, unknown_ids_get_column_means_and_are_counted) {
+/* Equal rows, bit for bit. */
+static int rows_equal(const double *a, const double *b, int n) {
+  return memcmp(a, b, sizeof(double) * (size_t)n) == 0;
+}
+
+Test(features, unknown_ids_get_dummies_and_are_counted) {
   pp_features *f;
   load_ok(&f, USERS, ITEMS, 5);
   const char *items[] = {"i0", "nope", "i1", ""};
@@ -100,25 +108,32 @@ Test(features, unknown_ids_get_column_means_and_are_counted) {
   cr_assert_eq(pp_features_fill(f, "stranger", 4, items, X, &uu, &ui), O3M_OK);
   cr_assert_eq(uu, 1);
   cr_assert_eq(ui, 2);
-  /* Means in the loader's order of summation. */
+  /* Known items keep their exact values; every row has the same user part. */
+  cr_assert_eq(X[0 * 5 + 3], 10.0);
+  cr_assert_eq(X[0 * 5 + 4], 0.5);
+  cr_assert_eq(X[2 * 5 + 3], 20.5);
+  cr_assert_eq(X[2 * 5 + 4], -0.25);
+  for (int k = 1; k < 4; k++)
+    cr_assert(rows_equal(X, X + k * 5, 3), "row %d has another user part", k);
+  /* The dummies are finite and are not the column means (the old, constant
+   * dummy) nor zeros. */
   const double umean[3] = {(1.5 + 0.5 + -1.0) / 3, (-2.25 + 4.0 + 0.125) / 3,
                            (0.0 + 1e-3 + 7.0) / 3};
-  const double imean[2] = {(10.0 + 20.5) / 2, (0.5 + -0.25) / 2};
-  for (int k = 0; k < 4; k++)
-    for (int j = 0; j < 3; j++)
-      cr_assert_eq(X[k * 5 + j], umean[j], "X[%d][%d] = %.17g, want %.17g", k,
-                   j, X[k * 5 + j], umean[j]);
-  cr_assert_eq(X[0 * 5 + 3], 10.0);
-  cr_assert_eq(X[1 * 5 + 3], imean[0]);
-  cr_assert_eq(X[1 * 5 + 4], imean[1]);
-  cr_assert_eq(X[2 * 5 + 4], -0.25);
-  cr_assert_eq(X[3 * 5 + 3], imean[0]);
-  cr_assert_eq(X[3 * 5 + 4], imean[1]);
+  for (int j = 0; j < 5; j++)
+    for (int k = 0; k < 4; k++) cr_assert(isfinite(X[k * 5 + j]));
+  for (int j = 0; j < 3; j++) {
+    cr_assert_neq(X[j], umean[j], "user column %d is the mean", j);
+    cr_assert_neq(X[j], 0.0);
+  }
+  /* Two unknown items get different dummies. */
+  cr_assert(!rows_equal(X + 1 * 5 + 3, X + 3 * 5 + 3, 2), "'nope' and '' share a dummy");
 
-  /* A known user after an unknown one: counters accumulate. */
+  /* A known user after an unknown one: its exact row; counters accumulate. */
   cr_assert_eq(pp_features_fill(f, "u0", 1, items, X, &uu, &ui), O3M_OK);
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[0], 1.5);
+  cr_assert_eq(X[1], -2.25);
+  cr_assert_eq(X[2], 0.0);
   /* An id longer than any stored id is simply unknown. */
   char longid[300];
   memset(longid, 'u', sizeof longid - 1);
@@ -131,6 +146,116 @@ Test(features, unknown_ids_get_column_means_and_are_counted) {
   cr_assert_eq(st.item_lookups, 6);
   cr_assert_eq(st.unknown_users, 2);
   cr_assert_eq(st.unknown_items, 2);
+  pp_features_destroy(f);
+}
+
+/* The privacy fix: the AP sees each party's masked vector on its own, so
+ * one dummy shared by all unknown users, or a fresh one per request, would
+ * tell it whom the party does not know. */
+Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_across_ids) {
+  pp_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  const char *items[] = {"i0", "ghost-item"};
+  double a[2 * 5], b[2 * 5], c[2 * 5];
+  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
+  cr_assert_eq(pp_features_fill(f, "u1", 2, items, c, NULL, NULL), O3M_OK);
+  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert(rows_equal(a, b, 10), "the same unknown user got two different rows");
+  cr_assert_eq(pp_features_fill(f, "stranger-2", 2, items, b, NULL, NULL), O3M_OK);
+  for (int j = 0; j < 3; j++)
+    cr_assert_neq(a[j], b[j], "column %d: two unknown users share a value", j);
+  /* The unknown item's dummy does not depend on the user asked with. */
+  cr_assert(rows_equal(a + 5 + 3, b + 5 + 3, 2));
+  cr_assert(rows_equal(a + 5 + 3, c + 5 + 3, 2));
+  /* A user and an item with the same id get unrelated rows: the two tables
+   * have separate keys. Compare the first column's standard-normal draw. */
+  pp_features *g;
+  load_ok(&g, USERS, ITEMS, 5);
+  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert(!rows_equal(a, b, 3), "two handles drew the same key");
+
+  /* With one key set on both handles the dummies agree (what an in-process
+   * evaluation needs to reproduce a daemon), and another key changes them. */
+  unsigned char key[PP_FEATURES_KEY_BYTES];
+  for (int i = 0; i < PP_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(7 * i + 1);
+  pp_features_set_dummy_key(f, key);
+  pp_features_set_dummy_key(g, key);
+  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
+  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert(rows_equal(a, b, 10), "same key, same id, different rows");
+  key[0] ^= 1;
+  pp_features_set_dummy_key(g, key);
+  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert(!rows_equal(a, b, 3), "the user dummy ignores the key");
+  cr_assert(rows_equal(a + 5 + 3, b + 5 + 3, 2), "the item key changed with a user-key byte");
+  key[0] ^= 1;
+  key[16] ^= 1;
+  pp_features_set_dummy_key(g, key);
+  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert(rows_equal(a, b, 3), "the user key changed with an item-key byte");
+  cr_assert(!rows_equal(a + 5 + 3, b + 5 + 3, 2), "the item dummy ignores the key");
+  pp_features_destroy(g);
+  pp_features_destroy(f);
+}
+
+/* Over many unknown ids each dummy column has the table's mean and
+ * (population) standard deviation, and distinct ids give distinct rows. */
+Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
+  enum { ROWS = 400, IDS = 20000 };
+  char path[600];
+  snprintf(path, sizeof path, "%s/moments.csv", tmpdir);
+  FILE *fp = fopen(path, "w");
+  cr_assert_not_null(fp);
+  fprintf(fp, "user_id,a,b,c\n");
+  /* Column a: 0..399 (mean 199.5); b: a constant-ish small spread around
+   * -1000; c: two values far apart. Only mean and sd matter. */
+  for (int r = 0; r < ROWS; r++)
+    fprintf(fp, "u%d,%d,%.17g,%d\n", r, r, -1000.0 + 0.001 * (r % 7), r % 2 ? 50 : -30);
+  fclose(fp);
+  double mean[3] = {0}, sd[3] = {0};
+  for (int r = 0; r < ROWS; r++) {
+    double v[3] = {r, -1000.0 + 0.001 * (r % 7), r % 2 ? 50 : -30};
+    for (int c = 0; c < 3; c++) mean[c] += v[c] / ROWS;
+  }
+  for (int r = 0; r < ROWS; r++) {
+    double v[3] = {r, -1000.0 + 0.001 * (r % 7), r % 2 ? 50 : -30};
+    for (int c = 0; c < 3; c++) sd[c] += (v[c] - mean[c]) * (v[c] - mean[c]) / ROWS;
+  }
+  for (int c = 0; c < 3; c++) sd[c] = sqrt(sd[c]);
+
+  pp_features *f;
+  load_ok(&f, path, NULL, 3);
+  double s1[3] = {0}, s2[3] = {0}, X[3], first[3];
+  char id[32];
+  int same_as_first = 0;
+  for (int i = 0; i < IDS; i++) {
+    snprintf(id, sizeof id, "nobody-%d", i);
+    int uu = -1;
+    cr_assert_eq(pp_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
+    cr_assert_eq(uu, 1);
+    if (i == 0) memcpy(first, X, sizeof X);
+    else same_as_first += rows_equal(first, X, 3);
+    for (int c = 0; c < 3; c++) {
+      s1[c] += X[c];
+      s2[c] += X[c] * X[c];
+    }
+  }
+  cr_assert_eq(same_as_first, 0, "distinct ids gave the same dummy");
+  for (int c = 0; c < 3; c++) {
+    double m = s1[c] / IDS;
+    double v = s2[c] / IDS - m * m;
+    double s = sqrt(v > 0 ? v : 0);
+    /* Sample mean within 4 standard errors; sample sd within 3 %. */
+    cr_assert_lt(fabs(m - mean[c]), 4 * sd[c] / sqrt(IDS) + 1e-9 * fabs(mean[c]),
+                 "column %d: mean %.6g, table %.6g", c, m, mean[c]);
+    cr_assert_lt(fabs(s - sd[c]), 0.03 * sd[c] + 1e-6,
+                 "column %d: sd %.6g, table %.6g", c, s, sd[c]);
+  }
+  /* A known user still gets its exact row. */
+  cr_assert_eq(pp_features_fill(f, "u123", 1, NULL, X, NULL, NULL), O3M_OK);
+  cr_assert_eq(X[0], 123.0);
+  cr_assert_eq(X[1], -1000.0 + 0.001 * (123 % 7));
+  cr_assert_eq(X[2], 50.0);
   pp_features_destroy(f);
 }
 
@@ -325,9 +450,10 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
   int uu = -1;
   cr_assert_eq(pp_features_fill(f, "u10000", 1, NULL, X, &uu, NULL), O3M_OK);
   cr_assert_eq(uu, 1);
-  for (int c = 0; c < C; c++)
-    cr_assert_eq(X[c], mean[c] / N, "mean col %d: %.17g != %.17g", c, X[c],
-                 mean[c] / N);
+  for (int c = 0; c < C; c++) {
+    cr_assert(isfinite(X[c]));
+    cr_assert_neq(X[c], mean[c] / N, "col %d: the dummy is the column mean", c);
+  }
 
   /* Standard normal draws: sample moments over 80,000 values. */
   double s1 = 0, s2 = 0;

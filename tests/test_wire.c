@@ -33,18 +33,18 @@ static int path_in(const ProtobufCServiceDescriptor *sd, const char *path) {
 
 Test(wire, paths_are_the_generated_methods) {
   const char *pmg[] = {O3M_PATH_PMG_INFO, O3M_PATH_PMG_GET_BLOCK, O3M_PATH_PMG_CONFIRM_BLOCK};
-  const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK};
+  const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK, O3M_PATH_PASSIVE_STATS};
   const char *ap[] = {O3M_PATH_ACTIVE_INFO, O3M_PATH_ACTIVE_RECOMMEND, O3M_PATH_ACTIVE_REWARD,
                       O3M_PATH_ACTIVE_STATS};
   for (size_t i = 0; i < 3; i++)
     cr_assert(path_in(&o3m__v1__mask_generator__descriptor, pmg[i]), "%s", pmg[i]);
-  for (size_t i = 0; i < 2; i++)
+  for (size_t i = 0; i < 3; i++)
     cr_assert(path_in(&o3m__v1__passive__descriptor, pp[i]), "%s", pp[i]);
   for (size_t i = 0; i < 4; i++)
     cr_assert(path_in(&o3m__v1__active__descriptor, ap[i]), "%s", ap[i]);
   /* And no method lacks a constant. */
   cr_assert(eq(uint, o3m__v1__mask_generator__descriptor.n_methods, 3));
-  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 2));
+  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 3));
   cr_assert(eq(uint, o3m__v1__active__descriptor.n_methods, 4));
 }
 
@@ -53,10 +53,12 @@ Test(wire, paths_are_the_generated_methods) {
  * reward. Pins the field lists of the Passive messages. */
 Test(wire, passive_messages_have_no_choice_or_reward_field) {
   const ProtobufCMessageDescriptor *ds[] = {&o3m__v1__mask_request__descriptor,
-                                            &o3m__v1__masked_contexts__descriptor};
+                                            &o3m__v1__masked_contexts__descriptor,
+                                            &o3m__v1__passive_stats__descriptor};
   const char *allowed[] = {"round", "mask_id", "user", "items", "party", "rows", "cols",
-                           "values"};
-  for (size_t i = 0; i < 2; i++)
+                           "values", "requests", "lookups", "unknown_users",
+                           "unknown_items", "errors", "item_lookups"};
+  for (size_t i = 0; i < 3; i++)
     for (unsigned f = 0; f < ds[i]->n_fields; f++) {
       int ok = 0;
       for (size_t a = 0; a < sizeof allowed / sizeof allowed[0]; a++)

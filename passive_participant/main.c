@@ -1,0 +1,229 @@
+/* main.c -- o3m-passive, the passive participant daemon.
+ *
+ *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
+ *               [--pmg-timeout-s N]
+ *
+ * Loads the party's feature tables, binds its address (so that a taken port
+ * fails before the mask generator is involved), fetches and confirms its
+ * mask block from the PMG (pp_service_fetch_block, retrying for up to
+ * --pmg-timeout-s seconds, default 60), then serves the Passive service
+ * with mutual TLS (the party's cert and key, the federation CA) until
+ * SIGTERM or SIGINT, and exits 0. --ready-file PATH is written once the
+ * block is installed and the server is about to serve, atomically (a
+ * temporary file renamed), holding the bound port and a newline; it is
+ * removed at exit. Startup failures print one message naming the config
+ * file and key and exit 1; a stop signal during start-up exits 0. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "o3m_config.h"
+#include "o3m_log.h"
+#include "o3m_rpc.h"
+#include "pp_features.h"
+#include "pp_service.h"
+
+#define PROG "o3m-passive"
+
+/* What the signal handler touches; the daemon's only globals, because a
+ * signal handler has no context argument. */
+static o3m_rpc_server *volatile g_server;
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+  o3m_rpc_server *s = g_server;
+  if (s) o3m_rpc_server_shutdown(s); /* sets an atomic flag: signal-safe */
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: " PROG " --config FILE --party NAME [--insecure] [--ready-file PATH]\n"
+          "                   [--pmg-timeout-s N]\n"
+          "  --config FILE        the federation config\n"
+          "  --party NAME         this daemon's [party NAME] section (role = passive)\n"
+          "  --insecure           plaintext gRPC, no caller checks (trials only)\n"
+          "  --ready-file PATH    write the bound port to PATH once the block is installed\n"
+          "  --pmg-timeout-s N    give up fetching the block after N seconds (default %d)\n",
+          PP_DEFAULT_PMG_TIMEOUT_S);
+}
+
+/* Prints "o3m-passive: message" and returns the startup-failure exit code. */
+__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, PROG ": %s\n", msg);
+  return 1;
+}
+
+/* Writes "PORT\n" to path through a temporary file and a rename, so that a
+ * reader never sees a partial file. */
+static int write_ready_file(const char *path, int port) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
+  FILE *f = fopen(tmp, "w");
+  if (!f) return -1;
+  int bad = fprintf(f, "%d\n", port) < 0;
+  bad |= fclose(f) != 0;
+  if (bad || rename(tmp, path) != 0) {
+    unlink(tmp);
+    return -1;
+  }
+  return 0;
+}
+
+/* A TLS file named by a config key must be readable. */
+static int check_file(const char *cfgname, const char *section, const char *key,
+                      const char *path) {
+  if (!path) {
+    fail("%s: %s: key '%s' is not set (required without --insecure)", cfgname, section, key);
+    return -1;
+  }
+  if (access(path, R_OK) != 0) {
+    fail("%s: %s: %s = %s: %s", cfgname, section, key, path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *config_path = NULL, *party_name = NULL, *ready_file = NULL;
+  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S};
+  static const struct option longopts[] = {
+      {"config", required_argument, NULL, 'c'},
+      {"party", required_argument, NULL, 'p'},
+      {"insecure", no_argument, NULL, 'i'},
+      {"ready-file", required_argument, NULL, 'r'},
+      {"pmg-timeout-s", required_argument, NULL, 't'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    switch (ch) {
+    case 'c': config_path = optarg; break;
+    case 'p': party_name = optarg; break;
+    case 'i': opt.insecure = 1; break;
+    case 'r': ready_file = optarg; break;
+    case 't': {
+      char *end;
+      errno = 0;
+      long v = strtol(optarg, &end, 10);
+      if (errno || end == optarg || *end || v < 1 || v > 86400)
+        return fail("--pmg-timeout-s: '%s' is not a number of seconds in 1..86400", optarg);
+      opt.pmg_timeout_s = (int)v;
+      break;
+    }
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 1;
+    }
+  }
+  if (optind < argc) return fail("unexpected argument '%s'", argv[optind]);
+  if (!config_path || !party_name) {
+    usage(stderr);
+    return fail("--config and --party are required");
+  }
+
+  char tag[96];
+  snprintf(tag, sizeof tag, PROG "[%s]", party_name);
+  o3m_log_init(tag, O3M_LOG_INFO);
+
+  /* Signals first, so that a stop during the block fetch is clean. */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+
+  o3m_err err;
+  o3m_err_clear(&err);
+  o3m_config *cfg = NULL;
+  if (o3m_config_load(&cfg, config_path, &err) < 0) return fail("%s", o3m_err_message(&err));
+  int code = 1;
+  pp_service *svc = NULL;
+  o3m_rpc_server *srv = NULL;
+  const o3m_party *me = o3m_config_party(cfg, party_name);
+  char section[96];
+  snprintf(section, sizeof section, "[party %s]", party_name);
+  if (me && me->role == O3M_ROLE_PASSIVE && !opt.insecure &&
+      (check_file(o3m_config_name(cfg), "[federation]", "ca", o3m_config_ca(cfg)) ||
+       check_file(o3m_config_name(cfg), section, "cert", me->cert) ||
+       check_file(o3m_config_name(cfg), section, "key", me->key)))
+    goto out;
+  if (opt.insecure)
+    o3m_log_warn("INSECURE: plaintext gRPC (--insecure); Mask answers any caller and the "
+                 "block travels unencrypted.");
+  if (pp_service_create(&svc, cfg, party_name, &opt, &err) < 0) {
+    fail("%s", o3m_err_message(&err));
+    goto out;
+  }
+
+  o3m_rpc_server_config sc;
+  o3m_rpc_server_config_default(&sc);
+  sc.listen = me->address;
+  sc.insecure = opt.insecure;
+  if (!opt.insecure) {
+    sc.tls.ca_file = o3m_config_ca(cfg);
+    sc.tls.cert_file = me->cert;
+    sc.tls.key_file = me->key;
+  }
+  int n_methods;
+  const o3m_rpc_method *methods = pp_service_methods(&n_methods);
+  if (o3m_rpc_server_create(&srv, &sc, methods, n_methods, svc, &err) < 0) {
+    fail("%s: %s address = %s: %s", o3m_config_name(cfg), section, me->address,
+         o3m_err_message(&err));
+    goto out;
+  }
+  g_server = srv;
+  if (g_stop) o3m_rpc_server_shutdown(srv); /* a signal before g_server was set */
+
+  if (pp_service_fetch_block(svc, &g_stop, &err) < 0) {
+    if (g_stop) {
+      o3m_log_info("stopped before the block was installed");
+      code = 0;
+    } else {
+      fail("%s", o3m_err_message(&err));
+    }
+    goto out;
+  }
+  int port = o3m_rpc_server_port(srv);
+  const pp_features *ft = pp_service_features(svc);
+  o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
+               "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",
+               me->address, port, opt.insecure ? "PLAINTEXT" : "mutual TLS",
+               pp_service_party(svc), pp_service_party_dim(svc), pp_features_n_users(ft),
+               pp_features_user_cols(ft), pp_features_n_items(ft), pp_features_item_cols(ft),
+               pp_service_dim(svc), pp_service_mask_id(svc), pp_service_max_candidates(svc));
+  if (ready_file && write_ready_file(ready_file, port) < 0) {
+    fail("--ready-file %s: %s", ready_file, strerror(errno));
+    goto out;
+  }
+  o3m_rpc_server_run(srv);
+  pp_service_stats st;
+  pp_service_stats_get(svc, &st);
+  o3m_log_info("stopped: %" PRIu64 " requests, %" PRIu64 " answered, %" PRIu64
+               " unknown users, %" PRIu64 " unknown items of %" PRIu64 ", %" PRIu64 " errors",
+               st.requests, st.lookups, st.unknown_users, st.unknown_items, st.item_lookups,
+               st.errors);
+  code = 0;
+  if (ready_file) unlink(ready_file);
+
+out:
+  g_server = NULL;
+  o3m_rpc_server_destroy(srv);
+  pp_service_destroy(svc);
+  o3m_config_destroy(cfg);
+  return code;
+}

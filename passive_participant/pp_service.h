@@ -1,0 +1,112 @@
+/* pp_service.h -- the passive participant's service (o3m-passive).
+ *
+ * A passive participant j holds feature tables (pp_features) and, once the
+ * federation starts, its column block Q^j of the mask. For every round the
+ * active participant (AP) sends the user id and the K candidate item ids;
+ * the service looks up X^j (K x d_j: user columns then item columns, a
+ * deterministic per-id dummy row for an id it does not hold), masks it into
+ * Y = X^j (Q^j)^T (K x d) and answers. It never receives the chosen
+ * candidate, a score or a reward: the Passive service has no field for them.
+ *
+ * Life cycle: pp_service_create loads the tables and allocates every buffer
+ * for max_candidates (the [policy] value of the config); then
+ * pp_service_fetch_block gets the block from the mask generator (PMG) with
+ * retries and confirms it; then the methods below are served. Nothing is
+ * allocated per request beyond what the RPC layer does.
+ *
+ * Methods (pp_service_methods):
+ *   Info   role, protocol, the partition, this party's index and mask id.
+ *   Mask   only to the caller whose certificate CN is the configured active
+ *          party's name (PERM otherwise). MASK for a mask id other than the
+ *          installed one, RANGE for K outside 1..max_candidates, INVALID
+ *          ARGUMENT for an empty user or item id where this party has the
+ *          table to look it up.
+ *   Stats  the counters (PassiveStats), only to this party's own
+ *          certificate (its operator, through o3m-cli), never to the AP:
+ *          the unknown-user counter read around one Mask call would tell the
+ *          AP whether this party knows that user, which the dummy rows hide.
+ * With insecure (plaintext) there are no identities and no access checks.
+ *
+ * Handlers run one at a time on the server thread (o3m_rpc.h); the service
+ * state needs no lock. Logs carry ids of rounds, counts and codes, never a
+ * feature value, a masked vector, a block value or a user or item id. */
+#ifndef PP_SERVICE_H
+#define PP_SERVICE_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+/* Path of the Stats method (o3m.proto, service Passive), until o3m_wire.h
+ * defines it with the other paths. */
+#ifndef O3M_PATH_PASSIVE_STATS
+#define O3M_PATH_PASSIVE_STATS "/o3m.v1.Passive/Stats"
+#endif
+
+/* Default of pp_options.pmg_timeout_s. */
+#define PP_DEFAULT_PMG_TIMEOUT_S 60
+
+typedef struct pp_service pp_service;
+
+typedef struct pp_options {
+  int insecure;       /* plaintext to the PMG and for callers; no access checks */
+  int pmg_timeout_s;  /* give up fetching the block after this long, >= 1 */
+} pp_options;
+
+typedef struct pp_service_stats {
+  uint64_t requests;       /* Mask calls received */
+  uint64_t lookups;        /* Mask calls answered */
+  uint64_t unknown_users;  /* answered calls whose user had no row */
+  uint64_t unknown_items;  /* candidate items without a row */
+  uint64_t item_lookups;   /* candidate items looked up */
+  uint64_t errors;         /* Mask calls refused */
+} pp_service_stats;
+
+/* Loads the tables of the passive party called party in cfg (its
+ * user_table, item_table and dims) and allocates the request buffers for
+ * max_candidates. cfg must outlive the service. On failure *out is NULL,
+ * nothing is leaked and e names the party, file and line. Errors:
+ * O3M_EINVAL (no such party, or not a passive one), those of
+ * pp_features_load, O3M_ENOMEM. */
+int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
+                      const pp_options *opt, o3m_err *e);
+
+/* Frees everything (the block is wiped). NULL is accepted. */
+void pp_service_destroy(pp_service *s);
+
+/* Gets this party's block from the PMG at the configured address: checks
+ * the PMG's Info against the partition, asks GetBlock, imports the block
+ * (o3m_wire_block_import) and confirms it with ConfirmBlock. With TLS the
+ * client presents the party's certificate and expects the PMG's
+ * certificate to carry the PMG's party name as a DNS subject alternative
+ * name (scripts/make-certs.sh puts it there), so that no other party of the
+ * federation can pose as the mask generator. An unreachable PMG or a
+ * deadline is retried with exponential backoff (100 ms doubling up to 2 s)
+ * until pmg_timeout_s has passed, each failure logged in one line; any
+ * other error (PERM, DIM, STATE after the PMG forgot the mask, TLS setup)
+ * fails at once. A nonzero *stop (set by a signal handler; NULL: never)
+ * ends the wait with O3M_ESTATE. On success the block is installed and the
+ * Mask method can answer. Called once, before the server runs. */
+int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
+
+/* The method table (Info, Mask, Stats) to pass to o3m_rpc_server_create
+ * with the service as ctx; *n receives its length. The table is static. */
+const o3m_rpc_method *pp_service_methods(int *n);
+
+uint64_t pp_service_mask_id(const pp_service *s); /* 0 before the block */
+int pp_service_party(const pp_service *s);        /* this party's index j */
+int pp_service_dim(const pp_service *s);          /* d */
+int pp_service_party_dim(const pp_service *s);    /* d_j */
+int pp_service_max_candidates(const pp_service *s);
+/* The loaded tables (owned by the service), for the start-up log line. */
+const struct pp_features *pp_service_features(const pp_service *s);
+
+/* The counters; call it on the thread that runs the server, or after run()
+ * returned. */
+void pp_service_stats_get(const pp_service *s, pp_service_stats *out);
+
+#endif

@@ -1,0 +1,255 @@
+/* pmg_service.c -- the mask generator's handlers (see pmg_service.h).
+ *
+ * The service keeps Q, one block per column party, and per party whether
+ * its block was served and confirmed. Access rule, applied to GetBlock and
+ * ConfirmBlock alike: the caller's certificate common name must be the
+ * configured name of the party the request is about. The rule is checked
+ * before the dims and the state, so a caller learns nothing about another
+ * party's request beyond the refusal. Every refusal is logged with the
+ * caller's identity and address, because a refused GetBlock is either a
+ * misconfiguration or an attack and the operator should see both. */
+#include "pmg_service.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "o3m_log.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+#include "o3m_wire.h"
+
+struct pmg_service {
+  const o3m_config *cfg;
+  const char *name;          /* the pmg party's name, for Info */
+  o3m_partition part;        /* the column split, party j = slot j */
+  o3m_mask *mask;
+  uint64_t mask_id;
+  o3m_block **blocks;        /* M blocks; all NULL once forgotten */
+  const char **names;        /* M party names, borrowed from cfg */
+  unsigned char *served;     /* M flags: block handed out at least once */
+  unsigned char *confirmed;  /* M flags */
+  uint32_t *dims_buf;        /* M entries, Info's storage */
+  int n_confirmed;
+  int insecure, keep_mask, forgotten;
+  uint64_t blocks_served, refused;
+};
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
+                       o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "pmg_service_create: out is NULL");
+  *out = NULL;
+  if (!cfg || !opt) return o3m_err_set(e, O3M_EINVAL, "pmg_service_create: NULL argument");
+  int m = o3m_config_n_column_parties(cfg);
+  if (m < 1 || m > O3M_MAX_PARTIES)
+    return o3m_err_set(e, O3M_EINVAL, "%s: %d column parties, expected 1..%d",
+                       o3m_config_name(cfg), m, O3M_MAX_PARTIES);
+
+  pmg_service *s = calloc(1, sizeof *s);
+  if (!s) return o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
+  s->cfg = cfg;
+  s->name = o3m_config_pmg(cfg)->name;
+  s->insecure = opt->insecure != 0;
+  s->keep_mask = opt->keep_mask != 0;
+  s->blocks = calloc((size_t)m, sizeof *s->blocks);
+  s->names = calloc((size_t)m, sizeof *s->names);
+  s->served = calloc((size_t)m, 1);
+  s->confirmed = calloc((size_t)m, 1);
+  s->dims_buf = calloc((size_t)m, sizeof *s->dims_buf);
+  int *dims = calloc((size_t)m, sizeof *dims);
+  o3m_rng *rng = NULL;
+  int rc;
+  if (!s->blocks || !s->names || !s->served || !s->confirmed || !s->dims_buf || !dims) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
+    goto fail;
+  }
+  for (int j = 0; j < m; j++) {
+    const o3m_party *p = o3m_config_column_party(cfg, j);
+    s->names[j] = p->name;
+    dims[j] = p->dims;
+  }
+  rc = o3m_partition_from_dims(&s->part, m, dims, e);
+  if (rc < 0) goto fail;
+  if (s->part.d != o3m_config_d(cfg)) {
+    rc = o3m_err_set(e, O3M_EDIM, "%s: dims add up to %d, d is %d", o3m_config_name(cfg),
+                     s->part.d, o3m_config_d(cfg));
+    goto fail;
+  }
+
+  rc = opt->seeded ? o3m_rng_create_seeded_insecure(&rng, opt->seed) : o3m_rng_create_os(&rng);
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "pmg: cannot create the random source: %s", o3m_strerror(rc));
+    goto fail;
+  }
+  rc = o3m_mask_generate(&s->mask, s->part.d, rng);
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "pmg: cannot draw a %d x %d mask: %s", s->part.d, s->part.d,
+                     o3m_strerror(rc));
+    goto fail;
+  }
+  s->mask_id = o3m_mask_id(s->mask);
+  for (int j = 0; j < m; j++) {
+    rc = o3m_block_from_mask(&s->blocks[j], s->mask, s->part.offset[j], s->part.dims[j]);
+    if (rc < 0) {
+      rc = o3m_err_set(e, rc, "pmg: cannot cut the block of party %d: %s", j, o3m_strerror(rc));
+      goto fail;
+    }
+  }
+  o3m_rng_destroy(rng);
+  free(dims);
+  *out = s;
+  return 0;
+
+fail:
+  o3m_rng_destroy(rng);
+  free(dims);
+  pmg_service_destroy(s);
+  return rc;
+}
+
+void pmg_service_destroy(pmg_service *s) {
+  if (!s) return;
+  if (s->blocks)
+    for (int j = 0; j < s->part.m; j++) o3m_block_destroy(s->blocks[j]);
+  o3m_mask_destroy(s->mask); /* wipes Q first */
+  free(s->blocks);
+  free(s->names);
+  free(s->served);
+  free(s->confirmed);
+  free(s->dims_buf);
+  free(s);
+}
+
+uint64_t pmg_service_mask_id(const pmg_service *s) { return s->mask_id; }
+
+int pmg_service_dim(const pmg_service *s) { return s->part.d; }
+
+void pmg_service_stats(const pmg_service *s, pmg_stats *out) {
+  out->blocks_served = s->blocks_served;
+  out->refused = s->refused;
+  out->confirmed = s->n_confirmed;
+  out->parties = s->part.m;
+  out->forgotten = s->forgotten;
+}
+
+/* ---------------------------------------------------------------- handlers */
+
+/* The access rule: the caller's certificate CN must be the name of party j.
+ * Without TLS there is no identity and everyone may act for any party. */
+static int check_caller(pmg_service *s, o3m_rpc_call *call, int j, const char *what, o3m_err *e) {
+  if (s->insecure) return 0;
+  const char *id = o3m_rpc_call_identity(call);
+  if (id && strcmp(id, s->names[j]) == 0) return 0;
+  o3m_log_warn("refused %s of party %d (%s) to %s%s%s at %s", what, j, s->names[j],
+               id ? "certificate '" : "a caller without a certificate", id ? id : "",
+               id ? "'" : "", o3m_rpc_call_peer(call));
+  if (!id) return o3m_err_set(e, O3M_EPERM, "%s: the caller has no verified certificate", what);
+  return o3m_err_set(e, O3M_EPERM, "%s: certificate '%.64s' may not act for party %d ('%s')",
+                     what, id, j, s->names[j]);
+}
+
+static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                  ProtobufCMessage *reply, o3m_err *e) {
+  (void)call, (void)req, (void)e;
+  pmg_service *s = ctx;
+  o3m_wire_info_fill((O3m__V1__NodeInfo *)reply, O3M__V1__ROLE__ROLE_MASK_GENERATOR, 0, &s->part,
+                     s->dims_buf, s->mask_id, s->name);
+  return 0;
+}
+
+static int get_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__BlockRequest *req,
+                     O3m__V1__Block *reply, o3m_err *e) {
+  int rc;
+  if (req->party < (uint32_t)s->part.m &&
+      (rc = check_caller(s, call, (int)req->party, "GetBlock", e)) < 0)
+    return rc;
+  if ((rc = o3m_wire_block_request_check(req, &s->part, e)) < 0) return rc;
+  int j = (int)req->party;
+  if (s->forgotten)
+    return o3m_err_set(e, O3M_ESTATE,
+                       "GetBlock: mask forgotten; restart the federation (mask %016llx was "
+                       "confirmed by all %d parties)",
+                       (unsigned long long)s->mask_id, s->part.m);
+  o3m_wire_block_fill(reply, s->blocks[j], j, &s->part);
+  s->served[j] = 1;
+  s->blocks_served++;
+  o3m_log_info("served the block of party %d (%s, %d x %d) of mask %016llx to %s", j,
+               s->names[j], s->part.d, s->part.dims[j], (unsigned long long)s->mask_id,
+               o3m_rpc_call_peer(call));
+  return 0;
+}
+
+static int h_get_block(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                       ProtobufCMessage *reply, o3m_err *e) {
+  pmg_service *s = ctx;
+  int rc = get_block(s, call, (const O3m__V1__BlockRequest *)req, (O3m__V1__Block *)reply, e);
+  if (rc < 0) s->refused++;
+  return rc;
+}
+
+/* Wipes Q and drops the blocks once every column party has confirmed. */
+static void forget(pmg_service *s) {
+  o3m_mask_forget(s->mask);
+  for (int j = 0; j < s->part.m; j++) {
+    o3m_block_destroy(s->blocks[j]);
+    s->blocks[j] = NULL;
+  }
+  s->forgotten = 1;
+  o3m_log_info("all %d parties confirmed mask %016llx; Q forgotten (a new mask needs a restart "
+               "of the federation)",
+               s->part.m, (unsigned long long)s->mask_id);
+}
+
+static int confirm_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__BlockReceipt *req,
+                         o3m_err *e) {
+  if (req->party >= (uint32_t)s->part.m)
+    return o3m_err_set(e, O3M_ERANGE, "BlockReceipt: party %u, the partition has %d parties",
+                       req->party, s->part.m);
+  int j = (int)req->party;
+  int rc = check_caller(s, call, j, "ConfirmBlock", e);
+  if (rc < 0) return rc;
+  if (req->mask_id != s->mask_id)
+    return o3m_err_set(e, O3M_EMASK, "BlockReceipt: mask %016llx, the generator holds %016llx",
+                       (unsigned long long)req->mask_id, (unsigned long long)s->mask_id);
+  /* Confirming a block never fetched would let Q be forgotten before the
+   * party has it. */
+  if (!s->served[j])
+    return o3m_err_set(e, O3M_ESTATE, "BlockReceipt: party %d has not fetched its block", j);
+  if (s->confirmed[j]) return 0; /* a retried confirmation changes nothing */
+  s->confirmed[j] = 1;
+  s->n_confirmed++;
+  o3m_log_info("party %d (%s) confirmed mask %016llx (%d of %d)", j, s->names[j],
+               (unsigned long long)s->mask_id, s->n_confirmed, s->part.m);
+  if (s->n_confirmed == s->part.m) {
+    if (s->keep_mask)
+      o3m_log_info("all %d parties confirmed mask %016llx; keeping Q (--keep-mask)", s->part.m,
+                   (unsigned long long)s->mask_id);
+    else
+      forget(s);
+  }
+  return 0;
+}
+
+static int h_confirm_block(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                           ProtobufCMessage *reply, o3m_err *e) {
+  (void)reply;
+  pmg_service *s = ctx;
+  int rc = confirm_block(s, call, (const O3m__V1__BlockReceipt *)req, e);
+  if (rc < 0) s->refused++;
+  return rc;
+}
+
+static const o3m_rpc_method methods[] = {
+    {O3M_PATH_PMG_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
+     h_info},
+    {O3M_PATH_PMG_GET_BLOCK, &o3m__v1__block_request__descriptor, &o3m__v1__block__descriptor,
+     h_get_block},
+    {O3M_PATH_PMG_CONFIRM_BLOCK, &o3m__v1__block_receipt__descriptor, &o3m__v1__ack__descriptor,
+     h_confirm_block},
+};
+
+const o3m_rpc_method *pmg_service_methods(int *n) {
+  *n = (int)(sizeof methods / sizeof methods[0]);
+  return methods;
+}

@@ -1,0 +1,79 @@
+/* pmg_service.h -- the privacy mask generator's service (o3m-pmg).
+ *
+ * At creation the service draws the d x d orthogonal mask Q (o3m_mask) and
+ * cuts it into the column blocks Q^j of the column parties: the active party
+ * and the passive parties in config order, party j = o3m_party.slot. Then it
+ * serves the MaskGenerator methods of o3m.proto through the method table
+ * below:
+ *
+ *   Info          role, protocol, the public partition and the mask id.
+ *   GetBlock      Q^j, only to the caller whose certificate common name is
+ *                 the configured name of party j (PERM otherwise), and only
+ *                 for the configured dims (DIM otherwise).
+ *   ConfirmBlock  party j says it installed the block. When every column
+ *                 party has confirmed, the service forgets Q: it wipes Q and
+ *                 destroys the blocks, so that nobody (the PMG's operator
+ *                 included) can later hand the mask to the active party.
+ *                 GetBlock then answers STATE ("mask forgotten; restart the
+ *                 federation"). keep_mask disables forgetting (for a party
+ *                 that may restart and fetch again, at the price of keeping
+ *                 Q in memory; note that a restarted passive party draws
+ *                 new dummy rows under the old mask, see pp_features.h).
+ *
+ * With insecure (plaintext transport) there is no caller identity, so every
+ * caller may fetch any block by its index; main() warns about it.
+ *
+ * Handlers run one at a time on the server thread (o3m_rpc.h), so the state
+ * below needs no lock. The PMG never sees a feature, a user, an item or a
+ * reward; it logs who fetched and confirmed which block and the mask id, and
+ * never a block's values. */
+#ifndef PMG_SERVICE_H
+#define PMG_SERVICE_H
+
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+#include "o3m_rpc.h"
+
+typedef struct pmg_service pmg_service;
+
+typedef struct pmg_options {
+  int insecure;          /* plaintext: no identity checks, serve by index */
+  int keep_mask;         /* never forget Q */
+  int seeded;            /* draw Q from a seeded generator (tests only) */
+  uint64_t seed;         /* its seed, with seeded = 1 */
+} pmg_options;
+
+/* Counters, for the stop log line and for tests. */
+typedef struct pmg_stats {
+  uint64_t blocks_served;  /* GetBlock calls answered with a block */
+  uint64_t refused;        /* GetBlock and ConfirmBlock calls refused */
+  int confirmed;           /* column parties that have confirmed */
+  int parties;             /* column parties M */
+  int forgotten;           /* 1 once Q is forgotten */
+} pmg_stats;
+
+/* Builds the partition from cfg's column parties and draws the mask: from
+ * the OS CSPRNG (getrandom) unless opt->seeded, then from
+ * o3m_rng_create_seeded_insecure(opt->seed), which a test can replay with
+ * o3m_mask_generate to recompute Q. cfg must outlive the service (party
+ * names are borrowed from it). On success *out owns Q and its blocks; on
+ * failure *out is NULL and nothing is left allocated. Errors: O3M_EINVAL,
+ * O3M_ENOMEM, O3M_ERANDOM; e says which. */
+int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
+                       o3m_err *e);
+
+/* Wipes Q and the blocks and frees everything. NULL is accepted. */
+void pmg_service_destroy(pmg_service *s);
+
+/* The method table (Info, GetBlock, ConfirmBlock) to pass to
+ * o3m_rpc_server_create with the service as ctx; *n receives its length. The
+ * table is static. */
+const o3m_rpc_method *pmg_service_methods(int *n);
+
+uint64_t pmg_service_mask_id(const pmg_service *s);
+int pmg_service_dim(const pmg_service *s);
+void pmg_service_stats(const pmg_service *s, pmg_stats *out);
+
+#endif

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# make-certs.sh OUTDIR NAME [NAME...] -- a local CA and one certificate per
+# party, for trials of an o3m federation on one machine.
+#
+# OUTDIR/ca.pem and OUTDIR/ca.key are created when absent (an existing CA is
+# reused, so parties can be added later). For each NAME the script writes
+# OUTDIR/NAME.pem and OUTDIR/NAME.key: an ECDSA P-256 key (mode 0600) and a
+# certificate signed by the CA with
+#   subject          CN=NAME      the party identity every access decision
+#                                 rests on (o3m_rpc_call_identity)
+#   subjectAltName   DNS:localhost, DNS:NAME, IP:127.0.0.1
+#                                 loopback targets verify without an
+#                                 override; DNS:NAME lets a client pin the
+#                                 peer party by setting tls.server_name = NAME
+#   extendedKeyUsage serverAuth, clientAuth (every daemon is both)
+# An existing NAME.pem / NAME.key is replaced. Quiet on success; on failure
+# it prints openssl's output and exits 1. Production deployments use their
+# own PKI: this CA key sits next to the certificates it signs.
+set -euo pipefail
+
+prog=$(basename "$0")
+die() {
+  echo "$prog: error: $*" >&2
+  exit 1
+}
+
+[ $# -ge 2 ] || {
+  echo "usage: $prog OUTDIR NAME [NAME...]" >&2
+  exit 1
+}
+command -v openssl >/dev/null 2>&1 || die "the openssl tool is not installed"
+
+out=$1
+shift
+for name in "$@"; do
+  # The config parser's rule for party names; "ca" would overwrite the CA.
+  [[ "$name" =~ ^[A-Za-z0-9_.-]{1,64}$ ]] ||
+    die "party name '$name' must be 1..64 characters from [A-Za-z0-9_.-]"
+  [ "$name" != ca ] || die "party name 'ca' is reserved for the CA files"
+done
+
+mkdir -p "$out" || die "cannot create directory $out"
+log=$(mktemp)
+work=$(mktemp -d)
+trap 'rm -rf "$log" "$work"' EXIT
+
+# Runs a command with its output captured; on failure shows it and exits.
+run() {
+  if ! "$@" >>"$log" 2>&1; then
+    cat "$log" >&2
+    die "failed: $*"
+  fi
+}
+
+# A fresh P-256 private key, never readable by others, not even briefly.
+new_key() {
+  (umask 077 && run openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 \
+    -out "$1")
+  chmod 600 "$1"
+}
+
+ca_pem="$out/ca.pem"
+ca_key="$out/ca.key"
+if [ -e "$ca_pem" ] || [ -e "$ca_key" ]; then
+  [ -f "$ca_pem" ] && [ -f "$ca_key" ] ||
+    die "$out has only one of ca.pem and ca.key; remove it or supply both"
+else
+  new_key "$work/ca.key"
+  cat >"$work/ca.cnf" <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+x509_extensions = v3_ca
+[dn]
+CN = o3m local CA
+[v3_ca]
+basicConstraints = critical, CA:TRUE, pathlen:0
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+EOF
+  run openssl req -new -x509 -key "$work/ca.key" -out "$work/ca.pem" -days 825 -sha256 \
+    -config "$work/ca.cnf"
+  # Move both into place only when both exist, so a failure leaves no half CA.
+  mv "$work/ca.key" "$ca_key"
+  mv "$work/ca.pem" "$ca_pem"
+  chmod 644 "$ca_pem"
+fi
+
+for name in "$@"; do
+  new_key "$work/$name.key"
+  cat >"$work/$name.ext" <<EOF
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth, clientAuth
+subjectAltName = DNS:localhost, DNS:$name, IP:127.0.0.1
+authorityKeyIdentifier = keyid
+EOF
+  run openssl req -new -key "$work/$name.key" -out "$work/$name.csr" -subj "/CN=$name" \
+    -config /dev/null
+  run openssl x509 -req -in "$work/$name.csr" -CA "$ca_pem" -CAkey "$ca_key" \
+    -set_serial "0x$(openssl rand -hex 16)" -days 825 -sha256 \
+    -extfile "$work/$name.ext" -out "$work/$name.pem"
+  run openssl verify -CAfile "$ca_pem" -purpose sslclient "$work/$name.pem"
+  run openssl verify -CAfile "$ca_pem" -purpose sslserver "$work/$name.pem"
+  mv "$work/$name.key" "$out/$name.key"
+  mv "$work/$name.pem" "$out/$name.pem"
+  chmod 644 "$out/$name.pem"
+done

@@ -1,0 +1,349 @@
+/* test_passive.c -- the o3m-passive daemon, started as a real process
+ * together with a real o3m-pmg.
+ *
+ * The federation: pmg, active "shop" (dims 3, never started: the test calls
+ * as the shop with its certificate) and passive "bank" (dims 3: two user
+ * columns and one item column), max_candidates 4. The pmg runs with
+ * --mask-seed-insecure, so the test recomputes Q with o3m_mask_generate and
+ * the same seed and checks every masked value against Q^bank x^bank. The
+ * passive daemon is started before the pmg, so its retry path runs in every
+ * test. fed_cleanup (the suite's .fini) kills what is left. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fed_proc.h"
+#include "health.pb-c.h"
+#include "o3m.pb-c.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+#define D 6
+#define BANK 1 /* party index of the bank; its columns are 3..5 */
+#define COL0 3
+#define DJ 3
+#define MAXC 4
+#define SEED 42
+
+TestSuite(passive, .fini = fed_cleanup, .timeout = 30);
+
+/* A value that must never show up in a log. */
+#define SECRET_VALUE "0.123456789"
+
+typedef struct fed {
+  fed_proc pmg, bank;
+  char target[64]; /* the bank */
+  char config[512];
+  int pmg_port, bank_port;
+} fed;
+
+/* Certificates and a config; pmg_cert names the certificate the pmg
+ * serves with (normally "pmg"). */
+static void setup_fed(fed *f, const char *pmg_cert) {
+  fed_make_certs("certs", "pmg shop bank mallory");
+  fed_make_certs("evil", "shop");
+  fed_write("users.csv", "user_id,a,b\nu0,1.5,-2\nu1," SECRET_VALUE ",4\nu2,-3,0.5\n");
+  fed_write("items.csv", "item_id,p\ni0,10\ni1,-7.5\n");
+  f->pmg_port = fed_free_port();
+  f->bank_port = fed_free_port();
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[federation]\nd = %d\nca = certs/ca.pem\n"
+           "[policy]\nalgo = linucb\nmodel = shared\nmax_candidates = %d\n"
+           "[party pmg]\nrole = pmg\naddress = 127.0.0.1:%d\n"
+           "cert = certs/%s.pem\nkey = certs/%s.key\n"
+           "[party shop]\nrole = active\naddress = 127.0.0.1:%d\ndims = 3\n"
+           "cert = certs/shop.pem\nkey = certs/shop.key\n"
+           "[party bank]\nrole = passive\naddress = 127.0.0.1:%d\ndims = %d\n"
+           "user_table = users.csv\nitem_table = items.csv\n"
+           "cert = certs/bank.pem\nkey = certs/bank.key\n",
+           D, MAXC, f->pmg_port, pmg_cert, pmg_cert, fed_free_port(), f->bank_port, DJ);
+  snprintf(f->config, sizeof f->config, "%s", fed_write("fed.conf", text));
+  snprintf(f->target, sizeof f->target, "127.0.0.1:%d", f->bank_port);
+}
+
+static void spawn_bank(fed *f, const char *timeout_s) {
+  const char *args[] = {"--config", f->config, "--party", "bank", "--pmg-timeout-s", timeout_s,
+                        NULL};
+  fed_spawn(&f->bank, "bank", "o3m-passive", args);
+}
+
+static void spawn_pmg(fed *f) {
+  const char *args[] = {"--config", f->config, "--party", "pmg", "--mask-seed-insecure", "42",
+                        NULL};
+  fed_spawn(&f->pmg, "pmg", "o3m-pmg", args);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* The whole federation minus the AP: the bank first, the pmg 300 ms later. */
+static void start(fed *f) {
+  setup_fed(f, "pmg");
+  spawn_bank(f, "20");
+  sleep_ms(300);
+  spawn_pmg(f);
+  fed_wait_ready(&f->pmg, 10000);
+  int port = fed_wait_ready(&f->bank, 15000);
+  cr_assert_eq(port, f->bank_port);
+}
+
+static o3m_rpc_client *as(const fed *f, const char *name) {
+  return fed_client(f->target, "certs", "certs", name, "bank", 5000);
+}
+
+/* The mask the pmg drew from SEED. */
+static o3m_mask *seeded_mask(void) {
+  o3m_rng *rng;
+  o3m_mask *m;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&rng, SEED), 0);
+  cr_assert_eq(o3m_mask_generate(&m, D, rng), 0);
+  o3m_rng_destroy(rng);
+  return m;
+}
+
+/* Mask as the client; on success copies the K x D values into out. */
+static int mask(o3m_rpc_client *c, uint64_t mask_id, const char *user, const char *const *items,
+                int K, double *out, o3m_err *e) {
+  O3m__V1__MaskRequest req = O3M__V1__MASK_REQUEST__INIT;
+  req.round = 17;
+  req.mask_id = mask_id;
+  req.user = (char *)user;
+  req.n_items = (size_t)K;
+  req.items = (char **)items;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &req.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__MaskedContexts *r = (const O3m__V1__MaskedContexts *)m;
+  int crc = o3m_wire_masked_check(r, BANK, K, D, mask_id, e);
+  cr_assert_eq(crc, 0, "reply: %s", o3m_err_message(e));
+  if (out) memcpy(out, r->values, sizeof(double) * (size_t)K * D);
+  return 0;
+}
+
+static int stats(o3m_rpc_client *c, O3m__V1__PassiveStats *out, o3m_err *e) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, "/o3m.v1.Passive/Stats", &req.base,
+                               &o3m__v1__passive_stats__descriptor, &m, e);
+  if (rc == 0) *out = *(const O3m__V1__PassiveStats *)m;
+  return rc;
+}
+
+static uint64_t info_mask_id(o3m_rpc_client *c) {
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                               &o3m__v1__node_info__descriptor, &m, &e);
+  cr_assert_eq(rc, 0, "Info: %s", o3m_err_message(&e));
+  const O3m__V1__NodeInfo *ni = (const O3m__V1__NodeInfo *)m;
+  cr_assert_eq(ni->role, O3M__V1__ROLE__ROLE_PASSIVE);
+  cr_assert_eq(ni->party, BANK);
+  cr_assert_eq(ni->dim, D);
+  cr_assert_str_eq(ni->name, "bank");
+  return ni->mask_id;
+}
+
+static int all_equal(const double *a, const double *b, int n) {
+  return memcmp(a, b, sizeof(double) * (size_t)n) == 0;
+}
+
+Test(passive, masks_known_rows_exactly_and_checks_the_request) {
+  fed f;
+  start(&f);
+  o3m_mask *m = seeded_mask();
+  const double *Q = o3m_mask_matrix(m);
+  uint64_t id = o3m_mask_id(m);
+  o3m_rpc_client *shop = as(&f, "shop");
+  cr_assert_eq(info_mask_id(shop), id, "the bank holds another mask than the seeded one");
+
+  const char *items[] = {"i0", "i1", "i0"};
+  double y[3 * D];
+  o3m_err e;
+  cr_assert_eq(mask(shop, id, "u1", items, 3, y, &e), 0, "%s", o3m_err_message(&e));
+  /* x^bank of (u1, item): [0.123456789, 4, price]. */
+  const double price[3] = {10, -7.5, 10};
+  for (int k = 0; k < 3; k++) {
+    double x[DJ] = {0.123456789, 4, price[k]};
+    for (int r = 0; r < D; r++) {
+      double want = 0;
+      for (int c = 0; c < DJ; c++) want += Q[r * D + COL0 + c] * x[c];
+      cr_assert(fabs(y[k * D + r] - want) <= 1e-12 * (1 + fabs(want)),
+                "row %d, component %d: %.17g, want %.17g", k, r, y[k * D + r], want);
+    }
+  }
+
+  /* A vector masked under another mask must never be summed. */
+  cr_assert_eq(mask(shop, id ^ 1, "u1", items, 3, NULL, &e), O3M_EMASK, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, 0, "u1", items, 3, NULL, &e), O3M_EMASK, "%s", o3m_err_message(&e));
+  /* K over max_candidates; the shared wire check calls it RANGE. */
+  const char *five[] = {"i0", "i1", "i0", "i1", "i0"};
+  cr_assert_eq(mask(shop, id, "u1", five, MAXC + 1, NULL, &e), O3M_ERANGE, "%s",
+               o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "u1", five, MAXC, NULL, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "u1", five, 0, NULL, &e), O3M_ERANGE, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "", items, 3, NULL, &e), O3M_EINVAL, "%s", o3m_err_message(&e));
+  const char *empty_item[] = {"i0", ""};
+  cr_assert_eq(mask(shop, id, "u1", empty_item, 2, NULL, &e), O3M_EINVAL, "%s",
+               o3m_err_message(&e));
+
+  Grpc__Health__V1__HealthCheckRequest hreq = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+  hreq.service = "o3m.v1.Passive";
+  ProtobufCMessage *hm;
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_RPC_HEALTH_CHECK_PATH, &hreq.base,
+                                   &grpc__health__v1__health_check_response__descriptor, &hm, &e),
+               0, "%s", o3m_err_message(&e));
+  cr_assert_eq(((Grpc__Health__V1__HealthCheckResponse *)hm)->status,
+               GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING);
+  o3m_rpc_client_destroy(shop);
+  o3m_mask_destroy(m);
+
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0, "%s", fed_log(&f.bank));
+  const char *log = fed_log(&f.bank);
+  cr_assert(strstr(log, "stopped: 8 requests, 2 answered"), "%s", log);
+  cr_assert(strstr(log, "installed the block of mask"), "%s", log);
+  cr_assert(strstr(log, "retrying"), "the pmg came late, yet no retry was logged:\n%s", log);
+  cr_assert_null(strstr(log, SECRET_VALUE), "a feature value reached the log:\n%s", log);
+  cr_assert_null(strstr(log, "u1"), "a user id reached the log:\n%s", log);
+  cr_assert_neq(access(f.bank.ready, F_OK), 0, "the ready file outlived the daemon");
+  cr_assert_eq(fed_stop(&f.pmg, SIGTERM, 5000), 0);
+  /* Both parties confirmed? Only the bank did (the shop never ran). */
+  cr_assert(strstr(fed_log(&f.pmg), "party 1 (bank) confirmed"), "%s", fed_log(&f.pmg));
+}
+
+Test(passive, unknown_users_get_stable_distinct_dummies_and_are_counted) {
+  fed f;
+  start(&f);
+  o3m_rpc_client *shop = as(&f, "shop"), *bank = as(&f, "bank");
+  uint64_t id = info_mask_id(shop);
+  o3m_err e;
+  O3m__V1__PassiveStats st0, st1;
+  cr_assert_eq(stats(bank, &st0, &e), 0, "%s", o3m_err_message(&e));
+
+  const char *items[] = {"i0", "i9"};
+  double a[2 * D], b[2 * D], c[2 * D], known[2 * D];
+  cr_assert_eq(mask(shop, id, "ghost-1", items, 2, a, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "u0", items, 2, known, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "ghost-1", items, 2, b, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask(shop, id, "ghost-2", items, 2, c, &e), 0, "%s", o3m_err_message(&e));
+  double norm = 0;
+  for (int i = 0; i < D; i++) norm += a[i] * a[i];
+  cr_assert_gt(norm, 1e-6, "the unknown user's vector is zero");
+  cr_assert(all_equal(a, b, 2 * D), "one unknown user, two different vectors");
+  for (int i = 0; i < D; i++)
+    cr_assert_neq(a[i], c[i], "two unknown users share component %d", i);
+  /* The unknown item i9 has its own stable dummy whoever asks. */
+  for (int i = 0; i < D; i++) cr_assert_neq(a[D + i], a[i]);
+
+  cr_assert_eq(stats(bank, &st1, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(st1.unknown_users - st0.unknown_users, 3);
+  cr_assert_eq(st1.unknown_items - st0.unknown_items, 4);
+  cr_assert_eq(st1.item_lookups - st0.item_lookups, 8);
+  cr_assert_eq(st1.lookups - st0.lookups, 4);
+  cr_assert_eq(st1.requests - st0.requests, 4);
+  cr_assert_eq(st1.errors, st0.errors);
+  /* The AP may not read the counters: around one Mask call they would tell
+   * it whether the bank knows the user. */
+  cr_assert_eq(stats(shop, &st1, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  o3m_rpc_client_destroy(shop);
+  o3m_rpc_client_destroy(bank);
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0, "%s", fed_log(&f.bank));
+  cr_assert_null(strstr(fed_log(&f.bank), "ghost"), "%s", fed_log(&f.bank));
+}
+
+Test(passive, only_the_active_party_is_answered) {
+  fed f;
+  start(&f);
+  o3m_rpc_client *shop = as(&f, "shop");
+  uint64_t id = info_mask_id(shop);
+  o3m_rpc_client_destroy(shop);
+  const char *items[] = {"i0"};
+  o3m_err e;
+  o3m_rpc_client *c = as(&f, "bank");
+  cr_assert_eq(mask(c, id, "u0", items, 1, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  o3m_rpc_client_destroy(c);
+  c = as(&f, "mallory");
+  cr_assert_eq(mask(c, id, "u0", items, 1, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "'shop' only"), "%s", e.msg);
+  o3m_rpc_client_destroy(c);
+  c = fed_client(f.target, "certs", "certs", NULL, "bank", 5000);
+  cr_assert_eq(mask(c, id, "u0", items, 1, NULL, &e), O3M_EUNAVAILABLE, "%s",
+               o3m_err_message(&e));
+  o3m_rpc_client_destroy(c);
+  /* CN shop, signed by another CA. */
+  c = fed_client(f.target, "certs", "evil", "shop", "bank", 5000);
+  int rc = mask(c, id, "u0", items, 1, NULL, &e);
+  cr_assert(rc == O3M_EUNAVAILABLE || rc == O3M_EPERM, "outsider got %s: %s", o3m_errname(rc),
+            o3m_err_message(&e));
+  o3m_rpc_client_destroy(c);
+  c = fed_client(f.target, NULL, NULL, NULL, NULL, 5000);
+  cr_assert_eq(mask(c, id, "u0", items, 1, NULL, &e), O3M_EUNAVAILABLE, "%s",
+               o3m_err_message(&e));
+  o3m_rpc_client_destroy(c);
+
+  O3m__V1__PassiveStats st;
+  c = as(&f, "bank");
+  cr_assert_eq(stats(c, &st, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(st.requests, 2, "refused calls that reached the handler");
+  cr_assert_eq(st.errors, 2);
+  cr_assert_eq(st.lookups, 0);
+  o3m_rpc_client_destroy(c);
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0);
+}
+
+Test(passive, gives_up_without_a_mask_generator_and_stops_cleanly_while_waiting) {
+  fed f;
+  setup_fed(&f, "pmg");
+  spawn_bank(&f, "1");
+  int rc = fed_wait_exit(&f.bank, 6000);
+  cr_assert_eq(rc, 1, "exit %d:\n%s", rc, fed_log(&f.bank));
+  cr_assert(strstr(fed_log(&f.bank), "gave up after 1 s"), "%s", fed_log(&f.bank));
+
+  spawn_bank(&f, "20");
+  sleep_ms(500);
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0, "%s", fed_log(&f.bank));
+  cr_assert(strstr(fed_log(&f.bank), "stopped before the block was installed"), "%s",
+            fed_log(&f.bank));
+
+  /* Start-up errors name the key. */
+  fed_proc p;
+  const char *a1[] = {"--config", f.config, "--party", "shop", NULL};
+  fed_spawn(&p, "wrong-role", "o3m-passive", a1);
+  cr_assert_eq(fed_wait_exit(&p, 5000), 1);
+  cr_assert(strstr(fed_log(&p), "[party shop] has role active"), "%s", fed_log(&p));
+  fed_write("users.csv", "user_id,a\nu0,1\n");
+  const char *a2[] = {"--config", f.config, "--party", "bank", NULL};
+  fed_spawn(&p, "bad-table", "o3m-passive", a2);
+  cr_assert_eq(fed_wait_exit(&p, 5000), 1);
+  cr_assert(strstr(fed_log(&p), "user_table/item_table") && strstr(fed_log(&p), "dims are 3"),
+            "%s", fed_log(&p));
+}
+
+/* The passive party pins the mask generator by name: a server holding
+ * another federation certificate (here the active party's, which would love
+ * to hand out a Q it knows) does not get to install a block. */
+Test(passive, refuses_a_mask_generator_with_another_partys_certificate) {
+  fed f;
+  setup_fed(&f, "shop");
+  spawn_pmg(&f);
+  fed_wait_ready(&f.pmg, 10000);
+  spawn_bank(&f, "2");
+  int rc = fed_wait_exit(&f.bank, 8000);
+  cr_assert_eq(rc, 1, "exit %d:\n%s", rc, fed_log(&f.bank));
+  cr_assert(strstr(fed_log(&f.bank), "gave up"), "%s", fed_log(&f.bank));
+  cr_assert_null(strstr(fed_log(&f.pmg), "served the block"), "%s", fed_log(&f.pmg));
+}
