@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     {"simulate", eval_simulate_main, "run a policy on a full-information stream file"},
     {"gen-synthetic", eval_gen_synthetic_main, "write the paper's synthetic stream file"},
+    {"regret", eval_regret_main, "the paper's synthetic regret experiment (Fig. 4, 6)"},
+    {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,496 @@
+/* eval_cost.c -- `o3m-eval cost`: what federation costs, measured.
+ *
+ * Two experiments, both timed with CLOCK_MONOTONIC in this process, single-
+ * threaded BLAS:
+ *
+ * Figure 5 (the paper's cost figure). For every d of the sweep and every K,
+ * T rounds of the shared (default) LinUCB and LinTS are played twice on the
+ * same contexts: central (choose + update on x) and federated (the M parties'
+ * masking of their column blocks with o3m_block_apply through eval_masker,
+ * the active participant's summation, then choose + update on Q x). The
+ * contexts come from the paper's synthetic stream, drawn before the clock
+ * starts into a pool of --pool rounds that is cycled (drawing 1000 x 200
+ * Gaussians per round would otherwise cost more than some of the pipelines
+ * being timed; the timed code does not depend on the values). Mask
+ * generation is a one-off and is not in these timings; C.3 times it. The
+ * masking alone is timed as a third pipeline so that the table shows where the
+ * extra time goes. Communication is COUNTED, not measured: per round each of
+ * the M-1 passive parties sends K masked d-vectors of float64, so
+ * T K (M-1) d 8 bytes (the active participant's own block never leaves it;
+ * framing, the PMG's one-off blocks and the candidate-list request are not
+ * included).
+ *
+ * Appendix C.3. One "statistic computation" at the small (d 100, K 20, N 5)
+ * and large (d 500, K 10, N 500, so d_j = 1) settings. The paper compares
+ * O3M with homomorphic encryption, MPC and differential privacy as ways for
+ * the parties to produce, jointly, the per-round quantities the bandit needs
+ * from features split across them; the part O3M replaces is therefore the
+ * masking of the K candidates' contexts by all N parties and their summation
+ * into Q x (what the AP then feeds to an ordinary LinUCB). That is the
+ * primary number. Because the paper's own figures (0.006 s, 7.28 s) are far
+ * above what a masked matrix product costs, they probably include more (a
+ * Python prototype's per-party overhead, or the draw of Q), so three more
+ * timings are printed beside it: the same plus the AP's statistics
+ * x~^T theta~ and x~^T Lambda~^-1 x~ for the K arms, a full round (masking,
+ * choose, update), and the one-off mask generation (Q by Gram-Schmidt, cut
+ * into N blocks). */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ap_policy.h"
+#include "eval_cmds.h"
+#include "eval_masker.h"
+#include "eval_regret.h"
+#include "eval_synth.h"
+#include "o3m_blas.h"
+#include "o3m_mask.h"
+
+#define COST_MAX_LIST 16
+
+typedef struct cost_opts {
+  long T;
+  int nK, Ks[COST_MAX_LIST];
+  int nd, ds[COST_MAX_LIST];
+  int M;
+  int algos;           /* bit 1 linucb, bit 2 lints */
+  ap_model_kind model; /* Figure 5 model */
+  int pool;            /* rounds of contexts cycled in Figure 5 */
+  double min_time;     /* seconds per C.3 measurement */
+  int fig5, c3;
+  const char *out_dir;
+} cost_opts;
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* M near-equal consecutive blocks of d columns (M <= d). */
+static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
+  int dims[O3M_MAX_PARTIES];
+  if (M < 1 || M > d || M > O3M_MAX_PARTIES)
+    return o3m_err_set(e, O3M_EINVAL, "cannot split d = %d into %d parties", d, M);
+  for (int j = 0; j < M; j++) dims[j] = d / M + (j < d % M);
+  return o3m_partition_from_dims(p, M, dims, e);
+}
+
+static int make_policy(ap_policy **p, ap_algo a, ap_model_kind m, int d, int K, o3m_err *e) {
+  ap_policy_config pc;
+  ap_policy_config_default(&pc);
+  pc.algo = a;
+  pc.model = m;
+  pc.d = d;
+  pc.n_arms = K;
+  pc.max_candidates = K;
+  return ap_policy_create(p, &pc, e);
+}
+
+/* Plays rounds [t0, t1) over the pool, masked when mk is not NULL, and adds
+ * the elapsed seconds to *sec; arms[t] records the decisions. With p NULL it
+ * only masks (the masking-alone timing). */
+static int play(ap_policy *p, eval_masker *mk, long t0, long t1, int K, int d, int P,
+                const double *pool, const double *rew, int *arms, double *sec, o3m_err *e) {
+  double start = now_seconds();
+  volatile double sink = 0;
+  for (long t = t0; t < t1; t++) {
+    const double *X = pool + (size_t)(t % P) * K * d;
+    const double *V = mk ? eval_masker_apply(mk, K, X) : X;
+    if (!p) {
+      sink += V[0];
+      continue;
+    }
+    int arm;
+    int rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
+    if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * d, rew[(size_t)(t % P) * K + arm]);
+    if (rc) return o3m_err_set(e, rc, "round %ld: policy failed: %s", t, o3m_strerror(rc));
+    arms[t] = arm;
+  }
+  (void)sink;
+  *sec += now_seconds() - start;
+  return O3M_OK;
+}
+
+/* Rounds per slice when the pipelines take turns (see run_fig5). */
+#define COST_SLICE 50
+
+static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
+  printf("Figure 5: relative computation cost federated/central, measured in-process\n"
+         "  T=%ld, M=%d parties (near-equal column blocks), %s model, single-threaded BLAS.\n"
+         "  central   = choose + update on x;  federated = M parties mask their blocks\n"
+         "  (o3m_block_apply) + AP sums + choose + update on Q x;  mask = masking+sum alone.\n"
+         "  Contexts: paper's synthetic stream, %d pre-drawn rounds cycled (drawing excluded).\n"
+         "  The three pipelines take turns every %d rounds (fair under background load).\n"
+         "  comm = T*K*(M-1)*d*8 bytes: COUNTED from what the M-1 passive parties would send\n"
+         "  (float64), not measured on a wire.\n\n",
+         o->T, o->M, ap_model_name(o->model), o->pool, COST_SLICE);
+  printf("%-7s %5s %4s %11s %11s %9s %9s %7s %14s %9s\n", "algo", "K", "d", "central s",
+         "federated s", "mask s", "fed/cen", "agree%", "comm bytes", "comm GB");
+  if (csv)
+    fprintf(csv, "algo,model,T,M,K,d,central_s,federated_s,mask_s,ratio,agree,comm_bytes\n");
+  int rc = O3M_OK;
+  int *arms_c = malloc(sizeof(int) * (size_t)o->T), *arms_f = malloc(sizeof(int) * (size_t)o->T);
+  if (!arms_c || !arms_f) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory for T = %ld", o->T);
+    goto done;
+  }
+  for (int id = 0; id < o->nd && !rc; id++) {
+    for (int iK = 0; iK < o->nK && !rc; iK++) {
+      int d = o->ds[id], K = o->Ks[iK], P = o->pool;
+      if (P > o->T) P = (int)o->T;
+      o3m_partition part;
+      eval_synth *syn = NULL;
+      eval_masker *mk = NULL;
+      double *pool = malloc(sizeof(double) * (size_t)P * K * d);
+      double *rew = malloc(sizeof(double) * (size_t)P * K);
+      if (!pool || !rew) rc = o3m_err_set(e, O3M_ENOMEM, "out of memory for the context pool");
+      if (!rc) rc = even_partition(&part, d, o->M, e);
+      eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = 1};
+      if (!rc && (rc = eval_synth_create(&syn, &sc)) != 0)
+        o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
+      for (int t = 0; !rc && t < P; t++)
+        rc = eval_synth_round(syn, pool + (size_t)t * K * d, NULL, rew + (size_t)t * K);
+      if (!rc) rc = eval_masker_create(&mk, &part, K, 1, 7, e);
+      for (int a = 1; a <= 2 && !rc; a++) {
+        if (!(o->algos & a)) continue;
+        ap_algo algo = a == 1 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+        ap_policy *pc = NULL, *pf = NULL;
+        double sc_s = 0, sf_s = 0, mask_s = 0;
+        rc = make_policy(&pc, algo, o->model, d, K, e);
+        if (!rc) rc = make_policy(&pf, algo, o->model, d, K, e);
+        /* The three pipelines take turns in slices of COST_SLICE rounds, in
+         * rotating order, so that load from other processes on the machine
+         * falls on all of them alike instead of on whichever ran last. */
+        for (long t0 = 0, n = 0; !rc && t0 < o->T; t0 += COST_SLICE, n++) {
+          long t1 = t0 + COST_SLICE < o->T ? t0 + COST_SLICE : o->T;
+          for (int k = 0; k < 3 && !rc; k++) {
+            switch ((k + n) % 3) {
+            case 0: rc = play(pc, NULL, t0, t1, K, d, P, pool, rew, arms_c, &sc_s, e); break;
+            case 1: rc = play(pf, mk, t0, t1, K, d, P, pool, rew, arms_f, &sf_s, e); break;
+            default: rc = play(NULL, mk, t0, t1, K, d, P, pool, rew, NULL, &mask_s, e); break;
+            }
+          }
+        }
+        ap_policy_destroy(pc);
+        ap_policy_destroy(pf);
+        if (rc) break;
+        long agree = 0;
+        for (long t = 0; t < o->T; t++) agree += arms_c[t] == arms_f[t];
+        double bytes = (double)o->T * K * (o->M - 1) * d * 8.0;
+        printf("%-7s %5d %4d %11.3f %11.3f %9.3f %9.2f %7.1f %14.0f %9.3f\n", ap_algo_name(algo),
+               K, d, sc_s, sf_s, mask_s, sf_s / sc_s, 100.0 * agree / o->T, bytes, bytes / 1e9);
+        fflush(stdout);
+        if (csv)
+          fprintf(csv, "%s,%s,%ld,%d,%d,%d,%.6f,%.6f,%.6f,%.4f,%.4f,%.0f\n", ap_algo_name(algo),
+                  ap_model_name(o->model), o->T, o->M, K, d, sc_s, sf_s, mask_s, sf_s / sc_s,
+                  (double)agree / o->T, bytes);
+      }
+      eval_masker_destroy(mk);
+      eval_synth_destroy(syn);
+      free(pool);
+      free(rew);
+    }
+  }
+  if (!rc)
+    printf("note: shared LinTS here is O(K d + d^2) per round (rank-one Cholesky update, one\n"
+           "  triangular solve), while masking is O(K d^2), so its ratio is large; the paper\n"
+           "  re-inverts Lambda (O(d^3)) every round, which hides the masking. Shared LinTS\n"
+           "  agreement is below 100%% by design: equal in distribution, not draw by draw.\n");
+done:
+  free(arms_c);
+  free(arms_f);
+  return rc;
+}
+
+/* What one C.3 repetition covers. */
+enum { C3_MASK, C3_MASK_STATS, C3_ROUND };
+
+#define C3_BATCHES 15
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Times the step selected by `what` in C3_BATCHES batches, each repeating it
+ * until min_time / C3_BATCHES seconds have passed, and returns the median of
+ * the batches' seconds per repetition: robust to other processes' load. */
+static int time_c3(int what, eval_masker *mk, ap_policy *p, int K, int d, const double *X,
+                   const double *rew, double min_time, double *per) {
+  double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
+  if (!mean || !var) {
+    free(mean);
+    free(var);
+    return O3M_ENOMEM;
+  }
+  double batch[C3_BATCHES];
+  int rc = O3M_OK;
+  volatile double sink = 0;
+  for (int b = 0; b < C3_BATCHES && !rc; b++) {
+    long n = 0;
+    double t0 = now_seconds(), el = 0;
+    while (!rc && (n < 1 || el < min_time / C3_BATCHES)) {
+      const double *V = eval_masker_apply(mk, K, X);
+      if (what == C3_MASK_STATS) {
+        rc = ap_policy_stats(p, K, V, NULL, mean, var);
+        sink += mean[0];
+      } else if (what == C3_ROUND) {
+        int arm;
+        rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
+        if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
+      } else {
+        sink += V[0];
+      }
+      n++;
+      el = now_seconds() - t0;
+    }
+    batch[b] = el / n;
+  }
+  (void)sink;
+  free(mean);
+  free(var);
+  qsort(batch, C3_BATCHES, sizeof batch[0], cmp_double);
+  *per = batch[C3_BATCHES / 2];
+  return rc;
+}
+
+static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
+  static const struct {
+    const char *name;
+    int d, K, N;
+    double o3m, he, mpc, dp; /* paper, seconds; negative: not reported */
+  } set[] = {{"small", 100, 20, 5, 0.006, 1190, 2.282, 0.005},
+             {"large", 500, 10, 500, 7.28, -1, 103, 6.48}};
+  printf("\nAppendix C.3: one \"statistic computation\", measured (median of %d batch means)\n"
+         "  Interpretation: the cross-party work one round needs, which HE/MPC/DP would do\n"
+         "  under encryption or noise: every party j masks the K candidates' block x^j with\n"
+         "  Q^j and the AP sums the N parts into Q x  (column 'mask+sum', the O3M part).\n"
+         "  Also shown: + the AP's K statistics x~'theta~ and x~'Lambda~^-1 x~ (shared\n"
+         "  LinUCB), a full round (mask+sum, choose, update), and the one-off draw of Q\n"
+         "  (d x d, Gram-Schmidt twice) cut into N blocks (mean of >= 3 draws).\n\n",
+         C3_BATCHES);
+  printf("%-6s %4s %3s %4s %12s %12s %12s %12s | paper: %7s %7s %7s %7s\n", "set", "d", "K",
+         "N", "mask+sum s", "+stats s", "round s", "mask gen s", "O3M", "HE", "MPC", "DP");
+  if (csv)
+    fprintf(csv, "setting,d,K,N,mask_sum_s,mask_stats_s,round_s,mask_gen_s,paper_o3m_s,"
+                 "paper_he_s,paper_mpc_s,paper_dp_s,comm_bytes_per_round\n");
+  for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
+    int d = set[i].d, K = set[i].K, N = set[i].N, rc;
+    o3m_partition part;
+    eval_synth *syn = NULL;
+    eval_masker *mk = NULL;
+    ap_policy *p = NULL;
+    double *X = malloc(sizeof(double) * (size_t)K * d), *rew = malloc(sizeof(double) * K);
+    eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = 1};
+    rc = (!X || !rew) ? o3m_err_set(e, O3M_ENOMEM, "out of memory") : even_partition(&part, d, N, e);
+    if (!rc && (rc = eval_synth_create(&syn, &sc)) != 0)
+      o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
+    if (!rc) rc = eval_synth_round(syn, X, NULL, rew);
+    /* Mask generation: a few draws, each creating and discarding a masker. */
+    double gen = 0;
+    int ngen = 0;
+    double t0 = now_seconds();
+    while (!rc && (ngen < 3 || now_seconds() - t0 < o->min_time)) {
+      eval_masker_destroy(mk);
+      mk = NULL;
+      rc = eval_masker_create(&mk, &part, K, 1, (uint64_t)ngen + 11, e);
+      ngen++;
+    }
+    gen = (now_seconds() - t0) / (ngen ? ngen : 1);
+    if (!rc) rc = make_policy(&p, AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, e);
+    /* A few updates so that the statistics are not those of lambda I. */
+    for (int t = 0; !rc && t < 20; t++) {
+      const double *V = eval_masker_apply(mk, K, X);
+      rc = ap_policy_update(p, t % K, V + (size_t)(t % K) * d, rew[t % K]);
+    }
+    double s_mask = 0, s_stats = 0, s_round = 0;
+    if (!rc) rc = time_c3(C3_MASK, mk, p, K, d, X, rew, o->min_time, &s_mask);
+    if (!rc) rc = time_c3(C3_MASK_STATS, mk, p, K, d, X, rew, o->min_time, &s_stats);
+    if (!rc) rc = time_c3(C3_ROUND, mk, p, K, d, X, rew, o->min_time, &s_round);
+    if (rc && !e->code) o3m_err_set(e, rc, "C.3 %s: %s", set[i].name, o3m_strerror(rc));
+    if (!rc) {
+      char he[16];
+      if (set[i].he < 0) snprintf(he, sizeof he, "%7s", "-");
+      else snprintf(he, sizeof he, "%7g", set[i].he);
+      printf("%-6s %4d %3d %4d %12.3e %12.3e %12.3e %12.3e | paper: %7g %s %7g %7g\n",
+             set[i].name, d, K, N, s_mask, s_stats, s_round, gen, set[i].o3m, he, set[i].mpc,
+             set[i].dp);
+      if (csv) {
+        /* A figure the paper does not report is an empty field. */
+        char hecsv[32] = "";
+        if (set[i].he >= 0) snprintf(hecsv, sizeof hecsv, "%g", set[i].he);
+        fprintf(csv, "%s,%d,%d,%d,%.6e,%.6e,%.6e,%.6e,%g,%s,%g,%g,%.0f\n", set[i].name, d, K, N,
+                s_mask, s_stats, s_round, gen, set[i].o3m, hecsv, set[i].mpc, set[i].dp,
+                (double)K * (N - 1) * d * 8.0);
+      }
+    }
+    ap_policy_destroy(p);
+    eval_masker_destroy(mk);
+    eval_synth_destroy(syn);
+    free(X);
+    free(rew);
+    if (rc) return rc;
+  }
+  printf("  communication per round (counted): K*(N-1)*d*8 bytes = %.0f (small), %.0f (large)\n",
+         20.0 * 4 * 100 * 8, 10.0 * 499 * 500 * 8);
+  printf("note: the paper's O3M times are 10^2..10^4 x ours; its text does not say what its\n"
+         "  timing includes (language, per-party process or network overhead, the draw of Q).\n"
+         "  The HE/MPC/DP figures are the paper's, not re-measured here.\n");
+  return O3M_OK;
+}
+
+/* "a,b,c" of integers in lo..hi into out (at most COST_MAX_LIST). */
+static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, int *n) {
+  *n = 0;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || *n == COST_MAX_LIST) {
+      fprintf(stderr, "o3m-eval cost: --%s: '%s': entry %d is not an integer in %d..%d (at most "
+                      "%d entries)\n", opt, s, *n + 1, lo, hi, COST_MAX_LIST);
+      return 0;
+    }
+    out[(*n)++] = (int)v;
+    if (!*end) return 1;
+    p = end + 1;
+  }
+}
+
+static void cost_usage(FILE *f) {
+  fprintf(f,
+          "usage: o3m-eval cost [options]\n"
+          "  Measures federated vs central computation (paper Figure 5) and one statistic\n"
+          "  computation (appendix C.3); counts communication.\n"
+          "  --T N             rounds per Figure 5 run (5000)\n"
+          "  --K LIST          arms per round (100,500,1000)\n"
+          "  --d LIST          dimension sweep (50,100,200)\n"
+          "  --M N             parties (5)\n"
+          "  --algo linucb|lints|both  (both)\n"
+          "  --model shared|disjoint   Figure 5 model (shared)\n"
+          "  --pool N          pre-drawn context rounds cycled in Figure 5 (16)\n"
+          "  --min-time S      seconds per C.3 measurement (0.5)\n"
+          "  --only fig5|c3    run one part\n"
+          "  --out-dir DIR     also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)\n");
+}
+
+int eval_cost_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"T", required_argument, 0, 'T'},        {"K", required_argument, 0, 'K'},
+      {"d", required_argument, 0, 'd'},        {"M", required_argument, 0, 'M'},
+      {"algo", required_argument, 0, 'a'},     {"model", required_argument, 0, 'm'},
+      {"pool", required_argument, 0, 'p'},     {"min-time", required_argument, 0, 't'},
+      {"only", required_argument, 0, 'o'},     {"out-dir", required_argument, 0, 'O'},
+      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+  cost_opts o = {.T = 5000, .nK = 3, .Ks = {100, 500, 1000}, .nd = 3, .ds = {50, 100, 200},
+                 .M = 5, .algos = 3, .model = AP_MODEL_SHARED, .pool = 16, .min_time = 0.5,
+                 .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost"};
+  int ch;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    char *end;
+    switch (ch) {
+    case 'T':
+      errno = 0;
+      o.T = strtol(optarg, &end, 10);
+      if (end == optarg || *end || errno || o.T < 1 || o.T > 100000000) {
+        fprintf(stderr, "o3m-eval cost: --T: '%s' is not an integer in 1..100000000\n", optarg);
+        return 2;
+      }
+      break;
+    case 'K': if (!parse_list("K", optarg, 1, 100000, o.Ks, &o.nK)) return 2; break;
+    case 'd': if (!parse_list("d", optarg, 1, O3M_MAX_DIM, o.ds, &o.nd)) return 2; break;
+    case 'M': {
+      int n, v[COST_MAX_LIST];
+      if (!parse_list("M", optarg, 1, O3M_MAX_PARTIES, v, &n) || n != 1) return 2;
+      o.M = v[0];
+      break;
+    }
+    case 'p': {
+      int n, v[COST_MAX_LIST];
+      if (!parse_list("pool", optarg, 1, 100000, v, &n) || n != 1) return 2;
+      o.pool = v[0];
+      break;
+    }
+    case 'a':
+      if (!strcmp(optarg, "linucb")) o.algos = 1;
+      else if (!strcmp(optarg, "lints")) o.algos = 2;
+      else if (!strcmp(optarg, "both")) o.algos = 3;
+      else {
+        fprintf(stderr, "o3m-eval cost: --algo: '%s' is not linucb, lints or both\n", optarg);
+        return 2;
+      }
+      break;
+    case 'm':
+      if (ap_model_parse(optarg, &o.model)) {
+        fprintf(stderr, "o3m-eval cost: --model: '%s' is not shared or disjoint\n", optarg);
+        return 2;
+      }
+      break;
+    case 't':
+      errno = 0;
+      o.min_time = strtod(optarg, &end);
+      if (end == optarg || *end || errno || !(o.min_time >= 0 && o.min_time <= 3600)) {
+        fprintf(stderr, "o3m-eval cost: --min-time: '%s' is not a number in [0, 3600]\n",
+                optarg);
+        return 2;
+      }
+      break;
+    case 'o':
+      if (!strcmp(optarg, "fig5")) o.c3 = 0;
+      else if (!strcmp(optarg, "c3")) o.fig5 = 0;
+      else {
+        fprintf(stderr, "o3m-eval cost: --only: '%s' is not fig5 or c3\n", optarg);
+        return 2;
+      }
+      break;
+    case 'O': o.out_dir = optarg; break;
+    case 'h': cost_usage(stdout); return 0;
+    default: cost_usage(stderr); return 2;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "o3m-eval cost: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  for (int i = 0; o.fig5 && i < o.nd; i++)
+    if (o.ds[i] < o.M) {
+      fprintf(stderr, "o3m-eval cost: --d %d is smaller than --M %d\n", o.ds[i], o.M);
+      return 2;
+    }
+  o3m_blas_single_thread();
+  o3m_err err;
+  o3m_err_clear(&err);
+  FILE *f5 = NULL, *fc = NULL;
+  char path[4096];
+  if (eval_regret_mkdir_p(o.out_dir, &err)) {
+    fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
+    return 1;
+  }
+  int rc = O3M_OK;
+  double t0 = now_seconds();
+  if (o.fig5) {
+    snprintf(path, sizeof path, "%s/cost_fig5.csv", o.out_dir);
+    if (!(f5 = fopen(path, "w"))) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
+    if (!rc) rc = run_fig5(&o, f5, &err);
+  }
+  if (!rc && o.c3) {
+    snprintf(path, sizeof path, "%s/cost_c3.csv", o.out_dir);
+    if (!(fc = fopen(path, "w"))) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
+    if (!rc) rc = run_c3(&o, fc, &err);
+  }
+  if (f5 && fclose(f5) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_fig5.csv");
+  if (fc && fclose(fc) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_c3.csv");
+  if (rc) {
+    fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
+    return 1;
+  }
+  printf("CSVs in %s; total runtime %.1f s\n", o.out_dir, now_seconds() - t0);
+  return fflush(stdout) ? 1 : 0;
+}

@@ -1,0 +1,815 @@
+/* eval_regret.c -- see eval_regret.h.
+ *
+ * One run loops over seeds; per seed it creates the stream, the mask and one
+ * policy per (configuration, variant) plus the same-history learner, then
+ * plays T rounds. Per round the stream is drawn once, masked once, and the
+ * first-c-columns copies for the partial variants are made once per variant,
+ * so every learner sees the same numbers. Results are stored per seed at the
+ * kept steps, and means, bands and summaries are computed by the writers.
+ *
+ * The writers: CSVs (one per configuration), the summary table, and a
+ * generated gnuplot script run with fork/exec inside the output directory
+ * (so that no path is ever quoted into a shell or into the script). */
+#include "eval_regret.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eval_cmds.h"
+#include "eval_masker.h"
+#include "eval_synth.h"
+#include "o3m_blas.h"
+
+#define MAX_CFG 4
+#define MAX_VAR (3 + EVAL_REGRET_MAX_RATIOS)
+
+struct eval_regret {
+  eval_regret_config c;
+  int n_cfg;
+  ap_algo algo[MAX_CFG];
+  ap_model_kind model[MAX_CFG];
+  int n_var;
+  int cols[MAX_VAR];
+  int n_steps;
+  long *step_t;   /* n_steps: the kept steps (1-based round counts) */
+  double *reg;    /* [cfg][var][seed][step] cumulative regret */
+  double *thd;    /* [cfg][seed][step] ||theta_fed|| - ||theta_central|| */
+  double *thsame; /* [cfg][seed][step] same for the same-history learner */
+  long agree[MAX_CFG];
+  double max_mean_diff[MAX_CFG];
+  double max_width_diff[MAX_CFG];
+  double seconds;
+};
+
+void eval_regret_config_default(eval_regret_config *c) {
+  memset(c, 0, sizeof *c);
+  c->d = 100;
+  c->K = 10;
+  c->T = 5000;
+  c->n_seeds = 5;
+  c->first_seed = 1;
+  c->noise_var = 0.05;
+  c->alpha = 0.5;
+  c->v = 0.01;
+  c->lambda = 1.0;
+  c->refactor_every = 1000;
+  o3m_partition_parse(&c->part, "20,20,20,20,20", NULL);
+  c->n_ratios = 2;
+  c->ratios[0] = 0.2;
+  c->ratios[1] = 0.8;
+  c->algos = EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS;
+  c->models = EVAL_REGRET_SHARED;
+  c->every = 10;
+}
+
+int eval_regret_ratio_cols(double r, int d) {
+  int c = (int)ceil(r * d - 1e-9);
+  if (c < 1) c = 1;
+  if (c > d) c = d;
+  return c;
+}
+
+const eval_regret_config *eval_regret_config_of(const eval_regret *r) { return &r->c; }
+double eval_regret_seconds(const eval_regret *r) { return r->seconds; }
+int eval_regret_n_steps(const eval_regret *r) { return r->n_steps; }
+
+void eval_regret_destroy(eval_regret *r) {
+  if (!r) return;
+  free(r->step_t);
+  free(r->reg);
+  free(r->thd);
+  free(r->thsame);
+  free(r);
+}
+
+static int validate(const eval_regret_config *c, o3m_err *e) {
+  if (c->d < 1 || c->d > O3M_MAX_DIM)
+    return o3m_err_set(e, O3M_EINVAL, "--d: %d, expected 1..%d", c->d, O3M_MAX_DIM);
+  if (c->K < 1 || c->K > 100000)
+    return o3m_err_set(e, O3M_EINVAL, "--K: %d, expected 1..100000", c->K);
+  if (c->T < 1) return o3m_err_set(e, O3M_EINVAL, "--T: %ld, expected >= 1", c->T);
+  if (c->n_seeds < 1 || c->n_seeds > 10000)
+    return o3m_err_set(e, O3M_EINVAL, "--seeds: %d, expected 1..10000", c->n_seeds);
+  if (c->part.m < 1 || c->part.d != c->d)
+    return o3m_err_set(e, O3M_EINVAL, "--parties: dims sum to %d but d = %d", c->part.d, c->d);
+  if (c->n_ratios < 0 || c->n_ratios > EVAL_REGRET_MAX_RATIOS)
+    return o3m_err_set(e, O3M_EINVAL, "--partial-ratios: at most %d ratios",
+                       EVAL_REGRET_MAX_RATIOS);
+  for (int i = 0; i < c->n_ratios; i++)
+    if (!(c->ratios[i] > 0 && c->ratios[i] <= 1))
+      return o3m_err_set(e, O3M_EINVAL, "--partial-ratios: %g is not in (0, 1]", c->ratios[i]);
+  if (!(c->algos & 3) || (c->algos & ~3))
+    return o3m_err_set(e, O3M_EINVAL, "--algo: no algorithm selected");
+  if (!(c->models & 3) || (c->models & ~3))
+    return o3m_err_set(e, O3M_EINVAL, "--model: no model selected");
+  if (c->every < 1) return o3m_err_set(e, O3M_EINVAL, "--every: %d, expected >= 1", c->every);
+  if (c->T / c->every > 10000000)
+    return o3m_err_set(e, O3M_EINVAL, "--every: T / every = %ld kept steps, at most 10000000",
+                       c->T / c->every);
+  if (!(c->noise_var >= 0) || !isfinite(c->noise_var))
+    return o3m_err_set(e, O3M_EINVAL, "--noise-var: %g, expected a finite value >= 0",
+                       c->noise_var);
+  return O3M_OK;
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cfg_index(const eval_regret *r, ap_algo a, ap_model_kind m) {
+  for (int i = 0; i < r->n_cfg; i++)
+    if (r->algo[i] == a && r->model[i] == m) return i;
+  return -1;
+}
+
+static double *reg_at(const eval_regret *r, int cfg, int var, int seed) {
+  return r->reg + (((size_t)cfg * r->n_var + var) * r->c.n_seeds + seed) * r->n_steps;
+}
+
+static double *th_at(double *base, const eval_regret *r, int cfg, int seed) {
+  return base + ((size_t)cfg * r->c.n_seeds + seed) * r->n_steps;
+}
+
+/* ||theta||, or for a disjoint model the norm of all arms' thetas stacked. */
+static double theta_norm(const ap_policy *p, int n_arms) {
+  if (ap_policy_config_of(p)->model == AP_MODEL_SHARED) return ap_policy_theta_norm(p, 0);
+  double s = 0;
+  for (int a = 0; a < n_arms; a++) {
+    double n = ap_policy_theta_norm(p, a);
+    s += n * n;
+  }
+  return sqrt(s);
+}
+
+/* Per-seed state: created at the start of each seed, destroyed after it. */
+typedef struct seed_state {
+  eval_synth *synth;
+  eval_masker *masker;
+  ap_policy *pol[MAX_CFG][MAX_VAR];
+  ap_policy *same[MAX_CFG];
+} seed_state;
+
+static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
+  for (int i = 0; i < n_cfg; i++) {
+    for (int v = 0; v < n_var; v++) ap_policy_destroy(s->pol[i][v]);
+    ap_policy_destroy(s->same[i]);
+  }
+  eval_masker_destroy(s->masker);
+  eval_synth_destroy(s->synth);
+  memset(s, 0, sizeof *s);
+}
+
+static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o3m_err *e) {
+  const eval_regret_config *c = &r->c;
+  memset(s, 0, sizeof *s);
+  eval_synth_config sc = {.d = c->d, .K = c->K, .noise_var = c->noise_var, .seed = seed};
+  int rc = eval_synth_create(&s->synth, &sc);
+  if (rc) return o3m_err_set(e, rc, "cannot create the synthetic stream: %s", o3m_strerror(rc));
+  /* The mask's seed differs from the stream's but is fixed by it. */
+  uint64_t mask_seed = seed * 0x9E3779B97F4A7C15ull + 0x6d61736bull;
+  rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed, e);
+  if (rc) return rc;
+  for (int i = 0; i < r->n_cfg; i++) {
+    ap_policy_config pc;
+    ap_policy_config_default(&pc);
+    pc.algo = r->algo[i];
+    pc.model = r->model[i];
+    pc.n_arms = c->K;
+    pc.max_candidates = c->K;
+    pc.lambda = c->lambda;
+    pc.alpha = c->alpha;
+    pc.v = c->v;
+    pc.seed = seed;
+    pc.refactor_every = c->refactor_every;
+    for (int v = 0; v <= r->n_var && !rc; v++) {
+      pc.d = v < r->n_var ? r->cols[v] : c->d;
+      rc = ap_policy_create(v < r->n_var ? &s->pol[i][v] : &s->same[i], &pc, e);
+    }
+    if (rc) return rc;
+  }
+  return O3M_OK;
+}
+
+/* Copies the first cols columns of the K x d matrix X into Y (K x cols). */
+static void first_columns(int K, int d, int cols, const double *X, double *Y) {
+  for (int k = 0; k < K; k++)
+    memcpy(Y + (size_t)k * cols, X + (size_t)k * d, sizeof(double) * cols);
+}
+
+/* Plays one seed's T rounds; s is the seed's index. */
+static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp, double *exp_r,
+                    double *rew, double *mc, double *vc, double *ms, double *vs, o3m_err *e) {
+  const eval_regret_config *c = &r->c;
+  int K = c->K, d = c->d;
+  double cum[MAX_CFG][MAX_VAR];
+  int central_arm[MAX_CFG] = {0};
+  memset(cum, 0, sizeof cum);
+  int step = 0;
+  for (long t = 1; t <= c->T; t++) {
+    int rc = eval_synth_round(st->synth, X, exp_r, rew);
+    if (rc) return o3m_err_set(e, rc, "round %ld: stream failed: %s", t, o3m_strerror(rc));
+    double best = exp_r[0];
+    for (int a = 1; a < K; a++)
+      if (exp_r[a] > best) best = exp_r[a];
+    const double *Xm = eval_masker_apply(st->masker, K, X);
+    for (int v = 0; v < r->n_var; v++) {
+      const double *V = X;
+      if (v == EVAL_REGRET_FEDERATED) {
+        V = Xm;
+      } else if (v >= EVAL_REGRET_LOCAL) {
+        first_columns(K, d, r->cols[v], X, Xp);
+        V = Xp;
+      }
+      int dv = r->cols[v];
+      for (int i = 0; i < r->n_cfg; i++) {
+        ap_policy *p = st->pol[i][v];
+        int arm;
+        rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
+        if (!rc && v == EVAL_REGRET_CENTRAL) {
+          /* The same-history federated learner: compare before updating. */
+          rc = ap_policy_stats(p, K, V, NULL, mc, vc);
+          if (!rc) rc = ap_policy_stats(st->same[i], K, Xm, NULL, ms, vs);
+          if (!rc) {
+            double dm = fabs(mc[arm] - ms[arm]);
+            double dw = fabs(sqrt(fmax(vc[arm], 0)) - sqrt(fmax(vs[arm], 0)));
+            if (dm > r->max_mean_diff[i]) r->max_mean_diff[i] = dm;
+            if (dw > r->max_width_diff[i]) r->max_width_diff[i] = dw;
+            rc = ap_policy_update(st->same[i], arm, Xm + (size_t)arm * d, rew[arm]);
+          }
+          central_arm[i] = arm; /* the central variant runs first */
+        }
+        if (!rc && v == EVAL_REGRET_FEDERATED && arm == central_arm[i])
+          r->agree[i]++;
+        if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * dv, rew[arm]);
+        if (rc)
+          return o3m_err_set(e, rc, "round %ld, %s %s, variant %d: policy failed: %s", t,
+                             ap_algo_name(r->algo[i]), ap_model_name(r->model[i]), v,
+                             o3m_strerror(rc));
+        cum[i][v] += best - exp_r[arm];
+      }
+    }
+    if (t % c->every == 0 || t == c->T) {
+      for (int i = 0; i < r->n_cfg; i++) {
+        for (int v = 0; v < r->n_var; v++) reg_at(r, i, v, s)[step] = cum[i][v];
+        double nc = theta_norm(st->pol[i][EVAL_REGRET_CENTRAL], K);
+        th_at(r->thd, r, i, s)[step] = theta_norm(st->pol[i][EVAL_REGRET_FEDERATED], K) - nc;
+        th_at(r->thsame, r, i, s)[step] = theta_norm(st->same[i], K) - nc;
+      }
+      step++;
+    }
+  }
+  return O3M_OK;
+}
+
+int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) {
+  *out = NULL;
+  int rc = validate(c, e);
+  if (rc) return rc;
+  double t0 = now_seconds();
+  eval_regret *r = calloc(1, sizeof *r);
+  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  r->c = *c;
+  for (int a = 1; a <= 2; a++)
+    for (int m = 1; m <= 2; m++)
+      if ((c->algos & a) && (c->models & m)) {
+        r->algo[r->n_cfg] = a == 1 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+        r->model[r->n_cfg] = m == 1 ? AP_MODEL_SHARED : AP_MODEL_DISJOINT;
+        r->n_cfg++;
+      }
+  r->n_var = 3 + c->n_ratios;
+  r->cols[EVAL_REGRET_CENTRAL] = c->d;
+  r->cols[EVAL_REGRET_FEDERATED] = c->d;
+  r->cols[EVAL_REGRET_LOCAL] = c->part.dims[0];
+  for (int i = 0; i < c->n_ratios; i++)
+    r->cols[EVAL_REGRET_RATIO0 + i] = eval_regret_ratio_cols(c->ratios[i], c->d);
+  r->n_steps = (int)(c->T / c->every + (c->T % c->every != 0));
+  size_t ns = (size_t)r->n_steps, nseed = (size_t)c->n_seeds;
+  r->step_t = malloc(ns * sizeof(long));
+  r->reg = malloc((size_t)r->n_cfg * r->n_var * nseed * ns * sizeof(double));
+  r->thd = malloc((size_t)r->n_cfg * nseed * ns * sizeof(double));
+  r->thsame = malloc((size_t)r->n_cfg * nseed * ns * sizeof(double));
+  size_t kd = (size_t)c->K * c->d;
+  double *X = malloc(kd * sizeof(double)), *Xp = malloc(kd * sizeof(double));
+  double *vec = malloc((size_t)c->K * 6 * sizeof(double));
+  if (!r->step_t || !r->reg || !r->thd || !r->thsame || !X || !Xp || !vec) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory for %d steps x %d seeds", r->n_steps,
+                     c->n_seeds);
+    goto fail;
+  }
+  for (int k = 0; k < r->n_steps; k++) r->step_t[k] = (long)(k + 1) * c->every;
+  r->step_t[r->n_steps - 1] = c->T;
+  for (int s = 0; s < c->n_seeds && !rc; s++) {
+    seed_state st;
+    rc = seed_state_init(&st, r, c->first_seed + (uint64_t)s, e);
+    if (!rc) {
+      double *v = vec;
+      int K = c->K;
+      rc = run_seed(r, s, &st, X, Xp, v, v + K, v + 2 * K, v + 3 * K, v + 4 * K, v + 5 * K, e);
+    }
+    seed_state_free(&st, r->n_cfg, r->n_var);
+  }
+  if (rc) goto fail;
+  free(X);
+  free(Xp);
+  free(vec);
+  r->seconds = now_seconds() - t0;
+  *out = r;
+  return O3M_OK;
+fail:
+  free(X);
+  free(Xp);
+  free(vec);
+  eval_regret_destroy(r);
+  return rc;
+}
+
+/* Mean and sample standard deviation of n values spaced stride apart. */
+static void mean_std(const double *x, int n, size_t stride, double *mean, double *std) {
+  double m = 0;
+  for (int i = 0; i < n; i++) m += x[(size_t)i * stride];
+  m /= n;
+  double ss = 0;
+  for (int i = 0; i < n; i++) {
+    double dlt = x[(size_t)i * stride] - m;
+    ss += dlt * dlt;
+  }
+  *mean = m;
+  *std = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+}
+
+int eval_regret_summary_of(const eval_regret *r, ap_algo a, ap_model_kind m,
+                           eval_regret_summary *out) {
+  int i = cfg_index(r, a, m);
+  if (i < 0) return O3M_ENOTFOUND;
+  memset(out, 0, sizeof *out);
+  out->n_variants = r->n_var;
+  int last = r->n_steps - 1;
+  for (int v = 0; v < r->n_var; v++) {
+    out->cols[v] = r->cols[v];
+    mean_std(reg_at(r, i, v, 0) + last, r->c.n_seeds, (size_t)r->n_steps, &out->final_mean[v],
+             &out->final_std[v]);
+  }
+  out->agreement = (double)r->agree[i] / ((double)r->c.T * r->c.n_seeds);
+  out->max_mean_diff = r->max_mean_diff[i];
+  out->max_width_diff = r->max_width_diff[i];
+  for (size_t k = 0; k < (size_t)r->c.n_seeds * r->n_steps; k++) {
+    double x = fabs(th_at(r->thd, r, i, 0)[k]), y = fabs(th_at(r->thsame, r, i, 0)[k]);
+    if (x > out->max_theta_diff) out->max_theta_diff = x;
+    if (y > out->max_theta_diff_same) out->max_theta_diff_same = y;
+  }
+  return O3M_OK;
+}
+
+double eval_regret_final(const eval_regret *r, ap_algo a, ap_model_kind m, int variant, int s) {
+  int i = cfg_index(r, a, m);
+  if (i < 0 || variant < 0 || variant >= r->n_var || s < 0 || s >= r->c.n_seeds) return NAN;
+  return reg_at(r, i, variant, s)[r->n_steps - 1];
+}
+
+/* The variant's name as used in CSV headers and the table. */
+static void variant_name(const eval_regret *r, int v, char *buf, size_t n) {
+  if (v == EVAL_REGRET_CENTRAL) snprintf(buf, n, "central");
+  else if (v == EVAL_REGRET_FEDERATED) snprintf(buf, n, "federated");
+  else if (v == EVAL_REGRET_LOCAL) snprintf(buf, n, "local");
+  else snprintf(buf, n, "ratio%g", r->c.ratios[v - EVAL_REGRET_RATIO0]);
+}
+
+int eval_regret_mkdir_p(const char *dir, o3m_err *e) {
+  char buf[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof buf)
+    return o3m_err_set(e, O3M_EINVAL, "output directory name '%s' is empty or too long", dir);
+  memcpy(buf, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != 0) continue;
+    char keep = buf[i];
+    buf[i] = 0;
+    struct stat st;
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      return o3m_err_set(e, O3M_EIO, "cannot create directory %s: %s", buf, strerror(errno));
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+      return o3m_err_set(e, O3M_EIO, "%s exists and is not a directory", buf);
+    buf[i] = keep;
+  }
+  return O3M_OK;
+}
+
+int eval_regret_write_csv(const eval_regret *r, const char *dir, o3m_err *e) {
+  int rc = eval_regret_mkdir_p(dir, e);
+  if (rc) return rc;
+  int n = r->c.n_seeds;
+  size_t stride = (size_t)r->n_steps;
+  for (int i = 0; i < r->n_cfg; i++) {
+    char path[4096], name[64];
+    snprintf(path, sizeof path, "%s/regret_%s_%s.csv", dir, ap_algo_name(r->algo[i]),
+             ap_model_name(r->model[i]));
+    FILE *f = fopen(path, "w");
+    if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+    fprintf(f, "t");
+    for (int v = 0; v < r->n_var; v++) {
+      variant_name(r, v, name, sizeof name);
+      fprintf(f, ",%s_mean,%s_lo,%s_hi", name, name, name);
+    }
+    fprintf(f, ",theta_norm_diff_mean,theta_norm_diff_maxabs,"
+               "theta_norm_diff_same_history_maxabs\n");
+    for (int k = 0; k < r->n_steps; k++) {
+      fprintf(f, "%ld", r->step_t[k]);
+      for (int v = 0; v < r->n_var; v++) {
+        double m, sd;
+        mean_std(reg_at(r, i, v, 0) + k, n, stride, &m, &sd);
+        double h = 1.96 * sd / sqrt((double)n);
+        fprintf(f, ",%.6f,%.6f,%.6f", m, m - h, m + h);
+      }
+      double m, sd, mx = 0, mxs = 0;
+      mean_std(th_at(r->thd, r, i, 0) + k, n, stride, &m, &sd);
+      for (int s = 0; s < n; s++) {
+        mx = fmax(mx, fabs(th_at(r->thd, r, i, s)[k]));
+        mxs = fmax(mxs, fabs(th_at(r->thsame, r, i, s)[k]));
+      }
+      fprintf(f, ",%.6e,%.6e,%.6e\n", m, mx, mxs);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+      return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  }
+  return O3M_OK;
+}
+
+void eval_regret_print_summary(const eval_regret *r, FILE *f) {
+  const eval_regret_config *c = &r->c;
+  fprintf(f,
+          "regret: d=%d K=%d T=%ld, seeds %llu..%llu, %d parties (", c->d, c->K, c->T,
+          (unsigned long long)c->first_seed,
+          (unsigned long long)(c->first_seed + (uint64_t)c->n_seeds - 1), c->part.m);
+  for (int j = 0; j < c->part.m; j++) fprintf(f, "%s%d", j ? "," : "", c->part.dims[j]);
+  fprintf(f, "), beta=%g v=%g lambda=%g noise var=%g\n\n", c->alpha, c->v, c->lambda,
+          c->noise_var);
+  fprintf(f, "%-7s %-9s %-10s %5s  %22s  %10s\n", "algo", "model", "variant", "cols",
+          "final regret mean+-std", "/central");
+  for (int i = 0; i < r->n_cfg; i++) {
+    eval_regret_summary sm;
+    eval_regret_summary_of(r, r->algo[i], r->model[i], &sm);
+    for (int v = 0; v < r->n_var; v++) {
+      char name[64];
+      variant_name(r, v, name, sizeof name);
+      if (v == EVAL_REGRET_LOCAL) snprintf(name, sizeof name, "local(AP)");
+      fprintf(f, "%-7s %-9s %-10s %5d  %11.3f +- %8.3f  %10.2f\n", ap_algo_name(r->algo[i]),
+              ap_model_name(r->model[i]), name, sm.cols[v], sm.final_mean[v], sm.final_std[v],
+              sm.final_mean[v] / sm.final_mean[EVAL_REGRET_CENTRAL]);
+    }
+  }
+  fprintf(f, "\nfederated vs central (same stream, same sampler seed):\n");
+  fprintf(f, "%-7s %-9s %9s  %13s %13s  %14s %14s\n", "algo", "model", "agree %",
+          "max|d mean|", "max|d width|", "max|d||th|||", "same-hist d||th||");
+  int shared_ts = 0;
+  for (int i = 0; i < r->n_cfg; i++) {
+    eval_regret_summary sm;
+    eval_regret_summary_of(r, r->algo[i], r->model[i], &sm);
+    if (r->algo[i] == AP_ALGO_LINTS && r->model[i] == AP_MODEL_SHARED) shared_ts = 1;
+    fprintf(f, "%-7s %-9s %9.2f  %13.3e %13.3e  %14.3e %14.3e\n", ap_algo_name(r->algo[i]),
+            ap_model_name(r->model[i]), 100.0 * sm.agreement, sm.max_mean_diff,
+            sm.max_width_diff, sm.max_theta_diff, sm.max_theta_diff_same);
+  }
+  fprintf(f,
+          "note: d mean / d width compare x^T theta and sqrt(x^T Lambda^-1 x) at the central's\n"
+          "  chosen arm with a masked learner fed the central's history (for LinUCB and\n"
+          "  disjoint LinTS that is the federated learner itself).\n");
+  if (shared_ts)
+    fprintf(f,
+            "note: shared LinTS draws mu = theta + v U^-1 z; the Cholesky factor of Q Lambda Q^T\n"
+            "  is not Q U, so the same z gives a different sample and decisions differ draw by\n"
+            "  draw: only the distribution of the scores is equal (Theorem A.1). Its histories\n"
+            "  then drift apart, so agreement and the federated ||theta|| difference measure two\n"
+            "  equally good learners; the same-history columns show the posterior is the same.\n");
+  if (c->n_ratios > 0 || c->part.m > 0)
+    fprintf(f, "note: local(AP) is the first party's %d columns; ratio r keeps the first\n"
+               "  ceil(r d) columns.\n",
+            c->part.dims[0]);
+  fprintf(f, "note: masks come from a seeded generator (evaluation only, not secure).\n");
+}
+
+/* ---- plots ---- */
+
+/* 1-based CSV column of a variant's mean (lo and hi follow). */
+static int col_mean(int v) { return 2 + 3 * v; }
+
+static void gp_regret(FILE *g, const eval_regret *r, const char *csv, const char *png,
+                      const char *title, const int *vars, int nv) {
+  static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  fprintf(g, "set output '%s'\nset title '%s'\nset xlabel 'round t'\n"
+             "set ylabel 'cumulative regret R(t)'\nset format y '%%g'\nplot \\\n",
+          png, title);
+  for (int j = 0; j < nv; j++) {
+    int v = vars[j], cm = col_mean(v);
+    char name[64];
+    variant_name(r, v, name, sizeof name);
+    if (v == EVAL_REGRET_LOCAL) snprintf(name, sizeof name, "partial local (AP, %d cols)",
+                                         r->cols[v]);
+    else if (v >= EVAL_REGRET_RATIO0)
+      snprintf(name, sizeof name, "partial ratio %g (%d cols)",
+               r->c.ratios[v - EVAL_REGRET_RATIO0], r->cols[v]);
+    else if (v == EVAL_REGRET_CENTRAL)
+      snprintf(name, sizeof name, "central (full, %d cols)", r->cols[v]);
+    else
+      snprintf(name, sizeof name, "federated (O3M, %d parties)", r->c.part.m);
+    const char *col = colors[v % 10];
+    fprintf(g,
+            "  '%s' using 1:%d:%d with filledcurves fc rgb '%s' fs transparent solid 0.2 "
+            "notitle, \\\n"
+            "  '%s' using 1:%d with lines lw %s lc rgb '%s' %s title '%s'%s\n",
+            csv, cm + 1, cm + 2, col, csv, cm, v == EVAL_REGRET_FEDERATED ? "2" : "2.5", col,
+            v == EVAL_REGRET_FEDERATED ? "dt 2" : "dt 1", name, j + 1 < nv ? ", \\" : "");
+  }
+}
+
+static void gp_theta(FILE *g, const eval_regret *r, const char *csv, const char *png,
+                     const char *title, int is_shared_ts) {
+  int base = col_mean(r->n_var); /* theta_norm_diff_mean */
+  fprintf(g, "set output '%s'\nset title '%s'\nset xlabel 'round t'\n"
+             "set ylabel '‖θ_{fed}‖ − ‖θ_{central}‖'\nset format y '%%.1e'\n",
+          png, title);
+  if (is_shared_ts)
+    fprintf(g,
+            "plot '%s' using 1:%d with lines lw 2 lc rgb '#d62728' title 'federated, own draws "
+            "(mean over seeds)', \\\n"
+            "  '%s' using 1:%d with lines lw 2 lc rgb '#1f77b4' title 'federated, same history "
+            "as central (max |.| over seeds)'\n",
+            csv, base, csv, base + 2);
+  else
+    fprintf(g,
+            "plot '%s' using 1:%d with lines lw 2 lc rgb '#d62728' title 'mean over seeds', "
+            "\\\n  '%s' using 1:%d with lines lw 1.5 dt 2 lc rgb '#1f77b4' title 'max |.| over "
+            "seeds'\n",
+            csv, base, csv, base + 1);
+}
+
+/* Appends " name" to the NUL-terminated list of capacity n, truncating. */
+static void append_name(char *list, size_t n, const char *name) {
+  size_t l = strlen(list);
+  if (l + 1 < n) snprintf(list + l, n - l, " %s", name);
+}
+
+int eval_regret_plot(const eval_regret *r, const char *dir, FILE *f, o3m_err *e) {
+  int rc = eval_regret_mkdir_p(dir, e);
+  if (rc) return rc;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/regret_plots.gp", dir);
+  FILE *g = fopen(path, "w");
+  if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  fprintf(g, "# Generated by o3m-eval regret; run inside this directory: gnuplot %s\n"
+             "set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,11'\n"
+             "set encoding utf8\nset datafile separator ','\nset key top left box opaque\nset grid\n",
+          "regret_plots.gp");
+  char list[1024] = "";
+  for (int m = 1; m <= 2; m++) {
+    ap_model_kind model = m == 1 ? AP_MODEL_SHARED : AP_MODEL_DISJOINT;
+    const char *mn = ap_model_name(model);
+    for (int a = 0; a < 2; a++) {
+      ap_algo algo = a == 0 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+      if (cfg_index(r, algo, model) < 0) continue;
+      const char *an = a == 0 ? "LinUCB" : "LinTS";
+      const char *vf = a == 0 ? "VFUCB" : "VFTS";
+      char csv[128], png[128], title[256];
+      snprintf(csv, sizeof csv, "regret_%s_%s.csv", ap_algo_name(algo), mn);
+      int v1[3] = {EVAL_REGRET_CENTRAL, EVAL_REGRET_FEDERATED, EVAL_REGRET_LOCAL};
+      snprintf(png, sizeof png, "fig4%c_%s.png", a == 0 ? 'a' : 'c', mn);
+      snprintf(title, sizeof title, "Fig. 4%c: %s vs %s vs partial local (%s model, %d seeds, "
+               "95%% band)", a == 0 ? 'a' : 'c', an, vf, mn, r->c.n_seeds);
+      gp_regret(g, r, csv, png, title, v1, 3);
+      append_name(list, sizeof list, png);
+      snprintf(png, sizeof png, "fig4%c_%s.png", a == 0 ? 'b' : 'd', mn);
+      snprintf(title, sizeof title, "Fig. 4%c: ||theta|| difference, %s minus %s (%s model)",
+               a == 0 ? 'b' : 'd', vf, an, mn);
+      gp_theta(g, r, csv, png, title, algo == AP_ALGO_LINTS && model == AP_MODEL_SHARED);
+      append_name(list, sizeof list, png);
+      if (r->c.n_ratios > 0) {
+        int v6[1 + EVAL_REGRET_MAX_RATIOS], n6 = 0;
+        for (int i = 0; i < r->c.n_ratios; i++) v6[n6++] = EVAL_REGRET_RATIO0 + i;
+        v6[n6++] = EVAL_REGRET_CENTRAL;
+        snprintf(png, sizeof png, "fig6%c_%s.png", a == 0 ? 'a' : 'b', mn);
+        snprintf(title, sizeof title, "Fig. 6%c: %s, partial ratios vs full features (%s "
+                 "model)", a == 0 ? 'a' : 'b', an, mn);
+        gp_regret(g, r, csv, png, title, v6, n6);
+        append_name(list, sizeof list, png);
+      }
+    }
+  }
+  fprintf(g, "unset output\n");
+  int bad = ferror(g);
+  if (fclose(g) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) return o3m_err_set(e, O3M_EIO, "cannot start gnuplot: %s", strerror(errno));
+  if (pid == 0) {
+    if (chdir(dir) != 0) _exit(126);
+    execlp("gnuplot", "gnuplot", "regret_plots.gp", (char *)NULL);
+    _exit(127);
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR)
+      return o3m_err_set(e, O3M_EIO, "waiting for gnuplot: %s", strerror(errno));
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+    return o3m_err_set(e, O3M_ENOTFOUND,
+                       "gnuplot not found (Debian package gnuplot-nox): no plots; the script "
+                       "is %s",
+                       path);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return o3m_err_set(e, O3M_EIO, "gnuplot failed on %s (status %d)", path, status);
+  if (f) fprintf(f, "plots in %s:%s\n", dir, list);
+  return O3M_OK;
+}
+
+/* ---- the subcommand ---- */
+
+static int opt_num(const char *name, const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+    fprintf(stderr, "o3m-eval regret: --%s: '%s' is not a number in [%g, %g]\n", name, s, lo,
+            hi);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int opt_int(const char *name, const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "o3m-eval regret: --%s: '%s' is not an integer in %ld..%ld\n", name, s, lo,
+            hi);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* "a,b,c" of numbers in (0, 1]. */
+static int parse_ratios(const char *s, eval_regret_config *c) {
+  c->n_ratios = 0;
+  if (!*s || !strcmp(s, "none")) return 1;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p || !(v > 0 && v <= 1) || (*end && *end != ',')) {
+      fprintf(stderr, "o3m-eval regret: --partial-ratios: '%s': entry %d is not in (0, 1]\n", s,
+              c->n_ratios + 1);
+      return 0;
+    }
+    if (c->n_ratios == EVAL_REGRET_MAX_RATIOS) {
+      fprintf(stderr, "o3m-eval regret: --partial-ratios: at most %d ratios\n",
+              EVAL_REGRET_MAX_RATIOS);
+      return 0;
+    }
+    c->ratios[c->n_ratios++] = v;
+    if (!*end) return 1;
+    p = end + 1;
+  }
+}
+
+static int parse_set(const char *opt, const char *s, const char *a, const char *b, int *out) {
+  if (!strcmp(s, a)) *out = 1;
+  else if (!strcmp(s, b)) *out = 2;
+  else if (!strcmp(s, "both")) *out = 3;
+  else {
+    fprintf(stderr, "o3m-eval regret: --%s: '%s' is not %s, %s or both\n", opt, s, a, b);
+    return 0;
+  }
+  return 1;
+}
+
+static void regret_usage(FILE *f) {
+  fprintf(f,
+          "usage: o3m-eval regret [options]\n"
+          "  The paper's synthetic experiment (Figures 4 and 6): central, federated (O3M,\n"
+          "  masked in-process), partial local (first party only) and partial ratios on the\n"
+          "  same stream per seed. Writes CSVs and PNGs to --out-dir, a summary to stdout.\n"
+          "  --d N                  context dimension (100)\n"
+          "  --K N                  arms per round (10)\n"
+          "  --T N                  rounds (5000)\n"
+          "  --seeds N              repeats, seeds FIRST..FIRST+N-1 (5)\n"
+          "  --first-seed S         (1)\n"
+          "  --parties D1,D2,...    column split, first party = AP (20,20,20,20,20; for\n"
+          "                         another --d: min(5, d) near-equal parts)\n"
+          "  --partial-ratios R,..  shares of columns for Figure 6, or none (0.2,0.8)\n"
+          "  --algo linucb|lints|both    (both)\n"
+          "  --model shared|disjoint|both (shared)\n"
+          "  --alpha B              LinUCB beta (0.5); --beta is the same\n"
+          "  --v V                  LinTS scale (0.01)\n"
+          "  --lambda L             ridge (1)\n"
+          "  --noise-var S2         reward noise variance (0.05)\n"
+          "  --every N              keep every N-th step in the CSVs, and the last (10)\n"
+          "  --refactor-every N     policy refactorization period (1000)\n"
+          "  --out-dir DIR          (eval-out/regret)\n"
+          "  --no-plots             CSVs and summary only\n");
+}
+
+int eval_regret_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"d", required_argument, 0, 'd'},          {"K", required_argument, 0, 'K'},
+      {"T", required_argument, 0, 'T'},          {"seeds", required_argument, 0, 'S'},
+      {"first-seed", required_argument, 0, 'f'}, {"parties", required_argument, 0, 'p'},
+      {"partial-ratios", required_argument, 0, 'r'}, {"algo", required_argument, 0, 'a'},
+      {"model", required_argument, 0, 'm'},      {"alpha", required_argument, 0, 'A'},
+      {"beta", required_argument, 0, 'A'},       {"v", required_argument, 0, 'v'},
+      {"lambda", required_argument, 0, 'l'},     {"noise-var", required_argument, 0, 'n'},
+      {"every", required_argument, 0, 'e'},      {"refactor-every", required_argument, 0, 'R'},
+      {"out-dir", required_argument, 0, 'o'},    {"no-plots", no_argument, 0, 'P'},
+      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+  eval_regret_config c;
+  eval_regret_config_default(&c);
+  const char *parties = NULL, *out_dir = "eval-out/regret";
+  int plots = 1, ch;
+  long lv;
+  optind = 1;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'd': if (!opt_int("d", optarg, 1, O3M_MAX_DIM, &lv)) return 2; c.d = (int)lv; break;
+    case 'K': if (!opt_int("K", optarg, 1, 100000, &lv)) return 2; c.K = (int)lv; break;
+    case 'T': if (!opt_int("T", optarg, 1, 1000000000, &c.T)) return 2; break;
+    case 'S': if (!opt_int("seeds", optarg, 1, 10000, &lv)) return 2; c.n_seeds = (int)lv; break;
+    case 'f':
+      if (!opt_int("first-seed", optarg, 0, __LONG_MAX__, &lv)) return 2;
+      c.first_seed = (uint64_t)lv;
+      break;
+    case 'p': parties = optarg; break;
+    case 'r': if (!parse_ratios(optarg, &c)) return 2; break;
+    case 'a': if (!parse_set("algo", optarg, "linucb", "lints", &c.algos)) return 2; break;
+    case 'm': if (!parse_set("model", optarg, "shared", "disjoint", &c.models)) return 2; break;
+    case 'A': if (!opt_num("alpha", optarg, 0, 1e6, &c.alpha)) return 2; break;
+    case 'v': if (!opt_num("v", optarg, 0, 1e6, &c.v)) return 2; break;
+    case 'l': if (!opt_num("lambda", optarg, 1e-12, 1e12, &c.lambda)) return 2; break;
+    case 'n': if (!opt_num("noise-var", optarg, 0, 1e6, &c.noise_var)) return 2; break;
+    case 'e': if (!opt_int("every", optarg, 1, 1000000000, &lv)) return 2; c.every = (int)lv; break;
+    case 'R':
+      if (!opt_int("refactor-every", optarg, 1, 1000000000, &lv)) return 2;
+      c.refactor_every = (int)lv;
+      break;
+    case 'o': out_dir = optarg; break;
+    case 'P': plots = 0; break;
+    case 'h': regret_usage(stdout); return 0;
+    default: regret_usage(stderr); return 2;
+    }
+  }
+  if (optind != argc) {
+    fprintf(stderr, "o3m-eval regret: unexpected argument '%s'\n", argv[optind]);
+    regret_usage(stderr);
+    return 2;
+  }
+  o3m_err err;
+  o3m_err_clear(&err);
+  if (parties) {
+    if (o3m_partition_parse(&c.part, parties, &err)) {
+      fprintf(stderr, "o3m-eval regret: --parties: %s\n", o3m_err_message(&err));
+      return 2;
+    }
+  } else if (c.d != 100) {
+    int m = c.d < 5 ? c.d : 5, dims[5];
+    for (int j = 0; j < m; j++) dims[j] = c.d / m + (j < c.d % m);
+    o3m_partition_from_dims(&c.part, m, dims, NULL);
+  }
+  o3m_blas_single_thread();
+  double t_start = now_seconds();
+  eval_regret *r = NULL;
+  int rc = eval_regret_run(&r, &c, &err);
+  if (rc) {
+    fprintf(stderr, "o3m-eval regret: %s\n", o3m_err_message(&err));
+    return rc == O3M_EINVAL ? 2 : 1;
+  }
+  int status = 0;
+  eval_regret_print_summary(r, stdout);
+  if (eval_regret_write_csv(r, out_dir, &err)) {
+    fprintf(stderr, "o3m-eval regret: %s\n", o3m_err_message(&err));
+    status = 1;
+  } else {
+    printf("CSVs in %s: regret_<algo>_<model>.csv, %d rows each (every %d steps and the "
+           "last)\n",
+           out_dir, eval_regret_n_steps(r), c.every);
+    if (plots && eval_regret_plot(r, out_dir, stdout, &err)) {
+      fprintf(stderr, "o3m-eval regret: %s\n", o3m_err_message(&err));
+      if (err.code != O3M_ENOTFOUND) status = 1;
+    }
+  }
+  printf("runtime: %.2f s for the experiment, %.2f s in all (single-threaded BLAS)\n",
+         eval_regret_seconds(r), now_seconds() - t_start);
+  eval_regret_destroy(r);
+  if (fflush(stdout) != 0) status = 1;
+  return status;
+}

@@ -1,0 +1,251 @@
+/* test_regret.c -- the synthetic regret experiment (eval_regret.h).
+ *
+ * Small runs (d 10, K 5, T 300, 2 seeds, five parties of 2 columns) check
+ * what the experiment exists to show: the federated LinUCB learner makes the
+ * central learner's decisions in every round and so has exactly its regret
+ * and its ||theta||; disjoint LinTS agrees draw by draw; shared LinTS samples
+ * from the same posterior; the active participant alone (2 of 10 columns) is
+ * clearly worse on every seed; every variant sees the same stream; the CSV
+ * has the documented header and rows; bad configurations are refused. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eval_regret.h"
+
+static eval_regret_config small_config(void) {
+  eval_regret_config c;
+  eval_regret_config_default(&c);
+  c.d = 10;
+  c.K = 5;
+  c.T = 300;
+  c.n_seeds = 2;
+  cr_assert_eq(o3m_partition_parse(&c.part, "2,2,2,2,2", NULL), O3M_OK);
+  c.algos = EVAL_REGRET_LINUCB;
+  c.models = EVAL_REGRET_SHARED;
+  return c;
+}
+
+static eval_regret *run(const eval_regret_config *c) {
+  eval_regret *r = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = eval_regret_run(&r, c, &e);
+  cr_assert_eq(rc, O3M_OK, "eval_regret_run: %s", o3m_err_message(&e));
+  cr_assert_not_null(r);
+  return r;
+}
+
+Test(regret, linucb_federated_equals_central) {
+  eval_regret_config c = small_config();
+  eval_regret *r = run(&c);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(s.agreement, 1.0, "agreement %.6f, expected 1", s.agreement);
+  for (int k = 0; k < c.n_seeds; k++) {
+    double fc = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
+    double ff = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_FEDERATED, k);
+    cr_assert(fc > 0, "seed %d: central regret %g", k, fc);
+    cr_assert_eq(ff, fc, "seed %d: federated regret %.17g, central %.17g", k, ff, fc);
+  }
+  cr_assert_eq(s.final_mean[EVAL_REGRET_FEDERATED], s.final_mean[EVAL_REGRET_CENTRAL]);
+  cr_assert_lt(s.max_theta_diff, 1e-9, "| ||theta_fed|| - ||theta_c|| | up to %g",
+               s.max_theta_diff);
+  cr_assert_lt(s.max_mean_diff, 1e-9, "estimated reward differs by %g", s.max_mean_diff);
+  cr_assert_lt(s.max_width_diff, 1e-9, "width differs by %g", s.max_width_diff);
+  eval_regret_destroy(r);
+}
+
+Test(regret, partial_local_worse_than_central_on_every_seed) {
+  eval_regret_config c = small_config();
+  c.n_seeds = 4; /* more than the 2 of the brief: the margin is large on each */
+  c.algos = EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS;
+  eval_regret *r = run(&c);
+  for (int a = 0; a < 2; a++) {
+    ap_algo algo = a ? AP_ALGO_LINTS : AP_ALGO_LINUCB;
+    for (int k = 0; k < c.n_seeds; k++) {
+      double fc = eval_regret_final(r, algo, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
+      double fl = eval_regret_final(r, algo, AP_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
+      /* Over seeds 1..39 the ratio is at least 4.7; 2 leaves room. */
+      cr_assert_gt(fl, 2 * fc, "%s seed %d: local regret %g, central %g", ap_algo_name(algo),
+                   k + 1, fl, fc);
+    }
+  }
+  eval_regret_destroy(r);
+}
+
+Test(regret, every_variant_sees_the_same_stream) {
+  /* local = party 1's 2 columns and ratio 0.2 = ceil(2) columns are the same
+   * learner on the same data: their regrets must be identical, seed by seed. */
+  eval_regret_config c = small_config();
+  c.n_ratios = 1;
+  c.ratios[0] = 0.2;
+  eval_regret *r = run(&c);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(s.cols[EVAL_REGRET_LOCAL], 2);
+  cr_assert_eq(s.cols[EVAL_REGRET_RATIO0], 2);
+  for (int k = 0; k < c.n_seeds; k++) {
+    double fl = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
+    double fr = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_RATIO0, k);
+    cr_assert_eq(fl, fr, "seed %d: local %.17g, ratio 0.2 %.17g", k, fl, fr);
+  }
+  /* A different seed is a different stream. */
+  double f0 = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, 0);
+  double f1 = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, 1);
+  cr_assert_neq(f0, f1, "seeds 1 and 2 gave the same regret %.17g", f0);
+  eval_regret_destroy(r);
+}
+
+Test(regret, disjoint_lints_agrees_draw_by_draw) {
+  eval_regret_config c = small_config();
+  c.algos = EVAL_REGRET_LINTS;
+  c.models = EVAL_REGRET_DISJOINT;
+  eval_regret *r = run(&c);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINTS, AP_MODEL_DISJOINT, &s), O3M_OK);
+  cr_assert_eq(s.agreement, 1.0, "agreement %.6f, expected 1", s.agreement);
+  cr_assert_eq(s.final_mean[EVAL_REGRET_FEDERATED], s.final_mean[EVAL_REGRET_CENTRAL]);
+  cr_assert_lt(s.max_theta_diff, 1e-9, "theta norm differs by %g", s.max_theta_diff);
+  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_ENOTFOUND);
+  eval_regret_destroy(r);
+}
+
+Test(regret, shared_lints_same_posterior) {
+  /* Draws differ, so decisions may differ; the learner with the central's
+   * history must have the central's mean, width and ||theta||. */
+  eval_regret_config c = small_config();
+  c.algos = EVAL_REGRET_LINTS;
+  eval_regret *r = run(&c);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINTS, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_lt(s.max_mean_diff, 1e-9, "estimated reward differs by %g", s.max_mean_diff);
+  cr_assert_lt(s.max_width_diff, 1e-9, "width differs by %g", s.max_width_diff);
+  cr_assert_lt(s.max_theta_diff_same, 1e-9, "theta norm differs by %g", s.max_theta_diff_same);
+  cr_assert(s.agreement > 0 && s.agreement <= 1, "agreement %g", s.agreement);
+  eval_regret_destroy(r);
+}
+
+/* Reads a whole small file into a NUL-terminated buffer. */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char *buf = malloc(1 << 20);
+  cr_assert_not_null(buf);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static char tmpdir[] = "/tmp/test_regret_XXXXXX";
+
+static void rm_dir(const char *dir) {
+  static const char *names[] = {"regret_linucb_shared.csv", "regret_lints_shared.csv",
+                                "regret_plots.gp", "fig4a_shared.png", "fig4b_shared.png",
+                                "fig4c_shared.png", "fig4d_shared.png", "fig6a_shared.png",
+                                "fig6b_shared.png"};
+  char p[512];
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    unlink(p);
+  }
+  rmdir(dir);
+}
+
+Test(regret, csv_header_and_rows) {
+  eval_regret_config c = small_config();
+  c.every = 7; /* 300 = 42 * 7 + 6: 42 kept steps and the last */
+  eval_regret *r = run(&c);
+  cr_assert_eq(eval_regret_n_steps(r), 43);
+  cr_assert_not_null(mkdtemp(tmpdir));
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_regret_write_csv(r, tmpdir, &e), O3M_OK, "%s", o3m_err_message(&e));
+  char path[512];
+  snprintf(path, sizeof path, "%s/regret_linucb_shared.csv", tmpdir);
+  char *buf = slurp(path);
+  const char *hdr =
+      "t,central_mean,central_lo,central_hi,federated_mean,federated_lo,federated_hi,"
+      "local_mean,local_lo,local_hi,ratio0.2_mean,ratio0.2_lo,ratio0.2_hi,ratio0.8_mean,"
+      "ratio0.8_lo,ratio0.8_hi,theta_norm_diff_mean,theta_norm_diff_maxabs,"
+      "theta_norm_diff_same_history_maxabs\n";
+  cr_assert_eq(strncmp(buf, hdr, strlen(hdr)), 0, "header:\n%.400s\nexpected:\n%s", buf, hdr);
+  int lines = 0;
+  const char *last = buf;
+  for (char *p = buf; *p; p++)
+    if (*p == '\n') {
+      lines++;
+      if (p[1]) last = p + 1;
+    }
+  cr_assert_eq(lines, 1 + 43, "%d lines", lines);
+  cr_assert_eq(strncmp(buf + strlen(hdr), "7,", 2), 0, "first row: %.40s", buf + strlen(hdr));
+  cr_assert_eq(strncmp(last, "300,", 4), 0, "last row: %.40s", last);
+  /* Every row has 19 fields, and the band brackets the mean. */
+  double t, m, lo, hi;
+  cr_assert_eq(sscanf(last, "%lf,%lf,%lf,%lf", &t, &m, &lo, &hi), 4);
+  cr_assert(lo <= m && m <= hi, "band %g <= %g <= %g", lo, m, hi);
+  int commas = 0;
+  for (const char *p = last; *p && *p != '\n'; p++) commas += *p == ',';
+  cr_assert_eq(commas, 18);
+  free(buf);
+  eval_regret_destroy(r);
+  rm_dir(tmpdir);
+}
+
+Test(regret, plots_written_when_gnuplot_exists) {
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) cr_skip_test("gnuplot not installed");
+  eval_regret_config c = small_config();
+  c.algos = EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS;
+  eval_regret *r = run(&c);
+  char dir[] = "/tmp/test_regret_plot_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_regret_write_csv(r, dir, &e), O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_eq(eval_regret_plot(r, dir, NULL, &e), O3M_OK, "%s", o3m_err_message(&e));
+  static const char *pngs[] = {"fig4a_shared.png", "fig4b_shared.png", "fig4c_shared.png",
+                               "fig4d_shared.png", "fig6a_shared.png", "fig6b_shared.png"};
+  for (size_t i = 0; i < sizeof pngs / sizeof pngs[0]; i++) {
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, pngs[i]);
+    cr_assert_eq(stat(p, &st), 0, "%s missing", p);
+    cr_assert_gt(st.st_size, 1000, "%s is only %lld bytes", p, (long long)st.st_size);
+  }
+  eval_regret_destroy(r);
+  rm_dir(dir);
+}
+
+Test(regret, rejects_bad_configurations) {
+  eval_regret *r = (eval_regret *)1;
+  o3m_err e;
+  eval_regret_config c = small_config();
+  cr_assert_eq(o3m_partition_parse(&c.part, "2,2,2,2", NULL), O3M_OK);
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_regret_run(&r, &c, &e), O3M_EINVAL);
+  cr_assert_null(r);
+  cr_assert_not_null(strstr(e.msg, "--parties"), "message: %s", e.msg);
+  c = small_config();
+  c.n_ratios = 1;
+  c.ratios[0] = 0;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_regret_run(&r, &c, &e), O3M_EINVAL);
+  cr_assert_not_null(strstr(e.msg, "--partial-ratios"), "message: %s", e.msg);
+  c = small_config();
+  c.algos = 0;
+  cr_assert_eq(eval_regret_run(&r, &c, NULL), O3M_EINVAL);
+}
+
+Test(regret, ratio_columns) {
+  cr_assert_eq(eval_regret_ratio_cols(0.2, 100), 20);
+  cr_assert_eq(eval_regret_ratio_cols(0.7, 100), 70); /* 0.7 * 100 = 70.00000000000001 */
+  cr_assert_eq(eval_regret_ratio_cols(0.8, 100), 80);
+  cr_assert_eq(eval_regret_ratio_cols(0.25, 10), 3);
+  cr_assert_eq(eval_regret_ratio_cols(0.01, 10), 1);
+  cr_assert_eq(eval_regret_ratio_cols(1.0, 10), 10);
+}
