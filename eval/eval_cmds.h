@@ -10,5 +10,7 @@ int eval_simulate_main(int argc, char **argv);
 int eval_gen_synthetic_main(int argc, char **argv);
 int eval_regret_main(int argc, char **argv);
 int eval_cost_main(int argc, char **argv);
+int eval_replay_main(int argc, char **argv);
+int eval_gen_criteo_main(int argc, char **argv);
 
 #endif

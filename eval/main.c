@@ -13,6 +13,8 @@ static const struct {
     {"gen-synthetic", eval_gen_synthetic_main, "write the paper's synthetic stream file"},
     {"regret", eval_regret_main, "the paper's synthetic regret experiment (Fig. 4, 6)"},
     {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
+    {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
+    {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,866 @@
+/* eval_replay.c -- the replay estimator (see eval_replay.h) and the
+ * `o3m-eval replay` subcommand.
+ *
+ * Events are read in batches of BATCH into one of two batch buffers, each
+ * event stored compactly: the logged arm and reward, and either the row part
+ * w (d numbers, additively split readers) or the full K x d matrix. The
+ * learners rebuild their K x d candidate matrices from that. With threads =
+ * 2 the central and partial learners are one "job" per batch on a second
+ * thread, while the calling thread runs the federated learner and the random
+ * baselines on the same batch and then reads the next one; with threads = 1
+ * everything runs inline. Each learner sees the events in order and owns its
+ * state, so both schedules give the same numbers.
+ *
+ * Costs per event for K = 40, d = 39 (Criteo): a shared-LinUCB choose is one
+ * K x d x d dsymm, about 120 kflop; the masking of the additively split
+ * context is d x d (one row), building the candidate matrices K x d adds,
+ * parsing about 200 bytes. The choose calls dominate; see the README for
+ * measured rates. */
+#include "eval_replay.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eval_cmds.h"
+#include "eval_criteo_prep.h"
+#include "eval_masker.h"
+#include "o3m_blas.h"
+#include "o3m_rng.h"
+
+#define BATCH 256
+
+void eval_replay_config_default(eval_replay_config *c) {
+  memset(c, 0, sizeof *c);
+  ap_policy_config_default(&c->policy);
+  c->mask_seed = 7;
+  c->random_seed = 1000;
+  c->n_random = 5;
+  c->variants = EVAL_REPLAY_ALL;
+  c->threads = 1;
+}
+
+double eval_replay_ctr(const eval_replay_tally *t) {
+  return t->matched ? t->clicks / (double)t->matched : NAN;
+}
+
+void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
+                          eval_replay_rel *out) {
+  double ctr = eval_replay_ctr(t), mean_rand = 0, s1 = 0, s2 = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  int n = res->n_random;
+  for (int s = 0; s < n; s++) {
+    double cr = eval_replay_ctr(&res->random[s]);
+    mean_rand += cr / n;
+    double r = ctr / cr;
+    s1 += r;
+    s2 += r * r;
+    if (r < lo) lo = r;
+    if (r > hi) hi = r;
+  }
+  out->rel = ctr / mean_rand;
+  out->mean = n ? s1 / n : NAN;
+  out->std = n > 1 ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
+  out->min = n ? lo : NAN;
+  out->max = n ? hi : NAN;
+  if (!isfinite(out->rel)) out->rel = NAN;
+  if (!isfinite(out->mean)) out->mean = out->std = out->min = out->max = NAN;
+}
+
+/* ---- the learners ---- */
+
+typedef struct batch {
+  int n;
+  int *arm;
+  double *reward;
+  long long *line;
+  double *data; /* BATCH x (split ? d : K d) */
+  int *central; /* choices, -1 when central does not run */
+  int *fed;
+} batch;
+
+typedef struct learner {
+  ap_policy *pol;
+  int d;
+  double *Xb; /* K x d candidate matrix */
+  eval_replay_tally tally;
+} learner;
+
+typedef struct replay {
+  const eval_replay_config *cfg;
+  int K, d, split, stride;
+  const double *C; /* K x d item part (split readers) */
+  learner central, fed, partial;
+  eval_masker *masker;
+  double *QC; /* K x d masked item part (split readers) */
+  o3m_rng *rng[EVAL_REPLAY_MAX_RANDOM];
+  eval_replay_tally random[EVAL_REPLAY_MAX_RANDOM];
+  batch b[2];
+  /* the second thread */
+  int threaded;
+  pthread_t thr;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int job;   /* index of the batch to process, -1 none, -2 quit */
+  int done;  /* set when the job is finished */
+  int job_rc;
+  o3m_err job_err;
+  double worker_cpu; /* the second thread's CPU seconds, set when it quits */
+} replay;
+
+/* CPU seconds (user + system) of the calling thread. */
+static double thread_cpu(void) {
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru)) return 0;
+  return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+         (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static int learner_init(learner *l, const ap_policy_config *base, int K, int d, o3m_err *e) {
+  ap_policy_config c = *base;
+  c.d = d;
+  c.n_arms = K;
+  c.max_candidates = K;
+  l->d = d;
+  l->Xb = malloc(sizeof(double) * (size_t)K * d);
+  if (!l->Xb) return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
+  return ap_policy_create(&l->pol, &c, e);
+}
+
+static void learner_free(learner *l) {
+  ap_policy_destroy(l->pol);
+  free(l->Xb);
+}
+
+/* Chooses on X (K x l->d); on a match updates with the chosen row. */
+static int learner_step(learner *l, int K, const double *X, int arm, double reward,
+                        long long line, const char *name, int *choice, o3m_err *e) {
+  int c;
+  int rc = ap_policy_choose(l->pol, K, X, NULL, &c, NULL);
+  if (rc)
+    return o3m_err_set(e, rc, "replay: event at line %lld: %s choose failed: %s", line, name,
+                       o3m_strerror(rc));
+  *choice = c;
+  if (c != arm) return O3M_OK;
+  l->tally.matched++;
+  l->tally.clicks += reward;
+  rc = ap_policy_update(l->pol, c, X + (size_t)c * l->d, reward);
+  if (rc)
+    return o3m_err_set(e, rc, "replay: event at line %lld: %s update failed: %s", line, name,
+                       o3m_strerror(rc));
+  return O3M_OK;
+}
+
+/* y = a + b over n doubles. Unrolled by four so that -O2 vectorizes the body
+ * (it does not version plain loops for aliasing); this runs K times per
+ * learner per event. */
+static inline void vadd(int n, const double *restrict a, const double *restrict b,
+                        double *restrict y) {
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    y[j] = a[j] + b[j];
+    y[j + 1] = a[j + 1] + b[j + 1];
+    y[j + 2] = a[j + 2] + b[j + 2];
+    y[j + 3] = a[j + 3] + b[j + 3];
+  }
+  for (; j < n; j++) y[j] = a[j] + b[j];
+}
+
+/* Builds learner `which`'s K x d candidate matrix for event t of b and
+ * returns it (a pointer into the batch for an unsplit central learner). */
+static const double *candidates(replay *R, int which, const batch *b, int t) {
+  const int K = R->K, d = R->d;
+  const double *row = b->data + (size_t)t * R->stride;
+  if (which == EVAL_REPLAY_FEDERATED) {
+    if (!R->split) return eval_masker_apply(R->masker, K, row);
+    /* Q x_a = Q w + Q c_a: mask the row part, add the masked item parts. */
+    const double *qw = eval_masker_apply(R->masker, 1, row);
+    double *Y = R->fed.Xb;
+    for (int a = 0; a < K; a++) vadd(d, qw, R->QC + (size_t)a * d, Y + (size_t)a * d);
+    return Y;
+  }
+  if (which == EVAL_REPLAY_CENTRAL) {
+    if (!R->split) return row;
+    double *X = R->central.Xb;
+    for (int a = 0; a < K; a++) vadd(d, row, R->C + (size_t)a * d, X + (size_t)a * d);
+    return X;
+  }
+  /* partial: the first dp columns */
+  const int dp = R->partial.d;
+  double *Xp = R->partial.Xb;
+  for (int a = 0; a < K; a++) {
+    double *x = Xp + (size_t)a * dp;
+    if (R->split) {
+      vadd(dp, row, R->C + (size_t)a * d, x);
+    } else {
+      memcpy(x, row + (size_t)a * d, sizeof(double) * dp);
+    }
+  }
+  return Xp;
+}
+
+/* Runs the learners in the bit set `which` over batch b, in event order.
+ * Records the central and federated choices for the agreement count. */
+static int run_learners(replay *R, int which, batch *b, o3m_err *e) {
+  static const struct { int bit; const char *name; } order[] = {
+      {EVAL_REPLAY_CENTRAL, "central"},
+      {EVAL_REPLAY_FEDERATED, "federated"},
+      {EVAL_REPLAY_PARTIAL, "partial"}};
+  for (int i = 0; i < 3; i++) {
+    int bit = order[i].bit;
+    if (!(which & bit & R->cfg->variants)) continue;
+    learner *l = bit == EVAL_REPLAY_CENTRAL ? &R->central
+                 : bit == EVAL_REPLAY_FEDERATED ? &R->fed : &R->partial;
+    int *rec = bit == EVAL_REPLAY_CENTRAL ? b->central
+               : bit == EVAL_REPLAY_FEDERATED ? b->fed : NULL;
+    for (int t = 0; t < b->n; t++) {
+      int c = -1;
+      int rc = learner_step(l, R->K, candidates(R, bit, b, t), b->arm[t], b->reward[t],
+                            b->line[t], order[i].name, &c, e);
+      if (rc) return rc;
+      if (rec) rec[t] = c;
+    }
+  }
+  return O3M_OK;
+}
+
+/* The random baselines over batch b. */
+static void run_random(replay *R, const batch *b) {
+  const int K = R->K;
+  for (int t = 0; t < b->n; t++)
+    for (int s = 0; s < R->cfg->n_random; s++) {
+      uint64_t u;
+      o3m_rng_u64(R->rng[s], &u);
+      /* Multiply-high maps u uniformly onto 0..K-1 (bias below K / 2^64). */
+      int a = (int)(((unsigned __int128)u * (unsigned)K) >> 64);
+      if (a == b->arm[t]) {
+        R->random[s].matched++;
+        R->random[s].clicks += b->reward[t];
+      }
+    }
+}
+
+/* Which learners the second thread runs. Measured costs per event at K = 40,
+ * d = 39 (shared LinUCB): central ~8 us, federated ~9 us (its choose plus
+ * masking), partial ~3.5 us at d_1 = 20, reading and parsing ~1.2 us per used
+ * event. The calling thread also reads, so it takes federated and the
+ * second thread central + partial: ~10.5 vs ~11.5 us, the most even split of
+ * three sequential learners. */
+#define WORKER_LEARNERS (EVAL_REPLAY_CENTRAL | EVAL_REPLAY_PARTIAL)
+#define MAIN_LEARNERS EVAL_REPLAY_FEDERATED
+
+static void *worker_main(void *arg) {
+  replay *R = arg;
+  pthread_mutex_lock(&R->mu);
+  for (;;) {
+    while (R->job == -1) pthread_cond_wait(&R->cv, &R->mu);
+    if (R->job == -2) break;
+    int j = R->job;
+    pthread_mutex_unlock(&R->mu);
+    int rc = R->job_rc ? R->job_rc : run_learners(R, WORKER_LEARNERS, &R->b[j], &R->job_err);
+    pthread_mutex_lock(&R->mu);
+    R->job_rc = rc;
+    R->job = -1;
+    R->done = 1;
+    pthread_cond_broadcast(&R->cv);
+  }
+  R->worker_cpu = thread_cpu();
+  pthread_mutex_unlock(&R->mu);
+  return NULL;
+}
+
+static void job_post(replay *R, int j) {
+  pthread_mutex_lock(&R->mu);
+  R->job = j;
+  R->done = 0;
+  pthread_cond_broadcast(&R->cv);
+  pthread_mutex_unlock(&R->mu);
+}
+
+static void job_wait(replay *R) {
+  pthread_mutex_lock(&R->mu);
+  while (!R->done) pthread_cond_wait(&R->cv, &R->mu);
+  pthread_mutex_unlock(&R->mu);
+}
+
+static void replay_free(replay *R) {
+  if (R->threaded) {
+    pthread_mutex_lock(&R->mu);
+    R->job = -2;
+    pthread_cond_broadcast(&R->cv);
+    pthread_mutex_unlock(&R->mu);
+    pthread_join(R->thr, NULL);
+    pthread_mutex_destroy(&R->mu);
+    pthread_cond_destroy(&R->cv);
+  }
+  learner_free(&R->central);
+  learner_free(&R->fed);
+  learner_free(&R->partial);
+  eval_masker_destroy(R->masker);
+  free(R->QC);
+  for (int s = 0; s < EVAL_REPLAY_MAX_RANDOM; s++) o3m_rng_destroy(R->rng[s]);
+  for (int i = 0; i < 2; i++) {
+    free(R->b[i].arm);
+    free(R->b[i].reward);
+    free(R->b[i].line);
+    free(R->b[i].data);
+    free(R->b[i].central);
+    free(R->b[i].fed);
+  }
+}
+
+static int replay_init(replay *R, eval_reader *rd, const eval_replay_config *cfg, o3m_err *e) {
+  memset(R, 0, sizeof *R);
+  R->cfg = cfg;
+  R->K = eval_reader_arms(rd);
+  R->d = eval_reader_dim(rd);
+  R->C = eval_reader_item_part(rd);
+  R->split = R->C != NULL;
+  /* The learners rebuild X from w and C: the reader need not. */
+  if (R->split) eval_reader_fill_matrix(rd, 0);
+  R->stride = R->split ? R->d : R->K * R->d;
+  R->job = -1;
+  const int K = R->K, d = R->d;
+  if (cfg->part.m < 1 || cfg->part.d != d)
+    return o3m_err_set(e, O3M_EDIM, "replay: the partition covers %d columns, the data has %d",
+                       cfg->part.d, d);
+  if (cfg->n_random < 1 || cfg->n_random > EVAL_REPLAY_MAX_RANDOM)
+    return o3m_err_set(e, O3M_EINVAL, "replay: %d random seeds, expected 1..%d", cfg->n_random,
+                       EVAL_REPLAY_MAX_RANDOM);
+  if (cfg->threads < 1 || cfg->threads > 2)
+    return o3m_err_set(e, O3M_EINVAL, "replay: threads = %d, expected 1 or 2", cfg->threads);
+  int rc;
+  if (cfg->variants & EVAL_REPLAY_CENTRAL)
+    if ((rc = learner_init(&R->central, &cfg->policy, K, d, e))) return rc;
+  if (cfg->variants & EVAL_REPLAY_FEDERATED) {
+    if ((rc = learner_init(&R->fed, &cfg->policy, K, d, e))) return rc;
+    if ((rc = eval_masker_create(&R->masker, &cfg->part, K, 1, cfg->mask_seed, e))) return rc;
+    if (R->split) {
+      R->QC = malloc(sizeof(double) * (size_t)K * d);
+      if (!R->QC) return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
+      memcpy(R->QC, eval_masker_apply(R->masker, K, R->C), sizeof(double) * (size_t)K * d);
+    }
+  }
+  if (cfg->variants & EVAL_REPLAY_PARTIAL)
+    if ((rc = learner_init(&R->partial, &cfg->policy, K, cfg->part.dims[0], e))) return rc;
+  R->partial.d = cfg->part.dims[0];
+  for (int s = 0; s < cfg->n_random; s++)
+    if ((rc = o3m_rng_create_seeded_insecure(&R->rng[s], cfg->random_seed + (uint64_t)s)))
+      return o3m_err_set(e, rc, "replay: cannot create a random generator");
+  for (int i = 0; i < 2; i++) {
+    batch *b = &R->b[i];
+    b->arm = malloc(sizeof(int) * BATCH);
+    b->reward = malloc(sizeof(double) * BATCH);
+    b->line = malloc(sizeof(long long) * BATCH);
+    b->data = malloc(sizeof(double) * BATCH * (size_t)R->stride);
+    b->central = malloc(sizeof(int) * BATCH);
+    b->fed = malloc(sizeof(int) * BATCH);
+    if (!b->arm || !b->reward || !b->line || !b->data || !b->central || !b->fed)
+      return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
+  }
+  if (cfg->threads == 2 && (cfg->variants & WORKER_LEARNERS)) {
+    if (pthread_mutex_init(&R->mu, NULL)) return o3m_err_set(e, O3M_ENOMEM, "replay: mutex");
+    if (pthread_cond_init(&R->cv, NULL)) {
+      pthread_mutex_destroy(&R->mu);
+      return o3m_err_set(e, O3M_ENOMEM, "replay: condition variable");
+    }
+    if (pthread_create(&R->thr, NULL, worker_main, R)) {
+      pthread_cond_destroy(&R->cv);
+      pthread_mutex_destroy(&R->mu);
+      return o3m_err_set(e, O3M_ENOMEM, "replay: cannot start the second thread");
+    }
+    R->threaded = 1;
+  }
+  return O3M_OK;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct progress {
+  int on, printed;
+  double t0, last;
+} progress;
+
+static void progress_show(progress *p, eval_reader *rd, uint64_t events, long long limit,
+                          int final) {
+  double t = now_s();
+  if (!p->on || (!final && t - p->last < 0.5)) return;
+  p->last = t;
+  double el = t - p->t0;
+  uint64_t rows = events + eval_reader_skipped(rd);
+  double rate = el > 0 ? (double)rows / el : 0;
+  long long size = eval_reader_size(rd), got = eval_reader_bytes_read(rd);
+  double eta = -1;
+  if (limit > 0 && el > 0 && events > 0)
+    eta = (double)(limit - (long long)events) / ((double)events / el);
+  else if (size > 0 && got > 0 && el > 0)
+    eta = (double)(size - got) / ((double)got / el);
+  char etas[32] = "";
+  if (eta >= 0 && !final) snprintf(etas, sizeof etas, "  ETA %.0f s", eta);
+  fprintf(stderr, "\rreplay: %llu rows (%llu used)  %.0f rows/s  %.1f s%s      ",
+          (unsigned long long)rows, (unsigned long long)events, rate, el, etas);
+  if (final) fputc('\n', stderr);
+  fflush(stderr);
+  p->printed = 1;
+}
+
+/* Reads up to BATCH events into b. Returns the count (0 at the end) or a
+ * negative code. */
+static int fill(replay *R, eval_reader *rd, batch *b, uint64_t *events, long long limit,
+                progress *pg, o3m_err *e) {
+  b->n = 0;
+  while (b->n < BATCH && (limit <= 0 || (long long)*events < limit)) {
+    eval_event ev;
+    int rc = eval_reader_next(rd, &ev, e);
+    if (rc < 0) return rc;
+    if (rc == 0) break;
+    int t = b->n++;
+    b->arm[t] = ev.arm;
+    b->reward[t] = ev.reward;
+    b->line[t] = ev.line;
+    memcpy(b->data + (size_t)t * R->stride, R->split ? ev.w : ev.X,
+           sizeof(double) * R->stride);
+    (*events)++;
+    if ((*events & 0x3fff) == 0) progress_show(pg, rd, *events, limit, 0);
+  }
+  return b->n;
+}
+
+int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_result *res,
+                    o3m_err *e) {
+  memset(res, 0, sizeof *res);
+  replay R;
+  int rc = replay_init(&R, rd, cfg, e);
+  res->variants = cfg->variants;
+  res->K = R.K;
+  res->d = R.d;
+  res->partial_d = cfg->part.m >= 1 ? cfg->part.dims[0] : 0;
+  res->n_random = cfg->n_random;
+  if (rc) {
+    replay_free(&R);
+    return rc;
+  }
+  o3m_blas_single_thread();
+  double cpu0 = thread_cpu();
+  progress pg = {cfg->progress, 0, now_s(), now_s()};
+  uint64_t events = 0;
+  int cur = 0;
+  rc = fill(&R, rd, &R.b[cur], &events, cfg->limit, &pg, e);
+  while (rc > 0) {
+    batch *b = &R.b[cur];
+    if (R.threaded) job_post(&R, cur);
+    run_random(&R, b);
+    rc = run_learners(&R, R.threaded ? MAIN_LEARNERS : EVAL_REPLAY_ALL, b, e);
+    int next = 0;
+    if (!rc) next = fill(&R, rd, &R.b[1 - cur], &events, cfg->limit, &pg, e);
+    if (R.threaded) {
+      job_wait(&R);
+      if (!rc && R.job_rc) {
+        rc = R.job_rc;
+        if (e) *e = R.job_err;
+      }
+    }
+    if (rc) break;
+    if ((cfg->variants & EVAL_REPLAY_CENTRAL) && (cfg->variants & EVAL_REPLAY_FEDERATED))
+      for (int t = 0; t < b->n; t++) res->agree += b->central[t] == b->fed[t];
+    res->events += (uint64_t)b->n;
+    rc = next;
+    cur = 1 - cur;
+  }
+  progress_show(&pg, rd, res->events, cfg->limit, 1);
+  res->seconds = now_s() - pg.t0;
+  res->cpu_main = thread_cpu() - cpu0;
+  res->skipped = eval_reader_skipped(rd);
+  res->central = R.central.tally;
+  res->federated = R.fed.tally;
+  res->partial = R.partial.tally;
+  for (int s = 0; s < cfg->n_random; s++) res->random[s] = R.random[s];
+  int threaded = R.threaded;
+  replay_free(&R); /* joins the second thread, which records its CPU time */
+  res->cpu_worker = threaded ? R.worker_cpu : 0;
+  return rc < 0 ? rc : O3M_OK;
+}
+
+/* ---- report ---- */
+
+static void fmt(char *buf, size_t n, const char *f, double v) {
+  if (isnan(v)) snprintf(buf, n, "n/a");
+  else snprintf(buf, n, f, v);
+}
+
+static void print_row(FILE *f, const eval_replay_result *res, const char *name,
+                      const eval_replay_tally *t) {
+  eval_replay_rel r;
+  eval_replay_relative(res, t, &r);
+  char ctr[32], rel[32], sd[32], lo[32], hi[32];
+  fmt(ctr, sizeof ctr, "%.5f", eval_replay_ctr(t));
+  fmt(rel, sizeof rel, "%.4f", r.rel);
+  fmt(sd, sizeof sd, "%.4f", r.std);
+  fmt(lo, sizeof lo, "%.4f", r.min);
+  fmt(hi, sizeof hi, "%.4f", r.max);
+  fprintf(f, "%-22s %10llu %10.0f %9s %9s %9s %9s %9s\n", name,
+          (unsigned long long)t->matched, t->clicks, ctr, rel, sd, lo, hi);
+}
+
+void eval_replay_print(FILE *f, const eval_replay_result *res) {
+  fprintf(f, "%-22s %10s %10s %9s %9s %9s %9s %9s\n", "variant", "matched", "clicks", "CTR",
+          "rel.CTR", "rel.std", "rel.min", "rel.max");
+  char name[64];
+  if (res->variants & EVAL_REPLAY_CENTRAL) {
+    snprintf(name, sizeof name, "central (d=%d)", res->d);
+    print_row(f, res, name, &res->central);
+  }
+  if (res->variants & EVAL_REPLAY_FEDERATED) {
+    snprintf(name, sizeof name, "federated (d=%d)", res->d);
+    print_row(f, res, name, &res->federated);
+  }
+  if (res->variants & EVAL_REPLAY_PARTIAL) {
+    snprintf(name, sizeof name, "partial-local (d=%d)", res->partial_d);
+    print_row(f, res, name, &res->partial);
+  }
+  /* The random baseline: mean over seeds, spread of its own CTR / mean. */
+  double m = 0, c = 0;
+  for (int s = 0; s < res->n_random; s++) {
+    m += (double)res->random[s].matched / res->n_random;
+    c += res->random[s].clicks / res->n_random;
+  }
+  double mean_ctr = 0, lo = INFINITY, hi = -INFINITY, s1 = 0, s2 = 0;
+  for (int s = 0; s < res->n_random; s++) mean_ctr += eval_replay_ctr(&res->random[s]) / res->n_random;
+  for (int s = 0; s < res->n_random; s++) {
+    double r = eval_replay_ctr(&res->random[s]) / mean_ctr;
+    s1 += r;
+    s2 += r * r;
+    lo = r < lo ? r : lo;
+    hi = r > hi ? r : hi;
+  }
+  int n = res->n_random;
+  char ctr[32], sd[32], los[32], his[32], rel[32];
+  fmt(ctr, sizeof ctr, "%.5f", mean_ctr);
+  fmt(rel, sizeof rel, "%.4f", isfinite(mean_ctr) && mean_ctr > 0 ? 1.0 : NAN);
+  fmt(sd, sizeof sd, "%.4f", n > 1 ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN);
+  fmt(los, sizeof los, "%.4f", isfinite(lo) ? lo : NAN);
+  fmt(his, sizeof his, "%.4f", isfinite(hi) ? hi : NAN);
+  snprintf(name, sizeof name, "random (mean of %d)", n);
+  fprintf(f, "%-22s %10.1f %10.1f %9s %9s %9s %9s %9s\n", name, m, c, ctr, rel, sd, los, his);
+  if (c < 10)
+    fprintf(f, "note: the random baseline saw %.1f clicks per seed on average; with so few, "
+               "relative CTR is noise (n/a: a seed without clicks)\n", c);
+  if ((res->variants & EVAL_REPLAY_CENTRAL) && (res->variants & EVAL_REPLAY_FEDERATED))
+    fprintf(f, "decision agreement federated vs central: %.2f%% of %llu rows (%llu differ)\n",
+            res->events ? 100.0 * (double)res->agree / (double)res->events : 100.0,
+            (unsigned long long)res->events, (unsigned long long)(res->events - res->agree));
+  double sec = res->seconds > 0 ? res->seconds : NAN;
+  fprintf(f, "rows used %llu, skipped %llu; %.2f s: %.0f input rows/s (%.0f used rows/s)\n",
+          (unsigned long long)res->events, (unsigned long long)res->skipped, res->seconds,
+          (double)(res->events + res->skipped) / sec, (double)res->events / sec);
+  if (res->cpu_worker > 0)
+    fprintf(f, "cpu: %.2f s reading + federated + random, %.2f s central + partial (second "
+               "thread)\n", res->cpu_main, res->cpu_worker);
+  else
+    fprintf(f, "cpu: %.2f s\n", res->cpu_main);
+}
+
+/* ---- the subcommand ---- */
+
+static void replay_usage(FILE *f) {
+  fprintf(f,
+    "usage: o3m-eval replay --format news|obd|criteo-tsv|criteo-csv --input FILE [options]\n"
+    "\n"
+    "Li et al.'s replay estimator on logged data: central, federated (masked) and\n"
+    "partial-local learners side by side, against a uniformly random policy.\n"
+    "\n"
+    "data:\n"
+    "  --format F             news | obd | criteo-tsv | criteo-csv\n"
+    "  --input FILE           the log ('-' = stdin; criteo then needs --stats-in)\n"
+    "  --item-context FILE    obd: item_context.csv (required for obd)\n"
+    "  --obd-position P       obd: position used, 1..3, or 0 for all (default 1)\n"
+    "  --obd-user-buckets B   obd: hash buckets per user feature column (default 16)\n"
+    "  --stats-in FILE        criteo: reuse preprocessing statistics\n"
+    "  --stats-out FILE       criteo: write the statistics computed by this run\n"
+    "  --stats-rows N         criteo: compute statistics from the first N rows (default all)\n"
+    "  --criteo-arms N        criteo: number of arms, the most frequent labels (default 40)\n"
+    "  --int-transform T      criteo: raw (default, the paper) | log before min-max\n"
+    "  --limit N              use at most N events\n"
+    "federation:\n"
+    "  --parties D1,D2,...    column split across parties (first = the active participant)\n"
+    "  --partial-ratio R      split as [ceil(R d), d - ceil(R d)] (default 0.5)\n"
+    "  --mask-seed S          seed of the (evaluation-only) mask (default 7)\n"
+    "policy:\n"
+    "  --algo linucb|lints    (default linucb)\n"
+    "  --model shared|disjoint (default shared)\n"
+    "  --alpha A              LinUCB width (default 0.5; 0.6 for criteo, the paper's)\n"
+    "  --lambda L             ridge (default 1)\n"
+    "  --v V                  LinTS scale (default 0.01)\n"
+    "  --seed S               LinTS sampler seed (default 1)\n"
+    "  --random-seeds N       random baseline runs (default 5)\n"
+    "  --random-seed S        first seed of the random baseline (default 1000)\n"
+    "run:\n"
+    "  --variants LIST        any of central,federated,partial (default all three)\n"
+    "  --threads 1|2          run central+partial on a second thread (default 2)\n");
+}
+
+static int parse_ll_arg(const char *s, long long *out) {
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (!*s || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_double_arg(const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (!*s || *end || !isfinite(v)) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_variants(const char *s, int *out) {
+  int v = 0;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", s);
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (!strcmp(t, "central")) v |= EVAL_REPLAY_CENTRAL;
+    else if (!strcmp(t, "federated")) v |= EVAL_REPLAY_FEDERATED;
+    else if (!strcmp(t, "partial")) v |= EVAL_REPLAY_PARTIAL;
+    else return -1;
+  }
+  if (!v) return -1;
+  *out = v;
+  return 0;
+}
+
+/* The Criteo reader for the subcommand: statistics read (--stats-in) or
+ * computed by a first pass (over --stats-rows rows, or all), optionally
+ * written (--stats-out), then the reader. Reports each step on stdout.
+ * Returns 0, a negative O3M code with e set, or CRITEO_USAGE after printing
+ * a usage error. The statistics are heap-allocated (28 KB) and freed here;
+ * the reader keeps its own copy. */
+typedef struct criteo_args {
+  const char *input;
+  int csv;
+  const char *stats_in, *stats_out;
+  long long stats_rows;
+  int arms;
+  int have_tr;
+  eval_criteo_transform tr;
+} criteo_args;
+
+#define CRITEO_USAGE 1
+
+static int open_criteo(eval_reader **rd, const criteo_args *a, o3m_err *e) {
+  eval_criteo_stats *st = malloc(sizeof *st);
+  if (!st) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int rc;
+  double t0 = now_s();
+  if (a->stats_in) {
+    rc = eval_criteo_stats_read(st, a->stats_in, e);
+    if (!rc && a->have_tr && a->tr != st->transform) {
+      fprintf(stderr, "replay: --int-transform %s contradicts %s (%s)\n",
+              eval_criteo_transform_name(a->tr), a->stats_in,
+              eval_criteo_transform_name(st->transform));
+      rc = CRITEO_USAGE;
+    }
+    if (!rc) printf("criteo statistics: read from %s (%lld rows)\n", a->stats_in, st->rows);
+  } else if (!strcmp(a->input, "-")) {
+    fprintf(stderr, "replay: criteo from stdin needs --stats-in (two passes otherwise)\n");
+    rc = CRITEO_USAGE;
+  } else {
+    rc = eval_criteo_scan(a->input, a->csv, a->stats_rows, a->tr, a->arms, st, e);
+    if (!rc)
+      printf("criteo statistics: first pass over %lld rows in %.2f s (%s)\n", st->rows,
+             now_s() - t0, a->stats_rows ? "a prefix, --stats-rows" : "the whole file");
+  }
+  if (!rc && a->stats_out) {
+    rc = eval_criteo_stats_write(st, a->stats_out, e);
+    if (!rc) printf("criteo statistics: written to %s\n", a->stats_out);
+  }
+  if (!rc) {
+    long long cov = 0;
+    for (int k = 0; k < st->n_arms; k++) cov += st->arm_rows[k];
+    printf("criteo arms: %d labels cover %.1f%% of the statistics rows (CTR %.4f overall)\n",
+           st->n_arms, 100.0 * (double)cov / (double)st->rows,
+           (double)st->clicks / (double)st->rows);
+    rc = eval_reader_open_criteo(rd, a->input, a->csv, st, e);
+  }
+  free(st);
+  return rc;
+}
+
+int eval_replay_main(int argc, char **argv) {
+  enum { O_FORMAT = 1000, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS,
+         O_TR, O_LIMIT, O_PARTIES, O_RATIO, O_MSEED, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V,
+         O_SEED, O_NRAND, O_RSEED, O_VARIANTS, O_THREADS, O_HELP };
+  static const struct option opts[] = {
+      {"format", required_argument, 0, O_FORMAT}, {"input", required_argument, 0, O_INPUT},
+      {"item-context", required_argument, 0, O_ITEMS},
+      {"obd-position", required_argument, 0, O_OBDPOS},
+      {"obd-user-buckets", required_argument, 0, O_OBDB},
+      {"stats-in", required_argument, 0, O_SIN}, {"stats-out", required_argument, 0, O_SOUT},
+      {"stats-rows", required_argument, 0, O_SROWS},
+      {"criteo-arms", required_argument, 0, O_ARMS},
+      {"int-transform", required_argument, 0, O_TR}, {"limit", required_argument, 0, O_LIMIT},
+      {"parties", required_argument, 0, O_PARTIES},
+      {"partial-ratio", required_argument, 0, O_RATIO},
+      {"mask-seed", required_argument, 0, O_MSEED}, {"algo", required_argument, 0, O_ALGO},
+      {"model", required_argument, 0, O_MODEL}, {"alpha", required_argument, 0, O_ALPHA},
+      {"lambda", required_argument, 0, O_LAMBDA}, {"v", required_argument, 0, O_V},
+      {"seed", required_argument, 0, O_SEED}, {"random-seeds", required_argument, 0, O_NRAND},
+      {"random-seed", required_argument, 0, O_RSEED},
+      {"variants", required_argument, 0, O_VARIANTS},
+      {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, O_HELP},
+      {0, 0, 0, 0}};
+  eval_replay_config cfg;
+  eval_replay_config_default(&cfg);
+  cfg.threads = 2;
+  eval_obd_options obd;
+  eval_obd_options_default(&obd);
+  eval_format fmt_ = 0;
+  const char *input = NULL, *items = NULL, *stats_in = NULL, *stats_out = NULL;
+  const char *parties = NULL;
+  long long stats_rows = 0, arms = EVAL_CRITEO_DEFAULT_ARMS, ll = 0;
+  double ratio = 0.5;
+  int have_ratio = 0, have_alpha = 0, have_tr = 0;
+  eval_criteo_transform tr = EVAL_CRITEO_INT_RAW;
+  int c;
+  optind = 1;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    const char *a = optarg;
+    int bad = 0;
+    switch (c) {
+      case O_FORMAT: bad = eval_format_parse(a, &fmt_) != 0; break;
+      case O_INPUT: input = a; break;
+      case O_ITEMS: items = a; break;
+      case O_OBDPOS: bad = parse_ll_arg(a, &ll) || ll < 0 || ll > 1000; obd.position = (int)ll; break;
+      case O_OBDB: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 4096; obd.user_buckets = (int)ll; break;
+      case O_SIN: stats_in = a; break;
+      case O_SOUT: stats_out = a; break;
+      case O_SROWS: bad = parse_ll_arg(a, &stats_rows) || stats_rows < 1; break;
+      case O_ARMS: bad = parse_ll_arg(a, &arms) || arms < 1 || arms > EVAL_CRITEO_MAX_ARMS; break;
+      case O_TR: bad = eval_criteo_transform_parse(a, &tr) != 0; have_tr = 1; break;
+      case O_LIMIT: bad = parse_ll_arg(a, &cfg.limit) || cfg.limit < 1; break;
+      case O_PARTIES: parties = a; break;
+      case O_RATIO: bad = parse_double_arg(a, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
+      case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
+      case O_ALGO: bad = ap_algo_parse(a, &cfg.policy.algo) != 0; break;
+      case O_MODEL: bad = ap_model_parse(a, &cfg.policy.model) != 0; break;
+      case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
+      case O_LAMBDA: bad = parse_double_arg(a, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
+      case O_V: bad = parse_double_arg(a, &cfg.policy.v) || cfg.policy.v < 0; break;
+      case O_SEED: bad = parse_ll_arg(a, &ll); cfg.policy.seed = (uint64_t)ll; break;
+      case O_NRAND: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > EVAL_REPLAY_MAX_RANDOM; cfg.n_random = (int)ll; break;
+      case O_RSEED: bad = parse_ll_arg(a, &ll); cfg.random_seed = (uint64_t)ll; break;
+      case O_VARIANTS: bad = parse_variants(a, &cfg.variants) != 0; break;
+      case O_THREADS: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 2; cfg.threads = (int)ll; break;
+      case O_HELP: replay_usage(stdout); return 0;
+      default:
+        fprintf(stderr, "replay: unknown or incomplete option '%s'\n", argv[optind - 1]);
+        replay_usage(stderr);
+        return 2;
+    }
+    if (bad) {
+      const char *name = "?";
+      for (int i = 0; opts[i].name; i++)
+        if (opts[i].val == c) name = opts[i].name;
+      fprintf(stderr, "replay: bad value '%s' for --%s\n", a, name);
+      return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "replay: unexpected argument '%s'\n", argv[optind]);
+    return 2;
+  }
+  if (!fmt_ || !input) {
+    fprintf(stderr, "replay: --format and --input are required (see --help)\n");
+    return 2;
+  }
+  if (parties && have_ratio) {
+    fprintf(stderr, "replay: give --parties or --partial-ratio, not both\n");
+    return 2;
+  }
+  if (fmt_ == EVAL_FORMAT_OBD && !items) {
+    fprintf(stderr, "replay: obd needs --item-context (item_context.csv)\n");
+    return 2;
+  }
+  int criteo = fmt_ == EVAL_FORMAT_CRITEO_TSV || fmt_ == EVAL_FORMAT_CRITEO_CSV;
+  if (criteo && !have_alpha) cfg.policy.alpha = 0.6;
+
+  o3m_err err;
+  o3m_err_clear(&err);
+  eval_reader *rd = NULL;
+  int rc = 0;
+  switch (fmt_) {
+    case EVAL_FORMAT_NEWS: rc = eval_reader_open_news(&rd, input, &err); break;
+    case EVAL_FORMAT_OBD: rc = eval_reader_open_obd(&rd, input, items, &obd, &err); break;
+    case EVAL_FORMAT_CRITEO_TSV:
+    case EVAL_FORMAT_CRITEO_CSV: {
+      criteo_args ca = {input, fmt_ == EVAL_FORMAT_CRITEO_CSV, stats_in, stats_out, stats_rows,
+                        (int)arms, have_tr, tr};
+      rc = open_criteo(&rd, &ca, &err);
+      if (rc == CRITEO_USAGE) return 2;
+      break;
+    }
+  }
+  if (rc) {
+    fprintf(stderr, "replay: %s\n", o3m_err_message(&err));
+    return 1;
+  }
+  int d = eval_reader_dim(rd);
+  if (parties) {
+    rc = o3m_partition_parse(&cfg.part, parties, &err);
+    if (!rc && cfg.part.d != d) {
+      fprintf(stderr, "replay: --parties sums to %d, the data has d = %d\n", cfg.part.d, d);
+      eval_reader_destroy(rd);
+      return 2;
+    }
+  } else {
+    int d1 = (int)ceil(ratio * d - 1e-9);
+    if (d1 < 1) d1 = 1;
+    if (d1 > d) d1 = d;
+    int dims[2] = {d1, d - d1};
+    rc = o3m_partition_from_dims(&cfg.part, d1 == d ? 1 : 2, dims, &err);
+  }
+  if (rc) {
+    fprintf(stderr, "replay: --parties: %s\n", o3m_err_message(&err));
+    eval_reader_destroy(rd);
+    return 2;
+  }
+  cfg.progress = isatty(STDERR_FILENO);
+
+  printf("data: %s\n", eval_reader_describe(rd));
+  printf("parties:");
+  for (int j = 0; j < cfg.part.m; j++) printf("%s%d", j ? "," : " ", cfg.part.dims[j]);
+  printf(" (M = %d; partial-local uses the first %d columns)\n", cfg.part.m, cfg.part.dims[0]);
+  printf("policy: %s %s, alpha %g, lambda %g, v %g, seed %llu; random baseline: %d seeds\n",
+         ap_algo_name(cfg.policy.algo), ap_model_name(cfg.policy.model), cfg.policy.alpha,
+         cfg.policy.lambda, cfg.policy.v, (unsigned long long)cfg.policy.seed, cfg.n_random);
+  fflush(stdout);
+
+  eval_replay_result res;
+  rc = eval_replay_run(rd, &cfg, &res, &err);
+  if (!rc && res.events == 0) {
+    fprintf(stderr, "replay: no usable events in %s (%llu rows skipped: %s)\n", input,
+            (unsigned long long)eval_reader_skipped(rd), eval_reader_skip_reason(rd));
+    eval_reader_destroy(rd);
+    return 1;
+  }
+  if (!rc && res.skipped) printf("skipped rows: %llu (%s)\n",
+                                 (unsigned long long)res.skipped, eval_reader_skip_reason(rd));
+  eval_reader_destroy(rd);
+  if (rc) {
+    fprintf(stderr, "replay: %s\n", o3m_err_message(&err));
+    return 1;
+  }
+  eval_replay_print(stdout, &res);
+  return 0;
+}

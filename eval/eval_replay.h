@@ -1,0 +1,115 @@
+/* eval_replay.h -- Li et al.'s replay estimator over logged data, with the
+ * federated, central and partial-local learners side by side.
+ *
+ * Replay (Li, Chu, Langford, Wang, WSDM 2011): stream the logged events; a
+ * learner is asked to choose among the K arms given the event's contexts; if
+ * it picks the arm the logging policy played, the event "matches": the
+ * learner earns the logged reward and is updated with (its chosen context,
+ * reward); otherwise the event is ignored for that learner. With a uniformly
+ * random logging policy the CTR over matched events is an unbiased estimate
+ * of the learner's online CTR.
+ *
+ * Variants, all fed the same events in one pass:
+ *   central    one policy on the full context x (K x d).
+ *   federated  the context's columns split across M parties (part); every
+ *              party's block masked with its block Q^j of ONE mask Q drawn
+ *              from a seeded generator, summed (eval_masker: the routine the
+ *              passive participants run), and one policy on Q x. Decisions
+ *              must equal central's (Theorem 4.1); the agreement is counted.
+ *   partial    the active participant alone: its own columns only (the
+ *              first party's d_1 columns).
+ *   random     a uniformly random choice, n_random independent seeds; the
+ *              baseline of relative CTR = CTR / CTR_random.
+ *
+ * For readers with an additive split (x_a = w + c_a, eval_reader.h) the
+ * federated variant masks the c_a once at start and w once per event, then
+ * adds: Q x_a = Q w + Q c_a (masking is linear). Same routine, same result up
+ * to rounding, K times less masking work per event.
+ *
+ * With threads = 2 the central and partial learners run on a second thread
+ * over batches of events while the calling thread parses and runs the
+ * federated learner and the random baselines; results are identical to
+ * threads = 1. */
+#ifndef EVAL_REPLAY_H
+#define EVAL_REPLAY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ap_policy.h"
+#include "eval_reader.h"
+#include "o3m_error.h"
+#include "o3m_mask.h"
+
+#define EVAL_REPLAY_MAX_RANDOM 32
+
+enum {
+  EVAL_REPLAY_CENTRAL = 1,
+  EVAL_REPLAY_FEDERATED = 2,
+  EVAL_REPLAY_PARTIAL = 4,
+  EVAL_REPLAY_ALL = 7
+};
+
+typedef struct eval_replay_config {
+  /* algo, model, lambda, alpha, v, seed, refactor_every; d, n_arms and
+   * max_candidates are set per variant by the replay. */
+  ap_policy_config policy;
+  o3m_partition part;  /* split of the reader's d columns (part.d == d) */
+  uint64_t mask_seed;  /* seeds the one mask (reproducible: evaluation only) */
+  uint64_t random_seed; /* random policy s uses random_seed + s */
+  int n_random;        /* 1..EVAL_REPLAY_MAX_RANDOM; the paper uses 5 */
+  int variants;        /* EVAL_REPLAY_* bits; random always runs */
+  long long limit;     /* stop after this many events; <= 0: all */
+  int progress;        /* 1: a progress line on stderr */
+  int threads;         /* 1 or 2 */
+} eval_replay_config;
+
+/* Defaults: policy defaults, no partition (must be set), mask_seed 7,
+ * random_seed 1000, n_random 5, all variants, no limit, no progress, 1
+ * thread. */
+void eval_replay_config_default(eval_replay_config *c);
+
+typedef struct eval_replay_tally {
+  uint64_t matched; /* events whose logged arm the learner chose */
+  double clicks;    /* sum of their rewards */
+} eval_replay_tally;
+
+typedef struct eval_replay_result {
+  uint64_t events;  /* events read (after the reader's skips) */
+  uint64_t skipped; /* rows the reader skipped */
+  uint64_t agree;   /* events where federated chose what central chose */
+  int variants;
+  int K, d, partial_d;
+  eval_replay_tally central, federated, partial;
+  int n_random;
+  eval_replay_tally random[EVAL_REPLAY_MAX_RANDOM];
+  double seconds;   /* wall time of the pass */
+  /* CPU time (user + system) of the calling thread and of the second thread
+   * (0 with threads = 1); on an idle machine the wall time approaches the
+   * larger of the two. */
+  double cpu_main, cpu_worker;
+} eval_replay_result;
+
+/* Runs the replay over every event of rd (or cfg->limit of them). res is
+ * filled even when an error stops the pass part way (with what was done).
+ * Errors: the reader's (naming the line), policy failures, bad config. */
+int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_result *res,
+                    o3m_err *e);
+
+/* clicks / matched; NaN when nothing matched. */
+double eval_replay_ctr(const eval_replay_tally *t);
+
+/* Relative CTR of t against the random runs of res: rel = CTR / mean over
+ * seeds of CTR_random; and over the seeds s the spread of CTR / CTR_random_s:
+ * mean, sample std, min, max. NaN where undefined (no match, zero random
+ * CTR). */
+typedef struct eval_replay_rel {
+  double rel, mean, std, min, max;
+} eval_replay_rel;
+void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
+                          eval_replay_rel *out);
+
+/* The summary table (one line per variant, agreement, throughput). */
+void eval_replay_print(FILE *f, const eval_replay_result *res);
+
+#endif
