@@ -350,3 +350,450 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
   memcpy(theta, p->theta + (size_t)m * p->d, sizeof(double) * p->d);
   return O3M_OK;
 }
+
+/* ======================================================= state export/import
+ *
+ * The image layout is documented in ap_policy.h. Scalars are encoded
+ * little-endian byte by byte; the arrays are handed over as they lie in
+ * memory on little-endian hosts and byte-swapped through a small buffer on
+ * big-endian ones. */
+
+#define STATE_MAGIC "O3MPOLST"
+#define STATE_VERSION 1u
+#define STATE_HDR 112u
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define STATE_BIG_ENDIAN 1
+#else
+#define STATE_BIG_ENDIAN 0
+#endif
+
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *b, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *b) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
+  return v;
+}
+static uint64_t get64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+static uint64_t dbits(double x) {
+  uint64_t v;
+  memcpy(&v, &x, sizeof v);
+  return v;
+}
+static double bitsd(uint64_t v) {
+  double x;
+  memcpy(&x, &v, sizeof x);
+  return x;
+}
+
+/* Bytes of the since_refactor block, padded to a multiple of 8. */
+static size_t counters_bytes(const ap_policy *p) {
+  return ((size_t)p->n_models * 4 + 7) & ~(size_t)7;
+}
+
+size_t ap_policy_state_size(const ap_policy *p) {
+  size_t n = (size_t)p->n_models, d = (size_t)p->d;
+  return STATE_HDR + counters_bytes(p) + sizeof(double) * (2 * n * d * d + 2 * n * d);
+}
+
+int ap_policy_n_models(const ap_policy *p) { return p->n_models; }
+
+static void encode_header(const ap_policy *p, unsigned char *h) {
+  memset(h, 0, STATE_HDR);
+  memcpy(h, STATE_MAGIC, 8);
+  put32(h + 8, STATE_VERSION);
+  put32(h + 12, STATE_HDR);
+  put32(h + 16, (uint32_t)p->cfg.algo);
+  put32(h + 20, (uint32_t)p->cfg.model);
+  put32(h + 24, (uint32_t)p->d);
+  put32(h + 28, (uint32_t)p->n_models);
+  put32(h + 32, (uint32_t)p->use_chol);
+  put32(h + 36, (uint32_t)p->cfg.refactor_every);
+  put64(h + 40, dbits(p->cfg.lambda));
+  put64(h + 48, p->updates);
+  o3m_rng_state st;
+  /* The policy's sampler is always a seeded one, so this cannot fail. */
+  o3m_rng_state_get(p->rng, &st);
+  for (int i = 0; i < 4; i++) put64(h + 56 + 8 * i, st.s[i]);
+  put64(h + 88, st.have_spare);
+  put64(h + 96, dbits(st.spare));
+  put64(h + 104, (uint64_t)ap_policy_state_size(p));
+}
+
+/* Checks a header against this policy. On success fills the sampler state
+ * and the update counter to install; nothing is changed here. */
+static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_state *st,
+                        uint64_t *updates, o3m_err *e) {
+  if (memcmp(h, STATE_MAGIC, 8))
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: bad magic");
+  if (get32(h + 8) != STATE_VERSION)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: unknown format version %u",
+                       (unsigned)get32(h + 8));
+  if (get32(h + 12) != STATE_HDR)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: header length %u, expected %u",
+                       (unsigned)get32(h + 12), STATE_HDR);
+  uint32_t algo = get32(h + 16), model = get32(h + 20), d = get32(h + 24), n = get32(h + 28),
+           chol = get32(h + 32);
+  if (algo != (uint32_t)p->cfg.algo || model != (uint32_t)p->cfg.model)
+    return o3m_err_set(e, O3M_EDIM, "policy state: saved by a %s %s policy, this one is %s %s",
+                       model == AP_MODEL_DISJOINT ? "disjoint" : "shared",
+                       algo == AP_ALGO_LINTS ? "lints" : "linucb",
+                       ap_model_name(p->cfg.model), ap_algo_name(p->cfg.algo));
+  if (d != (uint32_t)p->d)
+    return o3m_err_set(e, O3M_EDIM, "policy state: d = %u, this policy has d = %d",
+                       (unsigned)d, p->d);
+  if (n != (uint32_t)p->n_models)
+    return o3m_err_set(e, O3M_EDIM, "policy state: %u models (arms), this policy has %d",
+                       (unsigned)n, p->n_models);
+  if (chol != (uint32_t)p->use_chol)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: factor kind %u does not fit the algo",
+                       (unsigned)chol);
+  if (get64(h + 40) != dbits(p->cfg.lambda))
+    return o3m_err_set(e, O3M_EDIM, "policy state: lambda = %.17g, this policy has %.17g",
+                       bitsd(get64(h + 40)), p->cfg.lambda);
+  if (get64(h + 104) != (uint64_t)ap_policy_state_size(p))
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: length field %llu, expected %zu",
+                       (unsigned long long)get64(h + 104), ap_policy_state_size(p));
+  for (int i = 0; i < 4; i++) st->s[i] = get64(h + 56 + 8 * i);
+  st->have_spare = get64(h + 88);
+  st->spare = bitsd(get64(h + 96));
+  if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: invalid sampler state");
+  *updates = get64(h + 48);
+  return O3M_OK;
+}
+
+/* Hands n doubles to sink in little-endian order. */
+static int sink_doubles(ap_policy_sink sink, void *ctx, const double *a, size_t n) {
+#if STATE_BIG_ENDIAN
+  unsigned char buf[4096];
+  size_t per = sizeof buf / 8;
+  for (size_t i = 0; i < n; i += per) {
+    size_t m = n - i < per ? n - i : per;
+    for (size_t k = 0; k < m; k++) put64(buf + 8 * k, dbits(a[i + k]));
+    int rc = sink(ctx, buf, 8 * m);
+    if (rc) return rc;
+  }
+  return O3M_OK;
+#else
+  return n ? sink(ctx, a, n * sizeof(double)) : O3M_OK;
+#endif
+}
+
+/* Reads n little-endian doubles from src straight into a. */
+static int source_doubles(ap_policy_source src, void *ctx, double *a, size_t n) {
+  int rc = n ? src(ctx, a, n * sizeof(double)) : O3M_OK;
+#if STATE_BIG_ENDIAN
+  if (!rc)
+    for (size_t i = 0; i < n; i++) {
+      uint64_t v;
+      memcpy(&v, a + i, 8);
+      v = __builtin_bswap64(v);
+      memcpy(a + i, &v, 8);
+    }
+#endif
+  return rc;
+}
+
+int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx) {
+  unsigned char h[STATE_HDR], c[4096];
+  encode_header(p, h);
+  int rc = sink(ctx, h, STATE_HDR);
+  if (rc) return rc;
+  /* since_refactor in chunks of the stack buffer, then the padding. */
+  size_t n = (size_t)p->n_models, per = sizeof c / 4, cb = counters_bytes(p);
+  for (size_t i = 0; i < n; i += per) {
+    size_t m = n - i < per ? n - i : per;
+    for (size_t k = 0; k < m; k++) put32(c + 4 * k, (uint32_t)p->since_refactor[i + k]);
+    if ((rc = sink(ctx, c, 4 * m))) return rc;
+  }
+  if (cb > 4 * n) {
+    memset(c, 0, 8);
+    if ((rc = sink(ctx, c, cb - 4 * n))) return rc;
+  }
+  size_t dd = n * p->d * p->d, dv = n * p->d;
+  if ((rc = sink_doubles(sink, ctx, p->lambda_m, dd))) return rc;
+  if ((rc = sink_doubles(sink, ctx, p->fac, dd))) return rc;
+  if ((rc = sink_doubles(sink, ctx, p->u, dv))) return rc;
+  return sink_doubles(sink, ctx, p->theta, dv);
+}
+
+int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err *e) {
+  unsigned char h[STATE_HDR], c[4096];
+  int rc = src(ctx, h, STATE_HDR);
+  if (rc) return o3m_err_set(e, rc, "policy state: cannot read the header");
+  o3m_rng_state st;
+  uint64_t updates;
+  if ((rc = check_header(p, h, &st, &updates, e))) return rc;
+  /* From here on the state is being overwritten. */
+  size_t n = (size_t)p->n_models, per = sizeof c / 4, cb = counters_bytes(p);
+  for (size_t i = 0; i < n; i += per) {
+    size_t m = n - i < per ? n - i : per;
+    if ((rc = src(ctx, c, 4 * m))) return o3m_err_set(e, rc, "policy state: short read");
+    for (size_t k = 0; k < m; k++) {
+      int32_t v = (int32_t)get32(c + 4 * k);
+      if (v < 0)
+        return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: negative counter",
+                           i + k);
+      p->since_refactor[i + k] = v;
+    }
+  }
+  if (cb > 4 * n && (rc = src(ctx, c, cb - 4 * n)))
+    return o3m_err_set(e, rc, "policy state: short read");
+  size_t dd = n * p->d * p->d, dv = n * p->d;
+  if ((rc = source_doubles(src, ctx, p->lambda_m, dd)) ||
+      (rc = source_doubles(src, ctx, p->fac, dd)) || (rc = source_doubles(src, ctx, p->u, dv)) ||
+      (rc = source_doubles(src, ctx, p->theta, dv)))
+    return o3m_err_set(e, rc, "policy state: short read");
+  o3m_rng_state_set(p->rng, &st); /* validated by check_header */
+  p->updates = updates;
+  return O3M_OK;
+}
+
+/* A sink and a source over one memory buffer. */
+typedef struct mem_cursor {
+  unsigned char *w;
+  const unsigned char *r;
+  size_t left;
+} mem_cursor;
+
+static int mem_sink(void *ctx, const void *buf, size_t len) {
+  mem_cursor *m = ctx;
+  if (len > m->left) return O3M_EINVAL;
+  memcpy(m->w, buf, len);
+  m->w += len;
+  m->left -= len;
+  return O3M_OK;
+}
+
+static int mem_source(void *ctx, void *buf, size_t len) {
+  mem_cursor *m = ctx;
+  if (len > m->left) return O3M_ECORRUPT;
+  memcpy(buf, m->r, len);
+  m->r += len;
+  m->left -= len;
+  return O3M_OK;
+}
+
+int ap_policy_state_export(const ap_policy *p, void *buf, size_t len) {
+  if (len < ap_policy_state_size(p)) return O3M_EINVAL;
+  mem_cursor m = {.w = buf, .left = len};
+  return ap_policy_state_save(p, mem_sink, &m);
+}
+
+int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e) {
+  const unsigned char *b = buf;
+  if (len < STATE_HDR)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, shorter than the header",
+                       len);
+  o3m_rng_state st;
+  uint64_t updates;
+  int rc = check_header(p, b, &st, &updates, e);
+  if (rc) return rc;
+  if (len != ap_policy_state_size(p))
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, expected %zu", len,
+                       ap_policy_state_size(p));
+  /* Check the counters before anything is written, so a failed import
+   * leaves the state as it was. */
+  for (size_t i = 0; i < (size_t)p->n_models; i++)
+    if ((int32_t)get32(b + STATE_HDR + 4 * i) < 0)
+      return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: negative counter", i);
+  mem_cursor m = {.r = b, .left = len};
+  return ap_policy_state_load(p, mem_source, &m, e);
+}
+
+int ap_policy_reset(ap_policy *p) {
+  size_t d = (size_t)p->d, n = (size_t)p->n_models;
+  memset(p->lambda_m, 0, sizeof(double) * n * d * d);
+  memset(p->fac, 0, sizeof(double) * n * d * d);
+  memset(p->u, 0, sizeof(double) * n * d);
+  memset(p->theta, 0, sizeof(double) * n * d);
+  for (size_t m = 0; m < n; m++) {
+    double *L = model_mat(p->lambda_m, p, (int)m);
+    for (size_t i = 0; i < d; i++) L[i * d + i] = p->cfg.lambda;
+    refactor(p, (int)m); /* lambda I: cannot fail */
+  }
+  p->updates = 0;
+  o3m_rng *fresh;
+  int rc = o3m_rng_create_seeded_insecure(&fresh, p->cfg.seed);
+  if (rc) return rc;
+  o3m_rng_state st;
+  o3m_rng_state_get(fresh, &st);
+  o3m_rng_state_set(p->rng, &st);
+  o3m_rng_destroy(fresh);
+  return O3M_OK;
+}
+
+/* ========================================================== numerical health */
+
+static int all_finite(const double *a, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(a[i])) return 0;
+  return 1;
+}
+
+static int upper_finite(int d, const double *A) {
+  for (int i = 0; i < d; i++)
+    if (!all_finite(A + (size_t)i * d + i, (size_t)(d - i))) return 0;
+  return 1;
+}
+
+/* The worse of two findings: ECORRUPT > ENONFINITE > ENOTPD > OK. */
+static int worse(int a, int b) {
+  static const int order[] = {O3M_OK, O3M_ENOTPD, O3M_ENONFINITE, O3M_ECORRUPT};
+  int ia = 0, ib = 0;
+  for (int i = 0; i < 4; i++) {
+    if (order[i] == a) ia = i;
+    if (order[i] == b) ib = i;
+  }
+  return ia >= ib ? a : b;
+}
+
+/* Checks model m (see ap_policy_health_check). scratch, when not NULL,
+ * holds d x d doubles for the deep check. Writes the relative residuals'
+ * maximum into *resid and a phrase into *what. */
+static int check_model(ap_policy *p, int m, double *scratch, double *resid, const char **what) {
+  int d = p->d;
+  const double *L = model_mat(p->lambda_m, p, m), *F = model_mat(p->fac, p, m);
+  const double *u = p->u + (size_t)m * d, *th = p->theta + (size_t)m * d;
+  *resid = 0;
+  if (!upper_finite(d, L) || !all_finite(u, (size_t)d)) {
+    *what = "Lambda or u is not finite";
+    return O3M_ECORRUPT;
+  }
+  for (int i = 0; i < d; i++)
+    if (!(L[(size_t)i * d + i] >= p->cfg.lambda)) {
+      *what = "a diagonal entry of Lambda is below lambda";
+      return O3M_ECORRUPT;
+    }
+  if (scratch) {
+    memcpy(scratch, L, sizeof(double) * (size_t)d * d);
+    if (o3m_potrf_upper(d, scratch)) {
+      *what = "Lambda is not positive definite";
+      return O3M_ECORRUPT;
+    }
+  }
+  if (!upper_finite(d, F) || !all_finite(th, (size_t)d)) {
+    *what = p->use_chol ? "U or theta is not finite" : "Ainv or theta is not finite";
+    return O3M_ENONFINITE;
+  }
+  for (int i = 0; i < d; i++)
+    if (!(F[(size_t)i * d + i] > 0)) {
+      *what = p->use_chol ? "a diagonal entry of U is not positive"
+                          : "a diagonal entry of Ainv is not positive";
+      return O3M_ENOTPD;
+    }
+  /* A fixed probe vector with entries of both signs and different sizes. */
+  double *pr = p->W, *w = p->z, *lp = p->work;
+  for (int i = 0; i < d; i++) pr[i] = (i % 2 ? -1.0 : 1.0) * (1.0 + (double)(i % 5) / 8.0);
+  double rel;
+  if (p->use_chol) {
+    /* ||U^T (U p) - Lambda p|| / ||Lambda p||, U read as upper triangular */
+    o3m_symv(d, 1.0, L, pr, 0.0, lp);
+    for (int i = 0; i < d; i++) {
+      const double *ui = F + (size_t)i * d;
+      double s = 0;
+      for (int j = i; j < d; j++) s += ui[j] * pr[j];
+      w[i] = s;
+    }
+    double num = 0;
+    for (int j = 0; j < d; j++) {
+      double s = 0;
+      for (int i = 0; i <= j; i++) s += F[(size_t)i * d + j] * w[i];
+      num += (s - lp[j]) * (s - lp[j]);
+    }
+    rel = sqrt(num) / o3m_nrm2(d, lp);
+  } else {
+    /* ||Lambda (Ainv p) - p|| / ||p|| */
+    o3m_symv(d, 1.0, F, pr, 0.0, w);
+    o3m_symv(d, 1.0, L, w, 0.0, lp);
+    o3m_axpy(d, -1.0, pr, lp);
+    rel = o3m_nrm2(d, lp) / o3m_nrm2(d, pr);
+  }
+  *resid = rel;
+  if (!(rel <= AP_POLICY_HEALTH_RTOL)) {
+    *what = p->use_chol ? "U^T U disagrees with Lambda" : "Ainv is not the inverse of Lambda";
+    return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
+  }
+  /* ||Lambda theta - u|| / max(||u||, ||Lambda theta||) */
+  o3m_symv(d, 1.0, L, th, 0.0, lp);
+  double scale = fmax(o3m_nrm2(d, u), o3m_nrm2(d, lp));
+  o3m_axpy(d, -1.0, u, lp);
+  rel = scale > 0 ? o3m_nrm2(d, lp) / scale : 0.0;
+  if (rel > *resid) *resid = rel;
+  if (!(rel <= AP_POLICY_HEALTH_RTOL)) {
+    *what = "theta is not Lambda^{-1} u";
+    return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
+  }
+  return O3M_OK;
+}
+
+int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h) {
+  ap_policy_health tmp;
+  if (!h) h = &tmp;
+  h->model = -1;
+  h->n_bad = 0;
+  h->code = O3M_OK;
+  h->what = "";
+  h->max_residual = 0;
+  double *scratch = NULL;
+  if (flags & AP_POLICY_HEALTH_DEEP) {
+    scratch = malloc(sizeof(double) * (size_t)p->d * p->d);
+    if (!scratch) return O3M_ENOMEM;
+  }
+  for (int m = 0; m < p->n_models; m++) {
+    double resid;
+    const char *what = "";
+    int rc = check_model(p, m, scratch, &resid, &what);
+    if (resid > h->max_residual || !isfinite(resid)) h->max_residual = resid;
+    if (rc) {
+      if (h->model < 0) {
+        h->model = m;
+        h->what = what;
+      }
+      h->n_bad++;
+      h->code = worse(h->code, rc);
+    }
+  }
+  free(scratch);
+  return h->code;
+}
+
+int ap_policy_refactor(ap_policy *p, int model) {
+  int lo = 0, hi = p->n_models;
+  if (model != -1) {
+    if (model < 0 || model >= p->n_models) return O3M_EINVAL;
+    lo = model;
+    hi = model + 1;
+  }
+  int d = p->d;
+  /* The same soundness conditions on Lambda and u as the health check:
+   * refactorizing from damaged statistics would make the damage look
+   * healthy. */
+  for (int m = lo; m < hi; m++) {
+    const double *L = model_mat(p->lambda_m, p, m);
+    if (!upper_finite(d, L) || !all_finite(p->u + (size_t)m * d, (size_t)d))
+      return O3M_ECORRUPT;
+    for (int i = 0; i < d; i++)
+      if (!(L[(size_t)i * d + i] >= p->cfg.lambda)) return O3M_ECORRUPT;
+  }
+  int rc = O3M_OK;
+  for (int m = lo; m < hi; m++) {
+    int r = refactor(p, m);
+    if (r) {
+      rc = r;
+      continue;
+    }
+    update_theta(p, m);
+  }
+  return rc;
+}

@@ -33,6 +33,7 @@
 #ifndef AP_POLICY_H
 #define AP_POLICY_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "o3m_error.h"
@@ -105,5 +106,131 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta);
 
 /* Number of updates applied so far (all arms). */
 uint64_t ap_policy_updates(const ap_policy *p);
+
+/* ------------------------------------------------------------------------
+ * State export and import, numerical health (for the AP's durability:
+ * ap_checkpoint.h, ap_journal.h).
+ *
+ * The state image is everything that determines the policy's future
+ * behaviour, bit for bit: per model Lambda, the factor (Ainv or U), u, theta
+ * and the updates-since-refactorization counter, plus the update counter and
+ * the sampler state. Workspaces are not part of it. Two policies whose
+ * images are equal byte for byte make the same decisions and the same
+ * updates from then on. The image is little-endian on every host:
+ *
+ *   off  size  field
+ *     0     8  magic "O3MPOLST"
+ *     8     4  format version (1)
+ *    12     4  header length (112)
+ *    16     4  algo (1 linucb, 2 lints)
+ *    20     4  model (1 shared, 2 disjoint)
+ *    24     4  d
+ *    28     4  n_models (1 shared, n_arms disjoint)
+ *    32     4  factor kind (0 Ainv, 1 Cholesky factor U)
+ *    36     4  refactor_every (informational; not checked at import)
+ *    40     8  lambda (IEEE-754 binary64 bit pattern)
+ *    48     8  updates
+ *    56    32  sampler: xoshiro256** words s[0..3]
+ *    88     8  sampler: 1 if a Gaussian is cached, else 0
+ *    96     8  sampler: the cached Gaussian (binary64; 0 when none)
+ *   104     8  total image length in bytes
+ *   112        since_refactor: n_models int32, zero-padded to 8 bytes
+ *              Lambda  n_models x d x d binary64, row-major, whole arrays
+ *              factor  n_models x d x d binary64 (Ainv or U)
+ *              u       n_models x d binary64
+ *              theta   n_models x d binary64
+ *
+ * Import checks the structure (magic, version, lengths, counters, sampler)
+ * and that algo, model, d, n_models, the factor kind and lambda equal this
+ * policy's config; it does NOT check the numbers (non-finite values, a
+ * broken factor): run ap_policy_health_check() afterwards if the source is
+ * not trusted. alpha, v, max_candidates, seed and refactor_every come from
+ * the policy's own config. */
+
+/* Size in bytes of this policy's state image. */
+size_t ap_policy_state_size(const ap_policy *p);
+
+/* Writes the image into buf (len >= ap_policy_state_size()). O3M_EINVAL if
+ * len is too small. */
+int ap_policy_state_export(const ap_policy *p, void *buf, size_t len);
+
+/* Replaces the state with the image in buf[0..len). On any error the state
+ * is unchanged: O3M_ECORRUPT for a malformed image (bad magic, version,
+ * length, negative counter, invalid sampler state), O3M_EDIM for an image of
+ * a differently configured policy (the message names the field). */
+int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e);
+
+/* Streaming forms of export and import for large states (a disjoint model
+ * with many arms): the image is handed to sink, or taken from src, in
+ * pieces, so no second copy of the state is ever held. A sink or source
+ * returns 0 or a negative code, which aborts the call and is returned; a
+ * source must deliver exactly len bytes or fail. ap_policy_state_save
+ * allocates nothing. ap_policy_state_load checks the header before it
+ * touches anything (errors as for import, state unchanged); once the arrays
+ * are being read, a failing source (or a corrupt counter found after) leaves
+ * the state unspecified: reset it with ap_policy_reset() or load again. */
+typedef int (*ap_policy_sink)(void *ctx, const void *buf, size_t len);
+typedef int (*ap_policy_source)(void *ctx, void *buf, size_t len);
+int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx);
+int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err *e);
+
+/* Puts the policy back into the state ap_policy_create() produced (Lambda =
+ * lambda I, u = theta = 0, counters 0, sampler reseeded from cfg.seed); the
+ * image is then equal to a new policy's. O3M_ENOMEM only if the temporary
+ * sampler used for reseeding cannot be allocated; the state is then reset
+ * except for the sampler. */
+int ap_policy_reset(ap_policy *p);
+
+/* Number of models: 1 for shared, n_arms for disjoint. */
+int ap_policy_n_models(const ap_policy *p);
+
+/* What ap_policy_health_check() found. */
+typedef struct ap_policy_health {
+  int model;           /* first unhealthy model, -1 when all are healthy */
+  int n_bad;           /* number of unhealthy models */
+  int code;            /* the worst finding (see the return value) */
+  const char *what;    /* the first finding, a static phrase, "" if none */
+  double max_residual; /* the largest relative residual seen (below) */
+} ap_policy_health;
+
+/* Relative residual above which a factor or theta counts as broken. Rounding
+ * of a correct factor gives about cond(Lambda) * 1e-16; a false alarm only
+ * costs an extra refactorization. */
+#define AP_POLICY_HEALTH_RTOL 1e-6
+/* Flag for ap_policy_health_check: also factorize every Lambda (O(d^3) per
+ * model, and one d x d scratch allocation per call). */
+#define AP_POLICY_HEALTH_DEEP 1
+
+/* Checks every model without changing the state (only workspaces are
+ * written, so not on a const policy). Per model, in O(d^2):
+ *   - Lambda (upper triangle) and u are finite and diag(Lambda) >= lambda
+ *     (both hold exactly by construction: sums of nonnegative terms);
+ *   - the factor (upper triangle) and theta are finite, its diagonal is
+ *     positive;
+ *   - the factor agrees with Lambda on a fixed probe vector p:
+ *     ||Lambda Ainv p - p|| / ||p||, or ||U^T U p - Lambda p|| / ||Lambda p||,
+ *     and theta with u: ||Lambda theta - u|| / max(||u||, ||Lambda theta||),
+ *     each at most AP_POLICY_HEALTH_RTOL;
+ *   - with AP_POLICY_HEALTH_DEEP, the Cholesky factorization of Lambda
+ *     succeeds.
+ * Returns O3M_OK when healthy; otherwise the worst finding: O3M_ECORRUPT when
+ * Lambda or u is damaged (not repairable in memory: recover from the
+ * checkpoint and journal), O3M_ENONFINITE for a non-finite factor or theta,
+ * O3M_ENOTPD for a factor that lost definiteness or disagrees with Lambda
+ * (both repairable by ap_policy_refactor). O3M_ENOMEM if the deep check
+ * cannot allocate. h may be NULL. */
+int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h);
+
+/* Recomputes the factor and theta of one model (model = arm for disjoint, 0
+ * for shared) or of all models (model = -1) exactly from Lambda and u, which
+ * are exact sums of the acknowledged observations, so nothing learned is
+ * lost; the model's since-refactor counter restarts at 0, as with the
+ * periodic refactorization. The result depends only on Lambda and u, never
+ * on the old factor. O3M_EINVAL for a bad model index; O3M_ECORRUPT (nothing
+ * changed) if Lambda or u of a target model is non-finite or a diagonal
+ * entry of Lambda is below lambda (the health check's conditions); O3M_ENOTPD if a
+ * Lambda is not positive definite (that model's factor is then unspecified:
+ * recover from disk). */
+int ap_policy_refactor(ap_policy *p, int model);
 
 #endif

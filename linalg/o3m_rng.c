@@ -111,6 +111,23 @@ int o3m_rng_u64(o3m_rng *r, uint64_t *out) { return next_u64(r, out); }
 
 int o3m_rng_os_seed(uint64_t *out) { return os_fill(out, sizeof *out); }
 
+int o3m_rng_state_get(const o3m_rng *r, o3m_rng_state *out) {
+  if (r->kind != O3M_RNG_SEEDED) return O3M_EINVAL;
+  memcpy(out->s, r->s, sizeof out->s);
+  out->have_spare = (uint64_t)(r->have_spare != 0);
+  out->spare = r->have_spare ? r->spare : 0.0;
+  return O3M_OK;
+}
+
+int o3m_rng_state_set(o3m_rng *r, const o3m_rng_state *in) {
+  if (r->kind != O3M_RNG_SEEDED || in->have_spare > 1) return O3M_EINVAL;
+  if ((in->s[0] | in->s[1] | in->s[2] | in->s[3]) == 0) return O3M_EINVAL;
+  memcpy(r->s, in->s, sizeof r->s);
+  r->have_spare = (int)in->have_spare;
+  r->spare = in->have_spare ? in->spare : 0.0;
+  return O3M_OK;
+}
+
 /* A uniform in the open interval (-1, 1) from the top 53 bits. */
 static inline double uniform_pm1(uint64_t u) {
   return ((double)(u >> 11) + 0.5) * (2.0 / 9007199254740992.0) - 1.0;

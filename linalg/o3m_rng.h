@@ -44,4 +44,22 @@ int o3m_rng_u64(o3m_rng *r, uint64_t *out);
  * fresh seed for a seeded handle (the AP's sampler). O3M_ERANDOM on failure. */
 int o3m_rng_os_seed(uint64_t *out);
 
+/* The complete state of a seeded handle: the xoshiro256** words and the
+ * polar method's cached second value. Saving it and setting it back later
+ * continues the stream bit for bit (the AP's checkpoints use this). */
+typedef struct o3m_rng_state {
+  uint64_t s[4];        /* xoshiro256** state, never all zero */
+  uint64_t have_spare;  /* 0 or 1 */
+  double spare;         /* the cached Gaussian when have_spare is 1 */
+} o3m_rng_state;
+
+/* Copies the state of a seeded handle into *out. O3M_EINVAL for an OS
+ * handle, whose state is neither reproducible nor to be copied. */
+int o3m_rng_state_get(const o3m_rng *r, o3m_rng_state *out);
+
+/* Replaces the state of a seeded handle with *in. O3M_EINVAL for an OS
+ * handle, for an all-zero xoshiro state (a fixed point of the generator) or
+ * for have_spare other than 0 or 1; the handle is then unchanged. */
+int o3m_rng_state_set(o3m_rng *r, const o3m_rng_state *in);
+
 #endif

@@ -1,0 +1,704 @@
+/* ap_checkpoint.c -- checkpoints of the policy state, recovery at start, and
+ * the journaled reward path.
+ *
+ * Formats and rules are in ap_checkpoint.h. The handle holds the state
+ * directory (descriptor and lock), the journal, the borrowed policy and one
+ * I/O buffer for checkpoint files, all allocated in ap_checkpoint_open().
+ * A checkpoint is streamed through the policy's save/load callbacks, so the
+ * state is never copied whole; reading one takes two passes over the file,
+ * the first only to verify the checksums, so that an image is interpreted
+ * only once it is known to be intact (a flipped bit in the policy header
+ * must read as corruption, never as a configuration mismatch). */
+#include "ap_checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "o3m_log.h"
+
+#define CK_MAGIC "O3MCKPT\0"
+#define CK_END "O3MCKEND"
+#define CK_VERSION 1u
+#define CK_HDR 64
+#define CK_TRAILER 16
+#define IO_BYTES ((size_t)1 << 20)
+#define NAME_LEN 64
+
+struct ap_checkpoint {
+  ap_policy *p;
+  char *dir;
+  int dirfd;
+  int lockfd;
+  uint64_t mask_id;
+  ap_journal *j;
+  uint64_t every_records;
+  int64_t every_ms;
+  uint64_t ckpt_seq;   /* position of the newest checkpoint (0: none) */
+  int64_t ckpt_time;   /* monotonic ms when it was written or loaded */
+  unsigned char *io;   /* IO_BYTES */
+};
+
+void ap_checkpoint_options_default(ap_checkpoint_options *o) {
+  memset(o, 0, sizeof *o);
+  ap_journal_options jo;
+  ap_journal_options_default(&jo);
+  o->segment_bytes = jo.segment_bytes;
+  o->group_records = jo.buffer_records;
+  o->every_records = 10000;
+  o->every_ms = 60000;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *b, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *b) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
+  return v;
+}
+static uint64_t get64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void ck_name(char *out, uint64_t seq, const char *ext) {
+  snprintf(out, NAME_LEN, "ap-ckpt-%016" PRIx64 "%s", seq, ext);
+}
+
+/* Parses "ap-ckpt-<16 hex>.ckpt" exactly. */
+static int parse_ck_name(const char *name, uint64_t *seq) {
+  static const char pre[] = "ap-ckpt-";
+  size_t pl = sizeof pre - 1;
+  if (strncmp(name, pre, pl) || strlen(name) != pl + 16 + 5 || strcmp(name + pl + 16, ".ckpt"))
+    return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < 16; i++) {
+    char ch = name[pl + i];
+    int h = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+    if (h < 0) return 0;
+    v = v << 4 | (uint64_t)h;
+  }
+  *seq = v;
+  return 1;
+}
+
+static int write_all(int fd, const void *buf, size_t len) {
+  const unsigned char *p = buf;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Reads exactly len bytes; -1 on an error or a premature end of file. */
+static int read_all(int fd, void *buf, size_t len) {
+  unsigned char *p = buf;
+  while (len > 0) {
+    ssize_t r = read(fd, p, len);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) return -1;
+    p += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x > y ? -1 : x < y;
+}
+
+/* Lists the checkpoint positions in dirfd, newest first, into a malloc'ed
+ * array (*out, *n; NULL and 0 when there are none). Removes leftover .tmp
+ * checkpoints when clean_tmp is set. */
+static int list_ckpts(int dirfd, int clean_tmp, uint64_t **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  int fd = dup(dirfd);
+  DIR *dh = fd >= 0 ? fdopendir(fd) : NULL;
+  if (!dh) {
+    if (fd >= 0) close(fd);
+    return O3M_EIO;
+  }
+  rewinddir(dh); /* the offset is shared with dirfd, a dup */
+  uint64_t *a = NULL;
+  int cap = 0, cnt = 0, rc = O3M_OK;
+  struct dirent *de;
+  while ((de = readdir(dh))) {
+    uint64_t seq;
+    size_t nl = strlen(de->d_name);
+    if (clean_tmp && !strncmp(de->d_name, "ap-ckpt-", 8) && nl > 4 &&
+        !strcmp(de->d_name + nl - 4, ".tmp")) {
+      unlinkat(dirfd, de->d_name, 0);
+      continue;
+    }
+    if (!parse_ck_name(de->d_name, &seq)) continue;
+    if (cnt == cap) {
+      int nc = cap ? 2 * cap : 8;
+      uint64_t *na = realloc(a, sizeof *a * (size_t)nc);
+      if (!na) {
+        rc = O3M_ENOMEM;
+        break;
+      }
+      a = na;
+      cap = nc;
+    }
+    a[cnt++] = seq;
+  }
+  closedir(dh);
+  if (rc) {
+    free(a);
+    return rc;
+  }
+  if (cnt > 1) qsort(a, (size_t)cnt, sizeof *a, cmp_desc);
+  *out = a;
+  *n = cnt;
+  return O3M_OK;
+}
+
+/* ---------------------------------------------------------- reading files */
+
+/* The policy's source over a checkpoint file: reads the image sequentially
+ * straight into the policy's arrays, never past the image's length. */
+typedef struct file_source {
+  int fd;
+  uint64_t left;
+} file_source;
+
+static int file_read(void *ctx, void *buf, size_t len) {
+  file_source *fs = ctx;
+  if (len > fs->left) return O3M_ECORRUPT;
+  if (read_all(fs->fd, buf, len)) return O3M_EIO;
+  fs->left -= len;
+  return O3M_OK;
+}
+
+/* Verifies checkpoint `seq` and, if it is intact, loads it into the policy.
+ * O3M_ECORRUPT: the file is damaged or torn (the policy is untouched unless
+ * the second pass failed, which the caller handles by a reset). O3M_EDIM:
+ * intact, but from a differently configured policy. *mask gets its mask id. */
+static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e) {
+  char name[NAME_LEN];
+  ck_name(name, seq, ".ckpt");
+  int fd = openat(c->dirfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot open: %s", c->dir, name,
+                       strerror(errno));
+  int rc = O3M_OK;
+  struct stat st;
+  unsigned char h[CK_HDR], t[CK_TRAILER];
+  if (fstat(fd, &st)) {
+    rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot stat", c->dir, name);
+    goto out;
+  }
+  uint64_t size = (uint64_t)st.st_size;
+  if (size < CK_HDR + CK_TRAILER || read_all(fd, h, CK_HDR) || memcmp(h, CK_MAGIC, 8) ||
+      get32(h + 8) != CK_VERSION || get32(h + 12) != CK_HDR ||
+      get32(h + 60) != ap_crc32c(0, h, 60)) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
+    goto out;
+  }
+  uint64_t n = get64(h + 32);
+  if (get64(h + 16) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: %" PRIu64 " bytes, header says %" PRIu64
+                     " (torn or misnamed)", c->dir, name, size, CK_HDR + n + CK_TRAILER);
+    goto out;
+  }
+  /* Pass 1: checksums only. */
+  uint32_t crc = 0;
+  for (uint64_t left = n; left > 0;) {
+    size_t k = left < IO_BYTES ? (size_t)left : IO_BYTES;
+    if (read_all(fd, c->io, k)) {
+      rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: read error", c->dir, name);
+      goto out;
+    }
+    crc = ap_crc32c(crc, c->io, k);
+    left -= k;
+  }
+  if (read_all(fd, t, CK_TRAILER) || get32(t) != crc || memcmp(t + 8, CK_END, 8)) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: checksum mismatch", c->dir, name);
+    goto out;
+  }
+  /* Pass 2: the image is intact; interpret it. */
+  if (lseek(fd, CK_HDR, SEEK_SET) != CK_HDR) {
+    rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: seek failed", c->dir, name);
+    goto out;
+  }
+  file_source fs = {fd, n};
+  o3m_err pe;
+  o3m_err_clear(&pe);
+  rc = ap_policy_state_load(c->p, file_read, &fs, &pe);
+  if (!rc && fs.left != 0)
+    rc = o3m_err_set(&pe, O3M_ECORRUPT, "policy state: %" PRIu64 " bytes left over", fs.left);
+  if (rc) {
+    rc = o3m_err_set(e, rc, "checkpoint %s/%s: %s", c->dir, name, o3m_err_message(&pe));
+    goto out;
+  }
+  *mask = get64(h + 24);
+out:
+  close(fd);
+  return rc;
+}
+
+/* ---------------------------------------------------------- writing files */
+
+/* The policy's sink into a checkpoint file: buffered, with a running CRC. */
+typedef struct file_sink {
+  ap_checkpoint *c;
+  int fd;
+  size_t fill;
+  uint32_t crc;
+  uint64_t written;
+} file_sink;
+
+static int sink_flush(file_sink *s) {
+  if (s->fill && write_all(s->fd, s->c->io, s->fill)) return O3M_EIO;
+  s->fill = 0;
+  return O3M_OK;
+}
+
+static int file_write(void *ctx, const void *buf, size_t len) {
+  file_sink *s = ctx;
+  s->crc = ap_crc32c(s->crc, buf, len);
+  s->written += len;
+  if (s->fill + len <= IO_BYTES) {
+    memcpy(s->c->io + s->fill, buf, len);
+    s->fill += len;
+    return O3M_OK;
+  }
+  if (sink_flush(s)) return O3M_EIO;
+  if (len >= IO_BYTES) return write_all(s->fd, buf, len) ? O3M_EIO : O3M_OK;
+  memcpy(s->c->io, buf, len);
+  s->fill = len;
+  return O3M_OK;
+}
+
+/* Writes ap-ckpt-<seq>.ckpt atomically. */
+static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
+  char tmp[NAME_LEN], fin[NAME_LEN];
+  ck_name(tmp, seq, ".tmp");
+  ck_name(fin, seq, ".ckpt");
+  size_t n = ap_policy_state_size(c->p);
+  unsigned char h[CK_HDR], t[CK_TRAILER];
+  memset(h, 0, sizeof h);
+  memcpy(h, CK_MAGIC, 8);
+  put32(h + 8, CK_VERSION);
+  put32(h + 12, CK_HDR);
+  put64(h + 16, seq);
+  put64(h + 24, c->mask_id);
+  put64(h + 32, (uint64_t)n);
+  put64(h + 40, (uint64_t)wall_ms());
+  put64(h + 48, ap_policy_updates(c->p));
+  put32(h + 60, ap_crc32c(0, h, 60));
+  int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot create: %s", c->dir, tmp,
+                       strerror(errno));
+  file_sink s = {c, fd, 0, 0, 0};
+  int rc = write_all(fd, h, CK_HDR) ? O3M_EIO : O3M_OK;
+  if (!rc) rc = ap_policy_state_save(c->p, file_write, &s);
+  if (!rc) rc = sink_flush(&s);
+  if (!rc) {
+    memset(t, 0, sizeof t);
+    put32(t, s.crc);
+    memcpy(t + 8, CK_END, 8);
+    if (s.written != n || write_all(fd, t, CK_TRAILER) || fsync(fd)) rc = O3M_EIO;
+  }
+  int err = errno;
+  if (close(fd) && !rc) rc = O3M_EIO;
+  if (rc) {
+    unlinkat(c->dirfd, tmp, 0);
+    return o3m_err_set(e, rc, "checkpoint %s/%s: write failed: %s", c->dir, tmp, strerror(err));
+  }
+  if (renameat(c->dirfd, tmp, c->dirfd, fin)) {
+    err = errno;
+    unlinkat(c->dirfd, tmp, 0);
+    return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot rename: %s", c->dir, fin,
+                       strerror(err));
+  }
+  if (fsync(c->dirfd))
+    return o3m_err_set(e, O3M_EIO, "checkpoint %s: cannot fsync the directory: %s", c->dir,
+                       strerror(errno));
+  return O3M_OK;
+}
+
+/* ------------------------------------------------------------------ replay */
+
+typedef struct replay_ctx {
+  ap_policy *p;
+  uint64_t mask_id;
+  uint64_t found_mask;
+  uint64_t bad_seq;
+  uint64_t refactors, update_errors;
+} replay_ctx;
+
+/* Applies one journal record exactly as the live service did: a reward
+ * through ap_policy_update, a repair through ap_policy_refactor. A failed
+ * update failed live as well (the record is written before the update), and
+ * left the same state, so it is counted and the replay goes on. */
+static int replay_one(void *ctx, const ap_journal_record *r) {
+  replay_ctx *x = ctx;
+  if (r->mask_id != x->mask_id) {
+    x->found_mask = r->mask_id;
+    x->bad_seq = r->seq;
+    return O3M_EMASK;
+  }
+  int rc;
+  if (r->type == AP_JOURNAL_REWARD) {
+    rc = ap_policy_update(x->p, r->arm, r->x, r->reward);
+  } else {
+    rc = ap_policy_refactor(x->p, r->arm);
+    x->refactors++;
+  }
+  if (rc) x->update_errors++;
+  return O3M_OK;
+}
+
+/* ------------------------------------------------------------------ open */
+
+static int take_lock(const char *dir, int dirfd, int *lockfd, o3m_err *e) {
+  int fd = openat(dirfd, "ap.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open ap.lock: %s", dir,
+                       strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB)) {
+    int err = errno;
+    close(fd);
+    if (err == EWOULDBLOCK)
+      return o3m_err_set(e, O3M_ESTATE, "state_dir %s is in use by another process (ap.lock)",
+                         dir);
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot lock ap.lock: %s", dir,
+                       strerror(err));
+  }
+  *lockfd = fd;
+  return O3M_OK;
+}
+
+/* Opens state_dir, creating it if missing; a new directory's entry is made
+ * durable by an fsync of its parent. */
+static int open_dir(const char *dir, int *dirfd, o3m_err *e) {
+  if (mkdir(dir, 0700) == 0) {
+    char *copy = strdup(dir);
+    int pfd = copy ? open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    int bad = pfd < 0 || fsync(pfd);
+    if (pfd >= 0) close(pfd);
+    free(copy);
+    if (bad)
+      return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync its parent directory", dir);
+  } else if (errno != EEXIST) {
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot create: %s", dir, strerror(errno));
+  }
+  *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*dirfd < 0)
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir, strerror(errno));
+  return O3M_OK;
+}
+
+void ap_checkpoint_close(ap_checkpoint *c) {
+  if (!c) return;
+  ap_journal_close(c->j);
+  if (c->lockfd >= 0) close(c->lockfd); /* releases the flock */
+  if (c->dirfd >= 0) close(c->dirfd);
+  free(c->io);
+  free(c->dir);
+  free(c);
+}
+
+int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
+                       ap_recovery_info *info_, o3m_err *e) {
+  *out = NULL;
+  ap_recovery_info tmp_info;
+  ap_recovery_info *info = info_ ? info_ : &tmp_info;
+  memset(info, 0, sizeof *info);
+  if (!opt->state_dir || !*opt->state_dir || opt->group_records < 1 || opt->every_ms < 0)
+    return o3m_err_set(e, O3M_EINVAL, "checkpoint: options: state_dir must be set, "
+                       "group_records >= 1, every_ms >= 0");
+  ap_checkpoint *c = calloc(1, sizeof *c);
+  if (!c) return o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
+  c->p = p;
+  c->dirfd = c->lockfd = -1;
+  c->mask_id = opt->mask_id;
+  c->every_records = opt->every_records;
+  c->every_ms = opt->every_ms;
+  c->dir = strdup(opt->state_dir);
+  c->io = malloc(IO_BYTES);
+  uint64_t *seqs = NULL;
+  int nseq = 0, rc;
+  if (!c->dir || !c->io) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
+    goto fail;
+  }
+  if ((rc = open_dir(c->dir, &c->dirfd, e)) || (rc = take_lock(c->dir, c->dirfd, &c->lockfd, e)))
+    goto fail;
+  if ((rc = list_ckpts(c->dirfd, 1, &seqs, &nseq))) {
+    rc = o3m_err_set(e, rc, "state_dir %s: cannot list the checkpoints", c->dir);
+    goto fail;
+  }
+  if ((rc = ap_policy_reset(p))) {
+    rc = o3m_err_set(e, rc, "checkpoint: cannot reset the policy");
+    goto fail;
+  }
+
+  /* The newest valid checkpoint. */
+  uint64_t pos = 0, mask = 0;
+  int loaded = 0;
+  for (int i = 0; i < nseq && !loaded; i++) {
+    o3m_err le;
+    o3m_err_clear(&le);
+    rc = load_ckpt(c, seqs[i], &mask, &le);
+    if (!rc) {
+      loaded = 1;
+      pos = seqs[i];
+      break;
+    }
+    ap_policy_reset(p);
+    if (rc != O3M_ECORRUPT) {
+      rc = o3m_err_set(e, rc, "%s", o3m_err_message(&le));
+      goto fail;
+    }
+    char name[NAME_LEN], bad[NAME_LEN + 16];
+    ck_name(name, seqs[i], ".ckpt");
+    snprintf(bad, sizeof bad, "%s.corrupt", name);
+    o3m_log_warn("%s; renamed to %s, falling back to an older checkpoint",
+                 o3m_err_message(&le), bad);
+    if (renameat(c->dirfd, name, c->dirfd, bad) || fsync(c->dirfd)) {
+      rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot set aside: %s", c->dir, name,
+                       strerror(errno));
+      goto fail;
+    }
+    info->checkpoints_rejected++;
+  }
+  if (loaded && mask != c->mask_id) {
+    info->found_mask_id = mask;
+    rc = o3m_err_set(e, O3M_EMASK, "state_dir %s: the checkpoint at seq %" PRIu64 " was learned "
+                     "under mask %016" PRIx64 ", the current block is %016" PRIx64 ": refusing to "
+                     "combine them (discard the old state explicitly to start fresh)", c->dir,
+                     pos, mask, c->mask_id);
+    goto fail;
+  }
+  info->checkpoint_seq = pos;
+
+  /* Replay the journal after it. */
+  ap_journal_options jo;
+  ap_journal_options_default(&jo);
+  jo.dir = c->dir;
+  jo.d = ap_policy_config_of(p)->d;
+  jo.after = pos;
+  jo.salvage = opt->salvage;
+  if (opt->segment_bytes) jo.segment_bytes = opt->segment_bytes;
+  jo.buffer_records = opt->group_records;
+  replay_ctx rx = {.p = p, .mask_id = c->mask_id};
+  jo.replay = replay_one;
+  jo.replay_ctx = &rx;
+  ap_journal_info ji;
+  rc = ap_journal_open(&c->j, &jo, &ji, e);
+  if (rc == O3M_EMASK) {
+    info->found_mask_id = rx.found_mask;
+    rc = o3m_err_set(e, O3M_EMASK, "state_dir %s: journal record %" PRIu64 " was learned under "
+                     "mask %016" PRIx64 ", the current block is %016" PRIx64 ": refusing to "
+                     "combine them (discard the old state explicitly to start fresh)", c->dir,
+                     rx.bad_seq, rx.found_mask, c->mask_id);
+  }
+  if (rc) goto fail;
+  info->replayed = ji.replayed;
+  info->refactors = rx.refactors;
+  info->update_errors = rx.update_errors;
+  info->last_seq = ji.last_seq;
+  info->tail_bytes_cut = ji.tail_bytes_cut;
+  info->salvaged = ji.salvaged;
+  info->salvage_seq = ji.salvage_seq;
+  c->ckpt_seq = pos;
+  c->ckpt_time = mono_ms();
+  free(seqs);
+  o3m_log_info("state_dir %s: recovered %" PRIu64 " updates: checkpoint seq %" PRIu64
+               " (%d rejected), %" PRIu64 " journal records replayed (%" PRIu64 " refactors, %"
+               PRIu64 " failed updates), journal at seq %" PRIu64 ", %" PRIu64 " tail bytes cut%s",
+               c->dir, ap_policy_updates(p), pos, info->checkpoints_rejected, info->replayed,
+               info->refactors, info->update_errors, info->last_seq, info->tail_bytes_cut,
+               info->salvaged ? ", SALVAGED" : "");
+  *out = c;
+  return O3M_OK;
+
+fail:
+  free(seqs);
+  ap_policy_reset(p);
+  ap_checkpoint_close(c);
+  return rc;
+}
+
+/* ----------------------------------------------------------- reward path */
+
+int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
+                               double reward) {
+  ap_journal_record r = {.type = AP_JOURNAL_REWARD, .decision = decision,
+                         .mask_id = c->mask_id, .arm = arm, .reward = reward, .x = x};
+  int rc = ap_journal_append(c->j, &r, NULL);
+  if (rc) return rc;
+  return ap_policy_update(c->p, arm, x, reward);
+}
+
+int ap_checkpoint_sync(ap_checkpoint *c, o3m_err *e) { return ap_journal_sync(c->j, e); }
+
+ap_journal *ap_checkpoint_journal(ap_checkpoint *c) { return c->j; }
+
+uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
+  return ap_journal_last_seq(c->j) - c->ckpt_seq;
+}
+
+int ap_checkpoint_due(const ap_checkpoint *c) {
+  uint64_t n = ap_checkpoint_records_since(c);
+  if (c->every_records && n >= c->every_records) return 1;
+  return c->every_ms && n > 0 && mono_ms() - c->ckpt_time >= c->every_ms;
+}
+
+int ap_checkpoint_health(ap_checkpoint *c, int flags, ap_policy_health *h_, o3m_err *e) {
+  ap_policy_health h;
+  int rc = ap_policy_health_check(c->p, flags, &h);
+  if (h_) *h_ = h;
+  if (rc == O3M_OK) return O3M_OK;
+  if (rc == O3M_ENOMEM) return o3m_err_set(e, rc, "health check: out of memory");
+  if (rc == O3M_ECORRUPT)
+    return o3m_err_set(e, rc, "model %d: %s: the exact statistics are damaged; stop and "
+                       "recover from the checkpoint and journal", h.model, h.what);
+  /* Repairable: journal the repair first, so that a replay repeats it. */
+  ap_journal_record r = {.type = AP_JOURNAL_REFACTOR, .mask_id = c->mask_id, .arm = -1};
+  if ((rc = ap_journal_append(c->j, &r, NULL)))
+    return o3m_err_set(e, rc, "health repair: the journal has failed");
+  rc = ap_policy_refactor(c->p, -1);
+  int src = ap_journal_sync(c->j, e);
+  if (rc)
+    return o3m_err_set(e, O3M_ECORRUPT, "model %d: %s; refactorization from Lambda failed (%s)",
+                       h.model, h.what, o3m_errname(rc));
+  if (src) return src;
+  o3m_log_warn("numerical health: %d model(s) bad, first %d: %s (residual %.3g); all "
+               "refactorized exactly from Lambda and u", h.n_bad, h.model, h.what,
+               h.max_residual);
+  return O3M_OK;
+}
+
+int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
+  int rc = ap_checkpoint_health(c, 0, NULL, e);
+  if (rc) return rc;
+  /* Everything applied to the policy is in the journal up to last_seq; make
+   * it durable and start a new segment there, so that old segments can go. */
+  if ((rc = ap_journal_rotate(c->j, e))) return rc;
+  uint64_t seq = ap_journal_last_seq(c->j);
+  if ((rc = write_ckpt(c, seq, e))) return rc;
+  c->ckpt_seq = seq;
+  c->ckpt_time = mono_ms();
+  /* Keep the newest two; prune the journal before the older of them. */
+  uint64_t *seqs;
+  int n;
+  if ((rc = list_ckpts(c->dirfd, 0, &seqs, &n)))
+    return o3m_err_set(e, rc, "state_dir %s: cannot list the checkpoints", c->dir);
+  for (int i = 2; i < n; i++) {
+    char name[NAME_LEN];
+    ck_name(name, seqs[i], ".ckpt");
+    if (unlinkat(c->dirfd, name, 0) && errno != ENOENT && !rc)
+      rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot remove: %s", c->dir, name,
+                       strerror(errno));
+  }
+  if (n > 2 && fsync(c->dirfd) && !rc)
+    rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync", c->dir);
+  if (!rc && n >= 2) rc = ap_journal_prune(c->j, seqs[1], e);
+  free(seqs);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- discard */
+
+int ap_checkpoint_discard(const char *state_dir, o3m_err *e) {
+  int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    if (errno == ENOENT) return O3M_OK;
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", state_dir, strerror(errno));
+  }
+  int lockfd = -1, rc = take_lock(state_dir, dirfd, &lockfd, e);
+  if (rc) {
+    close(dirfd);
+    return rc;
+  }
+  char sub[64];
+  snprintf(sub, sizeof sub, "discarded-%" PRId64, wall_ms());
+  int subfd = -1, moved = 0;
+  /* Entries are moved while the directory is being read, which may hide
+   * others from that pass, so passes repeat until one moves nothing. */
+  for (int pass_moved = 1; pass_moved && !rc;) {
+    pass_moved = 0;
+    int fd = dup(dirfd);
+    DIR *dh = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!dh) {
+      if (fd >= 0) close(fd);
+      rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot list", state_dir);
+      break;
+    }
+    rewinddir(dh);
+    struct dirent *de;
+    while ((de = readdir(dh))) {
+      if (strncmp(de->d_name, "ap-ckpt-", 8) && strncmp(de->d_name, "ap-journal-", 11))
+        continue;
+      if (subfd < 0) {
+        if (mkdirat(dirfd, sub, 0700) ||
+            (subfd = openat(dirfd, sub, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+          rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot create %s: %s", state_dir, sub,
+                           strerror(errno));
+          break;
+        }
+      }
+      if (renameat(dirfd, de->d_name, subfd, de->d_name)) {
+        rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot move %s: %s", state_dir,
+                         de->d_name, strerror(errno));
+        break;
+      }
+      moved++;
+      pass_moved++;
+    }
+    closedir(dh);
+  }
+  if (subfd >= 0 && (fsync(subfd) || fsync(dirfd)) && !rc)
+    rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync", state_dir);
+  if (!rc && moved)
+    o3m_log_warn("state_dir %s: moved %d state files to %s/ for a fresh start", state_dir,
+                 moved, sub);
+  if (subfd >= 0) close(subfd);
+  close(lockfd);
+  close(dirfd);
+  return rc;
+}

@@ -1,0 +1,189 @@
+/* ap_checkpoint.h -- durable model state of the active participant:
+ * checkpoints, recovery, and the reward path through the journal.
+ *
+ * The AP's model is the policy state (ap_policy.h). This module keeps it
+ * durable with two kinds of file in the party's state_dir:
+ *   - the write-ahead journal of rewards (ap_journal.h), through which every
+ *     reward passes before it is acknowledged;
+ *   - periodic checkpoints of the full policy state, so that a restart
+ *     replays only the journal written since.
+ * and a lock file, ap.lock (flock), so that two processes never share one
+ * state_dir.
+ *
+ * Checkpoint files are named ap-ckpt-<journal seq, 16 hex digits>.ckpt: the
+ * seq of the last journal record whose effect the state includes. A
+ * checkpoint is written to ap-ckpt-<seq>.tmp, fsynced, renamed and the
+ * directory fsynced, so a checkpoint file is either complete or absent. The
+ * newest two are kept (a crash between the rename and the removal of the
+ * oldest leaves three until the next checkpoint; leftover .tmp files are
+ * removed at open); the journal is rotated at each checkpoint and pruned
+ * of segments older than the OLDER of the two, so a damaged newest
+ * checkpoint can always fall back to the previous one plus a longer replay.
+ * Format (little-endian):
+ *    0   8  magic "O3MCKPT\0"
+ *    8   4  version (1)
+ *   12   4  header length (64)
+ *   16   8  journal seq included (the position)
+ *   24   8  mask id of the block the state was learned under
+ *   32   8  length N of the policy state image
+ *   40   8  wall-clock time written, Unix ms (informational)
+ *   48   8  policy update count (informational)
+ *   56   4  zero
+ *   60   4  CRC32C of bytes 0..59
+ *   64   N  the policy state image (ap_policy.h documents it)
+ * 64+N   4  CRC32C of the image
+ * 68+N   4  zero
+ * 72+N   8  magic "O3MCKEND"
+ * A checkpoint is valid when the file is exactly 80 + N bytes and both CRCs
+ * and magics match; the image is then trusted, and only then interpreted.
+ *
+ * Recovery (ap_checkpoint_open). The policy is reset; the newest valid
+ * checkpoint is loaded (an invalid one is renamed to *.corrupt with a
+ * warning and the next older one is tried; with none left the policy stays
+ * fresh and the whole journal is replayed); then the journal records after
+ * its position are replayed in order: reward records through
+ * ap_policy_update, refactor records through ap_policy_refactor, exactly as
+ * they were applied live. The resulting state equals, bit for bit, that of
+ * an uninterrupted process that applied the same journal records (with one
+ * exception: Thompson draws are not journaled, so the sampler is restored to
+ * its state at the checkpoint; see the note below). Torn journal tails are
+ * cut; middle corruption refuses to start unless salvage is set (see
+ * ap_journal.h).
+ *
+ * Mask ids. A masked context is meaningful only under the block it was
+ * masked with: Lambda and theta learned under Q cannot be combined with
+ * contexts masked by another Q'. The checkpoint and every journal record
+ * carry the mask id, and recovery fails with O3M_EMASK when any of them
+ * differs from opt.mask_id (info->found_mask_id names the old one). The
+ * service must then either refuse to start, or, by an explicit operator
+ * choice, call ap_checkpoint_discard() (which moves the old state aside,
+ * nothing is deleted) and open again with a fresh model.
+ *
+ * Configuration changes. A checkpoint saved by a policy with another algo,
+ * model, d, number of arms or lambda is refused with O3M_EDIM (the message
+ * names the field): the state cannot be reinterpreted. alpha, v,
+ * max_candidates and refactor_every may change between runs; the sampler
+ * keeps its saved stream rather than restarting from the config's seed.
+ *
+ * The Thompson sampler. Its state is in every checkpoint, but draws made
+ * after the checkpoint are not journaled, so after a restart the sampler
+ * repeats the draws made since the last checkpoint. Each draw is still
+ * N(0, 1) and independent of the new model state; nothing learned is lost.
+ *
+ * Decisions waiting for a reward are not made durable here (the pending
+ * table lives in memory): after a restart a reward for a decision issued
+ * before it is answered NOT_FOUND. A reward that reached the journal but
+ * whose reply was lost in the crash is in the model exactly once; its retry
+ * also gets NOT_FOUND, because decision ids of a new run never repeat old
+ * ones.
+ *
+ * Not thread-safe: the service calls everything from its one handler
+ * thread. */
+#ifndef AP_CHECKPOINT_H
+#define AP_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "ap_journal.h"
+#include "ap_policy.h"
+#include "o3m_error.h"
+
+typedef struct ap_checkpoint_options {
+  const char *state_dir;   /* created (mode 0700) if missing; required */
+  uint64_t mask_id;        /* mask id of the installed block */
+  int salvage;             /* the daemon's --salvage (see ap_journal.h) */
+  size_t segment_bytes;    /* journal segment size */
+  int group_records;       /* journal append buffer, in records */
+  uint64_t every_records;  /* ap_checkpoint_due after this many records (0: off) */
+  int64_t every_ms;        /* ... or after this long with >= 1 record (0: off) */
+} ap_checkpoint_options;
+
+/* Defaults: state_dir NULL (must be set), mask_id 0, salvage 0, journal
+ * defaults, a checkpoint every 10000 records or 60 s. */
+void ap_checkpoint_options_default(ap_checkpoint_options *o);
+
+/* What recovery did. */
+typedef struct ap_recovery_info {
+  uint64_t checkpoint_seq;   /* position of the checkpoint loaded; 0: none */
+  int checkpoints_rejected;  /* invalid ones renamed to *.corrupt */
+  uint64_t replayed;         /* journal records applied after the checkpoint */
+  uint64_t refactors;        /* of which refactor records */
+  uint64_t update_errors;    /* reward records whose update failed, as live */
+  uint64_t last_seq;         /* last journal record */
+  uint64_t tail_bytes_cut;   /* torn journal tail removed */
+  int salvaged;              /* salvage cut the journal (data after it lost) */
+  uint64_t salvage_seq;      /* with salvaged: the first seq not recovered */
+  uint64_t found_mask_id;    /* with O3M_EMASK: the mask id of the saved state */
+} ap_recovery_info;
+
+typedef struct ap_checkpoint ap_checkpoint;
+
+/* Locks opt->state_dir, recovers policy p from it (above) and opens the
+ * journal for appends. p is borrowed: it must outlive the handle, and from
+ * now on every change to it must go through this module
+ * (ap_checkpoint_apply_reward, ap_checkpoint_health), or the journal would
+ * not describe it. info may be NULL. Errors: O3M_EINVAL (options),
+ * O3M_ESTATE (state_dir locked by another process), O3M_EMASK, O3M_EDIM
+ * (config changed), O3M_ECORRUPT (journal corruption or a gap, without
+ * salvage), O3M_EIO, O3M_ENOMEM. On failure *out is NULL, p is reset to a fresh state and the
+ * lock is released. */
+int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
+                       ap_recovery_info *info, o3m_err *e);
+
+/* The reward path. Appends a reward record (with the handle's mask id) to
+ * the journal buffer, then applies ap_policy_update(arm, x, reward). Not
+ * durable, and so not to be acknowledged, until ap_checkpoint_sync()
+ * returns 0; several rewards may share one sync (group commit). Returns
+ * O3M_EIO if the journal has failed (nothing applied; the service must stop:
+ * see ap_journal.h), else the update's code: validate arm and finiteness
+ * before calling, so that this is 0 (a failing update is still journaled and
+ * reproduced as such by replay). Allocates nothing. */
+int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
+                               double reward);
+
+/* Makes every applied reward durable (one write and one fdatasync for all
+ * of them). O3M_EIO on failure: do not acknowledge, stop the service. */
+int ap_checkpoint_sync(ap_checkpoint *c, o3m_err *e);
+
+/* 1 if a checkpoint is due by the every_records / every_ms settings, else 0. */
+int ap_checkpoint_due(const ap_checkpoint *c);
+
+/* Writes a checkpoint now: runs the quick health check first (a repairable
+ * problem is repaired through ap_checkpoint_health's journaled refactor; a
+ * damaged Lambda or u is O3M_ECORRUPT and nothing is written, so a bad
+ * state never becomes durable), syncs the journal, rotates it, writes and
+ * renames the checkpoint, deletes all but the newest two, and prunes the
+ * journal. Cost: one pass over the state (O(n_models d^2) bytes) plus the
+ * health check. A failure leaves the previous checkpoints and the journal
+ * intact, so it is safe to continue serving and retry later (O3M_EIO for a
+ * file error). */
+int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e);
+
+/* Checks the policy's numerical health (ap_policy_health_check with flags);
+ * if a factor or theta is broken but Lambda and u are sound, appends a
+ * refactor record (all models), applies ap_policy_refactor(p, -1) and syncs,
+ * so that the repair is part of the durable history and replays identically.
+ * Returns 0 when healthy or repaired (*h, if not NULL, holds the finding
+ * before the repair), O3M_ECORRUPT when Lambda or u itself is damaged (not
+ * repairable in memory: stop, and recover from disk), O3M_EIO. */
+int ap_checkpoint_health(ap_checkpoint *c, int flags, ap_policy_health *h, o3m_err *e);
+
+/* The journal (for its seq counters and tests). */
+ap_journal *ap_checkpoint_journal(ap_checkpoint *c);
+
+/* Journal records since the last checkpoint. */
+uint64_t ap_checkpoint_records_since(const ap_checkpoint *c);
+
+/* Syncs the journal (best effort), closes it and releases the lock. Does
+ * not write a checkpoint; call ap_checkpoint_write() first for a quick next
+ * start. The policy is not freed. NULL is accepted. */
+void ap_checkpoint_close(ap_checkpoint *c);
+
+/* For an explicit fresh start (after O3M_EMASK, or by operator choice):
+ * moves every checkpoint and journal file of state_dir into a new
+ * subdirectory discarded-<Unix ms>/ (nothing is deleted) and fsyncs. Takes
+ * the lock, so not while a handle is open on state_dir. A missing state_dir
+ * is fine. O3M_ESTATE if locked, O3M_EIO. */
+int ap_checkpoint_discard(const char *state_dir, o3m_err *e);
+
+#endif
