@@ -1,0 +1,189 @@
+/* ap_client.c -- see ap_client.h.
+ *
+ * Each call builds its request on the stack, pointing at the caller's
+ * arrays (protobuf-c packs without writing through them), makes one unary
+ * call and copies what the caller needs out of the reply, which lives in the
+ * RPC client's arena until the next call. */
+#include "ap_client.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "health.pb-c.h"
+#include "o3m.pb-c.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+struct ap_client {
+  o3m_rpc_client *rpc;
+};
+
+void ap_client_options_default(ap_client_options *o) {
+  memset(o, 0, sizeof *o);
+  o->deadline_ms = 5000;
+}
+
+int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, const char *as,
+                                  o3m_err *e) {
+  const o3m_party *ap = o3m_config_active(cfg);
+  o->target = ap->address;
+  o->server_name = ap->name;
+  o->ca_file = o3m_config_ca(cfg);
+  if (as) {
+    const o3m_party *me = o3m_config_party(cfg, as);
+    if (!me) return o3m_err_set(e, O3M_EINVAL, "no party '%s' in %s", as, o3m_config_name(cfg));
+    if (!me->cert || !me->key)
+      return o3m_err_set(e, O3M_EINVAL, "party '%s' has no cert and key in %s", as,
+                         o3m_config_name(cfg));
+    o->cert_file = me->cert;
+    o->key_file = me->key;
+  }
+  return 0;
+}
+
+int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!o) return o3m_err_set(e, O3M_EINVAL, "options are NULL");
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = o->target;
+  cc.insecure = o->insecure;
+  if (!o->insecure) {
+    cc.tls.ca_file = o->ca_file;
+    cc.tls.cert_file = o->cert_file;
+    cc.tls.key_file = o->key_file;
+    cc.tls.server_name = o->server_name;
+  }
+  if (o->deadline_ms > 0) cc.deadline_ms = o->deadline_ms;
+  cc.wait_for_ready = o->wait_for_ready;
+  ap_client *c = calloc(1, sizeof *c);
+  if (!c) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int rc = o3m_rpc_client_create(&c->rpc, &cc, e);
+  if (rc < 0) {
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return 0;
+}
+
+void ap_client_destroy(ap_client *c) {
+  if (!c) return;
+  o3m_rpc_client_destroy(c->rpc);
+  free(c);
+}
+
+int ap_client_recommend(ap_client *c, const char *user, int K, const char *const *items,
+                        const uint32_t *arms, const double *own_features, size_t n_own,
+                        ap_recommendation *out, o3m_err *e) {
+  if (!c || !out || K < 0 || (K > 0 && !items) || (n_own > 0 && !own_features))
+    return o3m_err_set(e, O3M_EINVAL, "recommend: bad arguments");
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  /* protobuf-c packs without writing through these pointers. */
+  if (user) req.user = (char *)user;
+  req.n_items = (size_t)K;
+  req.items = (char **)items;
+  if (arms) {
+    req.n_arms = (size_t)K;
+    req.arms = (uint32_t *)arms;
+  }
+  req.n_own_features = n_own;
+  req.own_features = (double *)own_features;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                               &o3m__v1__recommendation__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__Recommendation *r = (const O3m__V1__Recommendation *)m;
+  if (r->candidate >= (uint32_t)K)
+    return o3m_err_set(e, O3M_ERANGE, "recommend: candidate %u of %d", r->candidate, K);
+  out->decision = r->decision;
+  out->candidate = (int)r->candidate;
+  out->item = r->item;
+  out->score = r->score;
+  out->mask_id = r->mask_id;
+  return 0;
+}
+
+int ap_client_reward(ap_client *c, uint64_t decision, double reward, uint64_t *updates,
+                     o3m_err *e) {
+  if (!c) return o3m_err_set(e, O3M_EINVAL, "reward: client is NULL");
+  O3m__V1__RewardRequest req = O3M__V1__REWARD_REQUEST__INIT;
+  req.decision = decision;
+  req.reward = reward;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_REWARD, &req.base,
+                               &o3m__v1__reward_reply__descriptor, &m, e);
+  if (rc < 0) return rc;
+  if (updates) *updates = ((const O3m__V1__RewardReply *)m)->updates;
+  return 0;
+}
+
+int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
+  if (!c || !out) return o3m_err_set(e, O3M_EINVAL, "stats: bad arguments");
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_STATS, &req.base,
+                               &o3m__v1__active_stats__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__ActiveStats *s = (const O3m__V1__ActiveStats *)m;
+  out->rounds = s->rounds;
+  out->updates = s->updates;
+  out->pending = s->pending;
+  out->expired = s->expired;
+  out->theta_norm = s->theta_norm;
+  snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
+  snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
+  return 0;
+}
+
+/* Info over any of the three services' paths. */
+static int info_at(ap_client *c, const char *path, ap_info *out, o3m_err *e) {
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c->rpc, path, &req.base, &o3m__v1__node_info__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__NodeInfo *n = (const O3m__V1__NodeInfo *)m;
+  out->role = (int)n->role;
+  out->protocol = n->protocol;
+  out->party = n->party;
+  out->dim = n->dim;
+  out->n_parties = (uint32_t)n->n_dims;
+  out->mask_id = n->mask_id;
+  snprintf(out->name, sizeof out->name, "%s", n->name ? n->name : "");
+  return 0;
+}
+
+int ap_client_info(ap_client *c, ap_info *out, o3m_err *e) {
+  if (!c || !out) return o3m_err_set(e, O3M_EINVAL, "info: bad arguments");
+  return info_at(c, O3M_PATH_ACTIVE_INFO, out, e);
+}
+
+/* grpc.health.v1.Health/Check, which every o3m_rpc server answers by
+ * itself; any O3M daemon can so be probed. */
+int ap_client_health(ap_client *c, const char *service, int *serving, char *status,
+                     size_t status_len, o3m_err *e) {
+  if (!c || !serving) return o3m_err_set(e, O3M_EINVAL, "health: bad arguments");
+  *serving = 0;
+  Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+  /* protobuf-c packs without writing through the pointer. */
+  if (service) req.service = (char *)service;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c->rpc, O3M_RPC_HEALTH_CHECK_PATH, &req.base,
+                               &grpc__health__v1__health_check_response__descriptor, &m, e);
+  if (rc < 0) return rc;
+  Grpc__Health__V1__HealthCheckResponse__ServingStatus st =
+      ((const Grpc__Health__V1__HealthCheckResponse *)m)->status;
+  *serving = st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+  if (status && status_len) {
+    const char *name = "UNKNOWN";
+    if (st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING) name = "SERVING";
+    else if (st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING)
+      name = "NOT_SERVING";
+    else if (st == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN)
+      name = "SERVICE_UNKNOWN";
+    snprintf(status, status_len, "%s", name);
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+/* ap_client.h -- a client of the active participant's service.
+ *
+ * Wraps one o3m_rpc client with plain C calls for the Active service
+ * (Recommend, Reward, Stats, Info) and the standard health check, so that
+ * o3m-cli, the demo driver and load tests do not build protobuf-c messages
+ * themselves. One call is in flight per client at a time; for concurrency,
+ * use one client per thread (clients share nothing).
+ *
+ * Security: TLS with a client certificate (mutual TLS) by default. The
+ * active participant accepts any certificate signed by the federation CA, so
+ * a front end that is not a party uses a certificate of its own; a party can
+ * use its own (ap_client_options_from_config). Plaintext only with
+ * insecure = 1.
+ *
+ * Errors are the remote handler's O3M code (O3M_EINVAL, O3M_ENOTFOUND,
+ * O3M_EEXISTS, O3M_EEXPIRED, O3M_EMASK, O3M_EUNAVAILABLE, O3M_EDEADLINE, ...)
+ * with its message, or the transport's (O3M_EUNAVAILABLE when the active
+ * participant cannot be reached, O3M_EDEADLINE). Nothing here allocates per
+ * call beyond what the RPC layer does. */
+#ifndef AP_CLIENT_H
+#define AP_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+
+typedef struct ap_client ap_client;
+
+typedef struct ap_client_options {
+  const char *target;      /* "127.0.0.1:7000", "unix:/path", ... (required) */
+  int insecure;            /* 1: plaintext; the TLS fields must then be NULL */
+  const char *ca_file;     /* federation CA that signed the server's certificate */
+  const char *cert_file;   /* client certificate and key (both or neither) */
+  const char *key_file;
+  /* Name expected in the server certificate instead of the target's host:
+   * the active party's name, since certificates name parties. */
+  const char *server_name;
+  int deadline_ms;         /* per call; default 5000 */
+  int wait_for_ready;      /* 1: a call waits (up to its deadline) for the server */
+} ap_client_options;
+
+/* Everything NULL/0 except deadline_ms = 5000. */
+void ap_client_options_default(ap_client_options *o);
+
+/* Fills the connection fields from a federation config: target = the active
+ * party's address, server_name = its name, ca_file = the federation CA and,
+ * if as is not NULL, cert_file and key_file of party as (O3M_EINVAL naming
+ * it if there is no such party or it has no cert). Other fields are left as
+ * they are. The strings belong to cfg, which must outlive the options. */
+int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, const char *as,
+                                  o3m_err *e);
+
+/* Creates the client (gRPC connects lazily, at the first call). Errors:
+ * O3M_EINVAL, O3M_EIO (a TLS file cannot be read), O3M_ETLS, O3M_ENOMEM.
+ * On failure *out is NULL. */
+int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e);
+
+/* NULL is accepted. */
+void ap_client_destroy(ap_client *c);
+
+typedef struct ap_recommendation {
+  uint64_t decision;  /* ticket for ap_client_reward */
+  int candidate;      /* index into the items passed */
+  const char *item;   /* items[candidate], valid until the next call on c */
+  double score;
+  uint64_t mask_id;
+} ap_recommendation;
+
+/* Recommend among K candidate items for user. arms: NULL, or K arm indices
+ * for the disjoint model. own_features: NULL (n_own = 0), or K x d_0 values,
+ * row-major, the active party's own features of the candidates. */
+int ap_client_recommend(ap_client *c, const char *user, int K, const char *const *items,
+                        const uint32_t *arms, const double *own_features, size_t n_own,
+                        ap_recommendation *out, o3m_err *e);
+
+/* Rewards a decision; *updates (may be NULL) is the policy's update count
+ * after it. */
+int ap_client_reward(ap_client *c, uint64_t decision, double reward, uint64_t *updates,
+                     o3m_err *e);
+
+typedef struct ap_stats {
+  uint64_t rounds;    /* decisions issued */
+  uint64_t updates;   /* rewards applied */
+  uint32_t pending;   /* decisions waiting for a reward */
+  uint64_t expired;   /* decisions dropped without a reward (expired or evicted) */
+  double theta_norm;  /* shared model; 0 for disjoint */
+  char algo[16];
+  char model[16];
+} ap_stats;
+
+int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);
+
+typedef struct ap_info {
+  int role;           /* O3m__V1__Role value: 3 = active */
+  uint32_t protocol;
+  uint32_t party;
+  uint32_t dim;
+  uint32_t n_parties; /* entries of the partition */
+  uint64_t mask_id;
+  char name[O3M_CONFIG_MAX_NAME + 1];
+} ap_info;
+
+/* Info of the Active service. */
+int ap_client_info(ap_client *c, ap_info *out, o3m_err *e);
+
+/* The standard gRPC health check (grpc.health.v1.Health/Check) for service
+ * ("" = the whole server). *serving is 1 for SERVING, else 0 with the status
+ * name in status (at least 32 bytes; may be NULL). Every o3m_rpc server
+ * answers it, so this probes any O3M daemon; behind mutual TLS it needs a
+ * client certificate like any call. */
+int ap_client_health(ap_client *c, const char *service, int *serving, char *status,
+                     size_t status_len, o3m_err *e);
+
+#endif

@@ -1,0 +1,1024 @@
+/* ap_service.c -- the active participant's service (see ap_service.h).
+ *
+ * The file has six parts: two small hash tables (the disjoint model's
+ * catalog, item id -> arm, and the per-round set that finds duplicate item
+ * ids), the start-up fetch of the AP's block from the mask generator, the
+ * clients of the passive participants, the four handlers, and the lifecycle
+ * (create, run, shutdown, destroy).
+ *
+ * Every buffer a round needs is sized for max_candidates at create: the K x d
+ * sums Y, the K x d_0 own features, the arm indices and the duplicate set.
+ * The handlers borrow the request's strings (they live in the server arena
+ * until the handler returns) and point the reply into the service's own
+ * storage, so a round allocates nothing in this module. */
+#include "ap_service.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ap_pending.h"
+#include "ap_policy.h"
+#include "o3m.pb-c.h"
+#include "o3m_blas.h"
+#include "o3m_log.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+#include "pp_features.h"
+
+/* Largest catalog file read, and the longest item id in it (the limit of the
+ * feature tables, so that every catalog id can also be a table id). */
+#define CATALOG_MAX_FILE (256u << 20)
+#define CATALOG_MAX_ID PP_FEATURES_MAX_ID
+/* Per-attempt deadline of the calls to the mask generator at start. */
+#define PMG_ATTEMPT_MS 1000
+/* Backoff between start-up attempts (mask generator, passive parties):
+ * first and largest pause. */
+#define PMG_BACKOFF_FIRST_MS 100
+#define PMG_BACKOFF_MAX_MS 2000
+/* Calls kept requested per method; with handlers running one at a time this
+ * is how many calls can be queued without waiting for gRPC to hand over
+ * the next one. A load test runs 32 clients at once. */
+#define SERVER_SLOTS 32
+/* A passive participant's channel is rebuilt after it has been unavailable
+ * this long, and then at most this often (see peer_reset). */
+#define PEER_RESET_MS 1000
+/* Failed rounds are logged at most once per this period. */
+#define WARN_PERIOD_MS 1000
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 64-bit FNV-1a of a NUL-terminated string. */
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* The smallest power of two >= 2 n (load factor <= 1/2), at least 16. */
+static size_t table_size(size_t n) {
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  return cap;
+}
+
+/* ================================================================ catalog */
+
+/* The disjoint model's arms: line i of the items file is arm i. The ids live
+ * in one buffer (text, with the line ends replaced by NULs); index is an
+ * open-addressing table of arm + 1 (0 = empty) with linear probing. */
+typedef struct catalog {
+  char *text;
+  const char **ids; /* n pointers into text */
+  int n;
+  int *index;
+  size_t cap; /* power of two */
+} catalog;
+
+static void catalog_free(catalog *c) {
+  free(c->text);
+  free(c->ids);
+  free(c->index);
+  memset(c, 0, sizeof *c);
+}
+
+/* The arm of id, or -1. */
+static int catalog_find(const catalog *c, const char *id) {
+  size_t mask = c->cap - 1;
+  for (size_t i = (size_t)hash_str(id) & mask;; i = (i + 1) & mask) {
+    int a = c->index[i];
+    if (a == 0) return -1;
+    if (strcmp(c->ids[a - 1], id) == 0) return a - 1;
+  }
+}
+
+/* Reads the catalog file at path: one item id per line (LF or CRLF), 1 to
+ * CATALOG_MAX_ID bytes without NUL, no duplicates, no empty line, at least
+ * one line and at most max_arms. Errors name the file and line. */
+static int catalog_load(catalog *c, const char *path, int max_arms, o3m_err *e) {
+  memset(c, 0, sizeof *c);
+  FILE *f = fopen(path, "rb");
+  if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open the items catalog: %s", path,
+                             strerror(errno));
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  int rc = 0;
+  if (!buf) {
+    fclose(f);
+    return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
+  }
+  for (;;) {
+    if (len == cap) {
+      if (cap >= CATALOG_MAX_FILE) {
+        rc = o3m_err_set(e, O3M_EPARSE, "%s: items catalog larger than %u bytes", path,
+                         CATALOG_MAX_FILE);
+        break;
+      }
+      char *nb = realloc(buf, 2 * cap + 1);
+      if (!nb) {
+        rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    size_t got = fread(buf + len, 1, cap - len, f);
+    len += got;
+    if (got == 0) {
+      if (ferror(f)) rc = o3m_err_set(e, O3M_EIO, "%s: read error", path);
+      break;
+    }
+  }
+  fclose(f);
+  if (rc < 0) {
+    free(buf);
+    return rc;
+  }
+  buf[len] = '\0';
+  c->text = buf;
+
+  /* Count lines; a final line end is not an extra (empty) line. */
+  int n = 0;
+  for (size_t i = 0; i < len; i++)
+    if (buf[i] == '\n') n++;
+  if (len > 0 && buf[len - 1] != '\n') n++;
+  if (n < 1) {
+    catalog_free(c);
+    return o3m_err_set(e, O3M_EPARSE, "%s: the items catalog is empty", path);
+  }
+  if (n > max_arms) {
+    catalog_free(c);
+    return o3m_err_set(e, O3M_EPARSE, "%s: %d items, at most %d arms are supported", path, n,
+                       max_arms);
+  }
+  c->ids = malloc(sizeof *c->ids * (size_t)n);
+  c->cap = table_size((size_t)n);
+  c->index = calloc(c->cap, sizeof *c->index);
+  if (!c->ids || !c->index) {
+    catalog_free(c);
+    return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
+  }
+  char *p = buf;
+  for (int line = 1; line <= n; line++) {
+    char *end = memchr(p, '\n', (size_t)(buf + len - p));
+    if (!end) end = buf + len;
+    *end = '\0';
+    size_t l = (size_t)(end - p);
+    if (l > 0 && p[l - 1] == '\r') p[--l] = '\0';
+    if (l == 0) {
+      catalog_free(c);
+      return o3m_err_set(e, O3M_EPARSE, "%s:%d: empty item id", path, line);
+    }
+    if (l > CATALOG_MAX_ID || strlen(p) != l) {
+      catalog_free(c);
+      return o3m_err_set(e, O3M_EPARSE, "%s:%d: item id longer than %d bytes or containing NUL",
+                         path, line, CATALOG_MAX_ID);
+    }
+    if (c->n > 0 && catalog_find(c, p) >= 0) {
+      int first = catalog_find(c, p) + 1;
+      catalog_free(c);
+      return o3m_err_set(e, O3M_EPARSE, "%s:%d: duplicate item id (first on line %d)", path,
+                         line, first);
+    }
+    c->ids[c->n] = p;
+    size_t mask = c->cap - 1, i = (size_t)hash_str(p) & mask;
+    while (c->index[i]) i = (i + 1) & mask;
+    c->index[i] = ++c->n;
+    p = end + 1;
+  }
+  return 0;
+}
+
+/* ================================================================ duplicate set */
+
+/* Finds duplicate item ids in one request in O(K). Entries carry the round's
+ * generation number, so the table is never cleared: an entry of an older
+ * generation counts as empty. */
+typedef struct dup_entry {
+  uint64_t gen;
+  uint64_t hash;
+  int k;
+} dup_entry;
+
+typedef struct dupset {
+  dup_entry *t;
+  size_t cap;
+  uint64_t gen;
+} dupset;
+
+/* Returns -1 if the K ids are distinct, else the index of the first id that
+ * repeats an earlier one, with that earlier index in *first. */
+static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
+  s->gen++;
+  size_t mask = s->cap - 1;
+  for (int k = 0; k < K; k++) {
+    uint64_t h = hash_str(ids[k]);
+    size_t i = (size_t)h & mask;
+    for (;; i = (i + 1) & mask) {
+      dup_entry *en = &s->t[i];
+      if (en->gen != s->gen) {
+        en->gen = s->gen;
+        en->hash = h;
+        en->k = k;
+        break;
+      }
+      if (en->hash == h && strcmp(ids[en->k], ids[k]) == 0) {
+        *first = en->k;
+        return k;
+      }
+    }
+  }
+  return -1;
+}
+
+/* ================================================================ service */
+
+/* A passive participant. The client can be rebuilt (peer_reset), so the
+ * peer keeps its own copies of the strings its client config points to. */
+typedef struct peer {
+  o3m_rpc_client *client; /* NULL after a failed rebuild */
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  int slot;
+  o3m_rpc_client_config cc;
+  char *target, *ca, *cert, *key;
+  int64_t failing_since_ms; /* first UNAVAILABLE of the current outage, or 0 */
+  int64_t last_reset_ms;
+} peer;
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void peer_free(peer *p) {
+  o3m_rpc_client_destroy(p->client);
+  free(p->target);
+  free(p->ca);
+  free(p->cert);
+  free(p->key);
+  memset(p, 0, sizeof *p);
+}
+
+/* Replaces the peer's client by a new one, with a new channel. Why: with
+ * gRPC 1.51 a channel whose first connection attempts were refused was
+ * seen to fail every call that does not wait for it for about 30 s after
+ * the peer came up (gRPC's minimum interval between re-resolutions of a
+ * target), while a new channel connects on its first call. On failure
+ * p->client is NULL (rounds then fail with UNAVAILABLE naming the peer) and
+ * e says why. */
+static int peer_reset(peer *p, o3m_err *e) {
+  o3m_rpc_client_destroy(p->client);
+  p->client = NULL;
+  p->last_reset_ms = now_ms();
+  return o3m_rpc_client_create(&p->client, &p->cc, e);
+}
+
+/* Runs after each call to a peer: after UNAVAILABLE lasting at least
+ * PEER_RESET_MS, and then at most once per PEER_RESET_MS, the peer's
+ * channel is rebuilt (see peer_reset), so a passive participant that was
+ * down when the AP started is used within about a second of coming up. */
+static void peer_note(peer *p, int rc) {
+  if (rc != O3M_EUNAVAILABLE) {
+    if (rc == 0) p->failing_since_ms = 0;
+    return;
+  }
+  int64_t t = now_ms();
+  if (p->failing_since_ms == 0) p->failing_since_ms = t;
+  if (t - p->failing_since_ms >= PEER_RESET_MS && t - p->last_reset_ms >= PEER_RESET_MS) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (peer_reset(p, &e) < 0)
+      o3m_log_warn("passive party '%s': cannot rebuild its channel: %s", p->name,
+                   o3m_err_message(&e));
+  }
+}
+
+struct ap_service {
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  int d, d0, k_max;
+  int slot; /* own party index in column order (0 in the usual layout) */
+  o3m_partition part;
+  uint32_t *dims_buf; /* part.m entries, for Info replies */
+
+  ap_policy *policy;
+  ap_algo algo;
+  ap_model_kind model;
+  int n_arms; /* disjoint only; 0 for shared */
+  catalog cat;
+  double reward_min, reward_max;
+  int expiry_s;
+
+  pp_features *own; /* NULL when the features come in the requests */
+  o3m_block *block;
+  uint64_t mask_id;
+
+  int n_peers;
+  peer *peers;
+
+  ap_pending *pending;
+  uint64_t next_decision; /* the id ap_pending_open will issue next */
+
+  /* Round buffers, sized for k_max at create. */
+  double *Y;  /* k_max x d */
+  double *X0; /* k_max x d0 */
+  int *arms;  /* k_max */
+  dupset dup;
+
+  o3m_rpc_server *server;
+  int ran;
+
+  /* Counters. */
+  uint64_t rounds;        /* decisions issued */
+  uint64_t failed_rounds; /* Recommend calls refused or failed */
+  uint64_t peer_failures; /* rounds failed because of a passive participant */
+  int64_t last_warn_ms;
+  uint64_t warn_suppressed;
+};
+
+void ap_service_options_default(ap_service_options *opt) {
+  memset(opt, 0, sizeof *opt);
+  opt->pmg_timeout_s = 60;
+}
+
+int ap_service_port(const ap_service *s) { return o3m_rpc_server_port(s->server); }
+
+uint64_t ap_service_mask_id(const ap_service *s) { return s->mask_id; }
+
+/* Logs a failed round at most once per WARN_PERIOD_MS, with the number of
+ * failures left out since the last line. The message is the one sent to the
+ * caller, which never quotes a feature or a reward. */
+static void warn_round(ap_service *s, const o3m_err *e) {
+  int64_t t = now_ms();
+  if (s->last_warn_ms != 0 && t - s->last_warn_ms < WARN_PERIOD_MS) {
+    s->warn_suppressed++;
+    return;
+  }
+  if (s->warn_suppressed)
+    o3m_log_warn("round failed: %s: %s (%llu similar failures not logged)", o3m_errname(e->code),
+                 o3m_err_message(e), (unsigned long long)s->warn_suppressed);
+  else
+    o3m_log_warn("round failed: %s: %s", o3m_errname(e->code), o3m_err_message(e));
+  s->last_warn_ms = t;
+  s->warn_suppressed = 0;
+}
+
+/* ---------------------------------------------------------------- Info */
+
+static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                  ProtobufCMessage *rep_, o3m_err *e) {
+  (void)call, (void)req_, (void)e;
+  ap_service *s = ctx;
+  o3m_wire_info_fill((O3m__V1__NodeInfo *)rep_, O3M__V1__ROLE__ROLE_ACTIVE, s->slot, &s->part,
+                     s->dims_buf, s->mask_id, s->name);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Recommend */
+
+/* Checks everything about a request before any state is touched, and puts
+ * the disjoint model's arm of each candidate into s->arms. On success *X0
+ * points at the K x d0 own features to mask: the request's, or s->X0 filled
+ * from the own tables. */
+static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *req,
+                              const double **X0, o3m_err *e) {
+  if (req->n_items < 1 || req->n_items > (size_t)s->k_max)
+    return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
+                       s->k_max);
+  int K = (int)req->n_items;
+  int rc = o3m_wire_recommend_check(req, s->k_max, s->model == AP_MODEL_DISJOINT ? s->n_arms : 0,
+                                    e);
+  if (rc < 0) {
+    /* Every finding of the check is about the caller's arguments. */
+    if (e) e->code = O3M_EINVAL;
+    return O3M_EINVAL;
+  }
+  for (int k = 0; k < K; k++)
+    if (!req->items[k] || !req->items[k][0])
+      return o3m_err_set(e, O3M_EINVAL, "items[%d] is empty", k);
+  int first;
+  int dup = dupset_find(&s->dup, K, req->items, &first);
+  if (dup >= 0)
+    return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
+
+  if (req->n_own_features > 0) {
+    if (req->n_own_features != (size_t)K * (size_t)s->d0)
+      return o3m_err_set(e, O3M_EINVAL, "own_features: %zu values, expected K x d_0 = %d x %d",
+                         req->n_own_features, K, s->d0);
+    for (size_t i = 0; i < req->n_own_features; i++)
+      if (!isfinite(req->own_features[i]))
+        return o3m_err_set(e, O3M_EINVAL, "own_features[%zu] is not finite", i);
+    *X0 = req->own_features;
+  } else if (s->own) {
+    /* Unknown ids get the table's column means, as a passive party's would. */
+    rc = pp_features_fill(s->own, req->user, K, (const char *const *)req->items, s->X0, NULL,
+                          NULL);
+    if (rc < 0) return o3m_err_set(e, rc, "own_features: lookup in the own tables failed");
+    *X0 = s->X0;
+  } else {
+    return o3m_err_set(e, O3M_EINVAL, "own_features: required (%d x %d values), this active "
+                       "party has no feature tables", K, s->d0);
+  }
+
+  if (s->model == AP_MODEL_DISJOINT) {
+    if (req->n_arms > 0) {
+      for (int k = 0; k < K; k++) s->arms[k] = (int)req->arms[k];
+    } else {
+      for (int k = 0; k < K; k++) {
+        int a = catalog_find(&s->cat, req->items[k]);
+        if (a < 0)
+          return o3m_err_set(e, O3M_EINVAL, "items[%d] is not in the items catalog "
+                             "(and no arms were given)", k);
+        s->arms[k] = a;
+      }
+    }
+  }
+  return 0;
+}
+
+/* Asks every passive participant for its masked part of the round at once,
+ * masks the own part while they work, and sums everything into s->Y. Every
+ * call that was started is finished, whatever happens, so that no client is
+ * left with a call in flight. On failure the first failing party (in party
+ * order) names the error; s->Y is then garbage, and nothing else changed. */
+static int gather(ap_service *s, const O3m__V1__RecommendRequest *req, const double *X0,
+                  o3m_err *e) {
+  int K = (int)req->n_items;
+  O3m__V1__MaskRequest mr = O3M__V1__MASK_REQUEST__INIT;
+  mr.round = s->next_decision;
+  mr.mask_id = s->mask_id;
+  mr.user = req->user;
+  mr.n_items = req->n_items;
+  mr.items = req->items;
+
+  int rc = 0, started = 0;
+  o3m_err pe;
+  for (; started < s->n_peers; started++) {
+    peer *p = &s->peers[started];
+    o3m_err_clear(&pe);
+    int r = p->client ? o3m_rpc_client_start(p->client, O3M_PATH_PASSIVE_MASK, &mr.base,
+                                             &o3m__v1__masked_contexts__descriptor, &pe)
+                      : o3m_err_set(&pe, O3M_EUNAVAILABLE, "no channel (rebuilding failed)");
+    if (r < 0) {
+      rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
+      peer_note(p, r);
+      break;
+    }
+  }
+  /* Y = X^0 (Q^0)^T, overlapped with the passive participants' work. */
+  if (rc == 0) o3m_block_apply(s->block, K, X0, 0.0, s->Y);
+  for (int j = 0; j < started; j++) {
+    peer *p = &s->peers[j];
+    ProtobufCMessage *m;
+    o3m_err_clear(&pe);
+    int r = o3m_rpc_client_finish(p->client, &m, &pe);
+    peer_note(p, r);
+    if (r == 0) r = o3m_wire_masked_check((const O3m__V1__MaskedContexts *)m, p->slot, K, s->d,
+                                          s->mask_id, &pe);
+    if (r < 0) {
+      if (rc == 0) rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
+      continue;
+    }
+    /* Y += Q^j x^j, all K rows at once. */
+    if (rc == 0) o3m_axpy(K * s->d, 1.0, ((const O3m__V1__MaskedContexts *)m)->values, s->Y);
+  }
+  return rc;
+}
+
+static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *rep_, o3m_err *e) {
+  (void)call;
+  ap_service *s = ctx;
+  const O3m__V1__RecommendRequest *req = (const O3m__V1__RecommendRequest *)req_;
+  O3m__V1__Recommendation *rep = (O3m__V1__Recommendation *)rep_;
+
+  const double *X0 = NULL;
+  int rc = recommend_validate(s, req, &X0, e);
+  if (rc < 0) {
+    s->failed_rounds++;
+    return rc;
+  }
+  rc = gather(s, req, X0, e);
+  if (rc < 0) {
+    s->failed_rounds++;
+    s->peer_failures++;
+    warn_round(s, e);
+    return rc;
+  }
+  int K = (int)req->n_items;
+  const int *arms = s->model == AP_MODEL_DISJOINT ? s->arms : NULL;
+  int chosen;
+  double score;
+  rc = ap_policy_choose(s->policy, K, s->Y, arms, &chosen, &score);
+  if (rc < 0) {
+    s->failed_rounds++;
+    o3m_err_set(e, rc, "the policy could not choose among the %d candidates", K);
+    warn_round(s, e);
+    return rc;
+  }
+  uint64_t id;
+  int arm = arms ? arms[chosen] : 0;
+  ap_pending_open(s->pending, arm, s->mask_id, s->Y + (size_t)chosen * s->d, now_ms(), &id);
+  s->next_decision = id + 1 ? id + 1 : 1;
+  s->rounds++;
+
+  rep->decision = id;
+  rep->candidate = (uint32_t)chosen;
+  rep->item = req->items[chosen];
+  rep->score = score;
+  rep->mask_id = s->mask_id;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Reward */
+
+static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                    ProtobufCMessage *rep_, o3m_err *e) {
+  (void)call;
+  ap_service *s = ctx;
+  const O3m__V1__RewardRequest *req = (const O3m__V1__RewardRequest *)req_;
+  O3m__V1__RewardReply *rep = (O3m__V1__RewardReply *)rep_;
+
+  /* The message names the bounds, never the value sent. */
+  if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
+    return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
+                       s->reward_min, s->reward_max);
+  int64_t t = now_ms();
+  int arm;
+  uint64_t mask_id;
+  const double *x;
+  int rc = ap_pending_peek(s->pending, req->decision, t, &arm, &mask_id, &x);
+  unsigned long long id = (unsigned long long)req->decision;
+  switch (rc) {
+  case 0: break;
+  case O3M_ENOTFOUND:
+    return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or evicted from the "
+                       "pending table)", id);
+  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
+  case O3M_EEXPIRED:
+    ap_pending_expire(s->pending, req->decision);
+    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
+  default: return o3m_err_set(e, rc, "decision %llu: pending table lookup failed", id);
+  }
+  if (mask_id != s->mask_id)
+    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
+                       "mask is %016llx", id, (unsigned long long)mask_id,
+                       (unsigned long long)s->mask_id);
+  rc = ap_policy_update(s->policy, arm, x, req->reward);
+  if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
+  ap_pending_close(s->pending, req->decision);
+  rep->updates = ap_policy_updates(s->policy);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Stats */
+
+static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                   ProtobufCMessage *rep_, o3m_err *e) {
+  (void)call, (void)req_, (void)e;
+  ap_service *s = ctx;
+  O3m__V1__ActiveStats *rep = (O3m__V1__ActiveStats *)rep_;
+  ap_pending_stats st;
+  ap_pending_stats_get(s->pending, now_ms(), &st);
+  rep->rounds = s->rounds;
+  rep->updates = ap_policy_updates(s->policy);
+  rep->pending = st.waiting;
+  rep->expired = st.expired + st.evicted;
+  rep->theta_norm = s->model == AP_MODEL_SHARED ? ap_policy_theta_norm(s->policy, 0) : 0.0;
+  /* protobuf-c packs but never writes through these pointers. */
+  rep->algo = (char *)ap_algo_name(s->algo);
+  rep->model = (char *)ap_model_name(s->model);
+  return 0;
+}
+
+static const o3m_rpc_method ap_methods[] = {
+    {O3M_PATH_ACTIVE_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
+     h_info},
+    {O3M_PATH_ACTIVE_RECOMMEND, &o3m__v1__recommend_request__descriptor,
+     &o3m__v1__recommendation__descriptor, h_recommend},
+    {O3M_PATH_ACTIVE_REWARD, &o3m__v1__reward_request__descriptor,
+     &o3m__v1__reward_reply__descriptor, h_reward},
+    {O3M_PATH_ACTIVE_STATS, &o3m__v1__stats_request__descriptor,
+     &o3m__v1__active_stats__descriptor, h_stats},
+};
+
+/* ================================================================ start-up */
+
+/* TLS settings of this party as a client of peer (NULL fields when
+ * insecure). The strings belong to cfg. */
+static void client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
+                       const o3m_party *peer_party, int insecure) {
+  cc->insecure = insecure;
+  if (insecure) return;
+  cc->tls.ca_file = o3m_config_ca(cfg);
+  cc->tls.cert_file = me->cert;
+  cc->tls.key_file = me->key;
+  /* Peers' certificates name the party, not the host it runs on. */
+  cc->tls.server_name = peer_party->name;
+}
+
+/* Sleeps ms milliseconds in short steps; returns 1 early if *stop is set. */
+static int sleep_unless_stopped(int64_t ms, volatile sig_atomic_t *stop) {
+  while (ms > 0) {
+    if (stop && *stop) return 1;
+    int64_t step = ms < 50 ? ms : 50;
+    struct timespec ts = {0, (long)step * 1000000L};
+    nanosleep(&ts, NULL);
+    ms -= step;
+  }
+  return stop && *stop;
+}
+
+/* Gets, imports and confirms the AP's block from the mask generator,
+ * retrying while the generator is unreachable (see ap_service.h). */
+static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
+                       const ap_service_options *opt, o3m_err *e) {
+  const o3m_party *pmg = o3m_config_pmg(cfg);
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = pmg->address;
+  client_tls(&cc, cfg, me, pmg, opt->insecure);
+  int64_t budget_ms = (int64_t)opt->pmg_timeout_s * 1000;
+  cc.deadline_ms = budget_ms < PMG_ATTEMPT_MS ? (int)budget_ms : PMG_ATTEMPT_MS;
+  cc.wait_for_ready = 1;
+  o3m_rpc_client *c;
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int rc = o3m_rpc_client_create(&c, &cc, &ce);
+  if (rc < 0) return o3m_err_set(e, rc, "mask generator '%s': %s", pmg->name, o3m_err_message(&ce));
+
+  O3m__V1__BlockRequest br = O3M__V1__BLOCK_REQUEST__INIT;
+  br.party = (uint32_t)me->slot;
+  br.dim = (uint32_t)s->d;
+  br.party_dim = (uint32_t)s->d0;
+  int64_t t0 = now_ms(), backoff = PMG_BACKOFF_FIRST_MS;
+  int attempts = 0;
+  for (;;) {
+    attempts++;
+    ProtobufCMessage *m;
+    o3m_err_clear(&ce);
+    rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &br.base, &o3m__v1__block__descriptor,
+                             &m, &ce);
+    if (rc == 0) {
+      o3m_block *b;
+      rc = o3m_wire_block_import(&b, (const O3m__V1__Block *)m, &s->part, me->slot, &ce);
+      if (rc == 0) {
+        s->block = b;
+        s->mask_id = o3m_block_mask_id(b);
+      }
+    }
+    if (rc == 0) {
+      O3m__V1__BlockReceipt r = O3M__V1__BLOCK_RECEIPT__INIT;
+      r.party = (uint32_t)me->slot;
+      r.mask_id = s->mask_id;
+      o3m_err_clear(&ce);
+      rc = o3m_rpc_client_call(c, O3M_PATH_PMG_CONFIRM_BLOCK, &r.base, &o3m__v1__ack__descriptor,
+                               &m, &ce);
+      if (rc == 0) break;
+      /* Not confirmed: drop the block; a retry fetches it again, which
+       * gives the same block as long as the generator still holds Q. */
+      o3m_block_destroy(s->block);
+      s->block = NULL;
+      s->mask_id = 0;
+    }
+    int transient = rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE;
+    int64_t left = budget_ms - (now_ms() - t0);
+    if (!transient || left <= 0) {
+      o3m_rpc_client_destroy(c);
+      return o3m_err_set(e, rc, "mask generator '%s' (%s), %d attempt%s: %s", pmg->name,
+                         pmg->address, attempts, attempts == 1 ? "" : "s", o3m_err_message(&ce));
+    }
+    if (attempts == 1)
+      o3m_log_info("waiting for the mask generator '%s' at %s (%s)", pmg->name, pmg->address,
+                   o3m_errname(rc));
+    if (sleep_unless_stopped(backoff < left ? backoff : left, opt->stop)) {
+      o3m_rpc_client_destroy(c);
+      return o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the mask generator");
+    }
+    backoff = backoff * 2 > PMG_BACKOFF_MAX_MS ? PMG_BACKOFF_MAX_MS : backoff * 2;
+  }
+  o3m_rpc_client_destroy(c);
+  return 0;
+}
+
+/* One client per passive participant: TLS with this party's certificate,
+ * the federation deadline, and no waiting for a peer that is down (a round
+ * fails fast instead).
+ *
+ * Then the start-up wait: Info goes to every peer in parallel, again and
+ * again (backoff 100 ms doubling to 2 s) until each has answered or
+ * budget_ms is spent. This opens the connections before the first round (a
+ * channel whose first connect failed would otherwise refuse calls during
+ * gRPC's reconnect backoff, so a daemon started next to its peers would fail
+ * its first rounds) and checks each peer's role, party index and partition.
+ * Only unreachable peers are retried: any other answer (a wrong partition,
+ * PERM because the peer refuses our certificate, UNIMPLEMENTED because
+ * another daemon listens there) fails the start. A peer still unreachable
+ * at the end is logged and the service starts anyway; its rounds fail until
+ * it comes. */
+static int connect_peers(ap_service *s, const o3m_config *cfg, const o3m_party *me,
+                         const ap_service_options *opt, o3m_err *e) {
+  s->n_peers = o3m_config_n_passive(cfg);
+  if (s->n_peers == 0) return 0;
+  s->peers = calloc((size_t)s->n_peers, sizeof *s->peers);
+  int *ok = calloc((size_t)s->n_peers, sizeof *ok);
+  o3m_err *last = calloc((size_t)s->n_peers, sizeof *last); /* for the warnings */
+  if (!s->peers || !ok || !last) {
+    free(ok);
+    free(last);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  int rc = 0;
+  for (int j = 0; j < s->n_peers && rc == 0; j++) {
+    const o3m_party *pp = o3m_config_passive(cfg, j);
+    peer *p = &s->peers[j];
+    snprintf(p->name, sizeof p->name, "%s", pp->name);
+    p->slot = pp->slot;
+    o3m_rpc_client_config_default(&p->cc);
+    client_tls(&p->cc, cfg, me, pp, opt->insecure);
+    p->target = strdup(pp->address);
+    p->ca = dup_or_null(p->cc.tls.ca_file);
+    p->cert = dup_or_null(p->cc.tls.cert_file);
+    p->key = dup_or_null(p->cc.tls.key_file);
+    if (!p->target || (p->cc.tls.ca_file && !p->ca) || (p->cc.tls.cert_file && !p->cert) ||
+        (p->cc.tls.key_file && !p->key)) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+      break;
+    }
+    p->cc.target = p->target;
+    p->cc.tls.ca_file = p->ca;
+    p->cc.tls.cert_file = p->cert;
+    p->cc.tls.key_file = p->key;
+    p->cc.tls.server_name = p->cc.tls.server_name ? p->name : NULL;
+    p->cc.deadline_ms = o3m_config_deadline_ms(cfg);
+    p->cc.wait_for_ready = 0;
+    o3m_err ce;
+    o3m_err_clear(&ce);
+    rc = peer_reset(p, &ce);
+    if (rc < 0) rc = o3m_err_set(e, rc, "passive party '%s': %s", pp->name, o3m_err_message(&ce));
+  }
+
+  int64_t t0 = now_ms(), budget_ms = (int64_t)opt->pmg_timeout_s * 1000;
+  int64_t backoff = PMG_BACKOFF_FIRST_MS;
+  int missing = s->n_peers;
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  while (rc == 0 && missing > 0) {
+    int started[O3M_MAX_PARTIES];
+    for (int j = 0; j < s->n_peers; j++)
+      started[j] = !ok[j] && s->peers[j].client &&
+                   o3m_rpc_client_start(s->peers[j].client, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, NULL) == 0;
+    for (int j = 0; j < s->n_peers; j++) {
+      if (!started[j]) continue;
+      peer *p = &s->peers[j];
+      ProtobufCMessage *m;
+      o3m_err ce;
+      o3m_err_clear(&ce);
+      int r = o3m_rpc_client_finish(p->client, &m, &ce);
+      if (r == 0)
+        r = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_PASSIVE,
+                                p->slot, &s->part, &ce);
+      if (r == 0) {
+        ok[j] = 1;
+        missing--;
+      } else if (r == O3M_EUNAVAILABLE || r == O3M_EDEADLINE) {
+        last[j] = ce;
+        /* A fresh channel for the next attempt (see peer_reset). */
+        o3m_err_clear(&ce);
+        if (r == O3M_EUNAVAILABLE && peer_reset(p, &ce) < 0 && rc == 0)
+          rc = o3m_err_set(e, ce.code, "passive party '%s': %s", p->name, o3m_err_message(&ce));
+      } else if (rc == 0) {
+        rc = o3m_err_set(e, r, "passive party '%s': %s", p->name, o3m_err_message(&ce));
+      }
+    }
+    if (rc < 0 || missing == 0) break;
+    int64_t left = budget_ms - (now_ms() - t0);
+    if (left <= 0) {
+      for (int j = 0; j < s->n_peers; j++)
+        if (!ok[j])
+          o3m_log_warn("passive party '%s' is not reachable; its rounds fail until it is "
+                       "(last error: %s: %s)", s->peers[j].name, o3m_errname(last[j].code),
+                       o3m_err_message(&last[j]));
+      break;
+    }
+    if (sleep_unless_stopped(backoff < left ? backoff : left, opt->stop)) {
+      rc = o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the passive parties");
+      break;
+    }
+    backoff = backoff * 2 > PMG_BACKOFF_MAX_MS ? PMG_BACKOFF_MAX_MS : backoff * 2;
+  }
+  free(ok);
+  free(last);
+  return rc;
+}
+
+static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
+  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  ap_policy_config pc;
+  ap_policy_config_default(&pc);
+  if (ap_algo_parse(pp->algo, &pc.algo) < 0 || ap_model_parse(pp->model, &pc.model) < 0)
+    return o3m_err_set(e, O3M_EINVAL, "[policy]: unknown algo '%s' or model '%s'", pp->algo,
+                       pp->model);
+  s->algo = pc.algo;
+  s->model = pc.model;
+  if (pc.model == AP_MODEL_DISJOINT) {
+    if (!pp->items) return o3m_err_set(e, O3M_EINVAL, "[policy]: model disjoint needs items");
+    int rc = catalog_load(&s->cat, pp->items, 1000000, e);
+    if (rc < 0) return rc;
+    s->n_arms = s->cat.n;
+  }
+  pc.d = s->d;
+  pc.n_arms = s->n_arms;
+  pc.max_candidates = pp->max_candidates;
+  pc.lambda = pp->lambda;
+  pc.alpha = pp->alpha;
+  pc.v = pp->v;
+  pc.seed = pp->seed;
+  pc.refactor_every = pp->refactor_every;
+  return ap_policy_create(&s->policy, &pc, e);
+}
+
+/* Frees whatever create got to; every field is NULL/0 or owned. */
+static void service_free(ap_service *s) {
+  if (!s) return;
+  o3m_rpc_server_destroy(s->server);
+  for (int j = 0; s->peers && j < s->n_peers; j++) peer_free(&s->peers[j]);
+  free(s->peers);
+  ap_pending_destroy(s->pending);
+  o3m_block_destroy(s->block);
+  pp_features_destroy(s->own);
+  ap_policy_destroy(s->policy);
+  catalog_free(&s->cat);
+  free(s->dup.t);
+  free(s->arms);
+  free(s->X0);
+  free(s->Y);
+  free(s->dims_buf);
+  free(s);
+}
+
+int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_options *opt,
+                      o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
+  *out = NULL;
+  if (!cfg || !opt || !opt->party)
+    return o3m_err_set(e, O3M_EINVAL, "config and party name are required");
+  if (opt->pmg_timeout_s < 1)
+    return o3m_err_set(e, O3M_EINVAL, "pmg timeout must be >= 1 s, got %d", opt->pmg_timeout_s);
+  const o3m_party *me = o3m_config_party(cfg, opt->party);
+  if (!me) return o3m_err_set(e, O3M_EINVAL, "no party '%s' in %s", opt->party,
+                              o3m_config_name(cfg));
+  if (me->role != O3M_ROLE_ACTIVE)
+    return o3m_err_set(e, O3M_EINVAL, "party '%s' has role %s, expected active", me->name,
+                       o3m_role_name(me->role));
+  if (!opt->insecure && (!o3m_config_ca(cfg) || !me->cert || !me->key))
+    return o3m_err_set(e, O3M_EINVAL, "party '%s': TLS needs ca, cert and key in %s (or run with "
+                       "--insecure)", me->name, o3m_config_name(cfg));
+
+  ap_service *s = calloc(1, sizeof *s);
+  if (!s) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  snprintf(s->name, sizeof s->name, "%s", me->name);
+  s->d = o3m_config_d(cfg);
+  s->d0 = me->dims;
+  s->slot = me->slot;
+  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  s->k_max = pp->max_candidates;
+  s->reward_min = pp->reward_min;
+  s->reward_max = pp->reward_max;
+  s->expiry_s = pp->pending_expiry_s;
+
+  /* The public partition, in column order; the active party is slot 0. */
+  int m = o3m_config_n_column_parties(cfg);
+  int dims[O3M_MAX_PARTIES];
+  if (m > O3M_MAX_PARTIES) {
+    service_free(s);
+    return o3m_err_set(e, O3M_EINVAL, "%d column parties, at most %d", m, O3M_MAX_PARTIES);
+  }
+  for (int j = 0; j < m; j++) dims[j] = o3m_config_column_party(cfg, j)->dims;
+  int rc = o3m_partition_from_dims(&s->part, m, dims, e);
+  if (rc < 0) goto fail;
+
+  rc = build_policy(s, cfg, e);
+  if (rc < 0) goto fail;
+
+  if (me->user_table || me->item_table) {
+    rc = pp_features_load(&s->own, me->user_table, me->item_table, s->d0, e);
+    if (rc < 0) goto fail;
+  }
+
+  /* Round buffers are indexed with int (BLAS), so K x d must fit. */
+  if ((int64_t)s->k_max * s->d > INT_MAX) {
+    rc = o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d is too large for d = %d",
+                     s->k_max, s->d);
+    goto fail;
+  }
+  size_t K = (size_t)s->k_max;
+  s->dims_buf = malloc(sizeof *s->dims_buf * (size_t)m);
+  s->Y = malloc(sizeof *s->Y * K * (size_t)s->d);
+  s->X0 = malloc(sizeof *s->X0 * K * (size_t)s->d0);
+  s->arms = malloc(sizeof *s->arms * K);
+  s->dup.cap = table_size(K);
+  s->dup.t = calloc(s->dup.cap, sizeof *s->dup.t);
+  if (!s->dims_buf || !s->Y || !s->X0 || !s->arms || !s->dup.t) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "round buffers for %d candidates: out of memory", s->k_max);
+    goto fail;
+  }
+
+  uint64_t base;
+  rc = o3m_rng_os_seed(&base);
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "cannot draw the decision id base from the OS");
+    goto fail;
+  }
+  if (base == 0) base = 1;
+  rc = ap_pending_create(&s->pending, pp->pending_capacity, s->d,
+                         (int64_t)pp->pending_expiry_s * 1000, base);
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "pending table of %d entries: out of memory", pp->pending_capacity);
+    goto fail;
+  }
+  s->next_decision = base;
+
+  rc = fetch_block(s, cfg, me, opt, e);
+  if (rc < 0) goto fail;
+
+  rc = connect_peers(s, cfg, me, opt, e);
+  if (rc < 0) goto fail;
+
+  o3m_rpc_server_config sc;
+  o3m_rpc_server_config_default(&sc);
+  sc.listen = opt->listen ? opt->listen : me->address;
+  sc.insecure = opt->insecure;
+  if (!opt->insecure) {
+    sc.tls.cert_file = me->cert;
+    sc.tls.key_file = me->key;
+    /* Any client with a certificate from the federation CA: front ends and
+     * operators get their own certificates. */
+    sc.tls.ca_file = o3m_config_ca(cfg);
+  }
+  sc.slots_per_method = SERVER_SLOTS;
+  rc = o3m_rpc_server_create(&s->server, &sc, ap_methods,
+                             (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
+  if (rc < 0) goto fail;
+
+  o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
+               "max %d candidates, mask %016llx", s->name, sc.listen, ap_service_port(s), s->d,
+               m, ap_algo_name(s->algo), ap_model_name(s->model), s->k_max,
+               (unsigned long long)s->mask_id);
+  *out = s;
+  return 0;
+
+fail:
+  service_free(s);
+  return rc;
+}
+
+int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *e) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+    return o3m_err_set(e, O3M_EINVAL, "ready file path too long");
+  FILE *f = fopen(tmp, "w");
+  if (!f) return o3m_err_set(e, O3M_EIO, "%s: %s", tmp, strerror(errno));
+  int ok = fprintf(f, "%d\n", ap_service_port(s)) > 0;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    int err = errno;
+    unlink(tmp);
+    return o3m_err_set(e, O3M_EIO, "%s: %s", path, strerror(err));
+  }
+  return 0;
+}
+
+int ap_service_run(ap_service *s) {
+  if (s->ran) return O3M_ESTATE;
+  s->ran = 1;
+  int rc = o3m_rpc_server_run(s->server);
+  ap_pending_stats st;
+  ap_pending_stats_get(s->pending, now_ms(), &st);
+  o3m_rpc_server_stats rs;
+  o3m_rpc_server_stats_get(s->server, &rs);
+  o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu updates=%llu "
+               "pending=%u expired=%llu evicted=%llu calls_ok=%llu calls_failed=%llu",
+               (unsigned long long)s->rounds, (unsigned long long)s->failed_rounds,
+               (unsigned long long)s->peer_failures,
+               (unsigned long long)ap_policy_updates(s->policy), st.waiting,
+               (unsigned long long)st.expired, (unsigned long long)st.evicted,
+               (unsigned long long)rs.ok, (unsigned long long)rs.failed);
+  return rc;
+}
+
+void ap_service_shutdown(ap_service *s) {
+  if (s) o3m_rpc_server_shutdown(s->server);
+}
+
+void ap_service_destroy(ap_service *s) { service_free(s); }

@@ -1,0 +1,313 @@
+/* cli_main.c -- o3m-cli, the active participant's service from the shell.
+ *
+ *   o3m-cli (--config F --as NAME | [--config F] --cert FILE --key FILE --ca FILE)
+ *           [--insecure] [--target ADDR] [--server-name NAME] [--deadline-ms N]
+ *           COMMAND [options]
+ *
+ *   recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]
+ *             prints `decision=<id> item=<item> candidate=<k> score=<s>`
+ *   reward --decision ID --reward R      prints `updates=<n>`
+ *   stats                                prints one `name=value` per line
+ *   info                                 prints one `name=value` per line
+ *   health [--target ADDR]               prints SERVING
+ *
+ * The connection comes from the config (the active party's address and
+ * name, the federation CA, and with --as the certificate of that party) or
+ * from the explicit options, which override it; a front end that is not a
+ * party uses its own certificate signed by the federation CA. --target
+ * overrides the address (health can so probe any daemon). Errors print the
+ * O3M code name and the message on stderr and exit 1; usage errors exit 2.
+ * All the work is done by ap_client.h. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ap_client.h"
+#include "o3m_config.h"
+
+#define USAGE                                                                                  \
+  "usage: o3m-cli (--config F --as NAME | [--config F] --cert FILE --key FILE --ca FILE)\n"    \
+  "               [--insecure] [--target ADDR] [--server-name NAME] [--deadline-ms N]\n"       \
+  "               COMMAND [options]\n"                                                         \
+  "commands:\n"                                                                                \
+  "  recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]\n"             \
+  "  reward --decision ID --reward R\n"                                                        \
+  "  stats\n"                                                                                  \
+  "  info\n"                                                                                   \
+  "  health [--target ADDR]\n"
+
+typedef struct args {
+  const char *config, *as, *cert, *key, *ca, *target, *server_name;
+  int insecure, deadline_ms;
+  const char *command;
+  const char *user, *items, *arms, *own, *decision, *reward;
+} args;
+
+static int usage_error(const char *fmt, const char *what) {
+  fprintf(stderr, "o3m-cli: ");
+  fprintf(stderr, fmt, what);
+  fprintf(stderr, "\n%s", USAGE);
+  return 2;
+}
+
+/* Splits a comma-separated list in place; *out (malloc'd) gets n pointers. */
+static int split_list(char *s, char ***out, int *n) {
+  int count = 1;
+  for (char *p = s; *p; p++) count += *p == ',';
+  char **v = malloc(sizeof *v * (size_t)count);
+  if (!v) return -1;
+  int i = 0;
+  for (char *tok = s;; ) {
+    char *comma = strchr(tok, ',');
+    if (comma) *comma = '\0';
+    v[i++] = tok;
+    if (!comma) break;
+    tok = comma + 1;
+  }
+  *out = v;
+  *n = i;
+  return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *v) {
+  if (!s || !*s || *s == '-') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 0);
+  if (errno || *end) return -1;
+  *v = x;
+  return 0;
+}
+
+static int parse_double(const char *s, double *v) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  *v = strtod(s, &end);
+  return (errno == ERANGE && !isfinite(*v)) || *end ? -1 : 0;
+}
+
+static int fail(int rc, const o3m_err *e) {
+  fprintf(stderr, "%s: %s\n", o3m_errname(rc), o3m_err_message(e));
+  return 1;
+}
+
+static int cmd_recommend(ap_client *c, const args *a) {
+  if (!a->user || !a->items) return usage_error("%s needs --user and --items", "recommend");
+  char *items_s = strdup(a->items), *arms_s = a->arms ? strdup(a->arms) : NULL;
+  char *own_s = a->own ? strdup(a->own) : NULL;
+  char **items = NULL, **arm_v = NULL, **own_v = NULL;
+  uint32_t *arms = NULL;
+  double *own = NULL;
+  int K = 0, n_arms = 0, n_own = 0, rc = 2;
+  if (!items_s || (a->arms && !arms_s) || (a->own && !own_s) ||
+      split_list(items_s, &items, &K) < 0 || (arms_s && split_list(arms_s, &arm_v, &n_arms) < 0) ||
+      (own_s && split_list(own_s, &own_v, &n_own) < 0)) {
+    fprintf(stderr, "o3m-cli: out of memory\n");
+    rc = 1;
+    goto done;
+  }
+  if (arm_v) {
+    if (n_arms != K) {
+      rc = usage_error("%s: --arms needs one arm per item", "recommend");
+      goto done;
+    }
+    arms = malloc(sizeof *arms * (size_t)K);
+    for (int k = 0; arms && k < K; k++) {
+      uint64_t v;
+      if (parse_u64(arm_v[k], &v) < 0 || v > UINT32_MAX) {
+        rc = usage_error("recommend: bad arm '%s'", arm_v[k]);
+        goto done;
+      }
+      arms[k] = (uint32_t)v;
+    }
+  }
+  if (own_v) {
+    own = malloc(sizeof *own * (size_t)n_own);
+    for (int i = 0; own && i < n_own; i++)
+      if (parse_double(own_v[i], &own[i]) < 0) {
+        rc = usage_error("recommend: bad own feature '%s'", own_v[i]);
+        goto done;
+      }
+  }
+  if ((arm_v && !arms) || (own_v && !own)) {
+    fprintf(stderr, "o3m-cli: out of memory\n");
+    rc = 1;
+    goto done;
+  }
+  o3m_err e;
+  o3m_err_clear(&e);
+  ap_recommendation r;
+  int r_rc = ap_client_recommend(c, a->user, K, (const char *const *)items, arms, own,
+                                 (size_t)n_own, &r, &e);
+  if (r_rc < 0) {
+    rc = fail(r_rc, &e);
+    goto done;
+  }
+  printf("decision=%llu item=%s candidate=%d score=%.17g\n", (unsigned long long)r.decision,
+         r.item, r.candidate, r.score);
+  rc = 0;
+done:
+  free(items_s);
+  free(arms_s);
+  free(own_s);
+  free(items);
+  free(arm_v);
+  free(own_v);
+  free(arms);
+  free(own);
+  return rc;
+}
+
+static int cmd_reward(ap_client *c, const args *a) {
+  uint64_t id;
+  double r;
+  if (!a->decision || !a->reward) return usage_error("%s needs --decision and --reward", "reward");
+  if (parse_u64(a->decision, &id) < 0) return usage_error("reward: bad decision id '%s'", a->decision);
+  /* NaN and infinities parse; the service refuses them with INVALID_ARGUMENT. */
+  if (parse_double(a->reward, &r) < 0) return usage_error("reward: bad reward '%s'", a->reward);
+  o3m_err e;
+  o3m_err_clear(&e);
+  uint64_t updates;
+  int rc = ap_client_reward(c, id, r, &updates, &e);
+  if (rc < 0) return fail(rc, &e);
+  printf("updates=%llu\n", (unsigned long long)updates);
+  return 0;
+}
+
+static int cmd_stats(ap_client *c) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  ap_stats s;
+  int rc = ap_client_stats(c, &s, &e);
+  if (rc < 0) return fail(rc, &e);
+  printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
+         "model=%s\n", (unsigned long long)s.rounds, (unsigned long long)s.updates, s.pending,
+         (unsigned long long)s.expired, s.theta_norm, s.algo, s.model);
+  return 0;
+}
+
+static int cmd_info(ap_client *c) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  ap_info s;
+  int rc = ap_client_info(c, &s, &e);
+  if (rc < 0) return fail(rc, &e);
+  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n",
+         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name);
+  return 0;
+}
+
+static int cmd_health(ap_client *c) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  int serving;
+  char status[32];
+  int rc = ap_client_health(c, "", &serving, status, sizeof status, &e);
+  if (rc < 0) return fail(rc, &e);
+  printf("%s\n", status);
+  return serving ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  args a;
+  memset(&a, 0, sizeof a);
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    const char **slot = NULL;
+    if (!strcmp(s, "--config")) slot = &a.config;
+    else if (!strcmp(s, "--as")) slot = &a.as;
+    else if (!strcmp(s, "--cert")) slot = &a.cert;
+    else if (!strcmp(s, "--key")) slot = &a.key;
+    else if (!strcmp(s, "--ca")) slot = &a.ca;
+    else if (!strcmp(s, "--target")) slot = &a.target;
+    else if (!strcmp(s, "--server-name")) slot = &a.server_name;
+    else if (!strcmp(s, "--user")) slot = &a.user;
+    else if (!strcmp(s, "--items")) slot = &a.items;
+    else if (!strcmp(s, "--arms")) slot = &a.arms;
+    else if (!strcmp(s, "--own-features")) slot = &a.own;
+    else if (!strcmp(s, "--decision")) slot = &a.decision;
+    else if (!strcmp(s, "--reward")) slot = &a.reward;
+    else if (!strcmp(s, "--insecure")) {
+      a.insecure = 1;
+      continue;
+    } else if (!strcmp(s, "--deadline-ms")) {
+      if (i + 1 >= argc) return usage_error("%s needs a value", s);
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 86400000) return usage_error("bad --deadline-ms '%s'", argv[i]);
+      a.deadline_ms = (int)v;
+      continue;
+    } else if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
+      printf("%s", USAGE);
+      return 0;
+    } else if (s[0] == '-' && s[1] == '-') {
+      return usage_error("unknown option '%s'", s);
+    } else if (!a.command) {
+      a.command = s;
+      continue;
+    } else {
+      return usage_error("unexpected argument '%s'", s);
+    }
+    if (i + 1 >= argc) return usage_error("%s needs a value", s);
+    *slot = argv[++i];
+  }
+  if (!a.command) return usage_error("%s", "no command given");
+  int is_rec = !strcmp(a.command, "recommend"), is_rew = !strcmp(a.command, "reward");
+  int is_stats = !strcmp(a.command, "stats"), is_info = !strcmp(a.command, "info");
+  int is_health = !strcmp(a.command, "health");
+  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health)
+    return usage_error("unknown command '%s'", a.command);
+  if ((a.user || a.items || a.arms || a.own) && !is_rec)
+    return usage_error("--user, --items, --arms and --own-features belong to recommend (not %s)",
+                       a.command);
+  if ((a.decision || a.reward) && !is_rew)
+    return usage_error("--decision and --reward belong to reward (not %s)", a.command);
+  if (a.as && !a.config) return usage_error("%s needs --config", "--as");
+  if (a.as && (a.cert || a.key)) return usage_error("%s and --cert/--key are exclusive", "--as");
+  if (!a.cert != !a.key) return usage_error("%s and --key go together", "--cert");
+  if (!a.insecure && !a.as && !a.cert)
+    return usage_error("%s", "give --as NAME (with --config) or --cert and --key, or --insecure");
+  if (!a.config && !a.target) return usage_error("%s", "give --config or --target");
+
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_config *cfg = NULL;
+  ap_client_options o;
+  ap_client_options_default(&o);
+  if (a.config) {
+    int rc = o3m_config_load(&cfg, a.config, &e);
+    if (rc < 0) return fail(rc, &e);
+    rc = ap_client_options_from_config(&o, cfg, a.as, &e);
+    if (rc < 0) {
+      o3m_config_destroy(cfg);
+      return fail(rc, &e);
+    }
+  }
+  if (a.target) o.target = a.target;
+  if (a.server_name) o.server_name = a.server_name;
+  if (a.cert) o.cert_file = a.cert, o.key_file = a.key;
+  if (a.ca) o.ca_file = a.ca;
+  if (a.deadline_ms) o.deadline_ms = a.deadline_ms;
+  if (a.insecure) {
+    o.insecure = 1;
+    o.ca_file = o.cert_file = o.key_file = o.server_name = NULL;
+  }
+
+  ap_client *c;
+  int rc = ap_client_create(&c, &o, &e);
+  if (rc < 0) {
+    o3m_config_destroy(cfg);
+    return fail(rc, &e);
+  }
+  if (is_rec) rc = cmd_recommend(c, &a);
+  else if (is_rew) rc = cmd_reward(c, &a);
+  else if (is_stats) rc = cmd_stats(c);
+  else if (is_info) rc = cmd_info(c);
+  else rc = cmd_health(c);
+  ap_client_destroy(c);
+  o3m_config_destroy(cfg);
+  return rc;
+}

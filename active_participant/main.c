@@ -1,0 +1,122 @@
+/* main.c -- o3m-active, the active participant daemon.
+ *
+ *   o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH]
+ *              [--pmg-timeout-s 60]
+ *
+ * Parses the arguments and the federation config, builds the service
+ * (ap_service.h: own tables, policy, block from the mask generator, clients
+ * of the passive participants, server), writes the ready file and serves
+ * until SIGTERM or SIGINT, then removes the ready file and exits 0. Exit 1
+ * when start-up fails, 2 for a usage error. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ap_service.h"
+#include "o3m_blas.h"
+#include "o3m_config.h"
+#include "o3m_log.h"
+
+/* The one piece of process state: what the signal handler stops. */
+static volatile sig_atomic_t g_stop;
+static ap_service *volatile g_service;
+
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+  ap_service *s = g_service;
+  if (s) ap_service_shutdown(s);
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH] "
+             "[--pmg-timeout-s SECONDS]\n");
+}
+
+int main(int argc, char **argv) {
+  const char *config = NULL, *party = NULL, *ready = NULL;
+  ap_service_options opt;
+  ap_service_options_default(&opt);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int has_value = i + 1 < argc;
+    if (!strcmp(a, "--config") && has_value) config = argv[++i];
+    else if (!strcmp(a, "--party") && has_value) party = argv[++i];
+    else if (!strcmp(a, "--ready-file") && has_value) ready = argv[++i];
+    else if (!strcmp(a, "--insecure")) opt.insecure = 1;
+    else if (!strcmp(a, "--pmg-timeout-s") && has_value) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 86400) {
+        fprintf(stderr, "o3m-active: --pmg-timeout-s must be an integer in 1..86400\n");
+        return 2;
+      }
+      opt.pmg_timeout_s = (int)v;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "o3m-active: unknown or incomplete argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!config || !party) {
+    usage(stderr);
+    return 2;
+  }
+
+  char tag[96];
+  snprintf(tag, sizeof tag, "o3m-active[%s]", party);
+  o3m_log_init(tag, O3M_LOG_INFO);
+  o3m_blas_single_thread();
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_config *cfg;
+  if (o3m_config_load(&cfg, config, &e) < 0) {
+    o3m_log_error("%s", o3m_err_message(&e));
+    return 1;
+  }
+  opt.party = party;
+  opt.stop = &g_stop;
+  if (opt.insecure) o3m_log_warn("--insecure: every channel is PLAINTEXT and unauthenticated");
+  ap_service *s;
+  int rc = ap_service_create(&s, cfg, &opt, &e);
+  o3m_config_destroy(cfg);
+  if (rc < 0) {
+    if (g_stop) {
+      o3m_log_info("stopped during start-up");
+      return 0;
+    }
+    o3m_log_error("start-up failed: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+    return 1;
+  }
+  g_service = s;
+  if (g_stop) ap_service_shutdown(s); /* a signal came before g_service was set */
+  if (ready && ap_service_write_ready_file(s, ready, &e) < 0) {
+    o3m_log_error("ready file: %s", o3m_err_message(&e));
+    return 1; /* the process ends; s is not freed under a running handler */
+  }
+  rc = ap_service_run(s);
+  /* Keep the handler away from s while it is freed. */
+  sigset_t block;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  sigprocmask(SIG_BLOCK, &block, NULL);
+  g_service = NULL;
+  ap_service_destroy(s);
+  if (ready) unlink(ready); /* not serving any more */
+  return rc < 0 ? 1 : 0;
+}
