@@ -8,6 +8,8 @@
 
 int eval_simulate_main(int argc, char **argv);
 int eval_gen_synthetic_main(int argc, char **argv);
+int eval_gen_federation_main(int argc, char **argv);
+int eval_federate_main(int argc, char **argv);
 int eval_regret_main(int argc, char **argv);
 int eval_cost_main(int argc, char **argv);
 int eval_replay_main(int argc, char **argv);

@@ -11,6 +11,8 @@ static const struct {
 } commands[] = {
     {"simulate", eval_simulate_main, "run a policy on a full-information stream file"},
     {"gen-synthetic", eval_gen_synthetic_main, "write the paper's synthetic stream file"},
+    {"gen-federation", eval_gen_federation_main, "write a local trial federation (config, tables)"},
+    {"federate", eval_federate_main, "drive a running federation; compare with central"},
     {"regret", eval_regret_main, "the paper's synthetic regret experiment (Fig. 4, 6)"},
     {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},

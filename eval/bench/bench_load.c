@@ -1,0 +1,268 @@
+/* bench_load.c -- o3m-bench-load: drives a running federation's active
+ * participant and reports decisions per second, latency and bytes on the
+ * wire per decision.
+ *
+ * Each of C client threads has its own channel and keeps one Recommend in
+ * flight at a time (concurrency C). A decision is one Recommend (the AP's
+ * fan-out to every passive participant, the summation and the policy); with
+ * --with-reward each decision is followed by its Reward on the same thread.
+ * Latency is measured per Recommend, client-side. Bytes on the wire are
+ * the loopback interface's byte counter (/proc/net/dev, "lo") over the
+ * measured interval divided by the decisions: every byte of every connection
+ * of the federation, TLS records, HTTP/2 framing, TCP/IP headers and ACKs
+ * included, so it is an upper bound of the protocol's own overhead. It is
+ * compared with the paper's payload, K (M-1) d float64s per decision: the
+ * masked vectors the passive participants send. Run it alone on the machine:
+ * other loopback traffic would count too.
+ *
+ * eval/bench/run-load.sh starts a federation (M = 5, d = 100) and runs this. */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "o3m.pb-c.h"
+#include "o3m_config.h"
+#include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+#define MAX_THREADS 256
+#define MAX_LAT 2000000
+
+typedef struct bench {
+  const o3m_config *cfg;
+  const char *cert, *key;
+  int insecure, K, users, items, with_reward;
+  atomic_int phase; /* 0 warm-up, 1 measure, 2 stop */
+} bench;
+
+typedef struct worker {
+  bench *b;
+  int id;
+  pthread_t th;
+  o3m_rpc_client *cli;
+  double *lat; /* seconds, measured phase only */
+  long n_lat;
+  long errors;
+  char err[256];
+} worker;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Loopback bytes received so far (equal to bytes sent on lo). */
+static long long lo_bytes(void) {
+  FILE *f = fopen("/proc/net/dev", "r");
+  if (!f) return -1;
+  char line[512];
+  long long v = -1;
+  while (fgets(line, sizeof line, f)) {
+    char *p = line;
+    while (*p == ' ') p++;
+    if (!strncmp(p, "lo:", 3)) {
+      v = strtoll(p + 3, NULL, 10);
+      break;
+    }
+  }
+  fclose(f);
+  return v;
+}
+
+static void *worker_main(void *arg) {
+  worker *w = arg;
+  bench *b = w->b;
+  o3m_rng *rng;
+  o3m_rng_create_seeded_insecure(&rng, 1000 + (uint64_t)w->id);
+  char user[32], ids[1024][16];
+  char *idp[1024];
+  int *perm = malloc(sizeof(int) * b->items);
+  for (int i = 0; i < b->items; i++) perm[i] = i;
+  for (int k = 0; k < b->K; k++) idp[k] = ids[k];
+  o3m_err e;
+  while (atomic_load(&b->phase) < 2) {
+    uint64_t u;
+    o3m_rng_u64(rng, &u);
+    snprintf(user, sizeof user, "u%d", (int)(u % (uint64_t)b->users));
+    for (int k = 0; k < b->K; k++) {
+      o3m_rng_u64(rng, &u);
+      int j = k + (int)(u % (uint64_t)(b->items - k));
+      int t = perm[k];
+      perm[k] = perm[j];
+      perm[j] = t;
+      snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
+    }
+    O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+    req.user = user;
+    req.n_items = (size_t)b->K;
+    req.items = idp;
+    ProtobufCMessage *reply;
+    int phase = atomic_load(&b->phase);
+    double t0 = now_s();
+    int rc = o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                                 &o3m__v1__recommendation__descriptor, &reply, &e);
+    double dt = now_s() - t0;
+    if (rc) {
+      w->errors++;
+      snprintf(w->err, sizeof w->err, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+      continue;
+    }
+    if (phase == 1 && atomic_load(&b->phase) == 1 && w->n_lat < MAX_LAT) w->lat[w->n_lat++] = dt;
+    if (b->with_reward) {
+      O3m__V1__RewardRequest rw = O3M__V1__REWARD_REQUEST__INIT;
+      rw.decision = ((const O3m__V1__Recommendation *)reply)->decision;
+      rw.reward = (u & 1) ? 1.0 : 0.0;
+      if (o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
+                              &o3m__v1__reward_reply__descriptor, &reply, &e))
+        w->errors++;
+    }
+  }
+  free(perm);
+  o3m_rng_destroy(rng);
+  return NULL;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: o3m-bench-load --config F (--cert F --key F | --insecure) [--K 20]\n"
+             "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
+             "       [--items 200] [--with-reward]\n");
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"config", required_argument, 0, 'c'}, {"cert", required_argument, 0, 'C'},
+      {"key", required_argument, 0, 'k'},    {"insecure", no_argument, 0, 'I'},
+      {"K", required_argument, 0, 'K'},      {"concurrency", required_argument, 0, 'n'},
+      {"seconds", required_argument, 0, 's'}, {"warmup", required_argument, 0, 'w'},
+      {"users", required_argument, 0, 'u'},  {"items", required_argument, 0, 'i'},
+      {"with-reward", no_argument, 0, 'r'},  {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  bench b = {.K = 20, .users = 1000, .items = 200};
+  const char *cfg_path = NULL, *conc = "1,8,32";
+  double seconds = 5, warmup = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'c': cfg_path = optarg; break;
+    case 'C': b.cert = optarg; break;
+    case 'k': b.key = optarg; break;
+    case 'I': b.insecure = 1; break;
+    case 'K': b.K = atoi(optarg); break;
+    case 'n': conc = optarg; break;
+    case 's': seconds = atof(optarg); break;
+    case 'w': warmup = atof(optarg); break;
+    case 'u': b.users = atoi(optarg); break;
+    case 'i': b.items = atoi(optarg); break;
+    case 'r': b.with_reward = 1; break;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (!cfg_path || (!b.insecure && (!b.cert || !b.key)) || b.K < 1 || b.K > 1024 ||
+      b.items < b.K || b.users < 1 || seconds <= 0) {
+    usage(stderr);
+    return 2;
+  }
+  o3m_err e;
+  o3m_config *cfg;
+  if (o3m_config_load(&cfg, cfg_path, &e)) {
+    fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
+    return 1;
+  }
+  b.cfg = cfg;
+  int d = o3m_config_d(cfg), M = o3m_config_n_column_parties(cfg);
+  double payload = (double)b.K * (M - 1) * d * 8;
+  printf("o3m-bench-load: M = %d parties, d = %d, K = %d, %s, %s, %.0f s per level\n", M, d,
+         b.K, b.insecure ? "plaintext" : "mutual TLS", b.with_reward ? "Recommend+Reward"
+                                                                   : "Recommend only",
+         seconds);
+  printf("payload per decision: K (M-1) d 8 = %.0f bytes\n\n", payload);
+  printf("%11s %12s %10s %10s %10s %14s %10s %7s\n", "concurrency", "decisions/s", "p50 ms",
+         "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors");
+  int status = 0;
+  char *list = strdup(conc), *save = NULL;
+  for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int n = atoi(tok);
+    if (n < 1 || n > MAX_THREADS) {
+      fprintf(stderr, "o3m-bench-load: concurrency %s out of 1..%d\n", tok, MAX_THREADS);
+      status = 2;
+      break;
+    }
+    worker *ws = calloc(n, sizeof *ws);
+    for (int i = 0; i < n; i++) {
+      ws[i].b = &b;
+      ws[i].id = i;
+      ws[i].lat = malloc(sizeof(double) * MAX_LAT);
+      o3m_rpc_client_config cc;
+      o3m_rpc_client_config_default(&cc);
+      cc.target = o3m_config_active(cfg)->address;
+      cc.insecure = b.insecure;
+      if (!b.insecure) {
+        cc.tls.ca_file = o3m_config_ca(cfg);
+        cc.tls.cert_file = b.cert;
+        cc.tls.key_file = b.key;
+      }
+      cc.wait_for_ready = 1;
+      if (o3m_rpc_client_create(&ws[i].cli, &cc, &e)) {
+        fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
+        return 1;
+      }
+    }
+    atomic_store(&b.phase, 0);
+    for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+    struct timespec ts = {(time_t)warmup, (long)((warmup - (time_t)warmup) * 1e9)};
+    nanosleep(&ts, NULL);
+    long long bytes0 = lo_bytes();
+    double t0 = now_s();
+    atomic_store(&b.phase, 1);
+    ts.tv_sec = (time_t)seconds;
+    ts.tv_nsec = (long)((seconds - (time_t)seconds) * 1e9);
+    nanosleep(&ts, NULL);
+    atomic_store(&b.phase, 2);
+    double el = now_s() - t0;
+    long long bytes1 = lo_bytes();
+    long total = 0, errors = 0;
+    for (int i = 0; i < n; i++) {
+      pthread_join(ws[i].th, NULL);
+      total += ws[i].n_lat;
+      errors += ws[i].errors;
+    }
+    double *all = malloc(sizeof(double) * (total ? total : 1));
+    long k = 0;
+    for (int i = 0; i < n; i++) {
+      memcpy(all + k, ws[i].lat, sizeof(double) * ws[i].n_lat);
+      k += ws[i].n_lat;
+    }
+    qsort(all, total, sizeof(double), cmp_double);
+    double p50 = total ? all[total / 2] : 0, p99 = total ? all[(long)(total * 0.99)] : 0;
+    double mx = total ? all[total - 1] : 0;
+    /* Bytes include the calls still in flight at the edges; over seconds of
+     * traffic that error is a few decisions in thousands. */
+    double per = total ? (double)(bytes1 - bytes0) / total : 0;
+    printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld\n", n, total / el, p50 * 1e3,
+           p99 * 1e3, mx * 1e3, per, per / payload, errors);
+    fflush(stdout);
+    for (int i = 0; i < n; i++) {
+      if (ws[i].errors) fprintf(stderr, "  worker %d: last error %s\n", i, ws[i].err);
+      o3m_rpc_client_destroy(ws[i].cli);
+      free(ws[i].lat);
+    }
+    free(all);
+    free(ws);
+  }
+  free(list);
+  o3m_config_destroy(cfg);
+  return status;
+}

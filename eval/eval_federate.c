@@ -1,0 +1,541 @@
+/* eval_federate.c -- `o3m-eval gen-federation` and `o3m-eval federate`; see
+ * eval_federate.h. */
+#include "eval_federate.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ap_policy.h"
+#include "eval_cmds.h"
+#include "o3m.pb-c.h"
+#include "o3m_blas.h"
+#include "o3m_config.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+#include "pp_features.h"
+
+static const char *passive_names[] = {"bank", "telco", "insurer", "mall", "clinic", "airline",
+                                      "grocer", "utility"};
+
+/* A free TCP port on 127.0.0.1 (bind to port 0 and read it back). The port
+ * could be taken again before the daemon binds it; on loopback in a test
+ * that race is not a practical concern. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (end == s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "o3m-eval: --%s: '%s' is not an integer in %ld..%ld\n", opt, s, lo, hi);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+static int parse_double(const char *opt, const char *s, double *out) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !isfinite(v)) {
+    fprintf(stderr, "o3m-eval: --%s: '%s' is not a number\n", opt, s);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* ------------------------------------------------------------ gen-federation */
+
+static void gen_usage(FILE *f) {
+  fprintf(f,
+          "usage: o3m-eval gen-federation --out DIR [options]\n"
+          "  Writes DIR/federation.conf, DIR/data/* (tables, catalog) and DIR/truth.txt.\n"
+          "  Certificates are expected in DIR/certs (scripts/make-certs.sh DIR/certs ...).\n"
+          "  --parties D0,D1,...   dims; the first party is the active one (default\n"
+          "                        20,20,20,20,20); each party has dims/2 user columns\n"
+          "                        and the rest item columns\n"
+          "  --users N             users (default 1000)\n"
+          "  --items N             catalog size (default 100)\n"
+          "  --algo A --model M --alpha A --v V --seed S   policy (linucb, shared, 0.5)\n"
+          "  --max-candidates K    cap on K per request (default 1000)\n"
+          "  --deadline-ms MS      fan-out deadline (default 500)\n"
+          "  --data-seed S         seed of tables and ground truth (default 1)\n"
+          "  --insecure            write a config without TLS files (trials only)\n");
+}
+
+int eval_gen_federation_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"out", required_argument, 0, 'o'},     {"parties", required_argument, 0, 'p'},
+      {"users", required_argument, 0, 'u'},   {"items", required_argument, 0, 'i'},
+      {"algo", required_argument, 0, 'a'},    {"model", required_argument, 0, 'm'},
+      {"alpha", required_argument, 0, 'A'},   {"v", required_argument, 0, 'v'},
+      {"seed", required_argument, 0, 's'},    {"data-seed", required_argument, 0, 'S'},
+      {"deadline-ms", required_argument, 0, 'D'}, {"max-candidates", required_argument, 0, 'K'},
+      {"insecure", no_argument, 0, 'I'},      {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  const char *out = NULL, *parties = "20,20,20,20,20", *algo = "linucb", *model = "shared";
+  long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500, maxk = 1000;
+  double alpha = 0.5, v = 0.01;
+  int insecure = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'o': out = optarg; break;
+    case 'p': parties = optarg; break;
+    case 'u': if (!parse_long("users", optarg, 1, 10000000, &users)) return 2; break;
+    case 'i': if (!parse_long("items", optarg, 1, 1000000, &items)) return 2; break;
+    case 'a': algo = optarg; break;
+    case 'm': model = optarg; break;
+    case 'A': if (!parse_double("alpha", optarg, &alpha)) return 2; break;
+    case 'v': if (!parse_double("v", optarg, &v)) return 2; break;
+    case 's': if (!parse_long("seed", optarg, 0, __LONG_MAX__, &seed)) return 2; break;
+    case 'S': if (!parse_long("data-seed", optarg, 0, __LONG_MAX__, &data_seed)) return 2; break;
+    case 'D': if (!parse_long("deadline-ms", optarg, 1, 3600000, &deadline)) return 2; break;
+    case 'K': if (!parse_long("max-candidates", optarg, 1, 1000000, &maxk)) return 2; break;
+    case 'I': insecure = 1; break;
+    case 'h': gen_usage(stdout); return 0;
+    default: gen_usage(stderr); return 2;
+    }
+  }
+  ap_algo al;
+  ap_model_kind mo;
+  if (!out || optind != argc || ap_algo_parse(algo, &al) || ap_model_parse(model, &mo)) {
+    gen_usage(stderr);
+    return 2;
+  }
+  o3m_partition part;
+  o3m_err err;
+  if (o3m_partition_parse(&part, parties, &err)) {
+    fprintf(stderr, "o3m-eval: --parties: %s\n", err.msg);
+    return 2;
+  }
+  if (part.m - 1 > (int)(sizeof passive_names / sizeof passive_names[0])) {
+    fprintf(stderr, "o3m-eval: --parties: at most %zu passive parties\n",
+            sizeof passive_names / sizeof passive_names[0]);
+    return 2;
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/data", out);
+  if ((mkdir(out, 0755) && errno != EEXIST) || (mkdir(path, 0755) && errno != EEXIST)) {
+    fprintf(stderr, "o3m-eval: cannot create %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  /* Tables: party j has dims/2 user columns (at least 1 when dims > 1) and
+   * the rest item columns. */
+  for (int j = 0; j < part.m; j++) {
+    const char *name = j == 0 ? "shop" : passive_names[j - 1];
+    int uc = part.dims[j] / 2, ic = part.dims[j] - uc;
+    int rc = 0;
+    if (uc > 0) {
+      snprintf(path, sizeof path, "%s/data/%s_users.csv", out, name);
+      rc = pp_features_write_synthetic(path, PP_TABLE_USERS, "u", (int)users, uc,
+                                       (uint64_t)data_seed * 1000 + 2 * j, &err);
+    }
+    if (!rc) {
+      snprintf(path, sizeof path, "%s/data/%s_items.csv", out, name);
+      rc = pp_features_write_synthetic(path, PP_TABLE_ITEMS, "i", (int)items, ic,
+                                       (uint64_t)data_seed * 1000 + 2 * j + 1, &err);
+    }
+    if (rc) {
+      fprintf(stderr, "o3m-eval: %s\n", err.msg);
+      return 1;
+    }
+  }
+  snprintf(path, sizeof path, "%s/data/items.txt", out);
+  FILE *f = fopen(path, "w");
+  if (!f) goto io_fail;
+  for (long i = 0; i < items; i++) fprintf(f, "i%ld\n", i);
+  if (fclose(f)) goto io_fail;
+  /* Ground truth. */
+  snprintf(path, sizeof path, "%s/truth.txt", out);
+  f = fopen(path, "w");
+  if (!f) goto io_fail;
+  {
+    o3m_rng *r;
+    double *theta = malloc(sizeof(double) * part.d);
+    if (!theta || o3m_rng_create_seeded_insecure(&r, (uint64_t)data_seed * 7919 + 17)) {
+      fclose(f);
+      free(theta);
+      return 1;
+    }
+    o3m_rng_gaussian(r, theta, part.d);
+    o3m_scal(part.d, 1.0 / o3m_nrm2(part.d, theta), theta);
+    fprintf(f, "# o3m demo ground truth: P(click | x) = 1 / (1 + exp(-(%g + %g x.theta)))\n",
+            EVAL_FED_BIAS, EVAL_FED_SCALE);
+    for (int i = 0; i < part.d; i++) fprintf(f, "%.17g\n", theta[i]);
+    o3m_rng_destroy(r);
+    free(theta);
+  }
+  if (fclose(f)) goto io_fail;
+  /* Config. */
+  snprintf(path, sizeof path, "%s/federation.conf", out);
+  f = fopen(path, "w");
+  if (!f) goto io_fail;
+  fprintf(f, "# Generated by o3m-eval gen-federation: a local trial federation.\n"
+             "[federation]\nd = %d\ndeadline_ms = %ld\n", part.d, deadline);
+  if (insecure)
+    fprintf(f, "insecure = true\n");
+  else
+    fprintf(f, "ca = certs/ca.pem\n");
+  fprintf(f,
+          "\n[policy]\nalgo = %s\nmodel = %s\nalpha = %.17g\nlambda = 1\nv = %.17g\nseed = %ld\n"
+          "max_candidates = %ld\n",
+          algo, model, alpha, v, seed, maxk);
+  if (mo == AP_MODEL_DISJOINT) fprintf(f, "items = data/items.txt\n");
+  const char *names[1 + 8];
+  names[0] = "pmg";
+  for (int j = 0; j < part.m; j++) names[1 + j] = j == 0 ? "shop" : passive_names[j - 1];
+  for (int p = 0; p <= part.m; p++) {
+    int port = free_port();
+    if (port < 0) {
+      fclose(f);
+      fprintf(stderr, "o3m-eval: no free port on 127.0.0.1\n");
+      return 1;
+    }
+    const char *role = p == 0 ? "pmg" : p == 1 ? "active" : "passive";
+    fprintf(f, "\n[party %s]\nrole = %s\naddress = 127.0.0.1:%d\n", names[p], role, port);
+    if (!insecure) fprintf(f, "cert = certs/%s.pem\nkey = certs/%s.key\n", names[p], names[p]);
+    if (p > 0) {
+      int j = p - 1, uc = part.dims[j] / 2;
+      fprintf(f, "dims = %d\n", part.dims[j]);
+      if (uc > 0) fprintf(f, "user_table = data/%s_users.csv\n", names[p]);
+      fprintf(f, "item_table = data/%s_items.csv\n", names[p]);
+    }
+  }
+  if (fclose(f)) goto io_fail;
+  printf("%s/federation.conf: pmg", out);
+  for (int p = 1; p <= part.m; p++) printf(" %s", names[p]);
+  printf("\n");
+  return 0;
+io_fail:
+  fprintf(stderr, "o3m-eval: cannot write %s: %s\n", path, strerror(errno));
+  return 1;
+}
+
+/* ------------------------------------------------------------ federate */
+
+typedef struct driver {
+  const o3m_config *cfg;
+  int d, M, K, d0;
+  pp_features **tables; /* one per column party, in column order */
+  double *theta;        /* ground truth, d */
+  double *X;            /* K x d raw contexts */
+  double *X0;           /* K x d0, the AP's columns */
+  double *Xj;           /* K x max d_j */
+  double *p;            /* K click probabilities */
+  double *click;        /* K drawn clicks */
+  int *arms;            /* K catalog indices */
+  char (*ids)[24];      /* K item id strings */
+  const char **idp;
+  int n_users, n_items;
+} driver;
+
+static int read_truth(const char *path, int d, double *theta, o3m_err *e) {
+  FILE *f = fopen(path, "r");
+  if (!f) return o3m_err_set(e, O3M_EIO, "%s: %s", path, strerror(errno));
+  char line[256];
+  int n = 0, lineno = 0;
+  while (fgets(line, sizeof line, f)) {
+    lineno++;
+    if (line[0] == '#') continue;
+    char *end;
+    double v = strtod(line, &end);
+    if (end == line || !isfinite(v) || n >= d) {
+      fclose(f);
+      return o3m_err_set(e, O3M_EPARSE, "%s:%d: expected %d numbers, one per line", path,
+                         lineno, d);
+    }
+    theta[n++] = v;
+  }
+  fclose(f);
+  if (n != d) return o3m_err_set(e, O3M_EPARSE, "%s: %d values, expected d = %d", path, n, d);
+  return O3M_OK;
+}
+
+/* Fills X (and X0) for the user and the K candidates from every party's
+ * tables, in column order, and the click probabilities. */
+static int driver_contexts(driver *dr, const char *user) {
+  int col = 0, maxdj = 0;
+  for (int j = 0; j < dr->M; j++) {
+    int dj = pp_features_dims(dr->tables[j]);
+    const char *u = pp_features_n_users(dr->tables[j]) ? user : NULL;
+    const char *const *it = pp_features_n_items(dr->tables[j]) ? dr->idp : NULL;
+    int rc = pp_features_fill(dr->tables[j], u, dr->K, it, dr->Xj, NULL, NULL);
+    if (rc) return rc;
+    for (int k = 0; k < dr->K; k++)
+      memcpy(dr->X + (size_t)k * dr->d + col, dr->Xj + (size_t)k * dj, sizeof(double) * dj);
+    col += dj;
+    if (dj > maxdj) maxdj = dj;
+  }
+  for (int k = 0; k < dr->K; k++) {
+    memcpy(dr->X0 + (size_t)k * dr->d0, dr->X + (size_t)k * dr->d, sizeof(double) * dr->d0);
+    double z = EVAL_FED_BIAS + EVAL_FED_SCALE * o3m_dot(dr->d, dr->X + (size_t)k * dr->d,
+                                                          dr->theta);
+    dr->p[k] = 1.0 / (1.0 + exp(-z));
+  }
+  return O3M_OK;
+}
+
+static void fed_usage(FILE *f) {
+  fprintf(f,
+          "usage: o3m-eval federate --config F --truth F [options]\n"
+          "  Drives the active participant of a running federation.\n"
+          "  --rounds N        rounds (default 3000)\n"
+          "  --K N             candidates per round (default 10)\n"
+          "  --seed S          seed of users, candidates and clicks (default 7)\n"
+          "  --cert F --key F  this client's certificate (CA from the config)\n"
+          "  --insecure        plaintext (the daemons must run --insecure too)\n"
+          "  --require-match   exit 1 unless every decision equals the centralized one\n");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int eval_federate_main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"config", required_argument, 0, 'c'}, {"truth", required_argument, 0, 't'},
+      {"rounds", required_argument, 0, 'r'}, {"K", required_argument, 0, 'K'},
+      {"seed", required_argument, 0, 's'},   {"cert", required_argument, 0, 'C'},
+      {"key", required_argument, 0, 'k'},    {"insecure", no_argument, 0, 'I'},
+      {"require-match", no_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
+  const char *cfg_path = NULL, *truth = NULL, *cert = NULL, *key = NULL;
+  long rounds = 3000, K = 10, seed = 7;
+  int insecure = 0, require_match = 0, c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+    case 'c': cfg_path = optarg; break;
+    case 't': truth = optarg; break;
+    case 'r': if (!parse_long("rounds", optarg, 1, 100000000, &rounds)) return 2; break;
+    case 'K': if (!parse_long("K", optarg, 1, 100000, &K)) return 2; break;
+    case 's': if (!parse_long("seed", optarg, 0, __LONG_MAX__, &seed)) return 2; break;
+    case 'C': cert = optarg; break;
+    case 'k': key = optarg; break;
+    case 'I': insecure = 1; break;
+    case 'R': require_match = 1; break;
+    case 'h': fed_usage(stdout); return 0;
+    default: fed_usage(stderr); return 2;
+    }
+  }
+  if (!cfg_path || !truth || optind != argc || (!insecure && (!cert || !key))) {
+    fed_usage(stderr);
+    return 2;
+  }
+  o3m_blas_single_thread();
+  o3m_err err;
+  o3m_err_clear(&err);
+  o3m_config *cfg = NULL;
+  driver dr;
+  memset(&dr, 0, sizeof dr);
+  ap_policy *central = NULL, *local = NULL;
+  o3m_rpc_client *cli = NULL;
+  o3m_rng *rng = NULL;
+  int status = 1, rc;
+  if ((rc = o3m_config_load(&cfg, cfg_path, &err))) goto fail;
+  dr.cfg = cfg;
+  dr.d = o3m_config_d(cfg);
+  dr.M = o3m_config_n_column_parties(cfg);
+  dr.K = (int)K;
+  dr.d0 = o3m_config_active(cfg)->dims;
+  dr.tables = calloc(dr.M, sizeof *dr.tables);
+  dr.theta = malloc(sizeof(double) * dr.d);
+  dr.X = malloc(sizeof(double) * K * dr.d);
+  dr.X0 = malloc(sizeof(double) * K * dr.d0);
+  dr.Xj = malloc(sizeof(double) * K * dr.d);
+  dr.p = malloc(sizeof(double) * K);
+  dr.click = malloc(sizeof(double) * K);
+  dr.arms = malloc(sizeof(int) * K);
+  dr.ids = malloc(sizeof *dr.ids * K);
+  dr.idp = malloc(sizeof(char *) * K);
+  if (!dr.tables || !dr.theta || !dr.X || !dr.X0 || !dr.Xj || !dr.p || !dr.click || !dr.arms ||
+      !dr.ids || !dr.idp) {
+    rc = o3m_err_set(&err, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (int k = 0; k < K; k++) dr.idp[k] = dr.ids[k];
+  if ((rc = read_truth(truth, dr.d, dr.theta, &err))) goto fail;
+  for (int j = 0; j < dr.M; j++) {
+    const o3m_party *pa = o3m_config_column_party(cfg, j);
+    if ((rc = pp_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
+      goto fail;
+    if (pp_features_n_users(dr.tables[j]) > dr.n_users)
+      dr.n_users = pp_features_n_users(dr.tables[j]);
+    if (pp_features_n_items(dr.tables[j]) > dr.n_items)
+      dr.n_items = pp_features_n_items(dr.tables[j]);
+  }
+  if (dr.n_items < K) {
+    rc = o3m_err_set(&err, O3M_EINVAL, "--K %ld exceeds the %d catalog items", K, dr.n_items);
+    goto fail;
+  }
+  /* The two in-process baselines share the AP's policy settings. */
+  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  ap_policy_config pc;
+  ap_policy_config_default(&pc);
+  ap_algo_parse(pp->algo, &pc.algo);
+  ap_model_parse(pp->model, &pc.model);
+  pc.alpha = pp->alpha;
+  pc.lambda = pp->lambda;
+  pc.v = pp->v;
+  pc.seed = pp->seed;
+  pc.refactor_every = pp->refactor_every;
+  pc.max_candidates = (int)K;
+  pc.n_arms = dr.n_items;
+  pc.d = dr.d;
+  if ((rc = ap_policy_create(&central, &pc, &err))) goto fail;
+  pc.d = dr.d0;
+  if ((rc = ap_policy_create(&local, &pc, &err))) goto fail;
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = o3m_config_active(cfg)->address;
+  cc.insecure = insecure;
+  if (!insecure) {
+    cc.tls.ca_file = o3m_config_ca(cfg);
+    cc.tls.cert_file = cert;
+    cc.tls.key_file = key;
+  }
+  cc.deadline_ms = o3m_config_deadline_ms(cfg) + 5000;
+  cc.wait_for_ready = 1;
+  if ((rc = o3m_rpc_client_create(&cli, &cc, &err))) goto fail;
+  if ((rc = o3m_rng_create_seeded_insecure(&rng, (uint64_t)seed))) goto fail;
+
+  int tty = isatty(STDERR_FILENO);
+  double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = now_s();
+  long match = 0;
+  int *perm = malloc(sizeof(int) * dr.n_items);
+  if (!perm) {
+    rc = o3m_err_set(&err, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < dr.n_items; i++) perm[i] = i;
+  char user[32];
+  for (long t = 0; t < rounds; t++) {
+    uint64_t u;
+    o3m_rng_u64(rng, &u);
+    snprintf(user, sizeof user, "u%d", (int)(u % (uint64_t)dr.n_users));
+    for (int k = 0; k < K; k++) { /* partial Fisher-Yates: K distinct items */
+      o3m_rng_u64(rng, &u);
+      int j = k + (int)(u % (uint64_t)(dr.n_items - k));
+      int tmp = perm[k];
+      perm[k] = perm[j];
+      perm[j] = tmp;
+      dr.arms[k] = perm[k];
+      snprintf(dr.ids[k], sizeof dr.ids[k], "i%d", perm[k]);
+    }
+    if ((rc = driver_contexts(&dr, user))) {
+      o3m_err_set(&err, rc, "round %ld: cannot build contexts", t);
+      goto fail_perm;
+    }
+    double best = 0;
+    for (int k = 0; k < K; k++) {
+      uint64_t b;
+      o3m_rng_u64(rng, &b);
+      dr.click[k] = ((double)(b >> 11) / 9007199254740992.0) < dr.p[k] ? 1.0 : 0.0;
+      if (dr.p[k] > best) best = dr.p[k];
+    }
+    int ac, al;
+    if ((rc = ap_policy_choose(central, (int)K, dr.X, dr.arms, &ac, NULL)) ||
+        (rc = ap_policy_choose(local, (int)K, dr.X0, dr.arms, &al, NULL))) {
+      o3m_err_set(&err, rc, "round %ld: in-process policy failed", t);
+      goto fail_perm;
+    }
+    O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+    req.user = user;
+    req.n_items = (size_t)K;
+    req.items = (char **)dr.idp;
+    ProtobufCMessage *reply;
+    if ((rc = o3m_rpc_client_call(cli, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                                  &o3m__v1__recommendation__descriptor, &reply, &err)))
+      goto fail_perm;
+    const O3m__V1__Recommendation *rec = (const O3m__V1__Recommendation *)reply;
+    int af = (int)rec->candidate;
+    uint64_t decision = rec->decision;
+    if (af < 0 || af >= K) {
+      rc = o3m_err_set(&err, O3M_ERPC, "round %ld: candidate %d out of range", t, af);
+      goto fail_perm;
+    }
+    O3m__V1__RewardRequest rw = O3M__V1__REWARD_REQUEST__INIT;
+    rw.decision = decision;
+    rw.reward = dr.click[af];
+    if ((rc = o3m_rpc_client_call(cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
+                                  &o3m__v1__reward_reply__descriptor, &reply, &err)))
+      goto fail_perm;
+    ap_policy_update(central, dr.arms[ac], dr.X + (size_t)ac * dr.d, dr.click[ac]);
+    ap_policy_update(local, dr.arms[al], dr.X0 + (size_t)al * dr.d0, dr.click[al]);
+    reg_fed += best - dr.p[af];
+    reg_central += best - dr.p[ac];
+    reg_local += best - dr.p[al];
+    match += af == ac;
+    long done = t + 1;
+    if (tty ? (done % 50 == 0 || done == rounds) : (done % (rounds / 10 ? rounds / 10 : 1) == 0)) {
+      double el = now_s() - t0;
+      fprintf(stderr, "%s[federate] %ld/%ld rounds  %.0f rounds/s  matched %ld%s",
+              tty ? "\r" : "", done, rounds, done / el, match, tty ? "   " : "\n");
+    }
+  }
+  if (tty) fputc('\n', stderr);
+  printf("rounds                        %ld\n", rounds);
+  printf("federated regret              %.3f\n", reg_fed);
+  printf("centralized regret            %.3f   (in-process, all %d columns)\n", reg_central,
+         dr.d);
+  printf("AP-only regret                %.3f   (in-process, the AP's %d columns)\n", reg_local,
+         dr.d0);
+  printf("decisions equal to central    %ld/%ld (%.2f%%)\n", match, rounds,
+         100.0 * match / rounds);
+  printf("every decision matched        %s\n", match == rounds ? "yes" : "NO");
+  printf("wall time                     %.2f s (%.0f rounds/s, each a Recommend and a Reward)\n",
+         now_s() - t0, rounds / (now_s() - t0));
+  status = (require_match && match != rounds) ? 1 : 0;
+  free(perm);
+  goto done;
+fail_perm:
+  free(perm);
+fail:
+  fprintf(stderr, "o3m-eval federate: %s: %s\n", o3m_errname(rc), o3m_err_message(&err));
+done:
+  o3m_rpc_client_destroy(cli);
+  o3m_rng_destroy(rng);
+  ap_policy_destroy(central);
+  ap_policy_destroy(local);
+  if (dr.tables)
+    for (int j = 0; j < dr.M; j++) pp_features_destroy(dr.tables[j]);
+  free(dr.tables);
+  free(dr.theta);
+  free(dr.X);
+  free(dr.X0);
+  free(dr.Xj);
+  free(dr.p);
+  free(dr.click);
+  free(dr.arms);
+  free(dr.ids);
+  free(dr.idp);
+  o3m_config_destroy(cfg);
+  return status;
+}

@@ -1,0 +1,62 @@
+# federation-lib.sh -- start and stop a local federation; sourced by
+# scripts/demo.sh, the end-to-end test and the load benchmark.
+#
+# fed_up WORK BIN [gen-federation options...]
+#   generates the federation in WORK (config, tables, truth), makes the
+#   certificates, starts o3m-pmg, every o3m-passive and o3m-active from BIN
+#   with their logs in WORK/NAME.log, and waits until each is ready.
+# fed_down
+#   stops every daemon started by fed_up and waits for it.
+# FED_PASSIVE holds the passive party names; FED_CONF the config path.
+
+FED_PIDS=()
+FED_NAMES=()
+
+fed_down() {
+  local p
+  for p in "${FED_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${FED_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  FED_PIDS=()
+  FED_NAMES=()
+}
+
+# fed_start WORK BIN NAME BINARY: starts one daemon in the background.
+fed_start() {
+  local work=$1 bin=$2 name=$3 exe=$4
+  rm -f "$work/$name.ready"
+  "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
+    2>>"$work/$name.log" &
+  FED_PIDS+=($!)
+  FED_NAMES+=("$name")
+}
+
+# fed_wait WORK NAME: waits up to 30 s for NAME's ready file.
+fed_wait() {
+  local work=$1 name=$2 i
+  for i in $(seq 1 300); do
+    [ -s "$work/$name.ready" ] && return 0
+    sleep 0.1
+  done
+  echo "federation: $name did not become ready; its log:" >&2
+  cat "$work/$name.log" >&2
+  return 1
+}
+
+fed_up() {
+  local work=$1 bin=$2
+  shift 2
+  "$bin/o3m-eval" gen-federation --out "$work" "$@" >/dev/null
+  FED_CONF="$work/federation.conf"
+  FED_PASSIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = passive/{print n}' "$FED_CONF")
+  local active pmg p
+  active=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
+  pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+  # shellcheck disable=SC2086
+  "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$pmg" "$active" $FED_PASSIVE client
+  fed_start "$work" "$bin" "$pmg" o3m-pmg
+  for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
+  fed_start "$work" "$bin" "$active" o3m-active
+  for p in "$pmg" $FED_PASSIVE "$active"; do fed_wait "$work" "$p" || return 1; done
+}
+
+FED_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
