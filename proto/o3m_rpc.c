@@ -6,13 +6,22 @@
  * built-in grpc.health.v1 Check method) and the client (one call in flight
  * per client, started and finished separately).
  *
- * Server slots. Each method has slots_per_method slots, plus one generic slot
- * for unknown paths. A slot is either requested (gRPC will fill it with the
- * next call and post its on_call tag) or replying (its reply batch is in
- * flight and will post on_reply); when the reply completes the slot is
- * cleaned and requested again. The loop thread alone touches slots, the
- * arena and the outstanding-tag count, so none of them needs a lock; only
- * the stop flag and the statistics are atomic. */
+ * Server slots. Each method has slots_per_method slots (or its own number
+ * from method_slots), plus one generic slot for unknown paths. A slot is
+ * requested (gRPC will fill it with the next call and post its on_call tag),
+ * deferred (its handler returned O3M_RPC_DEFERRED; no tag is owed until the
+ * service completes the call) or replying (its reply batch is in flight and
+ * will post on_reply); when the reply completes the slot is cleaned and
+ * requested again. The loop thread alone touches slots, the arena and the
+ * outstanding-tag and deferred counts, so none of them needs a lock; only
+ * the stop flag and the statistics are atomic.
+ *
+ * The loop. completion_queue_next blocks (for at most POLL_MS, to notice a
+ * stop) only when the previous event was followed by an empty queue and the
+ * idle hook has run; after an event it polls again with a deadline in the
+ * past, which gRPC answers after one non-blocking pass over its sockets. So
+ * the idle hook sees everything that was ready as one batch (or, under a
+ * flood, what came in IDLE_EVERY completions). */
 #include "o3m_rpc.h"
 
 #include <errno.h>
@@ -39,12 +48,14 @@
 #define PATH_MAX_LEN 255
 /* Upper bounds on configuration values. */
 #define MAX_MESSAGE_LIMIT (1 << 30)
-#define MAX_SLOTS 64
 #define MAX_METHODS 64
 #define MAX_DEADLINE_MS 86400000
 /* Poll period of the server loop, which bounds how late a shutdown request
  * is noticed. */
 #define POLL_MS 100
+/* The idle hook runs at the latest after this many completions in a row,
+ * so that a steady stream of other calls cannot keep it waiting. */
+#define IDLE_EVERY 256
 /* Reconnect backoff cap of client channels (gRPC's default is 120 s, which
  * would make a daemon that started before its peer wait minutes). */
 #define RECONNECT_MAX_MS 2000
@@ -425,6 +436,7 @@ struct o3m_rpc_call {
   method_entry *me;          /* NULL: the generic slot */
   rpc_tag on_call, on_reply;
   int requested, replying;
+  int deferred;              /* the handler deferred it; not yet completed */
   grpc_call *call;
   gpr_timespec deadline;
   grpc_metadata_array md;
@@ -447,6 +459,8 @@ struct o3m_rpc_server {
   int serving;               /* handlers may run (inside run() only) */
   int stopping;              /* shutdown sent: slots are not requested again */
   int outstanding;           /* tags gRPC still owes us, shutdown tag excluded */
+  int n_deferred;            /* slots that are deferred */
+  o3m_rpc_idle_fn idle;
   int port;
   int max_message;
   void *ctx;
@@ -457,7 +471,8 @@ struct o3m_rpc_server {
   arena arena;
   rpc_tag shutdown_tag;
   atomic_int stop;
-  atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal;
+  atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal, n_deferred_total,
+      n_idle;
   atomic_size_t arena_total;
 };
 
@@ -516,9 +531,9 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
     return o3m_err_set(e, O3M_EINVAL, "tls.server_name applies to clients only");
   int rc = check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
   if (rc < 0) return rc;
-  if (cfg->slots_per_method < 1 || cfg->slots_per_method > MAX_SLOTS)
-    return o3m_err_set(e, O3M_EINVAL, "slots_per_method must be in 1..%d, got %d", MAX_SLOTS,
-                       cfg->slots_per_method);
+  if (cfg->slots_per_method < 1 || cfg->slots_per_method > O3M_RPC_MAX_SLOTS)
+    return o3m_err_set(e, O3M_EINVAL, "slots_per_method must be in 1..%d, got %d",
+                       O3M_RPC_MAX_SLOTS, cfg->slots_per_method);
   if (!methods || n_methods < 1 || n_methods > MAX_METHODS)
     return o3m_err_set(e, O3M_EINVAL, "method table must have 1..%d rows, got %d", MAX_METHODS,
                        n_methods);
@@ -535,7 +550,30 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
       if (strcmp(methods[j].path, m->path) == 0)
         return o3m_err_set(e, O3M_EINVAL, "method %s is listed twice", m->path);
   }
+  if (cfg->n_method_slots < 0 || (cfg->n_method_slots > 0 && !cfg->method_slots))
+    return o3m_err_set(e, O3M_EINVAL, "method_slots: %d rows but no table", cfg->n_method_slots);
+  for (int i = 0; i < cfg->n_method_slots; i++) {
+    const o3m_rpc_method_slots *ms = &cfg->method_slots[i];
+    int found = 0;
+    for (int j = 0; ms->path && j < n_methods; j++) found |= strcmp(methods[j].path, ms->path) == 0;
+    if (!found)
+      return o3m_err_set(e, O3M_EINVAL, "method_slots[%d]: %s is not in the method table", i,
+                         ms->path ? ms->path : "(null)");
+    if (ms->slots < 1 || ms->slots > O3M_RPC_MAX_SLOTS)
+      return o3m_err_set(e, O3M_EINVAL, "method_slots[%d]: %s: slots must be in 1..%d, got %d",
+                         i, ms->path, O3M_RPC_MAX_SLOTS, ms->slots);
+    for (int j = 0; j < i; j++)
+      if (strcmp(cfg->method_slots[j].path, ms->path) == 0)
+        return o3m_err_set(e, O3M_EINVAL, "method_slots: %s is listed twice", ms->path);
+  }
   return 0;
+}
+
+/* The number of slots of path under cfg. */
+static int slots_for(const o3m_rpc_server_config *cfg, const char *path) {
+  for (int i = 0; i < cfg->n_method_slots; i++)
+    if (strcmp(cfg->method_slots[i].path, path) == 0) return cfg->method_slots[i].slots;
+  return cfg->slots_per_method;
 }
 
 static int server_credentials(const o3m_rpc_server_config *cfg, grpc_server_credentials **out,
@@ -582,6 +620,8 @@ static void slot_clean(struct o3m_rpc_call *sl) {
   sl->call = NULL;
   sl->identity_state = 0;
   sl->cancelled = 0;
+  if (sl->deferred) sl->srv->n_deferred--;
+  sl->deferred = 0;
 }
 
 static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
@@ -674,7 +714,8 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   ProtobufCMessage *req = NULL;
   int rc;
 
-  arena_reset(&s->arena);
+  /* A deferred call's request lives in the arena: no reset under it. */
+  if (s->n_deferred == 0) arena_reset(&s->arena);
   if (!sl->payload)
     rc = o3m_err_set(&err, O3M_EPARSE, "%s: the request carries no message", m->path);
   else
@@ -685,6 +726,13 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     ProtobufCMessage *reply = sl->me->reply;
     protobuf_c_message_init(m->reply, reply);
     rc = m->handler(s->ctx, sl, req, reply, &err);
+    if (rc == O3M_RPC_DEFERRED) {
+      sl->deferred = 1;
+      s->n_deferred++;
+      count(&s->n_deferred_total);
+      atomic_store_explicit(&s->arena_total, s->arena.total, memory_order_relaxed);
+      return;
+    }
     if (rc > 0) rc = o3m_err_set(&err, O3M_ESTATE, "%s: handler returned %d", m->path, rc);
     if (rc == 0 && !protobuf_c_message_check(reply)) {
       count(&s->n_internal);
@@ -701,6 +749,62 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   } else {
     slot_reply(s, sl, o3m_rpc_status_from_error(rc), rc, o3m_err_message(&err));
   }
+}
+
+/* Ends the deferred state of sl before its reply goes out. */
+static void undefer(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  sl->deferred = 0;
+  s->n_deferred--;
+}
+
+int o3m_rpc_call_reply(o3m_rpc_call *c, const ProtobufCMessage *reply, o3m_err *e) {
+  if (!c || !c->deferred)
+    return o3m_err_set(e, O3M_ESTATE, "reply: the call is not deferred");
+  o3m_rpc_server *s = c->srv;
+  const o3m_rpc_method *m = c->me->m;
+  o3m_err err;
+  o3m_err_clear(&err);
+  int rc = 0;
+  if (!reply || reply->descriptor != m->reply)
+    rc = o3m_err_set(&err, O3M_EINVAL, "%s: the deferred reply is not a %s", m->path,
+                     m->reply->name);
+  else if (!protobuf_c_message_check(reply)) {
+    count(&s->n_internal);
+    rc = o3m_err_set(&err, O3M_ECORRUPT, "%s: the service built an incomplete reply", m->path);
+  } else {
+    rc = pack_message(reply, (size_t)s->max_message, &c->reply, &err);
+  }
+  undefer(s, c);
+  if (rc == 0) {
+    count(&s->n_ok);
+    slot_reply(s, c, GRPC_STATUS_OK, 0, NULL);
+    return 0;
+  }
+  count(&s->n_failed);
+  slot_reply(s, c, o3m_rpc_status_from_error(rc), rc, o3m_err_message(&err));
+  if (e) *e = err;
+  return rc;
+}
+
+int o3m_rpc_call_fail(o3m_rpc_call *c, int code, const o3m_err *why) {
+  if (!c || !c->deferred) return O3M_ESTATE;
+  o3m_rpc_server *s = c->srv;
+  if (code >= 0) code = O3M_ESTATE;
+  const char *msg = why && why->msg[0] ? why->msg : o3m_strerror(code);
+  undefer(s, c);
+  count(&s->n_failed);
+  slot_reply(s, c, o3m_rpc_status_from_error(code), code, msg);
+  return 0;
+}
+
+/* Fails every call that is still deferred (at the end of a shutdown). */
+static void fail_deferred(o3m_rpc_server *s) {
+  for (int i = 0; i < s->n_slots && s->n_deferred > 0; i++)
+    if (s->slots[i].deferred) {
+      o3m_err why;
+      o3m_err_set(&why, O3M_EUNAVAILABLE, "server is shutting down");
+      o3m_rpc_call_fail(&s->slots[i], O3M_EUNAVAILABLE, &why);
+    }
 }
 
 static void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
@@ -734,6 +838,7 @@ static gpr_timespec after_ms(int64_t ms) {
  * Returns once the shutdown tag and every other tag have come back. */
 static void server_serve(o3m_rpc_server *s) {
   int shutdown_sent = 0, shutdown_done = 0, cancelled = 0;
+  int busy = 0; /* events handled since the idle hook last ran (0: none) */
   gpr_timespec grace_end = gpr_inf_future(GPR_CLOCK_MONOTONIC);
   for (;;) {
     if (!shutdown_sent && atomic_load(&s->stop)) {
@@ -747,11 +852,32 @@ static void server_serve(o3m_rpc_server *s) {
       grpc_server_cancel_all_calls(s->server);
       cancelled = 1;
     }
-    if (shutdown_done && s->outstanding == 0) break;
-    grpc_event ev = grpc_completion_queue_next(s->cq, after_ms(POLL_MS), NULL);
-    if (ev.type == GRPC_QUEUE_TIMEOUT) continue;
+    if (shutdown_done && s->outstanding == 0 && s->n_deferred == 0) break;
+    /* After an event, look again without blocking: the hook runs only once
+     * the queue is empty. */
+    grpc_event ev = grpc_completion_queue_next(
+        s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : after_ms(POLL_MS), NULL);
+    if (ev.type == GRPC_QUEUE_TIMEOUT) {
+      if (busy && s->idle && s->serving) {
+        count(&s->n_idle);
+        s->idle(s->ctx);
+      }
+      busy = 0;
+      /* The service had its chance with every deferred call: after the
+       * grace period what is left fails, so that shutdown can finish. */
+      if (cancelled && s->n_deferred > 0) {
+        fail_deferred(s);
+        busy = 1;
+      }
+      continue;
+    }
     if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
     server_dispatch(s, ev, &shutdown_done);
+    if (++busy >= IDLE_EVERY && s->idle && s->serving) {
+      count(&s->n_idle);
+      s->idle(s->ctx);
+      busy = 1; /* the queue was not seen empty: look again, then run it */
+    }
   }
 }
 
@@ -762,6 +888,10 @@ static void server_teardown(o3m_rpc_server *s) {
   if (s->torn_down) return;
   s->torn_down = 1;
   s->stopping = 1;
+  /* Deferred slots owe no tag; their calls are released before the server
+   * goes (normally there are none left: see server_serve). */
+  for (int i = 0; s->slots && s->grpc_inited && i < s->n_slots; i++)
+    if (s->slots[i].deferred) slot_clean(&s->slots[i]);
   if (s->server) grpc_server_destroy(s->server);
   s->server = NULL;
   if (s->cq) {
@@ -813,6 +943,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
   atomic_init(&s->stop, 0);
   s->ctx = ctx;
+  s->idle = cfg->idle;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   rc = arena_init(&s->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
@@ -829,7 +960,9 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     if (strcmp(methods[i].path, O3M_RPC_HEALTH_CHECK_PATH) == 0) with_health = 0;
   s->n_methods = n_methods + with_health;
   s->methods = calloc((size_t)s->n_methods, sizeof *s->methods);
-  s->n_slots = s->n_methods * cfg->slots_per_method + 1;
+  s->n_slots = 1;
+  for (int i = 0; i < s->n_methods; i++)
+    s->n_slots += slots_for(cfg, i < n_methods ? methods[i].path : health_method.path);
   s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
   if (!s->methods || !s->slots) {
     rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
@@ -844,10 +977,13 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
       goto fail;
     }
   }
-  for (int i = 0; i < s->n_slots; i++) {
+  for (int i = 0, mi = 0, left = 0; i < s->n_slots; i++) {
     struct o3m_rpc_call *sl = &s->slots[i];
+    /* The methods' slots in table order, then the generic slot. */
+    while (left == 0 && mi < s->n_methods) left = slots_for(cfg, s->methods[mi++].m->path);
     sl->srv = s;
-    sl->me = i < s->n_slots - 1 ? &s->methods[i / cfg->slots_per_method] : NULL;
+    sl->me = i < s->n_slots - 1 ? &s->methods[mi - 1] : NULL;
+    left--;
     sl->on_call.kind = TAG_CALL;
     sl->on_call.slot = sl;
     sl->on_reply.kind = TAG_REPLY;
@@ -939,6 +1075,8 @@ void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st)
   st->malformed = atomic_load_explicit(&m->n_malformed, memory_order_relaxed);
   st->unknown = atomic_load_explicit(&m->n_unknown, memory_order_relaxed);
   st->internal = atomic_load_explicit(&m->n_internal, memory_order_relaxed);
+  st->deferred = atomic_load_explicit(&m->n_deferred_total, memory_order_relaxed);
+  st->idle_runs = atomic_load_explicit(&m->n_idle, memory_order_relaxed);
   st->arena_bytes = atomic_load_explicit(&m->arena_total, memory_order_relaxed);
 }
 

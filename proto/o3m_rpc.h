@@ -15,6 +15,20 @@
  * tags point at small typed structs {kind, slot}. Calls to paths outside the
  * table are answered UNIMPLEMENTED through one generic request slot.
  *
+ * Deferred replies and the idle hook (adaptive batching). A handler may
+ * return O3M_RPC_DEFERRED instead of answering: the call then stays open, its
+ * request stays valid, and the service completes it later, on the serving
+ * thread, with o3m_rpc_call_reply() or o3m_rpc_call_fail(). The serving
+ * thread takes every completion that is ready at once off the queue (it
+ * polls without blocking until nothing is left), and only then, before it
+ * blocks for more, runs the configured idle hook. So everything that queued
+ * up while the thread was busy - for the active participant, the Recommend
+ * calls that arrived during the previous fan-out - is seen by the hook as one
+ * batch, and at low load a batch is a single call handled as soon as it
+ * arrives. Each deferred call occupies one of its method's request slots
+ * until it is completed; raise the slots of a batched method with
+ * method_slots so that enough calls can queue while a batch is in flight.
+ *
  * Health. Every server also answers the standard gRPC health check,
  * grpc.health.v1.Health/Check (proto/health.proto), without the daemon
  * listing it: the request's service "" (the whole server) or the name of a
@@ -40,7 +54,14 @@
  * before; after a growth the next reset folds it back into one block. So
  * nobody ever calls __free_unpacked on a message from this module, and
  * steady-state calls allocate nothing here (gRPC itself allocates its call
- * objects and slices).
+ * objects and slices). The server skips the reset while any call is
+ * deferred: a deferred call's request (and its o3m_rpc_call_alloc() memory)
+ * lives in the arena until that call is completed, and the calls that
+ * arrive meanwhile are unpacked behind it. The arena therefore holds a whole
+ * batch (for Recommend requests, a few hundred bytes each) and is reset by
+ * the first call that arrives when no call is deferred; a service that kept
+ * calls deferred forever would fill it up to the cap, after which new calls
+ * fail with O3M_EFULL. Complete deferred calls in the idle hook.
  *
  * Security. Either TLS (optionally mutual, with client certificates whose
  * identity a handler can read) or, only when asked for explicitly with
@@ -72,6 +93,8 @@
 /* Calls kept requested per method: how many calls to one method can queue
  * while a handler runs. */
 #define O3M_RPC_DEFAULT_SLOTS 4
+/* Most request slots one method may have. */
+#define O3M_RPC_MAX_SLOTS 256
 /* How long shutdown lets calls in flight finish before cancelling them. */
 #define O3M_RPC_SHUTDOWN_GRACE_MS 1000
 /* The built-in health method; request and reply are
@@ -117,20 +140,35 @@ typedef struct o3m_rpc_tls {
 /* ------------------------------------------------------------ server */
 
 typedef struct o3m_rpc_server o3m_rpc_server;
-/* The call being handled: valid only during the handler. */
+/* The call being handled: valid during the handler, and for a deferred call
+ * until it is completed. */
 typedef struct o3m_rpc_call o3m_rpc_call;
+
+/* A handler's return value that answers nothing yet: the call is deferred
+ * and the service completes it later with o3m_rpc_call_reply() or
+ * o3m_rpc_call_fail(). Positive, so it is never an O3M error code (those are
+ * negative; see o3m_error.h). */
+#define O3M_RPC_DEFERRED 1
 
 /* A method implementation. req is the unpacked request (cast it to the
  * method's type); it and everything it points to live in the server arena
- * until the handler returns, so keep nothing from it. reply has been
- * initialized with the method's reply descriptor (cast it likewise); the
- * handler fills its fields, and whatever they point to must stay valid until
- * the handler returns, because the reply is packed right after: point into
- * the daemon's own preallocated buffers or into o3m_rpc_call_alloc() memory.
- * The handler returns 0, or a negative O3M code after filling e with a
- * message for the caller (if it leaves e empty the code's default message is
- * sent). On error the reply is not sent. The message crosses to the peer, so
- * it must not quote private data. */
+ * until the handler returns, so keep nothing from it - unless the handler
+ * defers the call (below). reply has been initialized with the method's
+ * reply descriptor (cast it likewise); the handler fills its fields, and
+ * whatever they point to must stay valid until the handler returns, because
+ * the reply is packed right after: point into the daemon's own preallocated
+ * buffers or into o3m_rpc_call_alloc() memory. The handler returns 0, or a
+ * negative O3M code after filling e with a message for the caller (if it
+ * leaves e empty the code's default message is sent). On error the reply is
+ * not sent. The message crosses to the peer, so it must not quote private
+ * data.
+ *
+ * Or the handler returns O3M_RPC_DEFERRED, leaving reply and e untouched
+ * (they are ignored). Then call and req - with everything req points to -
+ * stay valid until the service completes the call with o3m_rpc_call_reply()
+ * or o3m_rpc_call_fail(), which it must do on the serving thread (in a later
+ * handler or in the idle hook). The service owns nothing of them: it keeps
+ * the two pointers and must not use them after the completion. */
 typedef int (*o3m_rpc_handler)(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                                ProtobufCMessage *reply, o3m_err *e);
 
@@ -143,6 +181,21 @@ typedef struct o3m_rpc_method {
   o3m_rpc_handler handler;
 } o3m_rpc_method;
 
+/* A per-method override of slots_per_method (see o3m_rpc_server_config). */
+typedef struct o3m_rpc_method_slots {
+  const char *path;  /* a path of the method table */
+  int slots;         /* 1..O3M_RPC_MAX_SLOTS */
+} o3m_rpc_method_slots;
+
+/* The idle hook: ctx is the server's ctx. It runs on the serving thread
+ * after every drain of the completion queue that handled at least one
+ * completion (a call, a finished reply), when nothing more is ready, and
+ * before the thread blocks; under a flood of completions also after every
+ * 256 in a row, so it is never starved. It may complete deferred calls,
+ * make blocking client calls and touch the service's state like a
+ * handler. */
+typedef void (*o3m_rpc_idle_fn)(void *ctx);
+
 typedef struct o3m_rpc_server_config {
   /* Address to listen on: "127.0.0.1:7001", "[::]:7001", "unix:/path".
    * Port 0 picks a free port; o3m_rpc_server_port() tells which. */
@@ -150,8 +203,14 @@ typedef struct o3m_rpc_server_config {
   int insecure;           /* 1: plaintext; then tls must be empty */
   o3m_rpc_tls tls;
   int max_message_bytes;  /* both directions */
-  int slots_per_method;   /* calls kept requested per method, >= 1 */
+  int slots_per_method;   /* calls kept requested per method, 1..O3M_RPC_MAX_SLOTS */
   size_t arena_bytes;     /* initial arena size */
+  /* Optional: n_method_slots rows, each giving one method of the table its
+   * own number of slots (a method whose calls are deferred and batched needs
+   * about as many as there are concurrent callers). Read during create. */
+  const o3m_rpc_method_slots *method_slots;
+  int n_method_slots;
+  o3m_rpc_idle_fn idle;   /* optional: see o3m_rpc_idle_fn */
 } o3m_rpc_server_config;
 
 /* Counters, read with o3m_rpc_server_stats_get() from any thread. */
@@ -161,15 +220,19 @@ typedef struct o3m_rpc_server_stats {
   uint64_t malformed;   /* request missing or not decodable */
   uint64_t unknown;     /* path not in the table */
   uint64_t internal;    /* a gRPC call failed on our side (should stay 0) */
+  uint64_t deferred;    /* calls deferred by their handler, since start */
+  uint64_t idle_runs;   /* runs of the idle hook */
   size_t arena_bytes;   /* current arena capacity */
 } o3m_rpc_server_stats;
 
 /* Defaults: listen NULL (must be set), TLS, max message
- * O3M_RPC_DEFAULT_MAX_MESSAGE, O3M_RPC_DEFAULT_SLOTS, O3M_RPC_DEFAULT_ARENA. */
+ * O3M_RPC_DEFAULT_MAX_MESSAGE, O3M_RPC_DEFAULT_SLOTS, O3M_RPC_DEFAULT_ARENA,
+ * no per-method slots, no idle hook. */
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg);
 
 /* Validates cfg and the method table (paths start with '/', no duplicates,
- * descriptors and handlers set), reads the TLS files, allocates every slot
+ * descriptors and handlers set; method_slots name paths of the table, once
+ * each), reads the TLS files, allocates every slot
  * and the arena, binds the address and starts the server. Calls queue until
  * o3m_rpc_server_run() serves them. ctx is passed to every handler. The
  * server keeps pointers to methods and ctx, and copies everything in cfg.
@@ -192,7 +255,11 @@ int o3m_rpc_server_run(o3m_rpc_server *s);
 /* Asks a running (or not yet run) server to stop. It only sets an atomic
  * flag, so it is safe from any thread and from a signal handler; run()
  * notices it within 100 ms, lets calls in flight finish for up to
- * O3M_RPC_SHUTDOWN_GRACE_MS, cancels the rest and returns. */
+ * O3M_RPC_SHUTDOWN_GRACE_MS, cancels the rest and returns. Handlers and the
+ * idle hook keep running during the grace period, so deferred calls are
+ * normally completed by the service; a call still deferred when the grace
+ * period is over (after the idle hook has run) is failed by the layer with
+ * O3M_EUNAVAILABLE, and its handle must not be used again. */
 void o3m_rpc_server_shutdown(o3m_rpc_server *s);
 
 /* Frees the server. If run() never ran, this performs the shutdown first. It
@@ -222,9 +289,28 @@ const char *o3m_rpc_call_peer(o3m_rpc_call *c);
 const char *o3m_rpc_call_identity(o3m_rpc_call *c);
 
 /* n bytes from the server arena, aligned for any type, valid until the reply
- * has been packed. NULL when the arena cap is reached; the handler should
- * then return O3M_EFULL. */
+ * has been packed (for a deferred call: until it is completed). NULL when
+ * the arena cap is reached; the handler should then return O3M_EFULL. */
 void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n);
+
+/* ---- completing a deferred call (serving thread only) ---- */
+
+/* Sends reply, a message of the method's reply type built by the service,
+ * as the answer of deferred call c. The reply is packed before this returns
+ * and stays the caller's. Returns 0 when the reply was sent. If the reply
+ * cannot be sent - another message type (O3M_EINVAL), an incomplete message
+ * (O3M_ECORRUPT), larger than max_message_bytes (O3M_ERANGE) - the call is
+ * failed with that code instead, which is returned; e (may be NULL) gets
+ * the message. Either way c is completed and must not be used again.
+ * O3M_ESTATE, with nothing sent, if c is not a deferred call. */
+int o3m_rpc_call_reply(o3m_rpc_call *c, const ProtobufCMessage *reply, o3m_err *e);
+
+/* Fails deferred call c with code (a negative O3M code; anything else is
+ * sent as O3M_ESTATE) and the message of why (NULL or empty: the code's
+ * default message), exactly as if its handler had returned the error.
+ * Returns 0, after which c must not be used again; O3M_ESTATE, with nothing
+ * sent, if c is not a deferred call. */
+int o3m_rpc_call_fail(o3m_rpc_call *c, int code, const o3m_err *why);
 
 /* ------------------------------------------------------------ client */
 

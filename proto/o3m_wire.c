@@ -179,6 +179,88 @@ int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, 
                                (uint32_t)K, (uint32_t)d, e);
 }
 
+/* ---------------------------------------------------------------- batches */
+
+int o3m_wire_mask_batch_rows(int max_candidates, int d) {
+  if (max_candidates < 1 || d < 1) return 0;
+  int64_t full = (int64_t)O3M_WIRE_MAX_BATCH * max_candidates;
+  int64_t budget = (int64_t)O3M_WIRE_BATCH_BYTES / ((int64_t)d * (int64_t)sizeof(double));
+  int64_t rows = full < budget ? full : budget;
+  if (rows < max_candidates) rows = max_candidates;
+  return rows > INT32_MAX ? INT32_MAX : (int)rows;
+}
+
+int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                              int max_candidates, int max_rows, o3m_err *e) {
+  if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest check: request is NULL");
+  if (mask_id == 0) return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: no mask installed yet");
+  if (req->mask_id != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: mask %016llx, this party holds %016llx",
+                       (unsigned long long)req->mask_id, (unsigned long long)mask_id);
+  if (req->n_queries < 1 || req->n_queries > O3M_WIRE_MAX_BATCH)
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu queries, expected 1..%d",
+                       req->n_queries, O3M_WIRE_MAX_BATCH);
+  size_t total = 0, kmax = (size_t)(max_candidates > 0 ? max_candidates : 0);
+  for (size_t q = 0; q < req->n_queries; q++) {
+    const O3m__V1__MaskQuery *mq = req->queries[q];
+    if (!mq) return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: query %zu is missing", q);
+    if (mq->n_items < 1 || mq->n_items > kmax)
+      return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: query %zu has %zu items, expected "
+                         "1..%d", q, mq->n_items, max_candidates);
+    total += mq->n_items;
+  }
+  if (total > (size_t)(max_rows > 0 ? max_rows : 0))
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu items in all, at most %d per batch",
+                       total, max_rows);
+  return 0;
+}
+
+void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, int party,
+                              int n_queries, uint32_t *rows, int d, double *values) {
+  size_t total = 0;
+  for (int q = 0; q < n_queries; q++) total += rows[q];
+  msg->mask_id = mask_id;
+  msg->party = (uint32_t)party;
+  msg->cols = (uint32_t)d;
+  msg->n_rows = (size_t)n_queries;
+  msg->rows = rows;
+  msg->n_values = total * (size_t)d;
+  msg->values = values;
+}
+
+int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
+                                    const int *K, int d, uint64_t mask_id, o3m_err *e) {
+  if (!msg || !K || n_queries < 1 || d < 1)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+  if (msg->party != (uint32_t)party)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply: answered as party %u, asked party %d",
+                       msg->party, party);
+  if (msg->mask_id != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "MaskBatchReply from party %d: mask %016llx, expected "
+                       "%016llx", party, (unsigned long long)msg->mask_id,
+                       (unsigned long long)mask_id);
+  if (msg->n_rows != (size_t)n_queries)
+    return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu queries answered, %d "
+                       "asked", party, msg->n_rows, n_queries);
+  if (msg->cols != (uint32_t)d)
+    return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %u columns, expected %d",
+                       party, msg->cols, d);
+  uint64_t total = 0;
+  for (int q = 0; q < n_queries; q++) {
+    if (K[q] < 1 || msg->rows[q] != (uint32_t)K[q])
+      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: query %d has %u rows, "
+                         "expected %d", party, q, msg->rows[q], K[q]);
+    total += (uint64_t)K[q];
+  }
+  if (total > UINT32_MAX)
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchReply from party %d: %llu rows", party,
+                       (unsigned long long)total);
+  char what[48];
+  snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
+  return o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
+                               (uint32_t)total, (uint32_t)d, e);
+}
+
 int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candidates,
                              int n_arms, o3m_err *e) {
   if (!req) return o3m_err_set(e, O3M_EINVAL, "RecommendRequest check: request is NULL");

@@ -29,14 +29,25 @@
 #include "o3m_error.h"
 #include "o3m_mask.h"
 
-/* Raised whenever a change to o3m.proto would be misread by an old peer. */
-#define O3M_PROTOCOL_VERSION 1
+/* Raised whenever a change to o3m.proto would be misread by an old peer, or
+ * a peer needs a method an old one lacks. 2: the active participant asks
+ * passive participants with MaskBatch only, so a version-1 passive
+ * participant is refused at start-up (Info) rather than failing every round
+ * with UNIMPLEMENTED. */
+#define O3M_PROTOCOL_VERSION 2
+
+/* Most queries in one MaskBatch. */
+#define O3M_WIRE_MAX_BATCH 64
+/* Bytes of masked values a MaskBatch may aim for: the row budget of
+ * o3m_wire_mask_batch_rows keeps a reply of d-vectors near this size. */
+#define O3M_WIRE_BATCH_BYTES (16 << 20)
 
 #define O3M_PATH_PMG_INFO "/o3m.v1.MaskGenerator/Info"
 #define O3M_PATH_PMG_GET_BLOCK "/o3m.v1.MaskGenerator/GetBlock"
 #define O3M_PATH_PMG_CONFIRM_BLOCK "/o3m.v1.MaskGenerator/ConfirmBlock"
 #define O3M_PATH_PASSIVE_INFO "/o3m.v1.Passive/Info"
 #define O3M_PATH_PASSIVE_MASK "/o3m.v1.Passive/Mask"
+#define O3M_PATH_PASSIVE_MASK_BATCH "/o3m.v1.Passive/MaskBatch"
 #define O3M_PATH_PASSIVE_STATS "/o3m.v1.Passive/Stats"
 #define O3M_PATH_ACTIVE_INFO "/o3m.v1.Active/Info"
 #define O3M_PATH_ACTIVE_RECOMMEND "/o3m.v1.Active/Recommend"
@@ -101,6 +112,35 @@ void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int pa
  * party it asked, under its mask, K x d finite values. */
 int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
                           uint64_t mask_id, o3m_err *e);
+
+/* ---- batched masking (MaskBatch) ---- */
+
+/* The most candidate rows, summed over the queries, that one MaskBatch may
+ * carry for max_candidates per round and dimension d: O3M_WIRE_MAX_BATCH
+ * full rounds, cut down to about O3M_WIRE_BATCH_BYTES of values but never
+ * below one full round. Both sides compute it from the federation config:
+ * the passive participant sizes its buffers with it and refuses a larger
+ * batch, the active participant never sends one. 0 for bad arguments. */
+int o3m_wire_mask_batch_rows(int max_candidates, int d);
+
+/* A passive participant's check of a MaskBatchRequest: mask_id equals the
+ * mask it holds (O3M_EMASK, also when it holds none), 1..O3M_WIRE_MAX_BATCH
+ * queries, each with 1..max_candidates items (O3M_ERANGE naming the query),
+ * and at most max_rows items in all (O3M_ERANGE). */
+int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                              int max_candidates, int max_rows, o3m_err *e);
+
+/* Fills an initialized MaskBatchReply: n_queries blocks of rows[q] x d values
+ * one after the other in values. rows and values stay the caller's and must
+ * outlive the packing. */
+void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, int party,
+                              int n_queries, uint32_t *rows, int d, double *values);
+
+/* The active participant's check of one party's MaskBatchReply: from the
+ * party it asked, under its mask, n_queries blocks with K[q] rows each (the
+ * items it sent), d columns, sum(K) x d finite values. */
+int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
+                                    const int *K, int d, uint64_t mask_id, o3m_err *e);
 
 /* ---- active participant ---- */
 

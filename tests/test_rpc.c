@@ -897,3 +897,315 @@ Test(rpc_tls, mutual_tls_gives_the_handler_the_client_identity, .timeout = 60) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert(eq(int, system(cmd), 0));
 }
+
+/* ------------------------------------------------------------ deferred replies */
+
+/* A service that defers every Hold call and answers them from the idle hook
+ * once `want` calls are held, in reverse arrival order: even parties get a
+ * NodeInfo echoing their party, odd ones fail with EXPIRED. With hold_forever
+ * it never answers (for the shutdown test). */
+enum { MAX_HELD = 16 };
+
+/* The hook's fields are the serving thread's: the test reads them after
+ * joining it (want alone is changed while it runs). */
+typedef struct dsvc {
+  svc base; /* first: h_sleep reads it */
+  _Atomic int want;
+  int hold_forever;
+  o3m_rpc_call *call[MAX_HELD];
+  const O3m__V1__BlockRequest *req[MAX_HELD];
+  int n_held;
+  _Atomic int max_seen; /* most calls held at one run of the hook */
+  int arrival[2 * MAX_HELD]; /* parties in the order they were held */
+  int n_arrived;
+  int prev_held;        /* held at the end of the previous run */
+  int max_new;          /* most calls that arrived between two runs */
+  int early_rc;         /* reply on a call that is not deferred yet */
+  int order[2 * MAX_HELD]; /* parties in the order they were answered */
+  int n_answered;
+  int reply_rc[2 * MAX_HELD];
+} dsvc;
+
+static int h_hold(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep,
+                  o3m_err *e) {
+  (void)e;
+  dsvc *s = ctx;
+  /* Not deferred yet: completing it is refused and sends nothing. */
+  s->early_rc = o3m_rpc_call_reply(call, rep, NULL);
+  if (s->n_held >= MAX_HELD) return O3M_EFULL;
+  s->call[s->n_held] = call;
+  s->req[s->n_held++] = (const O3m__V1__BlockRequest *)req;
+  s->arrival[s->n_arrived++] = (int)((const O3m__V1__BlockRequest *)req)->party;
+  return O3M_RPC_DEFERRED;
+}
+
+static void hold_hook(void *ctx) {
+  dsvc *s = ctx;
+  if (s->n_held > s->max_seen) s->max_seen = s->n_held;
+  if (s->n_held - s->prev_held > s->max_new) s->max_new = s->n_held - s->prev_held;
+  s->prev_held = s->n_held;
+  if (s->hold_forever || s->n_held < s->want) return;
+  for (int i = s->n_held - 1; i >= 0; i--) {
+    /* The request is intact although later calls were unpacked meanwhile. */
+    int party = (int)s->req[i]->party;
+    s->order[s->n_answered] = party;
+    if (party % 2 == 1) {
+      o3m_err why;
+      o3m_err_set(&why, O3M_EEXPIRED, "held %d expired", party);
+      s->reply_rc[s->n_answered++] = o3m_rpc_call_fail(s->call[i], O3M_EEXPIRED, &why);
+    } else {
+      O3m__V1__NodeInfo rep = O3M__V1__NODE_INFO__INIT;
+      rep.party = (uint32_t)party;
+      char *name = o3m_rpc_call_alloc(s->call[i], 32);
+      snprintf(name, 32, "held %d", party);
+      rep.name = name;
+      s->reply_rc[s->n_answered++] = o3m_rpc_call_reply(s->call[i], &rep.base, NULL);
+    }
+  }
+  s->n_held = s->prev_held = 0;
+}
+
+static const o3m_rpc_method hold_methods[] = {
+    {"/test.Defer/Hold", &o3m__v1__block_request__descriptor, &o3m__v1__node_info__descriptor,
+     h_hold},
+    {"/test.Slow/Sleep", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
+};
+
+typedef struct hold_fx {
+  o3m_rpc_server *srv;
+  pthread_t th;
+  dsvc ctx;
+  char target[64];
+} hold_fx;
+
+static void hold_start(hold_fx *f, int want, int hold_forever) {
+  memset(&f->ctx, 0, sizeof f->ctx);
+  f->ctx.want = want;
+  f->ctx.hold_forever = hold_forever;
+  f->ctx.early_rc = 1;
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  /* Hold gets enough slots for every call to be held at once. */
+  o3m_rpc_method_slots ms = {"/test.Defer/Hold", MAX_HELD};
+  cfg.method_slots = &ms;
+  cfg.n_method_slots = 1;
+  cfg.idle = hold_hook;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_server_create(&f->srv, &cfg, hold_methods, 2, &f->ctx, &e);
+  cr_assert(eq(int, rc, 0), "server_create: %s", o3m_err_message(&e));
+  snprintf(f->target, sizeof f->target, "127.0.0.1:%d", o3m_rpc_server_port(f->srv));
+  cr_assert(eq(int, pthread_create(&f->th, NULL, run_thread, f->srv), 0));
+}
+
+static void hold_stop(hold_fx *f) {
+  void *ret;
+  o3m_rpc_server_shutdown(f->srv);
+  cr_assert(eq(int, pthread_join(f->th, &ret), 0));
+  cr_assert(eq(int, (int)(intptr_t)ret, 0));
+  o3m_rpc_server_destroy(f->srv);
+}
+
+static void hold_send(o3m_rpc_client *c, int party) {
+  O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
+  req.party = (uint32_t)party;
+  req.dim = 1000 + (uint32_t)party;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_start(c, "/test.Defer/Hold", &req.base,
+                                         &o3m__v1__node_info__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+}
+
+/* Calls that queue up while the serving thread is busy reach the idle hook
+ * together, stay valid while held, and are answered in another order than
+ * they came, some with replies and some with errors. */
+Test(rpc_deferred, calls_held_together_and_completed_out_of_order, .timeout = 30) {
+  enum { N = 6 };
+  hold_fx f;
+  hold_start(&f, N, 0);
+  f.ctx.base.sleep_ms = 400;
+  o3m_rpc_client *sleeper = make_client(f.target, 5000), *c[N];
+  for (int i = 0; i < N; i++) c[i] = make_client(f.target, 5000);
+  /* Connect every channel first, so that the calls below only queue. */
+  o3m_err e;
+  o3m_err_clear(&e);
+  ProtobufCMessage *m;
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  f.ctx.base.sleep_ms = 0;
+  cr_assert(eq(int, o3m_rpc_client_call(sleeper, "/test.Slow/Sleep", &ir.base,
+                                        &o3m__v1__ack__descriptor, &m, &e), 0));
+  /* Busy the serving thread, then send all N while it sleeps. */
+  f.ctx.base.sleep_ms = 400;
+  cr_assert(eq(int, o3m_rpc_client_start(sleeper, "/test.Slow/Sleep", &ir.base,
+                                         &o3m__v1__ack__descriptor, &e), 0));
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  for (int i = 0; i < N; i++) hold_send(c[i], i);
+  cr_assert(eq(int, o3m_rpc_client_finish(sleeper, &m, &e), 0), "%s", o3m_err_message(&e));
+
+  for (int i = 0; i < N; i++) {
+    o3m_err_clear(&e);
+    int rc = o3m_rpc_client_finish(c[i], &m, &e);
+    if (i % 2 == 1) {
+      cr_assert(eq(int, rc, O3M_EEXPIRED), "call %d: %s", i, o3m_err_message(&e));
+      char want[32];
+      snprintf(want, sizeof want, "held %d expired", i);
+      cr_assert(not(eq(ptr, strstr(o3m_err_message(&e), want), NULL)), "%s", o3m_err_message(&e));
+    } else {
+      cr_assert(eq(int, rc, 0), "call %d: %s", i, o3m_err_message(&e));
+      const O3m__V1__NodeInfo *ni = (const O3m__V1__NodeInfo *)m;
+      char want[32];
+      snprintf(want, sizeof want, "held %d", i);
+      cr_assert(eq(u32, ni->party, (uint32_t)i));
+      cr_assert(eq(str, ni->name, want));
+    }
+  }
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.deferred, N));
+  cr_assert(eq(u64, st.ok, 2 + N / 2));
+  cr_assert(eq(u64, st.failed, N / 2));
+  cr_assert(ge(u64, st.idle_runs, 1));
+  cr_assert(eq(u64, st.internal, 0));
+
+  /* The slots are free again: another round works the same way. */
+  f.ctx.want = 2;
+  hold_send(c[0], 4);
+  hold_send(c[1], 3);
+  cr_assert(eq(int, o3m_rpc_client_finish(c[0], &m, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u32, ((const O3m__V1__NodeInfo *)m)->party, 4));
+  cr_assert(eq(int, o3m_rpc_client_finish(c[1], &m, &e), O3M_EEXPIRED));
+
+  for (int i = 0; i < N; i++) o3m_rpc_client_destroy(c[i]);
+  o3m_rpc_client_destroy(sleeper);
+  hold_stop(&f);
+  /* Several calls arrived between two runs of the hook: it runs once the
+   * queue is drained, not after every call (all N of them, unless the
+   * machine was very slow). */
+  cr_assert(ge(int, f.ctx.max_new, 2), "the hook ran after every call (at most %d new)",
+            f.ctx.max_new);
+  if (f.ctx.max_new < N) fprintf(stderr, "note: the hook saw %d of %d at once\n", f.ctx.max_new, N);
+  cr_assert(eq(int, f.ctx.n_answered, N + 2));
+  cr_assert(eq(int, f.ctx.early_rc, O3M_ESTATE));
+  for (int i = 0; i < N + 2; i++) cr_assert(eq(int, f.ctx.reply_rc[i], 0), "answer %d", i);
+  /* The first N were answered last-in first-out. */
+  cr_assert(eq(int, f.ctx.n_arrived, N + 2));
+  for (int i = 0; i < N; i++)
+    cr_assert(eq(int, f.ctx.order[i], f.ctx.arrival[N - 1 - i]), "answer %d", i);
+}
+
+/* The layer's contract on completion: a reply of the wrong type or an
+ * incomplete one fails the call instead (and the call is then completed). */
+static int bad_mode;
+static void bad_hook(void *ctx) {
+  dsvc *s = ctx;
+  for (int i = 0; i < s->n_held; i++) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (bad_mode == 0) {
+      O3m__V1__Ack ack = O3M__V1__ACK__INIT; /* not a NodeInfo */
+      s->reply_rc[i] = o3m_rpc_call_reply(s->call[i], &ack.base, &e);
+    } else {
+      O3m__V1__NodeInfo rep = O3M__V1__NODE_INFO__INIT;
+      rep.n_dims = 3; /* and no dims */
+      s->reply_rc[i] = o3m_rpc_call_reply(s->call[i], &rep.base, &e);
+    }
+    /* Completed either way. */
+    s->early_rc = o3m_rpc_call_fail(s->call[i], O3M_EINVAL, NULL);
+  }
+  s->n_answered += s->n_held;
+  s->n_held = 0;
+}
+
+Test(rpc_deferred, bad_deferred_replies_fail_the_call, .timeout = 30) {
+  for (bad_mode = 0; bad_mode < 2; bad_mode++) {
+    dsvc ctx;
+    memset(&ctx, 0, sizeof ctx);
+    o3m_rpc_server_config cfg;
+    o3m_rpc_server_config_default(&cfg);
+    cfg.listen = "127.0.0.1:0";
+    cfg.insecure = 1;
+    cfg.idle = bad_hook;
+    o3m_rpc_server *srv;
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert(eq(int, o3m_rpc_server_create(&srv, &cfg, hold_methods, 2, &ctx, &e), 0), "%s",
+              o3m_err_message(&e));
+    pthread_t th;
+    cr_assert(eq(int, pthread_create(&th, NULL, run_thread, srv), 0));
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", o3m_rpc_server_port(srv));
+    o3m_rpc_client *c = make_client(target, 5000);
+    hold_send(c, 2);
+    ProtobufCMessage *m;
+    int rc = o3m_rpc_client_finish(c, &m, &e);
+    cr_assert(eq(int, rc, bad_mode == 0 ? O3M_EINVAL : O3M_ECORRUPT), "%s: %s", o3m_errname(rc),
+              o3m_err_message(&e));
+    o3m_rpc_client_destroy(c);
+    o3m_rpc_server_shutdown(srv);
+    cr_assert(eq(int, pthread_join(th, NULL), 0));
+    /* Read after the join: the hook's thread wrote them. */
+    cr_assert(eq(int, ctx.reply_rc[0], rc));
+    cr_assert(eq(int, ctx.early_rc, O3M_ESTATE), "a completed call was completed again");
+    o3m_rpc_server_destroy(srv);
+  }
+}
+
+/* A call the service never completes cannot hold shutdown: after the grace
+ * period it fails with UNAVAILABLE and run() returns. */
+Test(rpc_deferred, shutdown_fails_calls_left_deferred, .timeout = 30) {
+  hold_fx f;
+  hold_start(&f, 0, 1);
+  o3m_rpc_client *c = make_client(f.target, 10000);
+  hold_send(c, 2);
+  for (int i = 0; i < 100 && f.ctx.max_seen == 0; i++) {
+    struct timespec ts = {0, 20 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert(eq(int, f.ctx.max_seen, 1), "the call was never held");
+  double t0 = now_ms();
+  o3m_rpc_server_shutdown(f.srv);
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_finish(c, &m, &e);
+  cr_assert(eq(int, rc, O3M_EUNAVAILABLE), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  void *ret;
+  cr_assert(eq(int, pthread_join(f.th, &ret), 0));
+  cr_assert(lt(dbl, now_ms() - t0, O3M_RPC_SHUTDOWN_GRACE_MS + 1500.0));
+  o3m_rpc_server_destroy(f.srv);
+  o3m_rpc_client_destroy(c);
+}
+
+Test(rpc_deferred, method_slots_are_checked, .timeout = 30) {
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_rpc_method_slots ms[2] = {{"/test.Nope/X", 8}, {"/test.Defer/Hold", 8}};
+  cfg.method_slots = ms;
+  cfg.n_method_slots = 1;
+  cr_assert(eq(int, create_err(&cfg, hold_methods, 2, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "/test.Nope/X"), NULL)), "%s", e.msg);
+  ms[0].path = "/test.Defer/Hold";
+  ms[0].slots = 0;
+  cr_assert(eq(int, create_err(&cfg, hold_methods, 2, &e), O3M_EINVAL));
+  ms[0].slots = O3M_RPC_MAX_SLOTS + 1;
+  cr_assert(eq(int, create_err(&cfg, hold_methods, 2, &e), O3M_EINVAL));
+  ms[0].slots = 8;
+  cfg.n_method_slots = 2;
+  cr_assert(eq(int, create_err(&cfg, hold_methods, 2, &e), O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "twice"), NULL)), "%s", e.msg);
+  /* Valid: O3M_RPC_MAX_SLOTS for one method. */
+  cfg.n_method_slots = 1;
+  ms[0].slots = O3M_RPC_MAX_SLOTS;
+  o3m_rpc_server *s;
+  cr_assert(eq(int, o3m_rpc_server_create(&s, &cfg, hold_methods, 2, NULL, &e), 0), "%s",
+            o3m_err_message(&e));
+  o3m_rpc_server_destroy(s);
+}

@@ -33,32 +33,47 @@ static int path_in(const ProtobufCServiceDescriptor *sd, const char *path) {
 
 Test(wire, paths_are_the_generated_methods) {
   const char *pmg[] = {O3M_PATH_PMG_INFO, O3M_PATH_PMG_GET_BLOCK, O3M_PATH_PMG_CONFIRM_BLOCK};
-  const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK, O3M_PATH_PASSIVE_STATS};
+  const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK, O3M_PATH_PASSIVE_MASK_BATCH,
+                      O3M_PATH_PASSIVE_STATS};
   const char *ap[] = {O3M_PATH_ACTIVE_INFO, O3M_PATH_ACTIVE_RECOMMEND, O3M_PATH_ACTIVE_REWARD,
                       O3M_PATH_ACTIVE_STATS};
   for (size_t i = 0; i < 3; i++)
     cr_assert(path_in(&o3m__v1__mask_generator__descriptor, pmg[i]), "%s", pmg[i]);
-  for (size_t i = 0; i < 3; i++)
+  for (size_t i = 0; i < 4; i++)
     cr_assert(path_in(&o3m__v1__passive__descriptor, pp[i]), "%s", pp[i]);
   for (size_t i = 0; i < 4; i++)
     cr_assert(path_in(&o3m__v1__active__descriptor, ap[i]), "%s", ap[i]);
   /* And no method lacks a constant. */
   cr_assert(eq(uint, o3m__v1__mask_generator__descriptor.n_methods, 3));
-  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 3));
+  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 4));
   cr_assert(eq(uint, o3m__v1__active__descriptor.n_methods, 4));
 }
 
 /* The privacy claim of the contract: nothing a passive participant
  * receives or sends can carry the chosen candidate, the score or the
- * reward. Pins the field lists of the Passive messages. */
+ * reward. Pins the field lists of the Passive messages (MaskBatch's
+ * included: reviewed, no such field). */
 Test(wire, passive_messages_have_no_choice_or_reward_field) {
-  const ProtobufCMessageDescriptor *ds[] = {&o3m__v1__mask_request__descriptor,
-                                            &o3m__v1__masked_contexts__descriptor,
-                                            &o3m__v1__passive_stats__descriptor};
+  const ProtobufCMessageDescriptor *ds[] = {
+      &o3m__v1__mask_request__descriptor,       &o3m__v1__masked_contexts__descriptor,
+      &o3m__v1__passive_stats__descriptor,      &o3m__v1__mask_batch_request__descriptor,
+      &o3m__v1__mask_query__descriptor,         &o3m__v1__mask_batch_reply__descriptor};
   const char *allowed[] = {"round", "mask_id", "user", "items", "party", "rows", "cols",
                            "values", "requests", "lookups", "unknown_users",
-                           "unknown_items", "errors", "item_lookups"};
-  for (size_t i = 0; i < 3; i++)
+                           "unknown_items", "errors", "item_lookups", "queries"};
+  /* Every message the Passive service's methods take or give is listed. */
+  const ProtobufCServiceDescriptor *sd = &o3m__v1__passive__descriptor;
+  for (unsigned m = 0; m < sd->n_methods; m++) {
+    if (strcmp(sd->methods[m].name, "Info") == 0) continue; /* NodeInfo: public by design */
+    int in = 0, out = 0;
+    for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+      in |= sd->methods[m].input == ds[i] || sd->methods[m].input == &o3m__v1__stats_request__descriptor;
+      out |= sd->methods[m].output == ds[i];
+    }
+    cr_assert(in && out, "Passive/%s: its messages are not in the reviewed list",
+              sd->methods[m].name);
+  }
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
     for (unsigned f = 0; f < ds[i]->n_fields; f++) {
       int ok = 0;
       for (size_t a = 0; a < sizeof allowed / sizeof allowed[0]; a++)
@@ -266,6 +281,92 @@ Test(wire, masked_contexts_check) {
   v[5] = INFINITY;
   cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), O3M_ENONFINITE));
   cr_assert(has(e.msg, "party 2"), "%s", e.msg);
+}
+
+/* ------------------------------------------------------------ batches */
+
+Test(wire, mask_batch_rows_budget) {
+  /* 64 full rounds when they fit in the byte budget... */
+  cr_assert(eq(int, o3m_wire_mask_batch_rows(20, 100), O3M_WIRE_MAX_BATCH * 20));
+  cr_assert(eq(int, o3m_wire_mask_batch_rows(64, 100), O3M_WIRE_MAX_BATCH * 64));
+  /* ...cut to the budget of values... */
+  int r = o3m_wire_mask_batch_rows(1000, 1000);
+  cr_assert(eq(int, r, O3M_WIRE_BATCH_BYTES / (1000 * 8)));
+  /* ...but never below one full round. */
+  cr_assert(eq(int, o3m_wire_mask_batch_rows(2048, 4096), 2048));
+  cr_assert(eq(int, o3m_wire_mask_batch_rows(0, 100), 0));
+  cr_assert(eq(int, o3m_wire_mask_batch_rows(10, 0), 0));
+}
+
+Test(wire, mask_batch_check) {
+  char *a[3] = {"a", "b", "c"}, *b[2] = {"d", "e"};
+  O3m__V1__MaskQuery q[2] = {O3M__V1__MASK_QUERY__INIT, O3M__V1__MASK_QUERY__INIT};
+  q[0].user = "u0", q[0].n_items = 3, q[0].items = a;
+  q[1].user = "u1", q[1].n_items = 2, q[1].items = b;
+  O3m__V1__MaskQuery *qp[O3M_WIRE_MAX_BATCH + 1];
+  for (int i = 0; i <= O3M_WIRE_MAX_BATCH; i++) qp[i] = &q[i % 2];
+  O3m__V1__MaskBatchRequest r = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  r.mask_id = 5;
+  r.n_queries = 2;
+  r.queries = qp;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 5, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 6, 3, 5, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 0, 3, 5, &e), O3M_EMASK));
+  cr_assert(has(e.msg, "no mask"), "%s", e.msg);
+  /* A round over max_candidates is named. */
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 2, 5, &e), O3M_ERANGE));
+  cr_assert(has(e.msg, "query 0 has 3 items"), "%s", e.msg);
+  /* More rows than the batch budget. */
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 4, &e), O3M_ERANGE));
+  cr_assert(has(e.msg, "5 items in all"), "%s", e.msg);
+  /* A query without items. */
+  q[1].n_items = 0;
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 5, &e), O3M_ERANGE));
+  cr_assert(has(e.msg, "query 1"), "%s", e.msg);
+  q[1].n_items = 2;
+  /* No query, and one too many. */
+  r.n_queries = 0;
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 5, &e), O3M_ERANGE));
+  r.n_queries = O3M_WIRE_MAX_BATCH;
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 1000, &e), 0), "%s", o3m_err_message(&e));
+  r.n_queries = O3M_WIRE_MAX_BATCH + 1;
+  cr_assert(eq(int, o3m_wire_mask_batch_check(&r, 5, 3, 1000, &e), O3M_ERANGE));
+  cr_assert(eq(int, o3m_wire_mask_batch_check(NULL, 5, 3, 5, &e), O3M_EINVAL));
+}
+
+Test(wire, mask_batch_reply_check) {
+  double v[5 * 2];
+  for (int i = 0; i < 10; i++) v[i] = i;
+  uint32_t rows[2] = {3, 2};
+  int K[2] = {3, 2};
+  O3m__V1__MaskBatchReply m = O3M__V1__MASK_BATCH_REPLY__INIT;
+  o3m_wire_mask_batch_fill(&m, 9, 2, 2, rows, 2, v);
+  cr_assert(eq(sz, m.n_values, 10));
+  cr_assert(eq(sz, m.n_rows, 2));
+  O3m__V1__MaskBatchReply *got = (O3m__V1__MaskBatchReply *)through_wire(&m.base);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(int, memcmp(got->values, v, sizeof v), 0), "values changed on the wire");
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 1, 2, K, 2, 9, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 8, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 3, 9, &e), O3M_EDIM));
+  /* Rows of the queries swapped: same total, still wrong. */
+  int swapped[2] = {2, 3};
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, swapped, 2, 9, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "query 0 has 3 rows, expected 2"), "%s", e.msg);
+  int one[1] = {5};
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 1, one, 2, 9, &e), O3M_EDIM));
+  got->n_values = 9;
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), O3M_EDIM));
+  got->n_values = 10;
+  got->values[7] = NAN;
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), O3M_ENONFINITE));
+  cr_assert(has(e.msg, "party 2"), "%s", e.msg);
+  protobuf_c_message_free_unpacked(&got->base, NULL);
 }
 
 Test(wire, recommend_check) {

@@ -13,7 +13,10 @@
  * included, so it is an upper bound of the protocol's own overhead. It is
  * compared with the paper's payload, K (M-1) d float64s per decision: the
  * masked vectors the passive participants send. Run it alone on the machine:
- * other loopback traffic would count too.
+ * other loopback traffic would count too. The last column is the mean
+ * number of rounds per fan-out (ActiveStats rounds / fanouts over the
+ * level): the AP batches the Recommend calls that queue while a fan-out is
+ * in flight into one MaskBatch per passive participant.
  *
  * eval/bench/run-load.sh starts a federation (M = 5, d = 100) and runs this. */
 #include <errno.h>
@@ -129,6 +132,19 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* The AP's rounds and fan-outs so far (both 0 if Stats fails). */
+static void ap_counts(o3m_rpc_client *c, uint64_t *rounds, uint64_t *fanouts) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  *rounds = *fanouts = 0;
+  if (o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base, &o3m__v1__active_stats__descriptor,
+                          &m, &e) == 0) {
+    *rounds = ((const O3m__V1__ActiveStats *)m)->rounds;
+    *fanouts = ((const O3m__V1__ActiveStats *)m)->fanouts;
+  }
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -189,8 +205,27 @@ int main(int argc, char **argv) {
                                                                    : "Recommend only",
          seconds);
   printf("payload per decision: K (M-1) d 8 = %.0f bytes\n\n", payload);
-  printf("%11s %12s %10s %10s %10s %14s %10s %7s\n", "concurrency", "decisions/s", "p50 ms",
-         "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors");
+  printf("%11s %12s %10s %10s %10s %14s %10s %7s %7s\n", "concurrency", "decisions/s", "p50 ms",
+         "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors", "batch");
+  /* Stats go through a client of their own (a client carries one call at
+   * a time, and the workers' clients are busy). */
+  o3m_rpc_client *stats_cli;
+  {
+    o3m_rpc_client_config cc;
+    o3m_rpc_client_config_default(&cc);
+    cc.target = o3m_config_active(cfg)->address;
+    cc.insecure = b.insecure;
+    if (!b.insecure) {
+      cc.tls.ca_file = o3m_config_ca(cfg);
+      cc.tls.cert_file = b.cert;
+      cc.tls.key_file = b.key;
+    }
+    cc.wait_for_ready = 1;
+    if (o3m_rpc_client_create(&stats_cli, &cc, &e)) {
+      fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
+      return 1;
+    }
+  }
   int status = 0;
   char *list = strdup(conc), *save = NULL;
   for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -224,6 +259,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
     struct timespec ts = {(time_t)warmup, (long)((warmup - (time_t)warmup) * 1e9)};
     nanosleep(&ts, NULL);
+    uint64_t rounds0, fan0, rounds1, fan1;
+    ap_counts(stats_cli, &rounds0, &fan0);
     long long bytes0 = lo_bytes();
     double t0 = now_s();
     atomic_store(&b.phase, 1);
@@ -239,6 +276,7 @@ int main(int argc, char **argv) {
       total += ws[i].n_lat;
       errors += ws[i].errors;
     }
+    ap_counts(stats_cli, &rounds1, &fan1);
     double *all = malloc(sizeof(double) * (total ? total : 1));
     long k = 0;
     for (int i = 0; i < n; i++) {
@@ -251,8 +289,9 @@ int main(int argc, char **argv) {
     /* Bytes include the calls still in flight at the edges; over seconds of
      * traffic that error is a few decisions in thousands. */
     double per = total ? (double)(bytes1 - bytes0) / total : 0;
-    printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld\n", n, total / el, p50 * 1e3,
-           p99 * 1e3, mx * 1e3, per, per / payload, errors);
+    double batch = fan1 > fan0 ? (double)(rounds1 - rounds0) / (double)(fan1 - fan0) : 0;
+    printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld %7.1f\n", n, total / el, p50 * 1e3,
+           p99 * 1e3, mx * 1e3, per, per / payload, errors, batch);
     fflush(stdout);
     for (int i = 0; i < n; i++) {
       if (ws[i].errors) fprintf(stderr, "  worker %d: last error %s\n", i, ws[i].err);
@@ -263,6 +302,7 @@ int main(int argc, char **argv) {
     free(ws);
   }
   free(list);
+  o3m_rpc_client_destroy(stats_cli);
   o3m_config_destroy(cfg);
   return status;
 }
