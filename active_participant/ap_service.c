@@ -6,11 +6,13 @@
  * clients of the passive participants, the four handlers, and the lifecycle
  * (create, run, shutdown, destroy).
  *
- * Every buffer a round needs is sized for max_candidates at create: the K x d
- * sums Y, the K x d_0 own features, the arm indices and the duplicate set.
+ * Every buffer a round needs is sized at create: for max_candidates the K x d_0
+ * own features and the duplicate set, and for the largest batch of rounds
+ * the summed masked contexts Y and the arm indices (see "Recommend" below).
  * The handlers borrow the request's strings (they live in the server arena
- * until the handler returns) and point the reply into the service's own
- * storage, so a round allocates nothing in this module. */
+ * until the handler returns, or for a deferred Recommend until it is
+ * answered) and point the reply into the service's own storage, so a round
+ * allocates nothing in this module. */
 #include "ap_service.h"
 
 #include <errno.h>
@@ -22,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ap_checkpoint.h"
 #include "ap_pending.h"
 #include "ap_policy.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
+#include "o3m_block_store.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -47,11 +51,18 @@
  * is how many calls can be queued without waiting for gRPC to hand over
  * the next one. A load test runs 32 clients at once. */
 #define SERVER_SLOTS 32
+/* Recommend's own slots, which is also how many rounds can wait for the next
+ * fan-out: every waiting round holds a slot (see "Recommend" below). Twice
+ * the load test's 32 clients, so that a full batch can be answered while as
+ * many new calls queue. */
+#define RECOMMEND_SLOTS 64
 /* A passive participant's channel is rebuilt after it has been unavailable
  * this long, and then at most this often (see peer_reset). */
 #define PEER_RESET_MS 1000
 /* Failed rounds are logged at most once per this period. */
 #define WARN_PERIOD_MS 1000
+/* After a failed periodic checkpoint, the next attempt waits this long. */
+#define CKPT_RETRY_MS 10000
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -304,6 +315,16 @@ static void peer_note(peer *p, int rc) {
   }
 }
 
+/* A Recommend call that passed validation and waits, deferred, for the next
+ * batch. call and req stay valid until the call is answered (o3m_rpc.h). */
+typedef struct queued {
+  o3m_rpc_call *call;
+  const O3m__V1__RecommendRequest *req;
+  int K;
+  int *arms; /* k_max entries: the disjoint model's arm of each candidate */
+  int rc;    /* during a batch: 0, or why this round alone failed */
+} queued;
+
 struct ap_service {
   char name[O3M_CONFIG_MAX_NAME + 1];
   int d, d0, k_max;
@@ -330,10 +351,19 @@ struct ap_service {
   uint64_t next_decision; /* the id ap_pending_open will issue next */
 
   /* Round buffers, sized for k_max at create. */
-  double *Y;  /* k_max x d */
   double *X0; /* k_max x d0 */
-  int *arms;  /* k_max */
   dupset dup;
+
+  /* Recommend batching (batch_init; see "Recommend" below). */
+  queued queue[RECOMMEND_SLOTS]; /* deferred rounds in arrival order */
+  int n_queued;
+  int *arms_pool;                /* RECOMMEND_SLOTS x k_max, queue[i].arms */
+  int batch_rows;                /* most candidate rows of one MaskBatch */
+  double *Y;                     /* batch_rows x d: the batch's sums Q x */
+  O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
+  O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
+  int Kb[O3M_WIRE_MAX_BATCH];    /* candidates of each round of the batch */
+  uint64_t fanouts;              /* batches sent to the passive parties */
 
   o3m_rpc_server *server;
   int ran;
@@ -344,6 +374,14 @@ struct ap_service {
   uint64_t peer_failures; /* rounds failed because of a passive participant */
   int64_t last_warn_ms;
   uint64_t warn_suppressed;
+
+  /* Durability (NULL/0 without a state_dir; see ap_service.h). */
+  char *state_dir;
+  ap_checkpoint *ckpt;
+  int durability_failed;    /* the journal failed: refuse rewards, stopping */
+  int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
+  uint64_t checkpoints;     /* written since start */
+  uint64_t ckpt_failures;
 };
 
 void ap_service_options_default(ap_service_options *opt) {
@@ -386,12 +424,65 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
 
 /* ---------------------------------------------------------------- Recommend */
 
+/* Adaptive batching. A round costs the AP one server call and one client
+ * call per passive participant, and almost all of that is gRPC, TLS and the
+ * kernel, not arithmetic; and while a fan-out is in flight the single
+ * serving thread waits. So Recommend does not fan out by itself: the
+ * handler validates the request at once (an invalid one is answered at
+ * once and changes nothing), queues it and defers the call
+ * (O3M_RPC_DEFERRED). When the serving thread has taken every completion
+ * that is ready, the server's idle hook (recommend_flush) sends everything
+ * queued as one MaskBatch per passive participant: start them all, mask
+ * the AP's own blocks meanwhile, finish them all and sum. Then each round,
+ * in arrival order, is chosen, opened and answered exactly as a round on
+ * its own would be. At low load a batch is the one request that arrived;
+ * under load the rounds that queue while a batch is in flight make the next
+ * batch, so the fan-out cost is shared by all of them.
+ *
+ * Identical decisions: each round's own block is masked by its own
+ * o3m_block_apply of K rows, each passive participant masks each query with
+ * its own call of the same shape (pp_service.c), and the parties' rows are
+ * added in party order, so every sum Q x is bit for bit what an unbatched
+ * round computes; the policy then sees the rounds one after the other in
+ * arrival order. A Reward that arrives while rounds are queued is applied at
+ * once, before those rounds are chosen, as it would be if they had arrived
+ * after it.
+ *
+ * Failures: if a passive participant fails (or misses the deadline) every
+ * round of the batch fails with its code and a message naming it, and
+ * nothing changes: no pending entry, no policy call, no round counted. A
+ * failure of the policy fails only its own round. */
+
+/* Allocates the queue's arm indices and the batch buffers (the row budget
+ * is the one the passive participants use, o3m_wire_mask_batch_rows). */
+static int batch_init(ap_service *s, o3m_err *e) {
+  s->batch_rows = o3m_wire_mask_batch_rows(s->k_max, s->d);
+  if (s->batch_rows < s->k_max)
+    return o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d with d = %d", s->k_max, s->d);
+  s->arms_pool = malloc(sizeof *s->arms_pool * (size_t)RECOMMEND_SLOTS * (size_t)s->k_max);
+  s->Y = malloc(sizeof *s->Y * (size_t)s->batch_rows * (size_t)s->d);
+  if (!s->arms_pool || !s->Y)
+    return o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
+                       s->batch_rows);
+  for (int i = 0; i < RECOMMEND_SLOTS; i++)
+    s->queue[i].arms = s->arms_pool + (size_t)i * (size_t)s->k_max;
+  for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) s->mq_ptr[i] = &s->mq[i];
+  return 0;
+}
+
+static void batch_free(ap_service *s) {
+  free(s->arms_pool);
+  free(s->Y);
+  s->arms_pool = NULL;
+  s->Y = NULL;
+}
+
 /* Checks everything about a request before any state is touched, and puts
- * the disjoint model's arm of each candidate into s->arms. On success *X0
- * points at the K x d0 own features to mask: the request's, or s->X0 filled
- * from the own tables. */
-static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *req,
-                              const double **X0, o3m_err *e) {
+ * the disjoint model's arm of each candidate into arms (k_max entries). The
+ * own features are read later, by the batch: from the request, or from the
+ * own tables (which have a row, or a dummy, for every id). */
+static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *req, int *arms,
+                              o3m_err *e) {
   if (req->n_items < 1 || req->n_items > (size_t)s->k_max)
     return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
                        s->k_max);
@@ -418,56 +509,73 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
     for (size_t i = 0; i < req->n_own_features; i++)
       if (!isfinite(req->own_features[i]))
         return o3m_err_set(e, O3M_EINVAL, "own_features[%zu] is not finite", i);
-    *X0 = req->own_features;
-  } else if (s->own) {
-    /* Unknown ids get the table's column means, as a passive party's would. */
-    rc = pp_features_fill(s->own, req->user, K, (const char *const *)req->items, s->X0, NULL,
-                          NULL);
-    if (rc < 0) return o3m_err_set(e, rc, "own_features: lookup in the own tables failed");
-    *X0 = s->X0;
-  } else {
+  } else if (!s->own) {
     return o3m_err_set(e, O3M_EINVAL, "own_features: required (%d x %d values), this active "
                        "party has no feature tables", K, s->d0);
   }
 
   if (s->model == AP_MODEL_DISJOINT) {
     if (req->n_arms > 0) {
-      for (int k = 0; k < K; k++) s->arms[k] = (int)req->arms[k];
+      for (int k = 0; k < K; k++) arms[k] = (int)req->arms[k];
     } else {
       for (int k = 0; k < K; k++) {
         int a = catalog_find(&s->cat, req->items[k]);
         if (a < 0)
           return o3m_err_set(e, O3M_EINVAL, "items[%d] is not in the items catalog "
                              "(and no arms were given)", k);
-        s->arms[k] = a;
+        arms[k] = a;
       }
     }
   }
   return 0;
 }
 
-/* Asks every passive participant for its masked part of the round at once,
- * masks the own part while they work, and sums everything into s->Y. Every
+/* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
+ * from the request or, with unknown ids as dummies, from the own tables. */
+static int mask_own(ap_service *s, const queued *q, double *Y) {
+  const double *X0 = q->req->own_features;
+  if (q->req->n_own_features == 0) {
+    int rc = pp_features_fill(s->own, q->req->user, q->K, (const char *const *)q->req->items,
+                              s->X0, NULL, NULL);
+    if (rc < 0) return rc;
+    X0 = s->X0;
+  }
+  o3m_block_apply(s->block, q->K, X0, 0.0, Y);
+  return 0;
+}
+
+/* The fan-out of one batch of n rounds with rows candidates in all: one
+ * MaskBatch to every passive participant at once, the own blocks masked
+ * while they work, and every reply checked and added, so that the rows of
+ * round i in s->Y (after those of rounds 0..i-1) are its sums Q x. Every
  * call that was started is finished, whatever happens, so that no client is
  * left with a call in flight. On failure the first failing party (in party
- * order) names the error; s->Y is then garbage, and nothing else changed. */
-static int gather(ap_service *s, const O3m__V1__RecommendRequest *req, const double *X0,
-                  o3m_err *e) {
-  int K = (int)req->n_items;
-  O3m__V1__MaskRequest mr = O3M__V1__MASK_REQUEST__INIT;
-  mr.round = s->next_decision;
-  mr.mask_id = s->mask_id;
-  mr.user = req->user;
-  mr.n_items = req->n_items;
-  mr.items = req->items;
+ * order) names the error; s->Y is then garbage, and nothing else changed. A
+ * round whose own features cannot be read gets q[i].rc instead. */
+static int batch_gather(ap_service *s, queued *q, int n, int rows, o3m_err *e) {
+  O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  br.mask_id = s->mask_id;
+  br.n_queries = (size_t)n;
+  br.queries = s->mq_ptr;
+  for (int i = 0; i < n; i++) {
+    O3m__V1__MaskQuery *mq = &s->mq[i];
+    o3m__v1__mask_query__init(mq);
+    mq->round = s->next_decision + (uint64_t)i; /* the id it will get, for logs */
+    mq->user = q[i].req->user;
+    mq->n_items = q[i].req->n_items;
+    mq->items = q[i].req->items;
+    s->Kb[i] = q[i].K;
+    q[i].rc = 0;
+  }
+  s->fanouts++;
 
   int rc = 0, started = 0;
   o3m_err pe;
   for (; started < s->n_peers; started++) {
     peer *p = &s->peers[started];
     o3m_err_clear(&pe);
-    int r = p->client ? o3m_rpc_client_start(p->client, O3M_PATH_PASSIVE_MASK, &mr.base,
-                                             &o3m__v1__masked_contexts__descriptor, &pe)
+    int r = p->client ? o3m_rpc_client_start(p->client, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
+                                             &o3m__v1__mask_batch_reply__descriptor, &pe)
                       : o3m_err_set(&pe, O3M_EUNAVAILABLE, "no channel (rebuilding failed)");
     if (r < 0) {
       rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
@@ -475,72 +583,213 @@ static int gather(ap_service *s, const O3m__V1__RecommendRequest *req, const dou
       break;
     }
   }
-  /* Y = X^0 (Q^0)^T, overlapped with the passive participants' work. */
-  if (rc == 0) o3m_block_apply(s->block, K, X0, 0.0, s->Y);
+  /* The own blocks, overlapped with the passive participants' work. */
+  size_t off = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    q[i].rc = mask_own(s, &q[i], s->Y + off * (size_t)s->d);
+    off += (size_t)q[i].K;
+  }
   for (int j = 0; j < started; j++) {
     peer *p = &s->peers[j];
     ProtobufCMessage *m;
     o3m_err_clear(&pe);
     int r = o3m_rpc_client_finish(p->client, &m, &pe);
     peer_note(p, r);
-    if (r == 0) r = o3m_wire_masked_check((const O3m__V1__MaskedContexts *)m, p->slot, K, s->d,
-                                          s->mask_id, &pe);
+    if (r == 0)
+      r = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m, p->slot, n, s->Kb,
+                                          s->d, s->mask_id, &pe);
     if (r < 0) {
       if (rc == 0) rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
       continue;
     }
-    /* Y += Q^j x^j, all K rows at once. */
-    if (rc == 0) o3m_axpy(K * s->d, 1.0, ((const O3m__V1__MaskedContexts *)m)->values, s->Y);
+    /* Y += Q^j x^j, every row of the batch at once. */
+    if (rc == 0)
+      o3m_axpy(rows * s->d, 1.0, ((const O3m__V1__MaskBatchReply *)m)->values, s->Y);
   }
   return rc;
 }
 
-static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
-                       ProtobufCMessage *rep_, o3m_err *e) {
-  (void)call;
-  ap_service *s = ctx;
-  const O3m__V1__RecommendRequest *req = (const O3m__V1__RecommendRequest *)req_;
-  O3m__V1__Recommendation *rep = (O3m__V1__Recommendation *)rep_;
+/* Fails deferred round q with code and a message, and counts it. */
+static void round_fail(ap_service *s, queued *q, const o3m_err *why) {
+  s->failed_rounds++;
+  warn_round(s, why);
+  o3m_rpc_call_fail(q->call, why->code, why);
+}
 
-  const double *X0 = NULL;
-  int rc = recommend_validate(s, req, &X0, e);
-  if (rc < 0) {
-    s->failed_rounds++;
-    return rc;
+/* Chooses, opens and answers round q, whose sums Q x are the K rows at Y. */
+static void round_decide(ap_service *s, queued *q, const double *Y) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (q->rc < 0) {
+    o3m_err_set(&e, q->rc, "own_features: lookup in the own tables failed");
+    round_fail(s, q, &e);
+    return;
   }
-  rc = gather(s, req, X0, e);
-  if (rc < 0) {
-    s->failed_rounds++;
-    s->peer_failures++;
-    warn_round(s, e);
-    return rc;
-  }
-  int K = (int)req->n_items;
-  const int *arms = s->model == AP_MODEL_DISJOINT ? s->arms : NULL;
+  const int *arms = s->model == AP_MODEL_DISJOINT ? q->arms : NULL;
   int chosen;
   double score;
-  rc = ap_policy_choose(s->policy, K, s->Y, arms, &chosen, &score);
+  int rc = ap_policy_choose(s->policy, q->K, Y, arms, &chosen, &score);
   if (rc < 0) {
-    s->failed_rounds++;
-    o3m_err_set(e, rc, "the policy could not choose among the %d candidates", K);
-    warn_round(s, e);
-    return rc;
+    o3m_err_set(&e, rc, "the policy could not choose among the %d candidates", q->K);
+    round_fail(s, q, &e);
+    return;
   }
   uint64_t id;
   int arm = arms ? arms[chosen] : 0;
-  ap_pending_open(s->pending, arm, s->mask_id, s->Y + (size_t)chosen * s->d, now_ms(), &id);
+  ap_pending_open(s->pending, arm, s->mask_id, Y + (size_t)chosen * s->d, now_ms(), &id);
   s->next_decision = id + 1 ? id + 1 : 1;
   s->rounds++;
 
-  rep->decision = id;
-  rep->candidate = (uint32_t)chosen;
-  rep->item = req->items[chosen];
-  rep->score = score;
-  rep->mask_id = s->mask_id;
-  return 0;
+  O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
+  rep.decision = id;
+  rep.candidate = (uint32_t)chosen;
+  rep.item = q->req->items[chosen];
+  rep.score = score;
+  rep.mask_id = s->mask_id;
+  /* A reply of a few dozen bytes cannot fail to pack; if it did the caller
+   * would get the error and the decision would expire unrewarded. */
+  rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
+  if (rc < 0)
+    o3m_log_warn("decision %llu: the reply was not sent: %s", (unsigned long long)id,
+                 o3m_err_message(&e));
+}
+
+/* One batch: the fan-out, then every round in arrival order. */
+static void batch_run(ap_service *s, queued *q, int n, int rows) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = batch_gather(s, q, n, rows, &e);
+  if (rc < 0) {
+    s->peer_failures += (uint64_t)n;
+    for (int i = 0; i < n; i++) round_fail(s, &q[i], &e);
+    return;
+  }
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    round_decide(s, &q[i], s->Y + off * (size_t)s->d);
+    off += (size_t)q[i].K;
+  }
+}
+
+/* The server's idle hook: answers every queued round, in batches of at most
+ * O3M_WIRE_MAX_BATCH rounds and batch_rows candidates, so that no call stays
+ * deferred after it returns (the server arena is then reset by the next
+ * call; o3m_rpc.h). */
+static void recommend_flush(void *ctx) {
+  ap_service *s = ctx;
+  int i = 0;
+  while (i < s->n_queued) {
+    int n = 0, rows = 0;
+    while (i + n < s->n_queued && n < O3M_WIRE_MAX_BATCH &&
+           rows + s->queue[i + n].K <= s->batch_rows)
+      rows += s->queue[i + n++].K;
+    batch_run(s, s->queue + i, n, rows);
+    i += n;
+  }
+  s->n_queued = 0;
+}
+
+/* Validates and queues; the idle hook answers (see above). */
+static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                       ProtobufCMessage *rep_, o3m_err *e) {
+  (void)rep_;
+  ap_service *s = ctx;
+  const O3m__V1__RecommendRequest *req = (const O3m__V1__RecommendRequest *)req_;
+  if (s->n_queued >= RECOMMEND_SLOTS) {
+    /* Cannot happen: every queued round holds one of Recommend's slots. */
+    s->failed_rounds++;
+    return o3m_err_set(e, O3M_EFULL, "%d rounds are waiting already", RECOMMEND_SLOTS);
+  }
+  queued *q = &s->queue[s->n_queued];
+  int rc = recommend_validate(s, req, q->arms, e);
+  if (rc < 0) {
+    s->failed_rounds++;
+    return rc;
+  }
+  q->call = call;
+  q->req = req;
+  q->K = (int)req->n_items;
+  q->rc = 0;
+  s->n_queued++;
+  return O3M_RPC_DEFERRED;
 }
 
 /* ---------------------------------------------------------------- Reward */
+
+/* The journal failed (ap_journal.h: after a failed write or fdatasync
+ * nothing since the last good sync can be trusted). Marks the service,
+ * asks the server to stop (run() returns O3M_EIO, the daemon exits 1 and a
+ * restart recovers from disk) and answers this reward with UNAVAILABLE: it
+ * was not acknowledged, and it may or may not be found in the model after
+ * the restart. */
+static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e) {
+  if (!s->durability_failed)
+    o3m_log_error("the reward journal failed: %s; no more rewards are accepted and the active "
+                  "party is stopping (restart it to recover from %s)", o3m_err_message(why),
+                  s->state_dir);
+  s->durability_failed = 1;
+  o3m_rpc_server_shutdown(s->server);
+  return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward could not be written to "
+                     "disk and is not acknowledged; the active party is stopping",
+                     (unsigned long long)decision);
+}
+
+/* Applies a reward to the model: with a state_dir through the journal and
+ * synced to disk (one fdatasync per reward: handlers run one at a time, so
+ * there is nothing to group it with), otherwise in memory only. Returns 0
+ * when the reward may be acknowledged. */
+static int reward_apply(ap_service *s, uint64_t decision, int arm, const double *x,
+                        double reward, o3m_err *e) {
+  unsigned long long id = (unsigned long long)decision;
+  if (!s->ckpt) {
+    int rc = ap_policy_update(s->policy, arm, x, reward);
+    return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
+  }
+  int rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
+  if (rc == O3M_EIO) {
+    o3m_err why;
+    o3m_err_set(&why, O3M_EIO, "a journal write failed");
+    return durability_fail(s, decision, &why, e);
+  }
+  /* A failed update is journaled too and replays as failed; it is made
+   * durable with the next sync, and the decision stays open. */
+  if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
+  o3m_err se;
+  o3m_err_clear(&se);
+  rc = ap_checkpoint_sync(s->ckpt, &se);
+  if (rc < 0) return durability_fail(s, decision, &se, e);
+  return 0;
+}
+
+/* Writes a checkpoint (why: "periodic" or "final"). A file error leaves the
+ * older checkpoints and the journal intact: it is logged and the periodic
+ * checkpoint retried after CKPT_RETRY_MS. O3M_ECORRUPT means Lambda or u
+ * itself is damaged in memory (ap_checkpoint_write refuses to save it): the
+ * service stops, and a restart rebuilds the model from disk. */
+static void checkpoint_now(ap_service *s, const char *why) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int rc = ap_checkpoint_write(s->ckpt, &ce);
+  if (rc == 0) {
+    s->checkpoints++;
+    s->ckpt_retry_ms = 0;
+    o3m_log_info("%s checkpoint written: %llu updates, journal seq %llu", why,
+                 (unsigned long long)ap_policy_updates(s->policy),
+                 (unsigned long long)ap_journal_last_seq(ap_checkpoint_journal(s->ckpt)));
+    return;
+  }
+  s->ckpt_failures++;
+  s->ckpt_retry_ms = now_ms() + CKPT_RETRY_MS;
+  if (rc == O3M_ECORRUPT) {
+    o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
+                  "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
+    s->durability_failed = 1;
+    o3m_rpc_server_shutdown(s->server);
+    return;
+  }
+  o3m_log_warn("%s checkpoint failed (%s: %s); the journal still holds every reward, retrying "
+               "in %d s", why, o3m_errname(rc), o3m_err_message(&ce), CKPT_RETRY_MS / 1000);
+}
 
 static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                     ProtobufCMessage *rep_, o3m_err *e) {
@@ -549,6 +798,9 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   const O3m__V1__RewardRequest *req = (const O3m__V1__RewardRequest *)req_;
   O3m__V1__RewardReply *rep = (O3m__V1__RewardReply *)rep_;
 
+  if (s->durability_failed)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after a disk error; "
+                       "rewards are not accepted");
   /* The message names the bounds, never the value sent. */
   if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
@@ -562,8 +814,8 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   switch (rc) {
   case 0: break;
   case O3M_ENOTFOUND:
-    return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or evicted from the "
-                       "pending table)", id);
+    return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
+                       "pending table, or issued before a restart of the active party)", id);
   case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
   case O3M_EEXPIRED:
     ap_pending_expire(s->pending, req->decision);
@@ -574,10 +826,13 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
     return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
                        "mask is %016llx", id, (unsigned long long)mask_id,
                        (unsigned long long)s->mask_id);
-  rc = ap_policy_update(s->policy, arm, x, req->reward);
-  if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
+  rc = reward_apply(s, req->decision, arm, x, req->reward, e);
+  if (rc < 0) return rc;
   ap_pending_close(s->pending, req->decision);
   rep->updates = ap_policy_updates(s->policy);
+  /* The reward is durable; a due checkpoint delays only this reply. */
+  if (s->ckpt && ap_checkpoint_due(s->ckpt) && now_ms() >= s->ckpt_retry_ms)
+    checkpoint_now(s, "periodic");
   return 0;
 }
 
@@ -598,6 +853,7 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   /* protobuf-c packs but never writes through these pointers. */
   rep->algo = (char *)ap_algo_name(s->algo);
   rep->model = (char *)ap_model_name(s->model);
+  rep->fanouts = s->fanouts;
   return 0;
 }
 
@@ -677,6 +933,16 @@ static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me
         s->mask_id = o3m_block_mask_id(b);
       }
     }
+    if (rc == 0 && s->state_dir) {
+      /* Stored before it is confirmed: once every party has confirmed, the
+       * generator forgets Q and this copy is the only one. */
+      o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
+      rc = o3m_block_store_save(s->state_dir, &sid, s->block, NULL, 0, e);
+      if (rc < 0) {
+        o3m_rpc_client_destroy(c);
+        return rc; /* s->block is freed with the service */
+      }
+    }
     if (rc == 0) {
       O3m__V1__BlockReceipt r = O3M__V1__BLOCK_RECEIPT__INIT;
       r.party = (uint32_t)me->slot;
@@ -708,6 +974,84 @@ static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me
     backoff = backoff * 2 > PMG_BACKOFF_MAX_MS ? PMG_BACKOFF_MAX_MS : backoff * 2;
   }
   o3m_rpc_client_destroy(c);
+  return 0;
+}
+
+/* The block: the one stored in state_dir if there is one (the mask
+ * generator is then not asked: it may have forgotten Q, or be gone), else
+ * fetched from the generator (and stored, by fetch_block). */
+static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
+                         const ap_service_options *opt, o3m_err *e) {
+  if (s->state_dir) {
+    o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
+    int rc = o3m_block_store_load(s->state_dir, &sid, &s->block, NULL, 0, NULL, e);
+    if (rc == 0) {
+      s->mask_id = o3m_block_mask_id(s->block);
+      o3m_log_info("loaded the block of mask %016llx from %s (the mask generator is not asked)",
+                   (unsigned long long)s->mask_id, s->state_dir);
+      return 0;
+    }
+    if (rc != O3M_ENOTFOUND) {
+      if (rc == O3M_ECORRUPT || rc == O3M_EDIM)
+        o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
+                      "(the mask generator forgets Q once every party has its block). Restore "
+                      "%s from a backup, or, to join a new federation, stop every party, delete "
+                      "the state_dir of every party and restart the mask generator.",
+                      s->state_dir, O3M_BLOCK_STORE_FILE);
+      return rc;
+    }
+    o3m_log_info("no stored block in %s: fetching it from the mask generator", s->state_dir);
+  }
+  return fetch_block(s, cfg, me, opt, e);
+}
+
+/* Recovers the model from state_dir and opens the reward journal (see
+ * ap_service.h); without a state_dir only warns. Errors that need the
+ * operator's decision name the flag that makes it. */
+static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) {
+  if (!s->state_dir) {
+    o3m_log_warn("WARNING: party '%s' has no state_dir: the model lives in memory only and "
+                 "rewards are NOT durable (a restart loses every acknowledged reward, and the "
+                 "block must then come from a mask generator that still holds Q)", s->name);
+    return 0;
+  }
+  int rc;
+  if (opt->discard_state && (rc = ap_checkpoint_discard(s->state_dir, e)) < 0) return rc;
+  ap_checkpoint_options co;
+  ap_checkpoint_options_default(&co);
+  co.state_dir = s->state_dir;
+  co.mask_id = s->mask_id;
+  co.salvage = opt->salvage;
+  if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
+  if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
+  ap_recovery_info ri;
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  rc = ap_checkpoint_open(&s->ckpt, s->policy, &co, &ri, &ce);
+  if (rc < 0) {
+    const char *way = rc == O3M_EMASK
+                          ? "the saved model was learned under another mask; --discard-state "
+                            "moves it aside and starts a fresh model"
+                      : rc == O3M_EDIM
+                          ? "the [policy] does not match the saved model; restore the old "
+                            "[policy], or --discard-state"
+                      : rc == O3M_ECORRUPT
+                          ? "the reward journal is damaged before its end; --salvage keeps the "
+                            "rewards before the damage (the rest is set aside), or "
+                            "--discard-state"
+                          : NULL;
+    o3m_log_error("recovery from %s failed: %s", s->state_dir, o3m_err_message(&ce));
+    if (!way) return o3m_err_set(e, rc, "%s", o3m_err_message(&ce));
+    o3m_log_error("%s", way);
+    return o3m_err_set(e, rc, "%s (%s)", way, o3m_err_message(&ce));
+  }
+  if (ri.salvaged)
+    o3m_log_warn("SALVAGED: journal records from seq %llu on were set aside as *.dropped; "
+                 "those rewards are not in the model", (unsigned long long)ri.salvage_seq);
+  o3m_log_info("rewards are durable in %s: %llu updates recovered (checkpoint seq %llu, %llu "
+               "journal records replayed)", s->state_dir,
+               (unsigned long long)ap_policy_updates(s->policy),
+               (unsigned long long)ri.checkpoint_seq, (unsigned long long)ri.replayed);
   return 0;
 }
 
@@ -852,6 +1196,8 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
 static void service_free(ap_service *s) {
   if (!s) return;
   o3m_rpc_server_destroy(s->server);
+  ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
+  free(s->state_dir);
   for (int j = 0; s->peers && j < s->n_peers; j++) peer_free(&s->peers[j]);
   free(s->peers);
   ap_pending_destroy(s->pending);
@@ -860,9 +1206,8 @@ static void service_free(ap_service *s) {
   ap_policy_destroy(s->policy);
   catalog_free(&s->cat);
   free(s->dup.t);
-  free(s->arms);
+  batch_free(s);
   free(s->X0);
-  free(s->Y);
   free(s->dims_buf);
   free(s);
 }
@@ -924,15 +1269,15 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   }
   size_t K = (size_t)s->k_max;
   s->dims_buf = malloc(sizeof *s->dims_buf * (size_t)m);
-  s->Y = malloc(sizeof *s->Y * K * (size_t)s->d);
   s->X0 = malloc(sizeof *s->X0 * K * (size_t)s->d0);
-  s->arms = malloc(sizeof *s->arms * K);
   s->dup.cap = table_size(K);
   s->dup.t = calloc(s->dup.cap, sizeof *s->dup.t);
-  if (!s->dims_buf || !s->Y || !s->X0 || !s->arms || !s->dup.t) {
+  if (!s->dims_buf || !s->X0 || !s->dup.t) {
     rc = o3m_err_set(e, O3M_ENOMEM, "round buffers for %d candidates: out of memory", s->k_max);
     goto fail;
   }
+  rc = batch_init(s, e);
+  if (rc < 0) goto fail;
 
   uint64_t base;
   rc = o3m_rng_os_seed(&base);
@@ -949,7 +1294,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   }
   s->next_decision = base;
 
-  rc = fetch_block(s, cfg, me, opt, e);
+  if (me->state_dir && !(s->state_dir = strdup(me->state_dir))) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  rc = install_block(s, cfg, me, opt, e);
+  if (rc < 0) goto fail;
+
+  rc = open_state(s, opt, e);
   if (rc < 0) goto fail;
 
   rc = connect_peers(s, cfg, me, opt, e);
@@ -967,6 +1319,12 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     sc.tls.ca_file = o3m_config_ca(cfg);
   }
   sc.slots_per_method = SERVER_SLOTS;
+  /* Recommend calls are deferred and answered in batches by the idle hook. */
+  static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
+                                                       RECOMMEND_SLOTS};
+  sc.method_slots = &recommend_slots;
+  sc.n_method_slots = 1;
+  sc.idle = recommend_flush;
   rc = o3m_rpc_server_create(&s->server, &sc, ap_methods,
                              (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
   if (rc < 0) goto fail;
@@ -1003,6 +1361,13 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
+  if (s->ckpt && !s->durability_failed) checkpoint_now(s, "final");
+  if (s->ckpt)
+    o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s",
+                 (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
+                 (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
+                 s->durability_failed ? ", STOPPED AFTER A DISK ERROR" : "");
+  if (rc == 0 && s->durability_failed) rc = O3M_EIO;
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, now_ms(), &st);
   o3m_rpc_server_stats rs;

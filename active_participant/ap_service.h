@@ -18,31 +18,65 @@
  * answered Info with the right role, index and partition (a PP still
  * unreachable then is logged and the service starts anyway; any other bad
  * answer fails the start). It creates the pending table and every buffer a
- * round needs for up to max_candidates candidates, and binds the server.
- * Nothing is allocated per request by this module afterwards.
+ * round needs for up to max_candidates candidates (and a batch of rounds
+ * needs, see below), and binds the server. Nothing is allocated per
+ * request by this module afterwards.
+ *
+ * Durable state. With a state_dir in the party's config section the block
+ * and the model survive restarts. The block is kept in state_dir
+ * (o3m_block_store.h): a start first loads it from there and does not ask
+ * the mask generator at all (which has forgotten Q once every party
+ * confirmed); only without a stored block is it fetched, and then stored
+ * before it is confirmed. A corrupt stored block refuses the start. Then
+ * the model is recovered (ap_checkpoint_open: the newest checkpoint plus
+ * the reward journal after it); a saved model learned under another mask
+ * (O3M_EMASK), with another [policy] (O3M_EDIM) or a journal damaged in the
+ * middle (O3M_ECORRUPT) refuses the start with a message naming the way
+ * out (--discard-state, --salvage). Without a state_dir the block comes
+ * from the mask generator every time and the model lives in memory only (a
+ * WARNING at start says so).
  *
  * A round (Recommend). The request is validated completely before anything
- * is touched. Then the same MaskRequest goes to every PP at once; while they
- * work the AP masks its own candidates, Y = X^0 (Q^0)^T; each PP's reply is
- * checked (its party, our mask id, K x d finite values) and added into Y, so
- * that row k of Y is Q x_k. If any PP fails or misses the deadline the round
+ * is touched (an invalid one is answered at once). Valid rounds are batched:
+ * the call is deferred (o3m_rpc.h) and queued, and when the server has taken
+ * every call that is ready its idle hook sends all queued rounds (up to
+ * O3M_WIRE_MAX_BATCH and o3m_wire_mask_batch_rows candidates per batch) as
+ * one MaskBatch to every PP at once; at low load a batch is the one round
+ * that arrived, under load it is the rounds that queued while the previous
+ * batch was in flight. While the PPs work the AP masks its own candidates,
+ * Y = X^0 (Q^0)^T; each PP's reply is checked (its party, our mask id, the
+ * rows of every round, d columns, finite values) and added into Y, so that
+ * row k of a round's Y is Q x_k, bit for bit as if the round had been sent
+ * alone. If any PP fails or misses the deadline every round of the batch
  * fails with that PP's code (UNAVAILABLE, DEADLINE, MASK, ...) and a message
  * naming it, and nothing changes: no pending entry, no policy call (so the
  * Thompson sampler does not advance), no round counted. (A PP that stays
- * UNAVAILABLE for a second gets a new channel, at most once a second, so
- * it is used again soon after it comes back.) Otherwise the policy
- * chooses on Y, the chosen row is kept in the pending table under a new
- * decision id, and the reply names the decision, the candidate, the item and
- * its score.
+ * UNAVAILABLE for a second gets a new channel, at most once a second, so it
+ * is used again soon after it comes back.) Otherwise, round by round in
+ * arrival order, the policy chooses on Y, the chosen row is kept in the
+ * pending table under a new decision id, and the reply names the decision,
+ * the candidate, the item and its score. Rewards are not batched: a Reward
+ * that arrives while rounds are queued is applied before they are chosen,
+ * as if they had arrived after it. ActiveStats.fanouts counts the batches.
  *
  * A reward (Reward) is checked (finite, inside [reward_min, reward_max]),
  * matched to its decision (NOT_FOUND, ALREADY_EXISTS, EXPIRED) and its mask,
  * and only then given to the policy; the decision is closed only if the
- * update succeeded.
+ * update succeeded. With a state_dir the reward goes through the journal
+ * and is synced to disk (ap_checkpoint_apply_reward, ap_checkpoint_sync)
+ * before the decision is closed and the reply sent, so an acknowledged
+ * reward is never lost. If the journal fails (a disk error) the reward is
+ * not acknowledged (UNAVAILABLE, "not acknowledged"; it may or may not be
+ * in the model after the restart), every later reward gets UNAVAILABLE too,
+ * and the service shuts itself down: a restart recovers from disk. When a
+ * checkpoint is due it is written at the end of that Reward call, after the
+ * reward is durable (a failed checkpoint is logged and retried later; the
+ * journal still holds everything). Decisions waiting for a reward are not
+ * journaled: after a restart a reward for an older decision gets NOT_FOUND.
  *
- * Threads. The RPC layer runs handlers one at a time on the thread that
- * calls ap_service_run(), so the handlers share the policy and the tables
- * without locks. ap_service_shutdown() may be called from any thread or a
+ * Threads. The RPC layer runs handlers and the idle hook one at a time on
+ * the thread that calls ap_service_run(), so they share the policy and the
+ * tables without locks. ap_service_shutdown() may be called from any thread or a
  * signal handler.
  *
  * Logging: a line at start and at stop with counters, and brief lines for
@@ -76,10 +110,22 @@ typedef struct ap_service_options {
    * nonzero while it waits for the mask generator, so a daemon can be
    * stopped during start-up. May be NULL. */
   volatile sig_atomic_t *stop;
+  /* Durability (used only when the party has a state_dir; see "Durable
+   * state" above). salvage: the daemon's --salvage (recover the journal up
+   * to a corruption in its middle instead of refusing to start; what follows
+   * is set aside). discard_state: --discard-state (move the saved model
+   * aside, ap_checkpoint_discard, and start with a fresh one; the stored
+   * block is kept). checkpoint_records / checkpoint_ms: write a checkpoint
+   * after this many rewards or this long (0: the defaults of
+   * ap_checkpoint.h, 10000 records or 60 s). */
+  int salvage;
+  int discard_state;
+  uint64_t checkpoint_records;
+  int64_t checkpoint_ms;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,
- * stop NULL. */
+ * stop NULL, no salvage or discard, default checkpoint intervals. */
 void ap_service_options_default(ap_service_options *opt);
 
 /* Builds the whole service as described above; calls queue from the moment
@@ -103,8 +149,11 @@ uint64_t ap_service_mask_id(const ap_service *s);
  * partial file. O3M_EIO on failure. */
 int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *e);
 
-/* Serves on the calling thread until ap_service_shutdown(), then returns 0
- * (O3M_ESTATE if it already ran). Logs a line with the counters at stop. */
+/* Serves on the calling thread until ap_service_shutdown(), then writes a
+ * final checkpoint (with a state_dir) and returns 0; O3M_EIO if the service
+ * stopped itself because the journal failed (the daemon then exits
+ * nonzero), O3M_ESTATE if it already ran. Logs a line with the counters at
+ * stop. */
 int ap_service_run(ap_service *s);
 
 /* Asks ap_service_run() to return (it notices within 100 ms, lets calls in

@@ -1,13 +1,25 @@
 /* main.c -- o3m-active, the active participant daemon.
  *
  *   o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH]
- *              [--pmg-timeout-s 60]
+ *              [--pmg-timeout-s 60] [--salvage] [--discard-state]
+ *              [--checkpoint-every N] [--checkpoint-ms MS]
  *
  * Parses the arguments and the federation config, builds the service
- * (ap_service.h: own tables, policy, block from the mask generator, clients
- * of the passive participants, server), writes the ready file and serves
- * until SIGTERM or SIGINT, then removes the ready file and exits 0. Exit 1
- * when start-up fails, 2 for a usage error. */
+ * (ap_service.h: own tables, policy, block from state_dir or the mask
+ * generator, the model recovered from state_dir, clients of the passive
+ * participants, server), writes the ready file and serves until SIGTERM or
+ * SIGINT, then writes a final checkpoint, removes the ready file and exits
+ * 0. Exit 1 when start-up fails or the service stopped itself after a disk
+ * error, 2 for a usage error.
+ *
+ * Durability flags (they matter only with a state_dir in the party's
+ * section): --salvage recovers a journal damaged in its middle up to the
+ * damage and sets the rest aside (ap_journal.h); --discard-state moves the
+ * saved model aside (into state_dir/discarded-<ms>/, nothing is deleted)
+ * and starts a fresh one, the way out after the block changed;
+ * --checkpoint-every and --checkpoint-ms set how often a checkpoint is
+ * written (defaults 10000 rewards, 60000 ms). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +44,9 @@ static void on_signal(int sig) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH] "
-             "[--pmg-timeout-s SECONDS]\n");
+             "[--pmg-timeout-s SECONDS]\n"
+             "                  [--salvage] [--discard-state] [--checkpoint-every N] "
+             "[--checkpoint-ms MS]\n");
 }
 
 int main(int argc, char **argv) {
@@ -54,6 +68,20 @@ int main(int argc, char **argv) {
         return 2;
       }
       opt.pmg_timeout_s = (int)v;
+    } else if (!strcmp(a, "--salvage")) {
+      opt.salvage = 1;
+    } else if (!strcmp(a, "--discard-state")) {
+      opt.discard_state = 1;
+    } else if ((!strcmp(a, "--checkpoint-every") || !strcmp(a, "--checkpoint-ms")) && has_value) {
+      char *end;
+      errno = 0;
+      long long v = strtoll(argv[++i], &end, 10);
+      if (errno || end == argv[i] || *end || v < 1 || v > 1000000000LL) {
+        fprintf(stderr, "o3m-active: %s must be an integer in 1..1000000000\n", a);
+        return 2;
+      }
+      if (!strcmp(a, "--checkpoint-every")) opt.checkpoint_records = (uint64_t)v;
+      else opt.checkpoint_ms = (int64_t)v;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       return 0;
@@ -118,5 +146,6 @@ int main(int argc, char **argv) {
   g_service = NULL;
   ap_service_destroy(s);
   if (ready) unlink(ready); /* not serving any more */
+  if (rc == O3M_EIO) o3m_log_error("stopped after a disk error; restart to recover from state_dir");
   return rc < 0 ? 1 : 0;
 }

@@ -4,15 +4,18 @@
  *               [--pmg-timeout-s N]
  *
  * Loads the party's feature tables, binds its address (so that a taken port
- * fails before the mask generator is involved), fetches and confirms its
- * mask block from the PMG (pp_service_fetch_block, retrying for up to
- * --pmg-timeout-s seconds, default 60), then serves the Passive service
+ * fails before the mask generator is involved), installs its mask block
+ * (pp_service_fetch_block: with a state_dir in the party's section the
+ * block and dummy-row key stored there, else fetched and confirmed from the
+ * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
+ * stored in the state_dir if there is one), then serves the Passive service
  * with mutual TLS (the party's cert and key, the federation CA) until
  * SIGTERM or SIGINT, and exits 0. --ready-file PATH is written once the
  * block is installed and the server is about to serve, atomically (a
  * temporary file renamed), holding the bound port and a newline; it is
  * removed at exit. Startup failures print one message naming the config
- * file and key and exit 1; a stop signal during start-up exits 0. */
+ * file and key (or the stored block file and how to recover) and exit 1; a
+ * stop signal during start-up exits 0. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>

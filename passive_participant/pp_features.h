@@ -32,12 +32,12 @@
  * population standard deviation) by a generator seeded with a keyed hash
  * (SipHash-2-4) of the id under a 256-bit secret key drawn from getrandom(2)
  * at load. The same id gets the same row for the life of the handle; without
- * the key, rows of different ids look like independent draws. A restart
- * draws a new key, and with it new dummies; that is harmless when the whole
- * federation restarts (a new mask changes every vector), but if the mask
- * generator keeps Q (o3m-pmg --keep-mask) and only this party restarts and
- * fetches the same block again, the AP sees the vectors of exactly the
- * unknown ids change. Limits: the columns of a dummy are independent normals,
+ * the key, rows of different ids look like independent draws. The
+ * o3m-passive daemon stores the key beside its mask block in its state_dir
+ * (o3m_block_store) and restores it on restart, so a restarted party gives
+ * unknown ids the same dummies as before; a party run without a state_dir
+ * draws a new key at every start, and then a restart under the same mask
+ * would show the AP exactly which ids' vectors changed. Limits: the columns of a dummy are independent normals,
  * so for a table whose columns are strongly correlated, discrete (0/1
  * flags) or skewed the dummies differ in distribution from real rows, and an
  * AP that knows the population well might tell them apart statistically.
@@ -94,9 +94,10 @@ void pp_features_destroy(pp_features *f);
 /* Replaces the dummy-row key drawn at load with key (copied; bytes 0..15
  * key the user table, 16..31 the item table). Two handles with the same key
  * and tables give the same dummies, which tests and an in-process
- * evaluation that must reproduce a daemon's rows rely on. A daemon never
- * calls it: a key the AP could learn would let it recompute the dummies and
- * so recognize unknown ids. Not concurrent with pp_features_fill. */
+ * evaluation that must reproduce a daemon's rows rely on; the daemon calls
+ * it with the key restored from its own state_dir. The key must never leave
+ * the party: an AP that learned it could recompute the dummies and so
+ * recognize unknown ids. Not concurrent with pp_features_fill. */
 void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]);
 
 /* dims = user columns + item columns. */

@@ -1,19 +1,25 @@
 /* pp_service.c -- the passive participant's handlers and its start-up
  * fetch of the mask block (see pp_service.h).
  *
- * The Mask handler is the hot path: it checks the caller, the mask id and
- * the request, fills X^j into a buffer sized for max_candidates, masks it
- * into a second such buffer with one o3m_block_apply (a dgemm) and points
- * the reply at that buffer, which the RPC layer packs right after the
- * handler returns. Both buffers are allocated at creation. */
+ * Mask and MaskBatch are the hot path: each checks the caller, the mask id
+ * and the request, then runs mask_query once per round: fill X^j into a
+ * buffer sized for max_candidates, mask it with one o3m_block_apply (a
+ * dgemm) into the round's rows of the Y buffer, which is sized for the
+ * largest batch (o3m_wire_mask_batch_rows). The reply points at Y and is
+ * packed by the RPC layer right after the handler returns. A query of a
+ * batch is masked by exactly the code and the dgemm shape of a Mask call,
+ * so its values are bit for bit what Mask would send. Both buffers are
+ * allocated at creation. */
 #include "pp_service.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "o3m_block_store.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
+#include "o3m_rng.h"
 #include "o3m_wire.h"
 #include "pp_features.h"
 
@@ -38,8 +44,10 @@ struct pp_service {
   o3m_block *block;         /* NULL until fetched */
   uint64_t mask_id;         /* 0 until fetched */
   int max_candidates;
+  int batch_rows;           /* most rows of one MaskBatch */
   double *X;                /* max_candidates x d_j */
-  double *Y;                /* max_candidates x d */
+  double *Y;                /* batch_rows x d */
+  uint32_t rows[O3M_WIRE_MAX_BATCH]; /* MaskBatchReply.rows */
   uint32_t *dims_buf;       /* M entries, Info's storage */
   uint64_t requests, errors;
 };
@@ -95,11 +103,17 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
     goto fail;
   }
   size_t K = (size_t)s->max_candidates;
-  s->X = malloc(K * (size_t)me->dims * sizeof *s->X);
-  s->Y = malloc(K * (size_t)s->part.d * sizeof *s->Y);
-  if (!s->X || !s->Y) {
-    rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %zu candidates x d = %d", K,
+  s->batch_rows = o3m_wire_mask_batch_rows(s->max_candidates, s->part.d);
+  if (s->batch_rows < 1) {
+    rc = o3m_err_set(e, O3M_EINVAL, "passive: max_candidates = %d, d = %d", s->max_candidates,
                      s->part.d);
+    goto fail;
+  }
+  s->X = malloc(K * (size_t)me->dims * sizeof *s->X);
+  s->Y = malloc((size_t)s->batch_rows * (size_t)s->part.d * sizeof *s->Y);
+  if (!s->X || !s->Y) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d candidate rows x d = %d",
+                     s->batch_rows, s->part.d);
     goto fail;
   }
   *out = s;
@@ -227,9 +241,81 @@ static int transient(int rc) {
   return rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE || rc == O3M_ERPC;
 }
 
+/* Installs blk (taking it) as this party's block. */
+static void install(pp_service *s, o3m_block *blk, const char *how) {
+  s->block = blk;
+  s->mask_id = o3m_block_mask_id(blk);
+  o3m_log_info("installed the block of mask %016llx (%d x %d) %s", (unsigned long long)s->mask_id,
+               s->part.d, s->me->dims, how);
+}
+
+/* The stored block and dummy-row key from state_dir, if there are any. 0:
+ * installed; O3M_ENOTFOUND: nothing stored (fetch one); other codes refuse
+ * the start. */
+static int load_stored(pp_service *s, const o3m_block_store_id *sid, o3m_err *e) {
+  const char *dir = s->me->state_dir;
+  unsigned char key[PP_FEATURES_KEY_BYTES];
+  size_t klen = 0;
+  o3m_block *blk = NULL;
+  int rc = o3m_block_store_load(dir, sid, &blk, key, sizeof key, &klen, e);
+  if (rc == 0 && klen != sizeof key) {
+    o3m_block_destroy(blk);
+    rc = o3m_err_set(e, O3M_ECORRUPT, "%s/%s holds no dummy-row key (%zu bytes); delete the "
+                     "state_dir of every party to join a new federation", dir,
+                     O3M_BLOCK_STORE_FILE, klen);
+  }
+  if (rc == 0) {
+    pp_features_set_dummy_key(s->features, key);
+    install(s, blk, "from state_dir (the mask generator is not asked); dummy-row key restored");
+  } else if (rc == O3M_ECORRUPT || rc == O3M_EDIM) {
+    o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
+                  "(the mask generator forgets Q once every party has its block). Restore %s "
+                  "from a backup, or, to join a new federation, stop every party, delete the "
+                  "state_dir of every party and restart the mask generator.", dir,
+                  O3M_BLOCK_STORE_FILE);
+  }
+  explicit_bzero(key, sizeof key);
+  return rc;
+}
+
+/* A block just fetched: draws a new dummy-row key, stores block and key in
+ * state_dir (before the block is confirmed: after the last confirmation the
+ * PMG forgets Q and this copy is the only one), then gives the key to the
+ * feature tables, so that the dummies served are those a restart restores. */
+static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m_block *blk,
+                         o3m_err *e) {
+  unsigned char key[PP_FEATURES_KEY_BYTES];
+  o3m_rng *r;
+  int rc = o3m_rng_create_os(&r);
+  if (rc < 0) return o3m_err_set(e, rc, "cannot open the OS random source for the dummy key");
+  for (size_t i = 0; i < sizeof key && rc == 0; i += 8) {
+    uint64_t u;
+    rc = o3m_rng_u64(r, &u);
+    memcpy(key + i, &u, 8);
+  }
+  o3m_rng_destroy(r);
+  if (rc < 0) rc = o3m_err_set(e, rc, "cannot draw the dummy key");
+  if (rc == 0) rc = o3m_block_store_save(s->me->state_dir, sid, blk, key, sizeof key, e);
+  if (rc == 0) pp_features_set_dummy_key(s->features, key);
+  explicit_bzero(key, sizeof key);
+  return rc;
+}
+
 int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e) {
   if (!s) return o3m_err_set(e, O3M_EINVAL, "pp_service_fetch_block: NULL service");
   if (s->block) return o3m_err_set(e, O3M_ESTATE, "the block is already installed");
+  const char *dir = s->me->state_dir;
+  o3m_block_store_id sid = {s->slot, s->me->col0, s->part.d, s->me->dims};
+  if (dir) {
+    int r = load_stored(s, &sid, e);
+    if (r != O3M_ENOTFOUND) return r;
+    o3m_err_clear(e);
+    o3m_log_info("no stored block in %s: fetching it from the mask generator", dir);
+  } else {
+    o3m_log_warn("no state_dir: the block and the dummy-row key are not kept; a restart of "
+                 "this party needs a mask generator that still holds Q (--keep-mask), and its "
+                 "unknown ids then get new dummy rows");
+  }
   const double give_up = now_ms() + 1e3 * s->pmg_timeout_s;
   double delay = FETCH_DELAY0_MS;
   o3m_block *blk = NULL;
@@ -244,6 +330,7 @@ int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m
     o3m_err_clear(&ae);
     rc = phase == 0 ? fetch_once(s, call_ms, &blk, &ae)
                     : confirm_once(s, call_ms, o3m_block_mask_id(blk), &ae);
+    if (rc == 0 && phase == 0 && dir && (rc = store_fetched(s, &sid, blk, e)) < 0) goto fail;
     if (rc == 0) {
       phase++;
       attempt = 0;
@@ -278,10 +365,8 @@ int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m
     }
     delay = delay * 2 < FETCH_DELAY_MAX_MS ? delay * 2 : FETCH_DELAY_MAX_MS;
   }
-  s->block = blk;
-  s->mask_id = o3m_block_mask_id(blk);
-  o3m_log_info("installed the block of mask %016llx (%d x %d) and confirmed it",
-               (unsigned long long)s->mask_id, s->part.d, s->me->dims);
+  install(s, blk, dir ? "from the mask generator, stored in state_dir and confirmed"
+                    : "from the mask generator and confirmed");
   return 0;
 
 fail:
@@ -314,24 +399,59 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   return 0;
 }
 
+/* One round, the shared work of Mask and of every query of MaskBatch (q is
+ * the query's index, -1 for Mask, for the messages): refuses an empty user
+ * or item id where this party has the table to look it up, fills X^j
+ * (K x d_j) into s->X and writes Y = X^j (Q^j)^T (K x d) to Y. The caller
+ * has checked 1 <= K <= max_candidates. */
+static int mask_query(pp_service *s, int q, const char *user, int K, char *const *items,
+                      double *Y, o3m_err *e) {
+  const char *what = q < 0 ? "MaskRequest" : "MaskBatchRequest query";
+  if (pp_features_n_users(s->features) > 0 && (!user || !user[0]))
+    return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: user is empty", what)
+                 : o3m_err_set(e, O3M_EINVAL, "%s %d: user is empty", what, q);
+  if (pp_features_n_items(s->features) > 0)
+    for (int k = 0; k < K; k++)
+      if (!items[k] || !items[k][0])
+        return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: item %d is empty", what, k)
+                     : o3m_err_set(e, O3M_EINVAL, "%s %d: item %d is empty", what, q, k);
+  int rc = pp_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
+  if (rc < 0) return o3m_err_set(e, rc, "%s: feature lookup failed", what);
+  /* Y = X^j (Q^j)^T: row k is Q^j x^j_k. */
+  o3m_block_apply(s->block, K, s->X, 0.0, Y);
+  return 0;
+}
+
 static int mask(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskRequest *req,
                 O3m__V1__MaskedContexts *reply, o3m_err *e) {
   int rc = check_caller(s, call, s->active, "Mask", e);
   if (rc < 0) return rc;
   if ((rc = o3m_wire_mask_request_check(req, s->mask_id, s->max_candidates, e)) < 0) return rc;
   const int K = (int)req->n_items;
-  if (pp_features_n_users(s->features) > 0 && (!req->user || !req->user[0]))
-    return o3m_err_set(e, O3M_EINVAL, "MaskRequest: user is empty");
-  if (pp_features_n_items(s->features) > 0)
-    for (int k = 0; k < K; k++)
-      if (!req->items[k] || !req->items[k][0])
-        return o3m_err_set(e, O3M_EINVAL, "MaskRequest: item %d is empty", k);
-  rc = pp_features_fill(s->features, req->user, K, (const char *const *)req->items, s->X, NULL,
-                        NULL);
-  if (rc < 0) return o3m_err_set(e, rc, "MaskRequest: feature lookup failed");
-  /* Y = X^j (Q^j)^T: row k is Q^j x^j_k. */
-  o3m_block_apply(s->block, K, s->X, 0.0, s->Y);
+  if ((rc = mask_query(s, -1, req->user, K, req->items, s->Y, e)) < 0) return rc;
   o3m_wire_masked_fill(reply, s->mask_id, s->slot, K, s->part.d, s->Y);
+  return 0;
+}
+
+/* Every query in order into consecutive rows of s->Y; the first refused
+ * query fails the whole batch. */
+static int mask_batch(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskBatchRequest *req,
+                      O3m__V1__MaskBatchReply *reply, o3m_err *e) {
+  int rc = check_caller(s, call, s->active, "MaskBatch", e);
+  if (rc < 0) return rc;
+  rc = o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates, s->batch_rows, e);
+  if (rc < 0) return rc;
+  const int n = (int)req->n_queries;
+  size_t off = 0;
+  for (int q = 0; q < n; q++) {
+    const O3m__V1__MaskQuery *mq = req->queries[q];
+    const int K = (int)mq->n_items;
+    rc = mask_query(s, q, mq->user, K, mq->items, s->Y + off * (size_t)s->part.d, e);
+    if (rc < 0) return rc;
+    s->rows[q] = (uint32_t)K;
+    off += (size_t)K;
+  }
+  o3m_wire_mask_batch_fill(reply, s->mask_id, s->slot, n, s->rows, s->part.d, s->Y);
   return 0;
 }
 
@@ -343,6 +463,24 @@ static int h_mask(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   if (rc < 0) {
     s->errors++;
     o3m_log_debug("round %llu refused: %s", (unsigned long long)((const O3m__V1__MaskRequest *)req)->round,
+                  o3m_errname(rc));
+  }
+  return rc;
+}
+
+/* A batch counts as one request (and, refused, one error) per query. */
+static int h_mask_batch(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                        ProtobufCMessage *reply, o3m_err *e) {
+  pp_service *s = ctx;
+  const O3m__V1__MaskBatchRequest *req = (const O3m__V1__MaskBatchRequest *)req_;
+  uint64_t n = req->n_queries > 0 ? (uint64_t)req->n_queries : 1;
+  s->requests += n;
+  int rc = mask_batch(s, call, req, (O3m__V1__MaskBatchReply *)reply, e);
+  if (rc < 0) {
+    s->errors += n;
+    o3m_log_debug("batch of %llu rounds from round %llu refused: %s", (unsigned long long)n,
+                  (unsigned long long)(req->n_queries > 0 && req->queries[0]
+                                           ? req->queries[0]->round : 0),
                   o3m_errname(rc));
   }
   return rc;
@@ -371,6 +509,8 @@ static const o3m_rpc_method methods[] = {
      h_info},
     {O3M_PATH_PASSIVE_MASK, &o3m__v1__mask_request__descriptor,
      &o3m__v1__masked_contexts__descriptor, h_mask},
+    {O3M_PATH_PASSIVE_MASK_BATCH, &o3m__v1__mask_batch_request__descriptor,
+     &o3m__v1__mask_batch_reply__descriptor, h_mask_batch},
     {O3M_PATH_PASSIVE_STATS, &o3m__v1__stats_request__descriptor,
      &o3m__v1__passive_stats__descriptor, h_stats},
 };

@@ -9,7 +9,8 @@
  * candidate, a score or a reward: the Passive service has no field for them.
  *
  * Life cycle: pp_service_create loads the tables and allocates every buffer
- * for max_candidates (the [policy] value of the config); then
+ * for max_candidates (the [policy] value of the config) and for the largest
+ * MaskBatch (o3m_wire_mask_batch_rows of it); then
  * pp_service_fetch_block gets the block from the mask generator (PMG) with
  * retries and confirms it; then the methods below are served. Nothing is
  * allocated per request beyond what the RPC layer does.
@@ -21,6 +22,12 @@
  *          installed one, RANGE for K outside 1..max_candidates, INVALID
  *          ARGUMENT for an empty user or item id where this party has the
  *          table to look it up.
+ *   MaskBatch  several rounds in one call (what the AP sends), each answered
+ *          by the same code as Mask, bit for bit the same values, rows of
+ *          all queries one after the other. Same caller rule and errors;
+ *          RANGE for more than O3M_WIRE_MAX_BATCH queries or more rows than
+ *          o3m_wire_mask_batch_rows(max_candidates, d). One refused query
+ *          refuses the batch. Counted as one request per query.
  *   Stats  the counters (PassiveStats), only to this party's own
  *          certificate (its operator, through o3m-cli), never to the AP:
  *          the unknown-user counter read around one Mask call would tell the
@@ -78,9 +85,19 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
 /* Frees everything (the block is wiped). NULL is accepted. */
 void pp_service_destroy(pp_service *s);
 
-/* Gets this party's block from the PMG at the configured address: checks
- * the PMG's Info against the partition, asks GetBlock, imports the block
- * (o3m_wire_block_import) and confirms it with ConfirmBlock. With TLS the
+/* Installs this party's block. With a state_dir in the party's section
+ * the block stored there (o3m_block_store.h) is loaded first, with the
+ * dummy-row key kept beside it (pp_features_set_dummy_key), and the PMG is
+ * not asked at all; a stored block that is corrupt or belongs to another
+ * party or config fails (O3M_ECORRUPT, O3M_EDIM) with a message saying how
+ * to recover. Only when nothing is stored is the block fetched as below;
+ * then a new dummy-row key is drawn and block and key are stored before the
+ * block is confirmed (a failed store fails the start, unconfirmed).
+ *
+ * The fetch gets this party's block from the PMG at the configured
+ * address: checks the PMG's Info against the partition, asks GetBlock,
+ * imports the block (o3m_wire_block_import) and confirms it with
+ * ConfirmBlock. With TLS the
  * client presents the party's certificate and expects the PMG's
  * certificate to carry the PMG's party name as a DNS subject alternative
  * name (scripts/make-certs.sh puts it there), so that no other party of the
@@ -93,7 +110,7 @@ void pp_service_destroy(pp_service *s);
  * Mask method can answer. Called once, before the server runs. */
 int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 
-/* The method table (Info, Mask, Stats) to pass to o3m_rpc_server_create
+/* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create
  * with the service as ctx; *n receives its length. The table is static. */
 const o3m_rpc_method *pp_service_methods(int *n);
 

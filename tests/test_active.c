@@ -16,7 +16,10 @@
  * tests pin the error contract: rewards twice, unknown, out of range or NaN;
  * malformed requests; a passive participant stopped (SIGSTOP) or killed
  * fails the round within the deadline and changes nothing, and the service
- * recovers when it returns; SIGTERM exits 0.
+ * recovers when it returns; SIGTERM exits 0. Batching: rounds sent at once
+ * by several clients are answered in a few fan-outs (ActiveStats.fanouts)
+ * with exactly the central decisions, and a passive participant that fails
+ * fails every round of its batch and changes nothing.
  *
  * Children get PR_SET_PDEATHSIG, and every fixture stops what it started,
  * continuing stopped processes first, so nothing outlives a failed test. Set
@@ -41,8 +44,11 @@
 
 #include "ap_client.h"
 #include "ap_policy.h"
+#include "o3m.pb-c.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
 #include "pp_features.h"
 
 #define BIN O3M_BIN_DIR
@@ -767,4 +773,209 @@ Test(active, passive_started_after_the_ap_is_used_within_seconds, .init = fed_up
   ap_recommendation rec;
   recommend_ok(&rec);
   expect_stats(1, 0, 1);
+}
+
+/* ------------------------------------------------------------ batching */
+
+/* A raw RPC client of the AP with the test's certificate: start and finish
+ * let one thread keep several Recommend calls in flight, one per client. */
+static o3m_rpc_client *raw_client(void) {
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", port[P_AP]);
+  cc.target = target;
+  cc.tls.ca_file = path_in("certs/ca.pem");
+  cc.tls.cert_file = path_in("certs/client.pem");
+  cc.tls.key_file = path_in("certs/client.key");
+  cc.tls.server_name = "ap";
+  cc.deadline_ms = 5000;
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cc, &e), 0), "%s", o3m_err_message(&e));
+  /* Connect now, so that the calls of the test only queue at the AP. */
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_ACTIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  return c;
+}
+
+static uint64_t fanouts(o3m_rpc_client *c) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
+                                        &o3m__v1__active_stats__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  return ((const O3m__V1__ActiveStats *)m)->fanouts;
+}
+
+enum { BURST = 8 };
+
+/* One round of a burst: user and candidates drawn from r. */
+typedef struct burst_round {
+  char user[16];
+  char names[K_MAX][16];
+  const char *items[K_MAX];
+  int K;
+} burst_round;
+
+static void burst_draw(o3m_rng *r, burst_round *b) {
+  uint64_t u;
+  o3m_rng_u64(r, &u);
+  snprintf(b->user, sizeof b->user, "u%d", (int)(u % N_USERS));
+  b->K = 2 + (int)(u / N_USERS % (K_MAX - 1));
+  draw_items(r, b->K, b->items, b->names);
+}
+
+static void burst_start(o3m_rpc_client *c, const burst_round *b) {
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  req.user = (char *)b->user;
+  req.n_items = (size_t)b->K;
+  req.items = (char **)b->items;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_start(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                                         &o3m__v1__recommendation__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+}
+
+/* Sends a burst of BURST rounds on BURST clients so that they reach the AP
+ * together: pp2 is frozen first, so the first round's fan-out waits for it
+ * while the other rounds queue behind it; pp2 is thawed after thaw_ms (0:
+ * left frozen, every round then misses the deadline). */
+static void burst_send(o3m_rpc_client **c, const burst_round *b, int thaw_ms) {
+  cr_assert(eq(int, kill(pid[P_PP2], SIGSTOP), 0));
+  stopped[P_PP2] = 1;
+  burst_start(c[0], &b[0]);
+  sleep_ms(30);
+  for (int i = 1; i < BURST; i++) burst_start(c[i], &b[i]);
+  if (thaw_ms > 0) {
+    sleep_ms(thaw_ms);
+    cr_assert(eq(int, kill(pid[P_PP2], SIGCONT), 0));
+    stopped[P_PP2] = 0;
+  }
+}
+
+Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_linucb,
+     .fini = fed_down) {
+  ap_policy_config pc;
+  ap_policy_config_default(&pc);
+  pc.algo = AP_ALGO_LINUCB;
+  pc.model = AP_MODEL_SHARED;
+  pc.d = D;
+  pc.max_candidates = K_MAX;
+  pc.alpha = 1.0;
+  pc.lambda = 1.0;
+  ap_policy *pol;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
+  central c;
+  central_load(&c);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 5), 0));
+  o3m_rpc_client *rc_[BURST];
+  for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
+
+  /* Two bursts with rewards in between, so the second runs on a learned
+   * model; the central policy gets the same rewards in the same order. */
+  uint64_t fan0 = fanouts(rc_[0]), rounds = 0;
+  for (int burst = 0; burst < 2; burst++) {
+    burst_round b[BURST];
+    for (int i = 0; i < BURST; i++) burst_draw(r, &b[i]);
+    burst_send(rc_, b, 120);
+    uint64_t ids[BURST];
+    int chosen_c[BURST];
+    for (int i = 0; i < BURST; i++) {
+      ProtobufCMessage *m;
+      o3m_err_clear(&e);
+      int rc = o3m_rpc_client_finish(rc_[i], &m, &e);
+      cr_assert(eq(int, rc, 0), "burst %d round %d: %s: %s", burst, i, o3m_errname(rc),
+                o3m_err_message(&e));
+      const O3m__V1__Recommendation *rec = (const O3m__V1__Recommendation *)m;
+      /* No reward inside a burst: every round sees the same model, in any
+       * order. */
+      central_contexts(&c, b[i].user, b[i].K, b[i].items);
+      int chosen;
+      double score;
+      cr_assert(eq(int, ap_policy_choose(pol, b[i].K, c.X, NULL, &chosen, &score), 0));
+      cr_assert(eq(int, (int)rec->candidate, chosen), "burst %d round %d: federated %u, central %d",
+                burst, i, rec->candidate, chosen);
+      cr_assert(eq(str, rec->item, (char *)b[i].items[chosen]));
+      cr_assert(le(dbl, fabs(rec->score - score), 1e-9 * fmax(1.0, fabs(score))),
+                "burst %d round %d: score %.17g vs %.17g", burst, i, rec->score, score);
+      ids[i] = rec->decision;
+      chosen_c[i] = chosen;
+      for (int j = 0; j < i; j++) cr_assert(ne(u64, ids[j], ids[i]), "decision id issued twice");
+    }
+    rounds += BURST;
+    for (int i = 0; i < BURST; i++) {
+      central_contexts(&c, b[i].user, b[i].K, b[i].items);
+      const double *x = c.X + (size_t)chosen_c[i] * D;
+      double reward = (i % 3) ? 1.0 : 0.0;
+      uint64_t updates;
+      cr_assert(eq(int, ap_client_reward(cli, ids[i], reward, &updates, &e), 0), "%s",
+                o3m_err_message(&e));
+      cr_assert(eq(int, ap_policy_update(pol, 0, x, reward), 0));
+    }
+  }
+  uint64_t fan = fanouts(rc_[0]) - fan0;
+  fprintf(stderr, "test_active: %llu rounds in %llu fan-outs\n", (unsigned long long)rounds,
+          (unsigned long long)fan);
+  /* Normally 2 per burst (the first round, then the 7 that queued). */
+  cr_assert(le(u64, fan, rounds / 2), "%llu rounds took %llu fan-outs: not batched",
+            (unsigned long long)rounds, (unsigned long long)fan);
+  expect_stats(rounds, rounds, 0);
+  ap_stats st;
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  double tn = ap_policy_theta_norm(pol, 0);
+  cr_assert(le(dbl, fabs(st.theta_norm - tn), 1e-9 * fmax(1.0, tn)), "theta %.17g vs %.17g",
+            st.theta_norm, tn);
+  for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  o3m_rng_destroy(r);
+  central_free(&c);
+  ap_policy_destroy(pol);
+}
+
+Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = fed_up_linucb,
+     .fini = fed_down) {
+  ap_recommendation first, rec;
+  recommend_ok(&first);
+  expect_stats(1, 0, 1);
+  o3m_rpc_client *rc_[BURST];
+  for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 6), 0));
+  burst_round b[BURST];
+  for (int i = 0; i < BURST; i++) burst_draw(r, &b[i]);
+  uint64_t fan0 = fanouts(rc_[0]);
+  /* pp2 stays frozen: the first round misses the deadline, and so does the
+   * batch of the seven that queued meanwhile. */
+  burst_send(rc_, b, 0);
+  o3m_err e;
+  for (int i = 0; i < BURST; i++) {
+    ProtobufCMessage *m;
+    o3m_err_clear(&e);
+    int rc = o3m_rpc_client_finish(rc_[i], &m, &e);
+    cr_assert(rc == O3M_EDEADLINE || rc == O3M_EUNAVAILABLE, "round %d: %s: %s", i,
+              o3m_errname(rc), o3m_err_message(&e));
+    cr_assert_not_null(strstr(o3m_err_message(&e), "pp2"), "%s", o3m_err_message(&e));
+  }
+  uint64_t fan = fanouts(rc_[0]) - fan0;
+  cr_assert(le(u64, fan, BURST / 2), "%d rounds took %llu fan-outs: not batched", BURST,
+            (unsigned long long)fan);
+  /* Nothing changed: no round, no pending decision, no id used up. */
+  expect_stats(1, 0, 1);
+  cr_assert(eq(int, kill(pid[P_PP2], SIGCONT), 0));
+  stopped[P_PP2] = 0;
+  recommend_eventually(&rec);
+  cr_assert(eq(u64, rec.decision, first.decision + 1));
+  expect_stats(2, 0, 2);
+  for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  o3m_rng_destroy(r);
 }

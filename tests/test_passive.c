@@ -225,6 +225,105 @@ Test(passive, masks_known_rows_exactly_and_checks_the_request) {
   cr_assert(strstr(fed_log(&f.pmg), "party 1 (bank) confirmed"), "%s", fed_log(&f.pmg));
 }
 
+/* MaskBatch as the shop: n queries of K[q] items each; on success checks
+ * the reply and copies the sum(K) x D values into out. */
+static int mask_batch(o3m_rpc_client *c, uint64_t mask_id, int n, const char *const *users,
+                      const char *const *const *items, const int *K, double *out, o3m_err *e) {
+  O3m__V1__MaskQuery q[O3M_WIRE_MAX_BATCH + 1];
+  O3m__V1__MaskQuery *qp[O3M_WIRE_MAX_BATCH + 1];
+  for (int i = 0; i < n; i++) {
+    o3m__v1__mask_query__init(&q[i]);
+    q[i].round = 100 + (uint64_t)i;
+    q[i].user = (char *)users[i];
+    q[i].n_items = (size_t)K[i];
+    q[i].items = (char **)items[i];
+    qp[i] = &q[i];
+  }
+  O3m__V1__MaskBatchRequest req = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  req.mask_id = mask_id;
+  req.n_queries = (size_t)n;
+  req.queries = qp;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                               &o3m__v1__mask_batch_reply__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__MaskBatchReply *r = (const O3m__V1__MaskBatchReply *)m;
+  int crc = o3m_wire_mask_batch_reply_check(r, BANK, n, K, D, mask_id, e);
+  cr_assert_eq(crc, 0, "reply: %s", o3m_err_message(e));
+  if (out) memcpy(out, r->values, sizeof(double) * r->n_values);
+  return 0;
+}
+
+/* A batch answers each query exactly (bit for bit) as Mask answers it on
+ * its own, refuses as a whole, and counts one request per query. */
+Test(passive, mask_batch_answers_each_query_as_mask_does) {
+  fed f;
+  start(&f);
+  o3m_rpc_client *shop = as(&f, "shop"), *bank = as(&f, "bank");
+  uint64_t id = info_mask_id(shop);
+  o3m_err e;
+  O3m__V1__PassiveStats st0, st1;
+  cr_assert_eq(stats(bank, &st0, &e), 0, "%s", o3m_err_message(&e));
+
+  const char *i0[] = {"i0", "i1", "i0"}, *i1[] = {"i9", "i0"}, *i2[] = {"i1"};
+  const char *const *items[] = {i0, i1, i2};
+  const char *users[] = {"u1", "ghost-1", "u0"};
+  int K[] = {3, 2, 1};
+  double batch[6 * D], one[3 * D];
+  cr_assert_eq(mask_batch(shop, id, 3, users, items, K, batch, &e), 0, "%s", o3m_err_message(&e));
+  int off = 0;
+  for (int q = 0; q < 3; q++) {
+    cr_assert_eq(mask(shop, id, users[q], items[q], K[q], one, &e), 0, "%s", o3m_err_message(&e));
+    cr_assert(all_equal(batch + off * D, one, K[q] * D), "query %d differs from its Mask", q);
+    off += K[q];
+  }
+  cr_assert_eq(stats(bank, &st1, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(st1.requests - st0.requests, 6, "a batch of 3 and 3 Mask calls");
+  cr_assert_eq(st1.lookups - st0.lookups, 6);
+  cr_assert_eq(st1.unknown_users - st0.unknown_users, 2);
+  cr_assert_eq(st1.errors, st0.errors);
+
+  /* The whole batch is refused: another mask, a round over max_candidates,
+   * an empty item (named by query), too many queries, another caller. */
+  cr_assert_eq(mask_batch(shop, id ^ 1, 3, users, items, K, NULL, &e), O3M_EMASK, "%s",
+               o3m_err_message(&e));
+  const char *five[] = {"i0", "i1", "i0", "i1", "i0"};
+  const char *const *big[] = {i0, five};
+  int Kbig[] = {3, MAXC + 1};
+  cr_assert_eq(mask_batch(shop, id, 2, users, big, Kbig, NULL, &e), O3M_ERANGE, "%s",
+               o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "query 1"), "%s", e.msg);
+  const char *empty[] = {"i0", ""};
+  const char *const *with_empty[] = {i0, empty};
+  int Ke[] = {3, 2};
+  cr_assert_eq(mask_batch(shop, id, 2, users, with_empty, Ke, NULL, &e), O3M_EINVAL, "%s",
+               o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "query 1: item 1 is empty"), "%s", e.msg);
+  /* The largest batch passes; one more query does not. */
+  const char *many_users[O3M_WIRE_MAX_BATCH + 1];
+  const char *const *many_items[O3M_WIRE_MAX_BATCH + 1];
+  int Km[O3M_WIRE_MAX_BATCH + 1];
+  for (int q = 0; q <= O3M_WIRE_MAX_BATCH; q++) {
+    many_users[q] = q % 2 ? "u2" : "ghost-3";
+    many_items[q] = five;
+    Km[q] = MAXC;
+  }
+  static double all[O3M_WIRE_MAX_BATCH * MAXC * D];
+  cr_assert_eq(mask_batch(shop, id, O3M_WIRE_MAX_BATCH, many_users, many_items, Km, all, &e), 0,
+               "%s", o3m_err_message(&e));
+  cr_assert(all_equal(all, all + 2 * MAXC * D, MAXC * D), "the same query gave two answers");
+  cr_assert_eq(mask_batch(shop, id, O3M_WIRE_MAX_BATCH + 1, many_users, many_items, Km, NULL, &e),
+               O3M_ERANGE, "%s", o3m_err_message(&e));
+  cr_assert_eq(mask_batch(bank, id, 3, users, items, K, NULL, &e), O3M_EPERM, "%s",
+               o3m_err_message(&e));
+  o3m_rpc_client_destroy(shop);
+  o3m_rpc_client_destroy(bank);
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0, "%s", fed_log(&f.bank));
+  cr_assert_null(strstr(fed_log(&f.bank), "ghost"), "%s", fed_log(&f.bank));
+  cr_assert_null(strstr(fed_log(&f.bank), SECRET_VALUE), "%s", fed_log(&f.bank));
+}
+
 Test(passive, unknown_users_get_stable_distinct_dummies_and_are_counted) {
   fed f;
   start(&f);

@@ -1,0 +1,294 @@
+/* o3m_block_store.c -- a party's own mask block in its state_dir (see
+ * o3m_block_store.h for the format and the rules).
+ *
+ * Save serializes the whole file into one buffer and writes it with one
+ * loop of write(2); load reads the whole file into one buffer and checks it
+ * completely (length, magics, CRCs, shape, finiteness) before it builds a
+ * block. Files are a few hundred KiB for d ~ 1000, so one buffer is simpler
+ * than streaming, and this runs once per daemon start. Every buffer that
+ * held block values or the secret is wiped with explicit_bzero before it is
+ * freed. */
+#include "o3m_block_store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "o3m_log.h"
+
+#define BS_MAGIC "O3MBLK\0\0"
+#define BS_END "O3MBKEND"
+#define BS_VERSION 1u
+#define BS_HDR 64
+#define BS_TRAILER 16
+/* Largest file accepted by load: a block of O3M_MAX_DIM^2 values. */
+#define BS_MAX_FILE ((size_t)BS_HDR + 8 * (size_t)O3M_MAX_DIM * O3M_MAX_DIM + \
+                     O3M_BLOCK_STORE_SECRET_MAX + BS_TRAILER)
+/* What every corruption message ends with. */
+#define BS_RECOVER "the block cannot be fetched again (the mask generator forgets Q); to join a " \
+                   "new federation, delete the state_dir of every party"
+
+static void put32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *b, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *b) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
+  return v;
+}
+static uint64_t get64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+
+/* Bitwise-table CRC32C (reflected polynomial 0x82F63B78). The 1 KiB table is
+ * built on the stack per call: the files are small and this runs at start
+ * only, and it keeps the module free of global state. */
+uint32_t o3m_block_store_crc32c(uint32_t crc, const void *buf, size_t len) {
+  uint32_t t[256];
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    t[i] = c;
+  }
+  const unsigned char *p = buf;
+  crc = ~crc;
+  while (len--) crc = t[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
+  return ~crc;
+}
+
+const char *o3m_block_store_path(const char *state_dir, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s", state_dir, O3M_BLOCK_STORE_FILE);
+  return buf;
+}
+
+/* Frees a buffer that held secret material. */
+static void wipe_free(unsigned char *b, size_t n) {
+  if (!b) return;
+  explicit_bzero(b, n);
+  free(b);
+}
+
+/* Creates state_dir (one level, 0700) if missing and makes its entry
+ * durable with an fsync of the parent, then opens it. */
+static int open_dir(const char *dir, int *fd, o3m_err *e) {
+  if (mkdir(dir, 0700) == 0) {
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", dir);
+    char *slash = strrchr(parent, '/');
+    if (!slash) snprintf(parent, sizeof parent, ".");
+    else if (slash == parent) parent[1] = '\0';
+    else *slash = '\0';
+    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int bad = pfd < 0 || fsync(pfd) != 0;
+    if (pfd >= 0) close(pfd);
+    if (bad) return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync its parent", dir);
+  } else if (errno != EEXIST) {
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot create: %s", dir, strerror(errno));
+  }
+  *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0) return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir,
+                                  strerror(errno));
+  return 0;
+}
+
+int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
+                         const o3m_block *b, const void *secret, size_t secret_len, o3m_err *e) {
+  if (!state_dir || !*state_dir || !id || !b || secret_len > O3M_BLOCK_STORE_SECRET_MAX ||
+      (secret_len && !secret))
+    return o3m_err_set(e, O3M_EINVAL, "block store: bad arguments");
+  int d = o3m_block_rows(b), dj = o3m_block_cols(b);
+  if (d != id->d || dj != id->dj || id->party < 0 || id->col0 < 0)
+    return o3m_err_set(e, O3M_EINVAL, "block store: a %d x %d block for a %d x %d slot", d, dj,
+                       id->d, id->dj);
+  size_t nv = (size_t)d * (size_t)dj;
+  size_t len = BS_HDR + 8 * nv + secret_len + BS_TRAILER;
+  unsigned char *buf = calloc(1, len);
+  if (!buf) return o3m_err_set(e, O3M_ENOMEM, "block store: out of memory");
+
+  memcpy(buf, BS_MAGIC, 8);
+  put32(buf + 8, BS_VERSION);
+  put32(buf + 12, BS_HDR);
+  put64(buf + 16, o3m_block_mask_id(b));
+  put32(buf + 24, (uint32_t)d);
+  put32(buf + 28, (uint32_t)dj);
+  put32(buf + 32, (uint32_t)id->party);
+  put32(buf + 36, (uint32_t)id->col0);
+  put32(buf + 40, (uint32_t)secret_len);
+  put32(buf + 60, o3m_block_store_crc32c(0, buf, 60));
+  const double *q = o3m_block_data(b);
+  for (size_t i = 0; i < nv; i++) {
+    uint64_t bits;
+    memcpy(&bits, &q[i], 8);
+    put64(buf + BS_HDR + 8 * i, bits);
+  }
+  if (secret_len) memcpy(buf + BS_HDR + 8 * nv, secret, secret_len);
+  size_t body = 8 * nv + secret_len;
+  unsigned char *t = buf + BS_HDR + body;
+  put32(t, o3m_block_store_crc32c(0, buf + BS_HDR, body));
+  memcpy(t + 8, BS_END, 8);
+
+  char path[4096];
+  o3m_block_store_path(state_dir, path, sizeof path);
+  int dirfd = -1, fd = -1, rc = open_dir(state_dir, &dirfd, e);
+  if (rc < 0) goto out;
+  static const char tmp[] = O3M_BLOCK_STORE_FILE ".tmp";
+  unlinkat(dirfd, tmp, 0); /* a leftover of a crash during an earlier save */
+  fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    rc = o3m_err_set(e, O3M_EIO, "%s.tmp: cannot create: %s", path, strerror(errno));
+    goto out;
+  }
+  for (size_t off = 0; off < len;) {
+    ssize_t w = write(fd, buf + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      rc = o3m_err_set(e, O3M_EIO, "%s.tmp: write: %s", path, w < 0 ? strerror(errno) : "short");
+      goto out;
+    }
+    off += (size_t)w;
+  }
+  if (fsync(fd) != 0) {
+    rc = o3m_err_set(e, O3M_EIO, "%s.tmp: fsync: %s", path, strerror(errno));
+    goto out;
+  }
+  close(fd);
+  fd = -1;
+  if (renameat(dirfd, tmp, dirfd, O3M_BLOCK_STORE_FILE) != 0) {
+    rc = o3m_err_set(e, O3M_EIO, "%s: rename: %s", path, strerror(errno));
+    goto out;
+  }
+  if (fsync(dirfd) != 0) rc = o3m_err_set(e, O3M_EIO, "%s: fsync of the directory: %s", path,
+                                          strerror(errno));
+
+out:
+  if (fd >= 0) close(fd);
+  if (rc < 0 && dirfd >= 0) unlinkat(dirfd, tmp, 0);
+  if (dirfd >= 0) close(dirfd);
+  wipe_free(buf, len);
+  return rc;
+}
+
+/* Reads all of path (at most BS_MAX_FILE bytes) into a new buffer. */
+static int read_all(const char *path, unsigned char **out, size_t *len, o3m_err *e) {
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return O3M_ENOTFOUND;
+    return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return o3m_err_set(e, O3M_EIO, "%s: stat: %s", path, strerror(err));
+  }
+  if (st.st_mode & 077)
+    o3m_log_warn("%s is readable by group or others (mode %03o); it holds this party's mask "
+                 "block: chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+  if (st.st_size < BS_HDR + BS_TRAILER || (size_t)st.st_size > BS_MAX_FILE) {
+    close(fd);
+    return o3m_err_set(e, O3M_ECORRUPT, "%s: %lld bytes is not a stored block; %s", path,
+                       (long long)st.st_size, BS_RECOVER);
+  }
+  size_t n = (size_t)st.st_size;
+  unsigned char *buf = malloc(n);
+  if (!buf) {
+    close(fd);
+    return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, buf + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  if (got != n) {
+    wipe_free(buf, n);
+    return o3m_err_set(e, O3M_EIO, "%s: short read", path);
+  }
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3m_block **out,
+                         void *secret, size_t secret_cap, size_t *secret_len, o3m_err *e) {
+  if (out) *out = NULL;
+  if (!state_dir || !*state_dir || !id || !out || (secret_cap && !secret))
+    return o3m_err_set(e, O3M_EINVAL, "block store: bad arguments");
+  char path[4096];
+  o3m_block_store_path(state_dir, path, sizeof path);
+  unsigned char *buf = NULL;
+  size_t n = 0;
+  int rc = read_all(path, &buf, &n, e);
+  if (rc < 0) return rc;
+
+  const char *bad = NULL;
+  uint32_t d = get32(buf + 24), dj = get32(buf + 28), slen = get32(buf + 40);
+  if (memcmp(buf, BS_MAGIC, 8) != 0) bad = "bad magic";
+  else if (get32(buf + 60) != o3m_block_store_crc32c(0, buf, 60)) bad = "header CRC mismatch";
+  else if (get32(buf + 8) != BS_VERSION) bad = "unknown version";
+  else if (get32(buf + 12) != BS_HDR) bad = "bad header length";
+  else if (d < 1 || d > O3M_MAX_DIM || dj < 1 || dj > d || slen > O3M_BLOCK_STORE_SECRET_MAX)
+    bad = "impossible shape";
+  else if (n != BS_HDR + 8 * (size_t)d * dj + slen + BS_TRAILER) bad = "wrong length (truncated?)";
+  size_t nv = (size_t)d * dj, body = 8 * nv + slen;
+  if (!bad) {
+    const unsigned char *t = buf + BS_HDR + body;
+    if (memcmp(t + 8, BS_END, 8) != 0 || get32(t + 4) != 0) bad = "bad end marker";
+    else if (get32(t) != o3m_block_store_crc32c(0, buf + BS_HDR, body)) bad = "data CRC mismatch";
+  }
+  if (bad) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (%s); %s", path, bad, BS_RECOVER);
+    goto out;
+  }
+  if ((int)d != id->d || (int)dj != id->dj || (int)get32(buf + 32) != id->party ||
+      (int)get32(buf + 36) != id->col0) {
+    rc = o3m_err_set(e, O3M_EDIM, "%s holds the block of party %u (columns %u..%u of d = %u), "
+                     "the config gives party %d (columns %d..%d of d = %d): another config or "
+                     "another party's state_dir", path, get32(buf + 32), get32(buf + 36),
+                     get32(buf + 36) + dj - 1, d, id->party, id->col0, id->col0 + id->dj - 1,
+                     id->d);
+    goto out;
+  }
+  if (slen > secret_cap) {
+    rc = o3m_err_set(e, O3M_EDIM, "%s holds a %u-byte secret, this party expects at most %zu",
+                     path, slen, secret_cap);
+    goto out;
+  }
+  /* Decode in place: the values are 8-byte aligned at offset 64 of a malloc
+   * buffer, and the bit patterns are little-endian. */
+  double *q = (double *)(void *)(buf + BS_HDR);
+  for (size_t i = 0; i < nv; i++) {
+    uint64_t bits = get64(buf + BS_HDR + 8 * i);
+    memcpy(&q[i], &bits, 8);
+    if (!isfinite(q[i])) {
+      rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (non-finite value); %s", path,
+                       BS_RECOVER);
+      goto out;
+    }
+  }
+  rc = o3m_block_create(out, (int)d, (int)dj, q, get64(buf + 16));
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "%s: cannot build the block", path);
+    goto out;
+  }
+  if (slen) memcpy(secret, buf + BS_HDR + 8 * nv, slen);
+  if (secret_len) *secret_len = slen;
+
+out:
+  wipe_free(buf, n);
+  return rc;
+}
