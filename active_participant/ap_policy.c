@@ -280,6 +280,12 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
   if (rc) return rc;
   int d = p->d;
   double *s = p->score;
+  /* The sampler is saved before any draw so that a choice that fails after
+   * drawing (non-finite scores from a damaged model) leaves it unchanged,
+   * as the header promises. */
+  o3m_rng_state saved;
+  int drew = p->cfg.algo == AP_ALGO_LINTS;
+  if (drew) o3m_rng_state_get(p->rng, &saved);
   if (p->cfg.algo == AP_ALGO_LINUCB) {
     compute_stats(p, K, X, arms, p->mean, p->var);
     for (int k = 0; k < K; k++)
@@ -287,7 +293,7 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
   } else if (p->cfg.model == AP_MODEL_SHARED) {
     /* mu = theta + v U^{-1} z, z ~ N(0, I); scores = X mu */
     rc = o3m_rng_gaussian(p->rng, p->z, d);
-    if (rc) return rc;
+    if (rc) goto restore;
     o3m_trsv_upper(d, p->fac, p->z);
     o3m_scal(d, p->cfg.v, p->z);
     o3m_axpy(d, 1.0, p->theta, p->z);
@@ -296,16 +302,22 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
     /* score_k = mean_k + v sqrt(var_k) z_k, z_k ~ N(0, 1) */
     compute_stats(p, K, X, arms, p->mean, p->var);
     rc = o3m_rng_gaussian(p->rng, p->z, K);
-    if (rc) return rc;
+    if (rc) goto restore;
     for (int k = 0; k < K; k++)
       s[k] = p->mean[k] + p->cfg.v * sqrt(p->var[k] > 0 ? p->var[k] : 0) * p->z[k];
   }
   for (int k = 0; k < K; k++)
-    if (!isfinite(s[k])) return O3M_ENONFINITE;
+    if (!isfinite(s[k])) {
+      rc = O3M_ENONFINITE;
+      goto restore;
+    }
   int c = argmax_ties_low(s, K);
   *chosen = c;
   if (score) *score = s[c];
   return O3M_OK;
+restore:
+  if (drew) o3m_rng_state_set(p->rng, &saved);
+  return rc;
 }
 
 int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
@@ -466,7 +478,8 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   for (int i = 0; i < 4; i++) st->s[i] = get64(h + 56 + 8 * i);
   st->have_spare = get64(h + 88);
   st->spare = bitsd(get64(h + 96));
-  if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0)
+  if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0 ||
+      (st->have_spare == 1 && !isfinite(st->spare)))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: invalid sampler state");
   *updates = get64(h + 48);
   return O3M_OK;

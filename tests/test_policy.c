@@ -318,3 +318,37 @@ Test(policy, config_errors_name_the_field) {
   ap_algo al;
   cr_assert_eq(ap_algo_parse("ucb", &al), O3M_EINVAL);
 }
+
+/* Regression (found by fuzz_policy_state): a LinTS choice that failed with
+ * non-finite scores after drawing had already advanced the sampler, although
+ * a failed call must leave the policy unchanged. Contexts near DBL_MAX make
+ * every sampled score overflow; afterwards the policy must draw exactly what
+ * a twin that never saw the failed call draws. */
+Test(policy, regression_failed_lints_choice_leaves_sampler_unchanged) {
+  ap_model_kind models[2] = {AP_MODEL_SHARED, AP_MODEL_DISJOINT};
+  for (int m = 0; m < 2; m++) {
+    ap_policy_config c;
+    ap_policy_config_default(&c);
+    c.algo = AP_ALGO_LINTS;
+    c.model = models[m];
+    c.d = 3;
+    c.n_arms = 2;
+    c.max_candidates = 2;
+    c.v = 1e10;
+    ap_policy *p, *twin;
+    cr_assert_eq(ap_policy_create(&p, &c, NULL), O3M_OK);
+    cr_assert_eq(ap_policy_create(&twin, &c, NULL), O3M_OK);
+    double huge[6] = {1e308, 1e308, 1e308, 1e308, 1e308, 1e308};
+    double X[6] = {1, 0, 0, 0, 1, 0};
+    int ch, a, b;
+    double sa, sb;
+    cr_assert_eq(ap_policy_choose(p, 2, huge, NULL, &ch, NULL), O3M_ENONFINITE);
+    cr_assert_eq(ap_policy_choose(p, 2, X, NULL, &a, &sa), O3M_OK);
+    cr_assert_eq(ap_policy_choose(twin, 2, X, NULL, &b, &sb), O3M_OK);
+    cr_assert_eq(a, b);
+    cr_assert_eq(sa, sb, "%s: %.17g vs %.17g: the failed call moved the sampler",
+                 ap_model_name(models[m]), sa, sb);
+    ap_policy_destroy(p);
+    ap_policy_destroy(twin);
+  }
+}
