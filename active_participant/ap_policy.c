@@ -333,19 +333,30 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
   /* Lambda += x x^T; u += r x */
   o3m_syr(d, 1.0, x, model_mat(p->lambda_m, p, m));
   o3m_axpy(d, reward, x, p->u + (size_t)m * d);
-  int rc;
+  int rc, incremental = 0;
   if (++p->since_refactor[m] >= p->cfg.refactor_every) {
     rc = refactor(p, m);
   } else {
     double *F = model_mat(p->fac, p, m);
     rc = p->use_chol ? o3m_chol_update(d, F, x, p->work)
                      : o3m_sherman_morrison(d, F, x, p->work);
+    incremental = rc == O3M_OK && !p->use_chol;
     /* Lost definiteness in the rank-one path: the exact statistics already
      * hold this observation, so refactorizing from them loses nothing. */
     if (rc == O3M_ENOTPD) rc = refactor(p, m);
   }
   if (rc) return rc;
-  update_theta(p, m);
+  if (incremental) {
+    /* Sherman-Morrison left w = Ainv_old x in work. With c = 1 + x^T w,
+     *   theta' = Ainv' (u + r x) = theta + w (r - x^T theta) / c,
+     * an O(d) step instead of a d x d product; the periodic refactorization
+     * recomputes theta exactly from Lambda and u. */
+    double *th = p->theta + (size_t)m * d;
+    double c = 1.0 + o3m_dot(d, x, p->work);
+    o3m_axpy(d, (reward - o3m_dot(d, x, th)) / c, p->work, th);
+  } else {
+    update_theta(p, m);
+  }
   p->updates++;
   return O3M_OK;
 }
