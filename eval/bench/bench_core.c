@@ -1,0 +1,969 @@
+/* bench_core.c -- o3m-bench-core: the numerical core's benchmark.
+ *
+ * One run measures, side by side, what issue 2 asks of the bandit engine:
+ *
+ *   (a) the active participant's per-round time on masked contexts against a
+ *       central learner's on raw ones (shared LinUCB, the paper's VFUCB, as
+ *       the main table; shared LinTS for reference), d in {50,100,200,500} x
+ *       K in {10,100,1000}, M = 5 parties of equal width;
+ *   (b) our round (Sherman-Morrison, ap_policy) against the paper's round,
+ *       which recomputes Lambda^{-1} from Lambda by a general LU inverse;
+ *   (c) decisions per second (choose + update) at d = 100, K = 10, one thread;
+ *   (d) the share of the machine's measured dgemm rate that the shared-LinUCB
+ *       scoring step reaches at K = 1000.
+ *
+ * Machines are noisy, so every comparison interleaves its variants: short
+ * batches of rounds alternate between the variants in A B B A order, each
+ * batch is timed with CLOCK_MONOTONIC, and the tables report medians over the
+ * batches (ratios are medians of the ratios of adjacent batches, which
+ * cancels slow drifts in how fast the machine is running). The variants
+ * being compared always run the same rounds in the same order, so their
+ * decisions can be compared too: LinUCB on Q x must pick what LinUCB on x
+ * picks.
+ *
+ * What is timed is the active participant's work only. The masking itself,
+ * Y_j = X^j (Q^j)^T for each party j, is the passive participants' work, done
+ * on their own machines in parallel; it is precomputed here for a pool of
+ * rounds before any clock starts. A masked round is: sum the M received
+ * K x d parts into Q X, choose, update. Nothing is allocated inside a timed
+ * loop by this file (the LAPACKE row-major wrappers used by the paper's round
+ * in (b) allocate internally, as numpy does; see README.md).
+ *
+ * OpenBLAS is made single-threaded before anything runs. The exit status is 0
+ * whether targets are met or not: this is a measurement, not a test; it is 1
+ * only when the benchmark itself cannot run (out of memory, a policy error)
+ * and 2 for a usage error. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ap_policy.h"
+#include "eval_synth.h"
+#include "o3m_blas.h"
+#include "o3m_error.h"
+#include "o3m_mask.h"
+#include "o3m_rng.h"
+
+/* ---- settings ---- */
+
+#define N_PARTIES 5
+#define ALPHA 0.5          /* paper's beta for UCB */
+#define TS_V 0.01          /* paper's v for TS */
+#define NOISE_VAR 0.05     /* paper's reward noise variance */
+#define POOL_MB_DEFAULT 16 /* (a): rounds whose inputs stay in the last-level cache */
+#define POOL_MAX 64
+#define SPLIT_ROUNDS 2000 /* (c): rounds timed call by call */
+
+#define TARGET_MASKED_RATIO 1.10
+#define TARGET_SPEEDUP 20.0
+#define TARGET_DPS 50000.0
+
+static const int A_DIMS[] = {50, 100, 200, 500};
+static const int A_KS[] = {10, 100, 1000};
+static const int B_DIMS[] = {50, 100, 200};
+static const int D_DIMS[] = {100, 200, 500};
+#define NELEM(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+typedef struct bench_opts {
+  int quick;
+  char sections[8]; /* subset of "abcd" */
+  int pairs;        /* A-B pairs per cell, (a) and (b) */
+  double cell_s;    /* time budget of one cell of (a) or (b) */
+  int warm_updates; /* warm-up updates before timing, (a) (b) (d) */
+  int warm_rounds;  /* warm-up choose+update rounds, (c) */
+  int reps_c;       /* rounds of batches, (c) */
+  double batch_c_s; /* one batch, (c) */
+  int reps_d;       /* repetitions, (d) */
+  double pool_mb;   /* pool size cap, (a) */
+  double batch_d_s; /* one scoring batch, (d) */
+} bench_opts;
+
+/* What the final targets block needs. NAN means "not measured". */
+typedef struct bench_summary {
+  double worst_ratio;
+  int worst_d, worst_K, cells_pass, cells;
+  double speedup_d100;
+  int same_b;
+  double dps_disj_ucb, dps_disj_ts;
+} bench_summary;
+
+/* ---- small utilities ---- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile (0..1) of v[0..n), by linear interpolation; sorts v. */
+static double quantile(double *v, int n, double q) {
+  if (n < 1) return NAN;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  double pos = q * (n - 1);
+  int i = (int)pos;
+  if (i >= n - 1) return v[n - 1];
+  return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
+static double median(double *v, int n) { return quantile(v, n, 0.5); }
+
+/* Prints what failed and exits 1: the benchmark cannot continue. */
+static void die(int rc, const char *what) {
+  fprintf(stderr, "o3m-bench-core: %s: %s\n", what, o3m_strerror(rc));
+  exit(1);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) die(O3M_ENOMEM, "allocating buffers");
+  return p;
+}
+
+static ap_policy *make_policy(ap_algo algo, ap_model_kind model, int d, int kmax, uint64_t seed) {
+  ap_policy_config cfg;
+  ap_policy_config_default(&cfg);
+  cfg.algo = algo;
+  cfg.model = model;
+  cfg.d = d;
+  cfg.n_arms = kmax;
+  cfg.max_candidates = kmax;
+  cfg.alpha = ALPHA;
+  cfg.v = TS_V;
+  cfg.seed = seed;
+  ap_policy *p;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_policy_create(&p, &cfg, &e);
+  if (rc) {
+    fprintf(stderr, "o3m-bench-core: %s\n", o3m_err_message(&e));
+    exit(1);
+  }
+  return p;
+}
+
+static eval_synth *make_synth(int d, int K, uint64_t seed) {
+  eval_synth_config c = {.d = d, .K = K, .noise_var = NOISE_VAR, .seed = seed};
+  eval_synth *s;
+  int rc = eval_synth_create(&s, &c);
+  if (rc) die(rc, "creating the synthetic environment");
+  return s;
+}
+
+/* One round on one policy: choose among the K rows of X, then feed back the
+ * chosen row with its reward. Returns the chosen index; exits on error. */
+static inline int policy_round(ap_policy *p, int K, int d, const double *X, const double *rew) {
+  int c;
+  int rc = ap_policy_choose(p, K, X, NULL, &c, NULL);
+  if (!rc) rc = ap_policy_update(p, c, X + (size_t)c * d, rew[c]);
+  if (rc) die(rc, "policy round");
+  return c;
+}
+
+/* ---- the parties: one mask, cut into M equal column blocks ---- */
+
+typedef struct parties {
+  int d, M;
+  o3m_partition part;
+  o3m_block *blocks[N_PARTIES];
+  double *Xj; /* kmax x max d_j, scratch for cutting a party's columns */
+} parties;
+
+static void parties_init(parties *ps, int d, int kmax, uint64_t seed) {
+  int dims[N_PARTIES];
+  ps->d = d;
+  ps->M = N_PARTIES;
+  for (int j = 0; j < N_PARTIES; j++) dims[j] = d / N_PARTIES + (j < d % N_PARTIES);
+  o3m_err e;
+  int rc = o3m_partition_from_dims(&ps->part, N_PARTIES, dims, &e);
+  if (rc) die(rc, "partition");
+  o3m_rng *rng;
+  o3m_mask *mask;
+  rc = o3m_rng_create_seeded_insecure(&rng, seed); /* evaluation only */
+  if (!rc) rc = o3m_mask_generate(&mask, d, rng);
+  if (rc) die(rc, "drawing the mask");
+  for (int j = 0; j < N_PARTIES; j++) {
+    rc = o3m_block_from_mask(&ps->blocks[j], mask, ps->part.offset[j], ps->part.dims[j]);
+    if (rc) die(rc, "cutting the mask");
+  }
+  o3m_mask_destroy(mask);
+  o3m_rng_destroy(rng);
+  ps->Xj = xmalloc(sizeof(double) * (size_t)kmax * dims[0]);
+}
+
+static void parties_free(parties *ps) {
+  for (int j = 0; j < ps->M; j++) o3m_block_destroy(ps->blocks[j]);
+  free(ps->Xj);
+}
+
+/* The passive participants' work for one round: Y_j = X^j (Q^j)^T for every
+ * party j, where X^j is party j's columns of the K x d contexts X. Y holds
+ * the M parts one after another, K x d each. Not timed. */
+static void parties_mask(parties *ps, int K, const double *X, double *Y) {
+  int d = ps->d;
+  for (int j = 0; j < ps->M; j++) {
+    int dj = ps->part.dims[j], off = ps->part.offset[j];
+    for (int k = 0; k < K; k++)
+      memcpy(ps->Xj + (size_t)k * dj, X + (size_t)k * d + off, sizeof(double) * dj);
+    o3m_block_apply(ps->blocks[j], K, ps->Xj, 0.0, Y + (size_t)j * K * d);
+  }
+}
+
+/* The active participant's combination of the M received parts (each n
+ * doubles, stored one after another in Y): acc = sum_j Y_j, M - 1 vector
+ * additions. The step is memory-bound, so what matters is the traffic: one
+ * pass reads up to five streams at once (the first pass writes acc from up to
+ * five parts, each later pass adds up to four more parts to it), so for
+ * M <= 5 every part is read once and acc written once. On the reference
+ * machine (AMD EPYC, 2 cores) this was 1.2 to 2.4 times faster than M - 1
+ * separate daxpy passes and up to 3 times faster than a chunked two-operand
+ * loop. acc may not alias Y. */
+static void sum_parts(int M, size_t n, const double *Y, double *acc) {
+  const double *p[5];
+  int j = 0;
+  while (j < M) {
+    int g = 0;
+    if (j > 0) p[g++] = acc; /* later passes: acc[i] += ... */
+    while (g < 5 && j < M) p[g++] = Y + (size_t)j++ * n;
+    const double *a = p[0], *b = p[1], *c = p[2], *d = p[3], *e = p[4];
+    switch (g) {
+      case 1:
+        memcpy(acc, a, sizeof(double) * n);
+        break;
+      case 2:
+        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i];
+        break;
+      case 3:
+        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i];
+        break;
+      case 4:
+        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i] + d[i];
+        break;
+      default:
+        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i] + d[i] + e[i];
+        break;
+    }
+  }
+}
+
+/* ---- a pool of rounds, drawn and masked before the clock starts ---- */
+
+typedef struct pool {
+  int P, K, d, M;
+  double *X;   /* P x (K x d): raw contexts, what a central learner sees */
+  double *Y;   /* P x M x (K x d): the parties' masked parts */
+  double *rew; /* P x K */
+} pool;
+
+/* Draws P rounds of K contexts from s (l2-normalized Gaussians) and, if ps
+ * is not NULL, masks each round for the M parties. P is chosen so that the
+ * pool stays within max_mb megabytes, between 2 and pmax rounds: the rounds
+ * are replayed cyclically, so the pool's size decides whether a round's
+ * inputs come from cache (as freshly received and unpacked messages would)
+ * or from memory. */
+static void pool_init(pool *pl, eval_synth *s, parties *ps, int K, int d, int pmax, double max_mb) {
+  size_t per = (size_t)K * d * sizeof(double) * (1 + (ps ? ps->M : 0));
+  int P = (int)(max_mb * 1024 * 1024 / (double)per);
+  if (P > pmax) P = pmax;
+  if (P < 2) P = 2;
+  pl->P = P;
+  pl->K = K;
+  pl->d = d;
+  pl->M = ps ? ps->M : 0;
+  size_t kd = (size_t)K * d;
+  pl->X = xmalloc(sizeof(double) * P * kd);
+  pl->Y = ps ? xmalloc(sizeof(double) * P * pl->M * kd) : NULL;
+  pl->rew = xmalloc(sizeof(double) * P * K);
+  for (int p = 0; p < P; p++) {
+    int rc = eval_synth_round(s, pl->X + p * kd, NULL, pl->rew + (size_t)p * K);
+    if (rc) die(rc, "drawing contexts");
+    if (ps) parties_mask(ps, K, pl->X + p * kd, pl->Y + (size_t)p * pl->M * kd);
+  }
+}
+
+static void pool_free(pool *pl) {
+  free(pl->X);
+  free(pl->Y);
+  free(pl->rew);
+}
+
+/* Warm-up: n single-context updates, the same observations given to the
+ * central policy on x and to the masked one on Q x (masked may be NULL), so
+ * that both states are non-trivial and equivalent. Costs O(n d^2). */
+static void warm_updates(ap_policy *central, ap_policy *masked, parties *ps, int d, int n,
+                         uint64_t seed) {
+  eval_synth *s = make_synth(d, 1, seed);
+  double *x = xmalloc(sizeof(double) * d), *y = xmalloc(sizeof(double) * d * N_PARTIES);
+  double *qx = xmalloc(sizeof(double) * d);
+  for (int t = 0; t < n; t++) {
+    double r;
+    int rc = eval_synth_round(s, x, NULL, &r);
+    if (!rc) rc = ap_policy_update(central, 0, x, r);
+    if (!rc && masked) {
+      parties_mask(ps, 1, x, y);
+      sum_parts(ps->M, (size_t)d, y, qx);
+      rc = ap_policy_update(masked, 0, qx, r);
+    }
+    if (rc) die(rc, "warm-up");
+  }
+  free(x);
+  free(y);
+  free(qx);
+  eval_synth_destroy(s);
+}
+
+/* ---- (a) central vs masked ---- */
+
+/* One variant of (a): a policy walking through the pool, on raw contexts
+ * (masked = 0) or on the summed masked parts (masked = 1). */
+typedef struct a_runner {
+  ap_policy *pol;
+  const pool *pl;
+  int masked;
+  int next;    /* next pool round */
+  double *acc; /* K x d: Q X for masked */
+  int *dec;    /* decisions of the timed rounds */
+  int ndec;
+} a_runner;
+
+/* Runs B rounds and returns the seconds per round. */
+static double a_batch(a_runner *r, int B, int record) {
+  const pool *pl = r->pl;
+  int K = pl->K, d = pl->d;
+  size_t kd = (size_t)K * d;
+  double t0 = now_s();
+  for (int b = 0; b < B; b++) {
+    int p = r->next;
+    r->next = p + 1 == pl->P ? 0 : p + 1;
+    const double *X = pl->X + p * kd;
+    if (r->masked) {
+      sum_parts(pl->M, kd, pl->Y + (size_t)p * pl->M * kd, r->acc);
+      X = r->acc;
+    }
+    int c = policy_round(r->pol, K, d, X, pl->rew + (size_t)p * K);
+    if (record) r->dec[r->ndec++] = c;
+  }
+  return (now_s() - t0) / B;
+}
+
+/* Batch length: enough rounds that one batch of the slower variant takes
+ * about target seconds, judged from three untimed rounds of each variant
+ * (run on both, so that both stay on the same rounds). */
+static int calibrate_pair(double (*batch)(void *, int, int), void *va, void *vb, double target) {
+  double ta = 0, tb = 0;
+  for (int i = 0; i < 3; i++) {
+    ta = batch(va, 1, 0);
+    tb = batch(vb, 1, 0);
+  }
+  double t = ta > tb ? ta : tb;
+  int B = (int)(target / (t > 1e-9 ? t : 1e-9));
+  if (B < 1) B = 1;
+  if (B > 1000000) B = 1000000;
+  return B;
+}
+
+static double a_batch_v(void *r, int B, int record) { return a_batch(r, B, record); }
+
+/* Interleaves two variants for np A-B pairs (order alternating A B, B A, ...)
+ * of B rounds each; ta, tb receive the seconds per round of every batch and
+ * ratio their per-pair ratio b / a. */
+static void run_pairs(double (*batch)(void *, int, int), void *va, void *vb, int np, int B,
+                      double *ta, double *tb, double *ratio) {
+  for (int i = 0; i < np; i++) {
+    if (i % 2 == 0) {
+      ta[i] = batch(va, B, 1);
+      tb[i] = batch(vb, B, 1);
+    } else {
+      tb[i] = batch(vb, B, 1);
+      ta[i] = batch(va, B, 1);
+    }
+    ratio[i] = tb[i] / ta[i];
+  }
+}
+
+static int count_mismatch(const int *a, const int *b, int n) {
+  int m = 0;
+  for (int i = 0; i < n; i++) m += a[i] != b[i];
+  return m;
+}
+
+static void section_a(const bench_opts *o, bench_summary *sum) {
+  printf("\n(a) Per-round time on the active participant: central vs masked\n");
+  printf(
+      "    M = %d parties of equal width; central round = choose + update on x;\n"
+      "    masked round = sum of the M received K x d parts + choose + update on Q x.\n"
+      "    The parties' masking (their own machines) is precomputed, not timed.\n"
+      "    Rounds replay from a pool of at most %g MB (inputs warm in cache, as\n"
+      "    freshly received messages are; --pool-mb 64+ for inputs from memory).\n"
+      "    batch = rounds per timed batch. Times are medians over %d interleaved\n"
+      "    batches per variant; ratio is the median of masked/central over adjacent\n"
+      "    batch pairs [quartiles].\n",
+      N_PARTIES, o->pool_mb, o->pairs);
+  sum->worst_ratio = 0;
+  sum->cells_pass = sum->cells = 0;
+  double *ta = xmalloc(sizeof(double) * o->pairs), *tb = xmalloc(sizeof(double) * o->pairs);
+  double *ra = xmalloc(sizeof(double) * o->pairs);
+  for (int ai = 0; ai < 2; ai++) {
+    ap_algo algo = ai == 0 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+    printf("\n  shared %s%s\n", ai == 0 ? "LinUCB (VFUCB)" : "LinTS (VFTS)",
+           ai == 0 ? ", target masked/central <= 1.10" : ", for reference");
+    printf("  %5s %5s %7s %12s %12s %10s %8s %15s  %s\n", "d", "K", "batch", "central us",
+           "masked us", "diff us", "ratio", "[q1 .. q3]", ai == 0 ? "same decisions" : "");
+    for (int di = 0; di < NELEM(A_DIMS); di++) {
+      int d = A_DIMS[di];
+      parties ps;
+      parties_init(&ps, d, 1000, 0x5eed0000u + d);
+      ap_policy *pc = make_policy(algo, AP_MODEL_SHARED, d, 1000, 7);
+      ap_policy *pm = make_policy(algo, AP_MODEL_SHARED, d, 1000, 7);
+      warm_updates(pc, pm, &ps, d, o->warm_updates, 1000 + d);
+      for (int ki = 0; ki < NELEM(A_KS); ki++) {
+        int K = A_KS[ki];
+        eval_synth *s = make_synth(d, K, 2000 + 10 * d + K);
+        pool pl;
+        pool_init(&pl, s, &ps, K, d, POOL_MAX, o->pool_mb);
+        a_runner rc = {.pol = pc, .pl = &pl, .masked = 0};
+        a_runner rm = {.pol = pm, .pl = &pl, .masked = 1};
+        rm.acc = xmalloc(sizeof(double) * K * d);
+        int B = calibrate_pair(a_batch_v, &rc, &rm, o->cell_s / (2.0 * o->pairs));
+        rc.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
+        rm.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
+        run_pairs(a_batch_v, &rc, &rm, o->pairs, B, ta, tb, ra);
+        double tc = median(ta, o->pairs), tm = median(tb, o->pairs);
+        double q1 = quantile(ra, o->pairs, 0.25), q3 = quantile(ra, o->pairs, 0.75);
+        double r = median(ra, o->pairs);
+        char same[48] = "";
+        if (algo == AP_ALGO_LINUCB) {
+          int mis = count_mismatch(rc.dec, rm.dec, rc.ndec);
+          if (mis)
+            snprintf(same, sizeof same, "NO: %d of %d differ", mis, rc.ndec);
+          else
+            snprintf(same, sizeof same, "yes (%d rounds)", rc.ndec);
+          sum->cells++;
+          sum->cells_pass += r <= TARGET_MASKED_RATIO;
+          if (r > sum->worst_ratio) {
+            sum->worst_ratio = r;
+            sum->worst_d = d;
+            sum->worst_K = K;
+          }
+        }
+        printf("  %5d %5d %7d %12.2f %12.2f %10.2f %8.3f   [%.3f .. %.3f]  %s\n", d, K, B, tc * 1e6,
+               tm * 1e6, (tm - tc) * 1e6, r, q1, q3, same);
+        fflush(stdout);
+        free(rc.dec);
+        free(rm.dec);
+        free(rm.acc);
+        pool_free(&pl);
+        eval_synth_destroy(s);
+      }
+      ap_policy_destroy(pc);
+      ap_policy_destroy(pm);
+      parties_free(&ps);
+    }
+  }
+  free(ta);
+  free(tb);
+  free(ra);
+}
+
+/* ---- (b) the paper's round: Lambda^{-1} recomputed every round ---- */
+
+/* The paper's VFUCB round as the paper states it (Lambda^{-1} recomputed
+ * every round), done the way a numpy implementation would: keep Lambda and
+ * u, and every round invert Lambda from scratch (general LU: getrf + getri),
+ * set theta = Lambda^{-1} u, score all K arms with X Lambda^{-1} (a gemm, the
+ * inverse being a general matrix to numpy), pick the best, and add x x^T and
+ * r x. Same tie rule as ap_policy, so the decisions can be compared. */
+typedef struct paper_ucb {
+  int d;
+  double *lam;          /* d x d, upper triangle: Lambda */
+  double *inv;          /* d x d: Lambda (full) then Lambda^{-1} */
+  int *ipiv;            /* d */
+  double *u, *theta;    /* d */
+  double *W;            /* K x d */
+  double *mean, *score; /* K */
+} paper_ucb;
+
+static void paper_init(paper_ucb *s, int d, int K) {
+  s->d = d;
+  s->lam = xmalloc(sizeof(double) * d * d);
+  s->inv = xmalloc(sizeof(double) * d * d);
+  s->ipiv = xmalloc(sizeof(int) * d);
+  s->u = xmalloc(sizeof(double) * d);
+  s->theta = xmalloc(sizeof(double) * d);
+  s->W = xmalloc(sizeof(double) * K * d);
+  s->mean = xmalloc(sizeof(double) * K);
+  s->score = xmalloc(sizeof(double) * K);
+  memset(s->lam, 0, sizeof(double) * d * d);
+  memset(s->u, 0, sizeof(double) * d);
+  for (int i = 0; i < d; i++) s->lam[(size_t)i * d + i] = 1.0; /* lambda = 1 */
+}
+
+static void paper_free(paper_ucb *s) {
+  free(s->lam);
+  free(s->inv);
+  free(s->ipiv);
+  free(s->u);
+  free(s->theta);
+  free(s->W);
+  free(s->mean);
+  free(s->score);
+}
+
+/* Lambda += x x^T; u += r x */
+static void paper_update(paper_ucb *s, const double *x, double r) {
+  o3m_syr(s->d, 1.0, x, s->lam);
+  o3m_axpy(s->d, r, x, s->u);
+}
+
+static int paper_round(paper_ucb *s, int K, const double *X, const double *rew) {
+  int d = s->d;
+  /* inv = Lambda^{-1} by LU, from a full copy of Lambda */
+  memcpy(s->inv, s->lam, sizeof(double) * d * d);
+  o3m_symmetrize_from_upper(d, s->inv);
+  int rc = o3m_getrf(d, s->inv, s->ipiv);
+  if (!rc) rc = o3m_getri(d, s->inv, s->ipiv);
+  if (rc) die(rc, "paper round: LU inverse");
+  /* theta = inv u; mean = X theta; W = X inv; var_k = W_k . x_k */
+  o3m_gemv(d, d, 1.0, s->inv, s->u, 0.0, s->theta);
+  o3m_gemv(K, d, 1.0, X, s->theta, 0.0, s->mean);
+  o3m_gemm(K, d, d, 1.0, X, s->inv, 0.0, s->W);
+  double best = -INFINITY;
+  for (int k = 0; k < K; k++) {
+    double v = o3m_dot(d, s->W + (size_t)k * d, X + (size_t)k * d);
+    s->score[k] = s->mean[k] + ALPHA * sqrt(v > 0 ? v : 0);
+    if (s->score[k] > best) best = s->score[k];
+  }
+  double tol = AP_POLICY_TIE_RTOL * (fabs(best) > 1.0 ? fabs(best) : 1.0);
+  int c = 0;
+  while (c < K - 1 && s->score[c] < best - tol) c++;
+  paper_update(s, X + (size_t)c * d, rew[c]);
+  return c;
+}
+
+typedef struct b_runner {
+  int paper; /* 1: paper_ucb, 0: ap_policy */
+  paper_ucb *ps;
+  ap_policy *pol;
+  const pool *pl;
+  int next;
+  int *dec;
+  int ndec;
+} b_runner;
+
+static double b_batch(void *vr, int B, int record) {
+  b_runner *r = vr;
+  const pool *pl = r->pl;
+  int K = pl->K, d = pl->d;
+  size_t kd = (size_t)K * d;
+  double t0 = now_s();
+  for (int b = 0; b < B; b++) {
+    int p = r->next;
+    r->next = p + 1 == pl->P ? 0 : p + 1;
+    const double *X = pl->X + p * kd, *rew = pl->rew + (size_t)p * K;
+    int c = r->paper ? paper_round(r->ps, K, X, rew) : policy_round(r->pol, K, d, X, rew);
+    if (record) r->dec[r->ndec++] = c;
+  }
+  return (now_s() - t0) / B;
+}
+
+static void section_b(const bench_opts *o, bench_summary *sum) {
+  printf("\n(b) Shared LinUCB round: the paper's way vs ours, K = 10\n");
+  printf(
+      "    paper = Lambda^{-1} recomputed every round by a general LU inverse (o3m_getrf +\n"
+      "    o3m_getri, 2 d^3 flops; numpy.linalg.inv's gesv against I is ~8/3 d^3), theta =\n"
+      "    Lambda^{-1} u, scores via X Lambda^{-1} (dgemm);\n"
+      "    ours  = ap_policy_choose + ap_policy_update (Sherman-Morrison, dsymm).\n"
+      "    batch = rounds per timed batch. Medians over %d interleaved batches;\n"
+      "    speedup = median of paper/ours over adjacent batch pairs [quartiles].\n",
+      o->pairs);
+  printf("  %5s %5s %7s %12s %12s %9s %15s  %s\n", "d", "K", "batch", "paper us", "ours us",
+         "speedup", "[q1 .. q3]", "same decisions");
+  double *ta = xmalloc(sizeof(double) * o->pairs), *tb = xmalloc(sizeof(double) * o->pairs);
+  double *ra = xmalloc(sizeof(double) * o->pairs);
+  sum->speedup_d100 = NAN;
+  sum->same_b = 1;
+  const int K = 10;
+  for (int di = 0; di < NELEM(B_DIMS); di++) {
+    int d = B_DIMS[di];
+    paper_ucb ps;
+    paper_init(&ps, d, K);
+    ap_policy *pol = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, 7);
+    /* The same warm-up observations for both. */
+    warm_updates(pol, NULL, NULL, d, o->warm_updates, 3000 + d);
+    {
+      eval_synth *s = make_synth(d, 1, 3000 + d);
+      double *x = xmalloc(sizeof(double) * d), r;
+      for (int t = 0; t < o->warm_updates; t++) {
+        int rc = eval_synth_round(s, x, NULL, &r);
+        if (rc) die(rc, "warm-up");
+        paper_update(&ps, x, r);
+      }
+      free(x);
+      eval_synth_destroy(s);
+    }
+    eval_synth *s = make_synth(d, K, 4000 + d);
+    pool pl;
+    pool_init(&pl, s, NULL, K, d, POOL_MAX, 16);
+    b_runner rp = {.paper = 1, .ps = &ps, .pl = &pl};
+    b_runner ro = {.paper = 0, .pol = pol, .pl = &pl};
+    int B = calibrate_pair(b_batch, &ro, &rp, o->cell_s / (2.0 * o->pairs));
+    rp.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
+    ro.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
+    /* ratio = paper / ours */
+    run_pairs(b_batch, &ro, &rp, o->pairs, B, ta, tb, ra);
+    double to = median(ta, o->pairs), tp = median(tb, o->pairs);
+    double q1 = quantile(ra, o->pairs, 0.25), q3 = quantile(ra, o->pairs, 0.75);
+    double r = median(ra, o->pairs);
+    int mis = count_mismatch(rp.dec, ro.dec, ro.ndec);
+    if (mis) sum->same_b = 0;
+    char same[48];
+    if (mis)
+      snprintf(same, sizeof same, "NO: %d of %d differ", mis, ro.ndec);
+    else
+      snprintf(same, sizeof same, "yes (%d rounds)", ro.ndec);
+    printf("  %5d %5d %7d %12.2f %12.2f %8.1fx   [%.1f .. %.1f]  %s\n", d, K, B, tp * 1e6, to * 1e6,
+           r, q1, q3, same);
+    fflush(stdout);
+    if (d == 100) sum->speedup_d100 = r;
+    free(rp.dec);
+    free(ro.dec);
+    pool_free(&pl);
+    eval_synth_destroy(s);
+    ap_policy_destroy(pol);
+    paper_free(&ps);
+  }
+  free(ta);
+  free(tb);
+  free(ra);
+}
+
+/* ---- (c) decisions per second ---- */
+
+static void section_c(const bench_opts *o, bench_summary *sum) {
+  const int d = 100, K = 10, NV = 4;
+  static const struct {
+    ap_algo algo;
+    ap_model_kind model;
+    const char *name;
+  } var[4] = {{AP_ALGO_LINUCB, AP_MODEL_DISJOINT, "disjoint LinUCB"},
+              {AP_ALGO_LINTS, AP_MODEL_DISJOINT, "disjoint LinTS"},
+              {AP_ALGO_LINUCB, AP_MODEL_SHARED, "shared LinUCB"},
+              {AP_ALGO_LINTS, AP_MODEL_SHARED, "shared LinTS"}};
+  printf(
+      "\n(c) Decisions per second, d = %d, K = %d, one thread (one decision = choose +\n"
+      "    update). Contexts: l2-normalized Gaussians (eval_synth), rewards x^T theta* +\n"
+      "    noise; each policy warmed up with %d rounds first. Disjoint: %d arms, candidate\n"
+      "    k is arm k. The four variants' batches are interleaved; medians over %d\n"
+      "    batches each [quartiles]. The choose/update split comes from a separate\n"
+      "    batch of %d rounds per policy with the clock read around every call\n"
+      "    (medians per call).\n",
+      d, K, o->warm_rounds, K, o->reps_c, SPLIT_ROUNDS);
+  eval_synth *s = make_synth(d, K, 5000);
+  pool pl;
+  pool_init(&pl, s, NULL, K, d, 1024, 16);
+  ap_policy *pol[4];
+  int next[4], B[4];
+  for (int v = 0; v < NV; v++) {
+    pol[v] = make_policy(var[v].algo, var[v].model, d, K, 11 + v);
+    next[v] = 0;
+    for (int t = 0; t < o->warm_rounds; t++) {
+      int p = next[v];
+      next[v] = (p + 1) % pl.P;
+      policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
+    }
+    /* calibrate */
+    double t0 = now_s();
+    for (int t = 0; t < 200; t++) {
+      int p = next[v];
+      next[v] = (p + 1) % pl.P;
+      policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
+    }
+    double per = (now_s() - t0) / 200;
+    B[v] = (int)(o->batch_c_s / (per > 1e-9 ? per : 1e-9));
+    if (B[v] < 10) B[v] = 10;
+  }
+  double *rate = xmalloc(sizeof(double) * NV * o->reps_c);
+  for (int rep = 0; rep < o->reps_c; rep++)
+    for (int i = 0; i < NV; i++) {
+      int v = (i + rep) % NV; /* rotate the order */
+      double t0 = now_s();
+      for (int b = 0; b < B[v]; b++) {
+        int p = next[v];
+        next[v] = p + 1 == pl.P ? 0 : p + 1;
+        policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
+      }
+      rate[v * o->reps_c + rep] = B[v] / (now_s() - t0);
+    }
+  /* The split: per-call times, after the rate batches so they are not
+   * perturbed by the extra clock reads. */
+  double *tch = xmalloc(sizeof(double) * SPLIT_ROUNDS * NV);
+  double *tup = xmalloc(sizeof(double) * SPLIT_ROUNDS * NV);
+  for (int v = 0; v < NV; v++)
+    for (int t = 0; t < SPLIT_ROUNDS; t++) {
+      int p = next[v], c;
+      next[v] = p + 1 == pl.P ? 0 : p + 1;
+      const double *X = pl.X + (size_t)p * K * d;
+      double t0 = now_s();
+      int rc = ap_policy_choose(pol[v], K, X, NULL, &c, NULL);
+      double t1 = now_s();
+      if (!rc) rc = ap_policy_update(pol[v], c, X + (size_t)c * d, pl.rew[(size_t)p * K + c]);
+      double t2 = now_s();
+      if (rc) die(rc, "policy round");
+      tch[v * SPLIT_ROUNDS + t] = t1 - t0;
+      tup[v * SPLIT_ROUNDS + t] = t2 - t1;
+    }
+  printf("  %-16s %8s %14s %10s %21s %10s %10s\n", "policy", "batch", "decisions/s", "us/dec",
+         "[q1 .. q3] dec/s", "choose us", "update us");
+  for (int v = 0; v < NV; v++) {
+    double *r = rate + v * o->reps_c;
+    double m = median(r, o->reps_c);
+    double q1 = quantile(r, o->reps_c, 0.25), q3 = quantile(r, o->reps_c, 0.75);
+    double mc = median(tch + v * SPLIT_ROUNDS, SPLIT_ROUNDS);
+    double mu = median(tup + v * SPLIT_ROUNDS, SPLIT_ROUNDS);
+    printf("  %-16s %8d %14.0f %10.2f   [%6.0f .. %6.0f] %10.2f %10.2f\n", var[v].name, B[v], m,
+           1e6 / m, q1, q3, mc * 1e6, mu * 1e6);
+    if (v == 0) sum->dps_disj_ucb = m;
+    if (v == 1) sum->dps_disj_ts = m;
+    ap_policy_destroy(pol[v]);
+  }
+  fflush(stdout);
+  free(rate);
+  free(tch);
+  free(tup);
+  pool_free(&pl);
+  eval_synth_destroy(s);
+}
+
+/* ---- (d) scoring against the dgemm rate ---- */
+
+static void fill_gauss(o3m_rng *r, double *a, long n) {
+  int rc = o3m_rng_gaussian(r, a, n);
+  if (rc) die(rc, "random fill");
+}
+
+static void section_d(const bench_opts *o) {
+  const int n = 1000, K = 1000, ND = NELEM(D_DIMS);
+  printf("\n(d) Scoring vs the machine's dgemm rate, one thread\n");
+  printf(
+      "    peak = o3m_gemm at n = %d (2 n^3 flops per call). scoring = ap_policy_stats,\n"
+      "    shared LinUCB, K = %d: dsymm W = X Ainv (2 K d^2) + K dots (2 K d) + mean\n"
+      "    X theta (2 K d). For diagnosis, the same shape as one raw o3m_symm_right and\n"
+      "    as one o3m_gemm against a full d x d matrix. Interleaved; medians over %d reps.\n",
+      n, K, o->reps_d);
+  o3m_rng *rng;
+  int rc = o3m_rng_create_seeded_insecure(&rng, 99);
+  if (rc) die(rc, "rng");
+  double *A = xmalloc(sizeof(double) * n * n), *Bm = xmalloc(sizeof(double) * n * n);
+  double *C = xmalloc(sizeof(double) * n * n);
+  fill_gauss(rng, A, (long)n * n);
+  fill_gauss(rng, Bm, (long)n * n);
+  memset(C, 0, sizeof(double) * n * n);
+  ap_policy *pol[3];
+  double *X[3], *S[3], *W = xmalloc(sizeof(double) * K * 500);
+  double *mean = xmalloc(sizeof(double) * K), *var = xmalloc(sizeof(double) * K);
+  int B[3][3];
+  for (int i = 0; i < ND; i++) {
+    int d = D_DIMS[i];
+    pol[i] = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, 7);
+    warm_updates(pol[i], NULL, NULL, d, o->warm_updates < 500 ? o->warm_updates : 500, 6000 + d);
+    eval_synth *s = make_synth(d, K, 7000 + d);
+    X[i] = xmalloc(sizeof(double) * K * d);
+    rc = eval_synth_round(s, X[i], NULL, NULL);
+    if (rc) die(rc, "contexts");
+    eval_synth_destroy(s);
+    /* A full symmetric positive definite d x d matrix for the raw calls. */
+    S[i] = xmalloc(sizeof(double) * d * d);
+    fill_gauss(rng, W, (long)d * d);
+    o3m_gemm_nt(d, d, d, 1.0 / d, W, W, 0.0, S[i]);
+    for (int j = 0; j < d; j++) S[i][(size_t)j * d + j] += 1.0;
+  }
+  o3m_gemm(n, n, n, 1.0, A, Bm, 0.0, C); /* warm */
+  /* Batch lengths from one timed call of each kind. */
+  for (int i = 0; i < ND; i++) {
+    int d = D_DIMS[i];
+    for (int k = 0; k < 3; k++) {
+      double t0 = now_s();
+      if (k == 0) rc = ap_policy_stats(pol[i], K, X[i], NULL, mean, var);
+      if (k == 1) o3m_symm_right(K, d, 1.0, S[i], X[i], 0.0, W);
+      if (k == 2) o3m_gemm(K, d, d, 1.0, X[i], S[i], 0.0, W);
+      double t = now_s() - t0;
+      if (rc) die(rc, "ap_policy_stats");
+      B[i][k] = (int)(o->batch_d_s / (t > 1e-9 ? t : 1e-9));
+      if (B[i][k] < 1) B[i][k] = 1;
+    }
+  }
+  int R = o->reps_d;
+  double *gpk = xmalloc(sizeof(double) * R);
+  double *g = xmalloc(sizeof(double) * ND * 3 * R);
+  for (int rep = 0; rep < R; rep++) {
+    double t0 = now_s();
+    o3m_gemm(n, n, n, 1.0, A, Bm, 0.0, C);
+    gpk[rep] = 2.0 * n * n * (double)n / (now_s() - t0) * 1e-9;
+    for (int i = 0; i < ND; i++) {
+      int d = D_DIMS[i];
+      for (int k = 0; k < 3; k++) {
+        double fl = 2.0 * K * (double)d * d + (k == 0 ? 4.0 * K * d : 0.0);
+        t0 = now_s();
+        for (int b = 0; b < B[i][k]; b++) {
+          if (k == 0) rc = ap_policy_stats(pol[i], K, X[i], NULL, mean, var);
+          if (k == 1) o3m_symm_right(K, d, 1.0, S[i], X[i], 0.0, W);
+          if (k == 2) o3m_gemm(K, d, d, 1.0, X[i], S[i], 0.0, W);
+        }
+        double t = (now_s() - t0) / B[i][k];
+        if (rc) die(rc, "ap_policy_stats");
+        g[(i * 3 + k) * R + rep] = fl / t * 1e-9;
+      }
+    }
+  }
+  double peak = median(gpk, R), best = gpk[R - 1]; /* sorted by median() */
+  printf("  dgemm n = %d: %.2f GFLOP/s (median), %.2f best\n", n, peak, best);
+  printf("  %5s %5s %12s %10s %12s %12s %14s\n", "d", "K", "scoring us", "GFLOP/s", "of peak",
+         "raw dsymm", "gemm same shape");
+  for (int i = 0; i < ND; i++) {
+    int d = D_DIMS[i];
+    double gs = median(g + (i * 3 + 0) * R, R);
+    double gy = median(g + (i * 3 + 1) * R, R);
+    double gg = median(g + (i * 3 + 2) * R, R);
+    double fl = 2.0 * K * (double)d * d + 4.0 * K * d;
+    printf("  %5d %5d %12.1f %10.2f %11.1f%% %8.2f GF/s %9.2f GF/s\n", d, K, fl / gs * 1e-3, gs,
+           100.0 * gs / peak, gy, gg);
+  }
+  fflush(stdout);
+  for (int i = 0; i < ND; i++) {
+    ap_policy_destroy(pol[i]);
+    free(X[i]);
+    free(S[i]);
+  }
+  free(gpk);
+  free(g);
+  free(A);
+  free(Bm);
+  free(C);
+  free(W);
+  free(mean);
+  free(var);
+  o3m_rng_destroy(rng);
+}
+
+/* ---- driver ---- */
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: o3m-bench-core [--quick] [--sections abcd] [--pool-mb N]\n"
+          "  Benchmarks the bandit engine (see eval/bench/README.md):\n"
+          "   a  per-round time, central vs masked (M = %d), shared LinUCB and LinTS\n"
+          "   b  the paper's full-inverse round vs ours (Sherman-Morrison)\n"
+          "   c  decisions per second at d = 100, K = 10, one thread\n"
+          "   d  scoring GFLOP/s as a fraction of the dgemm rate\n"
+          "  --quick          few repeats: a smoke run of a few seconds\n"
+          "  --sections LIST  run only these sections (default abcd)\n"
+          "  --pool-mb N      (a): size cap of the replayed pool of rounds (default %d);\n"
+          "                   64 or more makes every round's inputs come from memory\n"
+          "  Exit status 0 whether targets are met or not.\n",
+          N_PARTIES, POOL_MB_DEFAULT);
+}
+
+static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
+
+/* The 1-minute load average from /proc/loadavg, or -1 if unreadable: other
+ * processes on the machine inflate every absolute figure, so the report says
+ * how busy the machine was. */
+static double load_average(void) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  double l = -1;
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1) l = -1;
+    fclose(f);
+  }
+  return l;
+}
+
+int main(int argc, char **argv) {
+  bench_opts o = {.quick = 0, .sections = "abcd"};
+  double pool_mb = POOL_MB_DEFAULT;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) {
+      o.quick = 1;
+    } else if (!strcmp(argv[i], "--sections") && i + 1 < argc) {
+      const char *s = argv[++i];
+      if (!*s || strlen(s) > 4 || strspn(s, "abcd") != strlen(s)) {
+        fprintf(stderr, "o3m-bench-core: --sections: '%s' is not a subset of abcd\n", s);
+        return 2;
+      }
+      snprintf(o.sections, sizeof o.sections, "%s", s);
+    } else if (!strcmp(argv[i], "--pool-mb") && i + 1 < argc) {
+      char *end;
+      pool_mb = strtod(argv[++i], &end);
+      if (*end || !(pool_mb >= 1 && pool_mb <= 4096)) {
+        fprintf(stderr, "o3m-bench-core: --pool-mb: '%s' is not a number in 1..4096\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "o3m-bench-core: unknown argument '%s'\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (o.quick) {
+    o.pairs = 5;
+    o.cell_s = 0.08;
+    o.warm_updates = 200;
+    o.warm_rounds = 2000;
+    o.reps_c = 5;
+    o.batch_c_s = 0.01;
+    o.reps_d = 3;
+    o.batch_d_s = 0.01;
+  } else {
+    o.pairs = 31;
+    o.cell_s = 2.5;
+    o.warm_updates = 2000;
+    o.warm_rounds = 2000;
+    o.reps_c = 41;
+    o.batch_c_s = 0.04;
+    o.reps_d = 11;
+    o.batch_d_s = 0.05;
+  }
+  o.pool_mb = pool_mb;
+  o3m_blas_single_thread();
+
+  printf(
+      "o3m-bench-core%s: OpenBLAS single-threaded; clock CLOCK_MONOTONIC; "
+      "load average %.2f\n",
+      o.quick ? " --quick" : "", load_average());
+  bench_summary sum = {
+      .worst_ratio = NAN, .speedup_d100 = NAN, .dps_disj_ucb = NAN, .dps_disj_ts = NAN};
+  double t0 = now_s();
+  if (strchr(o.sections, 'a')) section_a(&o, &sum);
+  if (strchr(o.sections, 'b')) section_b(&o, &sum);
+  if (strchr(o.sections, 'c')) section_c(&o, &sum);
+  if (strchr(o.sections, 'd')) section_d(&o);
+
+  printf("\ntargets\n");
+  if (strchr(o.sections, 'a'))
+    printf("  %-52s %10.3f  %s  (worst cell d=%d K=%d; %d of %d cells <= 1.10)\n",
+           "masked/central per round, shared LinUCB <= 1.10", sum.worst_ratio,
+           pass(sum.worst_ratio <= TARGET_MASKED_RATIO), sum.worst_d, sum.worst_K, sum.cells_pass,
+           sum.cells);
+  if (strchr(o.sections, 'b'))
+    printf("  %-52s %9.1fx  %s%s\n", "ours vs full-inverse round, d=100 K=10 >= 20x",
+           sum.speedup_d100, pass(sum.speedup_d100 >= TARGET_SPEEDUP),
+           sum.same_b ? "" : "  (decisions differed)");
+  if (strchr(o.sections, 'c')) {
+    printf("  %-52s %10.0f  %s\n", "disjoint LinUCB decisions/s, d=100 K=10 >= 50000",
+           sum.dps_disj_ucb, pass(sum.dps_disj_ucb >= TARGET_DPS));
+    printf("  %-52s %10.0f  %s\n", "disjoint LinTS decisions/s, d=100 K=10 >= 50000",
+           sum.dps_disj_ts, pass(sum.dps_disj_ts >= TARGET_DPS));
+  }
+  printf("  (total run time %.1f s; load average at the end %.2f)\n", now_s() - t0, load_average());
+  return 0;
+}
