@@ -10,6 +10,7 @@
  * only once it is known to be intact (a flipped bit in the policy header
  * must read as corruption, never as a configuration mismatch). */
 #include "ap_checkpoint.h"
+#include "o3m_bytes.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,22 +61,6 @@ void ap_checkpoint_options_default(ap_checkpoint_options *o) {
 
 /* ------------------------------------------------------------------ helpers */
 
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *b, uint64_t v) {
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const unsigned char *b) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-  return v;
-}
 
 static int64_t mono_ms(void) {
   struct timespec ts;
@@ -230,13 +215,13 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
   }
   uint64_t size = (uint64_t)st.st_size;
   if (size < CK_HDR + CK_TRAILER || read_all(fd, h, CK_HDR) || memcmp(h, CK_MAGIC, 8) ||
-      get32(h + 8) != CK_VERSION || get32(h + 12) != CK_HDR ||
-      get32(h + 60) != ap_crc32c(0, h, 60)) {
+      o3m_get_le32(h + 8) != CK_VERSION || o3m_get_le32(h + 12) != CK_HDR ||
+      o3m_get_le32(h + 60) != o3m_crc32c(0, h, 60)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
     goto out;
   }
-  uint64_t n = get64(h + 32);
-  if (get64(h + 16) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
+  uint64_t n = o3m_get_le64(h + 32);
+  if (o3m_get_le64(h + 16) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: %" PRIu64 " bytes, header says %" PRIu64
                      " (torn or misnamed)", c->dir, name, size, CK_HDR + n + CK_TRAILER);
     goto out;
@@ -249,10 +234,10 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
       rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: read error", c->dir, name);
       goto out;
     }
-    crc = ap_crc32c(crc, c->io, k);
+    crc = o3m_crc32c(crc, c->io, k);
     left -= k;
   }
-  if (read_all(fd, t, CK_TRAILER) || get32(t) != crc || memcmp(t + 8, CK_END, 8)) {
+  if (read_all(fd, t, CK_TRAILER) || o3m_get_le32(t) != crc || memcmp(t + 8, CK_END, 8)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: checksum mismatch", c->dir, name);
     goto out;
   }
@@ -271,7 +256,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     rc = o3m_err_set(e, rc, "checkpoint %s/%s: %s", c->dir, name, o3m_err_message(&pe));
     goto out;
   }
-  *mask = get64(h + 24);
+  *mask = o3m_get_le64(h + 24);
 out:
   close(fd);
   return rc;
@@ -296,7 +281,7 @@ static int sink_flush(file_sink *s) {
 
 static int file_write(void *ctx, const void *buf, size_t len) {
   file_sink *s = ctx;
-  s->crc = ap_crc32c(s->crc, buf, len);
+  s->crc = o3m_crc32c(s->crc, buf, len);
   s->written += len;
   if (s->fill + len <= IO_BYTES) {
     memcpy(s->c->io + s->fill, buf, len);
@@ -319,14 +304,14 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   unsigned char h[CK_HDR], t[CK_TRAILER];
   memset(h, 0, sizeof h);
   memcpy(h, CK_MAGIC, 8);
-  put32(h + 8, CK_VERSION);
-  put32(h + 12, CK_HDR);
-  put64(h + 16, seq);
-  put64(h + 24, c->mask_id);
-  put64(h + 32, (uint64_t)n);
-  put64(h + 40, (uint64_t)wall_ms());
-  put64(h + 48, ap_policy_updates(c->p));
-  put32(h + 60, ap_crc32c(0, h, 60));
+  o3m_put_le32(h + 8, CK_VERSION);
+  o3m_put_le32(h + 12, CK_HDR);
+  o3m_put_le64(h + 16, seq);
+  o3m_put_le64(h + 24, c->mask_id);
+  o3m_put_le64(h + 32, (uint64_t)n);
+  o3m_put_le64(h + 40, (uint64_t)wall_ms());
+  o3m_put_le64(h + 48, ap_policy_updates(c->p));
+  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
   int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot create: %s", c->dir, tmp,
@@ -337,7 +322,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   if (!rc) rc = sink_flush(&s);
   if (!rc) {
     memset(t, 0, sizeof t);
-    put32(t, s.crc);
+    o3m_put_le32(t, s.crc);
     memcpy(t + 8, CK_END, 8);
     if (s.written != n || write_all(fd, t, CK_TRAILER) || fsync(fd)) rc = O3M_EIO;
   }

@@ -9,6 +9,7 @@
  * ap_journal_open(); appends and syncs allocate nothing (a rotation grows the
  * segment list only when it is full). */
 #include "ap_journal.h"
+#include "o3m_bytes.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,61 +31,6 @@
 #define HDR AP_JOURNAL_SEGMENT_HEADER
 #define NAME_MAX_LEN 64
 
-/* ------------------------------------------------------------------ CRC32C */
-
-/* Slicing by 8: table[0] is the classic byte-wise table of the reflected
- * polynomial 0x82F63B78; table[k][b] is the CRC of byte b followed by k zero
- * bytes, so eight bytes are folded per step. The tables are filled once per
- * process and only read afterwards. */
-static uint32_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  for (uint32_t b = 0; b < 256; b++) {
-    uint32_t c = b;
-    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    crc_table[0][b] = c;
-  }
-  for (uint32_t b = 0; b < 256; b++)
-    for (int t = 1; t < 8; t++)
-      crc_table[t][b] = (crc_table[t - 1][b] >> 8) ^ crc_table[0][crc_table[t - 1][b] & 0xff];
-}
-
-uint32_t ap_crc32c(uint32_t crc, const void *buf, size_t len) {
-  pthread_once(&crc_once, crc_init);
-  const unsigned char *p = buf;
-  uint32_t c = ~crc;
-  while (len >= 8) {
-    uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                       (uint32_t)p[3] << 24);
-    c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
-        crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
-        crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
-    p += 8;
-    len -= 8;
-  }
-  while (len--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
-  return ~c;
-}
-
-/* ------------------------------------------------------- little-endian I/O */
-
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *b, uint64_t v) {
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const unsigned char *b) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-  return v;
-}
 static uint64_t dbits(double x) {
   uint64_t v;
   memcpy(&v, &x, sizeof v);
@@ -234,34 +180,34 @@ static void encode_record(const ap_journal *j, unsigned char *b, const ap_journa
   memcpy(b, REC_MAGIC, 4);
   b[4] = (unsigned char)FORMAT_VERSION;
   b[5] = (unsigned char)r->type;
-  put32(b + 8, (uint32_t)j->L);
-  put32(b + 12, (uint32_t)j->d);
-  put64(b + 16, seq);
-  put64(b + 24, r->decision);
-  put64(b + 32, r->mask_id);
-  put32(b + 40, (uint32_t)r->arm);
-  put64(b + 48, dbits(r->reward));
+  o3m_put_le32(b + 8, (uint32_t)j->L);
+  o3m_put_le32(b + 12, (uint32_t)j->d);
+  o3m_put_le64(b + 16, seq);
+  o3m_put_le64(b + 24, r->decision);
+  o3m_put_le64(b + 32, r->mask_id);
+  o3m_put_le32(b + 40, (uint32_t)r->arm);
+  o3m_put_le64(b + 48, dbits(r->reward));
   if (r->x)
-    for (int i = 0; i < j->d; i++) put64(b + 56 + 8 * (size_t)i, dbits(r->x[i]));
-  put32(b + j->L - 4, ap_crc32c(0, b, j->L - 4));
+    for (int i = 0; i < j->d; i++) o3m_put_le64(b + 56 + 8 * (size_t)i, dbits(r->x[i]));
+  o3m_put_le32(b + j->L - 4, o3m_crc32c(0, b, j->L - 4));
 }
 
 /* 1 if b holds a structurally valid record with a correct CRC. */
 static int record_ok(const ap_journal *j, const unsigned char *b) {
   return !memcmp(b, REC_MAGIC, 4) && b[4] == FORMAT_VERSION &&
          (b[5] == AP_JOURNAL_REWARD || b[5] == AP_JOURNAL_REFACTOR) &&
-         get32(b + 8) == (uint32_t)j->L && get32(b + 12) == (uint32_t)j->d &&
-         get32(b + j->L - 4) == ap_crc32c(0, b, j->L - 4);
+         o3m_get_le32(b + 8) == (uint32_t)j->L && o3m_get_le32(b + 12) == (uint32_t)j->d &&
+         o3m_get_le32(b + j->L - 4) == o3m_crc32c(0, b, j->L - 4);
 }
 
 static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_record *r) {
   r->type = b[5];
-  r->seq = get64(b + 16);
-  r->decision = get64(b + 24);
-  r->mask_id = get64(b + 32);
-  r->arm = (int)(int32_t)get32(b + 40);
-  r->reward = bitsd(get64(b + 48));
-  for (int i = 0; i < j->d; i++) j->xbuf[i] = bitsd(get64(b + 56 + 8 * (size_t)i));
+  r->seq = o3m_get_le64(b + 16);
+  r->decision = o3m_get_le64(b + 24);
+  r->mask_id = o3m_get_le64(b + 32);
+  r->arm = (int)(int32_t)o3m_get_le32(b + 40);
+  r->reward = bitsd(o3m_get_le64(b + 48));
+  for (int i = 0; i < j->d; i++) j->xbuf[i] = bitsd(o3m_get_le64(b + 56 + 8 * (size_t)i));
   r->x = j->xbuf;
 }
 
@@ -270,11 +216,11 @@ static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_reco
 static void encode_seg_header(const ap_journal *j, unsigned char *h, uint64_t first) {
   memset(h, 0, HDR);
   memcpy(h, SEG_MAGIC, 8);
-  put32(h + 8, FORMAT_VERSION);
-  put32(h + 12, (uint32_t)j->d);
-  put64(h + 16, first);
-  put64(h + 24, (uint64_t)wall_ms());
-  put32(h + 60, ap_crc32c(0, h, 60));
+  o3m_put_le32(h + 8, FORMAT_VERSION);
+  o3m_put_le32(h + 12, (uint32_t)j->d);
+  o3m_put_le64(h + 16, first);
+  o3m_put_le64(h + 24, (uint64_t)wall_ms());
+  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
 }
 
 /* Creates segment `first` completely (temporary file, header, fdatasync,
@@ -423,12 +369,12 @@ static int scan(ap_journal *j, const ap_journal_options *opt, int idx0, uint64_t
     uint64_t size = (uint64_t)st.st_size;
     unsigned char h[HDR];
     int hdr_ok = size >= HDR && !pread_all(fd, h, HDR, 0) && !memcmp(h, SEG_MAGIC, 8) &&
-                 get32(h + 8) == FORMAT_VERSION && get32(h + 60) == ap_crc32c(0, h, 60) &&
-                 get64(h + 16) == j->segs[i];
-    if (hdr_ok && get32(h + 12) != (uint32_t)j->d) {
+                 o3m_get_le32(h + 8) == FORMAT_VERSION && o3m_get_le32(h + 60) == o3m_crc32c(0, h, 60) &&
+                 o3m_get_le64(h + 16) == j->segs[i];
+    if (hdr_ok && o3m_get_le32(h + 12) != (uint32_t)j->d) {
       close(fd);
       return o3m_err_set(e, O3M_EDIM, "journal %s/%s: written with d = %u, the policy has "
-                         "d = %d", j->dir, name, (unsigned)get32(h + 12), j->d);
+                         "d = %d", j->dir, name, (unsigned)o3m_get_le32(h + 12), j->d);
     }
     if (!hdr_ok) {
       int after = last ? any_valid_after(j, fd, HDR, size) : 1;
@@ -466,7 +412,7 @@ static int scan(ap_journal *j, const ap_journal_options *opt, int idx0, uint64_t
       for (; k < n; k++) {
         const unsigned char *b = j->buf + k * j->L;
         if (!record_ok(j, b)) break;
-        if (get64(b + 16) != *next) {
+        if (o3m_get_le64(b + 16) != *next) {
           /* Valid data out of sequence is never a torn write. */
           *sp = (stop_point){i, off + k * j->L, *next, 1, "a record out of sequence"};
           break;

@@ -185,9 +185,6 @@ int ap_journal_failed(const ap_journal *j);
 /* Syncs (best effort; a failure is logged) and frees. NULL is accepted. */
 void ap_journal_close(ap_journal *j);
 
-/* CRC32C (Castagnoli polynomial 0x1EDC6F41, reflected), table-driven
- * (slicing by 8). Start with crc = 0; pass the previous result to continue
- * over more data. ap_crc32c(0, "123456789", 9) = 0xE3069283. */
-uint32_t ap_crc32c(uint32_t crc, const void *buf, size_t len);
+
 
 #endif

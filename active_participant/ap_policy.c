@@ -29,6 +29,7 @@
  * from the per-candidate mean and variance, which are invariant, so with the
  * same seed its decisions are equal draw by draw as well. */
 #include "ap_policy.h"
+#include "o3m_bytes.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -391,22 +392,6 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
 #define STATE_BIG_ENDIAN 0
 #endif
 
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *b, uint64_t v) {
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const unsigned char *b) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-  return v;
-}
 static uint64_t dbits(double x) {
   uint64_t v;
   memcpy(&v, &x, sizeof v);
@@ -433,23 +418,23 @@ int ap_policy_n_models(const ap_policy *p) { return p->n_models; }
 static void encode_header(const ap_policy *p, unsigned char *h) {
   memset(h, 0, STATE_HDR);
   memcpy(h, STATE_MAGIC, 8);
-  put32(h + 8, STATE_VERSION);
-  put32(h + 12, STATE_HDR);
-  put32(h + 16, (uint32_t)p->cfg.algo);
-  put32(h + 20, (uint32_t)p->cfg.model);
-  put32(h + 24, (uint32_t)p->d);
-  put32(h + 28, (uint32_t)p->n_models);
-  put32(h + 32, (uint32_t)p->use_chol);
-  put32(h + 36, (uint32_t)p->cfg.refactor_every);
-  put64(h + 40, dbits(p->cfg.lambda));
-  put64(h + 48, p->updates);
+  o3m_put_le32(h + 8, STATE_VERSION);
+  o3m_put_le32(h + 12, STATE_HDR);
+  o3m_put_le32(h + 16, (uint32_t)p->cfg.algo);
+  o3m_put_le32(h + 20, (uint32_t)p->cfg.model);
+  o3m_put_le32(h + 24, (uint32_t)p->d);
+  o3m_put_le32(h + 28, (uint32_t)p->n_models);
+  o3m_put_le32(h + 32, (uint32_t)p->use_chol);
+  o3m_put_le32(h + 36, (uint32_t)p->cfg.refactor_every);
+  o3m_put_le64(h + 40, dbits(p->cfg.lambda));
+  o3m_put_le64(h + 48, p->updates);
   o3m_rng_state st;
   /* The policy's sampler is always a seeded one, so this cannot fail. */
   o3m_rng_state_get(p->rng, &st);
-  for (int i = 0; i < 4; i++) put64(h + 56 + 8 * i, st.s[i]);
-  put64(h + 88, st.have_spare);
-  put64(h + 96, dbits(st.spare));
-  put64(h + 104, (uint64_t)ap_policy_state_size(p));
+  for (int i = 0; i < 4; i++) o3m_put_le64(h + 56 + 8 * i, st.s[i]);
+  o3m_put_le64(h + 88, st.have_spare);
+  o3m_put_le64(h + 96, dbits(st.spare));
+  o3m_put_le64(h + 104, (uint64_t)ap_policy_state_size(p));
 }
 
 /* Checks a header against this policy. On success fills the sampler state
@@ -458,14 +443,14 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
                         uint64_t *updates, o3m_err *e) {
   if (memcmp(h, STATE_MAGIC, 8))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: bad magic");
-  if (get32(h + 8) != STATE_VERSION)
+  if (o3m_get_le32(h + 8) != STATE_VERSION)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: unknown format version %u",
-                       (unsigned)get32(h + 8));
-  if (get32(h + 12) != STATE_HDR)
+                       (unsigned)o3m_get_le32(h + 8));
+  if (o3m_get_le32(h + 12) != STATE_HDR)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: header length %u, expected %u",
-                       (unsigned)get32(h + 12), STATE_HDR);
-  uint32_t algo = get32(h + 16), model = get32(h + 20), d = get32(h + 24), n = get32(h + 28),
-           chol = get32(h + 32);
+                       (unsigned)o3m_get_le32(h + 12), STATE_HDR);
+  uint32_t algo = o3m_get_le32(h + 16), model = o3m_get_le32(h + 20), d = o3m_get_le32(h + 24), n = o3m_get_le32(h + 28),
+           chol = o3m_get_le32(h + 32);
   if (algo != (uint32_t)p->cfg.algo || model != (uint32_t)p->cfg.model)
     return o3m_err_set(e, O3M_EDIM, "policy state: saved by a %s %s policy, this one is %s %s",
                        model == AP_MODEL_DISJOINT ? "disjoint" : "shared",
@@ -480,19 +465,19 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   if (chol != (uint32_t)p->use_chol)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: factor kind %u does not fit the algo",
                        (unsigned)chol);
-  if (get64(h + 40) != dbits(p->cfg.lambda))
+  if (o3m_get_le64(h + 40) != dbits(p->cfg.lambda))
     return o3m_err_set(e, O3M_EDIM, "policy state: lambda = %.17g, this policy has %.17g",
-                       bitsd(get64(h + 40)), p->cfg.lambda);
-  if (get64(h + 104) != (uint64_t)ap_policy_state_size(p))
+                       bitsd(o3m_get_le64(h + 40)), p->cfg.lambda);
+  if (o3m_get_le64(h + 104) != (uint64_t)ap_policy_state_size(p))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: length field %llu, expected %zu",
-                       (unsigned long long)get64(h + 104), ap_policy_state_size(p));
-  for (int i = 0; i < 4; i++) st->s[i] = get64(h + 56 + 8 * i);
-  st->have_spare = get64(h + 88);
-  st->spare = bitsd(get64(h + 96));
+                       (unsigned long long)o3m_get_le64(h + 104), ap_policy_state_size(p));
+  for (int i = 0; i < 4; i++) st->s[i] = o3m_get_le64(h + 56 + 8 * i);
+  st->have_spare = o3m_get_le64(h + 88);
+  st->spare = bitsd(o3m_get_le64(h + 96));
   if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0 ||
       (st->have_spare == 1 && !isfinite(st->spare)))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: invalid sampler state");
-  *updates = get64(h + 48);
+  *updates = o3m_get_le64(h + 48);
   return O3M_OK;
 }
 
@@ -503,7 +488,7 @@ static int sink_doubles(ap_policy_sink sink, void *ctx, const double *a, size_t 
   size_t per = sizeof buf / 8;
   for (size_t i = 0; i < n; i += per) {
     size_t m = n - i < per ? n - i : per;
-    for (size_t k = 0; k < m; k++) put64(buf + 8 * k, dbits(a[i + k]));
+    for (size_t k = 0; k < m; k++) o3m_put_le64(buf + 8 * k, dbits(a[i + k]));
     int rc = sink(ctx, buf, 8 * m);
     if (rc) return rc;
   }
@@ -537,7 +522,7 @@ int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx) {
   size_t n = (size_t)p->n_models, per = sizeof c / 4, cb = counters_bytes(p);
   for (size_t i = 0; i < n; i += per) {
     size_t m = n - i < per ? n - i : per;
-    for (size_t k = 0; k < m; k++) put32(c + 4 * k, (uint32_t)p->since_refactor[i + k]);
+    for (size_t k = 0; k < m; k++) o3m_put_le32(c + 4 * k, (uint32_t)p->since_refactor[i + k]);
     if ((rc = sink(ctx, c, 4 * m))) return rc;
   }
   if (cb > 4 * n) {
@@ -564,7 +549,7 @@ int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err 
     size_t m = n - i < per ? n - i : per;
     if ((rc = src(ctx, c, 4 * m))) return o3m_err_set(e, rc, "policy state: short read");
     for (size_t k = 0; k < m; k++) {
-      int32_t v = (int32_t)get32(c + 4 * k);
+      int32_t v = (int32_t)o3m_get_le32(c + 4 * k);
       if (v < 0)
         return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: negative counter",
                            i + k);
@@ -629,7 +614,7 @@ int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e
   /* Check the counters before anything is written, so a failed import
    * leaves the state as it was. */
   for (size_t i = 0; i < (size_t)p->n_models; i++)
-    if ((int32_t)get32(b + STATE_HDR + 4 * i) < 0)
+    if ((int32_t)o3m_get_le32(b + STATE_HDR + 4 * i) < 0)
       return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: negative counter", i);
   mem_cursor m = {.r = b, .left = len};
   return ap_policy_state_load(p, mem_source, &m, e);

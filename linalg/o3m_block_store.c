@@ -9,6 +9,7 @@
  * held block values or the secret is wiped with explicit_bzero before it is
  * freed. */
 #include "o3m_block_store.h"
+#include "o3m_bytes.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,39 +33,6 @@
 /* What every corruption message ends with. */
 #define BS_RECOVER "the block cannot be fetched again (the mask generator forgets Q); to join a " \
                    "new federation, delete the state_dir of every party"
-
-static void put32(unsigned char *b, uint32_t v) {
-  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static void put64(unsigned char *b, uint64_t v) {
-  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get32(const unsigned char *b) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
-  return v;
-}
-static uint64_t get64(const unsigned char *b) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
-  return v;
-}
-
-/* Bitwise-table CRC32C (reflected polynomial 0x82F63B78). The 1 KiB table is
- * built on the stack per call: the files are small and this runs at start
- * only, and it keeps the module free of global state. */
-uint32_t o3m_block_store_crc32c(uint32_t crc, const void *buf, size_t len) {
-  uint32_t t[256];
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    t[i] = c;
-  }
-  const unsigned char *p = buf;
-  crc = ~crc;
-  while (len--) crc = t[(crc ^ *p++) & 0xffu] ^ (crc >> 8);
-  return ~crc;
-}
 
 const char *o3m_block_store_path(const char *state_dir, char *buf, size_t len) {
   snprintf(buf, len, "%s/%s", state_dir, O3M_BLOCK_STORE_FILE);
@@ -116,25 +84,25 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
   if (!buf) return o3m_err_set(e, O3M_ENOMEM, "block store: out of memory");
 
   memcpy(buf, BS_MAGIC, 8);
-  put32(buf + 8, BS_VERSION);
-  put32(buf + 12, BS_HDR);
-  put64(buf + 16, o3m_block_mask_id(b));
-  put32(buf + 24, (uint32_t)d);
-  put32(buf + 28, (uint32_t)dj);
-  put32(buf + 32, (uint32_t)id->party);
-  put32(buf + 36, (uint32_t)id->col0);
-  put32(buf + 40, (uint32_t)secret_len);
-  put32(buf + 60, o3m_block_store_crc32c(0, buf, 60));
+  o3m_put_le32(buf + 8, BS_VERSION);
+  o3m_put_le32(buf + 12, BS_HDR);
+  o3m_put_le64(buf + 16, o3m_block_mask_id(b));
+  o3m_put_le32(buf + 24, (uint32_t)d);
+  o3m_put_le32(buf + 28, (uint32_t)dj);
+  o3m_put_le32(buf + 32, (uint32_t)id->party);
+  o3m_put_le32(buf + 36, (uint32_t)id->col0);
+  o3m_put_le32(buf + 40, (uint32_t)secret_len);
+  o3m_put_le32(buf + 60, o3m_crc32c(0, buf, 60));
   const double *q = o3m_block_data(b);
   for (size_t i = 0; i < nv; i++) {
     uint64_t bits;
     memcpy(&bits, &q[i], 8);
-    put64(buf + BS_HDR + 8 * i, bits);
+    o3m_put_le64(buf + BS_HDR + 8 * i, bits);
   }
   if (secret_len) memcpy(buf + BS_HDR + 8 * nv, secret, secret_len);
   size_t body = 8 * nv + secret_len;
   unsigned char *t = buf + BS_HDR + body;
-  put32(t, o3m_block_store_crc32c(0, buf + BS_HDR, body));
+  o3m_put_le32(t, o3m_crc32c(0, buf + BS_HDR, body));
   memcpy(t + 8, BS_END, 8);
 
   char path[4096];
@@ -236,30 +204,30 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
   if (rc < 0) return rc;
 
   const char *bad = NULL;
-  uint32_t d = get32(buf + 24), dj = get32(buf + 28), slen = get32(buf + 40);
+  uint32_t d = o3m_get_le32(buf + 24), dj = o3m_get_le32(buf + 28), slen = o3m_get_le32(buf + 40);
   if (memcmp(buf, BS_MAGIC, 8) != 0) bad = "bad magic";
-  else if (get32(buf + 60) != o3m_block_store_crc32c(0, buf, 60)) bad = "header CRC mismatch";
-  else if (get32(buf + 8) != BS_VERSION) bad = "unknown version";
-  else if (get32(buf + 12) != BS_HDR) bad = "bad header length";
+  else if (o3m_get_le32(buf + 60) != o3m_crc32c(0, buf, 60)) bad = "header CRC mismatch";
+  else if (o3m_get_le32(buf + 8) != BS_VERSION) bad = "unknown version";
+  else if (o3m_get_le32(buf + 12) != BS_HDR) bad = "bad header length";
   else if (d < 1 || d > O3M_MAX_DIM || dj < 1 || dj > d || slen > O3M_BLOCK_STORE_SECRET_MAX)
     bad = "impossible shape";
   else if (n != BS_HDR + 8 * (size_t)d * dj + slen + BS_TRAILER) bad = "wrong length (truncated?)";
   size_t nv = (size_t)d * dj, body = 8 * nv + slen;
   if (!bad) {
     const unsigned char *t = buf + BS_HDR + body;
-    if (memcmp(t + 8, BS_END, 8) != 0 || get32(t + 4) != 0) bad = "bad end marker";
-    else if (get32(t) != o3m_block_store_crc32c(0, buf + BS_HDR, body)) bad = "data CRC mismatch";
+    if (memcmp(t + 8, BS_END, 8) != 0 || o3m_get_le32(t + 4) != 0) bad = "bad end marker";
+    else if (o3m_get_le32(t) != o3m_crc32c(0, buf + BS_HDR, body)) bad = "data CRC mismatch";
   }
   if (bad) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (%s); %s", path, bad, BS_RECOVER);
     goto out;
   }
-  if ((int)d != id->d || (int)dj != id->dj || (int)get32(buf + 32) != id->party ||
-      (int)get32(buf + 36) != id->col0) {
+  if ((int)d != id->d || (int)dj != id->dj || (int)o3m_get_le32(buf + 32) != id->party ||
+      (int)o3m_get_le32(buf + 36) != id->col0) {
     rc = o3m_err_set(e, O3M_EDIM, "%s holds the block of party %u (columns %u..%u of d = %u), "
                      "the config gives party %d (columns %d..%d of d = %d): another config or "
-                     "another party's state_dir", path, get32(buf + 32), get32(buf + 36),
-                     get32(buf + 36) + dj - 1, d, id->party, id->col0, id->col0 + id->dj - 1,
+                     "another party's state_dir", path, o3m_get_le32(buf + 32), o3m_get_le32(buf + 36),
+                     o3m_get_le32(buf + 36) + dj - 1, d, id->party, id->col0, id->col0 + id->dj - 1,
                      id->d);
     goto out;
   }
@@ -272,7 +240,7 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
    * buffer, and the bit patterns are little-endian. */
   double *q = (double *)(void *)(buf + BS_HDR);
   for (size_t i = 0; i < nv; i++) {
-    uint64_t bits = get64(buf + BS_HDR + 8 * i);
+    uint64_t bits = o3m_get_le64(buf + BS_HDR + 8 * i);
     memcpy(&q[i], &bits, 8);
     if (!isfinite(q[i])) {
       rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (non-finite value); %s", path,
@@ -280,7 +248,7 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
       goto out;
     }
   }
-  rc = o3m_block_create(out, (int)d, (int)dj, q, get64(buf + 16));
+  rc = o3m_block_create(out, (int)d, (int)dj, q, o3m_get_le64(buf + 16));
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s: cannot build the block", path);
     goto out;

@@ -93,7 +93,6 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
  * into buf (truncated to len). Returns buf. */
 const char *o3m_block_store_path(const char *state_dir, char *buf, size_t len);
 
-/* The CRC32C used by the format (crc = 0 to start; chain for more data). */
-uint32_t o3m_block_store_crc32c(uint32_t crc, const void *buf, size_t len);
+
 
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ap_checkpoint.h"
+#include "o3m_bytes.h"
 #include "fuzz_util.h"
 #include "o3m_log.h"
 
@@ -58,9 +59,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 static void write_checkpoint(uint8_t *f, size_t n, int fix) {
   if (fix && n >= 64) {
-    fuzz_put_le32(f + 60, ap_crc32c(0, f, 60));
+    fuzz_put_le32(f + 60, o3m_crc32c(0, f, 60));
     uint64_t N = fuzz_le64(f + 32);
-    if (N <= n && n - N == 80) fuzz_put_le32(f + 64 + N, ap_crc32c(0, f + 64, N));
+    if (N <= n && n - N == 80) fuzz_put_le32(f + 64 + N, o3m_crc32c(0, f + 64, N));
   }
   uint64_t seq = n >= 24 ? fuzz_le64(f + 16) : 0;
   char name[64];
@@ -70,10 +71,10 @@ static void write_checkpoint(uint8_t *f, size_t n, int fix) {
 
 static void write_segment(uint8_t *seg, size_t n, int fix) {
   if (fix) {
-    if (n >= AP_JOURNAL_SEGMENT_HEADER) fuzz_put_le32(seg + 60, ap_crc32c(0, seg, 60));
+    if (n >= AP_JOURNAL_SEGMENT_HEADER) fuzz_put_le32(seg + 60, o3m_crc32c(0, seg, 60));
     const size_t L = AP_JOURNAL_RECORD_BYTES(D);
     for (size_t off = AP_JOURNAL_SEGMENT_HEADER; off + L <= n; off += L)
-      fuzz_put_le32(seg + off + L - 4, ap_crc32c(0, seg + off, L - 4));
+      fuzz_put_le32(seg + off + L - 4, o3m_crc32c(0, seg + off, L - 4));
   }
   uint64_t first = n >= 24 ? fuzz_le64(seg + 16) : 1;
   char name[64];

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ap_journal.h"
+#include "o3m_bytes.h"
 #include "fuzz_util.h"
 #include "o3m_log.h"
 
@@ -60,10 +61,10 @@ static int on_record(void *ctx, const ap_journal_record *r) {
  * record's at L - 4). */
 static void fix_crcs(uint8_t *seg, size_t n) {
   if (n >= AP_JOURNAL_SEGMENT_HEADER)
-    fuzz_put_le32(seg + 60, ap_crc32c(0, seg, 60));
+    fuzz_put_le32(seg + 60, o3m_crc32c(0, seg, 60));
   const size_t L = AP_JOURNAL_RECORD_BYTES(D);
   for (size_t off = AP_JOURNAL_SEGMENT_HEADER; off + L <= n; off += L)
-    fuzz_put_le32(seg + off + L - 4, ap_crc32c(0, seg + off, L - 4));
+    fuzz_put_le32(seg + off + L - 4, o3m_crc32c(0, seg + off, L - 4));
 }
 
 static void write_segment(uint8_t *seg, size_t n, int fix) {

@@ -1,0 +1,39 @@
+/* o3m_bytes.c -- CRC32C for the on-disk formats (see o3m_bytes.h). */
+#include "o3m_bytes.h"
+
+#include <pthread.h>
+
+/* Slicing by 8: table[0] is the classic byte-wise table of the reflected
+ * polynomial 0x82F63B78; table[k][b] is the CRC of byte b followed by k zero
+ * bytes, so eight bytes are folded per step. The tables are filled once per
+ * process and only read afterwards. */
+static uint32_t crc_table[8][256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+  for (uint32_t b = 0; b < 256; b++) {
+    uint32_t c = b;
+    for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    crc_table[0][b] = c;
+  }
+  for (uint32_t b = 0; b < 256; b++)
+    for (int t = 1; t < 8; t++)
+      crc_table[t][b] = (crc_table[t - 1][b] >> 8) ^ crc_table[0][crc_table[t - 1][b] & 0xff];
+}
+
+uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len) {
+  pthread_once(&crc_once, crc_init);
+  const unsigned char *p = buf;
+  uint32_t c = ~crc;
+  while (len >= 8) {
+    uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                       (uint32_t)p[3] << 24);
+    c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+        crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^ crc_table[3][p[4]] ^
+        crc_table[2][p[5]] ^ crc_table[1][p[6]] ^ crc_table[0][p[7]];
+    p += 8;
+    len -= 8;
+  }
+  while (len--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
+  return ~c;
+}

@@ -1,0 +1,37 @@
+/* o3m_bytes.h -- byte-level encoding shared by O3M's on-disk formats.
+ *
+ * The reward journal, the checkpoints, the policy state image and the stored
+ * mask blocks are all little-endian with CRC32C checksums; this header is the
+ * one place for both, so the formats cannot drift apart. */
+#ifndef O3M_BYTES_H
+#define O3M_BYTES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+static inline void o3m_put_le32(unsigned char *b, uint32_t v) {
+  for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline void o3m_put_le64(unsigned char *b, uint64_t v) {
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t o3m_get_le32(const unsigned char *b) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)b[i] << (8 * i);
+  return v;
+}
+
+static inline uint64_t o3m_get_le64(const unsigned char *b) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+  return v;
+}
+
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) of buf, continuing
+ * from crc (0 to start); pass a previous result to extend it over more data.
+ * o3m_crc32c(0, "123456789", 9) = 0xE3069283. Thread-safe. */
+uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len);
+
+#endif
