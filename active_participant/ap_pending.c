@@ -23,6 +23,15 @@ struct ap_pending {
   ap_pending_stats st;
 };
 
+/* Writes one byte per page through a volatile pointer (a plain memset of
+ * zeros after malloc may be turned into calloc, which maps pages lazily).
+ * The buffers are zero or overwritten before use either way. */
+static void prefault(void *p, size_t n) {
+  volatile unsigned char *v = p;
+  for (size_t i = 0; i < n; i += 4096) v[i] = 0;
+  if (n) v[n - 1] = 0;
+}
+
 int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms, uint64_t base) {
   *out = NULL;
   if (capacity < 1 || d < 1 || expiry_ms < 1) return O3M_EINVAL;
@@ -34,6 +43,11 @@ int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms, 
     ap_pending_destroy(t);
     return O3M_ENOMEM;
   }
+  /* Touch every page now: the ring fills up over the first `capacity`
+   * decisions, and memory the process will need anyway should be resident
+   * (and fail) at start, not grow under load. */
+  prefault(t->slots, sizeof *t->slots * (size_t)capacity);
+  prefault(t->x, sizeof(double) * (size_t)capacity * d);
   t->capacity = capacity;
   t->d = d;
   t->expiry_ms = expiry_ms;
