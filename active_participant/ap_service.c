@@ -14,6 +14,7 @@
  * answered) and point the reply into the service's own storage, so a round
  * allocates nothing in this module. */
 #include "ap_service.h"
+#include "o3m_daemon.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -1342,19 +1343,7 @@ fail:
 }
 
 int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *e) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return o3m_err_set(e, O3M_EINVAL, "ready file path too long");
-  FILE *f = fopen(tmp, "w");
-  if (!f) return o3m_err_set(e, O3M_EIO, "%s: %s", tmp, strerror(errno));
-  int ok = fprintf(f, "%d\n", ap_service_port(s)) > 0;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    int err = errno;
-    unlink(tmp);
-    return o3m_err_set(e, O3M_EIO, "%s: %s", path, strerror(err));
-  }
-  return 0;
+  return o3m_daemon_write_ready_file(path, ap_service_port(s), e);
 }
 
 int ap_service_run(ap_service *s) {

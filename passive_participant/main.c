@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "o3m_config.h"
+#include "o3m_daemon.h"
 #include "o3m_log.h"
 #include "o3m_rpc.h"
 #include "pp_features.h"
@@ -67,22 +68,6 @@ __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, PROG ": %s\n", msg);
   return 1;
-}
-
-/* Writes "PORT\n" to path through a temporary file and a rename, so that a
- * reader never sees a partial file. */
-static int write_ready_file(const char *path, int port) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  int bad = fprintf(f, "%d\n", port) < 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
 }
 
 /* A TLS file named by a config key must be readable. */
@@ -209,8 +194,9 @@ int main(int argc, char **argv) {
                pp_service_party(svc), pp_service_party_dim(svc), pp_features_n_users(ft),
                pp_features_user_cols(ft), pp_features_n_items(ft), pp_features_item_cols(ft),
                pp_service_dim(svc), pp_service_mask_id(svc), pp_service_max_candidates(svc));
-  if (ready_file && write_ready_file(ready_file, port) < 0) {
-    fail("--ready-file %s: %s", ready_file, strerror(errno));
+  o3m_err rerr;
+  if (ready_file && o3m_daemon_write_ready_file(ready_file, port, &rerr) < 0) {
+    fail("--ready-file: %s", o3m_err_message(&rerr));
     goto out;
   }
   o3m_rpc_server_run(srv);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "o3m_config.h"
+#include "o3m_daemon.h"
 #include "o3m_log.h"
 #include "o3m_rpc.h"
 #include "pmg_service.h"
@@ -59,22 +60,6 @@ __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, PROG ": %s\n", msg);
   return 1;
-}
-
-/* Writes "PORT\n" to path through a temporary file and a rename, so that a
- * reader never sees a partial file. */
-static int write_ready_file(const char *path, int port) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) return -1;
-  FILE *f = fopen(tmp, "w");
-  if (!f) return -1;
-  int bad = fprintf(f, "%d\n", port) < 0;
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    unlink(tmp);
-    return -1;
-  }
-  return 0;
 }
 
 /* A TLS file named by a config key must be readable. */
@@ -207,8 +192,9 @@ int main(int argc, char **argv) {
   o3m_log_info("serving %s (port %d) with %s: d = %d over %d parties, mask %016" PRIx64,
                me->address, port, opt.insecure ? "PLAINTEXT" : "mutual TLS",
                pmg_service_dim(svc), st.parties, pmg_service_mask_id(svc));
-  if (ready_file && write_ready_file(ready_file, port) < 0) {
-    fail("--ready-file %s: %s", ready_file, strerror(errno));
+  o3m_err rerr;
+  if (ready_file && o3m_daemon_write_ready_file(ready_file, port, &rerr) < 0) {
+    fail("--ready-file: %s", o3m_err_message(&rerr));
     goto out;
   }
   o3m_rpc_server_run(srv);
