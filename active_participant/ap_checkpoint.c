@@ -78,53 +78,6 @@ static void ck_name(char *out, uint64_t seq, const char *ext) {
   snprintf(out, NAME_LEN, "ap-ckpt-%016" PRIx64 "%s", seq, ext);
 }
 
-/* Parses "ap-ckpt-<16 hex>.ckpt" exactly. */
-static int parse_ck_name(const char *name, uint64_t *seq) {
-  static const char pre[] = "ap-ckpt-";
-  size_t pl = sizeof pre - 1;
-  if (strncmp(name, pre, pl) || strlen(name) != pl + 16 + 5 || strcmp(name + pl + 16, ".ckpt"))
-    return 0;
-  uint64_t v = 0;
-  for (int i = 0; i < 16; i++) {
-    char ch = name[pl + i];
-    int h = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-    if (h < 0) return 0;
-    v = v << 4 | (uint64_t)h;
-  }
-  *seq = v;
-  return 1;
-}
-
-static int write_all(int fd, const void *buf, size_t len) {
-  const unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Reads exactly len bytes; -1 on an error or a premature end of file. */
-static int read_all(int fd, void *buf, size_t len) {
-  unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t r = read(fd, p, len);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (r == 0) return -1;
-    p += r;
-    len -= (size_t)r;
-  }
-  return 0;
-}
-
 static int cmp_desc(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x > y ? -1 : x < y;
@@ -154,7 +107,7 @@ static int list_ckpts(int dirfd, int clean_tmp, uint64_t **out, int *n) {
       unlinkat(dirfd, de->d_name, 0);
       continue;
     }
-    if (!parse_ck_name(de->d_name, &seq)) continue;
+    if (!o3m_parse_seq_name(de->d_name, "ap-ckpt-", ".ckpt", &seq)) continue;
     if (cnt == cap) {
       int nc = cap ? 2 * cap : 8;
       uint64_t *na = realloc(a, sizeof *a * (size_t)nc);
@@ -190,7 +143,7 @@ typedef struct file_source {
 static int file_read(void *ctx, void *buf, size_t len) {
   file_source *fs = ctx;
   if (len > fs->left) return O3M_ECORRUPT;
-  if (read_all(fs->fd, buf, len)) return O3M_EIO;
+  if (o3m_read_full(fs->fd, buf, len)) return O3M_EIO;
   fs->left -= len;
   return O3M_OK;
 }
@@ -214,7 +167,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     goto out;
   }
   uint64_t size = (uint64_t)st.st_size;
-  if (size < CK_HDR + CK_TRAILER || read_all(fd, h, CK_HDR) || memcmp(h, CK_MAGIC, 8) ||
+  if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) || memcmp(h, CK_MAGIC, 8) ||
       o3m_get_le32(h + 8) != CK_VERSION || o3m_get_le32(h + 12) != CK_HDR ||
       o3m_get_le32(h + 60) != o3m_crc32c(0, h, 60)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
@@ -230,14 +183,14 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
   uint32_t crc = 0;
   for (uint64_t left = n; left > 0;) {
     size_t k = left < IO_BYTES ? (size_t)left : IO_BYTES;
-    if (read_all(fd, c->io, k)) {
+    if (o3m_read_full(fd, c->io, k)) {
       rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: read error", c->dir, name);
       goto out;
     }
     crc = o3m_crc32c(crc, c->io, k);
     left -= k;
   }
-  if (read_all(fd, t, CK_TRAILER) || o3m_get_le32(t) != crc || memcmp(t + 8, CK_END, 8)) {
+  if (o3m_read_full(fd, t, CK_TRAILER) || o3m_get_le32(t) != crc || memcmp(t + 8, CK_END, 8)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: checksum mismatch", c->dir, name);
     goto out;
   }
@@ -274,7 +227,7 @@ typedef struct file_sink {
 } file_sink;
 
 static int sink_flush(file_sink *s) {
-  if (s->fill && write_all(s->fd, s->c->io, s->fill)) return O3M_EIO;
+  if (s->fill && o3m_write_full(s->fd, s->c->io, s->fill)) return O3M_EIO;
   s->fill = 0;
   return O3M_OK;
 }
@@ -289,7 +242,7 @@ static int file_write(void *ctx, const void *buf, size_t len) {
     return O3M_OK;
   }
   if (sink_flush(s)) return O3M_EIO;
-  if (len >= IO_BYTES) return write_all(s->fd, buf, len) ? O3M_EIO : O3M_OK;
+  if (len >= IO_BYTES) return o3m_write_full(s->fd, buf, len) ? O3M_EIO : O3M_OK;
   memcpy(s->c->io, buf, len);
   s->fill = len;
   return O3M_OK;
@@ -317,14 +270,14 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
     return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot create: %s", c->dir, tmp,
                        strerror(errno));
   file_sink s = {c, fd, 0, 0, 0};
-  int rc = write_all(fd, h, CK_HDR) ? O3M_EIO : O3M_OK;
+  int rc = o3m_write_full(fd, h, CK_HDR) ? O3M_EIO : O3M_OK;
   if (!rc) rc = ap_policy_state_save(c->p, file_write, &s);
   if (!rc) rc = sink_flush(&s);
   if (!rc) {
     memset(t, 0, sizeof t);
     o3m_put_le32(t, s.crc);
     memcpy(t + 8, CK_END, 8);
-    if (s.written != n || write_all(fd, t, CK_TRAILER) || fsync(fd)) rc = O3M_EIO;
+    if (s.written != n || o3m_write_full(fd, t, CK_TRAILER) || fsync(fd)) rc = O3M_EIO;
   }
   int err = errno;
   if (close(fd) && !rc) rc = O3M_EIO;

@@ -73,37 +73,6 @@ static void seg_name(char *out, uint64_t first, const char *suffix) {
   snprintf(out, NAME_MAX_LEN, "ap-journal-%016" PRIx64 ".wal%s", first, suffix);
 }
 
-/* Parses "ap-journal-<16 hex>.wal" exactly. */
-static int parse_seg_name(const char *name, uint64_t *first) {
-  static const char pre[] = "ap-journal-";
-  size_t pl = sizeof pre - 1;
-  if (strncmp(name, pre, pl) || strlen(name) != pl + 16 + 4 || strcmp(name + pl + 16, ".wal"))
-    return 0;
-  uint64_t v = 0;
-  for (int i = 0; i < 16; i++) {
-    char c = name[pl + i];
-    int h = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (h < 0) return 0;
-    v = v << 4 | (uint64_t)h;
-  }
-  *first = v;
-  return 1;
-}
-
-static int write_all(int fd, const void *buf, size_t len) {
-  const unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Reads exactly len bytes at off; -1 on error or end of file. */
 static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
   unsigned char *p = buf;
@@ -164,7 +133,7 @@ static int list_segments(ap_journal *j, o3m_err *e) {
       unlinkat(j->dirfd, de->d_name, 0);
       continue;
     }
-    if (parse_seg_name(de->d_name, &first)) rc = push_seg(j, first);
+    if (o3m_parse_seq_name(de->d_name, "ap-journal-", ".wal", &first)) rc = push_seg(j, first);
   }
   closedir(dh);
   if (rc) return o3m_err_set(e, rc, "journal %s: out of memory", j->dir);
@@ -237,7 +206,7 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
   if (f < 0)
     return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot create: %s", j->dir, tmp,
                        strerror(errno));
-  if (write_all(f, h, HDR) || fdatasync(f)) {
+  if (o3m_write_full(f, h, HDR) || fdatasync(f)) {
     int err = errno;
     close(f);
     unlinkat(j->dirfd, tmp, 0);
@@ -317,7 +286,7 @@ static int copy_aside(ap_journal *j, int fd, const char *name, uint64_t off, uin
                        strerror(errno));
   while (off < size) {
     size_t n = size - off < j->cap ? (size_t)(size - off) : j->cap;
-    if (pread_all(fd, j->buf, n, off) || write_all(o, j->buf, n)) {
+    if (pread_all(fd, j->buf, n, off) || o3m_write_full(o, j->buf, n)) {
       int err = errno;
       close(o);
       return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot copy: %s", j->dir, out,
@@ -646,7 +615,7 @@ fail:
 
 static int flush(ap_journal *j) {
   if (j->fill == 0) return O3M_OK;
-  if (write_all(j->fd, j->buf, j->fill)) {
+  if (o3m_write_full(j->fd, j->buf, j->fill)) {
     o3m_log_error("journal %s: write failed: %s", j->dir, strerror(errno));
     j->failed = O3M_EIO;
     return O3M_EIO;

@@ -1,7 +1,11 @@
-/* o3m_bytes.c -- CRC32C for the on-disk formats (see o3m_bytes.h). */
+/* o3m_bytes.c -- CRC32C, whole-buffer I/O and numbered file names for the
+ * on-disk formats (see o3m_bytes.h). */
 #include "o3m_bytes.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <string.h>
+#include <unistd.h>
 
 /* Slicing by 8: table[0] is the classic byte-wise table of the reflected
  * polynomial 0x82F63B78; table[k][b] is the CRC of byte b followed by k zero
@@ -36,4 +40,49 @@ uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len) {
   }
   while (len--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xff];
   return ~c;
+}
+
+int o3m_write_full(int fd, const void *buf, size_t len) {
+  const unsigned char *p = buf;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
+int o3m_read_full(int fd, void *buf, size_t len) {
+  unsigned char *p = buf;
+  while (len > 0) {
+    ssize_t r = read(fd, p, len);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    if (r == 0) return -1;
+    p += r;
+    len -= (size_t)r;
+  }
+  return 0;
+}
+
+int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,
+                       uint64_t *seq) {
+  size_t pl = strlen(prefix), sl = strlen(suffix);
+  if (strncmp(name, prefix, pl) || strlen(name) != pl + 16 + sl || strcmp(name + pl + 16, suffix))
+    return 0;
+  uint64_t v = 0;
+  for (int i = 0; i < 16; i++) {
+    char ch = name[pl + i];
+    int h = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+    if (h < 0) return 0;
+    v = v << 4 | (uint64_t)h;
+  }
+  *seq = v;
+  return 1;
 }

@@ -1,8 +1,10 @@
-/* o3m_bytes.h -- byte-level encoding shared by O3M's on-disk formats.
+/* o3m_bytes.h -- what O3M's on-disk formats share.
  *
  * The reward journal, the checkpoints, the policy state image and the stored
- * mask blocks are all little-endian with CRC32C checksums; this header is the
- * one place for both, so the formats cannot drift apart. */
+ * mask blocks are all little-endian with CRC32C checksums, written and read
+ * whole, and the numbered files are named <prefix><16 hex digits><suffix>;
+ * this header is the one place for all of it, so the formats cannot drift
+ * apart. */
 #ifndef O3M_BYTES_H
 #define O3M_BYTES_H
 
@@ -33,5 +35,18 @@ static inline uint64_t o3m_get_le64(const unsigned char *b) {
  * from crc (0 to start); pass a previous result to extend it over more data.
  * o3m_crc32c(0, "123456789", 9) = 0xE3069283. Thread-safe. */
 uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Writes all len bytes to fd, retrying short writes and EINTR. 0, or -1 with
+ * errno set. */
+int o3m_write_full(int fd, const void *buf, size_t len);
+
+/* Reads exactly len bytes from fd, retrying short reads and EINTR. 0, or -1
+ * on an error (errno set) or an end of file before len bytes. */
+int o3m_read_full(int fd, void *buf, size_t len);
+
+/* 1 and *seq if name is exactly prefix, 16 lowercase hex digits, suffix
+ * ("ap-journal-00000000000000a1.wal"); 0 otherwise. */
+int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,
+                       uint64_t *seq);
 
 #endif
