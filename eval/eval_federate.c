@@ -209,8 +209,17 @@ int eval_gen_federation_main(int argc, char **argv) {
   const char *names[1 + 8];
   names[0] = "pmg";
   for (int j = 0; j < part.m; j++) names[1 + j] = j == 0 ? "shop" : passive_names[j - 1];
+  int ports[1 + 8];
   for (int p = 0; p <= part.m; p++) {
-    int port = free_port();
+    /* Port 0 may hand out the same free port twice in a row; the config
+     * would then be refused, so a port already given to a party is skipped. */
+    int port, dup;
+    do {
+      port = free_port();
+      dup = 0;
+      for (int q = 0; q < p; q++) dup |= ports[q] == port;
+    } while (dup && port >= 0);
+    ports[p] = port;
     if (port < 0) {
       fclose(f);
       fprintf(stderr, "o3m-eval: no free port on 127.0.0.1\n");

@@ -52,16 +52,27 @@ void fed_make_certs(const char *subdir, const char *names) {
 }
 
 int fed_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert_geq(fd, 0);
-  struct sockaddr_in a = {0};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-  socklen_t len = sizeof a;
-  cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
+  /* Binding port 0 twice in a row can return the same port once the first
+   * socket is closed, and a config with two parties on one port is refused;
+   * so a port handed out recently by this process is never handed out again. */
+  static int recent[32];
+  static int n_recent;
+  for (;;) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    int port = ntohs(a.sin_port), seen = 0;
+    for (int i = 0; i < n_recent && i < 32; i++) seen |= recent[i] == port;
+    if (seen) continue;
+    recent[n_recent++ % 32] = port;
+    return port;
+  }
 }
 
 const char *fed_write(const char *name, const char *text) {

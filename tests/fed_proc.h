@@ -31,7 +31,8 @@ const char *fed_dir(void);
  * relative to it); names is a space-separated list. */
 void fed_make_certs(const char *subdir, const char *names);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago. */
+/* A TCP port on 127.0.0.1 that was free a moment ago and that this process
+ * has not handed out among its last 32 calls. */
 int fed_free_port(void);
 
 /* Writes text to fed_dir()/name and returns the full path (static storage

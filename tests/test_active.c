@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "ap_client.h"
+#include "fed_proc.h"
 #include "ap_policy.h"
 #include "o3m.pb-c.h"
 #include "o3m_mask.h"
@@ -85,20 +86,6 @@ static double now_s(void) {
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
-}
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert(ge(int, fd, 0));
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  cr_assert(eq(int, bind(fd, (struct sockaddr *)&a, sizeof a), 0));
-  socklen_t len = sizeof a;
-  cr_assert(eq(int, getsockname(fd, (struct sockaddr *)&a, &len), 0));
-  close(fd);
-  return ntohs(a.sin_port);
 }
 
 static const char *path_in(const char *name) {
@@ -287,7 +274,7 @@ static void fed_prepare(const char *policy) {
   snprintf(cmd, sizeof cmd, "%s %s/certs pmg ap pp1 pp2 client", MAKE_CERTS, work);
   cr_assert(eq(int, system(cmd), 0), "make-certs.sh failed");
   write_tables();
-  for (int p = 0; p < N_PROC; p++) port[p] = free_port();
+  for (int p = 0; p < N_PROC; p++) port[p] = fed_free_port();
   write_config(policy);
   char seed[64];
   snprintf(seed, sizeof seed, "--mask-seed-insecure %d --keep-mask", MASK_SEED);
