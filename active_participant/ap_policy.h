@@ -112,16 +112,17 @@ uint64_t ap_policy_updates(const ap_policy *p);
  * ap_checkpoint.h, ap_journal.h).
  *
  * The state image is everything that determines the policy's future
- * behaviour, bit for bit: per model Lambda, the factor (Ainv or U), u, theta
- * and the updates-since-refactorization counter, plus the update counter and
- * the sampler state. Workspaces are not part of it. Two policies whose
+ * behaviour, bit for bit: per model Lambda (its stored part and the rows
+ * still held for the next block update, see ap_policy.c), the factor (Ainv
+ * or U), u, theta and the updates-since-refactorization counter, plus the
+ * update counter and the sampler state. Workspaces are not part of it. Two policies whose
  * images are equal byte for byte make the same decisions and the same
  * updates from then on. The image is little-endian on every host:
  *
  *   off  size  field
  *     0     8  magic "O3MPOLST"
- *     8     4  format version (1)
- *    12     4  header length (112)
+ *     8     4  format version (2)
+ *    12     4  header length (120)
  *    16     4  algo (1 linucb, 2 lints)
  *    20     4  model (1 shared, 2 disjoint)
  *    24     4  d
@@ -134,13 +135,23 @@ uint64_t ap_policy_updates(const ap_policy *p);
  *    88     8  sampler: 1 if a Gaussian is cached, else 0
  *    96     8  sampler: the cached Gaussian (binary64; 0 when none)
  *   104     8  total image length in bytes
- *   112        since_refactor: n_models int32, zero-padded to 8 bytes
- *              Lambda  n_models x d x d binary64, row-major, whole arrays
+ *   112     4  B, rows per Lambda block (16)
+ *   116     4  reserved, 0
+ *   120        since_refactor: n_models int32
+ *              n_held: n_models int32, each 0..B-1
+ *              Lambda  n_models x d x d binary64, row-major, whole arrays,
+ *                      without the held rows
  *              factor  n_models x d x d binary64 (Ainv or U)
  *              u       n_models x d binary64
  *              theta   n_models x d binary64
+ *              held    n_models x B x d binary64: model m's first n_held[m]
+ *                      rows are observations not yet added to Lambda; the
+ *                      rest are zero
  *
- * Import checks the structure (magic, version, lengths, counters, sampler)
+ * Version 1 (no held rows) is refused: the project has no deployments that
+ * wrote it.
+ *
+ * Import checks the structure (magic, version, lengths, B, counters, sampler)
  * and that algo, model, d, n_models, the factor kind and lambda equal this
  * policy's config; it does NOT check the numbers (non-finite values, a
  * broken factor): run ap_policy_health_check() afterwards if the source is
@@ -156,7 +167,7 @@ int ap_policy_state_export(const ap_policy *p, void *buf, size_t len);
 
 /* Replaces the state with the image in buf[0..len). On any error the state
  * is unchanged: O3M_ECORRUPT for a malformed image (bad magic, version,
- * length, negative counter, invalid sampler state), O3M_EDIM for an image of
+ * length, B, a counter out of range, invalid sampler state), O3M_EDIM for an image of
  * a differently configured policy (the message names the field). */
 int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e);
 
@@ -202,9 +213,11 @@ typedef struct ap_policy_health {
 #define AP_POLICY_HEALTH_DEEP 1
 
 /* Checks every model without changing the state (only workspaces are
- * written, so not on a const policy). Per model, in O(d^2):
- *   - Lambda (upper triangle) and u are finite and diag(Lambda) >= lambda
- *     (both hold exactly by construction: sums of nonnegative terms);
+ * written, so not on a const policy). Lambda means the whole of it, held
+ * rows included. Per model, in O(d^2):
+ *   - Lambda (upper triangle and held rows) and u are finite and
+ *     diag(Lambda) >= lambda (both hold exactly by construction: sums of
+ *     nonnegative terms);
  *   - the factor (upper triangle) and theta are finite, its diagonal is
  *     positive;
  *   - the factor agrees with Lambda on a fixed probe vector p:

@@ -73,6 +73,13 @@ static inline void o3m_syr(int d, double alpha, const double *x, double *A) {
   cblas_dsyr(CblasRowMajor, CblasUpper, d, alpha, x, 1, A, d);
 }
 
+/* C += alpha A^T A, C symmetric d x d (upper triangle written), A is k x d:
+ * the k rank-one updates alpha a_i a_i^T of A's rows as one BLAS-3 call.
+ * For k >= 8 this costs a third to a fifth of k o3m_syr calls. */
+static inline void o3m_syrk_t(int d, int k, double alpha, const double *A, double *C) {
+  cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, d, k, alpha, A, d, 1.0, C, d);
+}
+
 /* C = alpha A B + beta C; A is m x k, B is k x n, C is m x n */
 static inline void o3m_gemm(int m, int n, int k, double alpha, const double *A, const double *B,
                             double beta, double *C) {

@@ -197,7 +197,8 @@ Test(checkpoint, state_export_import_round_trip_and_checks) {
   cr_assert_eq(ap_policy_choose(a, 3, z, arms, &ch, NULL), O3M_OK); /* a cached Gaussian */
   size_t len;
   unsigned char *img = export_state(a, &len);
-  cr_assert_eq(len, 112 + 24 + 8 * (2 * 6 * 144 + 2 * 6 * 12));
+  /* header, two counter blocks, Lambda and factor, u and theta, held rows */
+  cr_assert_eq(len, 120 + 48 + 8 * (2 * 6 * 144 + 2 * 6 * 12 + 6 * 16 * 12));
   cr_assert_eq(ap_policy_state_import(b, img, len, NULL), O3M_OK);
   assert_same_state(a, b, "import");
   /* The imported policy behaves identically, sampler included. */
@@ -221,7 +222,14 @@ Test(checkpoint, state_export_import_round_trip_and_checks) {
   memset(bad + 56, 0, 32); /* an all-zero xoshiro state */
   cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   memcpy(bad, img, len);
-  bad[112 + 3] = 0x80; /* since_refactor[0] < 0 */
+  bad[120 + 3] = 0x80; /* since_refactor[0] < 0 */
+  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  memcpy(bad, img, len);
+  bad[120 + 24 + 4 * 5] = 16; /* n_held[5] = 16, not below the block size */
+  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  cr_assert(strstr(e.msg, "model 5: held-row count"), "%s", e.msg);
+  memcpy(bad, img, len);
+  bad[112] = 8; /* another block size */
   cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   size_t la;
   unsigned char *after = export_state(b, &la);
@@ -301,7 +309,7 @@ static void recovery_case(ap_algo algo, ap_model_kind model) {
   char p200[512], p120[512], bad[600];
   ck_path(p200, sizeof p200, 200, ".ckpt");
   ck_path(p120, sizeof p120, 120, ".ckpt");
-  flip_byte(p200, 64 + 112 + 1000); /* inside Lambda */
+  flip_byte(p200, 64 + 120 + 1000); /* inside Lambda */
   ap_policy *rec2 = make_policy(&c);
   ck = open_ck(rec2, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoints_rejected, 1);
@@ -498,16 +506,19 @@ Test(checkpoint, journal_and_checkpoints_stay_bounded) {
 /* ------------------------------------------------------ numerical health */
 
 /* Pointer to element (i, j) of array `which` (0 Lambda, 1 factor, 2 u,
- * 3 theta; j ignored for vectors) of model m inside a state image. */
+ * 3 theta, j ignored for vectors; 4 held rows, row i) of model m inside a
+ * state image. */
 static double *elem(unsigned char *img, const ap_policy *p, int which, int m, int i, int j) {
   const ap_policy_config *c = ap_policy_config_of(p);
   size_t n = (size_t)ap_policy_n_models(p), d = (size_t)c->d;
-  size_t off = 112 + ((n * 4 + 7) & ~(size_t)7);
+  size_t off = 120 + 8 * n; /* header, since_refactor and n_held */
   size_t mat = n * d * d, vec = n * d;
   if (which >= 1) off += 8 * mat;
   if (which >= 2) off += 8 * mat;
   if (which >= 3) off += 8 * vec;
-  if (which <= 1) off += 8 * ((size_t)m * d * d + (size_t)i * d + (size_t)j);
+  if (which >= 4) off += 8 * vec;
+  if (which == 4) off += 8 * ((size_t)m * 16 * d + (size_t)i * d + (size_t)j);
+  else if (which <= 1) off += 8 * ((size_t)m * d * d + (size_t)i * d + (size_t)j);
   else off += 8 * ((size_t)m * d + (size_t)i);
   return (double *)(img + off);
 }
@@ -572,6 +583,16 @@ static void health_case(ap_algo algo, ap_model_kind model) {
   corrupt_case(b, a, 0, m, 0, 3, NAN, 0, O3M_ECORRUPT);           /* Lambda NaN */
   corrupt_case(b, a, 0, m, 4, 4, 0.5, 0, O3M_ECORRUPT);           /* diag below lambda */
   corrupt_case(b, a, 2, m, 1, 0, NAN, 0, O3M_ECORRUPT);           /* u NaN */
+  {
+    /* A held row (an observation not yet added to Lambda) that is not
+     * finite is damage to Lambda. The model must hold a row for this. */
+    size_t l;
+    unsigned char *im = export_state(a, &l);
+    size_t n = (size_t)ap_policy_n_models(a);
+    cr_assert_gt(im[120 + 4 * n + 4 * (size_t)m], 0, "model %d holds no row", m);
+    free(im);
+    corrupt_case(b, a, 4, m, 0, 2, INFINITY, 0, O3M_ECORRUPT);
+  }
 
   /* A repaired policy equals the healthy one after the same exact
    * refactorization, bit for bit: nothing acknowledged is lost. */

@@ -64,15 +64,12 @@ static int exports_as(int i, const uint8_t *want, size_t n) {
   return memcmp(g_buf, want, n) == 0;
 }
 
-/* Import ignores three header fields: refactor_every (informational, the
- * policy keeps its own, as ap_policy.h says), and two whose value the format
- * fixes: the zero padding after the since_refactor counters (up to the next
- * multiple of 8) and the cached Gaussian when none is cached (0). The round
- * trip is compared with those set as export writes them. */
+/* Import ignores two header fields: refactor_every (informational, the
+ * policy keeps its own, as ap_policy.h says), and one whose value the format
+ * fixes: the cached Gaussian when none is cached (0). The round trip is
+ * compared with those set as export writes them. */
 static void canonical_padding(int i, uint8_t *img) {
   memcpy(img + 36, g_fresh[i] + 36, 4);
-  size_t m = (size_t)ap_policy_n_models(g_pol[i]);
-  for (size_t k = 112 + 4 * m; k < 112 + (4 * m + 7) / 8 * 8; k++) img[k] = 0;
   if (fuzz_le64(img + 88) == 0) memset(img + 96, 0, 8);
 }
 
@@ -103,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!img) fuzz_die("malloc");
   size_t n = size - 1;
   memcpy(img, data + 1, n);
-  if ((data[0] & 4) && n >= 112)
+  if ((data[0] & 4) && n >= 120)
     for (int k = 0; k < 8; k++) img[104 + k] = (uint8_t)((uint64_t)n >> (8 * k));
 
   /* Every input starts from the fresh state. */
