@@ -30,6 +30,19 @@
  * flushes happen at the same updates after a restart and recovery stays bit
  * for bit exact.
  *
+ * The chosen candidate's w (disjoint models): choosing computes w_k =
+ * Ainv_a x_k for every candidate, and the update that usually follows
+ * (o3m-eval, replay, a reward arriving before the next decision) needs w =
+ * Ainv_a x again for the chosen one. choose keeps a copy of the chosen
+ * candidate's x, arm and w; update uses that w instead of a second dsymv
+ * when its arm and x (compared bit for bit) are the kept ones and nothing
+ * has changed the state in between (any update, import, reset or
+ * refactorization forgets it). Both products are the same dsymv call on the
+ * same Ainv and x, so the update is bit for bit the one it would be
+ * otherwise; recovery, which replays updates without choosing, stays exact.
+ * test_policy pins this, including x at other addresses than the
+ * candidate's row.
+ *
  * Why masking changes nothing: with x~ = Q x and Q orthogonal, Lambda~ =
  * Q Lambda Q^T, Ainv~ = Q Ainv Q^T, theta~ = Q theta, so x~^T theta~ =
  * x^T theta and x~^T Ainv~ x~ = x^T Ainv x exactly, and in floating point up
@@ -77,6 +90,9 @@ struct ap_policy {
   double *score; /* max_candidates */
   double *z;     /* max(d, max_candidates) */
   double *work;  /* d */
+  /* the chosen candidate's x and w = Ainv_a x (disjoint; see above) */
+  double *kept_x, *kept_w;
+  int kept_arm; /* -1: nothing kept */
 };
 
 void ap_policy_config_default(ap_policy_config *cfg) {
@@ -220,7 +236,10 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   p->score = malloc(kmax * sizeof(double));
   p->z = malloc(zlen * sizeof(double));
   p->work = malloc(d * sizeof(double));
-  if (!p->lambda_m || !p->held || !p->n_held || !p->fac || !p->u || !p->theta || !p->since_refactor || !p->W ||
+  p->kept_x = malloc(d * sizeof(double));
+  p->kept_w = malloc(d * sizeof(double));
+  p->kept_arm = -1;
+  if (!p->kept_x || !p->kept_w ||!p->lambda_m || !p->held || !p->n_held || !p->fac || !p->u || !p->theta || !p->since_refactor || !p->W ||
       !p->mean || !p->var || !p->score || !p->z || !p->work) {
     ap_policy_destroy(p);
     return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory for d = %zu, %zu models", d, n);
@@ -255,6 +274,8 @@ void ap_policy_destroy(ap_policy *p) {
   free(p->score);
   free(p->z);
   free(p->work);
+  free(p->kept_x);
+  free(p->kept_w);
   free(p);
 }
 
@@ -299,9 +320,10 @@ static void compute_stats(ap_policy *p, int K, const double *X, const int *arms,
   for (int k = 0; k < K; k++) {
     int a = arms ? arms[k] : k;
     const double *x = X + (size_t)k * d;
-    /* w = Ainv_a x; var = x . w; mean = x . theta_a */
-    o3m_symv(d, 1.0, model_mat(p->fac, p, a), x, 0.0, p->work);
-    var[k] = o3m_dot(d, x, p->work);
+    double *w = p->W + (size_t)k * d;
+    /* w = Ainv_a x (kept in W for the update); var = x . w; mean = x . theta_a */
+    o3m_symv(d, 1.0, model_mat(p->fac, p, a), x, 0.0, w);
+    var[k] = o3m_dot(d, x, w);
     mean[k] = o3m_dot(d, x, p->theta + (size_t)a * d);
   }
 }
@@ -365,6 +387,12 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
       goto restore;
     }
   int c = argmax_ties_low(s, K);
+  if (p->cfg.model == AP_MODEL_DISJOINT) {
+    /* Keep the chosen candidate's w = Ainv_a x for its update. */
+    p->kept_arm = arms ? arms[c] : c;
+    memcpy(p->kept_x, X + (size_t)c * d, sizeof(double) * d);
+    memcpy(p->kept_w, p->W + (size_t)c * d, sizeof(double) * d);
+  }
   *chosen = c;
   if (score) *score = s[c];
   return O3M_OK;
@@ -387,13 +415,23 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
   memcpy(held_rows(p, m) + (size_t)p->n_held[m] * d, x, sizeof(double) * d);
   if (++p->n_held[m] == LAMBDA_BLOCK) lambda_flush(p, m);
   o3m_axpy(d, reward, x, p->u + (size_t)m * d);
+  /* The kept w is valid for this update only; after it the state moved. */
+  int kept = p->kept_arm == m && !memcmp(x, p->kept_x, sizeof(double) * d);
+  p->kept_arm = -1;
   int rc, incremental = 0;
+  const double *w = p->work;
   if (++p->since_refactor[m] >= p->cfg.refactor_every) {
     rc = refactor(p, m);
   } else {
     double *F = model_mat(p->fac, p, m);
-    rc = p->use_chol ? o3m_chol_update(d, F, x, p->work)
-                     : o3m_sherman_morrison(d, F, x, p->work);
+    if (p->use_chol) {
+      rc = o3m_chol_update(d, F, x, p->work);
+    } else {
+      /* w = Ainv x, computed by choose or here */
+      if (kept) w = p->kept_w;
+      else o3m_symv(d, 1.0, F, x, 0.0, p->work);
+      rc = o3m_sherman_morrison_w(d, F, x, w);
+    }
     incremental = rc == O3M_OK && !p->use_chol;
     /* Lost definiteness in the rank-one path: the exact statistics already
      * hold this observation, so refactorizing from them loses nothing. */
@@ -401,13 +439,13 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
   }
   if (rc) return rc;
   if (incremental) {
-    /* Sherman-Morrison left w = Ainv_old x in work. With c = 1 + x^T w,
+    /* With w = Ainv_old x and c = 1 + x^T w,
      *   theta' = Ainv' (u + r x) = theta + w (r - x^T theta) / c,
      * an O(d) step instead of a d x d product; the periodic refactorization
      * recomputes theta exactly from Lambda and u. */
     double *th = p->theta + (size_t)m * d;
-    double c = 1.0 + o3m_dot(d, x, p->work);
-    o3m_axpy(d, (reward - o3m_dot(d, x, th)) / c, p->work, th);
+    double c = 1.0 + o3m_dot(d, x, w);
+    o3m_axpy(d, (reward - o3m_dot(d, x, th)) / c, w, th);
   } else {
     update_theta(p, m);
   }
@@ -638,6 +676,7 @@ int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err 
   uint64_t updates;
   if ((rc = check_header(p, h, &st, &updates, e))) return rc;
   /* From here on the state is being overwritten. */
+  p->kept_arm = -1;
   size_t n = (size_t)p->n_models;
   if ((rc = source_counters(src, ctx, 0, p->since_refactor, n, e)) ||
       (rc = source_counters(src, ctx, 1, p->n_held, n, e)))
@@ -721,6 +760,7 @@ int ap_policy_reset(ap_policy *p) {
     refactor(p, (int)m); /* lambda I: cannot fail */
   }
   p->updates = 0;
+  p->kept_arm = -1;
   o3m_rng *fresh;
   int rc = o3m_rng_create_seeded_insecure(&fresh, p->cfg.seed);
   if (rc) return rc;
@@ -893,6 +933,7 @@ int ap_policy_refactor(ap_policy *p, int model) {
    * healthy. */
   for (int m = lo; m < hi; m++)
     if (stats_problem(p, m)) return O3M_ECORRUPT;
+  p->kept_arm = -1;
   int rc = O3M_OK;
   for (int m = lo; m < hi; m++) {
     int r = refactor(p, m);

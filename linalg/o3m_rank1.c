@@ -7,12 +7,16 @@
 #include "o3m_blas.h"
 
 int o3m_sherman_morrison(int d, double *Ainv, const double *x, double *work) {
-  /* w = Ainv x; denom = 1 + x^T w */
+  /* w = Ainv x */
   o3m_symv(d, 1.0, Ainv, x, 0.0, work);
-  double denom = 1.0 + o3m_dot(d, x, work);
+  return o3m_sherman_morrison_w(d, Ainv, x, work);
+}
+
+int o3m_sherman_morrison_w(int d, double *Ainv, const double *x, const double *w) {
+  /* denom = 1 + x^T w; Ainv -= w w^T / denom */
+  double denom = 1.0 + o3m_dot(d, x, w);
   if (!(denom > 0.0) || !isfinite(denom)) return O3M_ENOTPD;
-  /* Ainv -= w w^T / denom */
-  o3m_syr(d, -1.0 / denom, work, Ainv);
+  o3m_syr(d, -1.0 / denom, w, Ainv);
   return O3M_OK;
 }
 

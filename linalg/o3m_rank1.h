@@ -23,6 +23,12 @@
  * positive and finite (Ainv has lost definiteness); Ainv is then unchanged. */
 int o3m_sherman_morrison(int d, double *Ainv, const double *x, double *work);
 
+/* The same update when w = Ainv x is already known (the caller computed it
+ * with o3m_symv on this Ainv and x, so the result is bit for bit that of
+ * o3m_sherman_morrison): Ainv <- Ainv - w w^T / (1 + x^T w). Saves the
+ * O(d^2) product. Same errors; Ainv is unchanged on error. */
+int o3m_sherman_morrison_w(int d, double *Ainv, const double *x, const double *w);
+
 /* U (upper triangular) <- the factor of U^T U + x x^T. work must hold d
  * doubles. Returns O3M_ENOTPD if a diagonal entry stops being positive and
  * finite; U is then partly updated and the caller must refactorize. The
