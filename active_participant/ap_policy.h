@@ -22,7 +22,8 @@
  * has the same width when Lambda = lambda I) deterministic.
  *
  * Costs per round (K candidates, dimension d): shared LinUCB scores all K
- * with one dsymm (2 K d^2) and updates by Sherman-Morrison (O(d^2)); shared
+ * with one dtrmm on the upper triangle of Lambda^{-1} (K d^2 flops) and
+ * updates by Sherman-Morrison (O(d^2)); shared
  * LinTS keeps a Cholesky factor updated in O(d^2) and samples mu with one
  * triangular solve, O(K d + d^2); disjoint models cost O(K d^2). Every
  * refactor_every updates (per arm for disjoint) the inverse or factor is

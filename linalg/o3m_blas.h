@@ -123,6 +123,15 @@ static inline void o3m_trsm_right_upper(int m, int d, const double *U, double *B
               B, d);
 }
 
+/* B = B T, T upper triangular d x d (only its upper triangle and diagonal
+ * are read), B is m x d. With T the upper triangle of a symmetric S, row k
+ * of the result dotted with b_k is (b_k^T S b_k + sum_i S_ii b_ki^2) / 2:
+ * all m quadratic forms for half the flops of o3m_symm_right. */
+static inline void o3m_trmm_right_upper(int m, int d, const double *T, double *B) {
+  cblas_dtrmm(CblasRowMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, m, d, 1.0, T, d,
+              B, d);
+}
+
 /* A = U^T U in place: the upper triangle of A becomes U (the strictly lower
  * part is left as it was). O3M_ENOTPD when A is not positive definite. */
 static inline int o3m_potrf_upper(int d, double *A) {

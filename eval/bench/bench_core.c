@@ -579,7 +579,7 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
       "    paper = Lambda^{-1} recomputed every round by a general LU inverse (o3m_getrf +\n"
       "    o3m_getri, 2 d^3 flops; numpy.linalg.inv's gesv against I is ~8/3 d^3), theta =\n"
       "    Lambda^{-1} u, scores via X Lambda^{-1} (dgemm);\n"
-      "    ours  = ap_policy_choose + ap_policy_update (Sherman-Morrison, dsymm).\n"
+      "    ours  = ap_policy_choose + ap_policy_update (Sherman-Morrison, one dtrmm).\n"
       "    batch = rounds per timed batch. Medians over %d interleaved batches;\n"
       "    speedup = median of paper/ours over adjacent batch pairs [quartiles].\n",
       o->pairs);
@@ -748,14 +748,39 @@ static void fill_gauss(o3m_rng *r, double *a, long n) {
   if (rc) die(rc, "random fill");
 }
 
+/* Section (d)'s four timed calls on one shape: 0 the policy's scoring
+ * (ap_policy_stats), 1 a raw dtrmm with the copy it needs, 2 a raw dsymm,
+ * 3 a raw dgemm against a full matrix. */
+static void d_call(int k, ap_policy *pol, int K, int d, const double *X, const double *S,
+                   double *W, double *mean, double *var, int *rc) {
+  if (k == 0) *rc = ap_policy_stats(pol, K, X, NULL, mean, var);
+  if (k == 1) {
+    memcpy(W, X, sizeof(double) * (size_t)K * d);
+    o3m_trmm_right_upper(K, d, S, W);
+  }
+  if (k == 2) o3m_symm_right(K, d, 1.0, S, X, 0.0, W);
+  if (k == 3) o3m_gemm(K, d, d, 1.0, X, S, 0.0, W);
+}
+
+/* The flops each of d_call's calls performs. */
+static double d_flops(int k, int K, int d) {
+  double kd = (double)K * d;
+  if (k == 0) return kd * (d + 1) + 4.0 * kd;
+  if (k == 1) return kd * (d + 1);
+  return 2.0 * kd * d;
+}
+
 static void section_d(const bench_opts *o) {
   const int n = 1000, K = 1000, ND = NELEM(D_DIMS);
   printf("\n(d) Scoring vs the machine's dgemm rate, one thread\n");
   printf(
       "    peak = o3m_gemm at n = %d (2 n^3 flops per call). scoring = ap_policy_stats,\n"
-      "    shared LinUCB, K = %d: dsymm W = X Ainv (2 K d^2) + K dots (2 K d) + mean\n"
-      "    X theta (2 K d). For diagnosis, the same shape as one raw o3m_symm_right and\n"
-      "    as one o3m_gemm against a full d x d matrix. Interleaved; medians over %d reps.\n",
+      "    shared LinUCB, K = %d, counted as the flops it performs: dtrmm with the upper\n"
+      "    triangle of Ainv (K d (d + 1)), K dots and the means X theta (4 K d). For\n"
+      "    diagnosis, the same shape as one raw dtrmm (with its copy), as\n"
+      "    the dsymm W = X Ainv it replaced (2 K d^2: same result, twice the flops) and\n"
+      "    as one o3m_gemm against a full d x d matrix (2 K d^2). Interleaved; medians\n"
+      "    over %d reps.\n",
       n, K, o->reps_d);
   o3m_rng *rng;
   int rc = o3m_rng_create_seeded_insecure(&rng, 99);
@@ -768,7 +793,7 @@ static void section_d(const bench_opts *o) {
   ap_policy *pol[3];
   double *X[3], *S[3], *W = xmalloc(sizeof(double) * K * 500);
   double *mean = xmalloc(sizeof(double) * K), *var = xmalloc(sizeof(double) * K);
-  int B[3][3];
+  int B[3][4];
   for (int i = 0; i < ND; i++) {
     int d = D_DIMS[i];
     pol[i] = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, 7);
@@ -788,11 +813,9 @@ static void section_d(const bench_opts *o) {
   /* Batch lengths from one timed call of each kind. */
   for (int i = 0; i < ND; i++) {
     int d = D_DIMS[i];
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
       double t0 = now_s();
-      if (k == 0) rc = ap_policy_stats(pol[i], K, X[i], NULL, mean, var);
-      if (k == 1) o3m_symm_right(K, d, 1.0, S[i], X[i], 0.0, W);
-      if (k == 2) o3m_gemm(K, d, d, 1.0, X[i], S[i], 0.0, W);
+      d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
       double t = now_s() - t0;
       if (rc) die(rc, "ap_policy_stats");
       B[i][k] = (int)(o->batch_d_s / (t > 1e-9 ? t : 1e-9));
@@ -801,39 +824,35 @@ static void section_d(const bench_opts *o) {
   }
   int R = o->reps_d;
   double *gpk = xmalloc(sizeof(double) * R);
-  double *g = xmalloc(sizeof(double) * ND * 3 * R);
+  double *g = xmalloc(sizeof(double) * ND * 4 * R);
   for (int rep = 0; rep < R; rep++) {
     double t0 = now_s();
     o3m_gemm(n, n, n, 1.0, A, Bm, 0.0, C);
     gpk[rep] = 2.0 * n * n * (double)n / (now_s() - t0) * 1e-9;
     for (int i = 0; i < ND; i++) {
       int d = D_DIMS[i];
-      for (int k = 0; k < 3; k++) {
-        double fl = 2.0 * K * (double)d * d + (k == 0 ? 4.0 * K * d : 0.0);
+      for (int k = 0; k < 4; k++) {
         t0 = now_s();
-        for (int b = 0; b < B[i][k]; b++) {
-          if (k == 0) rc = ap_policy_stats(pol[i], K, X[i], NULL, mean, var);
-          if (k == 1) o3m_symm_right(K, d, 1.0, S[i], X[i], 0.0, W);
-          if (k == 2) o3m_gemm(K, d, d, 1.0, X[i], S[i], 0.0, W);
-        }
+        for (int b = 0; b < B[i][k]; b++) d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
         double t = (now_s() - t0) / B[i][k];
         if (rc) die(rc, "ap_policy_stats");
-        g[(i * 3 + k) * R + rep] = fl / t * 1e-9;
+        g[(i * 4 + k) * R + rep] = d_flops(k, K, d) / t * 1e-9;
       }
     }
   }
   double peak = median(gpk, R), best = gpk[R - 1]; /* sorted by median() */
   printf("  dgemm n = %d: %.2f GFLOP/s (median), %.2f best\n", n, peak, best);
-  printf("  %5s %5s %12s %10s %12s %12s %14s\n", "d", "K", "scoring us", "GFLOP/s", "of peak",
-         "raw dsymm", "gemm same shape");
+  printf("  %5s %5s %11s %8s %8s   %-17s %-17s %-17s\n", "d", "K", "scoring us", "GFLOP/s",
+         "of peak", "raw dtrmm", "dsymm (replaced)", "gemm same shape");
   for (int i = 0; i < ND; i++) {
     int d = D_DIMS[i];
-    double gs = median(g + (i * 3 + 0) * R, R);
-    double gy = median(g + (i * 3 + 1) * R, R);
-    double gg = median(g + (i * 3 + 2) * R, R);
-    double fl = 2.0 * K * (double)d * d + 4.0 * K * d;
-    printf("  %5d %5d %12.1f %10.2f %11.1f%% %8.2f GF/s %9.2f GF/s\n", d, K, fl / gs * 1e-3, gs,
-           100.0 * gs / peak, gy, gg);
+    double gk[4];
+    for (int k = 0; k < 4; k++) gk[k] = median(g + (i * 4 + k) * R, R);
+    printf("  %5d %5d %11.1f %8.2f %7.1f%%", d, K, d_flops(0, K, d) / gk[0] * 1e-3, gk[0],
+           100.0 * gk[0] / peak);
+    for (int k = 1; k < 4; k++)
+      printf("   %6.1f us %4.1f GF", d_flops(k, K, d) / gk[k] * 1e-3, gk[k]);
+    printf("\n");
   }
   fflush(stdout);
   for (int i = 0; i < ND; i++) {
