@@ -283,6 +283,18 @@ void ap_policy_destroy(ap_policy *p) {
 const ap_policy_config *ap_policy_config_of(const ap_policy *p) { return &p->cfg; }
 uint64_t ap_policy_updates(const ap_policy *p) { return p->updates; }
 
+/* The contexts check of every choose: a NaN or an infinity anywhere makes
+ * the sum of magnitudes non-finite, so one vectorized dasum (in chunks that
+ * fit its int count) replaces n isfinite tests. The sum also overflows for
+ * finite values near DBL_MAX; such contexts are refused as well (their
+ * widths would overflow anyway). */
+static int contexts_finite(const double *a, size_t n) {
+  const size_t chunk = (size_t)1 << 30;
+  double s = 0;
+  for (size_t i = 0; i < n; i += chunk) s += o3m_asum((int)(n - i < chunk ? n - i : chunk), a + i);
+  return isfinite(s);
+}
+
 static int check_inputs(const ap_policy *p, int K, const double *X, const int *arms) {
   if (K < 1 || K > p->cfg.max_candidates) return O3M_EINVAL;
   if (p->cfg.model == AP_MODEL_DISJOINT)
@@ -290,8 +302,7 @@ static int check_inputs(const ap_policy *p, int K, const double *X, const int *a
       int a = arms ? arms[k] : k;
       if (a < 0 || a >= p->n_models) return O3M_EINVAL;
     }
-  for (size_t i = 0; i < (size_t)K * p->d; i++)
-    if (!isfinite(X[i])) return O3M_ENONFINITE;
+  if (!contexts_finite(X, (size_t)K * p->d)) return O3M_ENONFINITE;
   return O3M_OK;
 }
 
@@ -430,9 +441,9 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
     m = arm;
   }
   int d = p->d;
-  if (!isfinite(reward)) return O3M_ENONFINITE;
-  for (int i = 0; i < d; i++)
-    if (!isfinite(x[i])) return O3M_ENONFINITE;
+  /* x . x is finite exactly when x is finite and x x^T cannot overflow
+   * Lambda's diagonal: one check that keeps the statistics finite. */
+  if (!isfinite(reward) || !isfinite(o3m_dot(d, x, x))) return O3M_ENONFINITE;
   /* Lambda += x x^T (held, added with the block); u += r x */
   memcpy(held_rows(p, m) + (size_t)p->n_held[m] * d, x, sizeof(double) * d);
   if (++p->n_held[m] == LAMBDA_BLOCK) lambda_flush(p, m);

@@ -80,7 +80,8 @@ const ap_policy_config *ap_policy_config_of(const ap_policy *p);
  * (0 <= arms[k] < n_arms); NULL means arms[k] = k. Ignored for shared.
  * On success *chosen is the candidate index and, if score is not NULL,
  * *score its score. Errors: O3M_EINVAL for K out of 1..max_candidates or a
- * bad arm index, O3M_ENONFINITE for a non-finite context; the policy state
+ * bad arm index, O3M_ENONFINITE for a non-finite context (or contexts so
+ * large that the sum of their magnitudes overflows); the policy state
  * (including the sampler) is unchanged on error. */
 int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int *chosen,
                      double *score);
@@ -93,7 +94,8 @@ int ap_policy_stats(ap_policy *p, int K, const double *X, const int *arms, doubl
                     double *var);
 
 /* Adds the observation (x, reward) for the given arm (ignored for shared).
- * O3M_EINVAL for a bad arm, O3M_ENONFINITE for non-finite input; the state
+ * O3M_EINVAL for a bad arm, O3M_ENONFINITE for a non-finite reward or x, or
+ * an x whose x^T x overflows (it would make Lambda infinite); the state
  * is unchanged on error. If the rank-one update finds that definiteness was
  * lost, the update is redone by exact refactorization from Lambda, so no
  * observation is ever dropped. */

@@ -36,6 +36,10 @@ static inline double o3m_dot(int n, const double *x, const double *y) {
   return cblas_ddot(n, x, 1, y, 1);
 }
 
+/* sum_i |x_i|. Non-finite when some x_i is (NaN and infinities propagate
+ * through a sum of magnitudes), or when the finite sum overflows. */
+static inline double o3m_asum(int n, const double *x) { return cblas_dasum(n, x, 1); }
+
 /* ||x||_2 */
 static inline double o3m_nrm2(int n, const double *x) { return cblas_dnrm2(n, x, 1); }
 

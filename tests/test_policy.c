@@ -276,6 +276,35 @@ Test(policy, rejected_input_leaves_state_unchanged) {
   }
 }
 
+/* choose and update find a NaN or infinity wherever it is (the checks are
+ * one dasum or ddot, ap_policy.c), and update refuses a finite x whose
+ * x x^T would overflow Lambda. Nothing refused changes the state. */
+Test(policy, non_finite_input_is_found_at_every_position) {
+  enum { D = 13, K = 4 };
+  ap_policy_config c;
+  ap_policy_config_default(&c);
+  c.d = D;
+  c.max_candidates = K;
+  ap_policy *p;
+  cr_assert_eq(ap_policy_create(&p, &c, NULL), O3M_OK);
+  double X[K * D], bad[3] = {NAN, INFINITY, -INFINITY};
+  int ch;
+  for (int pos = 0; pos < K * D; pos++)
+    for (int b = 0; b < 3; b++) {
+      for (int i = 0; i < K * D; i++) X[i] = 0.1 * (i % 5) - 0.2;
+      X[pos] = bad[b];
+      cr_assert_eq(ap_policy_choose(p, K, X, NULL, &ch, NULL), O3M_ENONFINITE, "pos %d", pos);
+      if (pos < D)
+        cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "pos %d", pos);
+    }
+  for (int i = 0; i < D; i++) X[i] = (i % 2 ? -1 : 1) * 1e160;
+  cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "x x^T overflows");
+  cr_assert_eq(ap_policy_updates(p), 0);
+  for (int i = 0; i < D; i++) X[i] = (i % 2 ? -1 : 1) * 1e150;
+  cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_OK, "large, but x x^T is finite");
+  ap_policy_destroy(p);
+}
+
 Test(policy, refactorization_period_does_not_change_the_model) {
   ap_algo algos[2] = {AP_ALGO_LINUCB, AP_ALGO_LINTS};
   for (int g = 0; g < 2; g++) {
