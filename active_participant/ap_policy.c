@@ -31,6 +31,19 @@
  * flushes happen at the same updates after a restart and recovery stays bit
  * for bit exact.
  *
+ * Paired triangles (disjoint models): scoring reads the inverse of every
+ * arm among the candidates, and at d = 100 ten arms' upper triangles
+ * already fill most of a 512 KiB L2 cache when each sits in its own d x d
+ * array (the untouched lower halves share cache lines and prefetches with
+ * them). The arms' inverses are therefore kept in pairs: arm 2q in the
+ * upper triangle of the array of model 2q, arm 2q + 1 in the lower
+ * triangle of rows 1..d, which starts d doubles later and ends in the first
+ * row of model 2q + 1's array (o3m_uplo in o3m_blas.h). Every element of
+ * the pair's memory is then used. Measured at d = 100, ten arms: ten
+ * dsymv calls took 13.3 instead of 15.4 us. The state image holds the
+ * factor arrays as they are in memory, so its layout is this one too.
+ * fac_of() is the one place that knows it.
+ *
  * The chosen candidate's w (disjoint models): choosing computes w_k =
  * Ainv_a x_k for every candidate, and the update that usually follows
  * (o3m-eval, replay, a reward arriving before the next decision) needs w =
@@ -78,7 +91,8 @@ struct ap_policy {
   double *lambda_m; /* n_models x d x d, without the held rows */
   double *held;     /* n_models x LAMBDA_BLOCK x d: rows not yet in Lambda */
   int *n_held;      /* per model, 0..LAMBDA_BLOCK-1 between calls */
-  double *fac;      /* n_models x d x d: Ainv or U */
+  double *fac;      /* n_models x d x d: Ainv or U (disjoint: paired, above) */
+  double *scratch;  /* d x d, disjoint only: a whole inverse before it is paired */
   double *u;        /* n_models x d */
   double *theta;    /* n_models x d */
   int *since_refactor; /* per model */
@@ -186,29 +200,56 @@ static void lambda_apply(const ap_policy *p, int m, const double *v, double *out
   }
 }
 
+/* Where model m's factor is: its d x d array and the triangle holding the
+ * values (for U always the upper one; see "Paired triangles" above). */
+typedef struct fac_view {
+  double *a;
+  o3m_uplo t;
+} fac_view;
+
+static fac_view fac_of(const ap_policy *p, int m) {
+  fac_view f = {model_mat(p->fac, p, m), O3M_UPPER};
+  if (p->cfg.model == AP_MODEL_DISJOINT && (m & 1)) {
+    f.a = model_mat(p->fac, p, m - 1) + p->d;
+    f.t = O3M_LOWER;
+  }
+  return f;
+}
+
 /* Recomputes Ainv or U of model m exactly from its Lambda, and theta. */
 static int refactor(ap_policy *p, int m) {
   int d = p->d;
   lambda_flush(p, m);
-  double *L = model_mat(p->lambda_m, p, m), *F = model_mat(p->fac, p, m);
-  int rc = p->use_chol ? o3m_chol_factor(d, L, F) : o3m_spd_inverse(d, L, F);
   p->since_refactor[m] = 0;
-  return rc;
+  double *L = model_mat(p->lambda_m, p, m);
+  if (p->use_chol) return o3m_chol_factor(d, L, model_mat(p->fac, p, m));
+  if (p->cfg.model == AP_MODEL_SHARED) return o3m_spd_inverse(d, L, model_mat(p->fac, p, m));
+  /* Disjoint: the whole inverse in scratch, then its triangle into the
+   * pair (the other triangle belongs to the arm's partner). */
+  int rc = o3m_spd_inverse(d, L, p->scratch);
+  if (rc) return rc;
+  fac_view f = fac_of(p, m);
+  for (int i = 0; i < d; i++) {
+    size_t lo = f.t == O3M_UPPER ? (size_t)i : 0, n = f.t == O3M_UPPER ? (size_t)(d - i) : (size_t)i + 1;
+    memcpy(f.a + (size_t)i * d + lo, p->scratch + (size_t)i * d + lo, sizeof(double) * n);
+  }
+  return O3M_OK;
 }
 
 /* theta_m = Lambda_m^{-1} u_m from the model's current Ainv or U. */
 static void update_theta(ap_policy *p, int m) {
   int d = p->d;
-  double *F = model_mat(p->fac, p, m), *th = p->theta + (size_t)m * d;
+  double *th = p->theta + (size_t)m * d;
   const double *u = p->u + (size_t)m * d;
+  fac_view f = fac_of(p, m);
   if (p->use_chol) {
     /* theta = U^{-1} U^{-T} u */
     o3m_copy(d, u, th);
-    o3m_trsv_upper_t(d, F, th);
-    o3m_trsv_upper(d, F, th);
+    o3m_trsv_upper_t(d, f.a, th);
+    o3m_trsv_upper(d, f.a, th);
   } else {
     /* theta = Ainv u */
-    o3m_symv(d, 1.0, F, u, 0.0, th);
+    o3m_symv_tri(f.t, d, 1.0, f.a, u, 0.0, th);
   }
 }
 
@@ -228,6 +269,7 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   p->held = calloc(n * LAMBDA_BLOCK * d, sizeof(double));
   p->n_held = calloc(n, sizeof(int));
   p->fac = calloc(n * d * d, sizeof(double));
+  if (cfg->model == AP_MODEL_DISJOINT) p->scratch = malloc(d * d * sizeof(double));
   p->u = calloc(n * d, sizeof(double));
   p->theta = calloc(n * d, sizeof(double));
   p->since_refactor = calloc(n, sizeof(int));
@@ -240,7 +282,7 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   p->kept_x = malloc(d * sizeof(double));
   p->kept_w = malloc(d * sizeof(double));
   p->kept_arm = -1;
-  if (!p->kept_x || !p->kept_w ||!p->lambda_m || !p->held || !p->n_held || !p->fac || !p->u || !p->theta || !p->since_refactor || !p->W ||
+  if (!p->kept_x || !p->kept_w || (cfg->model == AP_MODEL_DISJOINT && !p->scratch) ||!p->lambda_m || !p->held || !p->n_held || !p->fac || !p->u || !p->theta || !p->since_refactor || !p->W ||
       !p->mean || !p->var || !p->score || !p->z || !p->work) {
     ap_policy_destroy(p);
     return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory for d = %zu, %zu models", d, n);
@@ -266,6 +308,7 @@ void ap_policy_destroy(ap_policy *p) {
   free(p->held);
   free(p->n_held);
   free(p->fac);
+  free(p->scratch);
   free(p->u);
   free(p->theta);
   free(p->since_refactor);
@@ -355,7 +398,8 @@ static void compute_stats(ap_policy *p, int K, const double *X, const int *arms,
     const double *x = X + (size_t)k * d;
     double *w = p->W + (size_t)k * d;
     /* w = Ainv_a x (kept in W for the update); var = x . w; mean = x . theta_a */
-    o3m_symv(d, 1.0, model_mat(p->fac, p, a), x, 0.0, w);
+    fac_view f = fac_of(p, a);
+    o3m_symv_tri(f.t, d, 1.0, f.a, x, 0.0, w);
     var[k] = o3m_dot(d, x, w);
     mean[k] = o3m_dot(d, x, p->theta + (size_t)a * d);
   }
@@ -456,14 +500,14 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
   if (++p->since_refactor[m] >= p->cfg.refactor_every) {
     rc = refactor(p, m);
   } else {
-    double *F = model_mat(p->fac, p, m);
+    fac_view f = fac_of(p, m);
     if (p->use_chol) {
-      rc = o3m_chol_update(d, F, x, p->work);
+      rc = o3m_chol_update(d, f.a, x, p->work);
     } else {
       /* w = Ainv x, computed by choose or here */
       if (kept) w = p->kept_w;
-      else o3m_symv(d, 1.0, F, x, 0.0, p->work);
-      rc = o3m_sherman_morrison_w(d, F, x, w);
+      else o3m_symv_tri(f.t, d, 1.0, f.a, x, 0.0, p->work);
+      rc = o3m_sherman_morrison_w(f.t, d, f.a, x, w);
     }
     incremental = rc == O3M_OK && !p->use_chol;
     /* Lost definiteness in the rank-one path: the exact statistics already
@@ -818,6 +862,13 @@ static int upper_finite(int d, const double *A) {
   return 1;
 }
 
+static int tri_finite(o3m_uplo t, int d, const double *A) {
+  if (t == O3M_UPPER) return upper_finite(d, A);
+  for (int i = 0; i < d; i++)
+    if (!all_finite(A + (size_t)i * d, (size_t)i + 1)) return 0;
+  return 1;
+}
+
 /* The worse of two findings: ECORRUPT > ENONFINITE > ENOTPD > OK. */
 static int worse(int a, int b) {
   static const int order[] = {O3M_OK, O3M_ENOTPD, O3M_ENONFINITE, O3M_ECORRUPT};
@@ -850,7 +901,9 @@ static const char *stats_problem(const ap_policy *p, int m) {
  * maximum into *resid and a phrase into *what. */
 static int check_model(ap_policy *p, int m, double *scratch, double *resid, const char **what) {
   int d = p->d;
-  const double *L = model_mat(p->lambda_m, p, m), *F = model_mat(p->fac, p, m);
+  const double *L = model_mat(p->lambda_m, p, m);
+  fac_view f = fac_of(p, m);
+  const double *F = f.a; /* U for the Cholesky checks below: always upper */
   const double *u = p->u + (size_t)m * d, *th = p->theta + (size_t)m * d;
   *resid = 0;
   const char *bad = stats_problem(p, m);
@@ -868,7 +921,7 @@ static int check_model(ap_policy *p, int m, double *scratch, double *resid, cons
       return O3M_ECORRUPT;
     }
   }
-  if (!upper_finite(d, F) || !all_finite(th, (size_t)d)) {
+  if (!tri_finite(f.t, d, F) || !all_finite(th, (size_t)d)) {
     *what = p->use_chol ? "U or theta is not finite" : "Ainv or theta is not finite";
     return O3M_ENONFINITE;
   }
@@ -900,7 +953,7 @@ static int check_model(ap_policy *p, int m, double *scratch, double *resid, cons
     rel = sqrt(num) / o3m_nrm2(d, lp);
   } else {
     /* ||Lambda (Ainv p) - p|| / ||p|| */
-    o3m_symv(d, 1.0, F, pr, 0.0, w);
+    o3m_symv_tri(f.t, d, 1.0, F, pr, 0.0, w);
     lambda_apply(p, m, w, lp);
     o3m_axpy(d, -1.0, pr, lp);
     rel = o3m_nrm2(d, lp) / o3m_nrm2(d, pr);

@@ -144,7 +144,13 @@ uint64_t ap_policy_updates(const ap_policy *p);
  *              n_held: n_models int32, each 0..B-1
  *              Lambda  n_models x d x d binary64, row-major, whole arrays,
  *                      without the held rows
- *              factor  n_models x d x d binary64 (Ainv or U)
+ *              factor  n_models x d x d binary64 (Ainv or U), as kept in
+ *                      memory: the upper triangle of model m holds its
+ *                      values, except for disjoint models, whose odd arm
+ *                      2q+1 is held in the lower triangle of rows 1..d of
+ *                      arm 2q's array (rows 1..d-1 of it, then row 0 of
+ *                      arm 2q+1's own; see ap_policy.c); other entries are
+ *                      stale
  *              u       n_models x d binary64
  *              theta   n_models x d binary64
  *              held    n_models x B x d binary64: model m's first n_held[m]

@@ -9,6 +9,7 @@
  *     triangle is meaningful: every symmetric wrapper reads and writes the
  *     upper triangle only, so after rank-one updates the lower part is stale.
  *     Code that needs the full matrix calls o3m_symmetrize_from_upper().
+ *     The exceptions take an o3m_uplo and use the triangle it names.
  *   - Cholesky factors are UPPER triangular: A = U^T U. In row-major storage
  *     this is the same memory as a column-major lower factor L = U^T, and it
  *     makes the rank-one update's inner loops unit-stride.
@@ -64,6 +65,26 @@ static inline void o3m_gemv(int m, int n, double alpha, const double *A, const d
 static inline void o3m_gemv_t(int m, int n, double alpha, const double *A, const double *x,
                               double beta, double *y) {
   cblas_dgemv(CblasRowMajor, CblasTrans, m, n, alpha, A, n, x, 1, beta, y, 1);
+}
+
+/* Which triangle of a row-major d x d array holds a symmetric matrix. The
+ * lower one lets two symmetric matrices share a (d + 1) x d array: the
+ * first in the upper triangle of rows 0..d-1, the second in the lower
+ * triangle of rows 1..d (an array that starts d doubles later). Every
+ * element is then used, so a set of matrices occupies half the cache
+ * lines (ap_policy.c keeps the disjoint arms' inverses so). */
+typedef enum { O3M_UPPER = 0, O3M_LOWER = 1 } o3m_uplo;
+
+/* y = alpha A x + beta y, A symmetric d x d, triangle t read */
+static inline void o3m_symv_tri(o3m_uplo t, int d, double alpha, const double *A,
+                                const double *x, double beta, double *y) {
+  cblas_dsymv(CblasRowMajor, t == O3M_LOWER ? CblasLower : CblasUpper, d, alpha, A, d, x, 1,
+              beta, y, 1);
+}
+
+/* A += alpha x x^T, A symmetric d x d, triangle t written */
+static inline void o3m_syr_tri(o3m_uplo t, int d, double alpha, const double *x, double *A) {
+  cblas_dsyr(CblasRowMajor, t == O3M_LOWER ? CblasLower : CblasUpper, d, alpha, x, 1, A, d);
 }
 
 /* y = alpha A x + beta y, A symmetric d x d (upper triangle read) */

@@ -9,14 +9,14 @@
 int o3m_sherman_morrison(int d, double *Ainv, const double *x, double *work) {
   /* w = Ainv x */
   o3m_symv(d, 1.0, Ainv, x, 0.0, work);
-  return o3m_sherman_morrison_w(d, Ainv, x, work);
+  return o3m_sherman_morrison_w(O3M_UPPER, d, Ainv, x, work);
 }
 
-int o3m_sherman_morrison_w(int d, double *Ainv, const double *x, const double *w) {
+int o3m_sherman_morrison_w(o3m_uplo t, int d, double *Ainv, const double *x, const double *w) {
   /* denom = 1 + x^T w; Ainv -= w w^T / denom */
   double denom = 1.0 + o3m_dot(d, x, w);
   if (!(denom > 0.0) || !isfinite(denom)) return O3M_ENOTPD;
-  o3m_syr(d, -1.0 / denom, w, Ainv);
+  o3m_syr_tri(t, d, -1.0 / denom, w, Ainv);
   return O3M_OK;
 }
 

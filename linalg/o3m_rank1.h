@@ -18,16 +18,19 @@
 #ifndef O3M_RANK1_H
 #define O3M_RANK1_H
 
+#include "o3m_blas.h"
+
 /* Ainv <- Ainv - (Ainv x)(Ainv x)^T / (1 + x^T Ainv x), upper triangle read
  * and written. work must hold d doubles. Returns O3M_ENOTPD if 1 + x^T Ainv x is not
  * positive and finite (Ainv has lost definiteness); Ainv is then unchanged. */
 int o3m_sherman_morrison(int d, double *Ainv, const double *x, double *work);
 
 /* The same update when w = Ainv x is already known (the caller computed it
- * with o3m_symv on this Ainv and x, so the result is bit for bit that of
- * o3m_sherman_morrison): Ainv <- Ainv - w w^T / (1 + x^T w). Saves the
- * O(d^2) product. Same errors; Ainv is unchanged on error. */
-int o3m_sherman_morrison_w(int d, double *Ainv, const double *x, const double *w);
+ * with o3m_symv_tri on this Ainv and x, so the result is bit for bit that
+ * of o3m_sherman_morrison): Ainv <- Ainv - w w^T / (1 + x^T w), with Ainv
+ * in triangle t (o3m_blas.h). Saves the O(d^2) product. Same errors; Ainv
+ * is unchanged on error. */
+int o3m_sherman_morrison_w(o3m_uplo t, int d, double *Ainv, const double *x, const double *w);
 
 /* U (upper triangular) <- the factor of U^T U + x x^T. work must hold d
  * doubles. Returns O3M_ENOTPD if a diagonal entry stops being positive and

@@ -507,7 +507,9 @@ Test(checkpoint, journal_and_checkpoints_stay_bounded) {
 
 /* Pointer to element (i, j) of array `which` (0 Lambda, 1 factor, 2 u,
  * 3 theta, j ignored for vectors; 4 held rows, row i) of model m inside a
- * state image. */
+ * state image. For a factor, i <= j; a disjoint model's factor is paired
+ * (ap_policy.c): an odd arm's (i, j) is (j, i) of the lower triangle that
+ * starts d doubles into the previous arm's array. */
 static double *elem(unsigned char *img, const ap_policy *p, int which, int m, int i, int j) {
   const ap_policy_config *c = ap_policy_config_of(p);
   size_t n = (size_t)ap_policy_n_models(p), d = (size_t)c->d;
@@ -518,6 +520,8 @@ static double *elem(unsigned char *img, const ap_policy *p, int which, int m, in
   if (which >= 3) off += 8 * vec;
   if (which >= 4) off += 8 * vec;
   if (which == 4) off += 8 * ((size_t)m * 16 * d + (size_t)i * d + (size_t)j);
+  else if (which == 1 && c->model == AP_MODEL_DISJOINT && (m & 1))
+    off += 8 * ((size_t)(m - 1) * d * d + d + (size_t)j * d + (size_t)i);
   else if (which <= 1) off += 8 * ((size_t)m * d * d + (size_t)i * d + (size_t)j);
   else off += 8 * ((size_t)m * d + (size_t)i);
   return (double *)(img + off);

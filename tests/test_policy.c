@@ -452,6 +452,49 @@ Test(policy, disjoint_update_after_choose_is_bit_exact) {
   kept_w_case(AP_ALGO_LINTS);
 }
 
+/* A disjoint model keeps its arms' inverses two to an array (ap_policy.c,
+ * "Paired triangles"). Each arm must still behave as a model of its own:
+ * here every arm of 3- and 4-arm disjoint LinUCB policies is compared with
+ * a one-model (shared) policy fed only that arm's observations, with
+ * refactorizations along the way; widths and means agree to rounding. */
+Test(policy, paired_arms_behave_as_separate_models) {
+  enum { D = 9 };
+  for (int na = 3; na <= 4; na++) {
+    ap_policy_config c;
+    ap_policy_config_default(&c);
+    c.d = D;
+    c.n_arms = na;
+    c.max_candidates = na;
+    c.model = AP_MODEL_DISJOINT;
+    c.refactor_every = 37;
+    ap_policy *dis, *one[4];
+    cr_assert_eq(ap_policy_create(&dis, &c, NULL), O3M_OK);
+    c.model = AP_MODEL_SHARED;
+    for (int a = 0; a < na; a++) cr_assert_eq(ap_policy_create(&one[a], &c, NULL), O3M_OK);
+    double X[4 * D];
+    int arms[4] = {0, 1, 2, 3};
+    for (int t = 0; t < 400; t++) {
+      for (int i = 0; i < na * D; i++) X[i] = sin(0.9 * i + 0.31 * t) + 0.2 * cos(t);
+      double mean[4], var[4];
+      cr_assert_eq(ap_policy_stats(dis, na, X, arms, mean, var), O3M_OK);
+      for (int a = 0; a < na; a++) {
+        double m1, v1;
+        cr_assert_eq(ap_policy_stats(one[a], 1, X + a * D, NULL, &m1, &v1), O3M_OK);
+        cr_assert_float_eq(var[a], v1, 1e-12 * v1, "%d arms, round %d, arm %d: var %.17g vs %.17g",
+                           na, t, a, var[a], v1);
+        cr_assert_float_eq(mean[a], m1, 1e-12 * (1 + fabs(m1)), "round %d, arm %d: mean", t, a);
+      }
+      int arm = (t * 7) % na;
+      double r = X[arm * D] - 0.5 * X[arm * D + 3];
+      cr_assert_eq(ap_policy_update(dis, arm, X + arm * D, r), O3M_OK);
+      cr_assert_eq(ap_policy_update(one[arm], 0, X + arm * D, r), O3M_OK);
+    }
+    cr_assert_eq(ap_policy_health_check(dis, AP_POLICY_HEALTH_DEEP, NULL), O3M_OK);
+    ap_policy_destroy(dis);
+    for (int a = 0; a < na; a++) ap_policy_destroy(one[a]);
+  }
+}
+
 Test(policy, config_errors_name_the_field) {
   ap_policy_config c;
   ap_policy_config_default(&c);
