@@ -27,13 +27,19 @@ int o3m_chol_update(int d, double *U, const double *x, double *work) {
   memcpy(work, x, sizeof(double) * d);
   for (int k = 0; k < d; k++) {
     double *uk = U + (size_t)k * d;
-    double ukk = uk[k];
-    double r = hypot(ukk, work[k]);
+    double ukk = uk[k], xk = work[k];
+    /* r = hypot(ukk, xk). The plain square root is exact to rounding
+     * unless the squares overflow or underflow, which it can see in its
+     * result; hypot, several times slower, is kept for those. */
+    double r2 = ukk * ukk + xk * xk, r = sqrt(r2);
+    if (!isnormal(r2) || !isfinite(r2)) r = hypot(ukk, xk);
     if (!(ukk > 0.0) || !(r > 0.0) || !isfinite(r)) return O3M_ENOTPD;
-    double c = r / ukk, s = work[k] / ukk;
+    /* Multiplying by 1/c replaces a division per element (the division
+     * was most of the cost of an update). */
+    double c = r / ukk, s = xk / ukk, inv_c = ukk / r;
     uk[k] = r;
     for (int i = k + 1; i < d; i++) {
-      uk[i] = (uk[i] + s * work[i]) / c;
+      uk[i] = (uk[i] + s * work[i]) * inv_c;
       work[i] = c * work[i] - s * uk[i];
     }
   }
