@@ -224,32 +224,69 @@ static void parties_mask(parties *ps, int K, const double *X, double *Y) {
  * M <= 5 every part is read once and acc written once. On the reference
  * machine (AMD EPYC, 2 cores) this was 1.2 to 2.4 times faster than M - 1
  * separate daxpy passes and up to 3 times faster than a chunked two-operand
- * loop. acc may not alias Y. */
-static void sum_parts(int M, size_t n, const double *Y, double *acc) {
-  const double *p[5];
-  int j = 0;
-  while (j < M) {
-    int g = 0;
-    if (j > 0) p[g++] = acc; /* later passes: acc[i] += ... */
-    while (g < 5 && j < M) p[g++] = Y + (size_t)j++ * n;
-    const double *a = p[0], *b = p[1], *c = p[2], *d = p[3], *e = p[4];
+ * loop. The loops are written four elements at a time over restrict
+ * pointers (SUM_BY_4) so that gcc vectorizes them at -O2; the plain loops
+ * were not, and took 1.2 to 1.5 times as long. acc may not alias Y. The
+ * sum is the same, bit for bit, as adding the parts in order. */
+#define SUM_BY_4(EXPR)                                       \
+  do {                                                       \
+    size_t i_ = 0;                                           \
+    for (; i_ + 4 <= n; i_ += 4)                             \
+      for (int u_ = 0; u_ < 4; u_++) {                       \
+        size_t i = i_ + u_;                                  \
+        acc[i] = EXPR;                                       \
+      }                                                      \
+    for (size_t i = i_; i < n; i++) acc[i] = EXPR;           \
+  } while (0)
+
+/* acc = the sum of the g parts p[0..g) (add = 0), or acc += it (add = 1,
+ * g <= 4). */
+static void sum_pass(int g, int add, size_t n, const double *const *p, double *restrict acc) {
+  const double *restrict a = p[0], *restrict b = p[1], *restrict c = p[2], *restrict d = p[3],
+                         *restrict e = p[4];
+  if (add) {
     switch (g) {
       case 1:
-        memcpy(acc, a, sizeof(double) * n);
+        SUM_BY_4(acc[i] + a[i]);
         break;
       case 2:
-        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i];
+        SUM_BY_4(acc[i] + a[i] + b[i]);
         break;
       case 3:
-        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i];
-        break;
-      case 4:
-        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i] + d[i];
+        SUM_BY_4(acc[i] + a[i] + b[i] + c[i]);
         break;
       default:
-        for (size_t i = 0; i < n; i++) acc[i] = a[i] + b[i] + c[i] + d[i] + e[i];
+        SUM_BY_4(acc[i] + a[i] + b[i] + c[i] + d[i]);
         break;
     }
+    return;
+  }
+  switch (g) {
+    case 1:
+      memcpy(acc, a, sizeof(double) * n);
+      break;
+    case 2:
+      SUM_BY_4(a[i] + b[i]);
+      break;
+    case 3:
+      SUM_BY_4(a[i] + b[i] + c[i]);
+      break;
+    case 4:
+      SUM_BY_4(a[i] + b[i] + c[i] + d[i]);
+      break;
+    default:
+      SUM_BY_4(a[i] + b[i] + c[i] + d[i] + e[i]);
+      break;
+  }
+}
+
+static void sum_parts(int M, size_t n, const double *Y, double *acc) {
+  const double *p[5];
+  for (int j = 0; j < M;) {
+    int add = j > 0, g = 0, cap = add ? 4 : 5;
+    while (g < cap && j < M) p[g++] = Y + (size_t)j++ * n;
+    for (int k = g; k < 5; k++) p[k] = p[0]; /* unused, but never wild */
+    sum_pass(g, add, n, p, acc);
   }
 }
 
