@@ -12,7 +12,7 @@
  * state, so both schedules give the same numbers.
  *
  * Costs per event for K = 40, d = 39 (Criteo): a shared-LinUCB choose is one
- * K x d x d dsymm, about 120 kflop; the masking of the additively split
+ * K x d x d dtrmm (ap_policy.c), about 60 kflop; the masking of the additively split
  * context is d x d (one row), building the candidate matrices K x d adds,
  * parsing about 200 bytes. The choose calls dominate; see the README for
  * measured rates. */
