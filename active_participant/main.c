@@ -29,6 +29,7 @@
 #include "ap_service.h"
 #include "o3m_blas.h"
 #include "o3m_config.h"
+#include "o3m_daemon.h"
 #include "o3m_log.h"
 
 /* The one piece of process state: what the signal handler stops. */
@@ -96,17 +97,10 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  char tag[96];
-  snprintf(tag, sizeof tag, "o3m-active[%s]", party);
-  o3m_log_init(tag, O3M_LOG_INFO);
+  o3m_daemon_log_init("o3m-active", party);
   o3m_blas_single_thread();
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  o3m_daemon_catch_stop_signals(on_signal, 0);
   signal(SIGPIPE, SIG_IGN);
 
   o3m_err e;

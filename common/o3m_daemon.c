@@ -2,9 +2,73 @@
 #include "o3m_daemon.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "o3m_log.h"
+
+void o3m_daemon_log_init(const char *prog, const char *party) {
+  char tag[96];
+  snprintf(tag, sizeof tag, "%s[%s]", prog, party);
+  o3m_log_init(tag, O3M_LOG_INFO);
+}
+
+void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = restart ? SA_RESTART : 0;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+}
+
+/* A TLS file named by a config key must be set and readable. The check is
+ * made here, before any TLS library sees the path, so that the message can
+ * name the section and key the path came from. */
+static int check_tls_file(const o3m_config *cfg, const char *section, const char *key,
+                          const char *path, o3m_err *e) {
+  if (!path)
+    return o3m_err_set(e, O3M_EINVAL, "%s: %s: key '%s' is not set (required without --insecure)",
+                       o3m_config_name(cfg), section, key);
+  if (access(path, R_OK) != 0)
+    return o3m_err_set(e, O3M_EIO, "%s: %s: %s = %s: %s", o3m_config_name(cfg), section, key,
+                       path, strerror(errno));
+  return O3M_OK;
+}
+
+int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
+                          const char *config_path, const char *party, o3m_role role,
+                          const char *prog, int insecure, o3m_err *e) {
+  *cfg_out = NULL;
+  *me_out = NULL;
+  o3m_config *cfg;
+  int rc = o3m_config_load(&cfg, config_path, e);
+  if (rc < 0) return rc;
+  const o3m_party *me = o3m_config_party(cfg, party);
+  if (!me) {
+    rc = o3m_err_set(e, O3M_ENOTFOUND, "%s: no section [party %s]", o3m_config_name(cfg), party);
+  } else if (me->role != role) {
+    rc = o3m_err_set(e, O3M_EINVAL, "%s:%d: [party %s] has role %s; %s needs role = %s",
+                     o3m_config_name(cfg), me->line, party, o3m_role_name(me->role), prog,
+                     o3m_role_name(role));
+  } else if (!insecure) {
+    char section[O3M_ERRMSG_MAX];
+    snprintf(section, sizeof section, "[party %s]", party);
+    rc = check_tls_file(cfg, "[federation]", "ca", o3m_config_ca(cfg), e);
+    if (rc == O3M_OK) rc = check_tls_file(cfg, section, "cert", me->cert, e);
+    if (rc == O3M_OK) rc = check_tls_file(cfg, section, "key", me->key, e);
+  }
+  if (rc < 0) {
+    o3m_config_destroy(cfg);
+    return rc;
+  }
+  *cfg_out = cfg;
+  *me_out = me;
+  return O3M_OK;
+}
 
 int o3m_daemon_write_ready_file(const char *path, int port, o3m_err *e) {
   char tmp[4096];

@@ -1,5 +1,11 @@
 /* o3m_daemon.h -- what every O3M daemon does the same way around its
- * service: announcing readiness to the scripts and tests that start it.
+ * service: naming itself in the log, catching the stop signals, loading its
+ * party from the federation config and announcing readiness to the scripts
+ * and tests that start it.
+ *
+ * The functions here hold no state of their own. The stop-signal handler
+ * stays in each main.c, because what it stops (a server, a service) is the
+ * daemon's business; o3m_daemon_catch_stop_signals only installs it.
  *
  * A daemon started with --ready-file PATH writes its bound port to PATH once
  * it serves. The file appears whole or not at all (written under a temporary
@@ -8,7 +14,39 @@
 #ifndef O3M_DAEMON_H
 #define O3M_DAEMON_H
 
+#include "o3m_config.h"
 #include "o3m_error.h"
+
+/* Sets the log tag to "PROG[PARTY]" ("o3m-passive[bank]") at level INFO.
+ * Both strings are copied; a tag longer than the log's buffer is cut. Call
+ * it in main() before any thread starts (o3m_log_init is not thread-safe). */
+void o3m_daemon_log_init(const char *prog, const char *party);
+
+/* Installs handler for SIGTERM and SIGINT with an empty signal mask. With
+ * restart nonzero, system calls interrupted by the signal resume
+ * (SA_RESTART); with 0 they fail with EINTR and the caller's loops must
+ * retry them. Installing cannot fail for these two signals, so nothing is
+ * returned. */
+void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart);
+
+/* Loads the config at config_path and finds the daemon's own section,
+ * [party PARTY], which must have the given role; prog ("o3m-pmg") names the
+ * daemon in the role message. Unless insecure, the federation's ca and the
+ * party's cert and key must then be set and readable by this process.
+ *
+ * On success *cfg_out owns the config (the caller frees it with
+ * o3m_config_destroy) and *me_out points into it, valid until then. On
+ * failure both are NULL, nothing is left allocated, and e names the problem
+ * the way a user finds it: the config's own message when it does not load
+ * (its code), "FILE: no section [party PARTY]" (O3M_ENOTFOUND),
+ * "FILE:LINE: [party PARTY] has role R; PROG needs role = ROLE"
+ * (O3M_EINVAL), "FILE: SECTION: key 'KEY' is not set (required without
+ * --insecure)" (O3M_EINVAL) or "FILE: SECTION: KEY = PATH: strerror"
+ * (O3M_EIO), SECTION being [federation] for ca and [party PARTY] for cert
+ * and key. Messages longer than O3M_ERRMSG_MAX are cut. */
+int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
+                          const char *config_path, const char *party, o3m_role role,
+                          const char *prog, int insecure, o3m_err *e);
 
 /* Writes "PORT\n" to path atomically. O3M_EINVAL if the path is too long,
  * O3M_EIO if the file cannot be written or renamed (e names it); nothing is

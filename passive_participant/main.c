@@ -23,7 +23,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "o3m_config.h"
@@ -70,20 +69,6 @@ __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
   return 1;
 }
 
-/* A TLS file named by a config key must be readable. */
-static int check_file(const char *cfgname, const char *section, const char *key,
-                      const char *path) {
-  if (!path) {
-    fail("%s: %s: key '%s' is not set (required without --insecure)", cfgname, section, key);
-    return -1;
-  }
-  if (access(path, R_OK) != 0) {
-    fail("%s: %s: %s = %s: %s", cfgname, section, key, path, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
 int main(int argc, char **argv) {
   const char *config_path = NULL, *party_name = NULL, *ready_file = NULL;
   pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S};
@@ -122,34 +107,22 @@ int main(int argc, char **argv) {
     return fail("--config and --party are required");
   }
 
-  char tag[96];
-  snprintf(tag, sizeof tag, PROG "[%s]", party_name);
-  o3m_log_init(tag, O3M_LOG_INFO);
-
+  o3m_daemon_log_init(PROG, party_name);
   /* Signals first, so that a stop during the block fetch is clean. */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
+  o3m_daemon_catch_stop_signals(on_signal, 1);
 
   o3m_err err;
   o3m_err_clear(&err);
-  o3m_config *cfg = NULL;
-  if (o3m_config_load(&cfg, config_path, &err) < 0) return fail("%s", o3m_err_message(&err));
+  o3m_config *cfg;
+  const o3m_party *me;
+  if (o3m_daemon_load_party(&cfg, &me, config_path, party_name, O3M_ROLE_PASSIVE, PROG,
+                            opt.insecure, &err) < 0)
+    return fail("%s", o3m_err_message(&err));
   int code = 1;
   pp_service *svc = NULL;
   o3m_rpc_server *srv = NULL;
-  const o3m_party *me = o3m_config_party(cfg, party_name);
   char section[96];
   snprintf(section, sizeof section, "[party %s]", party_name);
-  if (me && me->role == O3M_ROLE_PASSIVE && !opt.insecure &&
-      (check_file(o3m_config_name(cfg), "[federation]", "ca", o3m_config_ca(cfg)) ||
-       check_file(o3m_config_name(cfg), section, "cert", me->cert) ||
-       check_file(o3m_config_name(cfg), section, "key", me->key)))
-    goto out;
   if (opt.insecure)
     o3m_log_warn("INSECURE: plaintext gRPC (--insecure); Mask answers any caller and the "
                  "block travels unencrypted.");
