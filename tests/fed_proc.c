@@ -1,7 +1,8 @@
 /* fed_proc.c -- see fed_proc.h. The helper's state (the directory and the
  * spawned processes) is file-scope because Criterion's .init/.fini take no
  * argument; each test runs in its own process, so it never leaks across
- * tests. */
+ * tests. The AP tests' federation (fed_net, fed_tables) keeps no state of
+ * its own. */
 #include "fed_proc.h"
 
 #include <arpa/inet.h>
@@ -9,18 +10,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define MAX_PROCS 16
 
@@ -30,9 +31,15 @@ extern char **environ;
 static char g_dir[256];
 static pid_t g_pids[MAX_PROCS];
 
-static void sleep_ms(int ms) {
+void fed_sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+double fed_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 const char *fed_dir(void) {
@@ -75,11 +82,16 @@ int fed_free_port(void) {
   }
 }
 
-const char *fed_write(const char *name, const char *text) {
+const char *fed_path(const char *name) {
   static char paths[8][512];
   static int slot;
   char *p = paths[slot++ % 8];
   snprintf(p, 512, "%s/%s", fed_dir(), name);
+  return p;
+}
+
+const char *fed_write(const char *name, const char *text) {
+  const char *p = fed_path(name);
   FILE *f = fopen(p, "w");
   cr_assert_not_null(f, "%s: %s", p, strerror(errno));
   fputs(text, f);
@@ -106,14 +118,27 @@ void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const
   argv[n++] = p->ready;
   argv[n] = NULL;
 
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  int rc = posix_spawn(&p->pid, path, &fa, NULL, (char *const *)argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  cr_assert_eq(rc, 0, "posix_spawn %s: %s", path, strerror(rc));
+  cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
+
+  /* fork and exec rather than posix_spawn, for PR_SET_PDEATHSIG: a test
+   * process killed by Criterion's timeout takes its daemons with it. The
+   * files are opened here, where a failure can be asserted; the child only
+   * makes async-signal-safe calls (the test may have threads). */
+  int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int out = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  cr_assert(in >= 0 && out >= 0, "%s: %s", p->log, strerror(errno));
+  pid_t parent = getpid();
+  p->pid = fork();
+  if (p->pid == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+    if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) _exit(127);
+    execv(path, (char *const *)argv);
+    _exit(127);
+  }
+  int err = errno;
+  close(in);
+  close(out);
+  cr_assert_gt(p->pid, 0, "fork for %s: %s", path, strerror(err));
   int i = 0;
   while (i < MAX_PROCS && g_pids[i]) i++;
   if (i == MAX_PROCS) {
@@ -161,7 +186,7 @@ int fed_wait_ready(fed_proc *p, int timeout_ms) {
               p->status, fed_log(p));
     cr_assert_lt(waited, timeout_ms, "%s not ready after %d ms:\n%s", p->name, timeout_ms,
                  fed_log(p));
-    sleep_ms(20);
+    fed_sleep_ms(20);
   }
 }
 
@@ -169,12 +194,14 @@ int fed_wait_exit(fed_proc *p, int timeout_ms) {
   for (int waited = 0;; waited += 20) {
     if (reap(p, WNOHANG)) return p->status;
     if (waited >= timeout_ms) return -1;
-    sleep_ms(20);
+    fed_sleep_ms(20);
   }
 }
 
 int fed_stop(fed_proc *p, int sig, int timeout_ms) {
   if (!p->pid) return p->status;
+  /* A stopped process would hold sig pending until the timeout. */
+  kill(p->pid, SIGCONT);
   kill(p->pid, sig);
   int rc = fed_wait_exit(p, timeout_ms);
   if (rc >= 0) return rc;
@@ -195,7 +222,10 @@ void fed_cleanup(void) {
       waitpid(g_pids[i], NULL, 0);
       g_pids[i] = 0;
     }
-  if (g_dir[0] && !getenv("O3M_KEEP_TEST_DIR")) nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+  if (g_dir[0] && getenv("O3M_KEEP_TEST_DIR"))
+    fprintf(stderr, "kept %s\n", g_dir);
+  else if (g_dir[0])
+    nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   g_dir[0] = '\0';
 }
 
@@ -225,4 +255,163 @@ o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *c
   int rc = o3m_rpc_client_create(&c, &cfg, &e);
   cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
   return c;
+}
+
+/* ------------------------------------------------------------ the AP tests' federation */
+
+const char *const fed_party_name[FED_N_PARTIES] = {"pmg", "ap", "pp1", "pp2"};
+static const char *const party_exe[FED_N_PARTIES] = {"o3m-pmg", "o3m-active", "o3m-passive",
+                                                     "o3m-passive"};
+/* Each party's role and tables in the config (dims 0: none). */
+static const struct {
+  const char *role;
+  int dims;
+  const char *users, *items;
+} party_conf[FED_N_PARTIES] = {
+    {"pmg", 0, NULL, NULL},
+    {"active", 3, "ap_users.csv", "ap_items.csv"},
+    {"passive", 2, "pp1_users.csv", NULL},
+    {"passive", 3, "pp2_users.csv", "pp2_items.csv"},
+};
+
+static void write_tables(const fed_setup *s) {
+  const struct {
+    const char *file;
+    pp_table_kind kind;
+    const char *prefix;
+    int rows, cols;
+  } t[] = {
+      {"ap_users.csv", PP_TABLE_USERS, "u", FED_USERS, 2},
+      {"ap_items.csv", PP_TABLE_ITEMS, "i", FED_ITEMS, 1},
+      {"pp1_users.csv", PP_TABLE_USERS, "u", s->pp1_users, 2},
+      {"pp2_users.csv", PP_TABLE_USERS, "u", FED_USERS, 1},
+      {"pp2_items.csv", PP_TABLE_ITEMS, "i", FED_ITEMS, 2},
+  };
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert_eq(pp_features_write_synthetic(fed_path(t[i].file), t[i].kind, t[i].prefix,
+                                             t[i].rows, t[i].cols, s->table_seed + i, &e),
+                 0, "%s", o3m_err_message(&e));
+  }
+  char catalog[FED_ITEMS * 8] = "";
+  for (int i = 0; i < FED_ITEMS; i++)
+    snprintf(catalog + strlen(catalog), sizeof catalog - strlen(catalog), "i%d\n", i);
+  fed_write("catalog.txt", catalog);
+}
+
+/* Appends printf output to buf (size cap); asserts that it fits. */
+static void append(char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + len, cap - len, fmt, ap);
+  va_end(ap);
+  cr_assert(n >= 0 && (size_t)n < cap - len, "federation config too long");
+}
+
+static void write_config(fed_net *n, const fed_setup *s) {
+  char text[4096] = "";
+  append(text, sizeof text,
+         "[federation]\nd = %d\ndeadline_ms = %d\nca = certs/ca.pem\n\n"
+         "[policy]\n%smax_candidates = %d\npending_capacity = %d\npending_expiry_s = 600\n"
+         "reward_min = 0\nreward_max = 1\n",
+         FED_D, s->deadline_ms, s->policy, FED_K_MAX, s->pending_capacity);
+  for (int p = 0; p < FED_N_PARTIES; p++) {
+    const char *name = fed_party_name[p];
+    append(text, sizeof text, "\n[party %s]\nrole = %s\naddress = 127.0.0.1:%d\n", name,
+           party_conf[p].role, n->port[p]);
+    if (party_conf[p].dims) append(text, sizeof text, "dims = %d\n", party_conf[p].dims);
+    if (party_conf[p].users) append(text, sizeof text, "user_table = %s\n", party_conf[p].users);
+    if (party_conf[p].items) append(text, sizeof text, "item_table = %s\n", party_conf[p].items);
+    append(text, sizeof text, "cert = certs/%s.pem\nkey = certs/%s.key\n", name, name);
+    if (s->state_dirs) append(text, sizeof text, "state_dir = %s_state\n", name);
+  }
+  snprintf(n->conf, sizeof n->conf, "%s", fed_write("federation.conf", text));
+}
+
+void fed_net_prepare(fed_net *n, const fed_setup *s) {
+  memset(n, 0, sizeof *n);
+  fed_make_certs("certs", "pmg ap pp1 pp2 client");
+  write_tables(s);
+  for (int p = 0; p < FED_N_PARTIES; p++) n->port[p] = fed_free_port();
+  write_config(n, s);
+}
+
+void fed_net_start(fed_net *n, int p, const char *const *extra) {
+  const char *args[24];
+  int k = 0;
+  args[k++] = "--config";
+  args[k++] = n->conf;
+  args[k++] = "--party";
+  args[k++] = fed_party_name[p];
+  for (int i = 0; extra && extra[i]; i++) {
+    cr_assert_lt(k, 23, "too many arguments for %s", fed_party_name[p]);
+    args[k++] = extra[i];
+  }
+  args[k] = NULL;
+  fed_spawn(&n->proc[p], fed_party_name[p], party_exe[p], args);
+}
+
+void fed_tables_load(fed_tables *t) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(pp_features_load(&t->ap, fed_path("ap_users.csv"), fed_path("ap_items.csv"), 3,
+                                &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(pp_features_load(&t->pp1, fed_path("pp1_users.csv"), NULL, 2, &e), 0, "%s",
+               o3m_err_message(&e));
+  cr_assert_eq(pp_features_load(&t->pp2, fed_path("pp2_users.csv"), fed_path("pp2_items.csv"),
+                                3, &e), 0, "%s", o3m_err_message(&e));
+}
+
+void fed_tables_free(fed_tables *t) {
+  pp_features_destroy(t->ap);
+  pp_features_destroy(t->pp1);
+  pp_features_destroy(t->pp2);
+  t->ap = t->pp1 = t->pp2 = NULL;
+}
+
+int fed_contexts(const fed_tables *t, const char *user, int K, const char *const *items,
+                 double *X) {
+  pp_features *f[3] = {t->ap, t->pp1, t->pp2};
+  int off[3] = {0, 3, 5}, dims[3] = {3, 2, 3};
+  double blk[FED_K_MAX * 3];
+  if (K < 1 || K > FED_K_MAX) return -1;
+  for (int j = 0; j < 3; j++) {
+    if (pp_features_fill(f[j], user, K, items, blk, NULL, NULL) != 0) return -1;
+    for (int k = 0; k < K; k++)
+      memcpy(X + (size_t)k * FED_D + off[j], blk + (size_t)k * dims[j],
+             sizeof(double) * dims[j]);
+  }
+  return 0;
+}
+
+void fed_draw_round(o3m_rng *r, int n_users, fed_round *q) {
+  uint64_t u;
+  o3m_rng_u64(r, &u);
+  snprintf(q->user, sizeof q->user, "u%d", (int)(u % (uint64_t)n_users));
+  q->K = 2 + (int)(u / (uint64_t)n_users % (FED_K_MAX - 1));
+  /* A Fisher-Yates shuffle of the items; the first K are the candidates. */
+  int perm[FED_ITEMS];
+  for (int i = 0; i < FED_ITEMS; i++) perm[i] = i;
+  for (int i = FED_ITEMS - 1; i > 0; i--) {
+    o3m_rng_u64(r, &u);
+    int j = (int)(u % (uint64_t)(i + 1));
+    int t = perm[i];
+    perm[i] = perm[j];
+    perm[j] = t;
+  }
+  for (int k = 0; k < q->K; k++) {
+    snprintf(q->names[k], sizeof q->names[k], "i%d", perm[k]);
+    q->items[k] = q->names[k];
+  }
+}
+
+double fed_click_reward(const double *x) {
+  static const double theta[FED_D] = {0.9, -0.4, 0.3, 0.5, -0.7, 0.2, 0.6, -0.1};
+  double z = 0;
+  for (int i = 0; i < FED_D; i++) z += theta[i] * x[i];
+  return 1.0 / (1.0 + exp(-z));
 }

@@ -2,18 +2,26 @@
  *
  * A test makes a temporary directory, certificates with
  * scripts/make-certs.sh, free loopback ports and a federation config, then
- * starts daemons from O3M_BIN_DIR with posix_spawn (stdout and stderr go to
- * DIR/NAME.log) and waits for their --ready-file. Every spawned process is
+ * starts daemons from O3M_BIN_DIR (stdout and stderr go to DIR/NAME.log;
+ * each child gets PR_SET_PDEATHSIG, so none outlives a test process that
+ * dies) and waits for their --ready-file. Every spawned process is
  * remembered, so fed_cleanup() (called from a suite's .fini, which Criterion
  * runs also after a failed assertion) kills what is still running and
- * removes the directory. The helpers assert with Criterion themselves. */
+ * removes the directory. The helpers assert with Criterion themselves.
+ *
+ * The second half is the four-party federation that test_active and
+ * test_recovery share (fed_net): o3m-pmg, o3m-active and two o3m-passive
+ * with small synthetic feature tables, and the in-process view of the same
+ * tables (fed_tables) that those tests compare the AP's decisions with. */
 #ifndef FED_PROC_H
 #define FED_PROC_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "o3m_rng.h"
 #include "o3m_rpc.h"
+#include "pp_features.h"
 
 typedef struct fed_proc {
   pid_t pid;             /* 0 once reaped */
@@ -35,12 +43,16 @@ void fed_make_certs(const char *subdir, const char *names);
  * has not handed out among its last 32 calls. */
 int fed_free_port(void);
 
-/* Writes text to fed_dir()/name and returns the full path (static storage
- * per call, 8 slots). */
+/* fed_dir()/name (static storage per call, 8 slots). */
+const char *fed_path(const char *name);
+
+/* Writes text to fed_dir()/name and returns the full path (a fed_path
+ * slot). */
 const char *fed_write(const char *name, const char *text);
 
 /* Starts O3M_BIN_DIR/bin with args (NULL-terminated, without argv[0]) and
- * "--ready-file DIR/NAME.ready" appended. */
+ * "--ready-file DIR/NAME.ready" appended; fails the test if bin is not
+ * built. DIR/NAME.log is truncated. */
 void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const *args);
 
 /* Waits up to timeout_ms for p's ready file and returns the port in it;
@@ -52,14 +64,16 @@ int fed_wait_ready(fed_proc *p, int timeout_ms);
  * -1 if it is still running. */
 int fed_wait_exit(fed_proc *p, int timeout_ms);
 
-/* Sends sig and waits up to timeout_ms; returns the exit code (128 +
- * signal if it died of one), or -1 after a SIGKILL when it did not exit. */
+/* Sends sig (and SIGCONT, so that a process stopped with SIGSTOP gets it
+ * too) and waits up to timeout_ms; returns the exit code (128 + signal if
+ * it died of one), or -1 after a SIGKILL when it did not exit. */
 int fed_stop(fed_proc *p, int sig, int timeout_ms);
 
 /* The first bytes of p's log (static buffer), for assertion messages. */
 const char *fed_log(const fed_proc *p);
 
-/* Kills every process still running and removes fed_dir(). */
+/* Kills every process still running and removes fed_dir(), unless
+ * O3M_KEEP_TEST_DIR is set: then it says on stderr which directory it kept. */
 void fed_cleanup(void);
 
 /* A client for target. ca_dir NULL: plaintext. Otherwise TLS trusting
@@ -68,5 +82,91 @@ void fed_cleanup(void);
  * server's certificate. */
 o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
                            const char *name, const char *server_name, int deadline_ms);
+
+/* Seconds on the monotonic clock, for timing. */
+double fed_now_s(void);
+
+void fed_sleep_ms(int ms);
+
+/* ------------------------------------------------------------------------
+ * The AP tests' federation. Parties, in column order of the context:
+ * "ap" (o3m-active; 2 user + 1 item columns), "pp1" (o3m-passive; 2 user
+ * columns) and "pp2" (o3m-passive; 1 user + 2 item columns), so d = 8; and
+ * "pmg" (o3m-pmg). Users are u0..u{FED_USERS-1} (pp1 may know fewer), items
+ * i0..i{FED_ITEMS-1}; certificates for the parties and for "client" are in
+ * fed_dir()/certs. */
+#define FED_D 8
+#define FED_USERS 30
+#define FED_ITEMS 12
+#define FED_K_MAX 8 /* the config's max_candidates */
+
+enum { FED_PMG, FED_AP, FED_PP1, FED_PP2, FED_N_PARTIES };
+
+/* "pmg", "ap", "pp1", "pp2": party names in the config, the certificate
+ * names and the fed_proc names (hence the log and ready file names). */
+extern const char *const fed_party_name[FED_N_PARTIES];
+
+/* What differs between the tests that use the federation. */
+typedef struct fed_setup {
+  unsigned table_seed;   /* the five tables use table_seed + 0 .. + 4 */
+  int pp1_users;         /* rows of pp1's user table (<= FED_USERS) */
+  int deadline_ms;       /* [federation] deadline_ms */
+  const char *policy;    /* [policy] lines before max_candidates, each ending in \n */
+  int pending_capacity;  /* [policy] pending_capacity */
+  int state_dirs;        /* nonzero: state_dir = NAME_state for every party */
+} fed_setup;
+
+/* A federation: its processes, ports and config. The caller owns it (a
+ * static in the test, as Criterion's .init and .fini take no argument). */
+typedef struct fed_net {
+  fed_proc proc[FED_N_PARTIES];
+  int port[FED_N_PARTIES];
+  char conf[512]; /* fed_dir()/federation.conf */
+} fed_net;
+
+/* Writes the certificates, the feature tables (ap_users.csv, ap_items.csv,
+ * pp1_users.csv, pp2_users.csv, pp2_items.csv) and catalog.txt (the items,
+ * one a line) into fed_dir(), picks a free port per party and writes the
+ * config. Starts nothing. */
+void fed_net_prepare(fed_net *n, const fed_setup *s);
+
+/* Starts party p with "--config CONF --party NAME", then extra (NULL or
+ * NULL-terminated), then the ready file that fed_spawn appends. Waits for
+ * nothing: fed_wait_ready(&n->proc[p], ...) does. */
+void fed_net_start(fed_net *n, int p, const char *const *extra);
+
+/* The federation's feature tables loaded in process, as the parties load
+ * them: the unmasked contexts that a central model would see. */
+typedef struct fed_tables {
+  pp_features *ap, *pp1, *pp2;
+} fed_tables;
+
+/* Loads the tables fed_net_prepare wrote; fed_tables_free releases them. */
+void fed_tables_load(fed_tables *t);
+void fed_tables_free(fed_tables *t);
+
+/* Writes X (K x FED_D, row-major) = [x^ap, x^pp1, x^pp2] per candidate for
+ * user and items[0..K-1] (K <= FED_K_MAX). An id a party does not know gets
+ * that party's dummy row, which only the party can reproduce. Returns 0, or
+ * -1 if a table refused the lookup (X is then partly written). Thread-safe
+ * (pp_features_fill is); asserts nothing, so client threads may call it. */
+int fed_contexts(const fed_tables *t, const char *user, int K, const char *const *items,
+                 double *X);
+
+/* A round's request: a user and K distinct items in a random order. */
+typedef struct fed_round {
+  char user[16];
+  char names[FED_K_MAX][16];
+  const char *items[FED_K_MAX]; /* point into names */
+  int K;                        /* 2 .. FED_K_MAX */
+} fed_round;
+
+/* Draws a round from r: the user among u0..u{n_users-1}, then K, then the
+ * items. The same r gives the same rounds, so a test is reproducible. */
+void fed_draw_round(o3m_rng *r, int n_users, fed_round *q);
+
+/* The tests' hidden click model: a reward in (0, 1), the logistic of a fixed
+ * theta times the unmasked context x (FED_D values). */
+double fed_click_reward(const double *x);
 
 #endif

@@ -3,9 +3,9 @@
  * Every test starts a federation on loopback with mutual TLS (fed_proc.h):
  * o3m-pmg (seeded, and WITHOUT --keep-mask, so it forgets Q as soon as the
  * three parties have confirmed their blocks), two o3m-passive and
- * o3m-active, each with its own state_dir. The tables are the small
- * synthetic ones of test_active.c: the AP has 2 user + 1 item columns, pp1
- * 2 user columns, pp2 1 user + 2 item columns, d = 8. pp1 knows only the
+ * o3m-active, each with its own state_dir: fed_net, which test_active.c
+ * uses too. The AP has 2 user + 1 item columns, pp1 2 user columns, pp2
+ * 1 user + 2 item columns, d = 8. pp1 knows only the
  * users u0..u19 (u20.. get its dummy rows); the rounds compared with the
  * central model use u0..u19 only, since the central model cannot know pp1's
  * dummy key.
@@ -66,151 +66,79 @@
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
 
-#define D 8
-#define N_USERS 30
+#define D FED_D
+#define K_MAX FED_K_MAX
 #define N_KNOWN 20 /* users pp1 knows */
-#define N_ITEMS 12
-#define K_MAX 8
 #define ALPHA 1.0
 #define MASK_SEED "4242"
 #define CLIENTS 4
 #define MAX_KILLS 200
 #define MAX_REWARDS 200000
 
-enum { P_PMG, P_AP, P_PP1, P_PP2, N_PROC };
-static const char *const pname[N_PROC] = {"pmg", "ap", "pp1", "pp2"};
-static const char *const pexe[N_PROC] = {"o3m-pmg", "o3m-active", "o3m-passive", "o3m-passive"};
-
-static fed_proc proc[N_PROC];
-static int port[N_PROC];
-static char conf[512];
+static fed_net fed;
 static const char *ap_extra[8]; /* extra o3m-active arguments, NULL-terminated */
 /* The AP's address and the test client's TLS files, for client_try_new. */
 static char cli_target[64], cli_ca[600], cli_cert[600], cli_key[600];
 
 /* ------------------------------------------------------------ helpers */
 
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static const char *in_dir(const char *name) {
-  static char buf[8][600];
-  static int slot;
-  char *p = buf[slot++ % 8];
-  snprintf(p, 600, "%s/%s", fed_dir(), name);
-  return p;
-}
-
+/* Starts party p: the PMG with its seeded mask, the others with a PMG
+ * timeout, the AP also with ap_extra. */
 static void start(int p) {
   const char *args[16];
   int n = 0;
-  args[n++] = "--config";
-  args[n++] = conf;
-  args[n++] = "--party";
-  args[n++] = pname[p];
-  if (p == P_PMG) {
+  if (p == FED_PMG) {
     args[n++] = "--mask-seed-insecure";
     args[n++] = MASK_SEED;
   } else {
     args[n++] = "--pmg-timeout-s";
     args[n++] = "20";
   }
-  if (p == P_AP)
+  if (p == FED_AP)
     for (int i = 0; ap_extra[i]; i++) args[n++] = ap_extra[i];
   args[n] = NULL;
-  fed_spawn(&proc[p], pname[p], pexe[p], args);
+  fed_net_start(&fed, p, args);
 }
 
 /* Appends p's log so far to DIR/NAME.log.N before a restart truncates it. */
 static void keep_log(int p) {
   static int gen;
   char cmd[1400];
-  snprintf(cmd, sizeof cmd, "cp '%s' '%s.%d' 2>/dev/null", proc[p].log, proc[p].log, ++gen);
-  if (system(cmd) != 0) fprintf(stderr, "could not keep %s\n", proc[p].log);
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s.%d' 2>/dev/null", fed.proc[p].log, fed.proc[p].log,
+           ++gen);
+  if (system(cmd) != 0) fprintf(stderr, "could not keep %s\n", fed.proc[p].log);
 }
 
 static void kill9(int p) {
-  cr_assert_neq(proc[p].pid, 0, "%s is not running", pname[p]);
-  int st = fed_stop(&proc[p], SIGKILL, 5000);
-  cr_assert_eq(st, 128 + SIGKILL, "%s: exit %d", pname[p], st);
+  cr_assert_neq(fed.proc[p].pid, 0, "%s is not running", fed_party_name[p]);
+  int st = fed_stop(&fed.proc[p], SIGKILL, 5000);
+  cr_assert_eq(st, 128 + SIGKILL, "%s: exit %d", fed_party_name[p], st);
   keep_log(p);
 }
 
 static void restart(int p) {
   start(p);
-  fed_wait_ready(&proc[p], 20000);
+  fed_wait_ready(&fed.proc[p], 20000);
 }
 
-/* Feature tables: AP 2 user + 1 item columns, pp1 2 user columns (only
- * N_KNOWN users), pp2 1 user + 2 item columns. */
-static void write_tables(void) {
-  struct {
-    const char *file;
-    pp_table_kind kind;
-    const char *prefix;
-    int rows, cols;
-  } t[] = {
-      {"ap_users.csv", PP_TABLE_USERS, "u", N_USERS, 2},
-      {"ap_items.csv", PP_TABLE_ITEMS, "i", N_ITEMS, 1},
-      {"pp1_users.csv", PP_TABLE_USERS, "u", N_KNOWN, 2},
-      {"pp2_users.csv", PP_TABLE_USERS, "u", N_USERS, 1},
-      {"pp2_items.csv", PP_TABLE_ITEMS, "i", N_ITEMS, 2},
-  };
-  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-    o3m_err e;
-    o3m_err_clear(&e);
-    cr_assert_eq(pp_features_write_synthetic(in_dir(t[i].file), t[i].kind, t[i].prefix,
-                                             t[i].rows, t[i].cols, 300 + i, &e), 0, "%s",
-                 o3m_err_message(&e));
-  }
-}
-
-static void write_config(void) {
-  char text[4096];
-  snprintf(text, sizeof text,
-           "[federation]\nd = %d\ndeadline_ms = 2000\nca = certs/ca.pem\n\n"
-           "[policy]\nalgo = linucb\nmodel = shared\nalpha = %g\nlambda = 1\n"
-           "max_candidates = %d\npending_capacity = 10000\npending_expiry_s = 600\n"
-           "reward_min = 0\nreward_max = 1\n\n"
-           "[party pmg]\nrole = pmg\naddress = 127.0.0.1:%d\ncert = certs/pmg.pem\n"
-           "key = certs/pmg.key\nstate_dir = pmg_state\n\n"
-           "[party ap]\nrole = active\naddress = 127.0.0.1:%d\ndims = 3\n"
-           "user_table = ap_users.csv\nitem_table = ap_items.csv\ncert = certs/ap.pem\n"
-           "key = certs/ap.key\nstate_dir = ap_state\n\n"
-           "[party pp1]\nrole = passive\naddress = 127.0.0.1:%d\ndims = 2\n"
-           "user_table = pp1_users.csv\ncert = certs/pp1.pem\nkey = certs/pp1.key\n"
-           "state_dir = pp1_state\n\n"
-           "[party pp2]\nrole = passive\naddress = 127.0.0.1:%d\ndims = 3\n"
-           "user_table = pp2_users.csv\nitem_table = pp2_items.csv\ncert = certs/pp2.pem\n"
-           "key = certs/pp2.key\nstate_dir = pp2_state\n",
-           D, ALPHA, K_MAX, port[P_PMG], port[P_AP], port[P_PP1], port[P_PP2]);
-  snprintf(conf, sizeof conf, "%s", fed_write("federation.conf", text));
-}
-
+/* The federation with state_dirs; pp1 knows only N_KNOWN users. */
 static void fed_up_with(const char *const *extra) {
   int n = 0;
   for (; extra && extra[n]; n++) ap_extra[n] = extra[n];
   ap_extra[n] = NULL;
-  fed_make_certs("certs", "pmg ap pp1 pp2 client");
-  write_tables();
-  for (int p = 0; p < N_PROC; p++) port[p] = fed_free_port();
-  write_config();
-  snprintf(cli_target, sizeof cli_target, "127.0.0.1:%d", port[P_AP]);
-  snprintf(cli_ca, sizeof cli_ca, "%s", in_dir("certs/ca.pem"));
-  snprintf(cli_cert, sizeof cli_cert, "%s", in_dir("certs/client.pem"));
-  snprintf(cli_key, sizeof cli_key, "%s", in_dir("certs/client.key"));
-  for (int p = 0; p < N_PROC; p++) start(p);
-  for (int p = 0; p < N_PROC; p++) fed_wait_ready(&proc[p], 20000);
+  char policy[128];
+  snprintf(policy, sizeof policy, "algo = linucb\nmodel = shared\nalpha = %g\nlambda = 1\n",
+           ALPHA);
+  fed_setup s = {.table_seed = 300, .pp1_users = N_KNOWN, .deadline_ms = 2000,
+                 .policy = policy, .pending_capacity = 10000, .state_dirs = 1};
+  fed_net_prepare(&fed, &s);
+  snprintf(cli_target, sizeof cli_target, "127.0.0.1:%d", fed.port[FED_AP]);
+  snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
+  snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
+  snprintf(cli_key, sizeof cli_key, "%s", fed_path("certs/client.key"));
+  for (int p = 0; p < FED_N_PARTIES; p++) start(p);
+  for (int p = 0; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 20000);
 }
 
 static void fed_up(void) { fed_up_with(NULL); }
@@ -255,8 +183,8 @@ static ap_client *client_new(void) {
 /* A client of party p's own service, presenting certificate `as`. */
 static o3m_rpc_client *party_client(int p, const char *as) {
   char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", port[p]);
-  return fed_client(target, "certs", "certs", as, pname[p], 5000);
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[p]);
+  return fed_client(target, "certs", "certs", as, fed_party_name[p], 5000);
 }
 
 /* Info's mask id of a passive party or the PMG. */
@@ -268,7 +196,7 @@ static uint64_t party_mask_id(int p) {
   o3m_err_clear(&e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
                                &o3m__v1__node_info__descriptor, &m, &e);
-  cr_assert_eq(rc, 0, "Info of %s: %s", pname[p], o3m_err_message(&e));
+  cr_assert_eq(rc, 0, "Info of %s: %s", fed_party_name[p], o3m_err_message(&e));
   uint64_t id = ((O3m__V1__NodeInfo *)m)->mask_id;
   o3m_rpc_client_destroy(c);
   return id;
@@ -290,26 +218,19 @@ static void ap_stats_get(ap_client *c, ap_stats *st) {
 
 static int log_has(int p, const char *what) {
   char cmd[1200];
-  snprintf(cmd, sizeof cmd, "grep -qF -- '%s' '%s'", what, proc[p].log);
+  snprintf(cmd, sizeof cmd, "grep -qF -- '%s' '%s'", what, fed.proc[p].log);
   return system(cmd) == 0;
 }
 
 /* ------------------------------------------------------------ central model */
 
 typedef struct central {
-  pp_features *ap, *pp1, *pp2;
+  fed_tables t;
   ap_policy *pol;
 } central;
 
 static void central_init(central *c) {
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(pp_features_load(&c->ap, in_dir("ap_users.csv"), in_dir("ap_items.csv"), 3, &e),
-               0, "%s", o3m_err_message(&e));
-  cr_assert_eq(pp_features_load(&c->pp1, in_dir("pp1_users.csv"), NULL, 2, &e), 0, "%s",
-               o3m_err_message(&e));
-  cr_assert_eq(pp_features_load(&c->pp2, in_dir("pp2_users.csv"), in_dir("pp2_items.csv"), 3,
-                                &e), 0, "%s", o3m_err_message(&e));
+  fed_tables_load(&c->t);
   ap_policy_config pc;
   ap_policy_config_default(&pc);
   pc.algo = AP_ALGO_LINUCB;
@@ -318,65 +239,18 @@ static void central_init(central *c) {
   pc.max_candidates = K_MAX;
   pc.alpha = ALPHA;
   pc.lambda = 1.0;
+  o3m_err e;
+  o3m_err_clear(&e);
   cr_assert_eq(ap_policy_create(&c->pol, &pc, &e), 0, "%s", o3m_err_message(&e));
 }
 
 static void central_free(central *c) {
-  pp_features_destroy(c->ap);
-  pp_features_destroy(c->pp1);
-  pp_features_destroy(c->pp2);
+  fed_tables_free(&c->t);
   ap_policy_destroy(c->pol);
 }
 
-/* X (K x D) = [x^ap, x^pp1, x^pp2] per candidate. Thread-safe (fill is). */
-static int central_contexts(const central *c, const char *user, int K, const char *const *items,
-                            double *X) {
-  pp_features *f[3] = {c->ap, c->pp1, c->pp2};
-  int off[3] = {0, 3, 5}, dims[3] = {3, 2, 3};
-  double blk[K_MAX * 3];
-  for (int j = 0; j < 3; j++) {
-    if (pp_features_fill(f[j], user, K, items, blk, NULL, NULL) != 0) return -1;
-    for (int k = 0; k < K; k++)
-      memcpy(X + (size_t)k * D + off[j], blk + (size_t)k * dims[j], sizeof(double) * dims[j]);
-  }
-  return 0;
-}
-
 /* A round's request: a known user and K distinct items. */
-typedef struct round_req {
-  char user[16];
-  char names[K_MAX][16];
-  const char *items[K_MAX];
-  int K;
-} round_req;
-
-static void draw_round(o3m_rng *r, round_req *q) {
-  uint64_t u;
-  o3m_rng_u64(r, &u);
-  snprintf(q->user, sizeof q->user, "u%d", (int)(u % N_KNOWN));
-  q->K = 2 + (int)(u / N_KNOWN % (K_MAX - 1));
-  int perm[N_ITEMS];
-  for (int i = 0; i < N_ITEMS; i++) perm[i] = i;
-  for (int i = N_ITEMS - 1; i > 0; i--) {
-    o3m_rng_u64(r, &u);
-    int j = (int)(u % (uint64_t)(i + 1));
-    int t = perm[i];
-    perm[i] = perm[j];
-    perm[j] = t;
-  }
-  for (int k = 0; k < q->K; k++) {
-    snprintf(q->names[k], 16, "i%d", perm[k]);
-    q->items[k] = q->names[k];
-  }
-}
-
-/* The hidden click model: a reward in (0, 1) from the unmasked context. */
-static double reward_of(const double *x) {
-  static const double theta[D] = {0.9, -0.4, 0.3, 0.5, -0.7, 0.2, 0.6, -0.1};
-  double z = 0;
-  for (int i = 0; i < D; i++) z += theta[i] * x[i];
-  return 1.0 / (1.0 + exp(-z));
-}
+static void draw_round(o3m_rng *r, fed_round *q) { fed_draw_round(r, N_KNOWN, q); }
 
 static void assert_theta(ap_client *c, const ap_policy *pol, uint64_t updates) {
   ap_stats st;
@@ -393,10 +267,10 @@ static void assert_theta(ap_client *c, const ap_policy *pol, uint64_t updates) {
  * the next one. */
 static void lossless_rounds(ap_client *cli, central *c, o3m_rng *r, int n, uint64_t *acked) {
   for (int t = 0; t < n; t++) {
-    round_req q;
+    fed_round q;
     draw_round(r, &q);
     double X[K_MAX * D];
-    cr_assert_eq(central_contexts(c, q.user, q.K, q.items, X), 0);
+    cr_assert_eq(fed_contexts(&c->t, q.user, q.K, q.items, X), 0);
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
@@ -410,7 +284,7 @@ static void lossless_rounds(ap_client *cli, central *c, o3m_rng *r, int n, uint6
     cr_assert_leq(fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score)),
                   "round %d: score %.17g vs central %.17g", t, rec.score, score);
     const double *x = X + (size_t)chosen * D;
-    double rw = reward_of(x);
+    double rw = fed_click_reward(x);
     uint64_t updates;
     rc = ap_client_reward(cli, rec.decision, rw, &updates, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s", t, o3m_err_message(&e));
@@ -424,18 +298,18 @@ static void lossless_rounds(ap_client *cli, central *c, o3m_rng *r, int n, uint6
  * moment); the decisions are never rewarded, which changes nothing in a
  * LinUCB model. */
 static void wait_rounds_ok(ap_client *cli, o3m_rng *r) {
-  double t0 = now_s();
+  double t0 = fed_now_s();
   for (;;) {
-    round_req q;
+    fed_round q;
     draw_round(r, &q);
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
     int rc = ap_client_recommend(cli, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
     if (rc == 0) return;
-    cr_assert_lt(now_s() - t0, 15.0, "rounds still fail: %s: %s", o3m_errname(rc),
+    cr_assert_lt(fed_now_s() - t0, 15.0, "rounds still fail: %s: %s", o3m_errname(rc),
                  o3m_err_message(&e));
-    sleep_ms(100);
+    fed_sleep_ms(100);
   }
 }
 
@@ -452,15 +326,15 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
   ap_client *cli = client_new();
   uint64_t mask = ap_mask_id(cli);
   cr_assert_neq(mask, 0);
-  cr_assert_eq(party_mask_id(P_PP1), mask);
-  cr_assert_eq(party_mask_id(P_PP2), mask);
+  cr_assert_eq(party_mask_id(FED_PP1), mask);
+  cr_assert_eq(party_mask_id(FED_PP2), mask);
 
   uint64_t acked = 0;
   lossless_rounds(cli, &c, r, 40, &acked);
   /* Three decisions left waiting for their reward at the crash. */
   uint64_t waiting[3];
   for (int i = 0; i < 3; i++) {
-    round_req q;
+    fed_round q;
     draw_round(r, &q);
     ap_recommendation rec;
     o3m_err e;
@@ -472,7 +346,7 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
 
   /* The PMG has forgotten Q: nobody could fetch the AP's block again. Then
    * it goes away altogether. */
-  o3m_rpc_client *pmg = party_client(P_PMG, "ap");
+  o3m_rpc_client *pmg = party_client(FED_PMG, "ap");
   O3m__V1__BlockRequest br = O3M__V1__BLOCK_REQUEST__INIT;
   br.party = 0;
   br.dim = D;
@@ -485,16 +359,16 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
   cr_assert_eq(rc, O3M_ESTATE, "GetBlock after distribution: %s: %s", o3m_errname(rc),
                o3m_err_message(&e));
   o3m_rpc_client_destroy(pmg);
-  cr_assert_eq(fed_stop(&proc[P_PMG], SIGTERM, 5000), 0);
+  cr_assert_eq(fed_stop(&fed.proc[FED_PMG], SIGTERM, 5000), 0);
 
   ap_client_destroy(cli);
-  kill9(P_AP);
-  restart(P_AP);
-  cr_assert(log_has(P_AP, "loaded the block of mask"), "%s", fed_log(&proc[P_AP]));
+  kill9(FED_AP);
+  restart(FED_AP);
+  cr_assert(log_has(FED_AP, "loaded the block of mask"), "%s", fed_log(&fed.proc[FED_AP]));
   cli = client_new();
   cr_assert_eq(ap_mask_id(cli), mask);
-  cr_assert_eq(party_mask_id(P_PP1), mask);
-  cr_assert_eq(party_mask_id(P_PP2), mask);
+  cr_assert_eq(party_mask_id(FED_PP1), mask);
+  cr_assert_eq(party_mask_id(FED_PP2), mask);
   assert_theta(cli, c.pol, acked);
 
   /* Decisions pending at the crash were not journaled. */
@@ -528,7 +402,7 @@ static void mask_of(int p, const char *user, double *out, size_t n) {
   o3m_err_clear(&e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &req.base,
                                &o3m__v1__masked_contexts__descriptor, &m, &e);
-  cr_assert_eq(rc, 0, "Mask of %s: %s", pname[p], o3m_err_message(&e));
+  cr_assert_eq(rc, 0, "Mask of %s: %s", fed_party_name[p], o3m_err_message(&e));
   const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
   cr_assert_eq(mc->n_values, n);
   memcpy(out, mc->values, n * sizeof *out);
@@ -544,17 +418,17 @@ Test(recovery, pp_restart_keeps_block_and_dummy_key, .init = fed_up, .fini = fed
   uint64_t mask = ap_mask_id(cli);
 
   double known0[4 * D], unknown0[4 * D], known1[4 * D], unknown1[4 * D];
-  mask_of(P_PP1, "u3", known0, 4 * D);
-  mask_of(P_PP1, "u25", unknown0, 4 * D); /* pp1 has no row for u25: dummies */
+  mask_of(FED_PP1, "u3", known0, 4 * D);
+  mask_of(FED_PP1, "u25", unknown0, 4 * D); /* pp1 has no row for u25: dummies */
   uint64_t acked = 0;
   lossless_rounds(cli, &c, r, 20, &acked);
 
-  kill9(P_PP1);
-  restart(P_PP1);
-  cr_assert(log_has(P_PP1, "from state_dir"), "%s", fed_log(&proc[P_PP1]));
-  cr_assert_eq(party_mask_id(P_PP1), mask);
-  mask_of(P_PP1, "u3", known1, 4 * D);
-  mask_of(P_PP1, "u25", unknown1, 4 * D);
+  kill9(FED_PP1);
+  restart(FED_PP1);
+  cr_assert(log_has(FED_PP1, "from state_dir"), "%s", fed_log(&fed.proc[FED_PP1]));
+  cr_assert_eq(party_mask_id(FED_PP1), mask);
+  mask_of(FED_PP1, "u3", known1, 4 * D);
+  mask_of(FED_PP1, "u25", unknown1, 4 * D);
   for (int i = 0; i < 4 * D; i++) {
     cr_assert_eq(known1[i], known0[i], "known user, value %d: %.17g before, %.17g after", i,
                  known0[i], known1[i]);
@@ -584,17 +458,17 @@ Test(recovery, acknowledged_batch_survives_kill9, .init = fed_up_ckpt5, .fini = 
     double X[24][D], rw[24];
     uint64_t dec[24];
     for (int b = 0; b < B; b++) {
-      round_req q;
+      fed_round q;
       draw_round(r, &q);
       double Xq[K_MAX * D];
-      cr_assert_eq(central_contexts(&c, q.user, q.K, q.items, Xq), 0);
+      cr_assert_eq(fed_contexts(&c.t, q.user, q.K, q.items, Xq), 0);
       ap_recommendation rec;
       o3m_err e;
       o3m_err_clear(&e);
       cr_assert_eq(ap_client_recommend(cli, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e), 0,
                    "%s", o3m_err_message(&e));
       memcpy(X[b], Xq + (size_t)rec.candidate * D, sizeof X[b]);
-      rw[b] = reward_of(X[b]);
+      rw[b] = fed_click_reward(X[b]);
       dec[b] = rec.decision;
     }
     for (int b = 0; b < B; b++) {
@@ -608,9 +482,9 @@ Test(recovery, acknowledged_batch_survives_kill9, .init = fed_up_ckpt5, .fini = 
       acked++;
     }
     ap_client_destroy(cli);
-    kill9(P_AP);
-    restart(P_AP);
-    cr_assert(log_has(P_AP, "recovered"), "%s", fed_log(&proc[P_AP]));
+    kill9(FED_AP);
+    restart(FED_AP);
+    cr_assert(log_has(FED_AP, "recovered"), "%s", fed_log(&fed.proc[FED_AP]));
     cli = client_new();
     assert_theta(cli, c.pol, acked);
     ap_client_destroy(cli);
@@ -637,30 +511,32 @@ static void flip_byte(const char *path, long offset) {
 }
 
 Test(recovery, corrupt_stored_block_refuses_to_start, .init = fed_up, .fini = fed_down) {
-  cr_assert_eq(fed_stop(&proc[P_AP], SIGTERM, 5000), 0, "%s", fed_log(&proc[P_AP]));
-  cr_assert_eq(fed_stop(&proc[P_PP1], SIGTERM, 5000), 0, "%s", fed_log(&proc[P_PP1]));
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_PP1]));
   struct stat st;
-  cr_assert_eq(stat(in_dir("ap_state/mask-block.o3m"), &st), 0);
+  cr_assert_eq(stat(fed_path("ap_state/mask-block.o3m"), &st), 0);
   cr_assert_eq(st.st_mode & 0777, 0600, "block file mode %o", st.st_mode & 0777);
-  cr_assert_eq(stat(in_dir("ap_state"), &st), 0);
+  cr_assert_eq(stat(fed_path("ap_state"), &st), 0);
   cr_assert_eq(st.st_mode & 0777, 0700, "state_dir mode %o", st.st_mode & 0777);
 
   /* The AP: one bit of a block value. */
-  flip_byte(in_dir("ap_state/mask-block.o3m"), 100);
-  start(P_AP);
-  cr_assert_eq(fed_wait_exit(&proc[P_AP], 10000), 1, "%s", fed_log(&proc[P_AP]));
-  cr_assert(log_has(P_AP, "mask-block.o3m is corrupt (data CRC mismatch)"), "%s",
-            fed_log(&proc[P_AP]));
-  cr_assert(log_has(P_AP, "delete the state_dir of every party"), "%s", fed_log(&proc[P_AP]));
+  flip_byte(fed_path("ap_state/mask-block.o3m"), 100);
+  start(FED_AP);
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 10000), 1, "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "mask-block.o3m is corrupt (data CRC mismatch)"), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "delete the state_dir of every party"), "%s",
+            fed_log(&fed.proc[FED_AP]));
 
   /* A passive party: its file cut short. */
-  const char *pp = in_dir("pp1_state/mask-block.o3m");
+  const char *pp = fed_path("pp1_state/mask-block.o3m");
   cr_assert_eq(stat(pp, &st), 0);
   cr_assert_eq(truncate(pp, st.st_size - 3), 0);
-  start(P_PP1);
-  cr_assert_eq(fed_wait_exit(&proc[P_PP1], 10000), 1, "%s", fed_log(&proc[P_PP1]));
-  cr_assert(log_has(P_PP1, "is corrupt (wrong length"), "%s", fed_log(&proc[P_PP1]));
-  cr_assert(log_has(P_PP1, "delete the state_dir of every party"), "%s", fed_log(&proc[P_PP1]));
+  start(FED_PP1);
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_PP1], 10000), 1, "%s", fed_log(&fed.proc[FED_PP1]));
+  cr_assert(log_has(FED_PP1, "is corrupt (wrong length"), "%s", fed_log(&fed.proc[FED_PP1]));
+  cr_assert(log_has(FED_PP1, "delete the state_dir of every party"), "%s",
+            fed_log(&fed.proc[FED_PP1]));
 }
 
 Test(recovery, saved_model_under_another_mask_refuses_start_until_discarded, .init = fed_up,
@@ -673,7 +549,7 @@ Test(recovery, saved_model_under_another_mask_refuses_start_until_discarded, .in
   uint64_t acked = 0;
   lossless_rounds(cli, &c, r, 10, &acked);
   ap_client_destroy(cli);
-  cr_assert_eq(fed_stop(&proc[P_AP], SIGTERM, 5000), 0, "%s", fed_log(&proc[P_AP]));
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
 
   /* The AP's block replaced by one of another mask, as if its block file
    * had been lost and a block of a new federation fetched. */
@@ -686,23 +562,23 @@ Test(recovery, saved_model_under_another_mask_refuses_start_until_discarded, .in
   o3m_block_store_id sid = {0, 0, D, 3};
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(o3m_block_store_save(in_dir("ap_state"), &sid, b, NULL, 0, &e), 0, "%s",
+  cr_assert_eq(o3m_block_store_save(fed_path("ap_state"), &sid, b, NULL, 0, &e), 0, "%s",
                o3m_err_message(&e));
   uint64_t new_mask = o3m_block_mask_id(b);
   o3m_block_destroy(b);
   o3m_mask_destroy(m);
   o3m_rng_destroy(mr);
 
-  start(P_AP);
-  cr_assert_eq(fed_wait_exit(&proc[P_AP], 10000), 1, "%s", fed_log(&proc[P_AP]));
-  cr_assert(log_has(P_AP, "start-up failed: MASK"), "%s", fed_log(&proc[P_AP]));
-  cr_assert(log_has(P_AP, "--discard-state"), "%s", fed_log(&proc[P_AP]));
-  keep_log(P_AP);
+  start(FED_AP);
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 10000), 1, "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "start-up failed: MASK"), "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "--discard-state"), "%s", fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
 
   ap_extra[0] = "--discard-state";
   ap_extra[1] = NULL;
-  restart(P_AP);
-  cr_assert(log_has(P_AP, "for a fresh start"), "%s", fed_log(&proc[P_AP]));
+  restart(FED_AP);
+  cr_assert(log_has(FED_AP, "for a fresh start"), "%s", fed_log(&fed.proc[FED_AP]));
   cli = client_new();
   cr_assert_eq(ap_mask_id(cli), new_mask);
   ap_stats st;
@@ -710,7 +586,7 @@ Test(recovery, saved_model_under_another_mask_refuses_start_until_discarded, .in
   cr_assert_eq(st.updates, 0);
   /* The passive parties hold blocks of the old mask: every round fails
    * with MASK, naming a party, until the whole federation starts afresh. */
-  round_req q;
+  fed_round q;
   draw_round(r, &q);
   ap_recommendation rec;
   o3m_err_clear(&e);
@@ -733,8 +609,8 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
   lossless_rounds(cli, &c, r, 5, &acked);
   ap_client_destroy(cli);
   /* A clean stop checkpoints and starts a fresh journal segment. */
-  cr_assert_eq(fed_stop(&proc[P_AP], SIGTERM, 5000), 0, "%s", fed_log(&proc[P_AP]));
-  keep_log(P_AP);
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
 
   /* The "disk" fills up: the AP runs with a file size limit (RLIMIT_FSIZE,
    * SIGXFSZ ignored, both inherited), so its journal segment cannot grow
@@ -746,25 +622,25 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
   lim.rlim_cur = 8192;
   signal(SIGXFSZ, SIG_IGN);
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-  start(P_AP);
+  start(FED_AP);
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
-  fed_wait_ready(&proc[P_AP], 20000);
+  fed_wait_ready(&fed.proc[FED_AP], 20000);
 
   cli = client_new();
   int failed_at = -1;
   double x_fail[D], rw_fail = 0;
   for (int t = 0; t < 200 && failed_at < 0; t++) {
-    round_req q;
+    fed_round q;
     draw_round(r, &q);
     double X[K_MAX * D];
-    cr_assert_eq(central_contexts(&c, q.user, q.K, q.items, X), 0);
+    cr_assert_eq(fed_contexts(&c.t, q.user, q.K, q.items, X), 0);
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
     int rc = ap_client_recommend(cli, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
     cr_assert_eq(rc, 0, "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
     const double *x = X + (size_t)rec.candidate * D;
-    double rw = reward_of(x);
+    double rw = fed_click_reward(x);
     uint64_t updates;
     rc = ap_client_reward(cli, rec.decision, rw, &updates, &e);
     if (rc == 0) {
@@ -784,14 +660,14 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
   cr_assert_gt(acked, 20);
   /* It stops by itself, exit 1; later rewards are refused meanwhile or
    * find no server. */
-  cr_assert_eq(fed_wait_exit(&proc[P_AP], 10000), 1, "%s", fed_log(&proc[P_AP]));
-  cr_assert(log_has(P_AP, "the reward journal failed"), "%s", fed_log(&proc[P_AP]));
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 10000), 1, "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "the reward journal failed"), "%s", fed_log(&fed.proc[FED_AP]));
   ap_client_destroy(cli);
-  keep_log(P_AP);
+  keep_log(FED_AP);
 
   /* Restarted on a working disk: every acknowledged reward is there; the
    * one that failed may or may not be (here its record was torn and cut). */
-  restart(P_AP);
+  restart(FED_AP);
   cli = client_new();
   ap_stats st;
   ap_stats_get(cli, &st);
@@ -865,13 +741,13 @@ static void *client_main(void *arg_) {
         break;
       }
     }
-    round_req q;
+    fed_round q;
     draw_round(r, &q);
     double X[K_MAX * D];
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
-    int rc = central_contexts(&x->c, q.user, q.K, q.items, X);
+    int rc = fed_contexts(&x->c.t, q.user, q.K, q.items, X);
     if (rc == 0) rc = ap_client_recommend(cli, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
     sent s = {0};
     int have = 0;
@@ -879,7 +755,7 @@ static void *client_main(void *arg_) {
       s.decision = rec.decision;
       s.epoch = epoch;
       memcpy(s.x, X + (size_t)rec.candidate * D, sizeof s.x);
-      s.reward = reward_of(s.x);
+      s.reward = fed_click_reward(s.x);
       have = 1;
       uint64_t updates = 0;
       rc = ap_client_reward(cli, rec.decision, s.reward, &updates, &e);
@@ -933,7 +809,7 @@ static int jscan_one(void *ctx, const ap_journal_record *rec) {
 static void journal_scan(int kp, jscan *j) {
   char copy[700], cmd[1500];
   snprintf(copy, sizeof copy, "%s/jcopy%d", fed_dir(), kp);
-  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", in_dir("ap_state"), copy);
+  snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", fed_path("ap_state"), copy);
   cr_assert_eq(system(cmd), 0, "%s", cmd);
   /* The journal starts after the newest segment pruned away. */
   DIR *d = opendir(copy);
@@ -1008,7 +884,7 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
   size_t n_landed = 0, inflight_seen = 0;
   long lost = 0, duplicated = 0;
   jscan js = {0};
-  double t_start = now_s();
+  double t_start = fed_now_s();
   /* O3M_RECOVERY_MIN_REWARDS: keep each run going until that share of the
    * total has been acknowledged (the benchmark asks for thousands). */
   const char *env_min = getenv("O3M_RECOVERY_MIN_REWARDS");
@@ -1016,24 +892,24 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
   for (int kp = 0; kp < kills; kp++) {
     uint64_t u;
     o3m_rng_u64(r, &u);
-    sleep_ms(100 + (int)(u % 500)); /* a random moment */
-    for (double t0 = now_s(); now_s() - t0 < 60;) {
+    fed_sleep_ms(100 + (int)(u % 500)); /* a random moment */
+    for (double t0 = fed_now_s(); fed_now_s() - t0 < 60;) {
       pthread_mutex_lock(&x.mu);
       size_t n = x.n_acked;
       pthread_mutex_unlock(&x.mu);
       if (n * (size_t)kills >= min_rewards * (size_t)(kp + 1)) break;
-      sleep_ms(20 + (int)(u % 50));
+      fed_sleep_ms(20 + (int)(u % 50));
     }
-    kill(proc[P_AP].pid, SIGKILL);
-    cr_assert_eq(fed_wait_exit(&proc[P_AP], 5000), 128 + SIGKILL);
-    keep_log(P_AP);
+    kill(fed.proc[FED_AP].pid, SIGKILL);
+    cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 5000), 128 + SIGKILL);
+    keep_log(FED_AP);
     /* Every client notices and parks. */
     pthread_mutex_lock(&x.mu);
-    double t0 = now_s();
+    double t0 = fed_now_s();
     while (x.parked < CLIENTS) {
       pthread_mutex_unlock(&x.mu);
-      cr_assert_lt(now_s() - t0, 20.0, "clients did not stop after the kill");
-      sleep_ms(10);
+      cr_assert_lt(fed_now_s() - t0, 20.0, "clients did not stop after the kill");
+      fed_sleep_ms(10);
       pthread_mutex_lock(&x.mu);
     }
     pthread_mutex_unlock(&x.mu);
@@ -1054,7 +930,7 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
     qsort(js.dec, js.n, sizeof *js.dec, cmp_u64);
     for (size_t i = 1; i < js.n; i++) duplicated += js.dec[i] == js.dec[i - 1];
 
-    restart(P_AP);
+    restart(FED_AP);
     ap_client *cli = client_new();
     ap_stats st;
     ap_stats_get(cli, &st);
@@ -1108,7 +984,7 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
   cr_assert_eq(x.err[0], 0, "%s", x.err);
   fprintf(stderr, "crash test: %d clients, %zu rewards acknowledged, %zu in flight at a kill "
           "(%zu of them landed), %.1f s\n", CLIENTS, x.n_acked, x.n_inflight, n_landed,
-          now_s() - t_start);
+          fed_now_s() - t_start);
   fprintf(stderr, "kill points: %d, lost: %ld, duplicated: %ld\n", kills, lost, duplicated);
   free(js.dec);
   free(landed);
