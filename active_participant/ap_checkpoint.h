@@ -60,8 +60,10 @@
  * nothing is deleted) and open again with a fresh model.
  *
  * Configuration changes. A checkpoint saved by a policy with another algo,
- * model, d, number of arms or lambda is refused with O3M_EDIM (the message
- * names the field): the state cannot be reinterpreted. alpha, v,
+ * model, d, number of arms or lambda, or in another format version of the
+ * policy state (another release), is refused with O3M_EDIM (the message
+ * names the field) and left where it is: the state cannot be
+ * reinterpreted, and it is not damage. alpha, v,
  * max_candidates and refactor_every may change between runs; the sampler
  * keeps its saved stream rather than restarting from the config's seed.
  *

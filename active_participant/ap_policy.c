@@ -612,9 +612,13 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
                         uint64_t *updates, o3m_err *e) {
   if (memcmp(h, STATE_MAGIC, 8))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: bad magic");
+  /* Another format version is another release's state, not damage: the
+   * caller must refuse it rather than set it aside as corrupt. */
   if (o3m_get_le32(h + 8) != STATE_VERSION)
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: unknown format version %u",
-                       (unsigned)o3m_get_le32(h + 8));
+    return o3m_err_set(e, O3M_EDIM,
+                       "policy state: format version %u, this build reads version %u (state "
+                       "written by another release of o3m)",
+                       (unsigned)o3m_get_le32(h + 8), STATE_VERSION);
   if (o3m_get_le32(h + 12) != STATE_HDR)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: header length %u, expected %u",
                        (unsigned)o3m_get_le32(h + 12), STATE_HDR);
@@ -637,11 +641,12 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   if (o3m_get_le64(h + 40) != dbits(p->cfg.lambda))
     return o3m_err_set(e, O3M_EDIM, "policy state: lambda = %.17g, this policy has %.17g",
                        bitsd(o3m_get_le64(h + 40)), p->cfg.lambda);
-  if (o3m_get_le32(h + 112) != LAMBDA_BLOCK || o3m_get_le32(h + 116) != 0)
-    return o3m_err_set(e, O3M_ECORRUPT,
-                       "policy state: Lambda block of %u rows (reserved %u), expected %d (0)",
-                       (unsigned)o3m_get_le32(h + 112), (unsigned)o3m_get_le32(h + 116),
-                       LAMBDA_BLOCK);
+  if (o3m_get_le32(h + 112) != LAMBDA_BLOCK)
+    return o3m_err_set(e, O3M_EDIM, "policy state: Lambda blocks of %u rows, this build uses %d",
+                       (unsigned)o3m_get_le32(h + 112), LAMBDA_BLOCK);
+  if (o3m_get_le32(h + 116) != 0)
+    return o3m_err_set(e, O3M_ECORRUPT, "policy state: reserved header field is %u, not 0",
+                       (unsigned)o3m_get_le32(h + 116));
   if (o3m_get_le64(h + 104) != (uint64_t)ap_policy_state_size(p))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: length field %llu, expected %zu",
                        (unsigned long long)o3m_get_le64(h + 104), ap_policy_state_size(p));

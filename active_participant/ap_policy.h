@@ -176,7 +176,8 @@ int ap_policy_state_export(const ap_policy *p, void *buf, size_t len);
 
 /* Replaces the state with the image in buf[0..len). On any error the state
  * is unchanged: O3M_ECORRUPT for a malformed image (bad magic, version,
- * length, B, a counter out of range, invalid sampler state), O3M_EDIM for an image of
+ * length, a counter out of range, invalid sampler state), O3M_EDIM for an image of
+ * another format version or block size B (another release), or of
  * a differently configured policy (the message names the field). */
 int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e);
 

@@ -27,6 +27,7 @@
 #include "ap_checkpoint.h"
 #include "crash_child.h"
 #include "o3m_blas.h"
+#include "o3m_bytes.h"
 #include "o3m_rng.h"
 
 #define MASK_A 0xaaaa000000000001ULL
@@ -229,8 +230,12 @@ Test(checkpoint, state_export_import_round_trip_and_checks) {
   cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   cr_assert(strstr(e.msg, "model 5: held-row count"), "%s", e.msg);
   memcpy(bad, img, len);
-  bad[112] = 8; /* another block size */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  bad[112] = 8; /* another block size: another release, not damage */
+  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_EDIM);
+  memcpy(bad, img, len);
+  bad[8] = 1; /* format version 1 */
+  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_EDIM);
+  cr_assert(strstr(e.msg, "format version 1"), "%s", e.msg);
   size_t la;
   unsigned char *after = export_state(b, &la);
   cr_assert_eq(memcmp(before, after, lb), 0);
@@ -462,8 +467,31 @@ Test(checkpoint, changed_config_is_refused_and_the_state_dir_is_locked) {
   cr_assert_eq(ap_policy_updates(p4), 10);
   cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 0);
   ap_checkpoint_close(ck);
+
+  /* State in another format version (another release), with valid
+   * checksums: refused with a message saying so, and not set aside as
+   * corrupt, so the operator can still go back to the release that wrote it. */
+  char path[512];
+  ck_path(path, sizeof path, 10, ".ckpt");
+  int fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0, "%s", path);
+  size_t n = ap_policy_state_size(p);
+  unsigned char *img = malloc(n), crc[4];
+  cr_assert_eq(pread(fd, img, n, 64), (ssize_t)n);
+  img[8] = 1; /* format version 1 */
+  o3m_put_le32(crc, o3m_crc32c(0, img, n));
+  cr_assert_eq(pwrite(fd, img, n, 64), (ssize_t)n);
+  cr_assert_eq(pwrite(fd, crc, 4, 64 + (off_t)n), 4);
+  close(fd);
+  ap_policy *p5 = make_policy(&c);
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&ck, p5, &o, &info, &e), O3M_EDIM);
+  cr_assert_not_null(strstr(e.msg, "format version 1"), "%s", e.msg);
+  cr_assert(exists(path), "the checkpoint was moved");
+  cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 0);
+  free(img);
   ap_policy_destroy(p), ap_policy_destroy(q), ap_policy_destroy(p2);
-  ap_policy_destroy(p3), ap_policy_destroy(p4);
+  ap_policy_destroy(p3), ap_policy_destroy(p4), ap_policy_destroy(p5);
 }
 
 Test(checkpoint, a_missing_state_dir_is_created) {
