@@ -1034,8 +1034,9 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
                           ? "the saved model was learned under another mask; --discard-state "
                             "moves it aside and starts a fresh model"
                       : rc == O3M_EDIM
-                          ? "the [policy] does not match the saved model; restore the old "
-                            "[policy], or --discard-state"
+                          ? "the [policy] does not match the saved model (or the model was "
+                            "saved by another release); restore the old [policy] or release, "
+                            "or --discard-state"
                       : rc == O3M_ECORRUPT
                           ? "the reward journal is damaged before its end; --salvage keeps the "
                             "rewards before the damage (the rest is set aside), or "
