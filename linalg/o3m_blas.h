@@ -90,12 +90,12 @@ static inline void o3m_syr_tri(o3m_uplo t, int d, double alpha, const double *x,
 /* y = alpha A x + beta y, A symmetric d x d (upper triangle read) */
 static inline void o3m_symv(int d, double alpha, const double *A, const double *x, double beta,
                             double *y) {
-  cblas_dsymv(CblasRowMajor, CblasUpper, d, alpha, A, d, x, 1, beta, y, 1);
+  o3m_symv_tri(O3M_UPPER, d, alpha, A, x, beta, y);
 }
 
 /* A += alpha x x^T, A symmetric d x d (upper triangle written) */
 static inline void o3m_syr(int d, double alpha, const double *x, double *A) {
-  cblas_dsyr(CblasRowMajor, CblasUpper, d, alpha, x, 1, A, d);
+  o3m_syr_tri(O3M_UPPER, d, alpha, x, A);
 }
 
 /* C += alpha A^T A, C symmetric d x d (upper triangle written), A is k x d:
