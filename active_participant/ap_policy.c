@@ -230,7 +230,9 @@ static int refactor(ap_policy *p, int m) {
   if (rc) return rc;
   fac_view f = fac_of(p, m);
   for (int i = 0; i < d; i++) {
-    size_t lo = f.t == O3M_UPPER ? (size_t)i : 0, n = f.t == O3M_UPPER ? (size_t)(d - i) : (size_t)i + 1;
+    /* row i of the triangle: columns i..d-1 (upper) or 0..i (lower) */
+    size_t lo = f.t == O3M_UPPER ? (size_t)i : 0;
+    size_t n = f.t == O3M_UPPER ? (size_t)(d - i) : (size_t)i + 1;
     memcpy(f.a + (size_t)i * d + lo, p->scratch + (size_t)i * d + lo, sizeof(double) * n);
   }
   return O3M_OK;
@@ -282,8 +284,10 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   p->kept_x = malloc(d * sizeof(double));
   p->kept_w = malloc(d * sizeof(double));
   p->kept_arm = -1;
-  if (!p->kept_x || !p->kept_w || (cfg->model == AP_MODEL_DISJOINT && !p->scratch) ||!p->lambda_m || !p->held || !p->n_held || !p->fac || !p->u || !p->theta || !p->since_refactor || !p->W ||
-      !p->mean || !p->var || !p->score || !p->z || !p->work) {
+  if (!p->lambda_m || !p->held || !p->n_held || !p->fac ||
+      (cfg->model == AP_MODEL_DISJOINT && !p->scratch) || !p->u || !p->theta ||
+      !p->since_refactor || !p->W || !p->mean || !p->var || !p->score || !p->z || !p->work ||
+      !p->kept_x || !p->kept_w) {
     ap_policy_destroy(p);
     return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory for d = %zu, %zu models", d, n);
   }
@@ -897,7 +901,8 @@ static const char *stats_problem(const ap_policy *p, int m) {
       !all_finite(p->u + (size_t)m * d, (size_t)d))
     return "Lambda or u is not finite";
   for (int i = 0; i < d; i++)
-    if (!(L[(size_t)i * d + i] >= p->cfg.lambda)) return "a diagonal entry of Lambda is below lambda";
+    if (!(L[(size_t)i * d + i] >= p->cfg.lambda))
+      return "a diagonal entry of Lambda is below lambda";
   return NULL;
 }
 
