@@ -877,9 +877,7 @@ static void client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o
                        const o3m_party *peer_party, int insecure) {
   cc->insecure = insecure;
   if (insecure) return;
-  cc->tls.ca_file = o3m_config_ca(cfg);
-  cc->tls.cert_file = me->cert;
-  cc->tls.key_file = me->key;
+  cc->tls = o3m_rpc_tls_of_party(cfg, me);
   /* Peers' certificates name the party, not the host it runs on. */
   cc->tls.server_name = peer_party->name;
 }
@@ -1313,13 +1311,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   o3m_rpc_server_config_default(&sc);
   sc.listen = opt->listen ? opt->listen : me->address;
   sc.insecure = opt->insecure;
-  if (!opt->insecure) {
-    sc.tls.cert_file = me->cert;
-    sc.tls.key_file = me->key;
-    /* Any client with a certificate from the federation CA: front ends and
-     * operators get their own certificates. */
-    sc.tls.ca_file = o3m_config_ca(cfg);
-  }
+  /* Any client with a certificate from the federation CA: front ends and
+   * operators get their own certificates. */
+  if (!opt->insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
   sc.slots_per_method = SERVER_SLOTS;
   /* Recommend calls are deferred and answered in batches by the idle hook. */
   static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,

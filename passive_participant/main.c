@@ -135,11 +135,7 @@ int main(int argc, char **argv) {
   o3m_rpc_server_config_default(&sc);
   sc.listen = me->address;
   sc.insecure = opt.insecure;
-  if (!opt.insecure) {
-    sc.tls.ca_file = o3m_config_ca(cfg);
-    sc.tls.cert_file = me->cert;
-    sc.tls.key_file = me->key;
-  }
+  if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
   int n_methods;
   const o3m_rpc_method *methods = pp_service_methods(&n_methods);
   if (o3m_rpc_server_create(&srv, &sc, methods, n_methods, svc, &err) < 0) {

@@ -181,9 +181,7 @@ static int pmg_client(pp_service *s, int deadline_ms, o3m_rpc_client **c, o3m_er
   cc.deadline_ms = deadline_ms;
   cc.insecure = s->insecure;
   if (!s->insecure) {
-    cc.tls.ca_file = o3m_config_ca(s->cfg);
-    cc.tls.cert_file = s->me->cert;
-    cc.tls.key_file = s->me->key;
+    cc.tls = o3m_rpc_tls_of_party(s->cfg, s->me);
     /* Pin the peer: the PMG's certificate must name the PMG party. */
     cc.tls.server_name = s->pmg->name;
   }

@@ -507,6 +507,11 @@ static const o3m_rpc_method health_method = {
     O3M_RPC_HEALTH_CHECK_PATH, &grpc__health__v1__health_check_request__descriptor,
     &grpc__health__v1__health_check_response__descriptor, health_check};
 
+o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me) {
+  o3m_rpc_tls t = {.ca_file = o3m_config_ca(cfg), .cert_file = me->cert, .key_file = me->key};
+  return t;
+}
+
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;

@@ -80,6 +80,7 @@
 #include <grpc/status.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "o3m_config.h"
 #include "o3m_error.h"
 
 /* Largest message accepted or sent, unless configured otherwise: 64 MiB,
@@ -136,6 +137,13 @@ typedef struct o3m_rpc_tls {
   const char *key_file;
   const char *server_name;
 } o3m_rpc_tls;
+
+/* The mutual-TLS files of party me in a federation config: the federation
+ * CA (which a server trusts for its callers, and a client for the server),
+ * and me's certificate and key. server_name is NULL; a client pins its peer
+ * by setting it to the peer party's name, which its certificate carries.
+ * The strings belong to cfg. */
+o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me);
 
 /* ------------------------------------------------------------ server */
 
