@@ -31,16 +31,6 @@
 #define HDR AP_JOURNAL_SEGMENT_HEADER
 #define NAME_MAX_LEN 64
 
-static uint64_t dbits(double x) {
-  uint64_t v;
-  memcpy(&v, &x, sizeof v);
-  return v;
-}
-static double bitsd(uint64_t v) {
-  double x;
-  memcpy(&x, &v, sizeof x);
-  return x;
-}
 
 /* ------------------------------------------------------------------ handle */
 
@@ -155,9 +145,9 @@ static void encode_record(const ap_journal *j, unsigned char *b, const ap_journa
   o3m_put_le64(b + 24, r->decision);
   o3m_put_le64(b + 32, r->mask_id);
   o3m_put_le32(b + 40, (uint32_t)r->arm);
-  o3m_put_le64(b + 48, dbits(r->reward));
+  o3m_put_le64(b + 48, o3m_double_bits(r->reward));
   if (r->x)
-    for (int i = 0; i < j->d; i++) o3m_put_le64(b + 56 + 8 * (size_t)i, dbits(r->x[i]));
+    for (int i = 0; i < j->d; i++) o3m_put_le64(b + 56 + 8 * (size_t)i, o3m_double_bits(r->x[i]));
   o3m_put_le32(b + j->L - 4, o3m_crc32c(0, b, j->L - 4));
 }
 
@@ -175,8 +165,8 @@ static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_reco
   r->decision = o3m_get_le64(b + 24);
   r->mask_id = o3m_get_le64(b + 32);
   r->arm = (int)(int32_t)o3m_get_le32(b + 40);
-  r->reward = bitsd(o3m_get_le64(b + 48));
-  for (int i = 0; i < j->d; i++) j->xbuf[i] = bitsd(o3m_get_le64(b + 56 + 8 * (size_t)i));
+  r->reward = o3m_bits_double(o3m_get_le64(b + 48));
+  for (int i = 0; i < j->d; i++) j->xbuf[i] = o3m_bits_double(o3m_get_le64(b + 56 + 8 * (size_t)i));
   r->x = j->xbuf;
 }
 

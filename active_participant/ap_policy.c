@@ -564,16 +564,6 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
 #define STATE_BIG_ENDIAN 0
 #endif
 
-static uint64_t dbits(double x) {
-  uint64_t v;
-  memcpy(&v, &x, sizeof v);
-  return v;
-}
-static double bitsd(uint64_t v) {
-  double x;
-  memcpy(&x, &v, sizeof x);
-  return x;
-}
 
 /* Bytes of the two counter blocks (since_refactor, n_held: 4 bytes per
  * model each, so always a multiple of 8). */
@@ -598,14 +588,14 @@ static void encode_header(const ap_policy *p, unsigned char *h) {
   o3m_put_le32(h + 28, (uint32_t)p->n_models);
   o3m_put_le32(h + 32, (uint32_t)p->use_chol);
   o3m_put_le32(h + 36, (uint32_t)p->cfg.refactor_every);
-  o3m_put_le64(h + 40, dbits(p->cfg.lambda));
+  o3m_put_le64(h + 40, o3m_double_bits(p->cfg.lambda));
   o3m_put_le64(h + 48, p->updates);
   o3m_rng_state st;
   /* The policy's sampler is always a seeded one, so this cannot fail. */
   o3m_rng_state_get(p->rng, &st);
   for (int i = 0; i < 4; i++) o3m_put_le64(h + 56 + 8 * i, st.s[i]);
   o3m_put_le64(h + 88, st.have_spare);
-  o3m_put_le64(h + 96, dbits(st.spare));
+  o3m_put_le64(h + 96, o3m_double_bits(st.spare));
   o3m_put_le64(h + 104, (uint64_t)ap_policy_state_size(p));
   o3m_put_le32(h + 112, LAMBDA_BLOCK);
 }
@@ -642,9 +632,9 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   if (chol != (uint32_t)p->use_chol)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: factor kind %u does not fit the algo",
                        (unsigned)chol);
-  if (o3m_get_le64(h + 40) != dbits(p->cfg.lambda))
+  if (o3m_get_le64(h + 40) != o3m_double_bits(p->cfg.lambda))
     return o3m_err_set(e, O3M_EDIM, "policy state: lambda = %.17g, this policy has %.17g",
-                       bitsd(o3m_get_le64(h + 40)), p->cfg.lambda);
+                       o3m_bits_double(o3m_get_le64(h + 40)), p->cfg.lambda);
   if (o3m_get_le32(h + 112) != LAMBDA_BLOCK)
     return o3m_err_set(e, O3M_EDIM, "policy state: Lambda blocks of %u rows, this build uses %d",
                        (unsigned)o3m_get_le32(h + 112), LAMBDA_BLOCK);
@@ -656,7 +646,7 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
                        (unsigned long long)o3m_get_le64(h + 104), ap_policy_state_size(p));
   for (int i = 0; i < 4; i++) st->s[i] = o3m_get_le64(h + 56 + 8 * i);
   st->have_spare = o3m_get_le64(h + 88);
-  st->spare = bitsd(o3m_get_le64(h + 96));
+  st->spare = o3m_bits_double(o3m_get_le64(h + 96));
   if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0 ||
       (st->have_spare == 1 && !isfinite(st->spare)))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: invalid sampler state");
@@ -671,7 +661,7 @@ static int sink_doubles(ap_policy_sink sink, void *ctx, const double *a, size_t 
   size_t per = sizeof buf / 8;
   for (size_t i = 0; i < n; i += per) {
     size_t m = n - i < per ? n - i : per;
-    for (size_t k = 0; k < m; k++) o3m_put_le64(buf + 8 * k, dbits(a[i + k]));
+    for (size_t k = 0; k < m; k++) o3m_put_le64(buf + 8 * k, o3m_double_bits(a[i + k]));
     int rc = sink(ctx, buf, 8 * m);
     if (rc) return rc;
   }

@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline void o3m_put_le32(unsigned char *b, uint32_t v) {
   for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
@@ -29,6 +30,20 @@ static inline uint64_t o3m_get_le64(const unsigned char *b) {
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
   return v;
+}
+
+/* The IEEE-754 binary64 bit pattern of x, and back: doubles are stored
+ * as these 64-bit words (with o3m_put_le64 / o3m_get_le64). */
+static inline uint64_t o3m_double_bits(double x) {
+  uint64_t v;
+  memcpy(&v, &x, sizeof v);
+  return v;
+}
+
+static inline double o3m_bits_double(uint64_t v) {
+  double x;
+  memcpy(&x, &v, sizeof x);
+  return x;
 }
 
 /* CRC32C (Castagnoli, reflected polynomial 0x82F63B78) of buf, continuing
