@@ -328,7 +328,8 @@ static int scan(ap_journal *j, const ap_journal_options *opt, int idx0, uint64_t
     uint64_t size = (uint64_t)st.st_size;
     unsigned char h[HDR];
     int hdr_ok = size >= HDR && !pread_all(fd, h, HDR, 0) && !memcmp(h, SEG_MAGIC, 8) &&
-                 o3m_get_le32(h + 8) == FORMAT_VERSION && o3m_get_le32(h + 60) == o3m_crc32c(0, h, 60) &&
+                 o3m_get_le32(h + 8) == FORMAT_VERSION &&
+                 o3m_get_le32(h + 60) == o3m_crc32c(0, h, 60) &&
                  o3m_get_le64(h + 16) == j->segs[i];
     if (hdr_ok && o3m_get_le32(h + 12) != (uint32_t)j->d) {
       close(fd);

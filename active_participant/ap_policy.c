@@ -616,8 +616,8 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   if (o3m_get_le32(h + 12) != STATE_HDR)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: header length %u, expected %u",
                        (unsigned)o3m_get_le32(h + 12), STATE_HDR);
-  uint32_t algo = o3m_get_le32(h + 16), model = o3m_get_le32(h + 20), d = o3m_get_le32(h + 24), n = o3m_get_le32(h + 28),
-           chol = o3m_get_le32(h + 32);
+  uint32_t algo = o3m_get_le32(h + 16), model = o3m_get_le32(h + 20);
+  uint32_t d = o3m_get_le32(h + 24), n = o3m_get_le32(h + 28), chol = o3m_get_le32(h + 32);
   if (algo != (uint32_t)p->cfg.algo || model != (uint32_t)p->cfg.model)
     return o3m_err_set(e, O3M_EDIM, "policy state: saved by a %s %s policy, this one is %s %s",
                        model == AP_MODEL_DISJOINT ? "disjoint" : "shared",
