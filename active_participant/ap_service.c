@@ -31,6 +31,7 @@
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
 #include "o3m_block_store.h"
+#include "o3m_hash.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -71,15 +72,7 @@ static int64_t now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 64-bit FNV-1a of a NUL-terminated string. */
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) {
-    h ^= (unsigned char)*s;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
+static uint64_t hash_str(const char *s) { return o3m_hash_bytes(s, strlen(s), 0); }
 
 /* The smallest power of two >= 2 n (load factor <= 1/2), at least 16. */
 static size_t table_size(size_t n) {

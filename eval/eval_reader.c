@@ -196,16 +196,3 @@ int eval__parse_double(const char *s, double *out) {
   return O3M_OK;
 }
 
-uint64_t eval__hash_bytes(const char *s, size_t n, uint64_t salt) {
-  uint64_t h = 0xcbf29ce484222325ull ^ salt;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ull;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}

@@ -72,8 +72,4 @@ int eval__split_ws(char *s, char **fields, int max);
 int eval__parse_ll(const char *s, long long *out);
 int eval__parse_double(const char *s, double *out);
 
-/* 64-bit FNV-1a of n bytes, then the splitmix64 finalizer (so that low bits
- * are usable for "mod B"). */
-uint64_t eval__hash_bytes(const char *s, size_t n, uint64_t salt);
-
 #endif

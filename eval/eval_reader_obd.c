@@ -46,6 +46,7 @@
 #include <string.h>
 
 #include "eval_reader_impl.h"
+#include "o3m_hash.h"
 
 #define OBD_MAX_FIELDS 256
 #define OBD_MAX_USER_COLS 16
@@ -118,7 +119,7 @@ static int obd_next(eval_reader *r, eval_event *ev, o3m_err *e) {
     for (int j = 0; j < o->n_user; j++) {
       const char *v = o->fields[o->col_user[j]];
       size_t vl = strlen(v);
-      if (vl) r->w[j * B + (int)(eval__hash_bytes(v, vl, (uint64_t)j) % (uint64_t)B)] = 1.0;
+      if (vl) r->w[j * B + (int)(o3m_hash_bytes(v, vl, (uint64_t)j) % (uint64_t)B)] = 1.0;
     }
     if (!r->no_matrix) {
       memcpy(r->X, r->C, sizeof(double) * (size_t)K * d);

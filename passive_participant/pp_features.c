@@ -38,6 +38,8 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "o3m_hash.h"
+
 /* File names in messages are shortened from the left beyond this. */
 #define NAME_SHOW_MAX 96
 /* Most rows of one table. */
@@ -79,19 +81,7 @@ struct pp_features {
 
 /* ------------------------------------------------------------------ index */
 
-static uint64_t id_hash(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ull;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}
+static uint64_t id_hash(const char *s, size_t n) { return o3m_hash_bytes(s, n, 0); }
 
 static const char *row_id(const pp_table *t, int row) {
   return t->ids + t->id_off[row];
