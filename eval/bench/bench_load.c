@@ -145,6 +145,22 @@ static void ap_counts(o3m_rpc_client *c, uint64_t *rounds, uint64_t *fanouts) {
   }
 }
 
+/* A client of the active participant with the load client's certificate
+ * (plaintext with --insecure), waiting for the AP to be ready. */
+static int ap_client(const bench *b, o3m_rpc_client **out, o3m_err *e) {
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = o3m_config_active(b->cfg)->address;
+  cc.insecure = b->insecure;
+  if (!b->insecure) {
+    cc.tls.ca_file = o3m_config_ca(b->cfg);
+    cc.tls.cert_file = b->cert;
+    cc.tls.key_file = b->key;
+  }
+  cc.wait_for_ready = 1;
+  return o3m_rpc_client_create(out, &cc, e);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -210,21 +226,9 @@ int main(int argc, char **argv) {
   /* Stats go through a client of their own (a client carries one call at
    * a time, and the workers' clients are busy). */
   o3m_rpc_client *stats_cli;
-  {
-    o3m_rpc_client_config cc;
-    o3m_rpc_client_config_default(&cc);
-    cc.target = o3m_config_active(cfg)->address;
-    cc.insecure = b.insecure;
-    if (!b.insecure) {
-      cc.tls.ca_file = o3m_config_ca(cfg);
-      cc.tls.cert_file = b.cert;
-      cc.tls.key_file = b.key;
-    }
-    cc.wait_for_ready = 1;
-    if (o3m_rpc_client_create(&stats_cli, &cc, &e)) {
-      fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
-      return 1;
-    }
+  if (ap_client(&b, &stats_cli, &e)) {
+    fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
+    return 1;
   }
   int status = 0;
   char *list = strdup(conc), *save = NULL;
@@ -240,17 +244,7 @@ int main(int argc, char **argv) {
       ws[i].b = &b;
       ws[i].id = i;
       ws[i].lat = malloc(sizeof(double) * MAX_LAT);
-      o3m_rpc_client_config cc;
-      o3m_rpc_client_config_default(&cc);
-      cc.target = o3m_config_active(cfg)->address;
-      cc.insecure = b.insecure;
-      if (!b.insecure) {
-        cc.tls.ca_file = o3m_config_ca(cfg);
-        cc.tls.cert_file = b.cert;
-        cc.tls.key_file = b.key;
-      }
-      cc.wait_for_ready = 1;
-      if (o3m_rpc_client_create(&ws[i].cli, &cc, &e)) {
+      if (ap_client(&b, &ws[i].cli, &e)) {
         fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
         return 1;
       }
