@@ -17,7 +17,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,17 +87,7 @@ typedef struct parser {
 
 /* Sets e to O3M_EPARSE with "name:line: message" ("name: message" for line
  * 0) and returns O3M_EPARSE. */
-__attribute__((format(printf, 3, 4))) static int perr(parser *p, int line,
-                                                      const char *fmt, ...) {
-  char buf[O3M_ERRMSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (line > 0)
-    return o3m_err_set(p->e, O3M_EPARSE, "%s:%d: %s", p->c->name, line, buf);
-  return o3m_err_set(p->e, O3M_EPARSE, "%s: %s", p->c->name, buf);
-}
+#define perr(p, line, ...) o3m_err_set_at((p)->e, O3M_EPARSE, (p)->c->name, (line), __VA_ARGS__)
 
 /* Copies s into buf (VALUE_SHOW_MAX + 4 bytes), cut with "..." if long, so
  * that a hostile value cannot push the line number out of the message. */

@@ -35,6 +35,16 @@ int o3m_err_set(o3m_err *e, int code, const char *fmt, ...) {
   return code;
 }
 
+int o3m_err_set_at(o3m_err *e, int code, const char *name, long line, const char *fmt, ...) {
+  char buf[O3M_ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (line > 0) return o3m_err_set(e, code, "%s:%ld: %s", name, line, buf);
+  return o3m_err_set(e, code, "%s: %s", name, buf);
+}
+
 void o3m_err_clear(o3m_err *e) {
   if (e) {
     e->code = O3M_OK;

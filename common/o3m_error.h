@@ -70,6 +70,12 @@ const char *o3m_errname(int code);
 int o3m_err_set(o3m_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* o3m_err_set for a problem found in a file: the message is prefixed with
+ * "name:line: " ("name: " when line is 0 or less), the form every O3M
+ * parser reports in. */
+int o3m_err_set_at(o3m_err *e, int code, const char *name, long line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Clears e to O3M_OK with an empty message. NULL is accepted. */
 void o3m_err_clear(o3m_err *e);
 

@@ -32,7 +32,6 @@
 #include <limits.h>
 #include <math.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,18 +264,9 @@ static void loader_init(loader *L, const char *path, o3m_err *e) {
   L->e = e;
 }
 
-__attribute__((format(printf, 4, 5))) static int lerr(loader *L, int code,
-                                                      long line, const char *fmt,
-                                                      ...) {
-  char buf[O3M_ERRMSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  if (line > 0)
-    return o3m_err_set(L->e, code, "%s:%ld: %s", L->name, line, buf);
-  return o3m_err_set(L->e, code, "%s: %s", L->name, buf);
-}
+/* Sets e to code with "name:line: message" ("name: message" for line 0)
+ * and returns code. */
+#define lerr(L, code, line, ...) o3m_err_set_at((L)->e, (code), (L)->name, (line), __VA_ARGS__)
 
 /* Strips the line end and rejects NUL bytes. Returns the length or -1. */
 static long chomp(char *s, ssize_t n) {

@@ -35,3 +35,14 @@ Test(error, err_set_returns_code_and_keeps_detail) {
   cr_assert_str_eq(o3m_err_message(&e), "line 12: bad");
   cr_assert_eq(o3m_err_set(NULL, O3M_EIO, "ignored"), O3M_EIO);
 }
+
+Test(error, err_set_at_names_the_file_and_line) {
+  o3m_err e;
+  cr_assert_eq(o3m_err_set_at(&e, O3M_EPARSE, "users.csv", 7, "field %d: '%s'", 2, "x"),
+               O3M_EPARSE);
+  cr_assert_str_eq(o3m_err_message(&e), "users.csv:7: field 2: 'x'");
+  cr_assert_eq(o3m_err_set_at(&e, O3M_EIO, "users.csv", 0, "cannot open"), O3M_EIO);
+  cr_assert_eq(e.code, O3M_EIO);
+  cr_assert_str_eq(o3m_err_message(&e), "users.csv: cannot open");
+  cr_assert_eq(o3m_err_set_at(NULL, O3M_EIO, "f", 1, "ignored"), O3M_EIO);
+}
