@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,26 +348,6 @@ static int take_lock(const char *dir, int dirfd, int *lockfd, o3m_err *e) {
   return O3M_OK;
 }
 
-/* Opens state_dir, creating it if missing; a new directory's entry is made
- * durable by an fsync of its parent. */
-static int open_dir(const char *dir, int *dirfd, o3m_err *e) {
-  if (mkdir(dir, 0700) == 0) {
-    char *copy = strdup(dir);
-    int pfd = copy ? open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int bad = pfd < 0 || fsync(pfd);
-    if (pfd >= 0) close(pfd);
-    free(copy);
-    if (bad)
-      return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync its parent directory", dir);
-  } else if (errno != EEXIST) {
-    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot create: %s", dir, strerror(errno));
-  }
-  *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (*dirfd < 0)
-    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir, strerror(errno));
-  return O3M_OK;
-}
-
 void ap_checkpoint_close(ap_checkpoint *c) {
   if (!c) return;
   ap_journal_close(c->j);
@@ -403,7 +382,8 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
     rc = o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
     goto fail;
   }
-  if ((rc = open_dir(c->dir, &c->dirfd, e)) || (rc = take_lock(c->dir, c->dirfd, &c->lockfd, e)))
+  if ((rc = o3m_state_dir_open(c->dir, &c->dirfd, e)) ||
+      (rc = take_lock(c->dir, c->dirfd, &c->lockfd, e)))
     goto fail;
   if ((rc = list_ckpts(c->dirfd, 1, &seqs, &nseq))) {
     rc = o3m_err_set(e, rc, "state_dir %s: cannot list the checkpoints", c->dir);

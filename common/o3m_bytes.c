@@ -3,8 +3,11 @@
 #include "o3m_bytes.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Slicing by 8: table[0] is the classic byte-wise table of the reflected
@@ -85,4 +88,62 @@ int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,
   }
   *seq = v;
   return 1;
+}
+
+/* Makes the entry of the directory whose path is path[0..len) durable by an
+ * fsync of that directory ("/" for a root level, "." for a relative name
+ * without a slash is handled by the caller passing len 0). */
+static int sync_dir_prefix(const char *path, size_t len) {
+  char buf[4096];
+  if (len == 0) snprintf(buf, sizeof buf, ".");
+  else snprintf(buf, sizeof buf, "%.*s", (int)len, path);
+  int fd = open(buf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  close(fd);
+  return rc;
+}
+
+int o3m_mkdir_p(const char *dir, unsigned mode, int durable, o3m_err *e) {
+  char buf[4096];
+  size_t n = dir ? strlen(dir) : 0;
+  if (n == 0 || n >= sizeof buf)
+    return o3m_err_set(e, O3M_EINVAL, "directory name '%s' is empty or too long",
+                       dir ? dir : "");
+  memcpy(buf, dir, n + 1);
+  /* Each level in turn: buf[0..i) is the level, i its end (a '/' or the
+   * terminating NUL). A leading '/' is not a level of its own. */
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    if (buf[i - 1] == '/') continue; /* "a//b" */
+    char keep = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, (mode_t)mode) == 0) {
+      /* The parent of the new level holds its entry. */
+      char *slash = strrchr(buf, '/');
+      size_t plen = slash ? (slash == buf ? 1 : (size_t)(slash - buf)) : 0;
+      if (durable && sync_dir_prefix(buf, plen) != 0)
+        return o3m_err_set(e, O3M_EIO, "cannot make directory %s durable: %s", buf,
+                           strerror(errno));
+    } else if (errno != EEXIST) {
+      return o3m_err_set(e, O3M_EIO, "cannot create directory %s: %s", buf, strerror(errno));
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+      return o3m_err_set(e, O3M_EIO, "%s exists and is not a directory", buf);
+    buf[i] = keep;
+  }
+  return O3M_OK;
+}
+
+int o3m_state_dir_open(const char *dir, int *fd, o3m_err *e) {
+  *fd = -1;
+  o3m_err me;
+  o3m_err_clear(&me);
+  if (o3m_mkdir_p(dir, 0700, 1, &me) != 0)
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: %s", dir ? dir : "", o3m_err_message(&me));
+  *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0)
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir, strerror(errno));
+  return O3M_OK;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "o3m_error.h"
+
 static inline void o3m_put_le32(unsigned char *b, uint32_t v) {
   for (int i = 0; i < 4; i++) b[i] = (unsigned char)(v >> (8 * i));
 }
@@ -63,5 +65,21 @@ int o3m_read_full(int fd, void *buf, size_t len);
  * ("ap-journal-00000000000000a1.wal"); 0 otherwise. */
 int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,
                        uint64_t *seq);
+
+/* Creates directory dir with any missing parents, each new level with the
+ * given mode (the umask applies), and checks that dir is a directory. With
+ * durable nonzero every level it creates is made durable too (an fsync of
+ * its parent), as a state directory must be before files in it are trusted.
+ * Returns 0, or O3M_EINVAL (empty or over-long name) or O3M_EIO (a level
+ * cannot be created or synced, or exists and is not a directory) with e
+ * naming the level; levels created before the failure are left in place. */
+int o3m_mkdir_p(const char *dir, unsigned mode, int durable, o3m_err *e);
+
+/* Opens a party's state_dir for the files of the on-disk formats: creates
+ * it first with its parents, mode 0700 and durably (o3m_mkdir_p), so that a
+ * configured path such as state/bank works on a fresh machine. *fd is an
+ * O_DIRECTORY descriptor the caller closes. O3M_EIO with e naming the
+ * state_dir on failure (*fd is then -1). */
+int o3m_state_dir_open(const char *dir, int *fd, o3m_err *e);
 
 #endif

@@ -11,6 +11,7 @@
  * generated gnuplot script run with fork/exec inside the output directory
  * (so that no path is ever quoted into a shell or into the script). */
 #include "eval_regret.h"
+#include "o3m_bytes.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -384,25 +385,7 @@ static void variant_name(const eval_regret *r, int v, char *buf, size_t n) {
   else snprintf(buf, n, "ratio%g", r->c.ratios[v - EVAL_REGRET_RATIO0]);
 }
 
-int eval_regret_mkdir_p(const char *dir, o3m_err *e) {
-  char buf[4096];
-  size_t n = strlen(dir);
-  if (n == 0 || n >= sizeof buf)
-    return o3m_err_set(e, O3M_EINVAL, "output directory name '%s' is empty or too long", dir);
-  memcpy(buf, dir, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (buf[i] != '/' && buf[i] != 0) continue;
-    char keep = buf[i];
-    buf[i] = 0;
-    struct stat st;
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return o3m_err_set(e, O3M_EIO, "cannot create directory %s: %s", buf, strerror(errno));
-    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-      return o3m_err_set(e, O3M_EIO, "%s exists and is not a directory", buf);
-    buf[i] = keep;
-  }
-  return O3M_OK;
-}
+int eval_regret_mkdir_p(const char *dir, o3m_err *e) { return o3m_mkdir_p(dir, 0777, 0, e); }
 
 int eval_regret_write_csv(const eval_regret *r, const char *dir, o3m_err *e) {
   int rc = eval_regret_mkdir_p(dir, e);

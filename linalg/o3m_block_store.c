@@ -46,29 +46,6 @@ static void wipe_free(unsigned char *b, size_t n) {
   free(b);
 }
 
-/* Creates state_dir (one level, 0700) if missing and makes its entry
- * durable with an fsync of the parent, then opens it. */
-static int open_dir(const char *dir, int *fd, o3m_err *e) {
-  if (mkdir(dir, 0700) == 0) {
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", dir);
-    char *slash = strrchr(parent, '/');
-    if (!slash) snprintf(parent, sizeof parent, ".");
-    else if (slash == parent) parent[1] = '\0';
-    else *slash = '\0';
-    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int bad = pfd < 0 || fsync(pfd) != 0;
-    if (pfd >= 0) close(pfd);
-    if (bad) return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync its parent", dir);
-  } else if (errno != EEXIST) {
-    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot create: %s", dir, strerror(errno));
-  }
-  *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (*fd < 0) return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir,
-                                  strerror(errno));
-  return 0;
-}
-
 int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
                          const o3m_block *b, const void *secret, size_t secret_len, o3m_err *e) {
   if (!state_dir || !*state_dir || !id || !b || secret_len > O3M_BLOCK_STORE_SECRET_MAX ||
@@ -107,7 +84,7 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
 
   char path[4096];
   o3m_block_store_path(state_dir, path, sizeof path);
-  int dirfd = -1, fd = -1, rc = open_dir(state_dir, &dirfd, e);
+  int dirfd = -1, fd = -1, rc = o3m_state_dir_open(state_dir, &dirfd, e);
   if (rc < 0) goto out;
   static const char tmp[] = O3M_BLOCK_STORE_FILE ".tmp";
   unlinkat(dirfd, tmp, 0); /* a leftover of a crash during an earlier save */

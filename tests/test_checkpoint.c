@@ -512,6 +512,43 @@ Test(checkpoint, a_missing_state_dir_is_created) {
   ap_policy_destroy(p);
 }
 
+/* A configured state_dir such as state/shop works on a fresh machine: every
+ * missing level is created, private (0700), and a file in the way is named. */
+Test(checkpoint, a_state_dir_is_created_with_its_parents) {
+  ap_policy_config c;
+  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
+  ap_policy *p = make_policy(&c);
+  char top[300], sub[300];
+  snprintf(top, sizeof top, "%s/deploy", dir);
+  snprintf(sub, sizeof sub, "%s/deploy/state/shop", dir);
+  ap_checkpoint_options o;
+  ap_checkpoint_options_default(&o);
+  o.state_dir = sub;
+  ap_checkpoint *ck;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&ck, p, &o, NULL, &e), O3M_OK, "%s", e.msg);
+  struct stat st;
+  cr_assert_eq(stat(sub, &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0700);
+  cr_assert_eq(stat(top, &st), 0);
+  cr_assert_eq(st.st_mode & 0777, 0700);
+  ap_checkpoint_close(ck);
+
+  /* A regular file where a level should be: refused, naming that level. */
+  char blocker[300], under[300];
+  snprintf(blocker, sizeof blocker, "%s/deploy/file", dir);
+  snprintf(under, sizeof under, "%s/deploy/file/shop", dir);
+  FILE *f = fopen(blocker, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  o.state_dir = under;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&ck, p, &o, NULL, &e), O3M_EIO);
+  cr_assert_not_null(strstr(e.msg, "deploy/file"), "%s", e.msg);
+  ap_policy_destroy(p);
+}
+
 /* ---------------------------------------------------------- journal growth */
 
 Test(checkpoint, journal_and_checkpoints_stay_bounded) {
