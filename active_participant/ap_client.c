@@ -42,6 +42,18 @@ int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, c
   return 0;
 }
 
+void ap_client_options_set_target(ap_client_options *o, const o3m_config *cfg,
+                                  const char *target) {
+  o->target = target;
+  for (int i = 0; cfg && i < o3m_config_n_parties(cfg); i++) {
+    const o3m_party *p = o3m_config_party_at(cfg, i);
+    if (strcmp(p->address, target) == 0) {
+      o->server_name = p->name;
+      return;
+    }
+  }
+}
+
 int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
   *out = NULL;

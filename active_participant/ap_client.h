@@ -52,6 +52,15 @@ void ap_client_options_default(ap_client_options *o);
 int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, const char *as,
                                   o3m_err *e);
 
+/* Points the options at target instead of the active party. When target is
+ * the address of a party of cfg, server_name becomes that party's name, so
+ * the TLS check expects the certificate of the daemon that really listens
+ * there (`o3m-cli --config F --as bank health --target <bank's address>`);
+ * otherwise server_name is left as it is. cfg may be NULL. The strings must
+ * outlive the options. */
+void ap_client_options_set_target(ap_client_options *o, const o3m_config *cfg,
+                                  const char *target);
+
 /* Creates the client (gRPC connects lazily, at the first call). Errors:
  * O3M_EINVAL, O3M_EIO (a TLS file cannot be read), O3M_ETLS, O3M_ENOMEM.
  * On failure *out is NULL. */

@@ -15,7 +15,9 @@
  * name, the federation CA, and with --as the certificate of that party) or
  * from the explicit options, which override it; a front end that is not a
  * party uses its own certificate signed by the federation CA. --target
- * overrides the address (health can so probe any daemon). Errors print the
+ * overrides the address (health can so probe any daemon); when it is the
+ * address of a party of the config, that party's certificate name is
+ * expected (--server-name overrides it). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
  * All the work is done by ap_client.h. */
 #include <errno.h>
@@ -286,7 +288,7 @@ int main(int argc, char **argv) {
       return fail(rc, &e);
     }
   }
-  if (a.target) o.target = a.target;
+  if (a.target) ap_client_options_set_target(&o, cfg, a.target);
   if (a.server_name) o.server_name = a.server_name;
   if (a.cert) o.cert_file = a.cert, o.key_file = a.key;
   if (a.ca) o.ca_file = a.ca;

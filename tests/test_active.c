@@ -481,6 +481,12 @@ Test(active, cli_commands_and_exit_codes, .init = fed_up_linucb, .fini = fed_dow
   cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
   cr_assert(eq(str, out, "SERVING\n"));
 
+  /* The README's form: the target's party is found in the config, so its
+   * certificate name need not be given. */
+  snprintf(args, sizeof args, "--as ap health --target 127.0.0.1:%d", fed.port[FED_PP1]);
+  cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
+  cr_assert(eq(str, out, "SERVING\n"));
+
   cr_assert(eq(int, run_cli("--as ap recommend --user u3 --items i1,i1", out, sizeof out), 1));
   cr_assert_not_null(strstr(out, "INVAL"), "%s", out);
   cr_assert(eq(int, run_cli("--as ap reward --decision x --reward 1", out, sizeof out), 2));
