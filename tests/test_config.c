@@ -523,3 +523,28 @@ Test(config, random_mutations_do_not_crash) {
   cr_assert_gt(n_ok, 0);
   cr_assert_gt(n_err, 0);
 }
+
+/* The README's config example is what a new user pastes first: it must load
+ * as it stands (it once said d = 100 over two parties of 20 columns). The
+ * block is the first ```ini fence of README.md. */
+Test(config, the_readme_example_loads) {
+  FILE *f = fopen(O3M_SOURCE_DIR "/README.md", "rb");
+  cr_assert_not_null(f);
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *start = strstr(buf, "```ini\n");
+  cr_assert_not_null(start, "README.md has no ```ini block");
+  start += strlen("```ini\n");
+  char *end = strstr(start, "```");
+  cr_assert_not_null(end);
+  *end = '\0';
+  o3m_config *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_config_parse_string(&c, start, NULL, "README.md", &e), 0, "%s", e.msg);
+  cr_assert_eq(o3m_config_d(c), 40);
+  cr_assert_not_null(o3m_config_party(c, "bank"));
+  o3m_config_destroy(c);
+}
