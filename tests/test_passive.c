@@ -132,8 +132,11 @@ static int mask(o3m_rpc_client *c, uint64_t mask_id, const char *user, const cha
   return 0;
 }
 
+/* The party's counters into *out, which is an empty message on failure (so
+ * that no caller reads uninitialized counters). */
 static int stats(o3m_rpc_client *c, O3m__V1__PassiveStats *out, o3m_err *e) {
   O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  o3m__v1__passive_stats__init(out);
   ProtobufCMessage *m;
   o3m_err_clear(e);
   int rc = o3m_rpc_client_call(c, "/o3m.v1.Passive/Stats", &req.base,
