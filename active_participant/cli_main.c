@@ -19,6 +19,8 @@
  * address of a party of the config, that party's certificate name is
  * expected (--server-name overrides it). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
+ * The client's certificate is checked before any call (o3m_cert.h: key,
+ * validity, chain to the CA, and with --as the CN): a bad one is TLS, exit 1.
  * All the work is done by ap_client.h. */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "ap_client.h"
+#include "o3m_cert.h"
 #include "o3m_config.h"
 
 #define USAGE                                                                                  \
@@ -298,8 +301,15 @@ int main(int argc, char **argv) {
     o.ca_file = o.cert_file = o.key_file = o.server_name = NULL;
   }
 
+  /* The client's own certificate, checked as the daemons check theirs (its
+   * CN against the party name only with --as), so that a wrong key, an
+   * expired certificate or one of another CA is named here instead of
+   * showing as a failed handshake. */
+  int rc = 0;
+  if (!o.insecure && o.ca_file && o.cert_file && o.key_file)
+    rc = o3m_cert_check_party(o.ca_file, o.cert_file, o.key_file, a.as, &e);
   ap_client *c;
-  int rc = ap_client_create(&c, &o, &e);
+  if (rc == 0) rc = ap_client_create(&c, &o, &e);
   if (rc < 0) {
     o3m_config_destroy(cfg);
     return fail(rc, &e);

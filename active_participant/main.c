@@ -4,7 +4,11 @@
  *              [--pmg-timeout-s 60] [--salvage] [--discard-state]
  *              [--checkpoint-every N] [--checkpoint-ms MS]
  *
- * Parses the arguments and the federation config, builds the service
+ * Parses the arguments, loads the federation config and checks the party's
+ * TLS files (o3m_daemon_load_party: unless --insecure, a key that is not the
+ * certificate's, a certificate that is not valid now, does not chain to the
+ * federation CA or is not issued to the party name stops the start), builds
+ * the service
  * (ap_service.h: own tables, policy, block from state_dir or the mask
  * generator, the model recovered from state_dir, clients of the passive
  * participants, server), writes the ready file and serves until SIGTERM or
@@ -106,10 +110,15 @@ int main(int argc, char **argv) {
   o3m_err e;
   o3m_err_clear(&e);
   o3m_config *cfg;
-  if (o3m_config_load(&cfg, config, &e) < 0) {
+  const o3m_party *me;
+  /* The config, the party's role and its TLS files (o3m_cert), checked the
+   * way the other daemons check theirs, before any peer is contacted. */
+  if (o3m_daemon_load_party(&cfg, &me, config, party, O3M_ROLE_ACTIVE, "o3m-active",
+                            opt.insecure, &e) < 0) {
     o3m_log_error("%s", o3m_err_message(&e));
     return 1;
   }
+  (void)me; /* ap_service_create looks the party up itself */
   opt.party = party;
   opt.stop = &g_stop;
   if (opt.insecure) o3m_log_warn("--insecure: every channel is PLAINTEXT and unauthenticated");

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "o3m_cert.h"
 #include "o3m_log.h"
 
 void o3m_daemon_log_init(const char *prog, const char *party) {
@@ -39,6 +40,21 @@ static int check_tls_file(const o3m_config *cfg, const char *section, const char
   return O3M_OK;
 }
 
+/* The party's own TLS material must be usable before the daemon binds or
+ * calls anyone: the key is the certificate's, the certificate is valid now,
+ * chains to the federation CA for TLS server and client use, and names the
+ * party (o3m_cert_check_party). The message is prefixed with the config and
+ * the party's section, as the other start-up errors are. */
+static int check_tls_material(const o3m_config *cfg, const o3m_party *me, o3m_err *e) {
+  o3m_err why;
+  o3m_err_clear(&why);
+  int rc = o3m_cert_check_party(o3m_config_ca(cfg), me->cert, me->key, me->name, &why);
+  if (rc < 0)
+    return o3m_err_set(e, rc, "%s: [party %s]: %s", o3m_config_name(cfg), me->name,
+                       o3m_err_message(&why));
+  return O3M_OK;
+}
+
 int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
                           const char *config_path, const char *party, o3m_role role,
                           const char *prog, int insecure, o3m_err *e) {
@@ -60,6 +76,7 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
     rc = check_tls_file(cfg, "[federation]", "ca", o3m_config_ca(cfg), e);
     if (rc == O3M_OK) rc = check_tls_file(cfg, section, "cert", me->cert, e);
     if (rc == O3M_OK) rc = check_tls_file(cfg, section, "key", me->key, e);
+    if (rc == O3M_OK) rc = check_tls_material(cfg, me, e);
   }
   if (rc < 0) {
     o3m_config_destroy(cfg);

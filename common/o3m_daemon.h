@@ -32,7 +32,11 @@ void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart);
 /* Loads the config at config_path and finds the daemon's own section,
  * [party PARTY], which must have the given role; prog ("o3m-pmg") names the
  * daemon in the role message. Unless insecure, the federation's ca and the
- * party's cert and key must then be set and readable by this process.
+ * party's cert and key must then be set and readable by this process, and
+ * pass o3m_cert_check_party (common/o3m_cert.h): the key is the
+ * certificate's, the certificate is valid now, chains to the ca for TLS
+ * server and client use and has CN = PARTY. So a daemon with unusable TLS
+ * material refuses to start instead of failing its first call.
  *
  * On success *cfg_out owns the config (the caller frees it with
  * o3m_config_destroy) and *me_out points into it, valid until then. On
@@ -41,9 +45,11 @@ void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart);
  * (its code), "FILE: no section [party PARTY]" (O3M_ENOTFOUND),
  * "FILE:LINE: [party PARTY] has role R; PROG needs role = ROLE"
  * (O3M_EINVAL), "FILE: SECTION: key 'KEY' is not set (required without
- * --insecure)" (O3M_EINVAL) or "FILE: SECTION: KEY = PATH: strerror"
+ * --insecure)" (O3M_EINVAL), "FILE: SECTION: KEY = PATH: strerror"
  * (O3M_EIO), SECTION being [federation] for ca and [party PARTY] for cert
- * and key. Messages longer than O3M_ERRMSG_MAX are cut. */
+ * and key, or "FILE: [party PARTY]: " and o3m_cert_check_party's message,
+ * which names the file and the check that failed (O3M_ETLS). Messages
+ * longer than O3M_ERRMSG_MAX are cut. */
 int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
                           const char *config_path, const char *party, o3m_role role,
                           const char *prog, int insecure, o3m_err *e);

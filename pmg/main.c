@@ -138,8 +138,9 @@ int main(int argc, char **argv) {
   int n_methods;
   const o3m_rpc_method *methods = pmg_service_methods(&n_methods);
   if (o3m_rpc_server_create(&srv, &sc, methods, n_methods, svc, &err) < 0) {
-    fail("%s: %s address = %s: %s", o3m_config_name(cfg), section, me->address,
-         o3m_err_message(&err));
+    /* "listen ADDRESS: CAUSE" (O3M_EIO) or a TLS file's problem (O3M_ETLS);
+     * either names what to fix. */
+    fail("%s: %s: %s", o3m_config_name(cfg), section, o3m_err_message(&err));
     goto out;
   }
 

@@ -244,9 +244,16 @@ void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg);
  * and the arena, binds the address and starts the server. Calls queue until
  * o3m_rpc_server_run() serves them. ctx is passed to every handler. The
  * server keeps pointers to methods and ctx, and copies everything in cfg.
+ * The listening socket has no SO_REUSEPORT, so an address another process
+ * listens on fails here instead of being shared with it; a unix socket path
+ * that a live server accepts on is refused likewise (gRPC would unlink it
+ * and bind anew), while a stale socket file is replaced.
  * Errors: O3M_EINVAL (config or table, the message names the field),
- * O3M_EIO (a TLS file cannot be read, or the address cannot be bound),
- * O3M_ETLS (credentials rejected), O3M_ENOMEM. On failure *out is NULL and
+ * O3M_ETLS (a TLS file cannot be read, does not parse, or the key is not
+ * the certificate's: o3m_cert_check_files, whose message names the file),
+ * O3M_EIO (the address cannot be bound: "listen ADDRESS: CAUSE", the cause
+ * found by binding a probe socket, for example "address in use (another
+ * process holds port 7002)"), O3M_ENOMEM. On failure *out is NULL and
  * nothing is left allocated or listening. */
 int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg,
                           const o3m_rpc_method *methods, int n_methods, void *ctx,
@@ -347,7 +354,7 @@ void o3m_rpc_client_config_default(o3m_rpc_client_config *cfg);
 
 /* Validates cfg, reads the TLS files and creates the channel (gRPC connects
  * lazily, on the first call) and the arena. Errors as for server_create
- * except that nothing binds. On failure *out is NULL. */
+ * except that nothing binds (so no O3M_EIO). On failure *out is NULL. */
 int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg,
                           o3m_err *e);
 

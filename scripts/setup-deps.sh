@@ -9,6 +9,7 @@ PACKAGES=(
   libopenblas-dev liblapacke-dev
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
   libcriterion-dev
+  libssl-dev
   openssl gnuplot-nox
   clang libclang-rt-14-dev
 )

@@ -41,31 +41,52 @@ typedef struct fed {
   fed_proc pmg, bank;
   char target[64]; /* the bank */
   char config[512];
+  char pmg_config[512]; /* the config the pmg runs with */
+  char pmg_party[64];   /* and its party name there */
   int pmg_port, bank_port;
 } fed;
 
-/* Certificates and a config; pmg_cert names the certificate the pmg
- * serves with (normally "pmg"). */
-static void setup_fed(fed *f, const char *pmg_cert) {
+/* Writes a federation config to file, the pmg's section named pmg and
+ * holding certificate pmg, the active party's named shop and holding
+ * certificate shop; returns the path (a fed_path slot). */
+static const char *write_config(const fed *f, const char *file, const char *pmg,
+                                const char *shop, int shop_port) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "[federation]\nd = %d\nca = certs/ca.pem\n"
+           "[policy]\nalgo = linucb\nmodel = shared\nmax_candidates = %d\n"
+           "[party %s]\nrole = pmg\naddress = 127.0.0.1:%d\n"
+           "cert = certs/%s.pem\nkey = certs/%s.key\n"
+           "[party %s]\nrole = active\naddress = 127.0.0.1:%d\ndims = 3\n"
+           "cert = certs/%s.pem\nkey = certs/%s.key\n"
+           "[party bank]\nrole = passive\naddress = 127.0.0.1:%d\ndims = %d\n"
+           "user_table = users.csv\nitem_table = items.csv\n"
+           "cert = certs/bank.pem\nkey = certs/bank.key\n",
+           D, MAXC, pmg, f->pmg_port, pmg, pmg, shop, shop_port, shop, shop, f->bank_port, DJ);
+  return fed_write(file, text);
+}
+
+/* Certificates and the config fed.conf. The pmg serves as the party
+ * pmg_party: normally "pmg", with fed.conf; another name (an impostor with
+ * its own federation certificate, as a daemon only starts with a
+ * certificate issued to its party name) swaps that party's name with the
+ * pmg's in a config of its own, rogue.conf, at the same pmg address. */
+static void setup_fed(fed *f, const char *pmg_party) {
   fed_make_certs("certs", "pmg shop bank mallory");
   fed_make_certs("evil", "shop");
   fed_write("users.csv", "user_id,a,b\nu0,1.5,-2\nu1," SECRET_VALUE ",4\nu2,-3,0.5\n");
   fed_write("items.csv", "item_id,p\ni0,10\ni1,-7.5\n");
   f->pmg_port = fed_free_port();
   f->bank_port = fed_free_port();
-  char text[2048];
-  snprintf(text, sizeof text,
-           "[federation]\nd = %d\nca = certs/ca.pem\n"
-           "[policy]\nalgo = linucb\nmodel = shared\nmax_candidates = %d\n"
-           "[party pmg]\nrole = pmg\naddress = 127.0.0.1:%d\n"
-           "cert = certs/%s.pem\nkey = certs/%s.key\n"
-           "[party shop]\nrole = active\naddress = 127.0.0.1:%d\ndims = 3\n"
-           "cert = certs/shop.pem\nkey = certs/shop.key\n"
-           "[party bank]\nrole = passive\naddress = 127.0.0.1:%d\ndims = %d\n"
-           "user_table = users.csv\nitem_table = items.csv\n"
-           "cert = certs/bank.pem\nkey = certs/bank.key\n",
-           D, MAXC, f->pmg_port, pmg_cert, pmg_cert, fed_free_port(), f->bank_port, DJ);
-  snprintf(f->config, sizeof f->config, "%s", fed_write("fed.conf", text));
+  int shop_port = fed_free_port();
+  snprintf(f->config, sizeof f->config, "%s",
+           write_config(f, "fed.conf", "pmg", "shop", shop_port));
+  snprintf(f->pmg_party, sizeof f->pmg_party, "%s", pmg_party);
+  if (strcmp(pmg_party, "pmg") == 0)
+    snprintf(f->pmg_config, sizeof f->pmg_config, "%s", f->config);
+  else
+    snprintf(f->pmg_config, sizeof f->pmg_config, "%s",
+             write_config(f, "rogue.conf", pmg_party, "pmg", shop_port));
   snprintf(f->target, sizeof f->target, "127.0.0.1:%d", f->bank_port);
 }
 
@@ -76,8 +97,8 @@ static void spawn_bank(fed *f, const char *timeout_s) {
 }
 
 static void spawn_pmg(fed *f) {
-  const char *args[] = {"--config", f->config, "--party", "pmg", "--mask-seed-insecure", "42",
-                        NULL};
+  const char *args[] = {"--config", f->pmg_config, "--party", f->pmg_party,
+                        "--mask-seed-insecure", "42", NULL};
   fed_spawn(&f->pmg, "pmg", "o3m-pmg", args);
 }
 

@@ -736,7 +736,7 @@ Test(rpc, bad_configurations_are_named, .timeout = 30) {
   cfg.insecure = 0;
   cfg.tls.cert_file = "/nonexistent/srv.pem";
   cfg.tls.key_file = "/nonexistent/srv.key";
-  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EIO));
+  cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_ETLS));
   cr_assert(not(eq(ptr, strstr(e.msg, "/nonexistent/srv.pem"), NULL)), "%s", e.msg);
 
   o3m_rpc_client_config cc;
