@@ -104,10 +104,12 @@
  *   - a torn record is cut only if it is the last non-zero slot of the last
  *     segment: its slot is zeroed (pwrite, fdatasync), a warning says so,
  *     and info->tail_bytes_cut = L. A torn record anywhere else is damage.
- *   - an unclosed segment followed by the last segment, which is empty, is
- *     a crash between rotation steps (2) and (3): open writes the close
- *     record (info->rotation_completed). An unclosed segment anywhere else
- *     before the last is damage.
+ *   - an unclosed segment just before the last one is a crash between
+ *     rotation steps (2) and (3) (the seqs prove that nothing is missing
+ *     between them): open writes its close record
+ *     (info->rotation_completed), so that losing the last segment later is
+ *     still found. An unclosed segment anywhere else before the last is
+ *     damage.
  * Damage and lost segments without salvage are O3M_ECORRUPT: the journal is
  * not changed and the message names the file, the offset and the first seq
  * not recovered: losing acknowledged data must never be silent. With
