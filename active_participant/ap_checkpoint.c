@@ -535,7 +535,10 @@ int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
   int rc = ap_checkpoint_health(c, 0, NULL, e);
   if (rc) return rc;
   /* Everything applied to the policy is in the journal up to last_seq; make
-   * it durable and start a new segment there, so that old segments can go. */
+   * it durable and start a new segment there, so that old segments can go.
+   * The rotation must come first: once it returns, segment seq + 1 exists,
+   * which is what lets recovery tell a journal lost after this checkpoint
+   * from one that simply has nothing after it (ap_journal.h). */
   if ((rc = ap_journal_rotate(c->j, e))) return rc;
   uint64_t seq = ap_journal_last_seq(c->j);
   if ((rc = write_ckpt(c, seq, e))) return rc;

@@ -19,6 +19,14 @@
  * removed at open); the journal is rotated at each checkpoint and pruned
  * of segments older than the OLDER of the two, so a damaged newest
  * checkpoint can always fall back to the previous one plus a longer replay.
+ * The rotation comes BEFORE the checkpoint file: when ap_journal_rotate()
+ * returns, the segment starting at seq + 1 is durable, so a checkpoint at
+ * seq proves that segment existed, and a journal that ends before it (every
+ * segment after the checkpoint lost) is refused at recovery instead of
+ * being continued as if nothing had been acknowledged since (ap_journal.h,
+ * opt.after). A crash anywhere in between leaves either no new checkpoint
+ * (the older one and the longer journal recover) or a checkpoint whose
+ * segment exists.
  * Format (little-endian):
  *    0   8  magic "O3MCKPT\0"
  *    8   4  version (1)
@@ -46,9 +54,12 @@
  * they were applied live. The resulting state equals, bit for bit, that of
  * an uninterrupted process that applied the same journal records (with one
  * exception: Thompson draws are not journaled, so the sampler is restored to
- * its state at the checkpoint; see the note below). Torn journal tails are
- * cut; middle corruption refuses to start unless salvage is set (see
- * ap_journal.h).
+ * its state at the checkpoint; see the note below). A torn last journal
+ * record (a write a crash interrupted, never acknowledged) is cut; any other
+ * loss of journal records (damage, a file cut short, a lost segment)
+ * refuses to start with O3M_ECORRUPT unless salvage is set (see
+ * ap_journal.h). With salvage and no valid checkpoint newer than the loss,
+ * the model is what the checkpoint and the surviving records hold.
  *
  * Mask ids. A masked context is meaningful only under the block it was
  * masked with: Lambda and theta learned under Q cannot be combined with
@@ -126,8 +137,9 @@ typedef struct ap_checkpoint ap_checkpoint;
  * (ap_checkpoint_apply_reward, ap_checkpoint_health), or the journal would
  * not describe it. info may be NULL. Errors: O3M_EINVAL (options),
  * O3M_ESTATE (state_dir locked by another process), O3M_EMASK, O3M_EDIM
- * (config changed), O3M_ECORRUPT (journal corruption or a gap, without
- * salvage), O3M_EIO, O3M_ENOMEM. On failure *out is NULL, p is reset to a fresh state and the
+ * (config changed, or a journal of another format version), O3M_ECORRUPT
+ * (journal damage or a lost segment, without salvage), O3M_EIO,
+ * O3M_ENOMEM. On failure *out is NULL, p is reset to a fresh state and the
  * lock is released. */
 int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
                        ap_recovery_info *info, o3m_err *e);

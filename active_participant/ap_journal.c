@@ -1,4 +1,5 @@
-/* ap_journal.c -- segmented write-ahead log with CRC32C records.
+/* ap_journal.c -- segmented write-ahead log with CRC32C records written in
+ * place into preallocated segments.
  *
  * The on-disk format and the recovery rules are in ap_journal.h. The
  * implementation keeps one open descriptor for the directory (every file
@@ -7,7 +8,13 @@
  * first seqs, and one buffer: the append buffer, which at open also serves
  * as the read buffer of the scan. Everything is allocated in
  * ap_journal_open(); appends and syncs allocate nothing (a rotation grows the
- * segment list only when it is full). */
+ * segment list only when it is full).
+ *
+ * Open works in two phases so that a refusal changes nothing: scan() reads
+ * and replays, and describes what it found (where the log ends, a torn last
+ * record, an interrupted rotation, or the first damage); only then does
+ * ap_journal_open() write: the torn cut, the salvage, the missing close
+ * record. */
 #include "ap_journal.h"
 #include "o3m_bytes.h"
 
@@ -15,7 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +34,12 @@
 
 #define SEG_MAGIC "O3MJSEG\0"
 #define REC_MAGIC "O3MJ"
-#define FORMAT_VERSION 1u
+#define REC_END "JEND"
+#define FORMAT_VERSION 2u
+#define TYPE_CLOSE 3
 #define HDR AP_JOURNAL_SEGMENT_HEADER
 #define NAME_MAX_LEN 64
-
+#define ASIDE_LEN (NAME_MAX_LEN + 24)
 
 /* ------------------------------------------------------------------ handle */
 
@@ -39,11 +48,12 @@ struct ap_journal {
   char *dir;              /* for messages */
   int d;
   size_t L;               /* record length */
-  size_t seg_max;
-  uint64_t rotate_at;     /* rotate at a sync past this size */
+  uint64_t nslots;        /* N of the segments this handle creates */
   int fd;                 /* current segment, -1 if none */
   uint64_t cur_first;     /* first seq of the current segment */
-  uint64_t cur_bytes;     /* its size including the buffered bytes */
+  uint64_t cur_slots;     /* its N (from its header) */
+  uint64_t cur_written;   /* its slots written to the file */
+  uint64_t rotate_at;     /* a sync tries a rotation once cur_written reaches this */
   unsigned char *buf;
   size_t cap, fill;
   uint64_t last_seq, synced_seq;
@@ -80,6 +90,22 @@ static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
   return 0;
 }
 
+/* Writes exactly len bytes at off; -1 (errno set) on error. */
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off) {
+  const unsigned char *p = buf;
+  while (len > 0) {
+    ssize_t r = pwrite(fd, p, len, (off_t)off);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += r;
+    len -= (size_t)r;
+    off += (uint64_t)r;
+  }
+  return 0;
+}
+
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -89,6 +115,16 @@ static int64_t wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t slot_off(const ap_journal *j, uint64_t k) { return HDR + k * j->L; }
+
+/* The slot count at which a sync starts a new segment: 7/8 of the data
+ * slots (all but the last, kept for the close record), so that a failure to
+ * create the next segment (a full disk) is noticed while there is room. */
+static uint64_t rotate_point(uint64_t nslots) {
+  uint64_t data = nslots - 1;
+  return data - data / 8;
 }
 
 static int push_seg(ap_journal *j, uint64_t first) {
@@ -133,30 +169,43 @@ static int list_segments(ap_journal *j, o3m_err *e) {
 
 /* ------------------------------------------------------------------ records */
 
-static void encode_record(const ap_journal *j, unsigned char *b, const ap_journal_record *r,
-                          uint64_t seq) {
+/* Encodes a record of type `type` (r may be NULL for a close record, whose
+ * seq is the next segment's first). */
+static void encode_slot(const ap_journal *j, unsigned char *b, int type,
+                        const ap_journal_record *r, uint64_t seq) {
   memset(b, 0, j->L);
   memcpy(b, REC_MAGIC, 4);
   b[4] = (unsigned char)FORMAT_VERSION;
-  b[5] = (unsigned char)r->type;
+  b[5] = (unsigned char)type;
   o3m_put_le32(b + 8, (uint32_t)j->L);
   o3m_put_le32(b + 12, (uint32_t)j->d);
   o3m_put_le64(b + 16, seq);
-  o3m_put_le64(b + 24, r->decision);
-  o3m_put_le64(b + 32, r->mask_id);
-  o3m_put_le32(b + 40, (uint32_t)r->arm);
-  o3m_put_le64(b + 48, o3m_double_bits(r->reward));
-  if (r->x)
-    for (int i = 0; i < j->d; i++) o3m_put_le64(b + 56 + 8 * (size_t)i, o3m_double_bits(r->x[i]));
-  o3m_put_le32(b + j->L - 4, o3m_crc32c(0, b, j->L - 4));
+  if (r) {
+    o3m_put_le64(b + 24, r->decision);
+    o3m_put_le64(b + 32, r->mask_id);
+    o3m_put_le32(b + 40, (uint32_t)r->arm);
+    o3m_put_le64(b + 48, o3m_double_bits(r->reward));
+    if (r->x)
+      for (int i = 0; i < j->d; i++)
+        o3m_put_le64(b + 56 + 8 * (size_t)i, o3m_double_bits(r->x[i]));
+  }
+  o3m_put_le32(b + j->L - 8, o3m_crc32c(0, b, j->L - 8));
+  memcpy(b + j->L - 4, REC_END, 4);
 }
 
-/* 1 if b holds a structurally valid record with a correct CRC. */
-static int record_ok(const ap_journal *j, const unsigned char *b) {
-  return !memcmp(b, REC_MAGIC, 4) && b[4] == FORMAT_VERSION &&
-         (b[5] == AP_JOURNAL_REWARD || b[5] == AP_JOURNAL_REFACTOR) &&
-         o3m_get_le32(b + 8) == (uint32_t)j->L && o3m_get_le32(b + 12) == (uint32_t)j->d &&
-         o3m_get_le32(b + j->L - 4) == o3m_crc32c(0, b, j->L - 4);
+/* What a slot holds (ap_journal.h, "What a crash can leave"). */
+enum { SLOT_ZERO, SLOT_TORN, SLOT_BAD, SLOT_DATA, SLOT_CLOSE };
+
+static int classify(const ap_journal *j, const unsigned char *b) {
+  if (b[0] == 0 && !memcmp(b, b + 1, j->L - 1)) return SLOT_ZERO;
+  if (o3m_get_le32(b) == 0 || o3m_get_le32(b + j->L - 4) == 0) return SLOT_TORN;
+  int ok = !memcmp(b, REC_MAGIC, 4) && b[4] == FORMAT_VERSION &&
+           (b[5] == AP_JOURNAL_REWARD || b[5] == AP_JOURNAL_REFACTOR || b[5] == TYPE_CLOSE) &&
+           o3m_get_le32(b + 8) == (uint32_t)j->L && o3m_get_le32(b + 12) == (uint32_t)j->d &&
+           !memcmp(b + j->L - 4, REC_END, 4) &&
+           o3m_get_le32(b + j->L - 8) == o3m_crc32c(0, b, j->L - 8);
+  if (!ok) return SLOT_BAD;
+  return b[5] == TYPE_CLOSE ? SLOT_CLOSE : SLOT_DATA;
 }
 
 static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_record *r) {
@@ -170,6 +219,25 @@ static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_reco
   r->x = j->xbuf;
 }
 
+/* Sequential reads of whole slots through j->buf. */
+typedef struct slot_reader {
+  int fd;
+  uint64_t avail;  /* whole slots in the file */
+  uint64_t lo, n;  /* slots lo..lo+n-1 are in j->buf */
+} slot_reader;
+
+static const unsigned char *slot_get(ap_journal *j, slot_reader *r, uint64_t k) {
+  if (k < r->lo || k >= r->lo + r->n) {
+    uint64_t n = r->avail - k, per = j->cap / j->L;
+    if (n > per) n = per;
+    r->n = 0;
+    if (pread_all(r->fd, j->buf, (size_t)n * j->L, slot_off(j, k))) return NULL;
+    r->lo = k;
+    r->n = n;
+  }
+  return j->buf + (k - r->lo) * j->L;
+}
+
 /* ----------------------------------------------------------------- segments */
 
 static void encode_seg_header(const ap_journal *j, unsigned char *h, uint64_t first) {
@@ -179,12 +247,22 @@ static void encode_seg_header(const ap_journal *j, unsigned char *h, uint64_t fi
   o3m_put_le32(h + 12, (uint32_t)j->d);
   o3m_put_le64(h + 16, first);
   o3m_put_le64(h + 24, (uint64_t)wall_ms());
+  o3m_put_le64(h + 32, j->nslots);
   o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
 }
 
-/* Creates segment `first` completely (temporary file, header, fdatasync,
- * rename, directory fsync) and returns its descriptor in *fd, positioned
- * after the header. *renamed tells whether the new name became visible. */
+/* Gives file fd its full length as a sparse file: unwritten slots are a
+ * hole and read as zeros. Not fallocate(2): ext4 reports preallocated
+ * (unwritten) extents as data to SEEK_DATA, so every open would read the
+ * whole unused part of a segment (64 MiB by default; measured: a restart
+ * took 2-3 times as long), and on tmpfs preallocation takes memory. The
+ * price: a full disk shows as a failed write (the journal fails and the AP
+ * stops, as with appends) rather than as a failed rotation. */
+static int set_length(int fd, uint64_t size) { return ftruncate(fd, (off_t)size); }
+
+/* Creates segment `first` completely (temporary file at its full length,
+ * header, fdatasync, rename, directory fsync) and returns its descriptor in
+ * *fd. *renamed tells whether the new name became visible. */
 static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, o3m_err *e) {
   char tmp[NAME_MAX_LEN], fin[NAME_MAX_LEN];
   seg_name(tmp, first, ".tmp");
@@ -196,12 +274,12 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
   if (f < 0)
     return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot create: %s", j->dir, tmp,
                        strerror(errno));
-  if (o3m_write_full(f, h, HDR) || fdatasync(f)) {
+  if (set_length(f, slot_off(j, j->nslots)) || pwrite_all(f, h, HDR, 0) || fdatasync(f)) {
     int err = errno;
     close(f);
     unlinkat(j->dirfd, tmp, 0);
-    return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot write: %s", j->dir, tmp,
-                       strerror(err));
+    return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot write a %" PRIu64 "-byte segment: %s",
+                       j->dir, tmp, slot_off(j, j->nslots), strerror(err));
   }
   if (renameat(j->dirfd, tmp, j->dirfd, fin)) {
     int err = errno;
@@ -221,236 +299,397 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
   return O3M_OK;
 }
 
-/* Switches appends to a new segment starting at first. */
+/* Makes fd (segment `first`, N slots, the first `written` in use) the
+ * current segment; takes ownership of fd. */
+static void set_current(ap_journal *j, int fd, uint64_t first, uint64_t nslots,
+                        uint64_t written) {
+  if (j->fd >= 0) close(j->fd);
+  j->fd = fd;
+  j->cur_first = first;
+  j->cur_slots = nslots;
+  j->cur_written = written;
+  j->rotate_at = rotate_point(nslots);
+}
+
+/* Starts a new segment at `first` and makes it current (at open, where no
+ * segment is current or the current one was set aside). */
 static int start_segment(ap_journal *j, uint64_t first, o3m_err *e) {
   int fd = -1, renamed = 0;
   int rc = create_segment(j, first, &fd, &renamed, e);
+  if (rc) return rc;
+  if (j->nsegs && j->segs[j->nsegs - 1] == first) j->nsegs--; /* replaced by the new one */
+  if ((rc = push_seg(j, first))) {
+    close(fd);
+    return o3m_err_set(e, rc, "journal %s: out of memory", j->dir);
+  }
+  set_current(j, fd, first, j->nslots, 0);
+  return O3M_OK;
+}
+
+/* Writes the close record "next seq = next" into slot k of fd and syncs it
+ * (rotation step 3). Uses j->buf, which must be empty. */
+static int write_close(ap_journal *j, int fd, uint64_t k, uint64_t next) {
+  encode_slot(j, j->buf, TYPE_CLOSE, NULL, next);
+  return pwrite_all(fd, j->buf, j->L, slot_off(j, k)) || fdatasync(fd) ? -1 : 0;
+}
+
+/* Rotation steps 2 and 3 (ap_journal.h); the records must be synced. */
+static int switch_segment(ap_journal *j, o3m_err *e) {
+  uint64_t next = j->last_seq + 1;
+  int fd = -1, renamed = 0;
+  int rc = create_segment(j, next, &fd, &renamed, e);
   if (rc) {
     /* Before the rename nothing changed and the old segment goes on; after
      * it the directory state is uncertain, so the journal stops. */
     if (renamed) j->failed = O3M_EIO;
     return rc;
   }
-  if (j->nsegs && j->segs[j->nsegs - 1] == first) {
-    j->nsegs--; /* replaced an empty segment of the same name */
-  }
-  rc = push_seg(j, first);
-  if (rc) {
+  if ((rc = push_seg(j, next))) {
     close(fd);
     j->failed = O3M_EIO;
     return o3m_err_set(e, rc, "journal %s: out of memory", j->dir);
   }
-  if (j->fd >= 0) close(j->fd);
-  j->fd = fd;
-  j->cur_first = first;
-  j->cur_bytes = HDR;
-  j->rotate_at = j->seg_max;
+  if (write_close(j, j->fd, j->cur_written, next)) {
+    /* The new segment exists and the old one is not closed: what a crash
+     * between the steps leaves, which recovery completes. */
+    int err = errno;
+    close(fd);
+    j->failed = O3M_EIO;
+    o3m_log_error("journal %s: cannot close segment %016" PRIx64 ": %s", j->dir, j->cur_first,
+                  strerror(err));
+    return o3m_err_set(e, O3M_EIO, "journal %s: cannot close segment %016" PRIx64 ": %s",
+                       j->dir, j->cur_first, strerror(err));
+  }
+  set_current(j, fd, next, j->nslots, 0);
   return O3M_OK;
 }
 
 /* ------------------------------------------------------------------- scan */
 
-/* 1 if any full record slot of segment fd at or after offset `from` (slot
- * aligned) is a valid record, 0 if none, -1 on a read error. */
-static int any_valid_after(ap_journal *j, int fd, uint64_t from, uint64_t size) {
-  size_t per = j->cap / j->L;
-  while (from + j->L <= size) {
-    uint64_t n = (size - from) / j->L;
-    if (n > per) n = per;
-    if (pread_all(fd, j->buf, (size_t)n * j->L, from)) return -1;
-    for (uint64_t k = 0; k < n; k++)
-      if (record_ok(j, j->buf + k * j->L)) return 1;
-    from += n * j->L;
-  }
-  return 0;
+/* What the scan found. */
+typedef struct scan_state {
+  int stop;          /* 1: damage or a lost segment at the point below */
+  int torn;          /* 1: a torn last record at the point below (not damage) */
+  int seg;           /* index into j->segs; -1: no segment concerned */
+  uint64_t off;      /* byte offset of the first slot not recovered; 0: the whole segment */
+  uint64_t seq;      /* the first seq not recovered */
+  uint64_t nslots;   /* N of segment `seg` when off > 0 */
+  char why[224];
+  int cur;           /* a segment that ends unclosed (appends may go on there), or -1 */
+  uint64_t cur_slot, cur_slots;
+  int repair;        /* an unclosed segment with a successor (rotation step 3 missing), or -1 */
+  uint64_t repair_slot;
+} scan_state;
+
+static void stop_at(scan_state *st, int seg, uint64_t off, uint64_t seq, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void stop_at(scan_state *st, int seg, uint64_t off, uint64_t seq, const char *fmt, ...) {
+  st->stop = 1;
+  st->seg = seg;
+  st->off = off;
+  st->seq = seq;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(st->why, sizeof st->why, fmt, ap);
+  va_end(ap);
 }
 
-/* Copies bytes [off, size) of segment `name` to name.dropped (fsynced). */
-static int copy_aside(ap_journal *j, int fd, const char *name, uint64_t off, uint64_t size,
-                      o3m_err *e) {
-  char out[NAME_MAX_LEN + 16];
-  snprintf(out, sizeof out, "%s.dropped", name);
-  int o = openat(j->dirfd, out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+/* Index of the first non-zero slot in from..r->avail-1, r->avail if none, or
+ * UINT64_MAX on a read error. The unwritten part of a segment is mostly a
+ * hole or unwritten extents, which read as zeros: SEEK_DATA skips them
+ * instead of reading megabytes of zeros (where it is not supported, every
+ * slot is read). */
+static uint64_t first_nonzero(ap_journal *j, slot_reader *r, uint64_t from) {
+  for (uint64_t k = from; k < r->avail; k++) {
+    if (k < r->lo || k >= r->lo + r->n) {
+      off_t d = lseek(r->fd, (off_t)slot_off(j, k), SEEK_DATA);
+      if (d < 0 && errno == ENXIO) return r->avail;
+      if (d > (off_t)slot_off(j, k)) {
+        k = ((uint64_t)d - HDR) / j->L;
+        if (k >= r->avail) return r->avail;
+      }
+    }
+    const unsigned char *b = slot_get(j, r, k);
+    if (!b) return UINT64_MAX;
+    if (classify(j, b) != SLOT_ZERO) return k;
+  }
+  return r->avail;
+}
+
+/* Scans segment i from seq *next on (the first segment scanned may start
+ * before it), replaying its records; sets st->stop or st->torn at the first
+ * problem. Returns an error only for I/O, another d or format version, or
+ * the callback's code. */
+static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uint64_t *next,
+                        scan_state *st, ap_journal_info *info, o3m_err *e) {
+  char name[NAME_MAX_LEN];
+  seg_name(name, j->segs[i], "");
+  int last = i == j->nsegs - 1;
+  int fd = openat(j->dirfd, name, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb)) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot open: %s", j->dir, name,
+                       strerror(err));
+  }
+  int rc = O3M_OK;
+  uint64_t size = (uint64_t)sb.st_size, n = 0;
+  unsigned char h[HDR];
+  if (size < HDR || pread_all(fd, h, HDR, 0) || memcmp(h, SEG_MAGIC, 8) ||
+      o3m_get_le32(h + 60) != o3m_crc32c(0, h, 60)) {
+    stop_at(st, i, 0, *next, "a damaged segment header");
+    goto out;
+  }
+  uint32_t version = o3m_get_le32(h + 8);
+  if (version != FORMAT_VERSION) {
+    rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: format version %u, this build reads version %u "
+                     "(a journal written by %s release of o3m: use that release, or discard the "
+                     "state)", j->dir, name, (unsigned)version, FORMAT_VERSION,
+                     version < FORMAT_VERSION ? "an earlier" : "a later");
+    goto out;
+  }
+  if (o3m_get_le32(h + 12) != (uint32_t)j->d) {
+    rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: written with d = %u, the policy has d = %d",
+                     j->dir, name, (unsigned)o3m_get_le32(h + 12), j->d);
+    goto out;
+  }
+  n = o3m_get_le64(h + 32);
+  if (o3m_get_le64(h + 16) != j->segs[i] || n < 2 || n > (UINT64_MAX / 2 - HDR) / j->L) {
+    stop_at(st, i, 0, *next, "a segment header that does not match its name or declares %" PRIu64
+            " slots", n);
+    goto out;
+  }
+  uint64_t expect = slot_off(j, n);
+  slot_reader r = {fd, size >= expect ? n : (size - HDR) / j->L, 0, 0};
+  uint64_t k = *next - j->segs[i];
+  const unsigned char *b = NULL;
+  if (k > 0) {
+    /* The first segment scanned: records before *next are covered by the
+     * caller's checkpoint. If it holds no record *next, the log must at
+     * least reach *next - 1, or records (segments) after it are lost. */
+    int here = 0;
+    if (k < r.avail) {
+      if (!(b = slot_get(j, &r, k))) goto read_error;
+      here = classify(j, b) == SLOT_DATA;
+    }
+    if (!here) {
+      b = NULL;
+      if (k < n && k - 1 < r.avail && !(b = slot_get(j, &r, k - 1))) goto read_error;
+      if (!b || classify(j, b) != SLOT_DATA || o3m_get_le64(b + 16) != *next - 1) {
+        stop_at(st, i, 0, *next, "the journal ends before seq %" PRIu64 " (the checkpoint's "
+                "position) in this segment: later records or segments are missing", *next - 1);
+        goto out;
+      }
+    }
+  }
+  for (; k < r.avail; k++) {
+    if (!(b = slot_get(j, &r, k))) goto read_error;
+    if (classify(j, b) != SLOT_DATA) break;
+    if (k == n - 1) {
+      stop_at(st, i, slot_off(j, k), *next, "a record in the slot kept for the close record");
+      goto out;
+    }
+    if (o3m_get_le64(b + 16) != *next) {
+      stop_at(st, i, slot_off(j, k), *next, "a record out of sequence (seq %" PRIu64 ")",
+              o3m_get_le64(b + 16));
+      goto out;
+    }
+    ap_journal_record rec;
+    decode_record(j, b, &rec);
+    if (opt->replay && (rc = opt->replay(opt->replay_ctx, &rec))) goto out;
+    info->replayed++;
+    (*next)++;
+  }
+  if (k == r.avail) {
+    /* No end in the slots the file holds: it was cut short. */
+    stop_at(st, i, slot_off(j, k), *next, "a file of %" PRIu64 " bytes whose header declares %"
+            PRIu64 " (cut short)", size, expect);
+    goto out;
+  }
+  int kind = classify(j, b);
+  if (kind == SLOT_BAD) {
+    stop_at(st, i, slot_off(j, k), *next, "a damaged record (complete, bad CRC or header)");
+    goto out;
+  }
+  if (kind == SLOT_CLOSE && o3m_get_le64(b + 16) != *next) {
+    stop_at(st, i, slot_off(j, k), *next, "a close record naming seq %" PRIu64,
+            o3m_get_le64(b + 16));
+    goto out;
+  }
+  /* The end of this segment: every later slot must be unwritten. */
+  uint64_t nz = first_nonzero(j, &r, k + 1);
+  if (nz == UINT64_MAX) goto read_error;
+  if (nz < r.avail) {
+    stop_at(st, i, slot_off(j, k), *next, "data at offset %" PRIu64 " after the end of the "
+            "segment's records", slot_off(j, nz));
+    goto out;
+  }
+  if (size != expect) {
+    stop_at(st, i, slot_off(j, k), *next, "a file of %" PRIu64 " bytes whose header declares %"
+            PRIu64 " (%s)", size, expect, size < expect ? "cut short" : "grown");
+    goto out;
+  }
+  if (kind == SLOT_TORN) {
+    if (!last) {
+      stop_at(st, i, slot_off(j, k), *next, "a torn record in a segment with a successor");
+    } else {
+      st->torn = 1;
+      st->seg = i;
+      st->off = slot_off(j, k);
+      st->seq = *next;
+      st->cur = i;
+      st->cur_slot = k;
+      st->cur_slots = n;
+    }
+  } else if (kind == SLOT_CLOSE) {
+    if (last) {
+      char succ[NAME_MAX_LEN];
+      seg_name(succ, *next, "");
+      stop_at(st, i, slot_off(j, k), *next, "a segment closed at seq %" PRIu64 " whose "
+              "successor %s is missing", *next, succ);
+    }
+  } else if (last || i == j->nsegs - 2) {
+    /* Unclosed: the end of the log, or a rotation interrupted before its
+     * step 3 (only ever the segment before the last). */
+    st->cur = i;
+    st->cur_slot = k;
+    st->cur_slots = n;
+    if (!last) {
+      st->repair = i;
+      st->repair_slot = k;
+    }
+  } else {
+    stop_at(st, i, slot_off(j, k), *next, "a segment that was never closed but has successors");
+  }
+out:
+  if (st->stop && st->seg == i) st->nslots = n;
+  close(fd);
+  return rc;
+read_error:
+  close(fd);
+  return o3m_err_set(e, O3M_EIO, "journal %s/%s: read error: %s", j->dir, name, strerror(errno));
+}
+
+/* Scans the whole journal from opt->after + 1 (see ap_journal.h). */
+static int scan(ap_journal *j, const ap_journal_options *opt, uint64_t *next, scan_state *st,
+                ap_journal_info *info, o3m_err *e) {
+  if (j->nsegs == 0) {
+    if (opt->after > 0)
+      stop_at(st, -1, 0, *next, "no journal segment, although the checkpoint at seq %" PRIu64
+              " proves that segment %016" PRIx64 " was made", opt->after, opt->after + 1);
+    return O3M_OK;
+  }
+  int idx0 = -1;
+  for (int i = 0; i < j->nsegs; i++)
+    if (j->segs[i] <= *next) idx0 = i;
+  if (idx0 < 0) {
+    stop_at(st, 0, 0, *next, "records missing before the first segment");
+    return O3M_OK;
+  }
+  for (int i = idx0; i < j->nsegs && !st->stop; i++) {
+    if (i > idx0 && j->segs[i] != *next) {
+      stop_at(st, i, 0, *next, "a gap or overlap between segments");
+      break;
+    }
+    int rc = scan_segment(j, opt, i, next, st, info, e);
+    if (rc) return rc;
+  }
+  return O3M_OK;
+}
+
+/* ------------------------------------------------------------ open repairs */
+
+/* A name for setting `name` aside: name.dropped, or name.dropped.N if that
+ * exists from an earlier salvage (never overwritten). */
+static void aside_name(const ap_journal *j, const char *name, char *out) {
+  snprintf(out, ASIDE_LEN, "%s.dropped", name);
+  for (int n = 1; n < 1000 && faccessat(j->dirfd, out, F_OK, 0) == 0; n++)
+    snprintf(out, ASIDE_LEN, "%s.dropped.%d", name, n);
+}
+
+/* End of the last non-zero byte of fd in [off, size), or off if none;
+ * UINT64_MAX on a read error. */
+static uint64_t data_end(ap_journal *j, int fd, uint64_t off, uint64_t size) {
+  uint64_t end = off;
+  while (off < size) {
+    size_t n = size - off < j->cap ? (size_t)(size - off) : j->cap;
+    if (pread_all(fd, j->buf, n, off)) return UINT64_MAX;
+    for (size_t k = n; k > 0; k--)
+      if (j->buf[k - 1]) {
+        end = off + k;
+        break;
+      }
+    off += n;
+  }
+  return end;
+}
+
+/* Copies bytes [off, end) of segment fd to a .dropped file (fsynced), then
+ * zeroes them in place. */
+static int set_bytes_aside(ap_journal *j, int fd, const char *name, uint64_t off, uint64_t end,
+                           o3m_err *e) {
+  char out[ASIDE_LEN];
+  aside_name(j, name, out);
+  int o = openat(j->dirfd, out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (o < 0)
     return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot create: %s", j->dir, out,
                        strerror(errno));
-  while (off < size) {
-    size_t n = size - off < j->cap ? (size_t)(size - off) : j->cap;
-    if (pread_all(fd, j->buf, n, off) || o3m_write_full(o, j->buf, n)) {
+  for (uint64_t p = off; p < end;) {
+    size_t n = end - p < j->cap ? (size_t)(end - p) : j->cap;
+    if (pread_all(fd, j->buf, n, p) || o3m_write_full(o, j->buf, n)) {
       int err = errno;
       close(o);
       return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot copy: %s", j->dir, out,
                          strerror(err));
     }
-    off += n;
+    p += n;
   }
   int bad = fsync(o);
   close(o);
   if (bad) return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot fsync", j->dir, out);
-  return O3M_OK;
-}
-
-/* Where the replay stopped, and why. */
-typedef struct stop_point {
-  int seg;          /* index into j->segs, -1 if the replay ran to the end */
-  uint64_t off;     /* byte offset in that segment; 0 = the whole segment */
-  uint64_t seq;     /* the first seq not recovered */
-  int middle;       /* 1: valid data follows (or a gap); 0: a tail */
-  const char *why;
-} stop_point;
-
-/* Scans segments idx0.. from seq *next on, calling the replay callback.
- * Fills *sp with the first problem. *cur_fd and *cur_size describe the last
- * scanned segment when the scan reached its end (for appending), else
- * *cur_fd is -1. *behind is set when the journal ends before *next. */
-static int scan(ap_journal *j, const ap_journal_options *opt, int idx0, uint64_t *next,
-                stop_point *sp, int *cur_fd, uint64_t *cur_size, int *behind,
-                ap_journal_info *info, o3m_err *e) {
-  sp->seg = -1;
-  *cur_fd = -1;
-  *behind = 0;
-  for (int i = idx0; i < j->nsegs; i++) {
-    char name[NAME_MAX_LEN];
-    seg_name(name, j->segs[i], "");
-    int last = i == j->nsegs - 1;
-    if (i > idx0 && j->segs[i] != *next) {
-      *sp = (stop_point){i, 0, *next, 1, "a gap or overlap between segments"};
-      return O3M_OK;
-    }
-    int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st)) {
-      int err = errno;
-      if (fd >= 0) close(fd);
-      return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot open: %s", j->dir, name,
-                         strerror(err));
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    unsigned char h[HDR];
-    int hdr_ok = size >= HDR && !pread_all(fd, h, HDR, 0) && !memcmp(h, SEG_MAGIC, 8) &&
-                 o3m_get_le32(h + 8) == FORMAT_VERSION &&
-                 o3m_get_le32(h + 60) == o3m_crc32c(0, h, 60) &&
-                 o3m_get_le64(h + 16) == j->segs[i];
-    if (hdr_ok && o3m_get_le32(h + 12) != (uint32_t)j->d) {
-      close(fd);
-      return o3m_err_set(e, O3M_EDIM, "journal %s/%s: written with d = %u, the policy has "
-                         "d = %d", j->dir, name, (unsigned)o3m_get_le32(h + 12), j->d);
-    }
-    if (!hdr_ok) {
-      int after = last ? any_valid_after(j, fd, HDR, size) : 1;
-      close(fd);
-      if (after < 0)
-        return o3m_err_set(e, O3M_EIO, "journal %s/%s: read error", j->dir, name);
-      *sp = (stop_point){i, 0, *next, after != 0, "a damaged segment header"};
-      return O3M_OK;
-    }
-    uint64_t off = HDR + (*next - j->segs[i]) * j->L;
-    if (off > size) {
-      /* The segment ends before *next (only possible for the first one
-       * scanned: later ones start exactly at *next). */
-      close(fd);
-      if (last) {
-        *behind = 1;
-        return O3M_OK;
-      }
-      *sp = (stop_point){i + 1, 0, *next, 1, "records missing between segments"};
-      return O3M_OK;
-    }
-    size_t per = j->cap / j->L;
-    while (off < size) {
-      uint64_t n = (size - off) / j->L;
-      if (n == 0) { /* a partial record at the end */
-        *sp = (stop_point){i, off, *next, !last, "a short record"};
-        break;
-      }
-      if (n > per) n = per;
-      if (pread_all(fd, j->buf, (size_t)n * j->L, off)) {
-        close(fd);
-        return o3m_err_set(e, O3M_EIO, "journal %s/%s: read error", j->dir, name);
-      }
-      uint64_t k = 0;
-      for (; k < n; k++) {
-        const unsigned char *b = j->buf + k * j->L;
-        if (!record_ok(j, b)) break;
-        if (o3m_get_le64(b + 16) != *next) {
-          /* Valid data out of sequence is never a torn write. */
-          *sp = (stop_point){i, off + k * j->L, *next, 1, "a record out of sequence"};
-          break;
-        }
-        ap_journal_record r;
-        decode_record(j, b, &r);
-        if (opt->replay) {
-          int rc = opt->replay(opt->replay_ctx, &r);
-          if (rc) {
-            close(fd);
-            return rc;
-          }
-        }
-        info->replayed++;
-        (*next)++;
-      }
-      if (sp->seg >= 0) break;
-      if (k < n) {
-        uint64_t bad = off + k * j->L;
-        int after = last ? any_valid_after(j, fd, bad + j->L, size) : 1;
-        if (after < 0) {
-          close(fd);
-          return o3m_err_set(e, O3M_EIO, "journal %s/%s: read error", j->dir, name);
-        }
-        *sp = (stop_point){i, bad, *next, after != 0, "a bad record (CRC or header)"};
-        break;
-      }
-      off += n * j->L;
-    }
-    if (sp->seg >= 0) {
-      if (sp->seg == i && !sp->middle && last) {
-        *cur_fd = fd; /* the tail will be cut and appends go on here */
-        *cur_size = size;
-      } else {
-        close(fd);
-      }
-      return O3M_OK;
-    }
-    if (last) {
-      *cur_fd = fd;
-      *cur_size = size;
-    } else {
-      close(fd);
-    }
+  memset(j->buf, 0, j->cap);
+  for (uint64_t p = off; p < end;) {
+    size_t n = end - p < j->cap ? (size_t)(end - p) : j->cap;
+    if (pwrite_all(fd, j->buf, n, p))
+      return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot zero: %s", j->dir, name,
+                         strerror(errno));
+    p += n;
   }
   return O3M_OK;
 }
 
-/* Salvage: moves everything from the stop point on aside. */
-static int salvage(ap_journal *j, const stop_point *sp, int *cur_fd, uint64_t *cur_size,
-                   ap_journal_info *info, o3m_err *e) {
-  for (int i = j->nsegs - 1; i >= sp->seg; i--) {
-    char name[NAME_MAX_LEN], out[NAME_MAX_LEN + 16];
+/* Salvage: moves everything from the stop point on aside (ap_journal.h). */
+static int salvage(ap_journal *j, scan_state *st, ap_journal_info *info, o3m_err *e) {
+  int from = st->seg < 0 ? j->nsegs : st->seg;
+  for (int i = j->nsegs - 1; i >= from; i--) {
+    char name[NAME_MAX_LEN], out[ASIDE_LEN];
     seg_name(name, j->segs[i], "");
-    int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st)) {
-      if (fd >= 0) close(fd);
-      return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot open: %s", j->dir, name,
-                         strerror(errno));
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    if (i == sp->seg && sp->off >= HDR) {
-      int rc = copy_aside(j, fd, name, sp->off, size, e);
-      if (!rc && (ftruncate(fd, (off_t)sp->off) || fdatasync(fd)))
-        rc = o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot truncate: %s", j->dir, name,
-                         strerror(errno));
-      if (rc) {
-        close(fd);
-        return rc;
-      }
-      info->dropped_bytes += size - sp->off;
-      *cur_fd = fd;
-      *cur_size = sp->off;
+    struct stat sb;
+    uint64_t size = fstatat(j->dirfd, name, &sb, 0) ? 0 : (uint64_t)sb.st_size;
+    if (i == st->seg && st->off >= HDR) {
+      int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
+      if (fd < 0)
+        return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot open: %s", j->dir, name,
+                           strerror(errno));
+      uint64_t full = slot_off(j, st->nslots), end = data_end(j, fd, st->off, size);
+      int rc = end == UINT64_MAX
+                   ? o3m_err_set(e, O3M_EIO, "journal %s/%s: read error", j->dir, name)
+                   : set_bytes_aside(j, fd, name, st->off, end, e);
+      int bad = size > full ? ftruncate(fd, (off_t)full) : size < full ? set_length(fd, full) : 0;
+      if (!rc && (bad || fdatasync(fd)))
+        rc = o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot restore its length: %s", j->dir,
+                         name, strerror(errno));
+      close(fd);
+      if (rc) return rc;
+      info->dropped_bytes += end - st->off;
+      st->cur = i;
+      st->cur_slot = (st->off - HDR) / j->L;
+      st->cur_slots = st->nslots;
       continue;
     }
-    close(fd);
-    snprintf(out, sizeof out, "%s.dropped", name);
+    aside_name(j, name, out);
     if (renameat(j->dirfd, name, j->dirfd, out))
       return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot rename: %s", j->dir, name,
                          strerror(errno));
@@ -459,6 +698,44 @@ static int salvage(ap_journal *j, const stop_point *sp, int *cur_fd, uint64_t *c
   }
   if (fsync(j->dirfd))
     return o3m_err_set(e, O3M_EIO, "journal %s: cannot fsync the directory", j->dir);
+  return O3M_OK;
+}
+
+/* Zeroes the torn last record (its write never finished). */
+static int cut_torn(ap_journal *j, const scan_state *st, ap_journal_info *info, o3m_err *e) {
+  char name[NAME_MAX_LEN];
+  seg_name(name, j->segs[st->seg], "");
+  int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
+  memset(j->buf, 0, j->L);
+  if (fd < 0 || pwrite_all(fd, j->buf, j->L, st->off) || fdatasync(fd)) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot zero the torn record: %s", j->dir,
+                       name, strerror(err));
+  }
+  close(fd);
+  info->tail_bytes_cut = j->L;
+  o3m_log_warn("journal %s/%s: zeroed a torn record at offset %" PRIu64 " (seq %" PRIu64 "): "
+               "its write never finished, so it was never acknowledged", j->dir, name, st->off,
+               st->seq);
+  return O3M_OK;
+}
+
+/* Rotation step 3 that a crash prevented: closes segment st->repair. */
+static int complete_rotation(ap_journal *j, const scan_state *st, ap_journal_info *info,
+                             o3m_err *e) {
+  char name[NAME_MAX_LEN];
+  seg_name(name, j->segs[st->repair], "");
+  int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
+  if (fd < 0 || write_close(j, fd, st->repair_slot, j->segs[st->repair + 1])) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot write its close record: %s", j->dir,
+                       name, strerror(err));
+  }
+  close(fd);
+  info->rotation_completed = 1;
+  o3m_log_info("journal %s/%s: closed (a rotation was interrupted before it)", j->dir, name);
   return O3M_OK;
 }
 
@@ -486,16 +763,16 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
   ap_journal_info *info = info_ ? info_ : &tmp_info;
   memset(info, 0, sizeof *info);
   if (!opt->dir || opt->d < 1 || opt->d > 4096 || opt->buffer_records < 1 ||
-      opt->segment_bytes < HDR)
+      opt->segment_bytes < HDR + 2 * AP_JOURNAL_RECORD_BYTES(opt->d))
     return o3m_err_set(e, O3M_EINVAL, "journal: options: dir must be set, d in 1..4096, "
-                       "buffer_records >= 1, segment_bytes >= %d", HDR);
+                       "buffer_records >= 1, segment_bytes >= %d + 2 records", HDR);
   ap_journal *j = calloc(1, sizeof *j);
   if (!j) return o3m_err_set(e, O3M_ENOMEM, "journal: out of memory");
   j->fd = -1;
   j->dirfd = -1;
   j->d = opt->d;
   j->L = AP_JOURNAL_RECORD_BYTES(opt->d);
-  j->seg_max = opt->segment_bytes;
+  j->nslots = (opt->segment_bytes - HDR) / j->L;
   j->cap = (size_t)opt->buffer_records * j->L;
   j->dir = strdup(opt->dir);
   j->buf = malloc(j->cap);
@@ -514,78 +791,42 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
   if ((rc = list_segments(j, e))) goto fail;
 
   uint64_t next = opt->after + 1;
-  stop_point sp = {.seg = -1};
-  int cur_fd = -1, behind = 0;
-  uint64_t cur_size = 0;
-  if (j->nsegs > 0) {
-    int idx0 = -1;
-    for (int i = 0; i < j->nsegs; i++)
-      if (j->segs[i] <= next) idx0 = i;
-    if (idx0 < 0)
-      sp = (stop_point){0, 0, next, 1, "records missing before the first segment"};
-    else if ((rc = scan(j, opt, idx0, &next, &sp, &cur_fd, &cur_size, &behind, info, e)))
-      goto fail;
-  }
+  scan_state st = {.seg = -1, .cur = -1, .repair = -1};
+  if ((rc = scan(j, opt, &next, &st, info, e))) goto fail;
 
-  if (sp.seg >= 0 && !sp.middle) {
-    /* A torn tail: cut it (or drop a last segment with a broken header). */
-    char name[NAME_MAX_LEN];
-    seg_name(name, j->segs[sp.seg], "");
-    if (sp.off >= HDR) {
-      if (ftruncate(cur_fd, (off_t)sp.off) || fdatasync(cur_fd)) {
-        rc = o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot truncate: %s", j->dir, name,
-                         strerror(errno));
-        goto fail_fd;
-      }
-      info->tail_bytes_cut = cur_size - sp.off;
-      cur_size = sp.off;
-    } else {
-      struct stat st;
-      info->tail_bytes_cut = fstatat(j->dirfd, name, &st, 0) ? 0 : (uint64_t)st.st_size;
-      if (unlinkat(j->dirfd, name, 0) || fsync(j->dirfd)) {
-        rc = o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot remove: %s", j->dir, name,
-                         strerror(errno));
-        goto fail_fd;
-      }
-      j->nsegs--;
-    }
-    o3m_log_warn("journal %s/%s: cut a torn tail of %" PRIu64 " bytes at offset %" PRIu64
-                 " (%s; records from seq %" PRIu64 " on were incomplete: dropped)", j->dir, name,
-                 info->tail_bytes_cut, sp.off, sp.why, sp.seq);
-  } else if (sp.seg >= 0) {
-    char name[NAME_MAX_LEN];
-    seg_name(name, j->segs[sp.seg], "");
-    if (!opt->salvage) {
-      rc = o3m_err_set(e, O3M_ECORRUPT, "journal %s/%s: %s at offset %" PRIu64 " (seq %" PRIu64
-                       "), and valid records follow: refusing to start (salvage cuts the "
-                       "journal there, losing what follows)", j->dir, name, sp.why, sp.off,
-                       sp.seq);
-      goto fail_fd;
-    }
-    if (cur_fd >= 0) close(cur_fd);
-    cur_fd = -1;
-    if ((rc = salvage(j, &sp, &cur_fd, &cur_size, info, e))) goto fail_fd;
-    info->salvaged = 1;
-    info->salvage_seq = sp.seq;
-    o3m_log_error("journal %s/%s: SALVAGE: %s at offset %" PRIu64 "; recovery stopped before "
-                  "seq %" PRIu64 " and %" PRIu64 " bytes were moved to *.dropped files",
-                  j->dir, name, sp.why, sp.off, sp.seq, info->dropped_bytes);
-  } else if (behind) {
-    o3m_log_warn("journal %s: ends before seq %" PRIu64 " of the checkpoint; continuing with a "
-                 "new segment", j->dir, next);
+  /* Nothing has been written so far. */
+  char name[NAME_MAX_LEN] = "";
+  if (st.seg >= 0) seg_name(name, j->segs[st.seg], "");
+  if (st.stop && !opt->salvage) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "journal %s%s%s: %s at offset %" PRIu64 " (seq %" PRIu64
+                     "): refusing to start", j->dir, *name ? "/" : "", name, st.why, st.off,
+                     st.seq);
+    goto fail;
   }
+  if (st.stop) {
+    if ((rc = salvage(j, &st, info, e))) goto fail;
+    info->salvaged = 1;
+    info->salvage_seq = st.seq;
+    o3m_log_error("journal %s%s%s: SALVAGE: %s at offset %" PRIu64 "; recovery stopped before "
+                  "seq %" PRIu64 " and %" PRIu64 " bytes were set aside in *.dropped files",
+                  j->dir, *name ? "/" : "", name, st.why, st.off, st.seq, info->dropped_bytes);
+  } else if (st.torn && (rc = cut_torn(j, &st, info, e))) {
+    goto fail;
+  }
+  if (st.repair >= 0 && st.repair < j->nsegs - 1 && (rc = complete_rotation(j, &st, info, e)))
+    goto fail;
 
   j->last_seq = j->synced_seq = next - 1;
-  if (cur_fd >= 0) {
-    j->fd = cur_fd;
-    cur_fd = -1;
-    j->cur_first = j->segs[j->nsegs - 1];
-    j->cur_bytes = cur_size;
-    j->rotate_at = j->seg_max;
-    if (lseek(j->fd, (off_t)cur_size, SEEK_SET) < 0) {
-      rc = o3m_err_set(e, O3M_EIO, "journal %s: seek failed: %s", j->dir, strerror(errno));
+  if (st.cur >= 0 && st.cur == j->nsegs - 1) {
+    char cur[NAME_MAX_LEN];
+    seg_name(cur, j->segs[st.cur], "");
+    int fd = openat(j->dirfd, cur, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      rc = o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot open: %s", j->dir, cur,
+                       strerror(errno));
       goto fail;
     }
+    set_current(j, fd, j->segs[st.cur], st.cur_slots, st.cur_slot);
   } else if ((rc = start_segment(j, next, e))) {
     goto fail;
   }
@@ -594,8 +835,6 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
   *out = j;
   return O3M_OK;
 
-fail_fd:
-  if (cur_fd >= 0) close(cur_fd);
 fail:
   j->failed = rc; /* no final sync in close */
   ap_journal_close(j);
@@ -606,12 +845,12 @@ fail:
 
 static int flush(ap_journal *j) {
   if (j->fill == 0) return O3M_OK;
-  if (o3m_write_full(j->fd, j->buf, j->fill)) {
+  if (pwrite_all(j->fd, j->buf, j->fill, slot_off(j, j->cur_written))) {
     o3m_log_error("journal %s: write failed: %s", j->dir, strerror(errno));
     j->failed = O3M_EIO;
     return O3M_EIO;
   }
-  j->cur_bytes += j->fill;
+  j->cur_written += j->fill / j->L;
   j->fill = 0;
   return O3M_OK;
 }
@@ -621,9 +860,23 @@ int ap_journal_append(ap_journal *j, const ap_journal_record *r, uint64_t *seq) 
   if ((r->type != AP_JOURNAL_REWARD && r->type != AP_JOURNAL_REFACTOR) ||
       (r->type == AP_JOURNAL_REWARD && !r->x))
     return O3M_EINVAL;
+  if (j->cur_written + j->fill / j->L >= j->cur_slots - 1) {
+    /* No free slot but the close record's: sync (which rotates when it
+     * can), and if that did not make room, rotate or fail. */
+    o3m_err re;
+    o3m_err_clear(&re);
+    int rc = ap_journal_sync(j, &re);
+    if (!rc && j->cur_written + 1 >= j->cur_slots) rc = switch_segment(j, &re);
+    if (rc) {
+      o3m_log_error("journal %s: segment full and no new one: %s", j->dir,
+                    o3m_err_message(&re));
+      j->failed = O3M_EIO;
+      return O3M_EIO;
+    }
+  }
   if (j->fill + j->L > j->cap && flush(j)) return O3M_EIO;
   uint64_t s = j->last_seq + 1;
-  encode_record(j, j->buf + j->fill, r, s);
+  encode_slot(j, j->buf + j->fill, r->type, r, s);
   j->fill += j->L;
   j->last_seq = s;
   if (seq) *seq = s;
@@ -641,18 +894,19 @@ int ap_journal_sync(ap_journal *j, o3m_err *e) {
     return o3m_err_set(e, O3M_EIO, "journal %s: fdatasync failed: %s", j->dir, strerror(err));
   }
   j->synced_seq = j->last_seq;
-  if (j->cur_bytes >= j->rotate_at) {
+  if (j->cur_written >= j->rotate_at) {
     /* The records are durable whatever happens here. A segment that cannot
      * be created (a full disk) is not a reason to refuse the acknowledgement:
-     * the current segment goes on and the rotation is retried later. */
+     * the current segment goes on while it has room and the rotation is
+     * retried a little later. */
     o3m_err re;
     o3m_err_clear(&re);
-    int rc = ap_journal_rotate(j, &re);
+    int rc = switch_segment(j, &re);
     if (rc && j->failed) return o3m_err_set(e, rc, "%s", o3m_err_message(&re));
     if (rc) {
       o3m_log_warn("journal %s: cannot start a new segment (%s); continuing in the current one",
                    j->dir, o3m_err_message(&re));
-      j->rotate_at = j->cur_bytes + j->seg_max / 8 + 1;
+      j->rotate_at = j->cur_written + j->cur_slots / 64 + 1;
     }
   }
   return O3M_OK;
@@ -669,8 +923,8 @@ int ap_journal_rotate(ap_journal *j, o3m_err *e) {
     int rc = ap_journal_sync(j, e);
     if (rc) return rc;
   }
-  if (j->cur_first == j->last_seq + 1) return O3M_OK; /* no records yet */
-  return start_segment(j, j->last_seq + 1, e);
+  if (j->cur_written == 0) return O3M_OK; /* no records yet: starts at last_seq + 1 */
+  return switch_segment(j, e);
 }
 
 int ap_journal_prune(ap_journal *j, uint64_t upto, o3m_err *e) {

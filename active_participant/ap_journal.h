@@ -5,72 +5,136 @@
  * update needs (arm, reward, the masked context x as binary64 bit patterns),
  * so replaying the log through ap_policy_update() reproduces the model bit
  * for bit. Appends go to a buffer allocated at open and reach the file with
- * write(2) when the buffer fills or at ap_journal_sync(), which also calls
+ * pwrite(2) when the buffer fills or at ap_journal_sync(), which also calls
  * fdatasync(2): group commit. The caller appends any number of records, then
  * syncs once, then acknowledges all of them.
+ *
+ * The one promise: a record whose sync returned 0 is never dropped without
+ * an error. Every way the log can lose acknowledged records that is not a
+ * crash in the middle of a write (a damaged record, a file cut short, a lost
+ * segment) must be told apart from a crash, so the log is laid out so that
+ * its own contents say how long it must be.
  *
  * Files (in the party's state_dir). The log is a sequence of segment files
  *   ap-journal-<first seq, 16 lowercase hex digits>.wal
  * Records are numbered by a sequence number seq = 1, 2, 3, ... that never
  * restarts; a segment holds consecutive records starting at the seq in its
- * name, and the next segment starts where it ends. A new segment is started
- * by ap_journal_rotate() (the checkpoint module rotates at every checkpoint)
- * or when a segment grows past segment_bytes; it is created complete (header
- * written to a .tmp file, fdatasync, rename, fsync of the directory), so a
- * segment never has a torn header. ap_journal_prune() deletes whole segments
- * whose records are all covered by a checkpoint, which bounds the log.
+ * name, and the next segment starts where it ends. A segment is a fixed
+ * array of N record slots after its header: its file is created at its full
+ * size, 64 + N L bytes, as a sparse file (ftruncate(2); unwritten slots are
+ * a hole and read as zeros, and open skips the hole with SEEK_DATA),
+ * complete (header written to a .tmp file, fdatasync, rename, fsync of the
+ * directory), and never changes length afterwards. Record k of a segment is
+ * written in place, at offset 64 + k L, exactly once.
  *
  * Segment header, 64 bytes, little-endian:
  *    0  8  magic "O3MJSEG\0"
- *    8  4  version (1)
+ *    8  4  version (2)
  *   12  4  d, the context dimension of every record
  *   16  8  seq of the first record in this segment
  *   24  8  creation time, Unix ms (informational)
- *   32 28  zero
+ *   32  8  N, the number of record slots (the file is 64 + N L bytes)
+ *   40 20  zero
  *   60  4  CRC32C of bytes 0..59
- * Record, L = 64 + 8 d bytes (every record of a journal has the same length,
- * so record k of a segment is at offset 64 + k L), little-endian:
- *    0  4  magic "O3MJ"
- *    4  1  version (1)
+ * Record, L = 64 + 8 d bytes (every record of a journal has the same
+ * length), little-endian:
+ *    0  4  magic "O3MJ"          (the start marker)
+ *    4  1  version (2)
  *    5  1  type: 1 reward, 2 refactor (ap_policy_refactor of model `arm`,
- *          -1 = all models; replayed so that repairs are reproduced too)
+ *          -1 = all models; replayed so that repairs are reproduced too),
+ *          3 close (see "Rotation"; not handed to the replay callback)
  *    6  2  zero
  *    8  4  record length L
  *   12  4  d
- *   16  8  seq
- *   24  8  decision id (0 for refactor records)
+ *   16  8  seq (of a close record: the first seq of the next segment)
+ *   24  8  decision id (0 for refactor and close records)
  *   32  8  mask id of the block the context x was masked with
  *   40  4  arm (int32; shared models ignore it)
  *   44  4  zero
  *   48  8  reward (binary64 bit pattern)
  *   56 8d  x[0..d) (binary64 bit patterns; zeros for refactor records)
- * 56+8d 4  zero
- * 60+8d 4  CRC32C (Castagnoli, reflected, as in iSCSI/ext4) of bytes 0..L-5
+ * 56+8d 4  CRC32C (Castagnoli, reflected, as in iSCSI/ext4) of bytes 0..L-9
+ * 60+8d 4  magic "JEND"          (the end marker)
+ * Data records use slots 0..N-2; the last slot is kept for the close record.
  *
- * Opening replays and repairs. ap_journal_open() lists the segments, reads
+ * Rotation. ap_journal_rotate() (the checkpoint module rotates at every
+ * checkpoint) or a segment that fills up starts a new segment at seq S =
+ * last_seq + 1 in three steps: (1) the records are synced; (2) segment S is
+ * created complete, as above; (3) a close record "next seq = S" is written
+ * into the old segment's first free slot and fdatasynced. Only then do
+ * appends go to segment S. So a closed segment proves that its successor
+ * existed, and a crash between (2) and (3) leaves an unclosed segment
+ * followed by an empty one (open finishes step 3). A rotation also returns
+ * only once segment S is durable: a caller that writes a checkpoint at seq
+ * S - 1 after ap_journal_rotate() returned may rely on segment S existing
+ * (this is what opt.after means below). ap_journal_prune() deletes whole
+ * segments whose records are all covered by a checkpoint.
+ *
+ * What a crash can leave, and why the rules below are sound. A process
+ * crash (SIGKILL, the crash tests) loses nothing that write(2) accepted;
+ * the write it interrupts (one pwrite of whole records into never-written
+ * slots) stops at some byte, so its last slot holds a prefix of a record
+ * and its END MARKER is still zero. A system crash can also lose pages of
+ * the write that was not yet fdatasynced; for a record of at most one page
+ * (d <= 504) a lost page leaves its start or end marker zero. Either way the
+ * damage is confined to records that were never acknowledged, and such a
+ * record reads as "torn": not all zero, but its start or end marker zero.
+ * A record whose two markers are present was written whole; a wrong CRC, a
+ * wrong header field or a wrong seq in it is damage, never a crash. Nothing
+ * a crash does changes a file's length (files are created at full size) or
+ * removes a segment (only rotation creates and only prune deletes them).
+ *
+ * Opening replays and checks. ap_journal_open() lists the segments, reads
  * every record with seq > opt.after in order (records at or before it are
- * covered by the checkpoint the caller loaded and are not read) and hands
- * each to the replay callback. A record is valid when its magic, version,
- * type, length, d and CRC are right and its seq is the next one expected.
- * The first invalid record ends the replay, and what follows decides:
- *   - nothing valid after it in its segment, and it is in the last segment:
- *     a torn or corrupt TAIL, left by a crash during a write that was never
- *     acknowledged. The file is truncated to the last valid record
- *     (ftruncate, fdatasync) and a log line says how many bytes were
- *     dropped.
- *   - a valid record after it, or later segments: corruption in the MIDDLE of
- *     acknowledged data. Without salvage this is O3M_ECORRUPT (the journal is
- *     not changed, the message names the file, offset and seq): losing data
- *     must never be silent. With salvage the replay stops there; the rest of
- *     that segment is copied to <segment>.dropped and cut, later segments
- *     are renamed to <segment>.dropped (kept for inspection, never read
- *     again), and info->salvaged says so.
- * A gap (the first segment starts after opt.after + 1, or a segment does not
- * start where the previous one ends) is handled like middle corruption. A
- * journal that ends before opt.after (its files were lost, the checkpoint has
- * everything) continues with a new segment at opt.after + 1, with a warning.
- * A missing or empty journal is a fresh start. Leftover .tmp files are
+ * covered by the checkpoint the caller loaded and are not replayed) and
+ * hands each to the replay callback. Then:
+ *   - a segment whose header is damaged, whose file is not exactly 64 + N L
+ *     bytes (cut short: the "cut at a record boundary" case), a full-length
+ *     record (both markers) that fails its CRC or header checks or is out of
+ *     sequence, a record in the slot kept for the close record, and any
+ *     non-zero slot after the end of the log (the first all-zero slot, a
+ *     torn record or a close record ends a segment) is DAMAGE;
+ *   - a closed segment with no segment after it is a LOST SEGMENT (the newest
+ *     segment deleted), and so is a gap or overlap between segments, records
+ *     missing before the first segment, and a journal that ends before
+ *     opt.after + 1: opt.after > 0 says that a checkpoint at that seq exists,
+ *     which by the rotation rule proves that segment opt.after + 1 existed
+ *     (every segment after the newest checkpoint deleted, or no segment at
+ *     all, is caught here);
+ *   - a torn record is cut only if it is the last non-zero slot of the last
+ *     segment: its slot is zeroed (pwrite, fdatasync), a warning says so,
+ *     and info->tail_bytes_cut = L. A torn record anywhere else is damage.
+ *   - an unclosed segment just before the last one is a crash between
+ *     rotation steps (2) and (3) (the seqs prove that nothing is missing
+ *     between them): open writes its close record
+ *     (info->rotation_completed), so that losing the last segment later is
+ *     still found. An unclosed segment anywhere else before the last is
+ *     damage.
+ * Damage and lost segments without salvage are O3M_ECORRUPT: the journal is
+ * not changed and the message names the file, the offset and the first seq
+ * not recovered: losing acknowledged data must never be silent. With
+ * salvage the replay stops there; the non-zero bytes of that segment from
+ * the stop point on are copied to <segment>.dropped, zeroed in place, and
+ * the file is brought back to its full length; later segments are renamed
+ * to <segment>.dropped (kept for inspection, never read again); appends go
+ * on after the last record recovered (in a new segment when that one is
+ * closed or was set aside), and info->salvaged says so. A missing or empty
+ * journal with opt.after = 0 is a fresh start. Leftover .tmp files are
  * removed.
+ *
+ * Limits. A slot overwritten in place with zeros reads as never written:
+ * zeroing the last records of the last segment (or their markers) cannot be
+ * told from a crash without a second copy of the log length, which would
+ * cost a second fdatasync per group; it is no accident a disk or a crash
+ * produces. A system crash that loses an inner page of an unsynced record
+ * longer than a page (d > 504), or a page of an unsynced group while a
+ * later page of it survives, is refused as damage although only
+ * unacknowledged records are involved: a false alarm that --salvage clears,
+ * never a silent loss.
+ *
+ * Format version 1 (append-only segments of earlier releases) is refused
+ * with O3M_EDIM naming the version: it is another release's journal, not
+ * damage, and it is left where it is.
  *
  * After a write or sync error the journal is failed: every later append or
  * sync returns O3M_EIO (after a failed fsync the kernel may have dropped the
@@ -116,22 +180,25 @@ typedef struct ap_journal_options {
   const char *dir;        /* directory of the segments; must exist */
   int d;                  /* record dimension, 1..4096 */
   uint64_t after;         /* replay records with seq > after */
-  int salvage;            /* cut at middle corruption instead of failing */
-  size_t segment_bytes;   /* start a new segment at sync past this size */
+  int salvage;            /* set damage aside instead of failing (above) */
+  size_t segment_bytes;   /* size of each new segment file, >= 64 + 2 L */
   int buffer_records;     /* append buffer (group commit) in records */
   ap_journal_replay_fn replay; /* may be NULL: records are checked only */
   void *replay_ctx;
 } ap_journal_options;
 
 /* Defaults: dir NULL and d 0 (must be set), after 0, salvage 0,
- * segment_bytes 64 MiB, buffer_records 64, replay NULL. */
+ * segment_bytes 64 MiB, buffer_records 64, replay NULL. A segment's N is
+ * (segment_bytes - 64) / L, fixed when it is created (a changed
+ * segment_bytes applies to the next segment). */
 void ap_journal_options_default(ap_journal_options *o);
 
 /* What ap_journal_open found. */
 typedef struct ap_journal_info {
   uint64_t replayed;        /* records handed to the callback */
   uint64_t last_seq;        /* last record in the journal after open */
-  uint64_t tail_bytes_cut;  /* bytes of a torn tail removed */
+  uint64_t tail_bytes_cut;  /* bytes of a torn last record zeroed (0 or L) */
+  int rotation_completed;   /* 1 if open wrote an interrupted rotation's close */
   int salvaged;             /* 1 if salvage cut the journal at corruption */
   uint64_t salvage_seq;     /* with salvaged: the first seq not recovered */
   uint64_t dropped_bytes;   /* with salvaged: bytes moved to .dropped files */
@@ -143,23 +210,30 @@ typedef struct ap_journal ap_journal;
 /* Opens the journal in opt->dir as described above and leaves it ready for
  * appends at seq info->last_seq + 1. info may be NULL. Errors: O3M_EINVAL
  * (options), O3M_ENOMEM, O3M_EIO (a file operation; the message names it),
- * O3M_EDIM (a segment was written with another d), O3M_ECORRUPT (middle
- * corruption or a gap, without salvage), or the callback's code. On failure
- * *out is NULL and, except for the torn-tail cut or salvage already done,
- * the files are as they were. */
+ * O3M_EDIM (a segment was written with another d, or in another format
+ * version: another release), O3M_ECORRUPT (damage or a lost segment,
+ * without salvage; the message names the file, offset and seq), or the
+ * callback's code. On failure *out is NULL and the files are as they were,
+ * except that a failure after the scan (an I/O error while cutting a torn
+ * record, completing a rotation or salvaging) may leave that step half done;
+ * each is safe to repeat. */
 int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_info *info,
                     o3m_err *e);
 
 /* Adds a record to the append buffer (writing the buffer out when it is
  * full) and returns its seq in *seq (may be NULL). Not durable until
- * ap_journal_sync() returns 0. Allocates nothing. O3M_EINVAL for a bad type
- * or a NULL x in a reward record, O3M_EIO when the journal has failed. */
+ * ap_journal_sync() returns 0. When the current segment has no free slot
+ * left (the rotation at sync failed, or one group filled it), this first
+ * syncs and rotates; if that fails the journal fails. Allocates nothing
+ * (except that rotation may grow the segment list). O3M_EINVAL for a bad
+ * type or a NULL x in a reward record, O3M_EIO when the journal has failed. */
 int ap_journal_append(ap_journal *j, const ap_journal_record *r, uint64_t *seq);
 
 /* Writes the buffer and fdatasyncs the segment: afterwards every appended
  * record is durable and may be acknowledged. Then starts a new segment if
- * the current one has grown past segment_bytes (if that fails the records
- * are durable all the same: a warning, and a retry later). O3M_EIO when the
+ * 7/8 of the current one's slots are used (if that fails the records are
+ * durable all the same: a warning, and a retry a little later; the disk
+ * being full is noticed here, while the current segment still has room). O3M_EIO when the
  * write or the fdatasync fails (the journal is then failed, see above). A
  * sync with nothing new is a cheap no-op. */
 int ap_journal_sync(ap_journal *j, o3m_err *e);
@@ -168,12 +242,16 @@ int ap_journal_sync(ap_journal *j, o3m_err *e);
 uint64_t ap_journal_last_seq(const ap_journal *j);
 uint64_t ap_journal_synced_seq(const ap_journal *j);
 
-/* Syncs and starts a new segment at last_seq + 1 (no-op if the current
- * segment holds no records). */
+/* Syncs and starts a new segment at last_seq + 1 (see "Rotation"; a no-op
+ * if the current segment holds no records, which then starts at
+ * last_seq + 1). When it returns 0, a segment starting at last_seq + 1 is
+ * durable. A failure before the new segment got its name leaves the journal
+ * usable; a later one fails the journal (O3M_EIO). */
 int ap_journal_rotate(ap_journal *j, o3m_err *e);
 
 /* Deletes every segment (never the current one) whose records all have
- * seq <= upto, then fsyncs the directory. */
+ * seq <= upto, then fsyncs the directory. upto must be the position of a
+ * durable checkpoint (records up to it are never read again). */
 int ap_journal_prune(ap_journal *j, uint64_t upto, o3m_err *e);
 
 /* Number of segment files. */

@@ -1029,7 +1029,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
                             "saved by another release); restore the old [policy] or release, "
                             "or --discard-state"
                       : rc == O3M_ECORRUPT
-                          ? "the reward journal is damaged before its end; --salvage keeps the "
+                          ? "the reward journal is damaged or incomplete; --salvage keeps the "
                             "rewards before the damage (the rest is set aside), or "
                             "--discard-state"
                           : NULL;

@@ -112,7 +112,7 @@ typedef struct ap_service_options {
   volatile sig_atomic_t *stop;
   /* Durability (used only when the party has a state_dir; see "Durable
    * state" above). salvage: the daemon's --salvage (recover the journal up
-   * to a corruption in its middle instead of refusing to start; what follows
+   * to damage or a lost segment instead of refusing to start; what follows
    * is set aside). discard_state: --discard-state (move the saved model
    * aside, ap_checkpoint_discard, and start with a fresh one; the stored
    * block is kept). checkpoint_records / checkpoint_ms: write a checkpoint

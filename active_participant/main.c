@@ -17,8 +17,8 @@
  * error, 2 for a usage error.
  *
  * Durability flags (they matter only with a state_dir in the party's
- * section): --salvage recovers a journal damaged in its middle up to the
- * damage and sets the rest aside (ap_journal.h); --discard-state moves the
+ * section): --salvage recovers a journal that is damaged or lost records
+ * up to the damage and sets the rest aside (ap_journal.h); --discard-state moves the
  * saved model aside (into state_dir/discarded-<ms>/, nothing is deleted)
  * and starts a fresh one, the way out after the block changed;
  * --checkpoint-every and --checkpoint-ms set how often a checkpoint is

@@ -385,6 +385,61 @@ Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed)
   ap_policy_destroy(rec2);
 }
 
+/* Every journal segment after the newest checkpoint deleted: the rotation
+ * before the checkpoint made segment seq + 1, so its absence is a loss of
+ * acknowledged rewards, refused; salvage recovers the checkpoint alone. The
+ * same for the newest segment alone while older ones survive. */
+Test(checkpoint, journal_lost_after_the_newest_checkpoint_is_refused) {
+  ap_policy_config c;
+  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
+  ap_policy *live = make_policy(&c), *ref = make_policy(&c);
+  ap_recovery_info info;
+  ap_checkpoint *ck = open_ck(live, MASK_A, &info, O3M_OK);
+  feed(ck, live, ref, 1, 40, 0);
+  write_ck(ck);
+  feed(ck, live, ref, 41, 80, 0);
+  write_ck(ck);
+  ap_policy *at80 = make_policy(&c);
+  size_t n;
+  unsigned char *img = export_state(live, &n);
+  cr_assert_eq(ap_policy_state_import(at80, img, n, NULL), O3M_OK);
+  free(img);
+  feed(ck, live, ref, 81, 95, 0); /* acknowledged after the checkpoint at 80 */
+  ap_checkpoint_close(ck);
+  char seg[512];
+  snprintf(seg, sizeof seg, "%s/ap-journal-%016llx.wal", dir, 81ULL);
+  cr_assert(exists(seg));
+  cr_assert_eq(unlink(seg), 0);
+
+  ap_policy *rec = make_policy(&c);
+  open_ck(rec, MASK_A, &info, O3M_ECORRUPT);
+  cr_assert_eq(ap_policy_updates(rec), 0);
+  /* Salvage: the checkpoint at 80, rewards 81..95 lost, said so. */
+  ap_checkpoint_options o;
+  ap_checkpoint_options_default(&o);
+  o.state_dir = dir;
+  o.mask_id = MASK_A;
+  o.every_ms = 0;
+  o.salvage = 1;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&ck, rec, &o, &info, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(info.salvaged, 1);
+  cr_assert_eq(info.salvage_seq, 81);
+  cr_assert_eq(info.checkpoint_seq, 80);
+  cr_assert_eq(info.last_seq, 80);
+  assert_same_state(rec, at80, "salvaged: the checkpoint at 80");
+  ap_checkpoint_close(ck);
+  /* And it starts cleanly afterwards. */
+  ap_policy *rec2 = make_policy(&c);
+  ck = open_ck(rec2, MASK_A, &info, O3M_OK);
+  cr_assert_eq(info.salvaged, 0);
+  assert_same_state(rec2, at80, "after salvage");
+  ap_checkpoint_close(ck);
+  ap_policy_destroy(live), ap_policy_destroy(ref), ap_policy_destroy(rec);
+  ap_policy_destroy(rec2), ap_policy_destroy(at80);
+}
+
 /* ----------------------------------------------------- mask and config */
 
 Test(checkpoint, mask_id_mismatch_is_reported_and_discard_starts_fresh) {

@@ -1,7 +1,10 @@
 /* test_journal.c -- the AP's write-ahead log of rewards: bit-exact round
- * trips, torn tails cut, middle corruption refused (or salvaged), gaps,
- * rotation and pruning, allocation-free appends, and a small benchmark of
- * appends + fdatasync per second on this machine's disk. */
+ * trips; a torn last record cut; every other loss of acknowledged records
+ * refused (a damaged last record, a file cut at a record boundary, a lost
+ * newest segment, every segment after a checkpoint lost, middle corruption,
+ * gaps) or salvaged; a crash at each step of a rotation; a version-1
+ * journal refused; rotation and pruning; allocation-free appends; and a
+ * small benchmark of appends + fdatasync per second on this machine's disk. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -21,6 +24,8 @@
 #define D 5
 #define L AP_JOURNAL_RECORD_BYTES(D)
 #define HDR AP_JOURNAL_SEGMENT_HEADER
+#define SLOTS 256 /* record slots of the tests' segments */
+#define SEG_BYTES (HDR + SLOTS * (off_t)L)
 
 static char dir[256];
 
@@ -84,6 +89,7 @@ static ap_journal *open_j(uint64_t after, int salvage, collected *c, ap_journal_
   o.d = D;
   o.after = after;
   o.salvage = salvage;
+  o.segment_bytes = (size_t)SEG_BYTES;
   o.replay = check_cb;
   o.replay_ctx = c;
   memset(c, 0, sizeof *c);
@@ -122,6 +128,53 @@ static off_t file_size(const char *p) {
 static int exists(const char *p) {
   struct stat st;
   return stat(p, &st) == 0;
+}
+
+/* Overwrites n bytes at off with byte v. */
+static void fill_bytes(const char *p, off_t off, size_t n, unsigned char v) {
+  unsigned char b[4096];
+  cr_assert_leq(n, sizeof b);
+  memset(b, v, n);
+  int fd = open(p, O_RDWR);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(pwrite(fd, b, n, off), (ssize_t)n);
+  close(fd);
+}
+
+/* 1 if the n bytes at off are all zero. */
+static int zero_at(const char *p, off_t off, size_t n) {
+  unsigned char b[4096];
+  cr_assert_leq(n, sizeof b);
+  int fd = open(p, O_RDONLY);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(pread(fd, b, n, off), (ssize_t)n);
+  close(fd);
+  for (size_t k = 0; k < n; k++)
+    if (b[k]) return 0;
+  return 1;
+}
+
+/* Opens expecting O3M_ECORRUPT and checks that the message names the file
+ * and the seq, and that nothing changed on disk (size of file p). */
+static void assert_refused(uint64_t after, const char *file, uint64_t seq, const char *p) {
+  off_t size = exists(p) ? file_size(p) : -1;
+  ap_journal_options o;
+  ap_journal_options_default(&o);
+  o.dir = dir;
+  o.d = D;
+  o.after = after;
+  o.segment_bytes = (size_t)SEG_BYTES;
+  o3m_err e;
+  o3m_err_clear(&e);
+  ap_journal *j = NULL;
+  cr_assert_eq(ap_journal_open(&j, &o, NULL, &e), O3M_ECORRUPT, "%s", e.msg);
+  cr_assert_null(j);
+  char s[32];
+  snprintf(s, sizeof s, "seq %llu)", (unsigned long long)seq);
+  if (file) cr_assert_not_null(strstr(e.msg, file), "%s", e.msg);
+  cr_assert_not_null(strstr(e.msg, s), "%s", e.msg);
+  cr_assert_not_null(strstr(e.msg, "refusing to start"), "%s", e.msg);
+  cr_assert_eq(exists(p) ? file_size(p) : -1, size);
 }
 
 static void flip_byte(const char *p, off_t off) {
@@ -178,7 +231,7 @@ Test(journal, round_trip_is_bit_exact_and_continues) {
   ap_journal_close(j);
   char p[512];
   seg_path(p, sizeof p, 1);
-  cr_assert_eq(file_size(p), HDR + 130 * (off_t)L);
+  cr_assert_eq(file_size(p), SEG_BYTES); /* created at its full length */
 }
 
 Test(journal, refactor_records_round_trip) {
@@ -208,10 +261,14 @@ Test(journal, empty_or_missing_journal_is_a_fresh_start) {
   ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
   cr_assert_eq(info.last_seq, 0);
   ap_journal_close(j);
-  /* A checkpoint at seq 10 with no journal at all: appends go on at 11. */
+  /* A checkpoint at seq 10 with no journal at all: the rotation that came
+   * before the checkpoint made segment 11, so it was lost. Salvage goes on
+   * at 11. */
   drop_dir();
   make_dir();
-  j = open_j(10, 0, &c, &info, O3M_OK);
+  assert_refused(10, "no journal segment", 11, dir);
+  j = open_j(10, 1, &c, &info, O3M_OK);
+  cr_assert_eq(info.salvaged, 1);
   cr_assert_eq(info.last_seq, 10);
   cr_assert_eq(c.n, 0);
   fill(j, 11, 12, 0);
@@ -229,7 +286,7 @@ Test(journal, empty_or_missing_journal_is_a_fresh_start) {
   cr_assert_null(j);
 }
 
-Test(journal, torn_tail_is_cut_and_good_prefix_replays) {
+Test(journal, torn_last_record_is_cut_and_good_prefix_replays) {
   collected c;
   ap_journal_info info;
   ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
@@ -238,40 +295,303 @@ Test(journal, torn_tail_is_cut_and_good_prefix_replays) {
   char p[512];
   seg_path(p, sizeof p, 1);
 
-  /* 1. Cut in the middle of the last record. */
-  cr_assert_eq(truncate(p, HDR + 19 * (off_t)L + (off_t)L / 2), 0);
+  /* 1. The write of record 20 stopped half-way (a process crash): its end
+   * marker was never written. */
+  fill_bytes(p, HDR + 19 * (off_t)L + (off_t)L / 2, L - L / 2, 0);
   j = open_j(0, 0, &c, &info, O3M_OK);
   cr_assert_eq(c.n, 19);
   cr_assert_eq(c.bad, 0);
-  cr_assert_eq(info.tail_bytes_cut, L / 2);
+  cr_assert_eq(info.tail_bytes_cut, L);
   cr_assert_eq(info.last_seq, 19);
-  cr_assert_eq(file_size(p), HDR + 19 * (off_t)L);
+  cr_assert_eq(file_size(p), SEG_BYTES);
+  cr_assert(zero_at(p, HDR + 19 * (off_t)L, L));
   fill(j, 20, 25, 0); /* the lost record 20 is written again */
   ap_journal_close(j);
 
-  /* 2. Garbage appended: a short piece, then a whole record's worth. */
-  for (int round = 0; round < 2; round++) {
-    size_t n = round ? L : 37;
-    unsigned char g[L];
-    for (size_t k = 0; k < n; k++) g[k] = (unsigned char)(k * 13 + 5);
-    if (round) memcpy(g, "O3MJ", 4); /* looks like a record, bad CRC */
-    int fd = open(p, O_WRONLY | O_APPEND);
-    cr_assert_eq(write(fd, g, n), (ssize_t)n);
-    close(fd);
-    j = open_j(0, 0, &c, &info, O3M_OK);
-    cr_assert_eq(c.n, 25);
-    cr_assert_eq(c.bad, 0);
-    cr_assert_eq(info.tail_bytes_cut, n);
-    cr_assert_eq(file_size(p), HDR + 25 * (off_t)L);
-    ap_journal_close(j);
-  }
-
-  /* 3. A flipped byte in the LAST record is a tail too: nothing follows. */
-  flip_byte(p, HDR + 24 * (off_t)L + 60);
+  /* 2. Only the second half of record 25 reached the disk (a system crash
+   * lost its first page): its start marker is zero. */
+  fill_bytes(p, HDR + 24 * (off_t)L, 8, 0);
   j = open_j(0, 0, &c, &info, O3M_OK);
   cr_assert_eq(c.n, 24);
   cr_assert_eq(info.tail_bytes_cut, L);
+  fill(j, 25, 25, 0);
   ap_journal_close(j);
+
+  /* 3. A torn record that is not the last non-zero slot is damage. */
+  fill_bytes(p, HDR + 25 * (off_t)L + 3, 20, 0x5a);   /* slot 26: torn-looking */
+  fill_bytes(p, HDR + 24 * (off_t)L + L - 4, 4, 0);   /* record 25 torn */
+  assert_refused(0, "ap-journal-0000000000000001.wal", 25, p);
+}
+
+/* The issue's three attacks, one by one, on a journal of acknowledged
+ * records: each is refused exactly like middle damage, and salvage keeps
+ * what is valid. */
+Test(journal, flipped_byte_in_the_last_record_is_refused) {
+  collected c;
+  ap_journal_info info;
+  ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
+  fill(j, 1, 25, 1);
+  ap_journal_close(j);
+  char p[512];
+  seg_path(p, sizeof p, 1);
+  flip_byte(p, HDR + 24 * (off_t)L + 60); /* x[0] of record 25, the last */
+  assert_refused(0, "ap-journal-0000000000000001.wal", 25, p);
+  /* The CRC itself, and the end marker: damage too, not a torn write. */
+  flip_byte(p, HDR + 24 * (off_t)L + 60);
+  flip_byte(p, HDR + 25 * (off_t)L - 8);
+  assert_refused(0, "ap-journal-0000000000000001.wal", 25, p);
+  flip_byte(p, HDR + 25 * (off_t)L - 8);
+  flip_byte(p, HDR + 25 * (off_t)L - 1);
+  assert_refused(0, "ap-journal-0000000000000001.wal", 25, p);
+
+  j = open_j(0, 1, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 24);
+  cr_assert_eq(c.bad, 0);
+  cr_assert_eq(info.salvaged, 1);
+  cr_assert_eq(info.salvage_seq, 25);
+  cr_assert_eq(info.dropped_bytes, L);
+  cr_assert_eq(file_size(p), SEG_BYTES);
+  char dropped[600];
+  snprintf(dropped, sizeof dropped, "%s.dropped", p);
+  cr_assert_eq(file_size(dropped), (off_t)L);
+  fill(j, 25, 26, 0);
+  ap_journal_close(j);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 26);
+  cr_assert_eq(c.bad, 0);
+  ap_journal_close(j);
+}
+
+Test(journal, truncated_at_a_record_boundary_is_refused) {
+  collected c;
+  ap_journal_info info;
+  ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
+  fill(j, 1, 30, 1);
+  ap_journal_close(j);
+  char p[512];
+  seg_path(p, sizeof p, 1);
+  /* Cut after record 27: records 28..30 are gone. */
+  cr_assert_eq(truncate(p, HDR + 27 * (off_t)L), 0);
+  assert_refused(0, "cut short", 28, p);
+  /* Cut at the end of the records (nothing lost but the unwritten slots):
+   * the file is still not what it was made, so refused as well. */
+  drop_dir();
+  make_dir();
+  seg_path(p, sizeof p, 1);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  fill(j, 1, 30, 1);
+  ap_journal_close(j);
+  cr_assert_eq(truncate(p, HDR + 32 * (off_t)L), 0);
+  assert_refused(0, "cut short", 31, p);
+  /* Cut at the first record. */
+  cr_assert_eq(truncate(p, HDR), 0);
+  assert_refused(0, "cut short", 1, p);
+
+  /* Salvage keeps the records the file still holds and gives it back its
+   * length. */
+  drop_dir();
+  make_dir();
+  seg_path(p, sizeof p, 1);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  fill(j, 1, 30, 1);
+  ap_journal_close(j);
+  cr_assert_eq(truncate(p, HDR + 27 * (off_t)L + 11), 0); /* and a piece of record 28 */
+  j = open_j(0, 1, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 27);
+  cr_assert_eq(c.bad, 0);
+  cr_assert_eq(info.salvaged, 1);
+  cr_assert_eq(info.salvage_seq, 28);
+  /* The piece up to its last non-zero byte (trailing zeros say nothing). */
+  cr_assert(info.dropped_bytes > 0 && info.dropped_bytes <= 11, "%llu",
+            (unsigned long long)info.dropped_bytes);
+  cr_assert_eq(file_size(p), SEG_BYTES);
+  fill(j, 28, 29, 0);
+  ap_journal_close(j);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 29);
+  cr_assert_eq(c.bad, 0);
+  ap_journal_close(j);
+}
+
+/* Three segments 1..10, 11..20, 21..25, as three checkpoints would leave. */
+static void three_segments(char *p1, char *p11, char *p21, size_t n) {
+  collected c;
+  ap_journal *j = open_j(0, 0, &c, NULL, O3M_OK);
+  fill(j, 1, 10, 0);
+  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
+  fill(j, 11, 20, 0);
+  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
+  fill(j, 21, 25, 0);
+  cr_assert_eq(ap_journal_segments(j), 3);
+  ap_journal_close(j);
+  seg_path(p1, n, 1);
+  seg_path(p11, n, 11);
+  seg_path(p21, n, 21);
+}
+
+Test(journal, newest_segment_deleted_is_refused) {
+  char p1[512], p11[512], p21[512];
+  three_segments(p1, p11, p21, sizeof p1);
+  cr_assert_eq(unlink(p21), 0);
+  assert_refused(0, "ap-journal-0000000000000015.wal is missing", 21, p11);
+  /* From a checkpoint inside the lost range, or at its start. */
+  assert_refused(15, "is missing", 21, p11);
+  assert_refused(20, "is missing", 21, p11);
+  /* Two newest segments deleted. */
+  char away[600];
+  snprintf(away, sizeof away, "%s.away", p11);
+  cr_assert_eq(rename(p11, away), 0);
+  assert_refused(0, "ap-journal-000000000000000b.wal is missing", 11, p1);
+  cr_assert_eq(rename(away, p11), 0);
+
+  /* Salvage keeps 1..20 and sets the close record aside. */
+  collected c;
+  ap_journal_info info;
+  ap_journal *j = open_j(0, 1, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 20);
+  cr_assert_eq(c.bad, 0);
+  cr_assert_eq(info.salvaged, 1);
+  cr_assert_eq(info.salvage_seq, 21);
+  cr_assert_eq(info.last_seq, 20);
+  cr_assert_eq(info.segments, 2);
+  fill(j, 21, 22, 0);
+  ap_journal_close(j);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 22);
+  cr_assert_eq(c.bad, 0);
+  ap_journal_close(j);
+}
+
+Test(journal, every_segment_after_a_checkpoint_deleted_is_refused) {
+  char p1[512], p11[512], p21[512];
+  three_segments(p1, p11, p21, sizeof p1);
+  /* A checkpoint at 20 (rotation made segment 21 before it was written):
+   * segment 21 deleted. */
+  cr_assert_eq(unlink(p21), 0);
+  assert_refused(20, "is missing", 21, p11);
+  /* Checkpoint at 10, segments 11 and 21 deleted. */
+  cr_assert_eq(unlink(p11), 0);
+  assert_refused(10, "is missing", 11, p1);
+  /* Checkpoint at 20, and the journal holds less than that. */
+  assert_refused(20, "ends before seq 20", 21, p1);
+  /* Every segment deleted. */
+  cr_assert_eq(unlink(p1), 0);
+  assert_refused(20, "no journal segment", 21, dir);
+  collected c;
+  ap_journal_info info;
+  ap_journal *j = open_j(20, 1, &c, &info, O3M_OK);
+  cr_assert_eq(info.salvaged, 1);
+  cr_assert_eq(info.last_seq, 20);
+  fill(j, 21, 21, 0);
+  ap_journal_close(j);
+  j = open_j(20, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 1);
+  ap_journal_close(j);
+}
+
+/* A rotation is: sync, create segment S (tmp, rename), close the old one.
+ * A crash before the rename leaves a .tmp; between the rename and the close
+ * an unclosed segment followed by an empty one. Both recover cleanly, and
+ * the interrupted close is written, so that losing segment S afterwards is
+ * still found. */
+Test(journal, crash_at_each_step_of_a_rotation_recovers) {
+  collected c;
+  ap_journal_info info;
+  ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
+  fill(j, 1, 10, 0);
+  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
+  ap_journal_close(j);
+  char p1[512], p11[512], tmp[600];
+  seg_path(p1, sizeof p1, 1);
+  seg_path(p11, sizeof p11, 11);
+  off_t close_at = HDR + 10 * (off_t)L;
+  cr_assert(!zero_at(p1, close_at, L));
+
+  /* After step 3: complete. */
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 10);
+  cr_assert_eq(info.rotation_completed, 0);
+  cr_assert_eq(info.segments, 2);
+  ap_journal_close(j);
+
+  /* Between steps 2 and 3: segment 11 exists, segment 1 is not closed. */
+  fill_bytes(p1, close_at, L, 0);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 10);
+  cr_assert_eq(info.rotation_completed, 1);
+  cr_assert_eq(info.last_seq, 10);
+  cr_assert(!zero_at(p1, close_at, L));
+  ap_journal_close(j);
+  /* The same from a checkpoint at 10 (the replay starts in segment 11). */
+  fill_bytes(p1, close_at, L, 0);
+  j = open_j(10, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 0);
+  ap_journal_close(j);
+  j = open_j(0, 0, &c, &info, O3M_OK); /* still repaired by a full replay */
+  cr_assert_eq(info.rotation_completed, 1);
+  ap_journal_close(j);
+  cr_assert_eq(unlink(p11), 0);
+  assert_refused(0, "is missing", 11, p1);
+
+  /* Before the rename: a .tmp of segment 11 and segment 1 unclosed. */
+  fill_bytes(p1, close_at, L, 0);
+  snprintf(tmp, sizeof tmp, "%s.tmp", p11);
+  int fd = open(tmp, O_WRONLY | O_CREAT, 0600);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(write(fd, "O3MJSEG", 7), 7);
+  close(fd);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 10);
+  cr_assert_eq(info.segments, 1);
+  cr_assert(!exists(tmp));
+  fill(j, 11, 12, 0);
+  ap_journal_close(j);
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 12);
+  cr_assert_eq(c.bad, 0);
+  ap_journal_close(j);
+
+  /* An unclosed segment anywhere but just before the last is damage. */
+  drop_dir();
+  make_dir();
+  char p1b[512], p11b[512], p21b[512];
+  three_segments(p1b, p11b, p21b, sizeof p1b);
+  fill_bytes(p1b, close_at, L, 0);
+  assert_refused(0, "never closed", 11, p1b);
+}
+
+Test(journal, version_1_journal_is_refused_naming_the_release) {
+  collected c;
+  ap_journal *j = open_j(0, 0, &c, NULL, O3M_OK);
+  fill(j, 1, 3, 0);
+  ap_journal_close(j);
+  /* The header a version-1 release wrote: version 1, no slot count, a
+   * valid CRC. */
+  char p[512];
+  seg_path(p, sizeof p, 1);
+  unsigned char h[HDR];
+  int fd = open(p, O_RDWR);
+  cr_assert_geq(fd, 0);
+  cr_assert_eq(pread(fd, h, HDR, 0), HDR);
+  o3m_put_le32(h + 8, 1);
+  memset(h + 32, 0, 28);
+  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
+  cr_assert_eq(pwrite(fd, h, HDR, 0), HDR);
+  close(fd);
+  for (int salvage = 0; salvage < 2; salvage++) {
+    ap_journal_options o;
+    ap_journal_options_default(&o);
+    o.dir = dir;
+    o.d = D;
+    o.salvage = salvage;
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert_eq(ap_journal_open(&j, &o, NULL, &e), O3M_EDIM, "%s", e.msg);
+    cr_assert_not_null(strstr(e.msg, "format version 1, this build reads version 2"), "%s",
+                       e.msg);
+    cr_assert_not_null(strstr(e.msg, "an earlier release of o3m"), "%s", e.msg);
+    cr_assert_eq(file_size(p), SEG_BYTES);
+  }
 }
 
 Test(journal, middle_corruption_refuses_or_salvages) {
@@ -306,7 +626,8 @@ Test(journal, middle_corruption_refuses_or_salvages) {
   cr_assert_eq(info.salvage_seq, 15);
   cr_assert_eq(info.dropped_bytes, 16 * L);
   cr_assert_eq(info.last_seq, 14);
-  cr_assert_eq(file_size(p), HDR + 14 * (off_t)L);
+  cr_assert_eq(file_size(p), size);
+  cr_assert(zero_at(p, HDR + 14 * (off_t)L, L));
   char dropped[600];
   snprintf(dropped, sizeof dropped, "%s.dropped", p);
   cr_assert_eq(file_size(dropped), 16 * (off_t)L);
@@ -321,18 +642,9 @@ Test(journal, middle_corruption_refuses_or_salvages) {
 Test(journal, corruption_in_an_older_segment_and_gaps_are_refused) {
   collected c;
   ap_journal_info info;
-  ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
-  fill(j, 1, 10, 0);
-  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
-  fill(j, 11, 20, 0);
-  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
-  fill(j, 21, 25, 0);
-  cr_assert_eq(ap_journal_segments(j), 3);
-  ap_journal_close(j);
+  ap_journal *j;
   char p1[512], p11[512], p21[512];
-  seg_path(p1, sizeof p1, 1);
-  seg_path(p11, sizeof p11, 11);
-  seg_path(p21, sizeof p21, 21);
+  three_segments(p1, p11, p21, sizeof p1);
 
   /* The last record of a non-last segment: valid data follows. */
   flip_byte(p11, HDR + 9 * (off_t)L + 20);
@@ -364,15 +676,14 @@ Test(journal, corruption_in_an_older_segment_and_gaps_are_refused) {
    * 1..10 are missing (a checkpoint older than the journal). */
   drop_dir();
   make_dir();
-  j = open_j(10, 0, &c, &info, O3M_OK);
-  fill(j, 11, 15, 0);
-  ap_journal_close(j);
+  three_segments(p1, p11, p21, sizeof p1);
+  cr_assert_eq(unlink(p1), 0);
   j = open_j(0, 0, &c, &info, O3M_ECORRUPT);
   j = open_j(0, 1, &c, &info, O3M_OK);
   cr_assert_eq(c.n, 0);
   cr_assert_eq(info.salvaged, 1);
   cr_assert_eq(info.last_seq, 0);
-  cr_assert_eq(info.dropped_bytes, HDR + 5 * L);
+  cr_assert_eq(info.dropped_bytes, 2 * SEG_BYTES);
   ap_journal_close(j);
 }
 
@@ -418,7 +729,9 @@ Test(journal, rotation_and_pruning_bound_the_log) {
   cr_assert_eq(info.last_seq, 100);
   ap_journal_close(j);
 
-  /* Automatic rotation by size at sync. */
+  /* Automatic rotation when a segment fills: 4 slots hold 3 records and
+   * the close record, so 20 records take 7 segments, each at its full
+   * length. */
   drop_dir();
   make_dir();
   ap_journal_options o;
@@ -428,8 +741,12 @@ Test(journal, rotation_and_pruning_bound_the_log) {
   o.segment_bytes = HDR + 4 * L;
   cr_assert_eq(ap_journal_open(&j, &o, NULL, NULL), O3M_OK);
   fill(j, 1, 20, 2);
-  cr_assert_eq(ap_journal_segments(j), 6);
+  cr_assert_eq(ap_journal_segments(j), 7);
   ap_journal_close(j);
+  for (uint64_t first = 1; first <= 19; first += 3) {
+    seg_path(p, sizeof p, first);
+    cr_assert_eq(file_size(p), HDR + 4 * (off_t)L, "segment %llu", (unsigned long long)first);
+  }
   j = open_j(0, 0, &c, &info, O3M_OK);
   cr_assert_eq(c.n, 20);
   cr_assert_eq(c.bad, 0);
@@ -469,11 +786,11 @@ Test(journal, write_failure_fails_the_journal_and_recovery_cuts_it) {
   ap_journal_close(j);
   cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
   /* Records 11 and 12 reached the file whole (never acknowledged, but
-   * complete); the third was cut by the limit: a torn tail. */
+   * complete); the third was cut by the limit: a torn last record. */
   j = open_j(0, 0, &c, &info, O3M_OK);
   cr_assert_eq(c.n, 12);
   cr_assert_eq(c.bad, 0);
-  cr_assert_eq(info.tail_bytes_cut, L / 3);
+  cr_assert_eq(info.tail_bytes_cut, L);
   ap_journal_close(j);
 }
 

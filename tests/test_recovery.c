@@ -31,7 +31,13 @@
  * mask refuses the start until --discard-state. (f) A journal write that
  * fails (a file size limit stands in for a full disk) answers that reward
  * UNAVAILABLE, unacknowledged, and the AP stops; restarted, it has every
- * acknowledged reward. (e) Several client threads drive
+ * acknowledged reward. (g) Acknowledged rewards are never dropped
+ * silently: after a SIGKILL the journal is damaged in one of three ways (a
+ * byte flipped in its last record, the newest segment cut at a record
+ * boundary, the newest segment deleted after a checkpoint; one test each);
+ * the AP refuses to start (exit 1, the corruption message) and starts with
+ * --salvage, holding exactly the rewards before the damage. (e)
+ * Several client threads drive
  * recommend + reward while the AP is SIGKILLed at random moments
  * (O3M_RECOVERY_KILLS, default 3; eval/bench/crash-bench.sh runs 25, with
  * O3M_RECOVERY_MIN_REWARDS acknowledged rewards at least): after
@@ -682,6 +688,158 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
   ap_client_destroy(cli);
   o3m_rng_destroy(r);
   central_free(&c);
+}
+
+/* ------------------------------------------------- journal damage (g) */
+
+/* Path of the newest journal segment of the AP's state_dir (a fed_path
+ * slot). */
+static const char *newest_segment(void) {
+  DIR *d = opendir(fed_path("ap_state"));
+  cr_assert_not_null(d);
+  char best[64] = "";
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t n = strlen(de->d_name);
+    if (n == 31 && !strncmp(de->d_name, "ap-journal-", 11) && !strcmp(de->d_name + 27, ".wal") &&
+        strcmp(de->d_name, best) > 0)
+      snprintf(best, sizeof best, "%s", de->d_name);
+  }
+  closedir(d);
+  cr_assert_neq(best[0], 0, "no journal segment in ap_state");
+  char rel[128];
+  snprintf(rel, sizeof rel, "ap_state/%s", best);
+  return fed_path(rel);
+}
+
+/* Records in segment path: its slots up to the first all-zero one. */
+static int segment_records(const char *path) {
+  const size_t L = AP_JOURNAL_RECORD_BYTES(D);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+  unsigned char b[AP_JOURNAL_RECORD_BYTES(D)];
+  int n = 0;
+  for (;; n++) {
+    cr_assert_eq(fseek(f, (long)(AP_JOURNAL_SEGMENT_HEADER + (size_t)n * L), SEEK_SET), 0);
+    if (fread(b, 1, L, f) != L) break;
+    size_t k = 0;
+    while (k < L && !b[k]) k++;
+    if (k == L) break;
+  }
+  fclose(f);
+  return n;
+}
+
+/* n rounds of recommend + reward (any reward; no central model); returns
+ * the ordinal of the last acknowledged one. */
+static uint64_t plain_rounds(ap_client *cli, o3m_rng *r, int n, uint64_t ordinal) {
+  for (int t = 0; t < n; t++) {
+    fed_round q;
+    draw_round(r, &q);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(cli, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
+    cr_assert_eq(rc, 0, "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
+    uint64_t updates;
+    rc = ap_client_reward(cli, rec.decision, 0.5, &updates, &e);
+    cr_assert_eq(rc, 0, "reward %d: %s", t, o3m_err_message(&e));
+    cr_assert_eq(updates, ordinal + 1);
+    ordinal = updates;
+  }
+  return ordinal;
+}
+
+/* Starts the AP on the damaged journal: it must exit 1 with the corruption
+ * message (what names the damage); then with --salvage it must start and
+ * hold exactly `expect` updates. */
+static void refused_then_salvaged(const char *what, uint64_t expect) {
+  ap_extra[0] = NULL;
+  start(FED_AP);
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 15000), 1, "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "the reward journal is damaged or incomplete; --salvage"), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "refusing to start"), "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, what), "no '%s' in: %s", what, fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
+  ap_extra[0] = "--salvage";
+  ap_extra[1] = NULL;
+  restart(FED_AP);
+  ap_extra[0] = NULL;
+  cr_assert(log_has(FED_AP, "SALVAGE"), "%s", fed_log(&fed.proc[FED_AP]));
+  ap_client *cli = client_new();
+  ap_stats st;
+  ap_stats_get(cli, &st);
+  ap_client_destroy(cli);
+  cr_assert_eq(st.updates, expect, "after --salvage: %" PRIu64 " updates, expected %" PRIu64,
+               st.updates, expect);
+}
+
+/* n acknowledged rewards, then SIGKILL; returns the newest segment and
+ * sets *records to the records in it. */
+static const char *rewards_then_kill(o3m_rng *r, int n, uint64_t *acked, int *records) {
+  ap_client *cli = client_new();
+  *acked = plain_rounds(cli, r, n, *acked);
+  ap_client_destroy(cli);
+  kill9(FED_AP);
+  const char *seg = newest_segment();
+  *records = segment_records(seg);
+  return seg;
+}
+
+Test(recovery, journal_last_record_damaged_refuses_start_until_salvage, .init = fed_up,
+     .fini = fed_down) {
+  o3m_rng *r;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 16), 0);
+  uint64_t acked = 0;
+  int n;
+  const char *seg = rewards_then_kill(r, 20, &acked, &n);
+  cr_assert_eq(n, 20);
+  /* One byte of x[2] of reward 20, the last one acknowledged. */
+  flip_byte(seg, AP_JOURNAL_SEGMENT_HEADER + (long)(n - 1) * (long)AP_JOURNAL_RECORD_BYTES(D) +
+                     56 + 16);
+  refused_then_salvaged("a damaged record", acked - 1);
+  /* The salvaged AP goes on from there. */
+  ap_client *cli = client_new();
+  plain_rounds(cli, r, 3, acked - 1);
+  ap_client_destroy(cli);
+  o3m_rng_destroy(r);
+}
+
+Test(recovery, journal_cut_at_a_record_boundary_refuses_start_until_salvage, .init = fed_up,
+     .fini = fed_down) {
+  o3m_rng *r;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 17), 0);
+  uint64_t acked = 0;
+  int n;
+  const char *seg = rewards_then_kill(r, 20, &acked, &n);
+  cr_assert_eq(n, 20);
+  /* The file ends after reward 17: 18..20 are gone. */
+  cr_assert_eq(truncate(seg, AP_JOURNAL_SEGMENT_HEADER + (off_t)(n - 3) *
+                                 (off_t)AP_JOURNAL_RECORD_BYTES(D)), 0);
+  refused_then_salvaged("cut short", acked - 3);
+  o3m_rng_destroy(r);
+}
+
+Test(recovery, newest_journal_segment_deleted_refuses_start_until_salvage, .init = fed_up,
+     .fini = fed_down) {
+  o3m_rng *r;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 18), 0);
+  ap_client *cli = client_new();
+  uint64_t acked = plain_rounds(cli, r, 10, 0);
+  ap_client_destroy(cli);
+  /* A clean stop writes a checkpoint at 10 and rotates the journal; five
+   * more rewards go to the new segment, which is then lost. */
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
+  restart(FED_AP);
+  int n;
+  const char *seg = rewards_then_kill(r, 5, &acked, &n);
+  cr_assert_eq(n, 5);
+  cr_assert_eq(acked, 15);
+  cr_assert_eq(unlink(seg), 0);
+  refused_then_salvaged("is missing", 10);
+  o3m_rng_destroy(r);
 }
 
 /* ------------------------------------------------------------ crash test */

@@ -3,9 +3,10 @@
  * files and journal segments found in the state directory are the input.
  *
  * Input: byte 0 holds options: bit 0 salvage, bit 1 "fix the CRCs" (the
- * harness recomputes the header and image CRCs of each checkpoint and the
- * CRCs of each journal segment before writing, so that mutations reach the
- * policy image reader and the journal checks behind them). The rest is cut
+ * harness recomputes the header and image CRCs of each checkpoint and
+ * repairs each journal segment as fuzz_segment.h says before writing, so
+ * that mutations reach the policy image reader and the journal checks
+ * behind them). The rest is cut
  * at each "O3MCKPT\0" and "O3MJSEG\0" magic into checkpoint files (named
  * ap-ckpt-<seq at bytes 16..23>.ckpt) and journal segments (named after
  * their first seq). The policy is LinUCB, shared, d = 2; the installed mask
@@ -22,6 +23,7 @@
 #include "ap_checkpoint.h"
 #include "o3m_bytes.h"
 #include "fuzz_util.h"
+#include "fuzz_segment.h"
 #include "o3m_log.h"
 
 #define D 2
@@ -69,21 +71,8 @@ static void write_checkpoint(uint8_t *f, size_t n, int fix) {
   fuzz_dir_write(name, f, n);
 }
 
-static void write_segment(uint8_t *seg, size_t n, int fix) {
-  if (fix) {
-    if (n >= AP_JOURNAL_SEGMENT_HEADER) fuzz_put_le32(seg + 60, o3m_crc32c(0, seg, 60));
-    const size_t L = AP_JOURNAL_RECORD_BYTES(D);
-    for (size_t off = AP_JOURNAL_SEGMENT_HEADER; off + L <= n; off += L)
-      fuzz_put_le32(seg + off + L - 4, o3m_crc32c(0, seg + off, L - 4));
-  }
-  uint64_t first = n >= 24 ? fuzz_le64(seg + 16) : 1;
-  char name[64];
-  snprintf(name, sizeof name, "ap-journal-%016llx.wal", (unsigned long long)first);
-  fuzz_dir_write(name, seg, n);
-}
-
 static void write_piece(uint8_t *p, size_t n, int fix) {
-  if (n >= MAGIC_LEN && !memcmp(p, SEG_MAGIC, MAGIC_LEN)) write_segment(p, n, fix);
+  if (n >= MAGIC_LEN && !memcmp(p, SEG_MAGIC, MAGIC_LEN)) fuzz_segment_write(p, n, D, fix);
   else write_checkpoint(p, n, fix);
 }
 
@@ -94,6 +83,7 @@ static int recover(ap_checkpoint **c, int salvage, ap_recovery_info *info, o3m_e
   opt.mask_id = FUZZ_MASK_ID;
   opt.salvage = salvage;
   opt.group_records = 4;
+  opt.segment_bytes = AP_JOURNAL_SEGMENT_HEADER + 8 * AP_JOURNAL_RECORD_BYTES(D);
   opt.every_records = 0;
   opt.every_ms = 0;
   return ap_checkpoint_open(c, g_pol, &opt, info, e);

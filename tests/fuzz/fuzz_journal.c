@@ -3,13 +3,14 @@
  * after a crash or a damaged disk is the input.
  *
  * Input: byte 0 holds options: bit 0 salvage, bits 1-2 `after` (0..3), bit 3
- * "fix the CRCs" (the harness recomputes the CRC32C of every segment header
- * and every whole record before writing, so that mutations of the other
- * fields reach the checks behind the CRC; without it, mutations exercise
- * torn and corrupt records). The rest is cut into segment files at each
- * "O3MJSEG\0" magic; each is named after the first seq in its header
- * (ap-journal-<16 hex>.wal; seq 1 when the header is short). Records have
- * d = 2. The journal is opened in a private directory on tmpfs.
+ * "fix" (the harness recomputes the CRC32C of every segment header and every
+ * complete-looking record and gives each file the length its header
+ * declares, fuzz_segment.h, so that mutations of the other fields reach the
+ * checks behind them; without it, mutations exercise torn, cut and corrupt
+ * files). The rest is cut into segment files at each "O3MJSEG\0" magic;
+ * each is named after the first seq in its header (ap-journal-<16 hex>.wal;
+ * seq 1 when the header is short). Records have d = 2; new segments have 8
+ * slots. The journal is opened in a private directory on tmpfs.
  *
  * Properties:
  *   - replayed records come in seq order after `after`, with a valid type;
@@ -23,6 +24,7 @@
 #include "ap_journal.h"
 #include "o3m_bytes.h"
 #include "fuzz_util.h"
+#include "fuzz_segment.h"
 #include "o3m_log.h"
 
 #define D 2
@@ -57,24 +59,6 @@ static int on_record(void *ctx, const ap_journal_record *r) {
   return 0;
 }
 
-/* Recomputes the CRCs of one segment in place (header at 60, each whole
- * record's at L - 4). */
-static void fix_crcs(uint8_t *seg, size_t n) {
-  if (n >= AP_JOURNAL_SEGMENT_HEADER)
-    fuzz_put_le32(seg + 60, o3m_crc32c(0, seg, 60));
-  const size_t L = AP_JOURNAL_RECORD_BYTES(D);
-  for (size_t off = AP_JOURNAL_SEGMENT_HEADER; off + L <= n; off += L)
-    fuzz_put_le32(seg + off + L - 4, o3m_crc32c(0, seg + off, L - 4));
-}
-
-static void write_segment(uint8_t *seg, size_t n, int fix) {
-  if (fix) fix_crcs(seg, n);
-  uint64_t first = n >= 24 ? fuzz_le64(seg + 16) : 1;
-  char name[64];
-  snprintf(name, sizeof name, "ap-journal-%016llx.wal", (unsigned long long)first);
-  fuzz_dir_write(name, seg, n);
-}
-
 static int open_journal(ap_journal **j, uint64_t after, int salvage, replay_state *st,
                         ap_journal_info *info, o3m_err *e) {
   ap_journal_options opt;
@@ -84,6 +68,7 @@ static int open_journal(ap_journal **j, uint64_t after, int salvage, replay_stat
   opt.after = after;
   opt.salvage = salvage;
   opt.buffer_records = 4;
+  opt.segment_bytes = AP_JOURNAL_SEGMENT_HEADER + 8 * AP_JOURNAL_RECORD_BYTES(D);
   opt.replay = on_record;
   opt.replay_ctx = st;
   st->next = after + 1;
@@ -105,11 +90,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t start = 0;
   for (size_t k = 1; k + MAGIC_LEN <= n; k++) {
     if (!memcmp(buf + k, MAGIC, MAGIC_LEN)) {
-      write_segment(buf + start, k - start, fix);
+      fuzz_segment_write(buf + start, k - start, D, fix);
       start = k;
     }
   }
-  if (n > 0) write_segment(buf + start, n - start, fix);
+  if (n > 0) fuzz_segment_write(buf + start, n - start, D, fix);
   free(buf);
 
   ap_journal *j = NULL;
