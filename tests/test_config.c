@@ -512,6 +512,9 @@ Test(config, load_fixture_resolves_paths_against_its_directory) {
   cr_assert_str_eq(shop->state_dir, want);
   /* Absolute paths are kept. */
   cr_assert_str_eq(o3m_config_pmg(c)->key, "/etc/o3m/pmg.key");
+  cr_assert_eq(o3m_config_n_clients(c), 1);
+  snprintf(want, sizeof want, "%s/certs/frontend.pem", dir);
+  cr_assert_str_eq(o3m_config_client(c, "frontend")->cert, want);
   o3m_config_destroy(c);
 }
 
