@@ -185,7 +185,6 @@ static void mask_req_init(mask_req *r, int K, uint64_t mask_id) {
     snprintf(r->names[k], sizeof r->names[k], "item%d", k);
     r->items[k] = r->names[k];
   }
-  r->msg.round = 42;
   r->msg.mask_id = mask_id;
   r->msg.user = "user-7";
   r->msg.n_items = (size_t)K;
