@@ -12,9 +12,11 @@
  *   health [--target ADDR]               prints SERVING
  *
  * The connection comes from the config (the active party's address and
- * name, the federation CA, and with --as the certificate of that party) or
- * from the explicit options, which override it; a front end that is not a
- * party uses its own certificate signed by the federation CA. --target
+ * name, the federation CA, and with --as NAME the cert and key of that
+ * [client NAME] or [party NAME]) or from the explicit options, which
+ * override it. recommend, reward and stats are answered only to a client
+ * named in the config ([client NAME]); info and health also to a party.
+ * --target
  * overrides the address (health can so probe any daemon). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
  * All the work is done by ap_client.h. */

@@ -1,10 +1,10 @@
 /* o3m_access.c -- the daemons' access policies (see o3m_access.h).
  *
- * A policy is the rule table, the config whose parties and clients give
- * identities their classes, and the own party's name. Deciding a call is a
- * lookup of the path among the few rules and of the identity among the
- * parties and clients of the config (linear: a federation has a handful of
- * each, and the lookup allocates nothing). */
+ * A policy is the rule table and a copy of every name of the config (the
+ * parties and the clients) with the classes it confers, the own party's
+ * marked SELF. Deciding a call is a lookup of the path among the few rules
+ * and of the identity among the names (linear: a federation has a handful
+ * of each, and the lookup allocates nothing). */
 #include "o3m_access.h"
 
 #include <stdatomic.h>
@@ -18,9 +18,14 @@
 /* At most one refusal line per this many milliseconds. */
 #define LOG_PERIOD_MS 1000
 
+typedef struct named {
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  unsigned classes;
+} named;
+
 struct o3m_access {
-  const o3m_config *cfg;
-  char self[O3M_CONFIG_MAX_NAME + 1];
+  named *names;  /* every party and client of the config */
+  int n_names;
   const o3m_access_rule *rules;
   int n_rules;
   int64_t last_log_ms;   /* 0: nothing logged yet */
@@ -75,9 +80,27 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
       return o3m_err_set(e, O3M_EINVAL, "method %s has no access rule", methods[m].path);
   }
   o3m_access *a = calloc(1, sizeof *a);
-  if (!a) return o3m_err_set(e, O3M_ENOMEM, "access policy: out of memory");
-  a->cfg = cfg;
-  snprintf(a->self, sizeof a->self, "%s", self);
+  int n_parties = o3m_config_n_parties(cfg), n_clients = o3m_config_n_clients(cfg);
+  if (a) a->names = calloc((size_t)(n_parties + n_clients), sizeof *a->names);
+  if (!a || !a->names) {
+    o3m_access_destroy(a);
+    return o3m_err_set(e, O3M_ENOMEM, "access policy: out of memory");
+  }
+  for (int i = 0; i < n_parties; i++) {
+    const o3m_party *p = o3m_config_party_at(cfg, i);
+    named *n = &a->names[a->n_names++];
+    snprintf(n->name, sizeof n->name, "%s", p->name);
+    n->classes = p->role == O3M_ROLE_PMG       ? O3M_ACCESS_PMG
+                 : p->role == O3M_ROLE_ACTIVE  ? O3M_ACCESS_ACTIVE
+                 : p->role == O3M_ROLE_PASSIVE ? O3M_ACCESS_PASSIVE
+                                               : 0;
+    if (strcmp(p->name, self) == 0) n->classes |= O3M_ACCESS_SELF;
+  }
+  for (int i = 0; i < n_clients; i++) {
+    named *n = &a->names[a->n_names++];
+    snprintf(n->name, sizeof n->name, "%s", o3m_config_client_at(cfg, i)->name);
+    n->classes = O3M_ACCESS_CLIENT;
+  }
   a->rules = rules;
   a->n_rules = n_rules;
   atomic_init(&a->refused, 0);
@@ -85,7 +108,11 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
   return 0;
 }
 
-void o3m_access_destroy(o3m_access *a) { free(a); }
+void o3m_access_destroy(o3m_access *a) {
+  if (!a) return;
+  free(a->names);
+  free(a);
+}
 
 void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc) {
   sc->authorize = o3m_access_authorize;
@@ -94,16 +121,10 @@ void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc) {
 
 unsigned o3m_access_classes(const o3m_access *a, const char *identity) {
   if (!identity) return 0;
-  const o3m_party *p = o3m_config_party(a->cfg, identity);
-  if (p) {
-    unsigned c = p->role == O3M_ROLE_PMG       ? O3M_ACCESS_PMG
-                 : p->role == O3M_ROLE_ACTIVE  ? O3M_ACCESS_ACTIVE
-                 : p->role == O3M_ROLE_PASSIVE ? O3M_ACCESS_PASSIVE
-                                               : 0;
-    if (strcmp(identity, a->self) == 0) c |= O3M_ACCESS_SELF;
-    return c;
-  }
-  return o3m_config_client(a->cfg, identity) ? O3M_ACCESS_CLIENT : 0;
+  /* Names are unique across parties and clients (o3m_config.h). */
+  for (int i = 0; i < a->n_names; i++)
+    if (strcmp(a->names[i].name, identity) == 0) return a->names[i].classes;
+  return 0;
 }
 
 /* "the active party and the passive parties" and so on: who a rule allows,

@@ -31,9 +31,10 @@
  * address, at most one line a second (the next line says how many were not
  * logged), so that a misconfigured or hostile caller cannot flood the log.
  *
- * Memory and threads: create copies nothing but the self name; cfg and the
- * rule table must outlive the policy. The hook runs on the server's serving
- * thread; o3m_access_refused() may be read from any thread. */
+ * Memory and threads: create copies the names it needs (cfg is only read
+ * during the call); the rule table must outlive the policy. The hook runs
+ * on the server's serving thread; o3m_access_refused() may be read from
+ * any thread. */
 #ifndef O3M_ACCESS_H
 #define O3M_ACCESS_H
 
