@@ -168,7 +168,8 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
                (unsigned long long)a->unlogged);
     o3m_log_warn("refused %s to %s%.64s%s at %s: %s%s", path,
                  identity ? "certificate '" : "a caller without a certificate",
-                 identity ? identity : "", identity ? "'" : "", o3m_rpc_call_peer(call),
+                 identity ? identity : "", identity ? "'" : "",
+                 call ? o3m_rpc_call_peer(call) : "(no call)",
                  !identity ? "no identity"
                  : classes ? "not allowed for its role"
                            : "neither a party nor a client of the config",
@@ -180,7 +181,8 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
   }
   char who[160];
   describe(r ? r->allow : 0, who, sizeof who);
-  return o3m_err_set(e, O3M_EPERM, "it is answered only to %s", who);
+  return o3m_err_set(e, O3M_EPERM, "it is answered %s%s", r && r->allow ? "only to " : "to ",
+                     who);
 }
 
 uint64_t o3m_access_refused(const o3m_access *a) {

@@ -84,7 +84,8 @@ unsigned o3m_access_classes(const o3m_access *a, const char *identity);
 
 /* The hook itself (an o3m_rpc_authorize_fn; ctx is the o3m_access). 0 when
  * the classes of identity meet the rule of path; otherwise O3M_EPERM with e
- * saying which callers the method is for. */
+ * saying which callers the method is for. call is only used for the peer's
+ * address in the log line and may be NULL. */
 int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const char *identity,
                          o3m_err *e);
 
