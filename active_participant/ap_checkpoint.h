@@ -87,8 +87,9 @@
  * table lives in memory): after a restart a reward for a decision issued
  * before it is answered NOT_FOUND. A reward that reached the journal but
  * whose reply was lost in the crash is in the model exactly once; its retry
- * also gets NOT_FOUND, because decision ids of a new run never repeat old
- * ones.
+ * also gets NOT_FOUND, because decision ids are random 64-bit values
+ * (ap_pending.h), so a new run repeats an old one only by a chance of
+ * about pending_capacity / 2^64.
  *
  * Not thread-safe: the service calls everything from its one handler
  * thread. */

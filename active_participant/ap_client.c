@@ -31,13 +31,20 @@ int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, c
   o->server_name = ap->name;
   o->ca_file = o3m_config_ca(cfg);
   if (as) {
-    const o3m_party *me = o3m_config_party(cfg, as);
-    if (!me) return o3m_err_set(e, O3M_EINVAL, "no party '%s' in %s", as, o3m_config_name(cfg));
-    if (!me->cert || !me->key)
-      return o3m_err_set(e, O3M_EINVAL, "party '%s' has no cert and key in %s", as,
+    /* A client first: only clients may call Recommend, Reward and Stats;
+     * a party's certificate still gets Info and the health check. */
+    const o3m_client *cl = o3m_config_client(cfg, as);
+    const o3m_party *me = cl ? NULL : o3m_config_party(cfg, as);
+    const char *cert = cl ? cl->cert : me ? me->cert : NULL;
+    const char *key = cl ? cl->key : me ? me->key : NULL;
+    if (!cl && !me)
+      return o3m_err_set(e, O3M_EINVAL, "no client or party '%s' in %s", as,
                          o3m_config_name(cfg));
-    o->cert_file = me->cert;
-    o->key_file = me->key;
+    if (!cert || !key)
+      return o3m_err_set(e, O3M_EINVAL, "%s '%s' has no cert and key in %s",
+                         cl ? "client" : "party", as, o3m_config_name(cfg));
+    o->cert_file = cert;
+    o->key_file = key;
   }
   return 0;
 }

@@ -7,10 +7,11 @@
  * use one client per thread (clients share nothing).
  *
  * Security: TLS with a client certificate (mutual TLS) by default. The
- * active participant accepts any certificate signed by the federation CA, so
- * a front end that is not a party uses a certificate of its own; a party can
- * use its own (ap_client_options_from_config). Plaintext only with
- * insecure = 1.
+ * active participant answers Recommend, Reward and Stats only to the clients
+ * its config names ([client NAME], with a certificate whose common name is
+ * NAME, signed by the federation CA); every other caller, a party included,
+ * gets O3M_EPERM. Info and the health check are open to parties as well.
+ * Plaintext only with insecure = 1.
  *
  * Errors are the remote handler's O3M code (O3M_EINVAL, O3M_ENOTFOUND,
  * O3M_EEXISTS, O3M_EEXPIRED, O3M_EMASK, O3M_EUNAVAILABLE, O3M_EDEADLINE, ...)
@@ -46,9 +47,10 @@ void ap_client_options_default(ap_client_options *o);
 
 /* Fills the connection fields from a federation config: target = the active
  * party's address, server_name = its name, ca_file = the federation CA and,
- * if as is not NULL, cert_file and key_file of party as (O3M_EINVAL naming
- * it if there is no such party or it has no cert). Other fields are left as
- * they are. The strings belong to cfg, which must outlive the options. */
+ * if as is not NULL, cert_file and key_file of the client or party named as
+ * (O3M_EINVAL naming it if there is no such client or party, or it has no
+ * cert and key in the config). Other fields are left as they are. The
+ * strings belong to cfg, which must outlive the options. */
 int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, const char *as,
                                   o3m_err *e);
 

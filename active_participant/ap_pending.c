@@ -1,10 +1,19 @@
-/* ap_pending.c -- see ap_pending.h. */
+/* ap_pending.c -- see ap_pending.h.
+ *
+ * The index holds slot numbers (uint32_t, NO_SLOT when empty); the id of an
+ * entry is read from the slot it names, so the index costs 4 bytes per
+ * entry and an entry can never disagree with its slot. */
 #include "ap_pending.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_rng.h"
+
 enum { SLOT_EMPTY = 0, SLOT_WAITING, SLOT_REWARDED, SLOT_EXPIRED };
+
+#define NO_SLOT UINT32_MAX
+#define MAX_CAPACITY (1 << 30)
 
 typedef struct slot {
   uint64_t id;
@@ -17,9 +26,14 @@ typedef struct slot {
 struct ap_pending {
   int capacity, d;
   int64_t expiry_ms;
-  uint64_t base, next;
-  slot *slots;
-  double *x; /* capacity x d */
+  int next;        /* the ring's next slot to (re)use */
+  slot *slots;     /* capacity */
+  double *x;       /* capacity x d */
+  uint32_t *index; /* index_mask + 1 entries: slot numbers or NO_SLOT */
+  size_t index_mask;
+  ap_pending_id_fn ids;
+  void *ids_arg;
+  o3m_rng *os;     /* the OS source when ids was NULL */
   ap_pending_stats st;
 };
 
@@ -32,53 +46,135 @@ static void prefault(void *p, size_t n) {
   if (n) v[n - 1] = 0;
 }
 
-int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms, uint64_t base) {
+static int os_ids(void *arg, uint64_t *id) { return o3m_rng_u64(arg, id); }
+
+int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
+                      ap_pending_id_fn ids, void *ids_arg) {
   *out = NULL;
-  if (capacity < 1 || d < 1 || expiry_ms < 1) return O3M_EINVAL;
+  if (capacity < 1 || capacity > MAX_CAPACITY || d < 1 || expiry_ms < 1) return O3M_EINVAL;
   ap_pending *t = calloc(1, sizeof *t);
   if (!t) return O3M_ENOMEM;
+  size_t n_index = 2;
+  while (n_index < 2 * (size_t)capacity) n_index *= 2;
   t->slots = calloc((size_t)capacity, sizeof *t->slots);
   t->x = malloc(sizeof(double) * (size_t)capacity * d);
-  if (!t->slots || !t->x) {
+  t->index = malloc(n_index * sizeof *t->index);
+  if (!t->slots || !t->x || !t->index) {
     ap_pending_destroy(t);
     return O3M_ENOMEM;
+  }
+  if (!ids) {
+    int rc = o3m_rng_create_os(&t->os);
+    if (rc < 0) {
+      ap_pending_destroy(t);
+      return rc;
+    }
+    ids = os_ids;
+    ids_arg = t->os;
   }
   /* Touch every page now: the ring fills up over the first `capacity`
    * decisions, and memory the process will need anyway should be resident
    * (and fail) at start, not grow under load. */
   prefault(t->slots, sizeof *t->slots * (size_t)capacity);
   prefault(t->x, sizeof(double) * (size_t)capacity * d);
+  memset(t->index, 0xff, n_index * sizeof *t->index); /* NO_SLOT everywhere */
+  t->index_mask = n_index - 1;
   t->capacity = capacity;
   t->d = d;
   t->expiry_ms = expiry_ms;
-  t->base = t->next = base ? base : 1;
+  t->ids = ids;
+  t->ids_arg = ids_arg;
   *out = t;
   return O3M_OK;
 }
 
 void ap_pending_destroy(ap_pending *t) {
   if (!t) return;
+  o3m_rng_destroy(t->os);
   free(t->slots);
   free(t->x);
+  free(t->index);
   free(t);
 }
 
-static size_t slot_of(const ap_pending *t, uint64_t id) {
-  return (size_t)((id - t->base) % (uint64_t)t->capacity);
+/* The home entry of id: the splitmix64 finalizer spreads any ids (a test's
+ * 1, 2, 3 as well as random ones) over the low bits. */
+static size_t home_of(const ap_pending *t, uint64_t id) {
+  uint64_t h = id;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return (size_t)h & t->index_mask;
 }
 
-void ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
-                     uint64_t *id) {
-  if (t->next == 0) t->next++; /* 0 is never an id, even after wrap-around */
-  uint64_t n = t->next++;
-  size_t i = slot_of(t, n);
+/* The index entry of id, or -1. id 0 is never stored. */
+static long index_find(const ap_pending *t, uint64_t id) {
+  if (id == 0) return -1;
+  for (size_t i = home_of(t, id);; i = (i + 1) & t->index_mask) {
+    uint32_t s = t->index[i];
+    if (s == NO_SLOT) return -1;
+    if (t->slots[s].id == id) return (long)i;
+  }
+}
+
+/* Adds slot s under the id it holds (not in the index yet). The index is at
+ * most half full, so an empty entry exists. */
+static void index_insert(ap_pending *t, uint32_t s) {
+  size_t i = home_of(t, t->slots[s].id);
+  while (t->index[i] != NO_SLOT) i = (i + 1) & t->index_mask;
+  t->index[i] = s;
+}
+
+/* Removes entry i by backward shifting: every later entry of the probe run
+ * whose home does not lie cyclically in (i, j] moves into the hole, so
+ * every remaining id is still found from its home without a gap. */
+static void index_delete(ap_pending *t, size_t i) {
+  size_t j = i;
+  for (;;) {
+    t->index[i] = NO_SLOT;
+    for (;;) {
+      j = (j + 1) & t->index_mask;
+      if (t->index[j] == NO_SLOT) return;
+      size_t k = home_of(t, t->slots[t->index[j]].id);
+      int stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+      if (!stays) break;
+    }
+    t->index[i] = t->index[j];
+    i = j;
+  }
+}
+
+/* A fresh id: nonzero and not held by the table. */
+static int draw_id(ap_pending *t, uint64_t *id) {
+  for (int n = 0; n < AP_PENDING_MAX_DRAWS; n++) {
+    uint64_t v;
+    if (t->ids(t->ids_arg, &v) < 0) return O3M_ERANDOM;
+    if (v != 0 && index_find(t, v) < 0) {
+      *id = v;
+      return O3M_OK;
+    }
+  }
+  return O3M_ERANDOM;
+}
+
+int ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
+                    uint64_t *id) {
+  uint64_t n;
+  int rc = draw_id(t, &n);
+  if (rc < 0) return rc;
+  size_t i = (size_t)t->next;
   slot *s = &t->slots[i];
-  if (s->state == SLOT_WAITING) {
-    if (now_ms - s->opened_ms > t->expiry_ms)
-      t->st.expired++;
-    else
-      t->st.evicted++;
-    t->st.waiting--;
+  if (s->state != SLOT_EMPTY) {
+    if (s->state == SLOT_WAITING) {
+      if (now_ms - s->opened_ms > t->expiry_ms)
+        t->st.expired++;
+      else
+        t->st.evicted++;
+      t->st.waiting--;
+    }
+    index_delete(t, (size_t)index_find(t, s->id));
   }
   s->id = n;
   s->mask_id = mask_id;
@@ -86,36 +182,43 @@ void ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, 
   s->arm = arm;
   s->state = SLOT_WAITING;
   memcpy(t->x + i * t->d, x, sizeof(double) * t->d);
+  index_insert(t, (uint32_t)i);
+  t->next = t->next + 1 == t->capacity ? 0 : t->next + 1;
   t->st.opened++;
   t->st.waiting++;
   *id = n;
+  return O3M_OK;
+}
+
+/* The slot holding id, or NULL. */
+static slot *slot_of(const ap_pending *t, uint64_t id) {
+  long i = index_find(t, id);
+  return i < 0 ? NULL : &t->slots[t->index[i]];
 }
 
 int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
                     uint64_t *mask_id, const double **x) {
-  if (id == 0 || id - t->base >= t->next - t->base) return O3M_ENOTFOUND;
-  size_t i = slot_of(t, id);
-  const slot *s = &t->slots[i];
-  if (s->id != id || s->state == SLOT_EMPTY) return O3M_ENOTFOUND;
+  const slot *s = slot_of(t, id);
+  if (!s) return O3M_ENOTFOUND;
   if (s->state == SLOT_REWARDED) return O3M_EEXISTS;
   if (s->state == SLOT_EXPIRED || now_ms - s->opened_ms > t->expiry_ms) return O3M_EEXPIRED;
   *arm = s->arm;
   *mask_id = s->mask_id;
-  *x = t->x + i * t->d;
+  *x = t->x + (size_t)(s - t->slots) * t->d;
   return O3M_OK;
 }
 
 void ap_pending_close(ap_pending *t, uint64_t id) {
-  slot *s = &t->slots[slot_of(t, id)];
-  if (s->id != id || s->state != SLOT_WAITING) return;
+  slot *s = slot_of(t, id);
+  if (!s || s->state != SLOT_WAITING) return;
   s->state = SLOT_REWARDED;
   t->st.closed++;
   t->st.waiting--;
 }
 
 void ap_pending_expire(ap_pending *t, uint64_t id) {
-  slot *s = &t->slots[slot_of(t, id)];
-  if (s->id != id || s->state != SLOT_WAITING) return;
+  slot *s = slot_of(t, id);
+  if (!s || s->state != SLOT_WAITING) return;
   s->state = SLOT_EXPIRED;
   t->st.expired++;
   t->st.waiting--;

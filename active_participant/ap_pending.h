@@ -2,16 +2,32 @@
  *
  * When the active participant recommends, it keeps the chosen masked context
  * until the reward for that decision arrives; only then can the policy learn.
- * The table is bounded (capacity) and entries expire (expiry_ms). It is a
- * ring: decision ids are consecutive numbers from a random 64-bit base drawn
- * at start, so ids of one run are unique, ids of different runs do not
- * collide in practice, and the slot of id is (id - base) % capacity. Opening
- * decision n reuses the slot of decision n - capacity; if that one was still
- * waiting it is evicted (counted) - the oldest decision is the one least
- * likely to still get a reward.
+ * The table is bounded (capacity) and entries expire (expiry_ms).
  *
- * Everything is allocated in ap_pending_create(). Not thread-safe: the AP
- * serves calls on one thread. */
+ * Decision ids are unpredictable: each is a fresh 64-bit value from the
+ * OS CSPRNG (getrandom(2), through a buffered o3m_rng), redrawn if it is 0
+ * or the id of a decision the table still holds. So an id says nothing
+ * about any other (a caller who sees one decision cannot name the next or
+ * the previous one, and a reward for a guessed id hits nothing but with
+ * probability capacity / 2^64), ids of one run never repeat while the table
+ * remembers them, and ids of different runs collide only by that same
+ * chance.
+ *
+ * Layout. The decisions live in a ring of capacity slots, which keeps the
+ * order of age: opening a decision takes the next slot of the ring, and if
+ * the decision in it was still waiting it is evicted (counted) - the oldest
+ * decision is the one least likely to still get a reward. Beside the ring an
+ * index maps id -> slot: open addressing with linear probing over a
+ * power-of-two array of at least 2 x capacity entries (so it is at most half
+ * full), keyed by a mixed hash of the id. A slot's id stays in the index for
+ * as long as the slot holds that decision - waiting, rewarded or expired, so
+ * that a late or repeated reward is told apart from an unknown id - and is
+ * deleted (by backward shifting, without tombstones) exactly when the ring
+ * reuses the slot. Lookups of ids never issued stop at the first empty
+ * entry; with the index at most half full that is about two probes.
+ *
+ * Everything is allocated in ap_pending_create(); nothing per call. Not
+ * thread-safe: the AP serves calls on one thread. */
 #ifndef AP_PENDING_H
 #define AP_PENDING_H
 
@@ -29,28 +45,48 @@ typedef struct ap_pending_stats {
   uint32_t waiting;  /* open, not yet rewarded, not known to be expired */
 } ap_pending_stats;
 
-/* capacity >= 1 entries of dimension d; expiry_ms >= 1. base is the first
- * decision id (draw it at random; 0 is not a valid id and is skipped). */
-int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms, uint64_t base);
+/* A source of decision ids: writes a uniformly random 64-bit value to *id
+ * and returns 0, or returns a negative O3M code. */
+typedef int (*ap_pending_id_fn)(void *arg, uint64_t *id);
+
+/* How often ap_pending_open draws again before it gives up (O3M_ERANDOM)
+ * when the source keeps giving 0 or ids the table holds: with a CSPRNG a
+ * single redraw already has probability capacity / 2^64. */
+#define AP_PENDING_MAX_DRAWS 64
+
+/* capacity in 1..2^30 entries of dimension d >= 1; expiry_ms >= 1. ids NULL
+ * draws decision ids from the OS CSPRNG (the production setting); tests and
+ * fuzzers pass their own source (called with ids_arg), for example to force
+ * repeated ids. Errors: O3M_EINVAL, O3M_ENOMEM, O3M_ERANDOM (the OS source
+ * cannot be opened); *out is then NULL. */
+int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
+                      ap_pending_id_fn ids, void *ids_arg);
 void ap_pending_destroy(ap_pending *t);
 
 /* Opens a decision: stores arm, mask_id and the d-vector x (copied), stamped
- * now_ms. Returns its id in *id. Cannot fail. */
-void ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
-                     uint64_t *id);
+ * now_ms, in the next slot of the ring (evicting what it held), and returns
+ * its new id in *id. O3M_ERANDOM if the id source fails, or gives 0 or an
+ * id the table holds AP_PENDING_MAX_DRAWS times in a row; then nothing
+ * changed. */
+int ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
+                    uint64_t *id);
 
 /* Looks up decision id for a reward at now_ms without changing anything:
- * O3M_ENOTFOUND if the id was never issued by this table or its slot was
- * reused, O3M_EEXISTS if it was already rewarded, O3M_EEXPIRED if older than
- * the expiry. On success *arm, *mask_id and *x (pointing into the table,
- * valid until the next open) describe it. */
+ * O3M_ENOTFOUND if the id was never issued by this table (0 included) or
+ * its slot was reused, O3M_EEXISTS if it was already rewarded, O3M_EEXPIRED
+ * if older than the expiry. On success *arm, *mask_id and *x (pointing into
+ * the table, valid until the next open) describe it. */
 int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
                     uint64_t *mask_id, const double **x);
 
-/* Marks a decision that ap_pending_peek accepted as rewarded. */
+/* Marks a decision that ap_pending_peek accepted as rewarded (it stays in
+ * the table, answering O3M_EEXISTS, until its slot is reused). Anything else
+ * (an unknown id, one not waiting) is left alone. */
 void ap_pending_close(ap_pending *t, uint64_t id);
 
-/* Marks an expired decision found by peek as gone, so it is counted once. */
+/* Marks an expired decision found by peek as gone, so it is counted once
+ * (it stays in the table, answering O3M_EEXPIRED, until its slot is
+ * reused). */
 void ap_pending_expire(ap_pending *t, uint64_t id);
 
 void ap_pending_stats_get(const ap_pending *t, int64_t now_ms, ap_pending_stats *st);

@@ -29,12 +29,12 @@
 #include "ap_pending.h"
 #include "ap_policy.h"
 #include "o3m.pb-c.h"
+#include "o3m_access.h"
 #include "o3m_blas.h"
 #include "o3m_block_store.h"
 #include "o3m_hash.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
-#include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 #include "pp_features.h"
@@ -342,7 +342,6 @@ struct ap_service {
   peer *peers;
 
   ap_pending *pending;
-  uint64_t next_decision; /* the id ap_pending_open will issue next */
 
   /* Round buffers, sized for k_max at create. */
   double *X0; /* k_max x d0 */
@@ -359,6 +358,7 @@ struct ap_service {
   int Kb[O3M_WIRE_MAX_BATCH];    /* candidates of each round of the batch */
   uint64_t fanouts;              /* batches sent to the passive parties */
 
+  o3m_access *access; /* who may call what: ap_access below */
   o3m_rpc_server *server;
   int ran;
 
@@ -554,7 +554,6 @@ static int batch_gather(ap_service *s, queued *q, int n, int rows, o3m_err *e) {
   for (int i = 0; i < n; i++) {
     O3m__V1__MaskQuery *mq = &s->mq[i];
     o3m__v1__mask_query__init(mq);
-    mq->round = s->next_decision + (uint64_t)i; /* the id it will get, for logs */
     mq->user = q[i].req->user;
     mq->n_items = q[i].req->n_items;
     mq->items = q[i].req->items;
@@ -630,8 +629,12 @@ static void round_decide(ap_service *s, queued *q, const double *Y) {
   }
   uint64_t id;
   int arm = arms ? arms[chosen] : 0;
-  ap_pending_open(s->pending, arm, s->mask_id, Y + (size_t)chosen * s->d, now_ms(), &id);
-  s->next_decision = id + 1 ? id + 1 : 1;
+  rc = ap_pending_open(s->pending, arm, s->mask_id, Y + (size_t)chosen * s->d, now_ms(), &id);
+  if (rc < 0) {
+    o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");
+    round_fail(s, q, &e);
+    return;
+  }
   s->rounds++;
 
   O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
@@ -860,6 +863,17 @@ static const o3m_rpc_method ap_methods[] = {
      &o3m__v1__reward_reply__descriptor, h_reward},
     {O3M_PATH_ACTIVE_STATS, &o3m__v1__stats_request__descriptor,
      &o3m__v1__active_stats__descriptor, h_stats},
+};
+
+/* Recommend, Reward and Stats only for the clients the config names: a
+ * party (or any other certificate of the federation CA) must not see the
+ * chosen items and scores, learn whether a reward arrived or write rewards
+ * into users' decisions. Info is public to the federation. */
+static const o3m_access_rule ap_access[] = {
+    {O3M_PATH_ACTIVE_INFO, O3M_ACCESS_PARTY | O3M_ACCESS_CLIENT},
+    {O3M_PATH_ACTIVE_RECOMMEND, O3M_ACCESS_CLIENT},
+    {O3M_PATH_ACTIVE_REWARD, O3M_ACCESS_CLIENT},
+    {O3M_PATH_ACTIVE_STATS, O3M_ACCESS_CLIENT},
 };
 
 /* ================================================================ start-up */
@@ -1189,6 +1203,7 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
 static void service_free(ap_service *s) {
   if (!s) return;
   o3m_rpc_server_destroy(s->server);
+  o3m_access_destroy(s->access); /* after the server that calls it */
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
   free(s->state_dir);
   for (int j = 0; s->peers && j < s->n_peers; j++) peer_free(&s->peers[j]);
@@ -1272,20 +1287,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   rc = batch_init(s, e);
   if (rc < 0) goto fail;
 
-  uint64_t base;
-  rc = o3m_rng_os_seed(&base);
-  if (rc < 0) {
-    rc = o3m_err_set(e, rc, "cannot draw the decision id base from the OS");
-    goto fail;
-  }
-  if (base == 0) base = 1;
+  /* Decision ids come from the OS CSPRNG (ap_pending.h). */
   rc = ap_pending_create(&s->pending, pp->pending_capacity, s->d,
-                         (int64_t)pp->pending_expiry_s * 1000, base);
+                         (int64_t)pp->pending_expiry_s * 1000, NULL, NULL);
   if (rc < 0) {
-    rc = o3m_err_set(e, rc, "pending table of %d entries: out of memory", pp->pending_capacity);
+    rc = o3m_err_set(e, rc, "pending table of %d entries: %s", pp->pending_capacity,
+                     o3m_strerror(rc));
     goto fail;
   }
-  s->next_decision = base;
 
   if (me->state_dir && !(s->state_dir = strdup(me->state_dir))) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -1304,9 +1313,16 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   o3m_rpc_server_config_default(&sc);
   sc.listen = opt->listen ? opt->listen : me->address;
   sc.insecure = opt->insecure;
-  /* Any client with a certificate from the federation CA: front ends and
-   * operators get their own certificates. */
+  /* Callers need a certificate from the federation CA, and the access
+   * policy decides what each may call: front ends and operators are
+   * [client NAME]s of the config with certificates of their own. */
   if (!opt->insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
+  const int n_ap_methods = (int)(sizeof ap_methods / sizeof ap_methods[0]);
+  rc = o3m_access_create(&s->access, cfg, me->name, ap_access,
+                         (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods, n_ap_methods,
+                         e);
+  if (rc < 0) goto fail;
+  o3m_access_install(s->access, &sc);
   sc.slots_per_method = SERVER_SLOTS;
   /* Recommend calls are deferred and answered in batches by the idle hook. */
   static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
@@ -1314,8 +1330,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.method_slots = &recommend_slots;
   sc.n_method_slots = 1;
   sc.idle = recommend_flush;
-  rc = o3m_rpc_server_create(&s->server, &sc, ap_methods,
-                             (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
+  rc = o3m_rpc_server_create(&s->server, &sc, ap_methods, n_ap_methods, s, e);
   if (rc < 0) goto fail;
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
@@ -1350,12 +1365,14 @@ int ap_service_run(ap_service *s) {
   o3m_rpc_server_stats rs;
   o3m_rpc_server_stats_get(s->server, &rs);
   o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu updates=%llu "
-               "pending=%u expired=%llu evicted=%llu calls_ok=%llu calls_failed=%llu",
+               "pending=%u expired=%llu evicted=%llu calls_ok=%llu calls_failed=%llu "
+               "calls_denied=%llu",
                (unsigned long long)s->rounds, (unsigned long long)s->failed_rounds,
                (unsigned long long)s->peer_failures,
                (unsigned long long)ap_policy_updates(s->policy), st.waiting,
                (unsigned long long)st.expired, (unsigned long long)st.evicted,
-               (unsigned long long)rs.ok, (unsigned long long)rs.failed);
+               (unsigned long long)rs.ok, (unsigned long long)rs.failed,
+               (unsigned long long)rs.denied);
   return rc;
 }
 

@@ -36,6 +36,13 @@
  * from the mask generator every time and the model lives in memory only (a
  * WARNING at start says so).
  *
+ * Who may call. Recommend, Reward and Stats are answered only to the
+ * clients the config names ([client NAME], by the common name of their
+ * certificate); Info to every party and client. The RPC layer refuses
+ * everyone else with PERMISSION_DENIED before a request is read (the table
+ * ap_access in ap_service.c; o3m_access.h), so a refused call changes
+ * nothing. With insecure there are no identities and everyone may call.
+ *
  * A round (Recommend). The request is validated completely before anything
  * is touched (an invalid one is answered at once). Valid rounds are batched:
  * the call is deferred (o3m_rpc.h) and queued, and when the server has taken
@@ -54,8 +61,9 @@
  * UNAVAILABLE for a second gets a new channel, at most once a second, so it
  * is used again soon after it comes back.) Otherwise, round by round in
  * arrival order, the policy chooses on Y, the chosen row is kept in the
- * pending table under a new decision id, and the reply names the decision,
- * the candidate, the item and its score. Rewards are not batched: a Reward
+ * pending table under a new, random decision id (ap_pending.h), and the
+ * reply names the decision, the candidate, the item and its score (a round
+ * whose id cannot be drawn fails with RANDOM). Rewards are not batched: a Reward
  * that arrives while rounds are queued is applied before they are chosen,
  * as if they had arrived after it. ActiveStats.fanouts counts the batches.
  *

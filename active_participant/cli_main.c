@@ -12,11 +12,12 @@
  *   health [--target ADDR]               prints SERVING
  *
  * The connection comes from the config (the active party's address and
- * name, the federation CA, and with --as the certificate of that party) or
- * from the explicit options, which override it; a front end that is not a
- * party uses its own certificate signed by the federation CA. --target
- * overrides the address (health can so probe any daemon); when it is the
- * address of a party of the config, that party's certificate name is
+ * name, the federation CA, and with --as NAME the cert and key of that
+ * [client NAME] or [party NAME]) or from the explicit options, which
+ * override it. recommend, reward and stats are answered only to a client
+ * named in the config ([client NAME]); info and health also to a party.
+ * --target overrides the address (health can so probe any daemon); when it
+ * is the address of a party of the config, that party's certificate name is
  * expected (--server-name overrides it). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
  * The client's certificate is checked before any call (o3m_cert.h: key,

@@ -41,6 +41,8 @@ struct o3m_config {
 
   o3m_party *parties; /* file order */
   int n_parties;
+  o3m_client *clients; /* file order */
+  int n_clients;
   const o3m_party **column; /* active and passive parties in column order */
   int n_column;
   const o3m_party **passive;
@@ -55,7 +57,7 @@ struct o3m_config {
 
 /* ---------------------------------------------------------------- pass 1 */
 
-enum { SEC_FEDERATION = 1, SEC_POLICY = 2, SEC_PARTY = 3 };
+enum { SEC_FEDERATION = 1, SEC_POLICY = 2, SEC_PARTY = 3, SEC_CLIENT = 4 };
 
 typedef struct entry {
   const char *key;
@@ -67,7 +69,7 @@ typedef struct entry {
  * because the entries of one section are consecutive lines. */
 typedef struct section {
   int kind;
-  const char *name; /* party name; NULL otherwise */
+  const char *name; /* party or client name; NULL otherwise */
   int line;
   int first;
   int n;
@@ -83,6 +85,7 @@ typedef struct parser {
   int n_secs;
   int cap_secs;
   int n_party_secs;
+  int n_client_secs;
 } parser;
 
 /* Sets e to O3M_EPARSE with "name:line: message" ("name: message" for line
@@ -140,15 +143,24 @@ static int valid_key(const char *s) {
   return 1;
 }
 
+/* "party" or "client", for messages about named sections. */
+static const char *named_kind(int kind) { return kind == SEC_PARTY ? "party" : "client"; }
+
 static int push_section(parser *p, int kind, const char *name, int line) {
   for (int i = 0; i < p->n_secs; i++) {
     const section *s = &p->secs[i];
-    if (kind != SEC_PARTY && s->kind == kind)
+    if (!name && s->kind == kind)
       return perr(p, line, "duplicate section [%s] (first at line %d)",
                   kind == SEC_FEDERATION ? "federation" : "policy", s->line);
-    if (kind == SEC_PARTY && s->kind == SEC_PARTY && strcmp(s->name, name) == 0)
-      return perr(p, line, "duplicate party '%s' (first at line %d)", name,
-                  s->line);
+    /* Parties and clients share one name space: a name is one certificate
+     * identity, and the daemons decide access by it. */
+    if (name && s->name && strcmp(s->name, name) == 0) {
+      if (s->kind == kind)
+        return perr(p, line, "duplicate %s '%s' (first at line %d)", named_kind(kind), name,
+                    s->line);
+      return perr(p, line, "%s name '%s' is also the name of the %s at line %d",
+                  named_kind(kind), name, named_kind(s->kind), s->line);
+    }
   }
   if (p->n_secs == p->cap_secs) {
     int cap = p->cap_secs ? 2 * p->cap_secs : 8;
@@ -192,22 +204,26 @@ static int header_line(parser *p, char *s, int line) {
   if (strcmp(in, "federation") == 0)
     return push_section(p, SEC_FEDERATION, NULL, line);
   if (strcmp(in, "policy") == 0) return push_section(p, SEC_POLICY, NULL, line);
-  if (strncmp(in, "party", 5) == 0 && (in[5] == '\0' || is_blank(in[5]))) {
-    char *name = trim(in + 5);
-    if (!*name) return perr(p, line, "section [party] needs a name: [party NAME]");
+  for (int kind = SEC_PARTY; kind <= SEC_CLIENT; kind++) {
+    const char *word = named_kind(kind);
+    size_t wn = strlen(word);
+    if (strncmp(in, word, wn) != 0 || !(in[wn] == '\0' || is_blank(in[wn]))) continue;
+    char *name = trim(in + wn);
+    if (!*name) return perr(p, line, "section [%s] needs a name: [%s NAME]", word, word);
     if (!valid_party_name(name))
-      return perr(p, line,
-                  "party name '%s' is not 1..%d characters from [A-Za-z0-9_.-]",
+      return perr(p, line, "%s name '%s' is not 1..%d characters from [A-Za-z0-9_.-]", word,
                   show(shown, name), O3M_CONFIG_MAX_NAME);
-    if (p->n_party_secs == O3M_CONFIG_MAX_PARTIES)
-      return perr(p, line, "too many parties (at most %d)",
-                  O3M_CONFIG_MAX_PARTIES);
-    p->n_party_secs++;
-    return push_section(p, SEC_PARTY, name, line);
+    int *n = kind == SEC_PARTY ? &p->n_party_secs : &p->n_client_secs;
+    int max = kind == SEC_PARTY ? O3M_CONFIG_MAX_PARTIES : O3M_CONFIG_MAX_CLIENTS;
+    if (*n == max)
+      return perr(p, line, "too many %s (at most %d)",
+                  kind == SEC_PARTY ? "parties" : "clients", max);
+    (*n)++;
+    return push_section(p, kind, name, line);
   }
   return perr(p, line,
-              "unknown section [%s] (expected [federation], [policy] or "
-              "[party NAME])",
+              "unknown section [%s] (expected [federation], [policy], "
+              "[party NAME] or [client NAME])",
               show(shown, in));
 }
 
@@ -287,6 +303,7 @@ typedef struct keyspec {
 #define FED(f) offsetof(o3m_config, f)
 #define POL(f) offsetof(o3m_config, policy.f)
 #define PTY(f) offsetof(o3m_party, f)
+#define CLI(f) offsetof(o3m_client, f)
 
 static const keyspec fed_keys[] = {
     {"d", KT_INT, FED(d), 1, O3M_CONFIG_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
@@ -325,6 +342,11 @@ static const keyspec party_keys[] = {
     {"cert", KT_PATH, PTY(cert), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+static const keyspec client_keys[] = {
+    {"cert", KT_PATH, CLI(cert), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"key", KT_PATH, CLI(key), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec *find_spec(const keyspec *t, const char *key) {
@@ -569,6 +591,23 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
   return O3M_OK;
 }
 
+/* A [client NAME] section: an identity that may call the active party's
+ * Recommend, Reward and Stats; cert and key, both or neither, only tell
+ * o3m-cli --as NAME which files to present. */
+static int do_client(parser *p, const section *s, o3m_client *cl) {
+  char label[O3M_CONFIG_MAX_NAME + 16];
+  snprintf(label, sizeof label, "[client %s]", s->name);
+  memset(cl, 0, sizeof *cl);
+  cl->name = s->name;
+  cl->line = s->line;
+  int rc = apply_section(p, s, client_keys, R_SEC, label, cl);
+  if (rc) return rc;
+  if (!cl->cert != !cl->key)
+    return perr(p, s->line, "%s: key '%s' needs key '%s' (both or neither)", label,
+                cl->cert ? "cert" : "key", cl->cert ? "key" : "cert");
+  return O3M_OK;
+}
+
 /* Checks that need every section: roles, addresses, TLS keys, the dims sum;
  * fills the column order. */
 static int check_structure(parser *p, const section *fed) {
@@ -644,11 +683,13 @@ static int check_structure(parser *p, const section *fed) {
 static int interpret(parser *p) {
   o3m_config *c = p->c;
   const section *fed = NULL, *pol = NULL;
-  int n_party = 0;
-  for (int i = 0; i < p->n_secs; i++) n_party += p->secs[i].kind == SEC_PARTY;
-  if (n_party > 0) {
-    c->parties = calloc((size_t)n_party, sizeof *c->parties);
+  if (p->n_party_secs > 0) {
+    c->parties = calloc((size_t)p->n_party_secs, sizeof *c->parties);
     if (!c->parties) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
+  }
+  if (p->n_client_secs > 0) {
+    c->clients = calloc((size_t)p->n_client_secs, sizeof *c->clients);
+    if (!c->clients) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   }
   for (int i = 0; i < p->n_secs; i++) {
     const section *s = &p->secs[i];
@@ -659,6 +700,9 @@ static int interpret(parser *p) {
     } else if (s->kind == SEC_POLICY) {
       pol = s;
       rc = do_policy(p, s);
+    } else if (s->kind == SEC_CLIENT) {
+      rc = do_client(p, s, &c->clients[c->n_clients]);
+      c->n_clients++;
     } else {
       rc = do_party(p, s, &c->parties[c->n_parties]);
       c->n_parties++;
@@ -794,6 +838,7 @@ void o3m_config_destroy(o3m_config *c) {
   free(c->column);
   free(c->passive);
   free(c->parties);
+  free(c->clients);
   free(c->text);
   free(c->base_dir);
   free(c->name);
@@ -826,6 +871,19 @@ const o3m_party *o3m_config_party(const o3m_config *c, const char *name) {
   if (!name) return NULL;
   for (int i = 0; i < c->n_parties; i++)
     if (strcmp(c->parties[i].name, name) == 0) return &c->parties[i];
+  return NULL;
+}
+
+int o3m_config_n_clients(const o3m_config *c) { return c->n_clients; }
+
+const o3m_client *o3m_config_client_at(const o3m_config *c, int i) {
+  return i >= 0 && i < c->n_clients ? &c->clients[i] : NULL;
+}
+
+const o3m_client *o3m_config_client(const o3m_config *c, const char *name) {
+  if (!name) return NULL;
+  for (int i = 0; i < c->n_clients; i++)
+    if (strcmp(c->clients[i].name, name) == 0) return &c->clients[i];
   return NULL;
 }
 

@@ -8,13 +8,15 @@
  * on the column split of the context.
  *
  * Syntax. A line is blank, a comment, a section header `[federation]`,
- * `[policy]` or `[party NAME]`, or `key = value`. A comment starts with '#'
+ * `[policy]`, `[party NAME]` or `[client NAME]`, or `key = value`. A comment starts with '#'
  * or ';' as the first non-blank character of a line, or after whitespace
  * inside a line (`d = 100   # total`); a '#' or ';' glued to a value
  * (`a#b`) is part of the value. Whitespace around keys, '=' and values is
- * ignored; values are never quoted and may not be empty. Party names are 1 to
- * 64 characters from [A-Za-z0-9_.-] (they are matched against certificate
- * identities, so the set is kept conservative). Lines end in LF or CRLF.
+ * ignored; values are never quoted and may not be empty. Party and client
+ * names are 1 to 64 characters from [A-Za-z0-9_.-] (they are matched against
+ * certificate identities, so the set is kept conservative), and parties and
+ * clients share one name space: no name may be used twice, by two parties,
+ * two clients or a party and a client. Lines end in LF or CRLF.
  *
  *   [federation]  d (required, 1..O3M_CONFIG_MAX_DIM) = sum of the dims of the
  *                 active and passive parties; deadline_ms (200, 1..3600000);
@@ -37,9 +39,17 @@
  *                 item_table (paths; a passive party needs at least one, the
  *                 active party may have none when its features come in the
  *                 requests). A pmg party may not have dims or tables.
+ *   [client NAME] cert and key (paths, optional, both or neither). A client
+ *                 is an identity that is not a party: a front end or an
+ *                 operator calling the active party. Only clients may call
+ *                 the active party's Recommend, Reward and Stats (the
+ *                 certificate common name must be NAME); cert and key only
+ *                 tell o3m-cli --as NAME which files to present. A section
+ *                 may be empty.
  *
  * Structure: exactly one pmg party, exactly one active party, any number of
- * passive parties, no two parties with the same name or address, and the
+ * passive parties and clients (in any order among the parties), no two
+ * parties with the same address, no name used twice, and the
  * dims summing to d. The order of the active and passive sections in the file
  * is the column order of the context x; each such party gets its first column
  * col0 and its position slot in that order.
@@ -56,7 +66,7 @@
  * prefixed when the directory is "."). Files need not exist at load time.
  *
  * Strictness: unknown sections and keys, keys outside a section, duplicate
- * sections, keys and party names, missing required keys, malformed values
+ * sections, keys and party or client names, missing required keys, malformed values
  * (not a number, out of range, trailing junk) and an inconsistent structure
  * all fail with O3M_EPARSE (O3M_ENOMEM, O3M_EIO for the obvious cases) and a
  * message that names the file, the line and the key, for example
@@ -81,7 +91,9 @@
 #define O3M_CONFIG_MAX_DIM 4096
 /* Largest number of party sections. */
 #define O3M_CONFIG_MAX_PARTIES 1024
-/* Longest party name in bytes. */
+/* Largest number of client sections. */
+#define O3M_CONFIG_MAX_CLIENTS 1024
+/* Longest party or client name in bytes. */
 #define O3M_CONFIG_MAX_NAME 64
 /* Largest config file accepted by o3m_config_load. */
 #define O3M_CONFIG_MAX_FILE (1 << 20)
@@ -113,6 +125,15 @@ typedef struct o3m_party {
   const char *state_dir;  /* path or NULL */
   int line;               /* line of the [party NAME] header */
 } o3m_party;
+
+/* One client ([client NAME]). Read-only for callers, like o3m_party; the
+ * strings live until o3m_config_destroy. */
+typedef struct o3m_client {
+  const char *name;  /* the NAME of [client NAME]: its certificate's CN */
+  const char *cert;  /* path or NULL (then key is NULL too) */
+  const char *key;   /* path or NULL */
+  int line;          /* line of the [client NAME] header */
+} o3m_client;
 
 /* The [policy] section as plain values, defaults filled in. algo and model
  * are the strings of the file, already checked to be one of the allowed
@@ -174,6 +195,15 @@ const o3m_party *o3m_config_party_at(const o3m_config *c, int i);
 
 /* The party called name, or NULL. */
 const o3m_party *o3m_config_party(const o3m_config *c, const char *name);
+
+/* All clients in file order: i in 0..n-1 (n may be 0). Out-of-range i gives
+ * NULL. */
+int o3m_config_n_clients(const o3m_config *c);
+const o3m_client *o3m_config_client_at(const o3m_config *c, int i);
+
+/* The client called name, or NULL (also for NULL name, and for a party's
+ * name: parties are never clients). */
+const o3m_client *o3m_config_client(const o3m_config *c, const char *name);
 
 /* The one pmg party and the one active party (never NULL for a loaded
  * config). */

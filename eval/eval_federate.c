@@ -74,7 +74,8 @@ static void gen_usage(FILE *f) {
   fprintf(f,
           "usage: o3m-eval gen-federation --out DIR [options]\n"
           "  Writes DIR/federation.conf, DIR/data/* (tables, catalog) and DIR/truth.txt.\n"
-          "  Certificates are expected in DIR/certs (scripts/make-certs.sh DIR/certs ...).\n"
+          "  Certificates are expected in DIR/certs (scripts/make-certs.sh DIR/certs ...),\n"
+          "  one per party and one for the client 'client', the config's one [client].\n"
           "  --parties D0,D1,...   dims; the first party is the active one (default\n"
           "                        20,20,20,20,20); each party has dims/2 user columns\n"
           "                        and the rest item columns\n"
@@ -235,6 +236,10 @@ int eval_gen_federation_main(int argc, char **argv) {
       fprintf(f, "item_table = data/%s_items.csv\n", names[p]);
     }
   }
+  /* The driver's identity (o3m-eval federate, the load benchmarks): only a
+   * configured client may call Recommend, Reward and Stats. */
+  fprintf(f, "\n[client client]\n");
+  if (!insecure) fprintf(f, "cert = certs/client.pem\nkey = certs/client.key\n");
   if (fclose(f)) goto io_fail;
   printf("%s/federation.conf: pmg", out);
   for (int p = 1; p <= part.m; p++) printf(" %s", names[p]);

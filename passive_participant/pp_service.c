@@ -1,7 +1,9 @@
 /* pp_service.c -- the passive participant's handlers and its start-up
  * fetch of the mask block (see pp_service.h).
  *
- * Mask and MaskBatch are the hot path: each checks the caller, the mask id
+ * Who may call what is the access table at the end of the file, which the
+ * RPC layer applies before a handler runs (o3m_access.h); the handlers do
+ * no identity checks. Mask and MaskBatch are the hot path: each checks the mask id
  * and the request, then runs mask_query once per round: fill X^j into a
  * buffer sized for max_candidates, mask it with one o3m_block_apply (a
  * dgemm) into the round's rows of the Y buffer, which is sized for the
@@ -34,7 +36,6 @@
 struct pp_service {
   const o3m_config *cfg;
   const o3m_party *me;
-  const o3m_party *active;  /* the only caller Mask answers */
   const o3m_party *pmg;
   int insecure;
   int pmg_timeout_s;
@@ -73,7 +74,6 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   s->cfg = cfg;
   s->me = me;
-  s->active = o3m_config_active(cfg);
   s->pmg = o3m_config_pmg(cfg);
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
@@ -374,20 +374,6 @@ fail:
 
 /* ---------------------------------------------------------------- handlers */
 
-/* Access rule: only the certificate whose CN is `who`'s name. */
-static int check_caller(pp_service *s, o3m_rpc_call *call, const o3m_party *who,
-                        const char *what, o3m_err *e) {
-  if (s->insecure) return 0;
-  const char *id = o3m_rpc_call_identity(call);
-  if (id && strcmp(id, who->name) == 0) return 0;
-  o3m_log_warn("refused %s to %s%s%s at %s", what,
-               id ? "certificate '" : "a caller without a certificate", id ? id : "",
-               id ? "'" : "", o3m_rpc_call_peer(call));
-  if (!id) return o3m_err_set(e, O3M_EPERM, "%s: the caller has no verified certificate", what);
-  return o3m_err_set(e, O3M_EPERM, "%s is answered to '%s' only, not to '%.64s'", what,
-                     who->name, id);
-}
-
 static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                   ProtobufCMessage *reply, o3m_err *e) {
   (void)call, (void)req, (void)e;
@@ -420,11 +406,10 @@ static int mask_query(pp_service *s, int q, const char *user, int K, char *const
   return 0;
 }
 
-static int mask(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskRequest *req,
-                O3m__V1__MaskedContexts *reply, o3m_err *e) {
-  int rc = check_caller(s, call, s->active, "Mask", e);
+static int mask(pp_service *s, const O3m__V1__MaskRequest *req, O3m__V1__MaskedContexts *reply,
+                o3m_err *e) {
+  int rc = o3m_wire_mask_request_check(req, s->mask_id, s->max_candidates, e);
   if (rc < 0) return rc;
-  if ((rc = o3m_wire_mask_request_check(req, s->mask_id, s->max_candidates, e)) < 0) return rc;
   const int K = (int)req->n_items;
   if ((rc = mask_query(s, -1, req->user, K, req->items, s->Y, e)) < 0) return rc;
   o3m_wire_masked_fill(reply, s->mask_id, s->slot, K, s->part.d, s->Y);
@@ -433,11 +418,9 @@ static int mask(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskRequest *r
 
 /* Every query in order into consecutive rows of s->Y; the first refused
  * query fails the whole batch. */
-static int mask_batch(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskBatchRequest *req,
+static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
                       O3m__V1__MaskBatchReply *reply, o3m_err *e) {
-  int rc = check_caller(s, call, s->active, "MaskBatch", e);
-  if (rc < 0) return rc;
-  rc = o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates, s->batch_rows, e);
+  int rc = o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates, s->batch_rows, e);
   if (rc < 0) return rc;
   const int n = (int)req->n_queries;
   size_t off = 0;
@@ -455,13 +438,13 @@ static int mask_batch(pp_service *s, o3m_rpc_call *call, const O3m__V1__MaskBatc
 
 static int h_mask(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                   ProtobufCMessage *reply, o3m_err *e) {
+  (void)call;
   pp_service *s = ctx;
   s->requests++;
-  int rc = mask(s, call, (const O3m__V1__MaskRequest *)req, (O3m__V1__MaskedContexts *)reply, e);
+  int rc = mask(s, (const O3m__V1__MaskRequest *)req, (O3m__V1__MaskedContexts *)reply, e);
   if (rc < 0) {
     s->errors++;
-    o3m_log_debug("round %llu refused: %s", (unsigned long long)((const O3m__V1__MaskRequest *)req)->round,
-                  o3m_errname(rc));
+    o3m_log_debug("Mask refused: %s", o3m_errname(rc));
   }
   return rc;
 }
@@ -469,16 +452,15 @@ static int h_mask(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
 /* A batch counts as one request (and, refused, one error) per query. */
 static int h_mask_batch(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                         ProtobufCMessage *reply, o3m_err *e) {
+  (void)call;
   pp_service *s = ctx;
   const O3m__V1__MaskBatchRequest *req = (const O3m__V1__MaskBatchRequest *)req_;
   uint64_t n = req->n_queries > 0 ? (uint64_t)req->n_queries : 1;
   s->requests += n;
-  int rc = mask_batch(s, call, req, (O3m__V1__MaskBatchReply *)reply, e);
+  int rc = mask_batch(s, req, (O3m__V1__MaskBatchReply *)reply, e);
   if (rc < 0) {
     s->errors += n;
-    o3m_log_debug("batch of %llu rounds from round %llu refused: %s", (unsigned long long)n,
-                  (unsigned long long)(req->n_queries > 0 && req->queries[0]
-                                           ? req->queries[0]->round : 0),
+    o3m_log_debug("MaskBatch of %llu queries refused: %s", (unsigned long long)n,
                   o3m_errname(rc));
   }
   return rc;
@@ -486,10 +468,8 @@ static int h_mask_batch(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *r
 
 static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                    ProtobufCMessage *reply_, o3m_err *e) {
-  (void)req;
+  (void)call, (void)req, (void)e;
   pp_service *s = ctx;
-  int rc = check_caller(s, call, s->me, "Stats", e);
-  if (rc < 0) return rc;
   pp_service_stats st;
   pp_service_stats_get(s, &st);
   O3m__V1__PassiveStats *reply = (O3m__V1__PassiveStats *)reply_;
@@ -513,7 +493,22 @@ static const o3m_rpc_method methods[] = {
      &o3m__v1__passive_stats__descriptor, h_stats},
 };
 
+/* Mask and MaskBatch only for the active party; Stats only for this party's
+ * own certificate (its operator), never for the active party, which could
+ * read the unknown-user counter around one Mask call; Info for both. */
+static const o3m_access_rule access_rules[] = {
+    {O3M_PATH_PASSIVE_INFO, O3M_ACCESS_ACTIVE | O3M_ACCESS_SELF},
+    {O3M_PATH_PASSIVE_MASK, O3M_ACCESS_ACTIVE},
+    {O3M_PATH_PASSIVE_MASK_BATCH, O3M_ACCESS_ACTIVE},
+    {O3M_PATH_PASSIVE_STATS, O3M_ACCESS_SELF},
+};
+
 const o3m_rpc_method *pp_service_methods(int *n) {
   *n = (int)(sizeof methods / sizeof methods[0]);
   return methods;
+}
+
+const o3m_access_rule *pp_service_access(int *n) {
+  *n = (int)(sizeof access_rules / sizeof access_rules[0]);
+  return access_rules;
 }

@@ -15,10 +15,13 @@
  * retries and confirms it; then the methods below are served. Nothing is
  * allocated per request beyond what the RPC layer does.
  *
- * Methods (pp_service_methods):
- *   Info   role, protocol, the partition, this party's index and mask id.
+ * Methods (pp_service_methods), each answered only to the callers that
+ * pp_service_access names (o3m_access.h; the RPC layer refuses anyone else
+ * with PERM before the request is read):
+ *   Info   role, protocol, the partition, this party's index and mask id;
+ *          to the active party and to this party's own certificate.
  *   Mask   only to the caller whose certificate CN is the configured active
- *          party's name (PERM otherwise). MASK for a mask id other than the
+ *          party's name. MASK for a mask id other than the
  *          installed one, RANGE for K outside 1..max_candidates, INVALID
  *          ARGUMENT for an empty user or item id where this party has the
  *          table to look it up.
@@ -33,6 +36,9 @@
  *          the unknown-user counter read around one Mask call would tell the
  *          AP whether this party knows that user, which the dummy rows hide.
  * With insecure (plaintext) there are no identities and no access checks.
+ * Nothing a request carries names a decision of the active party: a PP
+ * sees users and candidate items, never a decision id, a choice or a
+ * reward.
  *
  * Handlers run one at a time on the server thread (o3m_rpc.h); the service
  * state needs no lock. Logs carry ids of rounds, counts and codes, never a
@@ -43,6 +49,7 @@
 #include <signal.h>
 #include <stdint.h>
 
+#include "o3m_access.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
 #include "o3m_rpc.h"
@@ -113,6 +120,10 @@ int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m
 /* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create
  * with the service as ctx; *n receives its length. The table is static. */
 const o3m_rpc_method *pp_service_methods(int *n);
+
+/* The access policy of that table (o3m_access_create); *n receives its
+ * length. The table is static. */
+const o3m_access_rule *pp_service_access(int *n);
 
 uint64_t pp_service_mask_id(const pp_service *s); /* 0 before the block */
 int pp_service_party(const pp_service *s);        /* this party's index j */

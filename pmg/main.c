@@ -115,6 +115,7 @@ int main(int argc, char **argv) {
     return fail("%s", o3m_err_message(&err));
   int code = 1;
   pmg_service *svc = NULL;
+  o3m_access *acc = NULL;
   o3m_rpc_server *srv = NULL;
   char section[96];
   snprintf(section, sizeof section, "[party %s]", party_name);
@@ -135,8 +136,14 @@ int main(int argc, char **argv) {
   sc.listen = me->address;
   sc.insecure = opt.insecure;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
-  int n_methods;
+  int n_methods, n_rules;
   const o3m_rpc_method *methods = pmg_service_methods(&n_methods);
+  const o3m_access_rule *rules = pmg_service_access(&n_rules);
+  if (o3m_access_create(&acc, cfg, me->name, rules, n_rules, methods, n_methods, &err) < 0) {
+    fail("%s", o3m_err_message(&err));
+    goto out;
+  }
+  o3m_access_install(acc, &sc);
   if (o3m_rpc_server_create(&srv, &sc, methods, n_methods, svc, &err) < 0) {
     /* "listen ADDRESS: CAUSE" (O3M_EIO) or a TLS file's problem (O3M_ETLS);
      * either names what to fix. */
@@ -171,6 +178,7 @@ out:
   g_server = NULL;
   if (ready_file && code == 0) unlink(ready_file);
   o3m_rpc_server_destroy(srv);
+  o3m_access_destroy(acc);
   pmg_service_destroy(svc);
   o3m_config_destroy(cfg);
   return code;

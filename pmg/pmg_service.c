@@ -1,13 +1,16 @@
 /* pmg_service.c -- the mask generator's handlers (see pmg_service.h).
  *
  * The service keeps Q, one block per column party, and per party whether
- * its block was served and confirmed. Access rule, applied to GetBlock and
- * ConfirmBlock alike: the caller's certificate common name must be the
- * configured name of the party the request is about. The rule is checked
- * before the dims and the state, so a caller learns nothing about another
- * party's request beyond the refusal. Every refusal is logged with the
- * caller's identity and address, because a refused GetBlock is either a
- * misconfiguration or an attack and the operator should see both. */
+ * its block was served and confirmed. Access rules: the policy table below
+ * (o3m_access.h, applied by the RPC layer before a request is unpacked)
+ * lets only the column parties call at all; then GetBlock and ConfirmBlock
+ * alike require that the caller's certificate common name is the configured
+ * name of the party the request is about, a rule that needs the request and
+ * so lives here. It is checked before the dims and the state, so a caller
+ * learns nothing about another party's request beyond the refusal. Every
+ * refusal is logged with the caller's identity and address, because a
+ * refused GetBlock is either a misconfiguration or an attack and the
+ * operator should see both. */
 #include "pmg_service.h"
 
 #include <stdlib.h>
@@ -135,7 +138,8 @@ void pmg_service_stats(const pmg_service *s, pmg_stats *out) {
 
 /* ---------------------------------------------------------------- handlers */
 
-/* The access rule: the caller's certificate CN must be the name of party j.
+/* The per-request rule: the caller's certificate CN must be the name of
+ * party j (the access policy has already let only column parties in).
  * Without TLS there is no identity and everyone may act for any party. */
 static int check_caller(pmg_service *s, o3m_rpc_call *call, int j, const char *what, o3m_err *e) {
   if (s->insecure) return 0;
@@ -249,7 +253,21 @@ static const o3m_rpc_method methods[] = {
      h_confirm_block},
 };
 
+/* Only the parties that own columns ever need the mask generator: the
+ * clients, the generator's own certificate and any other identity are
+ * refused before a request is read. */
+static const o3m_access_rule access_rules[] = {
+    {O3M_PATH_PMG_INFO, O3M_ACCESS_COLUMN},
+    {O3M_PATH_PMG_GET_BLOCK, O3M_ACCESS_COLUMN},
+    {O3M_PATH_PMG_CONFIRM_BLOCK, O3M_ACCESS_COLUMN},
+};
+
 const o3m_rpc_method *pmg_service_methods(int *n) {
   *n = (int)(sizeof methods / sizeof methods[0]);
   return methods;
+}
+
+const o3m_access_rule *pmg_service_access(int *n) {
+  *n = (int)(sizeof access_rules / sizeof access_rules[0]);
+  return access_rules;
 }

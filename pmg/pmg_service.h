@@ -6,6 +6,10 @@
  * serves the MaskGenerator methods of o3m.proto through the method table
  * below:
  *
+ * Every method is answered only to the column parties (the active and the
+ * passive parties): pmg_service_access is the policy (o3m_access.h) that the
+ * RPC layer applies before a request is read; anyone else gets PERM.
+ *
  *   Info          role, protocol, the public partition and the mask id.
  *   GetBlock      Q^j, only to the caller whose certificate common name is
  *                 the configured name of party j (PERM otherwise), and only
@@ -32,6 +36,7 @@
 
 #include <stdint.h>
 
+#include "o3m_access.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
 #include "o3m_rpc.h"
@@ -71,6 +76,10 @@ void pmg_service_destroy(pmg_service *s);
  * o3m_rpc_server_create with the service as ctx; *n receives its length. The
  * table is static. */
 const o3m_rpc_method *pmg_service_methods(int *n);
+
+/* The access policy of that table (o3m_access_create); *n receives its
+ * length. The table is static. */
+const o3m_access_rule *pmg_service_access(int *n);
 
 uint64_t pmg_service_mask_id(const pmg_service *s);
 int pmg_service_dim(const pmg_service *s);

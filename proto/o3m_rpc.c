@@ -621,6 +621,8 @@ struct o3m_rpc_server {
   int outstanding;           /* tags gRPC still owes us, shutdown tag excluded */
   int n_deferred;            /* slots that are deferred */
   o3m_rpc_idle_fn idle;
+  o3m_rpc_authorize_fn authorize; /* NULL: every call is allowed */
+  void *authorize_ctx;
   int port;
   int max_message;
   void *ctx;
@@ -632,7 +634,7 @@ struct o3m_rpc_server {
   rpc_tag shutdown_tag;
   atomic_int stop;
   atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal, n_deferred_total,
-      n_idle;
+      n_idle, n_denied;
   atomic_size_t arena_total;
 };
 
@@ -694,6 +696,11 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
                        "plaintext)");
   if (cfg->tls.server_name)
     return o3m_err_set(e, O3M_EINVAL, "tls.server_name applies to clients only");
+  /* Without client certificates no caller has an identity, and the hook
+   * would refuse everyone. */
+  if (cfg->authorize && !cfg->insecure && !cfg->tls.ca_file)
+    return o3m_err_set(e, O3M_EINVAL,
+                       "an authorization hook needs client certificates (tls.ca_file)");
   int rc = check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
   if (rc < 0) return rc;
   if (cfg->slots_per_method < 1 || cfg->slots_per_method > O3M_RPC_MAX_SLOTS)
@@ -878,6 +885,20 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   o3m_err_clear(&err);
   ProtobufCMessage *req = NULL;
   int rc;
+
+  /* Authorization comes first: a refused call is not even unpacked. */
+  if (s->authorize && m != &health_method) {
+    const char *id = o3m_rpc_call_identity(sl);
+    if (s->authorize(s->authorize_ctx, sl, m->path, id, &err) != 0) {
+      char msg[PATH_MAX_LEN + O3M_ERRMSG_MAX + 128];
+      snprintf(msg, sizeof msg, "%s%.64s%s may not call %s%s%s",
+               id ? "certificate '" : "a caller without a verified certificate", id ? id : "",
+               id ? "'" : "", m->path, err.msg[0] ? ": " : "", err.msg);
+      count(&s->n_denied);
+      slot_reply(s, sl, GRPC_STATUS_PERMISSION_DENIED, O3M_EPERM, msg);
+      return;
+    }
+  }
 
   /* A deferred call's request lives in the arena: no reset under it. */
   if (s->n_deferred == 0) arena_reset(&s->arena);
@@ -1109,6 +1130,9 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   atomic_init(&s->stop, 0);
   s->ctx = ctx;
   s->idle = cfg->idle;
+  /* Plaintext has no identities: the hook would refuse everyone. */
+  s->authorize = cfg->insecure ? NULL : cfg->authorize;
+  s->authorize_ctx = cfg->authorize_ctx;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   rc = arena_init(&s->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
@@ -1245,6 +1269,7 @@ void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st)
   st->failed = atomic_load_explicit(&m->n_failed, memory_order_relaxed);
   st->malformed = atomic_load_explicit(&m->n_malformed, memory_order_relaxed);
   st->unknown = atomic_load_explicit(&m->n_unknown, memory_order_relaxed);
+  st->denied = atomic_load_explicit(&m->n_denied, memory_order_relaxed);
   st->internal = atomic_load_explicit(&m->n_internal, memory_order_relaxed);
   st->deferred = atomic_load_explicit(&m->n_deferred_total, memory_order_relaxed);
   st->idle_runs = atomic_load_explicit(&m->n_idle, memory_order_relaxed);

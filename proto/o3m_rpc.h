@@ -67,6 +67,22 @@
  * identity a handler can read) or, only when asked for explicitly with
  * insecure = 1, plaintext for loopback tests and the in-process simulation.
  *
+ * Authorization. A server with mutual TLS may have an authorization hook
+ * (o3m_rpc_server_config.authorize; proto/o3m_access.h builds the daemons'
+ * policies on it). The layer calls it for every call of the method table,
+ * with the path and the caller's identity (o3m_rpc_call_identity), before
+ * the request is unpacked and before any handler runs; the call goes on
+ * only if the hook allows it. A refusal is answered PERMISSION_DENIED
+ * (O3M_EPERM) with a message naming the identity and the method, counted
+ * in o3m_rpc_server_stats.denied, and nothing else happens: no unpacking,
+ * no handler, no arena reset. So every access rule lives in the hook, and
+ * handlers need no identity checks of their own (except rules that depend
+ * on the request, such as "party j fetches only block j"). The built-in
+ * health check is never passed to the hook: any caller that passed the TLS
+ * handshake may probe it. With insecure = 1 the hook is never called and
+ * every call is allowed: plaintext carries no identity, which is what the
+ * daemons' --insecure trials have always meant.
+ *
  * Shutdown follows gRPC's order: server shutdown-and-notify, drain, cancel
  * what is left after a grace period, destroy the server, then shut down,
  * drain and destroy the completion queue. Clients destroy the channel, then
@@ -195,6 +211,18 @@ typedef struct o3m_rpc_method_slots {
   int slots;         /* 1..O3M_RPC_MAX_SLOTS */
 } o3m_rpc_method_slots;
 
+/* The authorization hook (see "Authorization" above): ctx is the
+ * server config's authorize_ctx, call the call being decided (for the
+ * peer's address in a log line: o3m_rpc_call_peer), path its method and
+ * identity o3m_rpc_call_identity(call), NULL for a caller without a verified
+ * certificate. Returns 0 to allow the call. Any other value refuses it: the
+ * caller gets O3M_EPERM and the message "<who> may not call <path>", followed
+ * by ": " and e's message if the hook set one (it crosses to the peer, so it
+ * must not quote private data). Runs on the serving thread, one call at a
+ * time, like a handler; it must not block. */
+typedef int (*o3m_rpc_authorize_fn)(void *ctx, o3m_rpc_call *call, const char *path,
+                                    const char *identity, o3m_err *e);
+
 /* The idle hook: ctx is the server's ctx. It runs on the serving thread
  * after every drain of the completion queue that handled at least one
  * completion (a call, a finished reply), when nothing more is ready, and
@@ -219,6 +247,11 @@ typedef struct o3m_rpc_server_config {
   const o3m_rpc_method_slots *method_slots;
   int n_method_slots;
   o3m_rpc_idle_fn idle;   /* optional: see o3m_rpc_idle_fn */
+  /* Optional: see o3m_rpc_authorize_fn. With TLS it needs tls.ca_file (client
+   * certificates); with insecure it is ignored. authorize_ctx must outlive the
+   * server. */
+  o3m_rpc_authorize_fn authorize;
+  void *authorize_ctx;
 } o3m_rpc_server_config;
 
 /* Counters, read with o3m_rpc_server_stats_get() from any thread. */
@@ -227,6 +260,7 @@ typedef struct o3m_rpc_server_stats {
   uint64_t failed;      /* handler returned an error */
   uint64_t malformed;   /* request missing or not decodable */
   uint64_t unknown;     /* path not in the table */
+  uint64_t denied;      /* refused by the authorization hook */
   uint64_t internal;    /* a gRPC call failed on our side (should stay 0) */
   uint64_t deferred;    /* calls deferred by their handler, since start */
   uint64_t idle_runs;   /* runs of the idle hook */
@@ -235,12 +269,13 @@ typedef struct o3m_rpc_server_stats {
 
 /* Defaults: listen NULL (must be set), TLS, max message
  * O3M_RPC_DEFAULT_MAX_MESSAGE, O3M_RPC_DEFAULT_SLOTS, O3M_RPC_DEFAULT_ARENA,
- * no per-method slots, no idle hook. */
+ * no per-method slots, no idle hook, no authorization hook. */
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg);
 
 /* Validates cfg and the method table (paths start with '/', no duplicates,
  * descriptors and handlers set; method_slots name paths of the table, once
- * each), reads the TLS files, allocates every slot
+ * each; an authorization hook only with client certificates or insecure),
+ * reads the TLS files, allocates every slot
  * and the arena, binds the address and starts the server. Calls queue until
  * o3m_rpc_server_run() serves them. ctx is passed to every handler. The
  * server keeps pointers to methods and ctx, and copies everything in cfg.
@@ -298,9 +333,10 @@ const char *o3m_rpc_call_peer(o3m_rpc_call *c);
  * client certificate, or NULL if the peer is not authenticated (plaintext
  * server, or TLS without client certificates) or its CN is ambiguous (more
  * than one CN, a NUL byte, 256 bytes or more). Federation certificates
- * (scripts/make-certs.sh) have CN = party name and share the subject
- * alternative names localhost and 127.0.0.1, so the CN, not a SAN, names the
- * party. This is what an access decision may rest on. */
+ * (scripts/make-certs.sh) have CN = party or client name and share the
+ * subject alternative names localhost and 127.0.0.1, so the CN, not a SAN,
+ * names the party. This is what an access decision rests on (the
+ * authorization hook gets it). */
 const char *o3m_rpc_call_identity(o3m_rpc_call *c);
 
 /* n bytes from the server arena, aligned for any type, valid until the reply

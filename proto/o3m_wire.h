@@ -33,8 +33,12 @@
  * a peer needs a method an old one lacks. 2: the active participant asks
  * passive participants with MaskBatch only, so a version-1 passive
  * participant is refused at start-up (Info) rather than failing every round
- * with UNIMPLEMENTED. */
-#define O3M_PROTOCOL_VERSION 2
+ * with UNIMPLEMENTED. 3: MaskRequest and MaskQuery no longer carry the round
+ * id (field 1 is reserved), which was the decision id the round would get:
+ * nothing a passive participant receives may name a decision. An old active
+ * participant, which would still send it, refuses the new peers at start-up
+ * (Info) instead of leaking it. */
+#define O3M_PROTOCOL_VERSION 3
 
 /* Most queries in one MaskBatch. */
 #define O3M_WIRE_MAX_BATCH 64

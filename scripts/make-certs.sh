@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # make-certs.sh OUTDIR NAME [NAME...] -- a local CA and one certificate per
-# party, for trials of an o3m federation on one machine.
+# party or client, for trials of an o3m federation on one machine. A client
+# (a front end, an operator, the demo driver) needs a [client NAME] section in
+# the federation config as well: a certificate of the CA alone only gets a
+# caller through the TLS handshake, and the daemons decide by the name what
+# it may call.
 #
 # OUTDIR/ca.pem and OUTDIR/ca.key are created when absent (an existing CA is
 # reused, so parties can be added later). For each NAME the script writes
 # OUTDIR/NAME.pem and OUTDIR/NAME.key: an ECDSA P-256 key (mode 0600) and a
 # certificate signed by the CA with
-#   subject          CN=NAME      the party identity every access decision
-#                                 rests on (o3m_rpc_call_identity)
+#   subject          CN=NAME      the party or client identity every access
+#                                 decision rests on (proto/o3m_access.h)
 #   subjectAltName   DNS:localhost, DNS:NAME, IP:127.0.0.1
 #                                 loopback targets verify without an
 #                                 override; DNS:NAME lets a client pin the

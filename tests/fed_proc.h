@@ -93,14 +93,20 @@ void fed_sleep_ms(int ms);
  * "ap" (o3m-active; 2 user + 1 item columns), "pp1" (o3m-passive; 2 user
  * columns) and "pp2" (o3m-passive; 1 user + 2 item columns), so d = 8; and
  * "pmg" (o3m-pmg). Users are u0..u{FED_USERS-1} (pp1 may know fewer), items
- * i0..i{FED_ITEMS-1}; certificates for the parties and for "client" are in
- * fed_dir()/certs. */
+ * i0..i{FED_ITEMS-1}; certificates for the parties and for the client
+ * FED_CLIENT are in fed_dir()/certs. The config names FED_CLIENT in a
+ * [client NAME] section (with its cert and key), so it is the one identity
+ * the AP answers Recommend, Reward and Stats. */
 #define FED_D 8
 #define FED_USERS 30
 #define FED_ITEMS 12
 #define FED_K_MAX 8 /* the config's max_candidates */
 
 enum { FED_PMG, FED_AP, FED_PP1, FED_PP2, FED_N_PARTIES };
+
+/* The [client NAME] of the federation and its certificate's name. */
+#define FED_CLIENT "client"
+
 
 /* "pmg", "ap", "pp1", "pp2": party names in the config, the certificate
  * names and the fed_proc names (hence the log and ready file names). */

@@ -156,6 +156,67 @@ Test(config, valid_values_offsets_and_defaults) {
   o3m_config_destroy(c);
 }
 
+/* [client NAME]: identities that may call the active party as clients. */
+Test(config, client_sections) {
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1,
+                                   "\n[client frontend]\ncert = certs/fe.pem\n"
+                                   "key = certs/fe.key\n[client ops]\n"),
+                           "/base");
+  cr_assert_eq(o3m_config_n_clients(c), 2);
+  const o3m_client *fe = o3m_config_client_at(c, 0);
+  cr_assert_str_eq(fe->name, "frontend");
+  cr_assert_str_eq(fe->cert, "/base/certs/fe.pem");
+  cr_assert_str_eq(fe->key, "/base/certs/fe.key");
+  cr_assert_eq(fe->line, NBASE + 2);
+  const o3m_client *ops = o3m_config_client(c, "ops");
+  cr_assert_eq(ops, o3m_config_client_at(c, 1));
+  cr_assert_null(ops->cert);
+  cr_assert_null(ops->key);
+  cr_assert_null(o3m_config_client_at(c, 2));
+  cr_assert_null(o3m_config_client_at(c, -1));
+  /* Parties are not clients, and clients are not parties. */
+  cr_assert_null(o3m_config_client(c, "shop"));
+  cr_assert_null(o3m_config_party(c, "ops"));
+  cr_assert_null(o3m_config_client(c, NULL));
+  cr_assert_eq(o3m_config_n_parties(c), 3);
+  o3m_config_destroy(c);
+
+  /* A client between parties does not change the column order. */
+  c = parse_ok(line(22, "[client fe]"), "/base");
+  cr_assert_eq(o3m_config_n_clients(c), 1);
+  cr_assert_eq(o3m_config_column_party(c, 1), o3m_config_party(c, "bank"));
+  o3m_config_destroy(c);
+
+  /* None is fine too. */
+  c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  cr_assert_eq(o3m_config_n_clients(c), 0);
+  cr_assert_null(o3m_config_client(c, "fe"));
+  o3m_config_destroy(c);
+}
+
+Test(config, client_section_errors) {
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client]"), "fed.conf:30:", "needs a name",
+               "[client NAME]");
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client f@e]"), "fed.conf:30:", "f@e",
+               "client name");
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client fe]\n[client fe]"), "fed.conf:31:",
+               "duplicate client 'fe'", "first at line 30");
+  /* One name space for parties and clients, whichever comes first. */
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client bank]"), "fed.conf:30:",
+               "client name 'bank'", "party at line 23");
+  expect_error(line(8, "[client bank]"), "fed.conf:23:", "party name 'bank'",
+               "client at line 8");
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client fe]\nrole = active"), "fed.conf:31:",
+               "'role'", "[client fe]");
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client fe]\ncert = fe.pem"), "fed.conf:30:",
+               "'cert' needs key 'key'", NULL);
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client fe]\nkey = fe.key"), "fed.conf:30:",
+               "'key' needs key 'cert'", NULL);
+  expect_error(variant(NBASE + 1, NBASE + 1, "[client fe]\ncert ="), "fed.conf:31:", "'cert'",
+               "empty");
+  expect_error(line(5, "[clients]"), "fed.conf:5:", "unknown section", "[client NAME]");
+}
+
 Test(config, relative_paths_without_base_dir_stay_as_written) {
   o3m_config *c = parse_ok(line(19, "user_table = /abs/users.csv"), NULL);
   cr_assert_str_eq(o3m_config_ca(c), "certs/ca.pem");
@@ -451,6 +512,9 @@ Test(config, load_fixture_resolves_paths_against_its_directory) {
   cr_assert_str_eq(shop->state_dir, want);
   /* Absolute paths are kept. */
   cr_assert_str_eq(o3m_config_pmg(c)->key, "/etc/o3m/pmg.key");
+  cr_assert_eq(o3m_config_n_clients(c), 1);
+  snprintf(want, sizeof want, "%s/certs/frontend.pem", dir);
+  cr_assert_str_eq(o3m_config_client(c, "frontend")->cert, want);
   o3m_config_destroy(c);
 }
 

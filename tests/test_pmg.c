@@ -204,16 +204,23 @@ Test(pmg, only_the_party_named_in_the_certificate_gets_its_block) {
   c = fed_client(f.target, NULL, NULL, NULL, NULL, 5000);
   cr_assert_eq(get_block(c, BANK, D, 2, NULL, &e), O3M_EUNAVAILABLE, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
-  /* A forged confirmation is refused as well. */
+  /* A forged confirmation is refused as well, by a party and by anyone. */
+  c = as(&f, "shop");
+  uint64_t mask_id = info_mask_id(c);
+  cr_assert_eq(confirm(c, BANK, mask_id, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  o3m_rpc_client_destroy(c);
   c = as(&f, "mallory");
-  cr_assert_eq(confirm(c, BANK, info_mask_id(c), &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert_eq(confirm(c, BANK, mask_id, &e), O3M_EPERM, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
 
   /* The refusals changed nothing: the bank still gets its block. */
   double Q[D * D];
   fetch_into(&f, "bank", BANK, 2, Q);
   cr_assert_eq(fed_stop(&f.pmg, SIGTERM, 5000), 0);
-  cr_assert(strstr(fed_log(&f.pmg), "refused GetBlock of party 1 (bank) to certificate 'mallory'"),
+  cr_assert(strstr(fed_log(&f.pmg), "refused GetBlock of party 1 (bank) to certificate 'shop'"),
+            "%s", fed_log(&f.pmg));
+  cr_assert(strstr(fed_log(&f.pmg), "refused /o3m.v1.MaskGenerator/GetBlock to certificate "
+                                    "'mallory'"),
             "%s", fed_log(&f.pmg));
 }
 

@@ -195,7 +195,8 @@ static o3m_rpc_client *party_client(int p, const char *as) {
 
 /* Info's mask id of a passive party or the PMG. */
 static uint64_t party_mask_id(int p) {
-  o3m_rpc_client *c = party_client(p, "client");
+  /* Info of a PP or the PMG is answered to the active party, not to clients. */
+  o3m_rpc_client *c = party_client(p, "ap");
   O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
   ProtobufCMessage *m;
   o3m_err e;

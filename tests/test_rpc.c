@@ -185,7 +185,6 @@ static void mask_req_init(mask_req *r, int K, uint64_t mask_id) {
     snprintf(r->names[k], sizeof r->names[k], "item%d", k);
     r->items[k] = r->names[k];
   }
-  r->msg.round = 42;
   r->msg.mask_id = mask_id;
   r->msg.user = "user-7";
   r->msg.n_items = (size_t)K;
@@ -896,6 +895,138 @@ Test(rpc_tls, mutual_tls_gives_the_handler_the_client_identity, .timeout = 60) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   cr_assert(eq(int, system(cmd), 0));
+}
+
+/* The authorization hook of the tests below: allows Info, refuses
+ * everything else with a reason, and counts what it was asked. */
+typedef struct gate {
+  int asked;
+  char last_path[64], last_identity[64];
+} gate;
+
+static int gate_authorize(void *ctx, o3m_rpc_call *call, const char *path, const char *identity,
+                          o3m_err *e) {
+  gate *g = ctx;
+  g->asked++;
+  snprintf(g->last_path, sizeof g->last_path, "%s", path);
+  snprintf(g->last_identity, sizeof g->last_identity, "%s", identity ? identity : "(none)");
+  cr_assert(eq(str, (char *)o3m_rpc_call_method(call), (char *)path));
+  if (strcmp(path, O3M_PATH_PASSIVE_INFO) == 0) return 0;
+  return o3m_err_set(e, O3M_EPERM, "the test says no");
+}
+
+/* Issue 9: the hook decides every call before the request is read and
+ * before any handler runs; a refusal is PERMISSION_DENIED naming the caller
+ * and the method, counted, and nothing else happens. The health check does
+ * not ask it. */
+Test(rpc_tls, authorization_hook_decides_before_the_request_is_read, .timeout = 60) {
+  if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
+  char dir[] = "/tmp/o3m_test_authz_XXXXXX";
+  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
+  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
+  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
+  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
+  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
+  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+
+  gate g = {0};
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.tls.ca_file = ca;
+  scfg.tls.cert_file = srv_pem;
+  scfg.tls.key_file = srv_key;
+  scfg.authorize = gate_authorize;
+  scfg.authorize_ctx = &g;
+  server_fx f;
+  start_server_cfg(&f, 2, 3, &scfg);
+
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = f.target;
+  cc.tls = (o3m_rpc_tls){ca, cli_pem, cli_key, "localhost"};
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &cc, &e), 0), "%s", o3m_err_message(&e));
+
+  /* Allowed: the handler runs and sees the same identity. */
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  cr_assert(eq(int, g.asked, 1));
+  cr_assert(eq(str, g.last_identity, "party-2"));
+  cr_assert(eq(int, f.ctx.calls, 1));
+
+  /* Refused: a valid Mask ... */
+  static mask_req r;
+  mask_req_init(&r, 1, TEST_MASK);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                               &o3m__v1__masked_contexts__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_EPERM), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "certificate 'party-2' may not call /o3m.v1.Passive/Mask: "
+                                      "the test says no"), NULL)), "%s", e.msg);
+  /* ... and a request that would not even decode (PARSE without the hook):
+   * the hook comes first. */
+  rc = o3m_rpc_client_call(c, "/test.Block/Get", &r.msg.base, &o3m__v1__ack__descriptor, &m, &e);
+  cr_assert(eq(int, rc, O3M_EPERM), "%s", o3m_err_message(&e));
+  cr_assert(eq(str, g.last_path, "/test.Block/Get"));
+  cr_assert(eq(int, f.ctx.calls, 1), "a refused call reached a handler");
+
+  /* The built-in health check is open to any caller past the handshake. */
+  cr_assert(eq(int, health(c, "", O3M_RPC_HEALTH_CHECK_PATH),
+               GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING));
+  cr_assert(eq(int, g.asked, 3), "the hook was asked about the health check");
+
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.denied, 2));
+  cr_assert(eq(u64, st.malformed, 0));
+  cr_assert(eq(u64, st.failed, 0));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+
+  /* A hook without client certificates could only refuse everyone. */
+  scfg.tls.ca_file = NULL;
+  o3m_rpc_server *srv = (o3m_rpc_server *)&g;
+  cr_assert(eq(int, o3m_rpc_server_create(&srv, &scfg, svc_methods, N_METHODS, NULL, &e),
+               O3M_EINVAL));
+  cr_assert(eq(ptr, srv, NULL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "client certificates"), NULL)), "%s", e.msg);
+
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  cr_assert(eq(int, system(cmd), 0));
+}
+
+/* With plaintext there is no identity: the hook is not asked and every call
+ * goes through, which is what --insecure means for the daemons. */
+Test(rpc, authorization_hook_is_not_asked_in_plaintext, .timeout = 30) {
+  gate g = {0};
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  cfg.authorize = gate_authorize;
+  cfg.authorize_ctx = &g;
+  server_fx f;
+  start_server_cfg(&f, 1, 3, &cfg);
+  o3m_rpc_client *c = make_client(f.target, 5000);
+  static mask_req r;
+  mask_req_init(&r, 2, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r.msg.base,
+                                        &o3m__v1__masked_contexts__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  cr_assert(eq(int, g.asked, 0));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
 }
 
 /* ------------------------------------------------------------ deferred replies */

@@ -6,7 +6,8 @@
  * loader must reject). A config that parses is then walked through every
  * accessor and checked against the structure o3m_config.h promises: one pmg,
  * one active party, dims summing to d, column parties in slot order with
- * increasing col0, names found again by o3m_config_party. */
+ * increasing col0, names found again by o3m_config_party, clients whose
+ * names are no party's. */
 #include <stdint.h>
 #include <string.h>
 
@@ -89,6 +90,23 @@ static void walk(const o3m_config *c) {
     col += p->dims;
   }
   FUZZ_CHECK(col == d);
+
+  /* Clients: valid names, never a party's name, found again by name; cert
+   * and key both or neither. */
+  int nc = o3m_config_n_clients(c);
+  FUZZ_CHECK(nc >= 0 && nc <= O3M_CONFIG_MAX_CLIENTS);
+  FUZZ_CHECK(o3m_config_client_at(c, -1) == NULL && o3m_config_client_at(c, nc) == NULL);
+  for (int i = 0; i < nc; i++) {
+    const o3m_client *cl = o3m_config_client_at(c, i);
+    FUZZ_CHECK(cl != NULL);
+    size_t len = strlen(cl->name);
+    FUZZ_CHECK(len >= 1 && len <= O3M_CONFIG_MAX_NAME);
+    FUZZ_CHECK(o3m_config_client(c, cl->name) == cl);
+    FUZZ_CHECK(o3m_config_party(c, cl->name) == NULL);
+    FUZZ_CHECK(!cl->cert == !cl->key);
+    if (cl->cert) (void)strlen(cl->cert);
+    if (cl->key) (void)strlen(cl->key);
+  }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -46,6 +46,14 @@ static uint64_t g_decisions[3];  /* open, rewarded, open */
 static const char k_users[] = "user_id,u0,u1\nalice,1,2\nbob,-0.5,0.25\n";
 static const char k_items[] = "item_id,i0\nbook,3\npen,-1\ncup,0.5\n";
 
+/* Decision ids 100, 101, ... (see setup). */
+static int fixed_ids(void *arg, uint64_t *id) {
+  (void)arg;
+  static uint64_t next = 100;
+  *id = next++;
+  return 0;
+}
+
 static void setup(void) {
   o3m_err e;
   int dims[3] = {2, FUZZ_DJ, 1};
@@ -66,10 +74,12 @@ static void setup(void) {
     abort();
   }
 
-  if (ap_pending_create(&g_pending, 4, FUZZ_D, 1000, 100) != 0) fuzz_die("pending");
+  /* The AP draws decision ids from the OS; the harness issues 100, 101, 102
+   * so that the seed corpus can name an open and a rewarded decision. */
+  if (ap_pending_create(&g_pending, 4, FUZZ_D, 1000, fixed_ids, NULL) != 0) fuzz_die("pending");
   double x[FUZZ_D] = {1, 2, 3, 4, 5, 6};
   for (int i = 0; i < 3; i++)
-    ap_pending_open(g_pending, i, FUZZ_MASK_ID, x, 0, &g_decisions[i]);
+    if (ap_pending_open(g_pending, i, FUZZ_MASK_ID, x, 0, &g_decisions[i]) != 0) fuzz_die("open");
   int arm;
   uint64_t mid;
   const double *px;

@@ -1,0 +1,95 @@
+/* o3m_access.h -- who may call which method of a daemon.
+ *
+ * Each daemon states its access policy as a small table of rules
+ * {path, allow}, one per method of its method table, next to that table
+ * (pmg_service_access, pp_service_access, the AP's table in ap_service.c).
+ * allow is a set of caller classes:
+ *
+ *   O3M_ACCESS_PMG, O3M_ACCESS_ACTIVE, O3M_ACCESS_PASSIVE
+ *                      a party of the federation config with that role;
+ *   O3M_ACCESS_CLIENT  a [client NAME] of the config;
+ *   O3M_ACCESS_SELF    the daemon's own party.
+ *
+ * A caller's classes come from its identity, the common name of its
+ * verified certificate (o3m_rpc_call_identity), looked up among the parties
+ * and the clients of the config. An identity that names neither (a
+ * certificate the CA signed for someone else) and a caller without an
+ * identity belong to no class and may call nothing. A path without a rule
+ * is refused as well, and o3m_access_create checks that the rules and the
+ * method table name exactly the same paths, so a method added later without
+ * a rule fails the start instead of being open.
+ *
+ * o3m_access_install() makes the policy the authorization hook of a server
+ * (o3m_rpc.h, "Authorization"): the RPC layer asks it before a request is
+ * unpacked, answers a refusal with PERMISSION_DENIED and counts it, so the
+ * handlers contain no identity checks. The built-in health check is open to
+ * any caller that passed the TLS handshake, and with --insecure (plaintext,
+ * no identities) the hook is not called at all, so every call is allowed,
+ * as the daemons' --insecure has always meant.
+ *
+ * Refusals are logged at WARN with the identity, the method and the peer's
+ * address, at most one line a second (the next line says how many were not
+ * logged), so that a misconfigured or hostile caller cannot flood the log.
+ *
+ * Memory and threads: create copies the names it needs (cfg is only read
+ * during the call); the rule table must outlive the policy. The hook runs
+ * on the server's serving thread; o3m_access_refused() may be read from
+ * any thread. */
+#ifndef O3M_ACCESS_H
+#define O3M_ACCESS_H
+
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+#include "o3m_rpc.h"
+
+/* Caller classes (bits of o3m_access_rule.allow). */
+#define O3M_ACCESS_PMG (1u << 0)
+#define O3M_ACCESS_ACTIVE (1u << 1)
+#define O3M_ACCESS_PASSIVE (1u << 2)
+#define O3M_ACCESS_CLIENT (1u << 3)
+#define O3M_ACCESS_SELF (1u << 4)
+/* The parties that own columns of x. */
+#define O3M_ACCESS_COLUMN (O3M_ACCESS_ACTIVE | O3M_ACCESS_PASSIVE)
+/* Every party of the config. */
+#define O3M_ACCESS_PARTY (O3M_ACCESS_PMG | O3M_ACCESS_COLUMN)
+
+/* One method's rule. A static const array is the usual form. */
+typedef struct o3m_access_rule {
+  const char *path;  /* a path of the daemon's method table */
+  unsigned allow;    /* O3M_ACCESS_* bits; 0 refuses everyone */
+} o3m_access_rule;
+
+typedef struct o3m_access o3m_access;
+
+/* A policy for the daemon of party self (a name in cfg) serving methods
+ * under rules. Errors: O3M_EINVAL when self is not a party of cfg, a rule
+ * has a bad path or allow bit, two rules name one path, or a method has no
+ * rule or a rule no method (the message names the path); O3M_ENOMEM. On
+ * failure *out is NULL. */
+int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
+                      const o3m_access_rule *rules, int n_rules, const o3m_rpc_method *methods,
+                      int n_methods, o3m_err *e);
+
+/* NULL is accepted. Not while a server that uses the policy exists. */
+void o3m_access_destroy(o3m_access *a);
+
+/* Sets sc's authorize hook to this policy. */
+void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc);
+
+/* The classes (O3M_ACCESS_* bits) of identity; 0 for NULL or an identity
+ * that names no party and no client. */
+unsigned o3m_access_classes(const o3m_access *a, const char *identity);
+
+/* The hook itself (an o3m_rpc_authorize_fn; ctx is the o3m_access). 0 when
+ * the classes of identity meet the rule of path; otherwise O3M_EPERM with e
+ * saying which callers the method is for. call is only used for the peer's
+ * address in the log line and may be NULL. */
+int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const char *identity,
+                         o3m_err *e);
+
+/* Calls refused since create. */
+uint64_t o3m_access_refused(const o3m_access *a);
+
+#endif
