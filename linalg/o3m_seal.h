@@ -75,4 +75,16 @@ int o3m_seal_block(const o3m_block *b, const unsigned char *pk, unsigned char *s
 int o3m_seal_open_block(o3m_block **out, const o3m_seal_key *k, const unsigned char *sealed,
                         size_t len, int d, int dj, uint64_t mask_id);
 
+/* Zeroes the SIMD registers of the calling thread (x86-64: the vector
+ * registers XMM/YMM/ZMM 0-31 that the CPU has; elsewhere nothing). Sealing,
+ * opening, drawing Q and copying blocks leave pieces of the plaintext in
+ * them (glibc's memcpy and libsodium's stream cipher run through them), and
+ * a thread created afterwards starts with a copy of the creator's
+ * registers, which the dynamic linker's lazy binding or a signal frame then
+ * stores on that thread's stack, where no wipe reaches: a memory scan of
+ * the PMG found a row of a block there. o3m_seal_block and
+ * o3m_seal_open_block call it before they return; call it after any other
+ * work on secret values that precedes the creation of threads. */
+void o3m_seal_scrub_registers(void);
+
 #endif

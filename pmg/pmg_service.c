@@ -113,6 +113,10 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   }
   o3m_rng_destroy(rng);
   free(dims);
+  /* Drawing Q and cutting the blocks left values of Q in this thread's
+   * vector registers, which every thread created later (gRPC starts its
+   * threads next) would inherit. */
+  o3m_seal_scrub_registers();
   *out = s;
   return 0;
 
