@@ -279,12 +279,13 @@ static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m
   o3m_rng *r;
   int rc = o3m_rng_create_os(&r);
   if (rc < 0) return o3m_err_set(e, rc, "cannot open the OS random source for the dummy key");
+  uint64_t u = 0;
   for (size_t i = 0; i < sizeof key && rc == 0; i += 8) {
-    uint64_t u;
     rc = o3m_rng_u64(r, &u);
     memcpy(key + i, &u, 8);
   }
-  o3m_rng_destroy(r);
+  explicit_bzero(&u, sizeof u); /* a quarter of the key */
+  o3m_rng_destroy(r);           /* wipes the rest of what it drew */
   if (rc < 0) rc = o3m_err_set(e, rc, "cannot draw the dummy key");
   if (rc == 0) rc = o3m_block_store_save(s->me->state_dir, sid, blk, key, sizeof key, e);
   if (rc == 0) pp_features_set_dummy_key(s->features, key);
