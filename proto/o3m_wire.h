@@ -7,7 +7,10 @@
  * message with what the receiver knows (the public partition, the mask id it
  * holds, its candidate limit) before any value is used, so a wrong peer, a
  * stale mask or a truncated matrix is caught at the boundary with an error
- * that names the field, and the three daemons check alike.
+ * that names the field, and the three daemons check alike. A mask block is
+ * the one message whose values are secret: it travels sealed to a key the
+ * fetching party draws (o3m_seal.h), and o3m_wire_get_block is the one
+ * place where a party fetches it.
  *
  * The fill functions set a reply's fields to point into the caller's
  * storage without copying (protobuf-c packs straight from there), so that
