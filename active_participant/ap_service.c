@@ -919,34 +919,30 @@ static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me
   int rc = o3m_rpc_client_create(&c, &cc, &ce);
   if (rc < 0) return o3m_err_set(e, rc, "mask generator '%s': %s", pmg->name, o3m_err_message(&ce));
 
-  O3m__V1__BlockRequest br = O3M__V1__BLOCK_REQUEST__INIT;
-  br.party = (uint32_t)me->slot;
-  br.dim = (uint32_t)s->d;
-  br.party_dim = (uint32_t)s->d0;
   int64_t t0 = now_ms(), backoff = PMG_BACKOFF_FIRST_MS;
   int attempts = 0;
+  /* Fetched (and stored) once; then the confirmation alone is retried, with
+   * the block kept: the generator serves a block once per party, so after
+   * a confirmation that reached it (only its reply lost) another GetBlock
+   * would be refused. The passive participants retry the same way. */
   for (;;) {
     attempts++;
     ProtobufCMessage *m;
     o3m_err_clear(&ce);
-    rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &br.base, &o3m__v1__block__descriptor,
-                             &m, &ce);
-    if (rc == 0) {
-      o3m_block *b;
-      rc = o3m_wire_block_import(&b, (const O3m__V1__Block *)m, &s->part, me->slot, &ce);
-      if (rc == 0) {
-        s->block = b;
-        s->mask_id = o3m_block_mask_id(b);
-      }
-    }
-    if (rc == 0 && s->state_dir) {
-      /* Stored before it is confirmed: once every party has confirmed, the
-       * generator forgets Q and this copy is the only one. */
-      o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
-      rc = o3m_block_store_save(s->state_dir, &sid, s->block, NULL, 0, e);
-      if (rc < 0) {
-        o3m_rpc_client_destroy(c);
-        return rc; /* s->block is freed with the service */
+    rc = 0;
+    if (!s->block) {
+      /* Sealed to a key pair drawn for this call and wiped after it. */
+      rc = o3m_wire_get_block(c, &s->part, me->slot, &s->block, &ce);
+      if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
+      if (rc == 0 && s->state_dir) {
+        /* Stored before it is confirmed: once every party has confirmed,
+         * the generator forgets Q and this copy is the only one. */
+        o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
+        rc = o3m_block_store_save(s->state_dir, &sid, s->block, NULL, 0, e);
+        if (rc < 0) {
+          o3m_rpc_client_destroy(c);
+          return rc; /* s->block is freed with the service */
+        }
       }
     }
     if (rc == 0) {
@@ -957,11 +953,6 @@ static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me
       rc = o3m_rpc_client_call(c, O3M_PATH_PMG_CONFIRM_BLOCK, &r.base, &o3m__v1__ack__descriptor,
                                &m, &ce);
       if (rc == 0) break;
-      /* Not confirmed: drop the block; a retry fetches it again, which
-       * gives the same block as long as the generator still holds Q. */
-      o3m_block_destroy(s->block);
-      s->block = NULL;
-      s->mask_id = 0;
     }
     int transient = rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE;
     int64_t left = budget_ms - (now_ms() - t0);

@@ -109,6 +109,11 @@ int main(int argc, char **argv) {
 
   o3m_err e;
   o3m_err_clear(&e);
+  /* Before any key, table, block or model is read: no core file, no ptrace. */
+  if (o3m_daemon_protect_memory(&e) < 0) {
+    o3m_log_error("refusing to start: %s", o3m_err_message(&e));
+    return 1;
+  }
   o3m_config *cfg;
   const o3m_party *me;
   /* The config, the party's role and its TLS files (o3m_cert), checked the

@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "o3m_cert.h"
@@ -14,6 +16,17 @@ void o3m_daemon_log_init(const char *prog, const char *party) {
   char tag[96];
   snprintf(tag, sizeof tag, "%s[%s]", prog, party);
   o3m_log_init(tag, O3M_LOG_INFO);
+}
+
+int o3m_daemon_protect_memory(o3m_err *e) {
+  const struct rlimit none = {0, 0};
+  if (setrlimit(RLIMIT_CORE, &none) != 0)
+    return o3m_err_set(e, O3M_EIO, "cannot disable core dumps (setrlimit RLIMIT_CORE 0): %s",
+                       strerror(errno));
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    return o3m_err_set(e, O3M_EIO, "cannot forbid core dumps and ptrace attach (prctl "
+                       "PR_SET_DUMPABLE 0): %s", strerror(errno));
+  return O3M_OK;
 }
 
 void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart) {

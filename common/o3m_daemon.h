@@ -1,7 +1,8 @@
 /* o3m_daemon.h -- what every O3M daemon does the same way around its
- * service: naming itself in the log, catching the stop signals, loading its
- * party from the federation config and announcing readiness to the scripts
- * and tests that start it.
+ * service: shielding its memory (no core dumps, no ptrace), naming itself
+ * in the log, catching the stop signals, loading its party from the
+ * federation config and announcing readiness to the scripts and tests that
+ * start it.
  *
  * The functions here hold no state of their own. The stop-signal handler
  * stays in each main.c, because what it stops (a server, a service) is the
@@ -21,6 +22,15 @@
  * Both strings are copied; a tag longer than the log's buffer is cut. Call
  * it in main() before any thread starts (o3m_log_init is not thread-safe). */
 void o3m_daemon_log_init(const char *prog, const char *party);
+
+/* Keeps this process's memory (Q, mask blocks, the dummy-row key, TLS
+ * private keys) out of reach of anything but root: sets RLIMIT_CORE to 0
+ * (no core file, soft and hard limit) and PR_SET_DUMPABLE to 0, which also
+ * forbids ptrace attach and reading /proc/PID/mem to processes without
+ * CAP_SYS_PTRACE, the daemon's own user included. Every daemon calls it
+ * first thing in main(), before it reads a key; a failure must refuse the
+ * start. O3M_EIO naming the call and its errno. */
+int o3m_daemon_protect_memory(o3m_err *e);
 
 /* Installs handler for SIGTERM and SIGINT with an empty signal mask. With
  * restart nonzero, system calls interrupted by the signal resume

@@ -13,7 +13,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +69,7 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
   o3m_put_le32(buf + 36, (uint32_t)id->col0);
   o3m_put_le32(buf + 40, (uint32_t)secret_len);
   o3m_put_le32(buf + 60, o3m_crc32c(0, buf, 60));
-  const double *q = o3m_block_data(b);
-  for (size_t i = 0; i < nv; i++) {
-    uint64_t bits;
-    memcpy(&bits, &q[i], 8);
-    o3m_put_le64(buf + BS_HDR + 8 * i, bits);
-  }
+  o3m_block_write_le(b, buf + BS_HDR);
   if (secret_len) memcpy(buf + BS_HDR + 8 * nv, secret, secret_len);
   size_t body = 8 * nv + secret_len;
   unsigned char *t = buf + BS_HDR + body;
@@ -121,6 +115,19 @@ out:
   if (dirfd >= 0) close(dirfd);
   wipe_free(buf, len);
   return rc;
+}
+
+/* o3m_block_fill_fn over bytes already in memory (the file buffer). */
+typedef struct copy_src {
+  const unsigned char *p;
+  size_t n;
+} copy_src;
+
+static int copy_bytes(void *ctx, unsigned char *buf, size_t n) {
+  const copy_src *c = ctx;
+  if (c->n != n) return O3M_EDIM;
+  memcpy(buf, c->p, n);
+  return O3M_OK;
 }
 
 /* Reads all of path (at most BS_MAX_FILE bytes) into a new buffer. */
@@ -213,19 +220,14 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
                      path, slen, secret_cap);
     goto out;
   }
-  /* Decode in place: the values are 8-byte aligned at offset 64 of a malloc
-   * buffer, and the bit patterns are little-endian. */
-  double *q = (double *)(void *)(buf + BS_HDR);
-  for (size_t i = 0; i < nv; i++) {
-    uint64_t bits = o3m_get_le64(buf + BS_HDR + 8 * i);
-    memcpy(&q[i], &bits, 8);
-    if (!isfinite(q[i])) {
-      rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (non-finite value); %s", path,
-                       BS_RECOVER);
-      goto out;
-    }
+  /* The stored values are in the block's byte form (o3m_block_read_le),
+   * which the block decodes in its own storage. */
+  copy_src src = {buf + BS_HDR, 8 * nv};
+  rc = o3m_block_read_le(out, (int)d, (int)dj, o3m_get_le64(buf + 16), copy_bytes, &src);
+  if (rc == O3M_ENONFINITE) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (non-finite value); %s", path, BS_RECOVER);
+    goto out;
   }
-  rc = o3m_block_create(out, (int)d, (int)dj, q, o3m_get_le64(buf + 16));
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s: cannot build the block", path);
     goto out;

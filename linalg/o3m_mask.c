@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "o3m_blas.h"
+#include "o3m_bytes.h"
 
 struct o3m_mask {
   int d;
@@ -232,6 +233,35 @@ void o3m_block_destroy(o3m_block *b) {
   explicit_bzero(b->q, sizeof(double) * (size_t)b->d * b->dj);
   free(b->q);
   free(b);
+}
+
+size_t o3m_block_le_bytes(int d, int dj) { return 8 * (size_t)d * (size_t)dj; }
+
+void o3m_block_write_le(const o3m_block *b, unsigned char *out) {
+  size_t n = (size_t)b->d * b->dj;
+  for (size_t i = 0; i < n; i++) o3m_put_le64(out + 8 * i, o3m_double_bits(b->q[i]));
+}
+
+int o3m_block_read_le(o3m_block **out, int d, int dj, uint64_t mask_id, o3m_block_fill_fn fill,
+                      void *ctx) {
+  int rc = block_alloc(out, d, dj, mask_id);
+  if (rc) return rc;
+  o3m_block *b = *out;
+  size_t n = (size_t)d * dj;
+  unsigned char *bytes = (unsigned char *)b->q;
+  rc = fill(ctx, bytes, 8 * n);
+  /* In place: value i is read from bytes 8i..8i+7 before it is stored over
+   * them, and no other value's bytes are touched. */
+  for (size_t i = 0; rc == O3M_OK && i < n; i++) {
+    b->q[i] = o3m_bits_double(o3m_get_le64(bytes + 8 * i));
+    if (!isfinite(b->q[i])) rc = O3M_ENONFINITE;
+  }
+  if (rc != O3M_OK) {
+    o3m_block_destroy(b);
+    *out = NULL;
+    return rc < 0 ? rc : O3M_EINVAL;
+  }
+  return O3M_OK;
 }
 
 int o3m_block_rows(const o3m_block *b) { return b->d; }

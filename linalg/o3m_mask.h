@@ -16,6 +16,7 @@
 #ifndef O3M_MASK_H
 #define O3M_MASK_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "o3m_error.h"
@@ -88,7 +89,37 @@ int o3m_block_from_mask(o3m_block **out, const o3m_mask *m, int col0, int dj);
  * Non-finite entries give O3M_ENONFINITE. */
 int o3m_block_create(o3m_block **out, int d, int dj, const double *data, uint64_t mask_id);
 
+/* Wipes the values (explicit_bzero) and frees the block. NULL is accepted. */
 void o3m_block_destroy(o3m_block *b);
+
+/* ---- the block as bytes (wire and disk) ----
+ *
+ * A block crosses the wire (sealed, o3m_seal.h) and lies on disk
+ * (o3m_block_store.h) in one form: its d x d_j values row-major, each an
+ * IEEE-754 binary64 in little-endian byte order, 8 d d_j bytes in all.
+ * These two functions are the only converters, and neither leaves a copy
+ * of a value anywhere but in the buffers it is given. */
+
+/* 8 * d * dj: the length of that form. */
+size_t o3m_block_le_bytes(int d, int dj);
+
+/* Writes b's values in that form into out (o3m_block_le_bytes of b's
+ * shape). out then holds the secret block: the caller wipes it
+ * (explicit_bzero) as soon as it is used. */
+void o3m_block_write_le(const o3m_block *b, unsigned char *out);
+
+/* The source of a block's bytes for o3m_block_read_le: writes exactly n
+ * bytes into buf and returns 0, or returns a negative O3M code. */
+typedef int (*o3m_block_fill_fn)(void *ctx, unsigned char *buf, size_t n);
+
+/* Builds a d x dj block of mask mask_id from bytes in that form without a
+ * plaintext copy outside the block: fill writes them straight into the new
+ * block's own storage, where they are decoded in place. A non-finite value
+ * gives O3M_ENONFINITE; O3M_EINVAL for a bad shape, O3M_ENOMEM; a negative
+ * return of fill is passed on. On failure the storage is wiped before it
+ * is freed and *out is NULL. */
+int o3m_block_read_le(o3m_block **out, int d, int dj, uint64_t mask_id, o3m_block_fill_fn fill,
+                      void *ctx);
 
 int o3m_block_rows(const o3m_block *b);  /* d */
 int o3m_block_cols(const o3m_block *b);  /* d_j */

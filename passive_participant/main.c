@@ -113,6 +113,9 @@ int main(int argc, char **argv) {
 
   o3m_err err;
   o3m_err_clear(&err);
+  /* Before any key, table or block is read: no core file, no ptrace. */
+  if (o3m_daemon_protect_memory(&err) < 0)
+    return fail("refusing to start: %s", o3m_err_message(&err));
   o3m_config *cfg;
   const o3m_party *me;
   if (o3m_daemon_load_party(&cfg, &me, config_path, party_name, O3M_ROLE_PASSIVE, PROG,

@@ -188,7 +188,8 @@ static int pmg_client(pp_service *s, int deadline_ms, o3m_rpc_client **c, o3m_er
   return o3m_rpc_client_create(c, &cc, e);
 }
 
-/* One attempt: Info, GetBlock and import. On success *out holds the block. */
+/* One attempt: Info, then GetBlock sealed to a key pair drawn for it and
+ * import (o3m_wire_get_block). On success *out holds the block. */
 static int fetch_once(pp_service *s, int deadline_ms, o3m_block **out, o3m_err *e) {
   o3m_rpc_client *c;
   int rc = pmg_client(s, deadline_ms, &c, e);
@@ -206,15 +207,7 @@ static int fetch_once(pp_service *s, int deadline_ms, o3m_block **out, o3m_err *
       o3m_err_set(e, rc, "the mask generator at %s disagrees with %s: %s", s->pmg->address,
                   o3m_config_name(s->cfg), o3m_err_message(&ie));
   }
-  if (rc == 0) {
-    O3m__V1__BlockRequest breq = O3M__V1__BLOCK_REQUEST__INIT;
-    breq.party = (uint32_t)s->slot;
-    breq.dim = (uint32_t)s->part.d;
-    breq.party_dim = (uint32_t)s->me->dims;
-    rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &breq.base, &o3m__v1__block__descriptor,
-                             &m, e);
-  }
-  if (rc == 0) rc = o3m_wire_block_import(out, (const O3m__V1__Block *)m, &s->part, s->slot, e);
+  if (rc == 0) rc = o3m_wire_get_block(c, &s->part, s->slot, out, e);
   o3m_rpc_client_destroy(c);
   return rc;
 }
@@ -286,12 +279,13 @@ static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m
   o3m_rng *r;
   int rc = o3m_rng_create_os(&r);
   if (rc < 0) return o3m_err_set(e, rc, "cannot open the OS random source for the dummy key");
+  uint64_t u = 0;
   for (size_t i = 0; i < sizeof key && rc == 0; i += 8) {
-    uint64_t u;
     rc = o3m_rng_u64(r, &u);
     memcpy(key + i, &u, 8);
   }
-  o3m_rng_destroy(r);
+  explicit_bzero(&u, sizeof u); /* a quarter of the key */
+  o3m_rng_destroy(r);           /* wipes the rest of what it drew */
   if (rc < 0) rc = o3m_err_set(e, rc, "cannot draw the dummy key");
   if (rc == 0) rc = o3m_block_store_save(s->me->state_dir, sid, blk, key, sizeof key, e);
   if (rc == 0) pp_features_set_dummy_key(s->features, key);

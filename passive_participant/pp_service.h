@@ -102,9 +102,13 @@ void pp_service_destroy(pp_service *s);
  * block is confirmed (a failed store fails the start, unconfirmed).
  *
  * The fetch gets this party's block from the PMG at the configured
- * address: checks the PMG's Info against the partition, asks GetBlock,
- * imports the block (o3m_wire_block_import) and confirms it with
- * ConfirmBlock. With TLS the
+ * address: checks the PMG's Info against the partition, asks GetBlock
+ * with a public key drawn for this fetch and opens the sealed block
+ * (o3m_wire_get_block: the block never crosses the wire in the clear, and
+ * the key pair is wiped), then confirms it with ConfirmBlock. A
+ * confirmation that fails is retried on its own, never by fetching again:
+ * the PMG serves a block once per party, so after a confirmation that
+ * reached it (its reply lost) another GetBlock would be refused. With TLS the
  * client presents the party's certificate and expects the PMG's
  * certificate to carry the PMG's party name as a DNS subject alternative
  * name (scripts/make-certs.sh puts it there), so that no other party of the

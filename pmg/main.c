@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "o3m_config.h"
@@ -108,6 +109,9 @@ int main(int argc, char **argv) {
 
   o3m_err err;
   o3m_err_clear(&err);
+  /* Before any key is read or Q is drawn: no core file, no ptrace. */
+  if (o3m_daemon_protect_memory(&err) < 0)
+    return fail("refusing to start: %s", o3m_err_message(&err));
   o3m_config *cfg;
   const o3m_party *me;
   if (o3m_daemon_load_party(&cfg, &me, config_path, party_name, O3M_ROLE_PMG, PROG, opt.insecure,
@@ -126,7 +130,10 @@ int main(int argc, char **argv) {
   if (opt.insecure)
     o3m_log_warn("INSECURE: plaintext gRPC (--insecure); callers have no identity, so any "
                  "caller may fetch any party's block by its index.");
-  if (pmg_service_create(&svc, cfg, &opt, &err) < 0) {
+  int created = pmg_service_create(&svc, cfg, &opt, &err);
+  /* A seed regenerates Q: keep it no longer than the draw. */
+  explicit_bzero(&opt.seed, sizeof opt.seed);
+  if (created < 0) {
     fail("%s", o3m_err_message(&err));
     goto out;
   }

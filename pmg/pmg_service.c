@@ -19,6 +19,7 @@
 #include "o3m_log.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
+#include "o3m_seal.h"
 #include "o3m_wire.h"
 
 struct pmg_service {
@@ -32,6 +33,11 @@ struct pmg_service {
   unsigned char *served;     /* M flags: block handed out at least once */
   unsigned char *confirmed;  /* M flags */
   uint32_t *dims_buf;        /* M entries, Info's storage */
+  /* GetBlock's buffers, sized for the widest block at creation: the
+   * plaintext that o3m_seal_block writes and wipes, and the sealed box the
+   * reply points at (ciphertext: nothing secret survives in it). */
+  unsigned char *seal_scratch;
+  unsigned char *sealed;
   int n_confirmed;
   int insecure, keep_mask, forgotten;
   uint64_t blocks_served, refused;
@@ -99,8 +105,21 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
       goto fail;
     }
   }
+  int widest = 0;
+  for (int j = 0; j < m; j++)
+    if (s->part.dims[j] > widest) widest = s->part.dims[j];
+  s->seal_scratch = malloc(o3m_block_le_bytes(s->part.d, widest));
+  s->sealed = malloc(o3m_seal_block_bytes(s->part.d, widest));
+  if (!s->seal_scratch || !s->sealed) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
+    goto fail;
+  }
   o3m_rng_destroy(rng);
   free(dims);
+  /* Drawing Q and cutting the blocks left values of Q in this thread's
+   * vector registers, which every thread created later (gRPC starts its
+   * threads next) would inherit. */
+  o3m_seal_scrub_registers();
   *out = s;
   return 0;
 
@@ -114,8 +133,10 @@ fail:
 void pmg_service_destroy(pmg_service *s) {
   if (!s) return;
   if (s->blocks)
-    for (int j = 0; j < s->part.m; j++) o3m_block_destroy(s->blocks[j]);
+    for (int j = 0; j < s->part.m; j++) o3m_block_destroy(s->blocks[j]); /* wiped first */
   o3m_mask_destroy(s->mask); /* wipes Q first */
+  free(s->seal_scratch);     /* wiped after every use */
+  free(s->sealed);
   free(s->blocks);
   free(s->names);
   free(s->served);
@@ -170,17 +191,41 @@ static int get_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__BlockReq
     return rc;
   if ((rc = o3m_wire_block_request_check(req, &s->part, e)) < 0) return rc;
   int j = (int)req->party;
-  if (s->forgotten)
+  /* Once per party: after its confirmation a party has its block (and, with
+   * a state_dir, a stored copy), so another fetch is either an attack with
+   * its certificate or a misconfigured restart. A repeat before the
+   * confirmation is served, because the reply may have been lost. The
+   * refusal is STATE (FAILED_PRECONDITION), not PERM: the caller is the
+   * right party; it is the state of the distribution that forbids it. Once
+   * Q is forgotten every party has confirmed, so this also covers that
+   * case. */
+  if (s->confirmed[j] && !s->keep_mask) {
+    o3m_log_warn("refused GetBlock of party %d (%s) to %s: the party already confirmed its "
+                 "block of mask %016llx (a block is served once; --keep-mask serves it again)%s",
+                 j, s->names[j], o3m_rpc_call_peer(call), (unsigned long long)s->mask_id,
+                 s->forgotten ? "; Q is forgotten" : "");
+    if (s->forgotten)
+      return o3m_err_set(e, O3M_ESTATE,
+                         "GetBlock: mask forgotten; restart the federation (mask %016llx was "
+                         "confirmed by all %d parties)",
+                         (unsigned long long)s->mask_id, s->part.m);
     return o3m_err_set(e, O3M_ESTATE,
-                       "GetBlock: mask forgotten; restart the federation (mask %016llx was "
-                       "confirmed by all %d parties)",
-                       (unsigned long long)s->mask_id, s->part.m);
-  o3m_wire_block_fill(reply, s->blocks[j], j, &s->part);
+                       "GetBlock: party %d already confirmed its block of mask %016llx, which "
+                       "is served once; use the copy in the party's state_dir, or restart the "
+                       "federation",
+                       j, (unsigned long long)s->mask_id);
+  }
+  size_t n = o3m_seal_block_bytes(s->part.d, s->part.dims[j]);
+  rc = o3m_seal_block(s->blocks[j], req->public_key.data, s->seal_scratch, s->sealed);
+  if (rc < 0)
+    return o3m_err_set(e, rc, "GetBlock: cannot seal the block to the request's public_key (%s)",
+                       o3m_strerror(rc));
+  o3m_wire_block_fill(reply, s->blocks[j], j, &s->part, s->sealed, n);
   s->served[j] = 1;
   s->blocks_served++;
-  o3m_log_info("served the block of party %d (%s, %d x %d) of mask %016llx to %s", j,
-               s->names[j], s->part.d, s->part.dims[j], (unsigned long long)s->mask_id,
-               o3m_rpc_call_peer(call));
+  o3m_log_info("served the block of party %d (%s, %d x %d) of mask %016llx, sealed to the "
+               "caller's key, to %s", j, s->names[j], s->part.d, s->part.dims[j],
+               (unsigned long long)s->mask_id, o3m_rpc_call_peer(call));
   return 0;
 }
 

@@ -12,17 +12,26 @@
  *
  *   Info          role, protocol, the public partition and the mask id.
  *   GetBlock      Q^j, only to the caller whose certificate common name is
- *                 the configured name of party j (PERM otherwise), and only
- *                 for the configured dims (DIM otherwise).
+ *                 the configured name of party j (PERM otherwise), only for
+ *                 the configured dims (DIM otherwise), and only sealed to
+ *                 the X25519 public key of the request (o3m_seal.h; INVAL
+ *                 without one). The plaintext exists only in Q, the blocks
+ *                 and one scratch buffer that o3m_seal_block wipes at once;
+ *                 the reply carries ciphertext. A block is served once per
+ *                 party: after party j has confirmed, its GetBlock is
+ *                 refused with STATE and a WARN naming the party, unless
+ *                 keep_mask; a repeat before the confirmation (a reply
+ *                 lost on the way) is served again.
  *   ConfirmBlock  party j says it installed the block. When every column
  *                 party has confirmed, the service forgets Q: it wipes Q and
- *                 destroys the blocks, so that nobody (the PMG's operator
- *                 included) can later hand the mask to the active party.
- *                 GetBlock then answers STATE ("mask forgotten; restart the
- *                 federation"). keep_mask disables forgetting (for a party
- *                 that may restart and fetch again, at the price of keeping
- *                 Q in memory; note that a restarted passive party draws
- *                 new dummy rows under the old mask, see pp_features.h).
+ *                 destroys the blocks (wiping them), so that nobody (the
+ *                 PMG's operator included) can later hand the mask to the
+ *                 active party. GetBlock then answers STATE ("mask
+ *                 forgotten; restart the federation"). keep_mask disables
+ *                 forgetting and the once-per-party rule (for a party that
+ *                 may restart and fetch again, at the price of keeping Q in
+ *                 memory; note that a restarted passive party draws new
+ *                 dummy rows under the old mask, see pp_features.h).
  *
  * With insecure (plaintext transport) there is no caller identity, so every
  * caller may fetch any block by its index; main() warns about it.
@@ -69,7 +78,8 @@ typedef struct pmg_stats {
 int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
                        o3m_err *e);
 
-/* Wipes Q and the blocks and frees everything. NULL is accepted. */
+/* Wipes Q and the blocks and frees everything (the seal scratch buffer is
+ * wiped after every use already). NULL is accepted. */
 void pmg_service_destroy(pmg_service *s);
 
 /* The method table (Info, GetBlock, ConfirmBlock) to pass to

@@ -80,6 +80,16 @@ int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int pa
 
 /* ---------------------------------------------------------------- blocks */
 
+void o3m_wire_block_request_fill(O3m__V1__BlockRequest *req, const o3m_partition *p, int party,
+                                 const o3m_seal_key *key) {
+  req->party = (uint32_t)party;
+  req->dim = (uint32_t)p->d;
+  req->party_dim = (uint32_t)p->dims[party];
+  req->public_key.len = O3M_SEAL_KEY_BYTES;
+  /* protobuf-c packs from this pointer and never writes through it. */
+  req->public_key.data = (uint8_t *)o3m_seal_key_public(key);
+}
+
 int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
                                  o3m_err *e) {
   if (!req || !partition_ok(p))
@@ -93,26 +103,29 @@ int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_par
   if (req->party_dim != (uint32_t)p->dims[req->party])
     return o3m_err_set(e, O3M_EDIM, "BlockRequest: party %u has d_j = %d, asked for %u",
                        req->party, p->dims[req->party], req->party_dim);
+  if (req->public_key.len != O3M_SEAL_KEY_BYTES || !req->public_key.data)
+    return o3m_err_set(e, O3M_EINVAL, "BlockRequest: public_key has %zu bytes, expected %d; a "
+                       "block is sent only sealed to the caller's key (protocol %d)",
+                       req->public_key.len, O3M_SEAL_KEY_BYTES, O3M_PROTOCOL_VERSION);
   return 0;
 }
 
 void o3m_wire_block_fill(O3m__V1__Block *msg, const o3m_block *b, int party,
-                         const o3m_partition *p) {
+                         const o3m_partition *p, unsigned char *sealed, size_t sealed_len) {
   msg->mask_id = o3m_block_mask_id(b);
   msg->party = (uint32_t)party;
   msg->rows = (uint32_t)o3m_block_rows(b);
   msg->cols = (uint32_t)o3m_block_cols(b);
   msg->col0 = (uint32_t)p->offset[party];
-  msg->n_data = (size_t)msg->rows * msg->cols;
-  /* protobuf-c packs from this pointer and never writes through it. */
-  msg->data = (double *)o3m_block_data(b);
+  msg->sealed.len = sealed_len;
+  msg->sealed.data = sealed;
 }
 
 int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_partition *p,
-                          int party, o3m_err *e) {
+                          int party, const o3m_seal_key *key, o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "Block import: out is NULL");
   *out = NULL;
-  if (!msg || !partition_ok(p) || party < 0 || party >= p->m)
+  if (!msg || !key || !partition_ok(p) || party < 0 || party >= p->m)
     return o3m_err_set(e, O3M_EINVAL, "Block import: bad arguments");
   if (msg->mask_id == 0) return o3m_err_set(e, O3M_EMASK, "Block: mask id is 0");
   if (msg->party != (uint32_t)party)
@@ -124,15 +137,41 @@ int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_
   if (msg->col0 != (uint32_t)p->offset[party])
     return o3m_err_set(e, O3M_EDIM, "Block: col0 %u, party %d starts at column %d", msg->col0,
                        party, p->offset[party]);
-  int rc = o3m_wire_check_matrix("Block", msg->rows, msg->cols, msg->n_data, msg->data,
-                                 O3M_MAX_DIM, O3M_MAX_DIM, e);
-  if (rc < 0) return rc;
-  rc = o3m_block_create(out, p->d, p->dims[party], msg->data, msg->mask_id);
-  if (rc < 0) {
-    *out = NULL;
-    return o3m_err_set(e, rc, "Block: %s", o3m_strerror(rc));
-  }
+  if (msg->n_data != 0)
+    return o3m_err_set(e, O3M_ESTATE, "Block: %zu values sent in the clear (a protocol-2 mask "
+                       "generator?); only a sealed block is accepted", msg->n_data);
+  size_t want = o3m_seal_block_bytes(p->d, p->dims[party]);
+  if (msg->sealed.len != want)
+    return o3m_err_set(e, O3M_EDIM, "Block: sealed has %zu bytes, a sealed %d x %d block has %zu",
+                       msg->sealed.len, p->d, p->dims[party], want);
+  int rc = o3m_seal_open_block(out, key, msg->sealed.data, msg->sealed.len, p->d,
+                               p->dims[party], msg->mask_id);
+  if (rc == O3M_ECORRUPT)
+    return o3m_err_set(e, rc, "Block: the sealed block does not open with this request's key "
+                       "(altered, or sealed to another key)");
+  if (rc == O3M_ENONFINITE)
+    return o3m_err_set(e, rc, "Block: the sealed block holds a non-finite value");
+  if (rc < 0) return o3m_err_set(e, rc, "Block: %s", o3m_strerror(rc));
   return 0;
+}
+
+int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party, o3m_block **out,
+                       o3m_err *e) {
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "GetBlock: out is NULL");
+  *out = NULL;
+  if (!c || !partition_ok(p) || party < 0 || party >= p->m)
+    return o3m_err_set(e, O3M_EINVAL, "GetBlock: bad arguments");
+  o3m_seal_key *key;
+  int rc = o3m_seal_key_create(&key);
+  if (rc < 0) return o3m_err_set(e, rc, "GetBlock: cannot draw a key pair: %s", o3m_strerror(rc));
+  O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
+  o3m_wire_block_request_fill(&req, p, party, key);
+  ProtobufCMessage *m;
+  rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &req.base, &o3m__v1__block__descriptor, &m,
+                           e);
+  if (rc == 0) rc = o3m_wire_block_import(out, (const O3m__V1__Block *)m, p, party, key, e);
+  o3m_seal_key_destroy(key);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- masking */

@@ -7,7 +7,10 @@
  * message with what the receiver knows (the public partition, the mask id it
  * holds, its candidate limit) before any value is used, so a wrong peer, a
  * stale mask or a truncated matrix is caught at the boundary with an error
- * that names the field, and the three daemons check alike.
+ * that names the field, and the three daemons check alike. A mask block is
+ * the one message whose values are secret: it travels sealed to a key the
+ * fetching party draws (o3m_seal.h), and o3m_wire_get_block is the one
+ * place where a party fetches it.
  *
  * The fill functions set a reply's fields to point into the caller's
  * storage without copying (protobuf-c packs straight from there), so that
@@ -28,16 +31,21 @@
 #include "o3m.pb-c.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
+#include "o3m_rpc.h"
+#include "o3m_seal.h"
 
 /* Raised whenever a change to o3m.proto would be misread by an old peer, or
  * a peer needs a method an old one lacks. 2: the active participant asks
  * passive participants with MaskBatch only, so a version-1 passive
  * participant is refused at start-up (Info) rather than failing every round
- * with UNIMPLEMENTED. 3: MaskRequest and MaskQuery no longer carry the round
- * id (field 1 is reserved), which was the decision id the round would get:
- * nothing a passive participant receives may name a decision. An old active
- * participant, which would still send it, refuses the new peers at start-up
- * (Info) instead of leaking it. */
+ * with UNIMPLEMENTED. 3: two changes of one release. MaskRequest and
+ * MaskQuery no longer carry the round id (field 1 is reserved), which was
+ * the decision id the round would get: nothing a passive participant
+ * receives may name a decision. And a block crosses the wire only sealed to
+ * a key the fetching party sends (BlockRequest.public_key, Block.sealed;
+ * o3m_seal.h): a version-2 generator would send it in the clear, a
+ * version-2 party could not open it. Peers of another version are refused
+ * at start-up (Info). */
 #define O3M_PROTOCOL_VERSION 3
 
 /* Most queries in one MaskBatch. */
@@ -80,23 +88,47 @@ int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int pa
 
 /* ---- mask generator ---- */
 
-/* The generator's check of a BlockRequest: party in 0..m-1, dim == d and
- * party_dim == d_party. */
+/* A participant's BlockRequest for its block: party, d and d_party from p,
+ * and key's public half, which the request borrows (key must outlive the
+ * packing of req). */
+void o3m_wire_block_request_fill(O3m__V1__BlockRequest *req, const o3m_partition *p, int party,
+                                 const o3m_seal_key *key);
+
+/* The generator's check of a BlockRequest: party in 0..m-1, dim == d,
+ * party_dim == d_party, and a public key of O3M_SEAL_KEY_BYTES bytes
+ * (O3M_EINVAL otherwise: without one the block could only go out in the
+ * clear, which protocol 3 never does). */
 int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
                                  o3m_err *e);
 
-/* Fills an initialized Block from a column block that the generator cut out
- * of Q for party (o3m_block_from_mask with p's offset and dim). msg->data
- * points into b, which must outlive the packing. */
+/* Fills an initialized Block with the public fields of a column block that
+ * the generator cut out of Q for party (o3m_block_from_mask with p's offset
+ * and dim) and with sealed, the block sealed to the requester's key
+ * (o3m_seal_block; sealed_len = o3m_seal_block_bytes of its shape).
+ * msg->sealed points into the caller's buffer, which must outlive the
+ * packing. The values themselves never enter the message. */
 void o3m_wire_block_fill(O3m__V1__Block *msg, const o3m_block *b, int party,
-                         const o3m_partition *p);
+                         const o3m_partition *p, unsigned char *sealed, size_t sealed_len);
 
 /* A participant's import of its Block: party, rows == d, cols == d_party,
- * col0 == offset of party, d * d_party finite values, nonzero mask id. On
- * success *out is a new block (the data copied; the caller destroys it); on
- * failure *out is NULL. */
+ * col0 == offset of party, nonzero mask id, no value in the clear (data
+ * empty: O3M_ESTATE otherwise, a protocol-2 generator), and sealed opening
+ * under key (the key whose public half the request carried) into d * d_party
+ * finite values: O3M_EDIM for a wrong length, O3M_ECORRUPT for a box that
+ * does not open, O3M_ENONFINITE. On success *out is a new block (the caller
+ * destroys it); on failure *out is NULL and no plaintext is left behind. */
 int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_partition *p,
-                          int party, o3m_err *e);
+                          int party, const o3m_seal_key *key, o3m_err *e);
+
+/* The participant's whole GetBlock on client c (TLS-pinned to the
+ * generator): draws an ephemeral key pair, sends the request, imports the
+ * sealed reply and destroys the key pair, so that the block exists in the
+ * clear only in *out. Errors are those of o3m_rpc_client_call (the
+ * generator's code, for example O3M_ESTATE for a block already confirmed)
+ * and of o3m_wire_block_import, plus O3M_ERANDOM or O3M_ENOMEM for the key
+ * pair; e says which. On failure *out is NULL. */
+int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party, o3m_block **out,
+                       o3m_err *e);
 
 /* ---- passive participant ---- */
 

@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libopenblas-dev liblapacke-dev
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
+  libsodium-dev
   libcriterion-dev
   libssl-dev
   openssl gnuplot-nox

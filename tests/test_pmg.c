@@ -65,9 +65,26 @@ static o3m_rpc_client *as(const fed *f, const char *name) {
   return fed_client(f->target, "certs", "certs", name, "pmg", 5000);
 }
 
+/* The partition of the config start() writes. */
+static o3m_partition partition(void) {
+  o3m_partition p;
+  o3m_err e;
+  int dims[2] = {3, 2};
+  cr_assert_eq(o3m_partition_from_dims(&p, 2, dims, &e), 0);
+  return p;
+}
+
+/* GetBlock for party with the given dims, sealed to a key pair drawn for
+ * the call (as the daemons fetch); with blk, the block is opened into *blk
+ * (the caller destroys it), with msg the reply's public fields stay
+ * readable until the next call on c. */
 static int get_block(o3m_rpc_client *c, int party, int dim, int party_dim,
-                     const O3m__V1__Block **out, o3m_err *e) {
+                     const O3m__V1__Block **msg, o3m_block **blk, o3m_err *e) {
+  o3m_partition p = partition();
+  o3m_seal_key *key;
+  cr_assert_eq(o3m_seal_key_create(&key), 0);
   O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
+  o3m_wire_block_request_fill(&req, &p, party < p.m ? party : 0, key);
   req.party = (uint32_t)party;
   req.dim = (uint32_t)dim;
   req.party_dim = (uint32_t)party_dim;
@@ -75,7 +92,9 @@ static int get_block(o3m_rpc_client *c, int party, int dim, int party_dim,
   o3m_err_clear(e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &req.base, &o3m__v1__block__descriptor,
                                &m, e);
-  if (out) *out = (const O3m__V1__Block *)m;
+  if (msg) *msg = (const O3m__V1__Block *)m;
+  if (rc == 0 && blk) rc = o3m_wire_block_import(blk, (const O3m__V1__Block *)m, &p, party, key, e);
+  o3m_seal_key_destroy(key);
   return rc;
 }
 
@@ -113,17 +132,21 @@ static uint64_t info_mask_id(o3m_rpc_client *c) {
 static uint64_t fetch_into(const fed *f, const char *name, int party, int dj, double *Q) {
   o3m_rpc_client *c = as(f, name);
   const O3m__V1__Block *b;
+  o3m_block *blk;
   o3m_err e;
-  int rc = get_block(c, party, D, dj, &b, &e);
+  int rc = get_block(c, party, D, dj, &b, &blk, &e);
   cr_assert_eq(rc, 0, "%s's GetBlock: %s", name, o3m_err_message(&e));
   cr_assert_eq(b->party, (uint32_t)party);
   cr_assert_eq(b->rows, D);
   cr_assert_eq(b->cols, (uint32_t)dj);
   cr_assert_eq(b->col0, party == SHOP ? 0u : 3u);
-  cr_assert_eq(b->n_data, (size_t)D * dj);
+  cr_assert_eq(b->n_data, 0, "values crossed the wire in the clear");
+  cr_assert_eq(b->sealed.len, o3m_seal_block_bytes(D, dj));
+  const double *v = o3m_block_data(blk);
   for (int r = 0; r < D; r++)
-    for (int c2 = 0; c2 < dj; c2++) Q[r * D + b->col0 + c2] = b->data[r * dj + c2];
+    for (int c2 = 0; c2 < dj; c2++) Q[r * D + b->col0 + c2] = v[r * dj + c2];
   uint64_t id = b->mask_id;
+  o3m_block_destroy(blk);
   o3m_rpc_client_destroy(c);
   return id;
 }
@@ -179,30 +202,32 @@ Test(pmg, only_the_party_named_in_the_certificate_gets_its_block) {
   o3m_err e;
   /* Another federation member asking for the bank's block. */
   o3m_rpc_client *c = as(&f, "mallory");
-  cr_assert_eq(get_block(c, BANK, D, 2, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D, 2, NULL, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
   cr_assert(strstr(e.msg, "mallory"), "%s", e.msg);
   o3m_rpc_client_destroy(c);
   /* The active party must never hold a passive party's block (with Q^bank
    * it could unmask the bank's features), nor the other way round. */
   c = as(&f, "shop");
-  cr_assert_eq(get_block(c, BANK, D, 2, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D, 2, NULL, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
   c = as(&f, "bank");
-  cr_assert_eq(get_block(c, SHOP, D, 3, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, SHOP, D, 3, NULL, NULL, &e), O3M_EPERM, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
   /* No client certificate: the TLS handshake fails. */
   c = fed_client(f.target, "certs", "certs", NULL, "pmg", 5000);
-  cr_assert_eq(get_block(c, BANK, D, 2, NULL, &e), O3M_EUNAVAILABLE, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D, 2, NULL, NULL, &e), O3M_EUNAVAILABLE, "%s",
+               o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
   /* A certificate with CN bank from another CA: refused in the handshake. */
   c = fed_client(f.target, "certs", "evil", "bank", "pmg", 5000);
-  int rc = get_block(c, BANK, D, 2, NULL, &e);
+  int rc = get_block(c, BANK, D, 2, NULL, NULL, &e);
   cr_assert(rc == O3M_EUNAVAILABLE || rc == O3M_EPERM, "outsider got %s: %s", o3m_errname(rc),
             o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
   /* Plaintext does not get through either. */
   c = fed_client(f.target, NULL, NULL, NULL, NULL, 5000);
-  cr_assert_eq(get_block(c, BANK, D, 2, NULL, &e), O3M_EUNAVAILABLE, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D, 2, NULL, NULL, &e), O3M_EUNAVAILABLE, "%s",
+               o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
   /* A forged confirmation is refused as well, by a party and by anyone. */
   c = as(&f, "shop");
@@ -229,9 +254,20 @@ Test(pmg, mismatched_dims_are_refused) {
   start(&f, NULL);
   o3m_rpc_client *c = as(&f, "bank");
   o3m_err e;
-  cr_assert_eq(get_block(c, BANK, D, 3, NULL, &e), O3M_EDIM, "%s", o3m_err_message(&e));
-  cr_assert_eq(get_block(c, BANK, D + 1, 2, NULL, &e), O3M_EDIM, "%s", o3m_err_message(&e));
-  cr_assert_eq(get_block(c, 7, D, 2, NULL, &e), O3M_ERANGE, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D, 3, NULL, NULL, &e), O3M_EDIM, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(c, BANK, D + 1, 2, NULL, NULL, &e), O3M_EDIM, "%s",
+               o3m_err_message(&e));
+  cr_assert_eq(get_block(c, 7, D, 2, NULL, NULL, &e), O3M_ERANGE, "%s", o3m_err_message(&e));
+  /* A request without a public key (a protocol-2 party) gets no block: it
+   * could only be sent in the clear. */
+  O3m__V1__BlockRequest plain = O3M__V1__BLOCK_REQUEST__INIT;
+  plain.party = BANK, plain.dim = D, plain.party_dim = 2;
+  ProtobufCMessage *m;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &plain.base,
+                                   &o3m__v1__block__descriptor, &m, &e),
+               O3M_EINVAL, "%s", o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "public_key has 0 bytes"), "%s", e.msg);
   /* A block not fetched cannot be confirmed: Q would be forgotten too soon. */
   cr_assert_eq(confirm(c, BANK, info_mask_id(c), &e), O3M_ESTATE, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(c);
@@ -249,12 +285,19 @@ Test(pmg, forgets_the_mask_once_every_party_confirmed) {
   cr_assert_eq(confirm(bank, BANK, id ^ 1, &e), O3M_EMASK, "%s", o3m_err_message(&e));
   cr_assert_eq(confirm(bank, BANK, id, &e), 0, "%s", o3m_err_message(&e));
   cr_assert_eq(confirm(bank, BANK, id, &e), 0, "a repeated confirmation: %s", o3m_err_message(&e));
-  /* One party still unconfirmed: blocks are still served. */
-  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, &e), 0, "%s", o3m_err_message(&e));
+  /* A block is served once per party: the bank, confirmed, is refused; the
+   * shop, not yet confirmed, is served again (its first reply may have been
+   * lost). */
+  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, NULL, &e), O3M_ESTATE, "%s",
+               o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "already confirmed"), "%s", e.msg);
+  cr_assert_eq(get_block(shop, SHOP, D, 3, NULL, NULL, &e), 0, "%s", o3m_err_message(&e));
   cr_assert_eq(confirm(shop, SHOP, id, &e), 0, "%s", o3m_err_message(&e));
-  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, &e), O3M_ESTATE, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, NULL, &e), O3M_ESTATE, "%s",
+               o3m_err_message(&e));
   cr_assert(strstr(e.msg, "mask forgotten; restart the federation"), "%s", e.msg);
-  cr_assert_eq(get_block(shop, SHOP, D, 3, NULL, &e), O3M_ESTATE, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(shop, SHOP, D, 3, NULL, NULL, &e), O3M_ESTATE, "%s",
+               o3m_err_message(&e));
   cr_assert_eq(info_mask_id(shop), id, "Info still names the mask in use");
   o3m_rpc_client_destroy(bank);
   o3m_rpc_client_destroy(shop);
@@ -273,7 +316,7 @@ Test(pmg, keep_mask_serves_after_every_confirmation) {
   o3m_err e;
   cr_assert_eq(confirm(bank, BANK, id, &e), 0, "%s", o3m_err_message(&e));
   cr_assert_eq(confirm(shop, SHOP, id, &e), 0, "%s", o3m_err_message(&e));
-  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(get_block(bank, BANK, D, 2, NULL, NULL, &e), 0, "%s", o3m_err_message(&e));
   o3m_rpc_client_destroy(bank);
   o3m_rpc_client_destroy(shop);
   cr_assert_eq(fed_stop(&f.pmg, SIGINT, 5000), 0);
@@ -287,7 +330,8 @@ Test(pmg, insecure_serves_by_index_and_warns) {
   o3m_rpc_client *c = fed_client(f.target, NULL, NULL, NULL, NULL, 5000);
   o3m_err e;
   const O3m__V1__Block *b;
-  cr_assert_eq(get_block(c, BANK, D, 2, &b, &e), 0, "%s", o3m_err_message(&e));
+  o3m_block *blk;
+  cr_assert_eq(get_block(c, BANK, D, 2, &b, &blk, &e), 0, "%s", o3m_err_message(&e));
   /* The seeded mask is the one o3m_mask_generate draws from that seed. */
   o3m_rng *rng;
   o3m_mask *m;
@@ -296,7 +340,9 @@ Test(pmg, insecure_serves_by_index_and_warns) {
   cr_assert_eq(b->mask_id, o3m_mask_id(m));
   for (int r = 0; r < D; r++)
     for (int j = 0; j < 2; j++)
-      cr_assert_eq(b->data[r * 2 + j], o3m_mask_matrix(m)[r * D + 3 + j], "Q[%d][%d]", r, 3 + j);
+      cr_assert_eq(o3m_block_data(blk)[r * 2 + j], o3m_mask_matrix(m)[r * D + 3 + j],
+                   "Q[%d][%d]", r, 3 + j);
+  o3m_block_destroy(blk);
   o3m_mask_destroy(m);
   o3m_rng_destroy(rng);
   o3m_rpc_client_destroy(c);

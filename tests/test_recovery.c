@@ -354,15 +354,13 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
   /* The PMG has forgotten Q: nobody could fetch the AP's block again. Then
    * it goes away altogether. */
   o3m_rpc_client *pmg = party_client(FED_PMG, "ap");
-  O3m__V1__BlockRequest br = O3M__V1__BLOCK_REQUEST__INIT;
-  br.party = 0;
-  br.dim = D;
-  br.party_dim = 3;
-  ProtobufCMessage *m;
+  o3m_partition part;
   o3m_err e;
   o3m_err_clear(&e);
-  int rc = o3m_rpc_client_call(pmg, O3M_PATH_PMG_GET_BLOCK, &br.base,
-                               &o3m__v1__block__descriptor, &m, &e);
+  cr_assert_eq(o3m_partition_parse(&part, "3,2,3", &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(part.d, D);
+  o3m_block *blk;
+  int rc = o3m_wire_get_block(pmg, &part, 0, &blk, &e);
   cr_assert_eq(rc, O3M_ESTATE, "GetBlock after distribution: %s: %s", o3m_errname(rc),
                o3m_err_message(&e));
   o3m_rpc_client_destroy(pmg);

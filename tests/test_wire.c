@@ -9,11 +9,13 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "o3m.pb-c.h"
+#include "o3m_bytes.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_wire.h"
@@ -163,8 +165,20 @@ Test(wire, block_request_check) {
   O3m__V1__BlockRequest r = O3M__V1__BLOCK_REQUEST__INIT;
   o3m_err e;
   o3m_err_clear(&e);
-  r.party = 1, r.dim = 9, r.party_dim = 3;
+  o3m_seal_key *k;
+  cr_assert(eq(int, o3m_seal_key_create(&k), 0));
+  o3m_wire_block_request_fill(&r, &p, 1, k);
+  cr_assert(eq(u32, r.dim, 9));
+  cr_assert(eq(u32, r.party_dim, 3));
   cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), 0), "%s", o3m_err_message(&e));
+  /* No key, or not an X25519 key: the block could only go out in the clear. */
+  r.public_key.len = 0;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "public_key has 0 bytes"), "%s", e.msg);
+  r.public_key.len = O3M_SEAL_KEY_BYTES - 1;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EINVAL));
+  r.public_key.len = O3M_SEAL_KEY_BYTES;
+  o3m_seal_key_destroy(k);
   r.party = 3;
   cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_ERANGE));
   r.party = 1, r.dim = 8;
@@ -178,27 +192,41 @@ typedef struct fed {
   o3m_partition p;
   o3m_rng *rng;
   o3m_mask *mask;
+  o3m_seal_key *key; /* the fetching party's key pair */
 } fed;
 
 static void fed_init(fed *f, const char *dims, uint64_t seed) {
   f->p = part(dims);
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&f->rng, seed), 0));
   cr_assert(eq(int, o3m_mask_generate(&f->mask, f->p.d, f->rng), 0));
+  cr_assert(eq(int, o3m_seal_key_create(&f->key), 0));
 }
 
 static void fed_fini(fed *f) {
+  o3m_seal_key_destroy(f->key);
   o3m_mask_destroy(f->mask);
   o3m_rng_destroy(f->rng);
 }
 
-/* The generator's side: cut party j's block and fill a Block message. */
+/* The generator's side: cut party j's block, seal it to f->key and fill a
+ * Block message. */
 static O3m__V1__Block *block_over_wire(fed *f, int j) {
   o3m_block *b;
   cr_assert(eq(int, o3m_block_from_mask(&b, f->mask, f->p.offset[j], f->p.dims[j]), 0));
+  size_t n = o3m_seal_block_bytes(f->p.d, f->p.dims[j]);
+  unsigned char *scratch = malloc(o3m_block_le_bytes(f->p.d, f->p.dims[j]));
+  unsigned char *sealed = malloc(n);
+  cr_assert(scratch && sealed);
+  cr_assert(eq(int, o3m_seal_block(b, o3m_seal_key_public(f->key), scratch, sealed), 0));
+  for (size_t i = 0; i < o3m_block_le_bytes(f->p.d, f->p.dims[j]); i++)
+    cr_assert(eq(u8, scratch[i], 0), "the seal's scratch is not wiped at byte %zu", i);
   O3m__V1__Block msg = O3M__V1__BLOCK__INIT;
-  o3m_wire_block_fill(&msg, b, j, &f->p);
+  o3m_wire_block_fill(&msg, b, j, &f->p, sealed, n);
+  cr_assert(eq(sz, msg.n_data, 0), "a value went into the message in the clear");
   O3m__V1__Block *got = (O3m__V1__Block *)through_wire(&msg.base);
   o3m_block_destroy(b);
+  free(scratch);
+  free(sealed);
   return got;
 }
 
@@ -209,7 +237,8 @@ Test(wire, block_import_is_bit_exact_and_checks_every_field) {
   o3m_err e;
   o3m_err_clear(&e);
   o3m_block *b;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), 0), "%s",
+            o3m_err_message(&e));
   cr_assert(eq(u64, o3m_block_mask_id(b), o3m_mask_id(f.mask)));
   const double *Q = o3m_mask_matrix(f.mask);
   const double *B = o3m_block_data(b);
@@ -219,29 +248,57 @@ Test(wire, block_import_is_bit_exact_and_checks_every_field) {
   o3m_block_destroy(b);
 
   b = (o3m_block *)&e;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 2, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 2, f.key, &e), O3M_EINVAL));
   cr_assert(eq(ptr, b, NULL));
   msg->col0 = 0;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_EDIM));
   cr_assert(has(e.msg, "col0"), "%s", e.msg);
   msg->col0 = 2;
   msg->cols = 2;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_EDIM));
   msg->cols = 3;
-  msg->n_data -= 1;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EDIM));
-  msg->n_data += 1;
-  double keep = msg->data[4];
-  msg->data[4] = NAN;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_ENONFINITE));
-  msg->data[4] = keep;
+  msg->sealed.len -= 1;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_EDIM));
+  cr_assert(has(e.msg, "sealed has"), "%s", e.msg);
+  msg->sealed.len += 1;
+  /* One bit flipped anywhere: the tag fails and nothing is imported. */
+  msg->sealed.data[60] ^= 1;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_ECORRUPT));
+  cr_assert(eq(ptr, b, NULL));
+  msg->sealed.data[60] ^= 1;
+  /* Another key cannot open it. */
+  o3m_seal_key *other;
+  cr_assert(eq(int, o3m_seal_key_create(&other), 0));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, other, &e), O3M_ECORRUPT));
+  cr_assert(has(e.msg, "another key"), "%s", e.msg);
+  o3m_seal_key_destroy(other);
+  /* Values in the clear (what a protocol-2 generator sends) are refused. */
+  double clear[18] = {0};
+  msg->n_data = 18;
+  msg->data = clear;
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_ESTATE));
+  cr_assert(has(e.msg, "in the clear"), "%s", e.msg);
+  msg->n_data = 0;
+  msg->data = NULL;
   uint64_t id = msg->mask_id;
   msg->mask_id = 0;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), O3M_EMASK));
   msg->mask_id = id;
-  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_block_import(&b, msg, &f.p, 1, f.key, &e), 0), "%s",
+            o3m_err_message(&e));
   o3m_block_destroy(b);
   protobuf_c_message_free_unpacked(&msg->base, NULL);
+
+  /* A NaN sealed properly is still refused after opening. */
+  unsigned char plain[6 * 3 * 8], box[sizeof plain + O3M_SEAL_OVERHEAD];
+  for (int i = 0; i < 18; i++) o3m_put_le64(plain + 8 * i, o3m_double_bits(i == 4 ? NAN : 0.5));
+  cr_assert(eq(int, crypto_box_seal(box, plain, sizeof plain, o3m_seal_key_public(f.key)), 0));
+  O3m__V1__Block nan_msg = O3M__V1__BLOCK__INIT;
+  nan_msg.mask_id = id, nan_msg.party = 1, nan_msg.rows = 6, nan_msg.cols = 3, nan_msg.col0 = 2;
+  nan_msg.sealed.len = sizeof box;
+  nan_msg.sealed.data = box;
+  cr_assert(eq(int, o3m_wire_block_import(&b, &nan_msg, &f.p, 1, f.key, &e), O3M_ENONFINITE));
+  cr_assert(eq(ptr, b, NULL));
   fed_fini(&f);
 }
 
@@ -412,7 +469,8 @@ Test(wire, masked_sum_over_the_wire_is_Qx) {
     o3m_block *b;
     o3m_err e;
     o3m_err_clear(&e);
-    cr_assert(eq(int, o3m_wire_block_import(&b, bm, &f.p, j, &e), 0), "%s", o3m_err_message(&e));
+    cr_assert(eq(int, o3m_wire_block_import(&b, bm, &f.p, j, f.key, &e), 0), "%s",
+              o3m_err_message(&e));
     protobuf_c_message_free_unpacked(&bm->base, NULL);
     double Xj[K * 12];
     for (int k = 0; k < K; k++)

@@ -17,6 +17,7 @@
  * __free_unpacked here, so that ASan sees every allocation separately; the
  * daemons use o3m_rpc's arena instead (see the caveat in README.md). */
 #include <math.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@
 #include "fuzz_util.h"
 #include "o3m.pb-c.h"
 #include "o3m_mask.h"
+#include "o3m_seal.h"
 #include "o3m_wire.h"
 #include "pp_features.h"
 
@@ -38,6 +40,7 @@
  * life of the process (reachable, so LeakSanitizer does not report it). */
 static o3m_partition g_part;
 static o3m_block *g_block;       /* party 1's block under FUZZ_MASK_ID */
+static o3m_seal_key *g_key;      /* party 1's key pair for its GetBlock */
 static pp_features *g_features;  /* party 1's tables: 2 user + 1 item columns */
 static ap_pending *g_pending;    /* the AP's table with three decisions */
 static uint64_t g_decisions[3];  /* open, rewarded, open */
@@ -61,6 +64,7 @@ static void setup(void) {
   double q[FUZZ_D * FUZZ_DJ];
   for (int i = 0; i < FUZZ_D * FUZZ_DJ; i++) q[i] = 0.1 * (i + 1);
   if (o3m_block_create(&g_block, FUZZ_D, FUZZ_DJ, q, FUZZ_MASK_ID) != 0) fuzz_die("block");
+  if (o3m_seal_key_create(&g_key) != 0) fuzz_die("seal key");
 
   /* The memfds stay open: the tables are read at load only, but closing
    * them would make no difference to the harness. */
@@ -124,17 +128,36 @@ void fuzz_wire_block_receipt(const uint8_t *data, size_t size) {
   o3m__v1__block_receipt__free_unpacked(m, NULL);
 }
 
-/* ---- participants: the Block the generator sends ---- */
+/* ---- participants: the Block the generator sends ----
+ * Byte 0 is an option: with bit 0 set, the harness takes the bytes of the
+ * message's `sealed` field as the plaintext and seals them to its own key
+ * first, as a generator would, so that mutations reach the length and value
+ * checks behind the Poly1305 tag (which mutation cannot forge, like the
+ * CRCs of the durable formats). Without it the box is opened as received
+ * and exercises the tag and length checks. */
 void fuzz_wire_block(const uint8_t *data, size_t size) {
-  O3m__V1__Block *m = o3m__v1__block__unpack(NULL, size, data);
+  if (size < 1) return;
+  int seal_here = data[0] & 1;
+  O3m__V1__Block *m = o3m__v1__block__unpack(NULL, size - 1, data + 1);
   if (!m) return;
+  unsigned char *box = NULL;
+  ProtobufCBinaryData own = m->sealed;
+  if (seal_here) {
+    box = malloc(m->sealed.len + O3M_SEAL_OVERHEAD);
+    if (!box) fuzz_die("malloc");
+    if (crypto_box_seal(box, m->sealed.data, m->sealed.len, o3m_seal_key_public(g_key)) != 0)
+      fuzz_die("crypto_box_seal");
+    m->sealed.data = box;
+    m->sealed.len += O3M_SEAL_OVERHEAD;
+  }
   o3m_err e;
   o3m_block *b = NULL;
-  int rc = o3m_wire_block_import(&b, m, &g_part, FUZZ_PARTY, &e);
+  int rc = o3m_wire_block_import(&b, m, &g_part, FUZZ_PARTY, g_key, &e);
   if (rc == 0) {
     FUZZ_CHECK(b != NULL);
     FUZZ_CHECK(o3m_block_rows(b) == FUZZ_D && o3m_block_cols(b) == FUZZ_DJ);
     FUZZ_CHECK(o3m_block_mask_id(b) == m->mask_id && m->mask_id != 0);
+    FUZZ_CHECK(m->n_data == 0); /* nothing was accepted in the clear */
     /* Mask two candidates with the imported block, as the party will. */
     double X[2 * FUZZ_DJ] = {1, 0, -1, 0.5, 2, 0};
     double Y[2 * FUZZ_D];
@@ -144,6 +167,9 @@ void fuzz_wire_block(const uint8_t *data, size_t size) {
   } else {
     FUZZ_CHECK(rc < 0 && b == NULL);
   }
+  /* Give m back its own field before protobuf-c frees it. */
+  m->sealed = own;
+  free(box);
   o3m__v1__block__free_unpacked(m, NULL);
 }
 
