@@ -24,6 +24,10 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
+/* The norm bound the reply checks apply: the largest allowed (these
+ * synthetic values are not bounded; test_wire checks the bound). */
+#define NB O3M_CONFIG_MAX_NORM_LIMIT
+
 #define TEST_MASK 0x0123456789abcdefULL
 
 /* ------------------------------------------------------------ test service */
@@ -267,7 +271,7 @@ Test(rpc, masked_contexts_round_trip_bit_exact, .timeout = 30) {
                                &o3m__v1__masked_contexts__descriptor, &m, &e);
   cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
   const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
-  cr_assert(eq(int, o3m_wire_masked_check(mc, 2, 7, 5, TEST_MASK, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_masked_check(mc, 2, 7, 5, TEST_MASK, NB, &e), 0), "%s",
             o3m_err_message(&e));
   for (int k = 0; k < 7; k++)
     for (int i = 0; i < 5; i++)
@@ -481,7 +485,7 @@ Test(rpc, parallel_fan_out_to_three_parties, .timeout = 30) {
       ProtobufCMessage *m;
       cr_assert(eq(int, o3m_rpc_client_finish(c[j], &m, &e), 0), "%s", o3m_err_message(&e));
       const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
-      cr_assert(eq(int, o3m_wire_masked_check(mc, j + 1, K, D, TEST_MASK, &e), 0), "%s",
+      cr_assert(eq(int, o3m_wire_masked_check(mc, j + 1, K, D, TEST_MASK, NB, &e), 0), "%s",
                 o3m_err_message(&e));
       for (int x = 0; x < K * D; x++) sum[x] += mc->values[x];
     }
