@@ -108,6 +108,7 @@ int main(int argc, char **argv) {
   }
 
   o3m_daemon_log_init(PROG, party_name);
+  o3m_daemon_memory_init();
   /* Signals first, so that a stop during the block fetch is clean. */
   o3m_daemon_catch_stop_signals(on_signal, 1);
 
@@ -135,6 +136,13 @@ int main(int argc, char **argv) {
   o3m_rpc_server_config_default(&sc);
   sc.listen = me->address;
   sc.insecure = opt.insecure;
+  /* Requests beyond the largest MaskBatch the AP can send are refused
+   * unread; replies may be as large as their answers. */
+  const o3m_policy_params *pol = o3m_config_policy(cfg);
+  sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(pol->max_candidates, o3m_config_d(cfg));
+  sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(pol->max_candidates,
+                                                              o3m_config_d(cfg));
+  if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
   int n_methods;
   const o3m_rpc_method *methods = pp_service_methods(&n_methods);
