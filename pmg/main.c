@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
   }
 
   o3m_daemon_log_init(PROG, party_name);
+  o3m_daemon_memory_init();
   /* Signals first, so that a stop at any point of start-up is clean. */
   o3m_daemon_catch_stop_signals(on_signal, 1);
 
