@@ -1439,7 +1439,8 @@ int ap_service_run(ap_service *s) {
     o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s%s",
                  (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
                  (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
-                 s->stopped ? ", STOPPED AFTER " : "", s->stopped ? stop_cause_text(s->stopped) : "");
+                 s->stopped ? ", STOPPED AFTER " : "",
+                 s->stopped ? stop_cause_text(s->stopped) : "");
   if (rc == 0 && s->stopped) rc = s->stopped == STOP_DISK ? O3M_EIO : O3M_ECORRUPT;
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, now_ms(), &st);
