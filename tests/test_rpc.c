@@ -618,6 +618,46 @@ Test(rpc, arenas_stop_growing_after_warm_up, .timeout = 60) {
   stop_server(&f);
 }
 
+/* Issue 9: one oversized message must not keep an arena large for good.
+ * After a call with a 120 kB reply, small calls bring both arenas back to
+ * their initial size by the second reset. */
+Test(rpc, arenas_give_memory_back_after_a_large_message, .timeout = 60) {
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.insecure = 1;
+  scfg.arena_bytes = 4096;
+  server_fx f;
+  start_server_cfg(&f, 1, 50, &scfg);
+  o3m_rpc_client_config ccfg;
+  o3m_rpc_client_config_default(&ccfg);
+  ccfg.target = f.target;
+  ccfg.insecure = 1;
+  ccfg.arena_bytes = 4096;
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &ccfg, &e), 0), "%s", o3m_err_message(&e));
+  static mask_req big, small;
+  mask_req_init(&big, 300, TEST_MASK); /* 120 kB reply */
+  mask_req_init(&small, 1, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_rpc_server_stats st;
+  for (int i = 0; i < 4; i++) {
+    mask_req *r = i == 0 ? &big : &small;
+    cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r->msg.base,
+                                          &o3m__v1__masked_contexts__descriptor, &m, &e),
+                 0),
+              "%s", o3m_err_message(&e));
+    o3m_rpc_server_stats_get(f.srv, &st);
+    if (i == 0) cr_assert(gt(sz, o3m_rpc_client_arena_bytes(c), (size_t)100000));
+  }
+  cr_assert(eq(sz, o3m_rpc_client_arena_bytes(c), (size_t)4096));
+  cr_assert(eq(sz, st.arena_bytes, (size_t)4096));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
 Test(rpc, peer_address_and_no_identity_in_plaintext, .timeout = 30) {
   server_fx f;
   start_server(&f, 1, 3);
