@@ -324,7 +324,11 @@ int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candi
 #define UINT32_FIELD (TAG + 5)
 #define FIXED64_FIELD (TAG + 8)
 
-static int clamp_bytes(double n) { return n > INT_MAX ? INT_MAX : (int)n; }
+/* The RPC layer accepts messages of at most 1 GiB (o3m_rpc.c); a config
+ * whose largest message is larger still gets a server, whose limit then
+ * cuts the largest requests. */
+#define BYTES_MAX (1 << 30)
+static int clamp_bytes(double n) { return n > BYTES_MAX ? BYTES_MAX : (int)n; }
 
 int o3m_wire_recommend_max_bytes(int max_candidates, int d0) {
   if (max_candidates < 1 || d0 < 0) return 0;

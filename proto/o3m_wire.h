@@ -171,7 +171,7 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
  * repeated numbers unpacked, that is with a tag per element), plus
  * O3M_WIRE_SIZE_SLACK bytes. A server refuses anything larger unread
  * (o3m_rpc_server_config.max_receive_bytes), which gives RESOURCE_EXHAUSTED.
- * Clamped to INT_MAX; 0 for bad arguments. */
+ * Clamped to 1 GiB, the most the RPC layer accepts; 0 for bad arguments. */
 #define O3M_WIRE_SIZE_SLACK 1024
 
 /* A RecommendRequest with max_candidates items, arms and own features of
