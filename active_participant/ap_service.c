@@ -780,7 +780,8 @@ static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why,
  * reward value may pass). */
 static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e) {
   return o3m_err_set(e, rc, "decision %llu: refused: learning from it would leave the model "
-                     "non-finite (%s); nothing was changed and the decision stays open",
+                     "non-finite or singular (%s); nothing was changed and the decision stays "
+                     "open",
                      (unsigned long long)decision, what);
 }
 

@@ -10,7 +10,10 @@
  * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
  * stored in the state_dir if there is one), then serves the Passive service
  * with mutual TLS (the party's cert and key, the federation CA) until
- * SIGTERM or SIGINT, and exits 0. --ready-file PATH is written once the
+ * SIGTERM or SIGINT, and exits 0. A request larger than the largest
+ * MaskBatch the AP can send under the config is refused unread
+ * (RESOURCE_EXHAUSTED); a table row that could form a part above the
+ * party's max_norm fails the start naming file and line. --ready-file PATH is written once the
  * block is installed and the server is about to serve, atomically (a
  * temporary file renamed), holding the bound port and a newline; it is
  * removed at exit. Startup failures print one message naming the config
