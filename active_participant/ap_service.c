@@ -1405,6 +1405,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
    * Recommends (every slot at the largest size, unpacked). */
   sc.max_message_bytes = o3m_wire_recommend_max_bytes(s->k_max, s->d0);
   sc.arena_max_bytes = (size_t)RECOMMEND_SLOTS * 3 * (size_t)sc.max_message_bytes + (1u << 20);
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   /* Recommend calls are deferred and answered in batches by the idle hook. */
   static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
                                                        RECOMMEND_SLOTS};

@@ -146,6 +146,7 @@ int main(int argc, char **argv) {
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(pol->max_candidates,
                                                               o3m_config_d(cfg));
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
   int n_methods;
   const o3m_rpc_method *methods = pp_service_methods(&n_methods);

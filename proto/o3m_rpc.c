@@ -389,7 +389,7 @@ typedef struct chan_args {
 } chan_args;
 
 static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name) {
+                           const char *server_name, int idle_close_ms) {
   int n = 0;
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -397,6 +397,11 @@ static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int 
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   ca->arg[n++].value.integer = max_message;
+  if (!client && idle_close_ms > 0) {
+    ca->arg[n].type = GRPC_ARG_INTEGER;
+    ca->arg[n].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+    ca->arg[n++].value.integer = idle_close_ms;
+  }
   if (client) {
     ca->arg[n].type = GRPC_ARG_INTEGER;
     ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
@@ -555,6 +560,8 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
   if (cfg->max_receive_bytes < 0 || cfg->max_receive_bytes > cfg->max_message_bytes)
     return o3m_err_set(e, O3M_EINVAL, "max_receive_bytes must be in 0..max_message_bytes (%d), "
                        "got %d", cfg->max_message_bytes, cfg->max_receive_bytes);
+  if (cfg->idle_close_ms < 0)
+    return o3m_err_set(e, O3M_EINVAL, "idle_close_ms must be >= 0, got %d", cfg->idle_close_ms);
   if (cfg->arena_max_bytes && cfg->arena_max_bytes < cfg->arena_bytes)
     return o3m_err_set(e, O3M_EINVAL, "arena_max_bytes (%zu) is below arena_bytes (%zu)",
                        cfg->arena_max_bytes, cfg->arena_bytes);
@@ -1024,7 +1031,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL);
+  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -1234,7 +1241,7 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   rc = client_credentials(cfg, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name);
+  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {

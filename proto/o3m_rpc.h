@@ -89,6 +89,8 @@
  * room for K = 2048 candidates of d = 4096 (O3M_MAX_DIM) as float64. gRPC's
  * own default (4 MiB) would reject d = K = 1000, the paper's example. */
 #define O3M_RPC_DEFAULT_MAX_MESSAGE (64 << 20)
+/* A daemon server's idle_close_ms (see o3m_rpc_server_config). */
+#define O3M_RPC_DAEMON_IDLE_CLOSE_MS 10000
 /* Initial arena size of a server or client. */
 #define O3M_RPC_DEFAULT_ARENA (1 << 20)
 /* Client deadline per call, unless configured otherwise. */
@@ -223,6 +225,12 @@ typedef struct o3m_rpc_server_config {
    * see "Memory" above). A server that defers many calls needs room for
    * all of their requests at once. */
   size_t arena_max_bytes;
+  /* Optional: close a client's connection after it was idle this long (0:
+   * never; gRPC's max_connection_idle). A client reconnects on its next
+   * call. gRPC keeps buffers of the largest message a connection carried
+   * (a refused oversized one included) until the connection closes, so
+   * this bounds how long an idle attacker's connection holds memory. */
+  int idle_close_ms;
   /* Optional: n_method_slots rows, each giving one method of the table its
    * own number of slots (a method whose calls are deferred and batched needs
    * about as many as there are concurrent callers). Read during create. */
