@@ -92,7 +92,9 @@
  * larger than the largest valid Recommend of the config
  * (o3m_wire_recommend_max_bytes: RESOURCE_EXHAUSTED from gRPC), and a user
  * or item id longer than O3M_CONFIG_MAX_ID bytes is INVALID_ARGUMENT naming
- * the field; both before any passive party is contacted.
+ * the field; both before any passive party is contacted. Client connections
+ * idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed, which frees what gRPC
+ * keeps of a connection's largest (possibly refused) message.
  *
  * Threads. The RPC layer runs handlers and the idle hook one at a time on
  * the thread that calls ap_service_run(), so they share the policy and the
