@@ -25,6 +25,8 @@
 #include "pmg_service.h"
 
 #define PROG "o3m-pmg"
+/* Largest request read (see the server config below). */
+#define PMG_MAX_REQUEST 4096
 
 /* What the signal handler touches; the daemon's only globals, because a
  * signal handler has no context argument. */
@@ -136,6 +138,10 @@ int main(int argc, char **argv) {
   sc.listen = me->address;
   sc.insecure = opt.insecure;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
+  /* Its requests (Info, GetBlock, ConfirmBlock) are a few dozen bytes:
+   * anything much larger is refused unread. */
+  sc.max_receive_bytes = PMG_MAX_REQUEST;
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   int n_methods;
   const o3m_rpc_method *methods = pmg_service_methods(&n_methods);
   if (o3m_rpc_server_create(&srv, &sc, methods, n_methods, svc, &err) < 0) {
