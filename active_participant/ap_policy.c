@@ -504,8 +504,7 @@ int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward
    * bounded context comes near (||x||^2 = 1e8 for the default max_norm,
    * against lambda 2^52 for lambda = 1). */
   if (xx * DBL_EPSILON > p->cfg.lambda)
-    return *what = "x x^T would swamp the ridge lambda I (Lambda would lose definiteness)",
-           O3M_ENONFINITE;
+    return *what = "x x^T would swamp the ridge lambda I", O3M_ENONFINITE;
   /* Lambda, the exact statistics, must stay finite: its diagonal (stored
    * part, held rows and x x^T) bounds every entry of a sum of outer
    * products. */

@@ -779,9 +779,8 @@ static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why,
  * open (a retry meets the same refusal until the decision expires; another
  * reward value may pass). */
 static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e) {
-  return o3m_err_set(e, rc, "decision %llu: refused: learning from it would leave the model "
-                     "non-finite or singular (%s); nothing was changed and the decision stays "
-                     "open",
+  return o3m_err_set(e, rc, "decision %llu: refused, the model would become non-finite or "
+                     "singular (%s); nothing changed, the decision stays open",
                      (unsigned long long)decision, what);
 }
 

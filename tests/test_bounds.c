@@ -243,6 +243,60 @@ Test(bounds, huge_own_features_refused_model_and_restart_unharmed) {
   o3m_rng_destroy(r);
 }
 
+/* The second line of defence: with the AP's bound raised to the limit
+ * (max_norm = 1e50), own features of 1e20 pass the bound, but their
+ * x x^T would swamp the ridge and make Lambda singular. The Recommend is
+ * answered; its Reward is refused before the journal (INVALID_ARGUMENT,
+ * nothing changed, the decision stays open: a retry gets the same), the AP
+ * keeps learning and checkpointing, and a restart recovers the same
+ * model. */
+Test(bounds, reward_that_would_poison_refused_before_journal) {
+  fed_prepare(1);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "sed -i '/^\\[party ap\\]$/a max_norm = 1e50' '%s'", fed.conf);
+  cr_assert(eq(int, system(cmd), 0));
+  static const char *const ap_args[] = {"--checkpoint-every", "1", "--pmg-timeout-s", "20",
+                                        NULL};
+  start_all(ap_args);
+  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 6), 0));
+  for (int i = 0; i < 4; i++) legit_round(c, r, 1);
+  ap_numbers before = ap_stats_of(c);
+  char *items[2] = {"i1", "i2"};
+  double own[2 * D0];
+  for (int i = 0; i < 2 * D0; i++) own[i] = 1e20;
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, "u1", 2, items, own, 2 * D0, &id, &e);
+  cr_assert(eq(int, rc, 0), "Recommend within max_norm = 1e50: %s", o3m_err_message(&e));
+  for (int attempt = 0; attempt < 2; attempt++) {
+    rc = reward(c, id, 1.0, &e);
+    cr_assert(eq(int, rc, O3M_ENONFINITE), "Reward (attempt %d): %s: %s", attempt,
+              o3m_errname(rc), o3m_err_message(&e));
+    cr_assert(not(eq(ptr, strstr(e.msg, "stays open"), NULL)), "message: %s", e.msg);
+  }
+  ap_numbers after = ap_stats_of(c);
+  cr_assert(eq(u64, after.updates, before.updates));
+  cr_assert(eq(dbl, after.theta_norm, before.theta_norm));
+  for (int i = 0; i < 3; i++) legit_round(c, r, 1);
+  ap_numbers later = ap_stats_of(c);
+  cr_assert(eq(u64, later.updates, before.updates + 3));
+  cr_assert(eq(int, log_count(FED_AP, "checkpoint refused"), 0));
+  o3m_rpc_client_destroy(c);
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGTERM, 10000), 0), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  static const char *const again[] = {"--pmg-timeout-s", "20", NULL};
+  fed_net_start(&fed, FED_AP, again);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+  c = party_client(FED_AP, "client", 10000);
+  ap_numbers restarted = ap_stats_of(c);
+  cr_assert(eq(u64, restarted.updates, later.updates));
+  cr_assert(eq(dbl, restarted.theta_norm, later.theta_norm));
+  o3m_rpc_client_destroy(c);
+  o3m_rng_destroy(r);
+}
+
 /* A passive party whose user table holds a row above its max_norm (the
  * default, 1e4) refuses to start and names the file and the line. */
 Test(bounds, passive_table_above_bound_refuses_start) {
