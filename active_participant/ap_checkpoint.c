@@ -485,9 +485,13 @@ fail:
 
 int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
                                double reward) {
+  /* Refused before the journal: a record is written only for an update the
+   * model can take, so replay never meets a poisoned one. */
+  int rc = ap_policy_update_check(c->p, arm, x, reward, NULL);
+  if (rc) return rc;
   ap_journal_record r = {.type = AP_JOURNAL_REWARD, .decision = decision,
                          .mask_id = c->mask_id, .arm = arm, .reward = reward, .x = x};
-  int rc = ap_journal_append(c->j, &r, NULL);
+  rc = ap_journal_append(c->j, &r, NULL);
   if (rc) return rc;
   return ap_policy_update(c->p, arm, x, reward);
 }

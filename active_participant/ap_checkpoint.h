@@ -145,14 +145,21 @@ typedef struct ap_checkpoint ap_checkpoint;
 int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
                        ap_recovery_info *info, o3m_err *e);
 
-/* The reward path. Appends a reward record (with the handle's mask id) to
- * the journal buffer, then applies ap_policy_update(arm, x, reward). Not
- * durable, and so not to be acknowledged, until ap_checkpoint_sync()
- * returns 0; several rewards may share one sync (group commit). Returns
- * O3M_EIO if the journal has failed (nothing applied; the service must stop:
- * see ap_journal.h), else the update's code: validate arm and finiteness
- * before calling, so that this is 0 (a failing update is still journaled and
- * reproduced as such by replay). Allocates nothing. */
+/* The reward path. First asks ap_policy_update_check whether the model can
+ * take the update: if not (its O3M_EINVAL or O3M_ENONFINITE) nothing is
+ * journaled and nothing changes, so
+ * no update that would leave the model non-finite or damaged ever becomes
+ * durable or is replayed. Otherwise appends a reward record (with the
+ * handle's mask id) to the journal buffer, then applies
+ * ap_policy_update(arm, x, reward). Not durable, and so not to be
+ * acknowledged, until ap_checkpoint_sync() returns 0; several rewards may
+ * share one sync (group commit). Returns O3M_EIO if the journal has failed
+ * (nothing applied; the service must stop: see ap_journal.h), else the
+ * update's code, 0 after a passed check: an update that still failed (only
+ * possible for a rank-one path that lost definiteness and whose exact
+ * refactorization failed too) stays journaled and replays as failed
+ * (ap_recovery_info.update_errors), as journals written before the check
+ * do. Allocates nothing. */
 int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
                                double reward);
 

@@ -70,6 +70,7 @@
 #include "ap_policy.h"
 #include "o3m_bytes.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,71 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
 restore:
   if (drew) o3m_rng_state_set(p->rng, &saved);
   return rc;
+}
+
+int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward,
+                           const char **what) {
+  const char *dummy;
+  if (!what) what = &dummy;
+  *what = "";
+  int m = 0;
+  if (p->cfg.model == AP_MODEL_DISJOINT) {
+    if (arm < 0 || arm >= p->n_models) return *what = "arm out of range", O3M_EINVAL;
+    m = arm;
+  }
+  int d = p->d;
+  if (!isfinite(reward)) return *what = "the reward is not finite", O3M_ENONFINITE;
+  double xx = o3m_dot(d, x, x);
+  if (!isfinite(xx)) return *what = "x . x overflows", O3M_ENONFINITE;
+  /* An x x^T whose entries exceed lambda / eps swamps the ridge lambda I in
+   * rounding: along x, Lambda is then singular in floating point, and the
+   * exact refactorization (periodic, or after a rank-one update that lost
+   * definiteness) fails, which the health check reports as damage. No
+   * bounded context comes near (||x||^2 = 1e8 for the default max_norm,
+   * against lambda 2^52 for lambda = 1). */
+  if (xx * DBL_EPSILON > p->cfg.lambda)
+    return *what = "x x^T would swamp the ridge lambda I", O3M_ENONFINITE;
+  /* Lambda, the exact statistics, must stay finite: its diagonal (stored
+   * part, held rows and x x^T) bounds every entry of a sum of outer
+   * products. */
+  const double *L = model_mat(p->lambda_m, p, m), *R = held_rows(p, m);
+  for (int i = 0; i < d; i++) {
+    double v = L[(size_t)i * d + i] + x[i] * x[i];
+    for (int k = 0; k < p->n_held[m]; k++) v += R[(size_t)k * d + i] * R[(size_t)k * d + i];
+    if (!isfinite(v)) return *what = "Lambda would overflow", O3M_ENONFINITE;
+  }
+  const double *u = p->u + (size_t)m * d, *th = p->theta + (size_t)m * d;
+  for (int i = 0; i < d; i++)
+    if (!isfinite(u[i] + reward * x[i])) return *what = "u would overflow", O3M_ENONFINITE;
+  /* w = Lambda^{-1} x from the current factor, the Sherman-Morrison
+   * denominator c = 1 + x^T w (>= 1 for a positive definite Lambda), the
+   * rank-one term w w^T / c and the new theta = theta + w (r - x^T theta) / c. */
+  fac_view f = fac_of(p, m);
+  if (p->use_chol) {
+    o3m_copy(d, x, p->work);
+    o3m_trsv_upper_t(d, f.a, p->work);
+    o3m_trsv_upper(d, f.a, p->work);
+  } else {
+    o3m_symv_tri(f.t, d, 1.0, f.a, x, 0.0, p->work);
+  }
+  const double *w = p->work;
+  double c = 1.0 + o3m_dot(d, x, w);
+  if (!(c > 0) || !isfinite(c))
+    return *what = "the Sherman-Morrison denominator is not finite and positive", O3M_ENONFINITE;
+  double step = (reward - o3m_dot(d, x, th)) / c, sc = sqrt(c);
+  for (int i = 0; i < d; i++) {
+    double wi = w[i] / sc;
+    if (!isfinite(wi * wi)) return *what = "the rank-one update would overflow", O3M_ENONFINITE;
+    if (!isfinite(th[i] + w[i] * step)) return *what = "theta would overflow", O3M_ENONFINITE;
+  }
+  /* The update that follows reuses w (the kept-w path of "The chosen
+   * candidate's w"): the same call on the same state, so the same bits. */
+  if (!p->use_chol) {
+    p->kept_arm = m;
+    memcpy(p->kept_x, x, sizeof(double) * d);
+    memcpy(p->kept_w, w, sizeof(double) * d);
+  }
+  return O3M_OK;
 }
 
 int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {

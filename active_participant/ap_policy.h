@@ -101,6 +101,28 @@ int ap_policy_stats(ap_policy *p, int K, const double *X, const int *arms, doubl
  * observation is ever dropped. */
 int ap_policy_update(ap_policy *p, int arm, const double *x, double reward);
 
+/* Checks, without changing what the model has learned, that
+ * ap_policy_update(p, arm, x, reward) would leave the model finite: the
+ * reward and x . x finite, x . x below lambda / DBL_EPSILON (a larger x x^T
+ * swamps the ridge in rounding, Lambda is then singular in floating point
+ * and its exact refactorization fails), Lambda (the health check's exact
+ * statistics, see below) and u finite after it, and what the update
+ * computes finite too:
+ * w = Lambda^{-1} x, the Sherman-Morrison denominator 1 + x^T w (finite and
+ * positive), the rank-one term w w^T / (1 + x^T w) and the new theta. So an
+ * update it accepts cannot give the health check an O3M_ECORRUPT or a
+ * non-finite factor or theta (only a residual above AP_POLICY_HEALTH_RTOL,
+ * which a refactorization repairs, remains possible for an extremely
+ * ill-conditioned Lambda). O3M_EINVAL for a bad arm, O3M_ENONFINITE
+ * otherwise; *what (may be NULL) gets a static phrase naming the quantity.
+ * The AP runs it before a reward is journaled (ap_checkpoint_apply_reward),
+ * so a refused reward changes neither the model nor the journal. Costs one
+ * product with the factor (O(d^2)); for a LinUCB model it keeps w for the
+ * update that follows, which then does not compute it again (bit for bit
+ * the same update). */
+int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward,
+                           const char **what);
+
 /* ||theta|| (shared: the one theta; disjoint: theta of the given arm). */
 double ap_policy_theta_norm(const ap_policy *p, int arm);
 

@@ -258,6 +258,7 @@ typedef struct peer {
   o3m_rpc_client *client; /* NULL after a failed rebuild */
   char name[O3M_CONFIG_MAX_NAME + 1];
   int slot;
+  double max_norm; /* the party's bound on its masked parts (o3m_config.h) */
   o3m_rpc_client_config cc;
   char *target, *ca, *cert, *key;
   int64_t failing_since_ms; /* first UNAVAILABLE of the current outage, or 0 */
@@ -319,11 +320,32 @@ typedef struct queued {
   int rc;    /* during a batch: 0, or why this round alone failed */
 } queued;
 
+/* Why the service stopped itself. Each cause has its own words in every
+ * message that reports the stop (the reward refusals, the last state line,
+ * the daemon's exit line), so that an operator looks at the right thing. */
+typedef enum stop_cause {
+  STOP_NONE = 0,
+  STOP_DISK,   /* a journal write or sync failed */
+  STOP_DAMAGED /* the model in memory failed its health check at a checkpoint */
+} stop_cause;
+
+static const char *stop_cause_text(stop_cause c) {
+  switch (c) {
+  case STOP_DISK: return "a disk error (the reward journal failed)";
+  case STOP_DAMAGED: return "damage to the model in memory (its checkpoint was refused)";
+  case STOP_NONE: break;
+  }
+  return "no error";
+}
+
 struct ap_service {
   char name[O3M_CONFIG_MAX_NAME + 1];
   int d, d0, k_max;
   int slot; /* own party index in column order (0 in the usual layout) */
   o3m_partition part;
+  /* The bounds of "Bounded contexts" (o3m_config.h): this party's own
+   * max_norm, and sqrt(sum_j max_norm_j^2), the bound of a summed context. */
+  double max_norm, sum_norm;
   uint32_t *dims_buf; /* part.m entries, for Info replies */
 
   ap_policy *policy;
@@ -372,7 +394,9 @@ struct ap_service {
   /* Durability (NULL/0 without a state_dir; see ap_service.h). */
   char *state_dir;
   ap_checkpoint *ckpt;
-  int durability_failed;    /* the journal failed: refuse rewards, stopping */
+  /* Why the service stopped itself (refusing rewards meanwhile), or
+   * STOP_NONE; see stop_cause_text. */
+  stop_cause stopped;
   int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
   uint64_t checkpoints;     /* written since start */
   uint64_t ckpt_failures;
@@ -488,9 +512,16 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
     if (e) e->code = O3M_EINVAL;
     return O3M_EINVAL;
   }
-  for (int k = 0; k < K; k++)
+  /* Ids longer than any table can hold are refused here, before a passive
+   * party is asked about them (strnlen: never read past the limit). */
+  if (req->user && strnlen(req->user, O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
+    return o3m_err_set(e, O3M_EINVAL, "user: longer than %d bytes", O3M_CONFIG_MAX_ID);
+  for (int k = 0; k < K; k++) {
     if (!req->items[k] || !req->items[k][0])
       return o3m_err_set(e, O3M_EINVAL, "items[%d] is empty", k);
+    if (strnlen(req->items[k], O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
+      return o3m_err_set(e, O3M_EINVAL, "items[%d]: longer than %d bytes", k, O3M_CONFIG_MAX_ID);
+  }
   int first;
   int dup = dupset_find(&s->dup, K, req->items, &first);
   if (dup >= 0)
@@ -503,6 +534,11 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
     for (size_t i = 0; i < req->n_own_features; i++)
       if (!isfinite(req->own_features[i]))
         return o3m_err_set(e, O3M_EINVAL, "own_features[%zu] is not finite", i);
+    /* Each candidate's own part x^0 within this party's bound. */
+    char what[O3M_CONFIG_MAX_NAME + 32];
+    snprintf(what, sizeof what, "own_features of party '%s'", s->name);
+    int nrc = o3m_wire_check_row_norms(what, K, s->d0, req->own_features, s->max_norm, 0, NULL, e);
+    if (nrc < 0) return nrc;
   } else if (!s->own) {
     return o3m_err_set(e, O3M_EINVAL, "own_features: required (%d x %d values), this active "
                        "party has no feature tables", K, s->d0);
@@ -579,7 +615,11 @@ static int batch_gather(ap_service *s, queued *q, int n, int rows, o3m_err *e) {
   /* The own blocks, overlapped with the passive participants' work. */
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
-    q[i].rc = mask_own(s, &q[i], s->Y + off * (size_t)s->d);
+    double *Yi = s->Y + off * (size_t)s->d;
+    q[i].rc = mask_own(s, &q[i], Yi);
+    /* That round fails alone (round_decide); zeros keep the batch's sums,
+     * which the other rounds' checks read, defined. */
+    if (q[i].rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i].K * (size_t)s->d);
     off += (size_t)q[i].K;
   }
   for (int j = 0; j < started; j++) {
@@ -590,7 +630,7 @@ static int batch_gather(ap_service *s, queued *q, int n, int rows, o3m_err *e) {
     peer_note(p, r);
     if (r == 0)
       r = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m, p->slot, n, s->Kb,
-                                          s->d, s->mask_id, &pe);
+                                          s->d, s->mask_id, p->max_norm, &pe);
     if (r < 0) {
       if (rc == 0) rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
       continue;
@@ -599,6 +639,12 @@ static int batch_gather(ap_service *s, queued *q, int n, int rows, o3m_err *e) {
     if (rc == 0)
       o3m_axpy(rows * s->d, 1.0, ((const O3m__V1__MaskBatchReply *)m)->values, s->Y);
   }
+  /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
+   * that each keep their bound but are not Q^j x^j could add up to more, so
+   * the sum is checked too, before the policy sees it. */
+  if (rc == 0)
+    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, s->d, s->Y,
+                                  s->sum_norm, n, s->Kb, e);
   return rc;
 }
 
@@ -720,36 +766,54 @@ static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *re
  * was not acknowledged, and it may or may not be found in the model after
  * the restart. */
 static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e) {
-  if (!s->durability_failed)
+  if (!s->stopped)
     o3m_log_error("the reward journal failed: %s; no more rewards are accepted and the active "
                   "party is stopping (restart it to recover from %s)", o3m_err_message(why),
                   s->state_dir);
-  s->durability_failed = 1;
+  if (!s->stopped) s->stopped = STOP_DISK;
   o3m_rpc_server_shutdown(s->server);
   return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward could not be written to "
                      "disk and is not acknowledged; the active party is stopping",
                      (unsigned long long)decision);
 }
 
+/* The answer to a reward the model cannot take (ap_policy_update_check
+ * refused it): nothing was changed or journaled, and the decision stays
+ * open (a retry meets the same refusal until the decision expires; another
+ * reward value may pass). */
+static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e) {
+  return o3m_err_set(e, rc, "decision %llu: refused, the model would become non-finite or "
+                     "singular (%s); nothing changed, the decision stays open",
+                     (unsigned long long)decision, what);
+}
+
 /* Applies a reward to the model: with a state_dir through the journal and
  * synced to disk (one fdatasync per reward: handlers run one at a time, so
- * there is nothing to group it with), otherwise in memory only. Returns 0
- * when the reward may be acknowledged. */
+ * there is nothing to group it with), otherwise in memory only. Either way
+ * ap_policy_update_check runs first, so a reward that would poison the
+ * model is refused with nothing changed. Returns 0 when the reward may be
+ * acknowledged. */
 static int reward_apply(ap_service *s, uint64_t decision, int arm, const double *x,
                         double reward, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
+  const char *what;
+  int rc = ap_policy_update_check(s->policy, arm, x, reward, &what);
+  if (rc < 0) return reward_refused(decision, rc, what, e);
   if (!s->ckpt) {
-    int rc = ap_policy_update(s->policy, arm, x, reward);
+    rc = ap_policy_update(s->policy, arm, x, reward);
     return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
   }
-  int rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
+  /* apply_reward checks again (and so refuses to journal a bad update even
+   * for another caller); with w kept by the check above that costs O(d). */
+  rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
   if (rc == O3M_EIO) {
     o3m_err why;
     o3m_err_set(&why, O3M_EIO, "a journal write failed");
     return durability_fail(s, decision, &why, e);
   }
-  /* A failed update is journaled too and replays as failed; it is made
-   * durable with the next sync, and the decision stays open. */
+  /* Only an update that passed the check and still failed gets here: it is
+   * journaled and replays as failed; it is made durable with the next sync,
+   * and the decision stays open. */
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
   o3m_err se;
   o3m_err_clear(&se);
@@ -780,8 +844,17 @@ static void checkpoint_now(ap_service *s, const char *why) {
   if (rc == O3M_ECORRUPT) {
     o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
                   "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
-    s->durability_failed = 1;
+    if (!s->stopped) s->stopped = STOP_DAMAGED;
     o3m_rpc_server_shutdown(s->server);
+    return;
+  }
+  if (rc == O3M_EIO && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {
+    /* The health repair's journal record could not be written: that is the
+     * journal failing, not only this checkpoint. */
+    o3m_err why;
+    o3m_err_set(&why, O3M_EIO, "%s", o3m_err_message(&ce));
+    o3m_err ignored;
+    durability_fail(s, 0, &why, &ignored);
     return;
   }
   o3m_log_warn("%s checkpoint failed (%s: %s); the journal still holds every reward, retrying "
@@ -795,9 +868,9 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   const O3m__V1__RewardRequest *req = (const O3m__V1__RewardRequest *)req_;
   O3m__V1__RewardReply *rep = (O3m__V1__RewardReply *)rep_;
 
-  if (s->durability_failed)
-    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after a disk error; "
-                       "rewards are not accepted");
+  if (s->stopped)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
+                       "are not accepted", stop_cause_text(s->stopped));
   /* The message names the bounds, never the value sent. */
   if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
@@ -1086,6 +1159,7 @@ static int connect_peers(ap_service *s, const o3m_config *cfg, const o3m_party *
     peer *p = &s->peers[j];
     snprintf(p->name, sizeof p->name, "%s", pp->name);
     p->slot = pp->slot;
+    p->max_norm = pp->max_norm;
     o3m_rpc_client_config_default(&p->cc);
     client_tls(&p->cc, cfg, me, pp, opt->insecure);
     p->target = strdup(pp->address);
@@ -1248,7 +1322,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     service_free(s);
     return o3m_err_set(e, O3M_EINVAL, "%d column parties, at most %d", m, O3M_MAX_PARTIES);
   }
-  for (int j = 0; j < m; j++) dims[j] = o3m_config_column_party(cfg, j)->dims;
+  double sum_sq = 0;
+  for (int j = 0; j < m; j++) {
+    const o3m_party *cp = o3m_config_column_party(cfg, j);
+    dims[j] = cp->dims;
+    sum_sq += cp->max_norm * cp->max_norm;
+  }
+  s->max_norm = me->max_norm;
+  s->sum_norm = sqrt(sum_sq);
   int rc = o3m_partition_from_dims(&s->part, m, dims, e);
   if (rc < 0) goto fail;
 
@@ -1258,6 +1339,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (me->user_table || me->item_table) {
     rc = pp_features_load(&s->own, me->user_table, me->item_table, s->d0, e);
     if (rc < 0) goto fail;
+    o3m_err ne;
+    o3m_err_clear(&ne);
+    rc = pp_features_check_norm(s->own, s->max_norm, &ne);
+    if (rc < 0) {
+      rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
+                       "rows are meant)", o3m_err_message(&ne), me->name, o3m_config_name(cfg));
+      goto fail;
+    }
   }
 
   /* Round buffers are indexed with int (BLAS), so K x d must fit. */
@@ -1315,6 +1404,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
   o3m_access_install(s->access, &sc);
   sc.slots_per_method = SERVER_SLOTS;
+  /* Requests are refused by size before they are read whole: the largest
+   * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
+   * over-long id or too many values costs the AP at most that much, and no
+   * passive party hears of it. The arena holds a whole batch of deferred
+   * Recommends (every slot at the largest size, unpacked). */
+  sc.max_message_bytes = o3m_wire_recommend_max_bytes(s->k_max, s->d0);
+  sc.arena_max_bytes = (size_t)RECOMMEND_SLOTS * 3 * (size_t)sc.max_message_bytes + (1u << 20);
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   /* Recommend calls are deferred and answered in batches by the idle hook. */
   static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
                                                        RECOMMEND_SLOTS};
@@ -1344,13 +1441,14 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
-  if (s->ckpt && !s->durability_failed) checkpoint_now(s, "final");
+  if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
-    o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s",
+    o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s%s",
                  (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
                  (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
-                 s->durability_failed ? ", STOPPED AFTER A DISK ERROR" : "");
-  if (rc == 0 && s->durability_failed) rc = O3M_EIO;
+                 s->stopped ? ", STOPPED AFTER " : "",
+                 s->stopped ? stop_cause_text(s->stopped) : "");
+  if (rc == 0 && s->stopped) rc = s->stopped == STOP_DISK ? O3M_EIO : O3M_ECORRUPT;
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, now_ms(), &st);
   o3m_rpc_server_stats rs;

@@ -74,7 +74,11 @@
  * A reward (Reward) is checked (finite, inside [reward_min, reward_max]),
  * matched to its decision (NOT_FOUND, ALREADY_EXISTS, EXPIRED) and its mask,
  * and only then given to the policy; the decision is closed only if the
- * update succeeded. With a state_dir the reward goes through the journal
+ * update succeeded. An update that would leave the model non-finite
+ * (ap_policy_update_check) is refused before it is journaled:
+ * INVALID_ARGUMENT (O3M_ENONFINITE), nothing changed, the decision stays
+ * open. With bounded contexts (below) that cannot happen in practice; the
+ * check is the second line of defence. With a state_dir the reward goes through the journal
  * and is synced to disk (ap_checkpoint_apply_reward, ap_checkpoint_sync)
  * before the decision is closed and the reply sent, so an acknowledged
  * reward is never lost. If the journal fails (a disk error) the reward is
@@ -85,6 +89,24 @@
  * reward is durable (a failed checkpoint is logged and retried later; the
  * journal still holds everything). Decisions waiting for a reward are not
  * journaled: after a restart a reward for an older decision gets NOT_FOUND.
+ *
+ * Bounded inputs (o3m_config.h, "Bounded contexts"). Values enter the
+ * model only inside the configured norms: the own tables are checked at
+ * start like a passive party's (pp_features_check_norm); a Recommend whose
+ * own_features rows exceed this party's max_norm is refused at once
+ * (INVALID_ARGUMENT naming the party and the candidate); a masked part whose
+ * rows exceed its party's max_norm (up to O3M_WIRE_NORM_RTOL), or a summed
+ * context above sqrt(sum_j max_norm_j^2), fails every round of its batch
+ * with INVALID_ARGUMENT naming the party (or the sum) and the round and
+ * candidate, never a value. Nothing is opened or journaled then.
+ *
+ * Oversized requests are refused at the door: the server reads no request
+ * larger than the largest valid Recommend of the config
+ * (o3m_wire_recommend_max_bytes: RESOURCE_EXHAUSTED from gRPC), and a user
+ * or item id longer than O3M_CONFIG_MAX_ID bytes is INVALID_ARGUMENT naming
+ * the field; both before any passive party is contacted. Client connections
+ * idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed, which frees what gRPC
+ * keeps of a connection's largest (possibly refused) message.
  *
  * Threads. The RPC layer runs handlers and the idle hook one at a time on
  * the thread that calls ap_service_run(), so they share the policy and the
@@ -163,9 +185,10 @@ int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *
 
 /* Serves on the calling thread until ap_service_shutdown(), then writes a
  * final checkpoint (with a state_dir) and returns 0; O3M_EIO if the service
- * stopped itself because the journal failed (the daemon then exits
- * nonzero), O3M_ESTATE if it already ran. Logs a line with the counters at
- * stop. */
+ * stopped itself because the journal failed (a disk error), O3M_ECORRUPT if
+ * it stopped itself because a checkpoint found the model in memory damaged
+ * (the daemon then exits nonzero and says which), O3M_ESTATE if it already
+ * ran. Logs a line with the counters at stop. */
 int ap_service_run(ap_service *s);
 
 /* Asks ap_service_run() to return (it notices within 100 ms, lets calls in

@@ -13,8 +13,9 @@
  * generator, the model recovered from state_dir, clients of the passive
  * participants, server), writes the ready file and serves until SIGTERM or
  * SIGINT, then writes a final checkpoint, removes the ready file and exits
- * 0. Exit 1 when start-up fails or the service stopped itself after a disk
- * error, 2 for a usage error.
+ * 0. Exit 1 when start-up fails or the service stopped itself (after a disk
+ * error, or because its model was found damaged: the last line says which),
+ * 2 for a usage error.
  *
  * Durability flags (they matter only with a state_dir in the party's
  * section): --salvage recovers a journal that is damaged or lost records
@@ -102,6 +103,7 @@ int main(int argc, char **argv) {
   }
 
   o3m_daemon_log_init("o3m-active", party);
+  o3m_daemon_memory_init();
   o3m_blas_single_thread();
 
   o3m_daemon_catch_stop_signals(on_signal, 0);
@@ -155,5 +157,8 @@ int main(int argc, char **argv) {
   ap_service_destroy(s);
   if (ready) unlink(ready); /* not serving any more */
   if (rc == O3M_EIO) o3m_log_error("stopped after a disk error; restart to recover from state_dir");
+  if (rc == O3M_ECORRUPT)
+    o3m_log_error("stopped because the model in memory was damaged; restart to rebuild it from "
+                  "state_dir");
   return rc < 0 ? 1 : 0;
 }

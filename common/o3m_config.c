@@ -342,6 +342,7 @@ static const keyspec party_keys[] = {
     {"cert", KT_PATH, PTY(cert), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec client_keys[] = {
@@ -576,6 +577,7 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
   pt->line = s->line;
   pt->col0 = -1;
   pt->slot = -1;
+  pt->max_norm = O3M_CONFIG_DEFAULT_MAX_NORM;
   /* The role decides which keys are allowed, so it is read first. */
   const entry *role = find_entry(p, s, "role");
   if (!role) return perr(p, s->line, "%s: missing required key 'role'", label);
@@ -583,6 +585,13 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
   if (rc) return rc;
   rc = apply_section(p, s, party_keys, 1u << pt->role, label, pt);
   if (rc) return rc;
+  /* The table's spec checks > 0; the upper limit is the one key with one. */
+  const entry *mn = find_entry(p, s, "max_norm");
+  if (mn && !(pt->max_norm <= O3M_CONFIG_MAX_NORM_LIMIT)) {
+    char shown[VALUE_SHOW_MAX + 4];
+    return perr(p, mn->line, "key 'max_norm': expected a number > 0 and <= %g, got '%s'",
+                O3M_CONFIG_MAX_NORM_LIMIT, show(shown, mn->value));
+  }
   if (pt->role == O3M_ROLE_PASSIVE && !pt->user_table && !pt->item_table)
     return perr(p, s->line,
                 "%s: a passive party needs key 'user_table' or 'item_table' "

@@ -38,7 +38,10 @@
  *                 (required, 1..O3M_CONFIG_MAX_DIM), user_table and
  *                 item_table (paths; a passive party needs at least one, the
  *                 active party may have none when its features come in the
- *                 requests). A pmg party may not have dims or tables.
+ *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
+ *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
+ *                 contexts" below). A pmg party may not have dims, tables or
+ *                 max_norm.
  *   [client NAME] cert and key (paths, optional, both or neither). A client
  *                 is an identity that is not a party: a front end or an
  *                 operator calling the active party. Only clients may call
@@ -46,6 +49,25 @@
  *                 certificate common name must be NAME); cert and key only
  *                 tell o3m-cli --as NAME which files to present. A section
  *                 may be empty.
+ *
+ * Bounded contexts. max_norm bounds ||x^j||, the l2 norm of party j's whole
+ * part of one context (its user columns then its item columns). Every party
+ * enforces it where values enter: a passive party refuses at start a table
+ * whose rows could form a part above it (and keeps its dummy rows inside
+ * it), the active party refuses a request whose own features exceed its own
+ * bound, and it refuses every masked part Q^j x^j whose rows exceed party
+ * j's bound (Q^j has orthonormal columns, so ||Q^j x^j|| = ||x^j||) and a
+ * summed context above sqrt(sum_j max_norm_j^2). So no request can make the
+ * model's statistics (sums of x x^T) overflow. Every party reads the bounds
+ * of every party from the shared file. The default, 1e4, is chosen from
+ * what real data needs: the largest context norms of the shared data sets
+ * as o3m-eval replay builds them are 118 (news10k, whose features are raw
+ * integers up to 118), 7.0 (Criteo, log transform; 5.4 raw) and 2.8 (Open
+ * Bandit), and the demo's standard normal tables give parts of at most 7.9;
+ * 1e4 leaves a margin of almost 100 over the largest, while x x^T stays
+ * below 1e8 per party and update, so Lambda = lambda I + sum x x^T could take
+ * 1e290 updates before it overflowed. Raise it for unnormalized data with
+ * larger values (the limit, 1e50, still keeps a single x x^T below 1e100).
  *
  * Structure: exactly one pmg party, exactly one active party, any number of
  * passive parties and clients (in any order among the parties), no two
@@ -97,6 +119,15 @@
 #define O3M_CONFIG_MAX_NAME 64
 /* Largest config file accepted by o3m_config_load. */
 #define O3M_CONFIG_MAX_FILE (1 << 20)
+/* max_norm of a party that does not set it, and the largest value allowed
+ * (see "Bounded contexts" above). */
+#define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
+#define O3M_CONFIG_MAX_NORM_LIMIT 1e50
+/* Longest user or item id in bytes, the one limit of the whole federation:
+ * feature tables (PP_FEATURES_MAX_ID), the disjoint model's catalog, and the
+ * ids of a Recommend request (longer ones are refused before any passive
+ * party is asked). */
+#define O3M_CONFIG_MAX_ID 128
 
 typedef enum o3m_role {
   O3M_ROLE_PMG = 1,
@@ -123,6 +154,7 @@ typedef struct o3m_party {
   const char *cert;       /* path; NULL only when insecure and not given */
   const char *key;        /* path; NULL only when insecure and not given */
   const char *state_dir;  /* path or NULL */
+  double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
   int line;               /* line of the [party NAME] header */
 } o3m_party;
 

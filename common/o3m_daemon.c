@@ -2,11 +2,14 @@
 #include "o3m_daemon.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "o3m_cert.h"
@@ -27,6 +30,33 @@ int o3m_daemon_protect_memory(o3m_err *e) {
     return o3m_err_set(e, O3M_EIO, "cannot forbid core dumps and ptrace attach (prctl "
                        "PR_SET_DUMPABLE 0): %s", strerror(errno));
   return O3M_OK;
+}
+
+/* The trimmer thread: gives free heap memory back to the kernel once per
+ * O3M_DAEMON_TRIM_MS. It holds no state. */
+static void *trim_loop(void *arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec ts = {O3M_DAEMON_TRIM_MS / 1000, (long)(O3M_DAEMON_TRIM_MS % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    malloc_trim(0);
+  }
+  return NULL;
+}
+
+void o3m_daemon_memory_init(void) {
+  /* A fixed threshold (setting it turns glibc's dynamic one off, which
+   * would rise to the size of the largest buffer freed, up to 32 MiB, and
+   * keep later buffers of that size on the heap): every buffer of 128 KiB
+   * or more is its own mapping and goes back to the kernel when freed. */
+  mallopt(M_MMAP_THRESHOLD, O3M_DAEMON_MMAP_THRESHOLD);
+  pthread_t t;
+  pthread_attr_t a;
+  if (pthread_attr_init(&a) != 0) return;
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &a, trim_loop, NULL) != 0)
+    o3m_log_warn("cannot start the memory trimmer thread; freed memory may stay resident");
+  pthread_attr_destroy(&a);
 }
 
 void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart) {

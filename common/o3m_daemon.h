@@ -32,6 +32,20 @@ void o3m_daemon_log_init(const char *prog, const char *party);
  * start. O3M_EIO naming the call and its errno. */
 int o3m_daemon_protect_memory(o3m_err *e);
 
+/* Memory that a burst of large messages made resident goes back to the
+ * kernel (issue 9: a 60 MB request once kept the AP at 1.2 GB for good).
+ * gRPC reads a message into many small slices before its size check
+ * refuses it, and glibc keeps freed small chunks on its heaps; so this
+ * fixes malloc's mmap threshold at O3M_DAEMON_MMAP_THRESHOLD (large buffers
+ * are mapped and unmapped) and starts a detached thread that calls
+ * malloc_trim(0) every O3M_DAEMON_TRIM_MS (a walk over the free chunks:
+ * well under a millisecond for the heaps of these daemons). Call it in
+ * main() before any other thread starts. A thread that cannot start is
+ * logged, not fatal. */
+#define O3M_DAEMON_MMAP_THRESHOLD (128 * 1024)
+#define O3M_DAEMON_TRIM_MS 1000
+void o3m_daemon_memory_init(void);
+
 /* Installs handler for SIGTERM and SIGINT with an empty signal mask. With
  * restart nonzero, system calls interrupted by the signal resume
  * (SA_RESTART); with 0 they fail with EINTR and the caller's loops must

@@ -10,7 +10,10 @@
  * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
  * stored in the state_dir if there is one), then serves the Passive service
  * with mutual TLS (the party's cert and key, the federation CA) until
- * SIGTERM or SIGINT, and exits 0. --ready-file PATH is written once the
+ * SIGTERM or SIGINT, and exits 0. A request larger than the largest
+ * MaskBatch the AP can send under the config is refused unread
+ * (RESOURCE_EXHAUSTED); a table row that could form a part above the
+ * party's max_norm fails the start naming file and line. --ready-file PATH is written once the
  * block is installed and the server is about to serve, atomically (a
  * temporary file renamed), holding the bound port and a newline; it is
  * removed at exit. Startup failures print one message naming the config
@@ -108,6 +111,7 @@ int main(int argc, char **argv) {
   }
 
   o3m_daemon_log_init(PROG, party_name);
+  o3m_daemon_memory_init();
   /* Signals first, so that a stop during the block fetch is clean. */
   o3m_daemon_catch_stop_signals(on_signal, 1);
 
@@ -139,6 +143,14 @@ int main(int argc, char **argv) {
   o3m_rpc_server_config_default(&sc);
   sc.listen = me->address;
   sc.insecure = opt.insecure;
+  /* Requests beyond the largest MaskBatch the AP can send are refused
+   * unread; replies may be as large as their answers. */
+  const o3m_policy_params *pol = o3m_config_policy(cfg);
+  sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(pol->max_candidates, o3m_config_d(cfg));
+  sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(pol->max_candidates,
+                                                              o3m_config_d(cfg));
+  if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
   int n_methods, n_rules;
   const o3m_rpc_method *methods = pp_service_methods(&n_methods);

@@ -60,6 +60,10 @@ typedef struct pp_table {
   size_t *id_off; /* n_rows offsets into ids */
   pp_slot *slots;
   size_t mask;    /* slot capacity - 1 */
+  double max_sq;  /* the largest squared l2 norm of a row (inf if one overflows) */
+  int max_row;    /* a row that has it */
+  double dummy_max_sq; /* dummy rows are drawn no longer than this (inf: any) */
+  char name[NAME_SHOW_MAX + 1]; /* the file, for messages */
   /* Capacities while loading. */
   size_t cap_rows;
   size_t ids_len;
@@ -231,17 +235,38 @@ static int draw_key(pp_features *f, o3m_err *e) {
   return O3M_OK;
 }
 
+/* Draws of a dummy row before it falls back to the column means. */
+#define DUMMY_TRIES 32
+
+static double sum_sq(const double *v, int n) {
+  double s = 0;
+  for (int i = 0; i < n; i++) s += v[i] * v[i];
+  return s;
+}
+
 /* Writes the dummy row of id (not held by t) into out[0..t->n_cols): column
  * c is mean_c + sd_c z_c, z drawn from the stream that SipHash(key, id)
  * seeds. Ids are compared as byte strings everywhere, so the hash covers
- * exactly the bytes up to the NUL. */
+ * exactly the bytes up to the NUL.
+ *
+ * A dummy must stay inside the party's norm bound (pp_features_check_norm
+ * sets t->dummy_max_sq, at least the table's largest real row): a draw
+ * above it is replaced by the next draw of the same stream (still a
+ * function of the id alone), that is, the dummy comes from the normal
+ * distribution truncated to that norm. After DUMMY_TRIES draws, which only
+ * a bound hardly above the real rows can need, it is the column means,
+ * whose norm is at most the mean of the row norms. */
 static void dummy_row(const pp_table *t, const uint64_t key[2], const char *id, double *out) {
   uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
   double z[2];
-  for (int c = 0; c < t->n_cols; c++) {
-    if (c % 2 == 0) gauss2(&s, &z[0], &z[1]);
-    out[c] = t->means[c] + t->sds[c] * z[c % 2];
+  for (int tries = 0; tries < DUMMY_TRIES; tries++) {
+    for (int c = 0; c < t->n_cols; c++) {
+      if (c % 2 == 0) gauss2(&s, &z[0], &z[1]);
+      out[c] = t->means[c] + t->sds[c] * z[c % 2];
+    }
+    if (sum_sq(out, t->n_cols) <= t->dummy_max_sq) return;
   }
+  memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -390,6 +415,14 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
     row[c] = v;
     p = q ? q + 1 : p + strlen(p);
   }
+  /* The largest row norm, for the bound (pp_features_check_norm) and the
+   * dummy rows. A square that overflows makes it infinite, which no bound
+   * accepts. */
+  double sq = sum_sq(row, t->n_cols);
+  if (t->n_rows == 0 || !(sq <= t->max_sq)) {
+    t->max_sq = sq;
+    t->max_row = t->n_rows;
+  }
   memcpy(t->ids + t->ids_len, s, idlen + 1);
   t->id_off[t->n_rows] = t->ids_len;
   t->ids_len += idlen + 1;
@@ -404,6 +437,8 @@ static int table_load(pp_table *t, const char *path, pp_table_kind kind,
                       o3m_err *e) {
   loader L;
   loader_init(&L, path, e);
+  snprintf(t->name, sizeof t->name, "%s", L.name);
+  t->dummy_max_sq = INFINITY;
   FILE *f = fopen(path, "r");
   if (!f) return lerr(&L, O3M_EIO, 0, "cannot open: %s", strerror(errno));
   char *buf = NULL, *header = NULL;
@@ -619,6 +654,41 @@ void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
   out->item_lookups = atomic_load_explicit(&m->item_lookups, memory_order_relaxed);
   out->unknown_users = atomic_load_explicit(&m->unknown_users, memory_order_relaxed);
   out->unknown_items = atomic_load_explicit(&m->unknown_items, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ bound */
+
+/* A row is line row + 2 of its file: the header is line 1 and empty lines
+ * are refused. */
+static long row_line(int row) { return (long)row + 2; }
+
+int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
+  if (!f || !(max_norm > 0) || !isfinite(max_norm))
+    return o3m_err_set(e, O3M_EINVAL, "pp_features_check_norm: bad arguments");
+  pp_table *u = &f->user, *it = &f->item;
+  /* The worst part: the largest user row with the largest item row. */
+  double U = u->present ? u->max_sq : 0.0, I = it->present ? it->max_sq : 0.0;
+  double bound_sq = max_norm * max_norm, worst = U + I;
+  if (worst <= bound_sq) {
+    /* The slack below the bound is shared by the two tables' dummies, so
+     * that any pair of rows, real or dummy, stays inside it. With real data
+     * far below the bound a dummy is then practically never redrawn. */
+    double half = (bound_sq - worst) / 2;
+    u->dummy_max_sq = U + half;
+    it->dummy_max_sq = I + half;
+    return O3M_OK;
+  }
+  /* Blame the row that contributes more; name the other one too. */
+  const pp_table *t = !it->present || (u->present && u->max_sq >= it->max_sq) ? u : it;
+  const pp_table *o = t == u ? it : u;
+  if (!o->present)
+    return o3m_err_set_at(e, O3M_ERANGE, t->name, row_line(t->max_row),
+                          "the row of '%.40s' has an l2 norm above max_norm = %g", 
+                          row_id(t, t->max_row), max_norm);
+  return o3m_err_set_at(e, O3M_ERANGE, t->name, row_line(t->max_row),
+                        "the row of '%.40s', with the largest row of %s (line %ld), forms a "
+                        "part x^j whose l2 norm is above max_norm = %g",
+                        row_id(t, t->max_row), o->name, row_line(o->max_row), max_norm);
 }
 
 /* ------------------------------------------------------------------ synthetic */

@@ -37,7 +37,12 @@
  * (o3m_block_store) and restores it on restart, so a restarted party gives
  * unknown ids the same dummies as before; a party run without a state_dir
  * draws a new key at every start, and then a restart under the same mask
- * would show the AP exactly which ids' vectors changed. Limits: the columns of a dummy are independent normals,
+ * would show the AP exactly which ids' vectors changed. Once the party's
+ * norm bound is set (pp_features_check_norm) a dummy stays inside it: a draw
+ * above the table's share of the bound is redrawn from the id's stream, so
+ * the dummy comes from the normal distribution truncated there; with a
+ * bound far above the real rows (the default) that practically never
+ * happens. Limits: the columns of a dummy are independent normals,
  * so for a table whose columns are strongly correlated, discrete (0/1
  * flags) or skewed the dummies differ in distribution from real rows, and an
  * AP that knows the population well might tell them apart statistically.
@@ -52,12 +57,13 @@
 
 #include <stdint.h>
 
+#include "o3m_config.h"
 #include "o3m_error.h"
 
 /* Size of the dummy-row key (pp_features_set_dummy_key). */
 #define PP_FEATURES_KEY_BYTES 32
-/* Longest id in bytes. */
-#define PP_FEATURES_MAX_ID 128
+/* Longest id in bytes: the federation's one id limit (o3m_config.h). */
+#define PP_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
 /* Most feature columns of one table (= O3M_MAX_DIM). */
 #define PP_FEATURES_MAX_COLS 4096
 
@@ -120,6 +126,19 @@ int pp_features_n_items(const pp_features *f);
 int pp_features_fill(pp_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items);
+
+/* Checks that every block this party can produce, its user row (or dummy)
+ * followed by its item row (or dummy), has an l2 norm of at most max_norm
+ * (> 0, finite): the party's bound of the config (o3m_config.h, "Bounded
+ * contexts"). The worst real block pairs the largest row of each table;
+ * the room left below the bound is split between the two tables' dummy
+ * rows, which from then on are drawn no longer than their share (see
+ * "Unknown ids" above), so every block stays inside the bound. O3M_ERANGE
+ * when the tables exceed it: the message names the file and line of the
+ * larger of the two rows and the other one's, never a value or a norm;
+ * the dummies are then unchanged. O3M_EINVAL for bad arguments. Not
+ * concurrent with pp_features_fill. */
+int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e);
 
 /* A consistent-enough snapshot of the counters (each is read atomically). */
 void pp_features_stats_get(const pp_features *f, pp_features_stats *out);

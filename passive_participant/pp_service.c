@@ -102,6 +102,12 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
                      party, o3m_err_message(&fe));
     goto fail;
   }
+  rc = pp_features_check_norm(s->features, me->max_norm, &fe);
+  if (rc < 0) {
+    rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
+                     "rows are meant)", o3m_err_message(&fe), party, o3m_config_name(cfg));
+    goto fail;
+  }
   size_t K = (size_t)s->max_candidates;
   s->batch_rows = o3m_wire_mask_batch_rows(s->max_candidates, s->part.d);
   if (s->batch_rows < 1) {

@@ -85,7 +85,9 @@ typedef struct pp_service_stats {
  * max_candidates. cfg must outlive the service. On failure *out is NULL,
  * nothing is leaked and e names the party, file and line. Errors:
  * O3M_EINVAL (no such party, or not a passive one), those of
- * pp_features_load, O3M_ENOMEM. */
+ * pp_features_load, O3M_ERANGE for tables whose rows could form a part
+ * x^j above the party's max_norm (pp_features_check_norm: the message names
+ * file and line), O3M_ENOMEM. */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e);
 

@@ -26,6 +26,8 @@
 #include "pmg_service.h"
 
 #define PROG "o3m-pmg"
+/* Largest request read (see the server config below). */
+#define PMG_MAX_REQUEST 4096
 
 /* What the signal handler touches; the daemon's only globals, because a
  * signal handler has no context argument. */
@@ -104,6 +106,7 @@ int main(int argc, char **argv) {
   }
 
   o3m_daemon_log_init(PROG, party_name);
+  o3m_daemon_memory_init();
   /* Signals first, so that a stop at any point of start-up is clean. */
   o3m_daemon_catch_stop_signals(on_signal, 1);
 
@@ -143,6 +146,10 @@ int main(int argc, char **argv) {
   sc.listen = me->address;
   sc.insecure = opt.insecure;
   if (!opt.insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
+  /* Its requests (Info, GetBlock, ConfirmBlock) are a few dozen bytes:
+   * anything much larger is refused unread. */
+  sc.max_receive_bytes = PMG_MAX_REQUEST;
+  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   int n_methods, n_rules;
   const o3m_rpc_method *methods = pmg_service_methods(&n_methods);
   const o3m_access_rule *rules = pmg_service_access(&n_rules);

@@ -146,6 +146,7 @@ typedef struct arena_chunk {
 typedef struct arena {
   arena_chunk *head;
   size_t total;   /* sum of chunk capacities */
+  size_t initial; /* the size it was created with; it never shrinks below */
   size_t cap;     /* limit on total */
   int exhausted;  /* an allocation failed since the last reset */
 } arena;
@@ -166,6 +167,7 @@ static int arena_init(arena *a, size_t initial, size_t cap) {
   a->head = chunk_new(initial);
   if (!a->head) return O3M_ENOMEM;
   a->total = initial;
+  a->initial = initial;
   a->cap = cap;
   a->exhausted = 0;
   return 0;
@@ -183,12 +185,20 @@ static void arena_release(arena *a) {
 }
 
 /* Makes the whole capacity free again. Every pointer handed out before is
- * dead after this. If folding the chunks into one fails for lack of memory
- * the chunks are kept as they are (only the head is used until the next
- * reset), so a reset never fails. */
+ * dead after this. The arena is then sized for what the cycle that just
+ * ended used (at least its initial size): chunks added by a growth are
+ * folded into one block of that size, so that steady traffic of that size
+ * allocates nothing, and capacity beyond twice the need goes back to
+ * malloc (one oversized message therefore costs its memory until the
+ * second reset after it, not for good). If the new block cannot be
+ * allocated the chunks are kept as they are (only the head is used until
+ * the next reset), so a reset never fails. */
 static void arena_reset(arena *a) {
-  if (a->head && a->head->next) {
-    arena_chunk *one = chunk_new(a->total);
+  size_t used = 0;
+  for (arena_chunk *ch = a->head; ch; ch = ch->next) used += ch->used;
+  size_t need = used > a->initial ? used : a->initial;
+  if (a->head && (a->head->next || a->total / 2 > need)) {
+    arena_chunk *one = chunk_new(need);
     if (one) {
       arena_release(a);
       a->head = one;
@@ -382,19 +392,20 @@ static int tls_empty(const o3m_rpc_tls *t) {
   return !t->ca_file && !t->cert_file && !t->key_file && !t->server_name;
 }
 
-/* Channel arguments shared by both sides: the message limit both ways; for
- * servers no SO_REUSEPORT; for clients the reconnect cap and the TLS name
- * override. */
+/* Channel arguments shared by both sides: the message limits both ways; for
+ * servers no SO_REUSEPORT and the idle-connection close; for clients the
+ * reconnect cap and the TLS name override. At most four of them. */
 typedef struct chan_args {
   grpc_arg arg[4];
   grpc_channel_args args;
 } chan_args;
 
-static void chan_args_fill(chan_args *ca, int max_message, int client, const char *server_name) {
+static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
+                           const char *server_name, int idle_close_ms) {
   int n = 0;
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  ca->arg[n++].value.integer = max_message;
+  ca->arg[n++].value.integer = max_receive;
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
   ca->arg[n++].value.integer = max_message;
@@ -405,6 +416,11 @@ static void chan_args_fill(chan_args *ca, int max_message, int client, const cha
     ca->arg[n].type = GRPC_ARG_INTEGER;
     ca->arg[n].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
     ca->arg[n++].value.integer = 0;
+    if (idle_close_ms > 0) {
+      ca->arg[n].type = GRPC_ARG_INTEGER;
+      ca->arg[n].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+      ca->arg[n++].value.integer = idle_close_ms;
+    }
   } else {
     ca->arg[n].type = GRPC_ARG_INTEGER;
     ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
@@ -578,6 +594,11 @@ static int listen_error(const char *addr, o3m_err *e) {
 
 /* ================================================================ server */
 
+/* The largest request a server reads. */
+static int receive_limit(const o3m_rpc_server_config *cfg) {
+  return cfg->max_receive_bytes ? cfg->max_receive_bytes : cfg->max_message_bytes;
+}
+
 typedef enum { TAG_CALL = 1, TAG_REPLY, TAG_SHUTDOWN, TAG_CLIENT } tag_kind;
 
 typedef struct rpc_tag {
@@ -703,6 +724,14 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
                        "an authorization hook needs client certificates (tls.ca_file)");
   int rc = check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
   if (rc < 0) return rc;
+  if (cfg->max_receive_bytes < 0 || cfg->max_receive_bytes > cfg->max_message_bytes)
+    return o3m_err_set(e, O3M_EINVAL, "max_receive_bytes must be in 0..max_message_bytes (%d), "
+                       "got %d", cfg->max_message_bytes, cfg->max_receive_bytes);
+  if (cfg->idle_close_ms < 0)
+    return o3m_err_set(e, O3M_EINVAL, "idle_close_ms must be >= 0, got %d", cfg->idle_close_ms);
+  if (cfg->arena_max_bytes && cfg->arena_max_bytes < cfg->arena_bytes)
+    return o3m_err_set(e, O3M_EINVAL, "arena_max_bytes (%zu) is below arena_bytes (%zu)",
+                       cfg->arena_max_bytes, cfg->arena_bytes);
   if (cfg->slots_per_method < 1 || cfg->slots_per_method > O3M_RPC_MAX_SLOTS)
     return o3m_err_set(e, O3M_EINVAL, "slots_per_method must be in 1..%d, got %d",
                        O3M_RPC_MAX_SLOTS, cfg->slots_per_method);
@@ -1135,7 +1164,8 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->authorize_ctx = cfg->authorize_ctx;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
-  rc = arena_init(&s->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
+  rc = arena_init(&s->arena, cfg->arena_bytes,
+                  cfg->arena_max_bytes ? cfg->arena_max_bytes : arena_cap_for(receive_limit(cfg)));
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "server arena of %zu bytes: out of memory", cfg->arena_bytes);
     goto fail;
@@ -1185,7 +1215,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, 0, NULL);
+  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -1402,7 +1432,7 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   rc = client_credentials(cfg, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, 1, cfg->tls.server_name);
+  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {

@@ -50,11 +50,13 @@
  * copied into it and unpacked with it as protobuf-c's allocator, and a
  * handler may borrow scratch space from it for its reply. It is reset at the
  * start of every call, never freed per call, and grows (up to a cap of ten
- * times max_message_bytes plus 1 MiB) only when a message is larger than any
- * before; after a growth the next reset folds it back into one block. So
- * nobody ever calls __free_unpacked on a message from this module, and
- * steady-state calls allocate nothing here (gRPC itself allocates its call
- * objects and slices). The server skips the reset while any call is
+ * times the request limit plus 1 MiB, or arena_max_bytes) only when a message
+ * is larger than any before; a reset then sizes it for what the call before
+ * needed (never below arena_bytes) and gives capacity beyond twice that back
+ * to malloc, so an oversized message holds its memory only until the second
+ * reset after it. So nobody ever calls __free_unpacked on a message from
+ * this module, and steady-state calls allocate nothing here (gRPC itself
+ * allocates its call objects and slices). The server skips the reset while any call is
  * deferred: a deferred call's request (and its o3m_rpc_call_alloc() memory)
  * lives in the arena until that call is completed, and the calls that
  * arrive meanwhile are unpacked behind it. The arena therefore holds a whole
@@ -103,6 +105,8 @@
  * room for K = 2048 candidates of d = 4096 (O3M_MAX_DIM) as float64. gRPC's
  * own default (4 MiB) would reject d = K = 1000, the paper's example. */
 #define O3M_RPC_DEFAULT_MAX_MESSAGE (64 << 20)
+/* A daemon server's idle_close_ms (see o3m_rpc_server_config). */
+#define O3M_RPC_DAEMON_IDLE_CLOSE_MS 10000
 /* Initial arena size of a server or client. */
 #define O3M_RPC_DEFAULT_ARENA (1 << 20)
 /* Client deadline per call, unless configured otherwise. */
@@ -239,8 +243,22 @@ typedef struct o3m_rpc_server_config {
   int insecure;           /* 1: plaintext; then tls must be empty */
   o3m_rpc_tls tls;
   int max_message_bytes;  /* both directions */
+  /* Optional: a smaller limit for requests only (0: max_message_bytes). A
+   * larger request is refused by gRPC with RESOURCE_EXHAUSTED before any
+   * handler sees it; a daemon sets it to its largest valid request. */
+  int max_receive_bytes;
   int slots_per_method;   /* calls kept requested per method, 1..O3M_RPC_MAX_SLOTS */
   size_t arena_bytes;     /* initial arena size */
+  /* Optional: the arena's cap (0: ten times the request limit plus 1 MiB;
+   * see "Memory" above). A server that defers many calls needs room for
+   * all of their requests at once. */
+  size_t arena_max_bytes;
+  /* Optional: close a client's connection after it was idle this long (0:
+   * never; gRPC's max_connection_idle). A client reconnects on its next
+   * call. gRPC keeps buffers of the largest message a connection carried
+   * (a refused oversized one included) until the connection closes, so
+   * this bounds how long an idle attacker's connection holds memory. */
+  int idle_close_ms;
   /* Optional: n_method_slots rows, each giving one method of the table its
    * own number of slots (a method whose calls are deferred and batched needs
    * about as many as there are concurrent callers). Read during create. */

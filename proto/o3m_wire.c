@@ -3,6 +3,7 @@
  * names the first field that is wrong. */
 #include "o3m_wire.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +23,32 @@ int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t
     if (!isfinite(v[i]))
       return o3m_err_set(e, O3M_ENONFINITE, "%s: value %zu (row %zu, col %zu) is not finite",
                          what, i, i / cols, i % cols);
+  return 0;
+}
+
+int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double *v,
+                             double max_norm, int n_blocks, const int *block_rows, o3m_err *e) {
+  if (!what || rows < 0 || cols < 1 || (rows > 0 && !v) || !(max_norm > 0))
+    return o3m_err_set(e, O3M_EINVAL, "row norm check: bad arguments");
+  /* Squares of values beyond about 1e154 overflow to infinity, which is
+   * above any bound: no scaling is needed to refuse them. */
+  double lim = max_norm * (1.0 + O3M_WIRE_NORM_RTOL);
+  double lim2 = lim * lim;
+  int block = 0, first = 0; /* the block of row r and its first row */
+  for (int r = 0; r < rows; r++) {
+    while (n_blocks > 0 && block < n_blocks - 1 && r >= first + block_rows[block])
+      first += block_rows[block++];
+    const double *x = v + (size_t)r * (size_t)cols;
+    double s = 0;
+    for (int c = 0; c < cols; c++) s += x[c] * x[c];
+    if (s <= lim2) continue;
+    /* The message names where, never a value or the norm. */
+    if (n_blocks > 0)
+      return o3m_err_set(e, O3M_EINVAL, "%s: round %d, candidate %d: the l2 norm is above "
+                         "max_norm = %g", what, block, r - first, max_norm);
+    return o3m_err_set(e, O3M_EINVAL, "%s: candidate %d: the l2 norm is above max_norm = %g",
+                       what, r, max_norm);
+  }
   return 0;
 }
 
@@ -200,7 +227,7 @@ void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int pa
 }
 
 int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
-                          uint64_t mask_id, o3m_err *e) {
+                          uint64_t mask_id, double max_norm, o3m_err *e) {
   if (!msg || K < 1 || d < 1) return o3m_err_set(e, O3M_EINVAL, "MaskedContexts check: bad arguments");
   if (msg->party != (uint32_t)party)
     return o3m_err_set(e, O3M_EINVAL, "MaskedContexts: answered as party %u, asked party %d",
@@ -214,8 +241,10 @@ int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, 
                        party, msg->rows, msg->cols, K, d);
   char what[48];
   snprintf(what, sizeof what, "MaskedContexts from party %d", party);
-  return o3m_wire_check_matrix(what, msg->rows, msg->cols, msg->n_values, msg->values,
-                               (uint32_t)K, (uint32_t)d, e);
+  int rc = o3m_wire_check_matrix(what, msg->rows, msg->cols, msg->n_values, msg->values,
+                                 (uint32_t)K, (uint32_t)d, e);
+  if (rc < 0) return rc;
+  return o3m_wire_check_row_norms(what, K, d, msg->values, max_norm, 0, NULL, e);
 }
 
 /* ---------------------------------------------------------------- batches */
@@ -268,7 +297,8 @@ void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, in
 }
 
 int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
-                                    const int *K, int d, uint64_t mask_id, o3m_err *e) {
+                                    const int *K, int d, uint64_t mask_id, double max_norm,
+                                    o3m_err *e) {
   if (!msg || !K || n_queries < 1 || d < 1)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
   if (msg->party != (uint32_t)party)
@@ -296,8 +326,10 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
                        (unsigned long long)total);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
-  return o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
-                               (uint32_t)total, (uint32_t)d, e);
+  int rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
+                                 (uint32_t)total, (uint32_t)d, e);
+  if (rc < 0) return rc;
+  return o3m_wire_check_row_norms(what, (int)total, d, msg->values, max_norm, n_queries, K, e);
 }
 
 int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candidates,
@@ -315,4 +347,48 @@ int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candi
       return o3m_err_set(e, O3M_ERANGE, "RecommendRequest: arms[%zu] = %u, the model has %d arms",
                          k, req->arms[k], n_arms);
   return 0;
+}
+
+/* ---------------------------------------------------------------- sizes */
+
+/* Bytes of one field: a one-byte tag (every field number here is below 16),
+ * then a varint length for length-delimited fields. */
+#define TAG 1
+#define VARINT_MAX 10
+#define LEN_MAX 5 /* a length below 2^32 */
+/* A string field holding an id of the longest length. */
+#define ID_FIELD (TAG + LEN_MAX + O3M_CONFIG_MAX_ID)
+/* Elements of unpacked repeated fields. */
+#define DOUBLE_FIELD (TAG + 8)
+#define UINT32_FIELD (TAG + 5)
+#define FIXED64_FIELD (TAG + 8)
+
+/* The RPC layer accepts messages of at most 1 GiB (o3m_rpc.c); a config
+ * whose largest message is larger still gets a server, whose limit then
+ * cuts the largest requests. */
+#define BYTES_MAX (1 << 30)
+static int clamp_bytes(double n) { return n > BYTES_MAX ? BYTES_MAX : (int)n; }
+
+int o3m_wire_recommend_max_bytes(int max_candidates, int d0) {
+  if (max_candidates < 1 || d0 < 0) return 0;
+  double K = max_candidates;
+  return clamp_bytes(ID_FIELD + K * ID_FIELD + K * UINT32_FIELD + K * d0 * DOUBLE_FIELD +
+                     O3M_WIRE_SIZE_SLACK);
+}
+
+int o3m_wire_mask_batch_max_bytes(int max_candidates, int d) {
+  int rows = o3m_wire_mask_batch_rows(max_candidates, d);
+  if (rows < 1) return 0;
+  /* Per query: the embedded message's tag and length, and the user (a
+   * query carries no round id since protocol 3). */
+  double query = TAG + LEN_MAX + ID_FIELD;
+  return clamp_bytes(FIXED64_FIELD + O3M_WIRE_MAX_BATCH * query + (double)rows * ID_FIELD +
+                     O3M_WIRE_SIZE_SLACK);
+}
+
+int o3m_wire_mask_batch_reply_max_bytes(int max_candidates, int d) {
+  int rows = o3m_wire_mask_batch_rows(max_candidates, d);
+  if (rows < 1) return 0;
+  return clamp_bytes(FIXED64_FIELD + 2 * (TAG + VARINT_MAX) + O3M_WIRE_MAX_BATCH * UINT32_FIELD +
+                     (double)rows * d * DOUBLE_FIELD + O3M_WIRE_SIZE_SLACK);
 }

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "o3m.pb-c.h"
+#include "o3m_config.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
 #include "o3m_rpc.h"
@@ -71,6 +72,22 @@
  * error ("Block", "MaskedContexts from party 2"). */
 int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t n,
                           const double *v, uint32_t max_rows, uint32_t max_cols, o3m_err *e);
+
+/* Relative tolerance of the norm checks: a masked part Q^j x^j has the norm
+ * of x^j only up to rounding (about d eps), so a bound is exceeded only by
+ * more than this. */
+#define O3M_WIRE_NORM_RTOL 1e-9
+
+/* Checks that each of the rows x cols rows of v has an l2 norm of at most
+ * max_norm (> 0) times 1 + O3M_WIRE_NORM_RTOL; a non-finite value fails too.
+ * The rows may be grouped into n_blocks rounds of block_rows[i] rows each
+ * (n_blocks 0: one group, block_rows NULL), so that the message names the
+ * round and the candidate of the first row above the bound: O3M_EINVAL
+ * with "what: round i, candidate k: the l2 norm is above max_norm = B",
+ * never a value or the norm. This is how the active participant keeps the
+ * context bounded (o3m_config.h, "Bounded contexts"). */
+int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double *v,
+                             double max_norm, int n_blocks, const int *block_rows, o3m_err *e);
 
 /* ---- NodeInfo (every service's Info) ---- */
 
@@ -145,9 +162,11 @@ void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int pa
                           int d, double *values);
 
 /* The active participant's check of one party's MaskedContexts: from the
- * party it asked, under its mask, K x d finite values. */
+ * party it asked, under its mask, K x d finite values, each row's l2 norm
+ * at most max_norm, the party's bound (o3m_wire_check_row_norms: the
+ * orthonormal columns of Q^j keep ||x^j||). */
 int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
-                          uint64_t mask_id, o3m_err *e);
+                          uint64_t mask_id, double max_norm, o3m_err *e);
 
 /* ---- batched masking (MaskBatch) ---- */
 
@@ -174,9 +193,35 @@ void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, in
 
 /* The active participant's check of one party's MaskBatchReply: from the
  * party it asked, under its mask, n_queries blocks with K[q] rows each (the
- * items it sent), d columns, sum(K) x d finite values. */
+ * items it sent), d columns, sum(K) x d finite values, each row's l2 norm
+ * at most max_norm, the party's bound (O3M_EINVAL naming the round and the
+ * candidate, as o3m_wire_check_row_norms). */
 int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
-                                    const int *K, int d, uint64_t mask_id, o3m_err *e);
+                                    const int *K, int d, uint64_t mask_id, double max_norm,
+                                    o3m_err *e);
+
+/* ---- size limits of requests ----
+ *
+ * The largest encoding of a valid message under the config, counted in the
+ * costliest form a peer may legally choose (ids of O3M_CONFIG_MAX_ID bytes,
+ * repeated numbers unpacked, that is with a tag per element), plus
+ * O3M_WIRE_SIZE_SLACK bytes. A server refuses anything larger unread
+ * (o3m_rpc_server_config.max_receive_bytes), which gives RESOURCE_EXHAUSTED.
+ * Clamped to 1 GiB, the most the RPC layer accepts; 0 for bad arguments. */
+#define O3M_WIRE_SIZE_SLACK 1024
+
+/* A RecommendRequest with max_candidates items, arms and own features of
+ * the active party's d0 columns. */
+int o3m_wire_recommend_max_bytes(int max_candidates, int d0);
+
+/* A MaskBatchRequest as the active participant sends it: up to
+ * O3M_WIRE_MAX_BATCH queries, o3m_wire_mask_batch_rows(max_candidates, d)
+ * items in all. */
+int o3m_wire_mask_batch_max_bytes(int max_candidates, int d);
+
+/* The MaskBatchReply to such a request (the passive participant's largest
+ * reply). */
+int o3m_wire_mask_batch_reply_max_bytes(int max_candidates, int d);
 
 /* ---- active participant ---- */
 

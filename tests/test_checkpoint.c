@@ -958,3 +958,64 @@ static void crash_run(int kind, int default_iters) {
 
 Test(checkpoint, crash_sigkill_disjoint_lints, .timeout = 280) { crash_run(0, 3); }
 Test(checkpoint, crash_sigkill_shared_lints, .timeout = 280) { crash_run(1, 3); }
+
+/* Issue 9: a reward that would poison the model is refused BEFORE the
+ * journal: nothing is written, the model is unchanged, checkpoints keep
+ * working, and a restart replays nothing poisoned. Rewards with x = 1e153
+ * (x . x is finite) are applied while the model can take them, and the
+ * first one it cannot take is refused; x = 1e200 (x . x overflows) is
+ * refused at once. For every algorithm and model. */
+static void refused_before_the_journal(ap_algo algo, ap_model_kind model) {
+  ap_policy_config cfg;
+  config(&cfg, algo, model);
+  ap_policy *p = make_policy(&cfg);
+  ap_checkpoint *c = open_ck(p, 7, NULL, O3M_OK);
+  feed(c, p, NULL, 1, 20, 0);
+  double x[12];
+  for (int i = 0; i < 12; i++) x[i] = 1e153;
+  int accepted = 0, rc = O3M_OK;
+  while (accepted < 100 && (rc = ap_checkpoint_apply_reward(c, 100 + accepted, 1, x, 1.0)) == 0)
+    accepted++;
+  cr_assert_eq(rc, O3M_ENONFINITE, "%d rewards of 1e153 accepted, then %s", accepted,
+               o3m_errname(rc));
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+  uint64_t seq = ap_journal_last_seq(ap_checkpoint_journal(c));
+  size_t len;
+  unsigned char *before = export_state(p, &len);
+  const char *what = NULL;
+  cr_assert_eq(ap_policy_update_check(p, 1, x, 1.0, &what), O3M_ENONFINITE);
+  cr_assert(what && what[0]);
+  for (int i = 0; i < 12; i++) x[i] = 1e200;
+  cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, 0.0), O3M_ENONFINITE);
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+  cr_assert_eq(ap_journal_last_seq(ap_checkpoint_journal(c)), seq, "a refused reward was "
+               "journaled");
+  unsigned char *after = export_state(p, &len);
+  cr_assert_eq(memcmp(before, after, len), 0, "a refused reward changed the model");
+  /* What was accepted left the model finite: at worst a factor to repair. */
+  rc = ap_policy_health_check(p, 0, NULL);
+  cr_assert(rc == O3M_OK || rc == O3M_ENOTPD, "health: %s", o3m_errname(rc));
+  write_ck(c);
+  ap_checkpoint_close(c);
+  /* The restart replays the accepted rewards only: the same state. */
+  ap_policy *q = make_policy(&cfg);
+  ap_recovery_info info;
+  c = open_ck(q, 7, &info, O3M_OK);
+  assert_same_state(p, q, "after the restart");
+  cr_assert_eq(info.update_errors, 0);
+  ap_checkpoint_close(c);
+  ap_policy_destroy(q);
+  ap_policy_destroy(p);
+  free(before);
+  free(after);
+}
+
+Test(checkpoint, poisoning_reward_refused_before_journal_shared_linucb) {
+  refused_before_the_journal(AP_ALGO_LINUCB, AP_MODEL_SHARED);
+}
+Test(checkpoint, poisoning_reward_refused_before_journal_shared_lints) {
+  refused_before_the_journal(AP_ALGO_LINTS, AP_MODEL_SHARED);
+}
+Test(checkpoint, poisoning_reward_refused_before_journal_disjoint) {
+  refused_before_the_journal(AP_ALGO_LINUCB, AP_MODEL_DISJOINT);
+}

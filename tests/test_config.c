@@ -448,6 +448,27 @@ Test(config, active_party_without_tables_is_valid) {
   o3m_config_destroy(c);
 }
 
+/* max_norm: per active or passive party, default O3M_CONFIG_DEFAULT_MAX_NORM,
+ * strictly parsed (> 0, at most the limit, a finite number), refused for
+ * the pmg. */
+Test(config, max_norm_per_party) {
+  o3m_config *c = parse_ok(variant(22, 22, "max_norm = 12.5\n"), NULL);
+  cr_assert_eq(o3m_config_active(c)->max_norm, 12.5);
+  cr_assert_eq(o3m_config_party(c, "bank")->max_norm, O3M_CONFIG_DEFAULT_MAX_NORM);
+  cr_assert_eq(o3m_config_pmg(c)->max_norm, O3M_CONFIG_DEFAULT_MAX_NORM);
+  o3m_config_destroy(c);
+  c = parse_ok(line(30, "max_norm = 1e50"), NULL);
+  cr_assert_eq(o3m_config_party(c, "bank")->max_norm, 1e50);
+  o3m_config_destroy(c);
+  expect_error(line(30, "max_norm = 0"), "fed.conf:30:", "'max_norm'", "got '0'");
+  expect_error(line(30, "max_norm = -1"), "fed.conf:30:", "'max_norm'", "> 0");
+  expect_error(line(30, "max_norm = 2e50"), "fed.conf:30:", "'max_norm'", "<= 1e+50");
+  expect_error(line(30, "max_norm = inf"), "fed.conf:30:", "'max_norm'", "got 'inf'");
+  expect_error(line(30, "max_norm = 1e400"), "fed.conf:30:", "'max_norm'", NULL);
+  expect_error(line(30, "max_norm = 10x"), "fed.conf:30:", "'max_norm'", NULL);
+  expect_error(line(14, "max_norm = 10"), "fed.conf:14:", "'max_norm'", "pmg");
+}
+
 Test(config, long_file_name_keeps_line_number) {
   char name[1000];
   memset(name, 'n', sizeof name);

@@ -553,3 +553,48 @@ Test(features, concurrent_fills_count_exactly, .timeout = 60) {
   cr_assert_eq(st.unknown_items, (uint64_t)T * 20000);
   pp_features_destroy(f);
 }
+
+/* The party's norm bound (issue 9): the worst block pairs the largest user
+ * row with the largest item row; above the bound the load is refused with
+ * the file and line of the larger row, never a value; and dummy rows stay
+ * inside the bound, however tight. */
+Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
+  /* Users: u2 (line 4) has norm 5; items: i1 (line 3) has norm 2. The
+   * worst block has norm sqrt(29) = 5.385. */
+  const char *u = write_tmp("bu.csv", "user_id,a,b\nu0,1,0\nu1,0,1\nu2,3,4\nu3,-1,1\n");
+  const char *i = write_tmp("bi.csv", "item_id,c\ni0,0.5\ni1,-2\n");
+  pp_features *f;
+  load_ok(&f, u, i, 3);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(pp_features_check_norm(f, 5.3, &e), O3M_ERANGE);
+  cr_assert(strstr(e.msg, "bu.csv:4:"), "%s", e.msg);
+  cr_assert(strstr(e.msg, "'u2'"), "%s", e.msg);
+  cr_assert(strstr(e.msg, "bi.csv (line 3)"), "%s", e.msg);
+  cr_assert(strstr(e.msg, "max_norm = 5.3"), "%s", e.msg);
+  cr_assert_null(strstr(e.msg, "5.385"), "%s", e.msg);
+  cr_assert_eq(pp_features_check_norm(f, 0, &e), O3M_EINVAL);
+  /* Just above the worst block: accepted, and every dummy block (unknown
+   * user, unknown item, or both) stays inside. */
+  const double bound = 5.3852;
+  cr_assert_eq(pp_features_check_norm(f, bound, &e), O3M_OK, "%s", o3m_err_message(&e));
+  double X[2 * 3];
+  char uid[32], iid[32];
+  for (int k = 0; k < 2000; k++) {
+    snprintf(uid, sizeof uid, "stranger-%d", k);
+    snprintf(iid, sizeof iid, "thing-%d", k);
+    const char *items[2] = {iid, "i1"};
+    cr_assert_eq(pp_features_fill(f, k % 2 ? uid : "u2", 2, items, X, NULL, NULL), O3M_OK);
+    for (int r = 0; r < 2; r++) {
+      double s = X[3 * r] * X[3 * r] + X[3 * r + 1] * X[3 * r + 1] + X[3 * r + 2] * X[3 * r + 2];
+      cr_assert_leq(sqrt(s), bound, "id %d row %d: norm %.6g", k, r, sqrt(s));
+    }
+  }
+  pp_features_destroy(f);
+  /* One table alone: the message names its row. */
+  load_ok(&f, u, NULL, 2);
+  cr_assert_eq(pp_features_check_norm(f, 4.9, &e), O3M_ERANGE);
+  cr_assert(strstr(e.msg, "bu.csv:4: the row of 'u2' has an l2 norm above max_norm = 4.9"),
+            "%s", e.msg);
+  pp_features_destroy(f);
+}

@@ -25,6 +25,9 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
+/* The norm bound the reply checks apply: the config default. */
+#define NB O3M_CONFIG_DEFAULT_MAX_NORM
+
 #define D 6
 #define BANK 1 /* party index of the bank; its columns are 3..5 */
 #define COL0 3
@@ -146,7 +149,7 @@ static int mask(o3m_rpc_client *c, uint64_t mask_id, const char *user, const cha
                                &o3m__v1__masked_contexts__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__MaskedContexts *r = (const O3m__V1__MaskedContexts *)m;
-  int crc = o3m_wire_masked_check(r, BANK, K, D, mask_id, e);
+  int crc = o3m_wire_masked_check(r, BANK, K, D, mask_id, NB, e);
   cr_assert_eq(crc, 0, "reply: %s", o3m_err_message(e));
   if (out) memcpy(out, r->values, sizeof(double) * (size_t)K * D);
   return 0;
@@ -271,7 +274,7 @@ static int mask_batch(o3m_rpc_client *c, uint64_t mask_id, int n, const char *co
                                &o3m__v1__mask_batch_reply__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__MaskBatchReply *r = (const O3m__V1__MaskBatchReply *)m;
-  int crc = o3m_wire_mask_batch_reply_check(r, BANK, n, K, D, mask_id, e);
+  int crc = o3m_wire_mask_batch_reply_check(r, BANK, n, K, D, mask_id, NB, e);
   cr_assert_eq(crc, 0, "reply: %s", o3m_err_message(e));
   if (out) memcpy(out, r->values, sizeof(double) * r->n_values);
   return 0;

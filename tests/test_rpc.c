@@ -24,6 +24,10 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
+/* The norm bound the reply checks apply: the largest allowed (these
+ * synthetic values are not bounded; test_wire checks the bound). */
+#define NB O3M_CONFIG_MAX_NORM_LIMIT
+
 #define TEST_MASK 0x0123456789abcdefULL
 
 /* ------------------------------------------------------------ test service */
@@ -266,7 +270,7 @@ Test(rpc, masked_contexts_round_trip_bit_exact, .timeout = 30) {
                                &o3m__v1__masked_contexts__descriptor, &m, &e);
   cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
   const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
-  cr_assert(eq(int, o3m_wire_masked_check(mc, 2, 7, 5, TEST_MASK, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_masked_check(mc, 2, 7, 5, TEST_MASK, NB, &e), 0), "%s",
             o3m_err_message(&e));
   for (int k = 0; k < 7; k++)
     for (int i = 0; i < 5; i++)
@@ -480,7 +484,7 @@ Test(rpc, parallel_fan_out_to_three_parties, .timeout = 30) {
       ProtobufCMessage *m;
       cr_assert(eq(int, o3m_rpc_client_finish(c[j], &m, &e), 0), "%s", o3m_err_message(&e));
       const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
-      cr_assert(eq(int, o3m_wire_masked_check(mc, j + 1, K, D, TEST_MASK, &e), 0), "%s",
+      cr_assert(eq(int, o3m_wire_masked_check(mc, j + 1, K, D, TEST_MASK, NB, &e), 0), "%s",
                 o3m_err_message(&e));
       for (int x = 0; x < K * D; x++) sum[x] += mc->values[x];
     }
@@ -609,6 +613,46 @@ Test(rpc, arenas_stop_growing_after_warm_up, .timeout = 60) {
   }
   /* Growth is bounded: a few times the largest message, not one per call. */
   cr_assert(lt(sz, c_after, (size_t)8 * 300 * 50 * sizeof(double)));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+}
+
+/* Issue 9: one oversized message must not keep an arena large for good.
+ * After a call with a 120 kB reply, small calls bring both arenas back to
+ * their initial size by the second reset. */
+Test(rpc, arenas_give_memory_back_after_a_large_message, .timeout = 60) {
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.insecure = 1;
+  scfg.arena_bytes = 4096;
+  server_fx f;
+  start_server_cfg(&f, 1, 50, &scfg);
+  o3m_rpc_client_config ccfg;
+  o3m_rpc_client_config_default(&ccfg);
+  ccfg.target = f.target;
+  ccfg.insecure = 1;
+  ccfg.arena_bytes = 4096;
+  o3m_rpc_client *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&c, &ccfg, &e), 0), "%s", o3m_err_message(&e));
+  static mask_req big, small;
+  mask_req_init(&big, 300, TEST_MASK); /* 120 kB reply */
+  mask_req_init(&small, 1, TEST_MASK);
+  ProtobufCMessage *m;
+  o3m_rpc_server_stats st;
+  for (int i = 0; i < 4; i++) {
+    mask_req *r = i == 0 ? &big : &small;
+    cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &r->msg.base,
+                                          &o3m__v1__masked_contexts__descriptor, &m, &e),
+                 0),
+              "%s", o3m_err_message(&e));
+    o3m_rpc_server_stats_get(f.srv, &st);
+    if (i == 0) cr_assert(gt(sz, o3m_rpc_client_arena_bytes(c), (size_t)100000));
+  }
+  cr_assert(eq(sz, o3m_rpc_client_arena_bytes(c), (size_t)4096));
+  cr_assert(eq(sz, st.arena_bytes, (size_t)4096));
   o3m_rpc_client_destroy(c);
   stop_server(&f);
 }

@@ -8,6 +8,7 @@
  * summed by the active participant, give Q x to rounding. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <float.h>
 #include <math.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -19,6 +20,9 @@
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_wire.h"
+
+/* The norm bound the reply checks apply: the config default. */
+#define NB O3M_CONFIG_DEFAULT_MAX_NORM
 
 #define has(msg, s) not(eq(ptr, strstr((msg), (s)), NULL))
 
@@ -327,16 +331,17 @@ Test(wire, masked_contexts_check) {
   o3m_wire_masked_fill(&m, 9, 2, 2, 3, v);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), 0), "%s", o3m_err_message(&e));
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 1, 2, 3, 9, &e), O3M_EINVAL));
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 8, &e), O3M_EMASK));
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 3, 3, 9, &e), O3M_EDIM));
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 2, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, NB, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 1, 2, 3, 9, NB, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 8, NB, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 3, 3, 9, NB, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 2, 9, NB, &e), O3M_EDIM));
   m.n_values = 5;
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, NB, &e), O3M_EDIM));
   m.n_values = 6;
   v[5] = INFINITY;
-  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, &e), O3M_ENONFINITE));
+  cr_assert(eq(int, o3m_wire_masked_check(&m, 2, 2, 3, 9, NB, &e), O3M_ENONFINITE));
   cr_assert(has(e.msg, "party 2"), "%s", e.msg);
 }
 
@@ -405,25 +410,126 @@ Test(wire, mask_batch_reply_check) {
   O3m__V1__MaskBatchReply *got = (O3m__V1__MaskBatchReply *)through_wire(&m.base);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e), 0), "%s",
             o3m_err_message(&e));
   cr_assert(eq(int, memcmp(got->values, v, sizeof v), 0), "values changed on the wire");
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 1, 2, K, 2, 9, &e), O3M_EINVAL));
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 8, &e), O3M_EMASK));
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 3, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 1, 2, K, 2, 9, NB, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 8, NB, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 3, 9, NB, &e), O3M_EDIM));
   /* Rows of the queries swapped: same total, still wrong. */
   int swapped[2] = {2, 3};
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, swapped, 2, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, swapped, 2, 9, NB, &e),
+               O3M_EDIM));
   cr_assert(has(e.msg, "query 0 has 3 rows, expected 2"), "%s", e.msg);
   int one[1] = {5};
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 1, one, 2, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 1, one, 2, 9, NB, &e), O3M_EDIM));
   got->n_values = 9;
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e), O3M_EDIM));
   got->n_values = 10;
   got->values[7] = NAN;
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, &e), O3M_ENONFINITE));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e),
+               O3M_ENONFINITE));
   cr_assert(has(e.msg, "party 2"), "%s", e.msg);
   protobuf_c_message_free_unpacked(&got->base, NULL);
+}
+
+/* The party's norm bound (issue 9): each row of a masked part is Q^j x^j,
+ * whose norm is ||x^j||. The rows here have norms 1, 3.61, 6.40, 9.22 and
+ * 12.04; the last is query 1's candidate 1. */
+Test(wire, masked_rows_above_the_party_bound_are_refused) {
+  double v[5 * 2];
+  for (int i = 0; i < 10; i++) v[i] = i;
+  uint32_t rows[2] = {3, 2};
+  int K[2] = {3, 2};
+  O3m__V1__MaskBatchReply m = O3M__V1__MASK_BATCH_REPLY__INIT;
+  o3m_wire_mask_batch_fill(&m, 9, 2, 2, rows, 2, v);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 12.05, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 12.0, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "party 2: round 1, candidate 1: the l2 norm is above max_norm = 12"),
+            "%s", e.msg);
+  /* Within the rounding tolerance: accepted. */
+  double n4 = sqrt(64.0 + 81.0);
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, n4 * (1 - 1e-12), &e),
+               0), "%s", o3m_err_message(&e));
+  /* Finite values near DBL_MAX: their squares overflow, which is refused,
+   * not summed to infinity. */
+  v[2] = DBL_MAX;
+  v[3] = -DBL_MAX;
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 1e50, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "round 0, candidate 1"), "%s", e.msg);
+  cr_assert(not(has(e.msg, "1.79")), "the message quotes a value: %s", e.msg);
+  /* The single-round check and the plain helper agree. */
+  O3m__V1__MaskedContexts mc = O3M__V1__MASKED_CONTEXTS__INIT;
+  o3m_wire_masked_fill(&mc, 9, 2, 3, 2, v);
+  cr_assert(eq(int, o3m_wire_masked_check(&mc, 2, 3, 2, 9, 1e50, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "candidate 1"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_check_row_norms("x", 1, 2, v, 1.5, 0, NULL, &e), 0));
+  cr_assert(eq(int, o3m_wire_check_row_norms("x", 1, 2, v, 0.5, 0, NULL, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_check_row_norms("x", 1, 2, v, 0, 0, NULL, &e), O3M_EINVAL));
+}
+
+/* The request size limits bound the largest valid message of the config
+ * from above, by little: protobuf-c's own (packed) encoding of a maximal
+ * request fits, with less than the per-element tags and the slack to
+ * spare. */
+Test(wire, size_limits_cover_the_largest_valid_requests) {
+  enum { KM = 7, D0 = 3, D = 11 };
+  static char ids[KM + 1][O3M_CONFIG_MAX_ID + 1];
+  char *items[KM];
+  uint32_t arms[KM];
+  double own[KM * D0];
+  for (int k = 0; k <= KM; k++) {
+    memset(ids[k], 'a' + k, O3M_CONFIG_MAX_ID);
+    ids[k][O3M_CONFIG_MAX_ID] = '\0';
+    if (k < KM) items[k] = ids[k], arms[k] = 4000000000u;
+  }
+  for (int i = 0; i < KM * D0; i++) own[i] = -1.5e300;
+  O3m__V1__RecommendRequest r = O3M__V1__RECOMMEND_REQUEST__INIT;
+  r.user = ids[KM];
+  r.n_items = KM;
+  r.items = items;
+  r.n_arms = KM;
+  r.arms = arms;
+  r.n_own_features = KM * D0;
+  r.own_features = own;
+  size_t packed = protobuf_c_message_get_packed_size(&r.base);
+  int lim = o3m_wire_recommend_max_bytes(KM, D0);
+  cr_assert(ge(int, lim, (int)packed));
+  cr_assert(le(int, lim, (int)packed + KM * (D0 + 1) + 4 * (KM + 1) + 16 + O3M_WIRE_SIZE_SLACK));
+  /* A MaskBatch of the most rows, every id of the longest length. */
+  int rows = o3m_wire_mask_batch_rows(KM, D);
+  cr_assert(eq(int, rows, O3M_WIRE_MAX_BATCH * KM));
+  O3m__V1__MaskQuery q[O3M_WIRE_MAX_BATCH], *qp[O3M_WIRE_MAX_BATCH];
+  for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) {
+    o3m__v1__mask_query__init(&q[i]);
+    q[i].user = ids[KM];
+    q[i].n_items = KM;
+    q[i].items = items;
+    qp[i] = &q[i];
+  }
+  O3m__V1__MaskBatchRequest b = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  b.mask_id = UINT64_MAX;
+  b.n_queries = O3M_WIRE_MAX_BATCH;
+  b.queries = qp;
+  packed = protobuf_c_message_get_packed_size(&b.base);
+  lim = o3m_wire_mask_batch_max_bytes(KM, D);
+  cr_assert(ge(int, lim, (int)packed));
+  cr_assert(le(int, lim, (int)packed + 4 * rows + 8 * O3M_WIRE_MAX_BATCH + O3M_WIRE_SIZE_SLACK));
+  /* Its reply. */
+  static double vals[O3M_WIRE_MAX_BATCH * KM * D];
+  uint32_t rws[O3M_WIRE_MAX_BATCH];
+  for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) rws[i] = KM;
+  O3m__V1__MaskBatchReply rep = O3M__V1__MASK_BATCH_REPLY__INIT;
+  o3m_wire_mask_batch_fill(&rep, UINT64_MAX, 1000, O3M_WIRE_MAX_BATCH, rws, D, vals);
+  packed = protobuf_c_message_get_packed_size(&rep.base);
+  lim = o3m_wire_mask_batch_reply_max_bytes(KM, D);
+  cr_assert(ge(int, lim, (int)packed));
+  cr_assert(le(int, lim, (int)packed + rows * D + 2 * O3M_WIRE_SIZE_SLACK));
+  cr_assert(eq(int, o3m_wire_recommend_max_bytes(0, 3), 0));
+  cr_assert(eq(int, o3m_wire_recommend_max_bytes(1000000, 4096), 1 << 30));
 }
 
 Test(wire, recommend_check) {
@@ -479,7 +585,8 @@ Test(wire, masked_sum_over_the_wire_is_Qx) {
     O3m__V1__MaskedContexts mc = O3M__V1__MASKED_CONTEXTS__INIT;
     o3m_wire_masked_fill(&mc, id, j, K, d, Y);
     O3m__V1__MaskedContexts *got = (O3m__V1__MaskedContexts *)through_wire(&mc.base);
-    cr_assert(eq(int, o3m_wire_masked_check(got, j, K, d, id, &e), 0), "%s", o3m_err_message(&e));
+    cr_assert(eq(int, o3m_wire_masked_check(got, j, K, d, id, NB, &e), 0), "%s",
+              o3m_err_message(&e));
     for (int i = 0; i < K * d; i++) sum[i] += got->values[i];
     protobuf_c_message_free_unpacked(&got->base, NULL);
     o3m_block_destroy(b);

@@ -35,6 +35,7 @@
 #define FUZZ_N_ARMS 4
 #define FUZZ_D 6
 #define FUZZ_DJ 3 /* dims of FUZZ_PARTY */
+#define FUZZ_MAX_NORM 10.0 /* max_norm of FUZZ_PARTY */
 
 /* The fixed federation, built once in LLVMFuzzerInitialize and kept for the
  * life of the process (reachable, so LeakSanitizer does not report it). */
@@ -217,10 +218,16 @@ void fuzz_wire_masked_contexts(const uint8_t *data, size_t size) {
   if (!m) return;
   o3m_err e;
   for (int K = 1; K <= 3; K += 2) {
-    if (o3m_wire_masked_check(m, FUZZ_PARTY, K, FUZZ_D, FUZZ_MASK_ID, &e) == 0) {
-      /* The AP sums the parties' vectors into Q x. */
+    if (o3m_wire_masked_check(m, FUZZ_PARTY, K, FUZZ_D, FUZZ_MASK_ID, FUZZ_MAX_NORM, &e) == 0) {
+      /* The AP sums the parties' vectors into Q x: the check promises rows
+       * of norm at most the bound, so every sum of them is finite and the
+       * sum of a row's entries is at most sqrt(d) times the bound. */
       FUZZ_CHECK(m->n_values == (size_t)K * FUZZ_D);
-      FUZZ_CHECK(isfinite(touch(m->values, m->n_values)));
+      double bound = FUZZ_MAX_NORM * (1 + O3M_WIRE_NORM_RTOL) * sqrt(FUZZ_D);
+      for (int k = 0; k < K; k++) {
+        double s = touch(m->values + (size_t)k * FUZZ_D, FUZZ_D);
+        FUZZ_CHECK(isfinite(s) && fabs(s) <= bound);
+      }
     }
   }
   o3m__v1__masked_contexts__free_unpacked(m, NULL);

@@ -1,0 +1,494 @@
+/* test_bounds.c -- bounded inputs and oversized requests, end to end
+ * (issue 9, items 2 and 3).
+ *
+ * Every test starts the real daemons of fed_proc.h's federation (o3m-pmg,
+ * o3m-active "ap" with 3 columns, o3m-passive "pp1" and "pp2") on loopback
+ * with mutual TLS and talks to them as an attacker with a federation
+ * certificate ("client") would.
+ *
+ * Suite bounds (item 2): the issue's attack, a Recommend whose own features
+ * are 1e150 followed by a Reward, is refused with INVALID_ARGUMENT naming
+ * the party, no passive party hears of it, the model (Stats: updates,
+ * theta_norm) is unchanged, the AP keeps checkpointing, and a restart
+ * recovers without --discard-state; a passive party whose table holds a row
+ * above its max_norm refuses to start naming file and line; and a masked
+ * part above its party's bound (the AP's copy of the config gives pp1 a
+ * smaller max_norm than pp1's own copy, so pp1 serves parts the AP must
+ * refuse) fails the round naming pp1.
+ *
+ * Suite oversize (item 3): after warm-up traffic, oversized requests (a
+ * 60 MB user id, a user id one byte over the limit, too many items, a huge
+ * own_features) are sent again and again, with legitimate rounds between
+ * them: each gets RESOURCE_EXHAUSTED or INVALID_ARGUMENT, the legitimate
+ * ones succeed, no passive party is contacted by the refused ones
+ * (PassiveStats.requests, read with each party's own certificate, grows by
+ * the legitimate rounds only), and the resident memory of the AP and of
+ * each passive party after the attack is within 10% of before, once the
+ * attacker's idle connection has been closed (gRPC keeps the buffers of a
+ * connection's largest message until then). The figures are printed
+ * (stderr). */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ap_client.h"
+#include "fed_proc.h"
+#include "o3m_daemon.h"
+#include "o3m.pb-c.h"
+#include "o3m_rng.h"
+#include "o3m_rpc.h"
+#include "o3m_wire.h"
+
+#define K_MAX FED_K_MAX
+#define D0 3 /* the AP's columns */
+
+static fed_net fed;
+
+/* ------------------------------------------------------------ federation */
+
+static void fed_prepare(int state_dirs) {
+  fed_setup s = {.table_seed = 300, .pp1_users = FED_USERS, .deadline_ms = 2000,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\n",
+                 .pending_capacity = 1000, .state_dirs = state_dirs};
+  fed_net_prepare(&fed, &s);
+}
+
+/* Starts the parties in ps (FED_N_PARTIES entries: nonzero = start) and
+ * waits for them; the AP with extra arguments ap_extra. */
+static void start_all(const char *const *ap_extra) {
+  static const char *const pmg_args[] = {"--keep-mask", NULL};
+  fed_net_start(&fed, FED_PMG, pmg_args);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_net_start(&fed, FED_AP, ap_extra);
+  for (int p = FED_AP; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
+}
+
+static void fed_down(void) {
+  for (int p = FED_N_PARTIES - 1; p >= 0; p--) fed_stop(&fed.proc[p], SIGTERM, 5000);
+  fed_cleanup();
+}
+
+/* A raw client of party p presenting certificate `as` (the AP is called
+ * this way, not through ap_client, to send what ap_client would refuse). */
+static o3m_rpc_client *party_client(int p, const char *as, int deadline_ms) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[p]);
+  return fed_client(target, "certs", "certs", as, fed_party_name[p], deadline_ms);
+}
+
+/* Recommend with the given user, items and own features (n_own values,
+ * 0: none). Returns the code; *decision gets the decision on success. */
+static int recommend(o3m_rpc_client *c, const char *user, int K, char **items,
+                     const double *own, size_t n_own, uint64_t *decision, o3m_err *e) {
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  req.user = (char *)user;
+  req.n_items = (size_t)K;
+  req.items = items;
+  req.n_own_features = n_own;
+  req.own_features = (double *)own;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                               &o3m__v1__recommendation__descriptor, &m, e);
+  if (rc == 0 && decision) *decision = ((O3m__V1__Recommendation *)m)->decision;
+  return rc;
+}
+
+static int reward(o3m_rpc_client *c, uint64_t decision, double r, o3m_err *e) {
+  O3m__V1__RewardRequest req = O3M__V1__REWARD_REQUEST__INIT;
+  req.decision = decision;
+  req.reward = r;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  return o3m_rpc_client_call(c, O3M_PATH_ACTIVE_REWARD, &req.base,
+                             &o3m__v1__reward_reply__descriptor, &m, e);
+}
+
+typedef struct ap_numbers {
+  uint64_t rounds, updates;
+  double theta_norm;
+} ap_numbers;
+
+static ap_numbers ap_stats_of(o3m_rpc_client *c) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
+                               &o3m__v1__active_stats__descriptor, &m, &e);
+  cr_assert(eq(int, rc, 0), "AP Stats: %s", o3m_err_message(&e));
+  const O3m__V1__ActiveStats *st = (const O3m__V1__ActiveStats *)m;
+  ap_numbers n = {st->rounds, st->updates, st->theta_norm};
+  return n;
+}
+
+/* PassiveStats.requests of passive party p, read with its own certificate. */
+static uint64_t pp_requests(int p) {
+  o3m_rpc_client *c = party_client(p, fed_party_name[p], 5000);
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_STATS, &req.base,
+                               &o3m__v1__passive_stats__descriptor, &m, &e);
+  cr_assert(eq(int, rc, 0), "Stats of %s: %s", fed_party_name[p], o3m_err_message(&e));
+  uint64_t n = ((const O3m__V1__PassiveStats *)m)->requests;
+  o3m_rpc_client_destroy(c);
+  return n;
+}
+
+/* A legitimate round (a known user, K = 3 items) and its reward; returns
+ * the decision. */
+static uint64_t legit_round(o3m_rpc_client *c, o3m_rng *r, int with_reward) {
+  fed_round q;
+  fed_draw_round(r, FED_USERS, &q);
+  if (q.K > 3) q.K = 3;
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, q.user, q.K, (char **)q.items, NULL, 0, &id, &e);
+  cr_assert(eq(int, rc, 0), "legitimate Recommend: %s", o3m_err_message(&e));
+  if (with_reward) {
+    rc = reward(c, id, 0.5, &e);
+    cr_assert(eq(int, rc, 0), "legitimate Reward: %s", o3m_err_message(&e));
+  }
+  return id;
+}
+
+static int log_count(int p, const char *what) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "grep -cF -- '%s' '%s'", what, fed.proc[p].log);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  int n = 0;
+  if (fscanf(f, "%d", &n) != 1) n = 0;
+  pclose(f);
+  return n;
+}
+
+/* ------------------------------------------------------------ item 2 */
+
+TestSuite(bounds, .fini = fed_down, .timeout = 240);
+
+/* The issue's attack: own_features = 1e150, then a Reward. */
+Test(bounds, huge_own_features_refused_model_and_restart_unharmed) {
+  fed_prepare(1);
+  static const char *const ap_args[] = {"--checkpoint-every", "1", "--pmg-timeout-s", "20",
+                                        NULL};
+  start_all(ap_args);
+  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 5), 0));
+  for (int i = 0; i < 5; i++) legit_round(c, r, 1);
+  ap_numbers before = ap_stats_of(c);
+  uint64_t pp1_before = pp_requests(FED_PP1), pp2_before = pp_requests(FED_PP2);
+  int ckpts_before = log_count(FED_AP, "periodic checkpoint written");
+  cr_assert(ge(int, ckpts_before, 5), "the AP wrote %d checkpoints", ckpts_before);
+
+  /* The attack. */
+  char *items[2] = {"i1", "i2"};
+  double own[2 * D0];
+  for (int i = 0; i < 2 * D0; i++) own[i] = 1e150;
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, "u1", 2, items, own, 2 * D0, &id, &e);
+  if (rc == 0) reward(c, id, 1.0, &e); /* what the attacker does next (old code) */
+  cr_assert(eq(int, rc, O3M_EINVAL), "Recommend with own_features = 1e150: %s: %s",
+            o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "party 'ap'"), NULL)), "message: %s", e.msg);
+  cr_assert(not(eq(ptr, strstr(e.msg, "max_norm"), NULL)), "message: %s", e.msg);
+  /* No passive party heard of it, the model did not change. */
+  cr_assert(eq(u64, pp_requests(FED_PP1), pp1_before));
+  cr_assert(eq(u64, pp_requests(FED_PP2), pp2_before));
+  ap_numbers after = ap_stats_of(c);
+  cr_assert(eq(u64, after.updates, before.updates));
+  cr_assert(eq(u64, after.rounds, before.rounds));
+  cr_assert(eq(dbl, after.theta_norm, before.theta_norm));
+
+  /* One value just above the bound is refused as well (naming the
+   * candidate); one just inside it is a valid round. */
+  for (int i = 0; i < 2 * D0; i++) own[i] = 0.0;
+  own[D0] = 1.0001e4;
+  rc = recommend(c, "u1", 2, items, own, 2 * D0, &id, &e);
+  cr_assert(eq(int, rc, O3M_EINVAL), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "candidate 1"), NULL)), "message: %s", e.msg);
+
+  /* The AP keeps learning and checkpointing. */
+  for (int i = 0; i < 3; i++) legit_round(c, r, 1);
+  ap_numbers later = ap_stats_of(c);
+  cr_assert(eq(u64, later.updates, before.updates + 3));
+  cr_assert(gt(int, log_count(FED_AP, "periodic checkpoint written"), ckpts_before + 2),
+            "checkpoints stopped:\n%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(eq(int, log_count(FED_AP, "checkpoint refused"), 0));
+
+  /* A restart recovers, with no --discard-state, to the same model. */
+  o3m_rpc_client_destroy(c);
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGTERM, 10000), 0), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  static const char *const again[] = {"--pmg-timeout-s", "20", NULL};
+  fed_net_start(&fed, FED_AP, again);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+  c = party_client(FED_AP, "client", 10000);
+  ap_numbers restarted = ap_stats_of(c);
+  cr_assert(eq(u64, restarted.updates, later.updates));
+  cr_assert(eq(dbl, restarted.theta_norm, later.theta_norm));
+  legit_round(c, r, 1);
+  o3m_rpc_client_destroy(c);
+  o3m_rng_destroy(r);
+}
+
+/* The second line of defence: with the AP's bound raised to the limit
+ * (max_norm = 1e50), own features of 1e20 pass the bound, but their
+ * x x^T would swamp the ridge and make Lambda singular. The Recommend is
+ * answered; its Reward is refused before the journal (INVALID_ARGUMENT,
+ * nothing changed, the decision stays open: a retry gets the same), the AP
+ * keeps learning and checkpointing, and a restart recovers the same
+ * model. */
+Test(bounds, reward_that_would_poison_refused_before_journal) {
+  fed_prepare(1);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "sed -i '/^\\[party ap\\]$/a max_norm = 1e50' '%s'", fed.conf);
+  cr_assert(eq(int, system(cmd), 0));
+  static const char *const ap_args[] = {"--checkpoint-every", "1", "--pmg-timeout-s", "20",
+                                        NULL};
+  start_all(ap_args);
+  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 6), 0));
+  for (int i = 0; i < 4; i++) legit_round(c, r, 1);
+  ap_numbers before = ap_stats_of(c);
+  char *items[2] = {"i1", "i2"};
+  double own[2 * D0];
+  for (int i = 0; i < 2 * D0; i++) own[i] = 1e20;
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, "u1", 2, items, own, 2 * D0, &id, &e);
+  cr_assert(eq(int, rc, 0), "Recommend within max_norm = 1e50: %s", o3m_err_message(&e));
+  for (int attempt = 0; attempt < 2; attempt++) {
+    rc = reward(c, id, 1.0, &e);
+    cr_assert(eq(int, rc, O3M_ENONFINITE), "Reward (attempt %d): %s: %s", attempt,
+              o3m_errname(rc), o3m_err_message(&e));
+    cr_assert(not(eq(ptr, strstr(e.msg, "stays open"), NULL)), "message: %s", e.msg);
+  }
+  ap_numbers after = ap_stats_of(c);
+  cr_assert(eq(u64, after.updates, before.updates));
+  cr_assert(eq(dbl, after.theta_norm, before.theta_norm));
+  for (int i = 0; i < 3; i++) legit_round(c, r, 1);
+  ap_numbers later = ap_stats_of(c);
+  cr_assert(eq(u64, later.updates, before.updates + 3));
+  cr_assert(eq(int, log_count(FED_AP, "checkpoint refused"), 0));
+  o3m_rpc_client_destroy(c);
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGTERM, 10000), 0), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  static const char *const again[] = {"--pmg-timeout-s", "20", NULL};
+  fed_net_start(&fed, FED_AP, again);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+  c = party_client(FED_AP, "client", 10000);
+  ap_numbers restarted = ap_stats_of(c);
+  cr_assert(eq(u64, restarted.updates, later.updates));
+  cr_assert(eq(dbl, restarted.theta_norm, later.theta_norm));
+  o3m_rpc_client_destroy(c);
+  o3m_rng_destroy(r);
+}
+
+/* A passive party whose user table holds a row above its max_norm (the
+ * default, 1e4) refuses to start and names the file and the line. */
+Test(bounds, passive_table_above_bound_refuses_start) {
+  fed_prepare(0);
+  /* Line 7 of pp1_users.csv is the row of u5 (line 1 is the header). */
+  FILE *f = fopen(fed_path("pp1_users.csv"), "w");
+  cr_assert_not_null(f);
+  fprintf(f, "user_id,x0,x1\n");
+  for (int u = 0; u < FED_USERS; u++) fprintf(f, "u%d,%g,%g\n", u, u == 5 ? 2e4 : 0.5, -0.25);
+  cr_assert(eq(int, fclose(f), 0));
+  static const char *const pmg_args[] = {"--keep-mask", NULL};
+  fed_net_start(&fed, FED_PMG, pmg_args);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  int code = fed_wait_exit(&fed.proc[FED_PP1], 15000);
+  cr_assert(eq(int, code, 1), "pp1 exit %d:\n%s", code, fed_log(&fed.proc[FED_PP1]));
+  const char *log = fed_log(&fed.proc[FED_PP1]);
+  cr_assert(not(eq(ptr, strstr(log, "pp1_users.csv:7:"), NULL)), "log:\n%s", log);
+  cr_assert(not(eq(ptr, strstr(log, "max_norm"), NULL)), "log:\n%s", log);
+  cr_assert(eq(ptr, strstr(log, "20000"), NULL), "the log quotes a feature value:\n%s", log);
+}
+
+/* A masked part above its party's bound: the AP's copy of the config gives
+ * pp1 max_norm = 0.01, pp1's own copy the default, so pp1 serves its
+ * (standard normal, so far larger) parts and the AP must refuse them. */
+Test(bounds, masked_part_above_party_bound_refused) {
+  fed_prepare(0);
+  char shared_conf[sizeof fed.conf];
+  snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
+  /* The AP's copy: the shared config with max_norm in [party pp1]. */
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "sed '/^\\[party pp1\\]$/a max_norm = 0.01' '%s' > '%s/ap.conf'", shared_conf,
+           fed_dir());
+  cr_assert(eq(int, system(cmd), 0));
+  static const char *const pmg_args[] = {"--keep-mask", NULL};
+  fed_net_start(&fed, FED_PMG, pmg_args);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  snprintf(fed.conf, sizeof fed.conf, "%s/ap.conf", fed_dir());
+  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
+  fed_net_start(&fed, FED_AP, ap_args);
+  for (int p = FED_AP; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
+  snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
+
+  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+  char *items[3] = {"i1", "i2", "i3"};
+  uint64_t id;
+  o3m_err e;
+  int rc = recommend(c, "u2", 3, items, NULL, 0, &id, &e);
+  cr_assert(eq(int, rc, O3M_EINVAL), "Recommend: %s: %s", o3m_errname(rc),
+            o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "party 'pp1'"), NULL)), "message: %s", e.msg);
+  cr_assert(not(eq(ptr, strstr(e.msg, "round 0, candidate 0"), NULL)), "message: %s", e.msg);
+  ap_numbers st = ap_stats_of(c);
+  cr_assert(eq(u64, st.rounds, 0));
+  o3m_rpc_client_destroy(c);
+}
+
+/* ------------------------------------------------------------ item 3 */
+
+TestSuite(oversize, .fini = fed_down, .timeout = 600);
+
+/* VmRSS of pid in kB. */
+static long rss_kb(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s", path);
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  fclose(f);
+  cr_assert(gt(long, kb, 0));
+  return kb;
+}
+
+static const int watched[] = {FED_AP, FED_PP1, FED_PP2};
+#define N_WATCHED 3
+
+static void rss_sample(long *out) {
+  for (int i = 0; i < N_WATCHED; i++) out[i] = rss_kb(fed.proc[watched[i]].pid);
+}
+
+Test(oversize, refused_at_the_door_and_memory_returns) {
+  fed_prepare(0);
+  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
+  start_all(ap_args);
+  /* Legitimate traffic and the attacker on connections of their own, as a
+   * front end and an attacker would be. */
+  o3m_rpc_client *c = party_client(FED_AP, "client", 30000);
+  o3m_rpc_client *att = party_client(FED_AP, "client", 30000);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 9), 0));
+  /* Warm-up: legitimate traffic until memory is steady. */
+  for (int i = 0; i < 300; i++) legit_round(c, r, i % 2);
+  long before[N_WATCHED], during[N_WATCHED] = {0}, after[N_WATCHED], now[N_WATCHED];
+  rss_sample(before);
+  uint64_t pp1_before = pp_requests(FED_PP1), pp2_before = pp_requests(FED_PP2);
+
+  /* The attacks. */
+  const size_t huge = 60u << 20;
+  char *big_user = malloc(huge + 1);
+  cr_assert_not_null(big_user);
+  memset(big_user, 'u', huge);
+  big_user[huge] = '\0';
+  char long_user[O3M_CONFIG_MAX_ID + 2];
+  memset(long_user, 'v', O3M_CONFIG_MAX_ID + 1);
+  long_user[O3M_CONFIG_MAX_ID + 1] = '\0';
+  enum { MANY = 100000 };
+  char **many = malloc(sizeof *many * MANY);
+  char (*names)[12] = malloc(12 * (size_t)MANY);
+  cr_assert(many && names);
+  for (int i = 0; i < MANY; i++) {
+    snprintf(names[i], 12, "i%d", i);
+    many[i] = names[i];
+  }
+  const size_t n_own = (size_t)4 << 20; /* 32 MB of own features */
+  double *own = calloc(n_own, sizeof *own);
+  cr_assert_not_null(own);
+  char *items3[3] = {"i1", "i2", "i3"};
+  int legit = 0;
+  for (int round = 0; round < 6; round++) {
+    o3m_err e;
+    uint64_t id;
+    int rc = recommend(att, big_user, 3, items3, NULL, 0, &id, &e);
+    cr_assert(eq(int, rc, O3M_EFULL), "60 MB user id: %s: %s", o3m_errname(rc),
+              o3m_err_message(&e));
+    rss_sample(now);
+    for (int i = 0; i < N_WATCHED; i++) during[i] = now[i] > during[i] ? now[i] : during[i];
+    legit_round(c, r, 1), legit++;
+    rc = recommend(att, long_user, 3, items3, NULL, 0, &id, &e);
+    cr_assert(eq(int, rc, O3M_EINVAL), "user id of %d bytes: %s: %s", O3M_CONFIG_MAX_ID + 1,
+              o3m_errname(rc), o3m_err_message(&e));
+    cr_assert(not(eq(ptr, strstr(e.msg, "user"), NULL)), "message: %s", e.msg);
+    char *item_long[2] = {"i1", long_user};
+    rc = recommend(att, "u1", 2, item_long, NULL, 0, &id, &e);
+    cr_assert(eq(int, rc, O3M_EINVAL), "item id of %d bytes: %s", O3M_CONFIG_MAX_ID + 1,
+              o3m_err_message(&e));
+    cr_assert(not(eq(ptr, strstr(e.msg, "items[1]"), NULL)), "message: %s", e.msg);
+    rc = recommend(att, "u1", K_MAX + 1, many, NULL, 0, &id, &e);
+    cr_assert(eq(int, rc, O3M_EINVAL), "%d items: %s: %s", K_MAX + 1, o3m_errname(rc),
+              o3m_err_message(&e));
+    rc = recommend(att, "u1", MANY, many, NULL, 0, &id, &e);
+    cr_assert(eq(int, rc, O3M_EFULL), "%d items: %s: %s", MANY, o3m_errname(rc),
+              o3m_err_message(&e));
+    rc = recommend(att, "u1", 3, items3, own, n_own, &id, &e);
+    cr_assert(eq(int, rc, O3M_EFULL), "%zu own features: %s: %s", n_own, o3m_errname(rc),
+              o3m_err_message(&e));
+    rss_sample(now);
+    for (int i = 0; i < N_WATCHED; i++) during[i] = now[i] > during[i] ? now[i] : during[i];
+    legit_round(c, r, 1), legit++;
+  }
+  free(big_user);
+  free(many);
+  free(names);
+  free(own);
+  /* No refused request reached a passive party: only the legitimate rounds
+   * were counted. */
+  cr_assert(eq(u64, pp_requests(FED_PP1), pp1_before + (uint64_t)legit));
+  cr_assert(eq(u64, pp_requests(FED_PP2), pp2_before + (uint64_t)legit));
+  /* Legitimate traffic after the attack, then memory. */
+  for (int i = 0; i < 50; i++) legit_round(c, r, i % 2);
+  /* The daemons give freed memory back once per O3M_DAEMON_TRIM_MS
+   * (o3m_daemon.h), and gRPC keeps the buffers of the largest message a
+   * connection carried until it closes, which the daemons do after
+   * O3M_RPC_DAEMON_IDLE_CLOSE_MS of idleness: memory is given that long,
+   * and a few trim periods, to come back. The attacker keeps its
+   * connection open (idle); legitimate traffic goes on meanwhile. */
+  enum { AFTER_MS = O3M_RPC_DAEMON_IDLE_CLOSE_MS + 10000 };
+  double t0 = fed_now_s();
+  int settled = 0;
+  while (!settled) {
+    legit_round(c, r, 0);
+    fed_sleep_ms(O3M_DAEMON_TRIM_MS);
+    rss_sample(after);
+    settled = 1;
+    for (int i = 0; i < N_WATCHED; i++) settled &= after[i] <= 1.10 * (double)before[i];
+    if (fed_now_s() - t0 > AFTER_MS / 1000.0) break;
+  }
+  fprintf(stderr, "RSS kB (before / peak during / after the attack, %.1f s after it):\n",
+          fed_now_s() - t0);
+  for (int i = 0; i < N_WATCHED; i++)
+    fprintf(stderr, "  %-4s %8ld %8ld %8ld  (after/before %.3f)\n",
+            fed_party_name[watched[i]], before[i], during[i], after[i],
+            (double)after[i] / (double)before[i]);
+  for (int i = 0; i < N_WATCHED; i++)
+    cr_assert(le(dbl, (double)after[i], 1.10 * (double)before[i]),
+              "%s: RSS %ld kB after the attack, %ld kB before", fed_party_name[watched[i]],
+              after[i], before[i]);
+  o3m_rpc_client_destroy(att);
+  o3m_rpc_client_destroy(c);
+  o3m_rng_destroy(r);
+}
