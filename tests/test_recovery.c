@@ -667,6 +667,9 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
    * find no server. */
   cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 10000), 1, "%s", fed_log(&fed.proc[FED_AP]));
   cr_assert(log_has(FED_AP, "the reward journal failed"), "%s", fed_log(&fed.proc[FED_AP]));
+  /* The stop names its real cause, and only that one. */
+  cr_assert(log_has(FED_AP, "stopped after a disk error"), "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(!log_has(FED_AP, "damage"), "%s", fed_log(&fed.proc[FED_AP]));
   ap_client_destroy(cli);
   keep_log(FED_AP);
 
