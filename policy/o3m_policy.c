@@ -1,4 +1,4 @@
-/* ap_policy.c -- LinUCB and linear Thompson sampling over ridge statistics.
+/* o3m_policy.c -- LinUCB and linear Thompson sampling over ridge statistics.
  *
  * State per model (one model when shared, one per arm when disjoint):
  *   Lambda  lambda I + sum x x^T, exact (upper triangle), used to refactorize;
@@ -61,13 +61,13 @@
  * Q Lambda Q^T, Ainv~ = Q Ainv Q^T, theta~ = Q theta, so x~^T theta~ =
  * x^T theta and x~^T Ainv~ x~ = x^T Ainv x exactly, and in floating point up
  * to rounding. LinUCB decisions are therefore identical, given the tie rule
- * in ap_policy.h. For shared LinTS the factor of Q Lambda Q^T is not Q U, so
+ * in o3m_policy.h. For shared LinTS the factor of Q Lambda Q^T is not Q U, so
  * the same z gives a different mu~; the sampled score vector has the same
  * distribution N(X theta, v^2 X Lambda^{-1} X^T) either way, so decisions
  * are equal in distribution, not draw by draw. Disjoint LinTS draws scalars
  * from the per-candidate mean and variance, which are invariant, so with the
  * same seed its decisions are equal draw by draw as well. */
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "o3m_bytes.h"
 
 #include <float.h>
@@ -84,8 +84,8 @@
  * within 15% of it at d = 100 to 500) for 16 d doubles per model. */
 #define LAMBDA_BLOCK 16
 
-struct ap_policy {
-  ap_policy_config cfg;
+struct o3m_policy {
+  o3m_policy_config cfg;
   int d;
   int n_models;
   int use_chol; /* 1: models keep U; 0: models keep Ainv */
@@ -111,10 +111,10 @@ struct ap_policy {
   int kept_arm; /* -1: nothing kept */
 };
 
-void ap_policy_config_default(ap_policy_config *cfg) {
+void o3m_policy_config_default(o3m_policy_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->algo = AP_ALGO_LINUCB;
-  cfg->model = AP_MODEL_SHARED;
+  cfg->algo = O3M_ALGO_LINUCB;
+  cfg->model = O3M_MODEL_SHARED;
   cfg->max_candidates = 1000;
   cfg->lambda = 1.0;
   cfg->alpha = 0.5;
@@ -123,33 +123,33 @@ void ap_policy_config_default(ap_policy_config *cfg) {
   cfg->refactor_every = 1000;
 }
 
-int ap_algo_parse(const char *s, ap_algo *out) {
-  if (s && !strcmp(s, "linucb")) *out = AP_ALGO_LINUCB;
-  else if (s && !strcmp(s, "lints")) *out = AP_ALGO_LINTS;
+int o3m_algo_parse(const char *s, o3m_algo *out) {
+  if (s && !strcmp(s, "linucb")) *out = O3M_ALGO_LINUCB;
+  else if (s && !strcmp(s, "lints")) *out = O3M_ALGO_LINTS;
   else return O3M_EINVAL;
   return O3M_OK;
 }
 
-int ap_model_parse(const char *s, ap_model_kind *out) {
-  if (s && !strcmp(s, "shared")) *out = AP_MODEL_SHARED;
-  else if (s && !strcmp(s, "disjoint")) *out = AP_MODEL_DISJOINT;
+int o3m_model_parse(const char *s, o3m_model_kind *out) {
+  if (s && !strcmp(s, "shared")) *out = O3M_MODEL_SHARED;
+  else if (s && !strcmp(s, "disjoint")) *out = O3M_MODEL_DISJOINT;
   else return O3M_EINVAL;
   return O3M_OK;
 }
 
-const char *ap_algo_name(ap_algo a) { return a == AP_ALGO_LINTS ? "lints" : "linucb"; }
-const char *ap_model_name(ap_model_kind m) {
-  return m == AP_MODEL_DISJOINT ? "disjoint" : "shared";
+const char *o3m_algo_name(o3m_algo a) { return a == O3M_ALGO_LINTS ? "lints" : "linucb"; }
+const char *o3m_model_name(o3m_model_kind m) {
+  return m == O3M_MODEL_DISJOINT ? "disjoint" : "shared";
 }
 
-static int validate(const ap_policy_config *c, o3m_err *e) {
-  if (c->algo != AP_ALGO_LINUCB && c->algo != AP_ALGO_LINTS)
+static int validate(const o3m_policy_config *c, o3m_err *e) {
+  if (c->algo != O3M_ALGO_LINUCB && c->algo != O3M_ALGO_LINTS)
     return o3m_err_set(e, O3M_EINVAL, "policy: algo must be linucb or lints");
-  if (c->model != AP_MODEL_SHARED && c->model != AP_MODEL_DISJOINT)
+  if (c->model != O3M_MODEL_SHARED && c->model != O3M_MODEL_DISJOINT)
     return o3m_err_set(e, O3M_EINVAL, "policy: model must be shared or disjoint");
   if (c->d < 1 || c->d > 4096)
     return o3m_err_set(e, O3M_EINVAL, "policy: d = %d, expected 1..4096", c->d);
-  if (c->model == AP_MODEL_DISJOINT && (c->n_arms < 1 || c->n_arms > 1000000))
+  if (c->model == O3M_MODEL_DISJOINT && (c->n_arms < 1 || c->n_arms > 1000000))
     return o3m_err_set(e, O3M_EINVAL, "policy: n_arms = %d, expected 1..1000000 for disjoint",
                        c->n_arms);
   if (c->max_candidates < 1 || c->max_candidates > 1000000)
@@ -169,17 +169,17 @@ static int validate(const ap_policy_config *c, o3m_err *e) {
   return O3M_OK;
 }
 
-static double *model_mat(double *base, const ap_policy *p, int m) {
+static double *model_mat(double *base, const o3m_policy *p, int m) {
   return base + (size_t)m * p->d * p->d;
 }
 
-static double *held_rows(const ap_policy *p, int m) {
+static double *held_rows(const o3m_policy *p, int m) {
   return p->held + (size_t)m * LAMBDA_BLOCK * p->d;
 }
 
 /* Adds model m's held rows to Lambda (one dsyrk) and empties the block. The
  * emptied rows are zeroed, so equal states have equal images. */
-static void lambda_flush(ap_policy *p, int m) {
+static void lambda_flush(o3m_policy *p, int m) {
   int n = p->n_held[m];
   if (n == 0) return;
   double *R = held_rows(p, m);
@@ -190,7 +190,7 @@ static void lambda_flush(ap_policy *p, int m) {
 
 /* out = Lambda_m v for the whole Lambda (stored part plus held rows),
  * without flushing: Lambda v + R^T (R v). */
-static void lambda_apply(const ap_policy *p, int m, const double *v, double *out) {
+static void lambda_apply(const o3m_policy *p, int m, const double *v, double *out) {
   int d = p->d, n = p->n_held[m];
   o3m_symv(d, 1.0, model_mat(p->lambda_m, p, m), v, 0.0, out);
   if (n > 0) {
@@ -208,9 +208,9 @@ typedef struct fac_view {
   o3m_uplo t;
 } fac_view;
 
-static fac_view fac_of(const ap_policy *p, int m) {
+static fac_view fac_of(const o3m_policy *p, int m) {
   fac_view f = {model_mat(p->fac, p, m), O3M_UPPER};
-  if (p->cfg.model == AP_MODEL_DISJOINT && (m & 1)) {
+  if (p->cfg.model == O3M_MODEL_DISJOINT && (m & 1)) {
     f.a = model_mat(p->fac, p, m - 1) + p->d;
     f.t = O3M_LOWER;
   }
@@ -218,13 +218,13 @@ static fac_view fac_of(const ap_policy *p, int m) {
 }
 
 /* Recomputes Ainv or U of model m exactly from its Lambda, and theta. */
-static int refactor(ap_policy *p, int m) {
+static int refactor(o3m_policy *p, int m) {
   int d = p->d;
   lambda_flush(p, m);
   p->since_refactor[m] = 0;
   double *L = model_mat(p->lambda_m, p, m);
   if (p->use_chol) return o3m_chol_factor(d, L, model_mat(p->fac, p, m));
-  if (p->cfg.model == AP_MODEL_SHARED) return o3m_spd_inverse(d, L, model_mat(p->fac, p, m));
+  if (p->cfg.model == O3M_MODEL_SHARED) return o3m_spd_inverse(d, L, model_mat(p->fac, p, m));
   /* Disjoint: the whole inverse in scratch, then its triangle into the
    * pair (the other triangle belongs to the arm's partner). */
   int rc = o3m_spd_inverse(d, L, p->scratch);
@@ -240,7 +240,7 @@ static int refactor(ap_policy *p, int m) {
 }
 
 /* theta_m = Lambda_m^{-1} u_m from the model's current Ainv or U. */
-static void update_theta(ap_policy *p, int m) {
+static void update_theta(o3m_policy *p, int m) {
   int d = p->d;
   double *th = p->theta + (size_t)m * d;
   const double *u = p->u + (size_t)m * d;
@@ -256,23 +256,23 @@ static void update_theta(ap_policy *p, int m) {
   }
 }
 
-int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
+int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e) {
   *out = NULL;
   int rc = validate(cfg, e);
   if (rc) return rc;
-  ap_policy *p = calloc(1, sizeof *p);
+  o3m_policy *p = calloc(1, sizeof *p);
   if (!p) return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory");
   p->cfg = *cfg;
   p->d = cfg->d;
-  p->n_models = cfg->model == AP_MODEL_SHARED ? 1 : cfg->n_arms;
-  p->use_chol = cfg->model == AP_MODEL_SHARED && cfg->algo == AP_ALGO_LINTS;
+  p->n_models = cfg->model == O3M_MODEL_SHARED ? 1 : cfg->n_arms;
+  p->use_chol = cfg->model == O3M_MODEL_SHARED && cfg->algo == O3M_ALGO_LINTS;
   size_t d = (size_t)p->d, n = (size_t)p->n_models, kmax = (size_t)cfg->max_candidates;
   size_t zlen = d > kmax ? d : kmax;
   p->lambda_m = calloc(n * d * d, sizeof(double));
   p->held = calloc(n * LAMBDA_BLOCK * d, sizeof(double));
   p->n_held = calloc(n, sizeof(int));
   p->fac = calloc(n * d * d, sizeof(double));
-  if (cfg->model == AP_MODEL_DISJOINT) p->scratch = malloc(d * d * sizeof(double));
+  if (cfg->model == O3M_MODEL_DISJOINT) p->scratch = malloc(d * d * sizeof(double));
   p->u = calloc(n * d, sizeof(double));
   p->theta = calloc(n * d, sizeof(double));
   p->since_refactor = calloc(n, sizeof(int));
@@ -286,15 +286,15 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   p->kept_w = malloc(d * sizeof(double));
   p->kept_arm = -1;
   if (!p->lambda_m || !p->held || !p->n_held || !p->fac ||
-      (cfg->model == AP_MODEL_DISJOINT && !p->scratch) || !p->u || !p->theta ||
+      (cfg->model == O3M_MODEL_DISJOINT && !p->scratch) || !p->u || !p->theta ||
       !p->since_refactor || !p->W || !p->mean || !p->var || !p->score || !p->z || !p->work ||
       !p->kept_x || !p->kept_w) {
-    ap_policy_destroy(p);
+    o3m_policy_destroy(p);
     return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory for d = %zu, %zu models", d, n);
   }
   rc = o3m_rng_create_seeded_insecure(&p->rng, cfg->seed);
   if (rc) {
-    ap_policy_destroy(p);
+    o3m_policy_destroy(p);
     return o3m_err_set(e, rc, "policy: cannot create sampler");
   }
   for (size_t m = 0; m < n; m++) {
@@ -306,7 +306,7 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   return O3M_OK;
 }
 
-void ap_policy_destroy(ap_policy *p) {
+void o3m_policy_destroy(o3m_policy *p) {
   if (!p) return;
   o3m_rng_destroy(p->rng);
   free(p->lambda_m);
@@ -328,8 +328,8 @@ void ap_policy_destroy(ap_policy *p) {
   free(p);
 }
 
-const ap_policy_config *ap_policy_config_of(const ap_policy *p) { return &p->cfg; }
-uint64_t ap_policy_updates(const ap_policy *p) { return p->updates; }
+const o3m_policy_config *o3m_policy_config_of(const o3m_policy *p) { return &p->cfg; }
+uint64_t o3m_policy_updates(const o3m_policy *p) { return p->updates; }
 
 /* The contexts check of every choose: a NaN or an infinity anywhere makes
  * the sum of magnitudes non-finite, so one vectorized dasum (in chunks that
@@ -343,9 +343,9 @@ static int contexts_finite(const double *a, size_t n) {
   return isfinite(s);
 }
 
-static int check_inputs(const ap_policy *p, int K, const double *X, const int *arms) {
+static int check_inputs(const o3m_policy *p, int K, const double *X, const int *arms) {
   if (K < 1 || K > p->cfg.max_candidates) return O3M_EINVAL;
-  if (p->cfg.model == AP_MODEL_DISJOINT)
+  if (p->cfg.model == O3M_MODEL_DISJOINT)
     for (int k = 0; k < K; k++) {
       int a = arms ? arms[k] : k;
       if (a < 0 || a >= p->n_models) return O3M_EINVAL;
@@ -376,10 +376,10 @@ static void half_quadratic_forms(int K, int d, double *S, const double *X, doubl
 }
 
 /* mean[k] = x_k^T theta, var[k] = x_k^T Lambda^{-1} x_k for all candidates. */
-static void compute_stats(ap_policy *p, int K, const double *X, const int *arms, double *mean,
+static void compute_stats(o3m_policy *p, int K, const double *X, const int *arms, double *mean,
                           double *var) {
   int d = p->d;
-  if (p->cfg.model == AP_MODEL_SHARED) {
+  if (p->cfg.model == O3M_MODEL_SHARED) {
     /* mean = X theta */
     o3m_gemv(K, d, 1.0, X, p->theta, 0.0, mean);
     if (p->use_chol) {
@@ -410,7 +410,7 @@ static void compute_stats(ap_policy *p, int K, const double *X, const int *arms,
   }
 }
 
-int ap_policy_stats(ap_policy *p, int K, const double *X, const int *arms, double *mean,
+int o3m_policy_stats(o3m_policy *p, int K, const double *X, const int *arms, double *mean,
                     double *var) {
   int rc = check_inputs(p, K, X, arms);
   if (rc) return rc;
@@ -425,13 +425,13 @@ static int argmax_ties_low(const double *s, int K) {
   double best = s[0];
   for (int k = 1; k < K; k++)
     if (s[k] > best) best = s[k];
-  double tol = AP_POLICY_TIE_RTOL * (fabs(best) > 1.0 ? fabs(best) : 1.0);
+  double tol = O3M_POLICY_TIE_RTOL * (fabs(best) > 1.0 ? fabs(best) : 1.0);
   for (int k = 0; k < K; k++)
     if (s[k] >= best - tol) return k;
   return 0;
 }
 
-int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int *chosen,
+int o3m_policy_choose(o3m_policy *p, int K, const double *X, const int *arms, int *chosen,
                      double *score) {
   int rc = check_inputs(p, K, X, arms);
   if (rc) return rc;
@@ -441,13 +441,13 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
    * drawing (non-finite scores from a damaged model) leaves it unchanged,
    * as the header promises. */
   o3m_rng_state saved;
-  int drew = p->cfg.algo == AP_ALGO_LINTS;
+  int drew = p->cfg.algo == O3M_ALGO_LINTS;
   if (drew) o3m_rng_state_get(p->rng, &saved);
-  if (p->cfg.algo == AP_ALGO_LINUCB) {
+  if (p->cfg.algo == O3M_ALGO_LINUCB) {
     compute_stats(p, K, X, arms, p->mean, p->var);
     for (int k = 0; k < K; k++)
       s[k] = p->mean[k] + p->cfg.alpha * sqrt(p->var[k] > 0 ? p->var[k] : 0);
-  } else if (p->cfg.model == AP_MODEL_SHARED) {
+  } else if (p->cfg.model == O3M_MODEL_SHARED) {
     /* mu = theta + v U^{-1} z, z ~ N(0, I); scores = X mu */
     rc = o3m_rng_gaussian(p->rng, p->z, d);
     if (rc) goto restore;
@@ -469,7 +469,7 @@ int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int 
       goto restore;
     }
   int c = argmax_ties_low(s, K);
-  if (p->cfg.model == AP_MODEL_DISJOINT) {
+  if (p->cfg.model == O3M_MODEL_DISJOINT) {
     /* Keep the chosen candidate's w = Ainv_a x for its update. */
     p->kept_arm = arms ? arms[c] : c;
     memcpy(p->kept_x, X + (size_t)c * d, sizeof(double) * d);
@@ -483,13 +483,13 @@ restore:
   return rc;
 }
 
-int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward,
+int o3m_policy_update_check(o3m_policy *p, int arm, const double *x, double reward,
                            const char **what) {
   const char *dummy;
   if (!what) what = &dummy;
   *what = "";
   int m = 0;
-  if (p->cfg.model == AP_MODEL_DISJOINT) {
+  if (p->cfg.model == O3M_MODEL_DISJOINT) {
     if (arm < 0 || arm >= p->n_models) return *what = "arm out of range", O3M_EINVAL;
     m = arm;
   }
@@ -548,9 +548,9 @@ int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward
   return O3M_OK;
 }
 
-int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
+int o3m_policy_update(o3m_policy *p, int arm, const double *x, double reward) {
   int m = 0;
-  if (p->cfg.model == AP_MODEL_DISJOINT) {
+  if (p->cfg.model == O3M_MODEL_DISJOINT) {
     if (arm < 0 || arm >= p->n_models) return O3M_EINVAL;
     m = arm;
   }
@@ -600,14 +600,14 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward) {
   return O3M_OK;
 }
 
-double ap_policy_theta_norm(const ap_policy *p, int arm) {
-  int m = p->cfg.model == AP_MODEL_DISJOINT ? arm : 0;
+double o3m_policy_theta_norm(const o3m_policy *p, int arm) {
+  int m = p->cfg.model == O3M_MODEL_DISJOINT ? arm : 0;
   if (m < 0 || m >= p->n_models) return NAN;
   return o3m_nrm2(p->d, p->theta + (size_t)m * p->d);
 }
 
-int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
-  int m = p->cfg.model == AP_MODEL_DISJOINT ? arm : 0;
+int o3m_policy_theta(const o3m_policy *p, int arm, double *theta) {
+  int m = p->cfg.model == O3M_MODEL_DISJOINT ? arm : 0;
   if (m < 0 || m >= p->n_models) return O3M_EINVAL;
   memcpy(theta, p->theta + (size_t)m * p->d, sizeof(double) * p->d);
   return O3M_OK;
@@ -615,7 +615,7 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
 
 /* ======================================================= state export/import
  *
- * The image layout is documented in ap_policy.h. Scalars are encoded
+ * The image layout is documented in o3m_policy.h. Scalars are encoded
  * little-endian byte by byte; the arrays are handed over as they lie in
  * memory on little-endian hosts and byte-swapped through a small buffer on
  * big-endian ones. */
@@ -633,17 +633,17 @@ int ap_policy_theta(const ap_policy *p, int arm, double *theta) {
 
 /* Bytes of the two counter blocks (since_refactor, n_held: 4 bytes per
  * model each, so always a multiple of 8). */
-static size_t counters_bytes(const ap_policy *p) { return (size_t)p->n_models * 8; }
+static size_t counters_bytes(const o3m_policy *p) { return (size_t)p->n_models * 8; }
 
-size_t ap_policy_state_size(const ap_policy *p) {
+size_t o3m_policy_state_size(const o3m_policy *p) {
   size_t n = (size_t)p->n_models, d = (size_t)p->d;
   return STATE_HDR + counters_bytes(p) +
          sizeof(double) * (2 * n * d * d + 2 * n * d + n * LAMBDA_BLOCK * d);
 }
 
-int ap_policy_n_models(const ap_policy *p) { return p->n_models; }
+int o3m_policy_n_models(const o3m_policy *p) { return p->n_models; }
 
-static void encode_header(const ap_policy *p, unsigned char *h) {
+static void encode_header(const o3m_policy *p, unsigned char *h) {
   memset(h, 0, STATE_HDR);
   memcpy(h, STATE_MAGIC, 8);
   o3m_put_le32(h + 8, STATE_VERSION);
@@ -662,13 +662,13 @@ static void encode_header(const ap_policy *p, unsigned char *h) {
   for (int i = 0; i < 4; i++) o3m_put_le64(h + 56 + 8 * i, st.s[i]);
   o3m_put_le64(h + 88, st.have_spare);
   o3m_put_le64(h + 96, o3m_double_bits(st.spare));
-  o3m_put_le64(h + 104, (uint64_t)ap_policy_state_size(p));
+  o3m_put_le64(h + 104, (uint64_t)o3m_policy_state_size(p));
   o3m_put_le32(h + 112, LAMBDA_BLOCK);
 }
 
 /* Checks a header against this policy. On success fills the sampler state
  * and the update counter to install; nothing is changed here. */
-static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_state *st,
+static int check_header(const o3m_policy *p, const unsigned char *h, o3m_rng_state *st,
                         uint64_t *updates, o3m_err *e) {
   if (memcmp(h, STATE_MAGIC, 8))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: bad magic");
@@ -686,9 +686,9 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   uint32_t d = o3m_get_le32(h + 24), n = o3m_get_le32(h + 28), chol = o3m_get_le32(h + 32);
   if (algo != (uint32_t)p->cfg.algo || model != (uint32_t)p->cfg.model)
     return o3m_err_set(e, O3M_EDIM, "policy state: saved by a %s %s policy, this one is %s %s",
-                       model == AP_MODEL_DISJOINT ? "disjoint" : "shared",
-                       algo == AP_ALGO_LINTS ? "lints" : "linucb",
-                       ap_model_name(p->cfg.model), ap_algo_name(p->cfg.algo));
+                       model == O3M_MODEL_DISJOINT ? "disjoint" : "shared",
+                       algo == O3M_ALGO_LINTS ? "lints" : "linucb",
+                       o3m_model_name(p->cfg.model), o3m_algo_name(p->cfg.algo));
   if (d != (uint32_t)p->d)
     return o3m_err_set(e, O3M_EDIM, "policy state: d = %u, this policy has d = %d",
                        (unsigned)d, p->d);
@@ -707,9 +707,9 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
   if (o3m_get_le32(h + 116) != 0)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: reserved header field is %u, not 0",
                        (unsigned)o3m_get_le32(h + 116));
-  if (o3m_get_le64(h + 104) != (uint64_t)ap_policy_state_size(p))
+  if (o3m_get_le64(h + 104) != (uint64_t)o3m_policy_state_size(p))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: length field %llu, expected %zu",
-                       (unsigned long long)o3m_get_le64(h + 104), ap_policy_state_size(p));
+                       (unsigned long long)o3m_get_le64(h + 104), o3m_policy_state_size(p));
   for (int i = 0; i < 4; i++) st->s[i] = o3m_get_le64(h + 56 + 8 * i);
   st->have_spare = o3m_get_le64(h + 88);
   st->spare = o3m_bits_double(o3m_get_le64(h + 96));
@@ -721,7 +721,7 @@ static int check_header(const ap_policy *p, const unsigned char *h, o3m_rng_stat
 }
 
 /* Hands n doubles to sink in little-endian order. */
-static int sink_doubles(ap_policy_sink sink, void *ctx, const double *a, size_t n) {
+static int sink_doubles(o3m_policy_sink sink, void *ctx, const double *a, size_t n) {
 #if STATE_BIG_ENDIAN
   unsigned char buf[4096];
   size_t per = sizeof buf / 8;
@@ -738,7 +738,7 @@ static int sink_doubles(ap_policy_sink sink, void *ctx, const double *a, size_t 
 }
 
 /* Reads n little-endian doubles from src straight into a. */
-static int source_doubles(ap_policy_source src, void *ctx, double *a, size_t n) {
+static int source_doubles(o3m_policy_source src, void *ctx, double *a, size_t n) {
   int rc = n ? src(ctx, a, n * sizeof(double)) : O3M_OK;
 #if STATE_BIG_ENDIAN
   if (!rc)
@@ -754,7 +754,7 @@ static int source_doubles(ap_policy_source src, void *ctx, double *a, size_t n) 
 
 /* Hands n int32 counters to sink in little-endian order, in chunks of a
  * stack buffer. */
-static int sink_counters(ap_policy_sink sink, void *ctx, const int *a, size_t n) {
+static int sink_counters(o3m_policy_sink sink, void *ctx, const int *a, size_t n) {
   unsigned char c[4096];
   size_t per = sizeof c / 4;
   for (size_t i = 0; i < n; i += per) {
@@ -776,7 +776,7 @@ static const char *counter_problem(int which, int32_t v) {
 }
 
 /* Reads n counters of the given kind from src into a. */
-static int source_counters(ap_policy_source src, void *ctx, int which, int *a, size_t n,
+static int source_counters(o3m_policy_source src, void *ctx, int which, int *a, size_t n,
                            o3m_err *e) {
   unsigned char c[4096];
   size_t per = sizeof c / 4;
@@ -794,7 +794,7 @@ static int source_counters(ap_policy_source src, void *ctx, int which, int *a, s
   return O3M_OK;
 }
 
-int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx) {
+int o3m_policy_state_save(const o3m_policy *p, o3m_policy_sink sink, void *ctx) {
   unsigned char h[STATE_HDR];
   encode_header(p, h);
   int rc = sink(ctx, h, STATE_HDR);
@@ -810,7 +810,7 @@ int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx) {
   return sink_doubles(sink, ctx, p->held, dv * LAMBDA_BLOCK);
 }
 
-int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err *e) {
+int o3m_policy_state_load(o3m_policy *p, o3m_policy_source src, void *ctx, o3m_err *e) {
   unsigned char h[STATE_HDR];
   int rc = src(ctx, h, STATE_HDR);
   if (rc) return o3m_err_set(e, rc, "policy state: cannot read the header");
@@ -859,13 +859,13 @@ static int mem_source(void *ctx, void *buf, size_t len) {
   return O3M_OK;
 }
 
-int ap_policy_state_export(const ap_policy *p, void *buf, size_t len) {
-  if (len < ap_policy_state_size(p)) return O3M_EINVAL;
+int o3m_policy_state_export(const o3m_policy *p, void *buf, size_t len) {
+  if (len < o3m_policy_state_size(p)) return O3M_EINVAL;
   mem_cursor m = {.w = buf, .left = len};
-  return ap_policy_state_save(p, mem_sink, &m);
+  return o3m_policy_state_save(p, mem_sink, &m);
 }
 
-int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e) {
+int o3m_policy_state_import(o3m_policy *p, const void *buf, size_t len, o3m_err *e) {
   const unsigned char *b = buf;
   if (len < STATE_HDR)
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, shorter than the header",
@@ -874,9 +874,9 @@ int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e
   uint64_t updates;
   int rc = check_header(p, b, &st, &updates, e);
   if (rc) return rc;
-  if (len != ap_policy_state_size(p))
+  if (len != o3m_policy_state_size(p))
     return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, expected %zu", len,
-                       ap_policy_state_size(p));
+                       o3m_policy_state_size(p));
   /* Check the counters before anything is written, so a failed import
    * leaves the state as it was. */
   size_t n = (size_t)p->n_models;
@@ -885,10 +885,10 @@ int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e
     if (bad) return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: %s", i % n, bad);
   }
   mem_cursor m = {.r = b, .left = len};
-  return ap_policy_state_load(p, mem_source, &m, e);
+  return o3m_policy_state_load(p, mem_source, &m, e);
 }
 
-int ap_policy_reset(ap_policy *p) {
+int o3m_policy_reset(o3m_policy *p) {
   size_t d = (size_t)p->d, n = (size_t)p->n_models;
   memset(p->lambda_m, 0, sizeof(double) * n * d * d);
   memset(p->held, 0, sizeof(double) * n * LAMBDA_BLOCK * d);
@@ -950,7 +950,7 @@ static int worse(int a, int b) {
  * least lambda (both hold by construction: sums of nonnegative terms; the
  * held rows only add to the diagonal). Returns the phrase naming the first
  * problem, or NULL. */
-static const char *stats_problem(const ap_policy *p, int m) {
+static const char *stats_problem(const o3m_policy *p, int m) {
   int d = p->d;
   const double *L = model_mat(p->lambda_m, p, m);
   if (!upper_finite(d, L) || !all_finite(held_rows(p, m), (size_t)p->n_held[m] * d) ||
@@ -962,10 +962,10 @@ static const char *stats_problem(const ap_policy *p, int m) {
   return NULL;
 }
 
-/* Checks model m (see ap_policy_health_check). scratch, when not NULL,
+/* Checks model m (see o3m_policy_health_check). scratch, when not NULL,
  * holds d x d doubles for the deep check. Writes the relative residuals'
  * maximum into *resid and a phrase into *what. */
-static int check_model(ap_policy *p, int m, double *scratch, double *resid, const char **what) {
+static int check_model(o3m_policy *p, int m, double *scratch, double *resid, const char **what) {
   int d = p->d;
   const double *L = model_mat(p->lambda_m, p, m);
   fac_view f = fac_of(p, m);
@@ -1025,7 +1025,7 @@ static int check_model(ap_policy *p, int m, double *scratch, double *resid, cons
     rel = o3m_nrm2(d, lp) / o3m_nrm2(d, pr);
   }
   *resid = rel;
-  if (!(rel <= AP_POLICY_HEALTH_RTOL)) {
+  if (!(rel <= O3M_POLICY_HEALTH_RTOL)) {
     *what = p->use_chol ? "U^T U disagrees with Lambda" : "Ainv is not the inverse of Lambda";
     return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
   }
@@ -1035,15 +1035,15 @@ static int check_model(ap_policy *p, int m, double *scratch, double *resid, cons
   o3m_axpy(d, -1.0, u, lp);
   rel = scale > 0 ? o3m_nrm2(d, lp) / scale : 0.0;
   if (rel > *resid) *resid = rel;
-  if (!(rel <= AP_POLICY_HEALTH_RTOL)) {
+  if (!(rel <= O3M_POLICY_HEALTH_RTOL)) {
     *what = "theta is not Lambda^{-1} u";
     return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
   }
   return O3M_OK;
 }
 
-int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h) {
-  ap_policy_health tmp;
+int o3m_policy_health_check(o3m_policy *p, int flags, o3m_policy_health *h) {
+  o3m_policy_health tmp;
   if (!h) h = &tmp;
   h->model = -1;
   h->n_bad = 0;
@@ -1051,7 +1051,7 @@ int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h) {
   h->what = "";
   h->max_residual = 0;
   double *scratch = NULL;
-  if (flags & AP_POLICY_HEALTH_DEEP) {
+  if (flags & O3M_POLICY_HEALTH_DEEP) {
     scratch = malloc(sizeof(double) * (size_t)p->d * p->d);
     if (!scratch) return O3M_ENOMEM;
   }
@@ -1073,7 +1073,7 @@ int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h) {
   return h->code;
 }
 
-int ap_policy_refactor(ap_policy *p, int model) {
+int o3m_policy_refactor(o3m_policy *p, int model) {
   int lo = 0, hi = p->n_models;
   if (model != -1) {
     if (model < 0 || model >= p->n_models) return O3M_EINVAL;
