@@ -68,7 +68,6 @@
  * from the per-candidate mean and variance, which are invariant, so with the
  * same seed its decisions are equal draw by draw as well. */
 #include "o3m_policy.h"
-#include "o3m_bytes.h"
 
 #include <float.h>
 #include <math.h>
@@ -76,40 +75,9 @@
 #include <string.h>
 
 #include "o3m_blas.h"
+#include "o3m_policy_impl.h"
 #include "o3m_rank1.h"
 #include "o3m_rng.h"
-
-/* Observations held per model before they are added to Lambda with one
- * dsyrk. 16 gets most of the gain (the per-observation cost at 32 or 64 is
- * within 15% of it at d = 100 to 500) for 16 d doubles per model. */
-#define LAMBDA_BLOCK 16
-
-struct o3m_policy {
-  o3m_policy_config cfg;
-  int d;
-  int n_models;
-  int use_chol; /* 1: models keep U; 0: models keep Ainv */
-  double *lambda_m; /* n_models x d x d, without the held rows */
-  double *held;     /* n_models x LAMBDA_BLOCK x d: rows not yet in Lambda */
-  int *n_held;      /* per model, 0..LAMBDA_BLOCK-1 between calls */
-  double *fac;      /* n_models x d x d: Ainv or U (disjoint: paired, above) */
-  double *scratch;  /* d x d, disjoint only: a whole inverse before it is paired */
-  double *u;        /* n_models x d */
-  double *theta;    /* n_models x d */
-  int *since_refactor; /* per model */
-  uint64_t updates;
-  o3m_rng *rng;
-  /* workspace, sized at create */
-  double *W;     /* max_candidates x d */
-  double *mean;  /* max_candidates */
-  double *var;   /* max_candidates */
-  double *score; /* max_candidates */
-  double *z;     /* max(d, max_candidates) */
-  double *work;  /* d */
-  /* the chosen candidate's x and w = Ainv_a x (disjoint; see above) */
-  double *kept_x, *kept_w;
-  int kept_arm; /* -1: nothing kept */
-};
 
 void o3m_policy_config_default(o3m_policy_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -169,14 +137,6 @@ static int validate(const o3m_policy_config *c, o3m_err *e) {
   return O3M_OK;
 }
 
-static double *model_mat(double *base, const o3m_policy *p, int m) {
-  return base + (size_t)m * p->d * p->d;
-}
-
-static double *held_rows(const o3m_policy *p, int m) {
-  return p->held + (size_t)m * LAMBDA_BLOCK * p->d;
-}
-
 /* Adds model m's held rows to Lambda (one dsyrk) and empties the block. The
  * emptied rows are zeroed, so equal states have equal images. */
 static void lambda_flush(o3m_policy *p, int m) {
@@ -188,37 +148,8 @@ static void lambda_flush(o3m_policy *p, int m) {
   p->n_held[m] = 0;
 }
 
-/* out = Lambda_m v for the whole Lambda (stored part plus held rows),
- * without flushing: Lambda v + R^T (R v). */
-static void lambda_apply(const o3m_policy *p, int m, const double *v, double *out) {
-  int d = p->d, n = p->n_held[m];
-  o3m_symv(d, 1.0, model_mat(p->lambda_m, p, m), v, 0.0, out);
-  if (n > 0) {
-    double t[LAMBDA_BLOCK];
-    const double *R = held_rows(p, m);
-    o3m_gemv(n, d, 1.0, R, v, 0.0, t);
-    o3m_gemv_t(n, d, 1.0, R, t, 1.0, out);
-  }
-}
-
-/* Where model m's factor is: its d x d array and the triangle holding the
- * values (for U always the upper one; see "Paired triangles" above). */
-typedef struct fac_view {
-  double *a;
-  o3m_uplo t;
-} fac_view;
-
-static fac_view fac_of(const o3m_policy *p, int m) {
-  fac_view f = {model_mat(p->fac, p, m), O3M_UPPER};
-  if (p->cfg.model == O3M_MODEL_DISJOINT && (m & 1)) {
-    f.a = model_mat(p->fac, p, m - 1) + p->d;
-    f.t = O3M_LOWER;
-  }
-  return f;
-}
-
-/* Recomputes Ainv or U of model m exactly from its Lambda, and theta. */
-static int refactor(o3m_policy *p, int m) {
+/* See o3m_policy_impl.h. */
+int o3m_policy__refactor(o3m_policy *p, int m) {
   int d = p->d;
   lambda_flush(p, m);
   p->since_refactor[m] = 0;
@@ -239,8 +170,8 @@ static int refactor(o3m_policy *p, int m) {
   return O3M_OK;
 }
 
-/* theta_m = Lambda_m^{-1} u_m from the model's current Ainv or U. */
-static void update_theta(o3m_policy *p, int m) {
+/* See o3m_policy_impl.h. */
+void o3m_policy__update_theta(o3m_policy *p, int m) {
   int d = p->d;
   double *th = p->theta + (size_t)m * d;
   const double *u = p->u + (size_t)m * d;
@@ -300,7 +231,7 @@ int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e
   for (size_t m = 0; m < n; m++) {
     double *L = model_mat(p->lambda_m, p, (int)m);
     for (size_t i = 0; i < d; i++) L[i * d + i] = cfg->lambda;
-    refactor(p, (int)m); /* lambda I is positive definite: cannot fail */
+    o3m_policy__refactor(p, (int)m); /* lambda I is positive definite: cannot fail */
   }
   *out = p;
   return O3M_OK;
@@ -330,6 +261,7 @@ void o3m_policy_destroy(o3m_policy *p) {
 
 const o3m_policy_config *o3m_policy_config_of(const o3m_policy *p) { return &p->cfg; }
 uint64_t o3m_policy_updates(const o3m_policy *p) { return p->updates; }
+int o3m_policy_n_models(const o3m_policy *p) { return p->n_models; }
 
 /* The contexts check of every choose: a NaN or an infinity anywhere makes
  * the sum of magnitudes non-finite, so one vectorized dasum (in chunks that
@@ -568,7 +500,7 @@ int o3m_policy_update(o3m_policy *p, int arm, const double *x, double reward) {
   int rc, incremental = 0;
   const double *w = p->work;
   if (++p->since_refactor[m] >= p->cfg.refactor_every) {
-    rc = refactor(p, m);
+    rc = o3m_policy__refactor(p, m);
   } else {
     fac_view f = fac_of(p, m);
     if (p->use_chol) {
@@ -582,7 +514,7 @@ int o3m_policy_update(o3m_policy *p, int arm, const double *x, double reward) {
     incremental = rc == O3M_OK && !p->use_chol;
     /* Lost definiteness in the rank-one path: the exact statistics already
      * hold this observation, so refactorizing from them loses nothing. */
-    if (rc == O3M_ENOTPD) rc = refactor(p, m);
+    if (rc == O3M_ENOTPD) rc = o3m_policy__refactor(p, m);
   }
   if (rc) return rc;
   if (incremental) {
@@ -594,7 +526,7 @@ int o3m_policy_update(o3m_policy *p, int arm, const double *x, double reward) {
     double c = 1.0 + o3m_dot(d, x, w);
     o3m_axpy(d, (reward - o3m_dot(d, x, th)) / c, w, th);
   } else {
-    update_theta(p, m);
+    o3m_policy__update_theta(p, m);
   }
   p->updates++;
   return O3M_OK;
@@ -613,281 +545,6 @@ int o3m_policy_theta(const o3m_policy *p, int arm, double *theta) {
   return O3M_OK;
 }
 
-/* ======================================================= state export/import
- *
- * The image layout is documented in o3m_policy.h. Scalars are encoded
- * little-endian byte by byte; the arrays are handed over as they lie in
- * memory on little-endian hosts and byte-swapped through a small buffer on
- * big-endian ones. */
-
-#define STATE_MAGIC "O3MPOLST"
-#define STATE_VERSION 2u
-#define STATE_HDR 120u
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-#define STATE_BIG_ENDIAN 1
-#else
-#define STATE_BIG_ENDIAN 0
-#endif
-
-
-/* Bytes of the two counter blocks (since_refactor, n_held: 4 bytes per
- * model each, so always a multiple of 8). */
-static size_t counters_bytes(const o3m_policy *p) { return (size_t)p->n_models * 8; }
-
-size_t o3m_policy_state_size(const o3m_policy *p) {
-  size_t n = (size_t)p->n_models, d = (size_t)p->d;
-  return STATE_HDR + counters_bytes(p) +
-         sizeof(double) * (2 * n * d * d + 2 * n * d + n * LAMBDA_BLOCK * d);
-}
-
-int o3m_policy_n_models(const o3m_policy *p) { return p->n_models; }
-
-static void encode_header(const o3m_policy *p, unsigned char *h) {
-  memset(h, 0, STATE_HDR);
-  memcpy(h, STATE_MAGIC, 8);
-  o3m_put_le32(h + 8, STATE_VERSION);
-  o3m_put_le32(h + 12, STATE_HDR);
-  o3m_put_le32(h + 16, (uint32_t)p->cfg.algo);
-  o3m_put_le32(h + 20, (uint32_t)p->cfg.model);
-  o3m_put_le32(h + 24, (uint32_t)p->d);
-  o3m_put_le32(h + 28, (uint32_t)p->n_models);
-  o3m_put_le32(h + 32, (uint32_t)p->use_chol);
-  o3m_put_le32(h + 36, (uint32_t)p->cfg.refactor_every);
-  o3m_put_le64(h + 40, o3m_double_bits(p->cfg.lambda));
-  o3m_put_le64(h + 48, p->updates);
-  o3m_rng_state st;
-  /* The policy's sampler is always a seeded one, so this cannot fail. */
-  o3m_rng_state_get(p->rng, &st);
-  for (int i = 0; i < 4; i++) o3m_put_le64(h + 56 + 8 * i, st.s[i]);
-  o3m_put_le64(h + 88, st.have_spare);
-  o3m_put_le64(h + 96, o3m_double_bits(st.spare));
-  o3m_put_le64(h + 104, (uint64_t)o3m_policy_state_size(p));
-  o3m_put_le32(h + 112, LAMBDA_BLOCK);
-}
-
-/* Checks a header against this policy. On success fills the sampler state
- * and the update counter to install; nothing is changed here. */
-static int check_header(const o3m_policy *p, const unsigned char *h, o3m_rng_state *st,
-                        uint64_t *updates, o3m_err *e) {
-  if (memcmp(h, STATE_MAGIC, 8))
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: bad magic");
-  /* Another format version is another release's state, not damage: the
-   * caller must refuse it rather than set it aside as corrupt. */
-  if (o3m_get_le32(h + 8) != STATE_VERSION)
-    return o3m_err_set(e, O3M_EDIM,
-                       "policy state: format version %u, this build reads version %u (state "
-                       "written by another release of o3m)",
-                       (unsigned)o3m_get_le32(h + 8), STATE_VERSION);
-  if (o3m_get_le32(h + 12) != STATE_HDR)
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: header length %u, expected %u",
-                       (unsigned)o3m_get_le32(h + 12), STATE_HDR);
-  uint32_t algo = o3m_get_le32(h + 16), model = o3m_get_le32(h + 20);
-  uint32_t d = o3m_get_le32(h + 24), n = o3m_get_le32(h + 28), chol = o3m_get_le32(h + 32);
-  if (algo != (uint32_t)p->cfg.algo || model != (uint32_t)p->cfg.model)
-    return o3m_err_set(e, O3M_EDIM, "policy state: saved by a %s %s policy, this one is %s %s",
-                       model == O3M_MODEL_DISJOINT ? "disjoint" : "shared",
-                       algo == O3M_ALGO_LINTS ? "lints" : "linucb",
-                       o3m_model_name(p->cfg.model), o3m_algo_name(p->cfg.algo));
-  if (d != (uint32_t)p->d)
-    return o3m_err_set(e, O3M_EDIM, "policy state: d = %u, this policy has d = %d",
-                       (unsigned)d, p->d);
-  if (n != (uint32_t)p->n_models)
-    return o3m_err_set(e, O3M_EDIM, "policy state: %u models (arms), this policy has %d",
-                       (unsigned)n, p->n_models);
-  if (chol != (uint32_t)p->use_chol)
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: factor kind %u does not fit the algo",
-                       (unsigned)chol);
-  if (o3m_get_le64(h + 40) != o3m_double_bits(p->cfg.lambda))
-    return o3m_err_set(e, O3M_EDIM, "policy state: lambda = %.17g, this policy has %.17g",
-                       o3m_bits_double(o3m_get_le64(h + 40)), p->cfg.lambda);
-  if (o3m_get_le32(h + 112) != LAMBDA_BLOCK)
-    return o3m_err_set(e, O3M_EDIM, "policy state: Lambda blocks of %u rows, this build uses %d",
-                       (unsigned)o3m_get_le32(h + 112), LAMBDA_BLOCK);
-  if (o3m_get_le32(h + 116) != 0)
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: reserved header field is %u, not 0",
-                       (unsigned)o3m_get_le32(h + 116));
-  if (o3m_get_le64(h + 104) != (uint64_t)o3m_policy_state_size(p))
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: length field %llu, expected %zu",
-                       (unsigned long long)o3m_get_le64(h + 104), o3m_policy_state_size(p));
-  for (int i = 0; i < 4; i++) st->s[i] = o3m_get_le64(h + 56 + 8 * i);
-  st->have_spare = o3m_get_le64(h + 88);
-  st->spare = o3m_bits_double(o3m_get_le64(h + 96));
-  if (st->have_spare > 1 || (st->s[0] | st->s[1] | st->s[2] | st->s[3]) == 0 ||
-      (st->have_spare == 1 && !isfinite(st->spare)))
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: invalid sampler state");
-  *updates = o3m_get_le64(h + 48);
-  return O3M_OK;
-}
-
-/* Hands n doubles to sink in little-endian order. */
-static int sink_doubles(o3m_policy_sink sink, void *ctx, const double *a, size_t n) {
-#if STATE_BIG_ENDIAN
-  unsigned char buf[4096];
-  size_t per = sizeof buf / 8;
-  for (size_t i = 0; i < n; i += per) {
-    size_t m = n - i < per ? n - i : per;
-    for (size_t k = 0; k < m; k++) o3m_put_le64(buf + 8 * k, o3m_double_bits(a[i + k]));
-    int rc = sink(ctx, buf, 8 * m);
-    if (rc) return rc;
-  }
-  return O3M_OK;
-#else
-  return n ? sink(ctx, a, n * sizeof(double)) : O3M_OK;
-#endif
-}
-
-/* Reads n little-endian doubles from src straight into a. */
-static int source_doubles(o3m_policy_source src, void *ctx, double *a, size_t n) {
-  int rc = n ? src(ctx, a, n * sizeof(double)) : O3M_OK;
-#if STATE_BIG_ENDIAN
-  if (!rc)
-    for (size_t i = 0; i < n; i++) {
-      uint64_t v;
-      memcpy(&v, a + i, 8);
-      v = __builtin_bswap64(v);
-      memcpy(a + i, &v, 8);
-    }
-#endif
-  return rc;
-}
-
-/* Hands n int32 counters to sink in little-endian order, in chunks of a
- * stack buffer. */
-static int sink_counters(o3m_policy_sink sink, void *ctx, const int *a, size_t n) {
-  unsigned char c[4096];
-  size_t per = sizeof c / 4;
-  for (size_t i = 0; i < n; i += per) {
-    size_t m = n - i < per ? n - i : per;
-    for (size_t k = 0; k < m; k++) o3m_put_le32(c + 4 * k, (uint32_t)a[i + k]);
-    int rc = sink(ctx, c, 4 * m);
-    if (rc) return rc;
-  }
-  return O3M_OK;
-}
-
-/* Whether a saved counter is valid: since_refactor >= 0 (which = 0), n_held
- * in 0..LAMBDA_BLOCK-1 (which = 1). Returns the phrase naming the problem,
- * or NULL. */
-static const char *counter_problem(int which, int32_t v) {
-  if (v < 0) return which ? "negative held-row count" : "negative counter";
-  if (which && v >= LAMBDA_BLOCK) return "held-row count not below the block size";
-  return NULL;
-}
-
-/* Reads n counters of the given kind from src into a. */
-static int source_counters(o3m_policy_source src, void *ctx, int which, int *a, size_t n,
-                           o3m_err *e) {
-  unsigned char c[4096];
-  size_t per = sizeof c / 4;
-  for (size_t i = 0; i < n; i += per) {
-    size_t m = n - i < per ? n - i : per;
-    int rc = src(ctx, c, 4 * m);
-    if (rc) return o3m_err_set(e, rc, "policy state: short read");
-    for (size_t k = 0; k < m; k++) {
-      int32_t v = (int32_t)o3m_get_le32(c + 4 * k);
-      const char *bad = counter_problem(which, v);
-      if (bad) return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: %s", i + k, bad);
-      a[i + k] = v;
-    }
-  }
-  return O3M_OK;
-}
-
-int o3m_policy_state_save(const o3m_policy *p, o3m_policy_sink sink, void *ctx) {
-  unsigned char h[STATE_HDR];
-  encode_header(p, h);
-  int rc = sink(ctx, h, STATE_HDR);
-  if (rc) return rc;
-  size_t n = (size_t)p->n_models;
-  if ((rc = sink_counters(sink, ctx, p->since_refactor, n))) return rc;
-  if ((rc = sink_counters(sink, ctx, p->n_held, n))) return rc;
-  size_t dd = n * p->d * p->d, dv = n * p->d;
-  if ((rc = sink_doubles(sink, ctx, p->lambda_m, dd))) return rc;
-  if ((rc = sink_doubles(sink, ctx, p->fac, dd))) return rc;
-  if ((rc = sink_doubles(sink, ctx, p->u, dv))) return rc;
-  if ((rc = sink_doubles(sink, ctx, p->theta, dv))) return rc;
-  return sink_doubles(sink, ctx, p->held, dv * LAMBDA_BLOCK);
-}
-
-int o3m_policy_state_load(o3m_policy *p, o3m_policy_source src, void *ctx, o3m_err *e) {
-  unsigned char h[STATE_HDR];
-  int rc = src(ctx, h, STATE_HDR);
-  if (rc) return o3m_err_set(e, rc, "policy state: cannot read the header");
-  o3m_rng_state st;
-  uint64_t updates;
-  if ((rc = check_header(p, h, &st, &updates, e))) return rc;
-  /* From here on the state is being overwritten. */
-  p->kept_arm = -1;
-  size_t n = (size_t)p->n_models;
-  if ((rc = source_counters(src, ctx, 0, p->since_refactor, n, e)) ||
-      (rc = source_counters(src, ctx, 1, p->n_held, n, e)))
-    return rc;
-  size_t dd = n * p->d * p->d, dv = n * p->d;
-  if ((rc = source_doubles(src, ctx, p->lambda_m, dd)) ||
-      (rc = source_doubles(src, ctx, p->fac, dd)) || (rc = source_doubles(src, ctx, p->u, dv)) ||
-      (rc = source_doubles(src, ctx, p->theta, dv)) ||
-      (rc = source_doubles(src, ctx, p->held, dv * LAMBDA_BLOCK)))
-    return o3m_err_set(e, rc, "policy state: short read");
-  o3m_rng_state_set(p->rng, &st); /* validated by check_header */
-  p->updates = updates;
-  return O3M_OK;
-}
-
-/* A sink and a source over one memory buffer. */
-typedef struct mem_cursor {
-  unsigned char *w;
-  const unsigned char *r;
-  size_t left;
-} mem_cursor;
-
-static int mem_sink(void *ctx, const void *buf, size_t len) {
-  mem_cursor *m = ctx;
-  if (len > m->left) return O3M_EINVAL;
-  memcpy(m->w, buf, len);
-  m->w += len;
-  m->left -= len;
-  return O3M_OK;
-}
-
-static int mem_source(void *ctx, void *buf, size_t len) {
-  mem_cursor *m = ctx;
-  if (len > m->left) return O3M_ECORRUPT;
-  memcpy(buf, m->r, len);
-  m->r += len;
-  m->left -= len;
-  return O3M_OK;
-}
-
-int o3m_policy_state_export(const o3m_policy *p, void *buf, size_t len) {
-  if (len < o3m_policy_state_size(p)) return O3M_EINVAL;
-  mem_cursor m = {.w = buf, .left = len};
-  return o3m_policy_state_save(p, mem_sink, &m);
-}
-
-int o3m_policy_state_import(o3m_policy *p, const void *buf, size_t len, o3m_err *e) {
-  const unsigned char *b = buf;
-  if (len < STATE_HDR)
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, shorter than the header",
-                       len);
-  o3m_rng_state st;
-  uint64_t updates;
-  int rc = check_header(p, b, &st, &updates, e);
-  if (rc) return rc;
-  if (len != o3m_policy_state_size(p))
-    return o3m_err_set(e, O3M_ECORRUPT, "policy state: %zu bytes, expected %zu", len,
-                       o3m_policy_state_size(p));
-  /* Check the counters before anything is written, so a failed import
-   * leaves the state as it was. */
-  size_t n = (size_t)p->n_models;
-  for (size_t i = 0; i < 2 * n; i++) {
-    const char *bad = counter_problem(i >= n, (int32_t)o3m_get_le32(b + STATE_HDR + 4 * i));
-    if (bad) return o3m_err_set(e, O3M_ECORRUPT, "policy state: model %zu: %s", i % n, bad);
-  }
-  mem_cursor m = {.r = b, .left = len};
-  return o3m_policy_state_load(p, mem_source, &m, e);
-}
-
 int o3m_policy_reset(o3m_policy *p) {
   size_t d = (size_t)p->d, n = (size_t)p->n_models;
   memset(p->lambda_m, 0, sizeof(double) * n * d * d);
@@ -899,7 +556,7 @@ int o3m_policy_reset(o3m_policy *p) {
   for (size_t m = 0; m < n; m++) {
     double *L = model_mat(p->lambda_m, p, (int)m);
     for (size_t i = 0; i < d; i++) L[i * d + i] = p->cfg.lambda;
-    refactor(p, (int)m); /* lambda I: cannot fail */
+    o3m_policy__refactor(p, (int)m); /* lambda I: cannot fail */
   }
   p->updates = 0;
   p->kept_arm = -1;
@@ -911,189 +568,4 @@ int o3m_policy_reset(o3m_policy *p) {
   o3m_rng_state_set(p->rng, &st);
   o3m_rng_destroy(fresh);
   return O3M_OK;
-}
-
-/* ========================================================== numerical health */
-
-static int all_finite(const double *a, size_t n) {
-  for (size_t i = 0; i < n; i++)
-    if (!isfinite(a[i])) return 0;
-  return 1;
-}
-
-static int upper_finite(int d, const double *A) {
-  for (int i = 0; i < d; i++)
-    if (!all_finite(A + (size_t)i * d + i, (size_t)(d - i))) return 0;
-  return 1;
-}
-
-static int tri_finite(o3m_uplo t, int d, const double *A) {
-  if (t == O3M_UPPER) return upper_finite(d, A);
-  for (int i = 0; i < d; i++)
-    if (!all_finite(A + (size_t)i * d, (size_t)i + 1)) return 0;
-  return 1;
-}
-
-/* The worse of two findings: ECORRUPT > ENONFINITE > ENOTPD > OK. */
-static int worse(int a, int b) {
-  static const int order[] = {O3M_OK, O3M_ENOTPD, O3M_ENONFINITE, O3M_ECORRUPT};
-  int ia = 0, ib = 0;
-  for (int i = 0; i < 4; i++) {
-    if (order[i] == a) ia = i;
-    if (order[i] == b) ib = i;
-  }
-  return ia >= ib ? a : b;
-}
-
-/* Whether model m's exact statistics are sound: Lambda (stored part and
- * held rows) and u finite, and every diagonal entry of the stored Lambda at
- * least lambda (both hold by construction: sums of nonnegative terms; the
- * held rows only add to the diagonal). Returns the phrase naming the first
- * problem, or NULL. */
-static const char *stats_problem(const o3m_policy *p, int m) {
-  int d = p->d;
-  const double *L = model_mat(p->lambda_m, p, m);
-  if (!upper_finite(d, L) || !all_finite(held_rows(p, m), (size_t)p->n_held[m] * d) ||
-      !all_finite(p->u + (size_t)m * d, (size_t)d))
-    return "Lambda or u is not finite";
-  for (int i = 0; i < d; i++)
-    if (!(L[(size_t)i * d + i] >= p->cfg.lambda))
-      return "a diagonal entry of Lambda is below lambda";
-  return NULL;
-}
-
-/* Checks model m (see o3m_policy_health_check). scratch, when not NULL,
- * holds d x d doubles for the deep check. Writes the relative residuals'
- * maximum into *resid and a phrase into *what. */
-static int check_model(o3m_policy *p, int m, double *scratch, double *resid, const char **what) {
-  int d = p->d;
-  const double *L = model_mat(p->lambda_m, p, m);
-  fac_view f = fac_of(p, m);
-  const double *F = f.a; /* U for the Cholesky checks below: always upper */
-  const double *u = p->u + (size_t)m * d, *th = p->theta + (size_t)m * d;
-  *resid = 0;
-  const char *bad = stats_problem(p, m);
-  if (bad) {
-    *what = bad;
-    return O3M_ECORRUPT;
-  }
-  if (scratch) {
-    /* The whole Lambda, held rows included, in the scratch copy only: the
-     * check must not move the state's flushes. */
-    memcpy(scratch, L, sizeof(double) * (size_t)d * d);
-    if (p->n_held[m] > 0) o3m_syrk_t(d, p->n_held[m], 1.0, held_rows(p, m), scratch);
-    if (o3m_potrf_upper(d, scratch)) {
-      *what = "Lambda is not positive definite";
-      return O3M_ECORRUPT;
-    }
-  }
-  if (!tri_finite(f.t, d, F) || !all_finite(th, (size_t)d)) {
-    *what = p->use_chol ? "U or theta is not finite" : "Ainv or theta is not finite";
-    return O3M_ENONFINITE;
-  }
-  for (int i = 0; i < d; i++)
-    if (!(F[(size_t)i * d + i] > 0)) {
-      *what = p->use_chol ? "a diagonal entry of U is not positive"
-                          : "a diagonal entry of Ainv is not positive";
-      return O3M_ENOTPD;
-    }
-  /* A fixed probe vector with entries of both signs and different sizes. */
-  double *pr = p->W, *w = p->z, *lp = p->work;
-  for (int i = 0; i < d; i++) pr[i] = (i % 2 ? -1.0 : 1.0) * (1.0 + (double)(i % 5) / 8.0);
-  double rel;
-  if (p->use_chol) {
-    /* ||U^T (U p) - Lambda p|| / ||Lambda p||, U read as upper triangular */
-    lambda_apply(p, m, pr, lp);
-    for (int i = 0; i < d; i++) {
-      const double *ui = F + (size_t)i * d;
-      double s = 0;
-      for (int j = i; j < d; j++) s += ui[j] * pr[j];
-      w[i] = s;
-    }
-    double num = 0;
-    for (int j = 0; j < d; j++) {
-      double s = 0;
-      for (int i = 0; i <= j; i++) s += F[(size_t)i * d + j] * w[i];
-      num += (s - lp[j]) * (s - lp[j]);
-    }
-    rel = sqrt(num) / o3m_nrm2(d, lp);
-  } else {
-    /* ||Lambda (Ainv p) - p|| / ||p|| */
-    o3m_symv_tri(f.t, d, 1.0, F, pr, 0.0, w);
-    lambda_apply(p, m, w, lp);
-    o3m_axpy(d, -1.0, pr, lp);
-    rel = o3m_nrm2(d, lp) / o3m_nrm2(d, pr);
-  }
-  *resid = rel;
-  if (!(rel <= O3M_POLICY_HEALTH_RTOL)) {
-    *what = p->use_chol ? "U^T U disagrees with Lambda" : "Ainv is not the inverse of Lambda";
-    return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
-  }
-  /* ||Lambda theta - u|| / max(||u||, ||Lambda theta||) */
-  lambda_apply(p, m, th, lp);
-  double scale = fmax(o3m_nrm2(d, u), o3m_nrm2(d, lp));
-  o3m_axpy(d, -1.0, u, lp);
-  rel = scale > 0 ? o3m_nrm2(d, lp) / scale : 0.0;
-  if (rel > *resid) *resid = rel;
-  if (!(rel <= O3M_POLICY_HEALTH_RTOL)) {
-    *what = "theta is not Lambda^{-1} u";
-    return isfinite(rel) ? O3M_ENOTPD : O3M_ENONFINITE;
-  }
-  return O3M_OK;
-}
-
-int o3m_policy_health_check(o3m_policy *p, int flags, o3m_policy_health *h) {
-  o3m_policy_health tmp;
-  if (!h) h = &tmp;
-  h->model = -1;
-  h->n_bad = 0;
-  h->code = O3M_OK;
-  h->what = "";
-  h->max_residual = 0;
-  double *scratch = NULL;
-  if (flags & O3M_POLICY_HEALTH_DEEP) {
-    scratch = malloc(sizeof(double) * (size_t)p->d * p->d);
-    if (!scratch) return O3M_ENOMEM;
-  }
-  for (int m = 0; m < p->n_models; m++) {
-    double resid;
-    const char *what = "";
-    int rc = check_model(p, m, scratch, &resid, &what);
-    if (resid > h->max_residual || !isfinite(resid)) h->max_residual = resid;
-    if (rc) {
-      if (h->model < 0) {
-        h->model = m;
-        h->what = what;
-      }
-      h->n_bad++;
-      h->code = worse(h->code, rc);
-    }
-  }
-  free(scratch);
-  return h->code;
-}
-
-int o3m_policy_refactor(o3m_policy *p, int model) {
-  int lo = 0, hi = p->n_models;
-  if (model != -1) {
-    if (model < 0 || model >= p->n_models) return O3M_EINVAL;
-    lo = model;
-    hi = model + 1;
-  }
-  /* The same soundness conditions on Lambda and u as the health check:
-   * refactorizing from damaged statistics would make the damage look
-   * healthy. */
-  for (int m = lo; m < hi; m++)
-    if (stats_problem(p, m)) return O3M_ECORRUPT;
-  p->kept_arm = -1;
-  int rc = O3M_OK;
-  for (int m = lo; m < hi; m++) {
-    int r = refactor(p, m);
-    if (r) {
-      rc = r;
-      continue;
-    }
-    update_theta(p, m);
-  }
-  return rc;
 }

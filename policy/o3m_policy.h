@@ -1,9 +1,15 @@
 /* o3m_policy.h -- LinUCB and linear Thompson sampling, shared and disjoint.
  *
- * The policy library of the active participant. The AP daemon and o3m-eval
- * both link it. It never knows whether the contexts it sees are raw (x) or
- * masked (Q x): because Q is orthogonal every quantity it computes is the same
- * either way, which is the whole point of O3M.
+ * The bandit engine, a library of its own (policy/) with this one public
+ * header; the AP daemon and o3m-eval are two of its users. It never knows
+ * whether the contexts it sees are raw (x) or masked (Q x): because Q is
+ * orthogonal every quantity it computes is the same either way, which is the
+ * whole point of O3M.
+ *
+ * Files: o3m_policy.c (the engine: create, choose, update, reset),
+ * o3m_policy_state.c (the state image below) and o3m_policy_health.c (the
+ * health check and refactorization), sharing o3m_policy_impl.h, which only
+ * they include.
  *
  * Two models:
  *   shared    one theta over per-arm contexts (the paper's VFUCB / VFTS):
