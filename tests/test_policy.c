@@ -2,16 +2,16 @@
  * fed masked contexts Q x makes the decisions of a policy fed x.
  *
  * The setup is the paper's synthetic one (d = 100, K = 10, T = 5000,
- * partition [20,20,20,20,20], beta = 0.5). Masking is done with eval_masker,
- * the same block code the passive participants run. */
+ * partition [20,20,20,20,20], beta = 0.5). Rounds and masking come from
+ * policy_env (tests/), which masks with the block code the passive
+ * participants run; the test links the policy library and linalg only. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "o3m_policy.h"
-#include "eval_masker.h"
-#include "eval_synth.h"
+#include "policy_env.h"
 
 #define ND 100
 #define NK 10
@@ -19,8 +19,7 @@
 
 typedef struct pair {
   o3m_policy *central, *masked;
-  eval_synth *env;
-  eval_masker *mask;
+  policy_env *env;
   double X[NK * ND], expected[NK], reward[NK];
 } pair;
 
@@ -38,18 +37,14 @@ static void pair_init(pair *p, o3m_algo algo, o3m_model_kind model, uint64_t see
   o3m_err e;
   cr_assert_eq(o3m_policy_create(&p->central, &c, &e), O3M_OK, "%s", e.msg);
   cr_assert_eq(o3m_policy_create(&p->masked, &c, &e), O3M_OK, "%s", e.msg);
-  eval_synth_config sc = {.d = ND, .K = NK, .noise_var = 0.05, .seed = seed};
-  cr_assert_eq(eval_synth_create(&p->env, &sc), O3M_OK);
-  o3m_partition part;
-  cr_assert_eq(o3m_partition_parse(&part, "20,20,20,20,20", NULL), O3M_OK);
-  cr_assert_eq(eval_masker_create(&p->mask, &part, NK, 1, seed + 100, &e), O3M_OK);
+  cr_assert_eq(policy_env_create(&p->env, ND, NK, 0.05, seed, "20,20,20,20,20", seed + 100),
+               O3M_OK);
 }
 
 static void pair_free(pair *p) {
   o3m_policy_destroy(p->central);
   o3m_policy_destroy(p->masked);
-  eval_synth_destroy(p->env);
-  eval_masker_destroy(p->mask);
+  policy_env_destroy(p->env);
 }
 
 /* max |a - b| / max(1, |b|) over n entries */
@@ -68,8 +63,8 @@ static void lossless_linucb(o3m_model_kind model) {
   pair_init(&p, O3M_ALGO_LINUCB, model, 1);
   double mc[NK], vc[NK], mm[NK], vm[NK];
   for (int t = 0; t < NT; t++) {
-    cr_assert_eq(eval_synth_round(p.env, p.X, p.expected, p.reward), O3M_OK);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    cr_assert_eq(policy_env_round(p.env, p.X, p.expected, p.reward), O3M_OK);
+    const double *Xm = policy_env_mask(p.env, p.X);
     cr_assert_eq(o3m_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
     cr_assert_eq(o3m_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
     double em = maxrel(mm, mc, NK), ev = maxrel(vm, vc, NK);
@@ -105,8 +100,8 @@ static void lossless_lints(o3m_model_kind model) {
   pair_init(&p, O3M_ALGO_LINTS, model, 2);
   double mc[NK], vc[NK], mm[NK], vm[NK];
   for (int t = 0; t < NT; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
     cr_assert_eq(o3m_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
     cr_assert_eq(o3m_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
     for (int k = 0; k < NK; k++) {
@@ -138,8 +133,8 @@ Test(lossless, lints_disjoint_same_seed_same_decisions, .timeout = 300) {
   pair p;
   pair_init(&p, O3M_ALGO_LINTS, O3M_MODEL_DISJOINT, 3);
   for (int t = 0; t < 2000; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
     int ac, am;
     o3m_policy_choose(p.central, NK, p.X, NULL, &ac, NULL);
     o3m_policy_choose(p.masked, NK, Xm, NULL, &am, NULL);
@@ -162,15 +157,15 @@ static void sampler_matches_distribution(o3m_model_kind model) {
   cr_assert_eq(o3m_policy_create(&probe_c, &c, NULL), O3M_OK);
   cr_assert_eq(o3m_policy_create(&probe_m, &c, NULL), O3M_OK);
   for (int t = 0; t < 200; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
     int a = t % NK;
     o3m_policy_update(probe_c, a, p.X + a * ND, p.reward[a]);
     o3m_policy_update(probe_m, a, Xm + a * ND, p.reward[a]);
   }
   /* One candidate, so the chosen score is the sampled score itself. */
-  eval_synth_round(p.env, p.X, p.expected, p.reward);
-  const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+  policy_env_round(p.env, p.X, p.expected, p.reward);
+  const double *Xm = policy_env_mask(p.env, p.X);
   int arm = 3;
   o3m_policy *pols[2] = {probe_c, probe_m};
   const double *xs[2] = {p.X + arm * ND, Xm + arm * ND};
