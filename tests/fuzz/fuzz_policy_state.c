@@ -1,7 +1,6 @@
 /* fuzz_policy_state.c -- libFuzzer target for the policy state image reader
- * (o3m_policy_state_import and o3m_policy_state_load, active_participant/
- * o3m_policy.h), which a checkpoint hands whatever is on disk once its CRCs
- * match.
+ * (o3m_policy_state_import and o3m_policy_state_load, policy/o3m_policy.h),
+ * which a checkpoint hands whatever is on disk once its CRCs match.
  *
  * Byte 0 picks one of four fixed policies (LinUCB or LinTS, shared or
  * disjoint with 3 arms, d = 3) and, with bit 2, whether the harness first
