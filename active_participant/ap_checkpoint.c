@@ -35,7 +35,7 @@
 #define NAME_LEN 64
 
 struct ap_checkpoint {
-  ap_policy *p;
+  o3m_policy *p;
   char *dir;
   int dirfd;
   int lockfd;
@@ -201,7 +201,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
   file_source fs = {fd, n};
   o3m_err pe;
   o3m_err_clear(&pe);
-  rc = ap_policy_state_load(c->p, file_read, &fs, &pe);
+  rc = o3m_policy_state_load(c->p, file_read, &fs, &pe);
   if (!rc && fs.left != 0)
     rc = o3m_err_set(&pe, O3M_ECORRUPT, "policy state: %" PRIu64 " bytes left over", fs.left);
   if (rc) {
@@ -252,7 +252,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   char tmp[NAME_LEN], fin[NAME_LEN];
   ck_name(tmp, seq, ".tmp");
   ck_name(fin, seq, ".ckpt");
-  size_t n = ap_policy_state_size(c->p);
+  size_t n = o3m_policy_state_size(c->p);
   unsigned char h[CK_HDR], t[CK_TRAILER];
   memset(h, 0, sizeof h);
   memcpy(h, CK_MAGIC, 8);
@@ -262,7 +262,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   o3m_put_le64(h + 24, c->mask_id);
   o3m_put_le64(h + 32, (uint64_t)n);
   o3m_put_le64(h + 40, (uint64_t)wall_ms());
-  o3m_put_le64(h + 48, ap_policy_updates(c->p));
+  o3m_put_le64(h + 48, o3m_policy_updates(c->p));
   o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
   int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -270,7 +270,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
                        strerror(errno));
   file_sink s = {c, fd, 0, 0, 0};
   int rc = o3m_write_full(fd, h, CK_HDR) ? O3M_EIO : O3M_OK;
-  if (!rc) rc = ap_policy_state_save(c->p, file_write, &s);
+  if (!rc) rc = o3m_policy_state_save(c->p, file_write, &s);
   if (!rc) rc = sink_flush(&s);
   if (!rc) {
     memset(t, 0, sizeof t);
@@ -299,7 +299,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
 /* ------------------------------------------------------------------ replay */
 
 typedef struct replay_ctx {
-  ap_policy *p;
+  o3m_policy *p;
   uint64_t mask_id;
   uint64_t found_mask;
   uint64_t bad_seq;
@@ -307,7 +307,7 @@ typedef struct replay_ctx {
 } replay_ctx;
 
 /* Applies one journal record exactly as the live service did: a reward
- * through ap_policy_update, a repair through ap_policy_refactor. A failed
+ * through o3m_policy_update, a repair through o3m_policy_refactor. A failed
  * update failed live as well (the record is written before the update), and
  * left the same state, so it is counted and the replay goes on. */
 static int replay_one(void *ctx, const ap_journal_record *r) {
@@ -319,9 +319,9 @@ static int replay_one(void *ctx, const ap_journal_record *r) {
   }
   int rc;
   if (r->type == AP_JOURNAL_REWARD) {
-    rc = ap_policy_update(x->p, r->arm, r->x, r->reward);
+    rc = o3m_policy_update(x->p, r->arm, r->x, r->reward);
   } else {
-    rc = ap_policy_refactor(x->p, r->arm);
+    rc = o3m_policy_refactor(x->p, r->arm);
     x->refactors++;
   }
   if (rc) x->update_errors++;
@@ -358,7 +358,7 @@ void ap_checkpoint_close(ap_checkpoint *c) {
   free(c);
 }
 
-int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
+int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_options *opt,
                        ap_recovery_info *info_, o3m_err *e) {
   *out = NULL;
   ap_recovery_info tmp_info;
@@ -389,7 +389,7 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
     rc = o3m_err_set(e, rc, "state_dir %s: cannot list the checkpoints", c->dir);
     goto fail;
   }
-  if ((rc = ap_policy_reset(p))) {
+  if ((rc = o3m_policy_reset(p))) {
     rc = o3m_err_set(e, rc, "checkpoint: cannot reset the policy");
     goto fail;
   }
@@ -406,7 +406,7 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
       pos = seqs[i];
       break;
     }
-    ap_policy_reset(p);
+    o3m_policy_reset(p);
     if (rc != O3M_ECORRUPT) {
       rc = o3m_err_set(e, rc, "%s", o3m_err_message(&le));
       goto fail;
@@ -437,7 +437,7 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
   ap_journal_options jo;
   ap_journal_options_default(&jo);
   jo.dir = c->dir;
-  jo.d = ap_policy_config_of(p)->d;
+  jo.d = o3m_policy_config_of(p)->d;
   jo.after = pos;
   jo.salvage = opt->salvage;
   if (opt->segment_bytes) jo.segment_bytes = opt->segment_bytes;
@@ -468,7 +468,7 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
   o3m_log_info("state_dir %s: recovered %" PRIu64 " updates: checkpoint seq %" PRIu64
                " (%d rejected), %" PRIu64 " journal records replayed (%" PRIu64 " refactors, %"
                PRIu64 " failed updates), journal at seq %" PRIu64 ", %" PRIu64 " tail bytes cut%s",
-               c->dir, ap_policy_updates(p), pos, info->checkpoints_rejected, info->replayed,
+               c->dir, o3m_policy_updates(p), pos, info->checkpoints_rejected, info->replayed,
                info->refactors, info->update_errors, info->last_seq, info->tail_bytes_cut,
                info->salvaged ? ", SALVAGED" : "");
   *out = c;
@@ -476,7 +476,7 @@ int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_op
 
 fail:
   free(seqs);
-  ap_policy_reset(p);
+  o3m_policy_reset(p);
   ap_checkpoint_close(c);
   return rc;
 }
@@ -487,13 +487,13 @@ int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, con
                                double reward) {
   /* Refused before the journal: a record is written only for an update the
    * model can take, so replay never meets a poisoned one. */
-  int rc = ap_policy_update_check(c->p, arm, x, reward, NULL);
+  int rc = o3m_policy_update_check(c->p, arm, x, reward, NULL);
   if (rc) return rc;
   ap_journal_record r = {.type = AP_JOURNAL_REWARD, .decision = decision,
                          .mask_id = c->mask_id, .arm = arm, .reward = reward, .x = x};
   rc = ap_journal_append(c->j, &r, NULL);
   if (rc) return rc;
-  return ap_policy_update(c->p, arm, x, reward);
+  return o3m_policy_update(c->p, arm, x, reward);
 }
 
 int ap_checkpoint_sync(ap_checkpoint *c, o3m_err *e) { return ap_journal_sync(c->j, e); }
@@ -510,9 +510,9 @@ int ap_checkpoint_due(const ap_checkpoint *c) {
   return c->every_ms && n > 0 && mono_ms() - c->ckpt_time >= c->every_ms;
 }
 
-int ap_checkpoint_health(ap_checkpoint *c, int flags, ap_policy_health *h_, o3m_err *e) {
-  ap_policy_health h;
-  int rc = ap_policy_health_check(c->p, flags, &h);
+int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h_, o3m_err *e) {
+  o3m_policy_health h;
+  int rc = o3m_policy_health_check(c->p, flags, &h);
   if (h_) *h_ = h;
   if (rc == O3M_OK) return O3M_OK;
   if (rc == O3M_ENOMEM) return o3m_err_set(e, rc, "health check: out of memory");
@@ -523,7 +523,7 @@ int ap_checkpoint_health(ap_checkpoint *c, int flags, ap_policy_health *h_, o3m_
   ap_journal_record r = {.type = AP_JOURNAL_REFACTOR, .mask_id = c->mask_id, .arm = -1};
   if ((rc = ap_journal_append(c->j, &r, NULL)))
     return o3m_err_set(e, rc, "health repair: the journal has failed");
-  rc = ap_policy_refactor(c->p, -1);
+  rc = o3m_policy_refactor(c->p, -1);
   int src = ap_journal_sync(c->j, e);
   if (rc)
     return o3m_err_set(e, O3M_ECORRUPT, "model %d: %s; refactorization from Lambda failed (%s)",

@@ -1,7 +1,7 @@
 /* ap_checkpoint.h -- durable model state of the active participant:
  * checkpoints, recovery, and the reward path through the journal.
  *
- * The AP's model is the policy state (ap_policy.h). This module keeps it
+ * The AP's model is the policy state (o3m_policy.h). This module keeps it
  * durable with two kinds of file in the party's state_dir:
  *   - the write-ahead journal of rewards (ap_journal.h), through which every
  *     reward passes before it is acknowledged;
@@ -38,7 +38,7 @@
  *   48   8  policy update count (informational)
  *   56   4  zero
  *   60   4  CRC32C of bytes 0..59
- *   64   N  the policy state image (ap_policy.h documents it)
+ *   64   N  the policy state image (o3m_policy.h documents it)
  * 64+N   4  CRC32C of the image
  * 68+N   4  zero
  * 72+N   8  magic "O3MCKEND"
@@ -50,7 +50,7 @@
  * warning and the next older one is tried; with none left the policy stays
  * fresh and the whole journal is replayed); then the journal records after
  * its position are replayed in order: reward records through
- * ap_policy_update, refactor records through ap_policy_refactor, exactly as
+ * o3m_policy_update, refactor records through o3m_policy_refactor, exactly as
  * they were applied live. The resulting state equals, bit for bit, that of
  * an uninterrupted process that applied the same journal records (with one
  * exception: Thompson draws are not journaled, so the sampler is restored to
@@ -99,7 +99,7 @@
 #include <stdint.h>
 
 #include "ap_journal.h"
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "o3m_error.h"
 
 typedef struct ap_checkpoint_options {
@@ -142,16 +142,16 @@ typedef struct ap_checkpoint ap_checkpoint;
  * (journal damage or a lost segment, without salvage), O3M_EIO,
  * O3M_ENOMEM. On failure *out is NULL, p is reset to a fresh state and the
  * lock is released. */
-int ap_checkpoint_open(ap_checkpoint **out, ap_policy *p, const ap_checkpoint_options *opt,
+int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_options *opt,
                        ap_recovery_info *info, o3m_err *e);
 
-/* The reward path. First asks ap_policy_update_check whether the model can
+/* The reward path. First asks o3m_policy_update_check whether the model can
  * take the update: if not (its O3M_EINVAL or O3M_ENONFINITE) nothing is
  * journaled and nothing changes, so
  * no update that would leave the model non-finite or damaged ever becomes
  * durable or is replayed. Otherwise appends a reward record (with the
  * handle's mask id) to the journal buffer, then applies
- * ap_policy_update(arm, x, reward). Not durable, and so not to be
+ * o3m_policy_update(arm, x, reward). Not durable, and so not to be
  * acknowledged, until ap_checkpoint_sync() returns 0; several rewards may
  * share one sync (group commit). Returns O3M_EIO if the journal has failed
  * (nothing applied; the service must stop: see ap_journal.h), else the
@@ -181,14 +181,14 @@ int ap_checkpoint_due(const ap_checkpoint *c);
  * file error). */
 int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e);
 
-/* Checks the policy's numerical health (ap_policy_health_check with flags);
+/* Checks the policy's numerical health (o3m_policy_health_check with flags);
  * if a factor or theta is broken but Lambda and u are sound, appends a
- * refactor record (all models), applies ap_policy_refactor(p, -1) and syncs,
+ * refactor record (all models), applies o3m_policy_refactor(p, -1) and syncs,
  * so that the repair is part of the durable history and replays identically.
  * Returns 0 when healthy or repaired (*h, if not NULL, holds the finding
  * before the repair), O3M_ECORRUPT when Lambda or u itself is damaged (not
  * repairable in memory: stop, and recover from disk), O3M_EIO. */
-int ap_checkpoint_health(ap_checkpoint *c, int flags, ap_policy_health *h, o3m_err *e);
+int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h, o3m_err *e);
 
 /* The journal (for its seq counters and tests). */
 ap_journal *ap_checkpoint_journal(ap_checkpoint *c);

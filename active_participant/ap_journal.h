@@ -3,7 +3,7 @@
  * The AP acknowledges a reward only after the reward is in this log on disk.
  * Each reward becomes one fixed-length record holding everything the policy
  * update needs (arm, reward, the masked context x as binary64 bit patterns),
- * so replaying the log through ap_policy_update() reproduces the model bit
+ * so replaying the log through o3m_policy_update() reproduces the model bit
  * for bit. Appends go to a buffer allocated at open and reach the file with
  * pwrite(2) when the buffer fills or at ap_journal_sync(), which also calls
  * fdatasync(2): group commit. The caller appends any number of records, then
@@ -40,7 +40,7 @@
  * length), little-endian:
  *    0  4  magic "O3MJ"          (the start marker)
  *    4  1  version (2)
- *    5  1  type: 1 reward, 2 refactor (ap_policy_refactor of model `arm`,
+ *    5  1  type: 1 reward, 2 refactor (o3m_policy_refactor of model `arm`,
  *          -1 = all models; replayed so that repairs are reproduced too),
  *          3 close (see "Rotation"; not handed to the replay callback)
  *    6  2  zero

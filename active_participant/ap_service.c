@@ -27,7 +27,7 @@
 
 #include "ap_checkpoint.h"
 #include "ap_pending.h"
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
 #include "o3m_blas.h"
@@ -348,9 +348,9 @@ struct ap_service {
   double max_norm, sum_norm;
   uint32_t *dims_buf; /* part.m entries, for Info replies */
 
-  ap_policy *policy;
-  ap_algo algo;
-  ap_model_kind model;
+  o3m_policy *policy;
+  o3m_algo algo;
+  o3m_model_kind model;
   int n_arms; /* disjoint only; 0 for shared */
   catalog cat;
   double reward_min, reward_max;
@@ -505,7 +505,7 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
     return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
                        s->k_max);
   int K = (int)req->n_items;
-  int rc = o3m_wire_recommend_check(req, s->k_max, s->model == AP_MODEL_DISJOINT ? s->n_arms : 0,
+  int rc = o3m_wire_recommend_check(req, s->k_max, s->model == O3M_MODEL_DISJOINT ? s->n_arms : 0,
                                     e);
   if (rc < 0) {
     /* Every finding of the check is about the caller's arguments. */
@@ -544,7 +544,7 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
                        "party has no feature tables", K, s->d0);
   }
 
-  if (s->model == AP_MODEL_DISJOINT) {
+  if (s->model == O3M_MODEL_DISJOINT) {
     if (req->n_arms > 0) {
       for (int k = 0; k < K; k++) arms[k] = (int)req->arms[k];
     } else {
@@ -664,10 +664,10 @@ static void round_decide(ap_service *s, queued *q, const double *Y) {
     round_fail(s, q, &e);
     return;
   }
-  const int *arms = s->model == AP_MODEL_DISJOINT ? q->arms : NULL;
+  const int *arms = s->model == O3M_MODEL_DISJOINT ? q->arms : NULL;
   int chosen;
   double score;
-  int rc = ap_policy_choose(s->policy, q->K, Y, arms, &chosen, &score);
+  int rc = o3m_policy_choose(s->policy, q->K, Y, arms, &chosen, &score);
   if (rc < 0) {
     o3m_err_set(&e, rc, "the policy could not choose among the %d candidates", q->K);
     round_fail(s, q, &e);
@@ -777,7 +777,7 @@ static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why,
                      (unsigned long long)decision);
 }
 
-/* The answer to a reward the model cannot take (ap_policy_update_check
+/* The answer to a reward the model cannot take (o3m_policy_update_check
  * refused it): nothing was changed or journaled, and the decision stays
  * open (a retry meets the same refusal until the decision expires; another
  * reward value may pass). */
@@ -790,17 +790,17 @@ static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *
 /* Applies a reward to the model: with a state_dir through the journal and
  * synced to disk (one fdatasync per reward: handlers run one at a time, so
  * there is nothing to group it with), otherwise in memory only. Either way
- * ap_policy_update_check runs first, so a reward that would poison the
+ * o3m_policy_update_check runs first, so a reward that would poison the
  * model is refused with nothing changed. Returns 0 when the reward may be
  * acknowledged. */
 static int reward_apply(ap_service *s, uint64_t decision, int arm, const double *x,
                         double reward, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   const char *what;
-  int rc = ap_policy_update_check(s->policy, arm, x, reward, &what);
+  int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
   if (rc < 0) return reward_refused(decision, rc, what, e);
   if (!s->ckpt) {
-    rc = ap_policy_update(s->policy, arm, x, reward);
+    rc = o3m_policy_update(s->policy, arm, x, reward);
     return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
   }
   /* apply_reward checks again (and so refuses to journal a bad update even
@@ -835,7 +835,7 @@ static void checkpoint_now(ap_service *s, const char *why) {
     s->checkpoints++;
     s->ckpt_retry_ms = 0;
     o3m_log_info("%s checkpoint written: %llu updates, journal seq %llu", why,
-                 (unsigned long long)ap_policy_updates(s->policy),
+                 (unsigned long long)o3m_policy_updates(s->policy),
                  (unsigned long long)ap_journal_last_seq(ap_checkpoint_journal(s->ckpt)));
     return;
   }
@@ -899,7 +899,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rc = reward_apply(s, req->decision, arm, x, req->reward, e);
   if (rc < 0) return rc;
   ap_pending_close(s->pending, req->decision);
-  rep->updates = ap_policy_updates(s->policy);
+  rep->updates = o3m_policy_updates(s->policy);
   /* The reward is durable; a due checkpoint delays only this reply. */
   if (s->ckpt && ap_checkpoint_due(s->ckpt) && now_ms() >= s->ckpt_retry_ms)
     checkpoint_now(s, "periodic");
@@ -916,13 +916,13 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, now_ms(), &st);
   rep->rounds = s->rounds;
-  rep->updates = ap_policy_updates(s->policy);
+  rep->updates = o3m_policy_updates(s->policy);
   rep->pending = st.waiting;
   rep->expired = st.expired + st.evicted;
-  rep->theta_norm = s->model == AP_MODEL_SHARED ? ap_policy_theta_norm(s->policy, 0) : 0.0;
+  rep->theta_norm = s->model == O3M_MODEL_SHARED ? o3m_policy_theta_norm(s->policy, 0) : 0.0;
   /* protobuf-c packs but never writes through these pointers. */
-  rep->algo = (char *)ap_algo_name(s->algo);
-  rep->model = (char *)ap_model_name(s->model);
+  rep->algo = (char *)o3m_algo_name(s->algo);
+  rep->model = (char *)o3m_model_name(s->model);
   rep->fanouts = s->fanouts;
   return 0;
 }
@@ -1121,7 +1121,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
                  "those rewards are not in the model", (unsigned long long)ri.salvage_seq);
   o3m_log_info("rewards are durable in %s: %llu updates recovered (checkpoint seq %llu, %llu "
                "journal records replayed)", s->state_dir,
-               (unsigned long long)ap_policy_updates(s->policy),
+               (unsigned long long)o3m_policy_updates(s->policy),
                (unsigned long long)ri.checkpoint_seq, (unsigned long long)ri.replayed);
   return 0;
 }
@@ -1240,14 +1240,14 @@ static int connect_peers(ap_service *s, const o3m_config *cfg, const o3m_party *
 
 static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   const o3m_policy_params *pp = o3m_config_policy(cfg);
-  ap_policy_config pc;
-  ap_policy_config_default(&pc);
-  if (ap_algo_parse(pp->algo, &pc.algo) < 0 || ap_model_parse(pp->model, &pc.model) < 0)
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
+  if (o3m_algo_parse(pp->algo, &pc.algo) < 0 || o3m_model_parse(pp->model, &pc.model) < 0)
     return o3m_err_set(e, O3M_EINVAL, "[policy]: unknown algo '%s' or model '%s'", pp->algo,
                        pp->model);
   s->algo = pc.algo;
   s->model = pc.model;
-  if (pc.model == AP_MODEL_DISJOINT) {
+  if (pc.model == O3M_MODEL_DISJOINT) {
     if (!pp->items) return o3m_err_set(e, O3M_EINVAL, "[policy]: model disjoint needs items");
     int rc = catalog_load(&s->cat, pp->items, 1000000, e);
     if (rc < 0) return rc;
@@ -1261,7 +1261,7 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   pc.v = pp->v;
   pc.seed = pp->seed;
   pc.refactor_every = pp->refactor_every;
-  return ap_policy_create(&s->policy, &pc, e);
+  return o3m_policy_create(&s->policy, &pc, e);
 }
 
 /* Frees whatever create got to; every field is NULL/0 or owned. */
@@ -1276,7 +1276,7 @@ static void service_free(ap_service *s) {
   ap_pending_destroy(s->pending);
   o3m_block_destroy(s->block);
   pp_features_destroy(s->own);
-  ap_policy_destroy(s->policy);
+  o3m_policy_destroy(s->policy);
   catalog_free(&s->cat);
   free(s->dup.t);
   batch_free(s);
@@ -1423,7 +1423,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
                "max %d candidates, mask %016llx", s->name, sc.listen, ap_service_port(s), s->d,
-               m, ap_algo_name(s->algo), ap_model_name(s->model), s->k_max,
+               m, o3m_algo_name(s->algo), o3m_model_name(s->model), s->k_max,
                (unsigned long long)s->mask_id);
   *out = s;
   return 0;
@@ -1458,7 +1458,7 @@ int ap_service_run(ap_service *s) {
                "calls_denied=%llu",
                (unsigned long long)s->rounds, (unsigned long long)s->failed_rounds,
                (unsigned long long)s->peer_failures,
-               (unsigned long long)ap_policy_updates(s->policy), st.waiting,
+               (unsigned long long)o3m_policy_updates(s->policy), st.waiting,
                (unsigned long long)st.expired, (unsigned long long)st.evicted,
                (unsigned long long)rs.ok, (unsigned long long)rs.failed,
                (unsigned long long)rs.denied);

@@ -75,7 +75,7 @@
  * matched to its decision (NOT_FOUND, ALREADY_EXISTS, EXPIRED) and its mask,
  * and only then given to the policy; the decision is closed only if the
  * update succeeded. An update that would leave the model non-finite
- * (ap_policy_update_check) is refused before it is journaled:
+ * (o3m_policy_update_check) is refused before it is journaled:
  * INVALID_ARGUMENT (O3M_ENONFINITE), nothing changed, the decision stays
  * open. With bounded contexts (below) that cannot happen in practice; the
  * check is the second line of defence. With a state_dir the reward goes through the journal

@@ -169,7 +169,7 @@ typedef struct o3m_client {
 
 /* The [policy] section as plain values, defaults filled in. algo and model
  * are the strings of the file, already checked to be one of the allowed
- * words; the AP maps them with ap_algo_parse and ap_model_parse. Read-only
+ * words; the AP maps them with o3m_algo_parse and o3m_model_parse. Read-only
  * for callers. */
 typedef struct o3m_policy_params {
   const char *algo;      /* "linucb" or "lints" */

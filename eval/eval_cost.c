@@ -42,7 +42,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "eval_cmds.h"
 #include "eval_masker.h"
 #include "eval_regret.h"
@@ -58,7 +58,7 @@ typedef struct cost_opts {
   int nd, ds[COST_MAX_LIST];
   int M;
   int algos;           /* bit 1 linucb, bit 2 lints */
-  ap_model_kind model; /* Figure 5 model */
+  o3m_model_kind model; /* Figure 5 model */
   int pool;            /* rounds of contexts cycled in Figure 5 */
   double min_time;     /* seconds per C.3 measurement */
   int fig5, c3;
@@ -80,21 +80,21 @@ static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
   return o3m_partition_from_dims(p, M, dims, e);
 }
 
-static int make_policy(ap_policy **p, ap_algo a, ap_model_kind m, int d, int K, o3m_err *e) {
-  ap_policy_config pc;
-  ap_policy_config_default(&pc);
+static int make_policy(o3m_policy **p, o3m_algo a, o3m_model_kind m, int d, int K, o3m_err *e) {
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
   pc.algo = a;
   pc.model = m;
   pc.d = d;
   pc.n_arms = K;
   pc.max_candidates = K;
-  return ap_policy_create(p, &pc, e);
+  return o3m_policy_create(p, &pc, e);
 }
 
 /* Plays rounds [t0, t1) over the pool, masked when mk is not NULL, and adds
  * the elapsed seconds to *sec; arms[t] records the decisions. With p NULL it
  * only masks (the masking-alone timing). */
-static int play(ap_policy *p, eval_masker *mk, long t0, long t1, int K, int d, int P,
+static int play(o3m_policy *p, eval_masker *mk, long t0, long t1, int K, int d, int P,
                 const double *pool, const double *rew, int *arms, double *sec, o3m_err *e) {
   double start = now_seconds();
   volatile double sink = 0;
@@ -106,8 +106,8 @@ static int play(ap_policy *p, eval_masker *mk, long t0, long t1, int K, int d, i
       continue;
     }
     int arm;
-    int rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
-    if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * d, rew[(size_t)(t % P) * K + arm]);
+    int rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
+    if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[(size_t)(t % P) * K + arm]);
     if (rc) return o3m_err_set(e, rc, "round %ld: policy failed: %s", t, o3m_strerror(rc));
     arms[t] = arm;
   }
@@ -128,7 +128,7 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
          "  The three pipelines take turns every %d rounds (fair under background load).\n"
          "  comm = T*K*(M-1)*d*8 bytes: COUNTED from what the M-1 passive parties would send\n"
          "  (float64), not measured on a wire.\n\n",
-         o->T, o->M, ap_model_name(o->model), o->pool, COST_SLICE);
+         o->T, o->M, o3m_model_name(o->model), o->pool, COST_SLICE);
   printf("%-7s %5s %4s %11s %11s %9s %9s %7s %14s %9s\n", "algo", "K", "d", "central s",
          "federated s", "mask s", "fed/cen", "agree%", "comm bytes", "comm GB");
   if (csv)
@@ -158,8 +158,8 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
       if (!rc) rc = eval_masker_create(&mk, &part, K, 1, 7, e);
       for (int a = 1; a <= 2 && !rc; a++) {
         if (!(o->algos & a)) continue;
-        ap_algo algo = a == 1 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
-        ap_policy *pc = NULL, *pf = NULL;
+        o3m_algo algo = a == 1 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
+        o3m_policy *pc = NULL, *pf = NULL;
         double sc_s = 0, sf_s = 0, mask_s = 0;
         rc = make_policy(&pc, algo, o->model, d, K, e);
         if (!rc) rc = make_policy(&pf, algo, o->model, d, K, e);
@@ -176,18 +176,18 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
             }
           }
         }
-        ap_policy_destroy(pc);
-        ap_policy_destroy(pf);
+        o3m_policy_destroy(pc);
+        o3m_policy_destroy(pf);
         if (rc) break;
         long agree = 0;
         for (long t = 0; t < o->T; t++) agree += arms_c[t] == arms_f[t];
         double bytes = (double)o->T * K * (o->M - 1) * d * 8.0;
-        printf("%-7s %5d %4d %11.3f %11.3f %9.3f %9.2f %7.1f %14.0f %9.3f\n", ap_algo_name(algo),
+        printf("%-7s %5d %4d %11.3f %11.3f %9.3f %9.2f %7.1f %14.0f %9.3f\n", o3m_algo_name(algo),
                K, d, sc_s, sf_s, mask_s, sf_s / sc_s, 100.0 * agree / o->T, bytes, bytes / 1e9);
         fflush(stdout);
         if (csv)
-          fprintf(csv, "%s,%s,%ld,%d,%d,%d,%.6f,%.6f,%.6f,%.4f,%.4f,%.0f\n", ap_algo_name(algo),
-                  ap_model_name(o->model), o->T, o->M, K, d, sc_s, sf_s, mask_s, sf_s / sc_s,
+          fprintf(csv, "%s,%s,%ld,%d,%d,%d,%.6f,%.6f,%.6f,%.4f,%.4f,%.0f\n", o3m_algo_name(algo),
+                  o3m_model_name(o->model), o->T, o->M, K, d, sc_s, sf_s, mask_s, sf_s / sc_s,
                   (double)agree / o->T, bytes);
       }
       eval_masker_destroy(mk);
@@ -220,7 +220,7 @@ static int cmp_double(const void *a, const void *b) {
 /* Times the step selected by `what` in C3_BATCHES batches, each repeating it
  * until min_time / C3_BATCHES seconds have passed, and returns the median of
  * the batches' seconds per repetition: robust to other processes' load. */
-static int time_c3(int what, eval_masker *mk, ap_policy *p, int K, int d, const double *X,
+static int time_c3(int what, eval_masker *mk, o3m_policy *p, int K, int d, const double *X,
                    const double *rew, double min_time, double *per) {
   double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
   if (!mean || !var) {
@@ -237,12 +237,12 @@ static int time_c3(int what, eval_masker *mk, ap_policy *p, int K, int d, const 
     while (!rc && (n < 1 || el < min_time / C3_BATCHES)) {
       const double *V = eval_masker_apply(mk, K, X);
       if (what == C3_MASK_STATS) {
-        rc = ap_policy_stats(p, K, V, NULL, mean, var);
+        rc = o3m_policy_stats(p, K, V, NULL, mean, var);
         sink += mean[0];
       } else if (what == C3_ROUND) {
         int arm;
-        rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
-        if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
+        rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
+        if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
       } else {
         sink += V[0];
       }
@@ -284,7 +284,7 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     o3m_partition part;
     eval_synth *syn = NULL;
     eval_masker *mk = NULL;
-    ap_policy *p = NULL;
+    o3m_policy *p = NULL;
     double *X = malloc(sizeof(double) * (size_t)K * d), *rew = malloc(sizeof(double) * K);
     eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = 1};
     rc = (!X || !rew) ? o3m_err_set(e, O3M_ENOMEM, "out of memory") : even_partition(&part, d, N, e);
@@ -302,11 +302,11 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
       ngen++;
     }
     gen = (now_seconds() - t0) / (ngen ? ngen : 1);
-    if (!rc) rc = make_policy(&p, AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, e);
+    if (!rc) rc = make_policy(&p, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, d, K, e);
     /* A few updates so that the statistics are not those of lambda I. */
     for (int t = 0; !rc && t < 20; t++) {
       const double *V = eval_masker_apply(mk, K, X);
-      rc = ap_policy_update(p, t % K, V + (size_t)(t % K) * d, rew[t % K]);
+      rc = o3m_policy_update(p, t % K, V + (size_t)(t % K) * d, rew[t % K]);
     }
     double s_mask = 0, s_stats = 0, s_round = 0;
     if (!rc) rc = time_c3(C3_MASK, mk, p, K, d, X, rew, o->min_time, &s_mask);
@@ -329,7 +329,7 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
                 (double)K * (N - 1) * d * 8.0);
       }
     }
-    ap_policy_destroy(p);
+    o3m_policy_destroy(p);
     eval_masker_destroy(mk);
     eval_synth_destroy(syn);
     free(X);
@@ -389,7 +389,7 @@ int eval_cost_main(int argc, char **argv) {
       {"only", required_argument, 0, 'o'},     {"out-dir", required_argument, 0, 'O'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   cost_opts o = {.T = 5000, .nK = 3, .Ks = {100, 500, 1000}, .nd = 3, .ds = {50, 100, 200},
-                 .M = 5, .algos = 3, .model = AP_MODEL_SHARED, .pool = 16, .min_time = 0.5,
+                 .M = 5, .algos = 3, .model = O3M_MODEL_SHARED, .pool = 16, .min_time = 0.5,
                  .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost"};
   int ch;
   optind = 1;
@@ -428,7 +428,7 @@ int eval_cost_main(int argc, char **argv) {
       }
       break;
     case 'm':
-      if (ap_model_parse(optarg, &o.model)) {
+      if (o3m_model_parse(optarg, &o.model)) {
         fprintf(stderr, "o3m-eval cost: --model: '%s' is not shared or disjoint\n", optarg);
         return 2;
       }

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "eval_cmds.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
@@ -122,9 +122,9 @@ int eval_gen_federation_main(int argc, char **argv) {
     default: gen_usage(stderr); return 2;
     }
   }
-  ap_algo al;
-  ap_model_kind mo;
-  if (!out || optind != argc || ap_algo_parse(algo, &al) || ap_model_parse(model, &mo)) {
+  o3m_algo al;
+  o3m_model_kind mo;
+  if (!out || optind != argc || o3m_algo_parse(algo, &al) || o3m_model_parse(model, &mo)) {
     gen_usage(stderr);
     return 2;
   }
@@ -206,7 +206,7 @@ int eval_gen_federation_main(int argc, char **argv) {
           "\n[policy]\nalgo = %s\nmodel = %s\nalpha = %.17g\nlambda = 1\nv = %.17g\nseed = %ld\n"
           "max_candidates = %ld\n",
           algo, model, alpha, v, seed, maxk);
-  if (mo == AP_MODEL_DISJOINT) fprintf(f, "items = data/items.txt\n");
+  if (mo == O3M_MODEL_DISJOINT) fprintf(f, "items = data/items.txt\n");
   const char *names[1 + 8];
   names[0] = "pmg";
   for (int j = 0; j < part.m; j++) names[1 + j] = j == 0 ? "shop" : passive_names[j - 1];
@@ -369,7 +369,7 @@ int eval_federate_main(int argc, char **argv) {
   o3m_config *cfg = NULL;
   driver dr;
   memset(&dr, 0, sizeof dr);
-  ap_policy *central = NULL, *local = NULL;
+  o3m_policy *central = NULL, *local = NULL;
   o3m_rpc_client *cli = NULL;
   o3m_rng *rng = NULL;
   int status = 1, rc;
@@ -411,10 +411,10 @@ int eval_federate_main(int argc, char **argv) {
   }
   /* The two in-process baselines share the AP's policy settings. */
   const o3m_policy_params *pp = o3m_config_policy(cfg);
-  ap_policy_config pc;
-  ap_policy_config_default(&pc);
-  ap_algo_parse(pp->algo, &pc.algo);
-  ap_model_parse(pp->model, &pc.model);
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
+  o3m_algo_parse(pp->algo, &pc.algo);
+  o3m_model_parse(pp->model, &pc.model);
   pc.alpha = pp->alpha;
   pc.lambda = pp->lambda;
   pc.v = pp->v;
@@ -423,9 +423,9 @@ int eval_federate_main(int argc, char **argv) {
   pc.max_candidates = (int)K;
   pc.n_arms = dr.n_items;
   pc.d = dr.d;
-  if ((rc = ap_policy_create(&central, &pc, &err))) goto fail;
+  if ((rc = o3m_policy_create(&central, &pc, &err))) goto fail;
   pc.d = dr.d0;
-  if ((rc = ap_policy_create(&local, &pc, &err))) goto fail;
+  if ((rc = o3m_policy_create(&local, &pc, &err))) goto fail;
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
   cc.target = o3m_config_active(cfg)->address;
@@ -475,8 +475,8 @@ int eval_federate_main(int argc, char **argv) {
       if (dr.p[k] > best) best = dr.p[k];
     }
     int ac, al;
-    if ((rc = ap_policy_choose(central, (int)K, dr.X, dr.arms, &ac, NULL)) ||
-        (rc = ap_policy_choose(local, (int)K, dr.X0, dr.arms, &al, NULL))) {
+    if ((rc = o3m_policy_choose(central, (int)K, dr.X, dr.arms, &ac, NULL)) ||
+        (rc = o3m_policy_choose(local, (int)K, dr.X0, dr.arms, &al, NULL))) {
       o3m_err_set(&err, rc, "round %ld: in-process policy failed", t);
       goto fail_perm;
     }
@@ -501,8 +501,8 @@ int eval_federate_main(int argc, char **argv) {
     if ((rc = o3m_rpc_client_call(cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
                                   &o3m__v1__reward_reply__descriptor, &reply, &err)))
       goto fail_perm;
-    ap_policy_update(central, dr.arms[ac], dr.X + (size_t)ac * dr.d, dr.click[ac]);
-    ap_policy_update(local, dr.arms[al], dr.X0 + (size_t)al * dr.d0, dr.click[al]);
+    o3m_policy_update(central, dr.arms[ac], dr.X + (size_t)ac * dr.d, dr.click[ac]);
+    o3m_policy_update(local, dr.arms[al], dr.X0 + (size_t)al * dr.d0, dr.click[al]);
     reg_fed += best - dr.p[af];
     reg_central += best - dr.p[ac];
     reg_local += best - dr.p[al];
@@ -536,8 +536,8 @@ fail:
 done:
   o3m_rpc_client_destroy(cli);
   o3m_rng_destroy(rng);
-  ap_policy_destroy(central);
-  ap_policy_destroy(local);
+  o3m_policy_destroy(central);
+  o3m_policy_destroy(local);
   if (dr.tables)
     for (int j = 0; j < dr.M; j++) pp_features_destroy(dr.tables[j]);
   free(dr.tables);

@@ -35,8 +35,8 @@
 struct eval_regret {
   eval_regret_config c;
   int n_cfg;
-  ap_algo algo[MAX_CFG];
-  ap_model_kind model[MAX_CFG];
+  o3m_algo algo[MAX_CFG];
+  o3m_model_kind model[MAX_CFG];
   int n_var;
   int cols[MAX_VAR];
   int n_steps;
@@ -127,7 +127,7 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cfg_index(const eval_regret *r, ap_algo a, ap_model_kind m) {
+static int cfg_index(const eval_regret *r, o3m_algo a, o3m_model_kind m) {
   for (int i = 0; i < r->n_cfg; i++)
     if (r->algo[i] == a && r->model[i] == m) return i;
   return -1;
@@ -142,11 +142,11 @@ static double *th_at(double *base, const eval_regret *r, int cfg, int seed) {
 }
 
 /* ||theta||, or for a disjoint model the norm of all arms' thetas stacked. */
-static double theta_norm(const ap_policy *p, int n_arms) {
-  if (ap_policy_config_of(p)->model == AP_MODEL_SHARED) return ap_policy_theta_norm(p, 0);
+static double theta_norm(const o3m_policy *p, int n_arms) {
+  if (o3m_policy_config_of(p)->model == O3M_MODEL_SHARED) return o3m_policy_theta_norm(p, 0);
   double s = 0;
   for (int a = 0; a < n_arms; a++) {
-    double n = ap_policy_theta_norm(p, a);
+    double n = o3m_policy_theta_norm(p, a);
     s += n * n;
   }
   return sqrt(s);
@@ -156,14 +156,14 @@ static double theta_norm(const ap_policy *p, int n_arms) {
 typedef struct seed_state {
   eval_synth *synth;
   eval_masker *masker;
-  ap_policy *pol[MAX_CFG][MAX_VAR];
-  ap_policy *same[MAX_CFG];
+  o3m_policy *pol[MAX_CFG][MAX_VAR];
+  o3m_policy *same[MAX_CFG];
 } seed_state;
 
 static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
   for (int i = 0; i < n_cfg; i++) {
-    for (int v = 0; v < n_var; v++) ap_policy_destroy(s->pol[i][v]);
-    ap_policy_destroy(s->same[i]);
+    for (int v = 0; v < n_var; v++) o3m_policy_destroy(s->pol[i][v]);
+    o3m_policy_destroy(s->same[i]);
   }
   eval_masker_destroy(s->masker);
   eval_synth_destroy(s->synth);
@@ -181,8 +181,8 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
   rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed, e);
   if (rc) return rc;
   for (int i = 0; i < r->n_cfg; i++) {
-    ap_policy_config pc;
-    ap_policy_config_default(&pc);
+    o3m_policy_config pc;
+    o3m_policy_config_default(&pc);
     pc.algo = r->algo[i];
     pc.model = r->model[i];
     pc.n_arms = c->K;
@@ -194,7 +194,7 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
     pc.refactor_every = c->refactor_every;
     for (int v = 0; v <= r->n_var && !rc; v++) {
       pc.d = v < r->n_var ? r->cols[v] : c->d;
-      rc = ap_policy_create(v < r->n_var ? &s->pol[i][v] : &s->same[i], &pc, e);
+      rc = o3m_policy_create(v < r->n_var ? &s->pol[i][v] : &s->same[i], &pc, e);
     }
     if (rc) return rc;
   }
@@ -233,28 +233,28 @@ static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp
       }
       int dv = r->cols[v];
       for (int i = 0; i < r->n_cfg; i++) {
-        ap_policy *p = st->pol[i][v];
+        o3m_policy *p = st->pol[i][v];
         int arm;
-        rc = ap_policy_choose(p, K, V, NULL, &arm, NULL);
+        rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
         if (!rc && v == EVAL_REGRET_CENTRAL) {
           /* The same-history federated learner: compare before updating. */
-          rc = ap_policy_stats(p, K, V, NULL, mc, vc);
-          if (!rc) rc = ap_policy_stats(st->same[i], K, Xm, NULL, ms, vs);
+          rc = o3m_policy_stats(p, K, V, NULL, mc, vc);
+          if (!rc) rc = o3m_policy_stats(st->same[i], K, Xm, NULL, ms, vs);
           if (!rc) {
             double dm = fabs(mc[arm] - ms[arm]);
             double dw = fabs(sqrt(fmax(vc[arm], 0)) - sqrt(fmax(vs[arm], 0)));
             if (dm > r->max_mean_diff[i]) r->max_mean_diff[i] = dm;
             if (dw > r->max_width_diff[i]) r->max_width_diff[i] = dw;
-            rc = ap_policy_update(st->same[i], arm, Xm + (size_t)arm * d, rew[arm]);
+            rc = o3m_policy_update(st->same[i], arm, Xm + (size_t)arm * d, rew[arm]);
           }
           central_arm[i] = arm; /* the central variant runs first */
         }
         if (!rc && v == EVAL_REGRET_FEDERATED && arm == central_arm[i])
           r->agree[i]++;
-        if (!rc) rc = ap_policy_update(p, arm, V + (size_t)arm * dv, rew[arm]);
+        if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * dv, rew[arm]);
         if (rc)
           return o3m_err_set(e, rc, "round %ld, %s %s, variant %d: policy failed: %s", t,
-                             ap_algo_name(r->algo[i]), ap_model_name(r->model[i]), v,
+                             o3m_algo_name(r->algo[i]), o3m_model_name(r->model[i]), v,
                              o3m_strerror(rc));
         cum[i][v] += best - exp_r[arm];
       }
@@ -283,8 +283,8 @@ int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) 
   for (int a = 1; a <= 2; a++)
     for (int m = 1; m <= 2; m++)
       if ((c->algos & a) && (c->models & m)) {
-        r->algo[r->n_cfg] = a == 1 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
-        r->model[r->n_cfg] = m == 1 ? AP_MODEL_SHARED : AP_MODEL_DISJOINT;
+        r->algo[r->n_cfg] = a == 1 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
+        r->model[r->n_cfg] = m == 1 ? O3M_MODEL_SHARED : O3M_MODEL_DISJOINT;
         r->n_cfg++;
       }
   r->n_var = 3 + c->n_ratios;
@@ -348,7 +348,7 @@ static void mean_std(const double *x, int n, size_t stride, double *mean, double
   *std = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
 }
 
-int eval_regret_summary_of(const eval_regret *r, ap_algo a, ap_model_kind m,
+int eval_regret_summary_of(const eval_regret *r, o3m_algo a, o3m_model_kind m,
                            eval_regret_summary *out) {
   int i = cfg_index(r, a, m);
   if (i < 0) return O3M_ENOTFOUND;
@@ -371,7 +371,7 @@ int eval_regret_summary_of(const eval_regret *r, ap_algo a, ap_model_kind m,
   return O3M_OK;
 }
 
-double eval_regret_final(const eval_regret *r, ap_algo a, ap_model_kind m, int variant, int s) {
+double eval_regret_final(const eval_regret *r, o3m_algo a, o3m_model_kind m, int variant, int s) {
   int i = cfg_index(r, a, m);
   if (i < 0 || variant < 0 || variant >= r->n_var || s < 0 || s >= r->c.n_seeds) return NAN;
   return reg_at(r, i, variant, s)[r->n_steps - 1];
@@ -394,8 +394,8 @@ int eval_regret_write_csv(const eval_regret *r, const char *dir, o3m_err *e) {
   size_t stride = (size_t)r->n_steps;
   for (int i = 0; i < r->n_cfg; i++) {
     char path[4096], name[64];
-    snprintf(path, sizeof path, "%s/regret_%s_%s.csv", dir, ap_algo_name(r->algo[i]),
-             ap_model_name(r->model[i]));
+    snprintf(path, sizeof path, "%s/regret_%s_%s.csv", dir, o3m_algo_name(r->algo[i]),
+             o3m_model_name(r->model[i]));
     FILE *f = fopen(path, "w");
     if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
     fprintf(f, "t");
@@ -446,8 +446,8 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
       char name[64];
       variant_name(r, v, name, sizeof name);
       if (v == EVAL_REGRET_LOCAL) snprintf(name, sizeof name, "local(AP)");
-      fprintf(f, "%-7s %-9s %-10s %5d  %11.3f +- %8.3f  %10.2f\n", ap_algo_name(r->algo[i]),
-              ap_model_name(r->model[i]), name, sm.cols[v], sm.final_mean[v], sm.final_std[v],
+      fprintf(f, "%-7s %-9s %-10s %5d  %11.3f +- %8.3f  %10.2f\n", o3m_algo_name(r->algo[i]),
+              o3m_model_name(r->model[i]), name, sm.cols[v], sm.final_mean[v], sm.final_std[v],
               sm.final_mean[v] / sm.final_mean[EVAL_REGRET_CENTRAL]);
     }
   }
@@ -458,9 +458,9 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
   for (int i = 0; i < r->n_cfg; i++) {
     eval_regret_summary sm;
     eval_regret_summary_of(r, r->algo[i], r->model[i], &sm);
-    if (r->algo[i] == AP_ALGO_LINTS && r->model[i] == AP_MODEL_SHARED) shared_ts = 1;
-    fprintf(f, "%-7s %-9s %9.2f  %13.3e %13.3e  %14.3e %14.3e\n", ap_algo_name(r->algo[i]),
-            ap_model_name(r->model[i]), 100.0 * sm.agreement, sm.max_mean_diff,
+    if (r->algo[i] == O3M_ALGO_LINTS && r->model[i] == O3M_MODEL_SHARED) shared_ts = 1;
+    fprintf(f, "%-7s %-9s %9.2f  %13.3e %13.3e  %14.3e %14.3e\n", o3m_algo_name(r->algo[i]),
+            o3m_model_name(r->model[i]), 100.0 * sm.agreement, sm.max_mean_diff,
             sm.max_width_diff, sm.max_theta_diff, sm.max_theta_diff_same);
   }
   fprintf(f,
@@ -556,15 +556,15 @@ int eval_regret_plot(const eval_regret *r, const char *dir, FILE *f, o3m_err *e)
           "regret_plots.gp");
   char list[1024] = "";
   for (int m = 1; m <= 2; m++) {
-    ap_model_kind model = m == 1 ? AP_MODEL_SHARED : AP_MODEL_DISJOINT;
-    const char *mn = ap_model_name(model);
+    o3m_model_kind model = m == 1 ? O3M_MODEL_SHARED : O3M_MODEL_DISJOINT;
+    const char *mn = o3m_model_name(model);
     for (int a = 0; a < 2; a++) {
-      ap_algo algo = a == 0 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+      o3m_algo algo = a == 0 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
       if (cfg_index(r, algo, model) < 0) continue;
       const char *an = a == 0 ? "LinUCB" : "LinTS";
       const char *vf = a == 0 ? "VFUCB" : "VFTS";
       char csv[128], png[128], title[256];
-      snprintf(csv, sizeof csv, "regret_%s_%s.csv", ap_algo_name(algo), mn);
+      snprintf(csv, sizeof csv, "regret_%s_%s.csv", o3m_algo_name(algo), mn);
       int v1[3] = {EVAL_REGRET_CENTRAL, EVAL_REGRET_FEDERATED, EVAL_REGRET_LOCAL};
       snprintf(png, sizeof png, "fig4%c_%s.png", a == 0 ? 'a' : 'c', mn);
       snprintf(title, sizeof title, "Fig. 4%c: %s vs %s vs partial local (%s model, %d seeds, "
@@ -574,7 +574,7 @@ int eval_regret_plot(const eval_regret *r, const char *dir, FILE *f, o3m_err *e)
       snprintf(png, sizeof png, "fig4%c_%s.png", a == 0 ? 'b' : 'd', mn);
       snprintf(title, sizeof title, "Fig. 4%c: ||theta|| difference, %s minus %s (%s model)",
                a == 0 ? 'b' : 'd', vf, an, mn);
-      gp_theta(g, r, csv, png, title, algo == AP_ALGO_LINTS && model == AP_MODEL_SHARED);
+      gp_theta(g, r, csv, png, title, algo == O3M_ALGO_LINTS && model == O3M_MODEL_SHARED);
       append_name(list, sizeof list, png);
       if (r->c.n_ratios > 0) {
         int v6[1 + EVAL_REGRET_MAX_RATIOS], n6 = 0;

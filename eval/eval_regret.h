@@ -37,7 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
 
@@ -115,12 +115,12 @@ double eval_regret_seconds(const eval_regret *r);
 int eval_regret_n_steps(const eval_regret *r);
 
 /* Summary of one configuration. O3M_ENOTFOUND if it was not run. */
-int eval_regret_summary_of(const eval_regret *r, ap_algo a, ap_model_kind m,
+int eval_regret_summary_of(const eval_regret *r, o3m_algo a, o3m_model_kind m,
                            eval_regret_summary *out);
 
 /* R(T) of one variant for the seed with index s (0-based); NAN if the
  * configuration was not run or an index is out of range. */
-double eval_regret_final(const eval_regret *r, ap_algo a, ap_model_kind m, int variant, int s);
+double eval_regret_final(const eval_regret *r, o3m_algo a, o3m_model_kind m, int variant, int s);
 
 /* Creates dir and its missing parents (like mkdir -p); existing directories
  * are fine. Errors name the component. Also used by `o3m-eval cost`. */

@@ -12,7 +12,7 @@
  * state, so both schedules give the same numbers.
  *
  * Costs per event for K = 40, d = 39 (Criteo): a shared-LinUCB choose is one
- * K x d x d dtrmm (ap_policy.c), about 60 kflop; the masking of the additively split
+ * K x d x d dtrmm (o3m_policy.c), about 60 kflop; the masking of the additively split
  * context is d x d (one row), building the candidate matrices K x d adds,
  * parsing about 200 bytes. The choose calls dominate; see the README for
  * measured rates. */
@@ -37,7 +37,7 @@
 
 void eval_replay_config_default(eval_replay_config *c) {
   memset(c, 0, sizeof *c);
-  ap_policy_config_default(&c->policy);
+  o3m_policy_config_default(&c->policy);
   c->mask_seed = 7;
   c->random_seed = 1000;
   c->n_random = 5;
@@ -85,7 +85,7 @@ typedef struct batch {
 } batch;
 
 typedef struct learner {
-  ap_policy *pol;
+  o3m_policy *pol;
   int d;
   double *Xb; /* K x d candidate matrix */
   eval_replay_tally tally;
@@ -121,19 +121,19 @@ static double thread_cpu(void) {
          (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
-static int learner_init(learner *l, const ap_policy_config *base, int K, int d, o3m_err *e) {
-  ap_policy_config c = *base;
+static int learner_init(learner *l, const o3m_policy_config *base, int K, int d, o3m_err *e) {
+  o3m_policy_config c = *base;
   c.d = d;
   c.n_arms = K;
   c.max_candidates = K;
   l->d = d;
   l->Xb = malloc(sizeof(double) * (size_t)K * d);
   if (!l->Xb) return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
-  return ap_policy_create(&l->pol, &c, e);
+  return o3m_policy_create(&l->pol, &c, e);
 }
 
 static void learner_free(learner *l) {
-  ap_policy_destroy(l->pol);
+  o3m_policy_destroy(l->pol);
   free(l->Xb);
 }
 
@@ -141,7 +141,7 @@ static void learner_free(learner *l) {
 static int learner_step(learner *l, int K, const double *X, int arm, double reward,
                         long long line, const char *name, int *choice, o3m_err *e) {
   int c;
-  int rc = ap_policy_choose(l->pol, K, X, NULL, &c, NULL);
+  int rc = o3m_policy_choose(l->pol, K, X, NULL, &c, NULL);
   if (rc)
     return o3m_err_set(e, rc, "replay: event at line %lld: %s choose failed: %s", line, name,
                        o3m_strerror(rc));
@@ -149,7 +149,7 @@ static int learner_step(learner *l, int K, const double *X, int arm, double rewa
   if (c != arm) return O3M_OK;
   l->tally.matched++;
   l->tally.clicks += reward;
-  rc = ap_policy_update(l->pol, c, X + (size_t)c * l->d, reward);
+  rc = o3m_policy_update(l->pol, c, X + (size_t)c * l->d, reward);
   if (rc)
     return o3m_err_set(e, rc, "replay: event at line %lld: %s update failed: %s", line, name,
                        o3m_strerror(rc));
@@ -752,8 +752,8 @@ int eval_replay_main(int argc, char **argv) {
       case O_PARTIES: parties = a; break;
       case O_RATIO: bad = parse_double_arg(a, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
       case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
-      case O_ALGO: bad = ap_algo_parse(a, &cfg.policy.algo) != 0; break;
-      case O_MODEL: bad = ap_model_parse(a, &cfg.policy.model) != 0; break;
+      case O_ALGO: bad = o3m_algo_parse(a, &cfg.policy.algo) != 0; break;
+      case O_MODEL: bad = o3m_model_parse(a, &cfg.policy.model) != 0; break;
       case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
       case O_LAMBDA: bad = parse_double_arg(a, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
       case O_V: bad = parse_double_arg(a, &cfg.policy.v) || cfg.policy.v < 0; break;
@@ -842,7 +842,7 @@ int eval_replay_main(int argc, char **argv) {
   for (int j = 0; j < cfg.part.m; j++) printf("%s%d", j ? "," : " ", cfg.part.dims[j]);
   printf(" (M = %d; partial-local uses the first %d columns)\n", cfg.part.m, cfg.part.dims[0]);
   printf("policy: %s %s, alpha %g, lambda %g, v %g, seed %llu; random baseline: %d seeds\n",
-         ap_algo_name(cfg.policy.algo), ap_model_name(cfg.policy.model), cfg.policy.alpha,
+         o3m_algo_name(cfg.policy.algo), o3m_model_name(cfg.policy.model), cfg.policy.alpha,
          cfg.policy.lambda, cfg.policy.v, (unsigned long long)cfg.policy.seed, cfg.n_random);
   fflush(stdout);
 

@@ -36,7 +36,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "eval_reader.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
@@ -53,7 +53,7 @@ enum {
 typedef struct eval_replay_config {
   /* algo, model, lambda, alpha, v, seed, refactor_every; d, n_arms and
    * max_candidates are set per variant by the replay. */
-  ap_policy_config policy;
+  o3m_policy_config policy;
   o3m_partition part;  /* split of the reader's d columns (part.d == d) */
   uint64_t mask_seed;  /* seeds the one mask (reproducible: evaluation only) */
   uint64_t random_seed; /* random policy s uses random_seed + s */

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "eval_cmds.h"
 #include "eval_stream.h"
 #include "eval_synth.h"
@@ -75,8 +75,8 @@ int eval_simulate_main(int argc, char **argv) {
       {"parties", required_argument, 0, 'p'}, {"mask-seed-insecure", required_argument, 0, 'q'},
       {"refactor-every", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
-  ap_policy_config cfg;
-  ap_policy_config_default(&cfg);
+  o3m_policy_config cfg;
+  o3m_policy_config_default(&cfg);
   const char *parties = NULL;
   int have_mask_seed = 0;
   uint64_t mask_seed = 0;
@@ -86,13 +86,13 @@ int eval_simulate_main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
     case 'a':
-      if (ap_algo_parse(optarg, &cfg.algo)) {
+      if (o3m_algo_parse(optarg, &cfg.algo)) {
         fprintf(stderr, "o3m-eval: --algo: '%s' is not linucb or lints\n", optarg);
         return 2;
       }
       break;
     case 'm':
-      if (ap_model_parse(optarg, &cfg.model)) {
+      if (o3m_model_parse(optarg, &cfg.model)) {
         fprintf(stderr, "o3m-eval: --model: '%s' is not shared or disjoint\n", optarg);
         return 2;
       }
@@ -125,7 +125,7 @@ int eval_simulate_main(int argc, char **argv) {
   o3m_err err;
   o3m_err_clear(&err);
   eval_stream *in = NULL;
-  ap_policy *pol = NULL;
+  o3m_policy *pol = NULL;
   eval_masker *mk = NULL;
   int status = 1;
   o3m_partition part;
@@ -151,15 +151,15 @@ int eval_simulate_main(int argc, char **argv) {
     if (!pol) {
       cfg.n_arms = K;
       cfg.max_candidates = K;
-      if (ap_policy_create(&pol, &cfg, &err)) goto fail;
+      if (o3m_policy_create(&pol, &cfg, &err)) goto fail;
       if (parties) {
         if (eval_masker_create(&mk, &part, K, have_mask_seed, mask_seed, &err)) goto fail;
       }
     }
     const double *V = mk ? eval_masker_apply(mk, K, X) : X;
     int arm;
-    rc = ap_policy_choose(pol, K, V, NULL, &arm, NULL);
-    if (!rc) rc = ap_policy_update(pol, arm, V + (size_t)arm * d, r[arm]);
+    rc = o3m_policy_choose(pol, K, V, NULL, &arm, NULL);
+    if (!rc) rc = o3m_policy_update(pol, arm, V + (size_t)arm * d, r[arm]);
     if (rc) {
       o3m_err_set(&err, rc, "round %ld: policy failed: %s", rnd, o3m_strerror(rc));
       goto fail;
@@ -176,7 +176,7 @@ int eval_simulate_main(int argc, char **argv) {
   fprintf(stderr,
           "simulate: %s %s %s, %ld rounds, cumulative reward %.6f, regret vs best arm per round "
           "%.6f\n",
-          parties ? "masked" : "central", ap_algo_name(cfg.algo), ap_model_name(cfg.model),
+          parties ? "masked" : "central", o3m_algo_name(cfg.algo), o3m_model_name(cfg.model),
           rounds, total, regret);
   status = 0;
   goto done;
@@ -185,7 +185,7 @@ fail:
 done:
   if (fflush(stdout) != 0) status = 1;
   eval_masker_destroy(mk);
-  ap_policy_destroy(pol);
+  o3m_policy_destroy(pol);
   eval_stream_close(in);
   return status;
 }

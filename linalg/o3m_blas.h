@@ -72,7 +72,7 @@ static inline void o3m_gemv_t(int m, int n, double alpha, const double *A, const
  * first in the upper triangle of rows 0..d-1, the second in the lower
  * triangle of rows 1..d (an array that starts d doubles later). Every
  * element is then used, so a set of matrices occupies half the cache
- * lines (ap_policy.c keeps the disjoint arms' inverses so). */
+ * lines (o3m_policy.c keeps the disjoint arms' inverses so). */
 typedef enum { O3M_UPPER = 0, O3M_LOWER = 1 } o3m_uplo;
 
 /* y = alpha A x + beta y, A symmetric d x d, triangle t read */

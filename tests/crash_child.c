@@ -28,12 +28,12 @@ int main(int argc, char **argv) {
   o3m_blas_single_thread();
   int kind = atoi(argv[2]), max_batch = atoi(argv[4]);
   uint64_t ckpt_every = strtoull(argv[3], NULL, 10), rs = strtoull(argv[5], NULL, 10);
-  ap_policy_config cfg;
+  o3m_policy_config cfg;
   crash_config(&cfg, kind);
   o3m_err e;
   o3m_err_clear(&e);
-  ap_policy *p;
-  if (ap_policy_create(&p, &cfg, &e)) {
+  o3m_policy *p;
+  if (o3m_policy_create(&p, &cfg, &e)) {
     fprintf(stderr, "crash_child: %s\n", e.msg);
     return 1;
   }
@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "crash_child: recovery: %s\n", e.msg);
     return 1;
   }
-  uint64_t id = ap_policy_updates(p);
+  uint64_t id = o3m_policy_updates(p);
   double x[64];
   for (;;) {
     rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 
 #define CRASH_MASK_ID 0x0123c0ffee4567ULL
 
@@ -35,10 +35,10 @@ static inline void crash_reward(uint64_t id, int d, int n_arms, int *arm, double
 
 /* kind 0: disjoint lints (Ainv per arm); kind 1: shared lints (Cholesky
  * factor); kind 2: shared linucb. */
-static inline void crash_config(ap_policy_config *c, int kind) {
-  ap_policy_config_default(c);
-  c->algo = kind == 2 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
-  c->model = kind == 0 ? AP_MODEL_DISJOINT : AP_MODEL_SHARED;
+static inline void crash_config(o3m_policy_config *c, int kind) {
+  o3m_policy_config_default(c);
+  c->algo = kind == 2 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
+  c->model = kind == 0 ? O3M_MODEL_DISJOINT : O3M_MODEL_SHARED;
   c->d = 24;
   c->n_arms = 40;
   c->max_candidates = 8;

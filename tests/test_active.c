@@ -9,7 +9,7 @@
  * own ("client"), and runs o3m-cli itself for the command-line checks.
  *
  * The central claim is checked end to end: for 200 rounds the AP's chosen
- * candidate and score equal those of an in-process ap_policy fed the
+ * candidate and score equal those of an in-process o3m_policy fed the
  * unmasked contexts, which the test builds by reading the same CSV tables
  * with pp_features and concatenating the parties' blocks in column order
  * (LinUCB shared; and disjoint LinTS, which agrees draw by draw). The other
@@ -38,7 +38,7 @@
 
 #include "ap_client.h"
 #include "fed_proc.h"
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "o3m.pb-c.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -149,10 +149,10 @@ static void central_contexts(central *c, const char *user, int K, const char *co
 }
 
 /* The policy of the LinUCB federation (fed_up_linucb), in process. */
-static void linucb_config(ap_policy_config *pc) {
-  ap_policy_config_default(pc);
-  pc->algo = AP_ALGO_LINUCB;
-  pc->model = AP_MODEL_SHARED;
+static void linucb_config(o3m_policy_config *pc) {
+  o3m_policy_config_default(pc);
+  pc->algo = O3M_ALGO_LINUCB;
+  pc->model = O3M_MODEL_SHARED;
   pc->d = D;
   pc->max_candidates = K_MAX;
   pc->alpha = 1.0;
@@ -173,13 +173,13 @@ static void expect_stats(uint64_t rounds, uint64_t updates, uint32_t pending) {
  * same users and candidates, same rewards, and asserts that every decision
  * and score agree. Odd rounds pass the AP's own features in the request
  * instead of letting it read its tables. */
-static void lossless_rounds(ap_policy_config *pc, int n) {
+static void lossless_rounds(o3m_policy_config *pc, int n) {
   central c;
   fed_tables_load(&c.t);
-  ap_policy *pol;
+  o3m_policy *pol;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, ap_policy_create(&pol, pc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_policy_create(&pol, pc, &e), 0), "%s", o3m_err_message(&e));
   o3m_rng *r;
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
 
@@ -202,14 +202,14 @@ static void lossless_rounds(ap_policy_config *pc, int n) {
     uint32_t arms_u[K_MAX];
     for (int k = 0; k < K; k++) arms_u[k] = (uint32_t)(arms[k] = atoi(items[k] + 1));
     /* Disjoint: even rounds let the AP use its catalog, odd ones send arms. */
-    const uint32_t *send_arms = pc->model == AP_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
+    const uint32_t *send_arms = pc->model == O3M_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
 
     ap_recommendation rec;
     int rc = ap_client_recommend(cli, user, K, items, send_arms, own, n_own, &rec, &e);
     cr_assert(eq(int, rc, 0), "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
     int chosen;
     double score;
-    cr_assert(eq(int, ap_policy_choose(pol, K, c.X, arms, &chosen, &score), 0));
+    cr_assert(eq(int, o3m_policy_choose(pol, K, c.X, arms, &chosen, &score), 0));
     cr_assert(eq(int, rec.candidate, chosen), "round %d: federated chose %d, central %d", t,
               rec.candidate, chosen);
     cr_assert(eq(str, (char *)rec.item, (char *)items[chosen]));
@@ -222,7 +222,7 @@ static void lossless_rounds(ap_policy_config *pc, int n) {
     rc = ap_client_reward(cli, rec.decision, reward, &updates, &e);
     cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
     cr_assert(eq(u64, updates, (uint64_t)t + 1));
-    cr_assert(eq(int, ap_policy_update(pol, arms[chosen], x, reward), 0));
+    cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
   }
   double dt = fed_now_s() - t0;
   fprintf(stderr, "test_active: %d rounds (recommend + reward) in %.3f s, %.0f rounds/s\n", n, dt,
@@ -233,13 +233,13 @@ static void lossless_rounds(ap_policy_config *pc, int n) {
   cr_assert(eq(u64, st.rounds, (uint64_t)n));
   cr_assert(eq(u64, st.updates, (uint64_t)n));
   cr_assert(eq(u32, st.pending, 0));
-  if (pc->model == AP_MODEL_SHARED) {
-    double tn = ap_policy_theta_norm(pol, 0);
+  if (pc->model == O3M_MODEL_SHARED) {
+    double tn = o3m_policy_theta_norm(pol, 0);
     cr_assert(le(dbl, fabs(st.theta_norm - tn), 1e-9 * fmax(1.0, tn)),
               "theta norm %.17g vs central %.17g", st.theta_norm, tn);
   }
   o3m_rng_destroy(r);
-  ap_policy_destroy(pol);
+  o3m_policy_destroy(pol);
   fed_tables_free(&c.t);
 }
 
@@ -265,17 +265,17 @@ Test(active, linucb_decisions_equal_central_for_200_rounds, .init = fed_up_linuc
   o3m_mask_destroy(m);
   o3m_rng_destroy(r);
 
-  ap_policy_config pc;
+  o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 200);
 }
 
 Test(active, disjoint_lints_decisions_equal_central_draw_by_draw, .init = fed_up_lints_disjoint,
      .fini = fed_down) {
-  ap_policy_config pc;
-  ap_policy_config_default(&pc);
-  pc.algo = AP_ALGO_LINTS;
-  pc.model = AP_MODEL_DISJOINT;
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
+  pc.algo = O3M_ALGO_LINTS;
+  pc.model = O3M_MODEL_DISJOINT;
   pc.d = D;
   pc.n_arms = N_ITEMS;
   pc.max_candidates = K_MAX;
@@ -601,12 +601,12 @@ static void burst_send(o3m_rpc_client **c, const fed_round *b, int thaw_ms) {
 
 Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_linucb,
      .fini = fed_down) {
-  ap_policy_config pc;
+  o3m_policy_config pc;
   linucb_config(&pc);
-  ap_policy *pol;
+  o3m_policy *pol;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, ap_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
   central c;
   fed_tables_load(&c.t);
   o3m_rng *r;
@@ -635,7 +635,7 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
       central_contexts(&c, b[i].user, b[i].K, b[i].items);
       int chosen;
       double score;
-      cr_assert(eq(int, ap_policy_choose(pol, b[i].K, c.X, NULL, &chosen, &score), 0));
+      cr_assert(eq(int, o3m_policy_choose(pol, b[i].K, c.X, NULL, &chosen, &score), 0));
       cr_assert(eq(int, (int)rec->candidate, chosen), "burst %d round %d: federated %u, central %d",
                 burst, i, rec->candidate, chosen);
       cr_assert(eq(str, rec->item, (char *)b[i].items[chosen]));
@@ -653,7 +653,7 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
       uint64_t updates;
       cr_assert(eq(int, ap_client_reward(cli, ids[i], reward, &updates, &e), 0), "%s",
                 o3m_err_message(&e));
-      cr_assert(eq(int, ap_policy_update(pol, 0, x, reward), 0));
+      cr_assert(eq(int, o3m_policy_update(pol, 0, x, reward), 0));
     }
   }
   uint64_t fan = fanouts(rc_[0]) - fan0;
@@ -665,13 +665,13 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
   expect_stats(rounds, rounds, 0);
   ap_stats st;
   cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
-  double tn = ap_policy_theta_norm(pol, 0);
+  double tn = o3m_policy_theta_norm(pol, 0);
   cr_assert(le(dbl, fabs(st.theta_norm - tn), 1e-9 * fmax(1.0, tn)), "theta %.17g vs %.17g",
             st.theta_norm, tn);
   for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
   o3m_rng_destroy(r);
   fed_tables_free(&c.t);
-  ap_policy_destroy(pol);
+  o3m_policy_destroy(pol);
 }
 
 Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = fed_up_linucb,

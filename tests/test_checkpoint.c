@@ -52,8 +52,8 @@ TestSuite(checkpoint, .init = make_dir, .fini = drop_dir);
 
 /* ---------------------------------------------------------------- helpers */
 
-static void config(ap_policy_config *c, ap_algo algo, ap_model_kind model) {
-  ap_policy_config_default(c);
+static void config(o3m_policy_config *c, o3m_algo algo, o3m_model_kind model) {
+  o3m_policy_config_default(c);
   c->algo = algo;
   c->model = model;
   c->d = 12;
@@ -63,24 +63,24 @@ static void config(ap_policy_config *c, ap_algo algo, ap_model_kind model) {
   c->seed = 99;
 }
 
-static ap_policy *make_policy(const ap_policy_config *c) {
-  ap_policy *p;
+static o3m_policy *make_policy(const o3m_policy_config *c) {
+  o3m_policy *p;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(ap_policy_create(&p, c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_policy_create(&p, c, &e), O3M_OK, "%s", e.msg);
   return p;
 }
 
-static unsigned char *export_state(const ap_policy *p, size_t *len) {
-  *len = ap_policy_state_size(p);
+static unsigned char *export_state(const o3m_policy *p, size_t *len) {
+  *len = o3m_policy_state_size(p);
   unsigned char *b = malloc(*len);
   cr_assert_not_null(b);
-  cr_assert_eq(ap_policy_state_export(p, b, *len), O3M_OK);
+  cr_assert_eq(o3m_policy_state_export(p, b, *len), O3M_OK);
   return b;
 }
 
 /* memcmp of the two state images, naming the first differing byte. */
-static void assert_same_state(const ap_policy *a, const ap_policy *b, const char *what) {
+static void assert_same_state(const o3m_policy *a, const o3m_policy *b, const char *what) {
   size_t la, lb;
   unsigned char *x = export_state(a, &la), *y = export_state(b, &lb);
   cr_assert_eq(la, lb, "%s: image sizes %zu and %zu", what, la, lb);
@@ -92,7 +92,7 @@ static void assert_same_state(const ap_policy *a, const ap_policy *b, const char
   free(y);
 }
 
-static ap_checkpoint *open_ck(ap_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
+static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
   ap_checkpoint_options o;
   ap_checkpoint_options_default(&o);
   o.state_dir = dir;
@@ -109,9 +109,9 @@ static ap_checkpoint *open_ck(ap_policy *p, uint64_t mask, ap_recovery_info *inf
 
 /* Applies rewards from..to of the crash stream to the live policy through
  * the checkpoint module (syncing every 5) and to ref directly. */
-static void feed(ap_checkpoint *c, ap_policy *live, ap_policy *ref, uint64_t from, uint64_t to,
+static void feed(ap_checkpoint *c, o3m_policy *live, o3m_policy *ref, uint64_t from, uint64_t to,
                  int with_choose) {
-  const ap_policy_config *cfg = ap_policy_config_of(live);
+  const o3m_policy_config *cfg = o3m_policy_config_of(live);
   double x[4 * 64];
   for (uint64_t i = from; i <= to; i++) {
     int arm;
@@ -121,13 +121,13 @@ static void feed(ap_checkpoint *c, ap_policy *live, ap_policy *ref, uint64_t fro
       int arms[4], ca, cr;
       for (int k = 0; k < 4; k++) crash_reward(i * 100 + k, cfg->d, cfg->n_arms, &arms[k],
                                                x + k * cfg->d, &r);
-      cr_assert_eq(ap_policy_choose(live, 4, x, arms, &ca, NULL), O3M_OK);
-      cr_assert_eq(ap_policy_choose(ref, 4, x, arms, &cr, NULL), O3M_OK);
+      cr_assert_eq(o3m_policy_choose(live, 4, x, arms, &ca, NULL), O3M_OK);
+      cr_assert_eq(o3m_policy_choose(ref, 4, x, arms, &cr, NULL), O3M_OK);
       cr_assert_eq(ca, cr);
     }
     crash_reward(i, cfg->d, cfg->n_arms, &arm, x, &r);
     cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, r), O3M_OK);
-    if (ref) cr_assert_eq(ap_policy_update(ref, arm, x, r), O3M_OK);
+    if (ref) cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
     if (i % 5 == 0) cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   }
   cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
@@ -183,30 +183,30 @@ static double now_ms(void) {
 /* ---------------------------------------------------- export and import */
 
 Test(checkpoint, state_export_import_round_trip_and_checks) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINTS, AP_MODEL_DISJOINT);
-  ap_policy *a = make_policy(&c), *b = make_policy(&c), *fresh = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINTS, O3M_MODEL_DISJOINT);
+  o3m_policy *a = make_policy(&c), *b = make_policy(&c), *fresh = make_policy(&c);
   double x[12], z[4 * 12];
   int arms[4] = {0, 1, 2, 3}, ch;
   for (uint64_t i = 1; i <= 50; i++) {
     int arm;
     double r;
     crash_reward(i, c.d, c.n_arms, &arm, x, &r);
-    cr_assert_eq(ap_policy_update(a, arm, x, r), O3M_OK);
+    cr_assert_eq(o3m_policy_update(a, arm, x, r), O3M_OK);
   }
   for (int k = 0; k < 4; k++) memcpy(z + k * 12, x, sizeof x);
-  cr_assert_eq(ap_policy_choose(a, 3, z, arms, &ch, NULL), O3M_OK); /* a cached Gaussian */
+  cr_assert_eq(o3m_policy_choose(a, 3, z, arms, &ch, NULL), O3M_OK); /* a cached Gaussian */
   size_t len;
   unsigned char *img = export_state(a, &len);
   /* header, two counter blocks, Lambda and factor, u and theta, held rows */
   cr_assert_eq(len, 120 + 48 + 8 * (2 * 6 * 144 + 2 * 6 * 12 + 6 * 16 * 12));
-  cr_assert_eq(ap_policy_state_import(b, img, len, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_state_import(b, img, len, NULL), O3M_OK);
   assert_same_state(a, b, "import");
   /* The imported policy behaves identically, sampler included. */
   int ca, cb;
   double sa, sb;
-  cr_assert_eq(ap_policy_choose(a, 4, z, arms, &ca, &sa), O3M_OK);
-  cr_assert_eq(ap_policy_choose(b, 4, z, arms, &cb, &sb), O3M_OK);
+  cr_assert_eq(o3m_policy_choose(a, 4, z, arms, &ca, &sa), O3M_OK);
+  cr_assert_eq(o3m_policy_choose(b, 4, z, arms, &cb, &sb), O3M_OK);
   cr_assert_eq(ca, cb);
   cr_assert_eq(memcmp(&sa, &sb, sizeof sa), 0);
   assert_same_state(a, b, "after a choose");
@@ -217,47 +217,47 @@ Test(checkpoint, state_export_import_round_trip_and_checks) {
   o3m_err e;
   memcpy(bad, img, len);
   bad[0] ^= 1;
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
-  cr_assert_eq(ap_policy_state_import(b, img, len - 8, &e), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_state_import(b, img, len - 8, &e), O3M_ECORRUPT);
   memcpy(bad, img, len);
   memset(bad + 56, 0, 32); /* an all-zero xoshiro state */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   memcpy(bad, img, len);
   bad[120 + 3] = 0x80; /* since_refactor[0] < 0 */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   memcpy(bad, img, len);
   bad[120 + 24 + 4 * 5] = 16; /* n_held[5] = 16, not below the block size */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_ECORRUPT);
   cr_assert(strstr(e.msg, "model 5: held-row count"), "%s", e.msg);
   memcpy(bad, img, len);
   bad[112] = 8; /* another block size: another release, not damage */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_EDIM);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_EDIM);
   memcpy(bad, img, len);
   bad[8] = 1; /* format version 1 */
-  cr_assert_eq(ap_policy_state_import(b, bad, len, &e), O3M_EDIM);
+  cr_assert_eq(o3m_policy_state_import(b, bad, len, &e), O3M_EDIM);
   cr_assert(strstr(e.msg, "format version 1"), "%s", e.msg);
   size_t la;
   unsigned char *after = export_state(b, &la);
   cr_assert_eq(memcmp(before, after, lb), 0);
 
   /* Another configuration: refused with a message naming the field. */
-  ap_policy_config c2 = c;
+  o3m_policy_config c2 = c;
   c2.lambda = 2;
-  ap_policy *other = make_policy(&c2);
+  o3m_policy *other = make_policy(&c2);
   o3m_err_clear(&e);
-  cr_assert_eq(ap_policy_state_import(other, img, len, &e), O3M_EDIM);
+  cr_assert_eq(o3m_policy_state_import(other, img, len, &e), O3M_EDIM);
   cr_assert_not_null(strstr(e.msg, "lambda"), "%s", e.msg);
   c2 = c;
   c2.n_arms = 7;
-  ap_policy *other2 = make_policy(&c2);
-  cr_assert_eq(ap_policy_state_import(other2, img, len, &e), O3M_EDIM);
+  o3m_policy *other2 = make_policy(&c2);
+  cr_assert_eq(o3m_policy_state_import(other2, img, len, &e), O3M_EDIM);
 
   /* Reset gives a new policy's state. */
-  cr_assert_eq(ap_policy_reset(a), O3M_OK);
+  cr_assert_eq(o3m_policy_reset(a), O3M_OK);
   assert_same_state(a, fresh, "reset");
   free(img), free(bad), free(before), free(after);
-  ap_policy_destroy(a), ap_policy_destroy(b), ap_policy_destroy(fresh);
-  ap_policy_destroy(other), ap_policy_destroy(other2);
+  o3m_policy_destroy(a), o3m_policy_destroy(b), o3m_policy_destroy(fresh);
+  o3m_policy_destroy(other), o3m_policy_destroy(other2);
 }
 
 Test(checkpoint, rng_state_get_set_continues_the_stream) {
@@ -284,10 +284,10 @@ Test(checkpoint, rng_state_get_set_continues_the_stream) {
 
 /* ----------------------------------------- recovery equals uninterrupted */
 
-static void recovery_case(ap_algo algo, ap_model_kind model) {
-  ap_policy_config c;
+static void recovery_case(o3m_algo algo, o3m_model_kind model) {
+  o3m_policy_config c;
   config(&c, algo, model);
-  ap_policy *live = make_policy(&c), *ref = make_policy(&c);
+  o3m_policy *live = make_policy(&c), *ref = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(live, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoint_seq, 0);
@@ -300,12 +300,12 @@ static void recovery_case(ap_algo algo, ap_model_kind model) {
   assert_same_state(live, ref, "durable path vs plain updates");
 
   /* Restart: the newest checkpoint plus 57 journal records. */
-  ap_policy *rec = make_policy(&c);
+  o3m_policy *rec = make_policy(&c);
   ck = open_ck(rec, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoint_seq, 200);
   cr_assert_eq(info.replayed, 57);
   cr_assert_eq(info.checkpoints_rejected, 0);
-  cr_assert_eq(ap_policy_updates(rec), 257);
+  cr_assert_eq(o3m_policy_updates(rec), 257);
   assert_same_state(rec, live, "checkpoint + journal");
   ap_checkpoint_close(ck);
 
@@ -315,7 +315,7 @@ static void recovery_case(ap_algo algo, ap_model_kind model) {
   ck_path(p200, sizeof p200, 200, ".ckpt");
   ck_path(p120, sizeof p120, 120, ".ckpt");
   flip_byte(p200, 64 + 120 + 1000); /* inside Lambda */
-  ap_policy *rec2 = make_policy(&c);
+  o3m_policy *rec2 = make_policy(&c);
   ck = open_ck(rec2, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoints_rejected, 1);
   cr_assert_eq(info.checkpoint_seq, 120);
@@ -328,33 +328,33 @@ static void recovery_case(ap_algo algo, ap_model_kind model) {
   feed(ck, rec2, ref, 258, 300, 0);
   write_ck(ck);
   ap_checkpoint_close(ck);
-  ap_policy *rec3 = make_policy(&c);
+  o3m_policy *rec3 = make_policy(&c);
   ck = open_ck(rec3, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoint_seq, 300);
   assert_same_state(rec3, ref, "after more rewards");
   ap_checkpoint_close(ck);
 
-  ap_policy_destroy(live), ap_policy_destroy(ref), ap_policy_destroy(rec);
-  ap_policy_destroy(rec2), ap_policy_destroy(rec3);
+  o3m_policy_destroy(live), o3m_policy_destroy(ref), o3m_policy_destroy(rec);
+  o3m_policy_destroy(rec2), o3m_policy_destroy(rec3);
 }
 
 Test(checkpoint, recovery_is_bit_exact_shared_linucb) {
-  recovery_case(AP_ALGO_LINUCB, AP_MODEL_SHARED);
+  recovery_case(O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
 }
 Test(checkpoint, recovery_is_bit_exact_shared_lints) {
-  recovery_case(AP_ALGO_LINTS, AP_MODEL_SHARED);
+  recovery_case(O3M_ALGO_LINTS, O3M_MODEL_SHARED);
 }
 Test(checkpoint, recovery_is_bit_exact_disjoint_linucb) {
-  recovery_case(AP_ALGO_LINUCB, AP_MODEL_DISJOINT);
+  recovery_case(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
 }
 Test(checkpoint, recovery_is_bit_exact_disjoint_lints) {
-  recovery_case(AP_ALGO_LINTS, AP_MODEL_DISJOINT);
+  recovery_case(O3M_ALGO_LINTS, O3M_MODEL_DISJOINT);
 }
 
 Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_DISJOINT);
-  ap_policy *live = make_policy(&c), *ref = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
+  o3m_policy *live = make_policy(&c), *ref = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(live, MASK_A, &info, O3M_OK);
   feed(ck, live, ref, 1, 40, 0);
@@ -369,7 +369,7 @@ Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed)
   struct stat st;
   cr_assert_eq(stat(p80, &st), 0);
   cr_assert_eq(truncate(p80, st.st_size - 5), 0); /* torn */
-  ap_policy *rec = make_policy(&c);
+  o3m_policy *rec = make_policy(&c);
   ck = open_ck(rec, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.checkpoint_seq, 40);
   cr_assert_eq(info.replayed, 50);
@@ -378,11 +378,11 @@ Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed)
   /* Both checkpoints damaged: records 1..40 were pruned from the journal
    * after the second checkpoint, so recovery must refuse, not guess. */
   flip_byte(p40, 20);
-  ap_policy *rec2 = make_policy(&c);
+  o3m_policy *rec2 = make_policy(&c);
   open_ck(rec2, MASK_A, &info, O3M_ECORRUPT);
-  cr_assert_eq(ap_policy_updates(rec2), 0);
-  ap_policy_destroy(live), ap_policy_destroy(ref), ap_policy_destroy(rec);
-  ap_policy_destroy(rec2);
+  cr_assert_eq(o3m_policy_updates(rec2), 0);
+  o3m_policy_destroy(live), o3m_policy_destroy(ref), o3m_policy_destroy(rec);
+  o3m_policy_destroy(rec2);
 }
 
 /* Every journal segment after the newest checkpoint deleted: the rotation
@@ -390,19 +390,19 @@ Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed)
  * acknowledged rewards, refused; salvage recovers the checkpoint alone. The
  * same for the newest segment alone while older ones survive. */
 Test(checkpoint, journal_lost_after_the_newest_checkpoint_is_refused) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
-  ap_policy *live = make_policy(&c), *ref = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *live = make_policy(&c), *ref = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(live, MASK_A, &info, O3M_OK);
   feed(ck, live, ref, 1, 40, 0);
   write_ck(ck);
   feed(ck, live, ref, 41, 80, 0);
   write_ck(ck);
-  ap_policy *at80 = make_policy(&c);
+  o3m_policy *at80 = make_policy(&c);
   size_t n;
   unsigned char *img = export_state(live, &n);
-  cr_assert_eq(ap_policy_state_import(at80, img, n, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_state_import(at80, img, n, NULL), O3M_OK);
   free(img);
   feed(ck, live, ref, 81, 95, 0); /* acknowledged after the checkpoint at 80 */
   ap_checkpoint_close(ck);
@@ -411,9 +411,9 @@ Test(checkpoint, journal_lost_after_the_newest_checkpoint_is_refused) {
   cr_assert(exists(seg));
   cr_assert_eq(unlink(seg), 0);
 
-  ap_policy *rec = make_policy(&c);
+  o3m_policy *rec = make_policy(&c);
   open_ck(rec, MASK_A, &info, O3M_ECORRUPT);
-  cr_assert_eq(ap_policy_updates(rec), 0);
+  cr_assert_eq(o3m_policy_updates(rec), 0);
   /* Salvage: the checkpoint at 80, rewards 81..95 lost, said so. */
   ap_checkpoint_options o;
   ap_checkpoint_options_default(&o);
@@ -431,21 +431,21 @@ Test(checkpoint, journal_lost_after_the_newest_checkpoint_is_refused) {
   assert_same_state(rec, at80, "salvaged: the checkpoint at 80");
   ap_checkpoint_close(ck);
   /* And it starts cleanly afterwards. */
-  ap_policy *rec2 = make_policy(&c);
+  o3m_policy *rec2 = make_policy(&c);
   ck = open_ck(rec2, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.salvaged, 0);
   assert_same_state(rec2, at80, "after salvage");
   ap_checkpoint_close(ck);
-  ap_policy_destroy(live), ap_policy_destroy(ref), ap_policy_destroy(rec);
-  ap_policy_destroy(rec2), ap_policy_destroy(at80);
+  o3m_policy_destroy(live), o3m_policy_destroy(ref), o3m_policy_destroy(rec);
+  o3m_policy_destroy(rec2), o3m_policy_destroy(at80);
 }
 
 /* ----------------------------------------------------- mask and config */
 
 Test(checkpoint, mask_id_mismatch_is_reported_and_discard_starts_fresh) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
-  ap_policy *p = make_policy(&c), *fresh = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&c), *fresh = make_policy(&c);
   ap_recovery_info info;
   /* Journal only (no checkpoint yet). */
   ap_checkpoint *ck = open_ck(p, MASK_A, &info, O3M_OK);
@@ -456,7 +456,7 @@ Test(checkpoint, mask_id_mismatch_is_reported_and_discard_starts_fresh) {
   assert_same_state(p, fresh, "reset after EMASK");
   /* With a checkpoint. */
   ck = open_ck(p, MASK_A, &info, O3M_OK);
-  cr_assert_eq(ap_policy_updates(p), 10);
+  cr_assert_eq(o3m_policy_updates(p), 10);
   write_ck(ck);
   ap_checkpoint_close(ck);
   ap_checkpoint_options o;
@@ -471,7 +471,7 @@ Test(checkpoint, mask_id_mismatch_is_reported_and_discard_starts_fresh) {
   cr_assert_not_null(strstr(e.msg, "aaaa000000000001"), "%s", e.msg);
   /* Nothing was changed by the refusal. */
   ck = open_ck(p, MASK_A, &info, O3M_OK);
-  cr_assert_eq(ap_policy_updates(p), 10);
+  cr_assert_eq(o3m_policy_updates(p), 10);
   /* Discard needs the lock. */
   cr_assert_eq(ap_checkpoint_discard(dir, NULL), O3M_ESTATE);
   ap_checkpoint_close(ck);
@@ -484,24 +484,24 @@ Test(checkpoint, mask_id_mismatch_is_reported_and_discard_starts_fresh) {
   cr_assert_eq(info.replayed, 0);
   assert_same_state(p, fresh, "fresh start");
   ap_checkpoint_close(ck);
-  ap_policy_destroy(p), ap_policy_destroy(fresh);
+  o3m_policy_destroy(p), o3m_policy_destroy(fresh);
 }
 
 Test(checkpoint, changed_config_is_refused_and_the_state_dir_is_locked) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINTS, AP_MODEL_SHARED);
-  ap_policy *p = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINTS, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(p, MASK_A, &info, O3M_OK);
   feed(ck, p, NULL, 1, 10, 0);
   /* A second opener of the same state_dir (another daemon) is refused. */
-  ap_policy *q = make_policy(&c);
+  o3m_policy *q = make_policy(&c);
   open_ck(q, MASK_A, &info, O3M_ESTATE);
   write_ck(ck);
   ap_checkpoint_close(ck);
-  ap_policy_config c2 = c;
+  o3m_policy_config c2 = c;
   c2.lambda = 0.5;
-  ap_policy *p2 = make_policy(&c2);
+  o3m_policy *p2 = make_policy(&c2);
   ap_checkpoint_options o;
   ap_checkpoint_options_default(&o);
   o.state_dir = dir;
@@ -511,15 +511,15 @@ Test(checkpoint, changed_config_is_refused_and_the_state_dir_is_locked) {
   cr_assert_eq(ap_checkpoint_open(&ck, p2, &o, &info, &e), O3M_EDIM);
   cr_assert_not_null(strstr(e.msg, "lambda"), "%s", e.msg);
   c2 = c;
-  c2.algo = AP_ALGO_LINUCB;
-  ap_policy *p3 = make_policy(&c2);
+  c2.algo = O3M_ALGO_LINUCB;
+  o3m_policy *p3 = make_policy(&c2);
   cr_assert_eq(ap_checkpoint_open(&ck, p3, &o, &info, &e), O3M_EDIM);
   /* alpha and v may change; the state is kept. */
   c2 = c;
   c2.v = 0.5;
-  ap_policy *p4 = make_policy(&c2);
+  o3m_policy *p4 = make_policy(&c2);
   ck = open_ck(p4, MASK_A, &info, O3M_OK);
-  cr_assert_eq(ap_policy_updates(p4), 10);
+  cr_assert_eq(o3m_policy_updates(p4), 10);
   cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 0);
   ap_checkpoint_close(ck);
 
@@ -530,7 +530,7 @@ Test(checkpoint, changed_config_is_refused_and_the_state_dir_is_locked) {
   ck_path(path, sizeof path, 10, ".ckpt");
   int fd = open(path, O_RDWR);
   cr_assert_geq(fd, 0, "%s", path);
-  size_t n = ap_policy_state_size(p);
+  size_t n = o3m_policy_state_size(p);
   unsigned char *img = malloc(n), crc[4];
   cr_assert_eq(pread(fd, img, n, 64), (ssize_t)n);
   img[8] = 1; /* format version 1 */
@@ -538,21 +538,21 @@ Test(checkpoint, changed_config_is_refused_and_the_state_dir_is_locked) {
   cr_assert_eq(pwrite(fd, img, n, 64), (ssize_t)n);
   cr_assert_eq(pwrite(fd, crc, 4, 64 + (off_t)n), 4);
   close(fd);
-  ap_policy *p5 = make_policy(&c);
+  o3m_policy *p5 = make_policy(&c);
   o3m_err_clear(&e);
   cr_assert_eq(ap_checkpoint_open(&ck, p5, &o, &info, &e), O3M_EDIM);
   cr_assert_not_null(strstr(e.msg, "format version 1"), "%s", e.msg);
   cr_assert(exists(path), "the checkpoint was moved");
   cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 0);
   free(img);
-  ap_policy_destroy(p), ap_policy_destroy(q), ap_policy_destroy(p2);
-  ap_policy_destroy(p3), ap_policy_destroy(p4), ap_policy_destroy(p5);
+  o3m_policy_destroy(p), o3m_policy_destroy(q), o3m_policy_destroy(p2);
+  o3m_policy_destroy(p3), o3m_policy_destroy(p4), o3m_policy_destroy(p5);
 }
 
 Test(checkpoint, a_missing_state_dir_is_created) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
-  ap_policy *p = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&c);
   char sub[300];
   snprintf(sub, sizeof sub, "%s/state", dir);
   ap_checkpoint_options o;
@@ -564,15 +564,15 @@ Test(checkpoint, a_missing_state_dir_is_created) {
   cr_assert_eq(stat(sub, &st), 0);
   cr_assert_eq(st.st_mode & 0777, 0700);
   ap_checkpoint_close(ck);
-  ap_policy_destroy(p);
+  o3m_policy_destroy(p);
 }
 
 /* A configured state_dir such as state/shop works on a fresh machine: every
  * missing level is created, private (0700), and a file in the way is named. */
 Test(checkpoint, a_state_dir_is_created_with_its_parents) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
-  ap_policy *p = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&c);
   char top[300], sub[300];
   snprintf(top, sizeof top, "%s/deploy", dir);
   snprintf(sub, sizeof sub, "%s/deploy/state/shop", dir);
@@ -601,15 +601,15 @@ Test(checkpoint, a_state_dir_is_created_with_its_parents) {
   o3m_err_clear(&e);
   cr_assert_eq(ap_checkpoint_open(&ck, p, &o, NULL, &e), O3M_EIO);
   cr_assert_not_null(strstr(e.msg, "deploy/file"), "%s", e.msg);
-  ap_policy_destroy(p);
+  o3m_policy_destroy(p);
 }
 
 /* ---------------------------------------------------------- journal growth */
 
 Test(checkpoint, journal_and_checkpoints_stay_bounded) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_SHARED);
-  ap_policy *p = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(p, MASK_A, &info, O3M_OK);
   for (uint64_t k = 0; k < 15; k++) {
@@ -620,7 +620,7 @@ Test(checkpoint, journal_and_checkpoints_stay_bounded) {
   }
   cr_assert_eq(count_files("ap-ckpt-", ".tmp"), 0);
   ap_checkpoint_close(ck);
-  ap_policy_destroy(p);
+  o3m_policy_destroy(p);
 }
 
 /* ------------------------------------------------------ numerical health */
@@ -628,11 +628,11 @@ Test(checkpoint, journal_and_checkpoints_stay_bounded) {
 /* Pointer to element (i, j) of array `which` (0 Lambda, 1 factor, 2 u,
  * 3 theta, j ignored for vectors; 4 held rows, row i) of model m inside a
  * state image. For a factor, i <= j; a disjoint model's factor is paired
- * (ap_policy.c): an odd arm's (i, j) is (j, i) of the lower triangle that
+ * (o3m_policy.c): an odd arm's (i, j) is (j, i) of the lower triangle that
  * starts d doubles into the previous arm's array. */
-static double *elem(unsigned char *img, const ap_policy *p, int which, int m, int i, int j) {
-  const ap_policy_config *c = ap_policy_config_of(p);
-  size_t n = (size_t)ap_policy_n_models(p), d = (size_t)c->d;
+static double *elem(unsigned char *img, const o3m_policy *p, int which, int m, int i, int j) {
+  const o3m_policy_config *c = o3m_policy_config_of(p);
+  size_t n = (size_t)o3m_policy_n_models(p), d = (size_t)c->d;
   size_t off = 120 + 8 * n; /* header, since_refactor and n_held */
   size_t mat = n * d * d, vec = n * d;
   if (which >= 1) off += 8 * mat;
@@ -640,7 +640,7 @@ static double *elem(unsigned char *img, const ap_policy *p, int which, int m, in
   if (which >= 3) off += 8 * vec;
   if (which >= 4) off += 8 * vec;
   if (which == 4) off += 8 * ((size_t)m * 16 * d + (size_t)i * d + (size_t)j);
-  else if (which == 1 && c->model == AP_MODEL_DISJOINT && (m & 1))
+  else if (which == 1 && c->model == O3M_MODEL_DISJOINT && (m & 1))
     off += 8 * ((size_t)(m - 1) * d * d + d + (size_t)j * d + (size_t)i);
   else if (which <= 1) off += 8 * ((size_t)m * d * d + (size_t)i * d + (size_t)j);
   else off += 8 * ((size_t)m * d + (size_t)i);
@@ -649,56 +649,56 @@ static double *elem(unsigned char *img, const ap_policy *p, int which, int m, in
 
 /* Applies `corrupt` to a copy of healthy's state in p, and checks the
  * finding and the repair. */
-static void corrupt_case(ap_policy *p, const ap_policy *healthy, int which, int m, int i, int j,
+static void corrupt_case(o3m_policy *p, const o3m_policy *healthy, int which, int m, int i, int j,
                          double value, int multiply, int expect) {
   size_t len;
   unsigned char *img = export_state(healthy, &len);
   double *v = elem(img, p, which, m, i, j);
   *v = multiply ? *v * value : value;
-  cr_assert_eq(ap_policy_state_import(p, img, len, NULL), O3M_OK);
-  ap_policy_health h;
-  int rc = ap_policy_health_check(p, 0, &h);
+  cr_assert_eq(o3m_policy_state_import(p, img, len, NULL), O3M_OK);
+  o3m_policy_health h;
+  int rc = o3m_policy_health_check(p, 0, &h);
   cr_assert_eq(rc, expect, "array %d (%d,%d) of model %d: %s, expected %s (%s)", which, i, j, m,
                o3m_errname(rc), o3m_errname(expect), h.what);
   cr_assert_eq(h.model, m);
   cr_assert_eq(h.n_bad, 1);
   if (expect == O3M_ECORRUPT) {
     /* Not repairable in memory; the state is left alone. */
-    cr_assert_eq(ap_policy_refactor(p, -1), O3M_ECORRUPT);
+    cr_assert_eq(o3m_policy_refactor(p, -1), O3M_ECORRUPT);
     size_t l2;
     unsigned char *img2 = export_state(p, &l2);
     cr_assert_eq(memcmp(img, img2, len), 0);
     free(img2);
   } else {
     /* Repair of the bad model from Lambda and u. */
-    cr_assert_eq(ap_policy_refactor(p, m), O3M_OK);
-    cr_assert_eq(ap_policy_health_check(p, AP_POLICY_HEALTH_DEEP, &h), O3M_OK, "%s", h.what);
+    cr_assert_eq(o3m_policy_refactor(p, m), O3M_OK);
+    cr_assert_eq(o3m_policy_health_check(p, O3M_POLICY_HEALTH_DEEP, &h), O3M_OK, "%s", h.what);
   }
   free(img);
 }
 
-static void health_case(ap_algo algo, ap_model_kind model) {
-  ap_policy_config c;
+static void health_case(o3m_algo algo, o3m_model_kind model) {
+  o3m_policy_config c;
   config(&c, algo, model);
   c.refactor_every = 100000; /* let the rank-one updates drift */
-  ap_policy *a = make_policy(&c), *b = make_policy(&c);
+  o3m_policy *a = make_policy(&c), *b = make_policy(&c);
   double x[12];
   for (uint64_t i = 1; i <= 3000; i++) {
     int arm;
     double r;
     crash_reward(i, c.d, c.n_arms, &arm, x, &r);
     for (int k = 0; k < c.d; k++) x[k] *= 3.0;
-    cr_assert_eq(ap_policy_update(a, arm, x, r), O3M_OK);
+    cr_assert_eq(o3m_policy_update(a, arm, x, r), O3M_OK);
   }
   /* No false alarm after 3000 un-refactored updates, deep check included. */
-  ap_policy_health h;
-  cr_assert_eq(ap_policy_health_check(a, AP_POLICY_HEALTH_DEEP, &h), O3M_OK, "%s (%g)", h.what,
+  o3m_policy_health h;
+  cr_assert_eq(o3m_policy_health_check(a, O3M_POLICY_HEALTH_DEEP, &h), O3M_OK, "%s (%g)", h.what,
                h.max_residual);
   cr_assert_lt(h.max_residual, 1e-9);
   fprintf(stderr, "health (%s %s): largest relative residual %.2e after 3000 rank-one updates "
-          "(threshold %.0e)\n", ap_model_name(model), ap_algo_name(algo), h.max_residual,
-          AP_POLICY_HEALTH_RTOL);
-  int m = model == AP_MODEL_DISJOINT ? 3 : 0, d = c.d;
+          "(threshold %.0e)\n", o3m_model_name(model), o3m_algo_name(algo), h.max_residual,
+          O3M_POLICY_HEALTH_RTOL);
+  int m = model == O3M_MODEL_DISJOINT ? 3 : 0, d = c.d;
   corrupt_case(b, a, 1, m, 2, 2, NAN, 0, O3M_ENONFINITE);         /* NaN in the factor */
   corrupt_case(b, a, 1, m, 1, 4, 1.5, 1, O3M_ENOTPD);             /* a wrong entry */
   corrupt_case(b, a, 1, m, d - 1, d - 1, -1.0, 0, O3M_ENOTPD);    /* lost definiteness */
@@ -712,7 +712,7 @@ static void health_case(ap_algo algo, ap_model_kind model) {
      * finite is damage to Lambda. The model must hold a row for this. */
     size_t l;
     unsigned char *im = export_state(a, &l);
-    size_t n = (size_t)ap_policy_n_models(a);
+    size_t n = (size_t)o3m_policy_n_models(a);
     cr_assert_gt(im[120 + 4 * n + 4 * (size_t)m], 0, "model %d holds no row", m);
     free(im);
     corrupt_case(b, a, 4, m, 0, 2, INFINITY, 0, O3M_ECORRUPT);
@@ -721,8 +721,8 @@ static void health_case(ap_algo algo, ap_model_kind model) {
   /* A repaired policy equals the healthy one after the same exact
    * refactorization, bit for bit: nothing acknowledged is lost. */
   corrupt_case(b, a, 1, m, 0, 1, 7.0, 1, O3M_ENOTPD);
-  cr_assert_eq(ap_policy_refactor(b, -1), O3M_OK);
-  cr_assert_eq(ap_policy_refactor(a, -1), O3M_OK);
+  cr_assert_eq(o3m_policy_refactor(b, -1), O3M_OK);
+  cr_assert_eq(o3m_policy_refactor(a, -1), O3M_OK);
   assert_same_state(a, b, "repaired vs refactorized healthy");
 
   /* A Lambda that is no longer positive definite but otherwise plausible
@@ -730,28 +730,28 @@ static void health_case(ap_algo algo, ap_model_kind model) {
   size_t len;
   unsigned char *img = export_state(a, &len);
   *elem(img, a, 0, m, 0, 1) = 1e6;
-  cr_assert_eq(ap_policy_state_import(b, img, len, NULL), O3M_OK);
-  cr_assert_eq(ap_policy_health_check(b, 0, NULL), O3M_ENOTPD);
-  cr_assert_eq(ap_policy_health_check(b, AP_POLICY_HEALTH_DEEP, &h), O3M_ECORRUPT);
-  cr_assert_eq(ap_policy_refactor(b, m), O3M_ENOTPD);
+  cr_assert_eq(o3m_policy_state_import(b, img, len, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_health_check(b, 0, NULL), O3M_ENOTPD);
+  cr_assert_eq(o3m_policy_health_check(b, O3M_POLICY_HEALTH_DEEP, &h), O3M_ECORRUPT);
+  cr_assert_eq(o3m_policy_refactor(b, m), O3M_ENOTPD);
   free(img);
-  ap_policy_destroy(a), ap_policy_destroy(b);
+  o3m_policy_destroy(a), o3m_policy_destroy(b);
 }
 
 Test(checkpoint, health_check_and_repair_shared_linucb) {
-  health_case(AP_ALGO_LINUCB, AP_MODEL_SHARED);
+  health_case(O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
 }
 Test(checkpoint, health_check_and_repair_shared_lints) {
-  health_case(AP_ALGO_LINTS, AP_MODEL_SHARED);
+  health_case(O3M_ALGO_LINTS, O3M_MODEL_SHARED);
 }
 Test(checkpoint, health_check_and_repair_disjoint_lints) {
-  health_case(AP_ALGO_LINTS, AP_MODEL_DISJOINT);
+  health_case(O3M_ALGO_LINTS, O3M_MODEL_DISJOINT);
 }
 
 Test(checkpoint, repair_is_journaled_and_replays_bit_exact) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINTS, AP_MODEL_SHARED);
-  ap_policy *live = make_policy(&c);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINTS, O3M_MODEL_SHARED);
+  o3m_policy *live = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(live, MASK_A, &info, O3M_OK);
   feed(ck, live, NULL, 1, 50, 0);
@@ -759,41 +759,41 @@ Test(checkpoint, repair_is_journaled_and_replays_bit_exact) {
   size_t len;
   unsigned char *img = export_state(live, &len);
   *elem(img, live, 1, 0, 3, 7) += 0.25;
-  cr_assert_eq(ap_policy_state_import(live, img, len, NULL), O3M_OK);
-  ap_policy_health h;
+  cr_assert_eq(o3m_policy_state_import(live, img, len, NULL), O3M_OK);
+  o3m_policy_health h;
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert_eq(ap_checkpoint_health(ck, 0, &h, &e), O3M_OK, "%s", e.msg);
   cr_assert_eq(h.code, O3M_ENOTPD);
-  cr_assert_eq(ap_policy_health_check(live, 0, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_health_check(live, 0, NULL), O3M_OK);
   feed(ck, live, NULL, 51, 80, 0);
   ap_checkpoint_close(ck);
   /* The replay repeats the refactorization at the same point. */
-  ap_policy *rec = make_policy(&c);
+  o3m_policy *rec = make_policy(&c);
   ck = open_ck(rec, MASK_A, &info, O3M_OK);
   cr_assert_eq(info.replayed, 81);
   cr_assert_eq(info.refactors, 1);
   assert_same_state(rec, live, "journaled repair");
   /* A damaged Lambda is never checkpointed. */
   img = realloc(img, len);
-  cr_assert_eq(ap_policy_state_export(rec, img, len), O3M_OK);
+  cr_assert_eq(o3m_policy_state_export(rec, img, len), O3M_OK);
   *elem(img, rec, 0, 0, 2, 2) = NAN;
-  cr_assert_eq(ap_policy_state_import(rec, img, len, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_state_import(rec, img, len, NULL), O3M_OK);
   cr_assert_eq(ap_checkpoint_write(ck, &e), O3M_ECORRUPT);
   cr_assert_eq(count_files("ap-ckpt-", ".ckpt"), 0);
   ap_checkpoint_close(ck);
   free(img);
-  ap_policy_destroy(live), ap_policy_destroy(rec);
+  o3m_policy_destroy(live), o3m_policy_destroy(rec);
 }
 
 /* Not an assertion on speed: the cost of a checkpoint and of a restart for a
  * 4 MiB state (disjoint, 64 arms, d = 64), printed to the test log. */
 Test(checkpoint, benchmark_checkpoint_write_and_recovery) {
-  ap_policy_config c;
-  config(&c, AP_ALGO_LINUCB, AP_MODEL_DISJOINT);
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
   c.d = 64;
   c.n_arms = 64;
-  ap_policy *p = make_policy(&c), *q = make_policy(&c);
+  o3m_policy *p = make_policy(&c), *q = make_policy(&c);
   ap_recovery_info info;
   ap_checkpoint *ck = open_ck(p, MASK_A, &info, O3M_OK);
   feed(ck, p, NULL, 1, 2000, 0);
@@ -808,9 +808,9 @@ Test(checkpoint, benchmark_checkpoint_write_and_recovery) {
   cr_assert_eq(info.replayed, 1000);
   assert_same_state(p, q, "benchmark state");
   fprintf(stderr, "checkpoint of %.1f MiB: written in %.1f ms; restart (load + replay of 1000 "
-          "records) in %.1f ms\n", ap_policy_state_size(p) / 1048576.0, t1 - t0, t3 - t2);
+          "records) in %.1f ms\n", o3m_policy_state_size(p) / 1048576.0, t1 - t0, t3 - t2);
   ap_checkpoint_close(ck);
-  ap_policy_destroy(p), ap_policy_destroy(q);
+  o3m_policy_destroy(p), o3m_policy_destroy(q);
 }
 
 /* ------------------------------------------------------------ crash test */
@@ -876,7 +876,7 @@ static void crash_run(int kind, int default_iters) {
   unsigned seed = (unsigned)env_int("O3M_CRASH_SEED", (int)(time(NULL) ^ getpid()));
   srand(seed);
   const int ckpt_every = 60, max_batch = 16;
-  ap_policy_config cfg;
+  o3m_policy_config cfg;
   crash_config(&cfg, kind);
   uint64_t recovered = 0, total_acks = 0;
   int early_kills = 0, mid_ckpt = 0, mid_cleanup = 0, unacked = 0;
@@ -916,10 +916,10 @@ static void crash_run(int kind, int default_iters) {
     mid_cleanup += count_files("ap-ckpt-", ".ckpt") > 2;
 
     /* Recover in-process, as the restarted daemon would. */
-    ap_policy *p = make_policy(&cfg);
+    o3m_policy *p = make_policy(&cfg);
     ap_recovery_info info;
     ap_checkpoint *ck = open_ck(p, CRASH_MASK_ID, &info, O3M_OK);
-    uint64_t n = ap_policy_updates(p);
+    uint64_t n = o3m_policy_updates(p);
     cr_assert_eq(info.checkpoints_rejected, 0, "a kill produced a damaged checkpoint");
     cr_assert_eq(info.salvaged, 0);
     cr_assert_eq(info.update_errors, 0);
@@ -930,18 +930,18 @@ static void crash_run(int kind, int default_iters) {
     cr_assert_leq(n, last + max_batch);
     unacked += n > last;
     /* Exactly once each: equal to a clean replay of rewards 1..n. */
-    ap_policy *ref = make_policy(&cfg);
+    o3m_policy *ref = make_policy(&cfg);
     double x[64];
     for (uint64_t i = 1; i <= n; i++) {
       int arm;
       double r;
       crash_reward(i, cfg.d, cfg.n_arms, &arm, x, &r);
-      cr_assert_eq(ap_policy_update(ref, arm, x, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
     }
     assert_same_state(p, ref, "recovered vs clean replay");
     ap_checkpoint_close(ck);
-    ap_policy_destroy(p);
-    ap_policy_destroy(ref);
+    o3m_policy_destroy(p);
+    o3m_policy_destroy(ref);
     recovered = n;
   }
   cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 0);
@@ -965,10 +965,10 @@ Test(checkpoint, crash_sigkill_shared_lints, .timeout = 280) { crash_run(1, 3); 
  * (x . x is finite) are applied while the model can take them, and the
  * first one it cannot take is refused; x = 1e200 (x . x overflows) is
  * refused at once. For every algorithm and model. */
-static void refused_before_the_journal(ap_algo algo, ap_model_kind model) {
-  ap_policy_config cfg;
+static void refused_before_the_journal(o3m_algo algo, o3m_model_kind model) {
+  o3m_policy_config cfg;
   config(&cfg, algo, model);
-  ap_policy *p = make_policy(&cfg);
+  o3m_policy *p = make_policy(&cfg);
   ap_checkpoint *c = open_ck(p, 7, NULL, O3M_OK);
   feed(c, p, NULL, 1, 20, 0);
   double x[12];
@@ -983,7 +983,7 @@ static void refused_before_the_journal(ap_algo algo, ap_model_kind model) {
   size_t len;
   unsigned char *before = export_state(p, &len);
   const char *what = NULL;
-  cr_assert_eq(ap_policy_update_check(p, 1, x, 1.0, &what), O3M_ENONFINITE);
+  cr_assert_eq(o3m_policy_update_check(p, 1, x, 1.0, &what), O3M_ENONFINITE);
   cr_assert(what && what[0]);
   for (int i = 0; i < 12; i++) x[i] = 1e200;
   cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, 0.0), O3M_ENONFINITE);
@@ -993,29 +993,29 @@ static void refused_before_the_journal(ap_algo algo, ap_model_kind model) {
   unsigned char *after = export_state(p, &len);
   cr_assert_eq(memcmp(before, after, len), 0, "a refused reward changed the model");
   /* What was accepted left the model finite: at worst a factor to repair. */
-  rc = ap_policy_health_check(p, 0, NULL);
+  rc = o3m_policy_health_check(p, 0, NULL);
   cr_assert(rc == O3M_OK || rc == O3M_ENOTPD, "health: %s", o3m_errname(rc));
   write_ck(c);
   ap_checkpoint_close(c);
   /* The restart replays the accepted rewards only: the same state. */
-  ap_policy *q = make_policy(&cfg);
+  o3m_policy *q = make_policy(&cfg);
   ap_recovery_info info;
   c = open_ck(q, 7, &info, O3M_OK);
   assert_same_state(p, q, "after the restart");
   cr_assert_eq(info.update_errors, 0);
   ap_checkpoint_close(c);
-  ap_policy_destroy(q);
-  ap_policy_destroy(p);
+  o3m_policy_destroy(q);
+  o3m_policy_destroy(p);
   free(before);
   free(after);
 }
 
 Test(checkpoint, poisoning_reward_refused_before_journal_shared_linucb) {
-  refused_before_the_journal(AP_ALGO_LINUCB, AP_MODEL_SHARED);
+  refused_before_the_journal(O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
 }
 Test(checkpoint, poisoning_reward_refused_before_journal_shared_lints) {
-  refused_before_the_journal(AP_ALGO_LINTS, AP_MODEL_SHARED);
+  refused_before_the_journal(O3M_ALGO_LINTS, O3M_MODEL_SHARED);
 }
 Test(checkpoint, poisoning_reward_refused_before_journal_disjoint) {
-  refused_before_the_journal(AP_ALGO_LINUCB, AP_MODEL_DISJOINT);
+  refused_before_the_journal(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
 }

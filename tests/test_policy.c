@@ -2,31 +2,30 @@
  * fed masked contexts Q x makes the decisions of a policy fed x.
  *
  * The setup is the paper's synthetic one (d = 100, K = 10, T = 5000,
- * partition [20,20,20,20,20], beta = 0.5). Masking is done with eval_masker,
- * the same block code the passive participants run. */
+ * partition [20,20,20,20,20], beta = 0.5). Rounds and masking come from
+ * policy_env (tests/), which masks with the block code the passive
+ * participants run; the test links the policy library and linalg only. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ap_policy.h"
-#include "eval_masker.h"
-#include "eval_synth.h"
+#include "o3m_policy.h"
+#include "policy_env.h"
 
 #define ND 100
 #define NK 10
 #define NT 5000
 
 typedef struct pair {
-  ap_policy *central, *masked;
-  eval_synth *env;
-  eval_masker *mask;
+  o3m_policy *central, *masked;
+  policy_env *env;
   double X[NK * ND], expected[NK], reward[NK];
 } pair;
 
-static void pair_init(pair *p, ap_algo algo, ap_model_kind model, uint64_t seed) {
-  ap_policy_config c;
-  ap_policy_config_default(&c);
+static void pair_init(pair *p, o3m_algo algo, o3m_model_kind model, uint64_t seed) {
+  o3m_policy_config c;
+  o3m_policy_config_default(&c);
   c.algo = algo;
   c.model = model;
   c.d = ND;
@@ -36,20 +35,16 @@ static void pair_init(pair *p, ap_algo algo, ap_model_kind model, uint64_t seed)
   c.v = 0.01;
   c.seed = seed;
   o3m_err e;
-  cr_assert_eq(ap_policy_create(&p->central, &c, &e), O3M_OK, "%s", e.msg);
-  cr_assert_eq(ap_policy_create(&p->masked, &c, &e), O3M_OK, "%s", e.msg);
-  eval_synth_config sc = {.d = ND, .K = NK, .noise_var = 0.05, .seed = seed};
-  cr_assert_eq(eval_synth_create(&p->env, &sc), O3M_OK);
-  o3m_partition part;
-  cr_assert_eq(o3m_partition_parse(&part, "20,20,20,20,20", NULL), O3M_OK);
-  cr_assert_eq(eval_masker_create(&p->mask, &part, NK, 1, seed + 100, &e), O3M_OK);
+  cr_assert_eq(o3m_policy_create(&p->central, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_policy_create(&p->masked, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(policy_env_create(&p->env, ND, NK, 0.05, seed, "20,20,20,20,20", seed + 100),
+               O3M_OK);
 }
 
 static void pair_free(pair *p) {
-  ap_policy_destroy(p->central);
-  ap_policy_destroy(p->masked);
-  eval_synth_destroy(p->env);
-  eval_masker_destroy(p->mask);
+  o3m_policy_destroy(p->central);
+  o3m_policy_destroy(p->masked);
+  policy_env_destroy(p->env);
 }
 
 /* max |a - b| / max(1, |b|) over n entries */
@@ -63,52 +58,52 @@ static double maxrel(const double *a, const double *b, int n) {
   return w;
 }
 
-static void lossless_linucb(ap_model_kind model) {
+static void lossless_linucb(o3m_model_kind model) {
   pair p;
-  pair_init(&p, AP_ALGO_LINUCB, model, 1);
+  pair_init(&p, O3M_ALGO_LINUCB, model, 1);
   double mc[NK], vc[NK], mm[NK], vm[NK];
   for (int t = 0; t < NT; t++) {
-    cr_assert_eq(eval_synth_round(p.env, p.X, p.expected, p.reward), O3M_OK);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
-    cr_assert_eq(ap_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
-    cr_assert_eq(ap_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
+    cr_assert_eq(policy_env_round(p.env, p.X, p.expected, p.reward), O3M_OK);
+    const double *Xm = policy_env_mask(p.env, p.X);
+    cr_assert_eq(o3m_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
+    cr_assert_eq(o3m_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
     double em = maxrel(mm, mc, NK), ev = maxrel(vm, vc, NK);
     cr_assert_leq(em, 1e-9, "round %d: estimated reward differs by %g", t, em);
     cr_assert_leq(ev, 1e-9, "round %d: width^2 differs by %g", t, ev);
     int ac, am;
-    cr_assert_eq(ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_choose(p.masked, NK, Xm, NULL, &am, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(p.masked, NK, Xm, NULL, &am, NULL), O3M_OK);
     cr_assert_eq(am, ac, "round %d: masked chose %d, central %d", t, am, ac);
-    cr_assert_eq(ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]), O3M_OK);
-    cr_assert_eq(ap_policy_update(p.masked, am, Xm + am * ND, p.reward[am]), O3M_OK);
+    cr_assert_eq(o3m_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]), O3M_OK);
+    cr_assert_eq(o3m_policy_update(p.masked, am, Xm + am * ND, p.reward[am]), O3M_OK);
   }
   /* the paper's Figure 4b: ||theta|| is the same */
-  for (int a = 0; a < (model == AP_MODEL_SHARED ? 1 : NK); a++)
-    cr_assert_float_eq(ap_policy_theta_norm(p.masked, a), ap_policy_theta_norm(p.central, a),
+  for (int a = 0; a < (model == O3M_MODEL_SHARED ? 1 : NK); a++)
+    cr_assert_float_eq(o3m_policy_theta_norm(p.masked, a), o3m_policy_theta_norm(p.central, a),
                        1e-9);
   pair_free(&p);
 }
 
 Test(lossless, linucb_shared_same_arm_every_round, .timeout = 300) {
-  lossless_linucb(AP_MODEL_SHARED);
+  lossless_linucb(O3M_MODEL_SHARED);
 }
 
 Test(lossless, linucb_disjoint_same_arm_every_round, .timeout = 300) {
-  lossless_linucb(AP_MODEL_DISJOINT);
+  lossless_linucb(O3M_MODEL_DISJOINT);
 }
 
 /* LinTS: on a fixed history (the central run's choices, fed to both), the
  * per-arm mean x^NT theta and variance v^2 x^NT Lambda^{-1} x of the sampled
  * score agree at every round, so the sampling distributions are the same. */
-static void lossless_lints(ap_model_kind model) {
+static void lossless_lints(o3m_model_kind model) {
   pair p;
-  pair_init(&p, AP_ALGO_LINTS, model, 2);
+  pair_init(&p, O3M_ALGO_LINTS, model, 2);
   double mc[NK], vc[NK], mm[NK], vm[NK];
   for (int t = 0; t < NT; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
-    cr_assert_eq(ap_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
-    cr_assert_eq(ap_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
+    cr_assert_eq(o3m_policy_stats(p.central, NK, p.X, NULL, mc, vc), O3M_OK);
+    cr_assert_eq(o3m_policy_stats(p.masked, NK, Xm, NULL, mm, vm), O3M_OK);
     for (int k = 0; k < NK; k++) {
       vc[k] *= 0.01 * 0.01;
       vm[k] *= 0.01 * 0.01;
@@ -117,35 +112,35 @@ static void lossless_lints(ap_model_kind model) {
     cr_assert_leq(em, 1e-9, "round %d: sampled-score mean differs by %g", t, em);
     cr_assert_leq(ev, 1e-9, "round %d: sampled-score variance differs by %g", t, ev);
     int ac;
-    cr_assert_eq(ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
-    ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
-    ap_policy_update(p.masked, ac, Xm + ac * ND, p.reward[ac]);
+    cr_assert_eq(o3m_policy_choose(p.central, NK, p.X, NULL, &ac, NULL), O3M_OK);
+    o3m_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
+    o3m_policy_update(p.masked, ac, Xm + ac * ND, p.reward[ac]);
   }
   pair_free(&p);
 }
 
 Test(lossless, lints_shared_same_score_distribution_every_round, .timeout = 300) {
-  lossless_lints(AP_MODEL_SHARED);
+  lossless_lints(O3M_MODEL_SHARED);
 }
 
 Test(lossless, lints_disjoint_same_score_distribution_every_round, .timeout = 300) {
-  lossless_lints(AP_MODEL_DISJOINT);
+  lossless_lints(O3M_MODEL_DISJOINT);
 }
 
 /* Disjoint LinTS draws each candidate's score as a scalar from invariant
  * quantities, so with the same seed it agrees draw by draw. */
 Test(lossless, lints_disjoint_same_seed_same_decisions, .timeout = 300) {
   pair p;
-  pair_init(&p, AP_ALGO_LINTS, AP_MODEL_DISJOINT, 3);
+  pair_init(&p, O3M_ALGO_LINTS, O3M_MODEL_DISJOINT, 3);
   for (int t = 0; t < 2000; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
     int ac, am;
-    ap_policy_choose(p.central, NK, p.X, NULL, &ac, NULL);
-    ap_policy_choose(p.masked, NK, Xm, NULL, &am, NULL);
+    o3m_policy_choose(p.central, NK, p.X, NULL, &ac, NULL);
+    o3m_policy_choose(p.masked, NK, Xm, NULL, &am, NULL);
     cr_assert_eq(am, ac, "round %d", t);
-    ap_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
-    ap_policy_update(p.masked, am, Xm + am * ND, p.reward[am]);
+    o3m_policy_update(p.central, ac, p.X + ac * ND, p.reward[ac]);
+    o3m_policy_update(p.masked, am, Xm + am * ND, p.reward[am]);
   }
   pair_free(&p);
 }
@@ -153,36 +148,36 @@ Test(lossless, lints_disjoint_same_seed_same_decisions, .timeout = 300) {
 /* The sampler draws from N(x^NT theta, v^2 x^NT Lambda^{-1} x): check the
  * empirical mean and variance of many draws at a fixed state, for both
  * models, central and masked. */
-static void sampler_matches_distribution(ap_model_kind model) {
+static void sampler_matches_distribution(o3m_model_kind model) {
   pair p;
-  pair_init(&p, AP_ALGO_LINTS, model, 4);
-  ap_policy_config c = *ap_policy_config_of(p.central);
-  ap_policy *probe_c, *probe_m;
+  pair_init(&p, O3M_ALGO_LINTS, model, 4);
+  o3m_policy_config c = *o3m_policy_config_of(p.central);
+  o3m_policy *probe_c, *probe_m;
   c.v = 1.0; /* a large scale makes the variance easy to measure */
-  cr_assert_eq(ap_policy_create(&probe_c, &c, NULL), O3M_OK);
-  cr_assert_eq(ap_policy_create(&probe_m, &c, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_create(&probe_c, &c, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_create(&probe_m, &c, NULL), O3M_OK);
   for (int t = 0; t < 200; t++) {
-    eval_synth_round(p.env, p.X, p.expected, p.reward);
-    const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+    policy_env_round(p.env, p.X, p.expected, p.reward);
+    const double *Xm = policy_env_mask(p.env, p.X);
     int a = t % NK;
-    ap_policy_update(probe_c, a, p.X + a * ND, p.reward[a]);
-    ap_policy_update(probe_m, a, Xm + a * ND, p.reward[a]);
+    o3m_policy_update(probe_c, a, p.X + a * ND, p.reward[a]);
+    o3m_policy_update(probe_m, a, Xm + a * ND, p.reward[a]);
   }
   /* One candidate, so the chosen score is the sampled score itself. */
-  eval_synth_round(p.env, p.X, p.expected, p.reward);
-  const double *Xm = eval_masker_apply(p.mask, NK, p.X);
+  policy_env_round(p.env, p.X, p.expected, p.reward);
+  const double *Xm = policy_env_mask(p.env, p.X);
   int arm = 3;
-  ap_policy *pols[2] = {probe_c, probe_m};
+  o3m_policy *pols[2] = {probe_c, probe_m};
   const double *xs[2] = {p.X + arm * ND, Xm + arm * ND};
   double mean, var;
-  cr_assert_eq(ap_policy_stats(probe_c, 1, xs[0], &arm, &mean, &var), O3M_OK);
+  cr_assert_eq(o3m_policy_stats(probe_c, 1, xs[0], &arm, &mean, &var), O3M_OK);
   for (int w = 0; w < 2; w++) {
     const int n = 40000;
     double s1 = 0, s2 = 0;
     for (int i = 0; i < n; i++) {
       int ch;
       double s;
-      cr_assert_eq(ap_policy_choose(pols[w], 1, xs[w], &arm, &ch, &s), O3M_OK);
+      cr_assert_eq(o3m_policy_choose(pols[w], 1, xs[w], &arm, &ch, &s), O3M_OK);
       s1 += s;
       s2 += s * s;
     }
@@ -193,146 +188,146 @@ static void sampler_matches_distribution(ap_model_kind model) {
     cr_assert_leq(fabs(v / var - 1), 0.05, "%s: variance %g vs %g", w ? "masked" : "central", v,
                   var);
   }
-  ap_policy_destroy(probe_c);
-  ap_policy_destroy(probe_m);
+  o3m_policy_destroy(probe_c);
+  o3m_policy_destroy(probe_m);
   pair_free(&p);
 }
 
 Test(lints, shared_sampler_has_the_right_distribution) {
-  sampler_matches_distribution(AP_MODEL_SHARED);
+  sampler_matches_distribution(O3M_MODEL_SHARED);
 }
 
 Test(lints, disjoint_sampler_has_the_right_distribution) {
-  sampler_matches_distribution(AP_MODEL_DISJOINT);
+  sampler_matches_distribution(O3M_MODEL_DISJOINT);
 }
 
 /* A policy with the defaults but for the given fields. */
-static ap_policy *make_policy(ap_algo algo, ap_model_kind model, int d, int n_arms,
+static o3m_policy *make_policy(o3m_algo algo, o3m_model_kind model, int d, int n_arms,
                               int max_candidates, int refactor_every) {
-  ap_policy_config c;
-  ap_policy_config_default(&c);
+  o3m_policy_config c;
+  o3m_policy_config_default(&c);
   c.algo = algo;
   c.model = model;
   c.d = d;
   c.n_arms = n_arms;
   c.max_candidates = max_candidates;
   c.refactor_every = refactor_every;
-  ap_policy *p;
+  o3m_policy *p;
   o3m_err e;
-  cr_assert_eq(ap_policy_create(&p, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_policy_create(&p, &c, &e), O3M_OK, "%s", e.msg);
   return p;
 }
 
-static ap_policy *small_policy(ap_algo algo, ap_model_kind model, int refactor_every) {
+static o3m_policy *small_policy(o3m_algo algo, o3m_model_kind model, int refactor_every) {
   return make_policy(algo, model, 3, 3, 4, refactor_every);
 }
 
 Test(policy, exact_ties_go_to_the_lowest_index) {
-  ap_policy *p = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 1000);
+  o3m_policy *p = small_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 1000);
   double X[12] = {0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0};
   int ch;
-  cr_assert_eq(ap_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
+  cr_assert_eq(o3m_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
   cr_assert_eq(ch, 0, "all widths equal at the start: lowest index wins");
-  ap_policy_update(p, 0, X + 3, 1.0); /* reward on x = e1 */
-  cr_assert_eq(ap_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
+  o3m_policy_update(p, 0, X + 3, 1.0); /* reward on x = e1 */
+  cr_assert_eq(o3m_policy_choose(p, 4, X, NULL, &ch, NULL), O3M_OK);
   cr_assert_eq(ch, 1, "candidates 1 and 3 are the same context; 1 wins");
-  ap_policy_destroy(p);
+  o3m_policy_destroy(p);
 }
 
 Test(policy, linucb_prefers_the_rewarded_direction) {
-  ap_policy *p = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 1000);
+  o3m_policy *p = small_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 1000);
   double e[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   for (int i = 0; i < 50; i++)
-    for (int a = 0; a < 3; a++) ap_policy_update(p, 0, e + 3 * a, a == 2 ? 1.0 : 0.0);
+    for (int a = 0; a < 3; a++) o3m_policy_update(p, 0, e + 3 * a, a == 2 ? 1.0 : 0.0);
   int ch;
-  ap_policy_choose(p, 3, e, NULL, &ch, NULL);
+  o3m_policy_choose(p, 3, e, NULL, &ch, NULL);
   cr_assert_eq(ch, 2);
-  ap_policy_destroy(p);
+  o3m_policy_destroy(p);
 }
 
 Test(policy, rejected_input_leaves_state_unchanged) {
-  ap_algo algos[2] = {AP_ALGO_LINUCB, AP_ALGO_LINTS};
+  o3m_algo algos[2] = {O3M_ALGO_LINUCB, O3M_ALGO_LINTS};
   for (int g = 0; g < 2; g++) {
-    ap_policy *p = small_policy(algos[g], AP_MODEL_DISJOINT, 1000);
-    ap_policy *twin = small_policy(algos[g], AP_MODEL_DISJOINT, 1000);
+    o3m_policy *p = small_policy(algos[g], O3M_MODEL_DISJOINT, 1000);
+    o3m_policy *twin = small_policy(algos[g], O3M_MODEL_DISJOINT, 1000);
     double X[9] = {1, 2, 3, 0.5, 0, 1, -1, 1, 0}, bad[9];
     int arms[3] = {0, 1, 2}, badarms[3] = {0, 3, 1}, ch;
     memcpy(bad, X, sizeof X);
     bad[4] = NAN;
-    cr_assert_eq(ap_policy_choose(p, 3, bad, arms, &ch, NULL), O3M_ENONFINITE);
-    cr_assert_eq(ap_policy_choose(p, 0, X, arms, &ch, NULL), O3M_EINVAL);
-    cr_assert_eq(ap_policy_choose(p, 5, X, arms, &ch, NULL), O3M_EINVAL);
-    cr_assert_eq(ap_policy_choose(p, 3, X, badarms, &ch, NULL), O3M_EINVAL);
-    cr_assert_eq(ap_policy_update(p, 1, bad + 3, 1.0), O3M_ENONFINITE);
-    cr_assert_eq(ap_policy_update(p, 1, X, NAN), O3M_ENONFINITE);
-    cr_assert_eq(ap_policy_update(p, 7, X, 1.0), O3M_EINVAL);
-    cr_assert_eq(ap_policy_updates(p), 0);
+    cr_assert_eq(o3m_policy_choose(p, 3, bad, arms, &ch, NULL), O3M_ENONFINITE);
+    cr_assert_eq(o3m_policy_choose(p, 0, X, arms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(o3m_policy_choose(p, 5, X, arms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(o3m_policy_choose(p, 3, X, badarms, &ch, NULL), O3M_EINVAL);
+    cr_assert_eq(o3m_policy_update(p, 1, bad + 3, 1.0), O3M_ENONFINITE);
+    cr_assert_eq(o3m_policy_update(p, 1, X, NAN), O3M_ENONFINITE);
+    cr_assert_eq(o3m_policy_update(p, 7, X, 1.0), O3M_EINVAL);
+    cr_assert_eq(o3m_policy_updates(p), 0);
     /* the rejected calls consumed no random draws and changed no statistic */
     for (int t = 0; t < 20; t++) {
       int a, b;
       double sa, sb;
-      cr_assert_eq(ap_policy_choose(p, 3, X, arms, &a, &sa), O3M_OK);
-      cr_assert_eq(ap_policy_choose(twin, 3, X, arms, &b, &sb), O3M_OK);
+      cr_assert_eq(o3m_policy_choose(p, 3, X, arms, &a, &sa), O3M_OK);
+      cr_assert_eq(o3m_policy_choose(twin, 3, X, arms, &b, &sb), O3M_OK);
       cr_assert_eq(a, b);
       cr_assert_eq(sa, sb, "round %d: %.17g vs %.17g", t, sa, sb);
-      ap_policy_update(p, a, X + 3 * a, 1.0);
-      ap_policy_update(twin, b, X + 3 * b, 1.0);
+      o3m_policy_update(p, a, X + 3 * a, 1.0);
+      o3m_policy_update(twin, b, X + 3 * b, 1.0);
     }
-    ap_policy_destroy(p);
-    ap_policy_destroy(twin);
+    o3m_policy_destroy(p);
+    o3m_policy_destroy(twin);
   }
 }
 
 /* choose and update find a NaN or infinity wherever it is (the checks are
- * one dasum or ddot, ap_policy.c), and update refuses a finite x whose
+ * one dasum or ddot, o3m_policy.c), and update refuses a finite x whose
  * x x^T would overflow Lambda. Nothing refused changes the state. */
 Test(policy, non_finite_input_is_found_at_every_position) {
   enum { D = 13, K = 4 };
-  ap_policy *p = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, D, 1, K, 1000);
+  o3m_policy *p = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, D, 1, K, 1000);
   double X[K * D], bad[3] = {NAN, INFINITY, -INFINITY};
   int ch;
   for (int pos = 0; pos < K * D; pos++)
     for (int b = 0; b < 3; b++) {
       for (int i = 0; i < K * D; i++) X[i] = 0.1 * (i % 5) - 0.2;
       X[pos] = bad[b];
-      cr_assert_eq(ap_policy_choose(p, K, X, NULL, &ch, NULL), O3M_ENONFINITE, "pos %d", pos);
+      cr_assert_eq(o3m_policy_choose(p, K, X, NULL, &ch, NULL), O3M_ENONFINITE, "pos %d", pos);
       if (pos < D)
-        cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "pos %d", pos);
+        cr_assert_eq(o3m_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "pos %d", pos);
     }
   for (int i = 0; i < D; i++) X[i] = (i % 2 ? -1 : 1) * 1e160;
-  cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "x x^T overflows");
-  cr_assert_eq(ap_policy_updates(p), 0);
+  cr_assert_eq(o3m_policy_update(p, 0, X, 1.0), O3M_ENONFINITE, "x x^T overflows");
+  cr_assert_eq(o3m_policy_updates(p), 0);
   for (int i = 0; i < D; i++) X[i] = (i % 2 ? -1 : 1) * 1e150;
-  cr_assert_eq(ap_policy_update(p, 0, X, 1.0), O3M_OK, "large, but x x^T is finite");
-  ap_policy_destroy(p);
+  cr_assert_eq(o3m_policy_update(p, 0, X, 1.0), O3M_OK, "large, but x x^T is finite");
+  o3m_policy_destroy(p);
 }
 
 Test(policy, refactorization_period_does_not_change_the_model) {
-  ap_algo algos[2] = {AP_ALGO_LINUCB, AP_ALGO_LINTS};
+  o3m_algo algos[2] = {O3M_ALGO_LINUCB, O3M_ALGO_LINTS};
   for (int g = 0; g < 2; g++) {
-    ap_policy *every = small_policy(algos[g], AP_MODEL_SHARED, 1);
-    ap_policy *rarely = small_policy(algos[g], AP_MODEL_SHARED, 100000);
+    o3m_policy *every = small_policy(algos[g], O3M_MODEL_SHARED, 1);
+    o3m_policy *rarely = small_policy(algos[g], O3M_MODEL_SHARED, 100000);
     double x[3];
     for (int t = 0; t < 3000; t++) {
       x[0] = sin(t);
       x[1] = cos(3.0 * t);
       x[2] = 0.5 * sin(7.0 * t);
-      ap_policy_update(every, 0, x, x[0] > 0);
-      ap_policy_update(rarely, 0, x, x[0] > 0);
+      o3m_policy_update(every, 0, x, x[0] > 0);
+      o3m_policy_update(rarely, 0, x, x[0] > 0);
     }
     double a[3], b[3], m1, m2, v1, v2;
-    ap_policy_theta(every, 0, a);
-    ap_policy_theta(rarely, 0, b);
+    o3m_policy_theta(every, 0, a);
+    o3m_policy_theta(rarely, 0, b);
     for (int i = 0; i < 3; i++) cr_assert_float_eq(a[i], b[i], 1e-9);
-    ap_policy_stats(every, 1, x, NULL, &m1, &v1);
-    ap_policy_stats(rarely, 1, x, NULL, &m2, &v2);
+    o3m_policy_stats(every, 1, x, NULL, &m1, &v1);
+    o3m_policy_stats(rarely, 1, x, NULL, &m2, &v2);
     cr_assert_float_eq(v1, v2, 1e-12);
-    ap_policy_destroy(every);
-    ap_policy_destroy(rarely);
+    o3m_policy_destroy(every);
+    o3m_policy_destroy(rarely);
   }
 }
 
-/* Observations reach Lambda in blocks (ap_policy.c). Whatever the phase of
+/* Observations reach Lambda in blocks (o3m_policy.c). Whatever the phase of
  * the block, Lambda must be the exact sum: the refactorized theta solves
  * (lambda I + sum x x^T) theta = sum r x, checked against a direct solve;
  * and the held rows travel with the state image, so a policy restored in
@@ -340,14 +335,14 @@ Test(policy, refactorization_period_does_not_change_the_model) {
 Test(policy, lambda_blocks_hold_the_exact_sums) {
   int counts[5] = {1, 15, 16, 17, 40};
   for (int c = 0; c < 5; c++) {
-    ap_policy *p = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 100000);
+    o3m_policy *p = small_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 100000);
     double A[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, b[3] = {0, 0, 0}, x[3];
     for (int t = 0; t < counts[c]; t++) {
       x[0] = sin(t + 1.0);
       x[1] = cos(2.0 * t);
       x[2] = 0.3 + 0.1 * t;
       double r = 0.5 * x[0] - x[2];
-      cr_assert_eq(ap_policy_update(p, 0, x, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(p, 0, x, r), O3M_OK);
       for (int i = 0; i < 3; i++) {
         b[i] += r * x[i];
         for (int j = 0; j < 3; j++) A[3 * i + j] += x[i] * x[j];
@@ -365,47 +360,47 @@ Test(policy, lambda_blocks_hold_the_exact_sums) {
                  M[2] * (M[3] * M[7] - M[4] * M[6])) / det;
     }
     /* Restore a twin from the image, mid-block, then run both on. */
-    ap_policy *twin = small_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, 100000);
-    size_t len = ap_policy_state_size(p);
+    o3m_policy *twin = small_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 100000);
+    size_t len = o3m_policy_state_size(p);
     unsigned char *img = malloc(len), *img2 = malloc(len);
-    cr_assert_eq(ap_policy_state_export(p, img, len), O3M_OK);
-    cr_assert_eq(ap_policy_state_import(twin, img, len, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_refactor(p, -1), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(p, img, len), O3M_OK);
+    cr_assert_eq(o3m_policy_state_import(twin, img, len, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_refactor(p, -1), O3M_OK);
     double th[3];
-    ap_policy_theta(p, 0, th);
+    o3m_policy_theta(p, 0, th);
     for (int i = 0; i < 3; i++)
       cr_assert_float_eq(th[i], want[i], 1e-12 * (1 + fabs(want[i])),
                          "%d updates: theta[%d] = %.17g, direct solve %.17g", counts[c], i,
                          th[i], want[i]);
-    cr_assert_eq(ap_policy_refactor(twin, -1), O3M_OK);
+    cr_assert_eq(o3m_policy_refactor(twin, -1), O3M_OK);
     for (int t = 0; t < 23; t++) {
       x[0] = cos(t * 0.7);
       x[1] = 1.0;
       x[2] = sin(t * 1.3);
-      cr_assert_eq(ap_policy_update(p, 0, x, x[1]), O3M_OK);
-      cr_assert_eq(ap_policy_update(twin, 0, x, x[1]), O3M_OK);
+      cr_assert_eq(o3m_policy_update(p, 0, x, x[1]), O3M_OK);
+      cr_assert_eq(o3m_policy_update(twin, 0, x, x[1]), O3M_OK);
     }
-    cr_assert_eq(ap_policy_state_export(p, img, len), O3M_OK);
-    cr_assert_eq(ap_policy_state_export(twin, img2, len), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(p, img, len), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(twin, img2, len), O3M_OK);
     cr_assert_eq(memcmp(img, img2, len), 0, "%d updates: restored twin diverged", counts[c]);
     free(img);
     free(img2);
-    ap_policy_destroy(p);
-    ap_policy_destroy(twin);
+    o3m_policy_destroy(p);
+    o3m_policy_destroy(twin);
   }
 }
 
 /* Disjoint models keep the chosen candidate's w = Ainv_a x from choose and
- * reuse it in the update (ap_policy.c). The update must be bit for bit the
+ * reuse it in the update (o3m_policy.c). The update must be bit for bit the
  * one a policy that never chose makes, or recovery (which replays updates
  * without choosing) would drift from the live model. The observation's x
  * sits at an odd offset in another buffer than the candidates, and updates
  * with another x, or the same x for another arm, must not reuse w. */
-static void kept_w_case(ap_algo algo) {
+static void kept_w_case(o3m_algo algo) {
   enum { D = 37, A = 4 };
-  ap_policy *chooser = make_policy(algo, AP_MODEL_DISJOINT, D, A, A, 50);
-  ap_policy *plain = make_policy(algo, AP_MODEL_DISJOINT, D, A, A, 50);
-  size_t len = ap_policy_state_size(chooser);
+  o3m_policy *chooser = make_policy(algo, O3M_MODEL_DISJOINT, D, A, A, 50);
+  o3m_policy *plain = make_policy(algo, O3M_MODEL_DISJOINT, D, A, A, 50);
+  size_t len = o3m_policy_state_size(chooser);
   unsigned char *ia = malloc(len), *ib = malloc(len);
   double X[A * D], X2[A * D], buf[D + 3], *x = buf + 1 + 0 * 2;
   int arms[A] = {0, 1, 2, 3};
@@ -417,35 +412,35 @@ static void kept_w_case(ap_algo algo) {
     /* Both draw the same number of Gaussians (LinTS); chooser keeps a
      * choice from X, plain one from X2. */
     int ch, ch2;
-    cr_assert_eq(ap_policy_choose(chooser, A, X2, arms, &ch2, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_choose(chooser, A, X, arms, &ch, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_choose(plain, A, X, arms, &ch2, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_choose(plain, A, X2, arms, &ch2, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(chooser, A, X2, arms, &ch2, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(chooser, A, X, arms, &ch, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(plain, A, X, arms, &ch2, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(plain, A, X2, arms, &ch2, NULL), O3M_OK);
     int arm = ch, kind = t % 5;
     x = buf + (t % 3);
     memcpy(x, X + (size_t)ch * D, sizeof(double) * D);
     if (kind == 3) x[t % D] += 0.25;  /* another x: no reuse */
     if (kind == 4) arm = (ch + 1) % A; /* the same x for another arm: no reuse */
     double r = 0.1 * (t % 7) - 0.3;
-    cr_assert_eq(ap_policy_update(chooser, arm, x, r), O3M_OK);
-    cr_assert_eq(ap_policy_update(plain, arm, x, r), O3M_OK);
-    cr_assert_eq(ap_policy_state_export(chooser, ia, len), O3M_OK);
-    cr_assert_eq(ap_policy_state_export(plain, ib, len), O3M_OK);
+    cr_assert_eq(o3m_policy_update(chooser, arm, x, r), O3M_OK);
+    cr_assert_eq(o3m_policy_update(plain, arm, x, r), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(chooser, ia, len), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(plain, ib, len), O3M_OK);
     cr_assert_eq(memcmp(ia, ib, len), 0, "%s, round %d (kind %d): states differ",
-                 ap_algo_name(algo), t, kind);
+                 o3m_algo_name(algo), t, kind);
   }
   free(ia);
   free(ib);
-  ap_policy_destroy(chooser);
-  ap_policy_destroy(plain);
+  o3m_policy_destroy(chooser);
+  o3m_policy_destroy(plain);
 }
 
 Test(policy, disjoint_update_after_choose_is_bit_exact) {
-  kept_w_case(AP_ALGO_LINUCB);
-  kept_w_case(AP_ALGO_LINTS);
+  kept_w_case(O3M_ALGO_LINUCB);
+  kept_w_case(O3M_ALGO_LINTS);
 }
 
-/* A disjoint model keeps its arms' inverses two to an array (ap_policy.c,
+/* A disjoint model keeps its arms' inverses two to an array (o3m_policy.c,
  * "Paired triangles"). Each arm must still behave as a model of its own:
  * here every arm of 3- and 4-arm disjoint LinUCB policies is compared with
  * a one-model (shared) policy fed only that arm's observations, with
@@ -453,48 +448,48 @@ Test(policy, disjoint_update_after_choose_is_bit_exact) {
 Test(policy, paired_arms_behave_as_separate_models) {
   enum { D = 9 };
   for (int na = 3; na <= 4; na++) {
-    ap_policy *dis = make_policy(AP_ALGO_LINUCB, AP_MODEL_DISJOINT, D, na, na, 37), *one[4];
-    for (int a = 0; a < na; a++) one[a] = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, D, 1, 1, 37);
+    o3m_policy *dis = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT, D, na, na, 37), *one[4];
+    for (int a = 0; a < na; a++) one[a] = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, D, 1, 1, 37);
     double X[4 * D];
     int arms[4] = {0, 1, 2, 3};
     for (int t = 0; t < 400; t++) {
       for (int i = 0; i < na * D; i++) X[i] = sin(0.9 * i + 0.31 * t) + 0.2 * cos(t);
       double mean[4], var[4];
-      cr_assert_eq(ap_policy_stats(dis, na, X, arms, mean, var), O3M_OK);
+      cr_assert_eq(o3m_policy_stats(dis, na, X, arms, mean, var), O3M_OK);
       for (int a = 0; a < na; a++) {
         double m1, v1;
-        cr_assert_eq(ap_policy_stats(one[a], 1, X + a * D, NULL, &m1, &v1), O3M_OK);
+        cr_assert_eq(o3m_policy_stats(one[a], 1, X + a * D, NULL, &m1, &v1), O3M_OK);
         cr_assert_float_eq(var[a], v1, 1e-12 * v1, "%d arms, round %d, arm %d: var %.17g vs %.17g",
                            na, t, a, var[a], v1);
         cr_assert_float_eq(mean[a], m1, 1e-12 * (1 + fabs(m1)), "round %d, arm %d: mean", t, a);
       }
       int arm = (t * 7) % na;
       double r = X[arm * D] - 0.5 * X[arm * D + 3];
-      cr_assert_eq(ap_policy_update(dis, arm, X + arm * D, r), O3M_OK);
-      cr_assert_eq(ap_policy_update(one[arm], 0, X + arm * D, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(dis, arm, X + arm * D, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(one[arm], 0, X + arm * D, r), O3M_OK);
     }
-    cr_assert_eq(ap_policy_health_check(dis, AP_POLICY_HEALTH_DEEP, NULL), O3M_OK);
-    ap_policy_destroy(dis);
-    for (int a = 0; a < na; a++) ap_policy_destroy(one[a]);
+    cr_assert_eq(o3m_policy_health_check(dis, O3M_POLICY_HEALTH_DEEP, NULL), O3M_OK);
+    o3m_policy_destroy(dis);
+    for (int a = 0; a < na; a++) o3m_policy_destroy(one[a]);
   }
 }
 
 Test(policy, config_errors_name_the_field) {
-  ap_policy_config c;
-  ap_policy_config_default(&c);
+  o3m_policy_config c;
+  o3m_policy_config_default(&c);
   c.d = 5;
   c.lambda = 0;
-  ap_policy *p;
+  o3m_policy *p;
   o3m_err e;
-  cr_assert_eq(ap_policy_create(&p, &c, &e), O3M_EINVAL);
+  cr_assert_eq(o3m_policy_create(&p, &c, &e), O3M_EINVAL);
   cr_assert(strstr(e.msg, "lambda") != NULL, "%s", e.msg);
   c.lambda = 1;
-  c.model = AP_MODEL_DISJOINT;
+  c.model = O3M_MODEL_DISJOINT;
   c.n_arms = 0;
-  cr_assert_eq(ap_policy_create(&p, &c, &e), O3M_EINVAL);
+  cr_assert_eq(o3m_policy_create(&p, &c, &e), O3M_EINVAL);
   cr_assert(strstr(e.msg, "n_arms") != NULL, "%s", e.msg);
-  ap_algo al;
-  cr_assert_eq(ap_algo_parse("ucb", &al), O3M_EINVAL);
+  o3m_algo al;
+  cr_assert_eq(o3m_algo_parse("ucb", &al), O3M_EINVAL);
 }
 
 /* Regression (found by fuzz_policy_state): a LinTS choice that failed with
@@ -504,30 +499,30 @@ Test(policy, config_errors_name_the_field) {
  * score overflow; afterwards the policy must draw exactly what a twin that
  * never saw the failed call draws. */
 Test(policy, regression_failed_lints_choice_leaves_sampler_unchanged) {
-  ap_model_kind models[2] = {AP_MODEL_SHARED, AP_MODEL_DISJOINT};
+  o3m_model_kind models[2] = {O3M_MODEL_SHARED, O3M_MODEL_DISJOINT};
   for (int m = 0; m < 2; m++) {
-    ap_policy_config c;
-    ap_policy_config_default(&c);
-    c.algo = AP_ALGO_LINTS;
+    o3m_policy_config c;
+    o3m_policy_config_default(&c);
+    c.algo = O3M_ALGO_LINTS;
     c.model = models[m];
     c.d = 3;
     c.n_arms = 2;
     c.max_candidates = 2;
     c.v = 1e10;
-    ap_policy *p, *twin;
-    cr_assert_eq(ap_policy_create(&p, &c, NULL), O3M_OK);
-    cr_assert_eq(ap_policy_create(&twin, &c, NULL), O3M_OK);
+    o3m_policy *p, *twin;
+    cr_assert_eq(o3m_policy_create(&p, &c, NULL), O3M_OK);
+    cr_assert_eq(o3m_policy_create(&twin, &c, NULL), O3M_OK);
     double huge[6] = {1e300, 1e300, 1e300, 1e300, 1e300, 1e300};
     double X[6] = {1, 0, 0, 0, 1, 0};
     int ch, a, b;
     double sa, sb;
-    cr_assert_eq(ap_policy_choose(p, 2, huge, NULL, &ch, NULL), O3M_ENONFINITE);
-    cr_assert_eq(ap_policy_choose(p, 2, X, NULL, &a, &sa), O3M_OK);
-    cr_assert_eq(ap_policy_choose(twin, 2, X, NULL, &b, &sb), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(p, 2, huge, NULL, &ch, NULL), O3M_ENONFINITE);
+    cr_assert_eq(o3m_policy_choose(p, 2, X, NULL, &a, &sa), O3M_OK);
+    cr_assert_eq(o3m_policy_choose(twin, 2, X, NULL, &b, &sb), O3M_OK);
     cr_assert_eq(a, b);
     cr_assert_eq(sa, sb, "%s: %.17g vs %.17g: the failed call moved the sampler",
-                 ap_model_name(models[m]), sa, sb);
-    ap_policy_destroy(p);
-    ap_policy_destroy(twin);
+                 o3m_model_name(models[m]), sa, sb);
+    o3m_policy_destroy(p);
+    o3m_policy_destroy(twin);
   }
 }

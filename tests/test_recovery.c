@@ -10,7 +10,7 @@
  * central model use u0..u19 only, since the central model cannot know pp1's
  * dummy key.
  *
- * "Central" is an in-process ap_policy (LinUCB, shared model) fed the
+ * "Central" is an in-process o3m_policy (LinUCB, shared model) fed the
  * unmasked contexts, rebuilt from the same CSV files, and the rewards the
  * AP acknowledged, in the order it acknowledged them. Because Q is
  * orthogonal, the AP's decisions, scores and ||theta|| equal the central
@@ -65,7 +65,7 @@
 
 #include "ap_client.h"
 #include "ap_journal.h"
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "fed_proc.h"
 #include "o3m.pb-c.h"
 #include "o3m_block_store.h"
@@ -233,38 +233,38 @@ static int log_has(int p, const char *what) {
 
 typedef struct central {
   fed_tables t;
-  ap_policy *pol;
+  o3m_policy *pol;
 } central;
 
 static void central_init(central *c) {
   fed_tables_load(&c->t);
-  ap_policy_config pc;
-  ap_policy_config_default(&pc);
-  pc.algo = AP_ALGO_LINUCB;
-  pc.model = AP_MODEL_SHARED;
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
+  pc.algo = O3M_ALGO_LINUCB;
+  pc.model = O3M_MODEL_SHARED;
   pc.d = D;
   pc.max_candidates = K_MAX;
   pc.alpha = ALPHA;
   pc.lambda = 1.0;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(ap_policy_create(&c->pol, &pc, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_policy_create(&c->pol, &pc, &e), 0, "%s", o3m_err_message(&e));
 }
 
 static void central_free(central *c) {
   fed_tables_free(&c->t);
-  ap_policy_destroy(c->pol);
+  o3m_policy_destroy(c->pol);
 }
 
 /* A round's request: a known user and K distinct items. */
 static void draw_round(o3m_rng *r, fed_round *q) { fed_draw_round(r, N_KNOWN, q); }
 
-static void assert_theta(ap_client *c, const ap_policy *pol, uint64_t updates) {
+static void assert_theta(ap_client *c, const o3m_policy *pol, uint64_t updates) {
   ap_stats st;
   ap_stats_get(c, &st);
   cr_assert_eq(st.updates, updates, "AP updates %" PRIu64 ", acknowledged %" PRIu64, st.updates,
                updates);
-  double tn = ap_policy_theta_norm(pol, 0);
+  double tn = o3m_policy_theta_norm(pol, 0);
   cr_assert_leq(fabs(st.theta_norm - tn), 1e-9 * fmax(1.0, tn),
                 "AP ||theta|| %.17g, in-process replay %.17g", st.theta_norm, tn);
 }
@@ -285,7 +285,7 @@ static void lossless_rounds(ap_client *cli, central *c, o3m_rng *r, int n, uint6
     cr_assert_eq(rc, 0, "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
     int chosen;
     double score;
-    cr_assert_eq(ap_policy_choose(c->pol, q.K, X, NULL, &chosen, &score), 0);
+    cr_assert_eq(o3m_policy_choose(c->pol, q.K, X, NULL, &chosen, &score), 0);
     cr_assert_eq(rec.candidate, chosen, "round %d: federated chose %d, central %d", t,
                  rec.candidate, chosen);
     cr_assert_leq(fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score)),
@@ -296,7 +296,7 @@ static void lossless_rounds(ap_client *cli, central *c, o3m_rng *r, int n, uint6
     rc = ap_client_reward(cli, rec.decision, rw, &updates, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s", t, o3m_err_message(&e));
     cr_assert_eq(updates, *acked + 1);
-    cr_assert_eq(ap_policy_update(c->pol, 0, x, rw), 0);
+    cr_assert_eq(o3m_policy_update(c->pol, 0, x, rw), 0);
     (*acked)++;
   }
 }
@@ -483,7 +483,7 @@ Test(recovery, acknowledged_batch_survives_kill9, .init = fed_up_ckpt5, .fini = 
       cr_assert_eq(ap_client_reward(cli, dec[b], rw[b], &updates, &e), 0, "%s",
                    o3m_err_message(&e));
       cr_assert_eq(updates, acked + 1);
-      cr_assert_eq(ap_policy_update(c.pol, 0, X[b], rw[b]), 0);
+      cr_assert_eq(o3m_policy_update(c.pol, 0, X[b], rw[b]), 0);
       acked++;
     }
     ap_client_destroy(cli);
@@ -650,7 +650,7 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
     rc = ap_client_reward(cli, rec.decision, rw, &updates, &e);
     if (rc == 0) {
       cr_assert_eq(updates, acked + 1);
-      cr_assert_eq(ap_policy_update(c.pol, 0, x, rw), 0);
+      cr_assert_eq(o3m_policy_update(c.pol, 0, x, rw), 0);
       acked++;
       continue;
     }
@@ -682,7 +682,7 @@ Test(recovery, disk_error_fails_the_reward_unacknowledged_and_stops_the_ap, .ini
   cr_assert(st.updates == acked || st.updates == acked + 1, "updates %" PRIu64 ", acked %" PRIu64,
             st.updates, acked);
   if (st.updates == acked + 1) {
-    cr_assert_eq(ap_policy_update(c.pol, 0, x_fail, rw_fail), 0);
+    cr_assert_eq(o3m_policy_update(c.pol, 0, x_fail, rw_fail), 0);
     acked++;
   }
   assert_theta(cli, c.pol, acked);
@@ -1118,7 +1118,7 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
      * filled by the landed rewards in the order they were sent (their
      * journal order: one in flight per client, and the AP applies the
      * rewards of a run in journal order). */
-    ap_policy_reset(x.c.pol);
+    o3m_policy_reset(x.c.pol);
     size_t ai = 0, li = 0;
     for (uint64_t o = 1; o <= U; o++) {
       const sent *s;
@@ -1127,9 +1127,9 @@ Test(recovery, crash_several_clients_every_acknowledged_reward_exactly_once,
         cr_assert_lt(li, n_landed, "ordinal %" PRIu64 " is neither acknowledged nor landed", o);
         s = &landed[li++];
       }
-      cr_assert_eq(ap_policy_update(x.c.pol, 0, s->x, s->reward), 0);
+      cr_assert_eq(o3m_policy_update(x.c.pol, 0, s->x, s->reward), 0);
     }
-    double tn = ap_policy_theta_norm(x.c.pol, 0);
+    double tn = o3m_policy_theta_norm(x.c.pol, 0);
     cr_assert_leq(fabs(st.theta_norm - tn), 1e-9 * fmax(1.0, tn),
                   "kill point %d: AP ||theta|| %.17g, replay %.17g", kp, st.theta_norm, tn);
 

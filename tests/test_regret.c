@@ -44,11 +44,11 @@ Test(regret, linucb_federated_equals_central) {
   eval_regret_config c = small_config();
   eval_regret *r = run(&c);
   eval_regret_summary s;
-  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, &s), O3M_OK);
   cr_assert_eq(s.agreement, 1.0, "agreement %.6f, expected 1", s.agreement);
   for (int k = 0; k < c.n_seeds; k++) {
-    double fc = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
-    double ff = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_FEDERATED, k);
+    double fc = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
+    double ff = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_FEDERATED, k);
     cr_assert(fc > 0, "seed %d: central regret %g", k, fc);
     cr_assert_eq(ff, fc, "seed %d: federated regret %.17g, central %.17g", k, ff, fc);
   }
@@ -66,12 +66,12 @@ Test(regret, partial_local_worse_than_central_on_every_seed) {
   c.algos = EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS;
   eval_regret *r = run(&c);
   for (int a = 0; a < 2; a++) {
-    ap_algo algo = a ? AP_ALGO_LINTS : AP_ALGO_LINUCB;
+    o3m_algo algo = a ? O3M_ALGO_LINTS : O3M_ALGO_LINUCB;
     for (int k = 0; k < c.n_seeds; k++) {
-      double fc = eval_regret_final(r, algo, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
-      double fl = eval_regret_final(r, algo, AP_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
+      double fc = eval_regret_final(r, algo, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
+      double fl = eval_regret_final(r, algo, O3M_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
       /* Over seeds 1..39 the ratio is at least 4.7; 2 leaves room. */
-      cr_assert_gt(fl, 2 * fc, "%s seed %d: local regret %g, central %g", ap_algo_name(algo),
+      cr_assert_gt(fl, 2 * fc, "%s seed %d: local regret %g, central %g", o3m_algo_name(algo),
                    k + 1, fl, fc);
     }
   }
@@ -86,17 +86,17 @@ Test(regret, every_variant_sees_the_same_stream) {
   c.ratios[0] = 0.2;
   eval_regret *r = run(&c);
   eval_regret_summary s;
-  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, &s), O3M_OK);
   cr_assert_eq(s.cols[EVAL_REGRET_LOCAL], 2);
   cr_assert_eq(s.cols[EVAL_REGRET_RATIO0], 2);
   for (int k = 0; k < c.n_seeds; k++) {
-    double fl = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
-    double fr = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_RATIO0, k);
+    double fl = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
+    double fr = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_RATIO0, k);
     cr_assert_eq(fl, fr, "seed %d: local %.17g, ratio 0.2 %.17g", k, fl, fr);
   }
   /* A different seed is a different stream. */
-  double f0 = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, 0);
-  double f1 = eval_regret_final(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, EVAL_REGRET_CENTRAL, 1);
+  double f0 = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, 0);
+  double f1 = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, 1);
   cr_assert_neq(f0, f1, "seeds 1 and 2 gave the same regret %.17g", f0);
   eval_regret_destroy(r);
 }
@@ -107,11 +107,11 @@ Test(regret, disjoint_lints_agrees_draw_by_draw) {
   c.models = EVAL_REGRET_DISJOINT;
   eval_regret *r = run(&c);
   eval_regret_summary s;
-  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINTS, AP_MODEL_DISJOINT, &s), O3M_OK);
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINTS, O3M_MODEL_DISJOINT, &s), O3M_OK);
   cr_assert_eq(s.agreement, 1.0, "agreement %.6f, expected 1", s.agreement);
   cr_assert_eq(s.final_mean[EVAL_REGRET_FEDERATED], s.final_mean[EVAL_REGRET_CENTRAL]);
   cr_assert_lt(s.max_theta_diff, 1e-9, "theta norm differs by %g", s.max_theta_diff);
-  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINUCB, AP_MODEL_SHARED, &s), O3M_ENOTFOUND);
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, &s), O3M_ENOTFOUND);
   eval_regret_destroy(r);
 }
 
@@ -122,7 +122,7 @@ Test(regret, shared_lints_same_posterior) {
   c.algos = EVAL_REGRET_LINTS;
   eval_regret *r = run(&c);
   eval_regret_summary s;
-  cr_assert_eq(eval_regret_summary_of(r, AP_ALGO_LINTS, AP_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINTS, O3M_MODEL_SHARED, &s), O3M_OK);
   cr_assert_lt(s.max_mean_diff, 1e-9, "estimated reward differs by %g", s.max_mean_diff);
   cr_assert_lt(s.max_width_diff, 1e-9, "width differs by %g", s.max_width_diff);
   cr_assert_lt(s.max_theta_diff_same, 1e-9, "theta norm differs by %g", s.max_theta_diff_same);

@@ -235,8 +235,8 @@ Test(replay_criteo, disjoint_lints_federated_draws_as_central, .init = gen_setup
    * so with one seed the masked learner draws exactly as the central one. */
   eval_replay_config c;
   config(&c, "20,19");
-  c.policy.algo = AP_ALGO_LINTS;
-  c.policy.model = AP_MODEL_DISJOINT;
+  c.policy.algo = O3M_ALGO_LINTS;
+  c.policy.model = O3M_MODEL_DISJOINT;
   c.policy.v = 0.1;
   c.limit = 5000;
   eval_replay_result res;

@@ -6,7 +6,7 @@
  *       central learner's on raw ones (shared LinUCB, the paper's VFUCB, as
  *       the main table; shared LinTS for reference), d in {50,100,200,500} x
  *       K in {10,100,1000}, M = 5 parties of equal width;
- *   (b) our round (Sherman-Morrison, ap_policy) against the paper's round,
+ *   (b) our round (Sherman-Morrison, o3m_policy) against the paper's round,
  *       which recomputes Lambda^{-1} from Lambda by a general LU inverse;
  *   (c) decisions per second (choose + update) at d = 100, K = 10, one thread;
  *   (d) the share of the machine's measured dgemm rate that the shared-LinUCB
@@ -40,7 +40,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ap_policy.h"
+#include "o3m_policy.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
 #include "o3m_error.h"
@@ -127,9 +127,9 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
-static ap_policy *make_policy(ap_algo algo, ap_model_kind model, int d, int kmax, uint64_t seed) {
-  ap_policy_config cfg;
-  ap_policy_config_default(&cfg);
+static o3m_policy *make_policy(o3m_algo algo, o3m_model_kind model, int d, int kmax, uint64_t seed) {
+  o3m_policy_config cfg;
+  o3m_policy_config_default(&cfg);
   cfg.algo = algo;
   cfg.model = model;
   cfg.d = d;
@@ -138,10 +138,10 @@ static ap_policy *make_policy(ap_algo algo, ap_model_kind model, int d, int kmax
   cfg.alpha = ALPHA;
   cfg.v = TS_V;
   cfg.seed = seed;
-  ap_policy *p;
+  o3m_policy *p;
   o3m_err e;
   o3m_err_clear(&e);
-  int rc = ap_policy_create(&p, &cfg, &e);
+  int rc = o3m_policy_create(&p, &cfg, &e);
   if (rc) {
     fprintf(stderr, "o3m-bench-core: %s\n", o3m_err_message(&e));
     exit(1);
@@ -159,10 +159,10 @@ static eval_synth *make_synth(int d, int K, uint64_t seed) {
 
 /* One round on one policy: choose among the K rows of X, then feed back the
  * chosen row with its reward. Returns the chosen index; exits on error. */
-static inline int policy_round(ap_policy *p, int K, int d, const double *X, const double *rew) {
+static inline int policy_round(o3m_policy *p, int K, int d, const double *X, const double *rew) {
   int c;
-  int rc = ap_policy_choose(p, K, X, NULL, &c, NULL);
-  if (!rc) rc = ap_policy_update(p, c, X + (size_t)c * d, rew[c]);
+  int rc = o3m_policy_choose(p, K, X, NULL, &c, NULL);
+  if (!rc) rc = o3m_policy_update(p, c, X + (size_t)c * d, rew[c]);
   if (rc) die(rc, "policy round");
   return c;
 }
@@ -315,7 +315,7 @@ static void pool_free(pool *pl) {
 /* Warm-up: n single-context updates, the same observations given to the
  * central policy on x and to the masked one on Q x (masked may be NULL), so
  * that both states are non-trivial and equivalent. Costs O(n d^2). */
-static void warm_updates(ap_policy *central, ap_policy *masked, parties *ps, int d, int n,
+static void warm_updates(o3m_policy *central, o3m_policy *masked, parties *ps, int d, int n,
                          uint64_t seed) {
   eval_synth *s = make_synth(d, 1, seed);
   double *x = xmalloc(sizeof(double) * d), *y = xmalloc(sizeof(double) * d * N_PARTIES);
@@ -323,11 +323,11 @@ static void warm_updates(ap_policy *central, ap_policy *masked, parties *ps, int
   for (int t = 0; t < n; t++) {
     double r;
     int rc = eval_synth_round(s, x, NULL, &r);
-    if (!rc) rc = ap_policy_update(central, 0, x, r);
+    if (!rc) rc = o3m_policy_update(central, 0, x, r);
     if (!rc && masked) {
       parties_mask(ps, 1, x, y);
       sum_parts(ps->M, (size_t)d, y, qx);
-      rc = ap_policy_update(masked, 0, qx, r);
+      rc = o3m_policy_update(masked, 0, qx, r);
     }
     if (rc) die(rc, "warm-up");
   }
@@ -342,7 +342,7 @@ static void warm_updates(ap_policy *central, ap_policy *masked, parties *ps, int
 /* One variant of (a): a policy walking through the pool, on raw contexts
  * (masked = 0) or on the summed masked parts (masked = 1). */
 typedef struct a_runner {
-  ap_policy *pol;
+  o3m_policy *pol;
   const pool *pl;
   int masked;
   int next;    /* next pool round */
@@ -429,7 +429,7 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
   double *ta = xmalloc(sizeof(double) * o->pairs), *tb = xmalloc(sizeof(double) * o->pairs);
   double *ra = xmalloc(sizeof(double) * o->pairs);
   for (int ai = 0; ai < 2; ai++) {
-    ap_algo algo = ai == 0 ? AP_ALGO_LINUCB : AP_ALGO_LINTS;
+    o3m_algo algo = ai == 0 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
     printf("\n  shared %s%s\n", ai == 0 ? "LinUCB (VFUCB)" : "LinTS (VFTS)",
            ai == 0 ? ", target masked/central <= 1.10" : ", for reference");
     printf("  %5s %5s %7s %12s %12s %10s %8s %15s  %s\n", "d", "K", "batch", "central us",
@@ -438,8 +438,8 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
       int d = A_DIMS[di];
       parties ps;
       parties_init(&ps, d, 1000, 0x5eed0000u + d);
-      ap_policy *pc = make_policy(algo, AP_MODEL_SHARED, d, 1000, 7);
-      ap_policy *pm = make_policy(algo, AP_MODEL_SHARED, d, 1000, 7);
+      o3m_policy *pc = make_policy(algo, O3M_MODEL_SHARED, d, 1000, 7);
+      o3m_policy *pm = make_policy(algo, O3M_MODEL_SHARED, d, 1000, 7);
       warm_updates(pc, pm, &ps, d, o->warm_updates, 1000 + d);
       for (int ki = 0; ki < NELEM(A_KS); ki++) {
         int K = A_KS[ki];
@@ -457,7 +457,7 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
         double q1 = quantile(ra, o->pairs, 0.25), q3 = quantile(ra, o->pairs, 0.75);
         double r = median(ra, o->pairs);
         char same[48] = "";
-        if (algo == AP_ALGO_LINUCB) {
+        if (algo == O3M_ALGO_LINUCB) {
           int mis = count_mismatch(rc.dec, rm.dec, rc.ndec);
           if (mis)
             snprintf(same, sizeof same, "NO: %d of %d differ", mis, rc.ndec);
@@ -480,8 +480,8 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
         pool_free(&pl);
         eval_synth_destroy(s);
       }
-      ap_policy_destroy(pc);
-      ap_policy_destroy(pm);
+      o3m_policy_destroy(pc);
+      o3m_policy_destroy(pm);
       parties_free(&ps);
     }
   }
@@ -497,7 +497,7 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
  * u, and every round invert Lambda from scratch (general LU: getrf + getri),
  * set theta = Lambda^{-1} u, score all K arms with X Lambda^{-1} (a gemm, the
  * inverse being a general matrix to numpy), pick the best, and add x x^T and
- * r x. Same tie rule as ap_policy, so the decisions can be compared. */
+ * r x. Same tie rule as o3m_policy, so the decisions can be compared. */
 typedef struct paper_ucb {
   int d;
   double *lam;          /* d x d, upper triangle: Lambda */
@@ -558,7 +558,7 @@ static int paper_round(paper_ucb *s, int K, const double *X, const double *rew) 
     s->score[k] = s->mean[k] + ALPHA * sqrt(v > 0 ? v : 0);
     if (s->score[k] > best) best = s->score[k];
   }
-  double tol = AP_POLICY_TIE_RTOL * (fabs(best) > 1.0 ? fabs(best) : 1.0);
+  double tol = O3M_POLICY_TIE_RTOL * (fabs(best) > 1.0 ? fabs(best) : 1.0);
   int c = 0;
   while (c < K - 1 && s->score[c] < best - tol) c++;
   paper_update(s, X + (size_t)c * d, rew[c]);
@@ -566,9 +566,9 @@ static int paper_round(paper_ucb *s, int K, const double *X, const double *rew) 
 }
 
 typedef struct b_runner {
-  int paper; /* 1: paper_ucb, 0: ap_policy */
+  int paper; /* 1: paper_ucb, 0: o3m_policy */
   paper_ucb *ps;
-  ap_policy *pol;
+  o3m_policy *pol;
   const pool *pl;
   int next;
   int *dec;
@@ -597,7 +597,7 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
       "    paper = Lambda^{-1} recomputed every round by a general LU inverse (o3m_getrf +\n"
       "    o3m_getri, 2 d^3 flops; numpy.linalg.inv's gesv against I is ~8/3 d^3), theta =\n"
       "    Lambda^{-1} u, scores via X Lambda^{-1} (dgemm);\n"
-      "    ours  = ap_policy_choose + ap_policy_update (Sherman-Morrison, one dtrmm).\n"
+      "    ours  = o3m_policy_choose + o3m_policy_update (Sherman-Morrison, one dtrmm).\n"
       "    batch = rounds per timed batch. Medians over %d interleaved batches;\n"
       "    speedup = median of paper/ours over adjacent batch pairs [quartiles].\n",
       o->pairs);
@@ -612,7 +612,7 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
     int d = B_DIMS[di];
     paper_ucb ps;
     paper_init(&ps, d, K);
-    ap_policy *pol = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, 7);
+    o3m_policy *pol = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, d, K, 7);
     /* The same warm-up observations for both. */
     warm_updates(pol, NULL, NULL, d, o->warm_updates, 3000 + d);
     {
@@ -654,7 +654,7 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
     free(ro.dec);
     pool_free(&pl);
     eval_synth_destroy(s);
-    ap_policy_destroy(pol);
+    o3m_policy_destroy(pol);
     paper_free(&ps);
   }
   free(ta);
@@ -667,13 +667,13 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
 static void section_c(const bench_opts *o, bench_summary *sum) {
   const int d = 100, K = 10, NV = 4;
   static const struct {
-    ap_algo algo;
-    ap_model_kind model;
+    o3m_algo algo;
+    o3m_model_kind model;
     const char *name;
-  } var[4] = {{AP_ALGO_LINUCB, AP_MODEL_DISJOINT, "disjoint LinUCB"},
-              {AP_ALGO_LINTS, AP_MODEL_DISJOINT, "disjoint LinTS"},
-              {AP_ALGO_LINUCB, AP_MODEL_SHARED, "shared LinUCB"},
-              {AP_ALGO_LINTS, AP_MODEL_SHARED, "shared LinTS"}};
+  } var[4] = {{O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT, "disjoint LinUCB"},
+              {O3M_ALGO_LINTS, O3M_MODEL_DISJOINT, "disjoint LinTS"},
+              {O3M_ALGO_LINUCB, O3M_MODEL_SHARED, "shared LinUCB"},
+              {O3M_ALGO_LINTS, O3M_MODEL_SHARED, "shared LinTS"}};
   printf(
       "\n(c) Decisions per second, d = %d, K = %d, one thread (one decision = choose +\n"
       "    update). Contexts: l2-normalized Gaussians (eval_synth), rewards x^T theta* +\n"
@@ -686,7 +686,7 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
   eval_synth *s = make_synth(d, K, 5000);
   pool pl;
   pool_init(&pl, s, NULL, K, d, 1024, 16);
-  ap_policy *pol[4];
+  o3m_policy *pol[4];
   int next[4], B[4];
   for (int v = 0; v < NV; v++) {
     pol[v] = make_policy(var[v].algo, var[v].model, d, K, 11 + v);
@@ -729,9 +729,9 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
       next[v] = p + 1 == pl.P ? 0 : p + 1;
       const double *X = pl.X + (size_t)p * K * d;
       double t0 = now_s();
-      int rc = ap_policy_choose(pol[v], K, X, NULL, &c, NULL);
+      int rc = o3m_policy_choose(pol[v], K, X, NULL, &c, NULL);
       double t1 = now_s();
-      if (!rc) rc = ap_policy_update(pol[v], c, X + (size_t)c * d, pl.rew[(size_t)p * K + c]);
+      if (!rc) rc = o3m_policy_update(pol[v], c, X + (size_t)c * d, pl.rew[(size_t)p * K + c]);
       double t2 = now_s();
       if (rc) die(rc, "policy round");
       tch[v * SPLIT_ROUNDS + t] = t1 - t0;
@@ -749,7 +749,7 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
            1e6 / m, q1, q3, mc * 1e6, mu * 1e6);
     if (v == 0) sum->dps_disj_ucb = m;
     if (v == 1) sum->dps_disj_ts = m;
-    ap_policy_destroy(pol[v]);
+    o3m_policy_destroy(pol[v]);
   }
   fflush(stdout);
   free(rate);
@@ -767,11 +767,11 @@ static void fill_gauss(o3m_rng *r, double *a, long n) {
 }
 
 /* Section (d)'s four timed calls on one shape: 0 the policy's scoring
- * (ap_policy_stats), 1 a raw dtrmm with the copy it needs, 2 a raw dsymm,
+ * (o3m_policy_stats), 1 a raw dtrmm with the copy it needs, 2 a raw dsymm,
  * 3 a raw dgemm against a full matrix. */
-static void d_call(int k, ap_policy *pol, int K, int d, const double *X, const double *S,
+static void d_call(int k, o3m_policy *pol, int K, int d, const double *X, const double *S,
                    double *W, double *mean, double *var, int *rc) {
-  if (k == 0) *rc = ap_policy_stats(pol, K, X, NULL, mean, var);
+  if (k == 0) *rc = o3m_policy_stats(pol, K, X, NULL, mean, var);
   if (k == 1) {
     memcpy(W, X, sizeof(double) * (size_t)K * d);
     o3m_trmm_right_upper(K, d, S, W);
@@ -792,7 +792,7 @@ static void section_d(const bench_opts *o) {
   const int n = 1000, K = 1000, ND = NELEM(D_DIMS);
   printf("\n(d) Scoring vs the machine's dgemm rate, one thread\n");
   printf(
-      "    peak = o3m_gemm at n = %d (2 n^3 flops per call). scoring = ap_policy_stats,\n"
+      "    peak = o3m_gemm at n = %d (2 n^3 flops per call). scoring = o3m_policy_stats,\n"
       "    shared LinUCB, K = %d, counted as the flops it performs: dtrmm with the upper\n"
       "    triangle of Ainv (K d (d + 1)), K dots and the means X theta (4 K d). For\n"
       "    diagnosis, the same shape as one raw dtrmm (with its copy), as\n"
@@ -808,13 +808,13 @@ static void section_d(const bench_opts *o) {
   fill_gauss(rng, A, (long)n * n);
   fill_gauss(rng, Bm, (long)n * n);
   memset(C, 0, sizeof(double) * n * n);
-  ap_policy *pol[3];
+  o3m_policy *pol[3];
   double *X[3], *S[3], *W = xmalloc(sizeof(double) * K * 500);
   double *mean = xmalloc(sizeof(double) * K), *var = xmalloc(sizeof(double) * K);
   int B[3][4];
   for (int i = 0; i < ND; i++) {
     int d = D_DIMS[i];
-    pol[i] = make_policy(AP_ALGO_LINUCB, AP_MODEL_SHARED, d, K, 7);
+    pol[i] = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, d, K, 7);
     warm_updates(pol[i], NULL, NULL, d, o->warm_updates < 500 ? o->warm_updates : 500, 6000 + d);
     eval_synth *s = make_synth(d, K, 7000 + d);
     X[i] = xmalloc(sizeof(double) * K * d);
@@ -835,7 +835,7 @@ static void section_d(const bench_opts *o) {
       double t0 = now_s();
       d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
       double t = now_s() - t0;
-      if (rc) die(rc, "ap_policy_stats");
+      if (rc) die(rc, "o3m_policy_stats");
       B[i][k] = (int)(o->batch_d_s / (t > 1e-9 ? t : 1e-9));
       if (B[i][k] < 1) B[i][k] = 1;
     }
@@ -853,7 +853,7 @@ static void section_d(const bench_opts *o) {
         t0 = now_s();
         for (int b = 0; b < B[i][k]; b++) d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
         double t = (now_s() - t0) / B[i][k];
-        if (rc) die(rc, "ap_policy_stats");
+        if (rc) die(rc, "o3m_policy_stats");
         g[(i * 4 + k) * R + rep] = d_flops(k, K, d) / t * 1e-9;
       }
     }
@@ -874,7 +874,7 @@ static void section_d(const bench_opts *o) {
   }
   fflush(stdout);
   for (int i = 0; i < ND; i++) {
-    ap_policy_destroy(pol[i]);
+    o3m_policy_destroy(pol[i]);
     free(X[i]);
     free(S[i]);
   }

@@ -33,7 +33,7 @@
 #define MAGIC_LEN 8 /* with its NUL */
 
 static const char *g_dir;
-static ap_policy *g_pol;
+static o3m_policy *g_pol;
 static size_t g_size;
 static uint8_t *g_fresh, *g_img, *g_img2;
 
@@ -43,19 +43,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   /* A level above ERROR: every input is hostile, and recovery's warnings
    * about it would only slow the run down. */
   o3m_log_init("fuzz_checkpoint", (o3m_log_level)(O3M_LOG_ERROR + 1));
-  ap_policy_config cfg;
-  ap_policy_config_default(&cfg);
+  o3m_policy_config cfg;
+  o3m_policy_config_default(&cfg);
   cfg.d = D;
   cfg.n_arms = 1;
   cfg.max_candidates = 4;
   o3m_err e;
-  if (ap_policy_create(&g_pol, &cfg, &e) != 0) fuzz_die("ap_policy_create");
-  g_size = ap_policy_state_size(g_pol);
+  if (o3m_policy_create(&g_pol, &cfg, &e) != 0) fuzz_die("o3m_policy_create");
+  g_size = o3m_policy_state_size(g_pol);
   g_fresh = malloc(g_size);
   g_img = malloc(g_size);
   g_img2 = malloc(g_size);
   if (!g_fresh || !g_img || !g_img2) fuzz_die("malloc");
-  if (ap_policy_state_export(g_pol, g_fresh, g_size) != 0) fuzz_die("export");
+  if (o3m_policy_state_export(g_pol, g_fresh, g_size) != 0) fuzz_die("export");
   return 0;
 }
 
@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = recover(&c, salvage, &info, &e);
   if (rc != 0) {
     FUZZ_CHECK(rc < 0 && c == NULL);
-    FUZZ_CHECK(ap_policy_state_export(g_pol, g_img, g_size) == 0);
+    FUZZ_CHECK(o3m_policy_state_export(g_pol, g_img, g_size) == 0);
     FUZZ_CHECK(memcmp(g_img, g_fresh, g_size) == 0);
     return 0;
   }
@@ -126,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(rc != O3M_EIO);
   FUZZ_CHECK(ap_checkpoint_sync(c, &e) == 0);
   int wrote = ap_checkpoint_write(c, &e) == 0;
-  FUZZ_CHECK(ap_policy_state_export(g_pol, g_img, g_size) == 0);
+  FUZZ_CHECK(o3m_policy_state_export(g_pol, g_img, g_size) == 0);
   ap_checkpoint_close(c);
   if (!wrote) return 0;
 
@@ -135,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc != 0) fprintf(stderr, "second recovery: %s\n", o3m_err_message(&e));
   FUZZ_CHECK(rc == 0);
   FUZZ_CHECK(info.replayed == 0);
-  FUZZ_CHECK(ap_policy_state_export(g_pol, g_img2, g_size) == 0);
+  FUZZ_CHECK(o3m_policy_state_export(g_pol, g_img2, g_size) == 0);
   FUZZ_CHECK(memcmp(g_img, g_img2, g_size) == 0);
   ap_checkpoint_close(c);
   return 0;

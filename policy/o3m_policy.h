@@ -1,9 +1,15 @@
-/* ap_policy.h -- LinUCB and linear Thompson sampling, shared and disjoint.
+/* o3m_policy.h -- LinUCB and linear Thompson sampling, shared and disjoint.
  *
- * The policy library of the active participant. The AP daemon and o3m-eval
- * both link it. It never knows whether the contexts it sees are raw (x) or
- * masked (Q x): because Q is orthogonal every quantity it computes is the same
- * either way, which is the whole point of O3M.
+ * The bandit engine, a library of its own (policy/) with this one public
+ * header; the AP daemon and o3m-eval are two of its users. It never knows
+ * whether the contexts it sees are raw (x) or masked (Q x): because Q is
+ * orthogonal every quantity it computes is the same either way, which is the
+ * whole point of O3M.
+ *
+ * Files: o3m_policy.c (the engine: create, choose, update, reset),
+ * o3m_policy_state.c (the state image below) and o3m_policy_health.c (the
+ * health check and refactorization), sharing o3m_policy_impl.h, which only
+ * they include.
  *
  * Two models:
  *   shared    one theta over per-arm contexts (the paper's VFUCB / VFTS):
@@ -14,7 +20,7 @@
  *   linucb    score = x^T theta + alpha sqrt(x^T Lambda^{-1} x)
  *   lints     score = x^T mu, mu ~ N(theta, v^2 Lambda^{-1})
  *
- * Ties: scores within AP_POLICY_TIE_RTOL * max(1, |best|) of the best are
+ * Ties: scores within O3M_POLICY_TIE_RTOL * max(1, |best|) of the best are
  * ties and go to the lowest candidate index. The tolerance is far above the
  * rounding difference between computing on x and on Q x (about 1e-14 here)
  * and far below any real gap, so masked and central runs break ties alike; it
@@ -29,24 +35,24 @@
  * refactor_every updates (per arm for disjoint) the inverse or factor is
  * recomputed exactly from Lambda to bound drift.
  *
- * Everything is allocated in ap_policy_create(); choose and update allocate
+ * Everything is allocated in o3m_policy_create(); choose and update allocate
  * nothing. A policy is not thread-safe: callers serialize access. */
-#ifndef AP_POLICY_H
-#define AP_POLICY_H
+#ifndef O3M_POLICY_H
+#define O3M_POLICY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "o3m_error.h"
 
-#define AP_POLICY_TIE_RTOL 1e-10
+#define O3M_POLICY_TIE_RTOL 1e-10
 
-typedef enum { AP_ALGO_LINUCB = 1, AP_ALGO_LINTS = 2 } ap_algo;
-typedef enum { AP_MODEL_SHARED = 1, AP_MODEL_DISJOINT = 2 } ap_model_kind;
+typedef enum { O3M_ALGO_LINUCB = 1, O3M_ALGO_LINTS = 2 } o3m_algo;
+typedef enum { O3M_MODEL_SHARED = 1, O3M_MODEL_DISJOINT = 2 } o3m_model_kind;
 
-typedef struct ap_policy_config {
-  ap_algo algo;
-  ap_model_kind model;
+typedef struct o3m_policy_config {
+  o3m_algo algo;
+  o3m_model_kind model;
   int d;              /* context dimension */
   int n_arms;         /* disjoint: number of arms; shared: ignored */
   int max_candidates; /* largest K passed to choose */
@@ -55,25 +61,25 @@ typedef struct ap_policy_config {
   double v;           /* LinTS scale, >= 0 */
   uint64_t seed;      /* LinTS sampler seed */
   int refactor_every; /* exact refactorization period in updates, >= 1 */
-} ap_policy_config;
+} o3m_policy_config;
 
-typedef struct ap_policy ap_policy;
+typedef struct o3m_policy o3m_policy;
 
 /* Fills cfg with the defaults: linucb, shared, lambda 1, alpha 0.5, v 0.01,
  * seed 1, refactor_every 1000, max_candidates 1000. d and n_arms are 0 and
  * must be set. */
-void ap_policy_config_default(ap_policy_config *cfg);
+void o3m_policy_config_default(o3m_policy_config *cfg);
 
 /* Parses "linucb"/"lints" and "shared"/"disjoint". O3M_EINVAL otherwise. */
-int ap_algo_parse(const char *s, ap_algo *out);
-int ap_model_parse(const char *s, ap_model_kind *out);
-const char *ap_algo_name(ap_algo a);
-const char *ap_model_name(ap_model_kind m);
+int o3m_algo_parse(const char *s, o3m_algo *out);
+int o3m_model_parse(const char *s, o3m_model_kind *out);
+const char *o3m_algo_name(o3m_algo a);
+const char *o3m_model_name(o3m_model_kind m);
 
 /* Validates cfg (errors name the field) and allocates all state. */
-int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e);
-void ap_policy_destroy(ap_policy *p);
-const ap_policy_config *ap_policy_config_of(const ap_policy *p);
+int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e);
+void o3m_policy_destroy(o3m_policy *p);
+const o3m_policy_config *o3m_policy_config_of(const o3m_policy *p);
 
 /* Chooses among K candidates. X is K x d row-major (row k is the context of
  * candidate k). arms[k] is candidate k's arm index for the disjoint model
@@ -83,14 +89,14 @@ const ap_policy_config *ap_policy_config_of(const ap_policy *p);
  * bad arm index, O3M_ENONFINITE for a non-finite context (or contexts so
  * large that the sum of their magnitudes overflows); the policy state
  * (including the sampler) is unchanged on error. */
-int ap_policy_choose(ap_policy *p, int K, const double *X, const int *arms, int *chosen,
+int o3m_policy_choose(o3m_policy *p, int K, const double *X, const int *arms, int *chosen,
                      double *score);
 
 /* Per-candidate quantities without sampling, for tests and diagnostics:
  * mean[k] = x_k^T theta and var[k] = x_k^T Lambda^{-1} x_k (the squared LinUCB
  * width before alpha; for LinTS the sampled score's variance is v^2 var[k]).
  * Either output may be NULL. */
-int ap_policy_stats(ap_policy *p, int K, const double *X, const int *arms, double *mean,
+int o3m_policy_stats(o3m_policy *p, int K, const double *X, const int *arms, double *mean,
                     double *var);
 
 /* Adds the observation (x, reward) for the given arm (ignored for shared).
@@ -99,10 +105,10 @@ int ap_policy_stats(ap_policy *p, int K, const double *X, const int *arms, doubl
  * is unchanged on error. If the rank-one update finds that definiteness was
  * lost, the update is redone by exact refactorization from Lambda, so no
  * observation is ever dropped. */
-int ap_policy_update(ap_policy *p, int arm, const double *x, double reward);
+int o3m_policy_update(o3m_policy *p, int arm, const double *x, double reward);
 
 /* Checks, without changing what the model has learned, that
- * ap_policy_update(p, arm, x, reward) would leave the model finite: the
+ * o3m_policy_update(p, arm, x, reward) would leave the model finite: the
  * reward and x . x finite, x . x below lambda / DBL_EPSILON (a larger x x^T
  * swamps the ridge in rounding, Lambda is then singular in floating point
  * and its exact refactorization fails), Lambda (the health check's exact
@@ -111,7 +117,7 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward);
  * w = Lambda^{-1} x, the Sherman-Morrison denominator 1 + x^T w (finite and
  * positive), the rank-one term w w^T / (1 + x^T w) and the new theta. So an
  * update it accepts cannot give the health check an O3M_ECORRUPT or a
- * non-finite factor or theta (only a residual above AP_POLICY_HEALTH_RTOL,
+ * non-finite factor or theta (only a residual above O3M_POLICY_HEALTH_RTOL,
  * which a refactorization repairs, remains possible for an extremely
  * ill-conditioned Lambda). O3M_EINVAL for a bad arm, O3M_ENONFINITE
  * otherwise; *what (may be NULL) gets a static phrase naming the quantity.
@@ -120,17 +126,17 @@ int ap_policy_update(ap_policy *p, int arm, const double *x, double reward);
  * product with the factor (O(d^2)); for a LinUCB model it keeps w for the
  * update that follows, which then does not compute it again (bit for bit
  * the same update). */
-int ap_policy_update_check(ap_policy *p, int arm, const double *x, double reward,
+int o3m_policy_update_check(o3m_policy *p, int arm, const double *x, double reward,
                            const char **what);
 
 /* ||theta|| (shared: the one theta; disjoint: theta of the given arm). */
-double ap_policy_theta_norm(const ap_policy *p, int arm);
+double o3m_policy_theta_norm(const o3m_policy *p, int arm);
 
 /* Copies theta (d doubles) of the model (shared) or arm (disjoint). */
-int ap_policy_theta(const ap_policy *p, int arm, double *theta);
+int o3m_policy_theta(const o3m_policy *p, int arm, double *theta);
 
 /* Number of updates applied so far (all arms). */
-uint64_t ap_policy_updates(const ap_policy *p);
+uint64_t o3m_policy_updates(const o3m_policy *p);
 
 /* ------------------------------------------------------------------------
  * State export and import, numerical health (for the AP's durability:
@@ -138,7 +144,7 @@ uint64_t ap_policy_updates(const ap_policy *p);
  *
  * The state image is everything that determines the policy's future
  * behaviour, bit for bit: per model Lambda (its stored part and the rows
- * still held for the next block update, see ap_policy.c), the factor (Ainv
+ * still held for the next block update, see o3m_policy.c), the factor (Ainv
  * or U), u, theta and the updates-since-refactorization counter, plus the
  * update counter and the sampler state. Workspaces are not part of it. Two policies whose
  * images are equal byte for byte make the same decisions and the same
@@ -171,7 +177,7 @@ uint64_t ap_policy_updates(const ap_policy *p);
  *                      values, except for disjoint models, whose odd arm
  *                      2q+1 is held in the lower triangle of rows 1..d of
  *                      arm 2q's array (rows 1..d-1 of it, then row 0 of
- *                      arm 2q+1's own; see ap_policy.c); other entries are
+ *                      arm 2q+1's own; see o3m_policy.c); other entries are
  *                      stale
  *              u       n_models x d binary64
  *              theta   n_models x d binary64
@@ -185,64 +191,64 @@ uint64_t ap_policy_updates(const ap_policy *p);
  * Import checks the structure (magic, version, lengths, B, counters, sampler)
  * and that algo, model, d, n_models, the factor kind and lambda equal this
  * policy's config; it does NOT check the numbers (non-finite values, a
- * broken factor): run ap_policy_health_check() afterwards if the source is
+ * broken factor): run o3m_policy_health_check() afterwards if the source is
  * not trusted. alpha, v, max_candidates, seed and refactor_every come from
  * the policy's own config. */
 
 /* Size in bytes of this policy's state image. */
-size_t ap_policy_state_size(const ap_policy *p);
+size_t o3m_policy_state_size(const o3m_policy *p);
 
-/* Writes the image into buf (len >= ap_policy_state_size()). O3M_EINVAL if
+/* Writes the image into buf (len >= o3m_policy_state_size()). O3M_EINVAL if
  * len is too small. */
-int ap_policy_state_export(const ap_policy *p, void *buf, size_t len);
+int o3m_policy_state_export(const o3m_policy *p, void *buf, size_t len);
 
 /* Replaces the state with the image in buf[0..len). On any error the state
  * is unchanged: O3M_ECORRUPT for a malformed image (bad magic, version,
  * length, a counter out of range, invalid sampler state), O3M_EDIM for an image of
  * another format version or block size B (another release), or of
  * a differently configured policy (the message names the field). */
-int ap_policy_state_import(ap_policy *p, const void *buf, size_t len, o3m_err *e);
+int o3m_policy_state_import(o3m_policy *p, const void *buf, size_t len, o3m_err *e);
 
 /* Streaming forms of export and import for large states (a disjoint model
  * with many arms): the image is handed to sink, or taken from src, in
  * pieces, so no second copy of the state is ever held. A sink or source
  * returns 0 or a negative code, which aborts the call and is returned; a
- * source must deliver exactly len bytes or fail. ap_policy_state_save
- * allocates nothing. ap_policy_state_load checks the header before it
+ * source must deliver exactly len bytes or fail. o3m_policy_state_save
+ * allocates nothing. o3m_policy_state_load checks the header before it
  * touches anything (errors as for import, state unchanged); once the arrays
  * are being read, a failing source (or a corrupt counter found after) leaves
- * the state unspecified: reset it with ap_policy_reset() or load again. */
-typedef int (*ap_policy_sink)(void *ctx, const void *buf, size_t len);
-typedef int (*ap_policy_source)(void *ctx, void *buf, size_t len);
-int ap_policy_state_save(const ap_policy *p, ap_policy_sink sink, void *ctx);
-int ap_policy_state_load(ap_policy *p, ap_policy_source src, void *ctx, o3m_err *e);
+ * the state unspecified: reset it with o3m_policy_reset() or load again. */
+typedef int (*o3m_policy_sink)(void *ctx, const void *buf, size_t len);
+typedef int (*o3m_policy_source)(void *ctx, void *buf, size_t len);
+int o3m_policy_state_save(const o3m_policy *p, o3m_policy_sink sink, void *ctx);
+int o3m_policy_state_load(o3m_policy *p, o3m_policy_source src, void *ctx, o3m_err *e);
 
-/* Puts the policy back into the state ap_policy_create() produced (Lambda =
+/* Puts the policy back into the state o3m_policy_create() produced (Lambda =
  * lambda I, u = theta = 0, counters 0, sampler reseeded from cfg.seed); the
  * image is then equal to a new policy's. O3M_ENOMEM only if the temporary
  * sampler used for reseeding cannot be allocated; the state is then reset
  * except for the sampler. */
-int ap_policy_reset(ap_policy *p);
+int o3m_policy_reset(o3m_policy *p);
 
 /* Number of models: 1 for shared, n_arms for disjoint. */
-int ap_policy_n_models(const ap_policy *p);
+int o3m_policy_n_models(const o3m_policy *p);
 
-/* What ap_policy_health_check() found. */
-typedef struct ap_policy_health {
+/* What o3m_policy_health_check() found. */
+typedef struct o3m_policy_health {
   int model;           /* first unhealthy model, -1 when all are healthy */
   int n_bad;           /* number of unhealthy models */
   int code;            /* the worst finding (see the return value) */
   const char *what;    /* the first finding, a static phrase, "" if none */
   double max_residual; /* the largest relative residual seen (below) */
-} ap_policy_health;
+} o3m_policy_health;
 
 /* Relative residual above which a factor or theta counts as broken. Rounding
  * of a correct factor gives about cond(Lambda) * 1e-16; a false alarm only
  * costs an extra refactorization. */
-#define AP_POLICY_HEALTH_RTOL 1e-6
-/* Flag for ap_policy_health_check: also factorize every Lambda (O(d^3) per
+#define O3M_POLICY_HEALTH_RTOL 1e-6
+/* Flag for o3m_policy_health_check: also factorize every Lambda (O(d^3) per
  * model, and one d x d scratch allocation per call). */
-#define AP_POLICY_HEALTH_DEEP 1
+#define O3M_POLICY_HEALTH_DEEP 1
 
 /* Checks every model without changing the state (only workspaces are
  * written, so not on a const policy). Lambda means the whole of it, held
@@ -255,16 +261,16 @@ typedef struct ap_policy_health {
  *   - the factor agrees with Lambda on a fixed probe vector p:
  *     ||Lambda Ainv p - p|| / ||p||, or ||U^T U p - Lambda p|| / ||Lambda p||,
  *     and theta with u: ||Lambda theta - u|| / max(||u||, ||Lambda theta||),
- *     each at most AP_POLICY_HEALTH_RTOL;
- *   - with AP_POLICY_HEALTH_DEEP, the Cholesky factorization of Lambda
+ *     each at most O3M_POLICY_HEALTH_RTOL;
+ *   - with O3M_POLICY_HEALTH_DEEP, the Cholesky factorization of Lambda
  *     succeeds.
  * Returns O3M_OK when healthy; otherwise the worst finding: O3M_ECORRUPT when
  * Lambda or u is damaged (not repairable in memory: recover from the
  * checkpoint and journal), O3M_ENONFINITE for a non-finite factor or theta,
  * O3M_ENOTPD for a factor that lost definiteness or disagrees with Lambda
- * (both repairable by ap_policy_refactor). O3M_ENOMEM if the deep check
+ * (both repairable by o3m_policy_refactor). O3M_ENOMEM if the deep check
  * cannot allocate. h may be NULL. */
-int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h);
+int o3m_policy_health_check(o3m_policy *p, int flags, o3m_policy_health *h);
 
 /* Recomputes the factor and theta of one model (model = arm for disjoint, 0
  * for shared) or of all models (model = -1) exactly from Lambda and u, which
@@ -276,6 +282,6 @@ int ap_policy_health_check(ap_policy *p, int flags, ap_policy_health *h);
  * entry of Lambda is below lambda (the health check's conditions); O3M_ENOTPD if a
  * Lambda is not positive definite (that model's factor is then unspecified:
  * recover from disk). */
-int ap_policy_refactor(ap_policy *p, int model);
+int o3m_policy_refactor(o3m_policy *p, int model);
 
 #endif
