@@ -23,6 +23,23 @@
 #include "o3m_rpc.h"
 #include "pp_features.h"
 
+/* FED_ASAN is 1 when this test, and so the daemons of its build, run under
+ * AddressSanitizer. Two kinds of check mean nothing there: a scan of a whole
+ * address space (every process maps terabytes of reserved shadow memory
+ * read-write) and resident-memory figures (freed memory waits in ASan's
+ * quarantine, up to 256 MB, instead of going back to the kernel). CI runs
+ * the plain build first, where they are made. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FED_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FED_ASAN 1
+#endif
+#endif
+#ifndef FED_ASAN
+#define FED_ASAN 0
+#endif
+
 typedef struct fed_proc {
   pid_t pid;             /* 0 once reaped */
   int status;            /* exit code once reaped (128 + signal if killed) */

@@ -476,7 +476,7 @@ Test(oversize, refused_at_the_door_and_memory_returns) {
     rss_sample(after);
     settled = 1;
     for (int i = 0; i < N_WATCHED; i++) settled &= after[i] <= 1.10 * (double)before[i];
-    if (fed_now_s() - t0 > AFTER_MS / 1000.0) break;
+    if (FED_ASAN || fed_now_s() - t0 > AFTER_MS / 1000.0) break;
   }
   fprintf(stderr, "RSS kB (before / peak during / after the attack, %.1f s after it):\n",
           fed_now_s() - t0);
@@ -484,7 +484,9 @@ Test(oversize, refused_at_the_door_and_memory_returns) {
     fprintf(stderr, "  %-4s %8ld %8ld %8ld  (after/before %.3f)\n",
             fed_party_name[watched[i]], before[i], during[i], after[i],
             (double)after[i] / (double)before[i]);
-  for (int i = 0; i < N_WATCHED; i++)
+  /* Under ASan freed memory waits in its quarantine: the figures are
+   * printed, the bound is checked in the plain build (fed_proc.h). */
+  for (int i = 0; i < N_WATCHED && !FED_ASAN; i++)
     cr_assert(le(dbl, (double)after[i], 1.10 * (double)before[i]),
               "%s: RSS %ld kB after the attack, %ld kB before", fed_party_name[watched[i]],
               after[i], before[i]);

@@ -363,25 +363,12 @@ static const char *region_of(const scan_stats *st, unsigned long addr) {
   return "(a region not listed)";
 }
 
-/* Under AddressSanitizer every process maps terabytes of shadow memory
- * read-write (reserved, almost all of it never touched), so reading a whole
- * address space through /proc/PID/mem would take days. The sanitizer build
- * is there to find memory errors; the scans run in the plain build, which
- * CI runs first. Both builds of a test and its daemons are the same, so the
- * test's own instrumentation tells. */
-#if defined(__SANITIZE_ADDRESS__)
-#define O3M_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define O3M_TEST_ASAN 1
-#endif
-#endif
-#ifdef O3M_TEST_ASAN
-#define SKIP_SCAN_UNDER_ASAN() \
-  cr_skip_test("a whole-memory scan is not run under AddressSanitizer (terabytes of shadow)")
-#else
-#define SKIP_SCAN_UNDER_ASAN() ((void)0)
-#endif
+/* A whole address space is not scanned under ASan (fed_proc.h, FED_ASAN). */
+#define SKIP_SCAN_UNDER_ASAN()                                                                 \
+  do {                                                                                         \
+    if (FED_ASAN)                                                                              \
+      cr_skip_test("a whole-memory scan is not run under AddressSanitizer (its shadow)");      \
+  } while (0)
 
 /* Reads every readable mapping of pid through /proc/PID/mem and scans it. */
 static void scan_process(pattern_set *s, pid_t pid, scan_stats *st) {
