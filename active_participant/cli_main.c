@@ -20,6 +20,9 @@
  * is the address of a party of the config, that party's certificate name is
  * expected (--server-name overrides it). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
+ * The options are parsed by o3m_cli (getopt_long: options and the command
+ * in any order); --help describes every option, --version prints the
+ * release and protocol.
  * The client's certificate is checked before any call (o3m_cert.h: key,
  * validity, chain to the CA, and with --as the CN): a bad one is TLS, exit 1.
  * All the work is done by ap_client.h. */
@@ -31,18 +34,48 @@
 
 #include "ap_client.h"
 #include "o3m_cert.h"
+#include "o3m_cli.h"
 #include "o3m_config.h"
 
-#define USAGE                                                                                  \
-  "usage: o3m-cli (--config F --as NAME | [--config F] --cert FILE --key FILE --ca FILE)\n"    \
-  "               [--insecure] [--target ADDR] [--server-name NAME] [--deadline-ms N]\n"       \
-  "               COMMAND [options]\n"                                                         \
-  "commands:\n"                                                                                \
-  "  recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]\n"             \
-  "  reward --decision ID --reward R\n"                                                        \
-  "  stats\n"                                                                                  \
-  "  info\n"                                                                                   \
-  "  health [--target ADDR]\n"
+#define PROG "o3m-cli"
+
+enum {
+  OPT_CONFIG, OPT_AS, OPT_CERT, OPT_KEY, OPT_CA, OPT_TARGET, OPT_SERVER_NAME, OPT_DEADLINE,
+  OPT_INSECURE, OPT_USER, OPT_ITEMS, OPT_ARMS, OPT_OWN, OPT_DECISION, OPT_REWARD
+};
+static const o3m_cli_option options[] = {
+    [OPT_CONFIG] = {"config", "F", "the federation config: the AP's address and name, the CA"},
+    [OPT_AS] = {"as", "NAME", "use the cert and key of [client NAME] or [party NAME] of --config"},
+    [OPT_CERT] = {"cert", "FILE", "this client's certificate (with --key; instead of --as)"},
+    [OPT_KEY] = {"key", "FILE", "its private key"},
+    [OPT_CA] = {"ca", "FILE", "the federation CA (overrides the config's)"},
+    [OPT_TARGET] = {"target", "ADDR", "call ADDR instead of the active party (health: any daemon)"},
+    [OPT_SERVER_NAME] = {"server-name", "NAME", "expect NAME in the server's certificate"},
+    [OPT_DEADLINE] = {"deadline-ms", "N", "give up a call after N ms (1..86400000)"},
+    [OPT_INSECURE] = {"insecure", NULL, "plaintext gRPC, no certificates (trials only)"},
+    [OPT_USER] = {"user", "U", "recommend: the user id"},
+    [OPT_ITEMS] = {"items", "a,b,c", "recommend: the candidate item ids"},
+    [OPT_ARMS] = {"arms", "0,1,2", "recommend: one arm per item (disjoint models)"},
+    [OPT_OWN] = {"own-features", "1,2,3,...", "recommend: the AP's own feature rows, row-major"},
+    [OPT_DECISION] = {"decision", "ID", "reward: the decision id that recommend printed"},
+    [OPT_REWARD] = {"reward", "R", "reward: the reward, a number"},
+    {NULL, NULL, NULL},
+};
+static const o3m_cli_spec spec = {
+    PROG,
+    "(--config F --as NAME | [--config F] --cert FILE --key FILE --ca FILE)\n"
+    "               [--insecure] [--target ADDR] [--server-name NAME] [--deadline-ms N]\n"
+    "               COMMAND [options]",
+    "Calls the active participant's service (or probes any daemon's health).",
+    options,
+    "commands:\n"
+    "  recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]\n"
+    "            prints decision=<id> item=<item> candidate=<k> score=<s>\n"
+    "  reward --decision ID --reward R      prints updates=<n>\n"
+    "  stats                                prints one name=value per line\n"
+    "  info                                 prints one name=value per line\n"
+    "  health [--target ADDR]               prints SERVING (exit 1 if not serving)\n"
+    "exit 1 prints the O3M code name and the message on stderr.\n"};
 
 typedef struct args {
   const char *config, *as, *cert, *key, *ca, *target, *server_name;
@@ -50,13 +83,6 @@ typedef struct args {
   const char *command;
   const char *user, *items, *arms, *own, *decision, *reward;
 } args;
-
-static int usage_error(const char *fmt, const char *what) {
-  fprintf(stderr, "o3m-cli: ");
-  fprintf(stderr, fmt, what);
-  fprintf(stderr, "\n%s", USAGE);
-  return 2;
-}
 
 /* Splits a comma-separated list in place; *out (malloc'd) gets n pointers. */
 static int split_list(char *s, char ***out, int *n) {
@@ -101,7 +127,8 @@ static int fail(int rc, const o3m_err *e) {
 }
 
 static int cmd_recommend(ap_client *c, const args *a) {
-  if (!a->user || !a->items) return usage_error("%s needs --user and --items", "recommend");
+  if (!a->user || !a->items)
+    return o3m_cli_usage_error(&spec, "%s needs --user and --items", "recommend");
   char *items_s = strdup(a->items), *arms_s = a->arms ? strdup(a->arms) : NULL;
   char *own_s = a->own ? strdup(a->own) : NULL;
   char **items = NULL, **arm_v = NULL, **own_v = NULL;
@@ -117,14 +144,14 @@ static int cmd_recommend(ap_client *c, const args *a) {
   }
   if (arm_v) {
     if (n_arms != K) {
-      rc = usage_error("%s: --arms needs one arm per item", "recommend");
+      rc = o3m_cli_usage_error(&spec, "%s: --arms needs one arm per item", "recommend");
       goto done;
     }
     arms = malloc(sizeof *arms * (size_t)K);
     for (int k = 0; arms && k < K; k++) {
       uint64_t v;
       if (parse_u64(arm_v[k], &v) < 0 || v > UINT32_MAX) {
-        rc = usage_error("recommend: bad arm '%s'", arm_v[k]);
+        rc = o3m_cli_usage_error(&spec, "recommend: bad arm '%s'", arm_v[k]);
         goto done;
       }
       arms[k] = (uint32_t)v;
@@ -134,7 +161,7 @@ static int cmd_recommend(ap_client *c, const args *a) {
     own = malloc(sizeof *own * (size_t)n_own);
     for (int i = 0; own && i < n_own; i++)
       if (parse_double(own_v[i], &own[i]) < 0) {
-        rc = usage_error("recommend: bad own feature '%s'", own_v[i]);
+        rc = o3m_cli_usage_error(&spec, "recommend: bad own feature '%s'", own_v[i]);
         goto done;
       }
   }
@@ -170,10 +197,13 @@ done:
 static int cmd_reward(ap_client *c, const args *a) {
   uint64_t id;
   double r;
-  if (!a->decision || !a->reward) return usage_error("%s needs --decision and --reward", "reward");
-  if (parse_u64(a->decision, &id) < 0) return usage_error("reward: bad decision id '%s'", a->decision);
+  if (!a->decision || !a->reward)
+    return o3m_cli_usage_error(&spec, "%s needs --decision and --reward", "reward");
+  if (parse_u64(a->decision, &id) < 0)
+    return o3m_cli_usage_error(&spec, "reward: bad decision id '%s'", a->decision);
   /* NaN and infinities parse; the service refuses them with INVALID_ARGUMENT. */
-  if (parse_double(a->reward, &r) < 0) return usage_error("reward: bad reward '%s'", a->reward);
+  if (parse_double(a->reward, &r) < 0)
+    return o3m_cli_usage_error(&spec, "reward: bad reward '%s'", a->reward);
   o3m_err e;
   o3m_err_clear(&e);
   uint64_t updates;
@@ -220,63 +250,53 @@ static int cmd_health(ap_client *c) {
 int main(int argc, char **argv) {
   args a;
   memset(&a, 0, sizeof a);
-  for (int i = 1; i < argc; i++) {
-    const char *s = argv[i];
-    const char **slot = NULL;
-    if (!strcmp(s, "--config")) slot = &a.config;
-    else if (!strcmp(s, "--as")) slot = &a.as;
-    else if (!strcmp(s, "--cert")) slot = &a.cert;
-    else if (!strcmp(s, "--key")) slot = &a.key;
-    else if (!strcmp(s, "--ca")) slot = &a.ca;
-    else if (!strcmp(s, "--target")) slot = &a.target;
-    else if (!strcmp(s, "--server-name")) slot = &a.server_name;
-    else if (!strcmp(s, "--user")) slot = &a.user;
-    else if (!strcmp(s, "--items")) slot = &a.items;
-    else if (!strcmp(s, "--arms")) slot = &a.arms;
-    else if (!strcmp(s, "--own-features")) slot = &a.own;
-    else if (!strcmp(s, "--decision")) slot = &a.decision;
-    else if (!strcmp(s, "--reward")) slot = &a.reward;
-    else if (!strcmp(s, "--insecure")) {
+  const char **slots[] = {
+      [OPT_CONFIG] = &a.config, [OPT_AS] = &a.as, [OPT_CERT] = &a.cert, [OPT_KEY] = &a.key,
+      [OPT_CA] = &a.ca, [OPT_TARGET] = &a.target, [OPT_SERVER_NAME] = &a.server_name,
+      [OPT_USER] = &a.user, [OPT_ITEMS] = &a.items, [OPT_ARMS] = &a.arms, [OPT_OWN] = &a.own,
+      [OPT_DECISION] = &a.decision, [OPT_REWARD] = &a.reward,
+  };
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &spec, argc, argv);
+  const char *v;
+  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
+    if (i == O3M_CLI_STOP) return cl.exit_code;
+    long long n;
+    if (i == OPT_INSECURE) {
       a.insecure = 1;
-      continue;
-    } else if (!strcmp(s, "--deadline-ms")) {
-      if (i + 1 >= argc) return usage_error("%s needs a value", s);
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || v < 1 || v > 86400000) return usage_error("bad --deadline-ms '%s'", argv[i]);
-      a.deadline_ms = (int)v;
-      continue;
-    } else if (!strcmp(s, "--help") || !strcmp(s, "-h")) {
-      printf("%s", USAGE);
-      return 0;
-    } else if (s[0] == '-' && s[1] == '-') {
-      return usage_error("unknown option '%s'", s);
-    } else if (!a.command) {
-      a.command = s;
-      continue;
+    } else if (i == OPT_DEADLINE) {
+      if (o3m_cli_parse_long(v, 1, 86400000, &n) < 0)
+        return o3m_cli_usage_error(&spec, "bad --deadline-ms '%s'", v);
+      a.deadline_ms = (int)n;
     } else {
-      return usage_error("unexpected argument '%s'", s);
+      *slots[i] = v;
     }
-    if (i + 1 >= argc) return usage_error("%s needs a value", s);
-    *slot = argv[++i];
   }
-  if (!a.command) return usage_error("%s", "no command given");
+  int first = o3m_cli_operands(&cl);
+  if (first < argc) a.command = argv[first];
+  if (first + 1 < argc)
+    return o3m_cli_usage_error(&spec, "unexpected argument '%s'", argv[first + 1]);
+  if (!a.command) return o3m_cli_usage_error(&spec, "%s", "no command given");
   int is_rec = !strcmp(a.command, "recommend"), is_rew = !strcmp(a.command, "reward");
   int is_stats = !strcmp(a.command, "stats"), is_info = !strcmp(a.command, "info");
   int is_health = !strcmp(a.command, "health");
   if (!is_rec && !is_rew && !is_stats && !is_info && !is_health)
-    return usage_error("unknown command '%s'", a.command);
+    return o3m_cli_usage_error(&spec, "unknown command '%s'", a.command);
   if ((a.user || a.items || a.arms || a.own) && !is_rec)
-    return usage_error("--user, --items, --arms and --own-features belong to recommend (not %s)",
-                       a.command);
+    return o3m_cli_usage_error(
+        &spec, "--user, --items, --arms and --own-features belong to recommend (not %s)",
+        a.command);
   if ((a.decision || a.reward) && !is_rew)
-    return usage_error("--decision and --reward belong to reward (not %s)", a.command);
-  if (a.as && !a.config) return usage_error("%s needs --config", "--as");
-  if (a.as && (a.cert || a.key)) return usage_error("%s and --cert/--key are exclusive", "--as");
-  if (!a.cert != !a.key) return usage_error("%s and --key go together", "--cert");
+    return o3m_cli_usage_error(&spec, "--decision and --reward belong to reward (not %s)",
+                               a.command);
+  if (a.as && !a.config) return o3m_cli_usage_error(&spec, "%s needs --config", "--as");
+  if (a.as && (a.cert || a.key))
+    return o3m_cli_usage_error(&spec, "%s and --cert/--key are exclusive", "--as");
+  if (!a.cert != !a.key) return o3m_cli_usage_error(&spec, "%s and --key go together", "--cert");
   if (!a.insecure && !a.as && !a.cert)
-    return usage_error("%s", "give --as NAME (with --config) or --cert and --key, or --insecure");
-  if (!a.config && !a.target) return usage_error("%s", "give --config or --target");
+    return o3m_cli_usage_error(&spec, "%s",
+                               "give --as NAME (with --config) or --cert and --key, or --insecure");
+  if (!a.config && !a.target) return o3m_cli_usage_error(&spec, "%s", "give --config or --target");
 
   o3m_err e;
   o3m_err_clear(&e);

@@ -130,6 +130,96 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
   return O3M_OK;
 }
 
+int o3m_daemon_args_take(o3m_daemon_args *a, int index, const char *value) {
+  switch (index) {
+  case 0: a->config = value; return 1;
+  case 1: a->party = value; return 1;
+  case 2: a->insecure = 1; return 1;
+  case 3: a->ready_file = value; return 1;
+  default: return 0;
+  }
+}
+
+int o3m_daemon_args_check(const o3m_cli *cl, const o3m_daemon_args *a) {
+  int first = o3m_cli_operands(cl);
+  if (first < cl->argc)
+    return o3m_cli_usage_error(cl->spec, "unexpected argument '%s'", cl->argv[first]);
+  if (!a->config || !a->party)
+    return o3m_cli_usage_error(cl->spec, "--config and --party are required");
+  return 0;
+}
+
+/* The process's one stop flag and stop target (see the header). The
+ * target's function is written after its argument and cleared before it,
+ * and the handler reads both and skips a NULL, so it never calls a
+ * function with the wrong argument. */
+static volatile sig_atomic_t g_stop;
+static void (*volatile g_stop_fn)(void *);
+static void *volatile g_stop_arg;
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+  void (*fn)(void *) = g_stop_fn;
+  void *arg = g_stop_arg;
+  if (fn && arg) fn(arg);
+}
+
+volatile sig_atomic_t *o3m_daemon_stop_flag(void) { return &g_stop; }
+
+void o3m_daemon_stop_target(void (*shutdown)(void *), void *target) {
+  if (!shutdown) {
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, NULL);
+    g_stop_fn = NULL;
+    g_stop_arg = NULL;
+    return;
+  }
+  g_stop_arg = target;
+  g_stop_fn = shutdown;
+  if (g_stop) shutdown(target); /* a signal came before the target was set */
+}
+
+int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int port,
+                     int (*run)(void *), void (*shutdown)(void *), int *run_rc) {
+  if (run_rc) *run_rc = 0;
+  o3m_daemon_stop_target(shutdown, svc);
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (ready_file && o3m_daemon_write_ready_file(ready_file, port, &e) < 0) {
+    o3m_daemon_stop_target(NULL, NULL);
+    return o3m_cli_fail(prog, "--ready-file: %s", o3m_err_message(&e));
+  }
+  int rc = run(svc);
+  if (run_rc) *run_rc = rc;
+  o3m_daemon_stop_target(NULL, NULL); /* keep the handler away from svc: it is freed next */
+  if (ready_file) unlink(ready_file); /* not serving any more */
+  return rc < 0 ? O3M_CLI_EXIT_FAILURE : O3M_CLI_EXIT_OK;
+}
+
+int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, int restart,
+                     o3m_config **cfg_out, const o3m_party **me_out) {
+  *cfg_out = NULL;
+  *me_out = NULL;
+  o3m_daemon_log_init(prog, a->party);
+  o3m_daemon_memory_init();
+  /* Signals first, so that a stop at any point of start-up is clean. */
+  o3m_daemon_catch_stop_signals(on_stop_signal, restart);
+  o3m_err e;
+  o3m_err_clear(&e);
+  /* Before any key, table, block or model is read: no core file, no ptrace. */
+  if (o3m_daemon_protect_memory(&e) < 0)
+    return o3m_cli_fail(prog, "refusing to start: %s", o3m_err_message(&e));
+  /* The config, the party's role and its TLS files (o3m_cert), before any
+   * peer is contacted. */
+  if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) < 0)
+    return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+  return 0;
+}
+
 int o3m_daemon_write_ready_file(const char *path, int port, o3m_err *e) {
   char tmp[4096];
   if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)

@@ -4,9 +4,20 @@
  * federation config and announcing readiness to the scripts and tests that
  * start it.
  *
- * The functions here hold no state of their own. The stop-signal handler
- * stays in each main.c, because what it stops (a server, a service) is the
- * daemon's business; o3m_daemon_catch_stop_signals only installs it.
+ * The command line is shared too: every daemon takes --config FILE,
+ * --party NAME, --insecure and --ready-file PATH (O3M_DAEMON_OPTIONS, the
+ * first entries of each daemon's o3m_cli table; o3m_daemon_args_take), and
+ * o3m_daemon_start does the start-up steps above in one call. A daemon's
+ * main() is then: parse, start, create its service, publish it as the stop
+ * target, write the ready file, run, destroy.
+ *
+ * Exit codes of every daemon (o3m_cli.h): 0 after a stop by SIGTERM or
+ * SIGINT (also during start-up), 1 when start-up fails or the service
+ * stopped itself, 2 for a usage error.
+ *
+ * State: the stop-signal handler has no context argument, so the one stop
+ * flag and the one stop target of the process live here, written by the
+ * main thread and read by the handler; everything else holds no state.
  *
  * A daemon started with --ready-file PATH writes its bound port to PATH once
  * it serves. The file appears whole or not at all (written under a temporary
@@ -15,8 +26,74 @@
 #ifndef O3M_DAEMON_H
 #define O3M_DAEMON_H
 
+#include <signal.h>
+
+#include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
+
+/* The options every daemon has, in this order, first in its o3m_cli table;
+ * ROLE names the party's role in the help of --party ("pmg"). */
+#define O3M_DAEMON_OPTIONS(role)                                                              \
+  {"config", "FILE", "the federation config (required)"},                                      \
+  {"party", "NAME", "this daemon's [party NAME] section, role = " role " (required)"},          \
+  {"insecure", NULL, "plaintext gRPC without identities or caller checks (trials only)"},      \
+  {"ready-file", "PATH", "write the bound port to PATH once serving; removed at exit"}
+#define O3M_DAEMON_N_OPTIONS 4
+
+/* What the shared options hold after parsing (pointers into argv). */
+typedef struct o3m_daemon_args {
+  const char *config;
+  const char *party;
+  const char *ready_file;
+  int insecure;
+} o3m_daemon_args;
+
+/* Stores option `index` of O3M_DAEMON_OPTIONS (0 .. O3M_DAEMON_N_OPTIONS-1)
+ * with its value into a. Returns 1 if index was one of them, else 0. */
+int o3m_daemon_args_take(o3m_daemon_args *a, int index, const char *value);
+
+/* After o3m_cli_next returned O3M_CLI_END: refuses operands and a missing
+ * --config or --party with a usage error. Returns 0, or
+ * O3M_CLI_EXIT_USAGE (the message printed). */
+int o3m_daemon_args_check(const o3m_cli *cl, const o3m_daemon_args *a);
+
+/* The start-up every daemon makes, in this order: the log tag
+ * "PROG[PARTY]", the memory trimmer (o3m_daemon_memory_init), the stop
+ * signals (o3m_daemon_catch_stop_signals with the handler below: from now
+ * on a SIGTERM or SIGINT sets the stop flag and calls the stop target),
+ * shielding memory (o3m_daemon_protect_memory) and the party
+ * (o3m_daemon_load_party with role). On success returns 0 with *cfg_out and
+ * *me_out as o3m_daemon_load_party leaves them; on failure prints
+ * "PROG: message" on stderr and returns O3M_CLI_EXIT_FAILURE, nothing left
+ * allocated. restart: as for o3m_daemon_catch_stop_signals. Call it once,
+ * from main(), before any thread starts. */
+int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, int restart,
+                     o3m_config **cfg_out, const o3m_party **me_out);
+
+/* Serves a created service until it stops, the way every daemon does:
+ * makes shutdown(svc) the stop target (o3m_daemon_stop_target), writes
+ * "PORT\n" to ready_file if it is not NULL (o3m_daemon_write_ready_file),
+ * calls run(svc) on this thread, forgets the stop target and removes the
+ * ready file. A ready file that cannot be written is reported as "PROG:
+ * --ready-file: CAUSE" and the service is not run. *run_rc (may be NULL)
+ * receives run's return, or 0 if it was not run. Returns
+ * O3M_CLI_EXIT_OK, or O3M_CLI_EXIT_FAILURE if the ready file failed or run
+ * returned a negative code. The caller destroys svc afterwards. */
+int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int port,
+                     int (*run)(void *), void (*shutdown)(void *), int *run_rc);
+
+/* The stop flag: nonzero once SIGTERM or SIGINT arrived. Pass it to the
+ * services' start-up waits (their options' stop field). */
+volatile sig_atomic_t *o3m_daemon_stop_flag(void);
+
+/* Makes shutdown(target) what a stop signal calls (it must be
+ * async-signal-safe: the services' *_shutdown are). If a signal already
+ * came, calls it at once, so that a stop during start-up is not lost.
+ * With shutdown NULL, forgets the target: stop signals are blocked in the
+ * calling thread first, so that the handler cannot run on this thread with a
+ * target that is about to be freed. */
+void o3m_daemon_stop_target(void (*shutdown)(void *), void *target);
 
 /* Sets the log tag to "PROG[PARTY]" ("o3m-passive[bank]") at level INFO.
  * Both strings are copied; a tag longer than the log's buffer is cut. Call

@@ -1,8 +1,14 @@
-/* main.c -- o3m-eval: dispatches to one subcommand (see eval_cmds.h). */
+/* main.c -- o3m-eval: dispatches to one subcommand (see eval_cmds.h).
+ * Every subcommand parses its own options with getopt_long and has --help;
+ * --version here prints the release and protocol (o3m_cli.h). Exit codes:
+ * 0 ok, 1 runtime failure, 2 usage error. */
 #include <stdio.h>
 #include <string.h>
 
 #include "eval_cmds.h"
+#include "o3m_cli.h"
+
+#define PROG "o3m-eval"
 
 static const struct {
   const char *name;
@@ -20,23 +26,30 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: o3m-eval COMMAND [options]   (o3m-eval COMMAND --help)\n\ncommands:\n");
+  fprintf(f, "usage: " PROG " COMMAND [options]   (" PROG " COMMAND --help lists its options)\n"
+             "       " PROG " --help | --version\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\nexit codes: %d ok, %d runtime failure, %d usage error\n", O3M_CLI_EXIT_OK,
+          O3M_CLI_EXIT_FAILURE, O3M_CLI_EXIT_USAGE);
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
-    return 2;
+    return O3M_CLI_EXIT_USAGE;
   }
   if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(stdout);
-    return 0;
+    return O3M_CLI_EXIT_OK;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    o3m_cli_version(PROG, stdout);
+    return O3M_CLI_EXIT_OK;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-  fprintf(stderr, "o3m-eval: unknown command '%s'\n", argv[1]);
+  fprintf(stderr, PROG ": unknown %s '%s'\n", argv[1][0] == '-' ? "option" : "command", argv[1]);
   usage(stderr);
-  return 2;
+  return O3M_CLI_EXIT_USAGE;
 }

@@ -14,6 +14,7 @@
  * allocated at creation. */
 #include "pp_service.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -51,9 +52,33 @@ struct pp_service {
   uint32_t rows[O3M_WIRE_MAX_BATCH]; /* MaskBatchReply.rows */
   uint32_t *dims_buf;       /* M entries, Info's storage */
   uint64_t requests, errors;
+  o3m_access *access;       /* the server's caller checks */
+  o3m_rpc_server *server;
 };
 
 /* ---------------------------------------------------------------- lifecycle */
+
+#define N_METHODS 4
+static const o3m_rpc_method methods[N_METHODS];
+static const o3m_access_rule access_rules[N_METHODS];
+
+/* Binds the server on the party's address with its access policy: mutual
+ * TLS with the party's files unless insecure; requests beyond the largest
+ * MaskBatch the AP can send under the config are refused unread, replies
+ * may be as large as their answers; idle connections are closed. Errors
+ * name the config and the party's section: "listen ADDRESS: CAUSE"
+ * (O3M_EIO) or a TLS file's problem (O3M_ETLS). On failure s->server is
+ * NULL (s->access may be set; pp_service_destroy frees it). */
+static int bind_server(pp_service *s, o3m_err *e) {
+  o3m_rpc_server_config sc;
+  o3m_rpc_server_config_default(&sc);
+  sc.insecure = s->insecure;
+  sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
+  sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
+  if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
+  return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
+                          methods, N_METHODS, s, e);
+}
 
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e) {
@@ -62,7 +87,8 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   if (!cfg || !party || !opt)
     return o3m_err_set(e, O3M_EINVAL, "pp_service_create: NULL argument");
   const o3m_party *me = o3m_config_party(cfg, party);
-  if (!me) return o3m_err_set(e, O3M_EINVAL, "%s: no section [party %s]", o3m_config_name(cfg), party);
+  if (!me)
+    return o3m_err_set(e, O3M_EINVAL, "%s: no section [party %s]", o3m_config_name(cfg), party);
   if (me->role != O3M_ROLE_PASSIVE)
     return o3m_err_set(e, O3M_EINVAL, "%s:%d: [party %s] has role %s; o3m-passive needs role = "
                        "passive", o3m_config_name(cfg), me->line, party, o3m_role_name(me->role));
@@ -122,6 +148,19 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
                      s->batch_rows, s->part.d);
     goto fail;
   }
+  /* The server is bound before the block is installed, so that a taken
+   * port fails before the mask generator is involved. */
+  rc = bind_server(s, e);
+  if (rc < 0) goto fail;
+  rc = pp_service_fetch_block(s, opt->stop, e);
+  if (rc < 0) goto fail;
+  const pp_features *ft = s->features;
+  o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
+               "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",
+               me->address, pp_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
+               me->dims, pp_features_n_users(ft), pp_features_user_cols(ft),
+               pp_features_n_items(ft), pp_features_item_cols(ft), s->part.d, s->mask_id,
+               s->max_candidates);
   *out = s;
   return 0;
 
@@ -132,12 +171,31 @@ fail:
 
 void pp_service_destroy(pp_service *s) {
   if (!s) return;
+  o3m_rpc_server_destroy(s->server); /* no handler runs after this */
+  o3m_access_destroy(s->access);
   o3m_block_destroy(s->block); /* wipes Q^j */
   pp_features_destroy(s->features);
   free(s->X);
   free(s->Y);
   free(s->dims_buf);
   free(s);
+}
+
+int pp_service_port(const pp_service *s) { return o3m_rpc_server_port(s->server); }
+
+int pp_service_run(pp_service *s) {
+  o3m_rpc_server_run(s->server);
+  pp_service_stats st;
+  pp_service_stats_get(s, &st);
+  o3m_log_info("stopped: %" PRIu64 " requests, %" PRIu64 " answered, %" PRIu64
+               " unknown users, %" PRIu64 " unknown items of %" PRIu64 ", %" PRIu64 " errors",
+               st.requests, st.lookups, st.unknown_users, st.unknown_items, st.item_lookups,
+               st.errors);
+  return 0;
+}
+
+void pp_service_shutdown(pp_service *s) {
+  o3m_rpc_server_shutdown(s->server); /* sets an atomic flag: async-signal-safe */
 }
 
 uint64_t pp_service_mask_id(const pp_service *s) { return s->mask_id; }
@@ -482,7 +540,7 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   return 0;
 }
 
-static const o3m_rpc_method methods[] = {
+static const o3m_rpc_method methods[N_METHODS] = {
     {O3M_PATH_PASSIVE_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
      h_info},
     {O3M_PATH_PASSIVE_MASK, &o3m__v1__mask_request__descriptor,
@@ -496,7 +554,7 @@ static const o3m_rpc_method methods[] = {
 /* Mask and MaskBatch only for the active party; Stats only for this party's
  * own certificate (its operator), never for the active party, which could
  * read the unknown-user counter around one Mask call; Info for both. */
-static const o3m_access_rule access_rules[] = {
+static const o3m_access_rule access_rules[N_METHODS] = {
     {O3M_PATH_PASSIVE_INFO, O3M_ACCESS_ACTIVE | O3M_ACCESS_SELF},
     {O3M_PATH_PASSIVE_MASK, O3M_ACCESS_ACTIVE},
     {O3M_PATH_PASSIVE_MASK_BATCH, O3M_ACCESS_ACTIVE},

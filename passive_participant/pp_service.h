@@ -8,12 +8,14 @@
  * Y = X^j (Q^j)^T (K x d) and answers. It never receives the chosen
  * candidate, a score or a reward: the Passive service has no field for them.
  *
- * Life cycle: pp_service_create loads the tables and allocates every buffer
- * for max_candidates (the [policy] value of the config) and for the largest
- * MaskBatch (o3m_wire_mask_batch_rows of it); then
- * pp_service_fetch_block gets the block from the mask generator (PMG) with
- * retries and confirms it; then the methods below are served. Nothing is
- * allocated per request beyond what the RPC layer does.
+ * Life cycle, the same as every daemon's service (ap_service.h):
+ * pp_service_create loads the tables, allocates every buffer for
+ * max_candidates (the [policy] value of the config) and for the largest
+ * MaskBatch (o3m_wire_mask_batch_rows of it), binds the server and installs
+ * the block (pp_service_fetch_block: stored, or from the mask generator
+ * (PMG) with retries, then confirmed); pp_service_run serves the methods
+ * below until pp_service_shutdown (async-signal-safe); pp_service_destroy
+ * frees. Nothing is allocated per request beyond what the RPC layer does.
  *
  * Methods (pp_service_methods), each answered only to the callers that
  * pp_service_access names (o3m_access.h; the RPC layer refuses anyone else
@@ -69,6 +71,10 @@ typedef struct pp_service pp_service;
 typedef struct pp_options {
   int insecure;       /* plaintext to the PMG and for callers; no access checks */
   int pmg_timeout_s;  /* give up fetching the block after this long, >= 1 */
+  /* A nonzero *stop (set by a signal handler) ends the block fetch of
+   * pp_service_create with O3M_ESTATE, so that a daemon can be stopped
+   * during start-up. May be NULL. */
+  const volatile sig_atomic_t *stop;
 } pp_options;
 
 typedef struct pp_service_stats {
@@ -81,17 +87,34 @@ typedef struct pp_service_stats {
 } pp_service_stats;
 
 /* Loads the tables of the passive party called party in cfg (its
- * user_table, item_table and dims) and allocates the request buffers for
- * max_candidates. cfg must outlive the service. On failure *out is NULL,
- * nothing is leaked and e names the party, file and line. Errors:
- * O3M_EINVAL (no such party, or not a passive one), those of
- * pp_features_load, O3M_ERANGE for tables whose rows could form a part
- * x^j above the party's max_norm (pp_features_check_norm: the message names
- * file and line), O3M_ENOMEM. */
+ * user_table, item_table and dims), allocates the request buffers for
+ * max_candidates, binds the server on the party's address (mutual TLS with
+ * its cert and key and the federation CA unless opt->insecure; a request
+ * beyond the largest MaskBatch of the config is refused unread), installs
+ * the block with pp_service_fetch_block (opt->stop ends its wait) and logs
+ * the "serving" line. Calls queue from then until pp_service_run. cfg must
+ * outlive the service. On failure *out is NULL, nothing is leaked or left
+ * listening and e names the party, file and line. Errors: O3M_EINVAL (no
+ * such party, or not a passive one), those of pp_features_load, O3M_ERANGE
+ * for tables whose rows could form a part x^j above the party's max_norm
+ * (pp_features_check_norm: the message names file and line), O3M_ENOMEM,
+ * for the server "CONFIG: [party NAME]: listen ADDRESS: CAUSE" (O3M_EIO) or
+ * a TLS file's problem (O3M_ETLS), and those of pp_service_fetch_block. */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e);
 
-/* Frees everything (the block is wiped). NULL is accepted. */
+/* The TCP port the server is bound to. */
+int pp_service_port(const pp_service *s);
+
+/* Serves on the calling thread until pp_service_shutdown, then logs a line
+ * with the counters and returns 0. */
+int pp_service_run(pp_service *s);
+
+/* Asks pp_service_run to return. Async-signal-safe; any thread. */
+void pp_service_shutdown(pp_service *s);
+
+/* Stops and frees the server, frees everything (the block is wiped). Not
+ * while pp_service_run executes on another thread. NULL is accepted. */
 void pp_service_destroy(pp_service *s);
 
 /* Installs this party's block. With a state_dir in the party's section
@@ -120,7 +143,8 @@ void pp_service_destroy(pp_service *s);
  * other error (PERM, DIM, STATE after the PMG forgot the mask, TLS setup)
  * fails at once. A nonzero *stop (set by a signal handler; NULL: never)
  * ends the wait with O3M_ESTATE. On success the block is installed and the
- * Mask method can answer. Called once, before the server runs. */
+ * Mask method can answer. pp_service_create calls it; a second call is
+ * O3M_ESTATE. */
 int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 
 /* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create

@@ -13,6 +13,7 @@
  * operator should see both. */
 #include "pmg_service.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +23,15 @@
 #include "o3m_seal.h"
 #include "o3m_wire.h"
 
+/* Largest request read: its requests (Info, GetBlock, ConfirmBlock) are a
+ * few dozen bytes, so anything much larger is refused unread. */
+#define PMG_MAX_REQUEST 4096
+
 struct pmg_service {
   const o3m_config *cfg;
+  const o3m_party *me;       /* the pmg party of cfg: address, TLS files */
+  o3m_access *access;        /* the server's caller checks */
+  o3m_rpc_server *server;
   const char *name;          /* the pmg party's name, for Info */
   o3m_partition part;        /* the column split, party j = slot j */
   o3m_mask *mask;
@@ -45,6 +53,25 @@ struct pmg_service {
 
 /* ---------------------------------------------------------------- lifecycle */
 
+#define N_METHODS 3
+static const o3m_rpc_method methods[N_METHODS];
+static const o3m_access_rule access_rules[N_METHODS];
+
+/* Binds the server on the pmg party's address with its access policy:
+ * mutual TLS with the party's files unless insecure, no request above
+ * PMG_MAX_REQUEST, idle connections closed. Errors name the config and the
+ * party's section: "listen ADDRESS: CAUSE" (O3M_EIO) or a TLS file's
+ * problem (O3M_ETLS). On failure s->server is NULL (s->access may be set;
+ * pmg_service_destroy frees it). */
+static int bind_server(pmg_service *s, o3m_err *e) {
+  o3m_rpc_server_config sc;
+  o3m_rpc_server_config_default(&sc);
+  sc.insecure = s->insecure;
+  sc.max_receive_bytes = PMG_MAX_REQUEST;
+  return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
+                          methods, N_METHODS, s, e);
+}
+
 int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
                        o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "pmg_service_create: out is NULL");
@@ -58,7 +85,8 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   pmg_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
   s->cfg = cfg;
-  s->name = o3m_config_pmg(cfg)->name;
+  s->me = o3m_config_pmg(cfg);
+  s->name = s->me->name;
   s->insecure = opt->insecure != 0;
   s->keep_mask = opt->keep_mask != 0;
   s->blocks = calloc((size_t)m, sizeof *s->blocks);
@@ -115,11 +143,20 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
     goto fail;
   }
   o3m_rng_destroy(rng);
+  rng = NULL;
   free(dims);
+  dims = NULL;
   /* Drawing Q and cutting the blocks left values of Q in this thread's
    * vector registers, which every thread created later (gRPC starts its
    * threads next) would inherit. */
   o3m_seal_scrub_registers();
+  rc = bind_server(s, e);
+  if (rc < 0) goto fail;
+  pmg_stats st;
+  pmg_service_stats(s, &st);
+  o3m_log_info("serving %s (port %d) with %s: d = %d over %d parties, mask %016" PRIx64,
+               s->me->address, pmg_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS",
+               s->part.d, st.parties, s->mask_id);
   *out = s;
   return 0;
 
@@ -132,6 +169,8 @@ fail:
 
 void pmg_service_destroy(pmg_service *s) {
   if (!s) return;
+  o3m_rpc_server_destroy(s->server); /* no handler runs after this */
+  o3m_access_destroy(s->access);
   if (s->blocks)
     for (int j = 0; j < s->part.m; j++) o3m_block_destroy(s->blocks[j]); /* wiped first */
   o3m_mask_destroy(s->mask); /* wipes Q first */
@@ -143,6 +182,23 @@ void pmg_service_destroy(pmg_service *s) {
   free(s->confirmed);
   free(s->dims_buf);
   free(s);
+}
+
+int pmg_service_port(const pmg_service *s) { return o3m_rpc_server_port(s->server); }
+
+int pmg_service_run(pmg_service *s) {
+  o3m_rpc_server_run(s->server);
+  pmg_stats st;
+  pmg_service_stats(s, &st);
+  o3m_log_info("stopped: %" PRIu64 " blocks served, %" PRIu64 " calls refused, %d of %d "
+               "parties confirmed, Q %s",
+               st.blocks_served, st.refused, st.confirmed, st.parties,
+               st.forgotten ? "forgotten" : "wiped at exit");
+  return 0;
+}
+
+void pmg_service_shutdown(pmg_service *s) {
+  o3m_rpc_server_shutdown(s->server); /* sets an atomic flag: async-signal-safe */
 }
 
 uint64_t pmg_service_mask_id(const pmg_service *s) { return s->mask_id; }
@@ -289,7 +345,7 @@ static int h_confirm_block(void *ctx, o3m_rpc_call *call, const ProtobufCMessage
   return rc;
 }
 
-static const o3m_rpc_method methods[] = {
+static const o3m_rpc_method methods[N_METHODS] = {
     {O3M_PATH_PMG_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
      h_info},
     {O3M_PATH_PMG_GET_BLOCK, &o3m__v1__block_request__descriptor, &o3m__v1__block__descriptor,
@@ -301,7 +357,7 @@ static const o3m_rpc_method methods[] = {
 /* Only the parties that own columns ever need the mask generator: the
  * clients, the generator's own certificate and any other identity are
  * refused before a request is read. */
-static const o3m_access_rule access_rules[] = {
+static const o3m_access_rule access_rules[N_METHODS] = {
     {O3M_PATH_PMG_INFO, O3M_ACCESS_COLUMN},
     {O3M_PATH_PMG_GET_BLOCK, O3M_ACCESS_COLUMN},
     {O3M_PATH_PMG_CONFIRM_BLOCK, O3M_ACCESS_COLUMN},

@@ -36,6 +36,12 @@
  * With insecure (plaintext transport) there is no caller identity, so every
  * caller may fetch any block by its index; main() warns about it.
  *
+ * Life cycle, the same as every daemon's service (ap_service.h):
+ * pmg_service_create draws the mask and binds the server, pmg_service_run
+ * serves on the calling thread until pmg_service_shutdown (async-signal
+ * safe), pmg_service_destroy frees. The server reads no request above a
+ * few kilobytes and closes idle connections.
+ *
  * Handlers run one at a time on the server thread (o3m_rpc.h), so the state
  * below needs no lock. The PMG never sees a feature, a user, an item or a
  * reward; it logs who fetched and confirmed which block and the mask id, and
@@ -71,15 +77,31 @@ typedef struct pmg_stats {
 /* Builds the partition from cfg's column parties and draws the mask: from
  * the OS CSPRNG (getrandom) unless opt->seeded, then from
  * o3m_rng_create_seeded_insecure(opt->seed), which a test can replay with
- * o3m_mask_generate to recompute Q. cfg must outlive the service (party
- * names are borrowed from it). On success *out owns Q and its blocks; on
- * failure *out is NULL and nothing is left allocated. Errors: O3M_EINVAL,
- * O3M_ENOMEM, O3M_ERANDOM; e says which. */
+ * o3m_mask_generate to recompute Q. Then binds the server on the pmg
+ * party's address (mutual TLS with its cert and key and the federation CA
+ * unless opt->insecure) and logs the "serving" line; calls queue from then
+ * until pmg_service_run. cfg must outlive the service (party names are
+ * borrowed from it). On success *out owns Q, its blocks and the server; on
+ * failure *out is NULL and nothing is left allocated or listening. Errors:
+ * O3M_EINVAL, O3M_ENOMEM, O3M_ERANDOM, and for the server "CONFIG: [party
+ * NAME]: listen ADDRESS: CAUSE" (O3M_EIO) or a TLS file's problem
+ * (O3M_ETLS); e says which. */
 int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
                        o3m_err *e);
 
-/* Wipes Q and the blocks and frees everything (the seal scratch buffer is
- * wiped after every use already). NULL is accepted. */
+/* The TCP port the server is bound to. */
+int pmg_service_port(const pmg_service *s);
+
+/* Serves on the calling thread until pmg_service_shutdown, then logs a
+ * line with the counters and returns 0. */
+int pmg_service_run(pmg_service *s);
+
+/* Asks pmg_service_run to return. Async-signal-safe; any thread. */
+void pmg_service_shutdown(pmg_service *s);
+
+/* Stops and frees the server, wipes Q and the blocks and frees everything
+ * (the seal scratch buffer is wiped after every use already). Not while
+ * pmg_service_run executes on another thread. NULL is accepted. */
 void pmg_service_destroy(pmg_service *s);
 
 /* The method table (Info, GetBlock, ConfirmBlock) to pass to

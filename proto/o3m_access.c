@@ -188,3 +188,26 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
 uint64_t o3m_access_refused(const o3m_access *a) {
   return atomic_load_explicit(&((o3m_access *)a)->refused, memory_order_relaxed);
 }
+
+int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_config *sc,
+                     const o3m_config *cfg, const o3m_party *me, const o3m_access_rule *rules,
+                     int n_rules, const o3m_rpc_method *methods, int n_methods, void *ctx,
+                     o3m_err *e) {
+  *srv = NULL;
+  if (!sc->listen) sc->listen = me->address;
+  if (!sc->insecure) sc->tls = o3m_rpc_tls_of_party(cfg, me);
+  sc->idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
+  int rc = o3m_access_create(acc, cfg, me->name, rules, n_rules, methods, n_methods, e);
+  if (rc < 0) return rc;
+  o3m_access_install(*acc, sc);
+  o3m_err why;
+  o3m_err_clear(&why);
+  rc = o3m_rpc_server_create(srv, sc, methods, n_methods, ctx, &why);
+  if (rc < 0) {
+    o3m_access_destroy(*acc);
+    *acc = NULL;
+    return o3m_err_set(e, rc, "%s: [party %s]: %s", o3m_config_name(cfg), me->name,
+                       o3m_err_message(&why));
+  }
+  return 0;
+}

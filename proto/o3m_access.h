@@ -78,6 +78,22 @@ void o3m_access_destroy(o3m_access *a);
 /* Sets sc's authorize hook to this policy. */
 void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc);
 
+/* Binds the server of a daemon's own party me under the access policy
+ * rules, the way every daemon binds its server: it listens on sc->listen,
+ * or me->address if that is NULL; unless sc->insecure, with mutual TLS from
+ * the party's cert and key and the federation CA (o3m_rpc_tls_of_party);
+ * connections idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed. The rest
+ * of sc (size limits, slots, idle hook) is the caller's; sc is updated in
+ * place. On success *srv is the server (ctx is its handlers' context) and
+ * *acc its policy: destroy the server first. On failure both are NULL and
+ * nothing is left listening; e holds o3m_access_create's error, or "CONFIG:
+ * [party NAME]: " and o3m_rpc_server_create's ("listen ADDRESS: CAUSE",
+ * O3M_EIO, or a TLS file's problem, O3M_ETLS). */
+int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_config *sc,
+                     const o3m_config *cfg, const o3m_party *me, const o3m_access_rule *rules,
+                     int n_rules, const o3m_rpc_method *methods, int n_methods, void *ctx,
+                     o3m_err *e);
+
 /* The classes (O3M_ACCESS_* bits) of identity; 0 for NULL or an identity
  * that names no party and no client. */
 unsigned o3m_access_classes(const o3m_access *a, const char *identity);

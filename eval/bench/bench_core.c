@@ -43,6 +43,7 @@
 #include "o3m_policy.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
+#include "o3m_cli.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -891,21 +892,27 @@ static void section_d(const bench_opts *o) {
 
 /* ---- driver ---- */
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-bench-core [--quick] [--sections abcd] [--pool-mb N]\n"
-          "  Benchmarks the bandit engine (see eval/bench/README.md):\n"
-          "   a  per-round time, central vs masked (M = %d), shared LinUCB and LinTS\n"
-          "   b  the paper's full-inverse round vs ours (Sherman-Morrison)\n"
-          "   c  decisions per second at d = 100, K = 10, one thread\n"
-          "   d  scoring GFLOP/s as a fraction of the dgemm rate\n"
-          "  --quick          few repeats: a smoke run of a few seconds\n"
-          "  --sections LIST  run only these sections (default abcd)\n"
-          "  --pool-mb N      (a): size cap of the replayed pool of rounds (default %d);\n"
-          "                   64 or more makes every round's inputs come from memory\n"
-          "  Exit status 0 whether targets are met or not.\n",
-          N_PARTIES, POOL_MB_DEFAULT);
-}
+/* A number macro as a string, for the help text. */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+enum { OPT_QUICK, OPT_SECTIONS, OPT_POOL_MB };
+static const o3m_cli_option options[] = {
+    [OPT_QUICK] = {"quick", NULL, "few repeats: a smoke run of a few seconds"},
+    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcd)"},
+    [OPT_POOL_MB] = {"pool-mb", "N", "(a): cap in MB of the replayed pool of rounds, 1..4096 "
+                                     "(default " STR(POOL_MB_DEFAULT) "; 64+: from memory)"},
+    {NULL, NULL, NULL},
+};
+static const o3m_cli_spec spec = {
+    "o3m-bench-core", "[--quick] [--sections abcd] [--pool-mb N]",
+    "Benchmarks the bandit engine (see eval/bench/README.md).", options,
+    "sections:\n"
+    "  a  per-round time, central vs masked (M = " STR(N_PARTIES) "), shared LinUCB and LinTS\n"
+    "  b  the paper's full-inverse round vs ours (Sherman-Morrison)\n"
+    "  c  decisions per second at d = 100, K = 10, one thread\n"
+    "  d  scoring GFLOP/s as a fraction of the dgemm rate\n"
+    "exit 0 whether targets are met or not.\n"};
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
 
@@ -925,32 +932,26 @@ static double load_average(void) {
 int main(int argc, char **argv) {
   bench_opts o = {.quick = 0, .sections = "abcd"};
   double pool_mb = POOL_MB_DEFAULT;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &spec, argc, argv);
+  const char *v;
+  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
+    if (i == O3M_CLI_STOP) return cl.exit_code;
+    if (i == OPT_QUICK) {
       o.quick = 1;
-    } else if (!strcmp(argv[i], "--sections") && i + 1 < argc) {
-      const char *s = argv[++i];
-      if (!*s || strlen(s) > 4 || strspn(s, "abcd") != strlen(s)) {
-        fprintf(stderr, "o3m-bench-core: --sections: '%s' is not a subset of abcd\n", s);
-        return 2;
-      }
-      snprintf(o.sections, sizeof o.sections, "%s", s);
-    } else if (!strcmp(argv[i], "--pool-mb") && i + 1 < argc) {
+    } else if (i == OPT_SECTIONS) {
+      if (!*v || strlen(v) > 4 || strspn(v, "abcd") != strlen(v))
+        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcd", v);
+      snprintf(o.sections, sizeof o.sections, "%s", v);
+    } else if (i == OPT_POOL_MB) {
       char *end;
-      pool_mb = strtod(argv[++i], &end);
-      if (*end || !(pool_mb >= 1 && pool_mb <= 4096)) {
-        fprintf(stderr, "o3m-bench-core: --pool-mb: '%s' is not a number in 1..4096\n", argv[i]);
-        return 2;
-      }
-    } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "o3m-bench-core: unknown argument '%s'\n", argv[i]);
-      usage(stderr);
-      return 2;
+      pool_mb = strtod(v, &end);
+      if (*end || !(pool_mb >= 1 && pool_mb <= 4096))
+        return o3m_cli_usage_error(&spec, "--pool-mb: '%s' is not a number in 1..4096", v);
     }
   }
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&spec, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
   if (o.quick) {
     o.pairs = 5;
     o.cell_s = 0.08;

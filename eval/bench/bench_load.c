@@ -20,7 +20,6 @@
  *
  * eval/bench/run-load.sh starts a federation (M = 5, d = 100) and runs this. */
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 #include <time.h>
 
 #include "o3m.pb-c.h"
+#include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
@@ -166,47 +166,61 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: o3m-bench-load --config F (--cert F --key F | --insecure) [--K 20]\n"
-             "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
-             "       [--items 200] [--with-reward]\n");
-}
+enum {
+  OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
+  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD
+};
+static const o3m_cli_option options[] = {
+    [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
+    [OPT_CERT] = {"cert", "F", "a client certificate named in the config"},
+    [OPT_KEY] = {"key", "F", "its private key"},
+    [OPT_INSECURE] = {"insecure", NULL, "plaintext gRPC instead of --cert and --key"},
+    [OPT_K] = {"K", "N", "candidates per round, 1..1024 (default 20)"},
+    [OPT_CONCURRENCY] = {"concurrency", "LIST", "calls in flight, one run each (default 1,8,32)"},
+    [OPT_SECONDS] = {"seconds", "S", "measured seconds per run (default 5)"},
+    [OPT_WARMUP] = {"warmup", "S", "unmeasured seconds before each run (default 1)"},
+    [OPT_USERS] = {"users", "N", "user ids drawn from (default 1000)"},
+    [OPT_ITEMS] = {"items", "N", "item ids drawn from, at least K (default 200)"},
+    [OPT_WITH_REWARD] = {"with-reward", NULL, "send a Reward after every Recommend"},
+    {NULL, NULL, NULL},
+};
+static const o3m_cli_spec spec = {
+    "o3m-bench-load",
+    "--config F (--cert F --key F | --insecure) [--K 20]\n"
+    "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
+    "       [--items 200] [--with-reward]",
+    "Drives a running federation's active party with Recommend calls and reports latency.",
+    options, NULL};
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"config", required_argument, 0, 'c'}, {"cert", required_argument, 0, 'C'},
-      {"key", required_argument, 0, 'k'},    {"insecure", no_argument, 0, 'I'},
-      {"K", required_argument, 0, 'K'},      {"concurrency", required_argument, 0, 'n'},
-      {"seconds", required_argument, 0, 's'}, {"warmup", required_argument, 0, 'w'},
-      {"users", required_argument, 0, 'u'},  {"items", required_argument, 0, 'i'},
-      {"with-reward", no_argument, 0, 'r'},  {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
   bench b = {.K = 20, .users = 1000, .items = 200};
   const char *cfg_path = NULL, *conc = "1,8,32";
   double seconds = 5, warmup = 1;
-  int c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (c) {
-    case 'c': cfg_path = optarg; break;
-    case 'C': b.cert = optarg; break;
-    case 'k': b.key = optarg; break;
-    case 'I': b.insecure = 1; break;
-    case 'K': b.K = atoi(optarg); break;
-    case 'n': conc = optarg; break;
-    case 's': seconds = atof(optarg); break;
-    case 'w': warmup = atof(optarg); break;
-    case 'u': b.users = atoi(optarg); break;
-    case 'i': b.items = atoi(optarg); break;
-    case 'r': b.with_reward = 1; break;
-    case 'h': usage(stdout); return 0;
-    default: usage(stderr); return 2;
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &spec, argc, argv);
+  const char *v;
+  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
+    switch (i) {
+    case O3M_CLI_STOP: return cl.exit_code;
+    case OPT_CONFIG: cfg_path = v; break;
+    case OPT_CERT: b.cert = v; break;
+    case OPT_KEY: b.key = v; break;
+    case OPT_INSECURE: b.insecure = 1; break;
+    case OPT_K: b.K = atoi(v); break;
+    case OPT_CONCURRENCY: conc = v; break;
+    case OPT_SECONDS: seconds = atof(v); break;
+    case OPT_WARMUP: warmup = atof(v); break;
+    case OPT_USERS: b.users = atoi(v); break;
+    case OPT_ITEMS: b.items = atoi(v); break;
+    case OPT_WITH_REWARD: b.with_reward = 1; break;
     }
   }
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&spec, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
   if (!cfg_path || (!b.insecure && (!b.cert || !b.key)) || b.K < 1 || b.K > 1024 ||
-      b.items < b.K || b.users < 1 || seconds <= 0) {
-    usage(stderr);
-    return 2;
-  }
+      b.items < b.K || b.users < 1 || seconds <= 0)
+    return o3m_cli_usage_error(&spec, "give --config and --cert and --key (or --insecure), "
+                               "1 <= K <= items, users >= 1, seconds > 0");
   o3m_err e;
   o3m_config *cfg;
   if (o3m_config_load(&cfg, cfg_path, &e)) {
