@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ap_catalog.h"
 #include "ap_checkpoint.h"
 #include "ap_pending.h"
 #include "ap_policy.h"
@@ -39,10 +40,6 @@
 #include "o3m_wire.h"
 #include "pp_features.h"
 
-/* Largest catalog file read, and the longest item id in it (the limit of the
- * feature tables, so that every catalog id can also be a table id). */
-#define CATALOG_MAX_FILE (256u << 20)
-#define CATALOG_MAX_ID PP_FEATURES_MAX_ID
 /* Per-attempt deadline of the calls to the mask generator at start. */
 #define PMG_ATTEMPT_MS 1000
 /* Backoff between start-up attempts (mask generator, passive parties):
@@ -79,133 +76,6 @@ static size_t table_size(size_t n) {
   size_t cap = 16;
   while (cap < 2 * n) cap <<= 1;
   return cap;
-}
-
-/* ================================================================ catalog */
-
-/* The disjoint model's arms: line i of the items file is arm i. The ids live
- * in one buffer (text, with the line ends replaced by NULs); index is an
- * open-addressing table of arm + 1 (0 = empty) with linear probing. */
-typedef struct catalog {
-  char *text;
-  const char **ids; /* n pointers into text */
-  int n;
-  int *index;
-  size_t cap; /* power of two */
-} catalog;
-
-static void catalog_free(catalog *c) {
-  free(c->text);
-  free(c->ids);
-  free(c->index);
-  memset(c, 0, sizeof *c);
-}
-
-/* The arm of id, or -1. */
-static int catalog_find(const catalog *c, const char *id) {
-  size_t mask = c->cap - 1;
-  for (size_t i = (size_t)hash_str(id) & mask;; i = (i + 1) & mask) {
-    int a = c->index[i];
-    if (a == 0) return -1;
-    if (strcmp(c->ids[a - 1], id) == 0) return a - 1;
-  }
-}
-
-/* Reads the catalog file at path: one item id per line (LF or CRLF), 1 to
- * CATALOG_MAX_ID bytes without NUL, no duplicates, no empty line, at least
- * one line and at most max_arms. Errors name the file and line. */
-static int catalog_load(catalog *c, const char *path, int max_arms, o3m_err *e) {
-  memset(c, 0, sizeof *c);
-  FILE *f = fopen(path, "rb");
-  if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open the items catalog: %s", path,
-                             strerror(errno));
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap + 1);
-  int rc = 0;
-  if (!buf) {
-    fclose(f);
-    return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
-  }
-  for (;;) {
-    if (len == cap) {
-      if (cap >= CATALOG_MAX_FILE) {
-        rc = o3m_err_set(e, O3M_EPARSE, "%s: items catalog larger than %u bytes", path,
-                         CATALOG_MAX_FILE);
-        break;
-      }
-      char *nb = realloc(buf, 2 * cap + 1);
-      if (!nb) {
-        rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    size_t got = fread(buf + len, 1, cap - len, f);
-    len += got;
-    if (got == 0) {
-      if (ferror(f)) rc = o3m_err_set(e, O3M_EIO, "%s: read error", path);
-      break;
-    }
-  }
-  fclose(f);
-  if (rc < 0) {
-    free(buf);
-    return rc;
-  }
-  buf[len] = '\0';
-  c->text = buf;
-
-  /* Count lines; a final line end is not an extra (empty) line. */
-  int n = 0;
-  for (size_t i = 0; i < len; i++)
-    if (buf[i] == '\n') n++;
-  if (len > 0 && buf[len - 1] != '\n') n++;
-  if (n < 1) {
-    catalog_free(c);
-    return o3m_err_set(e, O3M_EPARSE, "%s: the items catalog is empty", path);
-  }
-  if (n > max_arms) {
-    catalog_free(c);
-    return o3m_err_set(e, O3M_EPARSE, "%s: %d items, at most %d arms are supported", path, n,
-                       max_arms);
-  }
-  c->ids = malloc(sizeof *c->ids * (size_t)n);
-  c->cap = table_size((size_t)n);
-  c->index = calloc(c->cap, sizeof *c->index);
-  if (!c->ids || !c->index) {
-    catalog_free(c);
-    return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
-  }
-  char *p = buf;
-  for (int line = 1; line <= n; line++) {
-    char *end = memchr(p, '\n', (size_t)(buf + len - p));
-    if (!end) end = buf + len;
-    *end = '\0';
-    size_t l = (size_t)(end - p);
-    if (l > 0 && p[l - 1] == '\r') p[--l] = '\0';
-    if (l == 0) {
-      catalog_free(c);
-      return o3m_err_set(e, O3M_EPARSE, "%s:%d: empty item id", path, line);
-    }
-    if (l > CATALOG_MAX_ID || strlen(p) != l) {
-      catalog_free(c);
-      return o3m_err_set(e, O3M_EPARSE, "%s:%d: item id longer than %d bytes or containing NUL",
-                         path, line, CATALOG_MAX_ID);
-    }
-    if (c->n > 0 && catalog_find(c, p) >= 0) {
-      int first = catalog_find(c, p) + 1;
-      catalog_free(c);
-      return o3m_err_set(e, O3M_EPARSE, "%s:%d: duplicate item id (first on line %d)", path,
-                         line, first);
-    }
-    c->ids[c->n] = p;
-    size_t mask = c->cap - 1, i = (size_t)hash_str(p) & mask;
-    while (c->index[i]) i = (i + 1) & mask;
-    c->index[i] = ++c->n;
-    p = end + 1;
-  }
-  return 0;
 }
 
 /* ================================================================ duplicate set */
@@ -352,7 +222,7 @@ struct ap_service {
   ap_algo algo;
   ap_model_kind model;
   int n_arms; /* disjoint only; 0 for shared */
-  catalog cat;
+  ap_catalog *cat; /* disjoint only (ap_catalog.h) */
   double reward_min, reward_max;
   int expiry_s;
 
@@ -549,7 +419,7 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
       for (int k = 0; k < K; k++) arms[k] = (int)req->arms[k];
     } else {
       for (int k = 0; k < K; k++) {
-        int a = catalog_find(&s->cat, req->items[k]);
+        int a = ap_catalog_find(s->cat, req->items[k]);
         if (a < 0)
           return o3m_err_set(e, O3M_EINVAL, "items[%d] is not in the items catalog "
                              "(and no arms were given)", k);
@@ -1249,9 +1119,9 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   s->model = pc.model;
   if (pc.model == AP_MODEL_DISJOINT) {
     if (!pp->items) return o3m_err_set(e, O3M_EINVAL, "[policy]: model disjoint needs items");
-    int rc = catalog_load(&s->cat, pp->items, 1000000, e);
+    int rc = ap_catalog_load(&s->cat, pp->items, 1000000, e);
     if (rc < 0) return rc;
-    s->n_arms = s->cat.n;
+    s->n_arms = ap_catalog_size(s->cat);
   }
   pc.d = s->d;
   pc.n_arms = s->n_arms;
@@ -1277,7 +1147,7 @@ static void service_free(ap_service *s) {
   o3m_block_destroy(s->block);
   pp_features_destroy(s->own);
   ap_policy_destroy(s->policy);
-  catalog_free(&s->cat);
+  ap_catalog_destroy(s->cat);
   free(s->dup.t);
   batch_free(s);
   free(s->X0);
