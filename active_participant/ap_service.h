@@ -6,6 +6,16 @@
  * the Active service (Info, Recommend, Reward, Stats) and one RPC client per
  * passive participant (PP).
  *
+ * Files. This header tells the whole story; the code is in four modules.
+ * ap_service.c: the handlers with their method and access tables, the
+ * durability glue (rewards through the journal, checkpoints, the stop after
+ * a disk error or a damaged model), the AP's block (fetch_block and
+ * install_block, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
+ * model's items catalog. ap_peers.[ch]: the clients of the PPs, the rebuild
+ * of a channel that stays unavailable and the start-up wait for their Info.
+ * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out
+ * and gather, the decision, and the AP's own feature tables.
+ *
  * Start-up (ap_service_create). The federation config gives the policy, the
  * partition and every party. The service loads its own feature tables if the
  * config names any, builds the disjoint model's catalog (item id -> arm), then
@@ -16,15 +26,15 @@
  * unreachable, up to pmg_timeout_s; then ConfirmBlock tells the generator
  * it is installed, retried on its own in the same way (a block is served
  * once per party, so the block is never fetched again after a confirmation
- * that may have arrived). Then it creates one
- * client per PP (which fail fast, so a missing PP is an error of the round
- * and not a wait) and waits, within the same timeout, until every PP has
- * answered Info with the right role, index and partition (a PP still
- * unreachable then is logged and the service starts anyway; any other bad
- * answer fails the start). It creates the pending table and every buffer a
+ * that may have arrived). Then it creates one client per PP (ap_peers.h;
+ * they fail fast, so a missing PP is an error of the round and not a wait)
+ * and waits, within the same timeout, until every PP has answered Info with
+ * the right role, index and partition (a PP still unreachable then is
+ * logged and the service starts anyway; any other bad answer fails the
+ * start). Before the block it creates the pending table and every buffer a
  * round needs for up to max_candidates candidates (and a batch of rounds
- * needs, see below), and binds the server. Nothing is allocated per
- * request by this module afterwards.
+ * needs, see below; ap_round.h), and at the end it binds the server.
+ * Nothing is allocated per request afterwards.
  *
  * Durable state. With a state_dir in the party's config section the block
  * and the model survive restarts. The block is kept in state_dir
@@ -47,7 +57,7 @@
  * ap_access in ap_service.c; o3m_access.h), so a refused call changes
  * nothing. With insecure there are no identities and everyone may call.
  *
- * A round (Recommend). The request is validated completely before anything
+ * A round (Recommend; ap_round.h). The request is validated completely before anything
  * is touched (an invalid one is answered at once). Valid rounds are batched:
  * the call is deferred (o3m_rpc.h) and queued, and when the server has taken
  * every call that is ready its idle hook sends all queued rounds (up to
