@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "ap_clock.h"
+#include "o3m_assert.h"
 #include "o3m_blas.h"
 #include "o3m_hash.h"
 #include "o3m_log.h"
@@ -300,11 +301,9 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
 
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
                     o3m_err *e) {
-  if (r->n_queued >= AP_ROUND_SLOTS) {
-    /* Cannot happen: every queued round holds one of Recommend's slots. */
-    r->st.failed_rounds++;
-    return o3m_err_set(e, O3M_EFULL, "%d rounds are waiting already", AP_ROUND_SLOTS);
-  }
+  /* Every queued round holds one of Recommend's AP_ROUND_SLOTS server
+   * slots, so gRPC cannot hand over a call while the queue is full. */
+  O3M_ASSERT(r->n_queued < AP_ROUND_SLOTS);
   queued *q = &r->queue[r->n_queued];
   int rc = recommend_validate(r, req, q->arms, e);
   if (rc < 0) {
@@ -443,12 +442,11 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   rep.item = q->req->items[chosen];
   rep.score = score;
   rep.mask_id = r->mask_id;
-  /* A reply of a few dozen bytes cannot fail to pack; if it did the caller
-   * would get the error and the decision would expire unrewarded. */
+  /* The call is deferred, the reply is a Recommendation with every field
+   * set and a few dozen bytes (an id of at most O3M_CONFIG_MAX_ID), far below
+   * the server's message limit (the largest valid Recommend): it packs. */
   rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
-  if (rc < 0)
-    o3m_log_warn("decision %llu: the reply was not sent: %s", (unsigned long long)id,
-                 o3m_err_message(&e));
+  O3M_ASSERT(rc == 0);
 }
 
 /* One batch: the fan-out, then every round in arrival order. */

@@ -30,6 +30,7 @@
 #include "ap_round.h"
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
+#include "o3m_assert.h"
 #include "o3m_block_store.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
@@ -98,7 +99,7 @@ struct ap_service {
   char *state_dir;
   ap_checkpoint *ckpt;
   /* Why the service stopped itself (refusing rewards meanwhile), or
-   * STOP_NONE; see stop_cause_text. */
+   * STOP_NONE; see stop_cause_text and "States" in ap_service.h. */
   stop_cause stopped;
   int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
   uint64_t checkpoints;     /* written since start */
@@ -144,6 +145,15 @@ static void recommend_flush(void *ctx) {
 
 /* ---------------------------------------------------------------- Reward */
 
+/* SERVING -> STOPPING (see "States" in ap_service.h): the first cause
+ * stays, and the server is asked to stop. Both causes come from the journal
+ * or a checkpoint, so only a durable service gets here. */
+static void service_stop(ap_service *s, stop_cause cause) {
+  O3M_ASSERT(s->ckpt != NULL && cause != STOP_NONE);
+  if (!s->stopped) s->stopped = cause;
+  o3m_rpc_server_shutdown(s->server);
+}
+
 /* The journal failed (ap_journal.h: after a failed write or fdatasync
  * nothing since the last good sync can be trusted). Marks the service,
  * asks the server to stop (run() returns O3M_EIO, the daemon exits 1 and a
@@ -155,8 +165,7 @@ static int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why,
     o3m_log_error("the reward journal failed: %s; no more rewards are accepted and the active "
                   "party is stopping (restart it to recover from %s)", o3m_err_message(why),
                   s->state_dir);
-  if (!s->stopped) s->stopped = STOP_DISK;
-  o3m_rpc_server_shutdown(s->server);
+  service_stop(s, STOP_DISK);
   return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward could not be written to "
                      "disk and is not acknowledged; the active party is stopping",
                      (unsigned long long)decision);
@@ -229,8 +238,7 @@ static void checkpoint_now(ap_service *s, const char *why) {
   if (rc == O3M_ECORRUPT) {
     o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
                   "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
-    if (!s->stopped) s->stopped = STOP_DAMAGED;
-    o3m_rpc_server_shutdown(s->server);
+    service_stop(s, STOP_DAMAGED);
     return;
   }
   if (rc == O3M_EIO && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {

@@ -118,6 +118,63 @@
  * idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed, which frees what gRPC
  * keeps of a connection's largest (possibly refused) message.
  *
+ * States. Three fields of struct ap_service hold the status: ran
+ * (ap_service_run was called), stopped (the stop_cause: why the service
+ * stopped itself, STOP_NONE until then) and ckpt (durability: non-NULL
+ * exactly when the party has a state_dir). ckpt is fixed at create, so a
+ * service lives its whole life with durability on or off; the rest moves
+ * like this (SQLite's pager.c draws its states the same way):
+ *
+ *                     ap_service_create
+ *                            |
+ *                            v
+ *                      +-----------+  failure: O3M error, nothing left
+ *                      | STARTING  |--------------------------------> (none)
+ *                      +-----------+
+ *                            | returns 0
+ *                            v
+ *                      +-----------+
+ *                      |  CREATED  |
+ *                      +-----------+
+ *                            | ap_service_run
+ *                            v
+ *                      +-----------+  journal write/sync fails (STOP_DISK),
+ *                      |  SERVING  |  or a checkpoint finds the model
+ *                      +-----------+  damaged (STOP_DAMAGED); durable only
+ *                            |    \------------------------------+
+ *   ap_service_shutdown      |                                   v
+ *   (any thread, a signal)   |                            +-------------+
+ *                            |                            |  STOPPING   |
+ *                            |                            |  (cause)    |
+ *                            |                            +-------------+
+ *                            v                                   |
+ *                      +-----------+  drained: run returns       |
+ *                      | SHUT DOWN | <---------------------------+
+ *                      +-----------+    O3M_EIO / O3M_ECORRUPT
+ *                            | ap_service_destroy (from CREATED too)
+ *                            v
+ *                          (none)
+ *
+ * STARTING (inside ap_service_create; the caller has no handle yet): the
+ *   block is loaded or fetched, the model recovered, the peers awaited.
+ *   *opt->stop ends it with O3M_ESTATE; any failure frees everything.
+ * CREATED: ran == 0, stopped == STOP_NONE. The server is bound and calls
+ *   queue in gRPC; none is answered, nothing changes.
+ * SERVING: ran == 1, stopped == STOP_NONE, ap_service_run executing on
+ *   one thread; every handler and the idle hook run on it, one at a time.
+ *   Rewards are acknowledged only once durable (with ckpt).
+ * STOPPING: ran == 1, stopped != STOP_NONE, which implies ckpt != NULL
+ *   (both causes come from the journal or a checkpoint; asserted). The
+ *   server has been asked to stop; calls in flight finish for up to a
+ *   second. Every Reward gets UNAVAILABLE naming the cause and reaches
+ *   neither the journal nor the model; no checkpoint is written, the final
+ *   one included. The first cause stays: stopped never changes again.
+ * SHUT DOWN: ap_service_run has returned: 0 after ap_service_shutdown
+ *   (with ckpt, after a final checkpoint), O3M_EIO for STOP_DISK,
+ *   O3M_ECORRUPT for STOP_DAMAGED (the final checkpoint can set a cause
+ *   too, and then its code is returned). ran stays 1, so another run
+ *   returns O3M_ESTATE. Only ap_service_destroy (and the getters) remain.
+ *
  * Threads. The RPC layer runs handlers and the idle hook one at a time on
  * the thread that calls ap_service_run(), so they share the policy and the
  * tables without locks. ap_service_shutdown() may be called from any thread or a
