@@ -75,6 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_assert.h"
 #include "o3m_blas.h"
 #include "o3m_rank1.h"
 #include "o3m_rng.h"
@@ -300,7 +301,9 @@ int ap_policy_create(ap_policy **out, const ap_policy_config *cfg, o3m_err *e) {
   for (size_t m = 0; m < n; m++) {
     double *L = model_mat(p->lambda_m, p, (int)m);
     for (size_t i = 0; i < d; i++) L[i * d + i] = cfg->lambda;
-    refactor(p, (int)m); /* lambda I is positive definite: cannot fail */
+    /* lambda I with lambda > 0 (checked above) is positive definite. */
+    rc = refactor(p, (int)m);
+    O3M_ASSERT(rc == O3M_OK);
   }
   *out = p;
   return O3M_OK;
@@ -657,8 +660,9 @@ static void encode_header(const ap_policy *p, unsigned char *h) {
   o3m_put_le64(h + 40, o3m_double_bits(p->cfg.lambda));
   o3m_put_le64(h + 48, p->updates);
   o3m_rng_state st;
-  /* The policy's sampler is always a seeded one, so this cannot fail. */
-  o3m_rng_state_get(p->rng, &st);
+  /* The policy's sampler is always a seeded one, whose state can be read. */
+  int rc = o3m_rng_state_get(p->rng, &st);
+  O3M_ASSERT(rc == O3M_OK);
   for (int i = 0; i < 4; i++) o3m_put_le64(h + 56 + 8 * i, st.s[i]);
   o3m_put_le64(h + 88, st.have_spare);
   o3m_put_le64(h + 96, o3m_double_bits(st.spare));
@@ -899,7 +903,8 @@ int ap_policy_reset(ap_policy *p) {
   for (size_t m = 0; m < n; m++) {
     double *L = model_mat(p->lambda_m, p, (int)m);
     for (size_t i = 0; i < d; i++) L[i * d + i] = p->cfg.lambda;
-    refactor(p, (int)m); /* lambda I: cannot fail */
+    int rc = refactor(p, (int)m); /* lambda I: positive definite */
+    O3M_ASSERT(rc == O3M_OK);
   }
   p->updates = 0;
   p->kept_arm = -1;
