@@ -344,7 +344,12 @@ static const o3m_access_rule ap_access[] = {
     {O3M_PATH_ACTIVE_STATS, O3M_ACCESS_CLIENT},
 };
 
-/* ================================================================ start-up */
+/* ================================================================ the AP's block */
+
+/* The AP's block Q^0, stored or fetched: fetch_block (with its backoff)
+ * and install_block are the one spot that gets it, and the only users of
+ * PMG_ATTEMPT_MS and PMG_BACKOFF_*; a block module shared with the passive
+ * participant is to replace them (issue 10). */
 
 /* Gets, imports and confirms the AP's block from the mask generator,
  * retrying while the generator is unreachable (see ap_service.h). */
@@ -446,6 +451,8 @@ static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *
   }
   return fetch_block(s, cfg, me, opt, e);
 }
+
+/* ================================================================ start-up */
 
 /* Recovers the model from state_dir and opens the reward journal (see
  * ap_service.h); without a state_dir only warns. Errors that need the
