@@ -6,6 +6,16 @@
  * the Active service (Info, Recommend, Reward, Stats) and one RPC client per
  * passive participant (PP).
  *
+ * Files. This header tells the whole story; the code is in four modules.
+ * ap_service.c: the handlers with their method and access tables, the
+ * durability glue (rewards through the journal, checkpoints, the stop after
+ * a disk error or a damaged model), the AP's block (fetch_block and
+ * install_block, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
+ * model's items catalog. ap_peers.[ch]: the clients of the PPs, the rebuild
+ * of a channel that stays unavailable and the start-up wait for their Info.
+ * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out
+ * and gather, the decision, and the AP's own feature tables.
+ *
  * Start-up (ap_service_create). The federation config gives the policy, the
  * partition and every party. The service loads its own feature tables if the
  * config names any, builds the disjoint model's catalog (item id -> arm), then
@@ -16,15 +26,15 @@
  * unreachable, up to pmg_timeout_s; then ConfirmBlock tells the generator
  * it is installed, retried on its own in the same way (a block is served
  * once per party, so the block is never fetched again after a confirmation
- * that may have arrived). Then it creates one
- * client per PP (which fail fast, so a missing PP is an error of the round
- * and not a wait) and waits, within the same timeout, until every PP has
- * answered Info with the right role, index and partition (a PP still
- * unreachable then is logged and the service starts anyway; any other bad
- * answer fails the start). It creates the pending table and every buffer a
+ * that may have arrived). Then it creates one client per PP (ap_peers.h;
+ * they fail fast, so a missing PP is an error of the round and not a wait)
+ * and waits, within the same timeout, until every PP has answered Info with
+ * the right role, index and partition (a PP still unreachable then is
+ * logged and the service starts anyway; any other bad answer fails the
+ * start). Before the block it creates the pending table and every buffer a
  * round needs for up to max_candidates candidates (and a batch of rounds
- * needs, see below), and binds the server. Nothing is allocated per
- * request by this module afterwards.
+ * needs, see below; ap_round.h), and at the end it binds the server.
+ * Nothing is allocated per request afterwards.
  *
  * Durable state. With a state_dir in the party's config section the block
  * and the model survive restarts. The block is kept in state_dir
@@ -47,7 +57,7 @@
  * ap_access in ap_service.c; o3m_access.h), so a refused call changes
  * nothing. With insecure there are no identities and everyone may call.
  *
- * A round (Recommend). The request is validated completely before anything
+ * A round (Recommend; ap_round.h). The request is validated completely before anything
  * is touched (an invalid one is answered at once). Valid rounds are batched:
  * the call is deferred (o3m_rpc.h) and queued, and when the server has taken
  * every call that is ready its idle hook sends all queued rounds (up to
@@ -107,6 +117,63 @@
  * the field; both before any passive party is contacted. Client connections
  * idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed, which frees what gRPC
  * keeps of a connection's largest (possibly refused) message.
+ *
+ * States. Three fields of struct ap_service hold the status: ran
+ * (ap_service_run was called), stopped (the stop_cause: why the service
+ * stopped itself, STOP_NONE until then) and ckpt (durability: non-NULL
+ * exactly when the party has a state_dir). ckpt is fixed at create, so a
+ * service lives its whole life with durability on or off; the rest moves
+ * like this (SQLite's pager.c draws its states the same way):
+ *
+ *                     ap_service_create
+ *                            |
+ *                            v
+ *                      +-----------+  failure: O3M error, nothing left
+ *                      | STARTING  |--------------------------------> (none)
+ *                      +-----------+
+ *                            | returns 0
+ *                            v
+ *                      +-----------+
+ *                      |  CREATED  |
+ *                      +-----------+
+ *                            | ap_service_run
+ *                            v
+ *                      +-----------+  journal write/sync fails (STOP_DISK),
+ *                      |  SERVING  |  or a checkpoint finds the model
+ *                      +-----------+  damaged (STOP_DAMAGED); durable only
+ *                            |    \------------------------------+
+ *   ap_service_shutdown      |                                   v
+ *   (any thread, a signal)   |                            +-------------+
+ *                            |                            |  STOPPING   |
+ *                            |                            |  (cause)    |
+ *                            |                            +-------------+
+ *                            v                                   |
+ *                      +-----------+  drained: run returns       |
+ *                      | SHUT DOWN | <---------------------------+
+ *                      +-----------+    O3M_EIO / O3M_ECORRUPT
+ *                            | ap_service_destroy (from CREATED too)
+ *                            v
+ *                          (none)
+ *
+ * STARTING (inside ap_service_create; the caller has no handle yet): the
+ *   block is loaded or fetched, the model recovered, the peers awaited.
+ *   *opt->stop ends it with O3M_ESTATE; any failure frees everything.
+ * CREATED: ran == 0, stopped == STOP_NONE. The server is bound and calls
+ *   queue in gRPC; none is answered, nothing changes.
+ * SERVING: ran == 1, stopped == STOP_NONE, ap_service_run executing on
+ *   one thread; every handler and the idle hook run on it, one at a time.
+ *   Rewards are acknowledged only once durable (with ckpt).
+ * STOPPING: ran == 1, stopped != STOP_NONE, which implies ckpt != NULL
+ *   (both causes come from the journal or a checkpoint; asserted). The
+ *   server has been asked to stop; calls in flight finish for up to a
+ *   second. Every Reward gets UNAVAILABLE naming the cause and reaches
+ *   neither the journal nor the model; no checkpoint is written, the final
+ *   one included. The first cause stays: stopped never changes again.
+ * SHUT DOWN: ap_service_run has returned: 0 after ap_service_shutdown
+ *   (with ckpt, after a final checkpoint), O3M_EIO for STOP_DISK,
+ *   O3M_ECORRUPT for STOP_DAMAGED (the final checkpoint can set a cause
+ *   too, and then its code is returned). ran stays 1, so another run
+ *   returns O3M_ESTATE. Only ap_service_destroy (and the getters) remain.
  *
  * Threads. The RPC layer runs handlers and the idle hook one at a time on
  * the thread that calls ap_service_run(), so they share the policy and the

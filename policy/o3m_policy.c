@@ -74,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_assert.h"
 #include "o3m_blas.h"
 #include "o3m_policy_impl.h"
 #include "o3m_rank1.h"
@@ -187,6 +188,19 @@ void o3m_policy__update_theta(o3m_policy *p, int m) {
   }
 }
 
+/* Sets every model to its prior, Lambda = lambda I (on zeroed statistics),
+ * and its inverse or factor to match. lambda > 0 is checked at create, so
+ * lambda I is positive definite and the refactorization cannot fail. */
+static void set_prior(o3m_policy *p) {
+  size_t d = (size_t)p->d;
+  for (int m = 0; m < p->n_models; m++) {
+    double *L = model_mat(p->lambda_m, p, m);
+    for (size_t i = 0; i < d; i++) L[i * d + i] = p->cfg.lambda;
+    int rc = o3m_policy__refactor(p, m);
+    O3M_ASSERT(rc == O3M_OK);
+  }
+}
+
 int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e) {
   *out = NULL;
   int rc = validate(cfg, e);
@@ -228,11 +242,7 @@ int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e
     o3m_policy_destroy(p);
     return o3m_err_set(e, rc, "policy: cannot create sampler");
   }
-  for (size_t m = 0; m < n; m++) {
-    double *L = model_mat(p->lambda_m, p, (int)m);
-    for (size_t i = 0; i < d; i++) L[i * d + i] = cfg->lambda;
-    o3m_policy__refactor(p, (int)m); /* lambda I is positive definite: cannot fail */
-  }
+  set_prior(p);
   *out = p;
   return O3M_OK;
 }
@@ -553,11 +563,7 @@ int o3m_policy_reset(o3m_policy *p) {
   memset(p->fac, 0, sizeof(double) * n * d * d);
   memset(p->u, 0, sizeof(double) * n * d);
   memset(p->theta, 0, sizeof(double) * n * d);
-  for (size_t m = 0; m < n; m++) {
-    double *L = model_mat(p->lambda_m, p, (int)m);
-    for (size_t i = 0; i < d; i++) L[i * d + i] = p->cfg.lambda;
-    o3m_policy__refactor(p, (int)m); /* lambda I: cannot fail */
-  }
+  set_prior(p);
   p->updates = 0;
   p->kept_arm = -1;
   o3m_rng *fresh;

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "o3m_assert.h"
 #include "o3m_bytes.h"
 #include "o3m_policy_impl.h"
 #include "o3m_rng.h"
@@ -72,8 +73,9 @@ static void encode_header(const o3m_policy *p, unsigned char *h) {
   o3m_put_le64(h + F_LAMBDA, o3m_double_bits(p->cfg.lambda));
   o3m_put_le64(h + F_UPDATES, p->updates);
   o3m_rng_state st;
-  /* The policy's sampler is always a seeded one, so this cannot fail. */
-  o3m_rng_state_get(p->rng, &st);
+  /* The policy's sampler is always a seeded one, whose state can be read. */
+  int rc = o3m_rng_state_get(p->rng, &st);
+  O3M_ASSERT(rc == O3M_OK);
   for (int i = 0; i < 4; i++) o3m_put_le64(h + F_RNG_S + 8 * i, st.s[i]);
   o3m_put_le64(h + F_RNG_HAVE_SPARE, st.have_spare);
   o3m_put_le64(h + F_RNG_SPARE, o3m_double_bits(st.spare));

@@ -1,0 +1,242 @@
+/* ap_peers.c -- the active participant's clients of the passive
+ * participants (see ap_peers.h).
+ *
+ * A peer is its client plus the copies of the strings the client's config
+ * points to (so that peer_reset can build a new client at any time), and
+ * the two times that pace the rebuild of a channel that stays unavailable. */
+#include "ap_peers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ap_clock.h"
+#include "o3m.pb-c.h"
+#include "o3m_log.h"
+#include "o3m_wire.h"
+
+/* A passive participant's channel is rebuilt after it has been unavailable
+ * this long, and then at most this often (see peer_note). */
+#define PEER_RESET_MS 1000
+/* Backoff between the start-up wait's rounds of Info: first and largest
+ * pause. */
+#define WAIT_BACKOFF_FIRST_MS 100
+#define WAIT_BACKOFF_MAX_MS 2000
+
+typedef struct peer {
+  o3m_rpc_client *client; /* NULL after a failed rebuild */
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  int slot;
+  double max_norm; /* the party's bound on its masked parts (o3m_config.h) */
+  o3m_rpc_client_config cc;
+  char *target, *ca, *cert, *key;
+  int64_t failing_since_ms; /* first UNAVAILABLE of the current outage, or 0 */
+  int64_t last_reset_ms;
+  /* The start-up wait: answered Info correctly; the last transient error
+   * (for the warning about a peer that never answered). */
+  int ready;
+  o3m_err last;
+} peer;
+
+struct ap_peers {
+  int n;
+  peer *p; /* n entries */
+};
+
+void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
+                         const o3m_party *peer_party, int insecure) {
+  cc->insecure = insecure;
+  if (insecure) return;
+  cc->tls = o3m_rpc_tls_of_party(cfg, me);
+  /* Peers' certificates name the party, not the host it runs on. */
+  cc->tls.server_name = peer_party->name;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static void peer_free(peer *p) {
+  o3m_rpc_client_destroy(p->client);
+  free(p->target);
+  free(p->ca);
+  free(p->cert);
+  free(p->key);
+  memset(p, 0, sizeof *p);
+}
+
+/* Replaces the peer's client by a new one, with a new channel (see
+ * ap_peers.h for why). On failure p->client is NULL (rounds then fail with
+ * UNAVAILABLE naming the peer) and e says why. */
+static int peer_reset(peer *p, o3m_err *e) {
+  o3m_rpc_client_destroy(p->client);
+  p->client = NULL;
+  p->last_reset_ms = ap_clock_now_ms();
+  return o3m_rpc_client_create(&p->client, &p->cc, e);
+}
+
+/* Runs after each call to a peer: after UNAVAILABLE lasting at least
+ * PEER_RESET_MS, and then at most once per PEER_RESET_MS, the peer's
+ * channel is rebuilt (see peer_reset), so a passive participant that was
+ * down when the AP started is used within about a second of coming up. */
+static void peer_note(peer *p, int rc) {
+  if (rc != O3M_EUNAVAILABLE) {
+    if (rc == 0) p->failing_since_ms = 0;
+    return;
+  }
+  int64_t t = ap_clock_now_ms();
+  if (p->failing_since_ms == 0) p->failing_since_ms = t;
+  if (t - p->failing_since_ms >= PEER_RESET_MS && t - p->last_reset_ms >= PEER_RESET_MS) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (peer_reset(p, &e) < 0)
+      o3m_log_warn("passive party '%s': cannot rebuild its channel: %s", p->name,
+                   o3m_err_message(&e));
+  }
+}
+
+/* Fills peer p for passive party pp and creates its client. */
+static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const o3m_party *pp,
+                     int insecure, o3m_err *e) {
+  snprintf(p->name, sizeof p->name, "%s", pp->name);
+  p->slot = pp->slot;
+  p->max_norm = pp->max_norm;
+  o3m_rpc_client_config_default(&p->cc);
+  ap_peers_client_tls(&p->cc, cfg, me, pp, insecure);
+  p->target = strdup(pp->address);
+  p->ca = dup_or_null(p->cc.tls.ca_file);
+  p->cert = dup_or_null(p->cc.tls.cert_file);
+  p->key = dup_or_null(p->cc.tls.key_file);
+  if (!p->target || (p->cc.tls.ca_file && !p->ca) || (p->cc.tls.cert_file && !p->cert) ||
+      (p->cc.tls.key_file && !p->key))
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  p->cc.target = p->target;
+  p->cc.tls.ca_file = p->ca;
+  p->cc.tls.cert_file = p->cert;
+  p->cc.tls.key_file = p->key;
+  p->cc.tls.server_name = p->cc.tls.server_name ? p->name : NULL;
+  p->cc.deadline_ms = o3m_config_deadline_ms(cfg);
+  p->cc.wait_for_ready = 0;
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int rc = peer_reset(p, &ce);
+  if (rc < 0) return o3m_err_set(e, rc, "passive party '%s': %s", pp->name, o3m_err_message(&ce));
+  return 0;
+}
+
+int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, int insecure,
+                    o3m_err *e) {
+  *out = NULL;
+  ap_peers *ps = calloc(1, sizeof *ps);
+  if (!ps) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int n = o3m_config_n_passive(cfg);
+  if (n > 0 && !(ps->p = calloc((size_t)n, sizeof *ps->p))) {
+    free(ps);
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  }
+  ps->n = n;
+  for (int j = 0; j < n; j++) {
+    int rc = peer_init(&ps->p[j], cfg, me, o3m_config_passive(cfg, j), insecure, e);
+    if (rc < 0) {
+      ap_peers_destroy(ps);
+      return rc;
+    }
+  }
+  *out = ps;
+  return 0;
+}
+
+int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_ms,
+                        volatile sig_atomic_t *stop, o3m_err *e) {
+  int64_t t0 = ap_clock_now_ms();
+  int64_t backoff = WAIT_BACKOFF_FIRST_MS;
+  int missing = ps->n, rc = 0;
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  for (int j = 0; j < ps->n; j++) {
+    ps->p[j].ready = 0;
+    o3m_err_clear(&ps->p[j].last);
+  }
+  while (missing > 0) {
+    int started[O3M_MAX_PARTIES];
+    for (int j = 0; j < ps->n; j++)
+      started[j] = !ps->p[j].ready && ps->p[j].client &&
+                   o3m_rpc_client_start(ps->p[j].client, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, NULL) == 0;
+    for (int j = 0; j < ps->n; j++) {
+      if (!started[j]) continue;
+      peer *p = &ps->p[j];
+      ProtobufCMessage *m;
+      o3m_err ce;
+      o3m_err_clear(&ce);
+      int r = o3m_rpc_client_finish(p->client, &m, &ce);
+      if (r == 0)
+        r = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_PASSIVE,
+                                p->slot, part, &ce);
+      if (r == 0) {
+        p->ready = 1;
+        missing--;
+      } else if (r == O3M_EUNAVAILABLE || r == O3M_EDEADLINE) {
+        p->last = ce;
+        /* A fresh channel for the next attempt (see peer_reset). */
+        o3m_err_clear(&ce);
+        if (r == O3M_EUNAVAILABLE && peer_reset(p, &ce) < 0 && rc == 0)
+          rc = o3m_err_set(e, ce.code, "passive party '%s': %s", p->name, o3m_err_message(&ce));
+      } else if (rc == 0) {
+        rc = o3m_err_set(e, r, "passive party '%s': %s", p->name, o3m_err_message(&ce));
+      }
+    }
+    if (rc < 0 || missing == 0) break;
+    int64_t left = budget_ms - (ap_clock_now_ms() - t0);
+    if (left <= 0) {
+      for (int j = 0; j < ps->n; j++)
+        if (!ps->p[j].ready)
+          o3m_log_warn("passive party '%s' is not reachable; its rounds fail until it is "
+                       "(last error: %s: %s)", ps->p[j].name, o3m_errname(ps->p[j].last.code),
+                       o3m_err_message(&ps->p[j].last));
+      break;
+    }
+    if (ap_clock_sleep_unless_stopped(backoff < left ? backoff : left, stop)) {
+      rc = o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the passive parties");
+      break;
+    }
+    backoff = backoff * 2 > WAIT_BACKOFF_MAX_MS ? WAIT_BACKOFF_MAX_MS : backoff * 2;
+  }
+  return rc;
+}
+
+int ap_peers_count(const ap_peers *ps) { return ps->n; }
+
+const char *ap_peers_name(const ap_peers *ps, int j) { return ps->p[j].name; }
+
+int ap_peers_slot(const ap_peers *ps, int j) { return ps->p[j].slot; }
+
+double ap_peers_max_norm(const ap_peers *ps, int j) { return ps->p[j].max_norm; }
+
+int ap_peers_start(ap_peers *ps, const char *path, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *reply, int *started, o3m_err *e) {
+  o3m_err pe;
+  for (*started = 0; *started < ps->n; (*started)++) {
+    peer *p = &ps->p[*started];
+    o3m_err_clear(&pe);
+    int r = p->client ? o3m_rpc_client_start(p->client, path, req, reply, &pe)
+                      : o3m_err_set(&pe, O3M_EUNAVAILABLE, "no channel (rebuilding failed)");
+    if (r < 0) {
+      int rc = o3m_err_set(e, r, "party '%s': %s", p->name, o3m_err_message(&pe));
+      peer_note(p, r);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e) {
+  peer *p = &ps->p[j];
+  int r = o3m_rpc_client_finish(p->client, reply, e);
+  peer_note(p, r);
+  return r;
+}
+
+void ap_peers_destroy(ap_peers *ps) {
+  if (!ps) return;
+  for (int j = 0; ps->p && j < ps->n; j++) peer_free(&ps->p[j]);
+  free(ps->p);
+  free(ps);
+}

@@ -1,0 +1,97 @@
+/* ap_peers.h -- the active participant's clients of the passive
+ * participants (PPs): one RPC client per PP, the start-up wait for their
+ * Info, the fan-out calls of a round, and the rebuild of a channel that
+ * stays unavailable.
+ *
+ * Peers are numbered 0..n-1 in the config's order of the passive parties
+ * (o3m_config_passive), which is also the order in which a round adds
+ * their masked parts. Each peer keeps its own copies of the strings its
+ * client config points to, so its client can be rebuilt at any time.
+ *
+ * Clients fail fast (no wait_for_ready): a PP that is down fails the rounds
+ * that need it with UNAVAILABLE instead of stalling them, and its channel is
+ * rebuilt after PEER_RESET_MS of unavailability, then at most once per
+ * PEER_RESET_MS (see ap_peers_finish). Why: with gRPC 1.51 a channel whose
+ * first connection attempts were refused was seen to fail every call that
+ * does not wait for it for about 30 s after the peer came up (gRPC's
+ * minimum interval between re-resolutions of a target), while a new
+ * channel connects on its first call.
+ *
+ * Allocation: everything at ap_peers_create (and a rebuilt channel, which
+ * gRPC allocates); a round allocates nothing here.
+ *
+ * Threads: one thread at a time (the AP's serving thread, or the creating
+ * thread during start-up). */
+#ifndef AP_PEERS_H
+#define AP_PEERS_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+#include "o3m_mask.h"
+#include "o3m_rpc.h"
+
+typedef struct ap_peers ap_peers;
+
+/* TLS settings of party me as a client of party peer (every field but
+ * insecure left alone when insecure). The strings belong to cfg. Peers'
+ * certificates name the party, not the host it runs on, so server_name is
+ * the peer's party name. Also used for the mask generator. */
+void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
+                         const o3m_party *peer, int insecure);
+
+/* Creates one client per passive party of cfg, as party me (TLS unless
+ * insecure), with the federation deadline. No call is made. cfg is only
+ * read during the call. Errors: O3M_ENOMEM, or a client that cannot be
+ * created (its code, naming the party). On failure *out is NULL and
+ * nothing is left allocated. A federation without passive parties gives an
+ * empty set. */
+int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, int insecure,
+                    o3m_err *e);
+
+/* The start-up wait. Info goes to every peer in parallel, again and again
+ * (backoff 100 ms doubling to 2 s) until each has answered or budget_ms is
+ * spent. This opens the connections before the first round (a channel whose
+ * first connect failed would otherwise refuse calls during gRPC's reconnect
+ * backoff, so a daemon started next to its peers would fail its first
+ * rounds) and checks each peer's role, party index and partition against
+ * part. Only unreachable peers are retried: any other answer (a wrong
+ * partition, PERM because the peer refuses our certificate, UNIMPLEMENTED
+ * because another daemon listens there) fails with its code naming the
+ * party. A peer still unreachable at the end is logged and 0 is returned;
+ * its rounds fail until it comes. O3M_ESTATE as soon as *stop is set (stop
+ * may be NULL). Allocates nothing; the peers stay usable whatever it
+ * returns. */
+int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_ms,
+                        volatile sig_atomic_t *stop, o3m_err *e);
+
+/* The number of peers. */
+int ap_peers_count(const ap_peers *ps);
+
+/* Peer j's party name, party index (slot) and the bound on its masked
+ * parts (its max_norm, o3m_config.h). */
+const char *ap_peers_name(const ap_peers *ps, int j);
+int ap_peers_slot(const ap_peers *ps, int j);
+double ap_peers_max_norm(const ap_peers *ps, int j);
+
+/* Starts the same call (path, req, a reply of type reply) on every peer in
+ * order, without waiting. Stops at the first peer that cannot start it
+ * (no channel, or o3m_rpc_client_start fails): e then names that party and
+ * its code is returned. *started is how many peers have the call in flight
+ * (0..n), on success and on failure: each of them must be finished with
+ * ap_peers_finish, whatever happens. req is only read during the call. */
+int ap_peers_start(ap_peers *ps, const char *path, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *reply, int *started, o3m_err *e);
+
+/* Finishes the call in flight on peer j (o3m_rpc_client_finish: *reply
+ * belongs to the client until its next call) and notes the outcome for
+ * the channel rebuild above. e (not prefixed with the party) says why on
+ * failure. */
+int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e);
+
+/* Frees every client. NULL is accepted. */
+void ap_peers_destroy(ap_peers *ps);
+
+#endif

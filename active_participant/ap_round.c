@@ -1,0 +1,480 @@
+/* ap_round.c -- the active participant's rounds (see ap_round.h).
+ *
+ * Three parts: the duplicate-id set (one request's candidates must be
+ * distinct), the validation and the queue (ap_round_submit), and the batch
+ * (ap_round_flush: fan-out and gather, then the decision of each round).
+ *
+ * The handlers borrow the request's strings (they live in the server arena
+ * until a deferred Recommend is answered) and point the reply into the
+ * request and the round's own storage, so a round allocates nothing. */
+#include "ap_round.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ap_clock.h"
+#include "o3m_assert.h"
+#include "o3m_blas.h"
+#include "o3m_hash.h"
+#include "o3m_log.h"
+#include "o3m_wire.h"
+#include "pp_features.h"
+
+/* Failed rounds are logged at most once per this period. */
+#define WARN_PERIOD_MS 1000
+
+/* ================================================================ duplicate set */
+
+/* Finds duplicate item ids in one request in O(K): an open-addressing table
+ * with linear probing, at least twice as large as max_candidates. Entries
+ * carry the round's generation number, so the table is never cleared: an
+ * entry of an older generation counts as empty. */
+typedef struct dup_entry {
+  uint64_t gen;
+  uint64_t hash;
+  int k;
+} dup_entry;
+
+typedef struct dupset {
+  dup_entry *t;
+  size_t cap; /* power of two */
+  uint64_t gen;
+} dupset;
+
+static int dupset_init(dupset *s, int k_max) {
+  s->cap = 16;
+  while (s->cap < 2 * (size_t)k_max) s->cap <<= 1;
+  s->t = calloc(s->cap, sizeof *s->t);
+  return s->t ? 0 : O3M_ENOMEM;
+}
+
+/* Returns -1 if the K ids are distinct, else the index of the first id that
+ * repeats an earlier one, with that earlier index in *first. */
+static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
+  s->gen++;
+  size_t mask = s->cap - 1;
+  for (int k = 0; k < K; k++) {
+    uint64_t h = o3m_hash_bytes(ids[k], strlen(ids[k]), 0);
+    size_t i = (size_t)h & mask;
+    for (;; i = (i + 1) & mask) {
+      dup_entry *en = &s->t[i];
+      if (en->gen != s->gen) {
+        en->gen = s->gen;
+        en->hash = h;
+        en->k = k;
+        break;
+      }
+      if (en->hash == h && strcmp(ids[en->k], ids[k]) == 0) {
+        *first = en->k;
+        return k;
+      }
+    }
+  }
+  return -1;
+}
+
+/* ================================================================ the round */
+
+/* A Recommend call that passed validation and waits, deferred, for the next
+ * batch. call and req stay valid until the call is answered (o3m_rpc.h). */
+typedef struct queued {
+  o3m_rpc_call *call;
+  const O3m__V1__RecommendRequest *req;
+  int K;
+  int *arms; /* k_max entries: the disjoint model's arm of each candidate */
+  int rc;    /* during a batch: 0, or why this round alone failed */
+} queued;
+
+struct ap_round {
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  int d, d0, k_max;
+  double max_norm, sum_norm;
+  o3m_model_kind model;
+  int n_arms;
+  const ap_catalog *cat;
+  o3m_policy *policy;
+  ap_pending *pending;
+
+  /* The AP's own feature tables: NULL when the features come in the
+   * requests. */
+  pp_features *own;
+
+  /* Set by ap_round_connect. */
+  const o3m_block *block;
+  uint64_t mask_id;
+  ap_peers *peers;
+
+  /* Round buffers, sized for k_max at create. */
+  double *X0; /* k_max x d0 */
+  dupset dup;
+
+  /* The queue and the batch (see ap_round.h). */
+  queued queue[AP_ROUND_SLOTS]; /* deferred rounds in arrival order */
+  int n_queued;
+  int *arms_pool;               /* AP_ROUND_SLOTS x k_max, queue[i].arms */
+  int batch_rows;               /* most candidate rows of one MaskBatch */
+  double *Y;                    /* batch_rows x d: the batch's sums Q x */
+  O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
+  O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
+  int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
+
+  ap_round_stats st;
+  int64_t last_warn_ms;
+  uint64_t warn_suppressed;
+};
+
+/* Loads the own tables if the config names any, and checks their rows
+ * against this party's bound. */
+static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) {
+  if (!cfg->user_table && !cfg->item_table) return 0;
+  int rc = pp_features_load(&r->own, cfg->user_table, cfg->item_table, r->d0, e);
+  if (rc < 0) return rc;
+  o3m_err ne;
+  o3m_err_clear(&ne);
+  rc = pp_features_check_norm(r->own, r->max_norm, &ne);
+  if (rc < 0)
+    return o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
+                       "rows are meant)", o3m_err_message(&ne), r->name, cfg->config_name);
+  return 0;
+}
+
+int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
+  *out = NULL;
+  ap_round *r = calloc(1, sizeof *r);
+  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  snprintf(r->name, sizeof r->name, "%s", cfg->party);
+  r->d = cfg->d;
+  r->d0 = cfg->d0;
+  r->k_max = cfg->k_max;
+  r->max_norm = cfg->max_norm;
+  r->sum_norm = cfg->sum_norm;
+  r->model = cfg->model;
+  r->n_arms = cfg->n_arms;
+  r->cat = cfg->catalog;
+  r->policy = cfg->policy;
+  r->pending = cfg->pending;
+
+  int rc = own_tables_load(r, cfg, e);
+  if (rc < 0) goto fail;
+
+  /* Round buffers are indexed with int (BLAS), so K x d must fit. */
+  if ((int64_t)r->k_max * r->d > INT_MAX) {
+    rc = o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d is too large for d = %d",
+                     r->k_max, r->d);
+    goto fail;
+  }
+  r->X0 = malloc(sizeof *r->X0 * (size_t)r->k_max * (size_t)r->d0);
+  if (!r->X0 || dupset_init(&r->dup, r->k_max) < 0) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "round buffers for %d candidates: out of memory", r->k_max);
+    goto fail;
+  }
+  /* The batch's row budget is the one the passive participants use
+   * (o3m_wire_mask_batch_rows). */
+  r->batch_rows = o3m_wire_mask_batch_rows(r->k_max, r->d);
+  if (r->batch_rows < r->k_max) {
+    rc = o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d with d = %d", r->k_max, r->d);
+    goto fail;
+  }
+  r->arms_pool = malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
+  r->Y = malloc(sizeof *r->Y * (size_t)r->batch_rows * (size_t)r->d);
+  if (!r->arms_pool || !r->Y) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
+                     r->batch_rows);
+    goto fail;
+  }
+  for (int i = 0; i < AP_ROUND_SLOTS; i++)
+    r->queue[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
+  for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) r->mq_ptr[i] = &r->mq[i];
+  *out = r;
+  return 0;
+
+fail:
+  ap_round_destroy(r);
+  return rc;
+}
+
+void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id, ap_peers *peers) {
+  r->block = block;
+  r->mask_id = mask_id;
+  r->peers = peers;
+}
+
+void ap_round_stats_get(const ap_round *r, ap_round_stats *st) { *st = r->st; }
+
+void ap_round_destroy(ap_round *r) {
+  if (!r) return;
+  pp_features_destroy(r->own);
+  free(r->dup.t);
+  free(r->arms_pool);
+  free(r->Y);
+  free(r->X0);
+  free(r);
+}
+
+/* Logs a failed round at most once per WARN_PERIOD_MS, with the number of
+ * failures left out since the last line. The message is the one sent to the
+ * caller, which never quotes a feature or a reward. */
+static void warn_round(ap_round *r, const o3m_err *e) {
+  int64_t t = ap_clock_now_ms();
+  if (r->last_warn_ms != 0 && t - r->last_warn_ms < WARN_PERIOD_MS) {
+    r->warn_suppressed++;
+    return;
+  }
+  if (r->warn_suppressed)
+    o3m_log_warn("round failed: %s: %s (%llu similar failures not logged)", o3m_errname(e->code),
+                 o3m_err_message(e), (unsigned long long)r->warn_suppressed);
+  else
+    o3m_log_warn("round failed: %s: %s", o3m_errname(e->code), o3m_err_message(e));
+  r->last_warn_ms = t;
+  r->warn_suppressed = 0;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+/* Checks everything about a request before any state is touched, and puts
+ * the disjoint model's arm of each candidate into arms (k_max entries). The
+ * own features are read later, by the batch: from the request, or from the
+ * own tables (which have a row, or a dummy, for every id). */
+static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int *arms,
+                              o3m_err *e) {
+  if (req->n_items < 1 || req->n_items > (size_t)r->k_max)
+    return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
+                       r->k_max);
+  int K = (int)req->n_items;
+  int rc = o3m_wire_recommend_check(req, r->k_max, r->model == O3M_MODEL_DISJOINT ? r->n_arms : 0,
+                                    e);
+  if (rc < 0) {
+    /* Every finding of the check is about the caller's arguments. */
+    if (e) e->code = O3M_EINVAL;
+    return O3M_EINVAL;
+  }
+  /* Ids longer than any table can hold are refused here, before a passive
+   * party is asked about them (strnlen: never read past the limit). */
+  if (req->user && strnlen(req->user, O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
+    return o3m_err_set(e, O3M_EINVAL, "user: longer than %d bytes", O3M_CONFIG_MAX_ID);
+  for (int k = 0; k < K; k++) {
+    if (!req->items[k] || !req->items[k][0])
+      return o3m_err_set(e, O3M_EINVAL, "items[%d] is empty", k);
+    if (strnlen(req->items[k], O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
+      return o3m_err_set(e, O3M_EINVAL, "items[%d]: longer than %d bytes", k, O3M_CONFIG_MAX_ID);
+  }
+  int first;
+  int dup = dupset_find(&r->dup, K, req->items, &first);
+  if (dup >= 0)
+    return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
+
+  if (req->n_own_features > 0) {
+    if (req->n_own_features != (size_t)K * (size_t)r->d0)
+      return o3m_err_set(e, O3M_EINVAL, "own_features: %zu values, expected K x d_0 = %d x %d",
+                         req->n_own_features, K, r->d0);
+    for (size_t i = 0; i < req->n_own_features; i++)
+      if (!isfinite(req->own_features[i]))
+        return o3m_err_set(e, O3M_EINVAL, "own_features[%zu] is not finite", i);
+    /* Each candidate's own part x^0 within this party's bound. */
+    char what[O3M_CONFIG_MAX_NAME + 32];
+    snprintf(what, sizeof what, "own_features of party '%s'", r->name);
+    int nrc = o3m_wire_check_row_norms(what, K, r->d0, req->own_features, r->max_norm, 0, NULL, e);
+    if (nrc < 0) return nrc;
+  } else if (!r->own) {
+    return o3m_err_set(e, O3M_EINVAL, "own_features: required (%d x %d values), this active "
+                       "party has no feature tables", K, r->d0);
+  }
+
+  if (r->model == O3M_MODEL_DISJOINT) {
+    if (req->n_arms > 0) {
+      for (int k = 0; k < K; k++) arms[k] = (int)req->arms[k];
+    } else {
+      for (int k = 0; k < K; k++) {
+        int a = ap_catalog_find(r->cat, req->items[k]);
+        if (a < 0)
+          return o3m_err_set(e, O3M_EINVAL, "items[%d] is not in the items catalog "
+                             "(and no arms were given)", k);
+        arms[k] = a;
+      }
+    }
+  }
+  return 0;
+}
+
+int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
+                    o3m_err *e) {
+  /* Every queued round holds one of Recommend's AP_ROUND_SLOTS server
+   * slots, so gRPC cannot hand over a call while the queue is full. */
+  O3M_ASSERT(r->n_queued < AP_ROUND_SLOTS);
+  queued *q = &r->queue[r->n_queued];
+  int rc = recommend_validate(r, req, q->arms, e);
+  if (rc < 0) {
+    r->st.failed_rounds++;
+    return rc;
+  }
+  q->call = call;
+  q->req = req;
+  q->K = (int)req->n_items;
+  q->rc = 0;
+  r->n_queued++;
+  return O3M_RPC_DEFERRED;
+}
+
+/* ---------------------------------------------------------------- the batch */
+
+/* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
+ * from the request or, with unknown ids as dummies, from the own tables
+ * (the AP's one lookup of its own features). */
+static int mask_own(ap_round *r, const queued *q, double *Y) {
+  const double *X0 = q->req->own_features;
+  if (q->req->n_own_features == 0) {
+    int rc = pp_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
+                              r->X0, NULL, NULL);
+    if (rc < 0) return rc;
+    X0 = r->X0;
+  }
+  o3m_block_apply(r->block, q->K, X0, 0.0, Y);
+  return 0;
+}
+
+/* The fan-out of one batch of n rounds with rows candidates in all: one
+ * MaskBatch to every passive participant at once, the own blocks masked
+ * while they work, and every reply checked and added, so that the rows of
+ * round i in r->Y (after those of rounds 0..i-1) are its sums Q x. Every
+ * call that was started is finished, whatever happens, so that no client is
+ * left with a call in flight. On failure the first failing party (in party
+ * order) names the error; r->Y is then garbage, and nothing else changed. A
+ * round whose own features cannot be read gets q[i].rc instead. */
+static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
+  O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  br.mask_id = r->mask_id;
+  br.n_queries = (size_t)n;
+  br.queries = r->mq_ptr;
+  for (int i = 0; i < n; i++) {
+    O3m__V1__MaskQuery *mq = &r->mq[i];
+    o3m__v1__mask_query__init(mq);
+    mq->user = q[i].req->user;
+    mq->n_items = q[i].req->n_items;
+    mq->items = q[i].req->items;
+    r->Kb[i] = q[i].K;
+    q[i].rc = 0;
+  }
+  r->st.fanouts++;
+
+  int started;
+  int rc = ap_peers_start(r->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
+                          &o3m__v1__mask_batch_reply__descriptor, &started, e);
+  /* The own blocks, overlapped with the passive participants' work. */
+  size_t off = 0;
+  for (int i = 0; rc == 0 && i < n; i++) {
+    double *Yi = r->Y + off * (size_t)r->d;
+    q[i].rc = mask_own(r, &q[i], Yi);
+    /* That round fails alone (round_decide); zeros keep the batch's sums,
+     * which the other rounds' checks read, defined. */
+    if (q[i].rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i].K * (size_t)r->d);
+    off += (size_t)q[i].K;
+  }
+  o3m_err pe;
+  for (int j = 0; j < started; j++) {
+    ProtobufCMessage *m;
+    o3m_err_clear(&pe);
+    int x = ap_peers_finish(r->peers, j, &m, &pe);
+    if (x == 0)
+      x = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m,
+                                          ap_peers_slot(r->peers, j), n, r->Kb, r->d, r->mask_id,
+                                          ap_peers_max_norm(r->peers, j), &pe);
+    if (x < 0) {
+      if (rc == 0)
+        rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(r->peers, j),
+                         o3m_err_message(&pe));
+      continue;
+    }
+    /* Y += Q^j x^j, every row of the batch at once. */
+    if (rc == 0)
+      o3m_axpy(rows * r->d, 1.0, ((const O3m__V1__MaskBatchReply *)m)->values, r->Y);
+  }
+  /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
+   * that each keep their bound but are not Q^j x^j could add up to more, so
+   * the sum is checked too, before the policy sees it. */
+  if (rc == 0)
+    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, r->Y,
+                                  r->sum_norm, n, r->Kb, e);
+  return rc;
+}
+
+/* Fails deferred round q with code and a message, and counts it. */
+static void round_fail(ap_round *r, queued *q, const o3m_err *why) {
+  r->st.failed_rounds++;
+  warn_round(r, why);
+  o3m_rpc_call_fail(q->call, why->code, why);
+}
+
+/* Chooses, opens and answers round q, whose sums Q x are the K rows at Y. */
+static void round_decide(ap_round *r, queued *q, const double *Y) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (q->rc < 0) {
+    o3m_err_set(&e, q->rc, "own_features: lookup in the own tables failed");
+    round_fail(r, q, &e);
+    return;
+  }
+  const int *arms = r->model == O3M_MODEL_DISJOINT ? q->arms : NULL;
+  int chosen;
+  double score;
+  int rc = o3m_policy_choose(r->policy, q->K, Y, arms, &chosen, &score);
+  if (rc < 0) {
+    o3m_err_set(&e, rc, "the policy could not choose among the %d candidates", q->K);
+    round_fail(r, q, &e);
+    return;
+  }
+  uint64_t id;
+  int arm = arms ? arms[chosen] : 0;
+  rc = ap_pending_open(r->pending, arm, r->mask_id, Y + (size_t)chosen * r->d, ap_clock_now_ms(),
+                       &id);
+  if (rc < 0) {
+    o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");
+    round_fail(r, q, &e);
+    return;
+  }
+  r->st.rounds++;
+
+  O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
+  rep.decision = id;
+  rep.candidate = (uint32_t)chosen;
+  rep.item = q->req->items[chosen];
+  rep.score = score;
+  rep.mask_id = r->mask_id;
+  /* The call is deferred, the reply is a Recommendation with every field
+   * set and a few dozen bytes (an id of at most O3M_CONFIG_MAX_ID), far below
+   * the server's message limit (the largest valid Recommend): it packs. */
+  rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
+  O3M_ASSERT(rc == 0);
+}
+
+/* One batch: the fan-out, then every round in arrival order. */
+static void batch_run(ap_round *r, queued *q, int n, int rows) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = batch_gather(r, q, n, rows, &e);
+  if (rc < 0) {
+    r->st.peer_failures += (uint64_t)n;
+    for (int i = 0; i < n; i++) round_fail(r, &q[i], &e);
+    return;
+  }
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    round_decide(r, &q[i], r->Y + off * (size_t)r->d);
+    off += (size_t)q[i].K;
+  }
+}
+
+void ap_round_flush(ap_round *r) {
+  int i = 0;
+  while (i < r->n_queued) {
+    int n = 0, rows = 0;
+    while (i + n < r->n_queued && n < O3M_WIRE_MAX_BATCH &&
+           rows + r->queue[i + n].K <= r->batch_rows)
+      rows += r->queue[i + n++].K;
+    batch_run(r, r->queue + i, n, rows);
+    i += n;
+  }
+  r->n_queued = 0;
+}

@@ -1,0 +1,122 @@
+/* ap_round.h -- the active participant's rounds: a Recommend from its
+ * validation to its decision.
+ *
+ * A round is one Recommend call. ap_round_submit validates the request
+ * completely before anything is touched (an invalid one is answered at
+ * once, and changes nothing) and queues it, deferring the call (o3m_rpc.h).
+ * ap_round_flush, the server's idle hook, answers everything queued: up to
+ * O3M_WIRE_MAX_BATCH rounds and o3m_wire_mask_batch_rows candidates form a
+ * batch, sent as one MaskBatch to every passive participant at once
+ * (ap_peers.h); while they work the AP masks its own candidates, Y = X^0
+ * (Q^0)^T; each reply is checked and added into Y; then, round by round in
+ * arrival order, the policy chooses on Y, the chosen row is kept in the
+ * pending table under a new decision id (ap_pending.h) and the call is
+ * answered. The whole story, with the failures and the bounds, is in
+ * ap_service.h ("A round", "Bounded inputs").
+ *
+ * Why batches. A round costs the AP one server call and one client call per
+ * passive participant, and almost all of that is gRPC, TLS and the kernel,
+ * not arithmetic; and while a fan-out is in flight the single serving
+ * thread waits. At low load a batch is the one request that arrived; under
+ * load the rounds that queue while a batch is in flight make the next
+ * batch, so the fan-out cost is shared by all of them.
+ *
+ * Identical decisions: each round's own block is masked by its own
+ * o3m_block_apply of K rows, each passive participant masks each query with
+ * its own call of the same shape (pp_service.c), and the parties' rows are
+ * added in party order, so every sum Q x is bit for bit what an unbatched
+ * round computes; the policy then sees the rounds one after the other in
+ * arrival order. A Reward that arrives while rounds are queued is applied at
+ * once (ap_service.c), before those rounds are chosen, as it would be if
+ * they had arrived after it.
+ *
+ * Failures: if a passive participant fails (or misses the deadline) every
+ * round of the batch fails with its code and a message naming it, and
+ * nothing changes: no pending entry, no policy call, no round counted. A
+ * failure of the policy, of the own tables or of the decision id fails only
+ * its own round. Failed rounds are logged at most once a second.
+ *
+ * The round owns the AP's own feature tables (its one lookup of them is
+ * here: loaded at create, read by the batch) and every buffer a round needs,
+ * sized at create for max_candidates candidates and the largest batch:
+ * nothing is allocated per request. It borrows the policy, the pending
+ * table, the catalog, the block and the peers, which must outlive it.
+ *
+ * Threads: everything on the AP's serving thread (handlers and the idle
+ * hook run one at a time), create and destroy included. */
+#ifndef AP_ROUND_H
+#define AP_ROUND_H
+
+#include <stdint.h>
+
+#include "ap_catalog.h"
+#include "ap_peers.h"
+#include "ap_pending.h"
+#include "o3m_policy.h"
+#include "o3m.pb-c.h"
+#include "o3m_error.h"
+#include "o3m_mask.h"
+#include "o3m_rpc.h"
+
+/* Recommend's own server slots, which is also how many rounds can wait for
+ * the next fan-out: every waiting round holds a slot. Twice the load test's
+ * 32 clients, so that a full batch can be answered while as many new calls
+ * queue. The server must be given exactly this many (method_slots). */
+#define AP_ROUND_SLOTS 64
+
+typedef struct ap_round ap_round;
+
+typedef struct ap_round_config {
+  const char *party;        /* this party's name, for messages (copied) */
+  const char *config_name;  /* the config file's name, for messages (copied) */
+  int d, d0;                /* the context's and this party's dimensions */
+  int k_max;                /* [policy] max_candidates */
+  double max_norm;          /* this party's bound on x^0 (o3m_config.h) */
+  double sum_norm;          /* sqrt(sum_j max_norm_j^2), the bound of a sum */
+  o3m_model_kind model;      /* disjoint: every candidate needs an arm */
+  int n_arms;               /* disjoint: the number of arms; else 0 */
+  const ap_catalog *catalog; /* disjoint: ids -> arms when a request has none */
+  o3m_policy *policy;        /* chooses */
+  ap_pending *pending;      /* keeps each decision until its reward */
+  /* The own feature tables (either may be NULL; both NULL: the features
+   * come in the requests). */
+  const char *user_table, *item_table;
+} ap_round_config;
+
+/* Loads the own tables (checked against max_norm like a passive party's)
+ * and allocates the queue and the batch buffers. Errors: a table file and
+ * line or a row above the bound (the message names [party] in the config
+ * and the way out), O3M_EINVAL if max_candidates does not fit a batch,
+ * O3M_ENOMEM. On failure *out is NULL and nothing is left allocated. */
+int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e);
+
+/* Gives the round what start-up got after create: the AP's block (borrowed)
+ * with its mask id, and the peers (borrowed). Must be called before the
+ * first ap_round_submit. */
+void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id, ap_peers *peers);
+
+/* A Recommend handler's work: validates req and queues the round. Returns
+ * O3M_RPC_DEFERRED (call and req must stay valid until the round is
+ * answered, which ap_round_flush does), or a negative code with e naming
+ * the field (O3M_EINVAL) when the request is refused; then nothing is
+ * queued and the failure is counted. */
+int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
+                    o3m_err *e);
+
+/* Answers every queued round, in batches (see above), so that no call stays
+ * deferred after it returns. The server's idle hook. */
+void ap_round_flush(ap_round *r);
+
+typedef struct ap_round_stats {
+  uint64_t rounds;        /* decisions issued */
+  uint64_t failed_rounds; /* Recommend calls refused or failed */
+  uint64_t peer_failures; /* rounds failed because of a passive participant */
+  uint64_t fanouts;       /* batches sent to the passive participants */
+} ap_round_stats;
+
+void ap_round_stats_get(const ap_round *r, ap_round_stats *st);
+
+/* Frees the own tables and the buffers. NULL is accepted. */
+void ap_round_destroy(ap_round *r);
+
+#endif
