@@ -37,12 +37,12 @@
 #include "o3m_mask.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 /* Largest catalog file read, and the longest item id in it (the limit of the
  * feature tables, so that every catalog id can also be a table id). */
 #define CATALOG_MAX_FILE (256u << 20)
-#define CATALOG_MAX_ID PP_FEATURES_MAX_ID
+#define CATALOG_MAX_ID O3M_FEATURES_MAX_ID
 /* Per-attempt deadline of the calls to the mask generator at start. */
 #define PMG_ATTEMPT_MS 1000
 /* Backoff between start-up attempts (mask generator, passive parties):
@@ -356,7 +356,7 @@ struct ap_service {
   double reward_min, reward_max;
   int expiry_s;
 
-  pp_features *own; /* NULL when the features come in the requests */
+  o3m_features *own; /* NULL when the features come in the requests */
   o3m_block *block;
   uint64_t mask_id;
 
@@ -565,7 +565,7 @@ static int recommend_validate(ap_service *s, const O3m__V1__RecommendRequest *re
 static int mask_own(ap_service *s, const queued *q, double *Y) {
   const double *X0 = q->req->own_features;
   if (q->req->n_own_features == 0) {
-    int rc = pp_features_fill(s->own, q->req->user, q->K, (const char *const *)q->req->items,
+    int rc = o3m_features_fill(s->own, q->req->user, q->K, (const char *const *)q->req->items,
                               s->X0, NULL, NULL);
     if (rc < 0) return rc;
     X0 = s->X0;
@@ -1275,7 +1275,7 @@ static void service_free(ap_service *s) {
   free(s->peers);
   ap_pending_destroy(s->pending);
   o3m_block_destroy(s->block);
-  pp_features_destroy(s->own);
+  o3m_features_destroy(s->own);
   ap_policy_destroy(s->policy);
   catalog_free(&s->cat);
   free(s->dup.t);
@@ -1337,11 +1337,11 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
 
   if (me->user_table || me->item_table) {
-    rc = pp_features_load(&s->own, me->user_table, me->item_table, s->d0, e);
+    rc = o3m_features_load(&s->own, me->user_table, me->item_table, s->d0, e);
     if (rc < 0) goto fail;
     o3m_err ne;
     o3m_err_clear(&ne);
-    rc = pp_features_check_norm(s->own, s->max_norm, &ne);
+    rc = o3m_features_check_norm(s->own, s->max_norm, &ne);
     if (rc < 0) {
       rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
                        "rows are meant)", o3m_err_message(&ne), me->name, o3m_config_name(cfg));

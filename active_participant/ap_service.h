@@ -92,7 +92,7 @@
  *
  * Bounded inputs (o3m_config.h, "Bounded contexts"). Values enter the
  * model only inside the configured norms: the own tables are checked at
- * start like a passive party's (pp_features_check_norm); a Recommend whose
+ * start like a passive party's (o3m_features_check_norm); a Recommend whose
  * own_features rows exceed this party's max_norm is refused at once
  * (INVALID_ARGUMENT naming the party and the candidate); a masked part whose
  * rows exceed its party's max_norm (up to O3M_WIRE_NORM_RTOL), or a summed

@@ -24,7 +24,7 @@
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 static const char *passive_names[] = {"bank", "telco", "insurer", "mall", "clinic", "airline",
                                       "grocer", "utility"};
@@ -153,12 +153,12 @@ int eval_gen_federation_main(int argc, char **argv) {
     int rc = 0;
     if (uc > 0) {
       snprintf(path, sizeof path, "%s/data/%s_users.csv", out, name);
-      rc = pp_features_write_synthetic(path, PP_TABLE_USERS, "u", (int)users, uc,
+      rc = o3m_features_write_synthetic(path, O3M_FEATURES_USERS, "u", (int)users, uc,
                                        (uint64_t)data_seed * 1000 + 2 * j, &err);
     }
     if (!rc) {
       snprintf(path, sizeof path, "%s/data/%s_items.csv", out, name);
-      rc = pp_features_write_synthetic(path, PP_TABLE_ITEMS, "i", (int)items, ic,
+      rc = o3m_features_write_synthetic(path, O3M_FEATURES_ITEMS, "i", (int)items, ic,
                                        (uint64_t)data_seed * 1000 + 2 * j + 1, &err);
     }
     if (rc) {
@@ -255,7 +255,7 @@ io_fail:
 typedef struct driver {
   const o3m_config *cfg;
   int d, M, K, d0;
-  pp_features **tables; /* one per column party, in column order */
+  o3m_features **tables; /* one per column party, in column order */
   double *theta;        /* ground truth, d */
   double *X;            /* K x d raw contexts */
   double *X0;           /* K x d0, the AP's columns */
@@ -295,10 +295,10 @@ static int read_truth(const char *path, int d, double *theta, o3m_err *e) {
 static int driver_contexts(driver *dr, const char *user) {
   int col = 0, maxdj = 0;
   for (int j = 0; j < dr->M; j++) {
-    int dj = pp_features_dims(dr->tables[j]);
-    const char *u = pp_features_n_users(dr->tables[j]) ? user : NULL;
-    const char *const *it = pp_features_n_items(dr->tables[j]) ? dr->idp : NULL;
-    int rc = pp_features_fill(dr->tables[j], u, dr->K, it, dr->Xj, NULL, NULL);
+    int dj = o3m_features_dims(dr->tables[j]);
+    const char *u = o3m_features_n_users(dr->tables[j]) ? user : NULL;
+    const char *const *it = o3m_features_n_items(dr->tables[j]) ? dr->idp : NULL;
+    int rc = o3m_features_fill(dr->tables[j], u, dr->K, it, dr->Xj, NULL, NULL);
     if (rc) return rc;
     for (int k = 0; k < dr->K; k++)
       memcpy(dr->X + (size_t)k * dr->d + col, dr->Xj + (size_t)k * dj, sizeof(double) * dj);
@@ -398,12 +398,12 @@ int eval_federate_main(int argc, char **argv) {
   if ((rc = read_truth(truth, dr.d, dr.theta, &err))) goto fail;
   for (int j = 0; j < dr.M; j++) {
     const o3m_party *pa = o3m_config_column_party(cfg, j);
-    if ((rc = pp_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
+    if ((rc = o3m_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
       goto fail;
-    if (pp_features_n_users(dr.tables[j]) > dr.n_users)
-      dr.n_users = pp_features_n_users(dr.tables[j]);
-    if (pp_features_n_items(dr.tables[j]) > dr.n_items)
-      dr.n_items = pp_features_n_items(dr.tables[j]);
+    if (o3m_features_n_users(dr.tables[j]) > dr.n_users)
+      dr.n_users = o3m_features_n_users(dr.tables[j]);
+    if (o3m_features_n_items(dr.tables[j]) > dr.n_items)
+      dr.n_items = o3m_features_n_items(dr.tables[j]);
   }
   if (dr.n_items < K) {
     rc = o3m_err_set(&err, O3M_EINVAL, "--K %ld exceeds the %d catalog items", K, dr.n_items);
@@ -539,7 +539,7 @@ done:
   ap_policy_destroy(central);
   ap_policy_destroy(local);
   if (dr.tables)
-    for (int j = 0; j < dr.M; j++) pp_features_destroy(dr.tables[j]);
+    for (int j = 0; j < dr.M; j++) o3m_features_destroy(dr.tables[j]);
   free(dr.tables);
   free(dr.theta);
   free(dr.X);

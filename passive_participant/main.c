@@ -32,7 +32,7 @@
 #include "o3m_daemon.h"
 #include "o3m_log.h"
 #include "o3m_rpc.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 #include "pp_service.h"
 
 #define PROG "o3m-passive"
@@ -179,12 +179,12 @@ int main(int argc, char **argv) {
     goto out;
   }
   int port = o3m_rpc_server_port(srv);
-  const pp_features *ft = pp_service_features(svc);
+  const o3m_features *ft = pp_service_features(svc);
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
                "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",
                me->address, port, opt.insecure ? "PLAINTEXT" : "mutual TLS",
-               pp_service_party(svc), pp_service_party_dim(svc), pp_features_n_users(ft),
-               pp_features_user_cols(ft), pp_features_n_items(ft), pp_features_item_cols(ft),
+               pp_service_party(svc), pp_service_party_dim(svc), o3m_features_n_users(ft),
+               o3m_features_user_cols(ft), o3m_features_n_items(ft), o3m_features_item_cols(ft),
                pp_service_dim(svc), pp_service_mask_id(svc), pp_service_max_candidates(svc));
   o3m_err rerr;
   if (ready_file && o3m_daemon_write_ready_file(ready_file, port, &rerr) < 0) {

@@ -23,7 +23,7 @@
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 /* Backoff of the block fetch. */
 #define FETCH_DELAY0_MS 100
@@ -41,7 +41,7 @@ struct pp_service {
   int pmg_timeout_s;
   int slot;                 /* this party's index j */
   o3m_partition part;
-  pp_features *features;
+  o3m_features *features;
   o3m_block *block;         /* NULL until fetched */
   uint64_t mask_id;         /* 0 until fetched */
   int max_candidates;
@@ -96,13 +96,13 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
 
   o3m_err fe;
   o3m_err_clear(&fe);
-  rc = pp_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
+  rc = o3m_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s: [party %s] user_table/item_table: %s", o3m_config_name(cfg),
                      party, o3m_err_message(&fe));
     goto fail;
   }
-  rc = pp_features_check_norm(s->features, me->max_norm, &fe);
+  rc = o3m_features_check_norm(s->features, me->max_norm, &fe);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
                      "rows are meant)", o3m_err_message(&fe), party, o3m_config_name(cfg));
@@ -133,7 +133,7 @@ fail:
 void pp_service_destroy(pp_service *s) {
   if (!s) return;
   o3m_block_destroy(s->block); /* wipes Q^j */
-  pp_features_destroy(s->features);
+  o3m_features_destroy(s->features);
   free(s->X);
   free(s->Y);
   free(s->dims_buf);
@@ -145,11 +145,11 @@ int pp_service_party(const pp_service *s) { return s->slot; }
 int pp_service_dim(const pp_service *s) { return s->part.d; }
 int pp_service_party_dim(const pp_service *s) { return s->me->dims; }
 int pp_service_max_candidates(const pp_service *s) { return s->max_candidates; }
-const pp_features *pp_service_features(const pp_service *s) { return s->features; }
+const o3m_features *pp_service_features(const pp_service *s) { return s->features; }
 
 void pp_service_stats_get(const pp_service *s, pp_service_stats *out) {
-  pp_features_stats fs;
-  pp_features_stats_get(s->features, &fs);
+  o3m_features_stats fs;
+  o3m_features_stats_get(s->features, &fs);
   out->requests = s->requests;
   out->lookups = fs.lookups;
   out->unknown_users = fs.unknown_users;
@@ -251,7 +251,7 @@ static void install(pp_service *s, o3m_block *blk, const char *how) {
  * the start. */
 static int load_stored(pp_service *s, const o3m_block_store_id *sid, o3m_err *e) {
   const char *dir = s->me->state_dir;
-  unsigned char key[PP_FEATURES_KEY_BYTES];
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
   size_t klen = 0;
   o3m_block *blk = NULL;
   int rc = o3m_block_store_load(dir, sid, &blk, key, sizeof key, &klen, e);
@@ -262,7 +262,7 @@ static int load_stored(pp_service *s, const o3m_block_store_id *sid, o3m_err *e)
                      O3M_BLOCK_STORE_FILE, klen);
   }
   if (rc == 0) {
-    pp_features_set_dummy_key(s->features, key);
+    o3m_features_set_dummy_key(s->features, key);
     install(s, blk, "from state_dir (the mask generator is not asked); dummy-row key restored");
   } else if (rc == O3M_ECORRUPT || rc == O3M_EDIM) {
     o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
@@ -281,7 +281,7 @@ static int load_stored(pp_service *s, const o3m_block_store_id *sid, o3m_err *e)
  * feature tables, so that the dummies served are those a restart restores. */
 static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m_block *blk,
                          o3m_err *e) {
-  unsigned char key[PP_FEATURES_KEY_BYTES];
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
   o3m_rng *r;
   int rc = o3m_rng_create_os(&r);
   if (rc < 0) return o3m_err_set(e, rc, "cannot open the OS random source for the dummy key");
@@ -294,7 +294,7 @@ static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m
   o3m_rng_destroy(r);           /* wipes the rest of what it drew */
   if (rc < 0) rc = o3m_err_set(e, rc, "cannot draw the dummy key");
   if (rc == 0) rc = o3m_block_store_save(s->me->state_dir, sid, blk, key, sizeof key, e);
-  if (rc == 0) pp_features_set_dummy_key(s->features, key);
+  if (rc == 0) o3m_features_set_dummy_key(s->features, key);
   explicit_bzero(key, sizeof key);
   return rc;
 }
@@ -391,15 +391,15 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
 static int mask_query(pp_service *s, int q, const char *user, int K, char *const *items,
                       double *Y, o3m_err *e) {
   const char *what = q < 0 ? "MaskRequest" : "MaskBatchRequest query";
-  if (pp_features_n_users(s->features) > 0 && (!user || !user[0]))
+  if (o3m_features_n_users(s->features) > 0 && (!user || !user[0]))
     return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: user is empty", what)
                  : o3m_err_set(e, O3M_EINVAL, "%s %d: user is empty", what, q);
-  if (pp_features_n_items(s->features) > 0)
+  if (o3m_features_n_items(s->features) > 0)
     for (int k = 0; k < K; k++)
       if (!items[k] || !items[k][0])
         return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: item %d is empty", what, k)
                      : o3m_err_set(e, O3M_EINVAL, "%s %d: item %d is empty", what, q, k);
-  int rc = pp_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
+  int rc = o3m_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
   if (rc < 0) return o3m_err_set(e, rc, "%s: feature lookup failed", what);
   /* Y = X^j (Q^j)^T: row k is Q^j x^j_k. */
   o3m_block_apply(s->block, K, s->X, 0.0, Y);

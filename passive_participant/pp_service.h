@@ -1,6 +1,6 @@
 /* pp_service.h -- the passive participant's service (o3m-passive).
  *
- * A passive participant j holds feature tables (pp_features) and, once the
+ * A passive participant j holds feature tables (o3m_features) and, once the
  * federation starts, its column block Q^j of the mask. For every round the
  * active participant (AP) sends the user id and the K candidate item ids;
  * the service looks up X^j (K x d_j: user columns then item columns, a
@@ -85,8 +85,8 @@ typedef struct pp_service_stats {
  * max_candidates. cfg must outlive the service. On failure *out is NULL,
  * nothing is leaked and e names the party, file and line. Errors:
  * O3M_EINVAL (no such party, or not a passive one), those of
- * pp_features_load, O3M_ERANGE for tables whose rows could form a part
- * x^j above the party's max_norm (pp_features_check_norm: the message names
+ * o3m_features_load, O3M_ERANGE for tables whose rows could form a part
+ * x^j above the party's max_norm (o3m_features_check_norm: the message names
  * file and line), O3M_ENOMEM. */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e);
@@ -96,7 +96,7 @@ void pp_service_destroy(pp_service *s);
 
 /* Installs this party's block. With a state_dir in the party's section
  * the block stored there (o3m_block_store.h) is loaded first, with the
- * dummy-row key kept beside it (pp_features_set_dummy_key), and the PMG is
+ * dummy-row key kept beside it (o3m_features_set_dummy_key), and the PMG is
  * not asked at all; a stored block that is corrupt or belongs to another
  * party or config fails (O3M_ECORRUPT, O3M_EDIM) with a message saying how
  * to recover. Only when nothing is stored is the block fetched as below;
@@ -137,7 +137,7 @@ int pp_service_dim(const pp_service *s);          /* d */
 int pp_service_party_dim(const pp_service *s);    /* d_j */
 int pp_service_max_candidates(const pp_service *s);
 /* The loaded tables (owned by the service), for the start-up log line. */
-const struct pp_features *pp_service_features(const pp_service *s);
+const struct o3m_features *pp_service_features(const pp_service *s);
 
 /* The counters; call it on the thread that runs the server, or after run()
  * returned. */

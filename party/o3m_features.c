@@ -1,4 +1,4 @@
-/* pp_features.c -- CSV feature tables with an id index (see pp_features.h).
+/* o3m_features.c -- CSV feature tables with an id index (see o3m_features.h).
  *
  * A table is read line by line with getline(3): the header fixes the number
  * of columns, each row is checked completely before it is appended, and its
@@ -23,10 +23,10 @@
  * different ids look like independent draws, and the same id always gets
  * the same row, so neither repeated requests nor a comparison across ids
  * tells the active participant which ids are unknown. Limits, stated in
- * pp_features.h: the columns of a dummy are independent normals, so a table
+ * o3m_features.h: the columns of a dummy are independent normals, so a table
  * whose columns are strongly correlated, discrete or skewed gives dummies
  * that differ in distribution from its real rows. */
-#include "pp_features.h"
+#include "o3m_features.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -44,12 +44,12 @@
 /* Most rows of one table. */
 #define MAX_ROWS (INT_MAX / 2)
 
-typedef struct pp_slot {
+typedef struct ft_slot {
   uint32_t tag;
   uint32_t row1; /* row + 1; 0 = empty */
-} pp_slot;
+} ft_slot;
 
-typedef struct pp_table {
+typedef struct ft_table {
   int present;
   int n_rows;
   int n_cols;
@@ -58,7 +58,7 @@ typedef struct pp_table {
   double *sds;    /* n_cols, population standard deviations */
   char *ids;      /* NUL-terminated ids back to back */
   size_t *id_off; /* n_rows offsets into ids */
-  pp_slot *slots;
+  ft_slot *slots;
   size_t mask;    /* slot capacity - 1 */
   double max_sq;  /* the largest squared l2 norm of a row (inf if one overflows) */
   int max_row;    /* a row that has it */
@@ -68,11 +68,11 @@ typedef struct pp_table {
   size_t cap_rows;
   size_t ids_len;
   size_t ids_cap;
-} pp_table;
+} ft_table;
 
-struct pp_features {
-  pp_table user;
-  pp_table item;
+struct o3m_features {
+  ft_table user;
+  ft_table item;
   int dims;
   /* SipHash keys of the dummy rows: [0] the user table, [1] the item table. */
   uint64_t dummy_key[2][2];
@@ -86,19 +86,19 @@ struct pp_features {
 
 static uint64_t id_hash(const char *s, size_t n) { return o3m_hash_bytes(s, n, 0); }
 
-static const char *row_id(const pp_table *t, int row) {
+static const char *row_id(const ft_table *t, int row) {
   return t->ids + t->id_off[row];
 }
 
-/* The row of id, or -1. Ids longer than PP_FEATURES_MAX_ID are never
+/* The row of id, or -1. Ids longer than O3M_FEATURES_MAX_ID are never
  * stored, so they are not found without hashing all of them. */
-static long table_find(const pp_table *t, const char *id) {
-  size_t n = strnlen(id, PP_FEATURES_MAX_ID + 1);
-  if (n > PP_FEATURES_MAX_ID || !t->slots) return -1;
+static long table_find(const ft_table *t, const char *id) {
+  size_t n = strnlen(id, O3M_FEATURES_MAX_ID + 1);
+  if (n > O3M_FEATURES_MAX_ID || !t->slots) return -1;
   uint64_t h = id_hash(id, n);
   uint32_t tag = (uint32_t)(h >> 32);
   for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
-    pp_slot s = t->slots[i];
+    ft_slot s = t->slots[i];
     if (!s.row1) return -1;
     if (s.tag == tag && strcmp(row_id(t, (int)(s.row1 - 1)), id) == 0)
       return (long)s.row1 - 1;
@@ -107,7 +107,7 @@ static long table_find(const pp_table *t, const char *id) {
 
 /* Places row (whose id is already in the pool) into slots without a
  * duplicate check; the caller guarantees room. */
-static void slot_put(pp_slot *slots, size_t mask, const char *id, int row) {
+static void slot_put(ft_slot *slots, size_t mask, const char *id, int row) {
   uint64_t h = id_hash(id, strlen(id));
   size_t i = (size_t)h & mask;
   while (slots[i].row1) i = (i + 1) & mask;
@@ -116,13 +116,13 @@ static void slot_put(pp_slot *slots, size_t mask, const char *id, int row) {
 }
 
 /* Makes room for one more row in the index (capacity >= 2 (n + 1)). */
-static int index_reserve(pp_table *t) {
+static int index_reserve(ft_table *t) {
   size_t cap = t->slots ? t->mask + 1 : 0;
   size_t need = 2 * ((size_t)t->n_rows + 1);
   if (cap >= need) return O3M_OK;
   size_t ncap = cap ? 2 * cap : 64;
   while (ncap < need) ncap *= 2;
-  pp_slot *ns = calloc(ncap, sizeof *ns);
+  ft_slot *ns = calloc(ncap, sizeof *ns);
   if (!ns) return O3M_ENOMEM;
   for (int r = 0; r < t->n_rows; r++) slot_put(ns, ncap - 1, row_id(t, r), r);
   free(t->slots);
@@ -131,7 +131,7 @@ static int index_reserve(pp_table *t) {
   return O3M_OK;
 }
 
-static void table_free(pp_table *t) {
+static void table_free(ft_table *t) {
   free(t->vals);
   free(t->means);
   free(t->sds);
@@ -209,7 +209,7 @@ static uint64_t siphash24(const uint64_t k[2], const unsigned char *in, size_t n
 }
 
 /* Splits 32 key bytes into the two SipHash keys (little-endian words). */
-static void set_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   for (int t = 0; t < 2; t++)
     for (int w = 0; w < 2; w++) {
       uint64_t x = 0;
@@ -219,8 +219,8 @@ static void set_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTE
 }
 
 /* Reads the key from getrandom(2), retrying short reads and EINTR. */
-static int draw_key(pp_features *f, o3m_err *e) {
-  unsigned char key[PP_FEATURES_KEY_BYTES];
+static int draw_key(o3m_features *f, o3m_err *e) {
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
   size_t got = 0;
   while (got < sizeof key) {
     ssize_t n = getrandom(key + got, sizeof key - got, 0);
@@ -249,14 +249,14 @@ static double sum_sq(const double *v, int n) {
  * seeds. Ids are compared as byte strings everywhere, so the hash covers
  * exactly the bytes up to the NUL.
  *
- * A dummy must stay inside the party's norm bound (pp_features_check_norm
+ * A dummy must stay inside the party's norm bound (o3m_features_check_norm
  * sets t->dummy_max_sq, at least the table's largest real row): a draw
  * above it is replaced by the next draw of the same stream (still a
  * function of the id alone), that is, the dummy comes from the normal
  * distribution truncated to that norm. After DUMMY_TRIES draws, which only
  * a bound hardly above the real rows can need, it is the column means,
  * whose norm is at most the mean of the row norms. */
-static void dummy_row(const pp_table *t, const uint64_t key[2], const char *id, double *out) {
+static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, double *out) {
   uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
   double z[2];
   for (int tries = 0; tries < DUMMY_TRIES; tries++) {
@@ -309,9 +309,9 @@ static size_t count_char(const char *s, char ch) {
 
 /* Parses the header in place: checks the id column and the names, leaves
  * pointers to the names in names[0..n_cols). */
-static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
+static int parse_header(loader *L, char *s, o3m_features_kind kind, char ***names,
                         int *n_cols) {
-  const char *want = kind == PP_TABLE_USERS ? "user_id" : "item_id";
+  const char *want = kind == O3M_FEATURES_USERS ? "user_id" : "item_id";
   size_t nf = count_char(s, ',') + 1;
   char *comma = strchr(s, ',');
   if (comma) *comma = '\0';
@@ -319,9 +319,9 @@ static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
     return lerr(L, O3M_EPARSE, 1, "first header field must be '%s', got '%.40s'",
                 want, s);
   if (nf < 2) return lerr(L, O3M_EPARSE, 1, "header has no feature columns");
-  if (nf - 1 > PP_FEATURES_MAX_COLS)
+  if (nf - 1 > O3M_FEATURES_MAX_COLS)
     return lerr(L, O3M_EPARSE, 1, "%zu feature columns, at most %d allowed",
-                nf - 1, PP_FEATURES_MAX_COLS);
+                nf - 1, O3M_FEATURES_MAX_COLS);
   char **nm = malloc((nf - 1) * sizeof *nm);
   if (!nm) return lerr(L, O3M_ENOMEM, 0, "out of memory");
   char *p = comma + 1;
@@ -348,7 +348,7 @@ static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
 
 /* Grows the row arrays and the id pool so that one more row of idlen bytes
  * fits. */
-static int table_reserve(pp_table *t, size_t idlen) {
+static int table_reserve(ft_table *t, size_t idlen) {
   if ((size_t)t->n_rows == t->cap_rows) {
     size_t cap = t->cap_rows ? 2 * t->cap_rows : 256;
     if (cap > SIZE_MAX / sizeof(double) / (size_t)t->n_cols) return O3M_ENOMEM;
@@ -373,7 +373,7 @@ static int table_reserve(pp_table *t, size_t idlen) {
 
 /* Parses one data line (already chomped, non-empty) into row t->n_rows and
  * indexes it. */
-static int parse_row(loader *L, pp_table *t, char *s, long line,
+static int parse_row(loader *L, ft_table *t, char *s, long line,
                      char *const *names) {
   size_t nf = count_char(s, ',') + 1;
   if (nf != (size_t)t->n_cols + 1)
@@ -383,9 +383,9 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
   *p = '\0';
   size_t idlen = strlen(s);
   if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
-  if (idlen > PP_FEATURES_MAX_ID)
+  if (idlen > O3M_FEATURES_MAX_ID)
     return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed",
-                idlen, PP_FEATURES_MAX_ID);
+                idlen, O3M_FEATURES_MAX_ID);
   long dup = table_find(t, s);
   if (dup >= 0)
     return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at line %ld)",
@@ -415,7 +415,7 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
     row[c] = v;
     p = q ? q + 1 : p + strlen(p);
   }
-  /* The largest row norm, for the bound (pp_features_check_norm) and the
+  /* The largest row norm, for the bound (o3m_features_check_norm) and the
    * dummy rows. A square that overflows makes it infinite, which no bound
    * accepts. */
   double sq = sum_sq(row, t->n_cols);
@@ -433,7 +433,7 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
 
 /* Loads one table into t (zeroed by the caller). On failure t holds partial
  * allocations that table_free releases. */
-static int table_load(pp_table *t, const char *path, pp_table_kind kind,
+static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
                       o3m_err *e) {
   loader L;
   loader_init(&L, path, e);
@@ -532,24 +532,24 @@ out:
   return rc;
 }
 
-int pp_features_load(pp_features **out, const char *user_csv,
+int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e) {
-  if (!out) return o3m_err_set(e, O3M_EINVAL, "pp_features_load: out is NULL");
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_features_load: out is NULL");
   *out = NULL;
   if (!user_csv && !item_csv)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_load: neither a user nor an item table");
+                       "o3m_features_load: neither a user nor an item table");
   if (expected_dims < 1)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_load: expected_dims %d is not positive",
+                       "o3m_features_load: expected_dims %d is not positive",
                        expected_dims);
-  pp_features *f = calloc(1, sizeof *f);
+  o3m_features *f = calloc(1, sizeof *f);
   if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc = O3M_OK;
-  if (user_csv) rc = table_load(&f->user, user_csv, PP_TABLE_USERS, e);
-  if (!rc && item_csv) rc = table_load(&f->item, item_csv, PP_TABLE_ITEMS, e);
+  if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, e);
+  if (!rc && item_csv) rc = table_load(&f->item, item_csv, O3M_FEATURES_ITEMS, e);
   if (rc) {
-    pp_features_destroy(f);
+    o3m_features_destroy(f);
     return rc;
   }
   f->dims = f->user.n_cols + f->item.n_cols;
@@ -559,12 +559,12 @@ int pp_features_load(pp_features **out, const char *user_csv,
                      "the party's dims are %d (user table %s, item table %s)",
                      f->user.n_cols, f->item.n_cols, f->dims, expected_dims,
                      user_csv ? user_csv : "none", item_csv ? item_csv : "none");
-    pp_features_destroy(f);
+    o3m_features_destroy(f);
     return rc;
   }
   rc = draw_key(f, e);
   if (rc) {
-    pp_features_destroy(f);
+    o3m_features_destroy(f);
     return rc;
   }
   atomic_init(&f->lookups, 0);
@@ -576,7 +576,7 @@ int pp_features_load(pp_features **out, const char *user_csv,
   return O3M_OK;
 }
 
-void pp_features_destroy(pp_features *f) {
+void o3m_features_destroy(o3m_features *f) {
   if (!f) return;
   explicit_bzero(f->dummy_key, sizeof f->dummy_key);
   table_free(&f->user);
@@ -584,19 +584,19 @@ void pp_features_destroy(pp_features *f) {
   free(f);
 }
 
-int pp_features_dims(const pp_features *f) { return f->dims; }
-int pp_features_user_cols(const pp_features *f) { return f->user.n_cols; }
-int pp_features_item_cols(const pp_features *f) { return f->item.n_cols; }
-int pp_features_n_users(const pp_features *f) { return f->user.n_rows; }
-int pp_features_n_items(const pp_features *f) { return f->item.n_rows; }
+int o3m_features_dims(const o3m_features *f) { return f->dims; }
+int o3m_features_user_cols(const o3m_features *f) { return f->user.n_cols; }
+int o3m_features_item_cols(const o3m_features *f) { return f->item.n_cols; }
+int o3m_features_n_users(const o3m_features *f) { return f->user.n_rows; }
+int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
 
-void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   set_key(f, key);
 }
 
 /* ------------------------------------------------------------------ lookup */
 
-int pp_features_fill(pp_features *f, const char *user_id, int K,
+int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items) {
   if (!f || K < 1 || !X) return O3M_EINVAL;
@@ -647,9 +647,9 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
   return O3M_OK;
 }
 
-void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
+void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out) {
   /* atomic_load takes a non-const pointer in some C libraries. */
-  pp_features *m = (pp_features *)f;
+  o3m_features *m = (o3m_features *)f;
   out->lookups = atomic_load_explicit(&m->lookups, memory_order_relaxed);
   out->item_lookups = atomic_load_explicit(&m->item_lookups, memory_order_relaxed);
   out->unknown_users = atomic_load_explicit(&m->unknown_users, memory_order_relaxed);
@@ -662,10 +662,10 @@ void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
  * are refused. */
 static long row_line(int row) { return (long)row + 2; }
 
-int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
+int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e) {
   if (!f || !(max_norm > 0) || !isfinite(max_norm))
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_check_norm: bad arguments");
-  pp_table *u = &f->user, *it = &f->item;
+    return o3m_err_set(e, O3M_EINVAL, "o3m_features_check_norm: bad arguments");
+  ft_table *u = &f->user, *it = &f->item;
   /* The worst part: the largest user row with the largest item row. */
   double U = u->present ? u->max_sq : 0.0, I = it->present ? it->max_sq : 0.0;
   double bound_sq = max_norm * max_norm, worst = U + I;
@@ -679,8 +679,8 @@ int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
     return O3M_OK;
   }
   /* Blame the row that contributes more; name the other one too. */
-  const pp_table *t = !it->present || (u->present && u->max_sq >= it->max_sq) ? u : it;
-  const pp_table *o = t == u ? it : u;
+  const ft_table *t = !it->present || (u->present && u->max_sq >= it->max_sq) ? u : it;
+  const ft_table *o = t == u ? it : u;
   if (!o->present)
     return o3m_err_set_at(e, O3M_ERANGE, t->name, row_line(t->max_row),
                           "the row of '%.40s' has an l2 norm above max_norm = %g", 
@@ -693,33 +693,33 @@ int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
 
 /* ------------------------------------------------------------------ synthetic */
 
-int pp_features_write_synthetic(const char *path, pp_table_kind kind,
+int o3m_features_write_synthetic(const char *path, o3m_features_kind kind,
                                 const char *id_prefix, int n_rows, int n_cols,
                                 uint64_t seed, o3m_err *e) {
   if (!path || !id_prefix)
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: NULL argument");
-  if (kind != PP_TABLE_USERS && kind != PP_TABLE_ITEMS)
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: bad kind %d",
+    return o3m_err_set(e, O3M_EINVAL, "o3m_features_write_synthetic: NULL argument");
+  if (kind != O3M_FEATURES_USERS && kind != O3M_FEATURES_ITEMS)
+    return o3m_err_set(e, O3M_EINVAL, "o3m_features_write_synthetic: bad kind %d",
                        (int)kind);
   if (n_rows < 1 || n_rows > MAX_ROWS || n_cols < 1 ||
-      n_cols > PP_FEATURES_MAX_COLS)
+      n_cols > O3M_FEATURES_MAX_COLS)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_write_synthetic: %d rows x %d columns out "
+                       "o3m_features_write_synthetic: %d rows x %d columns out "
                        "of range",
                        n_rows, n_cols);
   /* The longest id is the prefix plus up to 10 digits. */
-  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > PP_FEATURES_MAX_ID)
+  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > O3M_FEATURES_MAX_ID)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_write_synthetic: id prefix must be at most "
+                       "o3m_features_write_synthetic: id prefix must be at most "
                        "%d bytes without comma or line break",
-                       PP_FEATURES_MAX_ID - 10);
+                       O3M_FEATURES_MAX_ID - 10);
   FILE *f = fopen(path, "w");
   if (!f)
     return o3m_err_set(e, O3M_EIO, "%s: cannot create: %s", path, strerror(errno));
   uint64_t s = seed;
   double spare = 0.0;
   int have_spare = 0;
-  fputs(kind == PP_TABLE_USERS ? "user_id" : "item_id", f);
+  fputs(kind == O3M_FEATURES_USERS ? "user_id" : "item_id", f);
   for (int c = 0; c < n_cols; c++) fprintf(f, ",x%d", c);
   fputc('\n', f);
   for (int r = 0; r < n_rows; r++) {

@@ -1,4 +1,4 @@
-/* pp_features.h -- the feature tables of one participant.
+/* o3m_features.h -- the feature tables of one participant.
  *
  * A participant's block x^j of the context for (user, item) is its user
  * columns followed by its item columns. Each comes from a CSV table keyed by
@@ -8,7 +8,7 @@
  * File format (strict). The first line is the header: the id column, named
  * exactly `user_id` in a user table and `item_id` in an item table (so that
  * swapped tables are caught), then at least one feature column name (non-empty,
- * distinct). Every further line is one row: an id (1..PP_FEATURES_MAX_ID bytes,
+ * distinct). Every further line is one row: an id (1..O3M_FEATURES_MAX_ID bytes,
  * any bytes but comma, taken as written, whitespace included) and one decimal
  * number per feature column in strtod syntax, finite, with no surrounding
  * whitespace and no hex form. Lines end in LF or CRLF; there is no quoting.
@@ -38,7 +38,7 @@
  * unknown ids the same dummies as before; a party run without a state_dir
  * draws a new key at every start, and then a restart under the same mask
  * would show the AP exactly which ids' vectors changed. Once the party's
- * norm bound is set (pp_features_check_norm) a dummy stays inside it: a draw
+ * norm bound is set (o3m_features_check_norm) a dummy stays inside it: a draw
  * above the table's share of the bound is redrawn from the id's stream, so
  * the dummy comes from the normal distribution truncated there; with a
  * bound far above the real rows (the default) that practically never
@@ -48,54 +48,54 @@
  * AP that knows the population well might tell them apart statistically.
  * Unknown lookups are counted.
  *
- * Threads: after pp_features_load the tables are read-only; only the stats
+ * Threads: after o3m_features_load the tables are read-only; only the stats
  * counters change, and they are C11 atomics, so any number of threads may call
- * pp_features_fill on one handle at once. Load and destroy are not concurrent
+ * o3m_features_fill on one handle at once. Load and destroy are not concurrent
  * with anything. */
-#ifndef PP_FEATURES_H
-#define PP_FEATURES_H
+#ifndef O3M_FEATURES_H
+#define O3M_FEATURES_H
 
 #include <stdint.h>
 
 #include "o3m_config.h"
 #include "o3m_error.h"
 
-/* Size of the dummy-row key (pp_features_set_dummy_key). */
-#define PP_FEATURES_KEY_BYTES 32
+/* Size of the dummy-row key (o3m_features_set_dummy_key). */
+#define O3M_FEATURES_KEY_BYTES 32
 /* Longest id in bytes: the federation's one id limit (o3m_config.h). */
-#define PP_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
+#define O3M_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
 /* Most feature columns of one table (= O3M_MAX_DIM). */
-#define PP_FEATURES_MAX_COLS 4096
+#define O3M_FEATURES_MAX_COLS 4096
 
-typedef struct pp_features pp_features;
+typedef struct o3m_features o3m_features;
 
-typedef enum pp_table_kind {
-  PP_TABLE_USERS = 1, /* header starts with user_id */
-  PP_TABLE_ITEMS = 2  /* header starts with item_id */
-} pp_table_kind;
+typedef enum o3m_features_kind {
+  O3M_FEATURES_USERS = 1, /* header starts with user_id */
+  O3M_FEATURES_ITEMS = 2  /* header starts with item_id */
+} o3m_features_kind;
 
-/* Counters since load. lookups counts pp_features_fill calls that succeeded;
+/* Counters since load. lookups counts o3m_features_fill calls that succeeded;
  * item_lookups the item ids they looked up. unknown_users counts fills whose
  * user was not in the user table (only when there is one); unknown_items the
  * item ids not in the item table (only when there is one). */
-typedef struct pp_features_stats {
+typedef struct o3m_features_stats {
   uint64_t lookups;
   uint64_t item_lookups;
   uint64_t unknown_users;
   uint64_t unknown_items;
-} pp_features_stats;
+} o3m_features_stats;
 
 /* Loads the user table and/or the item table (NULL for an absent one; not
  * both) and checks that their feature columns add up to expected_dims
  * (>= 1), else O3M_EDIM. On success *out owns everything; the caller frees it
- * with pp_features_destroy. On failure *out is NULL, nothing is leaked and e
+ * with o3m_features_destroy. On failure *out is NULL, nothing is leaked and e
  * names the file and line. O3M_EIO when a file cannot be read, O3M_ERANDOM
  * when getrandom(2) cannot supply the dummy-row key. */
-int pp_features_load(pp_features **out, const char *user_csv,
+int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e);
 
 /* NULL is accepted. The key is wiped. */
-void pp_features_destroy(pp_features *f);
+void o3m_features_destroy(o3m_features *f);
 
 /* Replaces the dummy-row key drawn at load with key (copied; bytes 0..15
  * key the user table, 16..31 the item table). Two handles with the same key
@@ -103,16 +103,16 @@ void pp_features_destroy(pp_features *f);
  * evaluation that must reproduce a daemon's rows rely on; the daemon calls
  * it with the key restored from its own state_dir. The key must never leave
  * the party: an AP that learned it could recompute the dummies and so
- * recognize unknown ids. Not concurrent with pp_features_fill. */
-void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]);
+ * recognize unknown ids. Not concurrent with o3m_features_fill. */
+void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]);
 
 /* dims = user columns + item columns. */
-int pp_features_dims(const pp_features *f);
-int pp_features_user_cols(const pp_features *f);
-int pp_features_item_cols(const pp_features *f);
+int o3m_features_dims(const o3m_features *f);
+int o3m_features_user_cols(const o3m_features *f);
+int o3m_features_item_cols(const o3m_features *f);
 /* Rows of each table (0 for an absent table). */
-int pp_features_n_users(const pp_features *f);
-int pp_features_n_items(const pp_features *f);
+int o3m_features_n_users(const o3m_features *f);
+int o3m_features_n_items(const o3m_features *f);
 
 /* Writes the blocks of K candidates into X (K x dims, row-major): row k is
  * [user columns of user_id, item columns of item_ids[k]]. An id not in its
@@ -123,7 +123,7 @@ int pp_features_n_items(const pp_features *f);
  * item ids not found. Errors: O3M_EINVAL for K < 1 or a missing pointer; X
  * is then untouched and nothing is counted. Allocates nothing; thread-safe
  * as described above. */
-int pp_features_fill(pp_features *f, const char *user_id, int K,
+int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items);
 
@@ -137,20 +137,20 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
  * when the tables exceed it: the message names the file and line of the
  * larger of the two rows and the other one's, never a value or a norm;
  * the dummies are then unchanged. O3M_EINVAL for bad arguments. Not
- * concurrent with pp_features_fill. */
-int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e);
+ * concurrent with o3m_features_fill. */
+int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e);
 
 /* A consistent-enough snapshot of the counters (each is read atomically). */
-void pp_features_stats_get(const pp_features *f, pp_features_stats *out);
+void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out);
 
 /* Writes a valid table of n_rows (>= 1) rows and n_cols (1..
- * PP_FEATURES_MAX_COLS) standard normal features to path, for demos and
+ * O3M_FEATURES_MAX_COLS) standard normal features to path, for demos and
  * tests: header `user_id` or `item_id` (by kind) then x0..x{n_cols-1}; ids
  * id_prefix0 .. id_prefix{n_rows-1}; values printed with 17 significant
  * digits, so they load back bit for bit. The draws come from a local
  * splitmix64 generator and depend only on seed. A partly written file is
  * removed on failure. */
-int pp_features_write_synthetic(const char *path, pp_table_kind kind,
+int o3m_features_write_synthetic(const char *path, o3m_features_kind kind,
                                 const char *id_prefix, int n_rows, int n_cols,
                                 uint64_t seed, o3m_err *e);
 
