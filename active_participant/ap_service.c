@@ -31,10 +31,10 @@
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
 #include "o3m_blas.h"
-#include "o3m_block_store.h"
 #include "o3m_hash.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
+#include "o3m_party_block.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
@@ -43,10 +43,8 @@
  * feature tables, so that every catalog id can also be a table id). */
 #define CATALOG_MAX_FILE (256u << 20)
 #define CATALOG_MAX_ID O3M_FEATURES_MAX_ID
-/* Per-attempt deadline of the calls to the mask generator at start. */
-#define PMG_ATTEMPT_MS 1000
-/* Backoff between start-up attempts (mask generator, passive parties):
- * first and largest pause. */
+/* Backoff between start-up attempts to reach the passive parties: first
+ * and largest pause. */
 #define PMG_BACKOFF_FIRST_MS 100
 #define PMG_BACKOFF_MAX_MS 2000
 /* Calls kept requested per method; with handlers running one at a time this
@@ -974,105 +972,16 @@ static int sleep_unless_stopped(int64_t ms, volatile sig_atomic_t *stop) {
   return stop && *stop;
 }
 
-/* Gets, imports and confirms the AP's block from the mask generator,
- * retrying while the generator is unreachable (see ap_service.h). */
-static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
-                       const ap_service_options *opt, o3m_err *e) {
-  const o3m_party *pmg = o3m_config_pmg(cfg);
-  o3m_rpc_client_config cc;
-  o3m_rpc_client_config_default(&cc);
-  cc.target = pmg->address;
-  client_tls(&cc, cfg, me, pmg, opt->insecure);
-  int64_t budget_ms = (int64_t)opt->pmg_timeout_s * 1000;
-  cc.deadline_ms = budget_ms < PMG_ATTEMPT_MS ? (int)budget_ms : PMG_ATTEMPT_MS;
-  cc.wait_for_ready = 1;
-  o3m_rpc_client *c;
-  o3m_err ce;
-  o3m_err_clear(&ce);
-  int rc = o3m_rpc_client_create(&c, &cc, &ce);
-  if (rc < 0) return o3m_err_set(e, rc, "mask generator '%s': %s", pmg->name, o3m_err_message(&ce));
-
-  int64_t t0 = now_ms(), backoff = PMG_BACKOFF_FIRST_MS;
-  int attempts = 0;
-  /* Fetched (and stored) once; then the confirmation alone is retried, with
-   * the block kept: the generator serves a block once per party, so after
-   * a confirmation that reached it (only its reply lost) another GetBlock
-   * would be refused. The passive participants retry the same way. */
-  for (;;) {
-    attempts++;
-    ProtobufCMessage *m;
-    o3m_err_clear(&ce);
-    rc = 0;
-    if (!s->block) {
-      /* Sealed to a key pair drawn for this call and wiped after it. */
-      rc = o3m_wire_get_block(c, &s->part, me->slot, &s->block, &ce);
-      if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
-      if (rc == 0 && s->state_dir) {
-        /* Stored before it is confirmed: once every party has confirmed,
-         * the generator forgets Q and this copy is the only one. */
-        o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
-        rc = o3m_block_store_save(s->state_dir, &sid, s->block, NULL, 0, e);
-        if (rc < 0) {
-          o3m_rpc_client_destroy(c);
-          return rc; /* s->block is freed with the service */
-        }
-      }
-    }
-    if (rc == 0) {
-      O3m__V1__BlockReceipt r = O3M__V1__BLOCK_RECEIPT__INIT;
-      r.party = (uint32_t)me->slot;
-      r.mask_id = s->mask_id;
-      o3m_err_clear(&ce);
-      rc = o3m_rpc_client_call(c, O3M_PATH_PMG_CONFIRM_BLOCK, &r.base, &o3m__v1__ack__descriptor,
-                               &m, &ce);
-      if (rc == 0) break;
-    }
-    int transient = rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE;
-    int64_t left = budget_ms - (now_ms() - t0);
-    if (!transient || left <= 0) {
-      o3m_rpc_client_destroy(c);
-      return o3m_err_set(e, rc, "mask generator '%s' (%s), %d attempt%s: %s", pmg->name,
-                         pmg->address, attempts, attempts == 1 ? "" : "s", o3m_err_message(&ce));
-    }
-    if (attempts == 1)
-      o3m_log_info("waiting for the mask generator '%s' at %s (%s)", pmg->name, pmg->address,
-                   o3m_errname(rc));
-    if (sleep_unless_stopped(backoff < left ? backoff : left, opt->stop)) {
-      o3m_rpc_client_destroy(c);
-      return o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the mask generator");
-    }
-    backoff = backoff * 2 > PMG_BACKOFF_MAX_MS ? PMG_BACKOFF_MAX_MS : backoff * 2;
-  }
-  o3m_rpc_client_destroy(c);
-  return 0;
-}
-
-/* The block: the one stored in state_dir if there is one (the mask
- * generator is then not asked: it may have forgotten Q, or be gone), else
- * fetched from the generator (and stored, by fetch_block). */
+/* The block, by the behaviour both column parties share
+ * (party/o3m_party_block.h): the one stored in state_dir if there is one,
+ * else fetched from the mask generator, stored and confirmed. The AP keeps
+ * no secret beside it. */
 static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
                          const ap_service_options *opt, o3m_err *e) {
-  if (s->state_dir) {
-    o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
-    int rc = o3m_block_store_load(s->state_dir, &sid, &s->block, NULL, 0, NULL, e);
-    if (rc == 0) {
-      s->mask_id = o3m_block_mask_id(s->block);
-      o3m_log_info("loaded the block of mask %016llx from %s (the mask generator is not asked)",
-                   (unsigned long long)s->mask_id, s->state_dir);
-      return 0;
-    }
-    if (rc != O3M_ENOTFOUND) {
-      if (rc == O3M_ECORRUPT || rc == O3M_EDIM)
-        o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
-                      "(the mask generator forgets Q once every party has its block). Restore "
-                      "%s from a backup, or, to join a new federation, stop every party, delete "
-                      "the state_dir of every party and restart the mask generator.",
-                      s->state_dir, O3M_BLOCK_STORE_FILE);
-      return rc;
-    }
-    o3m_log_info("no stored block in %s: fetching it from the mask generator", s->state_dir);
-  }
-  return fetch_block(s, cfg, me, opt, e);
+  o3m_party_block_options o = {cfg, me, &s->part, opt->insecure, opt->pmg_timeout_s, opt->stop};
+  int rc = o3m_party_block_obtain(&o, &s->block, NULL, 0, e);
+  if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
+  return rc;
 }
 
 /* Recovers the model from state_dir and opens the reward journal (see
