@@ -14,17 +14,18 @@
  * The ids are the participant's own, so an outsider cannot choose colliding
  * keys for the table; lookups of foreign ids only probe.
  *
- * Dummy rows. An id a table does not hold gets a row drawn column by column
- * from N(mean_c, sd_c^2), from a splitmix64 stream seeded with
- * SipHash-2-4(key, id). The 256-bit key is drawn with getrandom(2) at load
- * and never leaves the handle: bytes 0..15 key the user table, 16..31 the
- * item table, so a user and an item with the same id get unrelated rows.
- * SipHash is a pseudo-random function: without the key the dummies of
- * different ids look like independent draws, and the same id always gets
- * the same row, so neither repeated requests nor a comparison across ids
- * tells the active participant which ids are unknown. Limits, stated in
- * o3m_features.h: the columns of a dummy are independent normals, so a table
- * whose columns are strongly correlated, discrete or skewed gives dummies
+ * Unknown ids. Without a dummy-row key an id a table does not hold gets
+ * the column means. With the key a PP sets (o3m_features_set_dummy_key) it
+ * gets a row drawn column by column from N(mean_c, sd_c^2), from a
+ * splitmix64 stream seeded with SipHash-2-4(key, id); bytes 0..15 of the
+ * key key the user table, 16..31 the item table, so a user and an item with
+ * the same id get unrelated rows. SipHash is a pseudo-random function:
+ * without the key the dummies of different ids look like independent
+ * draws, and the same id always gets the same row, so neither repeated
+ * requests nor a comparison across ids tells the active participant which
+ * ids are unknown. Limits, stated in o3m_features.h: the columns of a dummy
+ * are independent normals, so a table whose columns are strongly
+ * correlated, discrete or skewed gives dummies
  * that differ in distribution from its real rows. */
 #include "o3m_features.h"
 
@@ -35,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "o3m_hash.h"
 
@@ -74,8 +74,10 @@ struct o3m_features {
   ft_table user;
   ft_table item;
   int dims;
-  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table. */
+  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table;
+   * used only once has_key is set (o3m_features_set_dummy_key). */
   uint64_t dummy_key[2][2];
+  int has_key;
   atomic_uint_least64_t lookups;
   atomic_uint_least64_t item_lookups;
   atomic_uint_least64_t unknown_users;
@@ -218,23 +220,6 @@ static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BY
     }
 }
 
-/* Reads the key from getrandom(2), retrying short reads and EINTR. */
-static int draw_key(o3m_features *f, o3m_err *e) {
-  unsigned char key[O3M_FEATURES_KEY_BYTES];
-  size_t got = 0;
-  while (got < sizeof key) {
-    ssize_t n = getrandom(key + got, sizeof key - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return o3m_err_set(e, O3M_ERANDOM, "getrandom for the dummy-row key: %s",
-                         n < 0 ? strerror(errno) : "no bytes");
-    got += (size_t)n;
-  }
-  set_key(f, key);
-  explicit_bzero(key, sizeof key);
-  return O3M_OK;
-}
-
 /* Draws of a dummy row before it falls back to the column means. */
 #define DUMMY_TRIES 32
 
@@ -267,6 +252,18 @@ static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, 
     if (sum_sq(out, t->n_cols) <= t->dummy_max_sq) return;
   }
   memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
+}
+
+/* The row of id, which t (table `which`: 0 users, 1 items) does not hold:
+ * its dummy once a dummy-row key is set, else the column means, whose norm
+ * is at most the mean of the row norms and so inside any bound the table
+ * passed. */
+static void unknown_row(const o3m_features *f, const ft_table *t, int which, const char *id,
+                        double *out) {
+  if (f->has_key)
+    dummy_row(t, f->dummy_key[which], id, out);
+  else
+    memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -562,11 +559,6 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
     o3m_features_destroy(f);
     return rc;
   }
-  rc = draw_key(f, e);
-  if (rc) {
-    o3m_features_destroy(f);
-    return rc;
-  }
   atomic_init(&f->lookups, 0);
   atomic_init(&f->item_lookups, 0);
   atomic_init(&f->unknown_users, 0);
@@ -592,6 +584,7 @@ int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
 
 void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   set_key(f, key);
+  f->has_key = 1;
 }
 
 /* ------------------------------------------------------------------ lookup */
@@ -616,7 +609,7 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
     long r = table_find(&f->user, user_id);
     uu = r < 0;
     if (uu)
-      dummy_row(&f->user, f->dummy_key[0], user_id, X);
+      unknown_row(f, &f->user, 0, user_id, X);
     else
       memcpy(X, f->user.vals + (size_t)r * nu, nu * sizeof *X);
   }
@@ -628,7 +621,7 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
       long r = table_find(&f->item, item_ids[k]);
       ui += r < 0;
       if (r < 0)
-        dummy_row(&f->item, f->dummy_key[1], item_ids[k], row + nu);
+        unknown_row(f, &f->item, 1, item_ids[k], row + nu);
       else
         memcpy(row + nu, f->item.vals + (size_t)r * ni, ni * sizeof *row);
     }

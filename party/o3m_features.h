@@ -21,32 +21,37 @@
  * open-addressing hash index (linear probing, load factor <= 1/2) from id to
  * row; lookups allocate nothing.
  *
- * Unknown ids. An id that a table does not hold still gets a row, because
- * zeros would tell the active participant (AP) which users this party knows.
- * The AP receives this party's masked vector on its own, so the dummy must
- * not stand out either: one shared dummy (say the column means) would give
- * every unknown user the same vector, and a fresh random dummy per request
- * would give one user two different vectors; both reveal who is unknown. So
- * the dummy row of an id is deterministic per id and different across ids:
- * column c is drawn from N(mean_c, sd_c^2) (the table's column mean and
- * population standard deviation) by a generator seeded with a keyed hash
- * (SipHash-2-4) of the id under a 256-bit secret key drawn from getrandom(2)
- * at load. The same id gets the same row for the life of the handle; without
- * the key, rows of different ids look like independent draws. The
- * o3m-passive daemon stores the key beside its mask block in its state_dir
- * (o3m_block_store) and restores it on restart, so a restarted party gives
- * unknown ids the same dummies as before; a party run without a state_dir
- * draws a new key at every start, and then a restart under the same mask
- * would show the AP exactly which ids' vectors changed. Once the party's
- * norm bound is set (o3m_features_check_norm) a dummy stays inside it: a draw
- * above the table's share of the bound is redrawn from the id's stream, so
- * the dummy comes from the normal distribution truncated there; with a
- * bound far above the real rows (the default) that practically never
- * happens. Limits: the columns of a dummy are independent normals,
- * so for a table whose columns are strongly correlated, discrete (0/1
- * flags) or skewed the dummies differ in distribution from real rows, and an
- * AP that knows the population well might tell them apart statistically.
- * Unknown lookups are counted.
+ * Unknown ids. An id that a table does not hold still gets a row. By
+ * default it is the table's column means: deterministic and needing no
+ * secret, which is all the active participant (AP) and o3m-eval need,
+ * because nobody else sees the rows they fill.
+ *
+ * Dummy rows, the passive participant's option. A PP's zeros or means
+ * would tell the AP which users this party knows: the AP receives this
+ * party's masked vector on its own, so one shared dummy (say the column
+ * means) would give every unknown user the same vector, and a fresh random
+ * dummy per request would give one user two different vectors; both reveal
+ * who is unknown. So a PP passes its secret dummy-row key in explicitly
+ * (o3m_features_set_dummy_key), and from then on the dummy row of an id is
+ * deterministic per id and different across ids: column c is drawn from
+ * N(mean_c, sd_c^2) (the table's column mean and population standard
+ * deviation) by a generator seeded with a keyed hash (SipHash-2-4) of the
+ * id under that 256-bit key. Without the key, rows of different ids look
+ * like independent draws. The o3m-passive daemon draws the key when it
+ * fetches its block and stores it beside the block in its state_dir
+ * (o3m_party_block.h), so a restarted party gives unknown ids the same
+ * dummies as before; a party run without a state_dir draws a new key at
+ * every start, and then a restart under the same mask would show the AP
+ * exactly which ids' vectors changed. Once the party's norm bound is set
+ * (o3m_features_check_norm) a dummy stays inside it: a draw above the
+ * table's share of the bound is redrawn from the id's stream, so the dummy
+ * comes from the normal distribution truncated there; with a bound far
+ * above the real rows (the default) that practically never happens.
+ * Limits: the columns of a dummy are independent normals, so for a table
+ * whose columns are strongly correlated, discrete (0/1 flags) or skewed the
+ * dummies differ in distribution from real rows, and an AP that knows the
+ * population well might tell them apart statistically. Unknown lookups are
+ * counted either way.
  *
  * Threads: after o3m_features_load the tables are read-only; only the stats
  * counters change, and they are C11 atomics, so any number of threads may call
@@ -89,21 +94,22 @@ typedef struct o3m_features_stats {
  * both) and checks that their feature columns add up to expected_dims
  * (>= 1), else O3M_EDIM. On success *out owns everything; the caller frees it
  * with o3m_features_destroy. On failure *out is NULL, nothing is leaked and e
- * names the file and line. O3M_EIO when a file cannot be read, O3M_ERANDOM
- * when getrandom(2) cannot supply the dummy-row key. */
+ * names the file and line. O3M_EIO when a file cannot be read. Unknown
+ * ids get the column means until o3m_features_set_dummy_key. */
 int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e);
 
 /* NULL is accepted. The key is wiped. */
 void o3m_features_destroy(o3m_features *f);
 
-/* Replaces the dummy-row key drawn at load with key (copied; bytes 0..15
- * key the user table, 16..31 the item table). Two handles with the same key
- * and tables give the same dummies, which tests and an in-process
- * evaluation that must reproduce a daemon's rows rely on; the daemon calls
- * it with the key restored from its own state_dir. The key must never leave
- * the party: an AP that learned it could recompute the dummies and so
- * recognize unknown ids. Not concurrent with o3m_features_fill. */
+/* Turns on the dummy rows of unknown ids (see "Dummy rows" above) under key
+ * (copied; bytes 0..15 key the user table, 16..31 the item table), or
+ * replaces the key set before. Two handles with the same key and tables
+ * give the same dummies, which tests rely on; the PP calls it with the key
+ * it stores beside its block. The key must never leave the party: an AP
+ * that learned it could recompute the dummies and so recognize unknown ids.
+ * The key is wiped by o3m_features_destroy. Not concurrent with
+ * o3m_features_fill. */
 void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]);
 
 /* dims = user columns + item columns. */
@@ -116,7 +122,8 @@ int o3m_features_n_items(const o3m_features *f);
 
 /* Writes the blocks of K candidates into X (K x dims, row-major): row k is
  * [user columns of user_id, item columns of item_ids[k]]. An id not in its
- * table gets its dummy row (see above). user_id may be NULL only
+ * table gets the column means, or its dummy row once a dummy-row key is set
+ * (see above). user_id may be NULL only
  * when there is no user table, item_ids only when there is no item table (the
  * ids are then ignored). If not NULL, *unknown_user is set to 1 when the user
  * was looked up and not found (else 0) and *unknown_items to the number of

@@ -56,6 +56,14 @@ static const char *write_tmp(const char *name, const char *text) {
   return p;
 }
 
+/* Turns on f's dummy rows under a key made from seed, as a PP does with
+ * the key it keeps beside its block. */
+static void dummy_key(o3m_features *f, int seed) {
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  for (int i = 0; i < O3M_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(31 * seed + 3 * i);
+  o3m_features_set_dummy_key(f, key);
+}
+
 static void load_ok(o3m_features **f, const char *u, const char *i, int dims) {
   o3m_err e;
   int rc = o3m_features_load(f, u, i, dims, &e);
@@ -102,6 +110,7 @@ static int rows_equal(const double *a, const double *b, int n) {
 Test(features, unknown_ids_get_dummies_and_are_counted) {
   o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
+  dummy_key(f, 1);
   const char *items[] = {"i0", "nope", "i1", ""};
   double X[4 * 5];
   int uu = -1, ui = -1;
@@ -149,12 +158,35 @@ Test(features, unknown_ids_get_dummies_and_are_counted) {
   o3m_features_destroy(f);
 }
 
+/* Without a dummy-row key (the AP's own tables, o3m-eval) an unknown id
+ * gets the column means: deterministic, and no secret is needed. */
+Test(features, without_a_key_unknown_ids_get_the_column_means) {
+  o3m_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  const char *items[] = {"i0", "nope"};
+  double X[2 * 5];
+  int uu = -1, ui = -1;
+  cr_assert_eq(o3m_features_fill(f, "stranger", 2, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(uu, 1);
+  cr_assert_eq(ui, 1);
+  const double umean[3] = {(1.5 + 0.5 + -1.0) / 3, (-2.25 + 4.0 + 0.125) / 3,
+                           (0.0 + 1e-3 + 7.0) / 3};
+  const double imean[2] = {(10.0 + 20.5) / 2, (0.5 + -0.25) / 2};
+  for (int j = 0; j < 3; j++)
+    cr_assert_eq(X[j], umean[j], "user column %d: %.17g, mean %.17g", j, X[j], umean[j]);
+  cr_assert_eq(X[5 + 3], imean[0], "item column 0: %.17g, mean %.17g", X[5 + 3], imean[0]);
+  cr_assert_eq(X[5 + 4], imean[1], "item column 1: %.17g, mean %.17g", X[5 + 4], imean[1]);
+  cr_assert_eq(X[3], 10.0);
+  o3m_features_destroy(f);
+}
+
 /* The privacy fix: the AP sees each party's masked vector on its own, so
  * one dummy shared by all unknown users, or a fresh one per request, would
  * tell it whom the party does not know. */
 Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_across_ids) {
   o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
+  dummy_key(f, 1);
   const char *items[] = {"i0", "ghost-item"};
   double a[2 * 5], b[2 * 5], c[2 * 5];
   cr_assert_eq(o3m_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
@@ -171,6 +203,7 @@ Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_acros
    * have separate keys. Compare the first column's standard-normal draw. */
   o3m_features *g;
   load_ok(&g, USERS, ITEMS, 5);
+  dummy_key(g, 2); /* another party's key */
   cr_assert_eq(o3m_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(!rows_equal(a, b, 3), "two handles drew the same key");
 
@@ -225,6 +258,7 @@ Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
 
   o3m_features *f;
   load_ok(&f, path, NULL, 3);
+  dummy_key(f, 1);
   double s1[3] = {0}, s2[3] = {0}, X[3], first[3];
   char id[32];
   int same_as_first = 0;
@@ -433,6 +467,7 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
 
   o3m_features *f;
   load_ok(&f, path, NULL, C);
+  dummy_key(f, 1);
   cr_assert_eq(o3m_features_n_users(f), N);
   double X[C], mean[C] = {0};
   char id[32];
@@ -565,6 +600,7 @@ Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
   const char *i = write_tmp("bi.csv", "item_id,c\ni0,0.5\ni1,-2\n");
   o3m_features *f;
   load_ok(&f, u, i, 3);
+  dummy_key(f, 1);
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert_eq(o3m_features_check_norm(f, 5.3, &e), O3M_ERANGE);

@@ -78,6 +78,14 @@ static void exercise(o3m_features *f, int dims, const char *user_id, const char 
   FUZZ_CHECK(o3m_features_fill(f, "x", 0, items, X, NULL, NULL) == O3M_EINVAL);
   o3m_features_stats_get(f, &st);
   FUZZ_CHECK(st.lookups == 1);
+
+  /* Unknown ids got the column means; with a PP's dummy-row key they get
+   * keyed dummies, finite as well. */
+  static const unsigned char key[O3M_FEATURES_KEY_BYTES] = {1, 2, 3};
+  o3m_features_set_dummy_key(f, key);
+  rc = o3m_features_fill(f, user_id ? user_id : "no,such user", 2, items, X, NULL, NULL);
+  FUZZ_CHECK(rc == 0);
+  for (int i = 0; i < 2 * dims; i++) FUZZ_CHECK(isfinite(X[i]));
 }
 
 static void load_one(const uint8_t *data, size_t n, int as_items) {
