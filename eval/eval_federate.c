@@ -17,6 +17,7 @@
 
 #include "ap_policy.h"
 #include "eval_cmds.h"
+#include "eval_tables.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
 #include "o3m_config.h"
@@ -153,12 +154,12 @@ int eval_gen_federation_main(int argc, char **argv) {
     int rc = 0;
     if (uc > 0) {
       snprintf(path, sizeof path, "%s/data/%s_users.csv", out, name);
-      rc = o3m_features_write_synthetic(path, O3M_FEATURES_USERS, "u", (int)users, uc,
+      rc = eval_tables_write_synthetic(path, O3M_FEATURES_USERS, "u", (int)users, uc,
                                        (uint64_t)data_seed * 1000 + 2 * j, &err);
     }
     if (!rc) {
       snprintf(path, sizeof path, "%s/data/%s_items.csv", out, name);
-      rc = o3m_features_write_synthetic(path, O3M_FEATURES_ITEMS, "i", (int)items, ic,
+      rc = eval_tables_write_synthetic(path, O3M_FEATURES_ITEMS, "i", (int)items, ic,
                                        (uint64_t)data_seed * 1000 + 2 * j + 1, &err);
     }
     if (rc) {

@@ -38,11 +38,10 @@
 #include <string.h>
 
 #include "o3m_hash.h"
+#include "o3m_splitmix.h"
 
 /* File names in messages are shortened from the left beyond this. */
 #define NAME_SHOW_MAX 96
-/* Most rows of one table. */
-#define MAX_ROWS (INT_MAX / 2)
 
 typedef struct ft_slot {
   uint32_t tag;
@@ -145,22 +144,6 @@ static void table_free(ft_table *t) {
 
 /* ------------------------------------------------------------------ random */
 
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Two standard normals by Box-Muller; u1 in (0, 1] keeps log finite. */
-static void gauss2(uint64_t *s, double *a, double *b) {
-  double u1 = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
-  double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;
-  double r = sqrt(-2.0 * log(u1));
-  *a = r * cos(2.0 * M_PI * u2);
-  *b = r * sin(2.0 * M_PI * u2);
-}
-
 #define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
 
 #define SIPROUND(v0, v1, v2, v3) \
@@ -246,7 +229,7 @@ static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, 
   double z[2];
   for (int tries = 0; tries < DUMMY_TRIES; tries++) {
     for (int c = 0; c < t->n_cols; c++) {
-      if (c % 2 == 0) gauss2(&s, &z[0], &z[1]);
+      if (c % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
       out[c] = t->means[c] + t->sds[c] * z[c % 2];
     }
     if (sum_sq(out, t->n_cols) <= t->dummy_max_sq) return;
@@ -477,8 +460,8 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
       rc = lerr(&L, O3M_EPARSE, line, "empty line");
       goto out;
     }
-    if (t->n_rows >= MAX_ROWS) {
-      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", MAX_ROWS);
+    if (t->n_rows >= O3M_FEATURES_MAX_ROWS) {
+      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", O3M_FEATURES_MAX_ROWS);
       goto out;
     }
     rc = parse_row(&L, t, buf, line, names);
@@ -682,59 +665,4 @@ int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e) {
                         "the row of '%.40s', with the largest row of %s (line %ld), forms a "
                         "part x^j whose l2 norm is above max_norm = %g",
                         row_id(t, t->max_row), o->name, row_line(o->max_row), max_norm);
-}
-
-/* ------------------------------------------------------------------ synthetic */
-
-int o3m_features_write_synthetic(const char *path, o3m_features_kind kind,
-                                const char *id_prefix, int n_rows, int n_cols,
-                                uint64_t seed, o3m_err *e) {
-  if (!path || !id_prefix)
-    return o3m_err_set(e, O3M_EINVAL, "o3m_features_write_synthetic: NULL argument");
-  if (kind != O3M_FEATURES_USERS && kind != O3M_FEATURES_ITEMS)
-    return o3m_err_set(e, O3M_EINVAL, "o3m_features_write_synthetic: bad kind %d",
-                       (int)kind);
-  if (n_rows < 1 || n_rows > MAX_ROWS || n_cols < 1 ||
-      n_cols > O3M_FEATURES_MAX_COLS)
-    return o3m_err_set(e, O3M_EINVAL,
-                       "o3m_features_write_synthetic: %d rows x %d columns out "
-                       "of range",
-                       n_rows, n_cols);
-  /* The longest id is the prefix plus up to 10 digits. */
-  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > O3M_FEATURES_MAX_ID)
-    return o3m_err_set(e, O3M_EINVAL,
-                       "o3m_features_write_synthetic: id prefix must be at most "
-                       "%d bytes without comma or line break",
-                       O3M_FEATURES_MAX_ID - 10);
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return o3m_err_set(e, O3M_EIO, "%s: cannot create: %s", path, strerror(errno));
-  uint64_t s = seed;
-  double spare = 0.0;
-  int have_spare = 0;
-  fputs(kind == O3M_FEATURES_USERS ? "user_id" : "item_id", f);
-  for (int c = 0; c < n_cols; c++) fprintf(f, ",x%d", c);
-  fputc('\n', f);
-  for (int r = 0; r < n_rows; r++) {
-    fprintf(f, "%s%d", id_prefix, r);
-    for (int c = 0; c < n_cols; c++) {
-      double v;
-      if (have_spare) {
-        v = spare;
-        have_spare = 0;
-      } else {
-        gauss2(&s, &v, &spare);
-        have_spare = 1;
-      }
-      fprintf(f, ",%.17g", v);
-    }
-    fputc('\n', f);
-  }
-  int bad = ferror(f);
-  if (fclose(f) != 0) bad = 1;
-  if (bad) {
-    remove(path);
-    return o3m_err_set(e, O3M_EIO, "%s: write error", path);
-  }
-  return O3M_OK;
 }

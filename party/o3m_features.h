@@ -60,6 +60,7 @@
 #ifndef O3M_FEATURES_H
 #define O3M_FEATURES_H
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "o3m_config.h"
@@ -71,6 +72,8 @@
 #define O3M_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
 /* Most feature columns of one table (= O3M_MAX_DIM). */
 #define O3M_FEATURES_MAX_COLS 4096
+/* Most rows of one table. */
+#define O3M_FEATURES_MAX_ROWS (INT_MAX / 2)
 
 typedef struct o3m_features o3m_features;
 
@@ -149,16 +152,5 @@ int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e);
 
 /* A consistent-enough snapshot of the counters (each is read atomically). */
 void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out);
-
-/* Writes a valid table of n_rows (>= 1) rows and n_cols (1..
- * O3M_FEATURES_MAX_COLS) standard normal features to path, for demos and
- * tests: header `user_id` or `item_id` (by kind) then x0..x{n_cols-1}; ids
- * id_prefix0 .. id_prefix{n_rows-1}; values printed with 17 significant
- * digits, so they load back bit for bit. The draws come from a local
- * splitmix64 generator and depend only on seed. A partly written file is
- * removed on failure. */
-int o3m_features_write_synthetic(const char *path, o3m_features_kind kind,
-                                const char *id_prefix, int n_rows, int n_cols,
-                                uint64_t seed, o3m_err *e);
 
 #endif

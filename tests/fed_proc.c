@@ -4,6 +4,7 @@
  * tests. The AP tests' federation (fed_net, fed_tables) keeps no state of
  * its own. */
 #include "fed_proc.h"
+#include "eval_tables.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -290,7 +291,7 @@ static void write_tables(const fed_setup *s) {
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     o3m_err e;
     o3m_err_clear(&e);
-    cr_assert_eq(o3m_features_write_synthetic(fed_path(t[i].file), t[i].kind, t[i].prefix,
+    cr_assert_eq(eval_tables_write_synthetic(fed_path(t[i].file), t[i].kind, t[i].prefix,
                                              t[i].rows, t[i].cols, s->table_seed + i, &e),
                  0, "%s", o3m_err_message(&e));
   }

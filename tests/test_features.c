@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eval_tables.h"
 #include "o3m_features.h"
 
 #define USERS O3M_SOURCE_DIR "/tests/data/users.csv"
@@ -460,7 +461,7 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
   char path[600];
   snprintf(path, sizeof path, "%s/big.csv", tmpdir);
   o3m_err e;
-  cr_assert_eq(o3m_features_write_synthetic(path, O3M_FEATURES_USERS, "u", N, C, 7, &e),
+  cr_assert_eq(eval_tables_write_synthetic(path, O3M_FEATURES_USERS, "u", N, C, 7, &e),
                O3M_OK, "%s", e.msg);
   double *vals = malloc(sizeof(double) * N * C);
   read_rows(path, N, C, vals);
@@ -514,9 +515,9 @@ Test(features, synthetic_is_deterministic_and_checks_arguments) {
   snprintf(b, sizeof b, "%s/b.csv", tmpdir);
   snprintf(c, sizeof c, "%s/c.csv", tmpdir);
   o3m_err e;
-  cr_assert_eq(o3m_features_write_synthetic(a, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
-  cr_assert_eq(o3m_features_write_synthetic(b, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
-  cr_assert_eq(o3m_features_write_synthetic(c, O3M_FEATURES_ITEMS, "item", 50, 3, 10, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(b, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(c, O3M_FEATURES_ITEMS, "item", 50, 3, 10, &e), 0);
   char ta[8192], tb[8192], tc[8192];
   FILE *fa = fopen(a, "r"), *fb = fopen(b, "r"), *fc = fopen(c, "r");
   size_t na = fread(ta, 1, sizeof ta, fa), nb = fread(tb, 1, sizeof tb, fb),
@@ -535,13 +536,13 @@ Test(features, synthetic_is_deterministic_and_checks_arguments) {
   cr_assert_eq(o3m_features_n_items(f), 50);
   o3m_features_destroy(f);
 
-  cr_assert_eq(o3m_features_write_synthetic(a, O3M_FEATURES_USERS, "u,", 5, 3, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u,", 5, 3, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(o3m_features_write_synthetic(a, O3M_FEATURES_USERS, "u", 0, 3, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u", 0, 3, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(o3m_features_write_synthetic(a, O3M_FEATURES_USERS, "u", 5, 0, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u", 5, 0, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(o3m_features_write_synthetic("/nonexistent/x.csv", O3M_FEATURES_USERS,
+  cr_assert_eq(eval_tables_write_synthetic("/nonexistent/x.csv", O3M_FEATURES_USERS,
                                            "u", 5, 3, 1, &e),
                O3M_EIO);
 }
