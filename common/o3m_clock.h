@@ -1,8 +1,9 @@
 /* o3m_clock.h -- the monotonic clock in milliseconds and a sleep that a
  * stop flag ends early.
  *
- * Every wait with backoff (a party's block fetch, the AP waiting for its
- * peers) measures time on CLOCK_MONOTONIC, which wall-clock changes do not
+ * Every wait with backoff (a party's block fetch), every time limit and
+ * every timed run (checkpoint periods, the access log's rate limit,
+ * o3m-eval and the benchmarks) measures time on CLOCK_MONOTONIC, which wall-clock changes do not
  * move, and sleeps in steps of at most O3M_CLOCK_STOP_POLL_MS so that a
  * signal handler's stop flag ends the wait within one step. Both functions
  * are thread-safe and cannot fail (CLOCK_MONOTONIC always exists on Linux;
@@ -22,6 +23,13 @@ static inline int64_t o3m_clock_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Seconds on the same clock, to the nanosecond: for timing runs. */
+static inline double o3m_clock_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Sleeps ms milliseconds (nothing for ms <= 0) unless *stop is or becomes

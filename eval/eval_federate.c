@@ -20,6 +20,7 @@
 #include "eval_tables.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
+#include "o3m_clock.h"
 #include "o3m_config.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -327,12 +328,6 @@ static void fed_usage(FILE *f) {
           "  --require-match   exit 1 unless every decision equals the centralized one\n");
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int eval_federate_main(int argc, char **argv) {
   static const struct option opts[] = {
       {"config", required_argument, 0, 'c'}, {"truth", required_argument, 0, 't'},
@@ -442,7 +437,7 @@ int eval_federate_main(int argc, char **argv) {
   if ((rc = o3m_rng_create_seeded_insecure(&rng, (uint64_t)seed))) goto fail;
 
   int tty = isatty(STDERR_FILENO);
-  double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = now_s();
+  double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = o3m_clock_s();
   long match = 0;
   int *perm = malloc(sizeof(int) * dr.n_items);
   if (!perm) {
@@ -510,7 +505,7 @@ int eval_federate_main(int argc, char **argv) {
     match += af == ac;
     long done = t + 1;
     if (tty ? (done % 50 == 0 || done == rounds) : (done % (rounds / 10 ? rounds / 10 : 1) == 0)) {
-      double el = now_s() - t0;
+      double el = o3m_clock_s() - t0;
       fprintf(stderr, "%s[federate] %ld/%ld rounds  %.0f rounds/s  matched %ld%s",
               tty ? "\r" : "", done, rounds, done / el, match, tty ? "   " : "\n");
     }
@@ -526,7 +521,7 @@ int eval_federate_main(int argc, char **argv) {
          100.0 * match / rounds);
   printf("every decision matched        %s\n", match == rounds ? "yes" : "NO");
   printf("wall time                     %.2f s (%.0f rounds/s, each a Recommend and a Reward)\n",
-         now_s() - t0, rounds / (now_s() - t0));
+         o3m_clock_s() - t0, rounds / (o3m_clock_s() - t0));
   status = (require_match && match != rounds) ? 1 : 0;
   free(perm);
   goto done;
