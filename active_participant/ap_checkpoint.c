@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "o3m_clock.h"
 #include "o3m_log.h"
 
 #define CK_MAGIC "O3MCKPT\0"
@@ -60,12 +61,6 @@ void ap_checkpoint_options_default(ap_checkpoint_options *o) {
 
 /* ------------------------------------------------------------------ helpers */
 
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t wall_ms(void) {
   struct timespec ts;
@@ -463,7 +458,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   info->salvaged = ji.salvaged;
   info->salvage_seq = ji.salvage_seq;
   c->ckpt_seq = pos;
-  c->ckpt_time = mono_ms();
+  c->ckpt_time = o3m_clock_ms();
   free(seqs);
   o3m_log_info("state_dir %s: recovered %" PRIu64 " updates: checkpoint seq %" PRIu64
                " (%d rejected), %" PRIu64 " journal records replayed (%" PRIu64 " refactors, %"
@@ -507,7 +502,7 @@ uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
 int ap_checkpoint_due(const ap_checkpoint *c) {
   uint64_t n = ap_checkpoint_records_since(c);
   if (c->every_records && n >= c->every_records) return 1;
-  return c->every_ms && n > 0 && mono_ms() - c->ckpt_time >= c->every_ms;
+  return c->every_ms && n > 0 && o3m_clock_ms() - c->ckpt_time >= c->every_ms;
 }
 
 int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h_, o3m_err *e) {
@@ -547,7 +542,7 @@ int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
   uint64_t seq = ap_journal_last_seq(c->j);
   if ((rc = write_ckpt(c, seq, e))) return rc;
   c->ckpt_seq = seq;
-  c->ckpt_time = mono_ms();
+  c->ckpt_time = o3m_clock_ms();
   /* Keep the newest two; prune the journal before the older of them. */
   uint64_t *seqs;
   int n;

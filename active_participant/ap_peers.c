@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ap_clock.h"
+#include "o3m_clock.h"
 #include "o3m.pb-c.h"
 #include "o3m_log.h"
 #include "o3m_wire.h"
@@ -69,7 +69,7 @@ static void peer_free(peer *p) {
 static int peer_reset(peer *p, o3m_err *e) {
   o3m_rpc_client_destroy(p->client);
   p->client = NULL;
-  p->last_reset_ms = ap_clock_now_ms();
+  p->last_reset_ms = o3m_clock_ms();
   return o3m_rpc_client_create(&p->client, &p->cc, e);
 }
 
@@ -82,7 +82,7 @@ static void peer_note(peer *p, int rc) {
     if (rc == 0) p->failing_since_ms = 0;
     return;
   }
-  int64_t t = ap_clock_now_ms();
+  int64_t t = o3m_clock_ms();
   if (p->failing_since_ms == 0) p->failing_since_ms = t;
   if (t - p->failing_since_ms >= PEER_RESET_MS && t - p->last_reset_ms >= PEER_RESET_MS) {
     o3m_err e;
@@ -146,7 +146,7 @@ int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, 
 
 int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_ms,
                         volatile sig_atomic_t *stop, o3m_err *e) {
-  int64_t t0 = ap_clock_now_ms();
+  int64_t t0 = o3m_clock_ms();
   int64_t backoff = WAIT_BACKOFF_FIRST_MS;
   int missing = ps->n, rc = 0;
   O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
@@ -184,7 +184,7 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
       }
     }
     if (rc < 0 || missing == 0) break;
-    int64_t left = budget_ms - (ap_clock_now_ms() - t0);
+    int64_t left = budget_ms - (o3m_clock_ms() - t0);
     if (left <= 0) {
       for (int j = 0; j < ps->n; j++)
         if (!ps->p[j].ready)
@@ -193,7 +193,7 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
                        o3m_err_message(&ps->p[j].last));
       break;
     }
-    if (ap_clock_sleep_unless_stopped(backoff < left ? backoff : left, stop)) {
+    if (o3m_clock_sleep_unless_stopped(backoff < left ? backoff : left, stop)) {
       rc = o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the passive parties");
       break;
     }

@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ap_clock.h"
+#include "o3m_clock.h"
 #include "o3m_assert.h"
 #include "o3m_blas.h"
 #include "o3m_hash.h"
 #include "o3m_log.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 /* Failed rounds are logged at most once per this period. */
 #define WARN_PERIOD_MS 1000
@@ -100,7 +100,7 @@ struct ap_round {
 
   /* The AP's own feature tables: NULL when the features come in the
    * requests. */
-  pp_features *own;
+  o3m_features *own;
 
   /* Set by ap_round_connect. */
   const o3m_block *block;
@@ -130,11 +130,11 @@ struct ap_round {
  * against this party's bound. */
 static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) {
   if (!cfg->user_table && !cfg->item_table) return 0;
-  int rc = pp_features_load(&r->own, cfg->user_table, cfg->item_table, r->d0, e);
+  int rc = o3m_features_load(&r->own, cfg->user_table, cfg->item_table, r->d0, e);
   if (rc < 0) return rc;
   o3m_err ne;
   o3m_err_clear(&ne);
-  rc = pp_features_check_norm(r->own, r->max_norm, &ne);
+  rc = o3m_features_check_norm(r->own, r->max_norm, &ne);
   if (rc < 0)
     return o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
                        "rows are meant)", o3m_err_message(&ne), r->name, cfg->config_name);
@@ -206,7 +206,7 @@ void ap_round_stats_get(const ap_round *r, ap_round_stats *st) { *st = r->st; }
 
 void ap_round_destroy(ap_round *r) {
   if (!r) return;
-  pp_features_destroy(r->own);
+  o3m_features_destroy(r->own);
   free(r->dup.t);
   free(r->arms_pool);
   free(r->Y);
@@ -218,7 +218,7 @@ void ap_round_destroy(ap_round *r) {
  * failures left out since the last line. The message is the one sent to the
  * caller, which never quotes a feature or a reward. */
 static void warn_round(ap_round *r, const o3m_err *e) {
-  int64_t t = ap_clock_now_ms();
+  int64_t t = o3m_clock_ms();
   if (r->last_warn_ms != 0 && t - r->last_warn_ms < WARN_PERIOD_MS) {
     r->warn_suppressed++;
     return;
@@ -326,7 +326,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 static int mask_own(ap_round *r, const queued *q, double *Y) {
   const double *X0 = q->req->own_features;
   if (q->req->n_own_features == 0) {
-    int rc = pp_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
+    int rc = o3m_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
                               r->X0, NULL, NULL);
     if (rc < 0) return rc;
     X0 = r->X0;
@@ -427,7 +427,7 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   }
   uint64_t id;
   int arm = arms ? arms[chosen] : 0;
-  rc = ap_pending_open(r->pending, arm, r->mask_id, Y + (size_t)chosen * r->d, ap_clock_now_ms(),
+  rc = ap_pending_open(r->pending, arm, r->mask_id, Y + (size_t)chosen * r->d, o3m_clock_ms(),
                        &id);
   if (rc < 0) {
     o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");

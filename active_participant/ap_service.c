@@ -2,8 +2,8 @@
  *
  * The four handlers with their method and access tables, the durability
  * glue (rewards through the journal, checkpoints, the stop after a disk
- * error or a damaged model), the AP's block (stored or fetched: one spot,
- * "the AP's block" below) and the lifecycle (create, run, shutdown,
+ * error or a damaged model), the AP's block (party/o3m_party_block.h, at
+ * one spot, "the AP's block" below) and the lifecycle (create, run, shutdown,
  * destroy). The parts with state of their own are modules: the items
  * catalog (ap_catalog.h), the clients of the passive participants
  * (ap_peers.h) and the rounds (ap_round.h: validation, queue, fan-out and
@@ -23,7 +23,7 @@
 
 #include "ap_catalog.h"
 #include "ap_checkpoint.h"
-#include "ap_clock.h"
+#include "o3m_clock.h"
 #include "ap_peers.h"
 #include "ap_pending.h"
 #include "o3m_policy.h"
@@ -31,18 +31,12 @@
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
 #include "o3m_assert.h"
-#include "o3m_block_store.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
+#include "o3m_party_block.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
-/* Per-attempt deadline of the calls to the mask generator at start. */
-#define PMG_ATTEMPT_MS 1000
-/* Backoff between start-up attempts to reach the mask generator: first and
- * largest pause. */
-#define PMG_BACKOFF_FIRST_MS 100
-#define PMG_BACKOFF_MAX_MS 2000
 /* Calls kept requested per method; with handlers running one at a time this
  * is how many calls can be queued without waiting for gRPC to hand over
  * the next one. A load test runs 32 clients at once. (Recommend has its own
@@ -234,7 +228,7 @@ static void checkpoint_now(ap_service *s, const char *why) {
     return;
   }
   s->ckpt_failures++;
-  s->ckpt_retry_ms = ap_clock_now_ms() + CKPT_RETRY_MS;
+  s->ckpt_retry_ms = o3m_clock_ms() + CKPT_RETRY_MS;
   if (rc == O3M_ECORRUPT) {
     o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
                   "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
@@ -268,7 +262,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
                        s->reward_min, s->reward_max);
-  int64_t t = ap_clock_now_ms();
+  int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
   const double *x;
@@ -294,7 +288,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   ap_pending_close(s->pending, req->decision);
   rep->updates = o3m_policy_updates(s->policy);
   /* The reward is durable; a due checkpoint delays only this reply. */
-  if (s->ckpt && ap_checkpoint_due(s->ckpt) && ap_clock_now_ms() >= s->ckpt_retry_ms)
+  if (s->ckpt && ap_checkpoint_due(s->ckpt) && o3m_clock_ms() >= s->ckpt_retry_ms)
     checkpoint_now(s, "periodic");
   return 0;
 }
@@ -307,7 +301,7 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   ap_service *s = ctx;
   O3m__V1__ActiveStats *rep = (O3m__V1__ActiveStats *)rep_;
   ap_pending_stats st;
-  ap_pending_stats_get(s->pending, ap_clock_now_ms(), &st);
+  ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
   ap_round_stats rst;
   ap_round_stats_get(s->round, &rst);
   rep->rounds = rst.rounds;
@@ -346,110 +340,17 @@ static const o3m_access_rule ap_access[] = {
 
 /* ================================================================ the AP's block */
 
-/* The AP's block Q^0, stored or fetched: fetch_block (with its backoff)
- * and install_block are the one spot that gets it, and the only users of
- * PMG_ATTEMPT_MS and PMG_BACKOFF_*; a block module shared with the passive
- * participant is to replace them (issue 10). */
-
-/* Gets, imports and confirms the AP's block from the mask generator,
- * retrying while the generator is unreachable (see ap_service.h). */
-static int fetch_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
-                       const ap_service_options *opt, o3m_err *e) {
-  const o3m_party *pmg = o3m_config_pmg(cfg);
-  o3m_rpc_client_config cc;
-  o3m_rpc_client_config_default(&cc);
-  cc.target = pmg->address;
-  ap_peers_client_tls(&cc, cfg, me, pmg, opt->insecure);
-  int64_t budget_ms = (int64_t)opt->pmg_timeout_s * 1000;
-  cc.deadline_ms = budget_ms < PMG_ATTEMPT_MS ? (int)budget_ms : PMG_ATTEMPT_MS;
-  cc.wait_for_ready = 1;
-  o3m_rpc_client *c;
-  o3m_err ce;
-  o3m_err_clear(&ce);
-  int rc = o3m_rpc_client_create(&c, &cc, &ce);
-  if (rc < 0) return o3m_err_set(e, rc, "mask generator '%s': %s", pmg->name, o3m_err_message(&ce));
-
-  int64_t t0 = ap_clock_now_ms(), backoff = PMG_BACKOFF_FIRST_MS;
-  int attempts = 0;
-  /* Fetched (and stored) once; then the confirmation alone is retried, with
-   * the block kept: the generator serves a block once per party, so after
-   * a confirmation that reached it (only its reply lost) another GetBlock
-   * would be refused. The passive participants retry the same way. */
-  for (;;) {
-    attempts++;
-    ProtobufCMessage *m;
-    o3m_err_clear(&ce);
-    rc = 0;
-    if (!s->block) {
-      /* Sealed to a key pair drawn for this call and wiped after it. */
-      rc = o3m_wire_get_block(c, &s->part, me->slot, &s->block, &ce);
-      if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
-      if (rc == 0 && s->state_dir) {
-        /* Stored before it is confirmed: once every party has confirmed,
-         * the generator forgets Q and this copy is the only one. */
-        o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
-        rc = o3m_block_store_save(s->state_dir, &sid, s->block, NULL, 0, e);
-        if (rc < 0) {
-          o3m_rpc_client_destroy(c);
-          return rc; /* s->block is freed with the service */
-        }
-      }
-    }
-    if (rc == 0) {
-      O3m__V1__BlockReceipt r = O3M__V1__BLOCK_RECEIPT__INIT;
-      r.party = (uint32_t)me->slot;
-      r.mask_id = s->mask_id;
-      o3m_err_clear(&ce);
-      rc = o3m_rpc_client_call(c, O3M_PATH_PMG_CONFIRM_BLOCK, &r.base, &o3m__v1__ack__descriptor,
-                               &m, &ce);
-      if (rc == 0) break;
-    }
-    int transient = rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE;
-    int64_t left = budget_ms - (ap_clock_now_ms() - t0);
-    if (!transient || left <= 0) {
-      o3m_rpc_client_destroy(c);
-      return o3m_err_set(e, rc, "mask generator '%s' (%s), %d attempt%s: %s", pmg->name,
-                         pmg->address, attempts, attempts == 1 ? "" : "s", o3m_err_message(&ce));
-    }
-    if (attempts == 1)
-      o3m_log_info("waiting for the mask generator '%s' at %s (%s)", pmg->name, pmg->address,
-                   o3m_errname(rc));
-    if (ap_clock_sleep_unless_stopped(backoff < left ? backoff : left, opt->stop)) {
-      o3m_rpc_client_destroy(c);
-      return o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the mask generator");
-    }
-    backoff = backoff * 2 > PMG_BACKOFF_MAX_MS ? PMG_BACKOFF_MAX_MS : backoff * 2;
-  }
-  o3m_rpc_client_destroy(c);
-  return 0;
-}
-
-/* The block: the one stored in state_dir if there is one (the mask
- * generator is then not asked: it may have forgotten Q, or be gone), else
- * fetched from the generator (and stored, by fetch_block). */
+/* The block, by the behaviour both column parties share
+ * (party/o3m_party_block.h): the one stored in state_dir if there is one,
+ * else fetched from the mask generator (its Info checked, sealed to a key
+ * pair drawn for the fetch), stored and confirmed, a failed confirmation
+ * retried on its own. The AP keeps no secret beside it. */
 static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
                          const ap_service_options *opt, o3m_err *e) {
-  if (s->state_dir) {
-    o3m_block_store_id sid = {me->slot, me->col0, s->d, s->d0};
-    int rc = o3m_block_store_load(s->state_dir, &sid, &s->block, NULL, 0, NULL, e);
-    if (rc == 0) {
-      s->mask_id = o3m_block_mask_id(s->block);
-      o3m_log_info("loaded the block of mask %016llx from %s (the mask generator is not asked)",
-                   (unsigned long long)s->mask_id, s->state_dir);
-      return 0;
-    }
-    if (rc != O3M_ENOTFOUND) {
-      if (rc == O3M_ECORRUPT || rc == O3M_EDIM)
-        o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
-                      "(the mask generator forgets Q once every party has its block). Restore "
-                      "%s from a backup, or, to join a new federation, stop every party, delete "
-                      "the state_dir of every party and restart the mask generator.",
-                      s->state_dir, O3M_BLOCK_STORE_FILE);
-      return rc;
-    }
-    o3m_log_info("no stored block in %s: fetching it from the mask generator", s->state_dir);
-  }
-  return fetch_block(s, cfg, me, opt, e);
+  o3m_party_block_options o = {cfg, me, &s->part, opt->insecure, opt->pmg_timeout_s, opt->stop};
+  int rc = o3m_party_block_obtain(&o, &s->block, NULL, 0, e);
+  if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
+  return rc;
 }
 
 /* ================================================================ start-up */
@@ -712,7 +613,7 @@ int ap_service_run(ap_service *s) {
                  s->stopped ? stop_cause_text(s->stopped) : "");
   if (rc == 0 && s->stopped) rc = s->stopped == STOP_DISK ? O3M_EIO : O3M_ECORRUPT;
   ap_pending_stats st;
-  ap_pending_stats_get(s->pending, ap_clock_now_ms(), &st);
+  ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
   o3m_rpc_server_stats rs;
   o3m_rpc_server_stats_get(s->server, &rs);
   ap_round_stats rst;

@@ -19,19 +19,19 @@
  * Start-up (ap_service_create). The federation config gives the policy, the
  * partition and every party. The service loads its own feature tables if the
  * config names any, builds the disjoint model's catalog (item id -> arm), then
- * fetches its block Q^0 from the mask generator: GetBlock with its party
- * index and a public key drawn for that fetch (the block comes back sealed
- * to it and is opened straight into the AP's block; o3m_wire_get_block),
- * retried with a backoff of 100 ms doubling to 2 s while the generator is
- * unreachable, up to pmg_timeout_s; then ConfirmBlock tells the generator
- * it is installed, retried on its own in the same way (a block is served
- * once per party, so the block is never fetched again after a confirmation
- * that may have arrived). Then it creates one client per PP (ap_peers.h;
- * they fail fast, so a missing PP is an error of the round and not a wait)
- * and waits, within the same timeout, until every PP has answered Info with
- * the right role, index and partition (a PP still unreachable then is
- * logged and the service starts anyway; any other bad answer fails the
- * start). Before the block it creates the pending table and every buffer a
+ * obtains its block Q^0 as every column party does (o3m_party_block.h): the
+ * stored one, else fetched from the mask generator (its Info checked, the
+ * block sealed to a key pair drawn for the fetch), retried with a backoff
+ * of 100 ms doubling to 2 s while the generator is unreachable, up to
+ * pmg_timeout_s; then ConfirmBlock tells the generator it is installed,
+ * retried on its own in the same way (a block is served once per party, so
+ * the block is never fetched again after a confirmation that may have
+ * arrived). Then it creates one client per PP (ap_peers.h; they fail fast,
+ * so a missing PP is an error of the round and not a wait) and waits,
+ * within the same timeout, until every PP has answered Info with the right
+ * role, index and partition (a PP still unreachable then is logged and the
+ * service starts anyway; any other bad answer fails the start). Before the
+ * block it creates the pending table and every buffer a
  * round needs for up to max_candidates candidates (and a batch of rounds
  * needs, see below; ap_round.h), and at the end it binds the server.
  * Nothing is allocated per request afterwards.
@@ -102,7 +102,7 @@
  *
  * Bounded inputs (o3m_config.h, "Bounded contexts"). Values enter the
  * model only inside the configured norms: the own tables are checked at
- * start like a passive party's (pp_features_check_norm); a Recommend whose
+ * start like a passive party's (o3m_features_check_norm); a Recommend whose
  * own_features rows exceed this party's max_norm is refused at once
  * (INVALID_ARGUMENT naming the party and the candidate); a masked part whose
  * rows exceed its party's max_norm (up to O3M_WIRE_NORM_RTOL), or a summed

@@ -124,7 +124,7 @@
 #define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
 #define O3M_CONFIG_MAX_NORM_LIMIT 1e50
 /* Longest user or item id in bytes, the one limit of the whole federation:
- * feature tables (PP_FEATURES_MAX_ID), the disjoint model's catalog, and the
+ * feature tables (O3M_FEATURES_MAX_ID), the disjoint model's catalog, and the
  * ids of a Recommend request (longer ones are refused before any passive
  * party is asked). */
 #define O3M_CONFIG_MAX_ID 128

@@ -6,7 +6,7 @@
  * input byte. Not keyed and not meant to resist chosen inputs: identifiers
  * come from the operator's own tables and requests are bounded in size.
  * Where an attacker-chosen id must not be predictable (the passive party's
- * dummy rows) pp_features uses keyed SipHash instead. */
+ * dummy rows) o3m_features uses keyed SipHash instead. */
 #ifndef O3M_HASH_H
 #define O3M_HASH_H
 

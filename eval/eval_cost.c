@@ -48,6 +48,7 @@
 #include "eval_regret.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
+#include "o3m_clock.h"
 #include "o3m_mask.h"
 
 #define COST_MAX_LIST 16
@@ -64,12 +65,6 @@ typedef struct cost_opts {
   int fig5, c3;
   const char *out_dir;
 } cost_opts;
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* M near-equal consecutive blocks of d columns (M <= d). */
 static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
@@ -96,7 +91,7 @@ static int make_policy(o3m_policy **p, o3m_algo a, o3m_model_kind m, int d, int 
  * only masks (the masking-alone timing). */
 static int play(o3m_policy *p, eval_masker *mk, long t0, long t1, int K, int d, int P,
                 const double *pool, const double *rew, int *arms, double *sec, o3m_err *e) {
-  double start = now_seconds();
+  double start = o3m_clock_s();
   volatile double sink = 0;
   for (long t = t0; t < t1; t++) {
     const double *X = pool + (size_t)(t % P) * K * d;
@@ -112,7 +107,7 @@ static int play(o3m_policy *p, eval_masker *mk, long t0, long t1, int K, int d, 
     arms[t] = arm;
   }
   (void)sink;
-  *sec += now_seconds() - start;
+  *sec += o3m_clock_s() - start;
   return O3M_OK;
 }
 
@@ -233,7 +228,7 @@ static int time_c3(int what, eval_masker *mk, o3m_policy *p, int K, int d, const
   volatile double sink = 0;
   for (int b = 0; b < C3_BATCHES && !rc; b++) {
     long n = 0;
-    double t0 = now_seconds(), el = 0;
+    double t0 = o3m_clock_s(), el = 0;
     while (!rc && (n < 1 || el < min_time / C3_BATCHES)) {
       const double *V = eval_masker_apply(mk, K, X);
       if (what == C3_MASK_STATS) {
@@ -247,7 +242,7 @@ static int time_c3(int what, eval_masker *mk, o3m_policy *p, int K, int d, const
         sink += V[0];
       }
       n++;
-      el = now_seconds() - t0;
+      el = o3m_clock_s() - t0;
     }
     batch[b] = el / n;
   }
@@ -294,14 +289,14 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     /* Mask generation: a few draws, each creating and discarding a masker. */
     double gen = 0;
     int ngen = 0;
-    double t0 = now_seconds();
-    while (!rc && (ngen < 3 || now_seconds() - t0 < o->min_time)) {
+    double t0 = o3m_clock_s();
+    while (!rc && (ngen < 3 || o3m_clock_s() - t0 < o->min_time)) {
       eval_masker_destroy(mk);
       mk = NULL;
       rc = eval_masker_create(&mk, &part, K, 1, (uint64_t)ngen + 11, e);
       ngen++;
     }
-    gen = (now_seconds() - t0) / (ngen ? ngen : 1);
+    gen = (o3m_clock_s() - t0) / (ngen ? ngen : 1);
     if (!rc) rc = make_policy(&p, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, d, K, e);
     /* A few updates so that the statistics are not those of lambda I. */
     for (int t = 0; !rc && t < 20; t++) {
@@ -474,7 +469,7 @@ int eval_cost_main(int argc, char **argv) {
     return 1;
   }
   int rc = O3M_OK;
-  double t0 = now_seconds();
+  double t0 = o3m_clock_s();
   if (o.fig5) {
     snprintf(path, sizeof path, "%s/cost_fig5.csv", o.out_dir);
     if (!(f5 = fopen(path, "w"))) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
@@ -491,6 +486,6 @@ int eval_cost_main(int argc, char **argv) {
     fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
     return 1;
   }
-  printf("CSVs in %s; total runtime %.1f s\n", o.out_dir, now_seconds() - t0);
+  printf("CSVs in %s; total runtime %.1f s\n", o.out_dir, o3m_clock_s() - t0);
   return fflush(stdout) ? 1 : 0;
 }

@@ -17,14 +17,16 @@
 
 #include "o3m_policy.h"
 #include "eval_cmds.h"
+#include "eval_tables.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
+#include "o3m_clock.h"
 #include "o3m_config.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 static const char *passive_names[] = {"bank", "telco", "insurer", "mall", "clinic", "airline",
                                       "grocer", "utility"};
@@ -153,12 +155,12 @@ int eval_gen_federation_main(int argc, char **argv) {
     int rc = 0;
     if (uc > 0) {
       snprintf(path, sizeof path, "%s/data/%s_users.csv", out, name);
-      rc = pp_features_write_synthetic(path, PP_TABLE_USERS, "u", (int)users, uc,
+      rc = eval_tables_write_synthetic(path, O3M_FEATURES_USERS, "u", (int)users, uc,
                                        (uint64_t)data_seed * 1000 + 2 * j, &err);
     }
     if (!rc) {
       snprintf(path, sizeof path, "%s/data/%s_items.csv", out, name);
-      rc = pp_features_write_synthetic(path, PP_TABLE_ITEMS, "i", (int)items, ic,
+      rc = eval_tables_write_synthetic(path, O3M_FEATURES_ITEMS, "i", (int)items, ic,
                                        (uint64_t)data_seed * 1000 + 2 * j + 1, &err);
     }
     if (rc) {
@@ -255,7 +257,7 @@ io_fail:
 typedef struct driver {
   const o3m_config *cfg;
   int d, M, K, d0;
-  pp_features **tables; /* one per column party, in column order */
+  o3m_features **tables; /* one per column party, in column order */
   double *theta;        /* ground truth, d */
   double *X;            /* K x d raw contexts */
   double *X0;           /* K x d0, the AP's columns */
@@ -295,10 +297,10 @@ static int read_truth(const char *path, int d, double *theta, o3m_err *e) {
 static int driver_contexts(driver *dr, const char *user) {
   int col = 0, maxdj = 0;
   for (int j = 0; j < dr->M; j++) {
-    int dj = pp_features_dims(dr->tables[j]);
-    const char *u = pp_features_n_users(dr->tables[j]) ? user : NULL;
-    const char *const *it = pp_features_n_items(dr->tables[j]) ? dr->idp : NULL;
-    int rc = pp_features_fill(dr->tables[j], u, dr->K, it, dr->Xj, NULL, NULL);
+    int dj = o3m_features_dims(dr->tables[j]);
+    const char *u = o3m_features_n_users(dr->tables[j]) ? user : NULL;
+    const char *const *it = o3m_features_n_items(dr->tables[j]) ? dr->idp : NULL;
+    int rc = o3m_features_fill(dr->tables[j], u, dr->K, it, dr->Xj, NULL, NULL);
     if (rc) return rc;
     for (int k = 0; k < dr->K; k++)
       memcpy(dr->X + (size_t)k * dr->d + col, dr->Xj + (size_t)k * dj, sizeof(double) * dj);
@@ -324,12 +326,6 @@ static void fed_usage(FILE *f) {
           "  --cert F --key F  this client's certificate (CA from the config)\n"
           "  --insecure        plaintext (the daemons must run --insecure too)\n"
           "  --require-match   exit 1 unless every decision equals the centralized one\n");
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int eval_federate_main(int argc, char **argv) {
@@ -398,12 +394,12 @@ int eval_federate_main(int argc, char **argv) {
   if ((rc = read_truth(truth, dr.d, dr.theta, &err))) goto fail;
   for (int j = 0; j < dr.M; j++) {
     const o3m_party *pa = o3m_config_column_party(cfg, j);
-    if ((rc = pp_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
+    if ((rc = o3m_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
       goto fail;
-    if (pp_features_n_users(dr.tables[j]) > dr.n_users)
-      dr.n_users = pp_features_n_users(dr.tables[j]);
-    if (pp_features_n_items(dr.tables[j]) > dr.n_items)
-      dr.n_items = pp_features_n_items(dr.tables[j]);
+    if (o3m_features_n_users(dr.tables[j]) > dr.n_users)
+      dr.n_users = o3m_features_n_users(dr.tables[j]);
+    if (o3m_features_n_items(dr.tables[j]) > dr.n_items)
+      dr.n_items = o3m_features_n_items(dr.tables[j]);
   }
   if (dr.n_items < K) {
     rc = o3m_err_set(&err, O3M_EINVAL, "--K %ld exceeds the %d catalog items", K, dr.n_items);
@@ -441,7 +437,7 @@ int eval_federate_main(int argc, char **argv) {
   if ((rc = o3m_rng_create_seeded_insecure(&rng, (uint64_t)seed))) goto fail;
 
   int tty = isatty(STDERR_FILENO);
-  double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = now_s();
+  double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = o3m_clock_s();
   long match = 0;
   int *perm = malloc(sizeof(int) * dr.n_items);
   if (!perm) {
@@ -509,7 +505,7 @@ int eval_federate_main(int argc, char **argv) {
     match += af == ac;
     long done = t + 1;
     if (tty ? (done % 50 == 0 || done == rounds) : (done % (rounds / 10 ? rounds / 10 : 1) == 0)) {
-      double el = now_s() - t0;
+      double el = o3m_clock_s() - t0;
       fprintf(stderr, "%s[federate] %ld/%ld rounds  %.0f rounds/s  matched %ld%s",
               tty ? "\r" : "", done, rounds, done / el, match, tty ? "   " : "\n");
     }
@@ -525,7 +521,7 @@ int eval_federate_main(int argc, char **argv) {
          100.0 * match / rounds);
   printf("every decision matched        %s\n", match == rounds ? "yes" : "NO");
   printf("wall time                     %.2f s (%.0f rounds/s, each a Recommend and a Reward)\n",
-         now_s() - t0, rounds / (now_s() - t0));
+         o3m_clock_s() - t0, rounds / (o3m_clock_s() - t0));
   status = (require_match && match != rounds) ? 1 : 0;
   free(perm);
   goto done;
@@ -539,7 +535,7 @@ done:
   o3m_policy_destroy(central);
   o3m_policy_destroy(local);
   if (dr.tables)
-    for (int j = 0; j < dr.M; j++) pp_features_destroy(dr.tables[j]);
+    for (int j = 0; j < dr.M; j++) o3m_features_destroy(dr.tables[j]);
   free(dr.tables);
   free(dr.theta);
   free(dr.X);

@@ -28,6 +28,7 @@
 #include "eval_masker.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
+#include "o3m_clock.h"
 
 #define MAX_CFG 4
 #define MAX_VAR (3 + EVAL_REGRET_MAX_RATIOS)
@@ -119,12 +120,6 @@ static int validate(const eval_regret_config *c, o3m_err *e) {
     return o3m_err_set(e, O3M_EINVAL, "--noise-var: %g, expected a finite value >= 0",
                        c->noise_var);
   return O3M_OK;
-}
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int cfg_index(const eval_regret *r, o3m_algo a, o3m_model_kind m) {
@@ -276,7 +271,7 @@ int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) 
   *out = NULL;
   int rc = validate(c, e);
   if (rc) return rc;
-  double t0 = now_seconds();
+  double t0 = o3m_clock_s();
   eval_regret *r = calloc(1, sizeof *r);
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   r->c = *c;
@@ -323,7 +318,7 @@ int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) 
   free(X);
   free(Xp);
   free(vec);
-  r->seconds = now_seconds() - t0;
+  r->seconds = o3m_clock_s() - t0;
   *out = r;
   return O3M_OK;
 fail:
@@ -769,7 +764,7 @@ int eval_regret_main(int argc, char **argv) {
     o3m_partition_from_dims(&c.part, m, dims, NULL);
   }
   o3m_blas_single_thread();
-  double t_start = now_seconds();
+  double t_start = o3m_clock_s();
   eval_regret *r = NULL;
   int rc = eval_regret_run(&r, &c, &err);
   if (rc) {
@@ -791,7 +786,7 @@ int eval_regret_main(int argc, char **argv) {
     }
   }
   printf("runtime: %.2f s for the experiment, %.2f s in all (single-threaded BLAS)\n",
-         eval_regret_seconds(r), now_seconds() - t_start);
+         eval_regret_seconds(r), o3m_clock_s() - t_start);
   eval_regret_destroy(r);
   if (fflush(stdout) != 0) status = 1;
   return status;

@@ -31,6 +31,7 @@
 #include "eval_criteo_prep.h"
 #include "eval_masker.h"
 #include "o3m_blas.h"
+#include "o3m_clock.h"
 #include "o3m_rng.h"
 
 #define BATCH 256
@@ -379,12 +380,6 @@ static int replay_init(replay *R, eval_reader *rd, const eval_replay_config *cfg
   return O3M_OK;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct progress {
   int on, printed;
   double t0, last;
@@ -392,7 +387,7 @@ typedef struct progress {
 
 static void progress_show(progress *p, eval_reader *rd, uint64_t events, long long limit,
                           int final) {
-  double t = now_s();
+  double t = o3m_clock_s();
   if (!p->on || (!final && t - p->last < 0.5)) return;
   p->last = t;
   double el = t - p->t0;
@@ -451,7 +446,7 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
   }
   o3m_blas_single_thread();
   double cpu0 = thread_cpu();
-  progress pg = {cfg->progress, 0, now_s(), now_s()};
+  progress pg = {cfg->progress, 0, o3m_clock_s(), o3m_clock_s()};
   uint64_t events = 0;
   int cur = 0;
   rc = fill(&R, rd, &R.b[cur], &events, cfg->limit, &pg, e);
@@ -477,7 +472,7 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
     cur = 1 - cur;
   }
   progress_show(&pg, rd, res->events, cfg->limit, 1);
-  res->seconds = now_s() - pg.t0;
+  res->seconds = o3m_clock_s() - pg.t0;
   res->cpu_main = thread_cpu() - cpu0;
   res->skipped = eval_reader_skipped(rd);
   res->central = R.central.tally;
@@ -661,7 +656,7 @@ static int open_criteo(eval_reader **rd, const criteo_args *a, o3m_err *e) {
   eval_criteo_stats *st = malloc(sizeof *st);
   if (!st) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc;
-  double t0 = now_s();
+  double t0 = o3m_clock_s();
   if (a->stats_in) {
     rc = eval_criteo_stats_read(st, a->stats_in, e);
     if (!rc && a->have_tr && a->tr != st->transform) {
@@ -678,7 +673,7 @@ static int open_criteo(eval_reader **rd, const criteo_args *a, o3m_err *e) {
     rc = eval_criteo_scan(a->input, a->csv, a->stats_rows, a->tr, a->arms, st, e);
     if (!rc)
       printf("criteo statistics: first pass over %lld rows in %.2f s (%s)\n", st->rows,
-             now_s() - t0, a->stats_rows ? "a prefix, --stats-rows" : "the whole file");
+             o3m_clock_s() - t0, a->stats_rows ? "a prefix, --stats-rows" : "the whole file");
   }
   if (!rc && a->stats_out) {
     rc = eval_criteo_stats_write(st, a->stats_out, e);

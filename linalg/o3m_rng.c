@@ -5,6 +5,7 @@
  * Vigna) with its state expanded from the seed by splitmix64. Both feed the
  * same Marsaglia polar transform for Gaussians. */
 #include "o3m_rng.h"
+#include "o3m_splitmix.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,13 +38,6 @@ static int os_fill(void *p, size_t n) {
     n -= (size_t)got;
   }
   return O3M_OK;
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -94,7 +88,7 @@ int o3m_rng_create_seeded_insecure(o3m_rng **out, uint64_t seed) {
   if (!r) return O3M_ENOMEM;
   r->kind = O3M_RNG_SEEDED;
   uint64_t x = seed;
-  for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+  for (int i = 0; i < 4; i++) r->s[i] = o3m_splitmix64(&x);
   *out = r;
   return O3M_OK;
 }

@@ -17,32 +17,22 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "o3m_block_store.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
+#include "o3m_party_block.h"
 #include "o3m_rng.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
-
-/* Backoff of the block fetch. */
-#define FETCH_DELAY0_MS 100
-#define FETCH_DELAY_MAX_MS 2000
-/* Deadline of one call to the PMG (bounded by the time left). */
-#define FETCH_CALL_MS 5000
-/* How often the stop flag is looked at while waiting. */
-#define STOP_POLL_MS 50
+#include "o3m_features.h"
 
 struct pp_service {
   const o3m_config *cfg;
   const o3m_party *me;
-  const o3m_party *pmg;
   int insecure;
   int pmg_timeout_s;
   int slot;                 /* this party's index j */
   o3m_partition part;
-  pp_features *features;
+  o3m_features *features;
   o3m_block *block;         /* NULL until fetched */
   uint64_t mask_id;         /* 0 until fetched */
   int max_candidates;
@@ -100,7 +90,6 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   s->cfg = cfg;
   s->me = me;
-  s->pmg = o3m_config_pmg(cfg);
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
   s->slot = me->slot;
@@ -122,13 +111,13 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
 
   o3m_err fe;
   o3m_err_clear(&fe);
-  rc = pp_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
+  rc = o3m_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s: [party %s] user_table/item_table: %s", o3m_config_name(cfg),
                      party, o3m_err_message(&fe));
     goto fail;
   }
-  rc = pp_features_check_norm(s->features, me->max_norm, &fe);
+  rc = o3m_features_check_norm(s->features, me->max_norm, &fe);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
                      "rows are meant)", o3m_err_message(&fe), party, o3m_config_name(cfg));
@@ -154,12 +143,12 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   if (rc < 0) goto fail;
   rc = pp_service_fetch_block(s, opt->stop, e);
   if (rc < 0) goto fail;
-  const pp_features *ft = s->features;
+  const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
                "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",
                me->address, pp_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
-               me->dims, pp_features_n_users(ft), pp_features_user_cols(ft),
-               pp_features_n_items(ft), pp_features_item_cols(ft), s->part.d, s->mask_id,
+               me->dims, o3m_features_n_users(ft), o3m_features_user_cols(ft),
+               o3m_features_n_items(ft), o3m_features_item_cols(ft), s->part.d, s->mask_id,
                s->max_candidates);
   *out = s;
   return 0;
@@ -174,7 +163,7 @@ void pp_service_destroy(pp_service *s) {
   o3m_rpc_server_destroy(s->server); /* no handler runs after this */
   o3m_access_destroy(s->access);
   o3m_block_destroy(s->block); /* wipes Q^j */
-  pp_features_destroy(s->features);
+  o3m_features_destroy(s->features);
   free(s->X);
   free(s->Y);
   free(s->dims_buf);
@@ -203,11 +192,11 @@ int pp_service_party(const pp_service *s) { return s->slot; }
 int pp_service_dim(const pp_service *s) { return s->part.d; }
 int pp_service_party_dim(const pp_service *s) { return s->me->dims; }
 int pp_service_max_candidates(const pp_service *s) { return s->max_candidates; }
-const pp_features *pp_service_features(const pp_service *s) { return s->features; }
+const o3m_features *pp_service_features(const pp_service *s) { return s->features; }
 
 void pp_service_stats_get(const pp_service *s, pp_service_stats *out) {
-  pp_features_stats fs;
-  pp_features_stats_get(s->features, &fs);
+  o3m_features_stats fs;
+  o3m_features_stats_get(s->features, &fs);
   out->requests = s->requests;
   out->lookups = fs.lookups;
   out->unknown_users = fs.unknown_users;
@@ -218,215 +207,43 @@ void pp_service_stats_get(const pp_service *s, pp_service_stats *out) {
 
 /* ---------------------------------------------------------------- block fetch */
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* Sleeps ms milliseconds unless *stop becomes nonzero; returns 1 if stopped. */
-static int sleep_unless_stopped(double ms, const volatile sig_atomic_t *stop) {
-  double end = now_ms() + ms;
-  for (;;) {
-    if (stop && *stop) return 1;
-    double left = end - now_ms();
-    if (left <= 0) return 0;
-    if (left > STOP_POLL_MS) left = STOP_POLL_MS;
-    struct timespec ts = {0, (long)(left * 1e6)};
-    nanosleep(&ts, NULL);
-  }
-}
-
-/* A client for the PMG with a deadline of deadline_ms per call. */
-static int pmg_client(pp_service *s, int deadline_ms, o3m_rpc_client **c, o3m_err *e) {
-  o3m_rpc_client_config cc;
-  o3m_rpc_client_config_default(&cc);
-  cc.target = s->pmg->address;
-  cc.deadline_ms = deadline_ms;
-  cc.insecure = s->insecure;
-  if (!s->insecure) {
-    cc.tls = o3m_rpc_tls_of_party(s->cfg, s->me);
-    /* Pin the peer: the PMG's certificate must name the PMG party. */
-    cc.tls.server_name = s->pmg->name;
-  }
-  return o3m_rpc_client_create(c, &cc, e);
-}
-
-/* One attempt: Info, then GetBlock sealed to a key pair drawn for it and
- * import (o3m_wire_get_block). On success *out holds the block. */
-static int fetch_once(pp_service *s, int deadline_ms, o3m_block **out, o3m_err *e) {
-  o3m_rpc_client *c;
-  int rc = pmg_client(s, deadline_ms, &c, e);
-  if (rc < 0) return rc;
-  ProtobufCMessage *m;
-  O3m__V1__InfoRequest ireq = O3M__V1__INFO_REQUEST__INIT;
-  rc = o3m_rpc_client_call(c, O3M_PATH_PMG_INFO, &ireq.base, &o3m__v1__node_info__descriptor, &m,
-                           e);
-  if (rc == 0) {
-    o3m_err ie;
-    o3m_err_clear(&ie);
-    rc = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_MASK_GENERATOR, -1,
-                             &s->part, &ie);
-    if (rc < 0)
-      o3m_err_set(e, rc, "the mask generator at %s disagrees with %s: %s", s->pmg->address,
-                  o3m_config_name(s->cfg), o3m_err_message(&ie));
-  }
-  if (rc == 0) rc = o3m_wire_get_block(c, &s->part, s->slot, out, e);
-  o3m_rpc_client_destroy(c);
-  return rc;
-}
-
-/* One attempt at ConfirmBlock. */
-static int confirm_once(pp_service *s, int deadline_ms, uint64_t mask_id, o3m_err *e) {
-  o3m_rpc_client *c;
-  int rc = pmg_client(s, deadline_ms, &c, e);
-  if (rc < 0) return rc;
-  O3m__V1__BlockReceipt r = O3M__V1__BLOCK_RECEIPT__INIT;
-  r.party = (uint32_t)s->slot;
-  r.mask_id = mask_id;
-  ProtobufCMessage *m;
-  rc = o3m_rpc_client_call(c, O3M_PATH_PMG_CONFIRM_BLOCK, &r.base, &o3m__v1__ack__descriptor, &m,
-                           e);
-  o3m_rpc_client_destroy(c);
-  return rc;
-}
-
-/* Failures worth another try: the PMG is not up yet or was slow. */
-static int transient(int rc) {
-  return rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE || rc == O3M_ERPC;
-}
-
-/* Installs blk (taking it) as this party's block. */
-static void install(pp_service *s, o3m_block *blk, const char *how) {
-  s->block = blk;
-  s->mask_id = o3m_block_mask_id(blk);
-  o3m_log_info("installed the block of mask %016llx (%d x %d) %s", (unsigned long long)s->mask_id,
-               s->part.d, s->me->dims, how);
-}
-
-/* The stored block and dummy-row key from state_dir, if there are any. 0:
- * installed; O3M_ENOTFOUND: nothing stored (fetch one); other codes refuse
- * the start. */
-static int load_stored(pp_service *s, const o3m_block_store_id *sid, o3m_err *e) {
-  const char *dir = s->me->state_dir;
-  unsigned char key[PP_FEATURES_KEY_BYTES];
-  size_t klen = 0;
-  o3m_block *blk = NULL;
-  int rc = o3m_block_store_load(dir, sid, &blk, key, sizeof key, &klen, e);
-  if (rc == 0 && klen != sizeof key) {
-    o3m_block_destroy(blk);
-    rc = o3m_err_set(e, O3M_ECORRUPT, "%s/%s holds no dummy-row key (%zu bytes); delete the "
-                     "state_dir of every party to join a new federation", dir,
-                     O3M_BLOCK_STORE_FILE, klen);
-  }
-  if (rc == 0) {
-    pp_features_set_dummy_key(s->features, key);
-    install(s, blk, "from state_dir (the mask generator is not asked); dummy-row key restored");
-  } else if (rc == O3M_ECORRUPT || rc == O3M_EDIM) {
-    o3m_log_error("the stored block in %s cannot be used. It cannot be fetched again either "
-                  "(the mask generator forgets Q once every party has its block). Restore %s "
-                  "from a backup, or, to join a new federation, stop every party, delete the "
-                  "state_dir of every party and restart the mask generator.", dir,
-                  O3M_BLOCK_STORE_FILE);
-  }
-  explicit_bzero(key, sizeof key);
-  return rc;
-}
-
-/* A block just fetched: draws a new dummy-row key, stores block and key in
- * state_dir (before the block is confirmed: after the last confirmation the
- * PMG forgets Q and this copy is the only one), then gives the key to the
- * feature tables, so that the dummies served are those a restart restores. */
-static int store_fetched(pp_service *s, const o3m_block_store_id *sid, const o3m_block *blk,
-                         o3m_err *e) {
-  unsigned char key[PP_FEATURES_KEY_BYTES];
+/* Draws a fresh dummy-row key from the OS into key (wiping what it drew
+ * besides). */
+static int draw_dummy_key(unsigned char key[O3M_FEATURES_KEY_BYTES], o3m_err *e) {
   o3m_rng *r;
   int rc = o3m_rng_create_os(&r);
   if (rc < 0) return o3m_err_set(e, rc, "cannot open the OS random source for the dummy key");
   uint64_t u = 0;
-  for (size_t i = 0; i < sizeof key && rc == 0; i += 8) {
+  for (size_t i = 0; i < O3M_FEATURES_KEY_BYTES && rc == 0; i += 8) {
     rc = o3m_rng_u64(r, &u);
     memcpy(key + i, &u, 8);
   }
   explicit_bzero(&u, sizeof u); /* a quarter of the key */
   o3m_rng_destroy(r);           /* wipes the rest of what it drew */
   if (rc < 0) rc = o3m_err_set(e, rc, "cannot draw the dummy key");
-  if (rc == 0) rc = o3m_block_store_save(s->me->state_dir, sid, blk, key, sizeof key, e);
-  if (rc == 0) pp_features_set_dummy_key(s->features, key);
-  explicit_bzero(key, sizeof key);
   return rc;
 }
 
+/* The block comes from the one behaviour both column parties share
+ * (o3m_party_block.h); the dummy-row key is the secret kept beside it: a
+ * fresh key is stored with a fetched block, and a stored block brings its
+ * key back, so that a restart gives unknown ids the dummies it gave
+ * before. The key is given to the tables only once the block is
+ * installed. */
 int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e) {
   if (!s) return o3m_err_set(e, O3M_EINVAL, "pp_service_fetch_block: NULL service");
   if (s->block) return o3m_err_set(e, O3M_ESTATE, "the block is already installed");
-  const char *dir = s->me->state_dir;
-  o3m_block_store_id sid = {s->slot, s->me->col0, s->part.d, s->me->dims};
-  if (dir) {
-    int r = load_stored(s, &sid, e);
-    if (r != O3M_ENOTFOUND) return r;
-    o3m_err_clear(e);
-    o3m_log_info("no stored block in %s: fetching it from the mask generator", dir);
-  } else {
-    o3m_log_warn("no state_dir: the block and the dummy-row key are not kept; a restart of "
-                 "this party needs a mask generator that still holds Q (--keep-mask), and its "
-                 "unknown ids then get new dummy rows");
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  int rc = draw_dummy_key(key, e);
+  if (rc == 0) {
+    o3m_party_block_options o = {s->cfg, s->me, &s->part, s->insecure, s->pmg_timeout_s, stop};
+    rc = o3m_party_block_obtain(&o, &s->block, key, sizeof key, e);
   }
-  const double give_up = now_ms() + 1e3 * s->pmg_timeout_s;
-  double delay = FETCH_DELAY0_MS;
-  o3m_block *blk = NULL;
-  int rc = 0;
-  /* Phase 0 fetches the block, phase 1 confirms it; a confirmation that
-   * fails transiently is retried on its own, because after the last
-   * confirmation the PMG forgets Q and a second GetBlock would fail. */
-  for (int phase = 0, attempt = 1; phase < 2; attempt++) {
-    double left = give_up - now_ms();
-    int call_ms = left < FETCH_CALL_MS ? (int)(left > 1 ? left : 1) : FETCH_CALL_MS;
-    o3m_err ae;
-    o3m_err_clear(&ae);
-    rc = phase == 0 ? fetch_once(s, call_ms, &blk, &ae)
-                    : confirm_once(s, call_ms, o3m_block_mask_id(blk), &ae);
-    if (rc == 0 && phase == 0 && dir && (rc = store_fetched(s, &sid, blk, e)) < 0) goto fail;
-    if (rc == 0) {
-      phase++;
-      attempt = 0;
-      delay = FETCH_DELAY0_MS;
-      continue;
-    }
-    const char *what = phase == 0 ? "fetching the block" : "confirming the block";
-    if (!transient(rc)) {
-      o3m_err_set(e, rc, "%s from the mask generator %s at %s: %s", what, s->pmg->name,
-                  s->pmg->address, o3m_err_message(&ae));
-      goto fail;
-    }
-    left = give_up - now_ms();
-    if (left <= 0) {
-      o3m_err_set(e, rc, "%s from the mask generator %s at %s: gave up after %d s and %d "
-                  "attempts; last error: %s", what, s->pmg->name, s->pmg->address,
-                  s->pmg_timeout_s, attempt, o3m_err_message(&ae));
-      goto fail;
-    }
-    double wait = delay < left ? delay : left;
-    /* The first failure says why in full; later ones only repeat the code. */
-    if (attempt == 1)
-      o3m_log_warn("%s from %s at %s failed (%s: %s); retrying with backoff for up to %d s",
-                   what, s->pmg->name, s->pmg->address, o3m_errname(rc), o3m_err_message(&ae),
-                   s->pmg_timeout_s);
-    else
-      o3m_log_warn("%s, attempt %d: %s; retrying in %.0f ms", what, attempt, o3m_errname(rc),
-                   wait);
-    if (sleep_unless_stopped(wait, stop)) {
-      rc = o3m_err_set(e, O3M_ESTATE, "stopped while %s", what);
-      goto fail;
-    }
-    delay = delay * 2 < FETCH_DELAY_MAX_MS ? delay * 2 : FETCH_DELAY_MAX_MS;
+  if (rc == 0) {
+    o3m_features_set_dummy_key(s->features, key);
+    s->mask_id = o3m_block_mask_id(s->block);
   }
-  install(s, blk, dir ? "from the mask generator, stored in state_dir and confirmed"
-                    : "from the mask generator and confirmed");
-  return 0;
-
-fail:
-  o3m_block_destroy(blk);
+  explicit_bzero(key, sizeof key);
   return rc;
 }
 
@@ -449,15 +266,15 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
 static int mask_query(pp_service *s, int q, const char *user, int K, char *const *items,
                       double *Y, o3m_err *e) {
   const char *what = q < 0 ? "MaskRequest" : "MaskBatchRequest query";
-  if (pp_features_n_users(s->features) > 0 && (!user || !user[0]))
+  if (o3m_features_n_users(s->features) > 0 && (!user || !user[0]))
     return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: user is empty", what)
                  : o3m_err_set(e, O3M_EINVAL, "%s %d: user is empty", what, q);
-  if (pp_features_n_items(s->features) > 0)
+  if (o3m_features_n_items(s->features) > 0)
     for (int k = 0; k < K; k++)
       if (!items[k] || !items[k][0])
         return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: item %d is empty", what, k)
                      : o3m_err_set(e, O3M_EINVAL, "%s %d: item %d is empty", what, q, k);
-  int rc = pp_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
+  int rc = o3m_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
   if (rc < 0) return o3m_err_set(e, rc, "%s: feature lookup failed", what);
   /* Y = X^j (Q^j)^T: row k is Q^j x^j_k. */
   o3m_block_apply(s->block, K, s->X, 0.0, Y);

@@ -1,6 +1,6 @@
 /* pp_service.h -- the passive participant's service (o3m-passive).
  *
- * A passive participant j holds feature tables (pp_features) and, once the
+ * A passive participant j holds feature tables (o3m_features) and, once the
  * federation starts, its column block Q^j of the mask. For every round the
  * active participant (AP) sends the user id and the K candidate item ids;
  * the service looks up X^j (K x d_j: user columns then item columns, a
@@ -95,9 +95,9 @@ typedef struct pp_service_stats {
  * the "serving" line. Calls queue from then until pp_service_run. cfg must
  * outlive the service. On failure *out is NULL, nothing is leaked or left
  * listening and e names the party, file and line. Errors: O3M_EINVAL (no
- * such party, or not a passive one), those of pp_features_load, O3M_ERANGE
+ * such party, or not a passive one), those of o3m_features_load, O3M_ERANGE
  * for tables whose rows could form a part x^j above the party's max_norm
- * (pp_features_check_norm: the message names file and line), O3M_ENOMEM,
+ * (o3m_features_check_norm: the message names file and line), O3M_ENOMEM,
  * for the server "CONFIG: [party NAME]: listen ADDRESS: CAUSE" (O3M_EIO) or
  * a TLS file's problem (O3M_ETLS), and those of pp_service_fetch_block. */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
@@ -117,34 +117,19 @@ void pp_service_shutdown(pp_service *s);
  * while pp_service_run executes on another thread. NULL is accepted. */
 void pp_service_destroy(pp_service *s);
 
-/* Installs this party's block. With a state_dir in the party's section
- * the block stored there (o3m_block_store.h) is loaded first, with the
- * dummy-row key kept beside it (pp_features_set_dummy_key), and the PMG is
- * not asked at all; a stored block that is corrupt or belongs to another
- * party or config fails (O3M_ECORRUPT, O3M_EDIM) with a message saying how
- * to recover. Only when nothing is stored is the block fetched as below;
- * then a new dummy-row key is drawn and block and key are stored before the
- * block is confirmed (a failed store fails the start, unconfirmed).
- *
- * The fetch gets this party's block from the PMG at the configured
- * address: checks the PMG's Info against the partition, asks GetBlock
- * with a public key drawn for this fetch and opens the sealed block
- * (o3m_wire_get_block: the block never crosses the wire in the clear, and
- * the key pair is wiped), then confirms it with ConfirmBlock. A
- * confirmation that fails is retried on its own, never by fetching again:
- * the PMG serves a block once per party, so after a confirmation that
- * reached it (its reply lost) another GetBlock would be refused. With TLS the
- * client presents the party's certificate and expects the PMG's
- * certificate to carry the PMG's party name as a DNS subject alternative
- * name (scripts/make-certs.sh puts it there), so that no other party of the
- * federation can pose as the mask generator. An unreachable PMG or a
- * deadline is retried with exponential backoff (100 ms doubling up to 2 s)
- * until pmg_timeout_s has passed, each failure logged in one line; any
- * other error (PERM, DIM, STATE after the PMG forgot the mask, TLS setup)
- * fails at once. A nonzero *stop (set by a signal handler; NULL: never)
- * ends the wait with O3M_ESTATE. On success the block is installed and the
- * Mask method can answer. pp_service_create calls it; a second call is
- * O3M_ESTATE. */
+/* Installs this party's block by the behaviour both column parties share
+ * (o3m_party_block_obtain, party/o3m_party_block.h: the block stored in
+ * state_dir, else fetched from the PMG with its Info checked, stored and
+ * confirmed, a failed confirmation retried on its own, backoff 100 ms
+ * doubling up to 2 s until pmg_timeout_s, *stop ending the wait with
+ * O3M_ESTATE). The PMG's certificate must carry the PMG's party name
+ * (scripts/make-certs.sh puts it there), so that no other party of the
+ * federation can pose as the mask generator. The party's dummy-row key
+ * (o3m_features_set_dummy_key) is the secret kept beside the block: a new
+ * one is drawn for a fetched block, a stored block restores its own. On
+ * success the block is installed and the Mask method can answer; errors
+ * are those of o3m_party_block_obtain and O3M_ERANDOM (no key). Called
+ * once, before the server runs. */
 int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 
 /* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create
@@ -161,7 +146,7 @@ int pp_service_dim(const pp_service *s);          /* d */
 int pp_service_party_dim(const pp_service *s);    /* d_j */
 int pp_service_max_candidates(const pp_service *s);
 /* The loaded tables (owned by the service), for the start-up log line. */
-const struct pp_features *pp_service_features(const pp_service *s);
+const struct o3m_features *pp_service_features(const pp_service *s);
 
 /* The counters; call it on the thread that runs the server, or after run()
  * returned. */

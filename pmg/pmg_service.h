@@ -31,7 +31,7 @@
  *                 forgetting and the once-per-party rule (for a party that
  *                 may restart and fetch again, at the price of keeping Q in
  *                 memory; note that a restarted passive party draws new
- *                 dummy rows under the old mask, see pp_features.h).
+ *                 dummy rows under the old mask, see o3m_features.h).
  *
  * With insecure (plaintext transport) there is no caller identity, so every
  * caller may fetch any block by its index; main() warns about it.

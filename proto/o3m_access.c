@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "o3m_clock.h"
 #include "o3m_log.h"
 
 /* At most one refusal line per this many milliseconds. */
@@ -32,12 +33,6 @@ struct o3m_access {
   uint64_t unlogged;     /* refusals since the last line that were not logged */
   atomic_uint_least64_t refused;
 };
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const o3m_access_rule *rule_of(const o3m_access *a, const char *path) {
   for (int i = 0; i < a->n_rules; i++)
@@ -160,7 +155,7 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
   if (r && (r->allow & classes)) return 0;
 
   atomic_fetch_add_explicit(&a->refused, 1, memory_order_relaxed);
-  int64_t t = now_ms();
+  int64_t t = o3m_clock_ms();
   if (a->last_log_ms == 0 || t - a->last_log_ms >= LOG_PERIOD_MS) {
     char unlogged[64] = "";
     if (a->unlogged)

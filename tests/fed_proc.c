@@ -4,6 +4,7 @@
  * tests. The AP tests' federation (fed_net, fed_tables) keeps no state of
  * its own. */
 #include "fed_proc.h"
+#include "eval_tables.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -277,20 +278,20 @@ static const struct {
 static void write_tables(const fed_setup *s) {
   const struct {
     const char *file;
-    pp_table_kind kind;
+    o3m_features_kind kind;
     const char *prefix;
     int rows, cols;
   } t[] = {
-      {"ap_users.csv", PP_TABLE_USERS, "u", FED_USERS, 2},
-      {"ap_items.csv", PP_TABLE_ITEMS, "i", FED_ITEMS, 1},
-      {"pp1_users.csv", PP_TABLE_USERS, "u", s->pp1_users, 2},
-      {"pp2_users.csv", PP_TABLE_USERS, "u", FED_USERS, 1},
-      {"pp2_items.csv", PP_TABLE_ITEMS, "i", FED_ITEMS, 2},
+      {"ap_users.csv", O3M_FEATURES_USERS, "u", FED_USERS, 2},
+      {"ap_items.csv", O3M_FEATURES_ITEMS, "i", FED_ITEMS, 1},
+      {"pp1_users.csv", O3M_FEATURES_USERS, "u", s->pp1_users, 2},
+      {"pp2_users.csv", O3M_FEATURES_USERS, "u", FED_USERS, 1},
+      {"pp2_items.csv", O3M_FEATURES_ITEMS, "i", FED_ITEMS, 2},
   };
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     o3m_err e;
     o3m_err_clear(&e);
-    cr_assert_eq(pp_features_write_synthetic(fed_path(t[i].file), t[i].kind, t[i].prefix,
+    cr_assert_eq(eval_tables_write_synthetic(fed_path(t[i].file), t[i].kind, t[i].prefix,
                                              t[i].rows, t[i].cols, s->table_seed + i, &e),
                  0, "%s", o3m_err_message(&e));
   }
@@ -361,29 +362,29 @@ void fed_net_start(fed_net *n, int p, const char *const *extra) {
 void fed_tables_load(fed_tables *t) {
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(pp_features_load(&t->ap, fed_path("ap_users.csv"), fed_path("ap_items.csv"), 3,
+  cr_assert_eq(o3m_features_load(&t->ap, fed_path("ap_users.csv"), fed_path("ap_items.csv"), 3,
                                 &e), 0, "%s", o3m_err_message(&e));
-  cr_assert_eq(pp_features_load(&t->pp1, fed_path("pp1_users.csv"), NULL, 2, &e), 0, "%s",
+  cr_assert_eq(o3m_features_load(&t->pp1, fed_path("pp1_users.csv"), NULL, 2, &e), 0, "%s",
                o3m_err_message(&e));
-  cr_assert_eq(pp_features_load(&t->pp2, fed_path("pp2_users.csv"), fed_path("pp2_items.csv"),
+  cr_assert_eq(o3m_features_load(&t->pp2, fed_path("pp2_users.csv"), fed_path("pp2_items.csv"),
                                 3, &e), 0, "%s", o3m_err_message(&e));
 }
 
 void fed_tables_free(fed_tables *t) {
-  pp_features_destroy(t->ap);
-  pp_features_destroy(t->pp1);
-  pp_features_destroy(t->pp2);
+  o3m_features_destroy(t->ap);
+  o3m_features_destroy(t->pp1);
+  o3m_features_destroy(t->pp2);
   t->ap = t->pp1 = t->pp2 = NULL;
 }
 
 int fed_contexts(const fed_tables *t, const char *user, int K, const char *const *items,
                  double *X) {
-  pp_features *f[3] = {t->ap, t->pp1, t->pp2};
+  o3m_features *f[3] = {t->ap, t->pp1, t->pp2};
   int off[3] = {0, 3, 5}, dims[3] = {3, 2, 3};
   double blk[FED_K_MAX * 3];
   if (K < 1 || K > FED_K_MAX) return -1;
   for (int j = 0; j < 3; j++) {
-    if (pp_features_fill(f[j], user, K, items, blk, NULL, NULL) != 0) return -1;
+    if (o3m_features_fill(f[j], user, K, items, blk, NULL, NULL) != 0) return -1;
     for (int k = 0; k < K; k++)
       memcpy(X + (size_t)k * FED_D + off[j], blk + (size_t)k * dims[j],
              sizeof(double) * dims[j]);

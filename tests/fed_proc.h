@@ -21,7 +21,7 @@
 
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 /* FED_ASAN is 1 when this test, and so the daemons of its build, run under
  * AddressSanitizer. Two kinds of check mean nothing there: a scan of a whole
@@ -161,7 +161,7 @@ void fed_net_start(fed_net *n, int p, const char *const *extra);
 /* The federation's feature tables loaded in process, as the parties load
  * them: the unmasked contexts that a central model would see. */
 typedef struct fed_tables {
-  pp_features *ap, *pp1, *pp2;
+  o3m_features *ap, *pp1, *pp2;
 } fed_tables;
 
 /* Loads the tables fed_net_prepare wrote; fed_tables_free releases them. */
@@ -172,7 +172,7 @@ void fed_tables_free(fed_tables *t);
  * user and items[0..K-1] (K <= FED_K_MAX). An id a party does not know gets
  * that party's dummy row, which only the party can reproduce. Returns 0, or
  * -1 if a table refused the lookup (X is then partly written). Thread-safe
- * (pp_features_fill is); asserts nothing, so client threads may call it. */
+ * (o3m_features_fill is); asserts nothing, so client threads may call it. */
 int fed_contexts(const fed_tables *t, const char *user, int K, const char *const *items,
                  double *X);
 

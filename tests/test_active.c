@@ -11,7 +11,7 @@
  * The central claim is checked end to end: for 200 rounds the AP's chosen
  * candidate and score equal those of an in-process o3m_policy fed the
  * unmasked contexts, which the test builds by reading the same CSV tables
- * with pp_features and concatenating the parties' blocks in column order
+ * with o3m_features and concatenating the parties' blocks in column order
  * (LinUCB shared; and disjoint LinTS, which agrees draw by draw). The other
  * tests pin the error contract: rewards twice, unknown, out of range or NaN;
  * malformed requests; a passive participant stopped (SIGSTOP) or killed
@@ -44,7 +44,7 @@
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 #define BIN O3M_BIN_DIR
 
@@ -194,7 +194,7 @@ static void lossless_rounds(o3m_policy_config *pc, int n) {
     const double *own = NULL;
     size_t n_own = 0;
     if (t % 2 == 1) {
-      cr_assert(eq(int, pp_features_fill(c.t.ap, user, K, items, c.blk, NULL, NULL), 0));
+      cr_assert(eq(int, o3m_features_fill(c.t.ap, user, K, items, c.blk, NULL, NULL), 0));
       own = c.blk;
       n_own = (size_t)K * 3;
     }

@@ -1,4 +1,4 @@
-/* test_block_store.c -- the stored mask block (linalg/o3m_block_store.h).
+/* test_block_store.c -- the stored mask block (party/o3m_block_store.h).
  *
  * Round trip bit for bit (block, mask id, secret), the file's mode and the
  * directory's, every single-byte corruption detected as O3M_ECORRUPT (never

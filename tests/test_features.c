@@ -1,5 +1,5 @@
 /* test_features.c -- feature tables of a participant
- * (passive_participant/pp_features.h).
+ * (party/o3m_features.h).
  *
  * The small fixtures tests/data/users.csv (3 users x 3 columns) and
  * tests/data/items.csv (2 items x 2 columns) check exact values, the
@@ -21,7 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pp_features.h"
+#include "eval_tables.h"
+#include "o3m_features.h"
 
 #define USERS O3M_SOURCE_DIR "/tests/data/users.csv"
 #define ITEMS O3M_SOURCE_DIR "/tests/data/items.csv"
@@ -56,25 +57,33 @@ static const char *write_tmp(const char *name, const char *text) {
   return p;
 }
 
-static void load_ok(pp_features **f, const char *u, const char *i, int dims) {
+/* Turns on f's dummy rows under a key made from seed, as a PP does with
+ * the key it keeps beside its block. */
+static void dummy_key(o3m_features *f, int seed) {
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  for (int i = 0; i < O3M_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(31 * seed + 3 * i);
+  o3m_features_set_dummy_key(f, key);
+}
+
+static void load_ok(o3m_features **f, const char *u, const char *i, int dims) {
   o3m_err e;
-  int rc = pp_features_load(f, u, i, dims, &e);
+  int rc = o3m_features_load(f, u, i, dims, &e);
   cr_assert_eq(rc, O3M_OK, "%s", o3m_err_message(&e));
 }
 
 Test(features, known_user_and_items_equal_the_csv_values) {
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
-  cr_assert_eq(pp_features_dims(f), 5);
-  cr_assert_eq(pp_features_user_cols(f), 3);
-  cr_assert_eq(pp_features_item_cols(f), 2);
-  cr_assert_eq(pp_features_n_users(f), 3);
-  cr_assert_eq(pp_features_n_items(f), 2);
+  cr_assert_eq(o3m_features_dims(f), 5);
+  cr_assert_eq(o3m_features_user_cols(f), 3);
+  cr_assert_eq(o3m_features_item_cols(f), 2);
+  cr_assert_eq(o3m_features_n_users(f), 3);
+  cr_assert_eq(o3m_features_n_items(f), 2);
 
   const char *items[] = {"i1", "i0", "i1"};
   double X[3 * 5];
   int uu = -1, ui = -1;
-  cr_assert_eq(pp_features_fill(f, "u1", 3, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u1", 3, items, X, &uu, &ui), O3M_OK);
   const double want[3][5] = {{0.5, 4, 1e-3, 20.5, -0.25},
                              {0.5, 4, 1e-3, 10, 0.5},
                              {0.5, 4, 1e-3, 20.5, -0.25}};
@@ -85,13 +94,13 @@ Test(features, known_user_and_items_equal_the_csv_values) {
   cr_assert_eq(uu, 0);
   cr_assert_eq(ui, 0);
 
-  pp_features_stats st;
-  pp_features_stats_get(f, &st);
+  o3m_features_stats st;
+  o3m_features_stats_get(f, &st);
   cr_assert_eq(st.lookups, 1);
   cr_assert_eq(st.item_lookups, 3);
   cr_assert_eq(st.unknown_users, 0);
   cr_assert_eq(st.unknown_items, 0);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }
 
 /* Equal rows, bit for bit. */
@@ -100,12 +109,13 @@ static int rows_equal(const double *a, const double *b, int n) {
 }
 
 Test(features, unknown_ids_get_dummies_and_are_counted) {
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
+  dummy_key(f, 1);
   const char *items[] = {"i0", "nope", "i1", ""};
   double X[4 * 5];
   int uu = -1, ui = -1;
-  cr_assert_eq(pp_features_fill(f, "stranger", 4, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "stranger", 4, items, X, &uu, &ui), O3M_OK);
   cr_assert_eq(uu, 1);
   cr_assert_eq(ui, 2);
   /* Known items keep their exact values; every row has the same user part. */
@@ -129,7 +139,7 @@ Test(features, unknown_ids_get_dummies_and_are_counted) {
   cr_assert(!rows_equal(X + 1 * 5 + 3, X + 3 * 5 + 3, 2), "'nope' and '' share a dummy");
 
   /* A known user after an unknown one: its exact row; counters accumulate. */
-  cr_assert_eq(pp_features_fill(f, "u0", 1, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u0", 1, items, X, &uu, &ui), O3M_OK);
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[0], 1.5);
   cr_assert_eq(X[1], -2.25);
@@ -138,30 +148,53 @@ Test(features, unknown_ids_get_dummies_and_are_counted) {
   char longid[300];
   memset(longid, 'u', sizeof longid - 1);
   longid[sizeof longid - 1] = '\0';
-  cr_assert_eq(pp_features_fill(f, longid, 1, items, X, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, longid, 1, items, X, NULL, NULL), O3M_OK);
 
-  pp_features_stats st;
-  pp_features_stats_get(f, &st);
+  o3m_features_stats st;
+  o3m_features_stats_get(f, &st);
   cr_assert_eq(st.lookups, 3);
   cr_assert_eq(st.item_lookups, 6);
   cr_assert_eq(st.unknown_users, 2);
   cr_assert_eq(st.unknown_items, 2);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
+}
+
+/* Without a dummy-row key (the AP's own tables, o3m-eval) an unknown id
+ * gets the column means: deterministic, and no secret is needed. */
+Test(features, without_a_key_unknown_ids_get_the_column_means) {
+  o3m_features *f;
+  load_ok(&f, USERS, ITEMS, 5);
+  const char *items[] = {"i0", "nope"};
+  double X[2 * 5];
+  int uu = -1, ui = -1;
+  cr_assert_eq(o3m_features_fill(f, "stranger", 2, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(uu, 1);
+  cr_assert_eq(ui, 1);
+  const double umean[3] = {(1.5 + 0.5 + -1.0) / 3, (-2.25 + 4.0 + 0.125) / 3,
+                           (0.0 + 1e-3 + 7.0) / 3};
+  const double imean[2] = {(10.0 + 20.5) / 2, (0.5 + -0.25) / 2};
+  for (int j = 0; j < 3; j++)
+    cr_assert_eq(X[j], umean[j], "user column %d: %.17g, mean %.17g", j, X[j], umean[j]);
+  cr_assert_eq(X[5 + 3], imean[0], "item column 0: %.17g, mean %.17g", X[5 + 3], imean[0]);
+  cr_assert_eq(X[5 + 4], imean[1], "item column 1: %.17g, mean %.17g", X[5 + 4], imean[1]);
+  cr_assert_eq(X[3], 10.0);
+  o3m_features_destroy(f);
 }
 
 /* The privacy fix: the AP sees each party's masked vector on its own, so
  * one dummy shared by all unknown users, or a fresh one per request, would
  * tell it whom the party does not know. */
 Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_across_ids) {
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
+  dummy_key(f, 1);
   const char *items[] = {"i0", "ghost-item"};
   double a[2 * 5], b[2 * 5], c[2 * 5];
-  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
-  cr_assert_eq(pp_features_fill(f, "u1", 2, items, c, NULL, NULL), O3M_OK);
-  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u1", 2, items, c, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(rows_equal(a, b, 10), "the same unknown user got two different rows");
-  cr_assert_eq(pp_features_fill(f, "stranger-2", 2, items, b, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "stranger-2", 2, items, b, NULL, NULL), O3M_OK);
   for (int j = 0; j < 3; j++)
     cr_assert_neq(a[j], b[j], "column %d: two unknown users share a value", j);
   /* The unknown item's dummy does not depend on the user asked with. */
@@ -169,33 +202,34 @@ Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_acros
   cr_assert(rows_equal(a + 5 + 3, c + 5 + 3, 2));
   /* A user and an item with the same id get unrelated rows: the two tables
    * have separate keys. Compare the first column's standard-normal draw. */
-  pp_features *g;
+  o3m_features *g;
   load_ok(&g, USERS, ITEMS, 5);
-  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  dummy_key(g, 2); /* another party's key */
+  cr_assert_eq(o3m_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(!rows_equal(a, b, 3), "two handles drew the same key");
 
   /* With one key set on both handles the dummies agree (what an in-process
    * evaluation needs to reproduce a daemon), and another key changes them. */
-  unsigned char key[PP_FEATURES_KEY_BYTES];
-  for (int i = 0; i < PP_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(7 * i + 1);
-  pp_features_set_dummy_key(f, key);
-  pp_features_set_dummy_key(g, key);
-  cr_assert_eq(pp_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
-  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  for (int i = 0; i < O3M_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(7 * i + 1);
+  o3m_features_set_dummy_key(f, key);
+  o3m_features_set_dummy_key(g, key);
+  cr_assert_eq(o3m_features_fill(f, "stranger-1", 2, items, a, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(rows_equal(a, b, 10), "same key, same id, different rows");
   key[0] ^= 1;
-  pp_features_set_dummy_key(g, key);
-  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  o3m_features_set_dummy_key(g, key);
+  cr_assert_eq(o3m_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(!rows_equal(a, b, 3), "the user dummy ignores the key");
   cr_assert(rows_equal(a + 5 + 3, b + 5 + 3, 2), "the item key changed with a user-key byte");
   key[0] ^= 1;
   key[16] ^= 1;
-  pp_features_set_dummy_key(g, key);
-  cr_assert_eq(pp_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
+  o3m_features_set_dummy_key(g, key);
+  cr_assert_eq(o3m_features_fill(g, "stranger-1", 2, items, b, NULL, NULL), O3M_OK);
   cr_assert(rows_equal(a, b, 3), "the user key changed with an item-key byte");
   cr_assert(!rows_equal(a + 5 + 3, b + 5 + 3, 2), "the item dummy ignores the key");
-  pp_features_destroy(g);
-  pp_features_destroy(f);
+  o3m_features_destroy(g);
+  o3m_features_destroy(f);
 }
 
 /* Over many unknown ids each dummy column has the table's mean and
@@ -223,15 +257,16 @@ Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
   }
   for (int c = 0; c < 3; c++) sd[c] = sqrt(sd[c]);
 
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, path, NULL, 3);
+  dummy_key(f, 1);
   double s1[3] = {0}, s2[3] = {0}, X[3], first[3];
   char id[32];
   int same_as_first = 0;
   for (int i = 0; i < IDS; i++) {
     snprintf(id, sizeof id, "nobody-%d", i);
     int uu = -1;
-    cr_assert_eq(pp_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
     cr_assert_eq(uu, 1);
     if (i == 0) memcpy(first, X, sizeof X);
     else same_as_first += rows_equal(first, X, 3);
@@ -252,59 +287,59 @@ Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
                  "column %d: sd %.6g, table %.6g", c, s, sd[c]);
   }
   /* A known user still gets its exact row. */
-  cr_assert_eq(pp_features_fill(f, "u123", 1, NULL, X, NULL, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u123", 1, NULL, X, NULL, NULL), O3M_OK);
   cr_assert_eq(X[0], 123.0);
   cr_assert_eq(X[1], -1000.0 + 0.001 * (123 % 7));
   cr_assert_eq(X[2], 50.0);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }
 
 Test(features, single_table_and_argument_checks) {
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, USERS, NULL, 3);
   double X[2 * 3];
   int uu, ui = -1;
   /* No item table: item ids are not needed. */
-  cr_assert_eq(pp_features_fill(f, "u2", 2, NULL, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u2", 2, NULL, X, &uu, &ui), O3M_OK);
   cr_assert_eq(X[3], -1.0);
   cr_assert_eq(X[5], 7.0);
   cr_assert_eq(ui, 0);
-  cr_assert_eq(pp_features_fill(f, NULL, 2, NULL, X, &uu, &ui), O3M_EINVAL);
-  cr_assert_eq(pp_features_fill(f, "u2", 0, NULL, X, &uu, &ui), O3M_EINVAL);
-  cr_assert_eq(pp_features_fill(f, "u2", 1, NULL, NULL, &uu, &ui), O3M_EINVAL);
-  pp_features_stats st;
-  pp_features_stats_get(f, &st);
+  cr_assert_eq(o3m_features_fill(f, NULL, 2, NULL, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(o3m_features_fill(f, "u2", 0, NULL, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(o3m_features_fill(f, "u2", 1, NULL, NULL, &uu, &ui), O3M_EINVAL);
+  o3m_features_stats st;
+  o3m_features_stats_get(f, &st);
   cr_assert_eq(st.lookups, 1, "failed calls must not count");
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 
   load_ok(&f, NULL, ITEMS, 2);
   const char *items[] = {"i1", NULL};
-  cr_assert_eq(pp_features_fill(f, NULL, 1, items, X, &uu, &ui), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, NULL, 1, items, X, &uu, &ui), O3M_OK);
   cr_assert_eq(uu, 0, "no user table: the user is never unknown");
   cr_assert_eq(X[0], 20.5);
   X[0] = 99;
-  cr_assert_eq(pp_features_fill(f, NULL, 2, items, X, &uu, &ui), O3M_EINVAL);
+  cr_assert_eq(o3m_features_fill(f, NULL, 2, items, X, &uu, &ui), O3M_EINVAL);
   cr_assert_eq(X[0], 99.0, "X untouched on EINVAL");
-  cr_assert_eq(pp_features_fill(f, NULL, 1, NULL, X, &uu, &ui), O3M_EINVAL);
-  pp_features_destroy(f);
+  cr_assert_eq(o3m_features_fill(f, NULL, 1, NULL, X, &uu, &ui), O3M_EINVAL);
+  o3m_features_destroy(f);
 
   o3m_err e;
-  f = (pp_features *)0x1;
-  cr_assert_eq(pp_features_load(&f, NULL, NULL, 3, &e), O3M_EINVAL);
+  f = (o3m_features *)0x1;
+  cr_assert_eq(o3m_features_load(&f, NULL, NULL, 3, &e), O3M_EINVAL);
   cr_assert_null(f);
-  cr_assert_eq(pp_features_load(&f, USERS, NULL, 0, &e), O3M_EINVAL);
-  cr_assert_eq(pp_features_load(&f, "/nonexistent.csv", NULL, 3, &e), O3M_EIO);
+  cr_assert_eq(o3m_features_load(&f, USERS, NULL, 0, &e), O3M_EINVAL);
+  cr_assert_eq(o3m_features_load(&f, "/nonexistent.csv", NULL, 3, &e), O3M_EIO);
   cr_assert(strstr(e.msg, "/nonexistent.csv"), "%s", e.msg);
 }
 
 Test(features, dims_mismatch_is_rejected) {
-  pp_features *f = (pp_features *)0x1;
+  o3m_features *f = (o3m_features *)0x1;
   o3m_err e;
-  cr_assert_eq(pp_features_load(&f, USERS, ITEMS, 6, &e), O3M_EDIM);
+  cr_assert_eq(o3m_features_load(&f, USERS, ITEMS, 6, &e), O3M_EDIM);
   cr_assert_null(f);
   cr_assert(strstr(e.msg, "= 5") && strstr(e.msg, "dims are 6"), "%s", e.msg);
-  cr_assert_eq(pp_features_load(&f, USERS, NULL, 5, &e), O3M_EDIM);
-  cr_assert_eq(pp_features_load(&f, USERS, ITEMS, 4, &e), O3M_EDIM);
+  cr_assert_eq(o3m_features_load(&f, USERS, NULL, 5, &e), O3M_EDIM);
+  cr_assert_eq(o3m_features_load(&f, USERS, ITEMS, 4, &e), O3M_EDIM);
 }
 
 /* Loads text as a user table expecting O3M_EPARSE with "name:line:" and the
@@ -312,9 +347,9 @@ Test(features, dims_mismatch_is_rejected) {
 static void expect_bad(const char *text, int line, const char *needle,
                        const char *forbidden) {
   const char *path = write_tmp("bad.csv", text);
-  pp_features *f = (pp_features *)0x1;
+  o3m_features *f = (o3m_features *)0x1;
   o3m_err e;
-  int rc = pp_features_load(&f, path, NULL, 2, &e);
+  int rc = o3m_features_load(&f, path, NULL, 2, &e);
   cr_assert_eq(rc, O3M_EPARSE, "rc %s (%s) for:\n%s", o3m_errname(rc),
                o3m_err_message(&e), text);
   cr_assert_null(f);
@@ -369,14 +404,14 @@ Test(features, malformed_tables_name_the_line) {
   FILE *fp = fopen(path, "wb");
   fwrite(nul, 1, sizeof nul - 1, fp);
   fclose(fp);
-  pp_features *f;
+  o3m_features *f;
   o3m_err e;
-  cr_assert_eq(pp_features_load(&f, path, NULL, 2, &e), O3M_EPARSE);
+  cr_assert_eq(o3m_features_load(&f, path, NULL, 2, &e), O3M_EPARSE);
   cr_assert(strstr(e.msg, "nul.csv:3: NUL"), "%s", e.msg);
 
   /* An error in the item table names the item file. */
   const char *items = write_tmp("items.csv", "item_id,p\ni0,1\ni1,oops\n");
-  cr_assert_eq(pp_features_load(&f, USERS, items, 4, &e), O3M_EPARSE);
+  cr_assert_eq(o3m_features_load(&f, USERS, items, 4, &e), O3M_EPARSE);
   cr_assert(strstr(e.msg, "items.csv:3: "), "%s", e.msg);
   cr_assert(!strstr(e.msg, "oops"), "%s", e.msg);
 }
@@ -385,18 +420,18 @@ Test(features, lenient_where_documented) {
   /* CRLF, no final newline, exponents, signs, ids with spaces and quotes. */
   const char *p = write_tmp("ok.csv",
                             "user_id,a,b\r\nu 0,+1e2,-.5\r\n\"q\",3,4");
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, p, NULL, 2);
   double X[2];
   int uu;
-  cr_assert_eq(pp_features_fill(f, "u 0", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u 0", 1, NULL, X, &uu, NULL), O3M_OK);
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[0], 100.0);
   cr_assert_eq(X[1], -0.5);
-  cr_assert_eq(pp_features_fill(f, "\"q\"", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "\"q\"", 1, NULL, X, &uu, NULL), O3M_OK);
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[1], 4.0);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }
 
 /* Reads row r of a synthetic table back from its text with strtod. */
@@ -426,20 +461,21 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
   char path[600];
   snprintf(path, sizeof path, "%s/big.csv", tmpdir);
   o3m_err e;
-  cr_assert_eq(pp_features_write_synthetic(path, PP_TABLE_USERS, "u", N, C, 7, &e),
+  cr_assert_eq(eval_tables_write_synthetic(path, O3M_FEATURES_USERS, "u", N, C, 7, &e),
                O3M_OK, "%s", e.msg);
   double *vals = malloc(sizeof(double) * N * C);
   read_rows(path, N, C, vals);
 
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, path, NULL, C);
-  cr_assert_eq(pp_features_n_users(f), N);
+  dummy_key(f, 1);
+  cr_assert_eq(o3m_features_n_users(f), N);
   double X[C], mean[C] = {0};
   char id[32];
   for (int r = 0; r < N; r++) {
     snprintf(id, sizeof id, "u%d", r);
     int uu = -1;
-    cr_assert_eq(pp_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, X, &uu, NULL), O3M_OK);
     cr_assert_eq(uu, 0, "row %d unknown", r);
     for (int c = 0; c < C; c++) {
       cr_assert(X[c] == vals[(size_t)r * C + c], "row %d col %d: %.17g != %.17g",
@@ -448,7 +484,7 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
     }
   }
   int uu = -1;
-  cr_assert_eq(pp_features_fill(f, "u10000", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "u10000", 1, NULL, X, &uu, NULL), O3M_OK);
   cr_assert_eq(uu, 1);
   for (int c = 0; c < C; c++) {
     cr_assert(isfinite(X[c]));
@@ -465,12 +501,12 @@ Test(features, ten_thousand_rows_load_and_look_up, .timeout = 60) {
   s2 = s2 / (N * C) - s1 * s1;
   cr_assert_lt(fabs(s1), 0.02, "mean %g", s1);
   cr_assert_lt(fabs(s2 - 1.0), 0.03, "variance %g", s2);
-  pp_features_stats st;
-  pp_features_stats_get(f, &st);
+  o3m_features_stats st;
+  o3m_features_stats_get(f, &st);
   cr_assert_eq(st.lookups, N + 1);
   cr_assert_eq(st.unknown_users, 1);
   free(vals);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }
 
 Test(features, synthetic_is_deterministic_and_checks_arguments) {
@@ -479,9 +515,9 @@ Test(features, synthetic_is_deterministic_and_checks_arguments) {
   snprintf(b, sizeof b, "%s/b.csv", tmpdir);
   snprintf(c, sizeof c, "%s/c.csv", tmpdir);
   o3m_err e;
-  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_ITEMS, "item", 50, 3, 9, &e), 0);
-  cr_assert_eq(pp_features_write_synthetic(b, PP_TABLE_ITEMS, "item", 50, 3, 9, &e), 0);
-  cr_assert_eq(pp_features_write_synthetic(c, PP_TABLE_ITEMS, "item", 50, 3, 10, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(b, O3M_FEATURES_ITEMS, "item", 50, 3, 9, &e), 0);
+  cr_assert_eq(eval_tables_write_synthetic(c, O3M_FEATURES_ITEMS, "item", 50, 3, 10, &e), 0);
   char ta[8192], tb[8192], tc[8192];
   FILE *fa = fopen(a, "r"), *fb = fopen(b, "r"), *fc = fopen(c, "r");
   size_t na = fread(ta, 1, sizeof ta, fa), nb = fread(tb, 1, sizeof tb, fb),
@@ -495,25 +531,25 @@ Test(features, synthetic_is_deterministic_and_checks_arguments) {
   cr_assert(strncmp(ta, "item_id,x0,x1,x2\nitem0,", 23) == 0, "%.40s", ta);
 
   /* An item table loads as one. */
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, NULL, a, 3);
-  cr_assert_eq(pp_features_n_items(f), 50);
-  pp_features_destroy(f);
+  cr_assert_eq(o3m_features_n_items(f), 50);
+  o3m_features_destroy(f);
 
-  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u,", 5, 3, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u,", 5, 3, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u", 0, 3, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u", 0, 3, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(pp_features_write_synthetic(a, PP_TABLE_USERS, "u", 5, 0, 1, &e),
+  cr_assert_eq(eval_tables_write_synthetic(a, O3M_FEATURES_USERS, "u", 5, 0, 1, &e),
                O3M_EINVAL);
-  cr_assert_eq(pp_features_write_synthetic("/nonexistent/x.csv", PP_TABLE_USERS,
+  cr_assert_eq(eval_tables_write_synthetic("/nonexistent/x.csv", O3M_FEATURES_USERS,
                                            "u", 5, 3, 1, &e),
                O3M_EIO);
 }
 
 /* Several threads fill at once; the atomic counters must add up exactly. */
 typedef struct worker {
-  pp_features *f;
+  o3m_features *f;
   int id;
   int bad;
 } worker;
@@ -525,14 +561,14 @@ static void *work(void *arg) {
   for (int it = 0; it < 20000; it++) {
     const char *user = (it % 4 == 0) ? "ghost" : (it % 2 ? "u1" : "u2");
     int uu, ui;
-    if (pp_features_fill(w->f, user, 3, items, X, &uu, &ui) != O3M_OK) w->bad++;
+    if (o3m_features_fill(w->f, user, 3, items, X, &uu, &ui) != O3M_OK) w->bad++;
     if (X[3] != 10.0 || X[13] != 20.5) w->bad++;
   }
   return NULL;
 }
 
 Test(features, concurrent_fills_count_exactly, .timeout = 60) {
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, USERS, ITEMS, 5);
   enum { T = 4 };
   pthread_t th[T];
@@ -545,13 +581,13 @@ Test(features, concurrent_fills_count_exactly, .timeout = 60) {
     pthread_join(th[i], NULL);
     cr_assert_eq(w[i].bad, 0);
   }
-  pp_features_stats st;
-  pp_features_stats_get(f, &st);
+  o3m_features_stats st;
+  o3m_features_stats_get(f, &st);
   cr_assert_eq(st.lookups, (uint64_t)T * 20000);
   cr_assert_eq(st.item_lookups, (uint64_t)T * 20000 * 3);
   cr_assert_eq(st.unknown_users, (uint64_t)T * 5000);
   cr_assert_eq(st.unknown_items, (uint64_t)T * 20000);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }
 
 /* The party's norm bound (issue 9): the worst block pairs the largest user
@@ -563,38 +599,39 @@ Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
    * worst block has norm sqrt(29) = 5.385. */
   const char *u = write_tmp("bu.csv", "user_id,a,b\nu0,1,0\nu1,0,1\nu2,3,4\nu3,-1,1\n");
   const char *i = write_tmp("bi.csv", "item_id,c\ni0,0.5\ni1,-2\n");
-  pp_features *f;
+  o3m_features *f;
   load_ok(&f, u, i, 3);
+  dummy_key(f, 1);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(pp_features_check_norm(f, 5.3, &e), O3M_ERANGE);
+  cr_assert_eq(o3m_features_check_norm(f, 5.3, &e), O3M_ERANGE);
   cr_assert(strstr(e.msg, "bu.csv:4:"), "%s", e.msg);
   cr_assert(strstr(e.msg, "'u2'"), "%s", e.msg);
   cr_assert(strstr(e.msg, "bi.csv (line 3)"), "%s", e.msg);
   cr_assert(strstr(e.msg, "max_norm = 5.3"), "%s", e.msg);
   cr_assert_null(strstr(e.msg, "5.385"), "%s", e.msg);
-  cr_assert_eq(pp_features_check_norm(f, 0, &e), O3M_EINVAL);
+  cr_assert_eq(o3m_features_check_norm(f, 0, &e), O3M_EINVAL);
   /* Just above the worst block: accepted, and every dummy block (unknown
    * user, unknown item, or both) stays inside. */
   const double bound = 5.3852;
-  cr_assert_eq(pp_features_check_norm(f, bound, &e), O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_check_norm(f, bound, &e), O3M_OK, "%s", o3m_err_message(&e));
   double X[2 * 3];
   char uid[32], iid[32];
   for (int k = 0; k < 2000; k++) {
     snprintf(uid, sizeof uid, "stranger-%d", k);
     snprintf(iid, sizeof iid, "thing-%d", k);
     const char *items[2] = {iid, "i1"};
-    cr_assert_eq(pp_features_fill(f, k % 2 ? uid : "u2", 2, items, X, NULL, NULL), O3M_OK);
+    cr_assert_eq(o3m_features_fill(f, k % 2 ? uid : "u2", 2, items, X, NULL, NULL), O3M_OK);
     for (int r = 0; r < 2; r++) {
       double s = X[3 * r] * X[3 * r] + X[3 * r + 1] * X[3 * r + 1] + X[3 * r + 2] * X[3 * r + 2];
       cr_assert_leq(sqrt(s), bound, "id %d row %d: norm %.6g", k, r, sqrt(s));
     }
   }
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
   /* One table alone: the message names its row. */
   load_ok(&f, u, NULL, 2);
-  cr_assert_eq(pp_features_check_norm(f, 4.9, &e), O3M_ERANGE);
+  cr_assert_eq(o3m_features_check_norm(f, 4.9, &e), O3M_ERANGE);
   cr_assert(strstr(e.msg, "bu.csv:4: the row of 'u2' has an l2 norm above max_norm = 4.9"),
             "%s", e.msg);
-  pp_features_destroy(f);
+  o3m_features_destroy(f);
 }

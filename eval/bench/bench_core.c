@@ -44,6 +44,7 @@
 #include "eval_synth.h"
 #include "o3m_blas.h"
 #include "o3m_cli.h"
+#include "o3m_clock.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
@@ -92,12 +93,6 @@ typedef struct bench_summary {
 } bench_summary;
 
 /* ---- small utilities ---- */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -357,7 +352,7 @@ static double a_batch(a_runner *r, int B, int record) {
   const pool *pl = r->pl;
   int K = pl->K, d = pl->d;
   size_t kd = (size_t)K * d;
-  double t0 = now_s();
+  double t0 = o3m_clock_s();
   for (int b = 0; b < B; b++) {
     int p = r->next;
     r->next = p + 1 == pl->P ? 0 : p + 1;
@@ -369,7 +364,7 @@ static double a_batch(a_runner *r, int B, int record) {
     int c = policy_round(r->pol, K, d, X, pl->rew + (size_t)p * K);
     if (record) r->dec[r->ndec++] = c;
   }
-  return (now_s() - t0) / B;
+  return (o3m_clock_s() - t0) / B;
 }
 
 /* Batch length: enough rounds that one batch of the slower variant takes
@@ -581,7 +576,7 @@ static double b_batch(void *vr, int B, int record) {
   const pool *pl = r->pl;
   int K = pl->K, d = pl->d;
   size_t kd = (size_t)K * d;
-  double t0 = now_s();
+  double t0 = o3m_clock_s();
   for (int b = 0; b < B; b++) {
     int p = r->next;
     r->next = p + 1 == pl->P ? 0 : p + 1;
@@ -589,7 +584,7 @@ static double b_batch(void *vr, int B, int record) {
     int c = r->paper ? paper_round(r->ps, K, X, rew) : policy_round(r->pol, K, d, X, rew);
     if (record) r->dec[r->ndec++] = c;
   }
-  return (now_s() - t0) / B;
+  return (o3m_clock_s() - t0) / B;
 }
 
 static void section_b(const bench_opts *o, bench_summary *sum) {
@@ -698,13 +693,13 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
       policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
     }
     /* calibrate */
-    double t0 = now_s();
+    double t0 = o3m_clock_s();
     for (int t = 0; t < 200; t++) {
       int p = next[v];
       next[v] = (p + 1) % pl.P;
       policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
     }
-    double per = (now_s() - t0) / 200;
+    double per = (o3m_clock_s() - t0) / 200;
     B[v] = (int)(o->batch_c_s / (per > 1e-9 ? per : 1e-9));
     if (B[v] < 10) B[v] = 10;
   }
@@ -712,13 +707,13 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
   for (int rep = 0; rep < o->reps_c; rep++)
     for (int i = 0; i < NV; i++) {
       int v = (i + rep) % NV; /* rotate the order */
-      double t0 = now_s();
+      double t0 = o3m_clock_s();
       for (int b = 0; b < B[v]; b++) {
         int p = next[v];
         next[v] = p + 1 == pl.P ? 0 : p + 1;
         policy_round(pol[v], K, d, pl.X + (size_t)p * K * d, pl.rew + (size_t)p * K);
       }
-      rate[v * o->reps_c + rep] = B[v] / (now_s() - t0);
+      rate[v * o->reps_c + rep] = B[v] / (o3m_clock_s() - t0);
     }
   /* The split: per-call times, after the rate batches so they are not
    * perturbed by the extra clock reads. */
@@ -729,11 +724,11 @@ static void section_c(const bench_opts *o, bench_summary *sum) {
       int p = next[v], c;
       next[v] = p + 1 == pl.P ? 0 : p + 1;
       const double *X = pl.X + (size_t)p * K * d;
-      double t0 = now_s();
+      double t0 = o3m_clock_s();
       int rc = o3m_policy_choose(pol[v], K, X, NULL, &c, NULL);
-      double t1 = now_s();
+      double t1 = o3m_clock_s();
       if (!rc) rc = o3m_policy_update(pol[v], c, X + (size_t)c * d, pl.rew[(size_t)p * K + c]);
-      double t2 = now_s();
+      double t2 = o3m_clock_s();
       if (rc) die(rc, "policy round");
       tch[v * SPLIT_ROUNDS + t] = t1 - t0;
       tup[v * SPLIT_ROUNDS + t] = t2 - t1;
@@ -833,9 +828,9 @@ static void section_d(const bench_opts *o) {
   for (int i = 0; i < ND; i++) {
     int d = D_DIMS[i];
     for (int k = 0; k < 4; k++) {
-      double t0 = now_s();
+      double t0 = o3m_clock_s();
       d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
-      double t = now_s() - t0;
+      double t = o3m_clock_s() - t0;
       if (rc) die(rc, "o3m_policy_stats");
       B[i][k] = (int)(o->batch_d_s / (t > 1e-9 ? t : 1e-9));
       if (B[i][k] < 1) B[i][k] = 1;
@@ -845,15 +840,15 @@ static void section_d(const bench_opts *o) {
   double *gpk = xmalloc(sizeof(double) * R);
   double *g = xmalloc(sizeof(double) * ND * 4 * R);
   for (int rep = 0; rep < R; rep++) {
-    double t0 = now_s();
+    double t0 = o3m_clock_s();
     o3m_gemm(n, n, n, 1.0, A, Bm, 0.0, C);
-    gpk[rep] = 2.0 * n * n * (double)n / (now_s() - t0) * 1e-9;
+    gpk[rep] = 2.0 * n * n * (double)n / (o3m_clock_s() - t0) * 1e-9;
     for (int i = 0; i < ND; i++) {
       int d = D_DIMS[i];
       for (int k = 0; k < 4; k++) {
-        t0 = now_s();
+        t0 = o3m_clock_s();
         for (int b = 0; b < B[i][k]; b++) d_call(k, pol[i], K, d, X[i], S[i], W, mean, var, &rc);
-        double t = (now_s() - t0) / B[i][k];
+        double t = (o3m_clock_s() - t0) / B[i][k];
         if (rc) die(rc, "o3m_policy_stats");
         g[(i * 4 + k) * R + rep] = d_flops(k, K, d) / t * 1e-9;
       }
@@ -980,7 +975,7 @@ int main(int argc, char **argv) {
       o.quick ? " --quick" : "", load_average());
   bench_summary sum = {
       .worst_ratio = NAN, .speedup_d100 = NAN, .dps_disj_ucb = NAN, .dps_disj_ts = NAN};
-  double t0 = now_s();
+  double t0 = o3m_clock_s();
   if (strchr(o.sections, 'a')) section_a(&o, &sum);
   if (strchr(o.sections, 'b')) section_b(&o, &sum);
   if (strchr(o.sections, 'c')) section_c(&o, &sum);
@@ -1002,6 +997,6 @@ int main(int argc, char **argv) {
     printf("  %-52s %10.0f  %s\n", "disjoint LinTS decisions/s, d=100 K=10 >= 50000",
            sum.dps_disj_ts, pass(sum.dps_disj_ts >= TARGET_DPS));
   }
-  printf("  (total run time %.1f s; load average at the end %.2f)\n", now_s() - t0, load_average());
+  printf("  (total run time %.1f s; load average at the end %.2f)\n", o3m_clock_s() - t0, load_average());
   return 0;
 }

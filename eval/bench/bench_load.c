@@ -29,6 +29,7 @@
 
 #include "o3m.pb-c.h"
 #include "o3m_cli.h"
+#include "o3m_clock.h"
 #include "o3m_config.h"
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
@@ -54,12 +55,6 @@ typedef struct worker {
   long errors;
   char err[256];
 } worker;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Loopback bytes received so far (equal to bytes sent on lo). */
 static long long lo_bytes(void) {
@@ -108,10 +103,10 @@ static void *worker_main(void *arg) {
     req.items = idp;
     ProtobufCMessage *reply;
     int phase = atomic_load(&b->phase);
-    double t0 = now_s();
+    double t0 = o3m_clock_s();
     int rc = o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
                                  &o3m__v1__recommendation__descriptor, &reply, &e);
-    double dt = now_s() - t0;
+    double dt = o3m_clock_s() - t0;
     if (rc) {
       w->errors++;
       snprintf(w->err, sizeof w->err, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
@@ -270,13 +265,13 @@ int main(int argc, char **argv) {
     uint64_t rounds0, fan0, rounds1, fan1;
     ap_counts(stats_cli, &rounds0, &fan0);
     long long bytes0 = lo_bytes();
-    double t0 = now_s();
+    double t0 = o3m_clock_s();
     atomic_store(&b.phase, 1);
     ts.tv_sec = (time_t)seconds;
     ts.tv_nsec = (long)((seconds - (time_t)seconds) * 1e9);
     nanosleep(&ts, NULL);
     atomic_store(&b.phase, 2);
-    double el = now_s() - t0;
+    double el = o3m_clock_s() - t0;
     long long bytes1 = lo_bytes();
     long total = 0, errors = 0;
     for (int i = 0; i < n; i++) {

@@ -27,7 +27,7 @@
 #include "o3m_mask.h"
 #include "o3m_seal.h"
 #include "o3m_wire.h"
-#include "pp_features.h"
+#include "o3m_features.h"
 
 #define FUZZ_PARTY 1
 #define FUZZ_MASK_ID 0x0123456789abcdefULL
@@ -42,7 +42,7 @@
 static o3m_partition g_part;
 static o3m_block *g_block;       /* party 1's block under FUZZ_MASK_ID */
 static o3m_seal_key *g_key;      /* party 1's key pair for its GetBlock */
-static pp_features *g_features;  /* party 1's tables: 2 user + 1 item columns */
+static o3m_features *g_features;  /* party 1's tables: 2 user + 1 item columns */
 static ap_pending *g_pending;    /* the AP's table with three decisions */
 static uint64_t g_decisions[3];  /* open, rewarded, open */
 
@@ -74,7 +74,7 @@ static void setup(void) {
   fuzz_file_init(&items, "fuzz_items");
   const char *up = fuzz_file_set(&users, (const uint8_t *)k_users, strlen(k_users));
   const char *ip = fuzz_file_set(&items, (const uint8_t *)k_items, strlen(k_items));
-  if (pp_features_load(&g_features, up, ip, FUZZ_DJ, &e) != 0) {
+  if (o3m_features_load(&g_features, up, ip, FUZZ_DJ, &e) != 0) {
     fprintf(stderr, "fuzz harness: feature tables: %s\n", o3m_err_message(&e));
     abort();
   }
@@ -199,7 +199,7 @@ void fuzz_wire_mask_request(const uint8_t *data, size_t size) {
     int K = (int)m->n_items;
     double X[FUZZ_MAX_CAND * FUZZ_DJ], Y[FUZZ_MAX_CAND * FUZZ_D];
     int unknown_user = -1, unknown_items = -1;
-    int rc = pp_features_fill(g_features, m->user, K, (const char *const *)m->items, X,
+    int rc = o3m_features_fill(g_features, m->user, K, (const char *const *)m->items, X,
                               &unknown_user, &unknown_items);
     FUZZ_CHECK(rc == 0);
     FUZZ_CHECK(unknown_user == 0 || unknown_user == 1);

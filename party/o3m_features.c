@@ -1,4 +1,4 @@
-/* pp_features.c -- CSV feature tables with an id index (see pp_features.h).
+/* o3m_features.c -- CSV feature tables with an id index (see o3m_features.h).
  *
  * A table is read line by line with getline(3): the header fixes the number
  * of columns, each row is checked completely before it is appended, and its
@@ -14,19 +14,20 @@
  * The ids are the participant's own, so an outsider cannot choose colliding
  * keys for the table; lookups of foreign ids only probe.
  *
- * Dummy rows. An id a table does not hold gets a row drawn column by column
- * from N(mean_c, sd_c^2), from a splitmix64 stream seeded with
- * SipHash-2-4(key, id). The 256-bit key is drawn with getrandom(2) at load
- * and never leaves the handle: bytes 0..15 key the user table, 16..31 the
- * item table, so a user and an item with the same id get unrelated rows.
- * SipHash is a pseudo-random function: without the key the dummies of
- * different ids look like independent draws, and the same id always gets
- * the same row, so neither repeated requests nor a comparison across ids
- * tells the active participant which ids are unknown. Limits, stated in
- * pp_features.h: the columns of a dummy are independent normals, so a table
- * whose columns are strongly correlated, discrete or skewed gives dummies
+ * Unknown ids. Without a dummy-row key an id a table does not hold gets
+ * the column means. With the key a PP sets (o3m_features_set_dummy_key) it
+ * gets a row drawn column by column from N(mean_c, sd_c^2), from a
+ * splitmix64 stream seeded with SipHash-2-4(key, id); bytes 0..15 of the
+ * key key the user table, 16..31 the item table, so a user and an item with
+ * the same id get unrelated rows. SipHash is a pseudo-random function:
+ * without the key the dummies of different ids look like independent
+ * draws, and the same id always gets the same row, so neither repeated
+ * requests nor a comparison across ids tells the active participant which
+ * ids are unknown. Limits, stated in o3m_features.h: the columns of a dummy
+ * are independent normals, so a table whose columns are strongly
+ * correlated, discrete or skewed gives dummies
  * that differ in distribution from its real rows. */
-#include "pp_features.h"
+#include "o3m_features.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -35,21 +36,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "o3m_hash.h"
+#include "o3m_splitmix.h"
 
 /* File names in messages are shortened from the left beyond this. */
 #define NAME_SHOW_MAX 96
-/* Most rows of one table. */
-#define MAX_ROWS (INT_MAX / 2)
 
-typedef struct pp_slot {
+typedef struct ft_slot {
   uint32_t tag;
   uint32_t row1; /* row + 1; 0 = empty */
-} pp_slot;
+} ft_slot;
 
-typedef struct pp_table {
+typedef struct ft_table {
   int present;
   int n_rows;
   int n_cols;
@@ -58,7 +57,7 @@ typedef struct pp_table {
   double *sds;    /* n_cols, population standard deviations */
   char *ids;      /* NUL-terminated ids back to back */
   size_t *id_off; /* n_rows offsets into ids */
-  pp_slot *slots;
+  ft_slot *slots;
   size_t mask;    /* slot capacity - 1 */
   double max_sq;  /* the largest squared l2 norm of a row (inf if one overflows) */
   int max_row;    /* a row that has it */
@@ -68,14 +67,16 @@ typedef struct pp_table {
   size_t cap_rows;
   size_t ids_len;
   size_t ids_cap;
-} pp_table;
+} ft_table;
 
-struct pp_features {
-  pp_table user;
-  pp_table item;
+struct o3m_features {
+  ft_table user;
+  ft_table item;
   int dims;
-  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table. */
+  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table;
+   * used only once has_key is set (o3m_features_set_dummy_key). */
   uint64_t dummy_key[2][2];
+  int has_key;
   atomic_uint_least64_t lookups;
   atomic_uint_least64_t item_lookups;
   atomic_uint_least64_t unknown_users;
@@ -86,19 +87,19 @@ struct pp_features {
 
 static uint64_t id_hash(const char *s, size_t n) { return o3m_hash_bytes(s, n, 0); }
 
-static const char *row_id(const pp_table *t, int row) {
+static const char *row_id(const ft_table *t, int row) {
   return t->ids + t->id_off[row];
 }
 
-/* The row of id, or -1. Ids longer than PP_FEATURES_MAX_ID are never
+/* The row of id, or -1. Ids longer than O3M_FEATURES_MAX_ID are never
  * stored, so they are not found without hashing all of them. */
-static long table_find(const pp_table *t, const char *id) {
-  size_t n = strnlen(id, PP_FEATURES_MAX_ID + 1);
-  if (n > PP_FEATURES_MAX_ID || !t->slots) return -1;
+static long table_find(const ft_table *t, const char *id) {
+  size_t n = strnlen(id, O3M_FEATURES_MAX_ID + 1);
+  if (n > O3M_FEATURES_MAX_ID || !t->slots) return -1;
   uint64_t h = id_hash(id, n);
   uint32_t tag = (uint32_t)(h >> 32);
   for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
-    pp_slot s = t->slots[i];
+    ft_slot s = t->slots[i];
     if (!s.row1) return -1;
     if (s.tag == tag && strcmp(row_id(t, (int)(s.row1 - 1)), id) == 0)
       return (long)s.row1 - 1;
@@ -107,7 +108,7 @@ static long table_find(const pp_table *t, const char *id) {
 
 /* Places row (whose id is already in the pool) into slots without a
  * duplicate check; the caller guarantees room. */
-static void slot_put(pp_slot *slots, size_t mask, const char *id, int row) {
+static void slot_put(ft_slot *slots, size_t mask, const char *id, int row) {
   uint64_t h = id_hash(id, strlen(id));
   size_t i = (size_t)h & mask;
   while (slots[i].row1) i = (i + 1) & mask;
@@ -116,13 +117,13 @@ static void slot_put(pp_slot *slots, size_t mask, const char *id, int row) {
 }
 
 /* Makes room for one more row in the index (capacity >= 2 (n + 1)). */
-static int index_reserve(pp_table *t) {
+static int index_reserve(ft_table *t) {
   size_t cap = t->slots ? t->mask + 1 : 0;
   size_t need = 2 * ((size_t)t->n_rows + 1);
   if (cap >= need) return O3M_OK;
   size_t ncap = cap ? 2 * cap : 64;
   while (ncap < need) ncap *= 2;
-  pp_slot *ns = calloc(ncap, sizeof *ns);
+  ft_slot *ns = calloc(ncap, sizeof *ns);
   if (!ns) return O3M_ENOMEM;
   for (int r = 0; r < t->n_rows; r++) slot_put(ns, ncap - 1, row_id(t, r), r);
   free(t->slots);
@@ -131,7 +132,7 @@ static int index_reserve(pp_table *t) {
   return O3M_OK;
 }
 
-static void table_free(pp_table *t) {
+static void table_free(ft_table *t) {
   free(t->vals);
   free(t->means);
   free(t->sds);
@@ -142,22 +143,6 @@ static void table_free(pp_table *t) {
 }
 
 /* ------------------------------------------------------------------ random */
-
-static uint64_t splitmix64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Two standard normals by Box-Muller; u1 in (0, 1] keeps log finite. */
-static void gauss2(uint64_t *s, double *a, double *b) {
-  double u1 = ((double)(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
-  double u2 = (double)(splitmix64(s) >> 11) * 0x1.0p-53;
-  double r = sqrt(-2.0 * log(u1));
-  *a = r * cos(2.0 * M_PI * u2);
-  *b = r * sin(2.0 * M_PI * u2);
-}
 
 #define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
 
@@ -209,30 +194,13 @@ static uint64_t siphash24(const uint64_t k[2], const unsigned char *in, size_t n
 }
 
 /* Splits 32 key bytes into the two SipHash keys (little-endian words). */
-static void set_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   for (int t = 0; t < 2; t++)
     for (int w = 0; w < 2; w++) {
       uint64_t x = 0;
       for (int b = 0; b < 8; b++) x |= (uint64_t)key[16 * t + 8 * w + b] << (8 * b);
       f->dummy_key[t][w] = x;
     }
-}
-
-/* Reads the key from getrandom(2), retrying short reads and EINTR. */
-static int draw_key(pp_features *f, o3m_err *e) {
-  unsigned char key[PP_FEATURES_KEY_BYTES];
-  size_t got = 0;
-  while (got < sizeof key) {
-    ssize_t n = getrandom(key + got, sizeof key - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return o3m_err_set(e, O3M_ERANDOM, "getrandom for the dummy-row key: %s",
-                         n < 0 ? strerror(errno) : "no bytes");
-    got += (size_t)n;
-  }
-  set_key(f, key);
-  explicit_bzero(key, sizeof key);
-  return O3M_OK;
 }
 
 /* Draws of a dummy row before it falls back to the column means. */
@@ -249,24 +217,36 @@ static double sum_sq(const double *v, int n) {
  * seeds. Ids are compared as byte strings everywhere, so the hash covers
  * exactly the bytes up to the NUL.
  *
- * A dummy must stay inside the party's norm bound (pp_features_check_norm
+ * A dummy must stay inside the party's norm bound (o3m_features_check_norm
  * sets t->dummy_max_sq, at least the table's largest real row): a draw
  * above it is replaced by the next draw of the same stream (still a
  * function of the id alone), that is, the dummy comes from the normal
  * distribution truncated to that norm. After DUMMY_TRIES draws, which only
  * a bound hardly above the real rows can need, it is the column means,
  * whose norm is at most the mean of the row norms. */
-static void dummy_row(const pp_table *t, const uint64_t key[2], const char *id, double *out) {
+static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, double *out) {
   uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
   double z[2];
   for (int tries = 0; tries < DUMMY_TRIES; tries++) {
     for (int c = 0; c < t->n_cols; c++) {
-      if (c % 2 == 0) gauss2(&s, &z[0], &z[1]);
+      if (c % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
       out[c] = t->means[c] + t->sds[c] * z[c % 2];
     }
     if (sum_sq(out, t->n_cols) <= t->dummy_max_sq) return;
   }
   memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
+}
+
+/* The row of id, which t (table `which`: 0 users, 1 items) does not hold:
+ * its dummy once a dummy-row key is set, else the column means, whose norm
+ * is at most the mean of the row norms and so inside any bound the table
+ * passed. */
+static void unknown_row(const o3m_features *f, const ft_table *t, int which, const char *id,
+                        double *out) {
+  if (f->has_key)
+    dummy_row(t, f->dummy_key[which], id, out);
+  else
+    memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -309,9 +289,9 @@ static size_t count_char(const char *s, char ch) {
 
 /* Parses the header in place: checks the id column and the names, leaves
  * pointers to the names in names[0..n_cols). */
-static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
+static int parse_header(loader *L, char *s, o3m_features_kind kind, char ***names,
                         int *n_cols) {
-  const char *want = kind == PP_TABLE_USERS ? "user_id" : "item_id";
+  const char *want = kind == O3M_FEATURES_USERS ? "user_id" : "item_id";
   size_t nf = count_char(s, ',') + 1;
   char *comma = strchr(s, ',');
   if (comma) *comma = '\0';
@@ -319,9 +299,9 @@ static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
     return lerr(L, O3M_EPARSE, 1, "first header field must be '%s', got '%.40s'",
                 want, s);
   if (nf < 2) return lerr(L, O3M_EPARSE, 1, "header has no feature columns");
-  if (nf - 1 > PP_FEATURES_MAX_COLS)
+  if (nf - 1 > O3M_FEATURES_MAX_COLS)
     return lerr(L, O3M_EPARSE, 1, "%zu feature columns, at most %d allowed",
-                nf - 1, PP_FEATURES_MAX_COLS);
+                nf - 1, O3M_FEATURES_MAX_COLS);
   char **nm = malloc((nf - 1) * sizeof *nm);
   if (!nm) return lerr(L, O3M_ENOMEM, 0, "out of memory");
   char *p = comma + 1;
@@ -348,7 +328,7 @@ static int parse_header(loader *L, char *s, pp_table_kind kind, char ***names,
 
 /* Grows the row arrays and the id pool so that one more row of idlen bytes
  * fits. */
-static int table_reserve(pp_table *t, size_t idlen) {
+static int table_reserve(ft_table *t, size_t idlen) {
   if ((size_t)t->n_rows == t->cap_rows) {
     size_t cap = t->cap_rows ? 2 * t->cap_rows : 256;
     if (cap > SIZE_MAX / sizeof(double) / (size_t)t->n_cols) return O3M_ENOMEM;
@@ -373,7 +353,7 @@ static int table_reserve(pp_table *t, size_t idlen) {
 
 /* Parses one data line (already chomped, non-empty) into row t->n_rows and
  * indexes it. */
-static int parse_row(loader *L, pp_table *t, char *s, long line,
+static int parse_row(loader *L, ft_table *t, char *s, long line,
                      char *const *names) {
   size_t nf = count_char(s, ',') + 1;
   if (nf != (size_t)t->n_cols + 1)
@@ -383,9 +363,9 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
   *p = '\0';
   size_t idlen = strlen(s);
   if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
-  if (idlen > PP_FEATURES_MAX_ID)
+  if (idlen > O3M_FEATURES_MAX_ID)
     return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed",
-                idlen, PP_FEATURES_MAX_ID);
+                idlen, O3M_FEATURES_MAX_ID);
   long dup = table_find(t, s);
   if (dup >= 0)
     return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at line %ld)",
@@ -415,7 +395,7 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
     row[c] = v;
     p = q ? q + 1 : p + strlen(p);
   }
-  /* The largest row norm, for the bound (pp_features_check_norm) and the
+  /* The largest row norm, for the bound (o3m_features_check_norm) and the
    * dummy rows. A square that overflows makes it infinite, which no bound
    * accepts. */
   double sq = sum_sq(row, t->n_cols);
@@ -433,7 +413,7 @@ static int parse_row(loader *L, pp_table *t, char *s, long line,
 
 /* Loads one table into t (zeroed by the caller). On failure t holds partial
  * allocations that table_free releases. */
-static int table_load(pp_table *t, const char *path, pp_table_kind kind,
+static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
                       o3m_err *e) {
   loader L;
   loader_init(&L, path, e);
@@ -480,8 +460,8 @@ static int table_load(pp_table *t, const char *path, pp_table_kind kind,
       rc = lerr(&L, O3M_EPARSE, line, "empty line");
       goto out;
     }
-    if (t->n_rows >= MAX_ROWS) {
-      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", MAX_ROWS);
+    if (t->n_rows >= O3M_FEATURES_MAX_ROWS) {
+      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", O3M_FEATURES_MAX_ROWS);
       goto out;
     }
     rc = parse_row(&L, t, buf, line, names);
@@ -532,24 +512,24 @@ out:
   return rc;
 }
 
-int pp_features_load(pp_features **out, const char *user_csv,
+int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e) {
-  if (!out) return o3m_err_set(e, O3M_EINVAL, "pp_features_load: out is NULL");
+  if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_features_load: out is NULL");
   *out = NULL;
   if (!user_csv && !item_csv)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_load: neither a user nor an item table");
+                       "o3m_features_load: neither a user nor an item table");
   if (expected_dims < 1)
     return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_load: expected_dims %d is not positive",
+                       "o3m_features_load: expected_dims %d is not positive",
                        expected_dims);
-  pp_features *f = calloc(1, sizeof *f);
+  o3m_features *f = calloc(1, sizeof *f);
   if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc = O3M_OK;
-  if (user_csv) rc = table_load(&f->user, user_csv, PP_TABLE_USERS, e);
-  if (!rc && item_csv) rc = table_load(&f->item, item_csv, PP_TABLE_ITEMS, e);
+  if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, e);
+  if (!rc && item_csv) rc = table_load(&f->item, item_csv, O3M_FEATURES_ITEMS, e);
   if (rc) {
-    pp_features_destroy(f);
+    o3m_features_destroy(f);
     return rc;
   }
   f->dims = f->user.n_cols + f->item.n_cols;
@@ -559,12 +539,7 @@ int pp_features_load(pp_features **out, const char *user_csv,
                      "the party's dims are %d (user table %s, item table %s)",
                      f->user.n_cols, f->item.n_cols, f->dims, expected_dims,
                      user_csv ? user_csv : "none", item_csv ? item_csv : "none");
-    pp_features_destroy(f);
-    return rc;
-  }
-  rc = draw_key(f, e);
-  if (rc) {
-    pp_features_destroy(f);
+    o3m_features_destroy(f);
     return rc;
   }
   atomic_init(&f->lookups, 0);
@@ -576,7 +551,7 @@ int pp_features_load(pp_features **out, const char *user_csv,
   return O3M_OK;
 }
 
-void pp_features_destroy(pp_features *f) {
+void o3m_features_destroy(o3m_features *f) {
   if (!f) return;
   explicit_bzero(f->dummy_key, sizeof f->dummy_key);
   table_free(&f->user);
@@ -584,19 +559,20 @@ void pp_features_destroy(pp_features *f) {
   free(f);
 }
 
-int pp_features_dims(const pp_features *f) { return f->dims; }
-int pp_features_user_cols(const pp_features *f) { return f->user.n_cols; }
-int pp_features_item_cols(const pp_features *f) { return f->item.n_cols; }
-int pp_features_n_users(const pp_features *f) { return f->user.n_rows; }
-int pp_features_n_items(const pp_features *f) { return f->item.n_rows; }
+int o3m_features_dims(const o3m_features *f) { return f->dims; }
+int o3m_features_user_cols(const o3m_features *f) { return f->user.n_cols; }
+int o3m_features_item_cols(const o3m_features *f) { return f->item.n_cols; }
+int o3m_features_n_users(const o3m_features *f) { return f->user.n_rows; }
+int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
 
-void pp_features_set_dummy_key(pp_features *f, const unsigned char key[PP_FEATURES_KEY_BYTES]) {
+void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   set_key(f, key);
+  f->has_key = 1;
 }
 
 /* ------------------------------------------------------------------ lookup */
 
-int pp_features_fill(pp_features *f, const char *user_id, int K,
+int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items) {
   if (!f || K < 1 || !X) return O3M_EINVAL;
@@ -616,7 +592,7 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
     long r = table_find(&f->user, user_id);
     uu = r < 0;
     if (uu)
-      dummy_row(&f->user, f->dummy_key[0], user_id, X);
+      unknown_row(f, &f->user, 0, user_id, X);
     else
       memcpy(X, f->user.vals + (size_t)r * nu, nu * sizeof *X);
   }
@@ -628,7 +604,7 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
       long r = table_find(&f->item, item_ids[k]);
       ui += r < 0;
       if (r < 0)
-        dummy_row(&f->item, f->dummy_key[1], item_ids[k], row + nu);
+        unknown_row(f, &f->item, 1, item_ids[k], row + nu);
       else
         memcpy(row + nu, f->item.vals + (size_t)r * ni, ni * sizeof *row);
     }
@@ -647,9 +623,9 @@ int pp_features_fill(pp_features *f, const char *user_id, int K,
   return O3M_OK;
 }
 
-void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
+void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out) {
   /* atomic_load takes a non-const pointer in some C libraries. */
-  pp_features *m = (pp_features *)f;
+  o3m_features *m = (o3m_features *)f;
   out->lookups = atomic_load_explicit(&m->lookups, memory_order_relaxed);
   out->item_lookups = atomic_load_explicit(&m->item_lookups, memory_order_relaxed);
   out->unknown_users = atomic_load_explicit(&m->unknown_users, memory_order_relaxed);
@@ -662,10 +638,10 @@ void pp_features_stats_get(const pp_features *f, pp_features_stats *out) {
  * are refused. */
 static long row_line(int row) { return (long)row + 2; }
 
-int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
+int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e) {
   if (!f || !(max_norm > 0) || !isfinite(max_norm))
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_check_norm: bad arguments");
-  pp_table *u = &f->user, *it = &f->item;
+    return o3m_err_set(e, O3M_EINVAL, "o3m_features_check_norm: bad arguments");
+  ft_table *u = &f->user, *it = &f->item;
   /* The worst part: the largest user row with the largest item row. */
   double U = u->present ? u->max_sq : 0.0, I = it->present ? it->max_sq : 0.0;
   double bound_sq = max_norm * max_norm, worst = U + I;
@@ -679,8 +655,8 @@ int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
     return O3M_OK;
   }
   /* Blame the row that contributes more; name the other one too. */
-  const pp_table *t = !it->present || (u->present && u->max_sq >= it->max_sq) ? u : it;
-  const pp_table *o = t == u ? it : u;
+  const ft_table *t = !it->present || (u->present && u->max_sq >= it->max_sq) ? u : it;
+  const ft_table *o = t == u ? it : u;
   if (!o->present)
     return o3m_err_set_at(e, O3M_ERANGE, t->name, row_line(t->max_row),
                           "the row of '%.40s' has an l2 norm above max_norm = %g", 
@@ -689,59 +665,4 @@ int pp_features_check_norm(pp_features *f, double max_norm, o3m_err *e) {
                         "the row of '%.40s', with the largest row of %s (line %ld), forms a "
                         "part x^j whose l2 norm is above max_norm = %g",
                         row_id(t, t->max_row), o->name, row_line(o->max_row), max_norm);
-}
-
-/* ------------------------------------------------------------------ synthetic */
-
-int pp_features_write_synthetic(const char *path, pp_table_kind kind,
-                                const char *id_prefix, int n_rows, int n_cols,
-                                uint64_t seed, o3m_err *e) {
-  if (!path || !id_prefix)
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: NULL argument");
-  if (kind != PP_TABLE_USERS && kind != PP_TABLE_ITEMS)
-    return o3m_err_set(e, O3M_EINVAL, "pp_features_write_synthetic: bad kind %d",
-                       (int)kind);
-  if (n_rows < 1 || n_rows > MAX_ROWS || n_cols < 1 ||
-      n_cols > PP_FEATURES_MAX_COLS)
-    return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_write_synthetic: %d rows x %d columns out "
-                       "of range",
-                       n_rows, n_cols);
-  /* The longest id is the prefix plus up to 10 digits. */
-  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > PP_FEATURES_MAX_ID)
-    return o3m_err_set(e, O3M_EINVAL,
-                       "pp_features_write_synthetic: id prefix must be at most "
-                       "%d bytes without comma or line break",
-                       PP_FEATURES_MAX_ID - 10);
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return o3m_err_set(e, O3M_EIO, "%s: cannot create: %s", path, strerror(errno));
-  uint64_t s = seed;
-  double spare = 0.0;
-  int have_spare = 0;
-  fputs(kind == PP_TABLE_USERS ? "user_id" : "item_id", f);
-  for (int c = 0; c < n_cols; c++) fprintf(f, ",x%d", c);
-  fputc('\n', f);
-  for (int r = 0; r < n_rows; r++) {
-    fprintf(f, "%s%d", id_prefix, r);
-    for (int c = 0; c < n_cols; c++) {
-      double v;
-      if (have_spare) {
-        v = spare;
-        have_spare = 0;
-      } else {
-        gauss2(&s, &v, &spare);
-        have_spare = 1;
-      }
-      fprintf(f, ",%.17g", v);
-    }
-    fputc('\n', f);
-  }
-  int bad = ferror(f);
-  if (fclose(f) != 0) bad = 1;
-  if (bad) {
-    remove(path);
-    return o3m_err_set(e, O3M_EIO, "%s: write error", path);
-  }
-  return O3M_OK;
 }

@@ -5,7 +5,7 @@
  * active and passive party therefore keeps its block in its state_dir
  * (the `state_dir` key of its [party] section) and, at the next start, loads
  * it from there instead of asking the PMG. A passive party also keeps its
- * dummy-row secret (pp_features.h) in the same file, so that the dummy rows
+ * dummy-row secret (o3m_features.h) in the same file, so that the dummy rows
  * of unknown ids stay the same across its restarts.
  *
  * File: <state_dir>/O3M_BLOCK_STORE_FILE, mode 0600 (the directory is

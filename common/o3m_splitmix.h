@@ -1,0 +1,35 @@
+/* o3m_splitmix.h -- the splitmix64 stream and Box-Muller normals from it.
+ *
+ * splitmix64 (Steele, Lea and Flood) is a 64-bit state that advances by a
+ * fixed odd constant, each value finalized by two multiply-xorshift rounds.
+ * It is tiny, has no bad seeds, and a stream is a pure function of its
+ * seed, which is what its three users need: the seeded generator's state
+ * expansion (o3m_rng), a passive party's dummy rows, one stream per id
+ * (o3m_features), and o3m-eval's synthetic tables (eval_tables). Not
+ * cryptographically secure; the dummy rows get their unpredictability from
+ * the keyed hash that seeds the stream. */
+#ifndef O3M_SPLITMIX_H
+#define O3M_SPLITMIX_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* Advances *s and returns its next value. */
+static inline uint64_t o3m_splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Two independent standard normals from two values of the stream by
+ * Box-Muller; u1 in (0, 1] keeps the logarithm finite. */
+static inline void o3m_splitmix64_gauss2(uint64_t *s, double *a, double *b) {
+  double u1 = ((double)(o3m_splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53;
+  double r = sqrt(-2.0 * log(u1));
+  *a = r * cos(2.0 * M_PI * u2);
+  *b = r * sin(2.0 * M_PI * u2);
+}
+
+#endif

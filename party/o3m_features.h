@@ -1,0 +1,156 @@
+/* o3m_features.h -- the feature tables of one participant.
+ *
+ * A participant's block x^j of the context for (user, item) is its user
+ * columns followed by its item columns. Each comes from a CSV table keyed by
+ * id; either table may be absent and then contributes no columns, and the two
+ * widths must add up to the party's configured dims.
+ *
+ * File format (strict). The first line is the header: the id column, named
+ * exactly `user_id` in a user table and `item_id` in an item table (so that
+ * swapped tables are caught), then at least one feature column name (non-empty,
+ * distinct). Every further line is one row: an id (1..O3M_FEATURES_MAX_ID bytes,
+ * any bytes but comma, taken as written, whitespace included) and one decimal
+ * number per feature column in strtod syntax, finite, with no surrounding
+ * whitespace and no hex form. Lines end in LF or CRLF; there is no quoting.
+ * Ragged rows, empty fields and lines, non-numbers, NaN/Inf, duplicate ids, a
+ * missing header and a table without rows are each an O3M_EPARSE error naming
+ * the file and line. Messages quote ids and column names but never the text of
+ * a feature field, so that no raw feature value reaches a log.
+ *
+ * In memory each table is one contiguous row-major array of doubles plus an
+ * open-addressing hash index (linear probing, load factor <= 1/2) from id to
+ * row; lookups allocate nothing.
+ *
+ * Unknown ids. An id that a table does not hold still gets a row. By
+ * default it is the table's column means: deterministic and needing no
+ * secret, which is all the active participant (AP) and o3m-eval need,
+ * because nobody else sees the rows they fill.
+ *
+ * Dummy rows, the passive participant's option. A PP's zeros or means
+ * would tell the AP which users this party knows: the AP receives this
+ * party's masked vector on its own, so one shared dummy (say the column
+ * means) would give every unknown user the same vector, and a fresh random
+ * dummy per request would give one user two different vectors; both reveal
+ * who is unknown. So a PP passes its secret dummy-row key in explicitly
+ * (o3m_features_set_dummy_key), and from then on the dummy row of an id is
+ * deterministic per id and different across ids: column c is drawn from
+ * N(mean_c, sd_c^2) (the table's column mean and population standard
+ * deviation) by a generator seeded with a keyed hash (SipHash-2-4) of the
+ * id under that 256-bit key. Without the key, rows of different ids look
+ * like independent draws. The o3m-passive daemon draws the key when it
+ * fetches its block and stores it beside the block in its state_dir
+ * (o3m_party_block.h), so a restarted party gives unknown ids the same
+ * dummies as before; a party run without a state_dir draws a new key at
+ * every start, and then a restart under the same mask would show the AP
+ * exactly which ids' vectors changed. Once the party's norm bound is set
+ * (o3m_features_check_norm) a dummy stays inside it: a draw above the
+ * table's share of the bound is redrawn from the id's stream, so the dummy
+ * comes from the normal distribution truncated there; with a bound far
+ * above the real rows (the default) that practically never happens.
+ * Limits: the columns of a dummy are independent normals, so for a table
+ * whose columns are strongly correlated, discrete (0/1 flags) or skewed the
+ * dummies differ in distribution from real rows, and an AP that knows the
+ * population well might tell them apart statistically. Unknown lookups are
+ * counted either way.
+ *
+ * Threads: after o3m_features_load the tables are read-only; only the stats
+ * counters change, and they are C11 atomics, so any number of threads may call
+ * o3m_features_fill on one handle at once. Load and destroy are not concurrent
+ * with anything. */
+#ifndef O3M_FEATURES_H
+#define O3M_FEATURES_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "o3m_config.h"
+#include "o3m_error.h"
+
+/* Size of the dummy-row key (o3m_features_set_dummy_key). */
+#define O3M_FEATURES_KEY_BYTES 32
+/* Longest id in bytes: the federation's one id limit (o3m_config.h). */
+#define O3M_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
+/* Most feature columns of one table (= O3M_MAX_DIM). */
+#define O3M_FEATURES_MAX_COLS 4096
+/* Most rows of one table. */
+#define O3M_FEATURES_MAX_ROWS (INT_MAX / 2)
+
+typedef struct o3m_features o3m_features;
+
+typedef enum o3m_features_kind {
+  O3M_FEATURES_USERS = 1, /* header starts with user_id */
+  O3M_FEATURES_ITEMS = 2  /* header starts with item_id */
+} o3m_features_kind;
+
+/* Counters since load. lookups counts o3m_features_fill calls that succeeded;
+ * item_lookups the item ids they looked up. unknown_users counts fills whose
+ * user was not in the user table (only when there is one); unknown_items the
+ * item ids not in the item table (only when there is one). */
+typedef struct o3m_features_stats {
+  uint64_t lookups;
+  uint64_t item_lookups;
+  uint64_t unknown_users;
+  uint64_t unknown_items;
+} o3m_features_stats;
+
+/* Loads the user table and/or the item table (NULL for an absent one; not
+ * both) and checks that their feature columns add up to expected_dims
+ * (>= 1), else O3M_EDIM. On success *out owns everything; the caller frees it
+ * with o3m_features_destroy. On failure *out is NULL, nothing is leaked and e
+ * names the file and line. O3M_EIO when a file cannot be read. Unknown
+ * ids get the column means until o3m_features_set_dummy_key. */
+int o3m_features_load(o3m_features **out, const char *user_csv,
+                     const char *item_csv, int expected_dims, o3m_err *e);
+
+/* NULL is accepted. The key is wiped. */
+void o3m_features_destroy(o3m_features *f);
+
+/* Turns on the dummy rows of unknown ids (see "Dummy rows" above) under key
+ * (copied; bytes 0..15 key the user table, 16..31 the item table), or
+ * replaces the key set before. Two handles with the same key and tables
+ * give the same dummies, which tests rely on; the PP calls it with the key
+ * it stores beside its block. The key must never leave the party: an AP
+ * that learned it could recompute the dummies and so recognize unknown ids.
+ * The key is wiped by o3m_features_destroy. Not concurrent with
+ * o3m_features_fill. */
+void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]);
+
+/* dims = user columns + item columns. */
+int o3m_features_dims(const o3m_features *f);
+int o3m_features_user_cols(const o3m_features *f);
+int o3m_features_item_cols(const o3m_features *f);
+/* Rows of each table (0 for an absent table). */
+int o3m_features_n_users(const o3m_features *f);
+int o3m_features_n_items(const o3m_features *f);
+
+/* Writes the blocks of K candidates into X (K x dims, row-major): row k is
+ * [user columns of user_id, item columns of item_ids[k]]. An id not in its
+ * table gets the column means, or its dummy row once a dummy-row key is set
+ * (see above). user_id may be NULL only
+ * when there is no user table, item_ids only when there is no item table (the
+ * ids are then ignored). If not NULL, *unknown_user is set to 1 when the user
+ * was looked up and not found (else 0) and *unknown_items to the number of
+ * item ids not found. Errors: O3M_EINVAL for K < 1 or a missing pointer; X
+ * is then untouched and nothing is counted. Allocates nothing; thread-safe
+ * as described above. */
+int o3m_features_fill(o3m_features *f, const char *user_id, int K,
+                     const char *const *item_ids, double *X,
+                     int *unknown_user, int *unknown_items);
+
+/* Checks that every block this party can produce, its user row (or dummy)
+ * followed by its item row (or dummy), has an l2 norm of at most max_norm
+ * (> 0, finite): the party's bound of the config (o3m_config.h, "Bounded
+ * contexts"). The worst real block pairs the largest row of each table;
+ * the room left below the bound is split between the two tables' dummy
+ * rows, which from then on are drawn no longer than their share (see
+ * "Unknown ids" above), so every block stays inside the bound. O3M_ERANGE
+ * when the tables exceed it: the message names the file and line of the
+ * larger of the two rows and the other one's, never a value or a norm;
+ * the dummies are then unchanged. O3M_EINVAL for bad arguments. Not
+ * concurrent with o3m_features_fill. */
+int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e);
+
+/* A consistent-enough snapshot of the counters (each is read atomically). */
+void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out);
+
+#endif
