@@ -101,9 +101,9 @@ static int index_lines(ap_catalog *c, const char *path, size_t len, int n, o3m_e
     size_t l = (size_t)(end - p);
     if (l > 0 && p[l - 1] == '\r') p[--l] = '\0';
     if (l == 0) return o3m_err_set(e, O3M_EPARSE, "%s:%d: empty item id", path, line);
-    if (l > AP_CATALOG_MAX_ID || strlen(p) != l)
+    if (l > O3M_MAX_ID || strlen(p) != l)
       return o3m_err_set(e, O3M_EPARSE, "%s:%d: item id longer than %d bytes or containing NUL",
-                         path, line, AP_CATALOG_MAX_ID);
+                         path, line, O3M_MAX_ID);
     int first = c->n > 0 ? ap_catalog_find(c, p) : -1;
     if (first >= 0)
       return o3m_err_set(e, O3M_EPARSE, "%s:%d: duplicate item id (first on line %d)", path,

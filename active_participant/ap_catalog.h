@@ -18,16 +18,17 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
-/* Largest catalog file read, and the longest item id in it (the limit of
- * the feature tables, so that every catalog id can also be a table id). */
+/* Largest catalog file read. Item ids are at most O3M_MAX_ID bytes
+ * (o3m_limits.h), the limit of the feature tables, so that every catalog id
+ * can also be a table id. */
 #define AP_CATALOG_MAX_FILE (256u << 20)
-#define AP_CATALOG_MAX_ID O3M_CONFIG_MAX_ID
 
 typedef struct ap_catalog ap_catalog;
 
 /* Reads the catalog file at path: one item id per line (LF or CRLF; a final
- * line end is optional), each 1 to AP_CATALOG_MAX_ID bytes without NUL, no
+ * line end is optional), each 1 to O3M_MAX_ID bytes without NUL, no
  * duplicates, no empty line, at least one line and at most max_arms.
  * Errors name the file and, for a bad line, its number ("items.txt:7:
  * duplicate item id (first on line 3)"): O3M_EIO (cannot open or read),

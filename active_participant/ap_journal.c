@@ -17,6 +17,7 @@
  * record. */
 #include "ap_journal.h"
 #include "o3m_bytes.h"
+#include "o3m_limits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -762,10 +763,10 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
   ap_journal_info tmp_info;
   ap_journal_info *info = info_ ? info_ : &tmp_info;
   memset(info, 0, sizeof *info);
-  if (!opt->dir || opt->d < 1 || opt->d > 4096 || opt->buffer_records < 1 ||
+  if (!opt->dir || opt->d < 1 || opt->d > O3M_MAX_DIM || opt->buffer_records < 1 ||
       opt->segment_bytes < HDR + 2 * AP_JOURNAL_RECORD_BYTES(opt->d))
-    return o3m_err_set(e, O3M_EINVAL, "journal: options: dir must be set, d in 1..4096, "
-                       "buffer_records >= 1, segment_bytes >= %d + 2 records", HDR);
+    return o3m_err_set(e, O3M_EINVAL, "journal: options: dir must be set, d in 1..%d, "
+                       "buffer_records >= 1, segment_bytes >= %d + 2 records", O3M_MAX_DIM, HDR);
   ap_journal *j = calloc(1, sizeof *j);
   if (!j) return o3m_err_set(e, O3M_ENOMEM, "journal: out of memory");
   j->fd = -1;

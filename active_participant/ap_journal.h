@@ -178,7 +178,7 @@ typedef int (*ap_journal_replay_fn)(void *ctx, const ap_journal_record *r);
 
 typedef struct ap_journal_options {
   const char *dir;        /* directory of the segments; must exist */
-  int d;                  /* record dimension, 1..4096 */
+  int d;                  /* record dimension, 1..O3M_MAX_DIM */
   uint64_t after;         /* replay records with seq > after */
   int salvage;            /* set damage aside instead of failing (above) */
   size_t segment_bytes;   /* size of each new segment file, >= 64 + 2 L */

@@ -253,13 +253,13 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   }
   /* Ids longer than any table can hold are refused here, before a passive
    * party is asked about them (strnlen: never read past the limit). */
-  if (req->user && strnlen(req->user, O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
-    return o3m_err_set(e, O3M_EINVAL, "user: longer than %d bytes", O3M_CONFIG_MAX_ID);
+  if (req->user && strnlen(req->user, O3M_MAX_ID + 1) > O3M_MAX_ID)
+    return o3m_err_set(e, O3M_EINVAL, "user: longer than %d bytes", O3M_MAX_ID);
   for (int k = 0; k < K; k++) {
     if (!req->items[k] || !req->items[k][0])
       return o3m_err_set(e, O3M_EINVAL, "items[%d] is empty", k);
-    if (strnlen(req->items[k], O3M_CONFIG_MAX_ID + 1) > O3M_CONFIG_MAX_ID)
-      return o3m_err_set(e, O3M_EINVAL, "items[%d]: longer than %d bytes", k, O3M_CONFIG_MAX_ID);
+    if (strnlen(req->items[k], O3M_MAX_ID + 1) > O3M_MAX_ID)
+      return o3m_err_set(e, O3M_EINVAL, "items[%d]: longer than %d bytes", k, O3M_MAX_ID);
   }
   int first;
   int dup = dupset_find(&r->dup, K, req->items, &first);
@@ -443,7 +443,7 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   rep.score = score;
   rep.mask_id = r->mask_id;
   /* The call is deferred, the reply is a Recommendation with every field
-   * set and a few dozen bytes (an id of at most O3M_CONFIG_MAX_ID), far below
+   * set and a few dozen bytes (an id of at most O3M_MAX_ID), far below
    * the server's message limit (the largest valid Recommend): it packs. */
   rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
   O3M_ASSERT(rc == 0);

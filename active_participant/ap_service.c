@@ -417,7 +417,7 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   s->model = pc.model;
   if (pc.model == O3M_MODEL_DISJOINT) {
     if (!pp->items) return o3m_err_set(e, O3M_EINVAL, "[policy]: model disjoint needs items");
-    int rc = ap_catalog_load(&s->cat, pp->items, 1000000, e);
+    int rc = ap_catalog_load(&s->cat, pp->items, O3M_MAX_ARMS, e);
     if (rc < 0) return rc;
     s->n_arms = ap_catalog_size(s->cat);
   }

@@ -113,7 +113,7 @@
  * Oversized requests are refused at the door: the server reads no request
  * larger than the largest valid Recommend of the config
  * (o3m_wire_recommend_max_bytes: RESOURCE_EXHAUSTED from gRPC), and a user
- * or item id longer than O3M_CONFIG_MAX_ID bytes is INVALID_ARGUMENT naming
+ * or item id longer than O3M_MAX_ID bytes is INVALID_ARGUMENT naming
  * the field; both before any passive party is contacted. Client connections
  * idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed, which frees what gRPC
  * keeps of a connection's largest (possibly refused) message.

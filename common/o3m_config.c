@@ -306,7 +306,7 @@ typedef struct keyspec {
 #define CLI(f) offsetof(o3m_client, f)
 
 static const keyspec fed_keys[] = {
-    {"d", KT_INT, FED(d), 1, O3M_CONFIG_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
+    {"d", KT_INT, FED(d), 1, O3M_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
     {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -321,7 +321,7 @@ static const keyspec pol_keys[] = {
     {"seed", KT_U64, POL(seed), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"refactor_every", KT_INT, POL(refactor_every), 1, 2147483647, 0, 0, NULL,
      R_SEC, 0},
-    {"max_candidates", KT_INT, POL(max_candidates), 1, 1000000, 0, 0, NULL,
+    {"max_candidates", KT_INT, POL(max_candidates), 1, O3M_MAX_CANDIDATES, 0, 0, NULL,
      R_SEC, 0},
     {"pending_capacity", KT_INT, POL(pending_capacity), 1, 10000000, 0, 0, NULL,
      R_SEC, 0},
@@ -335,7 +335,7 @@ static const keyspec pol_keys[] = {
 static const keyspec party_keys[] = {
     {"role", KT_ROLE, PTY(role), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
     {"address", KT_ADDR, PTY(address), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
-    {"dims", KT_INT, PTY(dims), 1, O3M_CONFIG_MAX_DIM, 0, 0, NULL, R_DATA,
+    {"dims", KT_INT, PTY(dims), 1, O3M_MAX_DIM, 0, 0, NULL, R_DATA,
      R_DATA},
     {"user_table", KT_PATH, PTY(user_table), 0, 0, 0, 0, NULL, R_DATA, 0},
     {"item_table", KT_PATH, PTY(item_table), 0, 0, 0, 0, NULL, R_DATA, 0},

@@ -18,7 +18,7 @@
  * clients share one name space: no name may be used twice, by two parties,
  * two clients or a party and a client. Lines end in LF or CRLF.
  *
- *   [federation]  d (required, 1..O3M_CONFIG_MAX_DIM) = sum of the dims of the
+ *   [federation]  d (required, 1..O3M_MAX_DIM) = sum of the dims of the
  *                 active and passive parties; deadline_ms (200, 1..3600000);
  *                 ca (path; required unless insecure = true);
  *                 insecure (true|false, default false).
@@ -35,7 +35,7 @@
  *                 host:port with port 1..65535, or unix:PATH); cert and key
  *                 (paths; required unless insecure = true); state_dir (path,
  *                 optional). For active and passive parties also dims
- *                 (required, 1..O3M_CONFIG_MAX_DIM), user_table and
+ *                 (required, 1..O3M_MAX_DIM), user_table and
  *                 item_table (paths; a passive party needs at least one, the
  *                 active party may have none when its features come in the
  *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
@@ -107,10 +107,8 @@
 #include <stdint.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
-/* Largest d and dims accepted; equal to O3M_MAX_DIM of linalg/o3m_mask.h
- * (common cannot include linalg, which depends on it). */
-#define O3M_CONFIG_MAX_DIM 4096
 /* Largest number of party sections. */
 #define O3M_CONFIG_MAX_PARTIES 1024
 /* Largest number of client sections. */
@@ -123,11 +121,6 @@
  * (see "Bounded contexts" above). */
 #define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
 #define O3M_CONFIG_MAX_NORM_LIMIT 1e50
-/* Longest user or item id in bytes, the one limit of the whole federation:
- * feature tables (O3M_FEATURES_MAX_ID), the disjoint model's catalog, and the
- * ids of a Recommend request (longer ones are refused before any passive
- * party is asked). */
-#define O3M_CONFIG_MAX_ID 128
 
 typedef enum o3m_role {
   O3M_ROLE_PMG = 1,

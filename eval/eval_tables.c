@@ -26,11 +26,11 @@ int eval_tables_write_synthetic(const char *path, o3m_features_kind kind,
                        "of range",
                        n_rows, n_cols);
   /* The longest id is the prefix plus up to 10 digits. */
-  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > O3M_FEATURES_MAX_ID)
+  if (strpbrk(id_prefix, ",\r\n") || strlen(id_prefix) + 10 > O3M_MAX_ID)
     return o3m_err_set(e, O3M_EINVAL,
                        "eval_tables_write_synthetic: id prefix must be at most "
                        "%d bytes without comma or line break",
-                       O3M_FEATURES_MAX_ID - 10);
+                       O3M_MAX_ID - 10);
   FILE *f = fopen(path, "w");
   if (!f)
     return o3m_err_set(e, O3M_EIO, "%s: cannot create: %s", path, strerror(errno));

@@ -20,7 +20,7 @@
  * digits, so they load back bit for bit. The draws come from a splitmix64
  * stream (o3m_splitmix.h) and depend only on seed. Errors: O3M_EINVAL
  * (arguments, an id prefix with a comma or line break or too long for
- * O3M_FEATURES_MAX_ID), O3M_EIO (the message names the file); a partly
+ * O3M_MAX_ID), O3M_EIO (the message names the file); a partly
  * written file is removed on failure. */
 int eval_tables_write_synthetic(const char *path, o3m_features_kind kind,
                                 const char *id_prefix, int n_rows, int n_cols,

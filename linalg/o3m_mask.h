@@ -20,10 +20,9 @@
 #include <stdint.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 #include "o3m_rng.h"
 
-/* Largest context dimension accepted anywhere in the project. */
-#define O3M_MAX_DIM 4096
 /* Largest number of parties in a partition. */
 #define O3M_MAX_PARTIES 1024
 

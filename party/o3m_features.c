@@ -91,11 +91,11 @@ static const char *row_id(const ft_table *t, int row) {
   return t->ids + t->id_off[row];
 }
 
-/* The row of id, or -1. Ids longer than O3M_FEATURES_MAX_ID are never
+/* The row of id, or -1. Ids longer than O3M_MAX_ID are never
  * stored, so they are not found without hashing all of them. */
 static long table_find(const ft_table *t, const char *id) {
-  size_t n = strnlen(id, O3M_FEATURES_MAX_ID + 1);
-  if (n > O3M_FEATURES_MAX_ID || !t->slots) return -1;
+  size_t n = strnlen(id, O3M_MAX_ID + 1);
+  if (n > O3M_MAX_ID || !t->slots) return -1;
   uint64_t h = id_hash(id, n);
   uint32_t tag = (uint32_t)(h >> 32);
   for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
@@ -363,9 +363,9 @@ static int parse_row(loader *L, ft_table *t, char *s, long line,
   *p = '\0';
   size_t idlen = strlen(s);
   if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
-  if (idlen > O3M_FEATURES_MAX_ID)
+  if (idlen > O3M_MAX_ID)
     return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed",
-                idlen, O3M_FEATURES_MAX_ID);
+                idlen, O3M_MAX_ID);
   long dup = table_find(t, s);
   if (dup >= 0)
     return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at line %ld)",

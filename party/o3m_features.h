@@ -8,7 +8,7 @@
  * File format (strict). The first line is the header: the id column, named
  * exactly `user_id` in a user table and `item_id` in an item table (so that
  * swapped tables are caught), then at least one feature column name (non-empty,
- * distinct). Every further line is one row: an id (1..O3M_FEATURES_MAX_ID bytes,
+ * distinct). Every further line is one row: an id (1..O3M_MAX_ID bytes,
  * any bytes but comma, taken as written, whitespace included) and one decimal
  * number per feature column in strtod syntax, finite, with no surrounding
  * whitespace and no hex form. Lines end in LF or CRLF; there is no quoting.
@@ -65,13 +65,13 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
 /* Size of the dummy-row key (o3m_features_set_dummy_key). */
 #define O3M_FEATURES_KEY_BYTES 32
-/* Longest id in bytes: the federation's one id limit (o3m_config.h). */
-#define O3M_FEATURES_MAX_ID O3M_CONFIG_MAX_ID
-/* Most feature columns of one table (= O3M_MAX_DIM). */
-#define O3M_FEATURES_MAX_COLS 4096
+/* Most feature columns of one table: a table never holds more columns than
+ * the largest context dimension (o3m_limits.h). Ids are at most O3M_MAX_ID. */
+#define O3M_FEATURES_MAX_COLS O3M_MAX_DIM
 /* Most rows of one table. */
 #define O3M_FEATURES_MAX_ROWS (INT_MAX / 2)
 

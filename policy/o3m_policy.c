@@ -76,6 +76,7 @@
 
 #include "o3m_assert.h"
 #include "o3m_blas.h"
+#include "o3m_limits.h"
 #include "o3m_policy_impl.h"
 #include "o3m_rank1.h"
 #include "o3m_rng.h"
@@ -116,14 +117,14 @@ static int validate(const o3m_policy_config *c, o3m_err *e) {
     return o3m_err_set(e, O3M_EINVAL, "policy: algo must be linucb or lints");
   if (c->model != O3M_MODEL_SHARED && c->model != O3M_MODEL_DISJOINT)
     return o3m_err_set(e, O3M_EINVAL, "policy: model must be shared or disjoint");
-  if (c->d < 1 || c->d > 4096)
-    return o3m_err_set(e, O3M_EINVAL, "policy: d = %d, expected 1..4096", c->d);
-  if (c->model == O3M_MODEL_DISJOINT && (c->n_arms < 1 || c->n_arms > 1000000))
-    return o3m_err_set(e, O3M_EINVAL, "policy: n_arms = %d, expected 1..1000000 for disjoint",
-                       c->n_arms);
-  if (c->max_candidates < 1 || c->max_candidates > 1000000)
-    return o3m_err_set(e, O3M_EINVAL, "policy: max_candidates = %d, expected 1..1000000",
-                       c->max_candidates);
+  if (c->d < 1 || c->d > O3M_MAX_DIM)
+    return o3m_err_set(e, O3M_EINVAL, "policy: d = %d, expected 1..%d", c->d, O3M_MAX_DIM);
+  if (c->model == O3M_MODEL_DISJOINT && (c->n_arms < 1 || c->n_arms > O3M_MAX_ARMS))
+    return o3m_err_set(e, O3M_EINVAL, "policy: n_arms = %d, expected 1..%d for disjoint",
+                       c->n_arms, O3M_MAX_ARMS);
+  if (c->max_candidates < 1 || c->max_candidates > O3M_MAX_CANDIDATES)
+    return o3m_err_set(e, O3M_EINVAL, "policy: max_candidates = %d, expected 1..%d",
+                       c->max_candidates, O3M_MAX_CANDIDATES);
   if (!(c->lambda > 0) || !isfinite(c->lambda))
     return o3m_err_set(e, O3M_EINVAL, "policy: lambda = %g, expected a finite value > 0",
                        c->lambda);

@@ -102,7 +102,7 @@
 #include "o3m_error.h"
 
 /* Largest message accepted or sent, unless configured otherwise: 64 MiB,
- * room for K = 2048 candidates of d = 4096 (O3M_MAX_DIM) as float64. gRPC's
+ * room for K = 2048 candidates of d = O3M_MAX_DIM = 4096 as float64. gRPC's
  * own default (4 MiB) would reject d = K = 1000, the paper's example. */
 #define O3M_RPC_DEFAULT_MAX_MESSAGE (64 << 20)
 /* A daemon server's idle_close_ms (see o3m_rpc_server_config). */

@@ -357,7 +357,7 @@ int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candi
 #define VARINT_MAX 10
 #define LEN_MAX 5 /* a length below 2^32 */
 /* A string field holding an id of the longest length. */
-#define ID_FIELD (TAG + LEN_MAX + O3M_CONFIG_MAX_ID)
+#define ID_FIELD (TAG + LEN_MAX + O3M_MAX_ID)
 /* Elements of unpacked repeated fields. */
 #define DOUBLE_FIELD (TAG + 8)
 #define UINT32_FIELD (TAG + 5)

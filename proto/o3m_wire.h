@@ -203,7 +203,7 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
 /* ---- size limits of requests ----
  *
  * The largest encoding of a valid message under the config, counted in the
- * costliest form a peer may legally choose (ids of O3M_CONFIG_MAX_ID bytes,
+ * costliest form a peer may legally choose (ids of O3M_MAX_ID bytes,
  * repeated numbers unpacked, that is with a tag per element), plus
  * O3M_WIRE_SIZE_SLACK bytes. A server refuses anything larger unread
  * (o3m_rpc_server_config.max_receive_bytes), which gives RESOURCE_EXHAUSTED.

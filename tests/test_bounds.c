@@ -404,9 +404,9 @@ Test(oversize, refused_at_the_door_and_memory_returns) {
   cr_assert_not_null(big_user);
   memset(big_user, 'u', huge);
   big_user[huge] = '\0';
-  char long_user[O3M_CONFIG_MAX_ID + 2];
-  memset(long_user, 'v', O3M_CONFIG_MAX_ID + 1);
-  long_user[O3M_CONFIG_MAX_ID + 1] = '\0';
+  char long_user[O3M_MAX_ID + 2];
+  memset(long_user, 'v', O3M_MAX_ID + 1);
+  long_user[O3M_MAX_ID + 1] = '\0';
   enum { MANY = 100000 };
   char **many = malloc(sizeof *many * MANY);
   char (*names)[12] = malloc(12 * (size_t)MANY);
@@ -430,12 +430,12 @@ Test(oversize, refused_at_the_door_and_memory_returns) {
     for (int i = 0; i < N_WATCHED; i++) during[i] = now[i] > during[i] ? now[i] : during[i];
     legit_round(c, r, 1), legit++;
     rc = recommend(att, long_user, 3, items3, NULL, 0, &id, &e);
-    cr_assert(eq(int, rc, O3M_EINVAL), "user id of %d bytes: %s: %s", O3M_CONFIG_MAX_ID + 1,
+    cr_assert(eq(int, rc, O3M_EINVAL), "user id of %d bytes: %s: %s", O3M_MAX_ID + 1,
               o3m_errname(rc), o3m_err_message(&e));
     cr_assert(not(eq(ptr, strstr(e.msg, "user"), NULL)), "message: %s", e.msg);
     char *item_long[2] = {"i1", long_user};
     rc = recommend(att, "u1", 2, item_long, NULL, 0, &id, &e);
-    cr_assert(eq(int, rc, O3M_EINVAL), "item id of %d bytes: %s", O3M_CONFIG_MAX_ID + 1,
+    cr_assert(eq(int, rc, O3M_EINVAL), "item id of %d bytes: %s", O3M_MAX_ID + 1,
               o3m_err_message(&e));
     cr_assert(not(eq(ptr, strstr(e.msg, "items[1]"), NULL)), "message: %s", e.msg);
     rc = recommend(att, "u1", K_MAX + 1, many, NULL, 0, &id, &e);

@@ -105,18 +105,18 @@ Test(catalog, nul_in_an_id_names_its_line) {
 }
 
 Test(catalog, overlong_id_names_its_line) {
-  char text[AP_CATALOG_MAX_ID + 8];
+  char text[O3M_MAX_ID + 8];
   text[0] = 'a';
   text[1] = '\n';
-  memset(text + 2, 'x', AP_CATALOG_MAX_ID + 1);
-  text[AP_CATALOG_MAX_ID + 3] = '\n';
-  expect_refusal(text, AP_CATALOG_MAX_ID + 4, 10, O3M_EPARSE, ":2: item id longer than");
+  memset(text + 2, 'x', O3M_MAX_ID + 1);
+  text[O3M_MAX_ID + 3] = '\n';
+  expect_refusal(text, O3M_MAX_ID + 4, 10, O3M_EPARSE, ":2: item id longer than");
 }
 
 Test(catalog, longest_id_is_accepted) {
-  char text[AP_CATALOG_MAX_ID + 1];
-  memset(text, 'x', AP_CATALOG_MAX_ID);
-  text[AP_CATALOG_MAX_ID] = '\n';
+  char text[O3M_MAX_ID + 1];
+  memset(text, 'x', O3M_MAX_ID);
+  text[O3M_MAX_ID] = '\n';
   write_catalog(text, sizeof text);
   ap_catalog *c;
   o3m_err e;

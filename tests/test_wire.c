@@ -477,13 +477,13 @@ Test(wire, masked_rows_above_the_party_bound_are_refused) {
  * spare. */
 Test(wire, size_limits_cover_the_largest_valid_requests) {
   enum { KM = 7, D0 = 3, D = 11 };
-  static char ids[KM + 1][O3M_CONFIG_MAX_ID + 1];
+  static char ids[KM + 1][O3M_MAX_ID + 1];
   char *items[KM];
   uint32_t arms[KM];
   double own[KM * D0];
   for (int k = 0; k <= KM; k++) {
-    memset(ids[k], 'a' + k, O3M_CONFIG_MAX_ID);
-    ids[k][O3M_CONFIG_MAX_ID] = '\0';
+    memset(ids[k], 'a' + k, O3M_MAX_ID);
+    ids[k][O3M_MAX_ID] = '\0';
     if (k < KM) items[k] = ids[k], arms[k] = 4000000000u;
   }
   for (int i = 0; i < KM * D0; i++) own[i] = -1.5e300;

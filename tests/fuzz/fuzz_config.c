@@ -26,7 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
  * the documented invariants of a loaded config. */
 static void walk(const o3m_config *c) {
   int d = o3m_config_d(c);
-  FUZZ_CHECK(d >= 1 && d <= O3M_CONFIG_MAX_DIM);
+  FUZZ_CHECK(d >= 1 && d <= O3M_MAX_DIM);
   FUZZ_CHECK(o3m_config_deadline_ms(c) >= 1);
   FUZZ_CHECK(strlen(o3m_config_name(c)) > 0);
   FUZZ_CHECK(o3m_config_base_dir(c) != NULL);
@@ -66,7 +66,7 @@ static void walk(const o3m_config *c) {
     } else {
       if (p->role == O3M_ROLE_ACTIVE) active++;
       else passive++;
-      FUZZ_CHECK(p->dims >= 1 && p->dims <= O3M_CONFIG_MAX_DIM);
+      FUZZ_CHECK(p->dims >= 1 && p->dims <= O3M_MAX_DIM);
       if (p->role == O3M_ROLE_PASSIVE) FUZZ_CHECK(p->user_table || p->item_table);
       if (p->user_table) (void)strlen(p->user_table);
       if (p->item_table) (void)strlen(p->item_table);

@@ -35,14 +35,14 @@ static int header_cols(const uint8_t *data, size_t n) {
 }
 
 /* Copies the first row's id (line 2 up to its first comma) into id; 0 if
- * there is none or it is not a plain C string of 1..O3M_FEATURES_MAX_ID. */
+ * there is none or it is not a plain C string of 1..O3M_MAX_ID. */
 static int first_id(const uint8_t *data, size_t n, char *id) {
   const uint8_t *nl = memchr(data, '\n', n);
   if (!nl) return 0;
   const uint8_t *p = nl + 1, *end = data + n;
   size_t len = 0;
   while (p + len < end && p[len] != ',' && p[len] != '\n') len++;
-  if (p + len >= end || p[len] != ',' || len < 1 || len > O3M_FEATURES_MAX_ID) return 0;
+  if (p + len >= end || p[len] != ',' || len < 1 || len > O3M_MAX_ID) return 0;
   if (memchr(p, 0, len)) return 0;
   memcpy(id, p, len);
   id[len] = '\0';
@@ -100,7 +100,7 @@ static void load_one(const uint8_t *data, size_t n, int as_items) {
     FUZZ_CHECK(rc < 0 && f == NULL);
     return;
   }
-  char id[O3M_FEATURES_MAX_ID + 1];
+  char id[O3M_MAX_ID + 1];
   int known = first_id(data, n, id);
   if (as_items) exercise(f, dims, NULL, known ? id : NULL);
   else exercise(f, dims, known ? id : NULL, NULL);
@@ -119,7 +119,7 @@ static void load_both(const uint8_t *u, size_t nu, const uint8_t *it, size_t ni)
     return;
   }
   FUZZ_CHECK(o3m_features_user_cols(f) == du && o3m_features_item_cols(f) == di);
-  char uid[O3M_FEATURES_MAX_ID + 1], iid[O3M_FEATURES_MAX_ID + 1];
+  char uid[O3M_MAX_ID + 1], iid[O3M_MAX_ID + 1];
   int ku = first_id(u, nu, uid), ki = first_id(it, ni, iid);
   exercise(f, du + di, ku ? uid : NULL, ki ? iid : NULL);
   o3m_features_destroy(f);
