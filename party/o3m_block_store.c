@@ -26,6 +26,24 @@
 #define BS_VERSION 1u
 #define BS_HDR 64
 #define BS_TRAILER 16
+/* Byte offsets of the header's fields (layout in o3m_block_store.h), used by
+ * both save and load; bytes 44..59 are zero. Then the trailer's, from the end
+ * of the values and secret. */
+enum bs_field {
+  BS_AT_MAGIC = 0,       /* 8 bytes, BS_MAGIC */
+  BS_AT_VERSION = 8,     /* le32, BS_VERSION */
+  BS_AT_HDR_LEN = 12,    /* le32, BS_HDR */
+  BS_AT_MASK_ID = 16,    /* le64 */
+  BS_AT_D = 24,          /* le32 */
+  BS_AT_DJ = 28,         /* le32 */
+  BS_AT_PARTY = 32,      /* le32 */
+  BS_AT_COL0 = 36,       /* le32 */
+  BS_AT_SECRET_LEN = 40, /* le32 */
+  BS_AT_HDR_CRC = 60,    /* le32, CRC32C of bytes 0..59 */
+  BS_AT_DATA_CRC = 0,    /* trailer: le32, CRC32C of values and secret */
+  BS_AT_ZERO = 4,        /* trailer: le32, zero */
+  BS_AT_END = 8          /* trailer: 8 bytes, BS_END */
+};
 /* Largest file accepted by load: a block of O3M_MAX_DIM^2 values. */
 #define BS_MAX_FILE ((size_t)BS_HDR + 8 * (size_t)O3M_MAX_DIM * O3M_MAX_DIM + \
                      O3M_BLOCK_STORE_SECRET_MAX + BS_TRAILER)
@@ -59,22 +77,22 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
   unsigned char *buf = calloc(1, len);
   if (!buf) return o3m_err_set(e, O3M_ENOMEM, "block store: out of memory");
 
-  memcpy(buf, BS_MAGIC, 8);
-  o3m_put_le32(buf + 8, BS_VERSION);
-  o3m_put_le32(buf + 12, BS_HDR);
-  o3m_put_le64(buf + 16, o3m_block_mask_id(b));
-  o3m_put_le32(buf + 24, (uint32_t)d);
-  o3m_put_le32(buf + 28, (uint32_t)dj);
-  o3m_put_le32(buf + 32, (uint32_t)id->party);
-  o3m_put_le32(buf + 36, (uint32_t)id->col0);
-  o3m_put_le32(buf + 40, (uint32_t)secret_len);
-  o3m_put_le32(buf + 60, o3m_crc32c(0, buf, 60));
+  memcpy(buf + BS_AT_MAGIC, BS_MAGIC, 8);
+  o3m_put_le32(buf + BS_AT_VERSION, BS_VERSION);
+  o3m_put_le32(buf + BS_AT_HDR_LEN, BS_HDR);
+  o3m_put_le64(buf + BS_AT_MASK_ID, o3m_block_mask_id(b));
+  o3m_put_le32(buf + BS_AT_D, (uint32_t)d);
+  o3m_put_le32(buf + BS_AT_DJ, (uint32_t)dj);
+  o3m_put_le32(buf + BS_AT_PARTY, (uint32_t)id->party);
+  o3m_put_le32(buf + BS_AT_COL0, (uint32_t)id->col0);
+  o3m_put_le32(buf + BS_AT_SECRET_LEN, (uint32_t)secret_len);
+  o3m_put_le32(buf + BS_AT_HDR_CRC, o3m_crc32c(0, buf, BS_AT_HDR_CRC));
   o3m_block_write_le(b, buf + BS_HDR);
   if (secret_len) memcpy(buf + BS_HDR + 8 * nv, secret, secret_len);
   size_t body = 8 * nv + secret_len;
   unsigned char *t = buf + BS_HDR + body;
-  o3m_put_le32(t, o3m_crc32c(0, buf + BS_HDR, body));
-  memcpy(t + 8, BS_END, 8);
+  o3m_put_le32(t + BS_AT_DATA_CRC, o3m_crc32c(0, buf + BS_HDR, body));
+  memcpy(t + BS_AT_END, BS_END, 8);
 
   char path[4096];
   o3m_block_store_path(state_dir, path, sizeof path);
@@ -188,30 +206,30 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
   if (rc < 0) return rc;
 
   const char *bad = NULL;
-  uint32_t d = o3m_get_le32(buf + 24), dj = o3m_get_le32(buf + 28), slen = o3m_get_le32(buf + 40);
-  if (memcmp(buf, BS_MAGIC, 8) != 0) bad = "bad magic";
-  else if (o3m_get_le32(buf + 60) != o3m_crc32c(0, buf, 60)) bad = "header CRC mismatch";
-  else if (o3m_get_le32(buf + 8) != BS_VERSION) bad = "unknown version";
-  else if (o3m_get_le32(buf + 12) != BS_HDR) bad = "bad header length";
+  uint32_t d = o3m_get_le32(buf + BS_AT_D), dj = o3m_get_le32(buf + BS_AT_DJ), slen = o3m_get_le32(buf + BS_AT_SECRET_LEN);
+  if (memcmp(buf + BS_AT_MAGIC, BS_MAGIC, 8) != 0) bad = "bad magic";
+  else if (o3m_get_le32(buf + BS_AT_HDR_CRC) != o3m_crc32c(0, buf, BS_AT_HDR_CRC)) bad = "header CRC mismatch";
+  else if (o3m_get_le32(buf + BS_AT_VERSION) != BS_VERSION) bad = "unknown version";
+  else if (o3m_get_le32(buf + BS_AT_HDR_LEN) != BS_HDR) bad = "bad header length";
   else if (d < 1 || d > O3M_MAX_DIM || dj < 1 || dj > d || slen > O3M_BLOCK_STORE_SECRET_MAX)
     bad = "impossible shape";
   else if (n != BS_HDR + 8 * (size_t)d * dj + slen + BS_TRAILER) bad = "wrong length (truncated?)";
   size_t nv = (size_t)d * dj, body = 8 * nv + slen;
   if (!bad) {
     const unsigned char *t = buf + BS_HDR + body;
-    if (memcmp(t + 8, BS_END, 8) != 0 || o3m_get_le32(t + 4) != 0) bad = "bad end marker";
-    else if (o3m_get_le32(t) != o3m_crc32c(0, buf + BS_HDR, body)) bad = "data CRC mismatch";
+    if (memcmp(t + BS_AT_END, BS_END, 8) != 0 || o3m_get_le32(t + BS_AT_ZERO) != 0) bad = "bad end marker";
+    else if (o3m_get_le32(t + BS_AT_DATA_CRC) != o3m_crc32c(0, buf + BS_HDR, body)) bad = "data CRC mismatch";
   }
   if (bad) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (%s); %s", path, bad, BS_RECOVER);
     goto out;
   }
-  if ((int)d != id->d || (int)dj != id->dj || (int)o3m_get_le32(buf + 32) != id->party ||
-      (int)o3m_get_le32(buf + 36) != id->col0) {
+  if ((int)d != id->d || (int)dj != id->dj || (int)o3m_get_le32(buf + BS_AT_PARTY) != id->party ||
+      (int)o3m_get_le32(buf + BS_AT_COL0) != id->col0) {
     rc = o3m_err_set(e, O3M_EDIM, "%s holds the block of party %u (columns %u..%u of d = %u), "
                      "the config gives party %d (columns %d..%d of d = %d): another config or "
-                     "another party's state_dir", path, o3m_get_le32(buf + 32), o3m_get_le32(buf + 36),
-                     o3m_get_le32(buf + 36) + dj - 1, d, id->party, id->col0, id->col0 + id->dj - 1,
+                     "another party's state_dir", path, o3m_get_le32(buf + BS_AT_PARTY), o3m_get_le32(buf + BS_AT_COL0),
+                     o3m_get_le32(buf + BS_AT_COL0) + dj - 1, d, id->party, id->col0, id->col0 + id->dj - 1,
                      id->d);
     goto out;
   }
@@ -223,7 +241,7 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
   /* The stored values are in the block's byte form (o3m_block_read_le),
    * which the block decodes in its own storage. */
   copy_src src = {buf + BS_HDR, 8 * nv};
-  rc = o3m_block_read_le(out, (int)d, (int)dj, o3m_get_le64(buf + 16), copy_bytes, &src);
+  rc = o3m_block_read_le(out, (int)d, (int)dj, o3m_get_le64(buf + BS_AT_MASK_ID), copy_bytes, &src);
   if (rc == O3M_ENONFINITE) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "%s is corrupt (non-finite value); %s", path, BS_RECOVER);
     goto out;
