@@ -32,6 +32,22 @@
 #define CK_VERSION 1u
 #define CK_HDR 64
 #define CK_TRAILER 16
+/* Byte offsets of the header's fields (layout in ap_checkpoint.h), used by
+ * both the writer and the reader; bytes 56..59 are zero. Then the trailer's,
+ * from the end of the policy state. */
+enum ck_field {
+  CK_AT_MAGIC = 0,      /* 8 bytes, CK_MAGIC */
+  CK_AT_VERSION = 8,    /* le32, CK_VERSION */
+  CK_AT_HDR_LEN = 12,   /* le32, CK_HDR */
+  CK_AT_SEQ = 16,       /* le64, journal sequence number covered */
+  CK_AT_MASK_ID = 24,   /* le64 */
+  CK_AT_STATE_LEN = 32, /* le64, bytes of policy state that follow */
+  CK_AT_WALL_MS = 40,   /* le64, wall clock at write, informational */
+  CK_AT_UPDATES = 48,   /* le64, policy updates, informational */
+  CK_AT_HDR_CRC = 60,   /* le32, CRC32C of bytes 0..59 */
+  CK_AT_DATA_CRC = 0,   /* trailer: le32, CRC32C of the policy state */
+  CK_AT_END = 8         /* trailer: 8 bytes, CK_END */
+};
 #define IO_BYTES ((size_t)1 << 20)
 #define NAME_LEN 64
 
@@ -161,14 +177,14 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     goto out;
   }
   uint64_t size = (uint64_t)st.st_size;
-  if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) || memcmp(h, CK_MAGIC, 8) ||
-      o3m_get_le32(h + 8) != CK_VERSION || o3m_get_le32(h + 12) != CK_HDR ||
-      o3m_get_le32(h + 60) != o3m_crc32c(0, h, 60)) {
+  if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) || memcmp(h + CK_AT_MAGIC, CK_MAGIC, 8) ||
+      o3m_get_le32(h + CK_AT_VERSION) != CK_VERSION || o3m_get_le32(h + CK_AT_HDR_LEN) != CK_HDR ||
+      o3m_get_le32(h + CK_AT_HDR_CRC) != o3m_crc32c(0, h, CK_AT_HDR_CRC)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
     goto out;
   }
-  uint64_t n = o3m_get_le64(h + 32);
-  if (o3m_get_le64(h + 16) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
+  uint64_t n = o3m_get_le64(h + CK_AT_STATE_LEN);
+  if (o3m_get_le64(h + CK_AT_SEQ) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: %" PRIu64 " bytes, header says %" PRIu64
                      " (torn or misnamed)", c->dir, name, size, CK_HDR + n + CK_TRAILER);
     goto out;
@@ -184,7 +200,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     crc = o3m_crc32c(crc, c->io, k);
     left -= k;
   }
-  if (o3m_read_full(fd, t, CK_TRAILER) || o3m_get_le32(t) != crc || memcmp(t + 8, CK_END, 8)) {
+  if (o3m_read_full(fd, t, CK_TRAILER) || o3m_get_le32(t + CK_AT_DATA_CRC) != crc || memcmp(t + CK_AT_END, CK_END, 8)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: checksum mismatch", c->dir, name);
     goto out;
   }
@@ -203,7 +219,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     rc = o3m_err_set(e, rc, "checkpoint %s/%s: %s", c->dir, name, o3m_err_message(&pe));
     goto out;
   }
-  *mask = o3m_get_le64(h + 24);
+  *mask = o3m_get_le64(h + CK_AT_MASK_ID);
 out:
   close(fd);
   return rc;
@@ -250,15 +266,15 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   size_t n = o3m_policy_state_size(c->p);
   unsigned char h[CK_HDR], t[CK_TRAILER];
   memset(h, 0, sizeof h);
-  memcpy(h, CK_MAGIC, 8);
-  o3m_put_le32(h + 8, CK_VERSION);
-  o3m_put_le32(h + 12, CK_HDR);
-  o3m_put_le64(h + 16, seq);
-  o3m_put_le64(h + 24, c->mask_id);
-  o3m_put_le64(h + 32, (uint64_t)n);
-  o3m_put_le64(h + 40, (uint64_t)wall_ms());
-  o3m_put_le64(h + 48, o3m_policy_updates(c->p));
-  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
+  memcpy(h + CK_AT_MAGIC, CK_MAGIC, 8);
+  o3m_put_le32(h + CK_AT_VERSION, CK_VERSION);
+  o3m_put_le32(h + CK_AT_HDR_LEN, CK_HDR);
+  o3m_put_le64(h + CK_AT_SEQ, seq);
+  o3m_put_le64(h + CK_AT_MASK_ID, c->mask_id);
+  o3m_put_le64(h + CK_AT_STATE_LEN, (uint64_t)n);
+  o3m_put_le64(h + CK_AT_WALL_MS, (uint64_t)wall_ms());
+  o3m_put_le64(h + CK_AT_UPDATES, o3m_policy_updates(c->p));
+  o3m_put_le32(h + CK_AT_HDR_CRC, o3m_crc32c(0, h, CK_AT_HDR_CRC));
   int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot create: %s", c->dir, tmp,
@@ -269,8 +285,8 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   if (!rc) rc = sink_flush(&s);
   if (!rc) {
     memset(t, 0, sizeof t);
-    o3m_put_le32(t, s.crc);
-    memcpy(t + 8, CK_END, 8);
+    o3m_put_le32(t + CK_AT_DATA_CRC, s.crc);
+    memcpy(t + CK_AT_END, CK_END, 8);
     if (s.written != n || o3m_write_full(fd, t, CK_TRAILER) || fsync(fd)) rc = O3M_EIO;
   }
   int err = errno;
