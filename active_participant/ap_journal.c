@@ -42,6 +42,37 @@
 #define NAME_MAX_LEN 64
 #define ASIDE_LEN (NAME_MAX_LEN + 24)
 
+/* Byte offsets of a record slot's fields (layout in ap_journal.h), used by
+ * both encode_slot and classify/decode_record; the tail's are counted back
+ * from the slot's end (j->L). */
+enum rec_field {
+  REC_AT_MAGIC = 0,     /* 4 bytes, REC_MAGIC */
+  REC_AT_VERSION = 4,   /* 1 byte, FORMAT_VERSION */
+  REC_AT_TYPE = 5,      /* 1 byte, reward, refactor or close */
+  REC_AT_LEN = 8,       /* le32, slot length L */
+  REC_AT_D = 12,        /* le32, dimension */
+  REC_AT_SEQ = 16,      /* le64 */
+  REC_AT_DECISION = 24, /* le64 */
+  REC_AT_MASK_ID = 32,  /* le64 */
+  REC_AT_ARM = 40,      /* le32 */
+  REC_AT_REWARD = 48,   /* le64, IEEE 754 bits */
+  REC_AT_X = 56,        /* d x le64, IEEE 754 bits */
+  REC_TAIL_CRC = 8,     /* from the end: le32, CRC32C of bytes 0..L-9 */
+  REC_TAIL_END = 4      /* from the end: 4 bytes, REC_END */
+};
+
+/* Byte offsets of a segment header's fields (HDR bytes), used by both the
+ * writer and the segment check. */
+enum seg_field {
+  SEG_AT_MAGIC = 0,    /* 8 bytes, SEG_MAGIC */
+  SEG_AT_VERSION = 8,  /* le32, FORMAT_VERSION */
+  SEG_AT_D = 12,       /* le32, dimension */
+  SEG_AT_FIRST = 16,   /* le64, first seq */
+  SEG_AT_WALL_MS = 24, /* le64, wall clock at creation, informational */
+  SEG_AT_NSLOTS = 32,  /* le64, slots in the segment */
+  SEG_AT_HDR_CRC = 60  /* le32, CRC32C of bytes 0..59 */
+};
+
 /* ------------------------------------------------------------------ handle */
 
 struct ap_journal {
@@ -175,23 +206,23 @@ static int list_segments(ap_journal *j, o3m_err *e) {
 static void encode_slot(const ap_journal *j, unsigned char *b, int type,
                         const ap_journal_record *r, uint64_t seq) {
   memset(b, 0, j->L);
-  memcpy(b, REC_MAGIC, 4);
-  b[4] = (unsigned char)FORMAT_VERSION;
-  b[5] = (unsigned char)type;
-  o3m_put_le32(b + 8, (uint32_t)j->L);
-  o3m_put_le32(b + 12, (uint32_t)j->d);
-  o3m_put_le64(b + 16, seq);
+  memcpy(b + REC_AT_MAGIC, REC_MAGIC, 4);
+  b[REC_AT_VERSION] = (unsigned char)FORMAT_VERSION;
+  b[REC_AT_TYPE] = (unsigned char)type;
+  o3m_put_le32(b + REC_AT_LEN, (uint32_t)j->L);
+  o3m_put_le32(b + REC_AT_D, (uint32_t)j->d);
+  o3m_put_le64(b + REC_AT_SEQ, seq);
   if (r) {
-    o3m_put_le64(b + 24, r->decision);
-    o3m_put_le64(b + 32, r->mask_id);
-    o3m_put_le32(b + 40, (uint32_t)r->arm);
-    o3m_put_le64(b + 48, o3m_double_bits(r->reward));
+    o3m_put_le64(b + REC_AT_DECISION, r->decision);
+    o3m_put_le64(b + REC_AT_MASK_ID, r->mask_id);
+    o3m_put_le32(b + REC_AT_ARM, (uint32_t)r->arm);
+    o3m_put_le64(b + REC_AT_REWARD, o3m_double_bits(r->reward));
     if (r->x)
       for (int i = 0; i < j->d; i++)
-        o3m_put_le64(b + 56 + 8 * (size_t)i, o3m_double_bits(r->x[i]));
+        o3m_put_le64(b + REC_AT_X + 8 * (size_t)i, o3m_double_bits(r->x[i]));
   }
-  o3m_put_le32(b + j->L - 8, o3m_crc32c(0, b, j->L - 8));
-  memcpy(b + j->L - 4, REC_END, 4);
+  o3m_put_le32(b + j->L - REC_TAIL_CRC, o3m_crc32c(0, b, j->L - REC_TAIL_CRC));
+  memcpy(b + j->L - REC_TAIL_END, REC_END, 4);
 }
 
 /* What a slot holds (ap_journal.h, "What a crash can leave"). */
@@ -199,24 +230,24 @@ enum { SLOT_ZERO, SLOT_TORN, SLOT_BAD, SLOT_DATA, SLOT_CLOSE };
 
 static int classify(const ap_journal *j, const unsigned char *b) {
   if (b[0] == 0 && !memcmp(b, b + 1, j->L - 1)) return SLOT_ZERO;
-  if (o3m_get_le32(b) == 0 || o3m_get_le32(b + j->L - 4) == 0) return SLOT_TORN;
-  int ok = !memcmp(b, REC_MAGIC, 4) && b[4] == FORMAT_VERSION &&
-           (b[5] == AP_JOURNAL_REWARD || b[5] == AP_JOURNAL_REFACTOR || b[5] == TYPE_CLOSE) &&
-           o3m_get_le32(b + 8) == (uint32_t)j->L && o3m_get_le32(b + 12) == (uint32_t)j->d &&
-           !memcmp(b + j->L - 4, REC_END, 4) &&
-           o3m_get_le32(b + j->L - 8) == o3m_crc32c(0, b, j->L - 8);
+  if (o3m_get_le32(b) == 0 || o3m_get_le32(b + j->L - REC_TAIL_END) == 0) return SLOT_TORN;
+  int ok = !memcmp(b + REC_AT_MAGIC, REC_MAGIC, 4) && b[REC_AT_VERSION] == FORMAT_VERSION &&
+           (b[REC_AT_TYPE] == AP_JOURNAL_REWARD || b[REC_AT_TYPE] == AP_JOURNAL_REFACTOR || b[REC_AT_TYPE] == TYPE_CLOSE) &&
+           o3m_get_le32(b + REC_AT_LEN) == (uint32_t)j->L && o3m_get_le32(b + REC_AT_D) == (uint32_t)j->d &&
+           !memcmp(b + j->L - REC_TAIL_END, REC_END, 4) &&
+           o3m_get_le32(b + j->L - REC_TAIL_CRC) == o3m_crc32c(0, b, j->L - REC_TAIL_CRC);
   if (!ok) return SLOT_BAD;
-  return b[5] == TYPE_CLOSE ? SLOT_CLOSE : SLOT_DATA;
+  return b[REC_AT_TYPE] == TYPE_CLOSE ? SLOT_CLOSE : SLOT_DATA;
 }
 
 static void decode_record(ap_journal *j, const unsigned char *b, ap_journal_record *r) {
-  r->type = b[5];
-  r->seq = o3m_get_le64(b + 16);
-  r->decision = o3m_get_le64(b + 24);
-  r->mask_id = o3m_get_le64(b + 32);
-  r->arm = (int)(int32_t)o3m_get_le32(b + 40);
-  r->reward = o3m_bits_double(o3m_get_le64(b + 48));
-  for (int i = 0; i < j->d; i++) j->xbuf[i] = o3m_bits_double(o3m_get_le64(b + 56 + 8 * (size_t)i));
+  r->type = b[REC_AT_TYPE];
+  r->seq = o3m_get_le64(b + REC_AT_SEQ);
+  r->decision = o3m_get_le64(b + REC_AT_DECISION);
+  r->mask_id = o3m_get_le64(b + REC_AT_MASK_ID);
+  r->arm = (int)(int32_t)o3m_get_le32(b + REC_AT_ARM);
+  r->reward = o3m_bits_double(o3m_get_le64(b + REC_AT_REWARD));
+  for (int i = 0; i < j->d; i++) j->xbuf[i] = o3m_bits_double(o3m_get_le64(b + REC_AT_X + 8 * (size_t)i));
   r->x = j->xbuf;
 }
 
@@ -243,13 +274,13 @@ static const unsigned char *slot_get(ap_journal *j, slot_reader *r, uint64_t k) 
 
 static void encode_seg_header(const ap_journal *j, unsigned char *h, uint64_t first) {
   memset(h, 0, HDR);
-  memcpy(h, SEG_MAGIC, 8);
-  o3m_put_le32(h + 8, FORMAT_VERSION);
-  o3m_put_le32(h + 12, (uint32_t)j->d);
-  o3m_put_le64(h + 16, first);
-  o3m_put_le64(h + 24, (uint64_t)wall_ms());
-  o3m_put_le64(h + 32, j->nslots);
-  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
+  memcpy(h + SEG_AT_MAGIC, SEG_MAGIC, 8);
+  o3m_put_le32(h + SEG_AT_VERSION, FORMAT_VERSION);
+  o3m_put_le32(h + SEG_AT_D, (uint32_t)j->d);
+  o3m_put_le64(h + SEG_AT_FIRST, first);
+  o3m_put_le64(h + SEG_AT_WALL_MS, (uint64_t)wall_ms());
+  o3m_put_le64(h + SEG_AT_NSLOTS, j->nslots);
+  o3m_put_le32(h + SEG_AT_HDR_CRC, o3m_crc32c(0, h, SEG_AT_HDR_CRC));
 }
 
 /* Gives file fd its full length as a sparse file: unwritten slots are a
@@ -438,12 +469,12 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
   int rc = O3M_OK;
   uint64_t size = (uint64_t)sb.st_size, n = 0;
   unsigned char h[HDR];
-  if (size < HDR || pread_all(fd, h, HDR, 0) || memcmp(h, SEG_MAGIC, 8) ||
-      o3m_get_le32(h + 60) != o3m_crc32c(0, h, 60)) {
+  if (size < HDR || pread_all(fd, h, HDR, 0) || memcmp(h + SEG_AT_MAGIC, SEG_MAGIC, 8) ||
+      o3m_get_le32(h + SEG_AT_HDR_CRC) != o3m_crc32c(0, h, SEG_AT_HDR_CRC)) {
     stop_at(st, i, 0, *next, "a damaged segment header");
     goto out;
   }
-  uint32_t version = o3m_get_le32(h + 8);
+  uint32_t version = o3m_get_le32(h + SEG_AT_VERSION);
   if (version != FORMAT_VERSION) {
     rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: format version %u, this build reads version %u "
                      "(a journal written by %s release of o3m: use that release, or discard the "
@@ -451,13 +482,13 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
                      version < FORMAT_VERSION ? "an earlier" : "a later");
     goto out;
   }
-  if (o3m_get_le32(h + 12) != (uint32_t)j->d) {
+  if (o3m_get_le32(h + SEG_AT_D) != (uint32_t)j->d) {
     rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: written with d = %u, the policy has d = %d",
-                     j->dir, name, (unsigned)o3m_get_le32(h + 12), j->d);
+                     j->dir, name, (unsigned)o3m_get_le32(h + SEG_AT_D), j->d);
     goto out;
   }
-  n = o3m_get_le64(h + 32);
-  if (o3m_get_le64(h + 16) != j->segs[i] || n < 2 || n > (UINT64_MAX / 2 - HDR) / j->L) {
+  n = o3m_get_le64(h + SEG_AT_NSLOTS);
+  if (o3m_get_le64(h + SEG_AT_FIRST) != j->segs[i] || n < 2 || n > (UINT64_MAX / 2 - HDR) / j->L) {
     stop_at(st, i, 0, *next, "a segment header that does not match its name or declares %" PRIu64
             " slots", n);
     goto out;
@@ -478,7 +509,7 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
     if (!here) {
       b = NULL;
       if (k < n && k - 1 < r.avail && !(b = slot_get(j, &r, k - 1))) goto read_error;
-      if (!b || classify(j, b) != SLOT_DATA || o3m_get_le64(b + 16) != *next - 1) {
+      if (!b || classify(j, b) != SLOT_DATA || o3m_get_le64(b + REC_AT_SEQ) != *next - 1) {
         stop_at(st, i, 0, *next, "the journal ends before seq %" PRIu64 " (the checkpoint's "
                 "position) in this segment: later records or segments are missing", *next - 1);
         goto out;
@@ -492,9 +523,9 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
       stop_at(st, i, slot_off(j, k), *next, "a record in the slot kept for the close record");
       goto out;
     }
-    if (o3m_get_le64(b + 16) != *next) {
+    if (o3m_get_le64(b + REC_AT_SEQ) != *next) {
       stop_at(st, i, slot_off(j, k), *next, "a record out of sequence (seq %" PRIu64 ")",
-              o3m_get_le64(b + 16));
+              o3m_get_le64(b + REC_AT_SEQ));
       goto out;
     }
     ap_journal_record rec;
@@ -514,9 +545,9 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
     stop_at(st, i, slot_off(j, k), *next, "a damaged record (complete, bad CRC or header)");
     goto out;
   }
-  if (kind == SLOT_CLOSE && o3m_get_le64(b + 16) != *next) {
+  if (kind == SLOT_CLOSE && o3m_get_le64(b + REC_AT_SEQ) != *next) {
     stop_at(st, i, slot_off(j, k), *next, "a close record naming seq %" PRIu64,
-            o3m_get_le64(b + 16));
+            o3m_get_le64(b + REC_AT_SEQ));
     goto out;
   }
   /* The end of this segment: every later slot must be unwritten. */
