@@ -5,7 +5,7 @@
  *
  * Loads the party's feature tables, binds its address (so that a taken port
  * fails before the mask generator is involved), installs its mask block
- * (pp_service_fetch_block: with a state_dir in the party's section the
+ * (o3m_party_block_obtain: with a state_dir in the party's section the
  * block and dummy-row key stored there, else fetched and confirmed from the
  * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
  * stored in the state_dir if there is one), then serves the Passive service
