@@ -10,7 +10,6 @@
  * decision). The service owns them and creates them all at create, so
  * nothing is allocated per request. */
 #include "ap_service.h"
-#include "o3m_daemon.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -554,18 +553,8 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   o3m_rpc_server_config sc;
   o3m_rpc_server_config_default(&sc);
-  sc.listen = opt->listen ? opt->listen : me->address;
+  sc.listen = opt->listen;
   sc.insecure = opt->insecure;
-  /* Callers need a certificate from the federation CA, and the access
-   * policy decides what each may call: front ends and operators are
-   * [client NAME]s of the config with certificates of their own. */
-  if (!opt->insecure) sc.tls = o3m_rpc_tls_of_party(cfg, me);
-  const int n_ap_methods = (int)(sizeof ap_methods / sizeof ap_methods[0]);
-  rc = o3m_access_create(&s->access, cfg, me->name, ap_access,
-                         (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods, n_ap_methods,
-                         e);
-  if (rc < 0) goto fail;
-  o3m_access_install(s->access, &sc);
   sc.slots_per_method = SERVER_SLOTS;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
@@ -574,14 +563,18 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
    * Recommends (every slot at the largest size, unpacked). */
   sc.max_message_bytes = o3m_wire_recommend_max_bytes(s->k_max, s->d0);
   sc.arena_max_bytes = (size_t)AP_ROUND_SLOTS * 3 * (size_t)sc.max_message_bytes + (1u << 20);
-  sc.idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   /* Recommend calls are deferred and answered in batches by the idle hook. */
   static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
                                                        AP_ROUND_SLOTS};
   sc.method_slots = &recommend_slots;
   sc.n_method_slots = 1;
   sc.idle = recommend_flush;
-  rc = o3m_rpc_server_create(&s->server, &sc, ap_methods, n_ap_methods, s, e);
+  /* Callers need a certificate from the federation CA, and the access
+   * policy decides what each may call: front ends and operators are
+   * [client NAME]s of the config with certificates of their own. */
+  rc = o3m_access_serve(&s->server, &s->access, &sc, cfg, me, ap_access,
+                        (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods,
+                        (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
   if (rc < 0) goto fail;
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
@@ -594,10 +587,6 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 fail:
   service_free(s);
   return rc;
-}
-
-int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *e) {
-  return o3m_daemon_write_ready_file(path, ap_service_port(s), e);
 }
 
 int ap_service_run(ap_service *s) {

@@ -245,11 +245,6 @@ int ap_service_port(const ap_service *s);
 /* The mask id of the installed block (nonzero). */
 uint64_t ap_service_mask_id(const ap_service *s);
 
-/* Writes the bound port and a newline to path atomically (a temporary file
- * in the same directory, then rename), so that a reader never sees a
- * partial file. O3M_EIO on failure. */
-int ap_service_write_ready_file(const ap_service *s, const char *path, o3m_err *e);
-
 /* Serves on the calling thread until ap_service_shutdown(), then writes a
  * final checkpoint (with a state_dir) and returns 0; O3M_EIO if the service
  * stopped itself because the journal failed (a disk error), O3M_ECORRUPT if

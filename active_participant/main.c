@@ -66,37 +66,35 @@ static const o3m_cli_spec spec = {
 static int run_service(void *s) { return ap_service_run(s); }
 static void stop_service(void *s) { ap_service_shutdown(s); }
 
+static int take_option(void *ctx, int i, const char *v) {
+  ap_service_options *opt = ctx;
+  long long n;
+  switch (i) {
+  case OPT_PMG_TIMEOUT:
+    if (o3m_cli_parse_long(v, 1, 86400, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--pmg-timeout-s must be an integer in 1..86400");
+    opt->pmg_timeout_s = (int)n;
+    break;
+  case OPT_SALVAGE: opt->salvage = 1; break;
+  case OPT_DISCARD: opt->discard_state = 1; break;
+  case OPT_CKPT_EVERY:
+  case OPT_CKPT_MS:
+    if (o3m_cli_parse_long(v, 1, 1000000000LL, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--%s must be an integer in 1..1000000000",
+                                 options[i].name);
+    if (i == OPT_CKPT_EVERY) opt->checkpoint_records = (uint64_t)n;
+    else opt->checkpoint_ms = (int64_t)n;
+    break;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   o3m_daemon_args a = {0};
   ap_service_options opt;
   ap_service_options_default(&opt);
-  o3m_cli cl;
-  o3m_cli_begin(&cl, &spec, argc, argv);
-  const char *v;
-  long long n;
-  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
-    if (i == O3M_CLI_STOP) return cl.exit_code;
-    if (o3m_daemon_args_take(&a, i, v)) continue;
-    switch (i) {
-    case OPT_PMG_TIMEOUT:
-      if (o3m_cli_parse_long(v, 1, 86400, &n) < 0)
-        return o3m_cli_usage_error(&spec, "--pmg-timeout-s must be an integer in 1..86400");
-      opt.pmg_timeout_s = (int)n;
-      break;
-    case OPT_SALVAGE: opt.salvage = 1; break;
-    case OPT_DISCARD: opt.discard_state = 1; break;
-    case OPT_CKPT_EVERY:
-    case OPT_CKPT_MS:
-      if (o3m_cli_parse_long(v, 1, 1000000000LL, &n) < 0)
-        return o3m_cli_usage_error(&spec, "--%s must be an integer in 1..1000000000",
-                                   options[i].name);
-      if (i == OPT_CKPT_EVERY) opt.checkpoint_records = (uint64_t)n;
-      else opt.checkpoint_ms = (int64_t)n;
-      break;
-    }
-  }
-  int rc = o3m_daemon_args_check(&cl, &a);
-  if (rc) return rc;
+  int rc;
+  if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
 
   o3m_config *cfg;
   const o3m_party *me;

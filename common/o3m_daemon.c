@@ -130,7 +130,9 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
   return O3M_OK;
 }
 
-int o3m_daemon_args_take(o3m_daemon_args *a, int index, const char *value) {
+/* Stores option index of O3M_DAEMON_OPTIONS into a; 0 if index is not one
+ * of them. */
+static int args_take(o3m_daemon_args *a, int index, const char *value) {
   switch (index) {
   case 0: a->config = value; return 1;
   case 1: a->party = value; return 1;
@@ -140,12 +142,31 @@ int o3m_daemon_args_take(o3m_daemon_args *a, int index, const char *value) {
   }
 }
 
-int o3m_daemon_args_check(const o3m_cli *cl, const o3m_daemon_args *a) {
-  int first = o3m_cli_operands(cl);
-  if (first < cl->argc)
-    return o3m_cli_usage_error(cl->spec, "unexpected argument '%s'", cl->argv[first]);
-  if (!a->config || !a->party)
-    return o3m_cli_usage_error(cl->spec, "--config and --party are required");
+int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc, char **argv,
+                          int (*take)(void *ctx, int index, const char *value), void *ctx,
+                          int *exit_code) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, spec, argc, argv);
+  const char *v;
+  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
+    if (i == O3M_CLI_STOP) {
+      *exit_code = cl.exit_code;
+      return 0;
+    }
+    if (args_take(a, i, v)) continue;
+    int rc = take(ctx, i, v);
+    if (rc) {
+      *exit_code = rc;
+      return 0;
+    }
+  }
+  int first = o3m_cli_operands(&cl);
+  if (first < cl.argc)
+    *exit_code = o3m_cli_usage_error(spec, "unexpected argument '%s'", cl.argv[first]);
+  else if (!a->config || !a->party)
+    *exit_code = o3m_cli_usage_error(spec, "--config and --party are required");
+  else
+    return 1;
   return 0;
 }
 

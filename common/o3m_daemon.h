@@ -6,7 +6,7 @@
  *
  * The command line is shared too: every daemon takes --config FILE,
  * --party NAME, --insecure and --ready-file PATH (O3M_DAEMON_OPTIONS, the
- * first entries of each daemon's o3m_cli table; o3m_daemon_args_take), and
+ * first entries of each daemon's o3m_cli table; o3m_daemon_parse_args), and
  * o3m_daemon_start does the start-up steps above in one call. A daemon's
  * main() is then: parse, start, create its service, publish it as the stop
  * target, write the ready file, run, destroy.
@@ -49,14 +49,17 @@ typedef struct o3m_daemon_args {
   int insecure;
 } o3m_daemon_args;
 
-/* Stores option `index` of O3M_DAEMON_OPTIONS (0 .. O3M_DAEMON_N_OPTIONS-1)
- * with its value into a. Returns 1 if index was one of them, else 0. */
-int o3m_daemon_args_take(o3m_daemon_args *a, int index, const char *value);
-
-/* After o3m_cli_next returned O3M_CLI_END: refuses operands and a missing
- * --config or --party with a usage error. Returns 0, or
- * O3M_CLI_EXIT_USAGE (the message printed). */
-int o3m_daemon_args_check(const o3m_cli *cl, const o3m_daemon_args *a);
+/* Parses argc/argv by spec, the option loop every daemon's main shares:
+ * spec's first O3M_DAEMON_N_OPTIONS options must be O3M_DAEMON_OPTIONS and
+ * go into a; every other option is passed to take(ctx, index, value),
+ * which returns 0, or an exit code (O3M_CLI_EXIT_USAGE after printing its
+ * message with o3m_cli_usage_error) that ends the parse. Operands and a
+ * missing --config or --party are refused with a usage error. Returns 1 to
+ * go on with the daemon, or 0 with *exit_code what main() returns
+ * (O3M_CLI_EXIT_OK after --help or --version, O3M_CLI_EXIT_USAGE). */
+int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc, char **argv,
+                          int (*take)(void *ctx, int index, const char *value), void *ctx,
+                          int *exit_code);
 
 /* The start-up every daemon makes, in this order: the log tag
  * "PROG[PARTY]", the memory trimmer (o3m_daemon_memory_init), the stop

@@ -5,7 +5,7 @@
  *
  * Loads the party's feature tables, binds its address (so that a taken port
  * fails before the mask generator is involved), installs its mask block
- * (pp_service_fetch_block: with a state_dir in the party's section the
+ * (o3m_party_block_obtain: with a state_dir in the party's section the
  * block and dummy-row key stored there, else fetched and confirmed from the
  * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
  * stored in the state_dir if there is one), then serves the Passive service
@@ -44,25 +44,23 @@ static const o3m_cli_spec spec = {
 static int run_service(void *s) { return pp_service_run(s); }
 static void stop_service(void *s) { pp_service_shutdown(s); }
 
+static int take_option(void *ctx, int i, const char *v) {
+  pp_options *opt = ctx;
+  long long n;
+  if (i == OPT_PMG_TIMEOUT) {
+    if (o3m_cli_parse_long(v, 1, 86400, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--pmg-timeout-s: '%s' is not a number of seconds in "
+                                 "1..86400", v);
+    opt->pmg_timeout_s = (int)n;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   o3m_daemon_args a = {0};
   pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL};
-  o3m_cli cl;
-  o3m_cli_begin(&cl, &spec, argc, argv);
-  const char *v;
-  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
-    if (i == O3M_CLI_STOP) return cl.exit_code;
-    if (o3m_daemon_args_take(&a, i, v)) continue;
-    long long n;
-    if (i == OPT_PMG_TIMEOUT) {
-      if (o3m_cli_parse_long(v, 1, 86400, &n) < 0)
-        return o3m_cli_usage_error(&spec, "--pmg-timeout-s: '%s' is not a number of seconds in "
-                                   "1..86400", v);
-      opt.pmg_timeout_s = (int)n;
-    }
-  }
-  int rc = o3m_daemon_args_check(&cl, &a);
-  if (rc) return rc;
+  int rc;
+  if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
   opt.insecure = a.insecure;
 
   o3m_config *cfg;

@@ -51,6 +51,7 @@ struct pp_service {
 #define N_METHODS 4
 static const o3m_rpc_method methods[N_METHODS];
 static const o3m_access_rule access_rules[N_METHODS];
+static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 
 /* Binds the server on the party's address with its access policy: mutual
  * TLS with the party's files unless insecure; requests beyond the largest
@@ -141,7 +142,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
    * port fails before the mask generator is involved. */
   rc = bind_server(s, e);
   if (rc < 0) goto fail;
-  rc = pp_service_fetch_block(s, opt->stop, e);
+  rc = fetch_block(s, opt->stop, e);
   if (rc < 0) goto fail;
   const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
@@ -224,14 +225,22 @@ static int draw_dummy_key(unsigned char key[O3M_FEATURES_KEY_BYTES], o3m_err *e)
   return rc;
 }
 
-/* The block comes from the one behaviour both column parties share
- * (o3m_party_block.h); the dummy-row key is the secret kept beside it: a
- * fresh key is stored with a fetched block, and a stored block brings its
- * key back, so that a restart gives unknown ids the dummies it gave
- * before. The key is given to the tables only once the block is
- * installed. */
-int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e) {
-  if (!s) return o3m_err_set(e, O3M_EINVAL, "pp_service_fetch_block: NULL service");
+/* Installs this party's block by the behaviour both column parties share
+ * (o3m_party_block_obtain, party/o3m_party_block.h: the block stored in
+ * state_dir, else fetched from the PMG with its Info checked, stored and
+ * confirmed, a failed confirmation retried on its own, backoff 100 ms
+ * doubling up to 2 s until pmg_timeout_s, *stop ending the wait with
+ * O3M_ESTATE). The PMG's certificate must carry the PMG's party name
+ * (scripts/make-certs.sh puts it there), so that no other party of the
+ * federation can pose as the mask generator. The party's dummy-row key
+ * (o3m_features_set_dummy_key) is the secret kept beside the block: a new
+ * one is drawn for a fetched block, a stored block restores its own. On
+ * success the block is installed and the Mask method can answer; errors
+ * are those of o3m_party_block_obtain and O3M_ERANDOM (no key). Called
+ * once, before the server runs. The key is given to the tables only once
+ * the block is installed. */
+static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e) {
+  if (!s) return o3m_err_set(e, O3M_EINVAL, "fetch_block: NULL service");
   if (s->block) return o3m_err_set(e, O3M_ESTATE, "the block is already installed");
   unsigned char key[O3M_FEATURES_KEY_BYTES];
   int rc = draw_dummy_key(key, e);

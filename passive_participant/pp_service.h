@@ -12,7 +12,7 @@
  * pp_service_create loads the tables, allocates every buffer for
  * max_candidates (the [policy] value of the config) and for the largest
  * MaskBatch (o3m_wire_mask_batch_rows of it), binds the server and installs
- * the block (pp_service_fetch_block: stored, or from the mask generator
+ * the block (o3m_party_block_obtain: stored, or from the mask generator
  * (PMG) with retries, then confirmed); pp_service_run serves the methods
  * below until pp_service_shutdown (async-signal-safe); pp_service_destroy
  * frees. Nothing is allocated per request beyond what the RPC layer does.
@@ -91,7 +91,7 @@ typedef struct pp_service_stats {
  * max_candidates, binds the server on the party's address (mutual TLS with
  * its cert and key and the federation CA unless opt->insecure; a request
  * beyond the largest MaskBatch of the config is refused unread), installs
- * the block with pp_service_fetch_block (opt->stop ends its wait) and logs
+ * the block by o3m_party_block_obtain (opt->stop ends its wait) and logs
  * the "serving" line. Calls queue from then until pp_service_run. cfg must
  * outlive the service. On failure *out is NULL, nothing is leaked or left
  * listening and e names the party, file and line. Errors: O3M_EINVAL (no
@@ -99,7 +99,8 @@ typedef struct pp_service_stats {
  * for tables whose rows could form a part x^j above the party's max_norm
  * (o3m_features_check_norm: the message names file and line), O3M_ENOMEM,
  * for the server "CONFIG: [party NAME]: listen ADDRESS: CAUSE" (O3M_EIO) or
- * a TLS file's problem (O3M_ETLS), and those of pp_service_fetch_block. */
+ * a TLS file's problem (O3M_ETLS), those of o3m_party_block_obtain and
+ * O3M_ERANDOM (no dummy-row key). */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e);
 
@@ -116,21 +117,6 @@ void pp_service_shutdown(pp_service *s);
 /* Stops and frees the server, frees everything (the block is wiped). Not
  * while pp_service_run executes on another thread. NULL is accepted. */
 void pp_service_destroy(pp_service *s);
-
-/* Installs this party's block by the behaviour both column parties share
- * (o3m_party_block_obtain, party/o3m_party_block.h: the block stored in
- * state_dir, else fetched from the PMG with its Info checked, stored and
- * confirmed, a failed confirmation retried on its own, backoff 100 ms
- * doubling up to 2 s until pmg_timeout_s, *stop ending the wait with
- * O3M_ESTATE). The PMG's certificate must carry the PMG's party name
- * (scripts/make-certs.sh puts it there), so that no other party of the
- * federation can pose as the mask generator. The party's dummy-row key
- * (o3m_features_set_dummy_key) is the secret kept beside the block: a new
- * one is drawn for a fetched block, a stored block restores its own. On
- * success the block is installed and the Mask method can answer; errors
- * are those of o3m_party_block_obtain and O3M_ERANDOM (no key). Called
- * once, before the server runs. */
-int pp_service_fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 
 /* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create
  * with the service as ctx; *n receives its length. The table is static. */

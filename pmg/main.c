@@ -38,27 +38,25 @@ static const o3m_cli_spec spec = {
 static int run_service(void *s) { return pmg_service_run(s); }
 static void stop_service(void *s) { pmg_service_shutdown(s); }
 
+static int take_option(void *ctx, int i, const char *v) {
+  pmg_options *opt = ctx;
+  if (i == OPT_KEEP_MASK) opt->keep_mask = 1;
+  if (i == OPT_SEED) {
+    unsigned long long seed;
+    if (o3m_cli_parse_u64(v, &seed) < 0)
+      return o3m_cli_usage_error(&spec, "--mask-seed-insecure: '%s' is not an unsigned 64-bit "
+                                 "integer", v);
+    opt->seeded = 1;
+    opt->seed = (uint64_t)seed;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   o3m_daemon_args a = {0};
   pmg_options opt = {0};
-  o3m_cli cl;
-  o3m_cli_begin(&cl, &spec, argc, argv);
-  const char *v;
-  for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
-    if (i == O3M_CLI_STOP) return cl.exit_code;
-    if (o3m_daemon_args_take(&a, i, v)) continue;
-    if (i == OPT_KEEP_MASK) opt.keep_mask = 1;
-    if (i == OPT_SEED) {
-      unsigned long long seed;
-      if (o3m_cli_parse_u64(v, &seed) < 0)
-        return o3m_cli_usage_error(&spec, "--mask-seed-insecure: '%s' is not an unsigned 64-bit "
-                                   "integer", v);
-      opt.seeded = 1;
-      opt.seed = (uint64_t)seed;
-    }
-  }
-  int rc = o3m_daemon_args_check(&cl, &a);
-  if (rc) return rc;
+  int rc;
+  if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
   opt.insecure = a.insecure;
 
   o3m_config *cfg;
