@@ -105,39 +105,6 @@ static void seg_name(char *out, uint64_t first, const char *suffix) {
   snprintf(out, NAME_MAX_LEN, "ap-journal-%016" PRIx64 ".wal%s", first, suffix);
 }
 
-/* Reads exactly len bytes at off; -1 on error or end of file. */
-static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
-  unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t r = pread(fd, p, len, (off_t)off);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (r == 0) return -1;
-    p += r;
-    len -= (size_t)r;
-    off += (uint64_t)r;
-  }
-  return 0;
-}
-
-/* Writes exactly len bytes at off; -1 (errno set) on error. */
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off) {
-  const unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t r = pwrite(fd, p, len, (off_t)off);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += r;
-    len -= (size_t)r;
-    off += (uint64_t)r;
-  }
-  return 0;
-}
-
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
@@ -263,7 +230,7 @@ static const unsigned char *slot_get(ap_journal *j, slot_reader *r, uint64_t k) 
     uint64_t n = r->avail - k, per = j->cap / j->L;
     if (n > per) n = per;
     r->n = 0;
-    if (pread_all(r->fd, j->buf, (size_t)n * j->L, slot_off(j, k))) return NULL;
+    if (o3m_pread_full(r->fd, j->buf, (size_t)n * j->L, slot_off(j, k))) return NULL;
     r->lo = k;
     r->n = n;
   }
@@ -306,7 +273,7 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
   if (f < 0)
     return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot create: %s", j->dir, tmp,
                        strerror(errno));
-  if (set_length(f, slot_off(j, j->nslots)) || pwrite_all(f, h, HDR, 0) || fdatasync(f)) {
+  if (set_length(f, slot_off(j, j->nslots)) || o3m_pwrite_full(f, h, HDR, 0) || fdatasync(f)) {
     int err = errno;
     close(f);
     unlinkat(j->dirfd, tmp, 0);
@@ -362,7 +329,7 @@ static int start_segment(ap_journal *j, uint64_t first, o3m_err *e) {
  * (rotation step 3). Uses j->buf, which must be empty. */
 static int write_close(ap_journal *j, int fd, uint64_t k, uint64_t next) {
   encode_slot(j, j->buf, TYPE_CLOSE, NULL, next);
-  return pwrite_all(fd, j->buf, j->L, slot_off(j, k)) || fdatasync(fd) ? -1 : 0;
+  return o3m_pwrite_full(fd, j->buf, j->L, slot_off(j, k)) || fdatasync(fd) ? -1 : 0;
 }
 
 /* Rotation steps 2 and 3 (ap_journal.h); the records must be synced. */
@@ -469,7 +436,7 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
   int rc = O3M_OK;
   uint64_t size = (uint64_t)sb.st_size, n = 0;
   unsigned char h[HDR];
-  if (size < HDR || pread_all(fd, h, HDR, 0) || memcmp(h + SEG_AT_MAGIC, SEG_MAGIC, 8) ||
+  if (size < HDR || o3m_pread_full(fd, h, HDR, 0) || memcmp(h + SEG_AT_MAGIC, SEG_MAGIC, 8) ||
       o3m_get_le32(h + SEG_AT_HDR_CRC) != o3m_crc32c(0, h, SEG_AT_HDR_CRC)) {
     stop_at(st, i, 0, *next, "a damaged segment header");
     goto out;
@@ -647,7 +614,7 @@ static uint64_t data_end(ap_journal *j, int fd, uint64_t off, uint64_t size) {
   uint64_t end = off;
   while (off < size) {
     size_t n = size - off < j->cap ? (size_t)(size - off) : j->cap;
-    if (pread_all(fd, j->buf, n, off)) return UINT64_MAX;
+    if (o3m_pread_full(fd, j->buf, n, off)) return UINT64_MAX;
     for (size_t k = n; k > 0; k--)
       if (j->buf[k - 1]) {
         end = off + k;
@@ -670,7 +637,7 @@ static int set_bytes_aside(ap_journal *j, int fd, const char *name, uint64_t off
                        strerror(errno));
   for (uint64_t p = off; p < end;) {
     size_t n = end - p < j->cap ? (size_t)(end - p) : j->cap;
-    if (pread_all(fd, j->buf, n, p) || o3m_write_full(o, j->buf, n)) {
+    if (o3m_pread_full(fd, j->buf, n, p) || o3m_write_full(o, j->buf, n)) {
       int err = errno;
       close(o);
       return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot copy: %s", j->dir, out,
@@ -684,7 +651,7 @@ static int set_bytes_aside(ap_journal *j, int fd, const char *name, uint64_t off
   memset(j->buf, 0, j->cap);
   for (uint64_t p = off; p < end;) {
     size_t n = end - p < j->cap ? (size_t)(end - p) : j->cap;
-    if (pwrite_all(fd, j->buf, n, p))
+    if (o3m_pwrite_full(fd, j->buf, n, p))
       return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot zero: %s", j->dir, name,
                          strerror(errno));
     p += n;
@@ -739,7 +706,7 @@ static int cut_torn(ap_journal *j, const scan_state *st, ap_journal_info *info, 
   seg_name(name, j->segs[st->seg], "");
   int fd = openat(j->dirfd, name, O_RDWR | O_CLOEXEC);
   memset(j->buf, 0, j->L);
-  if (fd < 0 || pwrite_all(fd, j->buf, j->L, st->off) || fdatasync(fd)) {
+  if (fd < 0 || o3m_pwrite_full(fd, j->buf, j->L, st->off) || fdatasync(fd)) {
     int err = errno;
     if (fd >= 0) close(fd);
     return o3m_err_set(e, O3M_EIO, "journal %s/%s: cannot zero the torn record: %s", j->dir,
@@ -877,7 +844,7 @@ fail:
 
 static int flush(ap_journal *j) {
   if (j->fill == 0) return O3M_OK;
-  if (pwrite_all(j->fd, j->buf, j->fill, slot_off(j, j->cur_written))) {
+  if (o3m_pwrite_full(j->fd, j->buf, j->fill, slot_off(j, j->cur_written))) {
     o3m_log_error("journal %s: write failed: %s", j->dir, strerror(errno));
     j->failed = O3M_EIO;
     return O3M_EIO;

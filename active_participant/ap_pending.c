@@ -208,20 +208,20 @@ int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
   return O3M_OK;
 }
 
-void ap_pending_close(ap_pending *t, uint64_t id) {
+/* Ends the wait of decision id, if it still waits: its slot takes state and
+ * the counter of that outcome goes up. */
+static void end_wait(ap_pending *t, uint64_t id, int state, uint64_t *count) {
   slot *s = slot_of(t, id);
   if (!s || s->state != SLOT_WAITING) return;
-  s->state = SLOT_REWARDED;
-  t->st.closed++;
+  s->state = state;
+  (*count)++;
   t->st.waiting--;
 }
 
+void ap_pending_close(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_REWARDED, &t->st.closed); }
+
 void ap_pending_expire(ap_pending *t, uint64_t id) {
-  slot *s = slot_of(t, id);
-  if (!s || s->state != SLOT_WAITING) return;
-  s->state = SLOT_EXPIRED;
-  t->st.expired++;
-  t->st.waiting--;
+  end_wait(t, id, SLOT_EXPIRED, &t->st.expired);
 }
 
 void ap_pending_stats_get(const ap_pending *t, int64_t now_ms, ap_pending_stats *st) {

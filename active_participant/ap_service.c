@@ -406,7 +406,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
 }
 
 static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
-  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   o3m_policy_config pc;
   o3m_policy_config_default(&pc);
   if (o3m_algo_parse(pp->algo, &pc.algo) < 0 || o3m_model_parse(pp->model, &pc.model) < 0)
@@ -472,7 +472,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
   s->slot = me->slot;
-  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   s->k_max = pp->max_candidates;
   s->reward_min = pp->reward_min;
   s->reward_max = pp->reward_max;

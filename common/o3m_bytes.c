@@ -45,33 +45,42 @@ uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len) {
   return ~c;
 }
 
-int o3m_write_full(int fd, const void *buf, size_t len) {
-  const unsigned char *p = buf;
+/* The one loop behind o3m_write_full, o3m_read_full, o3m_pwrite_full and
+ * o3m_pread_full: moves len bytes between fd and p, at offset off when at is
+ * nonzero (pread/pwrite) or at the file position otherwise, retrying short
+ * transfers and EINTR. A read that meets the end of the file fails. The
+ * writers pass a const buffer cast to p: it is only read. */
+static int io_full(int fd, unsigned char *p, size_t len, int at, uint64_t off, int wr) {
   while (len > 0) {
-    ssize_t w = write(fd, p, len);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
-}
-
-int o3m_read_full(int fd, void *buf, size_t len) {
-  unsigned char *p = buf;
-  while (len > 0) {
-    ssize_t r = read(fd, p, len);
+    ssize_t r;
+    if (at)
+      r = wr ? pwrite(fd, p, len, (off_t)off) : pread(fd, p, len, (off_t)off);
+    else
+      r = wr ? write(fd, p, len) : read(fd, p, len);
     if (r < 0) {
       if (errno == EINTR) continue;
       return -1;
     }
-    if (r == 0) return -1;
+    if (r == 0 && !wr) return -1;
     p += r;
     len -= (size_t)r;
+    off += (uint64_t)r;
   }
   return 0;
+}
+
+int o3m_write_full(int fd, const void *buf, size_t len) {
+  return io_full(fd, (unsigned char *)buf, len, 0, 0, 1);
+}
+
+int o3m_read_full(int fd, void *buf, size_t len) { return io_full(fd, buf, len, 0, 0, 0); }
+
+int o3m_pwrite_full(int fd, const void *buf, size_t len, uint64_t off) {
+  return io_full(fd, (unsigned char *)buf, len, 1, off, 1);
+}
+
+int o3m_pread_full(int fd, void *buf, size_t len, uint64_t off) {
+  return io_full(fd, buf, len, 1, off, 0);
 }
 
 int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,

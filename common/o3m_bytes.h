@@ -61,6 +61,11 @@ int o3m_write_full(int fd, const void *buf, size_t len);
  * on an error (errno set) or an end of file before len bytes. */
 int o3m_read_full(int fd, void *buf, size_t len);
 
+/* The same at file offset off (pwrite(2) / pread(2)), leaving the file
+ * position alone: 0, or -1 as above. */
+int o3m_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+int o3m_pread_full(int fd, void *buf, size_t len, uint64_t off);
+
 /* 1 and *seq if name is exactly prefix, 16 lowercase hex digits, suffix
  * ("ap-journal-00000000000000a1.wal"); 0 otherwise. */
 int o3m_parse_seq_name(const char *name, const char *prefix, const char *suffix,

@@ -37,7 +37,7 @@ struct o3m_config {
   int deadline_ms;
   int insecure;
   const char *ca;
-  o3m_policy_params policy;
+  o3m_config_policy_section policy;
 
   o3m_party *parties; /* file order */
   int n_parties;
@@ -869,7 +869,7 @@ int o3m_config_d(const o3m_config *c) { return c->d; }
 int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
-const o3m_policy_params *o3m_config_policy(const o3m_config *c) { return &c->policy; }
+const o3m_config_policy_section *o3m_config_policy(const o3m_config *c) { return &c->policy; }
 int o3m_config_n_parties(const o3m_config *c) { return c->n_parties; }
 
 const o3m_party *o3m_config_party_at(const o3m_config *c, int i) {

@@ -164,7 +164,7 @@ typedef struct o3m_client {
  * are the strings of the file, already checked to be one of the allowed
  * words; the AP maps them with o3m_algo_parse and o3m_model_parse. Read-only
  * for callers. */
-typedef struct o3m_policy_params {
+typedef struct o3m_config_policy_section {
   const char *algo;      /* "linucb" or "lints" */
   const char *model;     /* "shared" or "disjoint" */
   double alpha;
@@ -178,7 +178,7 @@ typedef struct o3m_policy_params {
   double reward_min;
   double reward_max;
   const char *items;     /* path; set exactly when model is "disjoint" */
-} o3m_policy_params;
+} o3m_config_policy_section;
 
 /* Opaque: use the accessors below. */
 typedef struct o3m_config o3m_config;
@@ -211,7 +211,7 @@ const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
 
 /* The [policy] section; the pointer lives as long as c. */
-const o3m_policy_params *o3m_config_policy(const o3m_config *c);
+const o3m_config_policy_section *o3m_config_policy(const o3m_config *c);
 
 /* All parties in file order (the pmg included): i in 0..n-1. Out-of-range i
  * gives NULL. */

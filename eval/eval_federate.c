@@ -406,7 +406,7 @@ int eval_federate_main(int argc, char **argv) {
     goto fail;
   }
   /* The two in-process baselines share the AP's policy settings. */
-  const o3m_policy_params *pp = o3m_config_policy(cfg);
+  const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   o3m_policy_config pc;
   o3m_policy_config_default(&pc);
   o3m_algo_parse(pp->algo, &pc.algo);

@@ -116,7 +116,17 @@ int eval_lines_next(eval_lines *L, char **line, size_t *len, o3m_err *e) {
 int eval_reader_next(eval_reader *r, eval_event *ev, o3m_err *e) {
   if (r->failed) return o3m_err_set(e, O3M_ESTATE, "%s: reader already failed", r->lines.path);
   if (r->done) return 0;
-  int rc = r->ops->next(r, ev, e);
+  int rc;
+  for (;;) {
+    char *line;
+    size_t len;
+    rc = eval_lines_next(&r->lines, &line, &len, e);
+    if (rc <= 0) break;
+    rc = len ? r->ops->parse(r, line, ev, e) : 0;
+    if (rc) break;
+    r->skipped++;
+  }
+  if (rc == 1) ev->line = r->lines.line;
   if (rc < 0) r->failed = 1;
   if (rc == 0) r->done = 1;
   return rc;

@@ -50,51 +50,37 @@ static int parse_error(const eval_lines *L, int field, const char *why, o3m_err 
   return o3m_err_set(e, O3M_EPARSE, "%s:%lld: %s", L->path, L->line, why);
 }
 
-static int criteo_next(eval_reader *r, eval_event *ev, o3m_err *e) {
+static int criteo_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   criteo_reader *c = (criteo_reader *)r;
   eval_lines *L = &r->lines;
   const int K = r->K, d = r->d;
-  for (;;) {
-    char *line;
-    size_t len;
-    int rc = eval_lines_next(L, &line, &len, e);
-    if (rc <= 0) return rc;
-    if (len == 0) {
-      r->skipped++;
-      continue;
+  eval_criteo_row row;
+  int field;
+  const char *why;
+  if (eval_criteo_parse(line, c->sep, c->st.transform, &row, &field, &why))
+    return parse_error(L, field, why, e);
+  int arm = c->arm_of[eval_criteo_triple_index(row.count)];
+  if (arm < 0) return 0; /* skipped */
+  double u[EVAL_CRITEO_NINT], *w = r->w;
+  eval_criteo_user(&c->st, &row, u);
+  for (int i = 0; i < EVAL_CRITEO_NINT; i++)
+    for (int k = 0; k < EVAL_CRITEO_NBUCKET; k++) w[i * EVAL_CRITEO_NBUCKET + k] = u[i];
+  if (!r->no_matrix)
+    for (int a = 0; a < K; a++) {
+      double *x = r->X + (size_t)a * d;
+      const double *ca = r->C + (size_t)a * d;
+      for (int j = 0; j < d; j++) x[j] = w[j] + ca[j];
     }
-    eval_criteo_row row;
-    int field;
-    const char *why;
-    if (eval_criteo_parse(line, c->sep, c->st.transform, &row, &field, &why))
-      return parse_error(L, field, why, e);
-    int arm = c->arm_of[eval_criteo_triple_index(row.count)];
-    if (arm < 0) {
-      r->skipped++;
-      continue;
-    }
-    double u[EVAL_CRITEO_NINT], *w = r->w;
-    eval_criteo_user(&c->st, &row, u);
-    for (int i = 0; i < EVAL_CRITEO_NINT; i++)
-      for (int k = 0; k < EVAL_CRITEO_NBUCKET; k++) w[i * EVAL_CRITEO_NBUCKET + k] = u[i];
-    if (!r->no_matrix)
-      for (int a = 0; a < K; a++) {
-        double *x = r->X + (size_t)a * d;
-        const double *ca = r->C + (size_t)a * d;
-        for (int j = 0; j < d; j++) x[j] = w[j] + ca[j];
-      }
-    ev->arm = arm;
-    ev->reward = (double)row.label;
-    ev->X = r->no_matrix ? NULL : r->X;
-    ev->w = w;
-    ev->line = L->line;
-    return 1;
-  }
+  ev->arm = arm;
+  ev->reward = (double)row.label;
+  ev->X = r->no_matrix ? NULL : r->X;
+  ev->w = w;
+  return 1;
 }
 
 static void criteo_destroy(eval_reader *r) { free(r); }
 
-static const eval_reader_ops criteo_ops = {criteo_next, criteo_destroy};
+static const eval_reader_ops criteo_ops = {criteo_parse, criteo_destroy};
 
 int eval_reader_open_criteo(eval_reader **out, const char *path, int csv,
                             const eval_criteo_stats *st, o3m_err *e) {

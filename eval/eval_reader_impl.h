@@ -38,8 +38,13 @@ int eval_lines_next(eval_lines *L, char **line, size_t *len, o3m_err *e);
 
 void eval_lines_close(eval_lines *L);
 
+/* parse turns one non-empty line (NUL-terminated, writable) into *ev:
+ * 1 for an event, 0 for a line the back end skips (eval_reader_next counts
+ * it in skipped and reads on), or a negative code with e naming the line.
+ * The one line loop, with the empty lines' skipping and ev->line, is
+ * eval_reader_next's. */
 typedef struct eval_reader_ops {
-  int (*next)(eval_reader *r, eval_event *ev, o3m_err *e);
+  int (*parse)(eval_reader *r, char *line, eval_event *ev, o3m_err *e);
   void (*destroy)(eval_reader *r); /* frees the back end's own fields and r */
 } eval_reader_ops;
 

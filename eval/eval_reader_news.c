@@ -27,46 +27,36 @@ typedef struct news_reader {
   char *fields[NEWS_FIELDS + 1];
 } news_reader;
 
-static int news_next(eval_reader *r, eval_event *ev, o3m_err *e) {
+static int news_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   news_reader *nr = (news_reader *)r;
   eval_lines *L = &r->lines;
-  for (;;) {
-    char *line;
-    size_t len;
-    int rc = eval_lines_next(L, &line, &len, e);
-    if (rc <= 0) return rc;
-    int n = eval__split_ws(line, nr->fields, NEWS_FIELDS + 1);
-    if (n == 0) {
-      r->skipped++;
-      continue;
-    }
-    if (n != NEWS_FIELDS)
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: expected %d fields (arm, reward, %d x %d "
-                         "features), got %d", L->path, L->line, NEWS_FIELDS, NEWS_K, NEWS_D, n);
-    long long v[NEWS_FIELDS];
-    for (int i = 0; i < NEWS_FIELDS; i++)
-      if (eval__parse_ll(nr->fields[i], &v[i]))
-        return o3m_err_set(e, O3M_EPARSE, "%s:%lld: field %d ('%.40s') is not an integer",
-                           L->path, L->line, i + 1, nr->fields[i]);
-    if (v[0] < 1 || v[0] > NEWS_K)
-      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: arm %lld out of range 1..%d", L->path,
-                         L->line, v[0], NEWS_K);
-    if (v[1] != 0 && v[1] != 1)
-      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: reward %lld is not 0 or 1", L->path, L->line,
-                         v[1]);
-    for (int i = 0; i < NEWS_K * NEWS_D; i++) r->X[i] = (double)v[2 + i];
-    ev->arm = (int)v[0] - 1;
-    ev->reward = (double)v[1];
-    ev->X = r->X;
-    ev->w = NULL;
-    ev->line = L->line;
-    return 1;
-  }
+  int n = eval__split_ws(line, nr->fields, NEWS_FIELDS + 1);
+  if (n == 0) return 0; /* skipped */
+  if (n != NEWS_FIELDS)
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: expected %d fields (arm, reward, %d x %d "
+                       "features), got %d", L->path, L->line, NEWS_FIELDS, NEWS_K, NEWS_D, n);
+  long long v[NEWS_FIELDS];
+  for (int i = 0; i < NEWS_FIELDS; i++)
+    if (eval__parse_ll(nr->fields[i], &v[i]))
+      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: field %d ('%.40s') is not an integer",
+                         L->path, L->line, i + 1, nr->fields[i]);
+  if (v[0] < 1 || v[0] > NEWS_K)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: arm %lld out of range 1..%d", L->path,
+                       L->line, v[0], NEWS_K);
+  if (v[1] != 0 && v[1] != 1)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: reward %lld is not 0 or 1", L->path, L->line,
+                       v[1]);
+  for (int i = 0; i < NEWS_K * NEWS_D; i++) r->X[i] = (double)v[2 + i];
+  ev->arm = (int)v[0] - 1;
+  ev->reward = (double)v[1];
+  ev->X = r->X;
+  ev->w = NULL;
+  return 1;
 }
 
 static void news_destroy(eval_reader *r) { free(r); }
 
-static const eval_reader_ops news_ops = {news_next, news_destroy};
+static const eval_reader_ops news_ops = {news_parse, news_destroy};
 
 int eval_reader_open_news(eval_reader **out, const char *path, o3m_err *e) {
   *out = NULL;

@@ -71,72 +71,58 @@ void eval_obd_options_default(eval_obd_options *o) {
 
 static int has_quote(const char *s) { return strchr(s, '"') != NULL; }
 
-static int obd_next(eval_reader *r, eval_event *ev, o3m_err *e) {
+static int obd_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   obd_reader *o = (obd_reader *)r;
   eval_lines *L = &r->lines;
-  for (;;) {
-    char *line;
-    size_t len;
-    int rc = eval_lines_next(L, &line, &len, e);
-    if (rc <= 0) return rc;
-    if (len == 0) {
-      r->skipped++;
-      continue;
-    }
-    if (has_quote(line))
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: quoted CSV fields are not supported", L->path,
-                         L->line);
-    int n = eval__split(line, ',', o->fields, OBD_MAX_FIELDS + 1);
-    if (n != o->n_fields)
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: expected %d fields as in the header, got %d",
-                         L->path, L->line, o->n_fields, n);
-    long long pos, item, click;
-    if (eval__parse_ll(o->fields[o->col_pos], &pos))
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: position '%.40s' is not an integer", L->path,
-                         L->line, o->fields[o->col_pos]);
-    if (eval__parse_ll(o->fields[o->col_item], &item))
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: item_id '%.40s' is not an integer", L->path,
-                         L->line, o->fields[o->col_item]);
-    if (eval__parse_ll(o->fields[o->col_click], &click))
-      return o3m_err_set(e, O3M_EPARSE, "%s:%lld: click '%.40s' is not an integer", L->path,
-                         L->line, o->fields[o->col_click]);
-    if (item < 0 || item >= r->K)
-      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: item_id %lld out of range 0..%d", L->path,
-                         L->line, item, r->K - 1);
-    if (click != 0 && click != 1)
-      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: click %lld is not 0 or 1", L->path, L->line,
-                         click);
-    if (pos < 1)
-      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: position %lld is not >= 1", L->path, L->line,
-                         pos);
-    if (o->opt.position && pos != o->opt.position) {
-      r->skipped++;
-      continue;
-    }
-    /* w = [user one-hot ; 0]; X = 1 w^T + C. */
-    int B = o->opt.user_buckets, d = r->d, K = r->K;
-    memset(r->w, 0, sizeof(double) * o->d_user);
-    for (int j = 0; j < o->n_user; j++) {
-      const char *v = o->fields[o->col_user[j]];
-      size_t vl = strlen(v);
-      if (vl) r->w[j * B + (int)(o3m_hash_bytes(v, vl, (uint64_t)j) % (uint64_t)B)] = 1.0;
-    }
-    if (!r->no_matrix) {
-      memcpy(r->X, r->C, sizeof(double) * (size_t)K * d);
-      for (int a = 0; a < K; a++) memcpy(r->X + (size_t)a * d, r->w, sizeof(double) * o->d_user);
-    }
-    ev->arm = (int)item;
-    ev->reward = (double)click;
-    ev->X = r->no_matrix ? NULL : r->X;
-    ev->w = r->w;
-    ev->line = L->line;
-    return 1;
+  if (has_quote(line))
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: quoted CSV fields are not supported", L->path,
+                       L->line);
+  int n = eval__split(line, ',', o->fields, OBD_MAX_FIELDS + 1);
+  if (n != o->n_fields)
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: expected %d fields as in the header, got %d",
+                       L->path, L->line, o->n_fields, n);
+  long long pos, item, click;
+  if (eval__parse_ll(o->fields[o->col_pos], &pos))
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: position '%.40s' is not an integer", L->path,
+                       L->line, o->fields[o->col_pos]);
+  if (eval__parse_ll(o->fields[o->col_item], &item))
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: item_id '%.40s' is not an integer", L->path,
+                       L->line, o->fields[o->col_item]);
+  if (eval__parse_ll(o->fields[o->col_click], &click))
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: click '%.40s' is not an integer", L->path,
+                       L->line, o->fields[o->col_click]);
+  if (item < 0 || item >= r->K)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: item_id %lld out of range 0..%d", L->path,
+                       L->line, item, r->K - 1);
+  if (click != 0 && click != 1)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: click %lld is not 0 or 1", L->path, L->line,
+                       click);
+  if (pos < 1)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: position %lld is not >= 1", L->path, L->line,
+                       pos);
+  if (o->opt.position && pos != o->opt.position) return 0; /* skipped */
+  /* w = [user one-hot ; 0]; X = 1 w^T + C. */
+  int B = o->opt.user_buckets, d = r->d, K = r->K;
+  memset(r->w, 0, sizeof(double) * o->d_user);
+  for (int j = 0; j < o->n_user; j++) {
+    const char *v = o->fields[o->col_user[j]];
+    size_t vl = strlen(v);
+    if (vl) r->w[j * B + (int)(o3m_hash_bytes(v, vl, (uint64_t)j) % (uint64_t)B)] = 1.0;
   }
+  if (!r->no_matrix) {
+    memcpy(r->X, r->C, sizeof(double) * (size_t)K * d);
+    for (int a = 0; a < K; a++) memcpy(r->X + (size_t)a * d, r->w, sizeof(double) * o->d_user);
+  }
+  ev->arm = (int)item;
+  ev->reward = (double)click;
+  ev->X = r->no_matrix ? NULL : r->X;
+  ev->w = r->w;
+  return 1;
 }
 
 static void obd_destroy(eval_reader *r) { free(r); }
 
-static const eval_reader_ops obd_ops = {obd_next, obd_destroy};
+static const eval_reader_ops obd_ops = {obd_parse, obd_destroy};
 
 /* The item table, read whole at open: K items, their one numeric feature and
  * their categorical values (kept as strings only until encoded). */

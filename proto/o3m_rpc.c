@@ -777,27 +777,41 @@ static int slots_for(const o3m_rpc_server_config *cfg, const char *path) {
   return cfg->slots_per_method;
 }
 
-static int server_credentials(const o3m_rpc_server_config *cfg, grpc_server_credentials **out,
-                              o3m_err *e) {
-  *out = NULL;
-  if (cfg->insecure) {
-    *out = grpc_insecure_server_credentials_create();
-    return *out ? 0 : o3m_err_set(e, O3M_ETLS, "cannot create plaintext credentials");
+/* The transport credentials of a server (sout) or a client (cout): exactly
+ * one of the two is not NULL. Plaintext when insecure, else TLS from the PEM
+ * files of tls. On failure the credentials pointer is left NULL. */
+static int make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_credentials **sout,
+                            grpc_channel_credentials **cout, o3m_err *e) {
+  if (sout) *sout = NULL;
+  if (cout) *cout = NULL;
+  int made;
+  if (insecure) {
+    if (sout)
+      made = (*sout = grpc_insecure_server_credentials_create()) != NULL;
+    else
+      made = (*cout = grpc_insecure_credentials_create()) != NULL;
+    return made ? 0 : o3m_err_set(e, O3M_ETLS, "cannot create plaintext credentials");
   }
   pem_set p;
-  int rc = pem_load(&cfg->tls, &p, e);
+  int rc = pem_load(tls, &p, e);
   if (rc < 0) return rc;
   grpc_ssl_pem_key_cert_pair pair = {p.key, p.cert};
-  /* With a client CA the server demands a verified client certificate:
-   * that is what lets the mask generator tell the parties apart. gRPC copies
-   * the PEM strings. */
-  *out = grpc_ssl_server_credentials_create_ex(
-      p.ca, &pair, 1,
-      p.ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-           : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
-      NULL);
+  /* gRPC copies the PEM strings. */
+  if (sout)
+    /* With a client CA the server demands a verified client certificate:
+     * that is what lets the mask generator tell the parties apart. */
+    made = (*sout = grpc_ssl_server_credentials_create_ex(
+                p.ca, &pair, 1,
+                p.ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                     : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+                NULL)) != NULL;
+  else
+    /* A NULL CA means the system roots. */
+    made = (*cout = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL)) != NULL;
   pem_free(&p);
-  if (!*out) return o3m_err_set(e, O3M_ETLS, "the TLS server credentials were rejected");
+  if (!made)
+    return o3m_err_set(e, O3M_ETLS, "the TLS %s credentials were rejected",
+                       sout ? "server" : "client");
   return 0;
 }
 
@@ -1232,7 +1246,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     }
   }
   grpc_server_credentials *creds;
-  rc = server_credentials(cfg, &creds, e);
+  rc = make_credentials(cfg->insecure, &cfg->tls, &creds, NULL, e);
   if (rc < 0) goto fail;
   rc = unix_check_free(cfg->listen, e);
   if (rc < 0) {
@@ -1386,24 +1400,6 @@ static int client_check(const o3m_rpc_client_config *cfg, o3m_err *e) {
   return check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
 }
 
-static int client_credentials(const o3m_rpc_client_config *cfg, grpc_channel_credentials **out,
-                              o3m_err *e) {
-  *out = NULL;
-  if (cfg->insecure) {
-    *out = grpc_insecure_credentials_create();
-    return *out ? 0 : o3m_err_set(e, O3M_ETLS, "cannot create plaintext credentials");
-  }
-  pem_set p;
-  int rc = pem_load(&cfg->tls, &p, e);
-  if (rc < 0) return rc;
-  grpc_ssl_pem_key_cert_pair pair = {p.key, p.cert};
-  /* gRPC copies the PEM strings. A NULL CA means the system roots. */
-  *out = grpc_ssl_credentials_create(p.ca, p.cert ? &pair : NULL, NULL, NULL);
-  pem_free(&p);
-  if (!*out) return o3m_err_set(e, O3M_ETLS, "the TLS client credentials were rejected");
-  return 0;
-}
-
 int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg,
                           o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
@@ -1429,7 +1425,7 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   }
   grpc_init();
   grpc_channel_credentials *creds;
-  rc = client_credentials(cfg, &creds, e);
+  rc = make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
   chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0);

@@ -226,22 +226,30 @@ void o3m_wire_masked_fill(O3m__V1__MaskedContexts *msg, uint64_t mask_id, int pa
   msg->values = values;
 }
 
+/* A passive party's reply (what names the message) must come from the party
+ * asked and be masked under the current block. */
+static int check_origin(const char *what, uint32_t got_party, uint64_t got_mask, int party,
+                        uint64_t mask_id, o3m_err *e) {
+  if (got_party != (uint32_t)party)
+    return o3m_err_set(e, O3M_EINVAL, "%s: answered as party %u, asked party %d", what, got_party,
+                       party);
+  if (got_mask != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "%s from party %d: mask %016llx, expected %016llx", what,
+                       party, (unsigned long long)got_mask, (unsigned long long)mask_id);
+  return 0;
+}
+
 int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, int d,
                           uint64_t mask_id, double max_norm, o3m_err *e) {
   if (!msg || K < 1 || d < 1) return o3m_err_set(e, O3M_EINVAL, "MaskedContexts check: bad arguments");
-  if (msg->party != (uint32_t)party)
-    return o3m_err_set(e, O3M_EINVAL, "MaskedContexts: answered as party %u, asked party %d",
-                       msg->party, party);
-  if (msg->mask_id != mask_id)
-    return o3m_err_set(e, O3M_EMASK, "MaskedContexts from party %d: mask %016llx, expected "
-                       "%016llx", party, (unsigned long long)msg->mask_id,
-                       (unsigned long long)mask_id);
+  int rc = check_origin("MaskedContexts", msg->party, msg->mask_id, party, mask_id, e);
+  if (rc) return rc;
   if (msg->rows != (uint32_t)K || msg->cols != (uint32_t)d)
     return o3m_err_set(e, O3M_EDIM, "MaskedContexts from party %d: %u x %u, expected %d x %d",
                        party, msg->rows, msg->cols, K, d);
   char what[48];
   snprintf(what, sizeof what, "MaskedContexts from party %d", party);
-  int rc = o3m_wire_check_matrix(what, msg->rows, msg->cols, msg->n_values, msg->values,
+  rc = o3m_wire_check_matrix(what, msg->rows, msg->cols, msg->n_values, msg->values,
                                  (uint32_t)K, (uint32_t)d, e);
   if (rc < 0) return rc;
   return o3m_wire_check_row_norms(what, K, d, msg->values, max_norm, 0, NULL, e);
@@ -301,13 +309,8 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
                                     o3m_err *e) {
   if (!msg || !K || n_queries < 1 || d < 1)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
-  if (msg->party != (uint32_t)party)
-    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply: answered as party %u, asked party %d",
-                       msg->party, party);
-  if (msg->mask_id != mask_id)
-    return o3m_err_set(e, O3M_EMASK, "MaskBatchReply from party %d: mask %016llx, expected "
-                       "%016llx", party, (unsigned long long)msg->mask_id,
-                       (unsigned long long)mask_id);
+  int rc = check_origin("MaskBatchReply", msg->party, msg->mask_id, party, mask_id, e);
+  if (rc) return rc;
   if (msg->n_rows != (size_t)n_queries)
     return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu queries answered, %d "
                        "asked", party, msg->n_rows, n_queries);
@@ -326,7 +329,7 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
                        (unsigned long long)total);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
-  int rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
+  rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
                                  (uint32_t)total, (uint32_t)d, e);
   if (rc < 0) return rc;
   return o3m_wire_check_row_norms(what, (int)total, d, msg->values, max_norm, n_queries, K, e);

@@ -97,7 +97,7 @@ Test(config, valid_values_offsets_and_defaults) {
   cr_assert_eq(o3m_config_insecure(c), 0);
   cr_assert_str_eq(o3m_config_ca(c), "/base/certs/ca.pem");
 
-  const o3m_policy_params *p = o3m_config_policy(c);
+  const o3m_config_policy_section *p = o3m_config_policy(c);
   cr_assert_str_eq(p->algo, "linucb");
   cr_assert_str_eq(p->model, "shared");
   cr_assert_eq(p->alpha, 0.5);
@@ -271,7 +271,7 @@ Test(config, all_policy_keys_parse) {
                      "max_candidates = 20\npending_capacity = 9\n"
                      "pending_expiry_s = 5\nreward_min = -1.5\nreward_max = -1";
   o3m_config *c = parse_ok(variant(6, 7, repl), "/b");
-  const o3m_policy_params *p = o3m_config_policy(c);
+  const o3m_config_policy_section *p = o3m_config_policy(c);
   cr_assert_str_eq(p->algo, "lints");
   cr_assert_str_eq(p->model, "disjoint");
   cr_assert_str_eq(p->items, "/b/items.txt");
@@ -494,7 +494,7 @@ Test(config, load_fixture_resolves_paths_against_its_directory) {
   cr_assert_str_eq(o3m_config_ca(c), want);
   cr_assert_eq(o3m_config_deadline_ms(c), 150);
 
-  const o3m_policy_params *p = o3m_config_policy(c);
+  const o3m_config_policy_section *p = o3m_config_policy(c);
   cr_assert_str_eq(p->algo, "lints");
   cr_assert_str_eq(p->model, "disjoint");
   snprintf(want, sizeof want, "%s/data/items.txt", dir);

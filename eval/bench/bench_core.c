@@ -335,46 +335,55 @@ static void warm_updates(o3m_policy *central, o3m_policy *masked, parties *ps, i
 
 /* ---- (a) central vs masked ---- */
 
-/* One variant of (a): a policy walking through the pool, on raw contexts
- * (masked = 0) or on the summed masked parts (masked = 1). */
-typedef struct a_runner {
+/* One variant of a timed comparison, walking through the pool: round plays
+ * pool round p on the variant's model and returns the arm chosen. (a) runs
+ * a policy on raw contexts (central_round) or on the summed masked parts
+ * (masked_round); (b) the paper's round (paper_pool_round) or ours. */
+typedef struct runner runner;
+struct runner {
+  int (*round)(runner *r, int p);
   o3m_policy *pol;
+  struct paper_ucb *ps; /* paper_pool_round's model */
   const pool *pl;
-  int masked;
   int next;    /* next pool round */
-  double *acc; /* K x d: Q X for masked */
+  double *acc; /* K x d: Q X for masked_round */
   int *dec;    /* decisions of the timed rounds */
   int ndec;
-} a_runner;
+};
 
-/* Runs B rounds and returns the seconds per round. */
-static double a_batch(a_runner *r, int B, int record) {
-  const pool *pl = r->pl;
-  int K = pl->K, d = pl->d;
-  size_t kd = (size_t)K * d;
+/* Runs B rounds of the runner r and returns the seconds per round. */
+static double run_batch(runner *r, int B, int record) {
   double t0 = o3m_clock_s();
   for (int b = 0; b < B; b++) {
     int p = r->next;
-    r->next = p + 1 == pl->P ? 0 : p + 1;
-    const double *X = pl->X + p * kd;
-    if (r->masked) {
-      sum_parts(pl->M, kd, pl->Y + (size_t)p * pl->M * kd, r->acc);
-      X = r->acc;
-    }
-    int c = policy_round(r->pol, K, d, X, pl->rew + (size_t)p * K);
+    r->next = p + 1 == r->pl->P ? 0 : p + 1;
+    int c = r->round(r, p);
     if (record) r->dec[r->ndec++] = c;
   }
   return (o3m_clock_s() - t0) / B;
 }
 
+static int central_round(runner *r, int p) {
+  const pool *pl = r->pl;
+  size_t kd = (size_t)pl->K * pl->d;
+  return policy_round(r->pol, pl->K, pl->d, pl->X + p * kd, pl->rew + (size_t)p * pl->K);
+}
+
+static int masked_round(runner *r, int p) {
+  const pool *pl = r->pl;
+  size_t kd = (size_t)pl->K * pl->d;
+  sum_parts(pl->M, kd, pl->Y + (size_t)p * pl->M * kd, r->acc);
+  return policy_round(r->pol, pl->K, pl->d, r->acc, pl->rew + (size_t)p * pl->K);
+}
+
 /* Batch length: enough rounds that one batch of the slower variant takes
  * about target seconds, judged from three untimed rounds of each variant
  * (run on both, so that both stay on the same rounds). */
-static int calibrate_pair(double (*batch)(void *, int, int), void *va, void *vb, double target) {
+static int calibrate_pair(runner *va, runner *vb, double target) {
   double ta = 0, tb = 0;
   for (int i = 0; i < 3; i++) {
-    ta = batch(va, 1, 0);
-    tb = batch(vb, 1, 0);
+    ta = run_batch(va, 1, 0);
+    tb = run_batch(vb, 1, 0);
   }
   double t = ta > tb ? ta : tb;
   int B = (int)(target / (t > 1e-9 ? t : 1e-9));
@@ -383,29 +392,66 @@ static int calibrate_pair(double (*batch)(void *, int, int), void *va, void *vb,
   return B;
 }
 
-static double a_batch_v(void *r, int B, int record) { return a_batch(r, B, record); }
-
 /* Interleaves two variants for np A-B pairs (order alternating A B, B A, ...)
  * of B rounds each; ta, tb receive the seconds per round of every batch and
  * ratio their per-pair ratio b / a. */
-static void run_pairs(double (*batch)(void *, int, int), void *va, void *vb, int np, int B,
-                      double *ta, double *tb, double *ratio) {
+static void run_pairs(runner *va, runner *vb, int np, int B, double *ta, double *tb,
+                      double *ratio) {
   for (int i = 0; i < np; i++) {
     if (i % 2 == 0) {
-      ta[i] = batch(va, B, 1);
-      tb[i] = batch(vb, B, 1);
+      ta[i] = run_batch(va, B, 1);
+      tb[i] = run_batch(vb, B, 1);
     } else {
-      tb[i] = batch(vb, B, 1);
-      ta[i] = batch(va, B, 1);
+      tb[i] = run_batch(vb, B, 1);
+      ta[i] = run_batch(va, B, 1);
     }
     ratio[i] = tb[i] / ta[i];
   }
+}
+
+/* What one compared cell gives: the batch length, the medians of a's and
+ * b's seconds per round, and the median b / a ratio with its quartiles. */
+typedef struct pair_stats {
+  int B;
+  double ta, tb, r, q1, q3;
+} pair_stats;
+
+/* Times runner a against runner b: a batch length from calibrate_pair
+ * (o->cell_s over the cell), then o->pairs interleaved pairs. a->dec and
+ * b->dec are allocated for the decisions of the timed rounds; the caller
+ * frees them. */
+static pair_stats compare_runners(const bench_opts *o, runner *a, runner *b) {
+  pair_stats st;
+  int np = o->pairs;
+  double *ta = xmalloc(sizeof(double) * np), *tb = xmalloc(sizeof(double) * np);
+  double *ra = xmalloc(sizeof(double) * np);
+  st.B = calibrate_pair(a, b, o->cell_s / (2.0 * np));
+  a->dec = xmalloc(sizeof(int) * (size_t)st.B * np);
+  b->dec = xmalloc(sizeof(int) * (size_t)st.B * np);
+  run_pairs(a, b, np, st.B, ta, tb, ra);
+  st.ta = median(ta, np);
+  st.tb = median(tb, np);
+  st.r = median(ra, np);
+  st.q1 = quantile(ra, np, 0.25);
+  st.q3 = quantile(ra, np, 0.75);
+  free(ta);
+  free(tb);
+  free(ra);
+  return st;
 }
 
 static int count_mismatch(const int *a, const int *b, int n) {
   int m = 0;
   for (int i = 0; i < n; i++) m += a[i] != b[i];
   return m;
+}
+
+/* The "same decisions" column: "yes (n rounds)" or "NO: mis of n differ". */
+static void same_label(char *buf, size_t size, int mis, int n) {
+  if (mis)
+    snprintf(buf, size, "NO: %d of %d differ", mis, n);
+  else
+    snprintf(buf, size, "yes (%d rounds)", n);
 }
 
 static void section_a(const bench_opts *o, bench_summary *sum) {
@@ -422,8 +468,6 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
       N_PARTIES, o->pool_mb, o->pairs);
   sum->worst_ratio = 0;
   sum->cells_pass = sum->cells = 0;
-  double *ta = xmalloc(sizeof(double) * o->pairs), *tb = xmalloc(sizeof(double) * o->pairs);
-  double *ra = xmalloc(sizeof(double) * o->pairs);
   for (int ai = 0; ai < 2; ai++) {
     o3m_algo algo = ai == 0 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
     printf("\n  shared %s%s\n", ai == 0 ? "LinUCB (VFUCB)" : "LinTS (VFTS)",
@@ -442,23 +486,14 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
         eval_synth *s = make_synth(d, K, 2000 + 10 * d + K);
         pool pl;
         pool_init(&pl, s, &ps, K, d, POOL_MAX, o->pool_mb);
-        a_runner rc = {.pol = pc, .pl = &pl, .masked = 0};
-        a_runner rm = {.pol = pm, .pl = &pl, .masked = 1};
+        runner rc = {.round = central_round, .pol = pc, .pl = &pl};
+        runner rm = {.round = masked_round, .pol = pm, .pl = &pl};
         rm.acc = xmalloc(sizeof(double) * K * d);
-        int B = calibrate_pair(a_batch_v, &rc, &rm, o->cell_s / (2.0 * o->pairs));
-        rc.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
-        rm.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
-        run_pairs(a_batch_v, &rc, &rm, o->pairs, B, ta, tb, ra);
-        double tc = median(ta, o->pairs), tm = median(tb, o->pairs);
-        double q1 = quantile(ra, o->pairs, 0.25), q3 = quantile(ra, o->pairs, 0.75);
-        double r = median(ra, o->pairs);
+        pair_stats st = compare_runners(o, &rc, &rm);
+        double tc = st.ta, tm = st.tb, r = st.r;
         char same[48] = "";
         if (algo == O3M_ALGO_LINUCB) {
-          int mis = count_mismatch(rc.dec, rm.dec, rc.ndec);
-          if (mis)
-            snprintf(same, sizeof same, "NO: %d of %d differ", mis, rc.ndec);
-          else
-            snprintf(same, sizeof same, "yes (%d rounds)", rc.ndec);
+          same_label(same, sizeof same, count_mismatch(rc.dec, rm.dec, rc.ndec), rc.ndec);
           sum->cells++;
           sum->cells_pass += r <= TARGET_MASKED_RATIO;
           if (r > sum->worst_ratio) {
@@ -467,8 +502,8 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
             sum->worst_K = K;
           }
         }
-        printf("  %5d %5d %7d %12.2f %12.2f %10.2f %8.3f   [%.3f .. %.3f]  %s\n", d, K, B, tc * 1e6,
-               tm * 1e6, (tm - tc) * 1e6, r, q1, q3, same);
+        printf("  %5d %5d %7d %12.2f %12.2f %10.2f %8.3f   [%.3f .. %.3f]  %s\n", d, K, st.B,
+               tc * 1e6, tm * 1e6, (tm - tc) * 1e6, r, st.q1, st.q3, same);
         fflush(stdout);
         free(rc.dec);
         free(rm.dec);
@@ -481,9 +516,6 @@ static void section_a(const bench_opts *o, bench_summary *sum) {
       parties_free(&ps);
     }
   }
-  free(ta);
-  free(tb);
-  free(ra);
 }
 
 /* ---- (b) the paper's round: Lambda^{-1} recomputed every round ---- */
@@ -561,30 +593,10 @@ static int paper_round(paper_ucb *s, int K, const double *X, const double *rew) 
   return c;
 }
 
-typedef struct b_runner {
-  int paper; /* 1: paper_ucb, 0: o3m_policy */
-  paper_ucb *ps;
-  o3m_policy *pol;
-  const pool *pl;
-  int next;
-  int *dec;
-  int ndec;
-} b_runner;
-
-static double b_batch(void *vr, int B, int record) {
-  b_runner *r = vr;
+static int paper_pool_round(runner *r, int p) {
   const pool *pl = r->pl;
-  int K = pl->K, d = pl->d;
-  size_t kd = (size_t)K * d;
-  double t0 = o3m_clock_s();
-  for (int b = 0; b < B; b++) {
-    int p = r->next;
-    r->next = p + 1 == pl->P ? 0 : p + 1;
-    const double *X = pl->X + p * kd, *rew = pl->rew + (size_t)p * K;
-    int c = r->paper ? paper_round(r->ps, K, X, rew) : policy_round(r->pol, K, d, X, rew);
-    if (record) r->dec[r->ndec++] = c;
-  }
-  return (o3m_clock_s() - t0) / B;
+  size_t kd = (size_t)pl->K * pl->d;
+  return paper_round(r->ps, pl->K, pl->X + p * kd, pl->rew + (size_t)p * pl->K);
 }
 
 static void section_b(const bench_opts *o, bench_summary *sum) {
@@ -599,8 +611,6 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
       o->pairs);
   printf("  %5s %5s %7s %12s %12s %9s %15s  %s\n", "d", "K", "batch", "paper us", "ours us",
          "speedup", "[q1 .. q3]", "same decisions");
-  double *ta = xmalloc(sizeof(double) * o->pairs), *tb = xmalloc(sizeof(double) * o->pairs);
-  double *ra = xmalloc(sizeof(double) * o->pairs);
   sum->speedup_d100 = NAN;
   sum->same_b = 1;
   const int K = 10;
@@ -625,25 +635,17 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
     eval_synth *s = make_synth(d, K, 4000 + d);
     pool pl;
     pool_init(&pl, s, NULL, K, d, POOL_MAX, 16);
-    b_runner rp = {.paper = 1, .ps = &ps, .pl = &pl};
-    b_runner ro = {.paper = 0, .pol = pol, .pl = &pl};
-    int B = calibrate_pair(b_batch, &ro, &rp, o->cell_s / (2.0 * o->pairs));
-    rp.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
-    ro.dec = xmalloc(sizeof(int) * (size_t)B * o->pairs);
+    runner rp = {.round = paper_pool_round, .ps = &ps, .pl = &pl};
+    runner ro = {.round = central_round, .pol = pol, .pl = &pl};
     /* ratio = paper / ours */
-    run_pairs(b_batch, &ro, &rp, o->pairs, B, ta, tb, ra);
-    double to = median(ta, o->pairs), tp = median(tb, o->pairs);
-    double q1 = quantile(ra, o->pairs, 0.25), q3 = quantile(ra, o->pairs, 0.75);
-    double r = median(ra, o->pairs);
+    pair_stats st = compare_runners(o, &ro, &rp);
+    double to = st.ta, tp = st.tb, r = st.r;
     int mis = count_mismatch(rp.dec, ro.dec, ro.ndec);
     if (mis) sum->same_b = 0;
     char same[48];
-    if (mis)
-      snprintf(same, sizeof same, "NO: %d of %d differ", mis, ro.ndec);
-    else
-      snprintf(same, sizeof same, "yes (%d rounds)", ro.ndec);
-    printf("  %5d %5d %7d %12.2f %12.2f %8.1fx   [%.1f .. %.1f]  %s\n", d, K, B, tp * 1e6, to * 1e6,
-           r, q1, q3, same);
+    same_label(same, sizeof same, mis, ro.ndec);
+    printf("  %5d %5d %7d %12.2f %12.2f %8.1fx   [%.1f .. %.1f]  %s\n", d, K, st.B, tp * 1e6,
+           to * 1e6, r, st.q1, st.q3, same);
     fflush(stdout);
     if (d == 100) sum->speedup_d100 = r;
     free(rp.dec);
@@ -653,9 +655,6 @@ static void section_b(const bench_opts *o, bench_summary *sum) {
     o3m_policy_destroy(pol);
     paper_free(&ps);
   }
-  free(ta);
-  free(tb);
-  free(ra);
 }
 
 /* ---- (c) decisions per second ---- */

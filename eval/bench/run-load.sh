@@ -5,17 +5,7 @@
 # o3m-bench-load (for example --seconds 10 --with-reward).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
-. scripts/federation-lib.sh
-build="${O3M_BUILD_DIR:-build}"
-bin="$build/bin"
-[[ "$build" = /* ]] || bin="$root/$build/bin"
-scripts/setup-deps.sh
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target o3m-pmg o3m-passive o3m-active o3m-eval \
-  o3m-bench-load >/dev/null
-work=$(mktemp -d /tmp/o3m-load.XXXXXX)
-trap 'fed_down; rm -rf "$work"' EXIT
-fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64
+. eval/bench/bench-lib.sh
+bench_fed_up load
 "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
   --key "$work/certs/client.key" --K 20 --concurrency 1,8,32 --users 1000 --items 200 "$@"

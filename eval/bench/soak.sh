@@ -12,8 +12,7 @@
 # target is <= 5% for every daemon, and 0 errors.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
-. scripts/federation-lib.sh
+. eval/bench/bench-lib.sh
 minutes=10 interval=30 conc=4
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,16 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "soak.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-build="${O3M_BUILD_DIR:-build}"
-bin="$build/bin"
-[[ "$build" = /* ]] || bin="$root/$build/bin"
-scripts/setup-deps.sh
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" --target o3m-pmg o3m-passive o3m-active o3m-eval \
-  o3m-bench-load >/dev/null
-work=$(mktemp -d /tmp/o3m-soak.XXXXXX)
-trap 'fed_down; rm -rf "$work"' EXIT
-fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64
+bench_fed_up soak
 
 rss() { awk '/^VmRSS/{print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 n=$(( minutes * 60 / interval ))

@@ -33,7 +33,7 @@ static void walk(const o3m_config *c) {
   if (o3m_config_ca(c)) FUZZ_CHECK(strlen(o3m_config_ca(c)) > 0);
   if (!o3m_config_insecure(c)) FUZZ_CHECK(o3m_config_ca(c) != NULL);
 
-  const o3m_policy_params *pol = o3m_config_policy(c);
+  const o3m_config_policy_section *pol = o3m_config_policy(c);
   FUZZ_CHECK(pol != NULL);
   FUZZ_CHECK(!strcmp(pol->algo, "linucb") || !strcmp(pol->algo, "lints"));
   FUZZ_CHECK(!strcmp(pol->model, "shared") || !strcmp(pol->model, "disjoint"));
