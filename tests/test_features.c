@@ -8,7 +8,9 @@
  * and over many ids their columns have the table's mean and standard
  * deviation, and their covariance is the table's full covariance, so PCA of
  * dummies finds the table's eigenvectors rather than the coordinate axes
- * (issue 11). Malformed tables are written to a
+ * (issue 11). A whitened table's rows, dummies and rotated parts have
+ * identity covariance, the map is linear and finite on a singular table,
+ * and it must precede the norm bound, which then holds for whitened rows. Malformed tables are written to a
  * temporary directory, one per error class, and each must fail with a
  * message naming file and line, without quoting the feature field. A
  * 10,000-row synthetic table is checked row by row against an independent
@@ -424,6 +426,129 @@ Test(features, dummy_pca_sees_the_tables_eigenvectors_not_the_axes, .timeout = 6
   o3m_features_destroy(f);
   free(real);
   free(dum);
+}
+
+/* ------------------------------------------------------------ whitening */
+
+/* Issue 11, item 4: a whitened party's rows, and so its dummies and its
+ * parts Q^j x^j, have identity covariance: PCA of its traffic sees an
+ * isotropic cloud. The map is linear (no centering) and the norm bound
+ * applies to the whitened rows. */
+Test(features, whitened_rows_and_dummies_have_identity_covariance, .timeout = 60) {
+  double *real = malloc(sizeof(double) * PCA_ROWS * PCA_COLS);
+  double *w = malloc(sizeof(double) * PCA_ROWS * PCA_COLS);
+  double *dum = malloc(sizeof(double) * PCA_IDS * PCA_COLS);
+  cr_assert(real && w && dum);
+  const char *path = write_correlated(real);
+  o3m_features *f;
+  load_ok(&f, path, NULL, PCA_COLS);
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_ESTATE, "a second whitening was accepted");
+  char id[32];
+  for (int r = 0; r < PCA_ROWS; r++) {
+    snprintf(id, sizeof id, "u%d", r);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, w + (size_t)r * PCA_COLS, NULL, NULL), 0);
+  }
+  dummy_key(f, 3);
+  for (int i = 0; i < PCA_IDS; i++) {
+    snprintf(id, sizeof id, "nobody-%d", i);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, dum + (size_t)i * PCA_COLS, NULL, NULL), 0);
+  }
+  double m[PCA_COLS], c[PCA_COLS * PCA_COLS], dm[PCA_COLS], dc[PCA_COLS * PCA_COLS];
+  moments(PCA_ROWS, w, m, c);
+  moments(PCA_IDS, dum, dm, dc);
+  for (int a = 0; a < PCA_COLS; a++) {
+    /* The whitened table: identity up to rounding. */
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(c[a * PCA_COLS + b] - (a == b)), 1e-8, "whitened cov[%d][%d] = %.12g", a,
+                   b, c[a * PCA_COLS + b]);
+    /* The dummies: identity within sampling error (sd of an entry about
+     * 1/sqrt(n), or sqrt(2/n) on the diagonal), around the whitened mean. */
+    cr_assert_lt(fabs(dm[a] - m[a]), 5 / sqrt(PCA_IDS), "dummy mean %d", a);
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(dc[a * PCA_COLS + b] - (a == b)), 6 * sqrt(2.0 / PCA_IDS),
+                   "dummy cov[%d][%d] = %.6g", a, b, dc[a * PCA_COLS + b]);
+  }
+  /* Parts Q x of the whitened rows under a rotation (a Householder
+   * reflection mixing all columns) have identity covariance too: no
+   * direction of the part space stands out. */
+  double v[PCA_COLS] = {1, -2, 0.5, 3}, vv = 0;
+  for (int a = 0; a < PCA_COLS; a++) vv += v[a] * v[a];
+  for (int r = 0; r < PCA_ROWS; r++) {
+    double *x = w + (size_t)r * PCA_COLS, dot = 0;
+    for (int a = 0; a < PCA_COLS; a++) dot += v[a] * x[a];
+    for (int a = 0; a < PCA_COLS; a++) x[a] -= 2 * dot / vv * v[a];
+  }
+  moments(PCA_ROWS, w, m, c);
+  for (int a = 0; a < PCA_COLS; a++)
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(c[a * PCA_COLS + b] - (a == b)), 1e-8, "part cov[%d][%d]", a, b);
+  o3m_features_destroy(f);
+  free(real);
+  free(w);
+  free(dum);
+}
+
+/* x -> W x is linear: no centering, so a row that is the sum of two others
+ * stays their sum. A singular table (a constant column, a column that
+ * copies another) still gives a finite, invertible map: its covariance
+ * after whitening has eigenvalues 1 on the varying directions and 0 on the
+ * others. The bound then holds for the whitened rows, and whitening after
+ * the bound is refused. */
+Test(features, whitening_is_linear_handles_singular_tables_and_precedes_the_bound) {
+  /* Column c is 2 a (a singular covariance); row u2 is u0 + u1. */
+  const char *u = write_tmp("sing.csv",
+                            "user_id,a,b,c,d\n"
+                            "u0,1,5,2,7\n"
+                            "u1,3,5,6,-1\n"
+                            "u2,4,10,8,6\n"
+                            "u3,-2,5,-4,0.5\n"
+                            "u4,0.5,4,1,2\n");
+  o3m_features *f;
+  load_ok(&f, u, NULL, 4);
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  double X[5 * 4];
+  for (int r = 0; r < 5; r++) {
+    char id[8];
+    snprintf(id, sizeof id, "u%d", r);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, X + 4 * r, NULL, NULL), 0);
+    for (int c = 0; c < 4; c++) cr_assert(isfinite(X[4 * r + c]));
+  }
+  for (int c = 0; c < 4; c++)
+    cr_assert_lt(fabs(X[2 * 4 + c] - X[c] - X[4 + c]), 1e-9 * (1 + fabs(X[2 * 4 + c])),
+                 "column %d: W (u0 + u1) = %.12g, W u0 + W u1 = %.12g", c, X[2 * 4 + c],
+                 X[c] + X[4 + c]);
+  double m[4] = {0}, cv[16] = {0};
+  for (int r = 0; r < 5; r++)
+    for (int c = 0; c < 4; c++) m[c] += X[4 * r + c] / 5;
+  for (int r = 0; r < 5; r++)
+    for (int a = 0; a < 4; a++)
+      for (int b = 0; b < 4; b++) cv[4 * a + b] += (X[4 * r + a] - m[a]) * (X[4 * r + b] - m[b]) / 5;
+  double lam[4];
+  cr_assert_eq(o3m_syevd(4, cv, lam), 0);
+  for (int k = 0; k < 4; k++)
+    cr_assert(fabs(lam[k]) < 1e-8 || fabs(lam[k] - 1) < 1e-8, "eigenvalue %d = %.12g", k, lam[k]);
+  cr_assert_eq(o3m_features_check_norm(f, 1e4, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features_destroy(f);
+  load_ok(&f, u, NULL, 4);
+  cr_assert_eq(o3m_features_check_norm(f, 1e4, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_ESTATE);
+  cr_assert(strstr(e.msg, "before o3m_features_check_norm"), "%s", e.msg);
+  o3m_features_destroy(f);
+
+  /* A column that barely varies around a large value: its raw rows fit a
+   * bound of 2000, its whitened rows (values about mean / spread) do not. */
+  const char *t = write_tmp("flat.csv",
+                            "user_id,a\nu0,1000.001\nu1,999.999\nu2,1000.002\nu3,999.998\n");
+  load_ok(&f, t, NULL, 1);
+  cr_assert_eq(o3m_features_check_norm(f, 2000, &e), 0);
+  o3m_features_destroy(f);
+  load_ok(&f, t, NULL, 1);
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_check_norm(f, 2000, &e), O3M_ERANGE);
+  o3m_features_destroy(f);
 }
 
 Test(features, single_table_and_argument_checks) {
