@@ -81,6 +81,7 @@ typedef struct ap_round_config {
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
+  int whiten; /* whiten the own tables ([party] whiten, o3m_features_whiten) */
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)

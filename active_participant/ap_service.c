@@ -530,6 +530,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .policy = s->policy,
       .pending = s->pending,
       .user_table = me->user_table,
+      .whiten = me->whiten,
       .item_table = me->item_table,
   };
   rc = ap_round_create(&s->round, &rcfg, e);

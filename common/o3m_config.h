@@ -40,8 +40,11 @@
  *                 active party may have none when its features come in the
  *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
- *                 contexts" below). A pmg party may not have dims, tables or
- *                 max_norm.
+ *                 contexts" below); whiten (true|false, default false: the
+ *                 party whitens its own columns with a private map before
+ *                 masking, party/o3m_features.h "Whitening"; decisions then
+ *                 equal a central learner's on the whitened features). A pmg
+ *                 party may not have dims, tables, max_norm or whiten.
  *   [client NAME] cert and key (paths, optional, both or neither). A client
  *                 is an identity that is not a party: a front end or an
  *                 operator calling the active party. Only clients may call
@@ -148,6 +151,7 @@ typedef struct o3m_party {
   const char *key;        /* path; NULL only when insecure and not given */
   const char *state_dir;  /* path or NULL */
   double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
+  int whiten;             /* whiten = true: whiten the own tables (o3m_features_whiten) */
   int line;               /* line of the [party NAME] header */
 } o3m_party;
 

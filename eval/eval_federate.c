@@ -87,7 +87,8 @@ static void gen_usage(FILE *f) {
           "  --max-candidates K    cap on K per request (default 1000)\n"
           "  --deadline-ms MS      fan-out deadline (default 500)\n"
           "  --data-seed S         seed of tables and ground truth (default 1)\n"
-          "  --insecure            write a config without TLS files (trials only)\n");
+          "  --insecure            write a config without TLS files (trials only)\n"
+          "  --whiten              every column party whitens its columns (whiten = true)\n");
 }
 
 int eval_gen_federation_main(int argc, char **argv) {
@@ -99,11 +100,11 @@ int eval_gen_federation_main(int argc, char **argv) {
       {"seed", required_argument, 0, 's'},    {"data-seed", required_argument, 0, 'S'},
       {"deadline-ms", required_argument, 0, 'D'}, {"max-candidates", required_argument, 0, 'K'},
       {"insecure", no_argument, 0, 'I'},      {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"whiten", no_argument, 0, 'W'},        {0, 0, 0, 0}};
   const char *out = NULL, *parties = "20,20,20,20,20", *algo = "linucb", *model = "shared";
   long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500, maxk = 1000;
   double alpha = 0.5, v = 0.01;
-  int insecure = 0, c;
+  int insecure = 0, whiten = 0, c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
@@ -120,6 +121,7 @@ int eval_gen_federation_main(int argc, char **argv) {
     case 'D': if (!parse_long("deadline-ms", optarg, 1, 3600000, &deadline)) return 2; break;
     case 'K': if (!parse_long("max-candidates", optarg, 1, 1000000, &maxk)) return 2; break;
     case 'I': insecure = 1; break;
+    case 'W': whiten = 1; break;
     case 'h': gen_usage(stdout); return 0;
     default: gen_usage(stderr); return 2;
     }
@@ -236,6 +238,7 @@ int eval_gen_federation_main(int argc, char **argv) {
       fprintf(f, "dims = %d\n", part.dims[j]);
       if (uc > 0) fprintf(f, "user_table = data/%s_users.csv\n", names[p]);
       fprintf(f, "item_table = data/%s_items.csv\n", names[p]);
+      if (whiten) fprintf(f, "whiten = true\n");
     }
   }
   /* The driver's identity (o3m-eval federate, the load benchmarks): only a
@@ -396,6 +399,9 @@ int eval_federate_main(int argc, char **argv) {
     const o3m_party *pa = o3m_config_column_party(cfg, j);
     if ((rc = o3m_features_load(&dr.tables[j], pa->user_table, pa->item_table, pa->dims, &err)))
       goto fail;
+    /* A party that whitens masks W x: the central and AP-only learners (and
+     * the click model) see the same whitened columns. */
+    if (pa->whiten && (rc = o3m_features_whiten(dr.tables[j], &err))) goto fail;
     if (o3m_features_n_users(dr.tables[j]) > dr.n_users)
       dr.n_users = o3m_features_n_users(dr.tables[j]);
     if (o3m_features_n_items(dr.tables[j]) > dr.n_items)

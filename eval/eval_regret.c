@@ -27,6 +27,7 @@
 #include "eval_cmds.h"
 #include "eval_masker.h"
 #include "eval_synth.h"
+#include "eval_whiten.h"
 #include "o3m_blas.h"
 #include "o3m_clock.h"
 
@@ -116,6 +117,8 @@ static int validate(const eval_regret_config *c, o3m_err *e) {
   if (c->T / c->every > 10000000)
     return o3m_err_set(e, O3M_EINVAL, "--every: T / every = %ld kept steps, at most 10000000",
                        c->T / c->every);
+  unsigned char on[O3M_MAX_PARTIES];
+  if (c->whiten && eval_whiten_parse(c->whiten, &c->part, on, e)) return O3M_EINVAL;
   if (!(c->noise_var >= 0) || !isfinite(c->noise_var))
     return o3m_err_set(e, O3M_EINVAL, "--noise-var: %g, expected a finite value >= 0",
                        c->noise_var);
@@ -151,6 +154,7 @@ static double theta_norm(const o3m_policy *p, int n_arms) {
 typedef struct seed_state {
   eval_synth *synth;
   eval_masker *masker;
+  eval_whiten *whiten; /* NULL: no party whitens */
   o3m_policy *pol[MAX_CFG][MAX_VAR];
   o3m_policy *same[MAX_CFG];
 } seed_state;
@@ -161,8 +165,31 @@ static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
     o3m_policy_destroy(s->same[i]);
   }
   eval_masker_destroy(s->masker);
+  eval_whiten_destroy(s->whiten);
   eval_synth_destroy(s->synth);
   memset(s, 0, sizeof *s);
+}
+
+/* The whitening maps of the chosen parties, from EVAL_REGRET_WHITEN_ROWS
+ * contexts of a stream independent of the seed's (the parties' "tables"). */
+static int whiten_init(seed_state *s, const eval_regret_config *c, uint64_t seed, o3m_err *e) {
+  unsigned char on[O3M_MAX_PARTIES];
+  if (!c->whiten || eval_whiten_parse(c->whiten, &c->part, on, e)) return O3M_OK;
+  long rounds = (EVAL_REGRET_WHITEN_ROWS + c->K - 1) / c->K, n = rounds * c->K;
+  eval_synth_config sc = {.d = c->d, .K = c->K, .noise_var = c->noise_var,
+                          .seed = seed ^ 0x57484954454e0000ull};
+  eval_synth *cal = NULL;
+  double *X = malloc(sizeof *X * (size_t)n * (size_t)c->d);
+  int rc = X ? eval_synth_create(&cal, &sc) : O3M_ENOMEM;
+  for (long t = 0; t < rounds && !rc; t++)
+    rc = eval_synth_round(cal, X + (size_t)t * (size_t)c->K * (size_t)c->d, NULL, NULL);
+  if (rc)
+    o3m_err_set(e, rc, "--whiten: cannot draw the calibration contexts: %s", o3m_strerror(rc));
+  else
+    rc = eval_whiten_create(&s->whiten, &c->part, on, n, X, e);
+  eval_synth_destroy(cal);
+  free(X);
+  return rc;
 }
 
 static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o3m_err *e) {
@@ -171,6 +198,7 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
   eval_synth_config sc = {.d = c->d, .K = c->K, .noise_var = c->noise_var, .seed = seed};
   int rc = eval_synth_create(&s->synth, &sc);
   if (rc) return o3m_err_set(e, rc, "cannot create the synthetic stream: %s", o3m_strerror(rc));
+  if ((rc = whiten_init(s, c, seed, e))) return rc;
   /* The mask's seed differs from the stream's but is fixed by it. */
   uint64_t mask_seed = seed * 0x9E3779B97F4A7C15ull + 0x6d61736bull;
   rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed, e);
@@ -214,6 +242,7 @@ static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp
   for (long t = 1; t <= c->T; t++) {
     int rc = eval_synth_round(st->synth, X, exp_r, rew);
     if (rc) return o3m_err_set(e, rc, "round %ld: stream failed: %s", t, o3m_strerror(rc));
+    eval_whiten_apply(st->whiten, K, X); /* the raw expected rewards are kept */
     double best = exp_r[0];
     for (int a = 1; a < K; a++)
       if (exp_r[a] > best) best = exp_r[a];
@@ -695,6 +724,8 @@ static void regret_usage(FILE *f) {
           "  --noise-var S2         reward noise variance (0.05)\n"
           "  --every N              keep every N-th step in the CSVs, and the last (10)\n"
           "  --refactor-every N     policy refactorization period (1000)\n"
+          "  --whiten all|none|J,.. parties (0 = AP) that whiten their columns before\n"
+          "                         masking; learners see whitened contexts (none)\n"
           "  --out-dir DIR          (eval-out/regret)\n"
           "  --no-plots             CSVs and summary only\n");
 }
@@ -710,7 +741,8 @@ int eval_regret_main(int argc, char **argv) {
       {"lambda", required_argument, 0, 'l'},     {"noise-var", required_argument, 0, 'n'},
       {"every", required_argument, 0, 'e'},      {"refactor-every", required_argument, 0, 'R'},
       {"out-dir", required_argument, 0, 'o'},    {"no-plots", no_argument, 0, 'P'},
-      {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+      {"help", no_argument, 0, 'h'},             {"whiten", required_argument, 0, 'W'},
+      {0, 0, 0, 0}};
   eval_regret_config c;
   eval_regret_config_default(&c);
   const char *parties = NULL, *out_dir = "eval-out/regret";
@@ -742,6 +774,7 @@ int eval_regret_main(int argc, char **argv) {
       break;
     case 'o': out_dir = optarg; break;
     case 'P': plots = 0; break;
+    case 'W': c.whiten = optarg; break;
     case 'h': regret_usage(stdout); return 0;
     default: regret_usage(stderr); return 2;
     }
@@ -773,6 +806,10 @@ int eval_regret_main(int argc, char **argv) {
   }
   int status = 0;
   eval_regret_print_summary(r, stdout);
+  if (c.whiten)
+    printf("whitened parties: %s (each map from %d contexts of an independent stream; "
+           "learners see whitened contexts, regret is on the raw ones)\n",
+           c.whiten, EVAL_REGRET_WHITEN_ROWS);
   if (eval_regret_write_csv(r, out_dir, &err)) {
     fprintf(stderr, "o3m-eval regret: %s\n", o3m_err_message(&err));
     status = 1;

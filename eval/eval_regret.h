@@ -12,6 +12,10 @@
  *   local       the active participant alone: the first party's columns only;
  *   ratio r     the first ceil(r d) columns only (the paper's partial ratio).
  *
+ * With `whiten` the chosen parties' columns are whitened before any
+ * variant sees them (eval_whiten.h), so central is the central learner on
+ * the whitened features and federated must still decide as it does.
+ *
  * Regret is measured with the expected rewards: per round
  * max_a x_a^T theta* - x_{a_t}^T theta*; each learner is fed the noisy
  * reward of the arm it chose. The policies' Thompson-sampling seed is the
@@ -76,7 +80,16 @@ typedef struct eval_regret_config {
   int algos;  /* EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS */
   int models; /* EVAL_REGRET_SHARED | EVAL_REGRET_DISJOINT */
   int every;  /* keep every every-th step, and the last */
+  /* Parties that whiten their columns (eval_whiten.h: "all", "none" or
+   * indices, NULL = none). Their maps come per seed from
+   * EVAL_REGRET_WHITEN_ROWS contexts of an independent stream; every
+   * learner then sees the whitened contexts, the regret stays that of the
+   * raw ones. */
+  const char *whiten;
 } eval_regret_config;
+
+/* Contexts each whitening map is estimated from. */
+#define EVAL_REGRET_WHITEN_ROWS 20000
 
 /* Final numbers of one configuration, over all seeds. */
 typedef struct eval_regret_summary {

@@ -95,7 +95,8 @@ typedef struct learner {
 typedef struct replay {
   const eval_replay_config *cfg;
   int K, d, split, stride;
-  const double *C; /* K x d item part (split readers) */
+  const double *C; /* K x d item part (split readers; whitened with cfg->whiten) */
+  double *Cw;      /* the whitened copy C points to, or NULL */
   learner central, fed, partial;
   eval_masker *masker;
   double *QC; /* K x d masked item part (split readers) */
@@ -303,6 +304,7 @@ static void replay_free(replay *R) {
   learner_free(&R->fed);
   learner_free(&R->partial);
   eval_masker_destroy(R->masker);
+  free(R->Cw);
   free(R->QC);
   for (int s = 0; s < EVAL_REPLAY_MAX_RANDOM; s++) o3m_rng_destroy(R->rng[s]);
   for (int i = 0; i < 2; i++) {
@@ -322,6 +324,15 @@ static int replay_init(replay *R, eval_reader *rd, const eval_replay_config *cfg
   R->d = eval_reader_dim(rd);
   R->C = eval_reader_item_part(rd);
   R->split = R->C != NULL;
+  if (R->split && cfg->whiten) {
+    /* W (w + c_a) = W w + W c_a: the arm parts are whitened once here. */
+    size_t n = (size_t)eval_reader_arms(rd) * (size_t)eval_reader_dim(rd);
+    R->Cw = malloc(sizeof *R->Cw * n);
+    if (!R->Cw) return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
+    memcpy(R->Cw, R->C, sizeof *R->Cw * n);
+    eval_whiten_apply(cfg->whiten, eval_reader_arms(rd), R->Cw);
+    R->C = R->Cw;
+  }
   /* The learners rebuild X from w and C: the reader need not. */
   if (R->split) eval_reader_fill_matrix(rd, 0);
   R->stride = R->split ? R->d : R->K * R->d;
@@ -422,8 +433,9 @@ static int fill(replay *R, eval_reader *rd, batch *b, uint64_t *events, long lon
     b->arm[t] = ev.arm;
     b->reward[t] = ev.reward;
     b->line[t] = ev.line;
-    memcpy(b->data + (size_t)t * R->stride, R->split ? ev.w : ev.X,
-           sizeof(double) * R->stride);
+    double *row = b->data + (size_t)t * R->stride;
+    memcpy(row, R->split ? ev.w : ev.X, sizeof(double) * R->stride);
+    eval_whiten_apply(R->cfg->whiten, R->split ? 1 : R->K, row);
     (*events)++;
     if ((*events & 0x3fff) == 0) progress_show(pg, rd, *events, limit, 0);
   }
@@ -600,7 +612,9 @@ static void replay_usage(FILE *f) {
     "  --random-seed S        first seed of the random baseline (default 1000)\n"
     "run:\n"
     "  --variants LIST        any of central,federated,partial (default all three)\n"
-    "  --threads 1|2          run central+partial on a second thread (default 2)\n");
+    "  --threads 1|2          run central+partial on a second thread (default 2)\n"
+    "  --whiten all|none|J,.. parties (0 = AP) that whiten their columns, maps from the\n"
+    "                         first 100000 context rows (news, obd; default none)\n");
 }
 
 static int parse_ll_arg(const char *s, long long *out) {
@@ -691,10 +705,30 @@ static int open_criteo(eval_reader **rd, const criteo_args *a, o3m_err *e) {
   return rc;
 }
 
+int eval_replay_whiten_calibrate(eval_reader *rd, const o3m_partition *part, const char *spec,
+                            long long limit, eval_whiten **out, o3m_err *e) {
+  unsigned char on[O3M_MAX_PARTIES];
+  int rc = eval_whiten_parse(spec, part, on, e);
+  if (rc) return rc;
+  const long K = eval_reader_arms(rd), d = eval_reader_dim(rd);
+  long cap = EVAL_REPLAY_WHITEN_ROWS / K * K, n = 0;
+  if (cap < K) cap = K;
+  double *X = malloc(sizeof *X * (size_t)cap * (size_t)d);
+  if (!X) return o3m_err_set(e, O3M_ENOMEM, "--whiten: out of memory");
+  eval_event ev;
+  while (n + K <= cap && (limit <= 0 || n / K < limit) && (rc = eval_reader_next(rd, &ev, e)) > 0) {
+    memcpy(X + (size_t)n * (size_t)d, ev.X, sizeof *X * (size_t)(K * d));
+    n += K;
+  }
+  if (rc >= 0) rc = eval_whiten_create(out, part, on, n, X, e);
+  free(X);
+  return rc;
+}
+
 int eval_replay_main(int argc, char **argv) {
   enum { O_FORMAT = 1000, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS,
          O_TR, O_LIMIT, O_PARTIES, O_RATIO, O_MSEED, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V,
-         O_SEED, O_NRAND, O_RSEED, O_VARIANTS, O_THREADS, O_HELP };
+         O_SEED, O_NRAND, O_RSEED, O_VARIANTS, O_THREADS, O_HELP, O_WHITEN };
   static const struct option opts[] = {
       {"format", required_argument, 0, O_FORMAT}, {"input", required_argument, 0, O_INPUT},
       {"item-context", required_argument, 0, O_ITEMS},
@@ -713,7 +747,7 @@ int eval_replay_main(int argc, char **argv) {
       {"random-seed", required_argument, 0, O_RSEED},
       {"variants", required_argument, 0, O_VARIANTS},
       {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, O_HELP},
-      {0, 0, 0, 0}};
+      {"whiten", required_argument, 0, O_WHITEN}, {0, 0, 0, 0}};
   eval_replay_config cfg;
   eval_replay_config_default(&cfg);
   cfg.threads = 2;
@@ -721,7 +755,7 @@ int eval_replay_main(int argc, char **argv) {
   eval_obd_options_default(&obd);
   eval_format fmt_ = 0;
   const char *input = NULL, *items = NULL, *stats_in = NULL, *stats_out = NULL;
-  const char *parties = NULL;
+  const char *parties = NULL, *whiten = NULL;
   long long stats_rows = 0, arms = EVAL_CRITEO_DEFAULT_ARMS, ll = 0;
   double ratio = 0.5;
   int have_ratio = 0, have_alpha = 0, have_tr = 0;
@@ -757,6 +791,7 @@ int eval_replay_main(int argc, char **argv) {
       case O_RSEED: bad = parse_ll_arg(a, &ll); cfg.random_seed = (uint64_t)ll; break;
       case O_VARIANTS: bad = parse_variants(a, &cfg.variants) != 0; break;
       case O_THREADS: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 2; cfg.threads = (int)ll; break;
+      case O_WHITEN: whiten = a; break;
       case O_HELP: replay_usage(stdout); return 0;
       default:
         fprintf(stderr, "replay: unknown or incomplete option '%s'\n", argv[optind - 1]);
@@ -789,6 +824,10 @@ int eval_replay_main(int argc, char **argv) {
   }
   int criteo = fmt_ == EVAL_FORMAT_CRITEO_TSV || fmt_ == EVAL_FORMAT_CRITEO_CSV;
   if (criteo && !have_alpha) cfg.policy.alpha = 0.6;
+  if (whiten && (criteo || strcmp(input, "-") == 0)) {
+    fprintf(stderr, "replay: --whiten reads the file twice: news or obd from a file only\n");
+    return 2;
+  }
 
   o3m_err err;
   o3m_err_clear(&err);
@@ -831,11 +870,24 @@ int eval_replay_main(int argc, char **argv) {
     return 2;
   }
   cfg.progress = isatty(STDERR_FILENO);
+  if (whiten) {
+    eval_reader *cal = NULL;
+    rc = fmt_ == EVAL_FORMAT_NEWS ? eval_reader_open_news(&cal, input, &err)
+                                  : eval_reader_open_obd(&cal, input, items, &obd, &err);
+    if (!rc) rc = eval_replay_whiten_calibrate(cal, &cfg.part, whiten, cfg.limit, &cfg.whiten, &err);
+    eval_reader_destroy(cal);
+    if (rc) {
+      fprintf(stderr, "replay: %s\n", o3m_err_message(&err));
+      eval_reader_destroy(rd);
+      return rc == O3M_EINVAL ? 2 : 1;
+    }
+  }
 
   printf("data: %s\n", eval_reader_describe(rd));
   printf("parties:");
   for (int j = 0; j < cfg.part.m; j++) printf("%s%d", j ? "," : " ", cfg.part.dims[j]);
   printf(" (M = %d; partial-local uses the first %d columns)\n", cfg.part.m, cfg.part.dims[0]);
+  if (whiten) printf("whitened parties: %s (maps from the first context rows)\n", whiten);
   printf("policy: %s %s, alpha %g, lambda %g, v %g, seed %llu; random baseline: %d seeds\n",
          o3m_algo_name(cfg.policy.algo), o3m_model_name(cfg.policy.model), cfg.policy.alpha,
          cfg.policy.lambda, cfg.policy.v, (unsigned long long)cfg.policy.seed, cfg.n_random);
@@ -843,6 +895,7 @@ int eval_replay_main(int argc, char **argv) {
 
   eval_replay_result res;
   rc = eval_replay_run(rd, &cfg, &res, &err);
+  eval_whiten_destroy(cfg.whiten);
   if (!rc && res.events == 0) {
     fprintf(stderr, "replay: no usable events in %s (%llu rows skipped: %s)\n", input,
             (unsigned long long)eval_reader_skipped(rd), eval_reader_skip_reason(rd));

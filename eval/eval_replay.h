@@ -21,6 +21,10 @@
  *   random     a uniformly random choice, n_random independent seeds; the
  *              baseline of relative CTR = CTR / CTR_random.
  *
+ * With cfg->whiten the chosen parties whiten their columns (eval_whiten.h):
+ * every learner, central included, sees the whitened contexts, so the
+ * federated decisions must equal the central ones on those.
+ *
  * For readers with an additive split (x_a = w + c_a, eval_reader.h) the
  * federated variant masks the c_a once at start and w once per event, then
  * adds: Q x_a = Q w + Q c_a (masking is linear). Same routine, same result up
@@ -38,6 +42,7 @@
 
 #include "o3m_policy.h"
 #include "eval_reader.h"
+#include "eval_whiten.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
 
@@ -62,7 +67,15 @@ typedef struct eval_replay_config {
   long long limit;     /* stop after this many events; <= 0: all */
   int progress;        /* 1: a progress line on stderr */
   int threads;         /* 1 or 2 */
+  /* Borrowed, NULL: no party whitens. The chosen parties' columns of every
+   * context are whitened before any learner sees them (eval_whiten.h);
+   * rewards are the logged ones. Used by the calling thread only. */
+  eval_whiten *whiten;
 } eval_replay_config;
+
+/* Most context rows (events x arms) `o3m-eval replay --whiten` reads, from
+ * the start of the file, to estimate the whitening maps. */
+#define EVAL_REPLAY_WHITEN_ROWS 100000
 
 /* Defaults: policy defaults, no partition (must be set), mask_seed 7,
  * random_seed 1000, n_random 5, all variants, no limit, no progress, 1
@@ -95,6 +108,15 @@ typedef struct eval_replay_result {
  * Errors: the reader's (naming the line), policy failures, bad config. */
 int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_result *res,
                     o3m_err *e);
+
+/* The whitening maps of the parties spec names (eval_whiten_parse), from
+ * the contexts of rd's first events (rd is read, so pass a second reader of
+ * the same file): at most EVAL_REPLAY_WHITEN_ROWS rows, and no event beyond
+ * limit (> 0). *out stays NULL when spec names no party; free it with
+ * eval_whiten_destroy after the replay. Errors: O3M_EINVAL for a bad spec,
+ * the reader's, O3M_ENOMEM. */
+int eval_replay_whiten_calibrate(eval_reader *rd, const o3m_partition *part, const char *spec,
+                                 long long limit, eval_whiten **out, o3m_err *e);
 
 /* clicks / matched; NaN when nothing matched. */
 double eval_replay_ctr(const eval_replay_tally *t);

@@ -187,6 +187,17 @@ static inline int o3m_getri(int d, double *A, const int *ipiv) {
   return info < 0 ? O3M_EINVAL : O3M_OK;
 }
 
+/* A = V diag(w) V^T for a symmetric d x d A (upper triangle read), by
+ * LAPACK's divide and conquer (dsyevd): on return the columns of A are the
+ * orthonormal eigenvectors (A[i * d + k] is component i of the k-th) and w
+ * holds the eigenvalues in ascending order. O3M_ENONFINITE when it does not
+ * converge, which in practice only non-finite entries cause. */
+static inline int o3m_syevd(int d, double *A, double *w) {
+  lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', d, A, d, w);
+  if (info > 0) return O3M_ENONFINITE;
+  return info < 0 ? O3M_EINVAL : O3M_OK;
+}
+
 /* Copies the lower triangle of a row-major d x d matrix onto its upper one. */
 static inline void o3m_symmetrize_from_lower(int d, double *A) {
   for (int i = 0; i < d; i++)

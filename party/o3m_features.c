@@ -16,17 +16,22 @@
  *
  * Unknown ids. Without a dummy-row key an id a table does not hold gets
  * the column means. With the key a PP sets (o3m_features_set_dummy_key) it
- * gets a row drawn column by column from N(mean_c, sd_c^2), from a
- * splitmix64 stream seeded with SipHash-2-4(key, id); bytes 0..15 of the
- * key key the user table, 16..31 the item table, so a user and an item with
- * the same id get unrelated rows. SipHash is a pseudo-random function:
- * without the key the dummies of different ids look like independent
- * draws, and the same id always gets the same row, so neither repeated
- * requests nor a comparison across ids tells the active participant which
- * ids are unknown. Limits, stated in o3m_features.h: the columns of a dummy
- * are independent normals, so a table whose columns are strongly
- * correlated, discrete or skewed gives dummies
- * that differ in distribution from its real rows. */
+ * gets mu + Sigma^{1/2} z, the table's mean plus the symmetric square root
+ * of its covariance (both computed at load, linalg/o3m_moments.h) times a
+ * vector z of standard normals from a splitmix64 stream seeded with
+ * SipHash-2-4(key, id); bytes 0..15 of the key key the user table, 16..31
+ * the item table, so a user and an item with the same id get unrelated
+ * rows. SipHash is a pseudo-random function: without the key the dummies
+ * of different ids look like independent draws from N(mu, Sigma), and the
+ * same id always gets the same row, so neither repeated requests nor a
+ * comparison across ids tells the active participant which ids are
+ * unknown. Why the full covariance, and the limits that remain, are in
+ * o3m_features.h ("Dummy rows").
+ *
+ * Whitening (o3m_features_whiten) replaces every row x of a table by W x
+ * in place, W the table's symmetric inverse square root of the covariance
+ * (linalg/o3m_moments.h); the largest row and the moments of the dummies
+ * are then computed again from the whitened rows, and W is wiped. */
 #include "o3m_features.h"
 
 #include <errno.h>
@@ -37,7 +42,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_blas.h"
 #include "o3m_hash.h"
+#include "o3m_moments.h"
 #include "o3m_splitmix.h"
 
 /* File names in messages are shortened from the left beyond this. */
@@ -54,7 +61,7 @@ typedef struct ft_table {
   int n_cols;
   double *vals;   /* n_rows x n_cols, row-major */
   double *means;  /* n_cols */
-  double *sds;    /* n_cols, population standard deviations */
+  double *root;   /* n_cols x n_cols: Sigma^{1/2} of the rows (0 if Sigma overflows) */
   char *ids;      /* NUL-terminated ids back to back */
   size_t *id_off; /* n_rows offsets into ids */
   ft_slot *slots;
@@ -77,6 +84,8 @@ struct o3m_features {
    * used only once has_key is set (o3m_features_set_dummy_key). */
   uint64_t dummy_key[2][2];
   int has_key;
+  int whitened;     /* o3m_features_whiten ran */
+  int norm_checked; /* o3m_features_check_norm ran (whitening must come before) */
   atomic_uint_least64_t lookups;
   atomic_uint_least64_t item_lookups;
   atomic_uint_least64_t unknown_users;
@@ -135,7 +144,7 @@ static int index_reserve(ft_table *t) {
 static void table_free(ft_table *t) {
   free(t->vals);
   free(t->means);
-  free(t->sds);
+  free(t->root);
   free(t->ids);
   free(t->id_off);
   free(t->slots);
@@ -212,29 +221,32 @@ static double sum_sq(const double *v, int n) {
   return s;
 }
 
-/* Writes the dummy row of id (not held by t) into out[0..t->n_cols): column
- * c is mean_c + sd_c z_c, z drawn from the stream that SipHash(key, id)
- * seeds. Ids are compared as byte strings everywhere, so the hash covers
+/* Writes the dummy row of id (not held by t) into out[0..t->n_cols):
+ * mu + Sigma^{1/2} z = mu + sum_k z_k (row k of the symmetric root), z drawn
+ * from the stream that SipHash(key, id) seeds, so nothing but out is
+ * written. Ids are compared as byte strings everywhere, so the hash covers
  * exactly the bytes up to the NUL.
  *
  * A dummy must stay inside the party's norm bound (o3m_features_check_norm
  * sets t->dummy_max_sq, at least the table's largest real row): a draw
  * above it is replaced by the next draw of the same stream (still a
- * function of the id alone), that is, the dummy comes from the normal
- * distribution truncated to that norm. After DUMMY_TRIES draws, which only
+ * function of the id alone), that is, the dummy comes from N(mu, Sigma)
+ * truncated to that norm. After DUMMY_TRIES draws, which only
  * a bound hardly above the real rows can need, it is the column means,
  * whose norm is at most the mean of the row norms. */
 static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, double *out) {
   uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
+  const int n = t->n_cols;
   double z[2];
   for (int tries = 0; tries < DUMMY_TRIES; tries++) {
-    for (int c = 0; c < t->n_cols; c++) {
-      if (c % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
-      out[c] = t->means[c] + t->sds[c] * z[c % 2];
+    memcpy(out, t->means, sizeof *out * (size_t)n);
+    for (int k = 0; k < n; k++) {
+      if (k % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
+      o3m_axpy(n, z[k % 2], t->root + (size_t)k * (size_t)n, out);
     }
-    if (sum_sq(out, t->n_cols) <= t->dummy_max_sq) return;
+    if (sum_sq(out, n) <= t->dummy_max_sq) return;
   }
-  memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
+  memcpy(out, t->means, sizeof *out * (size_t)n);
 }
 
 /* The row of id, which t (table `which`: 0 users, 1 items) does not hold:
@@ -247,6 +259,58 @@ static void unknown_row(const o3m_features *f, const ft_table *t, int which, con
     dummy_row(t, f->dummy_key[which], id, out);
   else
     memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
+}
+
+/* ------------------------------------------------------------------ moments */
+
+/* Sets t->means and t->root (Sigma^{1/2}) from t's rows, allocating them on
+ * the first call. A table whose covariance overflows (values beyond about
+ * 1e154) gets a zero root, so its dummies are its means. O3M_ENOMEM is the
+ * only failure. */
+static int table_moments(ft_table *t) {
+  const size_t n = (size_t)t->n_cols;
+  if (!t->means) t->means = malloc(sizeof *t->means * n);
+  if (!t->root) t->root = malloc(sizeof *t->root * n * n);
+  double *V = malloc(sizeof *V * n * n), *lambda = malloc(sizeof *lambda * n);
+  int rc = t->means && t->root && V && lambda ? O3M_OK : O3M_ENOMEM;
+  if (!rc) rc = o3m_moments_eig(t->n_rows, t->n_cols, t->vals, t->n_cols, t->means, V, lambda);
+  if (rc == O3M_ENONFINITE) {
+    memset(t->root, 0, sizeof *t->root * n * n);
+    rc = O3M_OK;
+  } else if (!rc) {
+    rc = o3m_moments_root(t->n_cols, V, lambda, 0, t->root);
+  }
+  free(V);
+  free(lambda);
+  return rc == O3M_OK ? O3M_OK : O3M_ENOMEM;
+}
+
+/* Records row r as t's largest when it is (see parse_row). */
+static void note_max_row(ft_table *t, int r) {
+  double sq = sum_sq(t->vals + (size_t)r * (size_t)t->n_cols, t->n_cols);
+  if (r == 0 || !(sq <= t->max_sq)) {
+    t->max_sq = sq;
+    t->max_row = r;
+  }
+}
+
+/* Replaces every row x of t by W x, W its whitening map, then recomputes
+ * the largest row and the dummies' moments; W is wiped. On failure the
+ * rows may be partly transformed. */
+static int table_whiten(ft_table *t) {
+  const int n = t->n_cols;
+  double *W = malloc(sizeof *W * (size_t)n * (size_t)n), *x = malloc(sizeof *x * (size_t)n);
+  int rc = W && x ? o3m_moments_whitener(t->n_rows, n, t->vals, n, W) : O3M_ENOMEM;
+  for (int r = 0; !rc && r < t->n_rows; r++) {
+    double *row = t->vals + (size_t)r * (size_t)n;
+    o3m_symv(n, 1.0, W, row, 0.0, x); /* W is symmetric: its upper triangle is enough */
+    memcpy(row, x, sizeof *x * (size_t)n);
+    note_max_row(t, r);
+  }
+  if (W) explicit_bzero(W, sizeof *W * (size_t)n * (size_t)n);
+  free(W);
+  free(x);
+  return rc ? rc : table_moments(t);
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -398,11 +462,7 @@ static int parse_row(loader *L, ft_table *t, char *s, long line,
   /* The largest row norm, for the bound (o3m_features_check_norm) and the
    * dummy rows. A square that overflows makes it infinite, which no bound
    * accepts. */
-  double sq = sum_sq(row, t->n_cols);
-  if (t->n_rows == 0 || !(sq <= t->max_sq)) {
-    t->max_sq = sq;
-    t->max_row = t->n_rows;
-  }
+  note_max_row(t, t->n_rows);
   memcpy(t->ids + t->ids_len, s, idlen + 1);
   t->id_off[t->n_rows] = t->ids_len;
   t->ids_len += idlen + 1;
@@ -476,33 +536,9 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
     goto out;
   }
 
-  /* Column means and standard deviations: the distribution the dummy rows
-   * for ids the table does not hold are drawn from. Two passes, so that a
-   * large mean does not cancel the variance. */
-  t->means = calloc((size_t)t->n_cols, sizeof *t->means);
-  t->sds = calloc((size_t)t->n_cols, sizeof *t->sds);
-  if (!t->means || !t->sds) {
-    rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
-    goto out;
-  }
-  for (int r = 0; r < t->n_rows; r++) {
-    const double *row = t->vals + (size_t)r * (size_t)t->n_cols;
-    for (int c = 0; c < t->n_cols; c++) t->means[c] += row[c];
-  }
-  for (int c = 0; c < t->n_cols; c++) t->means[c] /= t->n_rows;
-  for (int r = 0; r < t->n_rows; r++) {
-    const double *row = t->vals + (size_t)r * (size_t)t->n_cols;
-    for (int c = 0; c < t->n_cols; c++) {
-      double dv = row[c] - t->means[c];
-      t->sds[c] += dv * dv;
-    }
-  }
-  /* Squares of values beyond about 1e154 overflow; such a column gets no
-   * spread rather than an infinite one. */
-  for (int c = 0; c < t->n_cols; c++) {
-    double sd = sqrt(t->sds[c] / t->n_rows);
-    t->sds[c] = isfinite(sd) ? sd : 0.0;
-  }
+  /* The mean and covariance the dummy rows for ids the table does not
+   * hold are drawn from. */
+  if (table_moments(t)) rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
 
 out:
   free(names);
@@ -564,6 +600,28 @@ int o3m_features_user_cols(const o3m_features *f) { return f->user.n_cols; }
 int o3m_features_item_cols(const o3m_features *f) { return f->item.n_cols; }
 int o3m_features_n_users(const o3m_features *f) { return f->user.n_rows; }
 int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
+
+int o3m_features_whiten(o3m_features *f, o3m_err *e) {
+  if (!f) return o3m_err_set(e, O3M_EINVAL, "o3m_features_whiten: f is NULL");
+  if (f->whitened || f->norm_checked)
+    return o3m_err_set(e, O3M_ESTATE,
+                       f->whitened ? "o3m_features_whiten: the tables are already whitened"
+                                   : "o3m_features_whiten: must come before "
+                                     "o3m_features_check_norm");
+  ft_table *tables[2] = {&f->user, &f->item};
+  for (int i = 0; i < 2; i++) {
+    if (!tables[i]->present) continue;
+    int rc = table_whiten(tables[i]);
+    if (rc == O3M_ENONFINITE)
+      return o3m_err_set_at(e, rc, tables[i]->name, 0,
+                            "cannot whiten: the covariance of the columns overflows "
+                            "(values beyond about 1e154)");
+    if (rc) return o3m_err_set_at(e, rc, tables[i]->name, 0, "cannot whiten: out of memory");
+  }
+  f->whitened = 1;
+  o3m_err_clear(e);
+  return O3M_OK;
+}
 
 void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   set_key(f, key);
@@ -642,16 +700,17 @@ int o3m_features_check_norm(o3m_features *f, double max_norm, o3m_err *e) {
   if (!f || !(max_norm > 0) || !isfinite(max_norm))
     return o3m_err_set(e, O3M_EINVAL, "o3m_features_check_norm: bad arguments");
   ft_table *u = &f->user, *it = &f->item;
+  f->norm_checked = 1;
   /* The worst part: the largest user row with the largest item row. */
-  double U = u->present ? u->max_sq : 0.0, I = it->present ? it->max_sq : 0.0;
-  double bound_sq = max_norm * max_norm, worst = U + I;
+  double U = u->present ? u->max_sq : 0.0, It = it->present ? it->max_sq : 0.0;
+  double bound_sq = max_norm * max_norm, worst = U + It;
   if (worst <= bound_sq) {
     /* The slack below the bound is shared by the two tables' dummies, so
      * that any pair of rows, real or dummy, stays inside it. With real data
      * far below the bound a dummy is then practically never redrawn. */
     double half = (bound_sq - worst) / 2;
     u->dummy_max_sq = U + half;
-    it->dummy_max_sq = I + half;
+    it->dummy_max_sq = It + half;
     return O3M_OK;
   }
   /* Blame the row that contributes more; name the other one too. */

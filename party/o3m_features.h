@@ -33,25 +33,71 @@
  * dummy per request would give one user two different vectors; both reveal
  * who is unknown. So a PP passes its secret dummy-row key in explicitly
  * (o3m_features_set_dummy_key), and from then on the dummy row of an id is
- * deterministic per id and different across ids: column c is drawn from
- * N(mean_c, sd_c^2) (the table's column mean and population standard
- * deviation) by a generator seeded with a keyed hash (SipHash-2-4) of the
- * id under that 256-bit key. Without the key, rows of different ids look
- * like independent draws. The o3m-passive daemon draws the key when it
- * fetches its block and stores it beside the block in its state_dir
- * (o3m_party_block.h), so a restarted party gives unknown ids the same
- * dummies as before; a party run without a state_dir draws a new key at
- * every start, and then a restart under the same mask would show the AP
- * exactly which ids' vectors changed. Once the party's norm bound is set
- * (o3m_features_check_norm) a dummy stays inside it: a draw above the
- * table's share of the bound is redrawn from the id's stream, so the dummy
- * comes from the normal distribution truncated there; with a bound far
- * above the real rows (the default) that practically never happens.
- * Limits: the columns of a dummy are independent normals, so for a table
- * whose columns are strongly correlated, discrete (0/1 flags) or skewed the
- * dummies differ in distribution from real rows, and an AP that knows the
- * population well might tell them apart statistically. Unknown lookups are
- * counted either way.
+ * deterministic per id and different across ids: it is mu + Sigma^{1/2} z,
+ * with mu the table's column means, Sigma the (population) covariance of
+ * its rows, Sigma^{1/2} = V diag(sqrt(lambda)) V^T its symmetric square
+ * root (both computed once at load, linalg/o3m_moments.h; a singular table
+ * is fine) and z a vector of standard normals from a generator seeded with
+ * a keyed hash (SipHash-2-4) of the id under that 256-bit key. Without the
+ * key, rows of different ids look like independent draws from N(mu, Sigma).
+ *
+ * Why the full covariance (issue 11): the AP sees the part Q^j x^j of every
+ * dummy, so the covariance of dummy parts is Q^j C Q^jT, C the dummies' own
+ * covariance, and PCA of that traffic yields Q^j times the eigenvectors of
+ * C. Dummies drawn column by column (the construction before issue 11)
+ * have a diagonal C, whose eigenvectors are the coordinate axes: PCA on the
+ * parts of a few thousand unknown ids handed the AP the columns of Q^j and
+ * then every real row. Dummies with C = Sigma give it the eigenvectors of
+ * Q^j Sigma Q^jT, exactly what PCA on real traffic gives, and nothing
+ * more. Limits: only the first two moments match. Gaussian dummies have no
+ * structure beyond them, so ICA (which needs non-Gaussian sources) learns
+ * nothing from them that real rows do not show, but real rows with
+ * discrete (0/1 flags), skewed or heavy-tailed columns differ from the
+ * dummies in distribution, and an AP that sees a party's parts of many
+ * users might tell dummies from real rows statistically and so learn which
+ * ids this party knows. A dummy costs d_t^2 flops (d_t columns of the
+ * table) instead of d_t.
+ *
+ * The o3m-passive daemon draws the key when it fetches its block and
+ * stores it beside the block in its state_dir (o3m_party_block.h), so a
+ * restarted party gives unknown ids the same dummies as before, provided
+ * its table and its BLAS/LAPACK build are unchanged (Sigma^{1/2} depends
+ * only on Sigma, not on how LAPACK picks eigenvectors, but another build
+ * may round differently in the last bits); a party run without a state_dir
+ * draws a new key at every start, and then a restart under the same mask
+ * would show the AP exactly which ids' vectors changed. Once the party's
+ * norm bound is set (o3m_features_check_norm) a dummy stays inside it: a
+ * draw above the table's share of the bound is redrawn from the id's
+ * stream, so the dummy comes from N(mu, Sigma) truncated there; with a
+ * bound far above the real rows (the default) that practically never
+ * happens. Unknown lookups are counted either way.
+ *
+ * Whitening, a party's option (`whiten = true`, o3m_config.h; issue 11,
+ * item 4). Even with such dummies the AP can run PCA on a party's real
+ * parts: their covariance Q^j Sigma Q^jT has the eigenvectors Q^j v, so a
+ * party whose columns have distinct spreads shows the AP how its mask block
+ * is oriented. o3m_features_whiten replaces every row x of each table by
+ * W x, with W = V diag(w) V^T the table's symmetric inverse square root of
+ * Sigma (ZCA; w_i = 1/sqrt(lambda_i), and 1 for eigenvalues at or below
+ * O3M_MOMENTS_RTOL times the largest, so W stays invertible). The whitened
+ * rows have identity covariance on the table's varying directions, so
+ * their parts Q^j W x have covariance Q^j Q^jT: isotropic in the party's
+ * subspace, and PCA cannot single out one column. W is computed from the
+ * party's own table at start-up, used once on its rows and wiped; it is
+ * never written anywhere nor sent. There is no centering: x -> W x stays
+ * linear, so a linear reward model theta^T x = (W^{-1} theta)^T (W x) is
+ * still representable. What it changes: the federation is then lossless
+ * with respect to the whitened features, that is, its decisions equal a
+ * central learner's on W x, not on the raw x; LinUCB's ridge penalty
+ * lambda ||theta||^2 is not invariant under a non-orthogonal W, so the
+ * regret changes (README, "Whitening: what it costs"). It does not hide
+ * everything: independent non-Gaussian columns stay independent
+ * non-Gaussian sources after whitening, and ICA can still separate them
+ * (up to sign and order). Whitening scales up the mean along directions of
+ * small spread (no centering), so a column that barely varies around a
+ * large value gives large whitened values: the norm bound then applies to
+ * the whitened rows and may need raising. The dummies are drawn from the
+ * whitened table's moments.
  *
  * Threads: after o3m_features_load the tables are read-only; only the stats
  * counters change, and they are C11 atomics, so any number of threads may call
@@ -104,6 +150,17 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
 
 /* NULL is accepted. The key is wiped. */
 void o3m_features_destroy(o3m_features *f);
+
+/* Whitens both tables in place (see "Whitening" above): every row x of a
+ * table becomes W x, W the table's own whitening map, and the norm bound
+ * and the dummies then apply to the whitened rows. Order: after
+ * o3m_features_load and before o3m_features_check_norm (O3M_ESTATE after
+ * it, or on a second call) and before any o3m_features_fill; the dummy key
+ * may be set before or after. O3M_ENONFINITE when a table's covariance
+ * overflows (values beyond about 1e154), O3M_ENOMEM; e names the table.
+ * On failure the tables may be partly transformed and the handle is fit
+ * only for o3m_features_destroy. Not concurrent with anything. */
+int o3m_features_whiten(o3m_features *f, o3m_err *e);
 
 /* Turns on the dummy rows of unknown ids (see "Dummy rows" above) under key
  * (copied; bytes 0..15 key the user table, 16..31 the item table), or

@@ -113,6 +113,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   o3m_err fe;
   o3m_err_clear(&fe);
   rc = o3m_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
+  if (!rc && me->whiten) rc = o3m_features_whiten(s->features, &fe);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "%s: [party %s] user_table/item_table: %s", o3m_config_name(cfg),
                      party, o3m_err_message(&fe));

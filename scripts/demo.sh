@@ -12,12 +12,15 @@
 #
 #   scripts/demo.sh [--rounds N] [--K N] [--algo linucb|lints]
 #                   [--model shared|disjoint] [--keep DIR] [--require-match] [--no-build]
+#                   [--whiten]
+# --whiten: every party whitens its own columns (whiten = true); the
+# in-process central run then sees the whitened columns too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 . scripts/federation-lib.sh
 
-rounds=3000 K=10 algo=linucb model=shared keep="" require="" build_it=1
+rounds=3000 K=10 algo=linucb model=shared keep="" require="" build_it=1 whiten=
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --model) model=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --require-match) require=--require-match; shift ;;
+    --whiten) whiten=--whiten; shift ;;
     --no-build) build_it=0; shift ;;
     *) echo "demo.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -52,7 +56,7 @@ trap 'exit 130' INT TERM
 echo "== starting a federation in $work: pmg, shop (active), bank, telco, insurer, mall"
 echo "   d = 100, 20 columns each, mutual TLS on loopback; logs in $work/*.log"
 fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 \
-  --algo "$algo" --model "$model" --alpha 0.5
+  --algo "$algo" --model "$model" --alpha 0.5 $whiten
 echo "== streaming $rounds rounds of K = $K candidates through the active participant"
 "$bin/o3m-eval" federate --config "$FED_CONF" --truth "$work/truth.txt" --rounds "$rounds" \
   --K "$K" --cert "$work/certs/client.pem" --key "$work/certs/client.key" $require

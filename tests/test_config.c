@@ -469,6 +469,20 @@ Test(config, max_norm_per_party) {
   expect_error(line(14, "max_norm = 10"), "fed.conf:14:", "'max_norm'", "pmg");
 }
 
+/* whiten (issue 11): per active or passive party, default false, a strict
+ * boolean, refused for the pmg. */
+Test(config, whiten_per_party) {
+  o3m_config *c = parse_ok(line(30, "whiten = true"), NULL);
+  cr_assert_eq(o3m_config_party(c, "bank")->whiten, 1);
+  cr_assert_eq(o3m_config_active(c)->whiten, 0);
+  o3m_config_destroy(c);
+  c = parse_ok(variant(22, 22, "whiten = false\n"), NULL);
+  cr_assert_eq(o3m_config_active(c)->whiten, 0);
+  o3m_config_destroy(c);
+  expect_error(line(30, "whiten = yes please"), "fed.conf:30:", "'whiten'", NULL);
+  expect_error(line(14, "whiten = true"), "fed.conf:14:", "'whiten'", "pmg");
+}
+
 Test(config, long_file_name_keeps_line_number) {
   char name[1000];
   memset(name, 'n', sizeof name);

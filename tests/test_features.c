@@ -6,7 +6,11 @@
  * counters and the dummy rows of unknown ids: the same id always gets the
  * same row, different ids different rows, the rows depend on the secret key,
  * and over many ids their columns have the table's mean and standard
- * deviation. Malformed tables are written to a
+ * deviation, and their covariance is the table's full covariance, so PCA of
+ * dummies finds the table's eigenvectors rather than the coordinate axes
+ * (issue 11). A whitened table's rows, dummies and rotated parts have
+ * identity covariance, the map is linear and finite on a singular table,
+ * and it must precede the norm bound, which then holds for whitened rows. Malformed tables are written to a
  * temporary directory, one per error class, and each must fail with a
  * message naming file and line, without quoting the feature field. A
  * 10,000-row synthetic table is checked row by row against an independent
@@ -22,7 +26,9 @@
 #include <unistd.h>
 
 #include "eval_tables.h"
+#include "o3m_blas.h"
 #include "o3m_features.h"
+#include "o3m_splitmix.h"
 
 #define USERS O3M_SOURCE_DIR "/tests/data/users.csv"
 #define ITEMS O3M_SOURCE_DIR "/tests/data/items.csv"
@@ -291,6 +297,257 @@ Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
   cr_assert_eq(X[0], 123.0);
   cr_assert_eq(X[1], -1000.0 + 0.001 * (123 % 7));
   cr_assert_eq(X[2], 50.0);
+  o3m_features_destroy(f);
+}
+
+/* ------------------------------------------------ dummies that teach nothing */
+
+/* Issue 11, item 2: the AP sees the masked part Q^j x^j of every dummy, so
+ * the covariance of dummy parts is Q^j C Q^jT with C the dummies' own
+ * covariance, and PCA of that traffic gives the eigenvectors Q^j v of C.
+ * Dummies drawn column by column have a diagonal C: its eigenvectors are
+ * the coordinate axes, so PCA hands the AP the columns of Q^j. Dummies must
+ * instead have the table's full mean and covariance, whose eigenvectors
+ * the AP also gets from real traffic. */
+
+#define PCA_COLS 4
+#define PCA_ROWS 4000
+#define PCA_IDS 20000
+
+/* The real table: mu + A g with g standard normal, A a fixed mixing of very
+ * different scales (age-, income- in thousands, score- and flag-like columns, standard
+ * deviations from 0.4 to 45), so that
+ * the covariance is far from diagonal. Writes it and returns its rows. */
+static const char *write_correlated(double *vals) {
+  static const double mu[PCA_COLS] = {40, 50, 700, 0.5};
+  static const double A[PCA_COLS][PCA_COLS] = {{8, 6, 1, 0},
+                                               {15, 12, 3, 0.5},
+                                               {30, 20, -25, 5},
+                                               {0.1, 0.2, 0.05, 0.3}};
+  static char path[600];
+  snprintf(path, sizeof path, "%s/correlated.csv", tmpdir);
+  FILE *fp = fopen(path, "w");
+  cr_assert_not_null(fp);
+  fprintf(fp, "user_id,age,income,score,flag\n");
+  uint64_t s = 12345;
+  for (int r = 0; r < PCA_ROWS; r++) {
+    double g[PCA_COLS];
+    o3m_splitmix64_gauss2(&s, &g[0], &g[1]);
+    o3m_splitmix64_gauss2(&s, &g[2], &g[3]);
+    fprintf(fp, "u%d", r);
+    for (int c = 0; c < PCA_COLS; c++) {
+      double v = mu[c];
+      for (int k = 0; k < PCA_COLS; k++) v += A[c][k] * g[k];
+      fprintf(fp, ",%.17g", v);
+      /* What the file holds, as the loader reads it back. */
+      char buf[40];
+      snprintf(buf, sizeof buf, "%.17g", v);
+      vals[(size_t)r * PCA_COLS + c] = strtod(buf, NULL);
+    }
+    fprintf(fp, "\n");
+  }
+  fclose(fp);
+  return path;
+}
+
+/* Population mean and covariance (full, row-major) of n rows, two passes. */
+static void moments(int n, const double *X, double *mean, double *cov) {
+  memset(mean, 0, sizeof(double) * PCA_COLS);
+  memset(cov, 0, sizeof(double) * PCA_COLS * PCA_COLS);
+  for (int r = 0; r < n; r++)
+    for (int c = 0; c < PCA_COLS; c++) mean[c] += X[(size_t)r * PCA_COLS + c] / n;
+  for (int r = 0; r < n; r++)
+    for (int a = 0; a < PCA_COLS; a++)
+      for (int b = 0; b < PCA_COLS; b++)
+        cov[a * PCA_COLS + b] += (X[(size_t)r * PCA_COLS + a] - mean[a]) *
+                                 (X[(size_t)r * PCA_COLS + b] - mean[b]) / n;
+}
+
+Test(features, dummy_pca_sees_the_tables_eigenvectors_not_the_axes, .timeout = 60) {
+  double *real = malloc(sizeof(double) * PCA_ROWS * PCA_COLS);
+  double *dum = malloc(sizeof(double) * PCA_IDS * PCA_COLS);
+  cr_assert(real && dum);
+  const char *path = write_correlated(real);
+  o3m_features *f;
+  load_ok(&f, path, NULL, PCA_COLS);
+  dummy_key(f, 5);
+  char id[32];
+  for (int i = 0; i < PCA_IDS; i++) {
+    snprintf(id, sizeof id, "nobody-%d", i);
+    int uu = -1;
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, dum + (size_t)i * PCA_COLS, &uu, NULL), 0);
+    cr_assert_eq(uu, 1);
+  }
+  /* Stable per id, under one key, and different across ids. */
+  double again[PCA_COLS];
+  cr_assert_eq(o3m_features_fill(f, "nobody-7", 1, NULL, again, NULL, NULL), 0);
+  cr_assert(rows_equal(again, dum + 7 * PCA_COLS, PCA_COLS));
+  for (int c = 0; c < PCA_COLS; c++) cr_assert_neq(dum[c], dum[PCA_COLS + c]);
+
+  double rm[PCA_COLS], rc[PCA_COLS * PCA_COLS], dm[PCA_COLS], dc[PCA_COLS * PCA_COLS];
+  moments(PCA_ROWS, real, rm, rc);
+  moments(PCA_IDS, dum, dm, dc);
+
+  /* PCA of both: the eigenvectors of the two top eigenvalues (the last
+   * columns, eigenvalues ascending) must agree, and the table's are far
+   * from any axis, so dummies that only have the columns' variances fail. */
+  double rv[PCA_COLS * PCA_COLS], dv[PCA_COLS * PCA_COLS], rw[PCA_COLS], dw[PCA_COLS];
+  memcpy(rv, rc, sizeof rv);
+  memcpy(dv, dc, sizeof dv);
+  cr_assert_eq(o3m_syevd(PCA_COLS, rv, rw), 0);
+  cr_assert_eq(o3m_syevd(PCA_COLS, dv, dw), 0);
+  for (int k = PCA_COLS - 2; k < PCA_COLS; k++) {
+    double dot = 0, axis = 0;
+    for (int c = 0; c < PCA_COLS; c++) {
+      dot += rv[c * PCA_COLS + k] * dv[c * PCA_COLS + k];
+      axis = fmax(axis, fabs(rv[c * PCA_COLS + k]));
+    }
+    cr_assert_lt(axis, 0.95, "the table's eigenvector %d is almost an axis (%.4f)", k, axis);
+    cr_assert_gt(fabs(dot), 0.99,
+                 "eigenvector %d of the dummies' covariance is not the table's: "
+                 "|cos| = %.4f",
+                 k, fabs(dot));
+    cr_assert_lt(fabs(dw[k] - rw[k]), 0.05 * rw[k], "eigenvalue %d: %.6g vs %.6g", k, dw[k],
+                 rw[k]);
+  }
+  /* Mean and every covariance entry within sampling error of the table's
+   * (a Gaussian's sample covariance has variance (S_aa S_bb + S_ab^2) / n). */
+  for (int a = 0; a < PCA_COLS; a++) {
+    double se = sqrt(rc[a * PCA_COLS + a] / PCA_IDS);
+    cr_assert_lt(fabs(dm[a] - rm[a]), 5 * se + 1e-12 * fabs(rm[a]), "mean %d: %.9g vs %.9g",
+                 a, dm[a], rm[a]);
+    for (int b = 0; b < PCA_COLS; b++) {
+      double s = rc[a * PCA_COLS + b];
+      double sd = sqrt((rc[a * PCA_COLS + a] * rc[b * PCA_COLS + b] + s * s) / PCA_IDS);
+      cr_assert_lt(fabs(dc[a * PCA_COLS + b] - s), 6 * sd, "cov[%d][%d]: %.9g vs %.9g", a, b,
+                   dc[a * PCA_COLS + b], s);
+    }
+  }
+  o3m_features_destroy(f);
+  free(real);
+  free(dum);
+}
+
+/* ------------------------------------------------------------ whitening */
+
+/* Issue 11, item 4: a whitened party's rows, and so its dummies and its
+ * parts Q^j x^j, have identity covariance: PCA of its traffic sees an
+ * isotropic cloud. The map is linear (no centering) and the norm bound
+ * applies to the whitened rows. */
+Test(features, whitened_rows_and_dummies_have_identity_covariance, .timeout = 60) {
+  double *real = malloc(sizeof(double) * PCA_ROWS * PCA_COLS);
+  double *w = malloc(sizeof(double) * PCA_ROWS * PCA_COLS);
+  double *dum = malloc(sizeof(double) * PCA_IDS * PCA_COLS);
+  cr_assert(real && w && dum);
+  const char *path = write_correlated(real);
+  o3m_features *f;
+  load_ok(&f, path, NULL, PCA_COLS);
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_ESTATE, "a second whitening was accepted");
+  char id[32];
+  for (int r = 0; r < PCA_ROWS; r++) {
+    snprintf(id, sizeof id, "u%d", r);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, w + (size_t)r * PCA_COLS, NULL, NULL), 0);
+  }
+  dummy_key(f, 3);
+  for (int i = 0; i < PCA_IDS; i++) {
+    snprintf(id, sizeof id, "nobody-%d", i);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, dum + (size_t)i * PCA_COLS, NULL, NULL), 0);
+  }
+  double m[PCA_COLS], c[PCA_COLS * PCA_COLS], dm[PCA_COLS], dc[PCA_COLS * PCA_COLS];
+  moments(PCA_ROWS, w, m, c);
+  moments(PCA_IDS, dum, dm, dc);
+  for (int a = 0; a < PCA_COLS; a++) {
+    /* The whitened table: identity up to rounding. */
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(c[a * PCA_COLS + b] - (a == b)), 1e-8, "whitened cov[%d][%d] = %.12g", a,
+                   b, c[a * PCA_COLS + b]);
+    /* The dummies: identity within sampling error (sd of an entry about
+     * 1/sqrt(n), or sqrt(2/n) on the diagonal), around the whitened mean. */
+    cr_assert_lt(fabs(dm[a] - m[a]), 5 / sqrt(PCA_IDS), "dummy mean %d", a);
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(dc[a * PCA_COLS + b] - (a == b)), 6 * sqrt(2.0 / PCA_IDS),
+                   "dummy cov[%d][%d] = %.6g", a, b, dc[a * PCA_COLS + b]);
+  }
+  /* Parts Q x of the whitened rows under a rotation (a Householder
+   * reflection mixing all columns) have identity covariance too: no
+   * direction of the part space stands out. */
+  double v[PCA_COLS] = {1, -2, 0.5, 3}, vv = 0;
+  for (int a = 0; a < PCA_COLS; a++) vv += v[a] * v[a];
+  for (int r = 0; r < PCA_ROWS; r++) {
+    double *x = w + (size_t)r * PCA_COLS, dot = 0;
+    for (int a = 0; a < PCA_COLS; a++) dot += v[a] * x[a];
+    for (int a = 0; a < PCA_COLS; a++) x[a] -= 2 * dot / vv * v[a];
+  }
+  moments(PCA_ROWS, w, m, c);
+  for (int a = 0; a < PCA_COLS; a++)
+    for (int b = 0; b < PCA_COLS; b++)
+      cr_assert_lt(fabs(c[a * PCA_COLS + b] - (a == b)), 1e-8, "part cov[%d][%d]", a, b);
+  o3m_features_destroy(f);
+  free(real);
+  free(w);
+  free(dum);
+}
+
+/* x -> W x is linear: no centering, so a row that is the sum of two others
+ * stays their sum. A singular table (a constant column, a column that
+ * copies another) still gives a finite, invertible map: its covariance
+ * after whitening has eigenvalues 1 on the varying directions and 0 on the
+ * others. The bound then holds for the whitened rows, and whitening after
+ * the bound is refused. */
+Test(features, whitening_is_linear_handles_singular_tables_and_precedes_the_bound) {
+  /* Column c is 2 a (a singular covariance); row u2 is u0 + u1. */
+  const char *u = write_tmp("sing.csv",
+                            "user_id,a,b,c,d\n"
+                            "u0,1,5,2,7\n"
+                            "u1,3,5,6,-1\n"
+                            "u2,4,10,8,6\n"
+                            "u3,-2,5,-4,0.5\n"
+                            "u4,0.5,4,1,2\n");
+  o3m_features *f;
+  load_ok(&f, u, NULL, 4);
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  double X[5 * 4];
+  for (int r = 0; r < 5; r++) {
+    char id[8];
+    snprintf(id, sizeof id, "u%d", r);
+    cr_assert_eq(o3m_features_fill(f, id, 1, NULL, X + 4 * r, NULL, NULL), 0);
+    for (int c = 0; c < 4; c++) cr_assert(isfinite(X[4 * r + c]));
+  }
+  for (int c = 0; c < 4; c++)
+    cr_assert_lt(fabs(X[2 * 4 + c] - X[c] - X[4 + c]), 1e-9 * (1 + fabs(X[2 * 4 + c])),
+                 "column %d: W (u0 + u1) = %.12g, W u0 + W u1 = %.12g", c, X[2 * 4 + c],
+                 X[c] + X[4 + c]);
+  double m[4] = {0}, cv[16] = {0};
+  for (int r = 0; r < 5; r++)
+    for (int c = 0; c < 4; c++) m[c] += X[4 * r + c] / 5;
+  for (int r = 0; r < 5; r++)
+    for (int a = 0; a < 4; a++)
+      for (int b = 0; b < 4; b++) cv[4 * a + b] += (X[4 * r + a] - m[a]) * (X[4 * r + b] - m[b]) / 5;
+  double lam[4];
+  cr_assert_eq(o3m_syevd(4, cv, lam), 0);
+  for (int k = 0; k < 4; k++)
+    cr_assert(fabs(lam[k]) < 1e-8 || fabs(lam[k] - 1) < 1e-8, "eigenvalue %d = %.12g", k, lam[k]);
+  cr_assert_eq(o3m_features_check_norm(f, 1e4, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features_destroy(f);
+  load_ok(&f, u, NULL, 4);
+  cr_assert_eq(o3m_features_check_norm(f, 1e4, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_ESTATE);
+  cr_assert(strstr(e.msg, "before o3m_features_check_norm"), "%s", e.msg);
+  o3m_features_destroy(f);
+
+  /* A column that barely varies around a large value: its raw rows fit a
+   * bound of 2000, its whitened rows (values about mean / spread) do not. */
+  const char *t = write_tmp("flat.csv",
+                            "user_id,a\nu0,1000.001\nu1,999.999\nu2,1000.002\nu3,999.998\n");
+  load_ok(&f, t, NULL, 1);
+  cr_assert_eq(o3m_features_check_norm(f, 2000, &e), 0);
+  o3m_features_destroy(f);
+  load_ok(&f, t, NULL, 1);
+  cr_assert_eq(o3m_features_whiten(f, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_features_check_norm(f, 2000, &e), O3M_ERANGE);
   o3m_features_destroy(f);
 }
 
