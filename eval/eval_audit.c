@@ -124,7 +124,8 @@ static int pp_load(pp_tables *t, const char *users, const char *items, int dims,
                    o3m_err *e) {
   int rc = o3m_features_load(&t->f, users, items, dims, e);
   if (!rc && users) rc = id_list_read(&t->users, users, cap, e);
-  if (!rc && items) rc = id_list_read(&t->items, items, 0, e);
+  /* With an item table alone the items are the audited rows: cap them. */
+  if (!rc && items) rc = id_list_read(&t->items, items, users ? 0 : cap, e);
   return rc;
 }
 
