@@ -622,6 +622,7 @@ void eval_audit_config_default(eval_audit_config *c) {
   c->seed = 1;
   c->dummies = 0;
   c->ica_max_iter = 200;
+  c->known_max = 0;
   c->modes = (1 << EVAL_AUDIT_N_MODES) - 1;
 }
 
@@ -749,7 +750,14 @@ static double pearson(int n, const double *x, const double *y) {
     syy += (y[i] - my) * (y[i] - my);
     sxy += (x[i] - mx) * (y[i] - my);
   }
-  return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+  /* A spread at rounding level (every norm sqrt(2) in a one-hot table)
+   * is no spread: there is nothing to correlate. */
+  double ax = 0, ay = 0;
+  for (int i = 0; i < n; i++) {
+    ax += x[i] * x[i];
+    ay += y[i] * y[i];
+  }
+  return sxx > 1e-20 * ax && syy > 1e-20 * ay ? sxy / sqrt(sxx * syy) : NAN;
 }
 
 /* Norms and Gram exposure of the observations O (N x p) against T. */
@@ -942,7 +950,8 @@ static int run_mode(eval_audit *a, const eval_audit_input *in, eval_audit_mode m
   /* n up to twice the rows an exact solve needs (d_j, or D in the secure
    * modes): random rows of sparse or discrete tables are often dependent,
    * so that d_j of them need not span the party's columns. */
-  int need = m == EVAL_AUDIT_PER_PARTY ? dj : D, top = 2 * need;
+  int need = m == EVAL_AUDIT_PER_PARTY ? dj : D;
+  int top = a->c.known_max ? a->c.known_max : 2 * need;
   if (top > N) top = N;
   int ng = kp_grid(dj < top ? dj : top, need, top, grid);
   for (int s = EVAL_AUDIT_KP; s <= EVAL_AUDIT_KP_FULL; s++) {
@@ -990,7 +999,8 @@ int eval_audit_run(eval_audit **out, const eval_audit_input *in, const eval_audi
   o3m_err local;
   if (!e) e = &local;
   *out = NULL;
-  if (!in || !c || c->dummies < 0 || c->ica_max_iter < 1 || !(c->modes & 7))
+  if (!in || !c || c->dummies < 0 || c->ica_max_iter < 1 || c->known_max < 0 ||
+      !(c->modes & 7))
     return o3m_err_set(e, O3M_EINVAL, "eval_audit_run: bad configuration");
   const o3m_partition *p = &in->part;
   const int N = in->N, d = p->d, dj = in->dj, d0 = p->dims[0], D = d - d0;
@@ -1123,9 +1133,10 @@ void eval_audit_print(const eval_audit *a, const eval_audit_input *in, FILE *f) 
                  "(%.1e)\n",
               x->norm, x->gram);
     else
-      fprintf(f, "norms: corr(||s_i||, ||x^j_i||) = %.3f; Gram: corr(s_i.s_k, x^j_i.x^j_k) = "
+      fprintf(f, "norms: corr(||s_i||, ||x^j_i||) = %.3f%s; Gram: corr(s_i.s_k, x^j_i.x^j_k) = "
                  "%.3f (%d random pairs)\n",
-              x->norm, x->gram, GRAM_PAIRS);
+              x->norm, isnan(x->norm) ? " (your norms are all equal: nothing to learn)" : "",
+              x->gram, GRAM_PAIRS);
     int full = eval_audit_n_points(a, m, EVAL_AUDIT_KP_FULL) > 0;
     fprintf(f, "known plaintext:\n%6s  %-22s%s\n", "n", "your columns known",
             full ? "  n full rows of every PP known" : "");
@@ -1299,6 +1310,7 @@ static void audit_usage(FILE *f) {
       "  --data-dir DIR       the shared data directory (../shared/data)\n"
       "  --users N            audit at most N users (all; 1000 for --bank and --dataset)\n"
       "  --dummies N          unknown ids the attacker asks about (as many as users)\n"
+      "  --known-max N        largest known-row count n (2 d_j; 2 (d - d_0) when secure)\n"
       "  --modes LIST         any of per-party,secagg,secagg+own (all)\n"
       "  --ica-iter N         FastICA iterations at most (200)\n"
       "  --seed S             the mask, the known rows, the other parties' columns (1)\n"
@@ -1332,7 +1344,7 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 
 int eval_audit_main(int argc, char **argv) {
   enum { O_DIMS = 1000, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_USERS, O_DUMMIES, O_MODES,
-         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_HELP };
+         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_KNOWN, O_HELP };
   static const struct option opts[] = {
       {"dims", required_argument, 0, O_DIMS},       {"party", required_argument, 0, O_PARTY},
       {"user-table", required_argument, 0, O_UT},   {"item-table", required_argument, 0, O_IT},
@@ -1341,7 +1353,8 @@ int eval_audit_main(int argc, char **argv) {
       {"dummies", required_argument, 0, O_DUMMIES}, {"modes", required_argument, 0, O_MODES},
       {"ica-iter", required_argument, 0, O_ICA},    {"seed", required_argument, 0, O_SEED},
       {"out", required_argument, 0, O_OUT},         {"no-plots", no_argument, 0, O_NOPLOT},
-      {"whiten", no_argument, 0, O_WHITEN},         {"help", no_argument, 0, O_HELP},
+      {"whiten", no_argument, 0, O_WHITEN},         {"known-max", required_argument, 0, O_KNOWN},
+      {"help", no_argument, 0, O_HELP},
       {0, 0, 0, 0}};
   eval_audit_source src;
   memset(&src, 0, sizeof src);
@@ -1370,6 +1383,7 @@ int eval_audit_main(int argc, char **argv) {
       case O_DUMMIES: bad = parse_int(optarg, 2, 10000000, &v); cfg.dummies = (int)v; break;
       case O_MODES: bad = parse_modes(optarg, &cfg.modes); break;
       case O_ICA: bad = parse_int(optarg, 1, 100000, &v); cfg.ica_max_iter = (int)v; break;
+      case O_KNOWN: bad = parse_int(optarg, 1, 1000000, &v); cfg.known_max = (int)v; break;
       case O_SEED:
         bad = parse_int(optarg, 0, __LONG_MAX__, &v);
         cfg.seed = src.seed = (uint64_t)v;

@@ -140,6 +140,7 @@ typedef struct eval_audit_config {
   uint64_t seed;    /* the mask, the known rows, ICA's start */
   int dummies;      /* dummy ids asked (0: as many as users) */
   int ica_max_iter; /* FastICA iterations (200) */
+  int known_max;    /* largest n of known plaintext (0: twice the exact count) */
   int modes;        /* bit (1 << mode) per mode to run (all) */
 } eval_audit_config;
 
