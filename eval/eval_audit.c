@@ -303,14 +303,25 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
     goto out;
   }
 
-  /* The other parties: their slice of the data set, or standard normal
-   * columns; the AP's columns are kept in X only (it sends no dummies). */
+  /* The other parties: their own table if given, their slice of the data
+   * set, or standard normal columns; the AP's columns are kept in X only
+   * (it sends no dummies). */
   o3m_rng *rng = NULL;
   if ((rc = o3m_rng_create_seeded_insecure(&rng, s->seed ^ 0x0a0d17ull))) goto out;
   for (int k = 0; !rc && k < m; k++) {
     if (k == j) continue;
     int dk = p->dims[k];
-    if (data && k == 0) {
+    const char *given = s->other_tables ? s->other_tables[k] : NULL;
+    if (given) {
+      /* The party's own user table: row r is its row r (matched by
+       * position with the audited rows). */
+      if (!(rc = pp_load(&in->pp[k], given, NULL, dk, N, e)) && in->pp[k].users.n < N)
+        rc = o3m_err_set(e, O3M_EINVAL, "--table %d=%s: %d rows, fewer than the %d audited rows "
+                         "(rows are matched by position)", k, given, in->pp[k].users.n, N);
+      for (int r = 0; !rc && k == 0 && r < N; r++)
+        if (pp_fill(&in->pp[0], r, in->X + (size_t)r * d))
+          rc = o3m_err_set(e, O3M_EINVAL, "cannot fill row %d of party 0", r);
+    } else if (data && k == 0) {
       for (int r = 0; r < N; r++)
         memcpy(in->X + (size_t)r * d, data + (size_t)r * d, sizeof *in->X * dk);
     } else if (k == 0) {
@@ -1308,6 +1319,7 @@ static void audit_usage(FILE *f) {
       "  --bank               audit the bank-like demo table (20 columns; written to --out)\n"
       "  --dataset news|obd   split the shared data set's contexts into the parties\n"
       "  --data-dir DIR       the shared data directory (../shared/data)\n"
+      "  --table K=CSV        party K's own user table (repeatable; row r = your row r)\n"
       "  --users N            audit at most N users (all; 1000 for --bank and --dataset)\n"
       "  --dummies N          unknown ids the attacker asks about (as many as users)\n"
       "  --known-max N        largest known-row count n (2 d_j; 2 (d - d_0) when secure)\n"
@@ -1316,7 +1328,8 @@ static void audit_usage(FILE *f) {
       "  --seed S             the mask, the known rows, the other parties' columns (1)\n"
       "  --out DIR            CSVs, PNGs and written tables (eval-out/audit)\n"
       "  --no-plots           tables and CSVs only\n"
-      "  Other parties' columns: their slice of --dataset, else standard normal.\n");
+      "  Other parties' columns: --table, else their slice of --dataset, else\n"
+      "  standard normal.\n");
 }
 
 static int parse_modes(const char *s, int *out) {
@@ -1344,7 +1357,7 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 
 int eval_audit_main(int argc, char **argv) {
   enum { O_DIMS = 1000, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_USERS, O_DUMMIES, O_MODES,
-         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_KNOWN, O_HELP };
+         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_KNOWN, O_TABLE, O_HELP };
   static const struct option opts[] = {
       {"dims", required_argument, 0, O_DIMS},       {"party", required_argument, 0, O_PARTY},
       {"user-table", required_argument, 0, O_UT},   {"item-table", required_argument, 0, O_IT},
@@ -1354,7 +1367,7 @@ int eval_audit_main(int argc, char **argv) {
       {"ica-iter", required_argument, 0, O_ICA},    {"seed", required_argument, 0, O_SEED},
       {"out", required_argument, 0, O_OUT},         {"no-plots", no_argument, 0, O_NOPLOT},
       {"whiten", no_argument, 0, O_WHITEN},         {"known-max", required_argument, 0, O_KNOWN},
-      {"help", no_argument, 0, O_HELP},
+      {"table", required_argument, 0, O_TABLE},     {"help", no_argument, 0, O_HELP},
       {0, 0, 0, 0}};
   eval_audit_source src;
   memset(&src, 0, sizeof src);
@@ -1363,6 +1376,9 @@ int eval_audit_main(int argc, char **argv) {
   eval_audit_config cfg;
   eval_audit_config_default(&cfg);
   const char *dims = NULL, *out_dir = "eval-out/audit";
+  enum { MAX_TABLES = 64 };
+  const char *tables[MAX_TABLES];
+  int n_tables = 0;
   int plots = 1, ch;
   long v;
   o3m_err err;
@@ -1384,6 +1400,10 @@ int eval_audit_main(int argc, char **argv) {
       case O_MODES: bad = parse_modes(optarg, &cfg.modes); break;
       case O_ICA: bad = parse_int(optarg, 1, 100000, &v); cfg.ica_max_iter = (int)v; break;
       case O_KNOWN: bad = parse_int(optarg, 1, 1000000, &v); cfg.known_max = (int)v; break;
+      case O_TABLE:
+        bad = n_tables == MAX_TABLES || !strchr(optarg, '=');
+        if (!bad) tables[n_tables++] = optarg;
+        break;
       case O_SEED:
         bad = parse_int(optarg, 0, __LONG_MAX__, &v);
         cfg.seed = src.seed = (uint64_t)v;
@@ -1420,12 +1440,38 @@ int eval_audit_main(int argc, char **argv) {
     fprintf(stderr, "o3m-eval audit: --dims: %s\n", o3m_err_message(&err));
     return 2;
   }
+  /* --table K=PATH: party K's own user table instead of synthetic columns. */
+  const char **others = NULL;
+  if (n_tables) {
+    others = calloc((size_t)src.part.m, sizeof *others);
+    if (!others) {
+      fprintf(stderr, "o3m-eval audit: out of memory\n");
+      return 1;
+    }
+    for (int t = 0; t < n_tables; t++) {
+      const char *eq = strchr(tables[t], '=');
+      char num[16];
+      size_t len = (size_t)(eq - tables[t]);
+      snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num ? len : sizeof num - 1),
+               tables[t]);
+      if (len >= sizeof num || parse_int(num, 0, src.part.m - 1, &v) || v == src.party ||
+          !eq[1]) {
+        fprintf(stderr, "o3m-eval audit: --table '%s': expected K=PATH with K another "
+                        "party (0..%d, not %d)\n", tables[t], src.part.m - 1, src.party);
+        free(others);
+        return 2;
+      }
+      others[v] = eq + 1;
+    }
+    src.other_tables = others;
+  }
   if (!src.seed) src.seed = cfg.seed;
   src.work_dir = out_dir;
   o3m_blas_single_thread();
   double t0 = o3m_clock_s();
   eval_audit_input *in = NULL;
   int rc = eval_audit_input_build(&in, &src, &err);
+  free(others);
   if (rc) {
     fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
     return rc == O3M_EINVAL || rc == O3M_EDIM ? 2 : 1;

@@ -102,10 +102,13 @@ const char *eval_audit_series_name(eval_audit_series s);
  *   context of the arm logged at event t, position 1 for OBD; every party's
  *   columns are its slice of those contexts, and the audited party's and
  *   the other PPs' slices are written into work_dir as tables).
- *   The other parties (including the AP): their slices of the data set, or
- *   else standard normal columns (eval_tables_write_synthetic, one seed per
- *   party): a documented choice, since the audit cannot know the others'
- *   tables; real others with large scales hide more in the secure modes.
+ *   The other parties (including the AP): their own user table when
+ *   other_tables[k] names one (row r of it is audited row r, matched by
+ *   position; it needs at least as many rows), else their slices of the
+ *   data set, else standard normal columns (eval_tables_write_synthetic,
+ *   one seed per party): a documented choice, since the audit cannot know
+ *   the others' tables; real others with large scales hide more in the
+ *   secure modes.
  * rows caps the number of audited users (0: every row of the table; with
  * bank or a data set 0 means 1000). */
 typedef struct eval_audit_source {
@@ -117,6 +120,7 @@ typedef struct eval_audit_source {
   const char *dataset;    /* NULL, "news" or "obd" */
   const char *data_dir;   /* the shared data directory (see its README) */
   const char *work_dir;   /* written tables go here (created if missing) */
+  const char *const *other_tables; /* NULL or part.m entries, NULL = none */
   int rows;
   uint64_t seed;
 } eval_audit_source;

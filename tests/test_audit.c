@@ -177,6 +177,48 @@ Test(audit, secure_known_plaintext_needs_all_pp_dimensions, .init = make_dir,
   eval_audit_input_destroy(in);
 }
 
+Test(audit, other_party_table_is_used_and_large_scales_hide_norms, .init = make_dir,
+     .fini = remove_dir) {
+  char mine[256], theirs[256];
+  write_normal("mine.csv", 800, 6, 1, 41, mine, sizeof mine);
+  /* The other PP's own table: columns in the thousands. */
+  snprintf(theirs, sizeof theirs, "%s/theirs.csv", dir);
+  double *v = malloc(sizeof *v * 800 * 6);
+  cr_assert_not_null(v);
+  o3m_rng *r = NULL;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 42), O3M_OK);
+  o3m_rng_gaussian(r, v, 800 * 6);
+  o3m_rng_destroy(r);
+  for (int i = 0; i < 800 * 6; i++) v[i] *= 1000.0;
+  cr_assert_eq(eval_tables_write_matrix(theirs, O3M_FEATURES_USERS, "t", 800, 6, NULL, v, NULL),
+               O3M_OK);
+  free(v);
+  eval_audit_source s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(o3m_partition_parse(&s.part, "4,6,6", NULL), O3M_OK);
+  s.party = 1;
+  s.user_table = mine;
+  s.work_dir = dir;
+  s.seed = 3;
+  const char *others[3] = {NULL, NULL, theirs};
+  eval_audit_input *in[2] = {NULL, NULL};
+  for (int t = 0; t < 2; t++) {
+    s.other_tables = t ? others : NULL;
+    cr_assert_eq(eval_audit_input_build(&in[t], &s, NULL), O3M_OK);
+  }
+  eval_audit_exposure x[2];
+  for (int t = 0; t < 2; t++) {
+    eval_audit *a = run(in[t], SECAGG);
+    cr_assert_eq(eval_audit_exposure_get(a, EVAL_AUDIT_SECAGG, &x[t]), O3M_OK);
+    eval_audit_destroy(a);
+    eval_audit_input_destroy(in[t]);
+  }
+  /* Beside standard normal others the sum's norms follow yours; beside
+   * columns in the thousands they do not. */
+  cr_assert_gt(x[0].norm, 0.9, "synthetic others: corr of norms %.3f", x[0].norm);
+  cr_assert_lt(fabs(x[1].norm), 0.2, "large-scale others: corr of norms %.3f", x[1].norm);
+}
+
 /* THE TEST THAT FLIPS when the new dummy rows land (issue 11, item 2). */
 Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini = remove_dir) {
   eval_audit_input *in = build("10,20,20", 1, NULL, 1);
