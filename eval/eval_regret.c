@@ -8,8 +8,7 @@
  * kept steps, and means, bands and summaries are computed by the writers.
  *
  * The writers: CSVs (one per configuration), the summary table, and a
- * generated gnuplot script run with fork/exec inside the output directory
- * (so that no path is ever quoted into a shell or into the script). */
+ * generated gnuplot script run by eval_plot_run inside the output directory. */
 #include "eval_regret.h"
 #include "o3m_bytes.h"
 
@@ -20,12 +19,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "eval_cmds.h"
 #include "eval_masker.h"
+#include "eval_plot.h"
 #include "eval_synth.h"
 #include "eval_whiten.h"
 #include "o3m_blas.h"
@@ -616,25 +615,7 @@ int eval_regret_plot(const eval_regret *r, const char *dir, FILE *f, o3m_err *e)
   int bad = ferror(g);
   if (fclose(g) != 0 || bad)
     return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) return o3m_err_set(e, O3M_EIO, "cannot start gnuplot: %s", strerror(errno));
-  if (pid == 0) {
-    if (chdir(dir) != 0) _exit(126);
-    execlp("gnuplot", "gnuplot", "regret_plots.gp", (char *)NULL);
-    _exit(127);
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR)
-      return o3m_err_set(e, O3M_EIO, "waiting for gnuplot: %s", strerror(errno));
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-    return o3m_err_set(e, O3M_ENOTFOUND,
-                       "gnuplot not found (Debian package gnuplot-nox): no plots; the script "
-                       "is %s",
-                       path);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return o3m_err_set(e, O3M_EIO, "gnuplot failed on %s (status %d)", path, status);
+  if ((rc = eval_plot_run(dir, "regret_plots.gp", e))) return rc;
   if (f) fprintf(f, "plots in %s:%s\n", dir, list);
   return O3M_OK;
 }

@@ -26,4 +26,25 @@ int eval_tables_write_synthetic(const char *path, o3m_features_kind kind,
                                 const char *id_prefix, int n_rows, int n_cols,
                                 uint64_t seed, o3m_err *e);
 
+/* Writes n_rows x n_cols values (row-major, each finite, else
+ * O3M_ENONFINITE) as a table: header as above but with the column names
+ * given (NULL: x0, x1, ...; names must be valid header fields), ids
+ * id_prefix0 ..; 17 significant digits. Other errors as above. Used by
+ * `o3m-eval audit` to turn data-set columns into a party's table. */
+int eval_tables_write_matrix(const char *path, o3m_features_kind kind, const char *id_prefix,
+                             int n_rows, int n_cols, const char *const *names,
+                             const double *vals, o3m_err *e);
+
+/* The bank-like user table of the audit demo (`o3m-eval audit --bank`):
+ * EVAL_TABLES_BANK_COLS columns of very different scales (age in years,
+ * income and balances in currency units up to 1e5-1e6, a credit score in
+ * 300..850, counts, a 0..1 utilization, a mortgage that is 0 for most
+ * customers), several correlated through three latent factors (age,
+ * wealth, risk), with rounding as a bank's records have it. Depends on
+ * seed alone. Errors as above. */
+#define EVAL_TABLES_BANK_COLS 20
+extern const char *const eval_tables_bank_columns[EVAL_TABLES_BANK_COLS];
+int eval_tables_write_bank(const char *path, const char *id_prefix, int n_rows, uint64_t seed,
+                           o3m_err *e);
+
 #endif

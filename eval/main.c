@@ -23,6 +23,7 @@ static const struct {
     {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
+    {"audit", eval_audit_main, "what the AP could learn from your feature table"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,272 @@
+/* test_audit.c -- `o3m-eval audit` (eval_audit.h): the attacks find what
+ * the mathematics says they must, and no more.
+ *
+ * Tables are written into a fresh temporary directory: independent normal
+ * columns of distinct standard deviations 1..d_j (PCA recovers each one from
+ * the per-party parts), standard normal columns (identity covariance: PCA
+ * only finds a random rotation of them) and the bank-like demo table. The
+ * dummy-row test states issue 11's requirement (the attack on dummy rows
+ * does no better than on real traffic) and is an expected failure on
+ * today's per-column dummies; see DUMMIES_EXPECTED_TO_FAIL. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eval_audit.h"
+#include "eval_cmds.h"
+#include "eval_tables.h"
+#include "o3m_rng.h"
+
+/* Issue 11, item 2: today's dummy rows draw each column independently from
+ * N(mean_c, sd_c^2), so PCA on dummies hands over the columns of a table
+ * with unequal variances, much better than PCA on real traffic does. The
+ * test below asserts the requirement and, while this is 1, turns its
+ * failure into a skip that prints the measured figures. Set it to 0 when
+ * the new dummy rows (mu + L z, the table's full covariance) are merged:
+ * the test then fails if the requirement does not hold, and it also fails
+ * while this is still 1 once the requirement holds (so the flag cannot be
+ * forgotten). */
+#define DUMMIES_EXPECTED_TO_FAIL 1
+/* How much better than real traffic the dummy attack may do (mean |corr|). */
+#define DUMMY_MARGIN 0.05
+
+static char dir[64];
+
+static void make_dir(void) {
+  snprintf(dir, sizeof dir, "/tmp/o3m_audit_XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void) {
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+/* Writes N x dj normal columns to DIR/name: with distinct, column c has
+ * standard deviation c + 1 and mean 10 c; otherwise all are standard
+ * normal (identity covariance). */
+static void write_normal(const char *name, int N, int dj, int distinct, uint64_t seed,
+                         char *path, size_t n) {
+  snprintf(path, n, "%s/%s", dir, name);
+  double *v = malloc(sizeof *v * (size_t)N * dj);
+  cr_assert_not_null(v);
+  o3m_rng *r = NULL;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, seed), O3M_OK);
+  o3m_rng_gaussian(r, v, (long)N * dj);
+  o3m_rng_destroy(r);
+  for (int i = 0; i < N; i++)
+    for (int c = 0; c < dj; c++) v[(size_t)i * dj + c] = distinct ? 10.0 * c + (c + 1) * v[(size_t)i * dj + c] : v[(size_t)i * dj + c];
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_tables_write_matrix(path, O3M_FEATURES_USERS, "u", N, dj, NULL, v, &e),
+               O3M_OK, "%s", o3m_err_message(&e));
+  free(v);
+}
+
+static eval_audit_input *build(const char *dims, int party, const char *users, int bank) {
+  eval_audit_source s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(o3m_partition_parse(&s.part, dims, NULL), O3M_OK);
+  s.party = party;
+  s.user_table = users;
+  s.bank = bank;
+  s.work_dir = dir;
+  s.seed = 3;
+  eval_audit_input *in = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_OK, "%s", o3m_err_message(&e));
+  return in;
+}
+
+static eval_audit *run(const eval_audit_input *in, int modes) {
+  eval_audit_config c;
+  eval_audit_config_default(&c);
+  c.modes = modes;
+  c.seed = 5;
+  eval_audit *a = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_audit_run(&a, in, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  return a;
+}
+
+/* The point of series s at x (n or N); fails the test if there is none. */
+static eval_audit_point at(const eval_audit *a, eval_audit_mode m, eval_audit_series s, int x) {
+  eval_audit_point p;
+  for (int i = 0; i < eval_audit_n_points(a, m, s); i++) {
+    cr_assert_eq(eval_audit_point_get(a, m, s, i, &p), O3M_OK);
+    if (p.x == x) return p;
+  }
+  cr_assert_fail("%s/%s has no point at %d", eval_audit_mode_name(m), eval_audit_series_name(s),
+                 x);
+  return p;
+}
+
+static const int PER_PARTY = 1 << EVAL_AUDIT_PER_PARTY;
+static const int SECAGG = 1 << EVAL_AUDIT_SECAGG;
+
+Test(audit, known_plaintext_per_party_exact_at_dj_rows_not_at_one, .init = make_dir,
+     .fini = remove_dir) {
+  char path[256];
+  write_normal("t.csv", 500, 6, 1, 11, path, sizeof path);
+  eval_audit_input *in = build("4,6,6", 1, path, 0);
+  eval_audit *a = run(in, PER_PARTY);
+  eval_audit_point full = at(a, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_KP, 6);
+  for (int c = 0; c < 6; c++)
+    cr_assert_gt(full.corr[c], 0.999, "column %d: |corr| %.4f with n = d_j", c, full.corr[c]);
+  eval_audit_point one = at(a, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_KP, 1);
+  cr_assert_lt(one.mean, 0.7, "n = 1 recovers too much: mean |corr| %.3f", one.mean);
+  cr_assert_lt(one.min, 0.5, "n = 1: every column recovered (min %.3f)", one.min);
+  /* The parts give the norms and inner products exactly. */
+  eval_audit_exposure x;
+  cr_assert_eq(eval_audit_exposure_get(a, EVAL_AUDIT_PER_PARTY, &x), O3M_OK);
+  cr_assert(x.exact);
+  cr_assert_lt(x.norm, 1e-12);
+  cr_assert_lt(x.gram, 1e-12);
+  eval_audit_destroy(a);
+  eval_audit_input_destroy(in);
+}
+
+Test(audit, pca_per_party_recovers_distinct_variances_not_identity, .init = make_dir,
+     .fini = remove_dir) {
+  char p1[256], p2[256];
+  write_normal("distinct.csv", 1000, 6, 1, 21, p1, sizeof p1);
+  write_normal("identity.csv", 1000, 6, 0, 22, p2, sizeof p2);
+  eval_audit_input *in1 = build("4,6,6", 1, p1, 0);
+  eval_audit *a1 = run(in1, PER_PARTY);
+  eval_audit_point d = at(a1, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 1000);
+  for (int c = 0; c < 6; c++)
+    cr_assert_gt(d.corr[c], 0.95, "distinct variances, column %d: |corr| %.3f", c, d.corr[c]);
+  eval_audit_input *in2 = build("4,6,6", 1, p2, 0);
+  eval_audit *a2 = run(in2, PER_PARTY);
+  eval_audit_point id = at(a2, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 1000);
+  cr_assert_lt(id.mean, 0.8, "identity covariance: PCA mean |corr| %.3f", id.mean);
+  cr_assert_lt(id.min, 0.95, "identity covariance: PCA min |corr| %.3f", id.min);
+  eval_audit_destroy(a1);
+  eval_audit_destroy(a2);
+  eval_audit_input_destroy(in1);
+  eval_audit_input_destroy(in2);
+}
+
+Test(audit, secure_known_plaintext_needs_all_pp_dimensions, .init = make_dir,
+     .fini = remove_dir) {
+  char path[256];
+  /* Columns on the others' scale (standard normal like the synthetic
+   * others): a table that dwarfs the others' columns is nearly alone in
+   * the sum, and then d_j rows nearly suffice. */
+  write_normal("t.csv", 500, 6, 0, 31, path, sizeof path);
+  /* D = d - d_0 = 18: the others' 12 columns are unknown to the attacker. */
+  eval_audit_input *in = build("4,6,6,6", 2, path, 0);
+  eval_audit *a = run(in, SECAGG);
+  eval_audit_point own = at(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 6);
+  cr_assert_lt(own.mean, 0.8, "secagg, n = d_j = 6: mean |corr| %.3f", own.mean);
+  cr_assert_lt(own.min, 0.7, "secagg, n = d_j = 6: min |corr| %.3f", own.min);
+  /* ... but s is an invertible image of all PPs' columns: n = D suffices. */
+  eval_audit_point all = at(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 18);
+  cr_assert_gt(all.min, 0.999, "secagg, n = D = 18: min |corr| %.4f", all.min);
+  eval_audit_point full = at(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP_FULL, 18);
+  cr_assert_gt(full.min, 0.999, "secagg, n = D full rows: min |corr| %.4f", full.min);
+  /* Per-party modes were not asked for. */
+  cr_assert_eq(eval_audit_n_points(a, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_KP), 0);
+  eval_audit_destroy(a);
+  eval_audit_input_destroy(in);
+}
+
+Test(audit, other_party_table_is_used_and_large_scales_hide_norms, .init = make_dir,
+     .fini = remove_dir) {
+  char mine[256], theirs[256];
+  write_normal("mine.csv", 800, 6, 1, 41, mine, sizeof mine);
+  /* The other PP's own table: columns in the thousands. */
+  snprintf(theirs, sizeof theirs, "%s/theirs.csv", dir);
+  double *v = malloc(sizeof *v * 800 * 6);
+  cr_assert_not_null(v);
+  o3m_rng *r = NULL;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 42), O3M_OK);
+  o3m_rng_gaussian(r, v, 800 * 6);
+  o3m_rng_destroy(r);
+  for (int i = 0; i < 800 * 6; i++) v[i] *= 1000.0;
+  cr_assert_eq(eval_tables_write_matrix(theirs, O3M_FEATURES_USERS, "t", 800, 6, NULL, v, NULL),
+               O3M_OK);
+  free(v);
+  eval_audit_source s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(o3m_partition_parse(&s.part, "4,6,6", NULL), O3M_OK);
+  s.party = 1;
+  s.user_table = mine;
+  s.work_dir = dir;
+  s.seed = 3;
+  const char *others[3] = {NULL, NULL, theirs};
+  eval_audit_input *in[2] = {NULL, NULL};
+  for (int t = 0; t < 2; t++) {
+    s.other_tables = t ? others : NULL;
+    cr_assert_eq(eval_audit_input_build(&in[t], &s, NULL), O3M_OK);
+  }
+  eval_audit_exposure x[2];
+  for (int t = 0; t < 2; t++) {
+    eval_audit *a = run(in[t], SECAGG);
+    cr_assert_eq(eval_audit_exposure_get(a, EVAL_AUDIT_SECAGG, &x[t]), O3M_OK);
+    eval_audit_destroy(a);
+    eval_audit_input_destroy(in[t]);
+  }
+  /* Beside standard normal others the sum's norms follow yours; beside
+   * columns in the thousands they do not. */
+  cr_assert_gt(x[0].norm, 0.9, "synthetic others: corr of norms %.3f", x[0].norm);
+  cr_assert_lt(fabs(x[1].norm), 0.2, "large-scale others: corr of norms %.3f", x[1].norm);
+}
+
+/* THE TEST THAT FLIPS when the new dummy rows land (issue 11, item 2). */
+Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini = remove_dir) {
+  eval_audit_input *in = build("10,20,20", 1, NULL, 1);
+  eval_audit *a = run(in, PER_PARTY);
+  eval_audit_point real = at(a, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 1000);
+  eval_audit_point dummy = at(a, EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_DUMMY_PCA, 1000);
+  int holds = dummy.mean <= real.mean + DUMMY_MARGIN;
+  fprintf(stderr,
+          "dummy-row attack on the bank table, per-party mode, PCA of 1000 rows: dummies "
+          "mean |corr| %.3f (min %.3f), real traffic %.3f (min %.3f)\n",
+          dummy.mean, dummy.min, real.mean, real.min);
+  eval_audit_destroy(a);
+  eval_audit_input_destroy(in);
+  if (DUMMIES_EXPECTED_TO_FAIL) {
+    cr_assert(!holds, "the dummy attack no longer beats real traffic (%.3f vs %.3f): set "
+              "DUMMIES_EXPECTED_TO_FAIL to 0", dummy.mean, real.mean);
+    cr_skip("expected failure (issue 11 item 2): PCA on today's per-column dummy rows "
+            "recovers the bank's columns with mean |corr| %.3f, real traffic %.3f",
+            dummy.mean, real.mean);
+  }
+  cr_assert(holds, "PCA on dummy rows: mean |corr| %.3f, real traffic %.3f (margin %.2f)",
+            dummy.mean, real.mean, DUMMY_MARGIN);
+}
+
+Test(audit, refusals, .init = make_dir, .fini = remove_dir) {
+  /* --whiten does not exist until the defence is merged: refused, exit 2. */
+  char *argv1[] = {"audit", "--bank", "--dims", "10,20,20", "--party", "1", "--whiten", NULL};
+  cr_assert_eq(eval_audit_main(7, argv1), 2);
+  /* A data set that is absent is named. */
+  eval_audit_source s;
+  memset(&s, 0, sizeof s);
+  cr_assert_eq(o3m_partition_parse(&s.part, "5,5", NULL), O3M_OK);
+  s.party = 1;
+  s.dataset = "news";
+  s.data_dir = "/nonexistent/o3m-data";
+  s.work_dir = dir;
+  eval_audit_input *in = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_ENOTFOUND);
+  cr_assert_null(in);
+  cr_assert_not_null(strstr(o3m_err_message(&e), "/nonexistent/o3m-data/news10k/dataset.txt"),
+                     "%s", o3m_err_message(&e));
+  /* The AP is not audited; the table must have dims[party] columns. */
+  s.dataset = NULL;
+  s.bank = 1;
+  s.party = 0;
+  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EINVAL);
+  s.party = 1;
+  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EDIM, "%s", o3m_err_message(&e));
+}
