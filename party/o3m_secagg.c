@@ -114,14 +114,14 @@ int o3m_secagg_create_from_key(o3m_secagg **out, int n,
                                const unsigned char sk[O3M_SECAGG_KEY_BYTES], int scale,
                                o3m_err *e) {
   *out = NULL;
-  if (n < 1 || me < 0 || me >= n || !pks || !sk || scale < O3M_SECAGG_MIN_SCALE ||
+  if (n < 1 || me < 0 || me >= n || (n > 1 && (!pks || !sk)) || scale < O3M_SECAGG_MIN_SCALE ||
       scale > O3M_SECAGG_MAX_SCALE)
     return o3m_err_set(e, O3M_EINVAL, "o3m_secagg_create: bad arguments");
   int rc = init(e);
   if (rc < 0) return rc;
   unsigned char pk[O3M_SECAGG_KEY_BYTES];
-  crypto_scalarmult_base(pk, sk);
-  if (sodium_memcmp(pk, pks[me], sizeof pk) != 0)
+  if (n > 1) crypto_scalarmult_base(pk, sk);
+  if (n > 1 && sodium_memcmp(pk, pks[me], sizeof pk) != 0)
     return o3m_err_set(e, O3M_EINVAL, "the agg secret key does not belong to the agg_public "
                        "configured for passive party %d", me);
   o3m_secagg *s = calloc(1, sizeof *s);
@@ -209,6 +209,7 @@ static int read_secret(const char *path, unsigned char **sk, o3m_err *e) {
 int o3m_secagg_create(o3m_secagg **out, int n, const unsigned char (*pks)[O3M_SECAGG_KEY_BYTES],
                       int me, const char *secret_path, int scale, o3m_err *e) {
   *out = NULL;
+  if (n == 1) return o3m_secagg_create_from_key(out, 1, NULL, 0, NULL, scale, e);
   if (!secret_path) return o3m_err_set(e, O3M_EINVAL, "no agg secret key file");
   int rc = init(e);
   if (rc < 0) return rc;

@@ -108,7 +108,9 @@ double o3m_secagg_max_error(int n, int scale);
  * a copy). O3M_EINVAL if the secret key does not belong to pks[me] (a wrong
  * file, or a config whose agg_public is not this party's), O3M_ECORRUPT for
  * an all-zero shared secret with a peer (its public key is of low order).
- * scale as given by o3m_secagg_scale. */
+ * scale as given by o3m_secagg_scale. With n = 1 there is no pair and no
+ * key is needed (pks and secret_path may be NULL): the handle only encodes,
+ * and the AP learns that one part exactly. */
 int o3m_secagg_create(o3m_secagg **out, int n, const unsigned char (*pks)[O3M_SECAGG_KEY_BYTES],
                       int me, const char *secret_path, int scale, o3m_err *e);
 
