@@ -76,6 +76,7 @@ typedef struct eval_regret_config {
   int algos;  /* EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS */
   int models; /* EVAL_REGRET_SHARED | EVAL_REGRET_DISJOINT */
   int every;  /* keep every every-th step, and the last */
+  int aggregation; /* eval_aggregation of the federated variant (default secure) */
 } eval_regret_config;
 
 /* Final numbers of one configuration, over all seeds. */

@@ -256,13 +256,16 @@ void o3m_secagg_query(o3m_secagg *s, const char *user, int n_items, const char *
 }
 
 int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_err *e) {
+  const double f = ldexp(1.0, scale);
   for (size_t i = 0; i < n; i++) {
-    double x = ldexp(v[i], scale); /* exact: a power of two */
-    if (!(fabs(x) < 0x1p63))
+    double x = v[i] * f; /* exact: a power of two (no value here is subnormal after it) */
+    if (!(fabs(x) <= 0x1p62))
       return o3m_err_set(e, O3M_ERANGE, "secure aggregation: value %zu is not finite or too "
                          "large to encode", i);
-    /* Two's complement of the int64, as uint64 (defined for negatives). */
-    out[i] = (uint64_t)llround(x);
+    /* Rounded to the nearest integer (ties to even, the default rounding
+     * mode), as int64, then its two's complement as uint64 (a conversion
+     * that is defined for negatives). */
+    out[i] = (uint64_t)llrint(x);
   }
   return 0;
 }
@@ -313,11 +316,12 @@ void o3m_secagg_add_part(size_t n, const int64_t *part, uint64_t *acc) {
 }
 
 void o3m_secagg_decode(int scale, size_t n, const uint64_t *acc, double *out) {
+  const double f = ldexp(1.0, -scale); /* exact: a power of two */
   for (size_t i = 0; i < n; i++) {
     /* The uint64 sum read as int64 without implementation-defined
      * conversion: subtract 2^64 from the upper half. */
     uint64_t u = acc[i];
     int64_t x = u <= (uint64_t)INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
-    out[i] = ldexp((double)x, -scale);
+    out[i] = (double)x * f;
   }
 }

@@ -771,6 +771,11 @@ static int pp_mask_batch(o3m_rpc_client *c, uint64_t mask_id, const unsigned cha
     req.nonce.data = (uint8_t *)nonce;
     req.nonce.len = 32;
   }
+  /* The scale every party derives from two default bounds. */
+  double norms[2] = {O3M_CONFIG_DEFAULT_MAX_NORM, O3M_CONFIG_DEFAULT_MAX_NORM};
+  int scale;
+  cr_assert(eq(int, o3m_secagg_scale(2, norms, &scale, NULL), 0));
+  req.scale = (uint32_t)scale;
   ProtobufCMessage *m = NULL;
   o3m_err_clear(e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,

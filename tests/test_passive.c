@@ -516,6 +516,14 @@ Test(passive, secure_aggregation_with_one_party_warns_and_refuses_per_party_requ
   cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
                                    &o3m__v1__mask_batch_reply__descriptor, &m, &e), O3M_EINVAL);
   req.nonce.len = 32;
+  double norms[1] = {NB};
+  int scale;
+  cr_assert_eq(o3m_secagg_scale(1, norms, &scale, NULL), 0);
+  req.scale = (uint32_t)scale + 1; /* another config's */
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                                   &o3m__v1__mask_batch_reply__descriptor, &m, &e), O3M_ESTATE);
+  cr_assert(strstr(o3m_err_message(&e), "configs differ"), "%s", o3m_err_message(&e));
+  req.scale = (uint32_t)scale;
   o3m_err_clear(&e);
   cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
                                    &o3m__v1__mask_batch_reply__descriptor, &m, &e), 0, "%s",
@@ -534,9 +542,6 @@ Test(passive, secure_aggregation_with_one_party_warns_and_refuses_per_party_requ
   o3m_block_apply(blk, 2, x, 0.0, want);
   uint64_t acc[2 * D] = {0};
   o3m_secagg_add_part(2 * D, r->masked, acc);
-  double norms[1] = {NB};
-  int scale;
-  cr_assert_eq(o3m_secagg_scale(1, norms, &scale, NULL), 0);
   o3m_secagg_decode(scale, 2 * D, acc, got);
   for (int i = 0; i < 2 * D; i++)
     cr_assert(fabs(got[i] - want[i]) <= o3m_secagg_max_error(1, scale) + 1e-15 * fabs(want[i]),

@@ -69,7 +69,7 @@ Test(wire, passive_messages_have_no_choice_or_reward_field) {
                            "unknown_items", "errors", "item_lookups", "queries",
                            /* Protocol 4, reviewed: a fresh random value per batch drawn
                             * apart from any decision id, and the masked words. */
-                           "nonce", "masked"};
+                           "nonce", "scale", "masked"};
   /* Every message the Passive service's methods take or give is listed. */
   const ProtobufCServiceDescriptor *sd = &o3m__v1__passive__descriptor;
   for (unsigned m = 0; m < sd->n_methods; m++) {
