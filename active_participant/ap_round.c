@@ -377,6 +377,7 @@ static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
     randombytes_buf(r->nonce, sizeof r->nonce);
     br.nonce.data = r->nonce;
     br.nonce.len = sizeof r->nonce;
+    br.scale = (uint32_t)r->agg_scale;
   }
   for (int i = 0; i < n; i++) {
     O3m__V1__MaskQuery *mq = &r->mq[i];

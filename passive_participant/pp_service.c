@@ -405,6 +405,11 @@ static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: nonce of %zu bytes, expected %d: this "
                        "party answers only securely aggregated parts (aggregation = secure)",
                        req->nonce.len, O3M_SECAGG_NONCE_BYTES);
+  if (s->agg && req->scale != (uint32_t)o3m_secagg_scale_of(s->agg))
+    return o3m_err_set(e, O3M_ESTATE, "MaskBatchRequest: the active party decodes at 2^-%u, "
+                       "this party encodes at 2^-%d: their configs differ (max_norm of the "
+                       "passive parties in %s)", req->scale, o3m_secagg_scale_of(s->agg),
+                       o3m_config_name(s->cfg));
   const int n = (int)req->n_queries;
   size_t off = 0;
   for (int q = 0; q < n; q++) {

@@ -403,7 +403,7 @@ int o3m_wire_mask_batch_max_bytes(int max_candidates, int d) {
   /* Per query: the embedded message's tag and length, and the user (a
    * query carries no round id since protocol 3). */
   double query = TAG + LEN_MAX + ID_FIELD;
-  double nonce = TAG + LEN_MAX + O3M_WIRE_NONCE_BYTES;
+  double nonce = TAG + LEN_MAX + O3M_WIRE_NONCE_BYTES + TAG + VARINT_MAX; /* and scale */
   return clamp_bytes(FIXED64_FIELD + nonce + O3M_WIRE_MAX_BATCH * query +
                      (double)rows * ID_FIELD + O3M_WIRE_SIZE_SLACK);
 }

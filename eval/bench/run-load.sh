@@ -3,6 +3,11 @@
 # columns, d = 100) and drives its active participant with o3m-bench-load at
 # concurrency 1, 8 and 32 with K = 20 candidates. Extra arguments go to
 # o3m-bench-load (for example --seconds 10 --with-reward).
+#
+# O3M_AGGREGATION=secure|per-party|both (default both) picks the
+# federation's [federation] aggregation; with both, the two modes run one
+# after the other in this one run (secure first), each on a fresh
+# federation, for the side-by-side figures of issue 11.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -14,8 +19,16 @@ scripts/setup-deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target o3m-pmg o3m-passive o3m-active o3m-eval \
   o3m-bench-load >/dev/null
+modes="${O3M_AGGREGATION:-both}"
+[ "$modes" = both ] && modes="secure per-party"
 work=$(mktemp -d /tmp/o3m-load.XXXXXX)
 trap 'fed_down; rm -rf "$work"' EXIT
-fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64
-"$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-  --key "$work/certs/client.key" --K 20 --concurrency 1,8,32 --users 1000 --items 200 "$@"
+for mode in $modes; do
+  rm -rf "${work:?}"/*
+  fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64 \
+    --aggregation "$mode"
+  "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+    --key "$work/certs/client.key" --K 20 --concurrency 1,8,32 --users 1000 --items 200 "$@"
+  fed_down
+  echo
+done
