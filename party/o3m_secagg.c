@@ -1,15 +1,17 @@
 /* o3m_secagg.c -- secure aggregation of the passive participants' parts
- * (see o3m_secagg.h for the scheme). All cryptography is libsodium's:
- * X25519 (crypto_scalarmult), BLAKE2b (crypto_generichash) and ChaCha20-IETF
- * (crypto_stream_chacha20_ietf_xor_ic). The pair keys live in one
- * sodium_malloc'd array; the transcript state is public and lives in
- * ordinary (64-byte aligned) memory. Streams are generated in chunks on the
- * stack, so a batch of any size needs no allocation. */
+ * (see o3m_secagg.h for the scheme). X25519 (crypto_scalarmult) and BLAKE2b
+ * (crypto_generichash) are libsodium's; the streams are AES-256-CTR from
+ * OpenSSL's libcrypto (EVP, AES-NI), one cipher context per handle, rekeyed
+ * per stream. The pair keys live in one sodium_malloc'd array; the
+ * transcript state is public and lives in ordinary (64-byte aligned)
+ * memory. Streams are generated in chunks on the stack, so a batch of any
+ * size needs no allocation. */
 #include "o3m_secagg.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <openssl/evp.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,7 @@
 static const char PAIR_DOMAIN[] = "o3m-secagg-v1 pair";
 static const char TRANSCRIPT_DOMAIN[] = "o3m-secagg-v1 transcript";
 
-/* Bytes of stream generated per chunk: 64 ChaCha20 blocks. */
+/* Bytes of stream generated per chunk: 256 AES blocks. */
 #define CHUNK_BYTES 4096
 #define CHUNK_WORDS (CHUNK_BYTES / 8)
 
@@ -27,6 +29,7 @@ struct o3m_secagg {
   int n, me, scale;
   unsigned char *pair;            /* n x 32 bytes, sodium_malloc; own row unused */
   crypto_generichash_state *tr;   /* the batch's transcript, 64-byte aligned */
+  EVP_CIPHER_CTX *aes;            /* AES-256-CTR, rekeyed per stream */
 };
 
 static int init(o3m_err *e) {
@@ -106,6 +109,7 @@ void o3m_secagg_destroy(o3m_secagg *s) {
     sodium_memzero(s->tr, sizeof *s->tr);
     free(s->tr);
   }
+  EVP_CIPHER_CTX_free(s->aes); /* cleanses the key schedule */
   free(s);
 }
 
@@ -131,7 +135,12 @@ int o3m_secagg_create_from_key(o3m_secagg **out, int n,
   s->scale = scale;
   s->pair = sodium_malloc((size_t)n * O3M_SECAGG_KEY_BYTES);
   s->tr = aligned_alloc(64, (sizeof *s->tr + 63) / 64 * 64);
-  if (!s->pair || !s->tr) {
+  s->aes = EVP_CIPHER_CTX_new();
+  if (s->aes && EVP_EncryptInit_ex(s->aes, EVP_aes_256_ctr(), NULL, NULL, NULL) != 1) {
+    o3m_secagg_destroy(s);
+    return o3m_err_set(e, O3M_EINVAL, "secagg: libcrypto has no AES-256-CTR");
+  }
+  if (!s->pair || !s->tr || !s->aes) {
     o3m_secagg_destroy(s);
     return o3m_err_set(e, O3M_ENOMEM, "secagg: out of memory for %d pair keys", n);
   }
@@ -276,23 +285,29 @@ static uint64_t load_le64(const unsigned char *p) {
          (uint64_t)p[7] << 56;
 }
 
-/* out[i] += or -= the i-th little-endian word of the ChaCha20-IETF stream
- * of key (zero nonce), for i < n. */
-static void add_stream(uint64_t *out, size_t n, const unsigned char key[32], int plus) {
+/* out[i] += or -= the i-th little-endian word of the AES-256-CTR stream
+ * of key (zero initial counter: the key is fresh per batch and pair), for
+ * i < n. O3M_ECORRUPT if libcrypto fails (out is garbage then). */
+static int add_stream(EVP_CIPHER_CTX *aes, uint64_t *out, size_t n, const unsigned char key[32],
+                      int plus) {
   static const unsigned char zeros[CHUNK_BYTES];
-  static const unsigned char nonce[crypto_stream_chacha20_ietf_NONCEBYTES];
+  static const unsigned char iv[16];
   unsigned char buf[CHUNK_BYTES];
-  uint32_t block = 0;
+  if (EVP_EncryptInit_ex(aes, NULL, NULL, key, iv) != 1) return O3M_ECORRUPT;
   for (size_t off = 0; off < n; off += CHUNK_WORDS) {
     size_t w = n - off < CHUNK_WORDS ? n - off : CHUNK_WORDS;
-    crypto_stream_chacha20_ietf_xor_ic(buf, zeros, w * 8, nonce, block, key);
-    block += CHUNK_BYTES / 64;
+    int len = 0;
+    if (EVP_EncryptUpdate(aes, buf, &len, zeros, (int)(w * 8)) != 1 || len != (int)(w * 8)) {
+      sodium_memzero(buf, sizeof buf);
+      return O3M_ECORRUPT;
+    }
     if (plus)
       for (size_t i = 0; i < w; i++) out[off + i] += load_le64(buf + 8 * i);
     else
       for (size_t i = 0; i < w; i++) out[off + i] -= load_le64(buf + 8 * i);
   }
   sodium_memzero(buf, sizeof buf);
+  return 0;
 }
 
 int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m_err *e) {
@@ -301,14 +316,15 @@ int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m
   int rc = o3m_secagg_encode(s->scale, n, v, out, e);
   if (rc < 0) return rc;
   unsigned char key[O3M_SECAGG_KEY_BYTES];
-  for (int i = 0; i < s->n; i++) {
+  for (int i = 0; i < s->n && rc == 0; i++) {
     if (i == s->me) continue;
     crypto_generichash(key, sizeof key, T, sizeof T, s->pair + (size_t)i * O3M_SECAGG_KEY_BYTES,
                        O3M_SECAGG_KEY_BYTES);
-    add_stream(out, n, key, s->me < i);
+    if (add_stream(s->aes, out, n, key, s->me < i) < 0)
+      rc = o3m_err_set(e, O3M_ECORRUPT, "secure aggregation: AES-256-CTR failed (libcrypto)");
   }
   sodium_memzero(key, sizeof key);
-  return 0;
+  return rc;
 }
 
 void o3m_secagg_add_part(size_t n, const int64_t *part, uint64_t *acc) {

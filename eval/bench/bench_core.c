@@ -1058,8 +1058,8 @@ static void e_report(const char *what, const double *ta, const double *tb, doubl
 }
 
 /* The PP's masks are almost all stream generation: bytes of keystream per
- * round for its 3 peers, from libsodium's ChaCha20-IETF (what o3m_secagg
- * uses) and, for comparison, OpenSSL's EVP AES-256-CTR (AES-NI), both
+ * round for its 3 peers, from OpenSSL's EVP AES-256-CTR (AES-NI, what
+ * o3m_secagg uses) and, for comparison, libsodium's ChaCha20-IETF, both
  * rekeyed per stream as the module does. Interleaved, medians. */
 static void e_streams(const bench_opts *o, size_t bytes) {
   unsigned char *zero = calloc(1, bytes), *out = xmalloc(bytes);

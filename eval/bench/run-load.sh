@@ -18,7 +18,19 @@ bin="$build/bin"
 scripts/setup-deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)" --target o3m-pmg o3m-passive o3m-active o3m-eval \
-  o3m-bench-load >/dev/null
+  o3m-bench-load o3m-cli >/dev/null
+# utime + stime (clock ticks) of every running passive daemon, summed.
+pp_cpu_ticks() {
+  local i sum=0 f pp
+  pp=" $(echo $FED_PASSIVE) " # one line, names separated by spaces
+  for i in "${!FED_NAMES[@]}"; do
+    case "$pp" in *" ${FED_NAMES[$i]} "*) ;; *) continue ;; esac
+    f=$(sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat")
+    sum=$((sum + $(echo "$f" | awk '{print $12 + $13}')))
+  done
+  echo "$sum"
+}
+
 modes="${O3M_AGGREGATION:-both}"
 [ "$modes" = both ] && modes="secure per-party"
 work=$(mktemp -d /tmp/o3m-load.XXXXXX)
@@ -27,8 +39,17 @@ for mode in $modes; do
   rm -rf "${work:?}"/*
   fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64 \
     --aggregation "$mode"
+  pp_before=$(pp_cpu_ticks)
   "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
     --key "$work/certs/client.key" --K 20 --concurrency 1,8,32 --users 1000 --items 200 "$@"
+  pp_after=$(pp_cpu_ticks)
+  rounds=$("$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+    --key "$work/certs/client.key" stats | sed -n 's/^rounds=//p')
+  # The passive daemons' CPU time (user + system, /proc/PID/stat) over every
+  # level, warm-ups included, per decision the AP issued: the PPs' whole cost
+  # of a round (lookup, masking, gRPC, TLS), summed over the 4 of them.
+  awk -v t=$((pp_after - pp_before)) -v hz="$(getconf CLK_TCK)" -v n="$rounds" -v m="$mode" \
+    'BEGIN { printf "passive daemons, %s: %.1f CPU s for %d decisions = %.1f us per decision (4 PPs)\n", m, t / hz, n, 1e6 * t / hz / n }'
   fed_down
   echo
 done
