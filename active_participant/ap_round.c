@@ -22,6 +22,9 @@
 #include "o3m_log.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
+#include "o3m_secagg.h"
+
+#include <sodium.h>
 
 /* Failed rounds are logged at most once per this period. */
 #define WARN_PERIOD_MS 1000
@@ -121,6 +124,13 @@ struct ap_round {
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
 
+  /* Secure aggregation (aggregation = secure with passive parties). */
+  int secure, agg_scale;
+  double pp_bound;              /* bound of a row of the decoded PP sum */
+  uint64_t *acc;                /* batch_rows x d: the PPs' words, summed */
+  double *Ypp;                  /* batch_rows x d: their decoded sum */
+  unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
+
   ap_round_stats st;
   int64_t last_warn_ms;
   uint64_t warn_suppressed;
@@ -157,6 +167,14 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->cat = cfg->catalog;
   r->policy = cfg->policy;
   r->pending = cfg->pending;
+  r->secure = cfg->secure;
+  r->agg_scale = cfg->agg_scale;
+  /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
+   * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
+   * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
+  if (r->secure)
+    r->pp_bound = cfg->pp_sum_norm +
+                  sqrt((double)cfg->d) * o3m_secagg_max_error(cfg->n_pp, cfg->agg_scale);
 
   int rc = own_tables_load(r, cfg, e);
   if (rc < 0) goto fail;
@@ -181,7 +199,11 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   r->arms_pool = malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
   r->Y = malloc(sizeof *r->Y * (size_t)r->batch_rows * (size_t)r->d);
-  if (!r->arms_pool || !r->Y) {
+  if (r->secure) {
+    r->acc = malloc(sizeof *r->acc * (size_t)r->batch_rows * (size_t)r->d);
+    r->Ypp = malloc(sizeof *r->Ypp * (size_t)r->batch_rows * (size_t)r->d);
+  }
+  if (!r->arms_pool || !r->Y || (r->secure && (!r->acc || !r->Ypp))) {
     rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
                      r->batch_rows);
     goto fail;
@@ -211,6 +233,8 @@ void ap_round_destroy(ap_round *r) {
   free(r->dup.t);
   free(r->arms_pool);
   free(r->Y);
+  free(r->acc);
+  free(r->Ypp);
   free(r->X0);
   free(r);
 }
@@ -349,6 +373,13 @@ static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
   br.mask_id = r->mask_id;
   br.n_queries = (size_t)n;
   br.queries = r->mq_ptr;
+  if (r->secure) {
+    /* A fresh nonce binds this batch's masks (o3m_secagg.h). */
+    randombytes_buf(r->nonce, sizeof r->nonce);
+    br.nonce.data = r->nonce;
+    br.nonce.len = sizeof r->nonce;
+    br.scale = (uint32_t)r->agg_scale;
+  }
   for (int i = 0; i < n; i++) {
     O3m__V1__MaskQuery *mq = &r->mq[i];
     o3m__v1__mask_query__init(mq);
@@ -373,6 +404,8 @@ static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
     if (q[i].rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i].K * (size_t)r->d);
     off += (size_t)q[i].K;
   }
+  const size_t nv = (size_t)rows * (size_t)r->d;
+  if (r->secure) memset(r->acc, 0, sizeof *r->acc * nv);
   o3m_err pe;
   for (int j = 0; j < started; j++) {
     ProtobufCMessage *m;
@@ -381,16 +414,29 @@ static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
     if (x == 0)
       x = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m,
                                           ap_peers_slot(r->peers, j), n, r->Kb, r->d, r->mask_id,
-                                          ap_peers_max_norm(r->peers, j), &pe);
+                                          r->secure, ap_peers_max_norm(r->peers, j), &pe);
     if (x < 0) {
       if (rc == 0)
         rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(r->peers, j),
                          o3m_err_message(&pe));
       continue;
     }
-    /* Y += Q^j x^j, every row of the batch at once. */
-    if (rc == 0)
-      o3m_axpy(rows * r->d, 1.0, ((const O3m__V1__MaskBatchReply *)m)->values, r->Y);
+    const O3m__V1__MaskBatchReply *rep = (const O3m__V1__MaskBatchReply *)m;
+    /* Secure: acc += the party's words (mod 2^64). Per-party: Y += Q^j x^j,
+     * every row of the batch at once. */
+    if (rc == 0 && r->secure)
+      o3m_secagg_add_part(nv, rep->masked, r->acc);
+    else if (rc == 0)
+      o3m_axpy(rows * r->d, 1.0, rep->values, r->Y);
+  }
+  /* Secure: only the sum of the PPs' parts decodes; it is checked against
+   * their joint bound before it joins the own part, so that a hostile PP
+   * can move the sum only inside the bound, as with per-party parts. */
+  if (rc == 0 && r->secure) {
+    o3m_secagg_decode(r->agg_scale, nv, r->acc, r->Ypp);
+    rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
+                                  r->Ypp, r->pp_bound, n, r->Kb, e);
+    if (rc == 0) o3m_axpy(rows * r->d, 1.0, r->Ypp, r->Y);
   }
   /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
    * that each keep their bound but are not Q^j x^j could add up to more, so

@@ -30,6 +30,12 @@
  * once (ap_service.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *
+ * Secure aggregation (aggregation = secure, the default): the AP adds the
+ * passive parties' words in the ring and decodes their sum once, so it
+ * never holds one party's part; the sums are still deterministic, so the
+ * bit-for-bit argument above holds in both modes. A reply of the other
+ * mode's form fails the batch.
+ *
  * Failures: if a passive participant fails (or misses the deadline) every
  * round of the batch fails with its code and a message naming it, and
  * nothing changes: no pending entry, no policy call, no round counted. A
@@ -82,6 +88,15 @@ typedef struct ap_round_config {
    * come in the requests). */
   const char *user_table, *item_table;
   int whiten; /* whiten the own tables ([party] whiten, o3m_features_whiten) */
+  /* Secure aggregation (o3m_secagg.h): with secure set, each MaskBatch
+   * carries a fresh nonce, the passive parties answer masked words, which
+   * are summed in Z/2^64, decoded at agg_scale (o3m_secagg_scale of the PPs'
+   * bounds) and checked against pp_sum_norm = sqrt(sum over the n_pp PPs of
+   * max_norm_j^2) plus the decoding slack. 0: per-party parts. */
+  int secure;
+  int agg_scale;
+  int n_pp;
+  double pp_sum_norm;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)

@@ -31,6 +31,7 @@
 #include "o3m_access.h"
 #include "o3m_assert.h"
 #include "o3m_log.h"
+#include "o3m_secagg.h"
 #include "o3m_mask.h"
 #include "o3m_party_block.h"
 #include "o3m_rpc.h"
@@ -405,6 +406,40 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
   return 0;
 }
 
+/* How the passive parties' parts arrive (o3m_config.h, "Secure
+ * aggregation"): secure needs at least one passive party, then the scale
+ * every party derives alike from the PPs' bounds (a config that leaves too
+ * few bits is refused, naming the bound) and their joint bound. One PP
+ * hides among nobody: said in a WARN. */
+typedef struct agg_params {
+  int secure, scale, n_pp;
+  double pp_sum_norm;
+} agg_params;
+
+static int secure_aggregation_params(const o3m_config *cfg, agg_params *a, o3m_err *e) {
+  memset(a, 0, sizeof *a);
+  a->n_pp = o3m_config_n_passive(cfg);
+  if (!o3m_config_secure_aggregation(cfg) || a->n_pp < 1) return 0;
+  double norms[O3M_CONFIG_MAX_PARTIES], sq = 0;
+  for (int i = 0; i < a->n_pp; i++) {
+    norms[i] = o3m_config_passive(cfg, i)->max_norm;
+    sq += norms[i] * norms[i];
+  }
+  o3m_err ae;
+  o3m_err_clear(&ae);
+  int rc = o3m_secagg_scale(a->n_pp, norms, &a->scale, &ae);
+  if (rc < 0) return o3m_err_set(e, rc, "%s: %s", o3m_config_name(cfg), o3m_err_message(&ae));
+  a->secure = 1;
+  a->pp_sum_norm = sqrt(sq);
+  if (a->n_pp == 1)
+    o3m_log_warn("one passive party: its part cannot hide among others; the AP learns it "
+                 "exactly (aggregation = secure in %s)", o3m_config_name(cfg));
+  o3m_log_info("secure aggregation of %d passive parties: only their sum is received, fixed "
+               "point 2^-%d, worst-case decoding error %.3g per component", a->n_pp, a->scale,
+               o3m_secagg_max_error(a->n_pp, a->scale));
+  return 0;
+}
+
 static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   o3m_policy_config pc;
@@ -493,6 +528,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   }
   int rc = o3m_partition_from_dims(&s->part, m, dims, e);
   if (rc < 0) goto fail;
+  agg_params agg;
+  rc = secure_aggregation_params(cfg, &agg, e);
+  if (rc < 0) goto fail;
 
   rc = build_policy(s, cfg, e);
   if (rc < 0) goto fail;
@@ -532,6 +570,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .user_table = me->user_table,
       .whiten = me->whiten,
       .item_table = me->item_table,
+      .secure = agg.secure,
+      .agg_scale = agg.scale,
+      .n_pp = agg.n_pp,
+      .pp_sum_norm = agg.pp_sum_norm,
   };
   rc = ap_round_create(&s->round, &rcfg, e);
   if (rc < 0) goto fail;

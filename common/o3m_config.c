@@ -36,7 +36,9 @@ struct o3m_config {
   int d;
   int deadline_ms;
   int insecure;
+  int agg_secure;
   const char *ca;
+  const char *aggregation; /* "secure" or "per-party" */
   o3m_config_policy_section policy;
 
   o3m_party *parties; /* file order */
@@ -276,7 +278,7 @@ static int split_lines(parser *p) {
 
 /* ---------------------------------------------------------------- pass 2 */
 
-enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE };
+enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE, KT_HEX32 };
 
 /* Role bits of keyspec.roles / keyspec.req. Sections other than parties use
  * R_SEC. */
@@ -310,6 +312,7 @@ static const keyspec fed_keys[] = {
     {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -344,6 +347,8 @@ static const keyspec party_keys[] = {
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_DATA, 0},
+    {"agg_public", KT_HEX32, PTY(agg_public), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
+    {"agg_secret", KT_PATH, PTY(agg_secret), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec client_keys[] = {
@@ -450,6 +455,13 @@ static int resolve_path(parser *p, const char *v, const char **out) {
   return O3M_OK;
 }
 
+static int hexval(char ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
 /* Parses one value by its spec into base + spec->off. */
 static int apply(parser *p, const keyspec *k, const entry *en, void *base) {
   char shown[VALUE_SHOW_MAX + 4];
@@ -509,6 +521,20 @@ static int apply(parser *p, const keyspec *k, const entry *en, void *base) {
                   k->key, show(shown, v));
     *(const char **)dst = v;
     return O3M_OK;
+  case KT_HEX32: {
+    /* 64 hex digits: a secure aggregation public key (o3m_secagg.h). */
+    unsigned char *b = (unsigned char *)dst;
+    int ok = strlen(v) == 64;
+    for (int i = 0; ok && i < 32; i++) {
+      int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+      ok = hi >= 0 && lo >= 0;
+      b[i] = (unsigned char)(ok ? hi << 4 | lo : 0);
+    }
+    if (!ok)
+      return perr(p, en->line, "key '%s': expected 64 hex digits (the agg_public line that "
+                  "o3m-passive --agg-keygen prints), got '%s'", k->key, show(shown, v));
+    return O3M_OK;
+  }
   case KT_ROLE:
     if (strcmp(v, "pmg") == 0)
       *(o3m_role *)dst = O3M_ROLE_PMG;
@@ -593,6 +619,7 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
     return perr(p, mn->line, "key 'max_norm': expected a number > 0 and <= %g, got '%s'",
                 O3M_CONFIG_MAX_NORM_LIMIT, show(shown, mn->value));
   }
+  pt->has_agg_public = find_entry(p, s, "agg_public") != NULL;
   if (pt->role == O3M_ROLE_PASSIVE && !pt->user_table && !pt->item_table)
     return perr(p, s->line,
                 "%s: a passive party needs key 'user_table' or 'item_table' "
@@ -673,6 +700,19 @@ static int check_structure(parser *p, const section *fed) {
                 "parties sum to %ld",
                 c->d, sum);
   }
+  /* Secure aggregation needs every passive party's public key once there
+   * are two of them (with one there is no pair to mask with). */
+  c->agg_secure = strcmp(c->aggregation, "secure") == 0;
+  int n_pp = 0;
+  for (int i = 0; i < c->n_parties; i++) n_pp += c->parties[i].role == O3M_ROLE_PASSIVE;
+  if (c->agg_secure && n_pp >= 2)
+    for (int i = 0; i < c->n_parties; i++) {
+      const o3m_party *pt = &c->parties[i];
+      if (pt->role == O3M_ROLE_PASSIVE && !pt->has_agg_public)
+        return perr(p, pt->line, "[party %s]: missing required key 'agg_public' (required for "
+                    "every passive party with aggregation = secure, the default, and 2 or more "
+                    "passive parties; o3m-passive --agg-keygen FILE prints it)", pt->name);
+    }
   c->column = malloc((size_t)c->n_parties * sizeof *c->column);
   c->passive = malloc((size_t)c->n_parties * sizeof *c->passive);
   if (!c->column || !c->passive)
@@ -753,6 +793,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   c->deadline_ms = 200;
+  c->aggregation = "secure";
   c->policy.alpha = 0.5;
   c->policy.lambda = 1.0;
   c->policy.v = 0.01;
@@ -870,6 +911,7 @@ int o3m_config_d(const o3m_config *c) { return c->d; }
 int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
+int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
 const o3m_config_policy_section *o3m_config_policy(const o3m_config *c) { return &c->policy; }
 int o3m_config_n_parties(const o3m_config *c) { return c->n_parties; }
 

@@ -21,7 +21,10 @@
  *   [federation]  d (required, 1..O3M_MAX_DIM) = sum of the dims of the
  *                 active and passive parties; deadline_ms (200, 1..3600000);
  *                 ca (path; required unless insecure = true);
- *                 insecure (true|false, default false).
+ *                 insecure (true|false, default false); aggregation
+ *                 (secure|per-party, default secure: how the active party
+ *                 receives the passive parties' masked parts, see "Secure
+ *                 aggregation" below).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
@@ -45,6 +48,12 @@
  *                 masking, party/o3m_features.h "Whitening"; decisions then
  *                 equal a central learner's on the whitened features). A pmg
  *                 party may not have dims, tables, max_norm or whiten.
+ *                 Passive parties also agg_public (64 hex
+ *                 digits, the party's X25519 public key for secure
+ *                 aggregation; required for every passive party when
+ *                 aggregation = secure and there are 2 or more of them) and
+ *                 agg_secret (path of the party's secret key file, read only
+ *                 by that party's own daemon, which needs it then).
  *   [client NAME] cert and key (paths, optional, both or neither). A client
  *                 is an identity that is not a party: a front end or an
  *                 operator calling the active party. Only clients may call
@@ -72,6 +81,15 @@
  * 1e290 updates before it overflowed. Raise it for unnormalized data with
  * larger values (the limit, 1e50, still keeps a single x x^T below 1e100).
  *
+ * Secure aggregation. With aggregation = secure each passive party adds
+ * pairwise masks agreed with every other passive party to its fixed-point
+ * part, so that the active party learns only the sum of their parts
+ * (party/o3m_secagg.h). The public keys are pinned here, which is what
+ * authenticates them: the active party never relays them. o3m-passive
+ * --agg-keygen FILE writes a secret key file and prints the agg_public line.
+ * With per-party the active party receives every part on its own (the
+ * protocol of the paper, kept for comparison and audits).
+ *
  * Structure: exactly one pmg party, exactly one active party, any number of
  * passive parties and clients (in any order among the parties), no two
  * parties with the same address, no name used twice, and the
@@ -85,10 +103,11 @@
  * trials. Whether TLS files exist and parse is checked by the daemons, not
  * here.
  *
- * Paths (ca, items, user_table, item_table, cert, key, state_dir) are relative
- * to the directory of the config file and are resolved at load: an absolute
- * path is kept, a relative one is prefixed with that directory (nothing is
- * prefixed when the directory is "."). Files need not exist at load time.
+ * Paths (ca, items, user_table, item_table, cert, key, state_dir,
+ * agg_secret) are relative to the directory of the config file and are
+ * resolved at load: an absolute path is kept, a relative one is prefixed
+ * with that directory (nothing is prefixed when the directory is "."). Files
+ * need not exist at load time.
  *
  * Strictness: unknown sections and keys, keys outside a section, duplicate
  * sections, keys and party or client names, missing required keys, malformed values
@@ -152,6 +171,9 @@ typedef struct o3m_party {
   const char *state_dir;  /* path or NULL */
   double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
   int whiten;             /* whiten = true: whiten the own tables (o3m_features_whiten) */
+  int has_agg_public;     /* 1 if agg_public was given (passive parties only) */
+  unsigned char agg_public[32]; /* X25519 public key for secure aggregation */
+  const char *agg_secret; /* path of the secret key file, or NULL */
   int line;               /* line of the [party NAME] header */
 } o3m_party;
 
@@ -213,6 +235,8 @@ int o3m_config_d(const o3m_config *c);
 int o3m_config_deadline_ms(const o3m_config *c);
 const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
+/* 1 if aggregation = secure (the default), 0 for per-party. */
+int o3m_config_secure_aggregation(const o3m_config *c);
 
 /* The [policy] section; the pointer lives as long as c. */
 const o3m_config_policy_section *o3m_config_policy(const o3m_config *c);

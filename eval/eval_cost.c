@@ -150,7 +150,7 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
         o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
       for (int t = 0; !rc && t < P; t++)
         rc = eval_synth_round(syn, pool + (size_t)t * K * d, NULL, rew + (size_t)t * K);
-      if (!rc) rc = eval_masker_create(&mk, &part, K, 1, 7, e);
+      if (!rc) rc = eval_masker_create(&mk, &part, K, 1, 7, EVAL_AGG_PER_PARTY, e);
       for (int a = 1; a <= 2 && !rc; a++) {
         if (!(o->algos & a)) continue;
         o3m_algo algo = a == 1 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
@@ -293,7 +293,7 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     while (!rc && (ngen < 3 || o3m_clock_s() - t0 < o->min_time)) {
       eval_masker_destroy(mk);
       mk = NULL;
-      rc = eval_masker_create(&mk, &part, K, 1, (uint64_t)ngen + 11, e);
+      rc = eval_masker_create(&mk, &part, K, 1, (uint64_t)ngen + 11, EVAL_AGG_PER_PARTY, e);
       ngen++;
     }
     gen = (o3m_clock_s() - t0) / (ngen ? ngen : 1);

@@ -27,6 +27,7 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
+#include "o3m_secagg.h"
 
 static const char *passive_names[] = {"bank", "telco", "insurer", "mall", "clinic", "airline",
                                       "grocer", "utility"};
@@ -72,6 +73,32 @@ static int parse_double(const char *opt, const char *s, double *out) {
 
 /* ------------------------------------------------------------ gen-federation */
 
+/* A new secure aggregation key pair for passive party name: the secret key
+ * in DIR/keys/NAME.agg (o3m_secagg_keygen, the function behind o3m-passive
+ * --agg-keygen; a key left by an earlier run is replaced), its agg_public
+ * and agg_secret lines into the config f. */
+static int write_agg_key(FILE *f, const char *out, const char *name) {
+  char dir[4096], path[4200];
+  snprintf(dir, sizeof dir, "%s/keys", out);
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "o3m-eval: cannot create %s: %s\n", dir, strerror(errno));
+    return 1;
+  }
+  snprintf(path, sizeof path, "%s/%s.agg", dir, name);
+  unlink(path);
+  unsigned char pk[O3M_SECAGG_KEY_BYTES];
+  char hex[2 * O3M_SECAGG_KEY_BYTES + 1];
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (o3m_secagg_keygen(path, pk, &e) != 0) {
+    fprintf(stderr, "o3m-eval: %s\n", o3m_err_message(&e));
+    return 1;
+  }
+  o3m_secagg_hex(pk, hex);
+  fprintf(f, "agg_public = %s\nagg_secret = keys/%s.agg\n", hex, name);
+  return 0;
+}
+
 static void gen_usage(FILE *f) {
   fprintf(f,
           "usage: o3m-eval gen-federation --out DIR [options]\n"
@@ -88,7 +115,9 @@ static void gen_usage(FILE *f) {
           "  --deadline-ms MS      fan-out deadline (default 500)\n"
           "  --data-seed S         seed of tables and ground truth (default 1)\n"
           "  --insecure            write a config without TLS files (trials only)\n"
-          "  --whiten              every column party whitens its columns (whiten = true)\n");
+          "  --whiten              every column party whitens its columns (whiten = true)\n"
+          "  --aggregation MODE    secure (default: a key pair per passive party in\n"
+          "                        DIR/keys, o3m_secagg.h) or per-party\n");
 }
 
 int eval_gen_federation_main(int argc, char **argv) {
@@ -100,11 +129,13 @@ int eval_gen_federation_main(int argc, char **argv) {
       {"seed", required_argument, 0, 's'},    {"data-seed", required_argument, 0, 'S'},
       {"deadline-ms", required_argument, 0, 'D'}, {"max-candidates", required_argument, 0, 'K'},
       {"insecure", no_argument, 0, 'I'},      {"help", no_argument, 0, 'h'},
-      {"whiten", no_argument, 0, 'W'},        {0, 0, 0, 0}};
+      {"whiten", no_argument, 0, 'W'},        {"aggregation", required_argument, 0, 'g'},
+      {0, 0, 0, 0}};
   const char *out = NULL, *parties = "20,20,20,20,20", *algo = "linucb", *model = "shared";
   long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500, maxk = 1000;
   double alpha = 0.5, v = 0.01;
   int insecure = 0, whiten = 0, c;
+  const char *aggregation = "secure";
   optind = 1;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
@@ -122,13 +153,16 @@ int eval_gen_federation_main(int argc, char **argv) {
     case 'K': if (!parse_long("max-candidates", optarg, 1, 1000000, &maxk)) return 2; break;
     case 'I': insecure = 1; break;
     case 'W': whiten = 1; break;
+    case 'g': aggregation = optarg; break;
     case 'h': gen_usage(stdout); return 0;
     default: gen_usage(stderr); return 2;
     }
   }
   o3m_algo al;
   o3m_model_kind mo;
-  if (!out || optind != argc || o3m_algo_parse(algo, &al) || o3m_model_parse(model, &mo)) {
+  int secure = strcmp(aggregation, "secure") == 0;
+  if (!out || optind != argc || o3m_algo_parse(algo, &al) || o3m_model_parse(model, &mo) ||
+      (!secure && strcmp(aggregation, "per-party") != 0)) {
     gen_usage(stderr);
     return 2;
   }
@@ -206,6 +240,7 @@ int eval_gen_federation_main(int argc, char **argv) {
     fprintf(f, "insecure = true\n");
   else
     fprintf(f, "ca = certs/ca.pem\n");
+  fprintf(f, "aggregation = %s\n", aggregation);
   fprintf(f,
           "\n[policy]\nalgo = %s\nmodel = %s\nalpha = %.17g\nlambda = 1\nv = %.17g\nseed = %ld\n"
           "max_candidates = %ld\n",
@@ -239,6 +274,10 @@ int eval_gen_federation_main(int argc, char **argv) {
       if (uc > 0) fprintf(f, "user_table = data/%s_users.csv\n", names[p]);
       fprintf(f, "item_table = data/%s_items.csv\n", names[p]);
       if (whiten) fprintf(f, "whiten = true\n");
+    }
+    if (p > 1 && secure && write_agg_key(f, out, names[p]) != 0) {
+      fclose(f);
+      return 1;
     }
   }
   /* The driver's identity (o3m-eval federate, the load benchmarks): only a

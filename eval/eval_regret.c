@@ -200,7 +200,8 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
   if ((rc = whiten_init(s, c, seed, e))) return rc;
   /* The mask's seed differs from the stream's but is fixed by it. */
   uint64_t mask_seed = seed * 0x9E3779B97F4A7C15ull + 0x6d61736bull;
-  rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed, e);
+  rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed,
+                          (eval_aggregation)c->aggregation, e);
   if (rc) return rc;
   for (int i = 0; i < r->n_cfg; i++) {
     o3m_policy_config pc;
@@ -246,6 +247,9 @@ static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp
     for (int a = 1; a < K; a++)
       if (exp_r[a] > best) best = exp_r[a];
     const double *Xm = eval_masker_apply(st->masker, K, X);
+    if (!Xm)
+      return o3m_err_set(e, O3M_ERANGE, "round %ld: a party's masked part is too large for "
+                         "the fixed point of secure aggregation", t);
     for (int v = 0; v < r->n_var; v++) {
       const double *V = X;
       if (v == EVAL_REGRET_FEDERATED) {
@@ -474,7 +478,8 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
               sm.final_mean[v] / sm.final_mean[EVAL_REGRET_CENTRAL]);
     }
   }
-  fprintf(f, "\nfederated vs central (same stream, same sampler seed):\n");
+  fprintf(f, "\nfederated (%s aggregation) vs central (same stream, same sampler seed):\n",
+          eval_aggregation_name((eval_aggregation)r->c.aggregation));
   fprintf(f, "%-7s %-9s %9s  %13s %13s  %14s %14s\n", "algo", "model", "agree %",
           "max|d mean|", "max|d width|", "max|d||th|||", "same-hist d||th||");
   int shared_ts = 0;
@@ -708,7 +713,9 @@ static void regret_usage(FILE *f) {
           "  --whiten all|none|J,.. parties (0 = AP) that whiten their columns before\n"
           "                         masking; learners see whitened contexts (none)\n"
           "  --out-dir DIR          (eval-out/regret)\n"
-          "  --no-plots             CSVs and summary only\n");
+          "  --no-plots             CSVs and summary only\n"
+          "  --aggregation MODE     secure (default, as the daemons) or per-party: how the\n"
+          "                         federated variant sums the passive parties' parts\n");
 }
 
 int eval_regret_main(int argc, char **argv) {
@@ -723,7 +730,7 @@ int eval_regret_main(int argc, char **argv) {
       {"every", required_argument, 0, 'e'},      {"refactor-every", required_argument, 0, 'R'},
       {"out-dir", required_argument, 0, 'o'},    {"no-plots", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'},             {"whiten", required_argument, 0, 'W'},
-      {0, 0, 0, 0}};
+      {"aggregation", required_argument, 0, 'g'}, {0, 0, 0, 0}};
   eval_regret_config c;
   eval_regret_config_default(&c);
   const char *parties = NULL, *out_dir = "eval-out/regret";
@@ -756,6 +763,16 @@ int eval_regret_main(int argc, char **argv) {
     case 'o': out_dir = optarg; break;
     case 'P': plots = 0; break;
     case 'W': c.whiten = optarg; break;
+    case 'g': {
+      eval_aggregation a;
+      if (eval_aggregation_parse(optarg, &a)) {
+        fprintf(stderr, "o3m-eval regret: --aggregation: expected secure or per-party, got "
+                "'%s'\n", optarg);
+        return 2;
+      }
+      c.aggregation = (int)a;
+      break;
+    }
     case 'h': regret_usage(stdout); return 0;
     default: regret_usage(stderr); return 2;
     }

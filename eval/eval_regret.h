@@ -86,6 +86,7 @@ typedef struct eval_regret_config {
    * learner then sees the whitened contexts, the regret stays that of the
    * raw ones. */
   const char *whiten;
+  int aggregation; /* eval_aggregation of the federated variant (default secure) */
 } eval_regret_config;
 
 /* Contexts each whitening map is estimated from. */

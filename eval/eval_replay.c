@@ -182,6 +182,7 @@ static const double *candidates(replay *R, int which, const batch *b, int t) {
     if (!R->split) return eval_masker_apply(R->masker, K, row);
     /* Q x_a = Q w + Q c_a: mask the row part, add the masked item parts. */
     const double *qw = eval_masker_apply(R->masker, 1, row);
+    if (!qw) return NULL;
     double *Y = R->fed.Xb;
     for (int a = 0; a < K; a++) vadd(d, qw, R->QC + (size_t)a * d, Y + (size_t)a * d);
     return Y;
@@ -222,8 +223,12 @@ static int run_learners(replay *R, int which, batch *b, o3m_err *e) {
                : bit == EVAL_REPLAY_FEDERATED ? b->fed : NULL;
     for (int t = 0; t < b->n; t++) {
       int c = -1;
-      int rc = learner_step(l, R->K, candidates(R, bit, b, t), b->arm[t], b->reward[t],
-                            b->line[t], order[i].name, &c, e);
+      const double *X = candidates(R, bit, b, t);
+      if (!X)
+        return o3m_err_set(e, O3M_ERANGE, "line %ld: a part is too large for the fixed point of "
+                           "secure aggregation (use --aggregation per-party)", (long)b->line[t]);
+      int rc = learner_step(l, R->K, X, b->arm[t], b->reward[t], b->line[t], order[i].name, &c,
+                            e);
       if (rc) return rc;
       if (rec) rec[t] = c;
     }
@@ -351,11 +356,16 @@ static int replay_init(replay *R, eval_reader *rd, const eval_replay_config *cfg
     if ((rc = learner_init(&R->central, &cfg->policy, K, d, e))) return rc;
   if (cfg->variants & EVAL_REPLAY_FEDERATED) {
     if ((rc = learner_init(&R->fed, &cfg->policy, K, d, e))) return rc;
-    if ((rc = eval_masker_create(&R->masker, &cfg->part, K, 1, cfg->mask_seed, e))) return rc;
+    if ((rc = eval_masker_create(&R->masker, &cfg->part, K, 1, cfg->mask_seed,
+                                 (eval_aggregation)cfg->aggregation, e)))
+      return rc;
     if (R->split) {
       R->QC = malloc(sizeof(double) * (size_t)K * d);
       if (!R->QC) return o3m_err_set(e, O3M_ENOMEM, "replay: out of memory");
-      memcpy(R->QC, eval_masker_apply(R->masker, K, R->C), sizeof(double) * (size_t)K * d);
+      const double *qc = eval_masker_apply(R->masker, K, R->C);
+      if (!qc) return o3m_err_set(e, O3M_ERANGE, "the item contexts are too large for secure "
+                                  "aggregation (use --aggregation per-party)");
+      memcpy(R->QC, qc, sizeof(double) * (size_t)K * d);
     }
   }
   if (cfg->variants & EVAL_REPLAY_PARTIAL)
@@ -601,6 +611,7 @@ static void replay_usage(FILE *f) {
     "  --parties D1,D2,...    column split across parties (first = the active participant)\n"
     "  --partial-ratio R      split as [ceil(R d), d - ceil(R d)] (default 0.5)\n"
     "  --mask-seed S          seed of the (evaluation-only) mask (default 7)\n"
+    "  --aggregation MODE     secure (default, as the daemons) or per-party\n"
     "policy:\n"
     "  --algo linucb|lints    (default linucb)\n"
     "  --model shared|disjoint (default shared)\n"
@@ -727,7 +738,7 @@ int eval_replay_whiten_calibrate(eval_reader *rd, const o3m_partition *part, con
 
 int eval_replay_main(int argc, char **argv) {
   enum { O_FORMAT = 1000, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS,
-         O_TR, O_LIMIT, O_PARTIES, O_RATIO, O_MSEED, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V,
+         O_TR, O_LIMIT, O_PARTIES, O_RATIO, O_MSEED, O_AGG, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V,
          O_SEED, O_NRAND, O_RSEED, O_VARIANTS, O_THREADS, O_HELP, O_WHITEN };
   static const struct option opts[] = {
       {"format", required_argument, 0, O_FORMAT}, {"input", required_argument, 0, O_INPUT},
@@ -740,7 +751,8 @@ int eval_replay_main(int argc, char **argv) {
       {"int-transform", required_argument, 0, O_TR}, {"limit", required_argument, 0, O_LIMIT},
       {"parties", required_argument, 0, O_PARTIES},
       {"partial-ratio", required_argument, 0, O_RATIO},
-      {"mask-seed", required_argument, 0, O_MSEED}, {"algo", required_argument, 0, O_ALGO},
+      {"mask-seed", required_argument, 0, O_MSEED},
+      {"aggregation", required_argument, 0, O_AGG}, {"algo", required_argument, 0, O_ALGO},
       {"model", required_argument, 0, O_MODEL}, {"alpha", required_argument, 0, O_ALPHA},
       {"lambda", required_argument, 0, O_LAMBDA}, {"v", required_argument, 0, O_V},
       {"seed", required_argument, 0, O_SEED}, {"random-seeds", required_argument, 0, O_NRAND},
@@ -781,6 +793,12 @@ int eval_replay_main(int argc, char **argv) {
       case O_PARTIES: parties = a; break;
       case O_RATIO: bad = parse_double_arg(a, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
       case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
+      case O_AGG: {
+        eval_aggregation g;
+        bad = eval_aggregation_parse(a, &g) != 0;
+        if (!bad) cfg.aggregation = (int)g;
+        break;
+      }
       case O_ALGO: bad = o3m_algo_parse(a, &cfg.policy.algo) != 0; break;
       case O_MODEL: bad = o3m_model_parse(a, &cfg.policy.model) != 0; break;
       case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;

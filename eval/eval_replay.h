@@ -61,6 +61,7 @@ typedef struct eval_replay_config {
   o3m_policy_config policy;
   o3m_partition part;  /* split of the reader's d columns (part.d == d) */
   uint64_t mask_seed;  /* seeds the one mask (reproducible: evaluation only) */
+  int aggregation;     /* eval_aggregation of the federated learner (default secure) */
   uint64_t random_seed; /* random policy s uses random_seed + s */
   int n_random;        /* 1..EVAL_REPLAY_MAX_RANDOM; the paper uses 5 */
   int variants;        /* EVAL_REPLAY_* bits; random always runs */

@@ -64,7 +64,9 @@ static void simulate_usage(FILE *f) {
           "  --refactor-every N      exact refactorization period (default 1000)\n"
           "  --parties D1,D2,...     run masked: columns split in order across parties\n"
           "  --mask-seed-insecure S  draw the mask from a seeded generator (tests only;\n"
-          "                          default: the OS CSPRNG)\n");
+          "                          default: the OS CSPRNG)\n"
+          "  --aggregation MODE      with --parties: secure (default, as the daemons) or\n"
+          "                          per-party\n");
 }
 
 int eval_simulate_main(int argc, char **argv) {
@@ -74,11 +76,13 @@ int eval_simulate_main(int argc, char **argv) {
       {"v", required_argument, 0, 'v'},      {"seed", required_argument, 0, 's'},
       {"parties", required_argument, 0, 'p'}, {"mask-seed-insecure", required_argument, 0, 'q'},
       {"refactor-every", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
+      {"aggregation", required_argument, 0, 'g'},
       {0, 0, 0, 0}};
   o3m_policy_config cfg;
   o3m_policy_config_default(&cfg);
   const char *parties = NULL;
   int have_mask_seed = 0;
+  eval_aggregation agg = EVAL_AGG_SECURE;
   uint64_t mask_seed = 0;
   long lv;
   int c;
@@ -103,6 +107,12 @@ int eval_simulate_main(int argc, char **argv) {
     case 's':
       if (!opt_long("seed", optarg, 0, __LONG_MAX__, &lv)) return 2;
       cfg.seed = (uint64_t)lv;
+      break;
+    case 'g':
+      if (eval_aggregation_parse(optarg, &agg)) {
+        fprintf(stderr, "o3m-eval: --aggregation: '%s' is not secure or per-party\n", optarg);
+        return 2;
+      }
       break;
     case 'q':
       if (!opt_long("mask-seed-insecure", optarg, 0, __LONG_MAX__, &lv)) return 2;
@@ -153,10 +163,15 @@ int eval_simulate_main(int argc, char **argv) {
       cfg.max_candidates = K;
       if (o3m_policy_create(&pol, &cfg, &err)) goto fail;
       if (parties) {
-        if (eval_masker_create(&mk, &part, K, have_mask_seed, mask_seed, &err)) goto fail;
+        if (eval_masker_create(&mk, &part, K, have_mask_seed, mask_seed, agg, &err)) goto fail;
       }
     }
     const double *V = mk ? eval_masker_apply(mk, K, X) : X;
+    if (!V) {
+      o3m_err_set(&err, O3M_ERANGE, "round %ld: a part is too large for secure aggregation",
+                  (long)rnd);
+      goto fail;
+    }
     int arm;
     rc = o3m_policy_choose(pol, K, V, NULL, &arm, NULL);
     if (!rc) rc = o3m_policy_update(pol, arm, V + (size_t)arm * d, r[arm]);

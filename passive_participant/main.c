@@ -2,6 +2,12 @@
  *
  *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
  *               [--pmg-timeout-s N]
+ *   o3m-passive --agg-keygen FILE
+ *
+ * --agg-keygen writes a new secure aggregation secret key to FILE (mode
+ * 0600, never over an existing file) and prints the line to put in the
+ * party's config section, "agg_public = <64 hex digits>" (o3m_secagg.h);
+ * the party's agg_secret then names FILE. Exit 0, or 1 with a message.
  *
  * Loads the party's feature tables, binds its address (so that a taken port
  * fails before the mask generator is involved), installs its mask block
@@ -22,10 +28,14 @@
  * line and the start-up steps are the ones every daemon shares
  * (o3m_daemon.h, o3m_cli.h). */
 
+#include <stdio.h>
+#include <string.h>
+
 #include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_daemon.h"
 #include "o3m_log.h"
+#include "o3m_secagg.h"
 #include "pp_service.h"
 
 #define PROG "o3m-passive"
@@ -39,7 +49,9 @@ static const o3m_cli_option options[] = {
 static const o3m_cli_spec spec = {
     PROG, "--config FILE --party NAME [options]",
     "The passive participant daemon: masks its feature rows for the active party.", options,
-    "exit 0 also after a stop during start-up.\n"};
+    "exit 0 also after a stop during start-up.\n"
+    "o3m-passive --agg-keygen FILE writes a secure aggregation secret key to FILE (mode 0600)\n"
+    "and prints the config line 'agg_public = HEX' for the party's section.\n"};
 
 static int run_service(void *s) { return pp_service_run(s); }
 static void stop_service(void *s) { pp_service_shutdown(s); }
@@ -56,7 +68,24 @@ static int take_option(void *ctx, int i, const char *v) {
   return 0;
 }
 
+/* o3m-passive --agg-keygen FILE. */
+static int agg_keygen(const char *path) {
+  unsigned char pk[O3M_SECAGG_KEY_BYTES];
+  char hex[2 * O3M_SECAGG_KEY_BYTES + 1];
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (o3m_secagg_keygen(path, pk, &e) < 0) return o3m_cli_fail(PROG, "%s", o3m_err_message(&e));
+  o3m_secagg_hex(pk, hex);
+  printf("agg_public = %s\n", hex);
+  return O3M_CLI_EXIT_OK;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--agg-keygen") == 0) {
+    if (argc != 3)
+      return o3m_cli_usage_error(&spec, "--agg-keygen FILE takes one file and no other option");
+    return agg_keygen(argv[2]);
+  }
   o3m_daemon_args a = {0};
   pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL};
   int rc;

@@ -11,7 +11,12 @@
  * packed by the RPC layer right after the handler returns. A query of a
  * batch is masked by exactly the code and the dgemm shape of a Mask call,
  * so its values are bit for bit what Mask would send. Both buffers are
- * allocated at creation. */
+ * allocated at creation.
+ *
+ * With aggregation = secure (the config's, never the request's) MaskBatch
+ * needs the AP's nonce, checks each row of Y against this party's max_norm
+ * and answers only the masked words of o3m_secagg_mask (a third buffer,
+ * W); Mask is refused. */
 #include "pp_service.h"
 
 #include <inttypes.h>
@@ -24,6 +29,7 @@
 #include "o3m_rng.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
+#include "o3m_secagg.h"
 
 struct pp_service {
   const o3m_config *cfg;
@@ -40,6 +46,8 @@ struct pp_service {
   double *X;                /* max_candidates x d_j */
   double *Y;                /* batch_rows x d */
   uint32_t rows[O3M_WIRE_MAX_BATCH]; /* MaskBatchReply.rows */
+  o3m_secagg *agg;          /* aggregation = secure; NULL for per-party */
+  uint64_t *W;              /* batch_rows x d masked words (secure only) */
   uint32_t *dims_buf;       /* M entries, Info's storage */
   uint64_t requests, errors;
   o3m_access *access;       /* the server's caller checks */
@@ -52,6 +60,7 @@ struct pp_service {
 static const o3m_rpc_method methods[N_METHODS];
 static const o3m_access_rule access_rules[N_METHODS];
 static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
+static int secagg_setup(pp_service *s, o3m_err *e);
 
 /* Binds the server on the party's address with its access policy: mutual
  * TLS with the party's files unless insecure; requests beyond the largest
@@ -139,6 +148,15 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
                      s->batch_rows, s->part.d);
     goto fail;
   }
+  rc = secagg_setup(s, e);
+  if (rc < 0) goto fail;
+  if (s->agg) {
+    s->W = malloc((size_t)s->batch_rows * (size_t)s->part.d * sizeof *s->W);
+    if (!s->W) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d masked rows", s->batch_rows);
+      goto fail;
+    }
+  }
   /* The server is bound before the block is installed, so that a taken
    * port fails before the mask generator is involved. */
   rc = bind_server(s, e);
@@ -166,8 +184,10 @@ void pp_service_destroy(pp_service *s) {
   o3m_access_destroy(s->access);
   o3m_block_destroy(s->block); /* wipes Q^j */
   o3m_features_destroy(s->features);
+  o3m_secagg_destroy(s->agg); /* wipes the pair keys */
   free(s->X);
   free(s->Y);
+  free(s->W);
   free(s->dims_buf);
   free(s);
 }
@@ -205,6 +225,55 @@ void pp_service_stats_get(const pp_service *s, pp_service_stats *out) {
   out->unknown_items = fs.unknown_items;
   out->item_lookups = fs.item_lookups;
   out->errors = s->errors;
+}
+
+/* ---------------------------------------------------------------- secure aggregation */
+
+/* With aggregation = secure: the scale from every passive party's bound,
+ * and the pair keys with every other passive party (this party's secret key
+ * file is its agg_secret, the others' public keys their agg_public). With
+ * one passive party there is no pair: the part is only encoded, and the AP
+ * learns it exactly, which is said in a WARN. Errors name the config. */
+static int secagg_setup(pp_service *s, o3m_err *e) {
+  const o3m_config *cfg = s->cfg;
+  if (!o3m_config_secure_aggregation(cfg)) return 0;
+  int n = o3m_config_n_passive(cfg), me = -1;
+  double norms[O3M_CONFIG_MAX_PARTIES];
+  unsigned char(*pks)[O3M_SECAGG_KEY_BYTES] = calloc((size_t)n, sizeof *pks);
+  if (!pks) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
+  for (int i = 0; i < n; i++) {
+    const o3m_party *p = o3m_config_passive(cfg, i);
+    norms[i] = p->max_norm;
+    memcpy(pks[i], p->agg_public, O3M_SECAGG_KEY_BYTES);
+    if (p == s->me) me = i;
+  }
+  o3m_err ae;
+  o3m_err_clear(&ae);
+  int scale, rc = o3m_secagg_scale(n, norms, &scale, &ae);
+  if (rc < 0) {
+    /* Named below with the config and the party. */
+  } else if (n == 1) {
+    o3m_log_warn("one passive party: its part cannot hide among others; the AP learns it "
+                 "exactly (aggregation = secure in %s)", o3m_config_name(cfg));
+    rc = o3m_secagg_create(&s->agg, 1, NULL, 0, NULL, scale, &ae);
+  } else if (!s->me->agg_secret) {
+    free(pks);
+    return o3m_err_set(e, O3M_EINVAL, "%s:%d: [party %s]: missing key 'agg_secret' (the secret "
+                       "key file of secure aggregation, needed by this party's daemon with "
+                       "aggregation = secure; o3m-passive --agg-keygen FILE writes one)",
+                       o3m_config_name(cfg), s->me->line, s->me->name);
+  } else {
+    rc = o3m_secagg_create(&s->agg, n, (const unsigned char(*)[O3M_SECAGG_KEY_BYTES])pks, me,
+                           s->me->agg_secret, scale, &ae);
+  }
+  if (rc < 0)
+    rc = o3m_err_set(e, rc, "%s: [party %s]: %s", o3m_config_name(cfg), s->me->name,
+                     o3m_err_message(&ae));
+  free(pks);
+  if (rc == 0)
+    o3m_log_info("secure aggregation among %d passive parties, fixed point 2^-%d (worst-case "
+                 "decoding error %.3g per component)", n, scale, o3m_secagg_max_error(n, scale));
+  return rc;
 }
 
 /* ---------------------------------------------------------------- block fetch */
@@ -293,11 +362,36 @@ static int mask_query(pp_service *s, int q, const char *user, int K, char *const
 
 static int mask(pp_service *s, const O3m__V1__MaskRequest *req, O3m__V1__MaskedContexts *reply,
                 o3m_err *e) {
+  if (s->agg)
+    return o3m_err_set(e, O3M_ESTATE, "Mask is not answered with aggregation = secure (a part "
+                       "would reach the active party alone); use MaskBatch with a nonce");
   int rc = o3m_wire_mask_request_check(req, s->mask_id, s->max_candidates, e);
   if (rc < 0) return rc;
   const int K = (int)req->n_items;
   if ((rc = mask_query(s, -1, req->user, K, req->items, s->Y, e)) < 0) return rc;
   o3m_wire_masked_fill(reply, s->mask_id, s->slot, K, s->part.d, s->Y);
+  return 0;
+}
+
+/* The secure answer of a batch whose rows parts are in s->Y: each row
+ * checked against this party's own bound (so that an honest part never
+ * wraps in the ring), then encoded and masked with the transcript of the
+ * whole request into s->W. */
+static int mask_batch_secure(pp_service *s, const O3m__V1__MaskBatchRequest *req, int rows,
+                             O3m__V1__MaskBatchReply *reply, o3m_err *e) {
+  const int n = (int)req->n_queries, d = s->part.d;
+  int K[O3M_WIRE_MAX_BATCH];
+  for (int q = 0; q < n; q++) K[q] = (int)s->rows[q];
+  int rc = o3m_wire_check_row_norms("this party's masked part", rows, d, s->Y, s->me->max_norm,
+                                    n, K, e);
+  if (rc < 0) return rc;
+  o3m_secagg_begin(s->agg, s->mask_id, req->nonce.data, d, n);
+  for (int q = 0; q < n; q++)
+    o3m_secagg_query(s->agg, req->queries[q]->user, K[q],
+                     (const char *const *)req->queries[q]->items);
+  rc = o3m_secagg_mask(s->agg, (size_t)rows * (size_t)d, s->Y, s->W, e);
+  if (rc < 0) return rc;
+  o3m_wire_mask_batch_fill_masked(reply, s->mask_id, s->slot, n, s->rows, d, s->W);
   return 0;
 }
 
@@ -307,6 +401,16 @@ static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
                       O3m__V1__MaskBatchReply *reply, o3m_err *e) {
   int rc = o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates, s->batch_rows, e);
   if (rc < 0) return rc;
+  /* The mode is this party's, whatever the request asks: no downgrade. */
+  if (s->agg && req->nonce.len != O3M_SECAGG_NONCE_BYTES)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: nonce of %zu bytes, expected %d: this "
+                       "party answers only securely aggregated parts (aggregation = secure)",
+                       req->nonce.len, O3M_SECAGG_NONCE_BYTES);
+  if (s->agg && req->scale != (uint32_t)o3m_secagg_scale_of(s->agg))
+    return o3m_err_set(e, O3M_ESTATE, "MaskBatchRequest: the active party decodes at 2^-%u, "
+                       "this party encodes at 2^-%d: their configs differ (max_norm of the "
+                       "passive parties in %s)", req->scale, o3m_secagg_scale_of(s->agg),
+                       o3m_config_name(s->cfg));
   const int n = (int)req->n_queries;
   size_t off = 0;
   for (int q = 0; q < n; q++) {
@@ -317,6 +421,7 @@ static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
     s->rows[q] = (uint32_t)K;
     off += (size_t)K;
   }
+  if (s->agg) return mask_batch_secure(s, req, (int)off, reply, e);
   o3m_wire_mask_batch_fill(reply, s->mask_id, s->slot, n, s->rows, s->part.d, s->Y);
   return 0;
 }

@@ -37,6 +37,17 @@
  *          certificate (its operator, through o3m-cli), never to the AP:
  *          the unknown-user counter read around one Mask call would tell the
  *          AP whether this party knows that user, which the dummy rows hide.
+ * Secure aggregation ([federation] aggregation = secure, the default; the
+ * party's own config decides, never a request): at create the service also
+ * derives the pair keys with every other passive party from its agg_secret
+ * file and their agg_public keys (o3m_secagg.h; a missing or readable-by-
+ * others key file fails the start naming the config), and logs a WARN when
+ * it is the only passive party. Mask is then refused with STATE; MaskBatch
+ * needs a 32-byte nonce (INVALID ARGUMENT otherwise: no downgrade to
+ * per-party parts) and the AP's scale (STATE when it differs: the configs
+ * differ), checks each row of its part against its own max_norm (INVALID
+ * ARGUMENT) and answers only the masked words (MaskBatchReply.masked, never
+ * values), from a third buffer sized at create like Y.
  * With insecure (plaintext) there are no identities and no access checks.
  * Nothing a request carries names a decision of the active party: a PP
  * sees users and candidate items, never a decision id, a choice or a
@@ -100,7 +111,10 @@ typedef struct pp_service_stats {
  * (o3m_features_check_norm: the message names file and line), O3M_ENOMEM,
  * for the server "CONFIG: [party NAME]: listen ADDRESS: CAUSE" (O3M_EIO) or
  * a TLS file's problem (O3M_ETLS), those of o3m_party_block_obtain and
- * O3M_ERANDOM (no dummy-row key). */
+ * O3M_ERANDOM (no dummy-row key); with secure aggregation those of
+ * o3m_secagg_scale and o3m_secagg_create (O3M_EPERM for a key file others
+ * may read), or O3M_EINVAL without agg_secret when there are other passive
+ * parties. */
 int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party,
                       const pp_options *opt, o3m_err *e);
 

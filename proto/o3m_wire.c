@@ -304,9 +304,18 @@ void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, in
   msg->values = values;
 }
 
+void o3m_wire_mask_batch_fill_masked(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, int party,
+                                     int n_queries, uint32_t *rows, int d, uint64_t *masked) {
+  o3m_wire_mask_batch_fill(msg, mask_id, party, n_queries, rows, d, NULL);
+  msg->n_masked = msg->n_values;
+  msg->n_values = 0;
+  /* int64 and uint64 may alias (C11 6.5p7): the words go out as they are. */
+  msg->masked = (int64_t *)masked;
+}
+
 int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
-                                    const int *K, int d, uint64_t mask_id, double max_norm,
-                                    o3m_err *e) {
+                                    const int *K, int d, uint64_t mask_id, int secure,
+                                    double max_norm, o3m_err *e) {
   if (!msg || !K || n_queries < 1 || d < 1)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
   int rc = check_origin("MaskBatchReply", msg->party, msg->mask_id, party, mask_id, e);
@@ -327,6 +336,18 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
   if (total > UINT32_MAX)
     return o3m_err_set(e, O3M_ERANGE, "MaskBatchReply from party %d: %llu rows", party,
                        (unsigned long long)total);
+  if (secure) {
+    if (msg->n_values != 0)
+      return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: a per-party part, but "
+                         "aggregation = secure (is its config the same as ours?)", party);
+    if (msg->n_masked != total * (uint64_t)d)
+      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu masked words, "
+                         "expected %llu x %d", party, msg->n_masked, (unsigned long long)total, d);
+    return 0;
+  }
+  if (msg->n_masked != 0)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: securely aggregated words, "
+                       "but aggregation = per-party (is its config the same as ours?)", party);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
   rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
@@ -385,13 +406,16 @@ int o3m_wire_mask_batch_max_bytes(int max_candidates, int d) {
   /* Per query: the embedded message's tag and length, and the user (a
    * query carries no round id since protocol 3). */
   double query = TAG + LEN_MAX + ID_FIELD;
-  return clamp_bytes(FIXED64_FIELD + O3M_WIRE_MAX_BATCH * query + (double)rows * ID_FIELD +
-                     O3M_WIRE_SIZE_SLACK);
+  double nonce = TAG + LEN_MAX + O3M_WIRE_NONCE_BYTES + TAG + VARINT_MAX; /* and scale */
+  return clamp_bytes(FIXED64_FIELD + nonce + O3M_WIRE_MAX_BATCH * query +
+                     (double)rows * ID_FIELD + O3M_WIRE_SIZE_SLACK);
 }
 
 int o3m_wire_mask_batch_reply_max_bytes(int max_candidates, int d) {
   int rows = o3m_wire_mask_batch_rows(max_candidates, d);
   if (rows < 1) return 0;
+  /* One of values (doubles) and masked (sfixed64) is set; both are 8 bytes
+   * a tag each unpacked, so one bound covers either mode. */
   return clamp_bytes(FIXED64_FIELD + 2 * (TAG + VARINT_MAX) + O3M_WIRE_MAX_BATCH * UINT32_FIELD +
                      (double)rows * d * DOUBLE_FIELD + O3M_WIRE_SIZE_SLACK);
 }

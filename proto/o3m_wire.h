@@ -46,8 +46,11 @@
  * a key the fetching party sends (BlockRequest.public_key, Block.sealed;
  * o3m_seal.h): a version-2 generator would send it in the clear, a
  * version-2 party could not open it. Peers of another version are refused
- * at start-up (Info). */
-#define O3M_PROTOCOL_VERSION 3
+ * at start-up (Info). 4: secure aggregation (party/o3m_secagg.h):
+ * MaskBatchRequest.nonce and MaskBatchReply.masked; a version-3 passive
+ * participant would answer per-party parts, which a version-4 active
+ * participant in secure mode must never see. */
+#define O3M_PROTOCOL_VERSION 4
 
 /* Most queries in one MaskBatch. */
 #define O3M_WIRE_MAX_BATCH 64
@@ -178,6 +181,10 @@ int o3m_wire_masked_check(const O3m__V1__MaskedContexts *msg, int party, int K, 
  * batch, the active participant never sends one. 0 for bad arguments. */
 int o3m_wire_mask_batch_rows(int max_candidates, int d);
 
+/* A MaskBatchRequest carries a nonce of this many bytes with aggregation =
+ * secure (O3M_SECAGG_NONCE_BYTES). */
+#define O3M_WIRE_NONCE_BYTES 32
+
 /* A passive participant's check of a MaskBatchRequest: mask_id equals the
  * mask it holds (O3M_EMASK, also when it holds none), 1..O3M_WIRE_MAX_BATCH
  * queries, each with 1..max_candidates items (O3M_ERANGE naming the query),
@@ -191,14 +198,23 @@ int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mas
 void o3m_wire_mask_batch_fill(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, int party,
                               int n_queries, uint32_t *rows, int d, double *values);
 
+/* The same with the securely aggregated words instead of values (masked:
+ * n_queries blocks of rows[q] x d words; the caller's storage). */
+void o3m_wire_mask_batch_fill_masked(O3m__V1__MaskBatchReply *msg, uint64_t mask_id, int party,
+                                     int n_queries, uint32_t *rows, int d, uint64_t *masked);
+
 /* The active participant's check of one party's MaskBatchReply: from the
  * party it asked, under its mask, n_queries blocks with K[q] rows each (the
- * items it sent), d columns, sum(K) x d finite values, each row's l2 norm
- * at most max_norm, the party's bound (O3M_EINVAL naming the round and the
- * candidate, as o3m_wire_check_row_norms). */
+ * items it sent), d columns. With secure = 0 (per-party): sum(K) x d finite
+ * values and no masked words, each row's l2 norm at most max_norm, the
+ * party's bound (O3M_EINVAL naming the round and the candidate, as
+ * o3m_wire_check_row_norms). With secure = 1: sum(K) x d masked words and
+ * no values (O3M_EINVAL for a reply of the other form, naming the mode);
+ * the words of one party cannot be checked alone (max_norm is unused): the
+ * caller checks their decoded sum. */
 int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
-                                    const int *K, int d, uint64_t mask_id, double max_norm,
-                                    o3m_err *e);
+                                    const int *K, int d, uint64_t mask_id, int secure,
+                                    double max_norm, o3m_err *e);
 
 /* ---- size limits of requests ----
  *

@@ -4,6 +4,7 @@
  * tests. The AP tests' federation (fed_net, fed_tables) keeps no state of
  * its own. */
 #include "fed_proc.h"
+#include "o3m_secagg.h"
 #include "eval_tables.h"
 
 #include <arpa/inet.h>
@@ -313,13 +314,32 @@ static void append(char *buf, size_t cap, const char *fmt, ...) {
   cr_assert(n >= 0 && (size_t)n < cap - len, "federation config too long");
 }
 
+/* A new secure aggregation key pair for passive party name (the library
+ * function behind o3m-passive --agg-keygen), written to fed_dir()/NAME.agg,
+ * and its agg_public and agg_secret lines. */
+static void append_agg_keys(char *text, size_t cap, const char *name) {
+  char file[80];
+  snprintf(file, sizeof file, "%s.agg", name);
+  const char *path = fed_path(file);
+  unlink(path); /* a config written again gets new keys */
+  unsigned char pk[O3M_SECAGG_KEY_BYTES];
+  char hex[2 * O3M_SECAGG_KEY_BYTES + 1];
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_secagg_keygen(path, pk, &e), 0, "%s", o3m_err_message(&e));
+  o3m_secagg_hex(pk, hex);
+  append(text, cap, "agg_public = %s\nagg_secret = %s\n", hex, file);
+}
+
 static void write_config(fed_net *n, const fed_setup *s) {
   char text[4096] = "";
+  append(text, sizeof text, "[federation]\nd = %d\ndeadline_ms = %d\nca = certs/ca.pem\n", FED_D,
+         s->deadline_ms);
+  if (s->aggregation) append(text, sizeof text, "aggregation = %s\n", s->aggregation);
   append(text, sizeof text,
-         "[federation]\nd = %d\ndeadline_ms = %d\nca = certs/ca.pem\n\n"
-         "[policy]\n%smax_candidates = %d\npending_capacity = %d\npending_expiry_s = 600\n"
+         "\n[policy]\n%smax_candidates = %d\npending_capacity = %d\npending_expiry_s = 600\n"
          "reward_min = 0\nreward_max = 1\n",
-         FED_D, s->deadline_ms, s->policy, FED_K_MAX, s->pending_capacity);
+         s->policy, FED_K_MAX, s->pending_capacity);
   for (int p = 0; p < FED_N_PARTIES; p++) {
     const char *name = fed_party_name[p];
     append(text, sizeof text, "\n[party %s]\nrole = %s\naddress = 127.0.0.1:%d\n", name,
@@ -329,6 +349,7 @@ static void write_config(fed_net *n, const fed_setup *s) {
     if (party_conf[p].items) append(text, sizeof text, "item_table = %s\n", party_conf[p].items);
     append(text, sizeof text, "cert = certs/%s.pem\nkey = certs/%s.key\n", name, name);
     if (s->state_dirs) append(text, sizeof text, "state_dir = %s_state\n", name);
+    if (strcmp(party_conf[p].role, "passive") == 0) append_agg_keys(text, sizeof text, name);
   }
   /* The test's own identity: the only caller of Recommend, Reward, Stats. */
   append(text, sizeof text, "\n[client %s]\ncert = certs/%s.pem\nkey = certs/%s.key\n",

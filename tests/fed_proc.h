@@ -137,6 +137,9 @@ typedef struct fed_setup {
   const char *policy;    /* [policy] lines before max_candidates, each ending in \n */
   int pending_capacity;  /* [policy] pending_capacity */
   int state_dirs;        /* nonzero: state_dir = NAME_state for every party */
+  /* [federation] aggregation: NULL for the default (secure). Every passive
+   * party gets a fresh key pair (NAME.agg) and its agg_public either way. */
+  const char *aggregation;
 } fed_setup;
 
 /* A federation: its processes, ports and config. The caller owns it (a

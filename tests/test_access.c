@@ -12,7 +12,7 @@
 #include "o3m_wire.h"
 
 static const char *const CONF =
-    "[federation]\nd = 4\ninsecure = true\n"
+    "[federation]\nd = 4\ninsecure = true\naggregation = per-party\n"
     "[policy]\nalgo = linucb\nmodel = shared\n"
     "[party pmg]\nrole = pmg\naddress = 127.0.0.1:1\n"
     "[party shop]\nrole = active\naddress = 127.0.0.1:2\ndims = 2\n"

@@ -45,6 +45,7 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
+#include "o3m_secagg.h"
 
 #define BIN O3M_BIN_DIR
 
@@ -84,9 +85,14 @@ static void client_create(ap_client **out, int with_cert) {
 /* Certificates, tables, config and the mask generator (seeded, so the test
  * can recompute Q's id; --keep-mask, so it serves blocks to a restarted
  * party). */
+/* [federation] aggregation of the next federation: NULL, the default
+ * (secure), unless a fixture sets it. */
+static const char *aggregation;
+
 static void fed_prepare(const char *policy) {
   fed_setup s = {.table_seed = 100, .pp1_users = N_USERS, .deadline_ms = DEADLINE_MS,
-                 .policy = policy, .pending_capacity = 1000, .state_dirs = 0};
+                 .policy = policy, .pending_capacity = 1000, .state_dirs = 0,
+                 .aggregation = aggregation};
   fed_net_prepare(&fed, &s);
   char seed[16];
   snprintf(seed, sizeof seed, "%d", MASK_SEED);
@@ -109,6 +115,13 @@ static void fed_up(const char *policy) {
 
 static void fed_up_linucb(void) {
   fed_up("algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n");
+}
+
+/* The same federation with aggregation = per-party (the paper's protocol,
+ * which the benchmarks compare against). */
+static void fed_up_linucb_per_party(void) {
+  aggregation = "per-party";
+  fed_up_linucb();
 }
 
 /* The AP first; the passive parties start later (in the test). */
@@ -268,6 +281,13 @@ Test(active, linucb_decisions_equal_central_for_200_rounds, .init = fed_up_linuc
   o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 200);
+}
+
+Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_linucb_per_party,
+     .fini = fed_down) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  lossless_rounds(&pc, 100);
 }
 
 Test(active, disjoint_lints_decisions_equal_central_draw_by_draw, .init = fed_up_lints_disjoint,
@@ -709,4 +729,186 @@ Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = 
   expect_stats(2, 0, 2);
   for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
   o3m_rng_destroy(r);
+}
+
+/* ------------------------------------------------------------ secure aggregation */
+
+/* The federation without the AP: the test plays the AP with its certificate
+ * and sees exactly what the AP would receive. */
+static void fed_up_passives_only(void) {
+  fed_prepare("algo = linucb\nmodel = shared\n");
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  wait_ready(FED_PP1);
+  wait_ready(FED_PP2);
+}
+
+static o3m_rpc_client *pp_as_ap(int p) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[p]);
+  return fed_client(target, "certs", "certs", "ap", fed_party_name[p], 5000);
+}
+
+/* One MaskBatch of the rounds b[0..n-1] with nonce (NULL: none) as the AP;
+ * the reply stays the client's until its next call. */
+static int pp_mask_batch(o3m_rpc_client *c, uint64_t mask_id, const unsigned char *nonce,
+                         const fed_round *b, int n, const O3m__V1__MaskBatchReply **out,
+                         o3m_err *e) {
+  O3m__V1__MaskQuery q[4], *qp[4];
+  cr_assert_leq(n, 4);
+  for (int i = 0; i < n; i++) {
+    o3m__v1__mask_query__init(&q[i]);
+    q[i].user = (char *)b[i].user;
+    q[i].n_items = (size_t)b[i].K;
+    q[i].items = (char **)b[i].items;
+    qp[i] = &q[i];
+  }
+  O3m__V1__MaskBatchRequest req = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  req.mask_id = mask_id;
+  req.n_queries = (size_t)n;
+  req.queries = qp;
+  if (nonce) {
+    req.nonce.data = (uint8_t *)nonce;
+    req.nonce.len = 32;
+  }
+  /* The scale every party derives from two default bounds. */
+  double norms[2] = {O3M_CONFIG_DEFAULT_MAX_NORM, O3M_CONFIG_DEFAULT_MAX_NORM};
+  int scale;
+  cr_assert(eq(int, o3m_secagg_scale(2, norms, &scale, NULL), 0));
+  req.scale = (uint32_t)scale;
+  ProtobufCMessage *m = NULL;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                               &o3m__v1__mask_batch_reply__descriptor, &m, e);
+  *out = (const O3m__V1__MaskBatchReply *)m;
+  return rc;
+}
+
+/* What a curious AP holding only its certificate receives from two real
+ * passive parties: each reply alone is noise, far from Q^j x^j in every
+ * row; only their sum decodes, to Q^1 x^1 + Q^2 x^2 within the stated
+ * bound. Asked per-party (no nonce) or by Mask, the parties refuse; asked
+ * different things, the sum is noise too. */
+Test(active, secure_aggregation_the_ap_receives_only_the_sum, .init = fed_up_passives_only,
+     .fini = fed_down) {
+  o3m_rng *r;
+  o3m_mask *mask;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, MASK_SEED), 0));
+  cr_assert(eq(int, o3m_mask_generate(&mask, D, r), 0));
+  o3m_rng_destroy(r);
+  const uint64_t id = o3m_mask_id(mask);
+  const int off[3] = {0, 3, 5}, dims[3] = {3, 2, 3};
+  o3m_block *blk[3];
+  for (int j = 1; j < 3; j++)
+    cr_assert(eq(int, o3m_block_from_mask(&blk[j], mask, off[j], dims[j]), 0));
+
+  fed_tables t;
+  fed_tables_load(&t);
+  o3m_rng *rr;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&rr, 5), 0));
+  enum { NB = 3 };
+  fed_round b[NB];
+  int rows = 0;
+  for (int i = 0; i < NB; i++) {
+    fed_draw_round(rr, N_USERS, &b[i]);
+    rows += b[i].K;
+  }
+  o3m_rng_destroy(rr);
+  /* The true parts Q^j x^j of both parties, rows of all rounds in order. */
+  static double part[3][NB * K_MAX * D], X[K_MAX * D], Xj[K_MAX * 3];
+  for (int j = 1; j < 3; j++) {
+    int row = 0;
+    for (int i = 0; i < NB; i++) {
+      cr_assert(eq(int, fed_contexts(&t, b[i].user, b[i].K, b[i].items, X), 0));
+      for (int k = 0; k < b[i].K; k++)
+        memcpy(Xj + k * dims[j], X + k * D + off[j], sizeof(double) * (size_t)dims[j]);
+      o3m_block_apply(blk[j], b[i].K, Xj, 0.0, part[j] + (size_t)row * D);
+      row += b[i].K;
+    }
+  }
+  fed_tables_free(&t);
+
+  unsigned char nonce[32];
+  for (int i = 0; i < 32; i++) nonce[i] = (unsigned char)(i * 7 + 1);
+  o3m_rpc_client *c1 = pp_as_ap(FED_PP1), *c2 = pp_as_ap(FED_PP2);
+  const O3m__V1__MaskBatchReply *r1, *r2;
+  o3m_err e;
+  cr_assert(eq(int, pp_mask_batch(c1, id, nonce, b, NB, &r1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, pp_mask_batch(c2, id, nonce, b, NB, &r2, &e), 0), "%s", o3m_err_message(&e));
+  const size_t nv = (size_t)rows * D;
+  cr_assert(eq(sz, r1->n_values, 0), "a per-party part reached the AP");
+  cr_assert(eq(sz, r2->n_values, 0), "a per-party part reached the AP");
+  cr_assert(eq(sz, r1->n_masked, nv));
+  cr_assert(eq(sz, r2->n_masked, nv));
+  double norms[2] = {O3M_CONFIG_DEFAULT_MAX_NORM, O3M_CONFIG_DEFAULT_MAX_NORM};
+  int scale;
+  cr_assert(eq(int, o3m_secagg_scale(2, norms, &scale, NULL), 0));
+  /* Each reply alone, decoded as if it were the sum: noise in every row. */
+  static uint64_t acc[NB * K_MAX * D];
+  static double dec[NB * K_MAX * D];
+  const O3m__V1__MaskBatchReply *rep[3] = {NULL, r1, r2};
+  for (int j = 1; j < 3; j++) {
+    memset(acc, 0, sizeof acc);
+    o3m_secagg_add_part(nv, rep[j]->masked, acc);
+    o3m_secagg_decode(scale, nv, acc, dec);
+    for (int row = 0; row < rows; row++) {
+      double err = 0;
+      for (int c = 0; c < D; c++)
+        err = fmax(err, fabs(dec[row * D + c] - part[j][row * D + c]));
+      cr_assert(err > 1.0, "party %d, row %d: one reply alone is its part (error %g)", j, row,
+                err);
+    }
+  }
+  /* Their sum decodes to the sum of the parts. */
+  memset(acc, 0, sizeof acc);
+  o3m_secagg_add_part(nv, r1->masked, acc);
+  o3m_secagg_add_part(nv, r2->masked, acc);
+  o3m_secagg_decode(scale, nv, acc, dec);
+  double bound = o3m_secagg_max_error(2, scale);
+  for (size_t i = 0; i < nv; i++) {
+    double want = part[1][i] + part[2][i];
+    cr_assert(fabs(dec[i] - want) <= bound + 4e-16 * (1 + fabs(want)),
+              "value %zu: %.17g, the parts sum to %.17g", i, dec[i], want);
+  }
+  /* Another nonce for one party: the sum is noise (a replay with the same
+   * nonce and queries gives the same words, nothing new). */
+  static int64_t w1[NB * K_MAX * D];
+  memcpy(w1, r1->masked, nv * sizeof *w1);
+  unsigned char other[32];
+  memcpy(other, nonce, 32);
+  other[0] ^= 0x80;
+  cr_assert(eq(int, pp_mask_batch(c2, id, other, b, NB, &r2, &e), 0), "%s", o3m_err_message(&e));
+  memset(acc, 0, sizeof acc);
+  o3m_secagg_add_part(nv, w1, acc);
+  o3m_secagg_add_part(nv, r2->masked, acc);
+  o3m_secagg_decode(scale, nv, acc, dec);
+  for (int row = 0; row < rows; row++) {
+    double err = 0;
+    for (int c = 0; c < D; c++)
+      err = fmax(err, fabs(dec[row * D + c] - part[1][row * D + c] - part[2][row * D + c]));
+    cr_assert(err > 1.0, "row %d decodes under mismatched nonces", row);
+  }
+  cr_assert(eq(int, pp_mask_batch(c1, id, nonce, b, NB, &r1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, memcmp(w1, r1->masked, nv * sizeof *w1), 0), "a replay gave other words");
+
+  /* No downgrade: without a nonce (asking per-party parts) INVALID_ARGUMENT;
+   * Mask refused with STATE. */
+  cr_assert(eq(int, pp_mask_batch(c1, id, NULL, b, NB, &r1, &e), O3M_EINVAL));
+  cr_assert(strstr(o3m_err_message(&e), "nonce") != NULL, "%s", o3m_err_message(&e));
+  O3m__V1__MaskRequest mr = O3M__V1__MASK_REQUEST__INIT;
+  mr.mask_id = id;
+  mr.user = (char *)b[0].user;
+  mr.n_items = (size_t)b[0].K;
+  mr.items = (char **)b[0].items;
+  ProtobufCMessage *m;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c1, O3M_PATH_PASSIVE_MASK, &mr.base,
+                                        &o3m__v1__masked_contexts__descriptor, &m, &e),
+               O3M_ESTATE));
+  cr_assert(strstr(o3m_err_message(&e), "MaskBatch") != NULL, "%s", o3m_err_message(&e));
+
+  o3m_rpc_client_destroy(c1);
+  o3m_rpc_client_destroy(c2);
+  for (int j = 1; j < 3; j++) o3m_block_destroy(blk[j]);
+  o3m_mask_destroy(mask);
 }

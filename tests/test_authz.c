@@ -94,7 +94,11 @@ static uint64_t decisions[N_DECISIONS];
 static void up(void) {
   fed_setup s = {.table_seed = 900, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\n", .pending_capacity = 1000,
-                 .state_dirs = 0};
+                 .state_dirs = 0,
+                 /* The matrix is about who may call; per-party Mask and MaskBatch
+                  * answer a bare request, which secure aggregation refuses
+                  * (test_active and test_passive check that). */
+                 .aggregation = "per-party"};
   fed_net_prepare(&fed, &s);
   /* A certificate of the federation CA for a name in no section, and the
    * client's name signed by another CA. */

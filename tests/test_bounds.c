@@ -48,13 +48,16 @@
 #define D0 3 /* the AP's columns */
 
 static fed_net fed;
+/* [federation] aggregation: NULL (secure) unless a test sets it. */
+static const char *aggregation;
 
 /* ------------------------------------------------------------ federation */
 
 static void fed_prepare(int state_dirs) {
   fed_setup s = {.table_seed = 300, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\n",
-                 .pending_capacity = 1000, .state_dirs = state_dirs};
+                 .pending_capacity = 1000, .state_dirs = state_dirs,
+                 .aggregation = aggregation};
   fed_net_prepare(&fed, &s);
 }
 
@@ -319,10 +322,10 @@ Test(bounds, passive_table_above_bound_refuses_start) {
   cr_assert(eq(ptr, strstr(log, "20000"), NULL), "the log quotes a feature value:\n%s", log);
 }
 
-/* A masked part above its party's bound: the AP's copy of the config gives
- * pp1 max_norm = 0.01, pp1's own copy the default, so pp1 serves its
- * (standard normal, so far larger) parts and the AP must refuse them. */
-Test(bounds, masked_part_above_party_bound_refused) {
+/* The AP's copy of the config gives pp1 max_norm = 0.01, pp1's own copy
+ * the default; starts the federation with it and returns a client of the
+ * AP. */
+static o3m_rpc_client *start_with_ap_bound_for_pp1(void) {
   fed_prepare(0);
   char shared_conf[sizeof fed.conf];
   snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
@@ -342,8 +345,14 @@ Test(bounds, masked_part_above_party_bound_refused) {
   fed_net_start(&fed, FED_AP, ap_args);
   for (int p = FED_AP; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
   snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
+  return party_client(FED_AP, "client", 10000);
+}
 
-  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+/* A masked part above its party's bound (per-party parts): pp1 serves its
+ * (standard normal, so far larger) parts and the AP must refuse them. */
+Test(bounds, masked_part_above_party_bound_refused) {
+  aggregation = "per-party";
+  o3m_rpc_client *c = start_with_ap_bound_for_pp1();
   char *items[3] = {"i1", "i2", "i3"};
   uint64_t id;
   o3m_err e;
@@ -352,6 +361,23 @@ Test(bounds, masked_part_above_party_bound_refused) {
             o3m_err_message(&e));
   cr_assert(not(eq(ptr, strstr(e.msg, "party 'pp1'"), NULL)), "message: %s", e.msg);
   cr_assert(not(eq(ptr, strstr(e.msg, "round 0, candidate 0"), NULL)), "message: %s", e.msg);
+  ap_numbers st = ap_stats_of(c);
+  cr_assert(eq(u64, st.rounds, 0));
+  o3m_rpc_client_destroy(c);
+}
+
+/* With secure aggregation no part can be checked alone, and configs whose
+ * bounds differ would decode at different scales: the passive parties
+ * refuse the AP's scale, so every round fails naming the mismatch and no
+ * decision is made on silently rescaled contexts. */
+Test(bounds, secure_aggregation_refuses_an_ap_whose_bounds_differ) {
+  o3m_rpc_client *c = start_with_ap_bound_for_pp1();
+  char *items[3] = {"i1", "i2", "i3"};
+  uint64_t id;
+  o3m_err e;
+  int rc = recommend(c, "u2", 3, items, NULL, 0, &id, &e);
+  cr_assert(eq(int, rc, O3M_ESTATE), "Recommend: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "configs differ"), NULL)), "message: %s", e.msg);
   ap_numbers st = ap_stats_of(c);
   cr_assert(eq(u64, st.rounds, 0));
   o3m_rpc_client_destroy(c);

@@ -550,7 +550,61 @@ Test(config, load_fixture_resolves_paths_against_its_directory) {
   cr_assert_eq(o3m_config_n_clients(c), 1);
   snprintf(want, sizeof want, "%s/certs/frontend.pem", dir);
   cr_assert_str_eq(o3m_config_client(c, "frontend")->cert, want);
+  /* Secure aggregation, the default: both passive parties' keys. */
+  cr_assert_eq(o3m_config_secure_aggregation(c), 1);
+  cr_assert(bank->has_agg_public && telco->has_agg_public);
+  cr_assert_eq(bank->agg_public[0], 0x0f);
+  cr_assert_eq(bank->agg_public[31], 0xf0);
+  cr_assert_eq(telco->agg_public[10], 0xaa, "upper-case hex");
+  snprintf(want, sizeof want, "%s/keys/bank.agg", dir);
+  cr_assert_str_eq(bank->agg_secret, want);
+  cr_assert_null(telco->agg_secret);
   o3m_config_destroy(c);
+}
+
+/* aggregation and the passive parties' agg_public / agg_secret. */
+Test(config, secure_aggregation_keys) {
+  static const char key[] =
+      "agg_public = 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+  static const char telco[] = "\n[party telco]\nrole = passive\naddress = 127.0.0.1:50053\n"
+                              "dims = 1\nitem_table = t.csv\ncert = c\nkey = k\n";
+  char text[8192];
+  /* One passive party: secure is the default and needs no key. */
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  cr_assert_eq(o3m_config_secure_aggregation(c), 1);
+  cr_assert_eq(o3m_config_passive(c, 0)->has_agg_public, 0);
+  o3m_config_destroy(c);
+  /* Two passive parties (d = 11 with telco's column): both need agg_public. */
+  snprintf(text, sizeof text, "%s%s", variant(2, 2, "d = 11"), telco);
+  expect_error(text, "fed.conf:23: [party bank]", "missing required key 'agg_public'",
+               "--agg-keygen");
+  /* With per-party no key is needed. */
+  snprintf(text, sizeof text, "%s%s",
+           variant(2, 3, "d = 11\nca = certs/ca.pem\naggregation = per-party"), telco);
+  c = parse_ok(text, "/base");
+  cr_assert_eq(o3m_config_secure_aggregation(c), 0);
+  o3m_config_destroy(c);
+  /* Both keys given: loads, agg_secret resolved like every path. */
+  snprintf(text, sizeof text, "%s%s%s\nagg_secret = keys/telco.agg\n",
+           variant(2, 2, "d = 11"), key, telco);
+  /* bank's key goes after its last line, telco's after its own. */
+  size_t n = strlen(text);
+  snprintf(text + n, sizeof text - n, "%s\n", key);
+  c = parse_ok(text, "/base");
+  cr_assert_str_eq(o3m_config_passive(c, 1)->agg_secret, "/base/keys/telco.agg");
+  cr_assert_eq(o3m_config_passive(c, 1)->agg_public[1], 0x11);
+  cr_assert_eq(o3m_config_passive(c, 0)->has_agg_public, 1);
+  o3m_config_destroy(c);
+  /* Bad values name the line and key; the keys are for passive parties only. */
+  expect_error(line(3, "ca = certs/ca.pem\naggregation = plain"),
+               "fed.conf:4: key 'aggregation'", "secure|per-party", NULL);
+  expect_error(line(29, "key = certs/bank.key\nagg_public = 0011"),
+               "fed.conf:30: key 'agg_public'", "64 hex digits", NULL);
+  expect_error(line(29, "key = certs/bank.key\nagg_public = "
+                    "zz112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"),
+               "fed.conf:30: key 'agg_public'", NULL, NULL);
+  expect_error(line(21, "key = certs/shop.key\nagg_secret = x"),
+               "fed.conf:22: key 'agg_secret'", "role active", NULL);
 }
 
 Test(config, load_errors) {

@@ -24,6 +24,7 @@
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
+#include "o3m_secagg.h"
 
 /* The norm bound the reply checks apply: the config default. */
 #define NB O3M_CONFIG_DEFAULT_MAX_NORM
@@ -39,6 +40,10 @@ TestSuite(passive, .fini = fed_cleanup, .timeout = 30);
 
 /* A value that must never show up in a log. */
 #define SECRET_VALUE "0.123456789"
+
+/* [federation] aggregation: the per-party protocol, whose parts these
+ * tests check value by value, unless a test sets "secure". */
+static const char *aggregation = "per-party";
 
 typedef struct fed {
   fed_proc pmg, bank;
@@ -56,7 +61,7 @@ static const char *write_config(const fed *f, const char *file, const char *pmg,
                                 const char *shop, int shop_port) {
   char text[2048];
   snprintf(text, sizeof text,
-           "[federation]\nd = %d\nca = certs/ca.pem\n"
+           "[federation]\nd = %d\nca = certs/ca.pem\naggregation = %s\n"
            "[policy]\nalgo = linucb\nmodel = shared\nmax_candidates = %d\n"
            "[party %s]\nrole = pmg\naddress = 127.0.0.1:%d\n"
            "cert = certs/%s.pem\nkey = certs/%s.key\n"
@@ -65,7 +70,7 @@ static const char *write_config(const fed *f, const char *file, const char *pmg,
            "[party bank]\nrole = passive\naddress = 127.0.0.1:%d\ndims = %d\n"
            "user_table = users.csv\nitem_table = items.csv\n"
            "cert = certs/bank.pem\nkey = certs/bank.key\n",
-           D, MAXC, pmg, f->pmg_port, pmg, pmg, shop, shop_port, shop, shop, f->bank_port, DJ);
+           D, aggregation, MAXC, pmg, f->pmg_port, pmg, pmg, shop, shop_port, shop, shop, f->bank_port, DJ);
   return fed_write(file, text);
 }
 
@@ -274,7 +279,7 @@ static int mask_batch(o3m_rpc_client *c, uint64_t mask_id, int n, const char *co
                                &o3m__v1__mask_batch_reply__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__MaskBatchReply *r = (const O3m__V1__MaskBatchReply *)m;
-  int crc = o3m_wire_mask_batch_reply_check(r, BANK, n, K, D, mask_id, NB, e);
+  int crc = o3m_wire_mask_batch_reply_check(r, BANK, n, K, D, mask_id, 0, NB, e);
   cr_assert_eq(crc, 0, "reply: %s", o3m_err_message(e));
   if (out) memcpy(out, r->values, sizeof(double) * r->n_values);
   return 0;
@@ -474,4 +479,76 @@ Test(passive, refuses_a_mask_generator_with_another_partys_certificate) {
   cr_assert_eq(rc, 1, "exit %d:\n%s", rc, fed_log(&f.bank));
   cr_assert(strstr(fed_log(&f.bank), "gave up"), "%s", fed_log(&f.bank));
   cr_assert_null(strstr(fed_log(&f.pmg), "served the block"), "%s", fed_log(&f.pmg));
+}
+
+/* Secure aggregation with one passive party: it says at start that its part
+ * cannot hide, refuses Mask and a MaskBatch without a nonce (no downgrade),
+ * and answers a nonce with its part in fixed point, which decodes to Q^j x^j
+ * within 2^-(s+1): with nobody to pair with, the AP learns it exactly. */
+Test(passive, secure_aggregation_with_one_party_warns_and_refuses_per_party_requests) {
+  aggregation = "secure";
+  fed f;
+  start(&f);
+  cr_assert(strstr(fed_log(&f.bank), "one passive party: its part cannot hide among others; the "
+                                     "AP learns it exactly"), "%s", fed_log(&f.bank));
+  o3m_rpc_client *shop = as(&f, "shop");
+  uint64_t id = info_mask_id(shop);
+  o3m_err e;
+  const char *items[] = {"i0", "i1"};
+  cr_assert_eq(mask(shop, id, "u1", items, 2, NULL, &e), O3M_ESTATE);
+  cr_assert(strstr(o3m_err_message(&e), "use MaskBatch"), "%s", o3m_err_message(&e));
+  O3m__V1__MaskQuery q = O3M__V1__MASK_QUERY__INIT, *qp = &q;
+  q.user = "u1";
+  q.n_items = 2;
+  q.items = (char **)items;
+  O3m__V1__MaskBatchRequest req = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  req.mask_id = id;
+  req.n_queries = 1;
+  req.queries = &qp;
+  ProtobufCMessage *m;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                                   &o3m__v1__mask_batch_reply__descriptor, &m, &e), O3M_EINVAL);
+  cr_assert(strstr(o3m_err_message(&e), "nonce of 0 bytes"), "%s", o3m_err_message(&e));
+  uint8_t nonce[32] = {1, 2, 3};
+  req.nonce.data = nonce;
+  req.nonce.len = 31;
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                                   &o3m__v1__mask_batch_reply__descriptor, &m, &e), O3M_EINVAL);
+  req.nonce.len = 32;
+  double norms[1] = {NB};
+  int scale;
+  cr_assert_eq(o3m_secagg_scale(1, norms, &scale, NULL), 0);
+  req.scale = (uint32_t)scale + 1; /* another config's */
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                                   &o3m__v1__mask_batch_reply__descriptor, &m, &e), O3M_ESTATE);
+  cr_assert(strstr(o3m_err_message(&e), "configs differ"), "%s", o3m_err_message(&e));
+  req.scale = (uint32_t)scale;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_rpc_client_call(shop, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                                   &o3m__v1__mask_batch_reply__descriptor, &m, &e), 0, "%s",
+               o3m_err_message(&e));
+  const O3m__V1__MaskBatchReply *r = (const O3m__V1__MaskBatchReply *)m;
+  int K[1] = {2};
+  cr_assert_eq(o3m_wire_mask_batch_reply_check(r, BANK, 1, K, D, id, 1, NB, &e), 0, "%s",
+               o3m_err_message(&e));
+  /* The part it encodes is the per-party one of the same request. */
+  o3m_mask *mk = seeded_mask();
+  o3m_block *blk;
+  cr_assert_eq(o3m_block_from_mask(&blk, mk, 3, DJ), 0);
+  double x[2 * DJ] = {[0] = atof(SECRET_VALUE), [1] = 4, [2] = 10, [DJ] = atof(SECRET_VALUE),
+                      [DJ + 1] = 4, [DJ + 2] = -7.5};
+  double want[2 * D], got[2 * D];
+  o3m_block_apply(blk, 2, x, 0.0, want);
+  uint64_t acc[2 * D] = {0};
+  o3m_secagg_add_part(2 * D, r->masked, acc);
+  o3m_secagg_decode(scale, 2 * D, acc, got);
+  for (int i = 0; i < 2 * D; i++)
+    cr_assert(fabs(got[i] - want[i]) <= o3m_secagg_max_error(1, scale) + 1e-15 * fabs(want[i]),
+              "value %d: %.17g vs %.17g", i, got[i], want[i]);
+  o3m_block_destroy(blk);
+  o3m_mask_destroy(mk);
+  o3m_rpc_client_destroy(shop);
+  fed_stop(&f.bank, SIGTERM, 5000);
+  fed_stop(&f.pmg, SIGTERM, 5000);
 }

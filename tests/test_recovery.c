@@ -67,6 +67,7 @@
 #include "ap_journal.h"
 #include "o3m_policy.h"
 #include "fed_proc.h"
+#include "o3m_secagg.h"
 #include "o3m.pb-c.h"
 #include "o3m_block_store.h"
 #include "o3m_mask.h"
@@ -393,24 +394,37 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
   central_free(&c);
 }
 
-/* Mask of party p for user and items i0..i3, answered to the AP's certificate. */
-static void mask_of(int p, const char *user, double *out, size_t n) {
+/* Party p's securely aggregated words for user and items i0..i3 under a
+ * fixed nonce, answered to the AP's certificate: the same request gives the
+ * same words exactly when the party holds the same block, dummy-row key and
+ * aggregation keys. */
+static void mask_of(int p, const char *user, uint64_t *out, size_t n) {
   o3m_rpc_client *c = party_client(p, "ap");
   static const char *items[] = {"i0", "i1", "i2", "i3"};
-  O3m__V1__MaskRequest req = O3M__V1__MASK_REQUEST__INIT;
+  O3m__V1__MaskQuery q = O3M__V1__MASK_QUERY__INIT, *qp = &q;
+  q.user = (char *)user;
+  q.n_items = 4;
+  q.items = (char **)items;
+  O3m__V1__MaskBatchRequest req = O3M__V1__MASK_BATCH_REQUEST__INIT;
+  uint8_t nonce[32] = {9, 9, 9};
   req.mask_id = party_mask_id(p);
-  req.user = (char *)user;
-  req.n_items = 4;
-  req.items = (char **)items;
+  req.n_queries = 1;
+  req.queries = &qp;
+  req.nonce.data = nonce;
+  req.nonce.len = sizeof nonce;
+  double norms[2] = {O3M_CONFIG_DEFAULT_MAX_NORM, O3M_CONFIG_DEFAULT_MAX_NORM};
+  int scale;
+  cr_assert_eq(o3m_secagg_scale(2, norms, &scale, NULL), 0);
+  req.scale = (uint32_t)scale;
   ProtobufCMessage *m;
   o3m_err e;
   o3m_err_clear(&e);
-  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &req.base,
-                               &o3m__v1__masked_contexts__descriptor, &m, &e);
-  cr_assert_eq(rc, 0, "Mask of %s: %s", fed_party_name[p], o3m_err_message(&e));
-  const O3m__V1__MaskedContexts *mc = (const O3m__V1__MaskedContexts *)m;
-  cr_assert_eq(mc->n_values, n);
-  memcpy(out, mc->values, n * sizeof *out);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK_BATCH, &req.base,
+                               &o3m__v1__mask_batch_reply__descriptor, &m, &e);
+  cr_assert_eq(rc, 0, "MaskBatch of %s: %s", fed_party_name[p], o3m_err_message(&e));
+  const O3m__V1__MaskBatchReply *mc = (const O3m__V1__MaskBatchReply *)m;
+  cr_assert_eq(mc->n_masked, n);
+  memcpy(out, mc->masked, n * sizeof *out);
   o3m_rpc_client_destroy(c);
 }
 
@@ -422,7 +436,7 @@ Test(recovery, pp_restart_keeps_block_and_dummy_key, .init = fed_up, .fini = fed
   ap_client *cli = client_new();
   uint64_t mask = ap_mask_id(cli);
 
-  double known0[4 * D], unknown0[4 * D], known1[4 * D], unknown1[4 * D];
+  uint64_t known0[4 * D], unknown0[4 * D], known1[4 * D], unknown1[4 * D];
   mask_of(FED_PP1, "u3", known0, 4 * D);
   mask_of(FED_PP1, "u25", unknown0, 4 * D); /* pp1 has no row for u25: dummies */
   uint64_t acked = 0;
@@ -435,10 +449,11 @@ Test(recovery, pp_restart_keeps_block_and_dummy_key, .init = fed_up, .fini = fed
   mask_of(FED_PP1, "u3", known1, 4 * D);
   mask_of(FED_PP1, "u25", unknown1, 4 * D);
   for (int i = 0; i < 4 * D; i++) {
-    cr_assert_eq(known1[i], known0[i], "known user, value %d: %.17g before, %.17g after", i,
-                 known0[i], known1[i]);
-    cr_assert_eq(unknown1[i], unknown0[i], "unknown user (dummy row), value %d: %.17g before, "
-                 "%.17g after", i, unknown0[i], unknown1[i]);
+    cr_assert_eq(known1[i], known0[i], "known user, word %d: %016llx before, %016llx after", i,
+                 (unsigned long long)known0[i], (unsigned long long)known1[i]);
+    cr_assert_eq(unknown1[i], unknown0[i], "unknown user (dummy row), word %d: %016llx before, "
+                 "%016llx after", i, (unsigned long long)unknown0[i],
+                 (unsigned long long)unknown1[i]);
   }
 
   wait_rounds_ok(cli, r);

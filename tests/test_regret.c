@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "eval_masker.h"
 #include "eval_regret.h"
 
 static eval_regret_config small_config(void) {
@@ -91,6 +92,19 @@ Test(regret, whitened_federated_equals_whitened_central) {
   cr_assert(strstr(e.msg, "--whiten"), "%s", e.msg);
   c.whiten = "1,x";
   cr_assert_eq(eval_regret_run(&bad, &c, &e), O3M_EINVAL);
+}
+
+/* The default above is secure aggregation (fixed point and real pairwise
+ * masks, as the daemons); the paper's per-party sums agree as well. */
+Test(regret, linucb_federated_equals_central_with_per_party_parts) {
+  eval_regret_config c = small_config();
+  c.aggregation = EVAL_AGG_PER_PARTY;
+  eval_regret *r = run(&c);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(s.agreement, 1.0, "agreement %.6f, expected 1", s.agreement);
+  cr_assert_lt(s.max_theta_diff, 1e-9, "theta norm differs by %g", s.max_theta_diff);
+  eval_regret_destroy(r);
 }
 
 Test(regret, partial_local_worse_than_central_on_every_seed) {

@@ -51,6 +51,8 @@
 #include "o3m_seal.h"
 #include "o3m_wire.h"
 
+#include <sodium.h>
+
 #define D 100
 #define DJ 20
 #define M 5
@@ -71,6 +73,8 @@ typedef struct pmg {
 static void config_text(char *buf, size_t n, int pmg_port) {
   int len = snprintf(buf, n,
                      "[federation]\nd = %d\nca = certs/ca.pem\n"
+                     /* Only the PMG runs with this config. */
+                     "aggregation = per-party\n"
                      "[policy]\nalgo = linucb\nmodel = shared\n"
                      "[party pmg]\nrole = pmg\naddress = 127.0.0.1:%d\n"
                      "cert = certs/pmg.pem\nkey = certs/pmg.key\n",
@@ -211,10 +215,11 @@ static void wait_for_log(const fed_proc *p, const char *what, int timeout_ms) {
 /* A set of byte patterns (8 bytes or longer), each with a tag saying what
  * it is, indexed by its first 8 bytes so that a scan looks up every byte
  * offset of memory once. */
-enum { P_BLOCK_ROW, P_Q_ROW, P_ROW_PAIR, P_COL_PAIR, P_TEXT, P_KINDS };
+enum { P_BLOCK_ROW, P_Q_ROW, P_ROW_PAIR, P_COL_PAIR, P_TEXT, P_AGG, P_KINDS };
 static const char *const k_kind[P_KINDS] = {"block rows (d_j doubles)", "Q rows (d doubles)",
                                             "pairs along a row", "pairs along a column",
-                                            "values as %.17g text"};
+                                            "values as %.17g text",
+                                            "secure aggregation secrets"};
 
 typedef struct pattern {
   uint64_t first;        /* its first 8 bytes, as a native word */
@@ -592,6 +597,61 @@ Test(secrets, every_daemon_refuses_core_dumps) {
   for (int p = 0; p < FED_N_PARTIES; p++) assert_no_core(&n.proc[p]);
   for (int p = FED_N_PARTIES - 1; p >= 0; p--)
     cr_assert_eq(fed_stop(&n.proc[p], SIGTERM, 10000), 0, "%s", fed_log(&n.proc[p]));
+}
+
+/* A passive party's secure aggregation secrets (o3m_secagg.h) do not
+ * outlive their use: once pp1 serves, neither its secret key (the 32 bytes
+ * of its key file, read into guarded memory and wiped after the pair keys
+ * are derived) nor its X25519 shared secret with pp2 (wiped at once) is
+ * anywhere in its memory, freed or not. */
+Test(secrets, pp_memory_holds_no_agg_secret_key_or_shared_secret) {
+  SKIP_SCAN_UNDER_ASAN();
+  cr_assert_eq(geteuid(), 0, "reading a daemon's memory needs root (CAP_SYS_PTRACE)");
+  fed_net n;
+  fed_setup setup = {.table_seed = 8, .pp1_users = FED_USERS, .deadline_ms = 2000,
+                     .policy = "algo = linucb\nmodel = shared\n", .pending_capacity = 100};
+  fed_net_prepare(&n, &setup);
+  fed_net_start(&n, FED_PMG, NULL);
+  fed_net_start(&n, FED_PP1, NULL);
+  fed_net_start(&n, FED_PP2, NULL);
+  for (int p = FED_PMG; p <= FED_PP2; p++)
+    if (p != FED_AP) fed_wait_ready(&n.proc[p], 30000);
+  cr_assert(log_has(&n.proc[FED_PP1], "secure aggregation among 2 passive parties"), "%s",
+            fed_log(&n.proc[FED_PP1]));
+  unsigned char sk1[32], sk2[32], pk2[32], shared[32];
+  FILE *f = fopen(fed_path("pp1.agg"), "rb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fread(sk1, 1, 32, f), 32);
+  fclose(f);
+  f = fopen(fed_path("pp2.agg"), "rb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fread(sk2, 1, 32, f), 32);
+  fclose(f);
+  crypto_scalarmult_base(pk2, sk2);
+  cr_assert_eq(crypto_scalarmult(shared, sk1, pk2), 0);
+  pattern_set s = {0};
+  s.arena_cap = 64;
+  s.arena = malloc(s.arena_cap);
+  cr_assert_not_null(s.arena);
+  set_add(&s, sk1, 32, P_AGG, 0, 0);
+  set_add(&s, shared, 32, P_AGG, 1, 0);
+  set_index(&s);
+  scan_stats *st = calloc(1, sizeof *st);
+  cr_assert_not_null(st);
+  scan_process(&s, n.proc[FED_PP1].pid, st);
+  printf("secrets: scanned %.1f MB of pp1 (%d regions) for its agg secret key and shared "
+         "secret\n", st->bytes / 1e6, st->regions);
+  cr_assert_gt(st->bytes, 1000000);
+  for (int i = 0; i < s.n; i++)
+    cr_assert(!s.p[i].found, "pp1 holds its %s at %#lx: %s",
+              s.p[i].id ? "X25519 shared secret with pp2" : "agg secret key", s.p[i].where,
+              region_of(st, s.p[i].where));
+  free(st);
+  set_free(&s);
+  sodium_memzero(sk1, sizeof sk1);
+  sodium_memzero(sk2, sizeof sk2);
+  for (int p = FED_PP2; p >= FED_PMG; p--)
+    if (p != FED_AP) fed_stop(&n.proc[p], SIGTERM, 10000);
 }
 
 /* What the unprivileged prober reports in its exit code. */

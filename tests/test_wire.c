@@ -66,7 +66,10 @@ Test(wire, passive_messages_have_no_choice_or_reward_field) {
       &o3m__v1__mask_query__descriptor,         &o3m__v1__mask_batch_reply__descriptor};
   const char *allowed[] = {"round", "mask_id", "user", "items", "party", "rows", "cols",
                            "values", "requests", "lookups", "unknown_users",
-                           "unknown_items", "errors", "item_lookups", "queries"};
+                           "unknown_items", "errors", "item_lookups", "queries",
+                           /* Protocol 4, reviewed: a fresh random value per batch drawn
+                            * apart from any decision id, and the masked words. */
+                           "nonce", "scale", "masked"};
   /* Every message the Passive service's methods take or give is listed. */
   const ProtobufCServiceDescriptor *sd = &o3m__v1__passive__descriptor;
   for (unsigned m = 0; m < sd->n_methods; m++) {
@@ -410,27 +413,57 @@ Test(wire, mask_batch_reply_check) {
   O3m__V1__MaskBatchReply *got = (O3m__V1__MaskBatchReply *)through_wire(&m.base);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 0, NB, &e), 0), "%s",
             o3m_err_message(&e));
   cr_assert(eq(int, memcmp(got->values, v, sizeof v), 0), "values changed on the wire");
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 1, 2, K, 2, 9, NB, &e), O3M_EINVAL));
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 8, NB, &e), O3M_EMASK));
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 3, 9, NB, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 1, 2, K, 2, 9, 0, NB, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 8, 0, NB, &e), O3M_EMASK));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 3, 9, 0, NB, &e), O3M_EDIM));
   /* Rows of the queries swapped: same total, still wrong. */
   int swapped[2] = {2, 3};
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, swapped, 2, 9, NB, &e),
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, swapped, 2, 9, 0, NB, &e),
                O3M_EDIM));
   cr_assert(has(e.msg, "query 0 has 3 rows, expected 2"), "%s", e.msg);
   int one[1] = {5};
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 1, one, 2, 9, NB, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 1, one, 2, 9, 0, NB, &e), O3M_EDIM));
   got->n_values = 9;
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 0, NB, &e), O3M_EDIM));
   got->n_values = 10;
   got->values[7] = NAN;
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, NB, &e),
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 0, NB, &e),
                O3M_ENONFINITE));
   cr_assert(has(e.msg, "party 2"), "%s", e.msg);
   protobuf_c_message_free_unpacked(&got->base, NULL);
+}
+
+/* Secure aggregation (protocol 4): the words survive the wire bit for bit,
+ * and a reply of the other mode's form is refused either way. */
+Test(wire, mask_batch_reply_forms_follow_the_aggregation_mode) {
+  uint64_t w[5 * 2];
+  for (int i = 0; i < 10; i++) w[i] = UINT64_MAX - (uint64_t)i * 0x0123456789abcdefULL;
+  uint32_t rows[2] = {3, 2};
+  int K[2] = {3, 2};
+  O3m__V1__MaskBatchReply m = O3M__V1__MASK_BATCH_REPLY__INIT;
+  o3m_wire_mask_batch_fill_masked(&m, 9, 2, 2, rows, 2, w);
+  cr_assert(eq(sz, m.n_values, 0));
+  O3m__V1__MaskBatchReply *got = (O3m__V1__MaskBatchReply *)through_wire(&m.base);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 1, NB, &e), 0), "%s",
+            o3m_err_message(&e));
+  cr_assert(eq(sz, got->n_masked, 10));
+  cr_assert(eq(int, memcmp(got->masked, w, sizeof w), 0), "words changed on the wire");
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 0, NB, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "aggregation = per-party"), "%s", e.msg);
+  got->n_masked = 9;
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(got, 2, 2, K, 2, 9, 1, NB, &e), O3M_EDIM));
+  got->n_masked = 10;
+  protobuf_c_message_free_unpacked(&got->base, NULL);
+  double v[10] = {0};
+  o3m_wire_mask_batch_fill(&m, 9, 2, 2, rows, 2, v);
+  m.n_masked = 0;
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 1, NB, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "a per-party part, but aggregation = secure"), "%s", e.msg);
 }
 
 /* The party's norm bound (issue 9): each row of a masked part is Q^j x^j,
@@ -445,20 +478,20 @@ Test(wire, masked_rows_above_the_party_bound_are_refused) {
   o3m_wire_mask_batch_fill(&m, 9, 2, 2, rows, 2, v);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 12.05, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 0, 12.05, &e), 0), "%s",
             o3m_err_message(&e));
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 12.0, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 0, 12.0, &e), O3M_EINVAL));
   cr_assert(has(e.msg, "party 2: round 1, candidate 1: the l2 norm is above max_norm = 12"),
             "%s", e.msg);
   /* Within the rounding tolerance: accepted. */
   double n4 = sqrt(64.0 + 81.0);
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, n4 * (1 - 1e-12), &e),
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 0, n4 * (1 - 1e-12), &e),
                0), "%s", o3m_err_message(&e));
   /* Finite values near DBL_MAX: their squares overflow, which is refused,
    * not summed to infinity. */
   v[2] = DBL_MAX;
   v[3] = -DBL_MAX;
-  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 1e50, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_mask_batch_reply_check(&m, 2, 2, K, 2, 9, 0, 1e50, &e), O3M_EINVAL));
   cr_assert(has(e.msg, "round 0, candidate 1"), "%s", e.msg);
   cr_assert(not(has(e.msg, "1.79")), "the message quotes a value: %s", e.msg);
   /* The single-round check and the plain helper agree. */

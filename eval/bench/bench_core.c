@@ -48,6 +48,11 @@
 #include "o3m_error.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
+#include "o3m_secagg.h"
+#include "o3m_wire.h"
+
+#include <openssl/evp.h>
+#include <sodium.h>
 
 /* ---- settings ---- */
 
@@ -71,7 +76,7 @@ static const int D_DIMS[] = {100, 200, 500};
 
 typedef struct bench_opts {
   int quick;
-  char sections[8]; /* subset of "abcd" */
+  char sections[8]; /* subset of "abcde" */
   int pairs;        /* A-B pairs per cell, (a) and (b) */
   double cell_s;    /* time budget of one cell of (a) or (b) */
   int warm_updates; /* warm-up updates before timing, (a) (b) (d) */
@@ -90,6 +95,7 @@ typedef struct bench_summary {
   double speedup_d100;
   int same_b;
   double dps_disj_ucb, dps_disj_ts;
+  double e_pp_ratio, e_ap_ratio;
 } bench_summary;
 
 /* ---- small utilities ---- */
@@ -376,14 +382,21 @@ static int masked_round(runner *r, int p) {
   return policy_round(r->pol, pl->K, pl->d, r->acc, pl->rew + (size_t)p * pl->K);
 }
 
+/* A timed variant as the comparison below sees it: batch runs B rounds of
+ * the variant v (a runner, or section (e)'s state) and returns the seconds
+ * per round, recording the decisions when record is set. */
+typedef double (*batch_fn)(void *v, int B, int record);
+
+static double runner_batch(void *v, int B, int record) { return run_batch(v, B, record); }
+
 /* Batch length: enough rounds that one batch of the slower variant takes
  * about target seconds, judged from three untimed rounds of each variant
  * (run on both, so that both stay on the same rounds). */
-static int calibrate_pair(runner *va, runner *vb, double target) {
+static int calibrate_pair(batch_fn batch, void *va, void *vb, double target) {
   double ta = 0, tb = 0;
   for (int i = 0; i < 3; i++) {
-    ta = run_batch(va, 1, 0);
-    tb = run_batch(vb, 1, 0);
+    ta = batch(va, 1, 0);
+    tb = batch(vb, 1, 0);
   }
   double t = ta > tb ? ta : tb;
   int B = (int)(target / (t > 1e-9 ? t : 1e-9));
@@ -395,15 +408,15 @@ static int calibrate_pair(runner *va, runner *vb, double target) {
 /* Interleaves two variants for np A-B pairs (order alternating A B, B A, ...)
  * of B rounds each; ta, tb receive the seconds per round of every batch and
  * ratio their per-pair ratio b / a. */
-static void run_pairs(runner *va, runner *vb, int np, int B, double *ta, double *tb,
+static void run_pairs(batch_fn batch, void *va, void *vb, int np, int B, double *ta, double *tb,
                       double *ratio) {
   for (int i = 0; i < np; i++) {
     if (i % 2 == 0) {
-      ta[i] = run_batch(va, B, 1);
-      tb[i] = run_batch(vb, B, 1);
+      ta[i] = batch(va, B, 1);
+      tb[i] = batch(vb, B, 1);
     } else {
-      tb[i] = run_batch(vb, B, 1);
-      ta[i] = run_batch(va, B, 1);
+      tb[i] = batch(vb, B, 1);
+      ta[i] = batch(va, B, 1);
     }
     ratio[i] = tb[i] / ta[i];
   }
@@ -425,10 +438,10 @@ static pair_stats compare_runners(const bench_opts *o, runner *a, runner *b) {
   int np = o->pairs;
   double *ta = xmalloc(sizeof(double) * np), *tb = xmalloc(sizeof(double) * np);
   double *ra = xmalloc(sizeof(double) * np);
-  st.B = calibrate_pair(a, b, o->cell_s / (2.0 * np));
+  st.B = calibrate_pair(runner_batch, a, b, o->cell_s / (2.0 * np));
   a->dec = xmalloc(sizeof(int) * (size_t)st.B * np);
   b->dec = xmalloc(sizeof(int) * (size_t)st.B * np);
-  run_pairs(a, b, np, st.B, ta, tb, ra);
+  run_pairs(runner_batch, a, b, np, st.B, ta, tb, ra);
   st.ta = median(ta, np);
   st.tb = median(tb, np);
   st.r = median(ra, np);
@@ -884,6 +897,272 @@ static void section_d(const bench_opts *o) {
   o3m_rng_destroy(rng);
 }
 
+/* ---- (e) secure aggregation vs per-party parts ---- */
+
+/* The issue-11 budget at d = 100, K = 20, M = 5 (the AP and 4 passive
+ * parties): a passive participant's work per MaskBatch of one round and
+ * the AP's round, each with per-party parts (today's protocol) and with
+ * secure aggregation (party/o3m_secagg.h), interleaved as in (a).
+ *
+ * PP, per-party: cut its columns, Y = X^j (Q^j)^T, fill and pack the
+ * MaskBatchReply (what the RPC layer then sends). PP, secure: the same
+ * plus its row-norm check, the transcript of the request (user and K item
+ * ids), the fixed-point encoding and 3 pair streams, packed as masked
+ * words. The feature lookup and the network are the same in both modes and
+ * are not included, so the ratio is an upper bound of the real one.
+ * AP, per-party: check each of the 4 received parts' rows against its
+ * bound, sum them with the own part, check the sum, choose + update.
+ * AP, secure: add the 4 parts' words, decode, check the PP sum, add the own
+ * part, check the sum, choose + update. Messages are unpacked by gRPC in
+ * both modes (not timed). */
+#define E_PP 4
+#define E_POOL 64
+typedef struct e_state {
+  int d, K, secure, next;
+  parties ps;
+  o3m_secagg *sa[E_PP];
+  const double *X;       /* E_POOL x K x d contexts */
+  const double *rew;     /* E_POOL x K */
+  double *Yparts;        /* E_POOL x (M x K x d): every party's part, doubles */
+  uint64_t *W;           /* E_POOL x (E_PP x K x d): the PPs' masked words */
+  double *Y, *Ypp;       /* K x d scratch */
+  uint64_t *Wq, *acc;    /* K x d scratch */
+  uint8_t *packed;       /* a packed reply */
+  char ids[24][16];
+  char *items[24];
+  o3m_policy *pol;
+  int *dec, ndec;
+} e_state;
+
+/* PP party 1's MaskBatch of one round of the pool. */
+static double e_pp_batch(void *v, int B, int record) {
+  (void)record;
+  e_state *st = v;
+  const int K = st->K, d = st->d, dj = st->ps.part.dims[1], off = st->ps.part.offset[1];
+  static const unsigned char nonce[32] = {7};
+  uint32_t rows[1] = {(uint32_t)K};
+  int Kq[1] = {K};
+  double t0 = o3m_clock_s();
+  for (int b = 0; b < B; b++) {
+    int p = st->next;
+    st->next = (p + 1) % E_POOL;
+    const double *X = st->X + (size_t)p * K * d;
+    for (int k = 0; k < K; k++)
+      memcpy(st->ps.Xj + (size_t)k * dj, X + (size_t)k * d + off, sizeof(double) * dj);
+    o3m_block_apply(st->ps.blocks[1], K, st->ps.Xj, 0.0, st->Y);
+    O3m__V1__MaskBatchReply rep = O3M__V1__MASK_BATCH_REPLY__INIT;
+    if (st->secure) {
+      if (o3m_wire_check_row_norms("part", K, d, st->Y, O3M_CONFIG_DEFAULT_MAX_NORM, 1, Kq,
+                                   NULL) < 0)
+        die(O3M_ERANGE, "PP norm check");
+      o3m_secagg_begin(st->sa[0], 1, nonce, d, 1);
+      o3m_secagg_query(st->sa[0], "user-17", K, (const char *const *)st->items);
+      if (o3m_secagg_mask(st->sa[0], (size_t)K * d, st->Y, st->Wq, NULL) < 0)
+        die(O3M_ERANGE, "PP encode");
+      o3m_wire_mask_batch_fill_masked(&rep, 1, 1, 1, rows, d, st->Wq);
+    } else {
+      o3m_wire_mask_batch_fill(&rep, 1, 1, 1, rows, d, st->Y);
+    }
+    protobuf_c_message_pack(&rep.base, st->packed);
+  }
+  return (o3m_clock_s() - t0) / B;
+}
+
+/* The AP's round on pool round p (see above). */
+static double e_ap_batch(void *v, int B, int record) {
+  e_state *st = v;
+  const int K = st->K, d = st->d, M = N_PARTIES;
+  const size_t kd = (size_t)K * d;
+  int Kq[1] = {K};
+  double pp_bound = sqrt(E_PP) * O3M_CONFIG_DEFAULT_MAX_NORM;
+  double sum_bound = sqrt(M) * O3M_CONFIG_DEFAULT_MAX_NORM;
+  double t0 = o3m_clock_s();
+  for (int b = 0; b < B; b++) {
+    int p = st->next;
+    st->next = (p + 1) % E_POOL;
+    const double *Yp = st->Yparts + (size_t)p * M * kd;
+    if (st->secure) {
+      const uint64_t *W = st->W + (size_t)p * E_PP * kd;
+      memset(st->acc, 0, sizeof *st->acc * kd);
+      for (int j = 0; j < E_PP; j++) o3m_secagg_add_part(kd, (const int64_t *)(W + j * kd), st->acc);
+      o3m_secagg_decode(o3m_secagg_scale_of(st->sa[0]), kd, st->acc, st->Ypp);
+      if (o3m_wire_check_row_norms("pp sum", K, d, st->Ypp, pp_bound, 1, Kq, NULL) < 0)
+        die(O3M_ERANGE, "AP PP-sum check");
+      memcpy(st->Y, Yp, sizeof(double) * kd); /* the own part */
+      o3m_axpy((int)kd, 1.0, st->Ypp, st->Y);
+    } else {
+      for (int j = 1; j < M; j++)
+        if (o3m_wire_check_row_norms("part", K, d, Yp + j * kd, O3M_CONFIG_DEFAULT_MAX_NORM, 1,
+                                     Kq, NULL) < 0)
+          die(O3M_ERANGE, "AP part check");
+      memcpy(st->Y, Yp, sizeof(double) * kd);
+      for (int j = 1; j < M; j++) o3m_axpy((int)kd, 1.0, Yp + j * kd, st->Y);
+    }
+    if (o3m_wire_check_row_norms("sum", K, d, st->Y, sum_bound, 1, Kq, NULL) < 0)
+      die(O3M_ERANGE, "AP sum check");
+    int c = policy_round(st->pol, K, d, st->Y, st->rew + (size_t)p * K);
+    if (record) st->dec[st->ndec++] = c;
+  }
+  return (o3m_clock_s() - t0) / B;
+}
+
+static void e_init(e_state *st, int secure, const double *X, const double *rew, double *Yparts,
+                   uint64_t *W, int nrec) {
+  const int d = 100, K = 20;
+  memset(st, 0, sizeof *st);
+  st->d = d;
+  st->K = K;
+  st->secure = secure;
+  st->X = X;
+  st->rew = rew;
+  st->Yparts = Yparts;
+  st->W = W;
+  parties_init(&st->ps, d, K, 99); /* the same mask in both states */
+  unsigned char pk[E_PP][32], sk[E_PP][32];
+  for (int j = 0; j < E_PP; j++) crypto_box_keypair(pk[j], sk[j]);
+  double norms[E_PP];
+  for (int j = 0; j < E_PP; j++) norms[j] = O3M_CONFIG_DEFAULT_MAX_NORM;
+  int scale;
+  if (o3m_secagg_scale(E_PP, norms, &scale, NULL) < 0) die(O3M_ERANGE, "scale");
+  for (int j = 0; j < E_PP; j++)
+    if (o3m_secagg_create_from_key(&st->sa[j], E_PP, (const unsigned char(*)[32])pk, j, sk[j],
+                                   scale, NULL) < 0)
+      die(O3M_EINVAL, "secagg");
+  sodium_memzero(sk, sizeof sk);
+  st->Y = xmalloc(sizeof(double) * K * d);
+  st->Ypp = xmalloc(sizeof(double) * K * d);
+  st->Wq = xmalloc(sizeof(uint64_t) * K * d);
+  st->acc = xmalloc(sizeof(uint64_t) * K * d);
+  st->packed = xmalloc((size_t)o3m_wire_mask_batch_reply_max_bytes(K, d));
+  for (int k = 0; k < K; k++) {
+    snprintf(st->ids[k], sizeof st->ids[k], "item-%d", 1000 + k);
+    st->items[k] = st->ids[k];
+  }
+  st->pol = make_policy(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, d, K, 3);
+  st->dec = xmalloc(sizeof(int) * (size_t)nrec);
+}
+
+static void e_free(e_state *st) {
+  for (int j = 0; j < E_PP; j++) o3m_secagg_destroy(st->sa[j]);
+  parties_free(&st->ps);
+  o3m_policy_destroy(st->pol);
+  free(st->Y);
+  free(st->Ypp);
+  free(st->Wq);
+  free(st->acc);
+  free(st->packed);
+  free(st->dec);
+}
+
+static void e_report(const char *what, const double *ta, const double *tb, double *ratio, int np,
+                     int B) {
+  double a[256], b[256];
+  memcpy(a, ta, sizeof(double) * np);
+  memcpy(b, tb, sizeof(double) * np);
+  printf("    %-34s %10.2f us %10.2f us %8.3f   (%d pairs x %d)\n", what, 1e6 * median(a, np),
+         1e6 * median(b, np), median(ratio, np), np, B);
+}
+
+/* The PP's masks are almost all stream generation: bytes of keystream per
+ * round for its 3 peers, from OpenSSL's EVP AES-256-CTR (AES-NI, what
+ * o3m_secagg uses) and, for comparison, libsodium's ChaCha20-IETF, both
+ * rekeyed per stream as the module does. Interleaved, medians. */
+static void e_streams(const bench_opts *o, size_t bytes) {
+  unsigned char *zero = calloc(1, bytes), *out = xmalloc(bytes);
+  unsigned char key[32] = {1}, n12[12] = {0}, iv[16] = {0};
+  EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+  if (!zero || !ctx) die(O3M_ENOMEM, "streams");
+  int np = o->quick ? 6 : 40, reps = 200, len;
+  double tc[256], ta[256], r[256];
+  for (int i = 0; i < np; i++) {
+    double t0 = o3m_clock_s();
+    for (int k = 0; k < reps; k++) {
+      key[0] = (unsigned char)k;
+      crypto_stream_chacha20_ietf_xor_ic(out, zero, bytes, n12, 0, key);
+    }
+    double t1 = o3m_clock_s();
+    for (int k = 0; k < reps; k++) {
+      key[0] = (unsigned char)k;
+      if (EVP_EncryptInit_ex(ctx, EVP_aes_256_ctr(), NULL, key, iv) != 1 ||
+          EVP_EncryptUpdate(ctx, out, &len, zero, (int)bytes) != 1)
+        die(O3M_EINVAL, "AES-256-CTR");
+    }
+    double t2 = o3m_clock_s();
+    tc[i] = (t1 - t0) / reps;
+    ta[i] = (t2 - t1) / reps;
+    r[i] = ta[i] / tc[i];
+  }
+  printf("    keystream of one round (%zu bytes): ChaCha20 (libsodium) %.2f us = %.2f GB/s,\n"
+         "    AES-256-CTR (OpenSSL EVP, AES-NI) %.2f us = %.2f GB/s; AES/ChaCha20 %.3f\n",
+         bytes, 1e6 * median(tc, np), bytes / median(tc, np) / 1e9, 1e6 * median(ta, np),
+         bytes / median(ta, np) / 1e9, median(r, np));
+  EVP_CIPHER_CTX_free(ctx);
+  free(zero);
+  free(out);
+}
+
+static void section_e(const bench_opts *o, bench_summary *sum) {
+  const int d = 100, K = 20, M = N_PARTIES;
+  const size_t kd = (size_t)K * d;
+  printf("\n(e) Secure aggregation vs per-party parts, d = %d, K = %d, M = %d (AP + %d PPs),\n"
+         "    one round per MaskBatch. PP: its work per MaskBatch up to the packed reply\n"
+         "    (the feature lookup and the network, equal in both modes, excluded). AP: the\n"
+         "    combination of the parts with its checks, then choose + update (shared\n"
+         "    LinUCB). Medians over interleaved batches; ratio = median secure/per-party.\n",
+         d, K, M, E_PP);
+  if (sodium_init() < 0) die(O3M_ERANDOM, "libsodium");
+  eval_synth *s = make_synth(d, K, 4242);
+  double *X = xmalloc(sizeof(double) * E_POOL * kd), *rew = xmalloc(sizeof(double) * E_POOL * K);
+  double *Yparts = xmalloc(sizeof(double) * E_POOL * M * kd);
+  uint64_t *W = xmalloc(sizeof(uint64_t) * E_POOL * E_PP * kd);
+  for (int p = 0; p < E_POOL; p++)
+    if (eval_synth_round(s, X + p * kd, NULL, rew + (size_t)p * K)) die(O3M_EINVAL, "synth");
+  eval_synth_destroy(s);
+  int np = o->quick ? 6 : 40;
+  e_state per, sec;
+  e_init(&per, 0, X, rew, Yparts, W, 1 << 22);
+  e_init(&sec, 1, X, rew, Yparts, W, 1 << 22);
+  /* The parts and the PPs' words of every pool round, untimed. */
+  for (int p = 0; p < E_POOL; p++) {
+    parties_mask(&per.ps, K, X + p * kd, Yparts + (size_t)p * M * kd);
+    unsigned char nonce[32] = {(unsigned char)p};
+    for (int j = 0; j < E_PP; j++) {
+      o3m_secagg_begin(sec.sa[j], 1, nonce, d, 1);
+      o3m_secagg_query(sec.sa[j], "user-17", K, (const char *const *)sec.items);
+      if (o3m_secagg_mask(sec.sa[j], kd, Yparts + (size_t)p * M * kd + (size_t)(j + 1) * kd,
+                          W + (size_t)p * E_PP * kd + (size_t)j * kd, NULL) < 0)
+        die(O3M_ERANGE, "encode");
+    }
+  }
+  double ta[256], tb[256], ratio[256];
+  printf("    %-34s %13s %13s %8s\n", "", "per-party", "secure", "ratio");
+  int B = calibrate_pair(e_pp_batch, &per, &sec, o->quick ? 0.005 : 0.03);
+  run_pairs(e_pp_batch, &per, &sec, np, B, ta, tb, ratio);
+  e_report("PP time per MaskBatch", ta, tb, ratio, np, B);
+  sum->e_pp_ratio = median(ratio, np);
+  /* The AP: warm both policies alike, then interleave. */
+  for (int t = 0; t < o->warm_updates / 10; t++) {
+    e_ap_batch(&per, 1, 0);
+    e_ap_batch(&sec, 1, 0);
+  }
+  per.ndec = sec.ndec = 0;
+  B = calibrate_pair(e_ap_batch, &per, &sec, o->quick ? 0.005 : 0.03);
+  per.ndec = sec.ndec = 0;
+  run_pairs(e_ap_batch, &per, &sec, np, B, ta, tb, ratio);
+  e_report("AP round", ta, tb, ratio, np, B);
+  sum->e_ap_ratio = median(ratio, np);
+  e_streams(o, (size_t)(E_PP - 1) * kd * 8);
+  int n = per.ndec < sec.ndec ? per.ndec : sec.ndec;
+  printf("    decisions: secure vs per-party differ in %d of %d rounds\n",
+         count_mismatch(per.dec, sec.dec, n), n);
+  e_free(&per);
+  e_free(&sec);
+  free(X);
+  free(rew);
+  free(Yparts);
+  free(W);
+}
+
 /* ---- driver ---- */
 
 /* A number macro as a string, for the help text. */
@@ -893,19 +1172,20 @@ static void section_d(const bench_opts *o) {
 enum { OPT_QUICK, OPT_SECTIONS, OPT_POOL_MB };
 static const o3m_cli_option options[] = {
     [OPT_QUICK] = {"quick", NULL, "few repeats: a smoke run of a few seconds"},
-    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcd)"},
+    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcde)"},
     [OPT_POOL_MB] = {"pool-mb", "N", "(a): cap in MB of the replayed pool of rounds, 1..4096 "
                                      "(default " STR(POOL_MB_DEFAULT) "; 64+: from memory)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
-    "o3m-bench-core", "[--quick] [--sections abcd] [--pool-mb N]",
+    "o3m-bench-core", "[--quick] [--sections abcde] [--pool-mb N]",
     "Benchmarks the bandit engine (see eval/bench/README.md).", options,
     "sections:\n"
     "  a  per-round time, central vs masked (M = " STR(N_PARTIES) "), shared LinUCB and LinTS\n"
     "  b  the paper's full-inverse round vs ours (Sherman-Morrison)\n"
     "  c  decisions per second at d = 100, K = 10, one thread\n"
     "  d  scoring GFLOP/s as a fraction of the dgemm rate\n"
+    "  e  secure aggregation vs per-party parts (PP per MaskBatch, AP round)\n"
     "exit 0 whether targets are met or not.\n"};
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
@@ -924,7 +1204,7 @@ static double load_average(void) {
 }
 
 int main(int argc, char **argv) {
-  bench_opts o = {.quick = 0, .sections = "abcd"};
+  bench_opts o = {.quick = 0, .sections = "abcde"};
   double pool_mb = POOL_MB_DEFAULT;
   o3m_cli cl;
   o3m_cli_begin(&cl, &spec, argc, argv);
@@ -934,8 +1214,8 @@ int main(int argc, char **argv) {
     if (i == OPT_QUICK) {
       o.quick = 1;
     } else if (i == OPT_SECTIONS) {
-      if (!*v || strlen(v) > 4 || strspn(v, "abcd") != strlen(v))
-        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcd", v);
+      if (!*v || strlen(v) > 5 || strspn(v, "abcde") != strlen(v))
+        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcde", v);
       snprintf(o.sections, sizeof o.sections, "%s", v);
     } else if (i == OPT_POOL_MB) {
       char *end;
@@ -979,6 +1259,7 @@ int main(int argc, char **argv) {
   if (strchr(o.sections, 'b')) section_b(&o, &sum);
   if (strchr(o.sections, 'c')) section_c(&o, &sum);
   if (strchr(o.sections, 'd')) section_d(&o);
+  if (strchr(o.sections, 'e')) section_e(&o, &sum);
 
   printf("\ntargets\n");
   if (strchr(o.sections, 'a'))
@@ -995,6 +1276,12 @@ int main(int argc, char **argv) {
            sum.dps_disj_ucb, pass(sum.dps_disj_ucb >= TARGET_DPS));
     printf("  %-52s %10.0f  %s\n", "disjoint LinTS decisions/s, d=100 K=10 >= 50000",
            sum.dps_disj_ts, pass(sum.dps_disj_ts >= TARGET_DPS));
+  }
+  if (strchr(o.sections, 'e')) {
+    printf("  %-52s %10.3f  %s\n", "secure/per-party PP time per MaskBatch <= 1.5",
+           sum.e_pp_ratio, pass(sum.e_pp_ratio <= 1.5));
+    printf("  %-52s %10.3f  %s\n", "secure/per-party AP round <= 1.2", sum.e_ap_ratio,
+           pass(sum.e_ap_ratio <= 1.2));
   }
   printf("  (total run time %.1f s; load average at the end %.2f)\n", o3m_clock_s() - t0, load_average());
   return 0;

@@ -229,7 +229,8 @@ int main(int argc, char **argv) {
          b.K, b.insecure ? "plaintext" : "mutual TLS", b.with_reward ? "Recommend+Reward"
                                                                    : "Recommend only",
          seconds);
-  printf("payload per decision: K (M-1) d 8 = %.0f bytes\n\n", payload);
+  printf("payload per decision: K (M-1) d 8 = %.0f bytes; aggregation = %s\n\n", payload,
+         o3m_config_secure_aggregation(cfg) ? "secure" : "per-party");
   printf("%11s %12s %10s %10s %10s %14s %10s %7s %7s\n", "concurrency", "decisions/s", "p50 ms",
          "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors", "batch");
   /* Stats go through a client of their own (a client carries one call at
