@@ -141,7 +141,6 @@ struct ap_round {
 static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) {
   if (!cfg->user_table && !cfg->item_table) return 0;
   int rc = o3m_features_load(&r->own, cfg->user_table, cfg->item_table, r->d0, e);
-  if (!rc && cfg->whiten) rc = o3m_features_whiten(r->own, e);
   if (rc < 0) return rc;
   o3m_err ne;
   o3m_err_clear(&ne);

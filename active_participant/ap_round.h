@@ -87,7 +87,6 @@ typedef struct ap_round_config {
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
-  int whiten; /* whiten the own tables ([party] whiten, o3m_features_whiten) */
   /* Secure aggregation (o3m_secagg.h): with secure set, each MaskBatch
    * carries a fresh nonce, the passive parties answer masked words, which
    * are summed in Z/2^64, decoded at agg_scale (o3m_secagg_scale of the PPs'

@@ -568,7 +568,6 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .policy = s->policy,
       .pending = s->pending,
       .user_table = me->user_table,
-      .whiten = me->whiten,
       .item_table = me->item_table,
       .secure = agg.secure,
       .agg_scale = agg.scale,

@@ -346,7 +346,7 @@ static const keyspec party_keys[] = {
     {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
-    {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_DATA, 0},
+    {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"agg_public", KT_HEX32, PTY(agg_public), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"agg_secret", KT_PATH, PTY(agg_secret), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};

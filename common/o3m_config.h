@@ -43,11 +43,14 @@
  *                 active party may have none when its features come in the
  *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
- *                 contexts" below); whiten (true|false, default false: the
- *                 party whitens its own columns with a private map before
- *                 masking, party/o3m_features.h "Whitening"; decisions then
- *                 equal a central learner's on the whitened features). A pmg
- *                 party may not have dims, tables, max_norm or whiten.
+ *                 contexts" below). A pmg party may not have dims, tables or
+ *                 max_norm. Passive parties also whiten (true|false, default
+ *                 false: the party whitens its own columns with a private map
+ *                 before masking, party/o3m_features.h "Whitening"; decisions
+ *                 then equal a central learner's on the whitened features;
+ *                 refused for the active party, whose columns need no hiding
+ *                 from itself and whose request features could not be
+ *                 whitened alike).
  *                 Passive parties also agg_public (64 hex
  *                 digits, the party's X25519 public key for secure
  *                 aggregation; required for every passive party when

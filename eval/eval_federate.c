@@ -115,7 +115,7 @@ static void gen_usage(FILE *f) {
           "  --deadline-ms MS      fan-out deadline (default 500)\n"
           "  --data-seed S         seed of tables and ground truth (default 1)\n"
           "  --insecure            write a config without TLS files (trials only)\n"
-          "  --whiten              every column party whitens its columns (whiten = true)\n"
+          "  --whiten              every passive party whitens its columns (whiten = true)\n"
           "  --aggregation MODE    secure (default: a key pair per passive party in\n"
           "                        DIR/keys, o3m_secagg.h) or per-party\n");
 }
@@ -273,7 +273,7 @@ int eval_gen_federation_main(int argc, char **argv) {
       fprintf(f, "dims = %d\n", part.dims[j]);
       if (uc > 0) fprintf(f, "user_table = data/%s_users.csv\n", names[p]);
       fprintf(f, "item_table = data/%s_items.csv\n", names[p]);
-      if (whiten) fprintf(f, "whiten = true\n");
+      if (whiten && p > 1) fprintf(f, "whiten = true\n");
     }
     if (p > 1 && secure && write_agg_key(f, out, names[p]) != 0) {
       fclose(f);

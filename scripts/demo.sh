@@ -13,7 +13,7 @@
 #   scripts/demo.sh [--rounds N] [--K N] [--algo linucb|lints]
 #                   [--model shared|disjoint] [--keep DIR] [--require-match] [--no-build]
 #                   [--whiten]
-# --whiten: every party whitens its own columns (whiten = true); the
+# --whiten: every passive party whitens its own columns (whiten = true); the
 # in-process central run then sees the whitened columns too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
