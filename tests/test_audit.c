@@ -6,8 +6,7 @@
  * the per-party parts), standard normal columns (identity covariance: PCA
  * only finds a random rotation of them) and the bank-like demo table. The
  * dummy-row test states issue 11's requirement (the attack on dummy rows
- * does no better than on real traffic) and is an expected failure on
- * today's per-column dummies; see DUMMIES_EXPECTED_TO_FAIL. */
+ * does no better than on real traffic). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,16 +19,6 @@
 #include "eval_tables.h"
 #include "o3m_rng.h"
 
-/* Issue 11, item 2: today's dummy rows draw each column independently from
- * N(mean_c, sd_c^2), so PCA on dummies hands over the columns of a table
- * with unequal variances, much better than PCA on real traffic does. The
- * test below asserts the requirement and, while this is 1, turns its
- * failure into a skip that prints the measured figures. Set it to 0 when
- * the new dummy rows (mu + L z, the table's full covariance) are merged:
- * the test then fails if the requirement does not hold, and it also fails
- * while this is still 1 once the requirement holds (so the flag cannot be
- * forgotten). */
-#define DUMMIES_EXPECTED_TO_FAIL 1
 /* How much better than real traffic the dummy attack may do (mean |corr|). */
 #define DUMMY_MARGIN 0.05
 
@@ -219,7 +208,10 @@ Test(audit, other_party_table_is_used_and_large_scales_hide_norms, .init = make_
   cr_assert_lt(fabs(x[1].norm), 0.2, "large-scale others: corr of norms %.3f", x[1].norm);
 }
 
-/* THE TEST THAT FLIPS when the new dummy rows land (issue 11, item 2). */
+/* Issue 11, item 2: dummy rows drawn as mu + Sigma^{1/2} z from the table's
+ * full covariance teach PCA no more than real traffic. (Per-column dummies,
+ * N(mean_c, sd_c^2) each, handed the bank's columns over: this test was an
+ * expected failure until they were replaced.) */
 Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini = remove_dir) {
   eval_audit_input *in = build("10,20,20", 1, NULL, 1);
   eval_audit *a = run(in, PER_PARTY);
@@ -232,13 +224,6 @@ Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini 
           dummy.mean, dummy.min, real.mean, real.min);
   eval_audit_destroy(a);
   eval_audit_input_destroy(in);
-  if (DUMMIES_EXPECTED_TO_FAIL) {
-    cr_assert(!holds, "the dummy attack no longer beats real traffic (%.3f vs %.3f): set "
-              "DUMMIES_EXPECTED_TO_FAIL to 0", dummy.mean, real.mean);
-    cr_skip("expected failure (issue 11 item 2): PCA on today's per-column dummy rows "
-            "recovers the bank's columns with mean |corr| %.3f, real traffic %.3f",
-            dummy.mean, real.mean);
-  }
   cr_assert(holds, "PCA on dummy rows: mean |corr| %.3f, real traffic %.3f (margin %.2f)",
             dummy.mean, real.mean, DUMMY_MARGIN);
 }
