@@ -97,6 +97,8 @@ struct eval_audit_input {
   double *T;  /* N x d_j: the audited party's raw columns, the truth */
   pp_tables *pp; /* part.m entries; [0] unused */
   char **names;  /* d_j column names */
+  int whitened;    /* the party whitens (o3m_features_whiten) */
+  int sends_truth; /* 1: the party's part is Q^j T (it does not whiten, or T is W x) */
 };
 
 void eval_audit_input_destroy(eval_audit_input *in) {
@@ -362,13 +364,19 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
     if (pp_fill(&in->pp[j], r, in->T + (size_t)r * in->dj))
       rc = o3m_err_set(e, O3M_EINVAL, "cannot fill row %d of the audited table", r);
 
-  /* ---- WHITENING HOOK (issue 11, item 4) --------------------------------
-   * The per-party whitening defence changes what the party sends, never its
-   * raw values. Once party/o3m_features.h has o3m_features_whiten(f, e),
-   * `o3m-eval audit --whiten` applies it here to in->pp[j].f: after T (the
-   * raw truth every attack is scored against) was taken, before the rows
-   * below and the dummies of eval_audit_run are filled from the handle.
-   * Until then the command refuses --whiten (see audit_main). */
+  /* The whitening defence (issue 11, item 4), the audited department's
+   * own choice: its handle sends W x instead of x from here on (and its
+   * dummies come from the whitened moments), while T above stays the raw
+   * values the attacks are scored against. The other PPs' handles are
+   * left as they are: whether they whiten is their choice, not the
+   * auditing department's. */
+  if (!rc && s->whiten) rc = o3m_features_whiten(in->pp[j].f, e);
+  /* With score_whitened the attacks are scored on W x instead. */
+  for (int r = 0; !rc && s->score_whitened && r < N; r++)
+    if (pp_fill(&in->pp[j], r, in->T + (size_t)r * in->dj))
+      rc = o3m_err_set(e, O3M_EINVAL, "cannot fill row %d of the audited table", r);
+  in->whitened = s->whiten;
+  in->sends_truth = !s->whiten || s->score_whitened;
 
   /* The rows every PP sends (and the dummy rows come from the same
    * handles in eval_audit_run). */
@@ -394,6 +402,8 @@ int eval_audit_input_build(eval_audit_input **out, const eval_audit_source *s, o
                        "give exactly one of --user-table/--item-table, --bank, --dataset");
   if (!s->work_dir) return o3m_err_set(e, O3M_EINVAL, "no work directory");
   if (s->rows < 0) return o3m_err_set(e, O3M_EINVAL, "--users: %d is negative", s->rows);
+  if (s->score_whitened && !s->whiten)
+    return o3m_err_set(e, O3M_EINVAL, "--score-whitened needs --whiten");
   eval_audit_input *in = calloc(1, sizeof *in);
   if (!in) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   in->part = s->part;
@@ -779,7 +789,8 @@ static int exposure(eval_audit *a, eval_audit_mode m, const eval_audit_input *in
   if (!u) return O3M_ENOMEM;
   double *v = u + (N > GRAM_PAIRS ? N : GRAM_PAIRS);
   eval_audit_exposure *x = &a->ex[m];
-  x->exact = m == EVAL_AUDIT_PER_PARTY;
+  /* A whitening party's part is Q^j W x: exact for W x, not for raw x. */
+  x->exact = m == EVAL_AUDIT_PER_PARTY && in->sends_truth;
   double worst = 0;
   for (int i = 0; i < N; i++) {
     u[i] = o3m_nrm2(dj, in->T + (size_t)i * dj);
@@ -1135,19 +1146,23 @@ void eval_audit_print(const eval_audit *a, const eval_audit_input *in, FILE *f) 
              "figures: |corr| between true and recovered values, mean (min-max) over your "
              "columns\n",
           in->party, dj, a->N, a->Nd, a->d, a->d0, a->D);
+  if (in->whitened)
+    fprintf(f, "you whiten (o3m_features_whiten): the AP sees W x; scored against your %s\n",
+            in->sends_truth ? "whitened values W x" : "raw values x");
   for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) {
     if (!(a->ran & (1 << m))) continue;
     const eval_audit_exposure *x = &a->ex[m];
+    const char *obs = m == EVAL_AUDIT_PER_PARTY ? "y" : "s";
     fprintf(f, "\n== mode %s: %s\n", eval_audit_mode_name(m), mode_what(m));
     if (x->exact)
       fprintf(f, "norms ||x^j||: EXACT (largest relative error %.1e); Gram x^j_i.x^j_k: EXACT "
                  "(%.1e)\n",
               x->norm, x->gram);
     else
-      fprintf(f, "norms: corr(||s_i||, ||x^j_i||) = %.3f%s; Gram: corr(s_i.s_k, x^j_i.x^j_k) = "
-                 "%.3f (%d random pairs)\n",
-              x->norm, isnan(x->norm) ? " (your norms are all equal: nothing to learn)" : "",
-              x->gram, GRAM_PAIRS);
+      fprintf(f, "norms: corr(||%s_i||, ||x^j_i||) = %.3f%s; Gram: corr(%s_i.%s_k, "
+                 "x^j_i.x^j_k) = %.3f (%d random pairs)\n",
+              obs, x->norm, isnan(x->norm) ? " (your norms are all equal: nothing to learn)" : "",
+              obs, obs, x->gram, GRAM_PAIRS);
     int full = eval_audit_n_points(a, m, EVAL_AUDIT_KP_FULL) > 0;
     fprintf(f, "known plaintext:\n%6s  %-22s%s\n", "n", "your columns known",
             full ? "  n full rows of every PP known" : "");
@@ -1328,6 +1343,9 @@ static void audit_usage(FILE *f) {
       "  --seed S             the mask, the known rows, the other parties' columns (1)\n"
       "  --out DIR            CSVs, PNGs and written tables (eval-out/audit)\n"
       "  --no-plots           tables and CSVs only\n"
+      "  --whiten             you whiten your columns (o3m_features_whiten; config key\n"
+      "                       whiten): the attacks see W x, and are scored on your raw x\n"
+      "  --score-whitened     with --whiten: score them on your whitened values W x\n"
       "  Other parties' columns: --table, else their slice of --dataset, else\n"
       "  standard normal.\n");
 }
@@ -1357,7 +1375,7 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 
 int eval_audit_main(int argc, char **argv) {
   enum { O_DIMS = 1000, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_USERS, O_DUMMIES, O_MODES,
-         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_KNOWN, O_TABLE, O_HELP };
+         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_SCOREW, O_KNOWN, O_TABLE, O_HELP };
   static const struct option opts[] = {
       {"dims", required_argument, 0, O_DIMS},       {"party", required_argument, 0, O_PARTY},
       {"user-table", required_argument, 0, O_UT},   {"item-table", required_argument, 0, O_IT},
@@ -1368,6 +1386,7 @@ int eval_audit_main(int argc, char **argv) {
       {"out", required_argument, 0, O_OUT},         {"no-plots", no_argument, 0, O_NOPLOT},
       {"whiten", no_argument, 0, O_WHITEN},         {"known-max", required_argument, 0, O_KNOWN},
       {"table", required_argument, 0, O_TABLE},     {"help", no_argument, 0, O_HELP},
+      {"score-whitened", no_argument, 0, O_SCOREW},
       {0, 0, 0, 0}};
   eval_audit_source src;
   memset(&src, 0, sizeof src);
@@ -1410,13 +1429,8 @@ int eval_audit_main(int argc, char **argv) {
         break;
       case O_OUT: out_dir = optarg; break;
       case O_NOPLOT: plots = 0; break;
-      case O_WHITEN:
-        /* The whitening defence (issue 11, item 4) is applied at the
-         * WHITENING HOOK in build(); until o3m_features_whiten is merged
-         * the option is refused rather than pretended. */
-        fprintf(stderr, "o3m-eval audit: --whiten: the whitening defence "
-                        "(o3m_features_whiten) is not in this build yet; nothing was run\n");
-        return 2;
+      case O_WHITEN: src.whiten = 1; break;
+      case O_SCOREW: src.score_whitened = 1; break;
       case O_HELP: audit_usage(stdout); return 0;
       default:
         fprintf(stderr, "o3m-eval audit: unknown or incomplete option '%s'\n", argv[optind - 1]);

@@ -110,7 +110,20 @@ const char *eval_audit_series_name(eval_audit_series s);
  *   the others' tables; real others with large scales hide more in the
  *   secure modes.
  * rows caps the number of audited users (0: every row of the table; with
- * bank or a data set 0 means 1000). */
+ * bank or a data set 0 means 1000).
+ * whiten = 1: the audited party applies the whitening defence
+ * (o3m_features_whiten, party/o3m_features.h) to its own tables, so its
+ * parts and its dummy rows are made from W x. The truth every attack is
+ * scored against stays the raw x: the department's question is whether its
+ * raw columns leak. Only the audited party whitens; the other PPs' tables
+ * (given, data-set slices or synthetic) are used as they are, since whether
+ * they whiten is their choice. score_whitened = 1 scores the attacks on the
+ * whitened values W x instead (an invertible image of x, so recovering it
+ * is a leak too); it needs whiten (O3M_EINVAL otherwise). In per-party mode
+ * the norms and Gram are exact for whatever the party sends: for W x, not
+ * for the raw x, so with whiten alone they are reported as correlations. Known plaintext is not affected (x = W^-1
+ * Q^jT y is still linear in what the AP sees); PCA is, and ICA may not be
+ * (whitened independent non-Gaussian columns are still separable). */
 typedef struct eval_audit_source {
   o3m_partition part;
   int party;              /* 1..part.m - 1 */
@@ -123,6 +136,8 @@ typedef struct eval_audit_source {
   const char *const *other_tables; /* NULL or part.m entries, NULL = none */
   int rows;
   uint64_t seed;
+  int whiten;         /* 1: the audited party whitens its tables (see below) */
+  int score_whitened; /* 1 (with whiten): the truth is W x, not x */
 } eval_audit_source;
 
 typedef struct eval_audit_input eval_audit_input;
@@ -174,9 +189,10 @@ int eval_audit_point_get(const eval_audit *a, eval_audit_mode m, eval_audit_seri
                          eval_audit_point *out);
 
 /* Norms and Gram exposure of one mode. Per-party: the largest relative
- * errors (exact == about 1e-15); secure: the correlations. */
+ * errors (exact == about 1e-15); secure, or per-party when the party
+ * whitens and the truth is its raw x: the correlations. */
 typedef struct eval_audit_exposure {
-  int exact;         /* 1 in per-party mode */
+  int exact;         /* 1 in per-party mode, unless whitened (see above) */
   double norm;       /* max rel. error (exact) or corr(||s_i||, ||x^j_i||) */
   double gram;       /* max rel. error (exact) or corr(s_i.s_k, x^j_i.x^j_k) */
 } eval_audit_exposure;

@@ -6,8 +6,8 @@
  * the per-party parts), standard normal columns (identity covariance: PCA
  * only finds a random rotation of them) and the bank-like demo table. The
  * dummy-row test states issue 11's requirement (the attack on dummy rows
- * does no better than on real traffic) and is an expected failure on
- * today's per-column dummies; see DUMMIES_EXPECTED_TO_FAIL. */
+ * does no better than on real traffic); the whitening test, that the
+ * defence takes PCA's advantage away. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,16 +20,6 @@
 #include "eval_tables.h"
 #include "o3m_rng.h"
 
-/* Issue 11, item 2: today's dummy rows draw each column independently from
- * N(mean_c, sd_c^2), so PCA on dummies hands over the columns of a table
- * with unequal variances, much better than PCA on real traffic does. The
- * test below asserts the requirement and, while this is 1, turns its
- * failure into a skip that prints the measured figures. Set it to 0 when
- * the new dummy rows (mu + L z, the table's full covariance) are merged:
- * the test then fails if the requirement does not hold, and it also fails
- * while this is still 1 once the requirement holds (so the flag cannot be
- * forgotten). */
-#define DUMMIES_EXPECTED_TO_FAIL 1
 /* How much better than real traffic the dummy attack may do (mean |corr|). */
 #define DUMMY_MARGIN 0.05
 
@@ -67,7 +57,9 @@ static void write_normal(const char *name, int N, int dj, int distinct, uint64_t
   free(v);
 }
 
-static eval_audit_input *build(const char *dims, int party, const char *users, int bank) {
+/* whiten: 0 no, 1 whitened and scored on the raw x, 2 scored on W x. */
+static eval_audit_input *build_w(const char *dims, int party, const char *users, int bank,
+                                 int whiten) {
   eval_audit_source s;
   memset(&s, 0, sizeof s);
   cr_assert_eq(o3m_partition_parse(&s.part, dims, NULL), O3M_OK);
@@ -76,11 +68,17 @@ static eval_audit_input *build(const char *dims, int party, const char *users, i
   s.bank = bank;
   s.work_dir = dir;
   s.seed = 3;
+  s.whiten = whiten > 0;
+  s.score_whitened = whiten == 2;
   eval_audit_input *in = NULL;
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_OK, "%s", o3m_err_message(&e));
   return in;
+}
+
+static eval_audit_input *build(const char *dims, int party, const char *users, int bank) {
+  return build_w(dims, party, users, bank, 0);
 }
 
 static eval_audit *run(const eval_audit_input *in, int modes) {
@@ -219,7 +217,64 @@ Test(audit, other_party_table_is_used_and_large_scales_hide_norms, .init = make_
   cr_assert_lt(fabs(x[1].norm), 0.2, "large-scale others: corr of norms %.3f", x[1].norm);
 }
 
-/* THE TEST THAT FLIPS when the new dummy rows land (issue 11, item 2). */
+/* The whitening defence (issue 11, item 4): on independent columns of
+ * distinct spreads PCA of the per-party parts finds every column (the test
+ * above); once the party whitens, the parts are isotropic in its subspace
+ * and PCA finds only a random rotation, while the truth stays the raw
+ * columns. Known plaintext is not hindered (W is invertible). */
+Test(audit, whitening_defeats_pca_per_party, .init = make_dir, .fini = remove_dir) {
+  char path[256];
+  write_normal("distinct.csv", 1000, 6, 1, 21, path, sizeof path);
+  eval_audit_input *in[2] = {build_w("4,6,6", 1, path, 0, 0), build_w("4,6,6", 1, path, 0, 1)};
+  eval_audit *a[2] = {run(in[0], PER_PARTY), run(in[1], PER_PARTY)};
+  /* 500 of the 1000 users: on all of them the whitened parts' sample
+   * covariance is the identity to rounding, and the eigenvectors of that
+   * degenerate matrix are set by rounding noise (README, "o3m-eval audit"). */
+  eval_audit_point raw = at(a[0], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 500);
+  eval_audit_point wh = at(a[1], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 500);
+  fprintf(stderr, "PCA per party, 6 independent normal columns of sd 1..6, 500 users: mean "
+          "|corr| %.3f unwhitened, %.3f whitened\n", raw.mean, wh.mean);
+  cr_assert_gt(raw.mean, 0.95, "unwhitened: PCA mean |corr| %.3f", raw.mean);
+  /* A random rotation of 6 columns, matched greedily, gives mean |corr|
+   * 0.69 on average, above 0.83 in 1% of draws: whitened must look like
+   * that, far from the 0.95 and more of the unwhitened columns. */
+  cr_assert_lt(wh.mean, 0.85, "whitened: PCA mean |corr| %.3f, unwhitened %.3f", wh.mean,
+               raw.mean);
+  cr_assert_lt(wh.min, 0.9, "whitened: every column still found (min |corr| %.3f)", wh.min);
+  /* The dummies are whitened too: they teach no more than the parts. */
+  eval_audit_point dum = at(a[1], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_DUMMY_PCA, 1000);
+  cr_assert_lt(dum.mean, 0.85, "whitened dummies: PCA mean |corr| %.3f", dum.mean);
+  eval_audit_point kp = at(a[1], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_KP, 6);
+  cr_assert_gt(kp.min, 0.999, "whitened, n = d_j known rows: min |corr| %.4f", kp.min);
+  /* The parts keep ||W x||, not ||x||: no longer exact for the raw norms. */
+  eval_audit_exposure x;
+  cr_assert_eq(eval_audit_exposure_get(a[1], EVAL_AUDIT_PER_PARTY, &x), O3M_OK);
+  cr_assert(!x.exact);
+  cr_assert_lt(x.norm, 0.99, "whitened: corr of norms %.3f", x.norm);
+  /* Scored on W x, the parts give its norms exactly. */
+  eval_audit_input *inw = build_w("4,6,6", 1, path, 0, 2);
+  eval_audit *aw = run(inw, PER_PARTY);
+  cr_assert_eq(eval_audit_exposure_get(aw, EVAL_AUDIT_PER_PARTY, &x), O3M_OK);
+  cr_assert(x.exact);
+  cr_assert_lt(x.norm, 1e-12);
+  eval_audit_destroy(aw);
+  eval_audit_input_destroy(inw);
+  /* Through the command line as well. */
+  char out[128];
+  snprintf(out, sizeof out, "%s/cli", dir);
+  char *argv[] = {"audit", "--user-table", path, "--dims", "4,6,6", "--party", "1",
+                  "--modes", "per-party", "--whiten", "--no-plots", "--out", out, NULL};
+  cr_assert_eq(eval_audit_main(13, argv), 0);
+  for (int t = 0; t < 2; t++) {
+    eval_audit_destroy(a[t]);
+    eval_audit_input_destroy(in[t]);
+  }
+}
+
+/* Issue 11, item 2: dummy rows drawn as mu + Sigma^{1/2} z from the table's
+ * full covariance teach PCA no more than real traffic. (Per-column dummies,
+ * N(mean_c, sd_c^2) each, handed the bank's columns over: this test was an
+ * expected failure until they were replaced.) */
 Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini = remove_dir) {
   eval_audit_input *in = build("10,20,20", 1, NULL, 1);
   eval_audit *a = run(in, PER_PARTY);
@@ -232,21 +287,11 @@ Test(audit, dummy_rows_teach_no_more_than_real_traffic, .init = make_dir, .fini 
           dummy.mean, dummy.min, real.mean, real.min);
   eval_audit_destroy(a);
   eval_audit_input_destroy(in);
-  if (DUMMIES_EXPECTED_TO_FAIL) {
-    cr_assert(!holds, "the dummy attack no longer beats real traffic (%.3f vs %.3f): set "
-              "DUMMIES_EXPECTED_TO_FAIL to 0", dummy.mean, real.mean);
-    cr_skip("expected failure (issue 11 item 2): PCA on today's per-column dummy rows "
-            "recovers the bank's columns with mean |corr| %.3f, real traffic %.3f",
-            dummy.mean, real.mean);
-  }
   cr_assert(holds, "PCA on dummy rows: mean |corr| %.3f, real traffic %.3f (margin %.2f)",
             dummy.mean, real.mean, DUMMY_MARGIN);
 }
 
 Test(audit, refusals, .init = make_dir, .fini = remove_dir) {
-  /* --whiten does not exist until the defence is merged: refused, exit 2. */
-  char *argv1[] = {"audit", "--bank", "--dims", "10,20,20", "--party", "1", "--whiten", NULL};
-  cr_assert_eq(eval_audit_main(7, argv1), 2);
   /* A data set that is absent is named. */
   eval_audit_source s;
   memset(&s, 0, sizeof s);
@@ -269,4 +314,8 @@ Test(audit, refusals, .init = make_dir, .fini = remove_dir) {
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EINVAL);
   s.party = 1;
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EDIM, "%s", o3m_err_message(&e));
+  /* Scoring on W x without whitening means nothing. */
+  s.score_whitened = 1;
+  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EINVAL);
+  cr_assert_not_null(strstr(o3m_err_message(&e), "--whiten"), "%s", o3m_err_message(&e));
 }
