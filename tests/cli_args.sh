@@ -78,8 +78,8 @@ check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-rat
   --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots
 check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
-  --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties --partial-ratio \
-  --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
+  --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
+  --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
   --variants --threads
 check "o3m-eval gen-criteo" --rows --seed --out
 
