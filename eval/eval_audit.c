@@ -9,7 +9,6 @@
 #include "eval_audit.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "eval_regret.h"
 #include "eval_tables.h"
 #include "o3m_blas.h"
+#include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_rng.h"
 
@@ -1317,38 +1317,45 @@ int eval_audit_plot(const eval_audit *a, const char *dir, FILE *f, o3m_err *e) {
 
 /* ------------------------------------------------------------------ command */
 
-static void audit_usage(FILE *f) {
-  fprintf(f,
-      "usage: o3m-eval audit --dims D0,D1,... --party J (--user-table CSV [--item-table CSV]\n"
-      "                      | --item-table CSV | --bank | --dataset news|obd) [options]\n"
-      "  What the active participant (AP, party 0) could learn about party J's columns,\n"
-      "  simulated in-process under each protocol mode (per-party parts; secure\n"
-      "  aggregation; secure aggregation plus the AP's own block and columns): known\n"
-      "  plaintext, PCA and FastICA on honest traffic, the same on dummy rows, and the\n"
-      "  norms/Gram exposure. Per column |corr| true vs recovered; tables on stdout,\n"
-      "  CSVs and PNGs in --out.\n"
-      "  --dims D0,D1,...     every party's number of columns, the AP first\n"
-      "  --party J            the audited party (1..M-1)\n"
-      "  --user-table CSV     your user table (o3m_features format)\n"
-      "  --item-table CSV     your item table (row i of the audit: user i, item i mod n)\n"
-      "  --bank               audit the bank-like demo table (20 columns; written to --out)\n"
-      "  --dataset news|obd   split the shared data set's contexts into the parties\n"
-      "  --data-dir DIR       the shared data directory (../shared/data)\n"
-      "  --table K=CSV        party K's own user table (repeatable; row r = your row r)\n"
-      "  --users N            audit at most N users (all; 1000 for --bank and --dataset)\n"
-      "  --dummies N          unknown ids the attacker asks about (as many as users)\n"
-      "  --known-max N        largest known-row count n (2 d_j; 2 (d - d_0) when secure)\n"
-      "  --modes LIST         any of per-party,secagg,secagg+own (all)\n"
-      "  --ica-iter N         FastICA iterations at most (200)\n"
-      "  --seed S             the mask, the known rows, the other parties' columns (1)\n"
-      "  --out DIR            CSVs, PNGs and written tables (eval-out/audit)\n"
-      "  --no-plots           tables and CSVs only\n"
-      "  --whiten             you whiten your columns (o3m_features_whiten; config key\n"
-      "                       whiten): the attacks see W x, and are scored on your raw x\n"
-      "  --score-whitened     with --whiten: score them on your whitened values W x\n"
-      "  Other parties' columns: --table, else their slice of --dataset, else\n"
-      "  standard normal.\n");
-}
+enum {
+  O_DIMS, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_TABLE, O_USERS, O_DUMMIES, O_KNOWN, O_MODES,
+  O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_SCOREW, O_COUNT
+};
+static const o3m_cli_option audit_options[] = {
+    [O_DIMS] = {"dims", "D0,D1,...", "every party's number of columns, the AP first (required)"},
+    [O_PARTY] = {"party", "J", "the audited party, 1..M-1 (required)"},
+    [O_UT] = {"user-table", "CSV", "your user table (o3m_features format)"},
+    [O_IT] = {"item-table", "CSV", "your item table (row i of the audit: user i, item i mod n)"},
+    [O_BANK] = {"bank", NULL, "audit the bank-like demo table (20 columns; written to --out)"},
+    [O_DS] = {"dataset", "news|obd", "split the shared data set's contexts into the parties"},
+    [O_DD] = {"data-dir", "DIR", "the shared data directory (../shared/data)"},
+    [O_TABLE] = {"table", "K=CSV", "party K's own user table (repeatable; row r = your row r)"},
+    [O_USERS] = {"users", "N", "audit at most N users (all; 1000 for --bank and --dataset)"},
+    [O_DUMMIES] = {"dummies", "N", "unknown ids the attacker asks about (as many as users)"},
+    [O_KNOWN] = {"known-max", "N", "largest known-row count n (2 d_j; 2 (d - d_0) when secure)"},
+    [O_MODES] = {"modes", "LIST", "any of per-party,secagg,secagg+own (all)"},
+    [O_ICA] = {"ica-iter", "N", "FastICA iterations at most (200)"},
+    [O_SEED] = {"seed", "S", "the mask, the known rows, the other parties' columns (1)"},
+    [O_OUT] = {"out", "DIR", "CSVs, PNGs and written tables (eval-out/audit)"},
+    [O_NOPLOT] = {"no-plots", NULL, "tables and CSVs only"},
+    [O_WHITEN] = {"whiten", NULL,
+                  "you whiten your columns (config key whiten): the attacks see W x, and are "
+                  "scored on your raw x"},
+    [O_SCOREW] = {"score-whitened", NULL, "with --whiten: score them on your whitened values W x"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec audit_cli = {
+    "o3m-eval audit",
+    "--dims D0,D1,... --party J (--user-table CSV [--item-table CSV] | --item-table CSV\n"
+    "       | --bank | --dataset news|obd) [options]",
+    "What the active participant (AP, party 0) could learn about party J's columns,\n"
+    "simulated in-process under each protocol mode (per-party parts; secure\n"
+    "aggregation; secure aggregation plus the AP's own block and columns): known\n"
+    "plaintext, PCA and FastICA on honest traffic, the same on dummy rows, and the\n"
+    "norms/Gram exposure. Per column |corr| true vs recovered; tables on stdout,\n"
+    "CSVs and PNGs in --out.",
+    audit_options,
+    "Other parties' columns: --table, else their slice of --dataset, else standard normal.\n"};
 
 static int parse_modes(const char *s, int *out) {
   char buf[256];
@@ -1374,20 +1381,6 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
 }
 
 int eval_audit_main(int argc, char **argv) {
-  enum { O_DIMS = 1000, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_USERS, O_DUMMIES, O_MODES,
-         O_ICA, O_SEED, O_OUT, O_NOPLOT, O_WHITEN, O_SCOREW, O_KNOWN, O_TABLE, O_HELP };
-  static const struct option opts[] = {
-      {"dims", required_argument, 0, O_DIMS},       {"party", required_argument, 0, O_PARTY},
-      {"user-table", required_argument, 0, O_UT},   {"item-table", required_argument, 0, O_IT},
-      {"bank", no_argument, 0, O_BANK},             {"dataset", required_argument, 0, O_DS},
-      {"data-dir", required_argument, 0, O_DD},     {"users", required_argument, 0, O_USERS},
-      {"dummies", required_argument, 0, O_DUMMIES}, {"modes", required_argument, 0, O_MODES},
-      {"ica-iter", required_argument, 0, O_ICA},    {"seed", required_argument, 0, O_SEED},
-      {"out", required_argument, 0, O_OUT},         {"no-plots", no_argument, 0, O_NOPLOT},
-      {"whiten", no_argument, 0, O_WHITEN},         {"known-max", required_argument, 0, O_KNOWN},
-      {"table", required_argument, 0, O_TABLE},     {"help", no_argument, 0, O_HELP},
-      {"score-whitened", no_argument, 0, O_SCOREW},
-      {0, 0, 0, 0}};
   eval_audit_source src;
   memset(&src, 0, sizeof src);
   src.party = -1;
@@ -1398,58 +1391,53 @@ int eval_audit_main(int argc, char **argv) {
   enum { MAX_TABLES = 64 };
   const char *tables[MAX_TABLES];
   int n_tables = 0;
-  int plots = 1, ch;
+  int plots = 1;
   long v;
   o3m_err err;
   o3m_err_clear(&err);
-  optind = 1;
-  opterr = 0;
-  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &audit_cli, argc, argv);
+  const char *optarg_;
+  for (int ch; (ch = o3m_cli_next(&cl, &optarg_)) != O3M_CLI_END;) {
     int bad = 0;
     switch (ch) {
-      case O_DIMS: dims = optarg; break;
-      case O_PARTY: bad = parse_int(optarg, 1, O3M_MAX_PARTIES - 1, &v); src.party = (int)v; break;
-      case O_UT: src.user_table = optarg; break;
-      case O_IT: src.item_table = optarg; break;
+      case O3M_CLI_STOP: return cl.exit_code;
+      case O_DIMS: dims = optarg_; break;
+      case O_PARTY: bad = parse_int(optarg_, 1, O3M_MAX_PARTIES - 1, &v); src.party = (int)v; break;
+      case O_UT: src.user_table = optarg_; break;
+      case O_IT: src.item_table = optarg_; break;
       case O_BANK: src.bank = 1; break;
-      case O_DS: src.dataset = optarg; bad = strcmp(optarg, "news") && strcmp(optarg, "obd"); break;
-      case O_DD: src.data_dir = optarg; break;
-      case O_USERS: bad = parse_int(optarg, 2, O3M_FEATURES_MAX_ROWS, &v); src.rows = (int)v; break;
-      case O_DUMMIES: bad = parse_int(optarg, 2, 10000000, &v); cfg.dummies = (int)v; break;
-      case O_MODES: bad = parse_modes(optarg, &cfg.modes); break;
-      case O_ICA: bad = parse_int(optarg, 1, 100000, &v); cfg.ica_max_iter = (int)v; break;
-      case O_KNOWN: bad = parse_int(optarg, 1, 1000000, &v); cfg.known_max = (int)v; break;
+      case O_DS: src.dataset = optarg_; bad = strcmp(optarg_, "news") && strcmp(optarg_, "obd"); break;
+      case O_DD: src.data_dir = optarg_; break;
+      case O_USERS: bad = parse_int(optarg_, 2, O3M_FEATURES_MAX_ROWS, &v); src.rows = (int)v; break;
+      case O_DUMMIES: bad = parse_int(optarg_, 2, 10000000, &v); cfg.dummies = (int)v; break;
+      case O_MODES: bad = parse_modes(optarg_, &cfg.modes); break;
+      case O_ICA: bad = parse_int(optarg_, 1, 100000, &v); cfg.ica_max_iter = (int)v; break;
+      case O_KNOWN: bad = parse_int(optarg_, 1, 1000000, &v); cfg.known_max = (int)v; break;
       case O_TABLE:
-        bad = n_tables == MAX_TABLES || !strchr(optarg, '=');
-        if (!bad) tables[n_tables++] = optarg;
+        bad = n_tables == MAX_TABLES || !strchr(optarg_, '=');
+        if (!bad) tables[n_tables++] = optarg_;
         break;
       case O_SEED:
-        bad = parse_int(optarg, 0, __LONG_MAX__, &v);
+        bad = parse_int(optarg_, 0, __LONG_MAX__, &v);
         cfg.seed = src.seed = (uint64_t)v;
         break;
-      case O_OUT: out_dir = optarg; break;
+      case O_OUT: out_dir = optarg_; break;
       case O_NOPLOT: plots = 0; break;
       case O_WHITEN: src.whiten = 1; break;
       case O_SCOREW: src.score_whitened = 1; break;
-      case O_HELP: audit_usage(stdout); return 0;
-      default:
-        fprintf(stderr, "o3m-eval audit: unknown or incomplete option '%s'\n", argv[optind - 1]);
-        audit_usage(stderr);
-        return 2;
     }
     if (bad) {
-      fprintf(stderr, "o3m-eval audit: bad value '%s' for %s\n", optarg, argv[optind - 1]);
+      fprintf(stderr, "o3m-eval audit: bad value '%s' for --%s\n", optarg_,
+              audit_options[ch].name);
       return 2;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "o3m-eval audit: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  if (!dims || src.party < 0) {
-    fprintf(stderr, "o3m-eval audit: --dims and --party are required (see --help)\n");
-    return 2;
-  }
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&audit_cli, "unexpected argument '%s'",
+                               argv[o3m_cli_operands(&cl)]);
+  if (!dims || src.party < 0)
+    return o3m_cli_usage_error(&audit_cli, "--dims and --party are required");
   if (o3m_partition_parse(&src.part, dims, &err)) {
     fprintf(stderr, "o3m-eval audit: --dims: %s\n", o3m_err_message(&err));
     return 2;

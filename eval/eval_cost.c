@@ -35,7 +35,6 @@
  * choose, update), and the one-off mask generation (Q by Gram-Schmidt, cut
  * into N blocks). */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 #include "eval_regret.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
+#include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_mask.h"
 
@@ -358,102 +358,100 @@ static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, 
   }
 }
 
-static void cost_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval cost [options]\n"
-          "  Measures federated vs central computation (paper Figure 5) and one statistic\n"
-          "  computation (appendix C.3); counts communication.\n"
-          "  --T N             rounds per Figure 5 run (5000)\n"
-          "  --K LIST          arms per round (100,500,1000)\n"
-          "  --d LIST          dimension sweep (50,100,200)\n"
-          "  --M N             parties (5)\n"
-          "  --algo linucb|lints|both  (both)\n"
-          "  --model shared|disjoint   Figure 5 model (shared)\n"
-          "  --pool N          pre-drawn context rounds cycled in Figure 5 (16)\n"
-          "  --min-time S      seconds per C.3 measurement (0.5)\n"
-          "  --only fig5|c3    run one part\n"
-          "  --out-dir DIR     also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)\n");
-}
+enum {
+  COST_T, COST_K, COST_D, COST_M, COST_ALGO, COST_MODEL, COST_POOL, COST_MIN_TIME, COST_ONLY,
+  COST_OUT_DIR, COST_N
+};
+static const o3m_cli_option cost_options[] = {
+    [COST_T] = {"T", "N", "rounds per Figure 5 run (5000)"},
+    [COST_K] = {"K", "LIST", "arms per round (100,500,1000)"},
+    [COST_D] = {"d", "LIST", "dimension sweep (50,100,200)"},
+    [COST_M] = {"M", "N", "parties (5)"},
+    [COST_ALGO] = {"algo", "linucb|lints|both", "the policies measured (both)"},
+    [COST_MODEL] = {"model", "shared|disjoint", "Figure 5 model (shared)"},
+    [COST_POOL] = {"pool", "N", "pre-drawn context rounds cycled in Figure 5 (16)"},
+    [COST_MIN_TIME] = {"min-time", "S", "seconds per C.3 measurement (0.5)"},
+    [COST_ONLY] = {"only", "fig5|c3", "run one part"},
+    [COST_OUT_DIR] = {"out-dir", "DIR",
+                      "also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)"},
+    [COST_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec cost_cli = {
+    "o3m-eval cost", "[options]",
+    "Measures federated vs central computation (paper Figure 5) and one statistic\n"
+    "computation (appendix C.3); counts communication.",
+    cost_options, NULL};
 
 int eval_cost_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"T", required_argument, 0, 'T'},        {"K", required_argument, 0, 'K'},
-      {"d", required_argument, 0, 'd'},        {"M", required_argument, 0, 'M'},
-      {"algo", required_argument, 0, 'a'},     {"model", required_argument, 0, 'm'},
-      {"pool", required_argument, 0, 'p'},     {"min-time", required_argument, 0, 't'},
-      {"only", required_argument, 0, 'o'},     {"out-dir", required_argument, 0, 'O'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   cost_opts o = {.T = 5000, .nK = 3, .Ks = {100, 500, 1000}, .nd = 3, .ds = {50, 100, 200},
                  .M = 5, .algos = 3, .model = O3M_MODEL_SHARED, .pool = 16, .min_time = 0.5,
                  .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost"};
-  int ch;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &cost_cli, argc, argv);
+  const char *arg;
+  for (int ch; (ch = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     char *end;
     switch (ch) {
-    case 'T':
+    case O3M_CLI_STOP: return cl.exit_code;
+    case COST_T:
       errno = 0;
-      o.T = strtol(optarg, &end, 10);
-      if (end == optarg || *end || errno || o.T < 1 || o.T > 100000000) {
-        fprintf(stderr, "o3m-eval cost: --T: '%s' is not an integer in 1..100000000\n", optarg);
+      o.T = strtol(arg, &end, 10);
+      if (end == arg || *end || errno || o.T < 1 || o.T > 100000000) {
+        fprintf(stderr, "o3m-eval cost: --T: '%s' is not an integer in 1..100000000\n", arg);
         return 2;
       }
       break;
-    case 'K': if (!parse_list("K", optarg, 1, 100000, o.Ks, &o.nK)) return 2; break;
-    case 'd': if (!parse_list("d", optarg, 1, O3M_MAX_DIM, o.ds, &o.nd)) return 2; break;
-    case 'M': {
+    case COST_K: if (!parse_list("K", arg, 1, 100000, o.Ks, &o.nK)) return 2; break;
+    case COST_D: if (!parse_list("d", arg, 1, O3M_MAX_DIM, o.ds, &o.nd)) return 2; break;
+    case COST_M: {
       int n, v[COST_MAX_LIST];
-      if (!parse_list("M", optarg, 1, O3M_MAX_PARTIES, v, &n) || n != 1) return 2;
+      if (!parse_list("M", arg, 1, O3M_MAX_PARTIES, v, &n) || n != 1) return 2;
       o.M = v[0];
       break;
     }
-    case 'p': {
+    case COST_POOL: {
       int n, v[COST_MAX_LIST];
-      if (!parse_list("pool", optarg, 1, 100000, v, &n) || n != 1) return 2;
+      if (!parse_list("pool", arg, 1, 100000, v, &n) || n != 1) return 2;
       o.pool = v[0];
       break;
     }
-    case 'a':
-      if (!strcmp(optarg, "linucb")) o.algos = 1;
-      else if (!strcmp(optarg, "lints")) o.algos = 2;
-      else if (!strcmp(optarg, "both")) o.algos = 3;
+    case COST_ALGO:
+      if (!strcmp(arg, "linucb")) o.algos = 1;
+      else if (!strcmp(arg, "lints")) o.algos = 2;
+      else if (!strcmp(arg, "both")) o.algos = 3;
       else {
-        fprintf(stderr, "o3m-eval cost: --algo: '%s' is not linucb, lints or both\n", optarg);
+        fprintf(stderr, "o3m-eval cost: --algo: '%s' is not linucb, lints or both\n", arg);
         return 2;
       }
       break;
-    case 'm':
-      if (o3m_model_parse(optarg, &o.model)) {
-        fprintf(stderr, "o3m-eval cost: --model: '%s' is not shared or disjoint\n", optarg);
+    case COST_MODEL:
+      if (o3m_model_parse(arg, &o.model)) {
+        fprintf(stderr, "o3m-eval cost: --model: '%s' is not shared or disjoint\n", arg);
         return 2;
       }
       break;
-    case 't':
+    case COST_MIN_TIME:
       errno = 0;
-      o.min_time = strtod(optarg, &end);
-      if (end == optarg || *end || errno || !(o.min_time >= 0 && o.min_time <= 3600)) {
+      o.min_time = strtod(arg, &end);
+      if (end == arg || *end || errno || !(o.min_time >= 0 && o.min_time <= 3600)) {
         fprintf(stderr, "o3m-eval cost: --min-time: '%s' is not a number in [0, 3600]\n",
-                optarg);
+                arg);
         return 2;
       }
       break;
-    case 'o':
-      if (!strcmp(optarg, "fig5")) o.c3 = 0;
-      else if (!strcmp(optarg, "c3")) o.fig5 = 0;
+    case COST_ONLY:
+      if (!strcmp(arg, "fig5")) o.c3 = 0;
+      else if (!strcmp(arg, "c3")) o.fig5 = 0;
       else {
-        fprintf(stderr, "o3m-eval cost: --only: '%s' is not fig5 or c3\n", optarg);
+        fprintf(stderr, "o3m-eval cost: --only: '%s' is not fig5 or c3\n", arg);
         return 2;
       }
       break;
-    case 'O': o.out_dir = optarg; break;
-    case 'h': cost_usage(stdout); return 0;
-    default: cost_usage(stderr); return 2;
+    case COST_OUT_DIR: o.out_dir = arg; break;
     }
   }
-  if (optind != argc) {
-    fprintf(stderr, "o3m-eval cost: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
+  if (o3m_cli_operands(&cl) != argc)
+    return o3m_cli_usage_error(&cost_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
   for (int i = 0; o.fig5 && i < o.nd; i++)
     if (o.ds[i] < o.M) {
       fprintf(stderr, "o3m-eval cost: --d %d is smaller than --M %d\n", o.ds[i], o.M);

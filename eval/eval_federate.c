@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "o3m_policy.h"
 #include "eval_cmds.h"
 #include "eval_tables.h"
+#include "o3m_cli.h"
 #include "o3m.pb-c.h"
 #include "o3m_blas.h"
 #include "o3m_clock.h"
@@ -99,73 +99,86 @@ static int write_agg_key(FILE *f, const char *out, const char *name) {
   return 0;
 }
 
-static void gen_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval gen-federation --out DIR [options]\n"
-          "  Writes DIR/federation.conf, DIR/data/* (tables, catalog) and DIR/truth.txt.\n"
-          "  Certificates are expected in DIR/certs (scripts/make-certs.sh DIR/certs ...),\n"
-          "  one per party and one for the client 'client', the config's one [client].\n"
-          "  --parties D0,D1,...   dims; the first party is the active one (default\n"
-          "                        20,20,20,20,20); each party has dims/2 user columns\n"
-          "                        and the rest item columns\n"
-          "  --users N             users (default 1000)\n"
-          "  --items N             catalog size (default 100)\n"
-          "  --algo A --model M --alpha A --v V --seed S   policy (linucb, shared, 0.5)\n"
-          "  --max-candidates K    cap on K per request (default 1000)\n"
-          "  --deadline-ms MS      fan-out deadline (default 500)\n"
-          "  --data-seed S         seed of tables and ground truth (default 1)\n"
-          "  --insecure            write a config without TLS files (trials only)\n"
-          "  --whiten              every passive party whitens its columns (whiten = true)\n"
-          "  --aggregation MODE    secure (default: a key pair per passive party in\n"
-          "                        DIR/keys, o3m_secagg.h) or per-party\n");
-}
+enum {
+  GEN_OUT, GEN_PARTIES, GEN_USERS, GEN_ITEMS, GEN_ALGO, GEN_MODEL, GEN_ALPHA, GEN_V, GEN_SEED,
+  GEN_DATA_SEED, GEN_DEADLINE, GEN_MAX_K, GEN_INSECURE, GEN_WHITEN, GEN_AGGREGATION, GEN_N
+};
+static const o3m_cli_option gen_options[] = {
+    [GEN_OUT] = {"out", "DIR", "where to write (required)"},
+    [GEN_PARTIES] = {"parties", "D0,D1,...",
+                     "dims; the first party is the active one (default 20,20,20,20,20)"},
+    [GEN_USERS] = {"users", "N", "users (default 1000)"},
+    [GEN_ITEMS] = {"items", "N", "catalog size (default 100)"},
+    [GEN_ALGO] = {"algo", "linucb|lints", "policy (default linucb)"},
+    [GEN_MODEL] = {"model", "shared|disjoint", "policy model (default shared)"},
+    [GEN_ALPHA] = {"alpha", "A", "LinUCB width (default 0.5)"},
+    [GEN_V] = {"v", "V", "LinTS scale (default 0.01)"},
+    [GEN_SEED] = {"seed", "S", "LinTS sampler seed (default 1)"},
+    [GEN_DATA_SEED] = {"data-seed", "S", "seed of tables and ground truth (default 1)"},
+    [GEN_DEADLINE] = {"deadline-ms", "MS", "fan-out deadline (default 500)"},
+    [GEN_MAX_K] = {"max-candidates", "K", "cap on K per request (default 1000)"},
+    [GEN_INSECURE] = {"insecure", NULL, "write a config without TLS files (trials only)"},
+    [GEN_WHITEN] = {"whiten", NULL, "every passive party whitens its columns (whiten = true)"},
+    [GEN_AGGREGATION] = {"aggregation", "secure|per-party",
+                         "secure (default: a key pair per passive party in DIR/keys) or per-party"},
+    [GEN_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec gen_cli = {
+    "o3m-eval gen-federation", "--out DIR [options]",
+    "Writes DIR/federation.conf, DIR/data/* (tables, catalog) and DIR/truth.txt.",
+    gen_options,
+    "Certificates are expected in DIR/certs (scripts/make-certs.sh DIR/certs ...),\n"
+    "one per party and one for the client 'client', the config's one [client].\n"
+    "Each party has dims/2 user columns and the rest item columns.\n"};
 
 int eval_gen_federation_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"out", required_argument, 0, 'o'},     {"parties", required_argument, 0, 'p'},
-      {"users", required_argument, 0, 'u'},   {"items", required_argument, 0, 'i'},
-      {"algo", required_argument, 0, 'a'},    {"model", required_argument, 0, 'm'},
-      {"alpha", required_argument, 0, 'A'},   {"v", required_argument, 0, 'v'},
-      {"seed", required_argument, 0, 's'},    {"data-seed", required_argument, 0, 'S'},
-      {"deadline-ms", required_argument, 0, 'D'}, {"max-candidates", required_argument, 0, 'K'},
-      {"insecure", no_argument, 0, 'I'},      {"help", no_argument, 0, 'h'},
-      {"whiten", no_argument, 0, 'W'},        {"aggregation", required_argument, 0, 'g'},
-      {0, 0, 0, 0}};
   const char *out = NULL, *parties = "20,20,20,20,20", *algo = "linucb", *model = "shared";
   long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500, maxk = 1000;
   double alpha = 0.5, v = 0.01;
-  int insecure = 0, whiten = 0, c;
+  int insecure = 0, whiten = 0;
   const char *aggregation = "secure";
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &gen_cli, argc, argv);
+  const char *arg;
+  for (int c; (c = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (c) {
-    case 'o': out = optarg; break;
-    case 'p': parties = optarg; break;
-    case 'u': if (!parse_long("users", optarg, 1, 10000000, &users)) return 2; break;
-    case 'i': if (!parse_long("items", optarg, 1, 1000000, &items)) return 2; break;
-    case 'a': algo = optarg; break;
-    case 'm': model = optarg; break;
-    case 'A': if (!parse_double("alpha", optarg, &alpha)) return 2; break;
-    case 'v': if (!parse_double("v", optarg, &v)) return 2; break;
-    case 's': if (!parse_long("seed", optarg, 0, __LONG_MAX__, &seed)) return 2; break;
-    case 'S': if (!parse_long("data-seed", optarg, 0, __LONG_MAX__, &data_seed)) return 2; break;
-    case 'D': if (!parse_long("deadline-ms", optarg, 1, 3600000, &deadline)) return 2; break;
-    case 'K': if (!parse_long("max-candidates", optarg, 1, 1000000, &maxk)) return 2; break;
-    case 'I': insecure = 1; break;
-    case 'W': whiten = 1; break;
-    case 'g': aggregation = optarg; break;
-    case 'h': gen_usage(stdout); return 0;
-    default: gen_usage(stderr); return 2;
+    case O3M_CLI_STOP: return cl.exit_code;
+    case GEN_OUT: out = arg; break;
+    case GEN_PARTIES: parties = arg; break;
+    case GEN_USERS: if (!parse_long("users", arg, 1, 10000000, &users)) return 2; break;
+    case GEN_ITEMS: if (!parse_long("items", arg, 1, 1000000, &items)) return 2; break;
+    case GEN_ALGO: algo = arg; break;
+    case GEN_MODEL: model = arg; break;
+    case GEN_ALPHA: if (!parse_double("alpha", arg, &alpha)) return 2; break;
+    case GEN_V: if (!parse_double("v", arg, &v)) return 2; break;
+    case GEN_SEED: if (!parse_long("seed", arg, 0, __LONG_MAX__, &seed)) return 2; break;
+    case GEN_DATA_SEED:
+      if (!parse_long("data-seed", arg, 0, __LONG_MAX__, &data_seed)) return 2;
+      break;
+    case GEN_DEADLINE:
+      if (!parse_long("deadline-ms", arg, 1, 3600000, &deadline)) return 2;
+      break;
+    case GEN_MAX_K:
+      if (!parse_long("max-candidates", arg, 1, 1000000, &maxk)) return 2;
+      break;
+    case GEN_INSECURE: insecure = 1; break;
+    case GEN_WHITEN: whiten = 1; break;
+    case GEN_AGGREGATION: aggregation = arg; break;
     }
   }
   o3m_algo al;
   o3m_model_kind mo;
+  if (!out) return o3m_cli_usage_error(&gen_cli, "--out is required");
+  if (o3m_cli_operands(&cl) != argc)
+    return o3m_cli_usage_error(&gen_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
+  if (o3m_algo_parse(algo, &al))
+    return o3m_cli_usage_error(&gen_cli, "--algo: '%s' is not linucb or lints", algo);
+  if (o3m_model_parse(model, &mo))
+    return o3m_cli_usage_error(&gen_cli, "--model: '%s' is not shared or disjoint", model);
   int secure = strcmp(aggregation, "secure") == 0;
-  if (!out || optind != argc || o3m_algo_parse(algo, &al) || o3m_model_parse(model, &mo) ||
-      (!secure && strcmp(aggregation, "per-party") != 0)) {
-    gen_usage(stderr);
-    return 2;
-  }
+  if (!secure && strcmp(aggregation, "per-party") != 0)
+    return o3m_cli_usage_error(&gen_cli, "--aggregation: '%s' is not secure or per-party",
+                               aggregation);
   o3m_partition part;
   o3m_err err;
   if (o3m_partition_parse(&part, parties, &err)) {
@@ -358,49 +371,53 @@ static int driver_contexts(driver *dr, const char *user) {
   return O3M_OK;
 }
 
-static void fed_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval federate --config F --truth F [options]\n"
-          "  Drives the active participant of a running federation.\n"
-          "  --rounds N        rounds (default 3000)\n"
-          "  --K N             candidates per round (default 10)\n"
-          "  --seed S          seed of users, candidates and clicks (default 7)\n"
-          "  --cert F --key F  this client's certificate (CA from the config)\n"
-          "  --insecure        plaintext (the daemons must run --insecure too)\n"
-          "  --require-match   exit 1 unless every decision equals the centralized one\n");
-}
+enum {
+  FED_CONFIG, FED_TRUTH, FED_ROUNDS, FED_K, FED_SEED, FED_CERT, FED_KEY, FED_INSECURE,
+  FED_REQUIRE_MATCH, FED_N
+};
+static const o3m_cli_option fed_options[] = {
+    [FED_CONFIG] = {"config", "F", "the federation config (required)"},
+    [FED_TRUTH] = {"truth", "F", "the ground truth written by gen-federation (required)"},
+    [FED_ROUNDS] = {"rounds", "N", "rounds (default 3000)"},
+    [FED_K] = {"K", "N", "candidates per round (default 10)"},
+    [FED_SEED] = {"seed", "S", "seed of users, candidates and clicks (default 7)"},
+    [FED_CERT] = {"cert", "F", "this client's certificate (CA from the config)"},
+    [FED_KEY] = {"key", "F", "its private key"},
+    [FED_INSECURE] = {"insecure", NULL, "plaintext (the daemons must run --insecure too)"},
+    [FED_REQUIRE_MATCH] = {"require-match", NULL,
+                           "exit 1 unless every decision equals the centralized one"},
+    [FED_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec fed_cli = {
+    "o3m-eval federate", "--config F --truth F [options]",
+    "Drives the active participant of a running federation.", fed_options, NULL};
 
 int eval_federate_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"config", required_argument, 0, 'c'}, {"truth", required_argument, 0, 't'},
-      {"rounds", required_argument, 0, 'r'}, {"K", required_argument, 0, 'K'},
-      {"seed", required_argument, 0, 's'},   {"cert", required_argument, 0, 'C'},
-      {"key", required_argument, 0, 'k'},    {"insecure", no_argument, 0, 'I'},
-      {"require-match", no_argument, 0, 'R'}, {"help", no_argument, 0, 'h'},
-      {0, 0, 0, 0}};
   const char *cfg_path = NULL, *truth = NULL, *cert = NULL, *key = NULL;
   long rounds = 3000, K = 10, seed = 7;
-  int insecure = 0, require_match = 0, c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  int insecure = 0, require_match = 0;
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &fed_cli, argc, argv);
+  const char *arg;
+  for (int c; (c = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (c) {
-    case 'c': cfg_path = optarg; break;
-    case 't': truth = optarg; break;
-    case 'r': if (!parse_long("rounds", optarg, 1, 100000000, &rounds)) return 2; break;
-    case 'K': if (!parse_long("K", optarg, 1, 100000, &K)) return 2; break;
-    case 's': if (!parse_long("seed", optarg, 0, __LONG_MAX__, &seed)) return 2; break;
-    case 'C': cert = optarg; break;
-    case 'k': key = optarg; break;
-    case 'I': insecure = 1; break;
-    case 'R': require_match = 1; break;
-    case 'h': fed_usage(stdout); return 0;
-    default: fed_usage(stderr); return 2;
+    case O3M_CLI_STOP: return cl.exit_code;
+    case FED_CONFIG: cfg_path = arg; break;
+    case FED_TRUTH: truth = arg; break;
+    case FED_ROUNDS: if (!parse_long("rounds", arg, 1, 100000000, &rounds)) return 2; break;
+    case FED_K: if (!parse_long("K", arg, 1, 100000, &K)) return 2; break;
+    case FED_SEED: if (!parse_long("seed", arg, 0, __LONG_MAX__, &seed)) return 2; break;
+    case FED_CERT: cert = arg; break;
+    case FED_KEY: key = arg; break;
+    case FED_INSECURE: insecure = 1; break;
+    case FED_REQUIRE_MATCH: require_match = 1; break;
     }
   }
-  if (!cfg_path || !truth || optind != argc || (!insecure && (!cert || !key))) {
-    fed_usage(stderr);
-    return 2;
-  }
+  if (o3m_cli_operands(&cl) != argc)
+    return o3m_cli_usage_error(&fed_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
+  if (!cfg_path || !truth || (!insecure && (!cert || !key)))
+    return o3m_cli_usage_error(&fed_cli, "give --config, --truth and --cert and --key "
+                               "(or --insecure)");
   o3m_blas_single_thread();
   o3m_err err;
   o3m_err_clear(&err);

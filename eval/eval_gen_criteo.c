@@ -32,7 +32,6 @@
  * Speed: the line is formatted by hand into a 1 MiB buffer written with
  * fwrite; nothing is allocated per row. */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +40,7 @@
 
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
+#include "o3m_cli.h"
 #include "o3m_rng.h"
 
 /* Per-column probability of a missing value (in 1/256) and bit range. */
@@ -129,57 +129,51 @@ static char *gen_row(gen *g, char *p) {
   return p;
 }
 
-static void gen_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval gen-criteo --rows N [--seed S] [--out FILE]\n"
-          "\n"
-          "Writes N synthetic rows in the Kaggle Criteo train.txt format (tab-separated:\n"
-          "label, I1..I13, C1..C26 as 8 hex digits; some fields empty = missing) to FILE\n"
-          "or standard output. The label depends weakly on the categorical bucket counts\n"
-          "and on I1 (see eval/eval_gen_criteo.c), so replay policies differ in CTR.\n");
-}
+enum { CRITEO_ROWS, CRITEO_SEED, CRITEO_OUT, CRITEO_N };
+static const o3m_cli_option gen_options[] = {
+    [CRITEO_ROWS] = {"rows", "N", "rows to write (required)"},
+    [CRITEO_SEED] = {"seed", "S", "seed of the rows (default 1)"},
+    [CRITEO_OUT] = {"out", "FILE", "write there instead of standard output"},
+    [CRITEO_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec gen_cli = {
+    "o3m-eval gen-criteo", "--rows N [--seed S] [--out FILE]",
+    "Writes N synthetic rows in the Kaggle Criteo train.txt format.", gen_options,
+    "The format is tab-separated: label, I1..I13, C1..C26 as 8 hex digits; some\n"
+    "fields empty = missing. The label depends weakly on the categorical bucket\n"
+    "counts and on I1 (see eval/eval_gen_criteo.c), so replay policies differ in CTR.\n"};
 
 int eval_gen_criteo_main(int argc, char **argv) {
-  static const struct option opts[] = {{"rows", required_argument, 0, 'n'},
-                                       {"seed", required_argument, 0, 's'},
-                                       {"out", required_argument, 0, 'o'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
   long long rows = -1;
   unsigned long long seed = 1;
   const char *out = NULL;
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &gen_cli, argc, argv);
+  const char *arg;
+  for (int c; (c = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     char *end = NULL;
     switch (c) {
-      case 'n':
-        rows = strtoll(optarg, &end, 10);
-        if (!*optarg || *end || rows < 0) {
-          fprintf(stderr, "gen-criteo: bad --rows '%s'\n", optarg);
+      case O3M_CLI_STOP: return cl.exit_code;
+      case CRITEO_ROWS:
+        rows = strtoll(arg, &end, 10);
+        if (!*arg || *end || rows < 0) {
+          fprintf(stderr, "gen-criteo: bad --rows '%s'\n", arg);
           return 2;
         }
         break;
-      case 's':
-        seed = strtoull(optarg, &end, 10);
-        if (!*optarg || *end) {
-          fprintf(stderr, "gen-criteo: bad --seed '%s'\n", optarg);
+      case CRITEO_SEED:
+        seed = strtoull(arg, &end, 10);
+        if (!*arg || *end) {
+          fprintf(stderr, "gen-criteo: bad --seed '%s'\n", arg);
           return 2;
         }
         break;
-      case 'o': out = optarg; break;
-      case 'h': gen_usage(stdout); return 0;
-      default:
-        fprintf(stderr, "gen-criteo: unknown or incomplete option '%s'\n", argv[optind - 1]);
-        gen_usage(stderr);
-        return 2;
+      case CRITEO_OUT: out = arg; break;
     }
   }
-  if (rows < 0 || optind < argc) {
-    gen_usage(stderr);
-    return 2;
-  }
+  if (rows < 0) return o3m_cli_usage_error(&gen_cli, "--rows is required");
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&gen_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
   FILE *f = out ? fopen(out, "w") : stdout;
   if (!f) {
     fprintf(stderr, "gen-criteo: cannot create %s: %s\n", out, strerror(errno));

@@ -13,7 +13,6 @@
 #include "o3m_bytes.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include "eval_synth.h"
 #include "eval_whiten.h"
 #include "o3m_blas.h"
+#include "o3m_cli.h"
 #include "o3m_clock.h"
 
 #define MAX_CFG 4
@@ -688,100 +688,101 @@ static int parse_set(const char *opt, const char *s, const char *a, const char *
   return 1;
 }
 
-static void regret_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval regret [options]\n"
-          "  The paper's synthetic experiment (Figures 4 and 6): central, federated (O3M,\n"
-          "  masked in-process), partial local (first party only) and partial ratios on the\n"
-          "  same stream per seed. Writes CSVs and PNGs to --out-dir, a summary to stdout.\n"
-          "  --d N                  context dimension (100)\n"
-          "  --K N                  arms per round (10)\n"
-          "  --T N                  rounds (5000)\n"
-          "  --seeds N              repeats, seeds FIRST..FIRST+N-1 (5)\n"
-          "  --first-seed S         (1)\n"
-          "  --parties D1,D2,...    column split, first party = AP (20,20,20,20,20; for\n"
-          "                         another --d: min(5, d) near-equal parts)\n"
-          "  --partial-ratios R,..  shares of columns for Figure 6, or none (0.2,0.8)\n"
-          "  --algo linucb|lints|both    (both)\n"
-          "  --model shared|disjoint|both (shared)\n"
-          "  --alpha B              LinUCB beta (0.5); --beta is the same\n"
-          "  --v V                  LinTS scale (0.01)\n"
-          "  --lambda L             ridge (1)\n"
-          "  --noise-var S2         reward noise variance (0.05)\n"
-          "  --every N              keep every N-th step in the CSVs, and the last (10)\n"
-          "  --refactor-every N     policy refactorization period (1000)\n"
-          "  --whiten all|none|J,.. parties (0 = AP) that whiten their columns before\n"
-          "                         masking; learners see whitened contexts (none)\n"
-          "  --out-dir DIR          (eval-out/regret)\n"
-          "  --no-plots             CSVs and summary only\n"
-          "  --aggregation MODE     secure (default, as the daemons) or per-party: how the\n"
-          "                         federated variant sums the passive parties' parts\n");
-}
+enum {
+  REG_D, REG_K, REG_T, REG_SEEDS, REG_FIRST_SEED, REG_PARTIES, REG_RATIOS, REG_ALGO, REG_MODEL,
+  REG_ALPHA, REG_BETA, REG_V, REG_LAMBDA, REG_NOISE, REG_EVERY, REG_REFACTOR, REG_OUT_DIR,
+  REG_NO_PLOTS, REG_WHITEN, REG_AGGREGATION, REG_N
+};
+static const o3m_cli_option regret_options[] = {
+    [REG_D] = {"d", "N", "context dimension (100)"},
+    [REG_K] = {"K", "N", "arms per round (10)"},
+    [REG_T] = {"T", "N", "rounds (5000)"},
+    [REG_SEEDS] = {"seeds", "N", "repeats, seeds FIRST..FIRST+N-1 (5)"},
+    [REG_FIRST_SEED] = {"first-seed", "S", "the first seed (1)"},
+    [REG_PARTIES] = {"parties", "D1,D2,...",
+                     "column split, first party = AP (20,20,20,20,20; other --d: min(5, d) parts)"},
+    [REG_RATIOS] = {"partial-ratios", "R,..", "shares of columns for Figure 6, or none (0.2,0.8)"},
+    [REG_ALGO] = {"algo", "linucb|lints|both", "the policies run (both)"},
+    [REG_MODEL] = {"model", "shared|disjoint|both", "the models run (shared)"},
+    [REG_ALPHA] = {"alpha", "B", "LinUCB beta (0.5)"},
+    [REG_BETA] = {"beta", "B", "the same as --alpha"},
+    [REG_V] = {"v", "V", "LinTS scale (0.01)"},
+    [REG_LAMBDA] = {"lambda", "L", "ridge (1)"},
+    [REG_NOISE] = {"noise-var", "S2", "reward noise variance (0.05)"},
+    [REG_EVERY] = {"every", "N", "keep every N-th step in the CSVs, and the last (10)"},
+    [REG_REFACTOR] = {"refactor-every", "N", "policy refactorization period (1000)"},
+    [REG_OUT_DIR] = {"out-dir", "DIR", "where the CSVs and plots go (eval-out/regret)"},
+    [REG_NO_PLOTS] = {"no-plots", NULL, "CSVs and summary only"},
+    [REG_WHITEN] = {"whiten", "all|none|J,..",
+                    "parties (0 = AP) that whiten their columns before masking; learners see "
+                    "whitened contexts (none)"},
+    [REG_AGGREGATION] = {"aggregation", "secure|per-party",
+                         "how the federated variant sums the passive parties' parts (secure, "
+                         "as the daemons)"},
+    [REG_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec regret_cli = {
+    "o3m-eval regret", "[options]",
+    "The paper's synthetic experiment (Figures 4 and 6): central, federated (O3M,\n"
+    "masked in-process), partial local (first party only) and partial ratios on the\n"
+    "same stream per seed. Writes CSVs and PNGs to --out-dir, a summary to stdout.",
+    regret_options, NULL};
 
 int eval_regret_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"d", required_argument, 0, 'd'},          {"K", required_argument, 0, 'K'},
-      {"T", required_argument, 0, 'T'},          {"seeds", required_argument, 0, 'S'},
-      {"first-seed", required_argument, 0, 'f'}, {"parties", required_argument, 0, 'p'},
-      {"partial-ratios", required_argument, 0, 'r'}, {"algo", required_argument, 0, 'a'},
-      {"model", required_argument, 0, 'm'},      {"alpha", required_argument, 0, 'A'},
-      {"beta", required_argument, 0, 'A'},       {"v", required_argument, 0, 'v'},
-      {"lambda", required_argument, 0, 'l'},     {"noise-var", required_argument, 0, 'n'},
-      {"every", required_argument, 0, 'e'},      {"refactor-every", required_argument, 0, 'R'},
-      {"out-dir", required_argument, 0, 'o'},    {"no-plots", no_argument, 0, 'P'},
-      {"help", no_argument, 0, 'h'},             {"whiten", required_argument, 0, 'W'},
-      {"aggregation", required_argument, 0, 'g'}, {0, 0, 0, 0}};
   eval_regret_config c;
   eval_regret_config_default(&c);
   const char *parties = NULL, *out_dir = "eval-out/regret";
-  int plots = 1, ch;
+  int plots = 1;
   long lv;
-  optind = 1;
-  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &regret_cli, argc, argv);
+  const char *arg;
+  for (int ch; (ch = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (ch) {
-    case 'd': if (!opt_int("d", optarg, 1, O3M_MAX_DIM, &lv)) return 2; c.d = (int)lv; break;
-    case 'K': if (!opt_int("K", optarg, 1, 100000, &lv)) return 2; c.K = (int)lv; break;
-    case 'T': if (!opt_int("T", optarg, 1, 1000000000, &c.T)) return 2; break;
-    case 'S': if (!opt_int("seeds", optarg, 1, 10000, &lv)) return 2; c.n_seeds = (int)lv; break;
-    case 'f':
-      if (!opt_int("first-seed", optarg, 0, __LONG_MAX__, &lv)) return 2;
+    case O3M_CLI_STOP: return cl.exit_code;
+    case REG_D: if (!opt_int("d", arg, 1, O3M_MAX_DIM, &lv)) return 2; c.d = (int)lv; break;
+    case REG_K: if (!opt_int("K", arg, 1, 100000, &lv)) return 2; c.K = (int)lv; break;
+    case REG_T: if (!opt_int("T", arg, 1, 1000000000, &c.T)) return 2; break;
+    case REG_SEEDS: if (!opt_int("seeds", arg, 1, 10000, &lv)) return 2; c.n_seeds = (int)lv; break;
+    case REG_FIRST_SEED:
+      if (!opt_int("first-seed", arg, 0, __LONG_MAX__, &lv)) return 2;
       c.first_seed = (uint64_t)lv;
       break;
-    case 'p': parties = optarg; break;
-    case 'r': if (!parse_ratios(optarg, &c)) return 2; break;
-    case 'a': if (!parse_set("algo", optarg, "linucb", "lints", &c.algos)) return 2; break;
-    case 'm': if (!parse_set("model", optarg, "shared", "disjoint", &c.models)) return 2; break;
-    case 'A': if (!opt_num("alpha", optarg, 0, 1e6, &c.alpha)) return 2; break;
-    case 'v': if (!opt_num("v", optarg, 0, 1e6, &c.v)) return 2; break;
-    case 'l': if (!opt_num("lambda", optarg, 1e-12, 1e12, &c.lambda)) return 2; break;
-    case 'n': if (!opt_num("noise-var", optarg, 0, 1e6, &c.noise_var)) return 2; break;
-    case 'e': if (!opt_int("every", optarg, 1, 1000000000, &lv)) return 2; c.every = (int)lv; break;
-    case 'R':
-      if (!opt_int("refactor-every", optarg, 1, 1000000000, &lv)) return 2;
+    case REG_PARTIES: parties = arg; break;
+    case REG_RATIOS: if (!parse_ratios(arg, &c)) return 2; break;
+    case REG_ALGO: if (!parse_set("algo", arg, "linucb", "lints", &c.algos)) return 2; break;
+    case REG_MODEL: if (!parse_set("model", arg, "shared", "disjoint", &c.models)) return 2; break;
+    case REG_ALPHA:
+    case REG_BETA: if (!opt_num("alpha", arg, 0, 1e6, &c.alpha)) return 2; break;
+    case REG_V: if (!opt_num("v", arg, 0, 1e6, &c.v)) return 2; break;
+    case REG_LAMBDA: if (!opt_num("lambda", arg, 1e-12, 1e12, &c.lambda)) return 2; break;
+    case REG_NOISE: if (!opt_num("noise-var", arg, 0, 1e6, &c.noise_var)) return 2; break;
+    case REG_EVERY:
+      if (!opt_int("every", arg, 1, 1000000000, &lv)) return 2;
+      c.every = (int)lv;
+      break;
+    case REG_REFACTOR:
+      if (!opt_int("refactor-every", arg, 1, 1000000000, &lv)) return 2;
       c.refactor_every = (int)lv;
       break;
-    case 'o': out_dir = optarg; break;
-    case 'P': plots = 0; break;
-    case 'W': c.whiten = optarg; break;
-    case 'g': {
-      eval_aggregation a;
-      if (eval_aggregation_parse(optarg, &a)) {
+    case REG_OUT_DIR: out_dir = arg; break;
+    case REG_NO_PLOTS: plots = 0; break;
+    case REG_WHITEN: c.whiten = arg; break;
+    case REG_AGGREGATION: {
+      eval_aggregation ag;
+      if (eval_aggregation_parse(arg, &ag)) {
         fprintf(stderr, "o3m-eval regret: --aggregation: expected secure or per-party, got "
-                "'%s'\n", optarg);
+                "'%s'\n", arg);
         return 2;
       }
-      c.aggregation = (int)a;
+      c.aggregation = (int)ag;
       break;
     }
-    case 'h': regret_usage(stdout); return 0;
-    default: regret_usage(stderr); return 2;
     }
   }
-  if (optind != argc) {
-    fprintf(stderr, "o3m-eval regret: unexpected argument '%s'\n", argv[optind]);
-    regret_usage(stderr);
-    return 2;
-  }
+  if (o3m_cli_operands(&cl) != argc)
+    return o3m_cli_usage_error(&regret_cli, "unexpected argument '%s'",
+                               argv[o3m_cli_operands(&cl)]);
   o3m_err err;
   o3m_err_clear(&err);
   if (parties) {

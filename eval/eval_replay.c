@@ -18,7 +18,6 @@
  * measured rates. */
 #include "eval_replay.h"
 
-#include <getopt.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 #include "eval_criteo_prep.h"
 #include "eval_masker.h"
 #include "o3m_blas.h"
+#include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_rng.h"
 
@@ -588,45 +588,53 @@ void eval_replay_print(FILE *f, const eval_replay_result *res) {
 
 /* ---- the subcommand ---- */
 
-static void replay_usage(FILE *f) {
-  fprintf(f,
-    "usage: o3m-eval replay --format news|obd|criteo-tsv|criteo-csv --input FILE [options]\n"
-    "\n"
+enum {
+  O_FORMAT, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS, O_TR, O_LIMIT,
+  O_PARTIES, O_RATIO, O_MSEED, O_AGG, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V, O_SEED, O_NRAND,
+  O_RSEED, O_VARIANTS, O_THREADS, O_WHITEN, O_COUNT
+};
+static const o3m_cli_option replay_options[] = {
+    [O_FORMAT] = {"format", "F", "data: news | obd | criteo-tsv | criteo-csv"},
+    [O_INPUT] = {"input", "FILE", "data: the log ('-' = stdin; criteo then needs --stats-in)"},
+    [O_ITEMS] = {"item-context", "FILE", "obd: item_context.csv (required for obd)"},
+    [O_OBDPOS] = {"obd-position", "P", "obd: position used, 1..3, or 0 for all (default 1)"},
+    [O_OBDB] = {"obd-user-buckets", "B",
+                "obd: hash buckets per user feature column (default 16)"},
+    [O_SIN] = {"stats-in", "FILE", "criteo: reuse preprocessing statistics"},
+    [O_SOUT] = {"stats-out", "FILE", "criteo: write the statistics computed by this run"},
+    [O_SROWS] = {"stats-rows", "N",
+                 "criteo: compute statistics from the first N rows (default all)"},
+    [O_ARMS] = {"criteo-arms", "N",
+                "criteo: number of arms, the most frequent labels (default 40)"},
+    [O_TR] = {"int-transform", "T", "criteo: raw (default, the paper) | log before min-max"},
+    [O_LIMIT] = {"limit", "N", "data: use at most N events"},
+    [O_PARTIES] = {"parties", "D1,D2,...",
+                   "federation: column split (first = the active participant)"},
+    [O_RATIO] = {"partial-ratio", "R",
+                 "federation: split as [ceil(R d), d - ceil(R d)] (default 0.5)"},
+    [O_MSEED] = {"mask-seed", "S", "federation: seed of the (evaluation-only) mask (default 7)"},
+    [O_AGG] = {"aggregation", "secure|per-party",
+               "federation: secure (default, as the daemons) or per-party"},
+    [O_ALGO] = {"algo", "linucb|lints", "policy (default linucb)"},
+    [O_MODEL] = {"model", "shared|disjoint", "policy model (default shared)"},
+    [O_ALPHA] = {"alpha", "A", "LinUCB width (default 0.5; 0.6 for criteo, the paper's)"},
+    [O_LAMBDA] = {"lambda", "L", "ridge (default 1)"},
+    [O_V] = {"v", "V", "LinTS scale (default 0.01)"},
+    [O_SEED] = {"seed", "S", "LinTS sampler seed (default 1)"},
+    [O_NRAND] = {"random-seeds", "N", "random baseline runs (default 5)"},
+    [O_RSEED] = {"random-seed", "S", "first seed of the random baseline (default 1000)"},
+    [O_VARIANTS] = {"variants", "LIST", "any of central,federated,partial (default all three)"},
+    [O_THREADS] = {"threads", "1|2", "run central+partial on a second thread (default 2)"},
+    [O_WHITEN] = {"whiten", "all|none|J,..",
+                  "run: parties (0 = AP) that whiten their columns, maps from the first 100000 "
+                  "context rows (news, obd; default none)"},
+    [O_COUNT] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec replay_cli = {
+    "o3m-eval replay", "--format news|obd|criteo-tsv|criteo-csv --input FILE [options]",
     "Li et al.'s replay estimator on logged data: central, federated (masked) and\n"
-    "partial-local learners side by side, against a uniformly random policy.\n"
-    "\n"
-    "data:\n"
-    "  --format F             news | obd | criteo-tsv | criteo-csv\n"
-    "  --input FILE           the log ('-' = stdin; criteo then needs --stats-in)\n"
-    "  --item-context FILE    obd: item_context.csv (required for obd)\n"
-    "  --obd-position P       obd: position used, 1..3, or 0 for all (default 1)\n"
-    "  --obd-user-buckets B   obd: hash buckets per user feature column (default 16)\n"
-    "  --stats-in FILE        criteo: reuse preprocessing statistics\n"
-    "  --stats-out FILE       criteo: write the statistics computed by this run\n"
-    "  --stats-rows N         criteo: compute statistics from the first N rows (default all)\n"
-    "  --criteo-arms N        criteo: number of arms, the most frequent labels (default 40)\n"
-    "  --int-transform T      criteo: raw (default, the paper) | log before min-max\n"
-    "  --limit N              use at most N events\n"
-    "federation:\n"
-    "  --parties D1,D2,...    column split across parties (first = the active participant)\n"
-    "  --partial-ratio R      split as [ceil(R d), d - ceil(R d)] (default 0.5)\n"
-    "  --mask-seed S          seed of the (evaluation-only) mask (default 7)\n"
-    "  --aggregation MODE     secure (default, as the daemons) or per-party\n"
-    "policy:\n"
-    "  --algo linucb|lints    (default linucb)\n"
-    "  --model shared|disjoint (default shared)\n"
-    "  --alpha A              LinUCB width (default 0.5; 0.6 for criteo, the paper's)\n"
-    "  --lambda L             ridge (default 1)\n"
-    "  --v V                  LinTS scale (default 0.01)\n"
-    "  --seed S               LinTS sampler seed (default 1)\n"
-    "  --random-seeds N       random baseline runs (default 5)\n"
-    "  --random-seed S        first seed of the random baseline (default 1000)\n"
-    "run:\n"
-    "  --variants LIST        any of central,federated,partial (default all three)\n"
-    "  --threads 1|2          run central+partial on a second thread (default 2)\n"
-    "  --whiten all|none|J,.. parties (0 = AP) that whiten their columns, maps from the\n"
-    "                         first 100000 context rows (news, obd; default none)\n");
-}
+    "partial-local learners side by side, against a uniformly random policy.",
+    replay_options, NULL};
 
 static int parse_ll_arg(const char *s, long long *out) {
   char *end;
@@ -737,29 +745,6 @@ int eval_replay_whiten_calibrate(eval_reader *rd, const o3m_partition *part, con
 }
 
 int eval_replay_main(int argc, char **argv) {
-  enum { O_FORMAT = 1000, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS,
-         O_TR, O_LIMIT, O_PARTIES, O_RATIO, O_MSEED, O_AGG, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V,
-         O_SEED, O_NRAND, O_RSEED, O_VARIANTS, O_THREADS, O_HELP, O_WHITEN };
-  static const struct option opts[] = {
-      {"format", required_argument, 0, O_FORMAT}, {"input", required_argument, 0, O_INPUT},
-      {"item-context", required_argument, 0, O_ITEMS},
-      {"obd-position", required_argument, 0, O_OBDPOS},
-      {"obd-user-buckets", required_argument, 0, O_OBDB},
-      {"stats-in", required_argument, 0, O_SIN}, {"stats-out", required_argument, 0, O_SOUT},
-      {"stats-rows", required_argument, 0, O_SROWS},
-      {"criteo-arms", required_argument, 0, O_ARMS},
-      {"int-transform", required_argument, 0, O_TR}, {"limit", required_argument, 0, O_LIMIT},
-      {"parties", required_argument, 0, O_PARTIES},
-      {"partial-ratio", required_argument, 0, O_RATIO},
-      {"mask-seed", required_argument, 0, O_MSEED},
-      {"aggregation", required_argument, 0, O_AGG}, {"algo", required_argument, 0, O_ALGO},
-      {"model", required_argument, 0, O_MODEL}, {"alpha", required_argument, 0, O_ALPHA},
-      {"lambda", required_argument, 0, O_LAMBDA}, {"v", required_argument, 0, O_V},
-      {"seed", required_argument, 0, O_SEED}, {"random-seeds", required_argument, 0, O_NRAND},
-      {"random-seed", required_argument, 0, O_RSEED},
-      {"variants", required_argument, 0, O_VARIANTS},
-      {"threads", required_argument, 0, O_THREADS}, {"help", no_argument, 0, O_HELP},
-      {"whiten", required_argument, 0, O_WHITEN}, {0, 0, 0, 0}};
   eval_replay_config cfg;
   eval_replay_config_default(&cfg);
   cfg.threads = 2;
@@ -772,13 +757,13 @@ int eval_replay_main(int argc, char **argv) {
   double ratio = 0.5;
   int have_ratio = 0, have_alpha = 0, have_tr = 0;
   eval_criteo_transform tr = EVAL_CRITEO_INT_RAW;
-  int c;
-  optind = 1;
-  opterr = 0;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    const char *a = optarg;
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &replay_cli, argc, argv);
+  const char *a;
+  for (int c; (c = o3m_cli_next(&cl, &a)) != O3M_CLI_END;) {
     int bad = 0;
     switch (c) {
+      case O3M_CLI_STOP: return cl.exit_code;
       case O_FORMAT: bad = eval_format_parse(a, &fmt_) != 0; break;
       case O_INPUT: input = a; break;
       case O_ITEMS: items = a; break;
@@ -810,24 +795,15 @@ int eval_replay_main(int argc, char **argv) {
       case O_VARIANTS: bad = parse_variants(a, &cfg.variants) != 0; break;
       case O_THREADS: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 2; cfg.threads = (int)ll; break;
       case O_WHITEN: whiten = a; break;
-      case O_HELP: replay_usage(stdout); return 0;
-      default:
-        fprintf(stderr, "replay: unknown or incomplete option '%s'\n", argv[optind - 1]);
-        replay_usage(stderr);
-        return 2;
     }
     if (bad) {
-      const char *name = "?";
-      for (int i = 0; opts[i].name; i++)
-        if (opts[i].val == c) name = opts[i].name;
-      fprintf(stderr, "replay: bad value '%s' for --%s\n", a, name);
+      fprintf(stderr, "replay: bad value '%s' for --%s\n", a, replay_options[c].name);
       return 2;
     }
   }
-  if (optind < argc) {
-    fprintf(stderr, "replay: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&replay_cli, "unexpected argument '%s'",
+                               argv[o3m_cli_operands(&cl)]);
   if (!fmt_ || !input) {
     fprintf(stderr, "replay: --format and --input are required (see --help)\n");
     return 2;

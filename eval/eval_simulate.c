@@ -12,7 +12,6 @@
  *
  * gen-synthetic writes the paper's synthetic environment (eval_synth.h) as a
  * stream file, with noisy rewards. */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,7 @@
 #include "eval_synth.h"
 #include "eval_masker.h"
 #include "o3m_mask.h"
+#include "o3m_cli.h"
 
 /* Parses a double or int option value; exits the subcommand with usage on
  * error through the returned flag. */
@@ -49,35 +49,32 @@ static int opt_long(const char *name, const char *s, long lo, long hi, long *out
   return 1;
 }
 
-static void simulate_usage(FILE *f) {
-  fprintf(f,
-          "usage: o3m-eval simulate [options] FILE\n"
-          "  Runs a policy over a full-information stream file (header\n"
-          "  round,arm,reward,x1..xd; K rows per round, arms 0..K-1) and writes\n"
-          "  round,arm to stdout.\n"
-          "  --algo linucb|lints     (default linucb)\n"
-          "  --model shared|disjoint (default shared)\n"
-          "  --alpha A               LinUCB width (default 0.5)\n"
-          "  --lambda L              ridge (default 1)\n"
-          "  --v V                   LinTS scale (default 0.01)\n"
-          "  --seed S                LinTS sampler seed (default 1)\n"
-          "  --refactor-every N      exact refactorization period (default 1000)\n"
-          "  --parties D1,D2,...     run masked: columns split in order across parties\n"
-          "  --mask-seed-insecure S  draw the mask from a seeded generator (tests only;\n"
-          "                          default: the OS CSPRNG)\n"
-          "  --aggregation MODE      with --parties: secure (default, as the daemons) or\n"
-          "                          per-party\n");
-}
+enum {
+  SIM_ALGO, SIM_MODEL, SIM_ALPHA, SIM_LAMBDA, SIM_V, SIM_SEED, SIM_REFACTOR, SIM_PARTIES,
+  SIM_MASK_SEED, SIM_AGGREGATION, SIM_N
+};
+static const o3m_cli_option simulate_options[] = {
+    [SIM_ALGO] = {"algo", "linucb|lints", "the policy (default linucb)"},
+    [SIM_MODEL] = {"model", "shared|disjoint", "one model or one per arm (default shared)"},
+    [SIM_ALPHA] = {"alpha", "A", "LinUCB width (default 0.5)"},
+    [SIM_LAMBDA] = {"lambda", "L", "ridge (default 1)"},
+    [SIM_V] = {"v", "V", "LinTS scale (default 0.01)"},
+    [SIM_SEED] = {"seed", "S", "LinTS sampler seed (default 1)"},
+    [SIM_REFACTOR] = {"refactor-every", "N", "exact refactorization period (default 1000)"},
+    [SIM_PARTIES] = {"parties", "D1,D2,...", "run masked: columns split in order across parties"},
+    [SIM_MASK_SEED] = {"mask-seed-insecure", "S",
+                       "draw the mask from a seeded generator (tests only; default: OS CSPRNG)"},
+    [SIM_AGGREGATION] = {"aggregation", "secure|per-party",
+                         "with --parties: secure (default, as the daemons) or per-party"},
+    [SIM_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec simulate_cli = {
+    "o3m-eval simulate", "[options] FILE",
+    "Runs a policy over a full-information stream file (header round,arm,reward,x1..xd;\n"
+    "K rows per round, arms 0..K-1) and writes round,arm to stdout.",
+    simulate_options, NULL};
 
 int eval_simulate_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"algo", required_argument, 0, 'a'},   {"model", required_argument, 0, 'm'},
-      {"alpha", required_argument, 0, 'A'},  {"lambda", required_argument, 0, 'l'},
-      {"v", required_argument, 0, 'v'},      {"seed", required_argument, 0, 's'},
-      {"parties", required_argument, 0, 'p'}, {"mask-seed-insecure", required_argument, 0, 'q'},
-      {"refactor-every", required_argument, 0, 'r'}, {"help", no_argument, 0, 'h'},
-      {"aggregation", required_argument, 0, 'g'},
-      {0, 0, 0, 0}};
   o3m_policy_config cfg;
   o3m_policy_config_default(&cfg);
   const char *parties = NULL;
@@ -85,53 +82,52 @@ int eval_simulate_main(int argc, char **argv) {
   eval_aggregation agg = EVAL_AGG_SECURE;
   uint64_t mask_seed = 0;
   long lv;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &simulate_cli, argc, argv);
+  const char *arg;
+  for (int c; (c = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (c) {
-    case 'a':
-      if (o3m_algo_parse(optarg, &cfg.algo)) {
-        fprintf(stderr, "o3m-eval: --algo: '%s' is not linucb or lints\n", optarg);
+    case O3M_CLI_STOP: return cl.exit_code;
+    case SIM_ALGO:
+      if (o3m_algo_parse(arg, &cfg.algo)) {
+        fprintf(stderr, "o3m-eval: --algo: '%s' is not linucb or lints\n", arg);
         return 2;
       }
       break;
-    case 'm':
-      if (o3m_model_parse(optarg, &cfg.model)) {
-        fprintf(stderr, "o3m-eval: --model: '%s' is not shared or disjoint\n", optarg);
+    case SIM_MODEL:
+      if (o3m_model_parse(arg, &cfg.model)) {
+        fprintf(stderr, "o3m-eval: --model: '%s' is not shared or disjoint\n", arg);
         return 2;
       }
       break;
-    case 'A': if (!opt_double("alpha", optarg, &cfg.alpha)) return 2; break;
-    case 'l': if (!opt_double("lambda", optarg, &cfg.lambda)) return 2; break;
-    case 'v': if (!opt_double("v", optarg, &cfg.v)) return 2; break;
-    case 's':
-      if (!opt_long("seed", optarg, 0, __LONG_MAX__, &lv)) return 2;
+    case SIM_ALPHA: if (!opt_double("alpha", arg, &cfg.alpha)) return 2; break;
+    case SIM_LAMBDA: if (!opt_double("lambda", arg, &cfg.lambda)) return 2; break;
+    case SIM_V: if (!opt_double("v", arg, &cfg.v)) return 2; break;
+    case SIM_SEED:
+      if (!opt_long("seed", arg, 0, __LONG_MAX__, &lv)) return 2;
       cfg.seed = (uint64_t)lv;
       break;
-    case 'g':
-      if (eval_aggregation_parse(optarg, &agg)) {
-        fprintf(stderr, "o3m-eval: --aggregation: '%s' is not secure or per-party\n", optarg);
+    case SIM_AGGREGATION:
+      if (eval_aggregation_parse(arg, &agg)) {
+        fprintf(stderr, "o3m-eval: --aggregation: '%s' is not secure or per-party\n", arg);
         return 2;
       }
       break;
-    case 'q':
-      if (!opt_long("mask-seed-insecure", optarg, 0, __LONG_MAX__, &lv)) return 2;
+    case SIM_MASK_SEED:
+      if (!opt_long("mask-seed-insecure", arg, 0, __LONG_MAX__, &lv)) return 2;
       mask_seed = (uint64_t)lv;
       have_mask_seed = 1;
       break;
-    case 'r':
-      if (!opt_long("refactor-every", optarg, 1, 1000000000, &lv)) return 2;
+    case SIM_REFACTOR:
+      if (!opt_long("refactor-every", arg, 1, 1000000000, &lv)) return 2;
       cfg.refactor_every = (int)lv;
       break;
-    case 'p': parties = optarg; break;
-    case 'h': simulate_usage(stdout); return 0;
-    default: simulate_usage(stderr); return 2;
+    case SIM_PARTIES: parties = arg; break;
     }
   }
-  if (optind != argc - 1) {
-    simulate_usage(stderr);
-    return 2;
-  }
+  int file = o3m_cli_operands(&cl);
+  if (file != argc - 1)
+    return o3m_cli_usage_error(&simulate_cli, "give one stream FILE");
   o3m_err err;
   o3m_err_clear(&err);
   eval_stream *in = NULL;
@@ -143,7 +139,7 @@ int eval_simulate_main(int argc, char **argv) {
     fprintf(stderr, "o3m-eval: --parties: %s\n", err.msg);
     return 2;
   }
-  if (eval_stream_open(&in, argv[optind], &err)) goto fail;
+  if (eval_stream_open(&in, argv[file], &err)) goto fail;
   int d = eval_stream_dim(in);
   if (parties && part.d != d) {
     fprintf(stderr, "o3m-eval: --parties: dims sum to %d but the file has d = %d\n", part.d, d);
@@ -205,36 +201,45 @@ done:
   return status;
 }
 
+enum { GEN_D, GEN_K, GEN_T, GEN_SEED, GEN_NOISE, GEN_OUT, GEN_N };
+static const o3m_cli_option gen_synthetic_options[] = {
+    [GEN_D] = {"d", "N", "context dimension (default 100)"},
+    [GEN_K] = {"K", "N", "arms per round (default 10)"},
+    [GEN_T] = {"T", "N", "rounds (default 5000)"},
+    [GEN_SEED] = {"seed", "S", "seed of the environment (default 1)"},
+    [GEN_NOISE] = {"noise-var", "S2", "reward noise variance (default 0.05)"},
+    [GEN_OUT] = {"out", "FILE", "write there instead of stdout"},
+    [GEN_N] = {NULL, NULL, NULL},
+};
+static const o3m_cli_spec gen_synthetic_cli = {
+    "o3m-eval gen-synthetic",
+    "[--d 100] [--K 10] [--T 5000] [--seed 1] [--noise-var 0.05] [--out FILE]",
+    "Writes the paper's synthetic environment as a stream file.", gen_synthetic_options, NULL};
+
 int eval_gen_synthetic_main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"d", required_argument, 0, 'd'},    {"K", required_argument, 0, 'K'},
-      {"T", required_argument, 0, 'T'},    {"seed", required_argument, 0, 's'},
-      {"noise-var", required_argument, 0, 'n'}, {"out", required_argument, 0, 'o'},
-      {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
   eval_synth_config sc = {.d = 100, .K = 10, .noise_var = 0.05, .seed = 1};
   long T = 5000, lv;
   const char *out = NULL;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  o3m_cli cl;
+  o3m_cli_begin(&cl, &gen_synthetic_cli, argc, argv);
+  const char *arg;
+  for (int c; (c = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (c) {
-    case 'd': if (!opt_long("d", optarg, 1, 4096, &lv)) return 2; sc.d = (int)lv; break;
-    case 'K': if (!opt_long("K", optarg, 1, 100000, &lv)) return 2; sc.K = (int)lv; break;
-    case 'T': if (!opt_long("T", optarg, 1, 100000000, &T)) return 2; break;
-    case 's':
-      if (!opt_long("seed", optarg, 0, __LONG_MAX__, &lv)) return 2;
+    case O3M_CLI_STOP: return cl.exit_code;
+    case GEN_D: if (!opt_long("d", arg, 1, 4096, &lv)) return 2; sc.d = (int)lv; break;
+    case GEN_K: if (!opt_long("K", arg, 1, 100000, &lv)) return 2; sc.K = (int)lv; break;
+    case GEN_T: if (!opt_long("T", arg, 1, 100000000, &T)) return 2; break;
+    case GEN_SEED:
+      if (!opt_long("seed", arg, 0, __LONG_MAX__, &lv)) return 2;
       sc.seed = (uint64_t)lv;
       break;
-    case 'n': if (!opt_double("noise-var", optarg, &sc.noise_var)) return 2; break;
-    case 'o': out = optarg; break;
-    case 'h':
-      printf("usage: o3m-eval gen-synthetic [--d 100] [--K 10] [--T 5000] [--seed 1]\n"
-             "                              [--noise-var 0.05] [--out FILE]\n"
-             "  Writes the paper's synthetic environment as a stream file.\n");
-      return 0;
-    default: return 2;
+    case GEN_NOISE: if (!opt_double("noise-var", arg, &sc.noise_var)) return 2; break;
+    case GEN_OUT: out = arg; break;
     }
   }
+  if (o3m_cli_operands(&cl) < argc)
+    return o3m_cli_usage_error(&gen_synthetic_cli, "unexpected argument '%s'",
+                               argv[o3m_cli_operands(&cl)]);
   FILE *f = out ? fopen(out, "w") : stdout;
   if (!f) {
     perror(out);

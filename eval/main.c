@@ -1,7 +1,9 @@
 /* main.c -- o3m-eval: dispatches to one subcommand (see eval_cmds.h).
- * Every subcommand parses its own options with getopt_long and has --help;
- * --version here prints the release and protocol (o3m_cli.h). Exit codes:
- * 0 ok, 1 runtime failure, 2 usage error. */
+ * Every subcommand describes its options in its own o3m_cli_spec (o3m_cli.h,
+ * prog "o3m-eval COMMAND"), so `o3m-eval COMMAND --help` lists them all and
+ * `o3m-eval COMMAND --version` works; --version here prints the release and
+ * protocol. Exit codes, the same everywhere: 0 ok, 1 runtime failure, 2
+ * usage error. */
 #include <stdio.h>
 #include <string.h>
 

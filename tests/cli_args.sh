@@ -20,16 +20,17 @@ fail() {
   failures=$((failures + 1))
 }
 
-# check PROG OPTION... : the three rules above for the binary PROG.
+# check PROG OPTION... : the three rules above for the binary PROG, or for
+# "o3m-eval COMMAND" (whose --version names the command too).
 check() {
   prog=$1
   shift
-  "$bin/$prog" --version >"$out" 2>&1
+  "$bin"/$prog --version >"$out" 2>&1
   rc=$?
   [ $rc -eq 0 ] || fail "$prog --version exits $rc"
   [ "$(cat "$out")" = "$prog $version (protocol $protocol)" ] ||
     fail "$prog --version prints something else than '$prog $version (protocol $protocol)'"
-  "$bin/$prog" --help >"$out" 2>&1
+  "$bin"/$prog --help >"$out" 2>&1
   rc=$?
   [ $rc -eq 0 ] || fail "$prog --help exits $rc"
   for opt in "$@" --help --version; do
@@ -37,7 +38,7 @@ check() {
   done
   grep -q "exit codes: 0 ok, 1 runtime failure, 2 usage error" "$out" ||
     fail "$prog --help does not list the exit codes"
-  "$bin/$prog" --no-such-option >"$out" 2>&1
+  "$bin"/$prog --no-such-option >"$out" 2>&1
   rc=$?
   [ $rc -eq 2 ] || fail "$prog --no-such-option exits $rc, expected 2"
   grep -q -e "--no-such-option" "$out" || fail "$prog --no-such-option: the message does not name it"
@@ -54,24 +55,51 @@ check o3m-bench-load --config --cert --key --insecure --K --concurrency --second
   --users --items --with-reward
 
 # o3m-eval: the top level has --version and --help (listing every command);
-# each command has its own --help and refuses an unknown option with 2.
+# each command has its own --help naming every option, its own --version,
+# and refuses an unknown option with 2 (the checks below).
 "$bin/o3m-eval" --version >"$out" 2>&1
 [ "$(cat "$out")" = "o3m-eval $version (protocol $protocol)" ] || fail "o3m-eval --version"
 "$bin/o3m-eval" --no-such-option >"$out" 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay gen-criteo; do
+for cmd in simulate gen-synthetic gen-federation federate regret cost replay audit gen-criteo; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay gen-criteo; do
-  "$bin/o3m-eval" $cmd --help >"$out" 2>&1 || fail "o3m-eval $cmd --help exits $?"
-  "$bin/o3m-eval" $cmd --no-such-option >"$out" 2>&1
-  rc=$?
-  [ $rc -eq 2 ] || fail "o3m-eval $cmd --no-such-option exits $rc, expected 2"
-  grep -q -e "no-such-option" "$out" || fail "o3m-eval $cmd --no-such-option: not named"
-done
+check "o3m-eval simulate" --algo --model --alpha --lambda --v --seed --refactor-every \
+  --parties --mask-seed-insecure --aggregation
+check "o3m-eval gen-synthetic" --d --K --T --seed --noise-var --out
+check "o3m-eval gen-federation" --out --parties --users --items --algo --model --alpha --v \
+  --seed --data-seed --deadline-ms --max-candidates --insecure --whiten --aggregation
+check "o3m-eval federate" --config --truth --rounds --K --seed --cert --key --insecure \
+  --require-match
+check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-ratios --algo \
+  --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots \
+  --whiten --aggregation
+check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir
+check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
+  --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
+  --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
+  --variants --threads --aggregation --whiten
+check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
+  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
+  --score-whitened
+check "o3m-eval gen-criteo" --rows --seed --out
+
+# A missing value is a usage error too (2), and a bad value keeps the
+# command's own message (2); a runtime failure is 1.
+"$bin/o3m-eval" regret --T >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "o3m-eval regret: --T needs a value" "$out" ||
+  fail "o3m-eval regret --T exits $rc without 'needs a value'"
+"$bin/o3m-eval" replay --limit x >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "replay: bad value 'x' for --limit" "$out" ||
+  fail "o3m-eval replay --limit x exits $rc without its message"
+"$bin/o3m-eval" simulate /nonexistent/stream.csv >"$out" 2>&1
+rc=$?
+[ $rc -eq 1 ] || fail "o3m-eval simulate on a missing file exits $rc, expected 1"
 
 [ $failures -eq 0 ] && echo "all command lines as documented"
 exit $((failures > 0))
