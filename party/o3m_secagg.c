@@ -8,6 +8,7 @@
  * size needs no allocation. */
 #include "o3m_secagg.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -279,12 +280,6 @@ int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_e
   return 0;
 }
 
-static uint64_t load_le64(const unsigned char *p) {
-  return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
-         (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
-         (uint64_t)p[7] << 56;
-}
-
 /* out[i] += or -= the i-th little-endian word of the AES-256-CTR stream
  * of key (zero initial counter: the key is fresh per batch and pair), for
  * i < n. O3M_ECORRUPT if libcrypto fails (out is garbage then). */
@@ -292,19 +287,23 @@ static int add_stream(EVP_CIPHER_CTX *aes, uint64_t *out, size_t n, const unsign
                       int plus) {
   static const unsigned char zeros[CHUNK_BYTES];
   static const unsigned char iv[16];
-  unsigned char buf[CHUNK_BYTES];
+  /* Words, so that the loops below are plain vector adds: le64toh is the
+   * identity on a little-endian host and a byte swap elsewhere. */
+  uint64_t buf[CHUNK_WORDS];
   if (EVP_EncryptInit_ex(aes, NULL, NULL, key, iv) != 1) return O3M_ECORRUPT;
   for (size_t off = 0; off < n; off += CHUNK_WORDS) {
     size_t w = n - off < CHUNK_WORDS ? n - off : CHUNK_WORDS;
     int len = 0;
-    if (EVP_EncryptUpdate(aes, buf, &len, zeros, (int)(w * 8)) != 1 || len != (int)(w * 8)) {
+    if (EVP_EncryptUpdate(aes, (unsigned char *)buf, &len, zeros, (int)(w * 8)) != 1 ||
+        len != (int)(w * 8)) {
       sodium_memzero(buf, sizeof buf);
       return O3M_ECORRUPT;
     }
+    uint64_t *o = out + off;
     if (plus)
-      for (size_t i = 0; i < w; i++) out[off + i] += load_le64(buf + 8 * i);
+      for (size_t i = 0; i < w; i++) o[i] += le64toh(buf[i]);
     else
-      for (size_t i = 0; i < w; i++) out[off + i] -= load_le64(buf + 8 * i);
+      for (size_t i = 0; i < w; i++) o[i] -= le64toh(buf[i]);
   }
   sodium_memzero(buf, sizeof buf);
   return 0;
