@@ -1392,7 +1392,7 @@ int eval_audit_main(int argc, char **argv) {
   const char *tables[MAX_TABLES];
   int n_tables = 0;
   int plots = 1;
-  long v;
+  long v = 0;
   o3m_err err;
   o3m_err_clear(&err);
   o3m_cli cl;
