@@ -14,7 +14,13 @@
  * above its max_norm refuses to start naming file and line; and a masked
  * part above its party's bound (the AP's copy of the config gives pp1 a
  * smaller max_norm than pp1's own copy, so pp1 serves parts the AP must
- * refuse) fails the round naming pp1.
+ * refuse) fails the round naming pp1. Under secure aggregation (the
+ * default), a hostile pp1 (a real o3m-passive whose own config claims a
+ * larger max_norm, serving one user's row above the AP's bound) makes a
+ * decoded sum above the joint bound of the PPs: refused, nothing changed or
+ * journaled, and with the real pp1 back the AP decides a fixed sequence as
+ * an honest federation does; a row whose decoded sum stays inside the bound
+ * is answered (the bound limits a hostile party; it cannot unmask it).
  *
  * Suite oversize (item 3): after warm-up traffic, oversized requests (a
  * 60 MB user id, a user id one byte over the limit, too many items, a huge
@@ -29,12 +35,14 @@
  * (stderr). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "ap_client.h"
 #include "fed_proc.h"
@@ -87,9 +95,11 @@ static o3m_rpc_client *party_client(int p, const char *as, int deadline_ms) {
 }
 
 /* Recommend with the given user, items and own features (n_own values,
- * 0: none). Returns the code; *decision gets the decision on success. */
-static int recommend(o3m_rpc_client *c, const char *user, int K, char **items,
-                     const double *own, size_t n_own, uint64_t *decision, o3m_err *e) {
+ * 0: none). Returns the code; *rec gets the reply on success (the client's,
+ * valid until its next call). */
+static int recommend_reply(o3m_rpc_client *c, const char *user, int K, char **items,
+                           const double *own, size_t n_own,
+                           const O3m__V1__Recommendation **rec, o3m_err *e) {
   O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
   req.user = (char *)user;
   req.n_items = (size_t)K;
@@ -100,7 +110,16 @@ static int recommend(o3m_rpc_client *c, const char *user, int K, char **items,
   o3m_err_clear(e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
                                &o3m__v1__recommendation__descriptor, &m, e);
-  if (rc == 0 && decision) *decision = ((O3m__V1__Recommendation *)m)->decision;
+  if (rc == 0) *rec = (const O3m__V1__Recommendation *)m;
+  return rc;
+}
+
+/* recommend_reply keeping the decision only (in *decision, if not NULL). */
+static int recommend(o3m_rpc_client *c, const char *user, int K, char **items,
+                     const double *own, size_t n_own, uint64_t *decision, o3m_err *e) {
+  const O3m__V1__Recommendation *rec;
+  int rc = recommend_reply(c, user, K, items, own, n_own, &rec, e);
+  if (rc == 0 && decision) *decision = rec->decision;
   return rc;
 }
 
@@ -322,30 +341,37 @@ Test(bounds, passive_table_above_bound_refuses_start) {
   cr_assert(eq(ptr, strstr(log, "20000"), NULL), "the log quotes a feature value:\n%s", log);
 }
 
+/* Starts the prepared federation with party p reading its own copy of the
+ * config, fed_dir()/own_conf, and every other party the shared one; returns
+ * a client of the AP. */
+static o3m_rpc_client *start_with_own_conf(int p, const char *own_conf) {
+  char shared_conf[sizeof fed.conf];
+  snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
+  static const char *const pmg_args[] = {"--keep-mask", NULL};
+  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
+  fed_net_start(&fed, FED_PMG, pmg_args);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  static const int order[] = {FED_PP1, FED_PP2, FED_AP};
+  for (int i = 0; i < 3; i++) {
+    if (order[i] == p) snprintf(fed.conf, sizeof fed.conf, "%s/%s", fed_dir(), own_conf);
+    fed_net_start(&fed, order[i], order[i] == FED_AP ? ap_args : NULL);
+    snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
+  }
+  for (int q = FED_AP; q < FED_N_PARTIES; q++) fed_wait_ready(&fed.proc[q], 30000);
+  return party_client(FED_AP, "client", 10000);
+}
+
 /* The AP's copy of the config gives pp1 max_norm = 0.01, pp1's own copy
  * the default; starts the federation with it and returns a client of the
  * AP. */
 static o3m_rpc_client *start_with_ap_bound_for_pp1(void) {
   fed_prepare(0);
-  char shared_conf[sizeof fed.conf];
-  snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
-  /* The AP's copy: the shared config with max_norm in [party pp1]. */
   char cmd[2048];
   snprintf(cmd, sizeof cmd,
-           "sed '/^\\[party pp1\\]$/a max_norm = 0.01' '%s' > '%s/ap.conf'", shared_conf,
+           "sed '/^\\[party pp1\\]$/a max_norm = 0.01' '%s' > '%s/ap.conf'", fed.conf,
            fed_dir());
   cr_assert(eq(int, system(cmd), 0));
-  static const char *const pmg_args[] = {"--keep-mask", NULL};
-  fed_net_start(&fed, FED_PMG, pmg_args);
-  fed_wait_ready(&fed.proc[FED_PMG], 20000);
-  fed_net_start(&fed, FED_PP1, NULL);
-  fed_net_start(&fed, FED_PP2, NULL);
-  snprintf(fed.conf, sizeof fed.conf, "%s/ap.conf", fed_dir());
-  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
-  fed_net_start(&fed, FED_AP, ap_args);
-  for (int p = FED_AP; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
-  snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
-  return party_client(FED_AP, "client", 10000);
+  return start_with_own_conf(FED_AP, "ap.conf");
 }
 
 /* A masked part above its party's bound (per-party parts): pp1 serves its
@@ -380,6 +406,180 @@ Test(bounds, secure_aggregation_refuses_an_ap_whose_bounds_differ) {
   cr_assert(not(eq(ptr, strstr(e.msg, "configs differ"), NULL)), "message: %s", e.msg);
   ap_numbers st = ap_stats_of(c);
   cr_assert(eq(u64, st.rounds, 0));
+  o3m_rpc_client_destroy(c);
+}
+
+/* ------------------------------------------------ a hostile passive party */
+
+/* Secure aggregation (the default): the AP sees only the decoded sum of the
+ * passive parties' parts and checks each of its rows against
+ * sqrt(sum over PPs of max_norm_j^2) plus the decoding slack: here
+ * sqrt(2) 1e4, pp1 and pp2 keeping the default bound. The hostile pp1 is a
+ * real o3m-passive whose own copy of the config claims max_norm =
+ * HOSTILE_BOUND for it (the encoding's scale, from the sum of the bounds,
+ * is 2^-47 for 2e4 and 3e4 alike, so no party notices the lie) and whose
+ * table holds HOSTILE_USER at the norm a test asks: its parts are
+ * well-formed, masked and encoded, pp1's own check passes them, and only
+ * the decoded sum shows them. Every other row of its table is honest. */
+#define HOSTILE_BOUND 2e4
+#define HOSTILE_USER "u5"
+
+/* Prepares the federation (with state dirs), keeps pp1's honest table in
+ * pp1_users.honest, gives HOSTILE_USER the row (norm, 0) in pp1's table and
+ * starts it all with the hostile pp1; returns a client of the AP. */
+static o3m_rpc_client *start_with_hostile_pp1(double norm) {
+  fed_prepare(1);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && grep -q '^" HOSTILE_USER ",' pp1_users.csv && "
+           "cp pp1_users.csv pp1_users.honest && "
+           "sed -i 's/^" HOSTILE_USER ",.*/" HOSTILE_USER ",%.17g,0/' pp1_users.csv && "
+           "sed '/^\\[party pp1\\]$/a max_norm = %g' '%s' > pp1.conf",
+           fed_dir(), norm, HOSTILE_BOUND, fed.conf);
+  cr_assert(eq(int, system(cmd), 0), "%s", cmd);
+  return start_with_own_conf(FED_PP1, "pp1.conf");
+}
+
+/* Bytes in the AP's reward journal segments (ap_state/ap-journal-*). */
+static long journal_bytes(void) {
+  const char *dir = fed_path("ap_state");
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s", dir);
+  long n = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "ap-journal-", 11) != 0) continue;
+    char path[1200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    cr_assert(eq(int, stat(path, &st), 0), "%s", path);
+    n += (long)st.st_size;
+  }
+  closedir(d);
+  return n;
+}
+
+/* A fixed request sequence: N_SEQ rounds drawn from seed 11 (skipping
+ * HOSTILE_USER, whose row differs between the runs), each rewarded. */
+#define N_SEQ 12
+#define N_PREFIX 6
+
+typedef struct choice {
+  uint32_t candidate;
+  double score;
+} choice;
+
+/* Runs rounds [from, to) of the sequence on c, each rewarded, their choices
+ * into out[from..to). With retry, the first of them is retried for up to
+ * 10 s (the AP reconnecting to a restarted party); every other one must
+ * succeed at once. */
+static void run_sequence(o3m_rpc_client *c, int from, int to, int retry, choice *out) {
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 11), 0));
+  for (int i = 0; i < to; i++) {
+    fed_round q;
+    do fed_draw_round(r, FED_USERS, &q);
+    while (strcmp(q.user, HOSTILE_USER) == 0);
+    if (i < from) continue;
+    const O3m__V1__Recommendation *rec = NULL;
+    o3m_err e;
+    double t0 = fed_now_s();
+    int rc;
+    while ((rc = recommend_reply(c, q.user, q.K, (char **)q.items, NULL, 0, &rec, &e)) != 0 &&
+           retry && i == from && fed_now_s() - t0 < 10)
+      fed_sleep_ms(100);
+    cr_assert(eq(int, rc, 0), "round %d: %s: %s", i, o3m_errname(rc), o3m_err_message(&e));
+    out[i] = (choice){rec->candidate, rec->score};
+    rc = reward(c, rec->decision, 0.1 * (double)(i % 7), &e);
+    cr_assert(eq(int, rc, 0), "reward %d: %s", i, o3m_err_message(&e));
+  }
+  o3m_rng_destroy(r);
+}
+
+/* HOSTILE_USER's row of norm 1.6e4 (inside pp1's claimed bound, above the
+ * joint one of the PPs, sqrt(2) 1e4, but below that of the whole context,
+ * sqrt(3) 1e4, so that only the check of the decoded sum can catch it)
+ * makes a decoded sum above the AP's bound: the Recommend is
+ * refused naming the decoded sum and the bound but no value and no party
+ * (the AP cannot tell which one lied), nothing changes (stats, journal),
+ * and once the real pp1 replaces the hostile one the AP decides the rest of
+ * a fixed sequence exactly as an honest federation that never saw the
+ * attack: same candidates, same scores up to rounding (the masks differ
+ * between the two runs, and the policy is invariant under them). */
+Test(bounds, hostile_passive_party_above_the_decoded_sum_bound_refused) {
+  choice ref[N_SEQ], got[N_SEQ];
+  /* The reference: an honest federation runs the whole sequence. */
+  fed_prepare(0);
+  start_all(NULL);
+  o3m_rpc_client *c = party_client(FED_AP, "client", 10000);
+  run_sequence(c, 0, N_SEQ, 0, ref);
+  o3m_rpc_client_destroy(c);
+  fed_down();
+
+  c = start_with_hostile_pp1(1.6e4);
+  run_sequence(c, 0, N_PREFIX, 0, got);
+  ap_numbers before = ap_stats_of(c);
+  long journal_before = journal_bytes();
+  cr_assert(gt(long, journal_before, 0), "the rewards of the prefix were not journaled");
+
+  char *items[3] = {"i1", "i2", "i3"};
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, HOSTILE_USER, 3, items, NULL, 0, &id, &e);
+  cr_assert(eq(int, rc, O3M_EINVAL), "the hostile round: %s: %s", o3m_errname(rc),
+            o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "the decoded sum of the passive parties' parts"), NULL)),
+            "message: %s", e.msg);
+  cr_assert(not(eq(ptr, strstr(e.msg, "above max_norm = 14142"), NULL)), "message: %s", e.msg);
+  cr_assert(eq(ptr, strstr(e.msg, "16000"), NULL), "message: %s", e.msg);
+  cr_assert(eq(ptr, strstr(e.msg, "1.6e+04"), NULL), "message: %s", e.msg);
+  cr_assert(eq(ptr, strstr(e.msg, "pp1"), NULL), "message: %s", e.msg);
+  ap_numbers after = ap_stats_of(c);
+  cr_assert(eq(u64, after.rounds, before.rounds));
+  cr_assert(eq(u64, after.updates, before.updates));
+  cr_assert(eq(dbl, after.theta_norm, before.theta_norm));
+  cr_assert(eq(long, journal_bytes(), journal_before));
+
+  /* The real pp1 (its honest table, the shared config) replaces it. */
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_PP1], SIGTERM, 5000), 0), "%s",
+            fed_log(&fed.proc[FED_PP1]));
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "mv '%s/pp1_users.honest' '%s/pp1_users.csv'", fed_dir(), fed_dir());
+  cr_assert(eq(int, system(cmd), 0));
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_wait_ready(&fed.proc[FED_PP1], 30000);
+  run_sequence(c, N_PREFIX, N_SEQ, 1, got);
+  for (int i = 0; i < N_SEQ; i++) {
+    cr_assert(eq(u32, got[i].candidate, ref[i].candidate), "round %d", i);
+    cr_assert(le(dbl, fabs(got[i].score - ref[i].score), 1e-9 * fmax(1.0, fabs(ref[i].score))),
+              "round %d: score %.17g, reference %.17g", i, got[i].score, ref[i].score);
+  }
+  ap_numbers later = ap_stats_of(c);
+  cr_assert(eq(u64, later.updates, before.updates + (N_SEQ - N_PREFIX)));
+  cr_assert(gt(long, journal_bytes(), journal_before));
+  o3m_rpc_client_destroy(c);
+}
+
+/* The same hostile pp1 with HOSTILE_USER at norm 1.2e4: above pp1's bound
+ * in the AP's config (1e4; per-party mode would refuse the part), but the
+ * decoded sum stays inside the joint bound sqrt(2) 1e4. The round is
+ * answered and its reward learned: the AP cannot tell such a part from an
+ * honest one. As in per-party mode, the bound limits what a hostile passive
+ * party can do (shift the sum within the ball of the joint bound); it does
+ * not stop it from lying inside that ball. */
+Test(bounds, hostile_passive_party_inside_the_decoded_sum_bound_answered) {
+  o3m_rpc_client *c = start_with_hostile_pp1(1.2e4);
+  ap_numbers before = ap_stats_of(c);
+  char *items[3] = {"i1", "i2", "i3"};
+  uint64_t id = 0;
+  o3m_err e;
+  int rc = recommend(c, HOSTILE_USER, 3, items, NULL, 0, &id, &e);
+  cr_assert(eq(int, rc, 0), "the hostile round: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  rc = reward(c, id, 1.0, &e);
+  cr_assert(eq(int, rc, 0), "its reward: %s", o3m_err_message(&e));
+  ap_numbers after = ap_stats_of(c);
+  cr_assert(eq(u64, after.rounds, before.rounds + 1));
+  cr_assert(eq(u64, after.updates, before.updates + 1));
   o3m_rpc_client_destroy(c);
 }
 
