@@ -33,7 +33,9 @@
  * timings are printed beside it: the same plus the AP's statistics
  * x~^T theta~ and x~^T Lambda~^-1 x~ for the K arms, a full round (masking,
  * choose, update), and the one-off mask generation (Q by Gram-Schmidt, cut
- * into N blocks). */
+ * into N blocks). The first three are timed together, repetition by
+ * repetition, so that a part cannot exceed the whole through load that fell
+ * on one of them only (eval_cost.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +45,7 @@
 
 #include "o3m_policy.h"
 #include "eval_cmds.h"
+#include "eval_cost.h"
 #include "eval_masker.h"
 #include "eval_regret.h"
 #include "eval_synth.h"
@@ -202,55 +205,76 @@ done:
   return rc;
 }
 
-/* What one C.3 repetition covers. */
-enum { C3_MASK, C3_MASK_STATS, C3_ROUND };
-
-#define C3_BATCHES 15
+/* Repetitions per C.3 row: at least C3_MIN_REPS, then until --min-time has
+ * passed, at most C3_MAX_REPS. */
+#define C3_MIN_REPS 31
+#define C3_MAX_REPS 200000
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-/* Times the step selected by `what` in C3_BATCHES batches, each repeating it
- * until min_time / C3_BATCHES seconds have passed, and returns the median of
- * the batches' seconds per repetition: robust to other processes' load. */
-static int time_c3(int what, eval_masker *mk, o3m_policy *p, int K, int d, const double *X,
-                   const double *rew, double min_time, double *per) {
-  double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
-  if (!mean || !var) {
-    free(mean);
-    free(var);
-    return O3M_ENOMEM;
+double eval_cost_median(double *x, long n) {
+  qsort(x, (size_t)n, sizeof x[0], cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+int eval_cost_c3_summarize(long n, const double *a, const double *b, const double *c,
+                           double *scratch, eval_cost_c3_times *out) {
+  if (n < 1) return O3M_EINVAL;
+  long inv = 0;
+  for (long j = 0; j < n; j++) {
+    scratch[j] = a[j];
+    inv += c[j] < b[j];
   }
-  double batch[C3_BATCHES];
-  int rc = O3M_OK;
+  out->mask_sum = eval_cost_median(scratch, n);
+  for (long j = 0; j < n; j++) scratch[j] = a[j] + b[j];
+  out->mask_stats = eval_cost_median(scratch, n);
+  for (long j = 0; j < n; j++) scratch[j] = a[j] + c[j];
+  out->round = eval_cost_median(scratch, n);
+  out->inverted = (double)inv / (double)n;
+  out->reps = n;
+  return O3M_OK;
+}
+
+/* Times C.3's three pipelines together (eval_cost.h): per repetition the
+ * masking and summation of X, then the AP's statistics on the result, then
+ * choose + update on the same result, each between two clock reads. */
+static int time_c3(eval_masker *mk, o3m_policy *p, int K, int d, const double *X,
+                   const double *rew, double min_time, eval_cost_c3_times *out, o3m_err *e) {
+  double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
+  double *t = malloc(sizeof(double) * 4 * C3_MAX_REPS);
+  int rc = mean && var && t ? O3M_OK : o3m_err_set(e, O3M_ENOMEM, "C.3: out of memory");
+  double *ta = t, *tb = t ? t + C3_MAX_REPS : NULL, *tc = t ? t + 2 * C3_MAX_REPS : NULL;
   volatile double sink = 0;
-  for (int b = 0; b < C3_BATCHES && !rc; b++) {
-    long n = 0;
-    double t0 = o3m_clock_s(), el = 0;
-    while (!rc && (n < 1 || el < min_time / C3_BATCHES)) {
-      const double *V = eval_masker_apply(mk, K, X);
-      if (what == C3_MASK_STATS) {
-        rc = o3m_policy_stats(p, K, V, NULL, mean, var);
-        sink += mean[0];
-      } else if (what == C3_ROUND) {
-        int arm;
-        rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
-        if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
-      } else {
-        sink += V[0];
-      }
-      n++;
-      el = o3m_clock_s() - t0;
+  long n = 0;
+  double start = o3m_clock_s();
+  while (!rc && n < C3_MAX_REPS && (n < C3_MIN_REPS || o3m_clock_s() - start < min_time)) {
+    double t0 = o3m_clock_s();
+    const double *V = eval_masker_apply(mk, K, X);
+    double t1 = o3m_clock_s();
+    rc = o3m_policy_stats(p, K, V, NULL, mean, var);
+    double t2 = o3m_clock_s();
+    int arm = 0;
+    if (!rc) rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
+    if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
+    double t3 = o3m_clock_s();
+    if (rc) {
+      o3m_err_set(e, rc, "C.3: policy failed: %s", o3m_strerror(rc));
+      break;
     }
-    batch[b] = el / n;
+    sink += mean[0];
+    ta[n] = t1 - t0;
+    tb[n] = t2 - t1;
+    tc[n] = t3 - t2;
+    n++;
   }
   (void)sink;
+  if (!rc) rc = eval_cost_c3_summarize(n, ta, tb, tc, t + 3 * C3_MAX_REPS, out);
   free(mean);
   free(var);
-  qsort(batch, C3_BATCHES, sizeof batch[0], cmp_double);
-  *per = batch[C3_BATCHES / 2];
+  free(t);
   return rc;
 }
 
@@ -261,19 +285,23 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     double o3m, he, mpc, dp; /* paper, seconds; negative: not reported */
   } set[] = {{"small", 100, 20, 5, 0.006, 1190, 2.282, 0.005},
              {"large", 500, 10, 500, 7.28, -1, 103, 6.48}};
-  printf("\nAppendix C.3: one \"statistic computation\", measured (median of %d batch means)\n"
+  printf("\nAppendix C.3: one \"statistic computation\", measured (medians of paired repetitions)\n"
          "  Interpretation: the cross-party work one round needs, which HE/MPC/DP would do\n"
          "  under encryption or noise: every party j masks the K candidates' block x^j with\n"
          "  Q^j and the AP sums the N parts into Q x  (column 'mask+sum', the O3M part).\n"
          "  Also shown: + the AP's K statistics x~'theta~ and x~'Lambda~^-1 x~ (shared\n"
          "  LinUCB), a full round (mask+sum, choose, update), and the one-off draw of Q\n"
-         "  (d x d, Gram-Schmidt twice) cut into N blocks (mean of >= 3 draws).\n\n",
-         C3_BATCHES);
-  printf("%-6s %4s %3s %4s %12s %12s %12s %12s | paper: %7s %7s %7s %7s\n", "set", "d", "K",
-         "N", "mask+sum s", "+stats s", "round s", "mask gen s", "O3M", "HE", "MPC", "DP");
+         "  (d x d, Gram-Schmidt twice) cut into N blocks (mean of >= 3 draws).\n"
+         "  Each repetition times mask+sum, then the statistics, then choose + update on the\n"
+         "  same masked candidates: mask+sum = median(mask), +stats = median(mask + stats),\n"
+         "  round = median(mask + choose + update); so a part exceeds the whole only if it\n"
+         "  does within single repetitions ('inv %%' of them: noise).\n\n");
+  printf("%-6s %4s %3s %4s %12s %12s %12s %12s %7s %5s | paper: %7s %7s %7s %7s\n", "set",
+         "d", "K", "N", "mask+sum s", "+stats s", "round s", "mask gen s", "reps", "inv %",
+         "O3M", "HE", "MPC", "DP");
   if (csv)
     fprintf(csv, "setting,d,K,N,mask_sum_s,mask_stats_s,round_s,mask_gen_s,paper_o3m_s,"
-                 "paper_he_s,paper_mpc_s,paper_dp_s,comm_bytes_per_round\n");
+                 "paper_he_s,paper_mpc_s,paper_dp_s,comm_bytes_per_round,reps,inverted_fraction\n");
   for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
     int d = set[i].d, K = set[i].K, N = set[i].N, rc;
     o3m_partition part;
@@ -303,25 +331,25 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
       const double *V = eval_masker_apply(mk, K, X);
       rc = o3m_policy_update(p, t % K, V + (size_t)(t % K) * d, rew[t % K]);
     }
-    double s_mask = 0, s_stats = 0, s_round = 0;
-    if (!rc) rc = time_c3(C3_MASK, mk, p, K, d, X, rew, o->min_time, &s_mask);
-    if (!rc) rc = time_c3(C3_MASK_STATS, mk, p, K, d, X, rew, o->min_time, &s_stats);
-    if (!rc) rc = time_c3(C3_ROUND, mk, p, K, d, X, rew, o->min_time, &s_round);
+    eval_cost_c3_times tm = {0};
+    if (!rc) rc = time_c3(mk, p, K, d, X, rew, o->min_time, &tm, e);
+    double s_mask = tm.mask_sum, s_stats = tm.mask_stats, s_round = tm.round;
     if (rc && !e->code) o3m_err_set(e, rc, "C.3 %s: %s", set[i].name, o3m_strerror(rc));
     if (!rc) {
       char he[16];
       if (set[i].he < 0) snprintf(he, sizeof he, "%7s", "-");
       else snprintf(he, sizeof he, "%7g", set[i].he);
-      printf("%-6s %4d %3d %4d %12.3e %12.3e %12.3e %12.3e | paper: %7g %s %7g %7g\n",
-             set[i].name, d, K, N, s_mask, s_stats, s_round, gen, set[i].o3m, he, set[i].mpc,
-             set[i].dp);
+      printf("%-6s %4d %3d %4d %12.3e %12.3e %12.3e %12.3e %7ld %5.1f | paper: %7g %s %7g "
+             "%7g\n",
+             set[i].name, d, K, N, s_mask, s_stats, s_round, gen, tm.reps, 100.0 * tm.inverted,
+             set[i].o3m, he, set[i].mpc, set[i].dp);
       if (csv) {
         /* A figure the paper does not report is an empty field. */
         char hecsv[32] = "";
         if (set[i].he >= 0) snprintf(hecsv, sizeof hecsv, "%g", set[i].he);
-        fprintf(csv, "%s,%d,%d,%d,%.6e,%.6e,%.6e,%.6e,%g,%s,%g,%g,%.0f\n", set[i].name, d, K, N,
-                s_mask, s_stats, s_round, gen, set[i].o3m, hecsv, set[i].mpc, set[i].dp,
-                (double)K * (N - 1) * d * 8.0);
+        fprintf(csv, "%s,%d,%d,%d,%.6e,%.6e,%.6e,%.6e,%g,%s,%g,%g,%.0f,%ld,%.4f\n", set[i].name,
+                d, K, N, s_mask, s_stats, s_round, gen, set[i].o3m, hecsv, set[i].mpc,
+                set[i].dp, (double)K * (N - 1) * d * 8.0, tm.reps, tm.inverted);
       }
     }
     o3m_policy_destroy(p);
@@ -370,7 +398,7 @@ static const o3m_cli_option cost_options[] = {
     [COST_ALGO] = {"algo", "linucb|lints|both", "the policies measured (both)"},
     [COST_MODEL] = {"model", "shared|disjoint", "Figure 5 model (shared)"},
     [COST_POOL] = {"pool", "N", "pre-drawn context rounds cycled in Figure 5 (16)"},
-    [COST_MIN_TIME] = {"min-time", "S", "seconds per C.3 measurement (0.5)"},
+    [COST_MIN_TIME] = {"min-time", "S", "seconds of paired repetitions per C.3 row (0.5)"},
     [COST_ONLY] = {"only", "fig5|c3", "run one part"},
     [COST_OUT_DIR] = {"out-dir", "DIR",
                       "also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)"},
