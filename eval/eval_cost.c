@@ -47,6 +47,7 @@
 #include "eval_cmds.h"
 #include "eval_cost.h"
 #include "eval_masker.h"
+#include "eval_plot.h"
 #include "eval_regret.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
@@ -67,7 +68,16 @@ typedef struct cost_opts {
   double min_time;     /* seconds per C.3 measurement */
   int fig5, c3;
   const char *out_dir;
+  int plots;   /* 0: --no-plots */
+  int formats; /* eval_plot.h set */
 } cost_opts;
+
+/* One Figure 5 measurement, kept for the plot. */
+typedef struct fig5_row {
+  int algo; /* 1 linucb, 2 lints */
+  int K, d;
+  double ratio; /* federated / central seconds */
+} fig5_row;
 
 /* M near-equal consecutive blocks of d columns (M <= d). */
 static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
@@ -117,7 +127,7 @@ static int play(o3m_policy *p, eval_masker *mk, long t0, long t1, int K, int d, 
 /* Rounds per slice when the pipelines take turns (see run_fig5). */
 #define COST_SLICE 50
 
-static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
+static int run_fig5(const cost_opts *o, FILE *csv, fig5_row *rows, int *n_rows, o3m_err *e) {
   printf("Figure 5: relative computation cost federated/central, measured in-process\n"
          "  T=%ld, M=%d parties (near-equal column blocks), %s model, single-threaded BLAS.\n"
          "  central   = choose + update on x;  federated = M parties mask their blocks\n"
@@ -183,6 +193,8 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
         printf("%-7s %5d %4d %11.3f %11.3f %9.3f %9.2f %7.1f %14.0f %9.3f\n", o3m_algo_name(algo),
                K, d, sc_s, sf_s, mask_s, sf_s / sc_s, 100.0 * agree / o->T, bytes, bytes / 1e9);
         fflush(stdout);
+        rows[*n_rows] = (fig5_row){a, K, d, sf_s / sc_s};
+        ++*n_rows;
         if (csv)
           fprintf(csv, "%s,%s,%ld,%d,%d,%d,%.6f,%.6f,%.6f,%.4f,%.4f,%.0f\n", o3m_algo_name(algo),
                   o3m_model_name(o->model), o->T, o->M, K, d, sc_s, sf_s, mask_s, sf_s / sc_s,
@@ -367,6 +379,63 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
   return O3M_OK;
 }
 
+/* Figure 5 as a plot: the federated / central time ratio against d, one
+ * line per K, one panel per algorithm. The numbers go into the script as
+ * gnuplot datablocks (so the rows of cost_fig5.csv need no filtering), the
+ * script is DIR/cost_plots.gp and the plot fig5_cost.<format>; the file
+ * names are printed on stdout. O3M_ENOTFOUND when gnuplot is missing. */
+static int plot_fig5(const cost_opts *o, const fig5_row *rows, int n, o3m_err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/cost_plots.gp", o->out_dir);
+  FILE *g = fopen(path, "w");
+  if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  eval_plot_preamble(g, "cost", "cost_plots.gp");
+  for (int a = 1; a <= 2; a++)
+    for (int k = 0; k < o->nK; k++) {
+      fprintf(g, "$%s_K%d << EOD\n", a == 1 ? "linucb" : "lints", o->Ks[k]);
+      for (int i = 0; i < n; i++)
+        if (rows[i].algo == a && rows[i].K == o->Ks[k])
+          fprintf(g, "%d,%.6f\n", rows[i].d, rows[i].ratio);
+      fprintf(g, "EOD\n");
+    }
+  int both = (o->algos & 3) == 3;
+  eval_plot_output(g, "fig5_cost");
+  fprintf(g, "set xlabel 'context dimension d'\nset ylabel 'time federated / central'\n"
+             "set key top left box opaque\nset yrange [0:*]\nset xtics (");
+  for (int i = 0; i < o->nd; i++) fprintf(g, "%s%d", i ? ", " : "", o->ds[i]);
+  fprintf(g, ")\n");
+  if (both)
+    fprintf(g, "set multiplot layout 1,2 title \"Relative computation cost, federated / central "
+               "(M = %d parties, T = %ld, %s model)\"\n",
+            o->M, o->T, o3m_model_name(o->model));
+  static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                 "#8c564b", "#e377c2", "#7f7f7f"};
+  for (int a = 1; a <= 2; a++) {
+    if (!(o->algos & a)) continue;
+    const char *an = a == 1 ? "LinUCB" : "LinTS", *key = a == 1 ? "linucb" : "lints";
+    if (both) fprintf(g, "set title '%s'\n", an);
+    else
+      fprintf(g, "set title \"%s: relative computation cost, federated / central (M = %d "
+                 "parties, T = %ld, %s model)\"\n",
+              an, o->M, o->T, o3m_model_name(o->model));
+    fprintf(g, "plot 1 with lines lc rgb '#888888' dt 3 title 'equal cost', \\\n");
+    for (int k = 0; k < o->nK; k++)
+      fprintf(g, "  $%s_K%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s' title 'K = %d'%s\n",
+              key, o->Ks[k], colors[k % 8], o->Ks[k], k + 1 < o->nK ? ", \\" : "");
+  }
+  if (both) fprintf(g, "unset multiplot\n");
+  fprintf(g, "unset output\n");
+  int bad = ferror(g);
+  if (fclose(g) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  int rc = eval_plot_render(o->out_dir, "cost_plots.gp", o->formats, e);
+  if (rc) return rc;
+  char list[256] = "";
+  eval_plot_append_names(list, sizeof list, "fig5_cost", o->formats);
+  printf("plots in %s:%s\n", o->out_dir, list);
+  return O3M_OK;
+}
+
 /* "a,b,c" of integers in lo..hi into out (at most COST_MAX_LIST). */
 static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, int *n) {
   *n = 0;
@@ -388,7 +457,7 @@ static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, 
 
 enum {
   COST_T, COST_K, COST_D, COST_M, COST_ALGO, COST_MODEL, COST_POOL, COST_MIN_TIME, COST_ONLY,
-  COST_OUT_DIR, COST_N
+  COST_OUT_DIR, COST_NO_PLOTS, COST_PLOT_FORMAT, COST_N
 };
 static const o3m_cli_option cost_options[] = {
     [COST_T] = {"T", "N", "rounds per Figure 5 run (5000)"},
@@ -401,19 +470,25 @@ static const o3m_cli_option cost_options[] = {
     [COST_MIN_TIME] = {"min-time", "S", "seconds of paired repetitions per C.3 row (0.5)"},
     [COST_ONLY] = {"only", "fig5|c3", "run one part"},
     [COST_OUT_DIR] = {"out-dir", "DIR",
-                      "also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)"},
+                      "also write cost_fig5.csv, cost_c3.csv and the Figure 5 plot there "
+                      "(eval-out/cost)"},
+    [COST_NO_PLOTS] = {"no-plots", NULL, "CSVs only, no Figure 5 plot"},
+    [COST_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
+                          "Figure 5 plot formats, any of png, pdf and svg (png)"},
     [COST_N] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec cost_cli = {
     "o3m-eval cost", "[options]",
     "Measures federated vs central computation (paper Figure 5) and one statistic\n"
-    "computation (appendix C.3); counts communication.",
+    "computation (appendix C.3); counts communication. Figure 5 is also plotted\n"
+    "(fig5_cost.png: time federated / central against d, one line per K).",
     cost_options, NULL};
 
 int eval_cost_main(int argc, char **argv) {
   cost_opts o = {.T = 5000, .nK = 3, .Ks = {100, 500, 1000}, .nd = 3, .ds = {50, 100, 200},
                  .M = 5, .algos = 3, .model = O3M_MODEL_SHARED, .pool = 16, .min_time = 0.5,
-                 .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost"};
+                 .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost", .plots = 1,
+                 .formats = EVAL_PLOT_PNG};
   o3m_cli cl;
   o3m_cli_begin(&cl, &cost_cli, argc, argv);
   const char *arg;
@@ -476,6 +551,15 @@ int eval_cost_main(int argc, char **argv) {
       }
       break;
     case COST_OUT_DIR: o.out_dir = arg; break;
+    case COST_NO_PLOTS: o.plots = 0; break;
+    case COST_PLOT_FORMAT: {
+      o3m_err pe;
+      if (eval_plot_formats_parse(arg, &o.formats, &pe)) {
+        fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&pe));
+        return 2;
+      }
+      break;
+    }
     }
   }
   if (o3m_cli_operands(&cl) != argc)
@@ -494,12 +578,23 @@ int eval_cost_main(int argc, char **argv) {
     fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
     return 1;
   }
-  int rc = O3M_OK;
+  int rc = O3M_OK, n_rows = 0;
+  /* Every Figure 5 measurement, for the plot: at most 2 algorithms x K x d. */
+  fig5_row *rows = malloc(sizeof *rows * 2 * COST_MAX_LIST * COST_MAX_LIST);
+  if (!rows) rc = o3m_err_set(&err, O3M_ENOMEM, "out of memory");
   double t0 = o3m_clock_s();
-  if (o.fig5) {
+  if (!rc && o.fig5) {
     snprintf(path, sizeof path, "%s/cost_fig5.csv", o.out_dir);
     if (!(f5 = fopen(path, "w"))) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
-    if (!rc) rc = run_fig5(&o, f5, &err);
+    if (!rc) rc = run_fig5(&o, f5, rows, &n_rows, &err);
+    if (!rc && f5 && fflush(f5) != 0) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
+    if (!rc && o.plots) {
+      o3m_err pe;
+      o3m_err_clear(&pe);
+      int prc = plot_fig5(&o, rows, n_rows, &pe);
+      if (prc) fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&pe));
+      if (prc && prc != O3M_ENOTFOUND) rc = o3m_err_set(&err, prc, "%s", o3m_err_message(&pe));
+    }
   }
   if (!rc && o.c3) {
     snprintf(path, sizeof path, "%s/cost_c3.csv", o.out_dir);
@@ -508,6 +603,7 @@ int eval_cost_main(int argc, char **argv) {
   }
   if (f5 && fclose(f5) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_fig5.csv");
   if (fc && fclose(fc) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_c3.csv");
+  free(rows);
   if (rc) {
     fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
     return 1;

@@ -62,3 +62,60 @@ Test(cost_c3, parts_never_exceed_the_whole_under_uneven_load) {
     cr_assert_eq(t.inverted, 0.0);
   }
 }
+
+/* Removes the flat output directory dir and every file in it. */
+static void rm_dir(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char p[512];
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* Counts the lines of path that start with prefix. */
+static int count_lines(const char *path, const char *prefix) {
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char line[1024];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n += !strncmp(line, prefix, strlen(prefix));
+  fclose(f);
+  return n;
+}
+
+/* Figure 5 is plotted, not only written as a CSV: fig5_cost in each format
+ * asked for, from a script whose datablocks hold every CSV row's ratio. */
+Test(cost_cmd, figure5_plot_in_every_format) {
+  if (system("command -v gnuplot >/dev/null 2>&1") != 0) cr_skip_test("gnuplot not installed");
+  char dir[] = "/tmp/test_cost_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char *argv[] = {"cost", "--only", "fig5", "--T", "20", "--K", "4,6", "--d", "6,8", "--M", "2",
+                  "--out-dir", dir, "--plot-format", "png,pdf,svg", NULL};
+  cr_assert_eq(eval_cost_main(15, argv), 0);
+  static const char *files[] = {"fig5_cost.png", "fig5_cost.pdf", "fig5_cost.svg"};
+  char p[512];
+  for (size_t i = 0; i < 3; i++) {
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+    cr_assert_eq(stat(p, &st), 0, "%s missing", p);
+    cr_assert_gt(st.st_size, 1000, "%s is only %lld bytes", p, (long long)st.st_size);
+  }
+  snprintf(p, sizeof p, "%s/cost_fig5.csv", dir);
+  int csv_rows = count_lines(p, "lin");
+  cr_assert_eq(csv_rows, 2 * 2 * 2, "2 algorithms x 2 K x 2 d rows, got %d", csv_rows);
+  snprintf(p, sizeof p, "%s/cost_plots.gp", dir);
+  cr_assert_eq(count_lines(p, "6,") + count_lines(p, "8,"), csv_rows, "one datum per CSV row");
+  cr_assert_eq(count_lines(p, "$linucb_K4 << EOD"), 1);
+  cr_assert_eq(count_lines(p, "$lints_K6 << EOD"), 1);
+  rm_dir(dir);
+}
+
+Test(cost_cmd, bad_plot_format_is_a_usage_error) {
+  char *argv[] = {"cost", "--plot-format", "png,gif", NULL};
+  cr_assert_eq(eval_cost_main(3, argv), 2);
+}
