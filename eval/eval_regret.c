@@ -608,19 +608,25 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
       /* The paper's names VFUCB and VFTS are those of the shared model; the
        * disjoint figures name the federated learner plainly. Figure numbers
        * are in the file names only. */
-      char fed[64], csv[128], stem[128], title[256];
-      if (model == O3M_MODEL_SHARED) snprintf(fed, sizeof fed, "%s", a == 0 ? "VFUCB" : "VFTS");
-      else snprintf(fed, sizeof fed, "federated disjoint %s", an);
+      char csv[128], stem[128], title[256];
       snprintf(csv, sizeof csv, "regret_%s_%s.csv", o3m_algo_name(algo), mn);
       int v1[3] = {EVAL_REGRET_CENTRAL, EVAL_REGRET_FEDERATED, EVAL_REGRET_LOCAL};
       snprintf(stem, sizeof stem, "fig4%c_%s", a == 0 ? 'a' : 'c', mn);
-      snprintf(title, sizeof title, "%s%s vs %s vs partial local (%s model, %d seeds)",
-               model == O3M_MODEL_DISJOINT ? "disjoint " : "", an, fed, mn, r->c.n_seeds);
+      if (model == O3M_MODEL_SHARED)
+        snprintf(title, sizeof title, "%s vs %s vs partial local (shared model, %d seeds)", an,
+                 a == 0 ? "VFUCB" : "VFTS", r->c.n_seeds);
+      else
+        snprintf(title, sizeof title, "%s, disjoint model: central vs federated vs partial "
+                 "local (%d seeds)", an, r->c.n_seeds);
       gp_regret(g, r, csv, stem, title, v1, 3);
       eval_plot_append_names(list, sizeof list, stem, formats);
       snprintf(stem, sizeof stem, "fig4%c_%s", a == 0 ? 'b' : 'd', mn);
-      snprintf(title, sizeof title, "‖θ‖ difference: %s minus %s%s (%s model)", fed,
-               model == O3M_MODEL_DISJOINT ? "central disjoint " : "", an, mn);
+      if (model == O3M_MODEL_SHARED)
+        snprintf(title, sizeof title, "‖θ‖ difference: %s minus %s (shared model)",
+                 a == 0 ? "VFUCB" : "VFTS", an);
+      else
+        snprintf(title, sizeof title, "%s, disjoint model: ‖θ‖ difference, federated minus "
+                 "central", an);
       double same_max = 0;
       for (size_t k = 0; k < (size_t)r->c.n_seeds * r->n_steps; k++)
         same_max = fmax(same_max, fabs(th_at(r->thsame, r, i, 0)[k]));
@@ -632,9 +638,8 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
         for (int k = 0; k < r->c.n_ratios; k++) v6[n6++] = EVAL_REGRET_RATIO0 + k;
         v6[n6++] = EVAL_REGRET_CENTRAL;
         snprintf(stem, sizeof stem, "fig6%c_%s", a == 0 ? 'a' : 'b', mn);
-        snprintf(title, sizeof title, "%s%s: partial ratios vs full features (%s model, %d "
-                 "seeds)", model == O3M_MODEL_DISJOINT ? "disjoint " : "", an, mn,
-                 r->c.n_seeds);
+        snprintf(title, sizeof title, "%s, %s model: partial ratios vs full features (%d "
+                 "seeds)", an, mn, r->c.n_seeds);
         gp_regret(g, r, csv, stem, title, v6, n6);
         eval_plot_append_names(list, sizeof list, stem, formats);
       }
