@@ -33,7 +33,7 @@
  *
  * Results are kept every `every`-th step (and at the last step) per seed; the
  * writers turn them into CSVs (mean and 95% t band over seeds), a summary table
- * and gnuplot PNGs. Everything is allocated in eval_regret_run(); nothing is
+ * and gnuplot plots (PNG, PDF, SVG). Everything is allocated in eval_regret_run(); nothing is
  * global, and a result is read-only once returned. */
 #ifndef EVAL_REGRET_H
 #define EVAL_REGRET_H
