@@ -371,8 +371,8 @@ int eval_regret_summary_of(const eval_regret *r, o3m_algo a, o3m_model_kind m,
   int last = r->n_steps - 1;
   for (int v = 0; v < r->n_var; v++) {
     out->cols[v] = r->cols[v];
-    eval_stats_mean_sd(reg_at(r, i, v, 0) + last, r->c.n_seeds, (size_t)r->n_steps, &out->final_mean[v],
-             &out->final_std[v]);
+    eval_stats_mean_sd(reg_at(r, i, v, 0) + last, r->c.n_seeds, (size_t)r->n_steps,
+                       &out->final_mean[v], &out->final_std[v]);
   }
   out->agreement = (double)r->agree[i] / ((double)r->c.T * r->c.n_seeds);
   out->max_mean_diff = r->max_mean_diff[i];
