@@ -33,7 +33,9 @@
  * timings are printed beside it: the same plus the AP's statistics
  * x~^T theta~ and x~^T Lambda~^-1 x~ for the K arms, a full round (masking,
  * choose, update), and the one-off mask generation (Q by Gram-Schmidt, cut
- * into N blocks). */
+ * into N blocks). The first three are timed together, repetition by
+ * repetition, so that a part cannot exceed the whole through load that fell
+ * on one of them only (eval_cost.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,7 +45,9 @@
 
 #include "o3m_policy.h"
 #include "eval_cmds.h"
+#include "eval_cost.h"
 #include "eval_masker.h"
+#include "eval_plot.h"
 #include "eval_regret.h"
 #include "eval_synth.h"
 #include "o3m_blas.h"
@@ -64,7 +68,16 @@ typedef struct cost_opts {
   double min_time;     /* seconds per C.3 measurement */
   int fig5, c3;
   const char *out_dir;
+  int plots;   /* 0: --no-plots */
+  int formats; /* eval_plot.h set */
 } cost_opts;
+
+/* One Figure 5 measurement, kept for the plot. */
+typedef struct fig5_row {
+  int algo; /* 1 linucb, 2 lints */
+  int K, d;
+  double ratio; /* federated / central seconds */
+} fig5_row;
 
 /* M near-equal consecutive blocks of d columns (M <= d). */
 static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
@@ -114,7 +127,7 @@ static int play(o3m_policy *p, eval_masker *mk, long t0, long t1, int K, int d, 
 /* Rounds per slice when the pipelines take turns (see run_fig5). */
 #define COST_SLICE 50
 
-static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
+static int run_fig5(const cost_opts *o, FILE *csv, fig5_row *rows, int *n_rows, o3m_err *e) {
   printf("Figure 5: relative computation cost federated/central, measured in-process\n"
          "  T=%ld, M=%d parties (near-equal column blocks), %s model, single-threaded BLAS.\n"
          "  central   = choose + update on x;  federated = M parties mask their blocks\n"
@@ -180,6 +193,8 @@ static int run_fig5(const cost_opts *o, FILE *csv, o3m_err *e) {
         printf("%-7s %5d %4d %11.3f %11.3f %9.3f %9.2f %7.1f %14.0f %9.3f\n", o3m_algo_name(algo),
                K, d, sc_s, sf_s, mask_s, sf_s / sc_s, 100.0 * agree / o->T, bytes, bytes / 1e9);
         fflush(stdout);
+        rows[*n_rows] = (fig5_row){a, K, d, sf_s / sc_s};
+        ++*n_rows;
         if (csv)
           fprintf(csv, "%s,%s,%ld,%d,%d,%d,%.6f,%.6f,%.6f,%.4f,%.4f,%.0f\n", o3m_algo_name(algo),
                   o3m_model_name(o->model), o->T, o->M, K, d, sc_s, sf_s, mask_s, sf_s / sc_s,
@@ -202,55 +217,76 @@ done:
   return rc;
 }
 
-/* What one C.3 repetition covers. */
-enum { C3_MASK, C3_MASK_STATS, C3_ROUND };
-
-#define C3_BATCHES 15
+/* Repetitions per C.3 row: at least C3_MIN_REPS, then until --min-time has
+ * passed, at most C3_MAX_REPS. */
+#define C3_MIN_REPS 31
+#define C3_MAX_REPS 200000
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
-/* Times the step selected by `what` in C3_BATCHES batches, each repeating it
- * until min_time / C3_BATCHES seconds have passed, and returns the median of
- * the batches' seconds per repetition: robust to other processes' load. */
-static int time_c3(int what, eval_masker *mk, o3m_policy *p, int K, int d, const double *X,
-                   const double *rew, double min_time, double *per) {
-  double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
-  if (!mean || !var) {
-    free(mean);
-    free(var);
-    return O3M_ENOMEM;
+double eval_cost_median(double *x, long n) {
+  qsort(x, (size_t)n, sizeof x[0], cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+int eval_cost_c3_summarize(long n, const double *a, const double *b, const double *c,
+                           double *scratch, eval_cost_c3_times *out) {
+  if (n < 1) return O3M_EINVAL;
+  long inv = 0;
+  for (long j = 0; j < n; j++) {
+    scratch[j] = a[j];
+    inv += c[j] < b[j];
   }
-  double batch[C3_BATCHES];
-  int rc = O3M_OK;
+  out->mask_sum = eval_cost_median(scratch, n);
+  for (long j = 0; j < n; j++) scratch[j] = a[j] + b[j];
+  out->mask_stats = eval_cost_median(scratch, n);
+  for (long j = 0; j < n; j++) scratch[j] = a[j] + c[j];
+  out->round = eval_cost_median(scratch, n);
+  out->inverted = (double)inv / (double)n;
+  out->reps = n;
+  return O3M_OK;
+}
+
+/* Times C.3's three pipelines together (eval_cost.h): per repetition the
+ * masking and summation of X, then the AP's statistics on the result, then
+ * choose + update on the same result, each between two clock reads. */
+static int time_c3(eval_masker *mk, o3m_policy *p, int K, int d, const double *X,
+                   const double *rew, double min_time, eval_cost_c3_times *out, o3m_err *e) {
+  double *mean = malloc(sizeof(double) * K), *var = malloc(sizeof(double) * K);
+  double *t = malloc(sizeof(double) * 4 * C3_MAX_REPS);
+  int rc = mean && var && t ? O3M_OK : o3m_err_set(e, O3M_ENOMEM, "C.3: out of memory");
+  double *ta = t, *tb = t ? t + C3_MAX_REPS : NULL, *tc = t ? t + 2 * C3_MAX_REPS : NULL;
   volatile double sink = 0;
-  for (int b = 0; b < C3_BATCHES && !rc; b++) {
-    long n = 0;
-    double t0 = o3m_clock_s(), el = 0;
-    while (!rc && (n < 1 || el < min_time / C3_BATCHES)) {
-      const double *V = eval_masker_apply(mk, K, X);
-      if (what == C3_MASK_STATS) {
-        rc = o3m_policy_stats(p, K, V, NULL, mean, var);
-        sink += mean[0];
-      } else if (what == C3_ROUND) {
-        int arm;
-        rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
-        if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
-      } else {
-        sink += V[0];
-      }
-      n++;
-      el = o3m_clock_s() - t0;
+  long n = 0;
+  double start = o3m_clock_s();
+  while (!rc && n < C3_MAX_REPS && (n < C3_MIN_REPS || o3m_clock_s() - start < min_time)) {
+    double t0 = o3m_clock_s();
+    const double *V = eval_masker_apply(mk, K, X);
+    double t1 = o3m_clock_s();
+    rc = o3m_policy_stats(p, K, V, NULL, mean, var);
+    double t2 = o3m_clock_s();
+    int arm = 0;
+    if (!rc) rc = o3m_policy_choose(p, K, V, NULL, &arm, NULL);
+    if (!rc) rc = o3m_policy_update(p, arm, V + (size_t)arm * d, rew[arm]);
+    double t3 = o3m_clock_s();
+    if (rc) {
+      o3m_err_set(e, rc, "C.3: policy failed: %s", o3m_strerror(rc));
+      break;
     }
-    batch[b] = el / n;
+    sink += mean[0];
+    ta[n] = t1 - t0;
+    tb[n] = t2 - t1;
+    tc[n] = t3 - t2;
+    n++;
   }
   (void)sink;
+  if (!rc) rc = eval_cost_c3_summarize(n, ta, tb, tc, t + 3 * C3_MAX_REPS, out);
   free(mean);
   free(var);
-  qsort(batch, C3_BATCHES, sizeof batch[0], cmp_double);
-  *per = batch[C3_BATCHES / 2];
+  free(t);
   return rc;
 }
 
@@ -261,19 +297,23 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     double o3m, he, mpc, dp; /* paper, seconds; negative: not reported */
   } set[] = {{"small", 100, 20, 5, 0.006, 1190, 2.282, 0.005},
              {"large", 500, 10, 500, 7.28, -1, 103, 6.48}};
-  printf("\nAppendix C.3: one \"statistic computation\", measured (median of %d batch means)\n"
+  printf("\nAppendix C.3: one \"statistic computation\", measured (medians of paired repetitions)\n"
          "  Interpretation: the cross-party work one round needs, which HE/MPC/DP would do\n"
          "  under encryption or noise: every party j masks the K candidates' block x^j with\n"
          "  Q^j and the AP sums the N parts into Q x  (column 'mask+sum', the O3M part).\n"
          "  Also shown: + the AP's K statistics x~'theta~ and x~'Lambda~^-1 x~ (shared\n"
          "  LinUCB), a full round (mask+sum, choose, update), and the one-off draw of Q\n"
-         "  (d x d, Gram-Schmidt twice) cut into N blocks (mean of >= 3 draws).\n\n",
-         C3_BATCHES);
-  printf("%-6s %4s %3s %4s %12s %12s %12s %12s | paper: %7s %7s %7s %7s\n", "set", "d", "K",
-         "N", "mask+sum s", "+stats s", "round s", "mask gen s", "O3M", "HE", "MPC", "DP");
+         "  (d x d, Gram-Schmidt twice) cut into N blocks (mean of >= 3 draws).\n"
+         "  Each repetition times mask+sum, then the statistics, then choose + update on the\n"
+         "  same masked candidates: mask+sum = median(mask), +stats = median(mask + stats),\n"
+         "  round = median(mask + choose + update); so a part exceeds the whole only if it\n"
+         "  does within single repetitions ('inv %%' of them: noise).\n\n");
+  printf("%-6s %4s %3s %4s %12s %12s %12s %12s %7s %5s | paper: %7s %7s %7s %7s\n", "set",
+         "d", "K", "N", "mask+sum s", "+stats s", "round s", "mask gen s", "reps", "inv %",
+         "O3M", "HE", "MPC", "DP");
   if (csv)
     fprintf(csv, "setting,d,K,N,mask_sum_s,mask_stats_s,round_s,mask_gen_s,paper_o3m_s,"
-                 "paper_he_s,paper_mpc_s,paper_dp_s,comm_bytes_per_round\n");
+                 "paper_he_s,paper_mpc_s,paper_dp_s,comm_bytes_per_round,reps,inverted_fraction\n");
   for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
     int d = set[i].d, K = set[i].K, N = set[i].N, rc;
     o3m_partition part;
@@ -303,25 +343,25 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
       const double *V = eval_masker_apply(mk, K, X);
       rc = o3m_policy_update(p, t % K, V + (size_t)(t % K) * d, rew[t % K]);
     }
-    double s_mask = 0, s_stats = 0, s_round = 0;
-    if (!rc) rc = time_c3(C3_MASK, mk, p, K, d, X, rew, o->min_time, &s_mask);
-    if (!rc) rc = time_c3(C3_MASK_STATS, mk, p, K, d, X, rew, o->min_time, &s_stats);
-    if (!rc) rc = time_c3(C3_ROUND, mk, p, K, d, X, rew, o->min_time, &s_round);
+    eval_cost_c3_times tm = {0};
+    if (!rc) rc = time_c3(mk, p, K, d, X, rew, o->min_time, &tm, e);
+    double s_mask = tm.mask_sum, s_stats = tm.mask_stats, s_round = tm.round;
     if (rc && !e->code) o3m_err_set(e, rc, "C.3 %s: %s", set[i].name, o3m_strerror(rc));
     if (!rc) {
       char he[16];
       if (set[i].he < 0) snprintf(he, sizeof he, "%7s", "-");
       else snprintf(he, sizeof he, "%7g", set[i].he);
-      printf("%-6s %4d %3d %4d %12.3e %12.3e %12.3e %12.3e | paper: %7g %s %7g %7g\n",
-             set[i].name, d, K, N, s_mask, s_stats, s_round, gen, set[i].o3m, he, set[i].mpc,
-             set[i].dp);
+      printf("%-6s %4d %3d %4d %12.3e %12.3e %12.3e %12.3e %7ld %5.1f | paper: %7g %s %7g "
+             "%7g\n",
+             set[i].name, d, K, N, s_mask, s_stats, s_round, gen, tm.reps, 100.0 * tm.inverted,
+             set[i].o3m, he, set[i].mpc, set[i].dp);
       if (csv) {
         /* A figure the paper does not report is an empty field. */
         char hecsv[32] = "";
         if (set[i].he >= 0) snprintf(hecsv, sizeof hecsv, "%g", set[i].he);
-        fprintf(csv, "%s,%d,%d,%d,%.6e,%.6e,%.6e,%.6e,%g,%s,%g,%g,%.0f\n", set[i].name, d, K, N,
-                s_mask, s_stats, s_round, gen, set[i].o3m, hecsv, set[i].mpc, set[i].dp,
-                (double)K * (N - 1) * d * 8.0);
+        fprintf(csv, "%s,%d,%d,%d,%.6e,%.6e,%.6e,%.6e,%g,%s,%g,%g,%.0f,%ld,%.4f\n", set[i].name,
+                d, K, N, s_mask, s_stats, s_round, gen, set[i].o3m, hecsv, set[i].mpc,
+                set[i].dp, (double)K * (N - 1) * d * 8.0, tm.reps, tm.inverted);
       }
     }
     o3m_policy_destroy(p);
@@ -336,6 +376,63 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
   printf("note: the paper's O3M times are 10^2..10^4 x ours; its text does not say what its\n"
          "  timing includes (language, per-party process or network overhead, the draw of Q).\n"
          "  The HE/MPC/DP figures are the paper's, not re-measured here.\n");
+  return O3M_OK;
+}
+
+/* Figure 5 as a plot: the federated / central time ratio against d, one
+ * line per K, one panel per algorithm. The numbers go into the script as
+ * gnuplot datablocks (so the rows of cost_fig5.csv need no filtering), the
+ * script is DIR/cost_plots.gp and the plot fig5_cost.<format>; the file
+ * names are printed on stdout. O3M_ENOTFOUND when gnuplot is missing. */
+static int plot_fig5(const cost_opts *o, const fig5_row *rows, int n, o3m_err *e) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/cost_plots.gp", o->out_dir);
+  FILE *g = fopen(path, "w");
+  if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  eval_plot_preamble(g, "cost", "cost_plots.gp");
+  for (int a = 1; a <= 2; a++)
+    for (int k = 0; k < o->nK; k++) {
+      fprintf(g, "$%s_K%d << EOD\n", a == 1 ? "linucb" : "lints", o->Ks[k]);
+      for (int i = 0; i < n; i++)
+        if (rows[i].algo == a && rows[i].K == o->Ks[k])
+          fprintf(g, "%d,%.6f\n", rows[i].d, rows[i].ratio);
+      fprintf(g, "EOD\n");
+    }
+  int both = (o->algos & 3) == 3;
+  eval_plot_output(g, "fig5_cost");
+  fprintf(g, "set xlabel 'context dimension d'\nset ylabel 'time federated / central'\n"
+             "set key top left box opaque\nset yrange [0:*]\nset xtics (");
+  for (int i = 0; i < o->nd; i++) fprintf(g, "%s%d", i ? ", " : "", o->ds[i]);
+  fprintf(g, ")\n");
+  if (both)
+    fprintf(g, "set multiplot layout 1,2 title \"Relative computation cost, federated / central "
+               "(M = %d parties, T = %ld, %s model)\"\n",
+            o->M, o->T, o3m_model_name(o->model));
+  static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                 "#8c564b", "#e377c2", "#7f7f7f"};
+  for (int a = 1; a <= 2; a++) {
+    if (!(o->algos & a)) continue;
+    const char *an = a == 1 ? "LinUCB" : "LinTS", *key = a == 1 ? "linucb" : "lints";
+    if (both) fprintf(g, "set title '%s'\n", an);
+    else
+      fprintf(g, "set title \"%s: relative computation cost, federated / central (M = %d "
+                 "parties, T = %ld, %s model)\"\n",
+              an, o->M, o->T, o3m_model_name(o->model));
+    fprintf(g, "plot 1 with lines lc rgb '#888888' dt 3 title 'equal cost', \\\n");
+    for (int k = 0; k < o->nK; k++)
+      fprintf(g, "  $%s_K%d using 1:2 with linespoints lw 2 pt 7 lc rgb '%s' title 'K = %d'%s\n",
+              key, o->Ks[k], colors[k % 8], o->Ks[k], k + 1 < o->nK ? ", \\" : "");
+  }
+  if (both) fprintf(g, "unset multiplot\n");
+  fprintf(g, "unset output\n");
+  int bad = ferror(g);
+  if (fclose(g) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  int rc = eval_plot_render(o->out_dir, "cost_plots.gp", o->formats, e);
+  if (rc) return rc;
+  char list[256] = "";
+  eval_plot_append_names(list, sizeof list, "fig5_cost", o->formats);
+  printf("plots in %s:%s\n", o->out_dir, list);
   return O3M_OK;
 }
 
@@ -360,7 +457,7 @@ static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, 
 
 enum {
   COST_T, COST_K, COST_D, COST_M, COST_ALGO, COST_MODEL, COST_POOL, COST_MIN_TIME, COST_ONLY,
-  COST_OUT_DIR, COST_N
+  COST_OUT_DIR, COST_NO_PLOTS, COST_PLOT_FORMAT, COST_N
 };
 static const o3m_cli_option cost_options[] = {
     [COST_T] = {"T", "N", "rounds per Figure 5 run (5000)"},
@@ -370,22 +467,28 @@ static const o3m_cli_option cost_options[] = {
     [COST_ALGO] = {"algo", "linucb|lints|both", "the policies measured (both)"},
     [COST_MODEL] = {"model", "shared|disjoint", "Figure 5 model (shared)"},
     [COST_POOL] = {"pool", "N", "pre-drawn context rounds cycled in Figure 5 (16)"},
-    [COST_MIN_TIME] = {"min-time", "S", "seconds per C.3 measurement (0.5)"},
+    [COST_MIN_TIME] = {"min-time", "S", "seconds of paired repetitions per C.3 row (0.5)"},
     [COST_ONLY] = {"only", "fig5|c3", "run one part"},
     [COST_OUT_DIR] = {"out-dir", "DIR",
-                      "also write cost_fig5.csv and cost_c3.csv there (eval-out/cost)"},
+                      "also write cost_fig5.csv, cost_c3.csv and the Figure 5 plot there "
+                      "(eval-out/cost)"},
+    [COST_NO_PLOTS] = {"no-plots", NULL, "CSVs only, no Figure 5 plot"},
+    [COST_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
+                          "Figure 5 plot formats, any of png, pdf and svg (png)"},
     [COST_N] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec cost_cli = {
     "o3m-eval cost", "[options]",
     "Measures federated vs central computation (paper Figure 5) and one statistic\n"
-    "computation (appendix C.3); counts communication.",
+    "computation (appendix C.3); counts communication. Figure 5 is also plotted\n"
+    "(fig5_cost.png: time federated / central against d, one line per K).",
     cost_options, NULL};
 
 int eval_cost_main(int argc, char **argv) {
   cost_opts o = {.T = 5000, .nK = 3, .Ks = {100, 500, 1000}, .nd = 3, .ds = {50, 100, 200},
                  .M = 5, .algos = 3, .model = O3M_MODEL_SHARED, .pool = 16, .min_time = 0.5,
-                 .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost"};
+                 .fig5 = 1, .c3 = 1, .out_dir = "eval-out/cost", .plots = 1,
+                 .formats = EVAL_PLOT_PNG};
   o3m_cli cl;
   o3m_cli_begin(&cl, &cost_cli, argc, argv);
   const char *arg;
@@ -448,6 +551,15 @@ int eval_cost_main(int argc, char **argv) {
       }
       break;
     case COST_OUT_DIR: o.out_dir = arg; break;
+    case COST_NO_PLOTS: o.plots = 0; break;
+    case COST_PLOT_FORMAT: {
+      o3m_err pe;
+      if (eval_plot_formats_parse(arg, &o.formats, &pe)) {
+        fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&pe));
+        return 2;
+      }
+      break;
+    }
     }
   }
   if (o3m_cli_operands(&cl) != argc)
@@ -466,12 +578,23 @@ int eval_cost_main(int argc, char **argv) {
     fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
     return 1;
   }
-  int rc = O3M_OK;
+  int rc = O3M_OK, n_rows = 0;
+  /* Every Figure 5 measurement, for the plot: at most 2 algorithms x K x d. */
+  fig5_row *rows = malloc(sizeof *rows * 2 * COST_MAX_LIST * COST_MAX_LIST);
+  if (!rows) rc = o3m_err_set(&err, O3M_ENOMEM, "out of memory");
   double t0 = o3m_clock_s();
-  if (o.fig5) {
+  if (!rc && o.fig5) {
     snprintf(path, sizeof path, "%s/cost_fig5.csv", o.out_dir);
     if (!(f5 = fopen(path, "w"))) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
-    if (!rc) rc = run_fig5(&o, f5, &err);
+    if (!rc) rc = run_fig5(&o, f5, rows, &n_rows, &err);
+    if (!rc && f5 && fflush(f5) != 0) rc = o3m_err_set(&err, O3M_EIO, "cannot write %s", path);
+    if (!rc && o.plots) {
+      o3m_err pe;
+      o3m_err_clear(&pe);
+      int prc = plot_fig5(&o, rows, n_rows, &pe);
+      if (prc) fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&pe));
+      if (prc && prc != O3M_ENOTFOUND) rc = o3m_err_set(&err, prc, "%s", o3m_err_message(&pe));
+    }
   }
   if (!rc && o.c3) {
     snprintf(path, sizeof path, "%s/cost_c3.csv", o.out_dir);
@@ -480,6 +603,7 @@ int eval_cost_main(int argc, char **argv) {
   }
   if (f5 && fclose(f5) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_fig5.csv");
   if (fc && fclose(fc) != 0 && !rc) rc = o3m_err_set(&err, O3M_EIO, "cannot write cost_c3.csv");
+  free(rows);
   if (rc) {
     fprintf(stderr, "o3m-eval cost: %s\n", o3m_err_message(&err));
     return 1;

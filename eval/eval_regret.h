@@ -32,8 +32,8 @@
  * that the posterior it samples from is the same.
  *
  * Results are kept every `every`-th step (and at the last step) per seed; the
- * writers turn them into CSVs (mean and 95% band over seeds), a summary table
- * and gnuplot PNGs. Everything is allocated in eval_regret_run(); nothing is
+ * writers turn them into CSVs (mean and 95% t band over seeds), a summary table
+ * and gnuplot plots (PNG, PDF, SVG). Everything is allocated in eval_regret_run(); nothing is
  * global, and a result is read-only once returned. */
 #ifndef EVAL_REGRET_H
 #define EVAL_REGRET_H
@@ -142,7 +142,8 @@ int eval_regret_mkdir_p(const char *dir, o3m_err *e);
 
 /* Writes DIR/regret_<algo>_<model>.csv for every configuration, creating DIR
  * and its parents if needed. Columns: t, then for every variant <name>_mean,
- * <name>_lo, <name>_hi (mean -+ 1.96 std / sqrt(n)), then
+ * <name>_lo, <name>_hi (the 95% band mean -+ t_{0.975,n-1} std / sqrt(n) over the
+ * n seeds, eval_stats.h; equal to the mean for one seed), then
  * theta_norm_diff_mean, theta_norm_diff_maxabs (||theta_fed|| -
  * ||theta_central||, disjoint: over the stacked per-arm thetas) and
  * theta_norm_diff_same_history_maxabs. Variant names: central, federated,
@@ -152,10 +153,12 @@ int eval_regret_write_csv(const eval_regret *r, const char *dir, o3m_err *e);
 /* The summary table and notes on f. */
 void eval_regret_print_summary(const eval_regret *r, FILE *f);
 
-/* Writes DIR/regret_plots.gp and runs gnuplot on it inside DIR, producing
- * fig4a..d and fig6a..b PNGs per model (file names listed on f). Returns
+/* Writes DIR/regret_plots.gp and runs gnuplot on it inside DIR once per
+ * format in the eval_plot.h set `formats`, producing fig4a..d and fig6a..b
+ * per model (file names listed on f; figure numbers are in the names, not
+ * the titles). Bands are the CSV's 95% t bands, named in the key. Returns
  * O3M_ENOTFOUND, with a message, if gnuplot cannot be run; the CSVs are not
  * touched either way. */
-int eval_regret_plot(const eval_regret *r, const char *dir, FILE *f, o3m_err *e);
+int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f, o3m_err *e);
 
 #endif

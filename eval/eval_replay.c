@@ -29,6 +29,8 @@
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
 #include "eval_masker.h"
+#include "eval_plot.h"
+#include "eval_replay_out.h"
 #include "o3m_blas.h"
 #include "o3m_cli.h"
 #include "o3m_clock.h"
@@ -71,6 +73,32 @@ void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally
   out->max = n ? hi : NAN;
   if (!isfinite(out->rel)) out->rel = NAN;
   if (!isfinite(out->mean)) out->mean = out->std = out->min = out->max = NAN;
+}
+
+void eval_replay_random_summary(const eval_replay_result *res, double *matched, double *clicks,
+                                double *ctr, eval_replay_rel *out) {
+  int n = res->n_random;
+  double m = 0, c = 0, mean_ctr = 0, lo = INFINITY, hi = -INFINITY, s1 = 0, s2 = 0;
+  for (int s = 0; s < n; s++) {
+    m += (double)res->random[s].matched / n;
+    c += res->random[s].clicks / n;
+    mean_ctr += eval_replay_ctr(&res->random[s]) / n;
+  }
+  for (int s = 0; s < n; s++) {
+    double r = eval_replay_ctr(&res->random[s]) / mean_ctr;
+    s1 += r;
+    s2 += r * r;
+    lo = r < lo ? r : lo;
+    hi = r > hi ? r : hi;
+  }
+  *matched = m;
+  *clicks = c;
+  *ctr = mean_ctr;
+  out->rel = isfinite(mean_ctr) && mean_ctr > 0 ? 1.0 : NAN;
+  out->mean = n && isfinite(s1) ? s1 / n : NAN;
+  out->std = n > 1 && isfinite(s1) ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
+  out->min = isfinite(lo) ? lo : NAN;
+  out->max = isfinite(hi) ? hi : NAN;
 }
 
 /* ---- the learners ---- */
@@ -452,6 +480,30 @@ static int fill(replay *R, eval_reader *rd, batch *b, uint64_t *events, long lon
   return b->n;
 }
 
+/* Keeps every other point of res->curve (the 2nd, 4th, ...: those on a grid
+ * of twice the stride). */
+static void curve_thin(eval_replay_result *res) {
+  int n = 0;
+  for (int i = 1; i < res->n_curve; i += 2) res->curve[n++] = res->curve[i];
+  res->n_curve = n;
+}
+
+/* Appends the point after `events` rows to res->curve (see
+ * EVAL_REPLAY_CURVE_MAX), thinning it first when it is full. */
+static void curve_add(eval_replay_result *res, const replay *R, uint64_t events) {
+  if (res->n_curve == EVAL_REPLAY_CURVE_MAX) curve_thin(res);
+  eval_replay_point *p = &res->curve[res->n_curve++];
+  memset(p, 0, sizeof *p);
+  p->events = events;
+  p->central = R->central.tally;
+  p->federated = R->fed.tally;
+  p->partial = R->partial.tally;
+  for (int s = 0; s < R->cfg->n_random; s++) {
+    p->random.matched += R->random[s].matched;
+    p->random.clicks += R->random[s].clicks;
+  }
+}
+
 int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_result *res,
                     o3m_err *e) {
   memset(res, 0, sizeof *res);
@@ -469,7 +521,7 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
   o3m_blas_single_thread();
   double cpu0 = thread_cpu();
   progress pg = {cfg->progress, 0, o3m_clock_s(), o3m_clock_s()};
-  uint64_t events = 0;
+  uint64_t events = 0, stride = BATCH, next_mark = BATCH;
   int cur = 0;
   rc = fill(&R, rd, &R.b[cur], &events, cfg->limit, &pg, e);
   while (rc > 0) {
@@ -490,9 +542,20 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
     if ((cfg->variants & EVAL_REPLAY_CENTRAL) && (cfg->variants & EVAL_REPLAY_FEDERATED))
       for (int t = 0; t < b->n; t++) res->agree += b->central[t] == b->fed[t];
     res->events += (uint64_t)b->n;
+    if (res->events >= next_mark && res->n_curve == EVAL_REPLAY_CURVE_MAX) {
+      curve_thin(res);
+      stride *= 2;
+      next_mark = res->curve[res->n_curve - 1].events + stride;
+    }
+    if (res->events >= next_mark) {
+      curve_add(res, &R, res->events);
+      next_mark = res->events + stride;
+    }
     rc = next;
     cur = 1 - cur;
   }
+  if (res->n_curve == 0 || res->curve[res->n_curve - 1].events != res->events)
+    curve_add(res, &R, res->events);
   progress_show(&pg, rd, res->events, cfg->limit, 1);
   res->seconds = o3m_clock_s() - pg.t0;
   res->cpu_main = thread_cpu() - cpu0;
@@ -545,27 +608,16 @@ void eval_replay_print(FILE *f, const eval_replay_result *res) {
     print_row(f, res, name, &res->partial);
   }
   /* The random baseline: mean over seeds, spread of its own CTR / mean. */
-  double m = 0, c = 0;
-  for (int s = 0; s < res->n_random; s++) {
-    m += (double)res->random[s].matched / res->n_random;
-    c += res->random[s].clicks / res->n_random;
-  }
-  double mean_ctr = 0, lo = INFINITY, hi = -INFINITY, s1 = 0, s2 = 0;
-  for (int s = 0; s < res->n_random; s++) mean_ctr += eval_replay_ctr(&res->random[s]) / res->n_random;
-  for (int s = 0; s < res->n_random; s++) {
-    double r = eval_replay_ctr(&res->random[s]) / mean_ctr;
-    s1 += r;
-    s2 += r * r;
-    lo = r < lo ? r : lo;
-    hi = r > hi ? r : hi;
-  }
+  double m, c, mean_ctr;
+  eval_replay_rel rr;
+  eval_replay_random_summary(res, &m, &c, &mean_ctr, &rr);
   int n = res->n_random;
   char ctr[32], sd[32], los[32], his[32], rel[32];
   fmt(ctr, sizeof ctr, "%.5f", mean_ctr);
-  fmt(rel, sizeof rel, "%.4f", isfinite(mean_ctr) && mean_ctr > 0 ? 1.0 : NAN);
-  fmt(sd, sizeof sd, "%.4f", n > 1 ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN);
-  fmt(los, sizeof los, "%.4f", isfinite(lo) ? lo : NAN);
-  fmt(his, sizeof his, "%.4f", isfinite(hi) ? hi : NAN);
+  fmt(rel, sizeof rel, "%.4f", rr.rel);
+  fmt(sd, sizeof sd, "%.4f", rr.std);
+  fmt(los, sizeof los, "%.4f", rr.min);
+  fmt(his, sizeof his, "%.4f", rr.max);
   snprintf(name, sizeof name, "random (mean of %d)", n);
   fprintf(f, "%-22s %10.1f %10.1f %9s %9s %9s %9s %9s\n", name, m, c, ctr, rel, sd, los, his);
   if (c < 10)
@@ -591,7 +643,8 @@ void eval_replay_print(FILE *f, const eval_replay_result *res) {
 enum {
   O_FORMAT, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS, O_TR, O_LIMIT,
   O_PARTIES, O_RATIO, O_MSEED, O_AGG, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V, O_SEED, O_NRAND,
-  O_RSEED, O_VARIANTS, O_THREADS, O_WHITEN, O_COUNT
+  O_RSEED, O_VARIANTS, O_THREADS, O_WHITEN, O_OUT_DIR, O_RUN_NAME, O_NO_FILES, O_NO_PLOTS,
+  O_PLOT_FORMAT, O_COUNT
 };
 static const o3m_cli_option replay_options[] = {
     [O_FORMAT] = {"format", "F", "data: news | obd | criteo-tsv | criteo-csv"},
@@ -628,12 +681,23 @@ static const o3m_cli_option replay_options[] = {
     [O_WHITEN] = {"whiten", "all|none|J,..",
                   "run: parties (0 = AP) that whiten their columns, maps from the first 100000 "
                   "context rows (news, obd; default none)"},
+    [O_OUT_DIR] = {"out-dir", "DIR", "output: where the result files go (eval-out/replay)"},
+    [O_RUN_NAME] = {"run-name", "NAME",
+                    "output: file name stem (replay_FORMAT_ALGO_MODEL); NAME.csv, NAME.json, "
+                    "NAME_curve.csv and NAME_curve.png"},
+    [O_NO_FILES] = {"no-files", NULL, "output: the stdout table only, no result files"},
+    [O_NO_PLOTS] = {"no-plots", NULL, "output: result files without the curve plot"},
+    [O_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
+                       "output: curve plot formats, any of png, pdf and svg (png)"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec replay_cli = {
     "o3m-eval replay", "--format news|obd|criteo-tsv|criteo-csv --input FILE [options]",
     "Li et al.'s replay estimator on logged data: central, federated (masked) and\n"
-    "partial-local learners side by side, against a uniformly random policy.",
+    "partial-local learners side by side, against a uniformly random policy.\n"
+    "Writes the table to stdout and, per run, a CSV and a JSON of the results (with\n"
+    "the configuration and the data file's SHA-256) and the CTR-over-rows curve\n"
+    "(CSV and plot) to --out-dir.",
     replay_options, NULL};
 
 static int parse_ll_arg(const char *s, long long *out) {
@@ -753,6 +817,8 @@ int eval_replay_main(int argc, char **argv) {
   eval_format fmt_ = 0;
   const char *input = NULL, *items = NULL, *stats_in = NULL, *stats_out = NULL;
   const char *parties = NULL, *whiten = NULL;
+  const char *out_dir = "eval-out/replay", *run_name = NULL;
+  int files = 1, plots = 1, formats = EVAL_PLOT_PNG;
   long long stats_rows = 0, arms = EVAL_CRITEO_DEFAULT_ARMS, ll = 0;
   double ratio = 0.5;
   int have_ratio = 0, have_alpha = 0, have_tr = 0;
@@ -795,6 +861,11 @@ int eval_replay_main(int argc, char **argv) {
       case O_VARIANTS: bad = parse_variants(a, &cfg.variants) != 0; break;
       case O_THREADS: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 2; cfg.threads = (int)ll; break;
       case O_WHITEN: whiten = a; break;
+      case O_OUT_DIR: out_dir = a; break;
+      case O_RUN_NAME: bad = !*a || strchr(a, '/') != NULL; run_name = a; break;
+      case O_NO_FILES: files = 0; break;
+      case O_NO_PLOTS: plots = 0; break;
+      case O_PLOT_FORMAT: bad = eval_plot_formats_parse(a, &formats, NULL) != 0; break;
     }
     if (bad) {
       fprintf(stderr, "replay: bad value '%s' for --%s\n", a, replay_options[c].name);
@@ -904,5 +975,49 @@ int eval_replay_main(int argc, char **argv) {
     return 1;
   }
   eval_replay_print(stdout, &res);
-  return 0;
+  if (!files) return fflush(stdout) ? 1 : 0;
+
+  /* The result files: what the table says, the configuration, the data's checksums. */
+  eval_replay_info info;
+  memset(&info, 0, sizeof info);
+  info.format = eval_format_name(fmt_);
+  info.input = input;
+  info.item_context = items;
+  info.whiten = whiten;
+  char stem[256];
+  if (run_name) snprintf(stem, sizeof stem, "%s", run_name);
+  else snprintf(stem, sizeof stem, "replay_%s_%s_%s", info.format,
+                o3m_algo_name(cfg.policy.algo), o3m_model_name(cfg.policy.model));
+#define INFO_OPT(name, ...)                                                                 \
+  do {                                                                                      \
+    info.opt_name[info.n_opts] = name;                                                      \
+    snprintf(info.opt_value[info.n_opts], sizeof info.opt_value[0], __VA_ARGS__);           \
+    info.n_opts++;                                                                          \
+  } while (0)
+  if (fmt_ == EVAL_FORMAT_OBD) {
+    INFO_OPT("obd_position", "%d", obd.position);
+    INFO_OPT("obd_user_buckets", "%d", obd.user_buckets);
+  }
+  if (criteo) {
+    INFO_OPT("criteo_arms", "%lld", arms);
+    INFO_OPT("int_transform", "%s", eval_criteo_transform_name(tr));
+    if (stats_in) INFO_OPT("stats_in", "%s", stats_in);
+    if (stats_rows) INFO_OPT("stats_rows", "%lld", stats_rows);
+  }
+#undef INFO_OPT
+  rc = strcmp(input, "-") ? eval_replay_sha256_file(input, info.input_sha256, &err) : 0;
+  if (!rc && items) rc = eval_replay_sha256_file(items, info.item_sha256, &err);
+  if (!rc) rc = eval_replay_write_results(out_dir, stem, &res, &cfg, &info, &err);
+  if (rc) {
+    fprintf(stderr, "replay: %s\n", o3m_err_message(&err));
+    return 1;
+  }
+  printf("results in %s: %s.csv %s.json %s_curve.csv (%d points)\n", out_dir, stem, stem, stem,
+         res.n_curve);
+  if (plots && (rc = eval_replay_plot_curve(out_dir, stem, &res, &cfg, &info, formats, stdout,
+                                            &err))) {
+    fprintf(stderr, "replay: %s\n", o3m_err_message(&err));
+    if (rc != O3M_ENOTFOUND) return 1;
+  }
+  return fflush(stdout) ? 1 : 0;
 }

@@ -88,6 +88,20 @@ typedef struct eval_replay_tally {
   double clicks;    /* sum of their rewards */
 } eval_replay_tally;
 
+/* Most points of the CTR-over-rows curve. The pass keeps a point every
+ * `stride` rows at batch ends, stride starting at 256; when the curve is
+ * full every other point is dropped and the stride doubles, so a run of any
+ * length keeps between half and all of EVAL_REPLAY_CURVE_MAX evenly spaced
+ * points, plus the last row. */
+#define EVAL_REPLAY_CURVE_MAX 256
+
+/* The tallies after the first `events` rows; random is summed over the
+ * random seeds (its CTR is the pooled one). */
+typedef struct eval_replay_point {
+  uint64_t events;
+  eval_replay_tally central, federated, partial, random;
+} eval_replay_point;
+
 typedef struct eval_replay_result {
   uint64_t events;  /* events read (after the reader's skips) */
   uint64_t skipped; /* rows the reader skipped */
@@ -102,6 +116,8 @@ typedef struct eval_replay_result {
    * (0 with threads = 1); on an idle machine the wall time approaches the
    * larger of the two. */
   double cpu_main, cpu_worker;
+  int n_curve; /* points in curve, the last at `events` rows */
+  eval_replay_point curve[EVAL_REPLAY_CURVE_MAX];
 } eval_replay_result;
 
 /* Runs the replay over every event of rd (or cfg->limit of them). res is
@@ -131,6 +147,12 @@ typedef struct eval_replay_rel {
 } eval_replay_rel;
 void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
                           eval_replay_rel *out);
+
+/* The random baseline's row: matched rows and clicks averaged over the
+ * seeds, *ctr the mean of the seeds' CTRs, and in out the spread of each
+ * seed's CTR / *ctr (out->rel is 1, or NaN when *ctr is not positive). */
+void eval_replay_random_summary(const eval_replay_result *res, double *matched, double *clicks,
+                                double *ctr, eval_replay_rel *out);
 
 /* The summary table (one line per variant, agreement, throughput). */
 void eval_replay_print(FILE *f, const eval_replay_result *res);

@@ -76,12 +76,14 @@ check "o3m-eval federate" --config --truth --rounds --K --seed --cert --key --in
   --require-match
 check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-ratios --algo \
   --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots \
-  --whiten --aggregation
-check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir
+  --whiten --aggregation --plot-format
+check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir \
+  --no-plots --plot-format
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
   --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
-  --variants --threads --aggregation --whiten
+  --variants --threads --aggregation --whiten --out-dir --run-name --no-files --no-plots \
+  --plot-format
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
   --score-whitened

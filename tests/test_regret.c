@@ -9,6 +9,7 @@
  * has the documented header and rows; bad configurations are refused; with
  * whitening parties, federated still equals central on the whitened contexts. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "eval_masker.h"
+#include "eval_plot.h"
 #include "eval_regret.h"
 
 static eval_regret_config small_config(void) {
@@ -191,16 +193,17 @@ static char *slurp(const char *path) {
 
 static char tmpdir[] = "/tmp/test_regret_XXXXXX";
 
+/* Removes the flat output directory dir and every file in it. */
 static void rm_dir(const char *dir) {
-  static const char *names[] = {"regret_linucb_shared.csv", "regret_lints_shared.csv",
-                                "regret_plots.gp", "fig4a_shared.png", "fig4b_shared.png",
-                                "fig4c_shared.png", "fig4d_shared.png", "fig6a_shared.png",
-                                "fig6b_shared.png"};
+  DIR *d = opendir(dir);
+  if (!d) return;
   char p[512];
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
     unlink(p);
   }
+  closedir(d);
   rmdir(dir);
 }
 
@@ -236,6 +239,15 @@ Test(regret, csv_header_and_rows) {
   double t, m, lo, hi;
   cr_assert_eq(sscanf(last, "%lf,%lf,%lf,%lf", &t, &m, &lo, &hi), 4);
   cr_assert(lo <= m && m <= hi, "band %g <= %g <= %g", lo, m, hi);
+  /* The band is the t band: with 2 seeds mean +- t_{0.975,1} sd / sqrt(2),
+   * t = 12.706 (a 1.96 band would be 6.5 times narrower). */
+  double r0 = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, 0);
+  double r1 = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, 1);
+  double sd = fabs(r0 - r1) / sqrt(2.0), half = 12.7062047361747 * sd / sqrt(2.0);
+  cr_assert_gt(sd, 0.1, "the two seeds' regrets differ");
+  cr_assert_float_eq(m, (r0 + r1) / 2, 1e-5);
+  cr_assert_float_eq(hi - m, half, 2e-5, "half-width %.6f, expected %.6f", hi - m, half);
+  cr_assert_float_eq(m - lo, half, 2e-5, "half-width %.6f, expected %.6f", m - lo, half);
   int commas = 0;
   for (const char *p = last; *p && *p != '\n'; p++) commas += *p == ',';
   cr_assert_eq(commas, 18);
@@ -254,16 +266,29 @@ Test(regret, plots_written_when_gnuplot_exists) {
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert_eq(eval_regret_write_csv(r, dir, &e), O3M_OK, "%s", o3m_err_message(&e));
-  cr_assert_eq(eval_regret_plot(r, dir, NULL, &e), O3M_OK, "%s", o3m_err_message(&e));
-  static const char *pngs[] = {"fig4a_shared.png", "fig4b_shared.png", "fig4c_shared.png",
-                               "fig4d_shared.png", "fig6a_shared.png", "fig6b_shared.png"};
-  for (size_t i = 0; i < sizeof pngs / sizeof pngs[0]; i++) {
-    char p[512];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/%s", dir, pngs[i]);
-    cr_assert_eq(stat(p, &st), 0, "%s missing", p);
-    cr_assert_gt(st.st_size, 1000, "%s is only %lld bytes", p, (long long)st.st_size);
-  }
+  cr_assert_eq(eval_regret_plot(r, dir, EVAL_PLOT_PNG | EVAL_PLOT_PDF | EVAL_PLOT_SVG, NULL,
+                                &e), O3M_OK, "%s", o3m_err_message(&e));
+  static const char *stems[] = {"fig4a_shared", "fig4b_shared", "fig4c_shared",
+                                "fig4d_shared", "fig6a_shared", "fig6b_shared"};
+  static const char *exts[] = {"png", "pdf", "svg"};
+  for (size_t i = 0; i < sizeof stems / sizeof stems[0]; i++)
+    for (size_t x = 0; x < 3; x++) {
+      char p[512];
+      struct stat st;
+      snprintf(p, sizeof p, "%s/%s.%s", dir, stems[i], exts[x]);
+      cr_assert_eq(stat(p, &st), 0, "%s missing", p);
+      cr_assert_gt(st.st_size, 1000, "%s is only %lld bytes", p, (long long)st.st_size);
+    }
+  /* Titles carry no figure numbers; the key names the t band; the
+   * same-history series of Figure 4d has its own log-scale panel. */
+  char gp[512];
+  snprintf(gp, sizeof gp, "%s/regret_plots.gp", dir);
+  char *script = slurp(gp);
+  cr_assert_null(strstr(script, "Fig."), "a title names a figure number");
+  cr_assert_not_null(strstr(script, "t_{0.975,1}"), "the key does not name the t band");
+  cr_assert_not_null(strstr(script, "set multiplot layout 2,1"));
+  cr_assert_not_null(strstr(script, "set logscale y"));
+  free(script);
   eval_regret_destroy(r);
   rm_dir(dir);
 }

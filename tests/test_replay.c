@@ -7,16 +7,19 @@
  * baseline matches about 1/K of the events, whitened parties still give
  * federated = central. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
 #include "eval_reader.h"
 #include "eval_replay.h"
+#include "eval_replay_out.h"
 
 #define FIX(name) O3M_SOURCE_DIR "/tests/data/eval/" name
 
@@ -306,8 +309,8 @@ Test(replay_cmd, runs_and_reuses_criteo_statistics) {
   cr_assert(fd >= 0);
   close(fd);
   char *a1[] = {"replay", "--format", "criteo-csv", "--input", FIX("criteo_small.csv"),
-                "--criteo-arms", "2", "--stats-out", stats, NULL};
-  cr_assert_eq(eval_replay_main(9, a1), 0);
+                "--criteo-arms", "2", "--stats-out", stats, "--no-files", NULL};
+  cr_assert_eq(eval_replay_main(10, a1), 0);
   static eval_criteo_stats st;
   o3m_err e;
   cr_assert_eq(eval_criteo_stats_read(&st, stats, &e), 0, "%s", e.msg);
@@ -315,12 +318,233 @@ Test(replay_cmd, runs_and_reuses_criteo_statistics) {
   cr_assert_eq(st.rows, 5);
   /* The TSV twin with the CSV's statistics. */
   char *a2[] = {"replay", "--format", "criteo-tsv", "--input", FIX("criteo_small.tsv"),
-                "--stats-in", stats, "--partial-ratio", "0.2", NULL};
-  cr_assert_eq(eval_replay_main(9, a2), 0);
+                "--stats-in", stats, "--partial-ratio", "0.2", "--no-files", NULL};
+  cr_assert_eq(eval_replay_main(10, a2), 0);
   char *a3[] = {"replay", "--format", "criteo-tsv", "--input", FIX("criteo_small.tsv"),
                 "--stats-in", stats, "--int-transform", "log", NULL};
   cr_assert_eq(eval_replay_main(9, a3), 2, "transform contradicts the stats file");
   char *a4[] = {"replay", "--format", "news", "--input", "/nonexistent", NULL};
   cr_assert_eq(eval_replay_main(5, a4), 1, "runtime failure");
   unlink(stats);
+}
+
+/* ---- result files (issue 15 item 4) ---- */
+
+/* Reads a whole small file into a NUL-terminated buffer (freed by the caller). */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char *buf = malloc(1 << 20);
+  cr_assert_not_null(buf);
+  size_t n = fread(buf, 1, (1 << 20) - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* The line of text that starts with prefix, copied into line. */
+static void line_starting(const char *text, const char *prefix, char *line, size_t n) {
+  for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (!strncmp(p, prefix, strlen(prefix))) {
+      size_t l = strcspn(p, "\n");
+      snprintf(line, n, "%.*s", (int)(l < n ? l : n - 1), p);
+      return;
+    }
+  cr_assert_fail("no line starts with '%s' in:\n%s", prefix, text);
+}
+
+/* Runs the replay subcommand with stdout captured into *out (freed by the
+ * caller) and returns its exit status. */
+static int run_cmd_capture(int argc, char **argv, char **out) {
+  char path[] = "/tmp/o3m_test_replay_out_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  fflush(stdout);
+  int saved = dup(STDOUT_FILENO);
+  dup2(fd, STDOUT_FILENO);
+  int rc = eval_replay_main(argc, argv);
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  close(fd);
+  *out = slurp(path);
+  unlink(path);
+  return rc;
+}
+
+static void rm_files(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char p[512];
+  for (struct dirent *de; (de = readdir(d)) != NULL;) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* The worked six-event log through the command: the CSV, the JSON and the
+ * curve's last point hold the totals the stdout table prints (central and
+ * federated 4 matched, 3 clicks; partial 2 and 1), the JSON names the
+ * configuration and the file's SHA-256 as sha256sum computes it. */
+Test(replay_files, csv_json_and_curve_match_the_stdout_totals) {
+  char dir[] = "/tmp/o3m_test_replay_files_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char *argv[] = {"replay", "--format", "news", "--input", FIX("replay_tiny.txt"),
+                  "--parties", "1,9", "--alpha", "1", "--out-dir", dir, "--run-name", "tiny",
+                  "--plot-format", "png,svg", NULL};
+  char *out;
+  cr_assert_eq(run_cmd_capture(15, argv, &out), 0, "%s", out);
+  /* stdout: "central (d=10)   4   3   0.75000 ..." */
+  char line[512], path[512];
+  unsigned long long m;
+  double clicks, ctr;
+  char rel[32];
+  line_starting(out, "central (d=10)", line, sizeof line);
+  cr_assert_eq(sscanf(line + strlen("central (d=10)"), "%llu %lf %lf %31s", &m, &clicks, &ctr,
+                      rel), 4, "%s", line);
+  cr_assert_eq(m, 4);
+  cr_assert_eq(clicks, 3.0);
+  snprintf(path, sizeof path, "%s/tiny.csv", dir);
+  char *csv = slurp(path);
+  cr_assert_eq(strncmp(csv, "variant,cols,matched,clicks,ctr,rel_ctr,rel_mean,rel_std,rel_min,"
+                            "rel_max,rel_ci95_lo,rel_ci95_hi\n", 97), 0, "%s", csv);
+  unsigned long long cm;
+  int cols, used = 0;
+  double cc, cctr;
+  line_starting(csv, "central,", line, sizeof line);
+  cr_assert_eq(sscanf(line, "central,%d,%llu,%lf,%lf,%n", &cols, &cm, &cc, &cctr, &used), 4,
+               "%s", line);
+  cr_assert_eq(cols, 10);
+  cr_assert_eq(cm, m);
+  cr_assert_eq(cc, clicks);
+  cr_assert_float_eq(cctr, ctr, 5e-6, "CSV %.17g, stdout %.5f", cctr, ctr);
+  /* Six rows give the random baseline a seed without clicks: the stdout
+   * table prints n/a for relative CTR and the CSV leaves it empty. */
+  cr_assert_str_eq(rel, "n/a");
+  cr_assert_eq(line[used], ',', "rel_ctr should be empty: %s", line);
+  line_starting(csv, "partial,1,2,1,0.5,", line, sizeof line);
+  line_starting(csv, "federated,10,4,3,0.75,", line, sizeof line);
+  line_starting(csv, "random_seed_1004,", line, sizeof line);
+  /* The JSON: the same totals, the configuration, the checksum. */
+  snprintf(path, sizeof path, "%s/tiny.json", dir);
+  char *json = slurp(path);
+  cr_assert_not_null(strstr(json, "\"name\": \"central\",\n      \"cols\": 10,\n"
+                                  "      \"matched\": 4,\n      \"clicks\": 3,\n"
+                                  "      \"ctr\": 0.75,"), "%s", json);
+  cr_assert_not_null(strstr(json, "\"parties\": [1, 9]"), "%s", json);
+  cr_assert_not_null(strstr(json, "\"alpha\": 1,"), "%s", json);
+  cr_assert_not_null(strstr(json, "\"random_seeds\": [1000, 1001, 1002, 1003, 1004]"));
+  cr_assert_not_null(strstr(json, "\"agreement\": {\"rows\": 6, \"equal_decisions\": 6}"));
+  char cmd[600], sum[80] = "";
+  snprintf(cmd, sizeof cmd, "sha256sum '%s'", FIX("replay_tiny.txt"));
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  cr_assert_eq(fscanf(p, "%64s", sum), 1);
+  pclose(p);
+  char want[120];
+  snprintf(want, sizeof want, "\"input_sha256\": \"%s\"", sum);
+  cr_assert_not_null(strstr(json, want), "no %s in\n%s", want, json);
+  /* The curve: one point (6 rows < 256), the totals. */
+  snprintf(path, sizeof path, "%s/tiny_curve.csv", dir);
+  char *curve = slurp(path);
+  line_starting(curve, "rows,central_matched,central_clicks,central_ctr,central_rel,", line,
+                sizeof line);
+  line_starting(curve, "6,4,3,0.75,", line, sizeof line);
+  struct stat st;
+  snprintf(path, sizeof path, "%s/tiny_curve.svg", dir);
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0)
+    cr_assert_eq(stat(path, &st), 0, "%s missing", path);
+  free(out);
+  free(csv);
+  free(json);
+  free(curve);
+  rm_files(dir);
+}
+
+/* A log of 70,000 rows: the curve is thinned to at most
+ * EVAL_REPLAY_CURVE_MAX evenly spaced points, and its last point is the
+ * run's totals. */
+Test(replay_files, long_curve_is_thinned_evenly_and_ends_at_the_totals) {
+  char path[] = "/tmp/o3m_test_replay_long_XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  unsigned st = 5;
+  for (int t = 0; t < 70000; t++) {
+    st = st * 1103515245u + 12345u;
+    int arm = (int)(st >> 16) % 10;
+    fprintf(f, "%d %d", arm + 1, (int)((st >> 8) & 1));
+    for (int a = 0; a < 10; a++)
+      for (int j = 0; j < 10; j++) fprintf(f, " %d", (int)((st >> ((a + j) % 20)) & 3));
+    fputc('\n', f);
+  }
+  fclose(f);
+  eval_reader *r;
+  o3m_err e;
+  cr_assert_eq(eval_reader_open_news(&r, path, &e), 0, "%s", e.msg);
+  eval_replay_config c;
+  config(&c, "5,5");
+  c.variants = EVAL_REPLAY_CENTRAL;
+  static eval_replay_result res;
+  cr_assert_eq(eval_replay_run(r, &c, &res, &e), 0, "%s", e.msg);
+  eval_reader_destroy(r);
+  /* The command on the same log: every number of the stdout row is the
+   * CSV's, rounded as printed (this log has clicks on every random seed). */
+  char dir[] = "/tmp/o3m_test_replay_files_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char *argv[] = {"replay", "--format", "news", "--input", path, "--parties", "5,5",
+                  "--variants", "central", "--out-dir", dir, "--run-name", "long", "--no-plots",
+                  NULL};
+  char *out, line[512], csvp[512];
+  cr_assert_eq(run_cmd_capture(14, argv, &out), 0, "%s", out);
+  unlink(path);
+  double o[7], c7[7];
+  unsigned long long om, cm;
+  line_starting(out, "central (d=10)", line, sizeof line);
+  cr_assert_eq(sscanf(line + strlen("central (d=10)"), "%llu %lf %lf %lf %lf %lf %lf", &om, &o[0],
+                      &o[1], &o[2], &o[3], &o[4], &o[5]), 7, "%s", line);
+  snprintf(csvp, sizeof csvp, "%s/long.csv", dir);
+  char *csv = slurp(csvp);
+  line_starting(csv, "central,10,", line, sizeof line);
+  cr_assert_eq(sscanf(line, "central,10,%llu,%lf,%lf,%lf,%lf,%lf,%lf,%lf", &cm, &c7[0], &c7[1],
+                      &c7[2], &c7[6], &c7[3], &c7[4], &c7[5]), 8, "%s", line);
+  cr_assert_eq(cm, om);
+  cr_assert_eq(cm, res.central.matched, "the command and eval_replay_run agree");
+  cr_assert_eq(c7[0], o[0], "clicks");
+  static const double tol[] = {0, 5e-6, 5e-5, 5e-5, 5e-5, 5e-5};
+  for (int i = 1; i < 6; i++)
+    cr_assert_float_eq(c7[i], o[i], tol[i], "column %d: CSV %.17g, stdout %g", i, c7[i], o[i]);
+  free(out);
+  free(csv);
+  rm_files(dir);
+  cr_assert_eq(res.events, 70000);
+  cr_assert(res.n_curve > EVAL_REPLAY_CURVE_MAX / 2 && res.n_curve <= EVAL_REPLAY_CURVE_MAX,
+            "%d points", res.n_curve);
+  uint64_t step = res.curve[0].events;
+  for (int k = 0; k + 1 < res.n_curve; k++)
+    cr_assert_eq(res.curve[k].events, (uint64_t)(k + 1) * step, "point %d at %llu rows", k,
+                 (unsigned long long)res.curve[k].events);
+  cr_assert_eq(step, 512, "the stride doubled once (70000 / 256 > 256 points)");
+  const eval_replay_point *last = &res.curve[res.n_curve - 1];
+  cr_assert_eq(last->events, 70000);
+  cr_assert_eq(last->central.matched, res.central.matched);
+  cr_assert_eq(last->central.clicks, res.central.clicks);
+  uint64_t rm = 0;
+  for (int s = 0; s < res.n_random; s++) rm += res.random[s].matched;
+  cr_assert_eq(last->random.matched, rm);
+  /* Tallies only grow along the curve. */
+  for (int k = 0; k + 1 < res.n_curve; k++)
+    cr_assert(res.curve[k].central.matched <= res.curve[k + 1].central.matched);
+}
+
+Test(replay_files, sha256_of_a_missing_file_names_it) {
+  char hex[65];
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_replay_sha256_file("/nonexistent/log.txt", hex, &e), O3M_EIO);
+  cr_assert_not_null(strstr(e.msg, "/nonexistent/log.txt"), "%s", e.msg);
+  cr_assert_eq(hex[0], 0);
 }
