@@ -122,6 +122,7 @@ int eval_reader_next(eval_reader *r, eval_event *ev, o3m_err *e) {
     size_t len;
     rc = eval_lines_next(&r->lines, &line, &len, e);
     if (rc <= 0) break;
+    ev->pscore = NAN; /* set by the back ends whose format logs it */
     rc = len ? r->ops->parse(r, line, ev, e) : 0;
     if (rc) break;
     r->skipped++;
