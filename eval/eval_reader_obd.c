@@ -51,6 +51,7 @@
 
 #include "eval_reader_impl.h"
 #include "o3m_hash.h"
+#include "o3m_limits.h"
 
 #define OBD_MAX_FIELDS 256
 #define OBD_MAX_USER_COLS 16
@@ -217,8 +218,8 @@ static int read_items(item_table *t, const char *path, o3m_err *e) {
     }
     double x;
     if ((rc = eval__parse_double(f[col_num], &x))) {
-      rc = o3m_err_set(e, rc, "%s:%lld: item_feature_0 '%.40s' is not a finite number", path,
-                       L.line, f[col_num]);
+      rc = o3m_err_set(e, rc, "%s:%lld: item_feature_0 '%.40s' is not a finite number of "
+                       "magnitude at most %g", path, L.line, f[col_num], O3M_MAX_INPUT_ABS);
       goto out;
     }
     t->num[t->K] = x;
