@@ -231,3 +231,39 @@ Test(ope_run, a_log_without_propensities_is_refused) {
   eval_reader_destroy(rd);
   cleanup();
 }
+
+/* The README's first `o3m-eval ope` run on the shipped Open Bandit sample
+ * (../shared/data from the project root, or $O3M_DATA_DIR): the counts and
+ * the dm and dr values it prints. Skipped when the data is not there (a
+ * fresh clone alone does not have it). */
+Test(ope_run, readme_figures_on_the_shipped_obd_sample) {
+  char log[4096], items[4096];
+  const char *dir = getenv("O3M_DATA_DIR");
+  snprintf(log, sizeof log, "%s/obd-random-men/men.csv",
+           dir ? dir : O3M_SOURCE_DIR "/../shared/data");
+  snprintf(items, sizeof items, "%s/obd-random-men/item_context.csv",
+           dir ? dir : O3M_SOURCE_DIR "/../shared/data");
+  if (access(log, R_OK) || access(items, R_OK))
+    cr_skip_test("%s not found: set O3M_DATA_DIR to the shared data directory", log);
+  eval_reader *rd;
+  o3m_err e;
+  cr_assert_eq(eval_reader_open_obd(&rd, log, items, NULL, &e), 0, "%s", e.msg);
+  eval_ope_config cfg;
+  eval_ope_config_default(&cfg);
+  eval_ope_result res;
+  int rc = eval_ope_run(rd, &cfg, &res, &e);
+  eval_reader_destroy(rd);
+  cr_assert_eq(rc, 0, "%s", e.msg);
+  cr_expect_eq(res.train_events, 1000);
+  cr_expect_eq(res.eval_events, 2284);
+  cr_expect_eq(res.matched, 76);
+  cr_expect_eq(res.matched_nonzero, 0);
+  cr_expect(fabs(res.est[EVAL_OPE_DM].value - 0.051449) < 5e-7, "dm %.7f",
+            res.est[EVAL_OPE_DM].value);
+  cr_expect(fabs(res.est[EVAL_OPE_DR].value - 0.007492) < 5e-7, "dr %.7f",
+            res.est[EVAL_OPE_DR].value);
+  cr_expect(fabs(res.logged.value - 6.0 / 2284) < EPS, "logged %.7f", res.logged.value);
+  for (int k = 0; k < EVAL_OPE_N; k++)
+    cr_expect(isfinite(res.est[k].lo) && isfinite(res.est[k].hi), "%s has no interval",
+              eval_ope_name(k));
+}
