@@ -188,9 +188,11 @@ int eval_ope_run(eval_reader *rd, const eval_ope_config *cfg, eval_ope_result *r
         goto out;
       continue;
     }
+    if (isnan(ev.pscore) && cfg->uniform_logging) ev.pscore = 1.0 / K;
     if (isnan(ev.pscore)) {
       rc = o3m_err_set(e, O3M_EINVAL, "ope: line %lld carries no propensity score (the format "
-                       "must log one: obd's propensity_score column)", ev.line);
+                       "must log one: obd's propensity_score column; or say the log is "
+                       "uniformly random)", ev.line);
       goto out;
     }
     int c;
@@ -252,10 +254,10 @@ void eval_ope_print(FILE *f, const eval_ope_result *res) {
 
 enum {
   O_FORMAT, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_TRAIN, O_LIMIT, O_ALGO, O_MODEL, O_ALPHA,
-  O_LAMBDA, O_V, O_SEED, O_QLAMBDA, O_SIN, O_SOUT, O_COUNT
+  O_LAMBDA, O_V, O_SEED, O_QLAMBDA, O_SIN, O_SOUT, O_UNIFORM, O_COUNT
 };
 static const o3m_cli_option ope_options[] = {
-    [O_FORMAT] = {"format", "F", "data: obd (the formats that log propensity scores)"},
+    [O_FORMAT] = {"format", "F", "data: obd (logs propensity scores), or news with --uniform-logging"},
     [O_INPUT] = {"input", "FILE", "data: the log, e.g. men.csv ('-' = stdin)"},
     [O_ITEMS] = {"item-context", "FILE", "obd: item_context.csv (required)"},
     [O_OBDPOS] = {"obd-position", "P", "obd: position used, 1..3, or 0 for all (default 1)"},
@@ -272,10 +274,13 @@ static const o3m_cli_option ope_options[] = {
     [O_QLAMBDA] = {"reward-lambda", "L", "ridge of the per-arm reward model of dm/dr (default 1)"},
     [O_SIN] = {"state-in", "FILE", "evaluate this saved policy (from --state-out), untrained"},
     [O_SOUT] = {"state-out", "FILE", "save the frozen policy after the training prefix"},
+    [O_UNIFORM] = {"uniform-logging", NULL,
+                   "the log is uniformly random: propensity 1/K where none is logged (news10k)"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec ope_cli = {
-    "o3m-eval ope", "--format obd --input FILE --item-context FILE [options]",
+    "o3m-eval ope", "--format obd --input FILE --item-context FILE [options]\n"
+    "       o3m-eval ope --format news --uniform-logging --input FILE [options]",
     "Off-policy estimates (replay, IPW, self-normalized IPW, direct method, doubly\n"
     "robust) of a frozen policy's value on a log with propensity scores.",
     ope_options,
@@ -324,21 +329,24 @@ int eval_ope_main(int argc, char **argv) {
       case O_QLAMBDA: bad = parse_double_arg(a, &cfg.reward_lambda) || !(cfg.reward_lambda > 0); break;
       case O_SIN: cfg.state_in = a; break;
       case O_SOUT: cfg.state_out = a; break;
+      case O_UNIFORM: cfg.uniform_logging = 1; break;
     }
     if (bad) return o3m_cli_usage_error(&ope_cli, "bad value '%s' for --%s", a, ope_options[c].name);
   }
   if (o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&ope_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
   if (!fmt || !input) return o3m_cli_usage_error(&ope_cli, "--format and --input are required");
-  if (fmt != EVAL_FORMAT_OBD)
-    return o3m_cli_usage_error(&ope_cli, "format %s logs no propensity scores (use obd)",
-                               eval_format_name(fmt));
-  if (!items) return o3m_cli_usage_error(&ope_cli, "obd needs --item-context (item_context.csv)");
+  if (fmt != EVAL_FORMAT_OBD && !(fmt == EVAL_FORMAT_NEWS && cfg.uniform_logging))
+    return o3m_cli_usage_error(&ope_cli, "format %s logs no propensity scores (use obd, or news "
+                               "with --uniform-logging)", eval_format_name(fmt));
+  if (fmt == EVAL_FORMAT_OBD && !items)
+    return o3m_cli_usage_error(&ope_cli, "obd needs --item-context (item_context.csv)");
 
   o3m_err err;
   o3m_err_clear(&err);
   eval_reader *rd = NULL;
-  int rc = eval_reader_open_obd(&rd, input, items, &obd, &err);
+  int rc = fmt == EVAL_FORMAT_OBD ? eval_reader_open_obd(&rd, input, items, &obd, &err)
+                                  : eval_reader_open_news(&rd, input, &err);
   if (rc) return o3m_cli_fail(ope_cli.prog, "%s", o3m_err_message(&err));
   printf("data: %s\n", eval_reader_describe(rd));
   printf("policy: %s %s, alpha %g, lambda %g, v %g, seed %llu, %s, then frozen\n",
@@ -347,6 +355,8 @@ int eval_ope_main(int argc, char **argv) {
          cfg.state_in ? "read from the saved state" : "fitted on every training row");
   printf("reward model (dm, dr): per-arm ridge regression, lambda %g, fitted on the training "
          "prefix\n", cfg.reward_lambda);
+  printf("propensities: %s\n", cfg.uniform_logging ? "1/K where the log has none "
+         "(--uniform-logging)" : "as logged");
   fflush(stdout);
   eval_ope_result res;
   rc = eval_ope_run(rd, &cfg, &res, &err);

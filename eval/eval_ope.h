@@ -115,6 +115,9 @@ typedef struct eval_ope_config {
   const char *state_in;     /* a saved policy (eval_ope_state_write): the
                                policy is not trained on the prefix */
   const char *state_out;    /* where to save the frozen policy, or NULL */
+  int uniform_logging;      /* the log comes from a uniformly random policy:
+                               p = 1/K on rows without a propensity score
+                               (news10k); 0: such rows are an error */
 } eval_ope_config;
 
 void eval_ope_config_default(eval_ope_config *c);
@@ -130,7 +133,7 @@ typedef struct eval_ope_result {
 } eval_ope_result;
 
 /* Runs the whole evaluation on the reader's events, which must carry
- * propensity scores (format obd): the first cfg->train events train both the
+ * propensity scores (format obd) unless cfg->uniform_logging: the first cfg->train events train both the
  * policy (o3m_policy_update with the logged arm's context and reward, on
  * every row: a ridge fit of the logged data) and the reward model (a
  * disjoint o3m_policy, alpha 0: per-arm ridge regression, qhat(x, a) =

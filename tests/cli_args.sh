@@ -83,7 +83,8 @@ check "o3m-eval replay" --format --input --item-context --obd-position --obd-use
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
   --variants --threads --aggregation --whiten
 check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-buckets --train \
-  --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out
+  --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out \
+  --uniform-logging
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
   --score-whitened

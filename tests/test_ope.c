@@ -267,3 +267,34 @@ Test(ope_run, readme_figures_on_the_shipped_obd_sample) {
     cr_expect(isfinite(res.est[k].lo) && isfinite(res.est[k].hi), "%s has no interval",
               eval_ope_name(k));
 }
+
+/* --uniform-logging: a news10k-format log (tests/data/eval/replay_tiny.txt,
+ * K = 10, no propensities) evaluated with p = 1/10. With a constant
+ * propensity SNIPW is replay exactly, and IPW is K (matched clicks) / n;
+ * without the option the first evaluated row is refused, naming its line. */
+Test(ope_run, uniform_logging_on_a_log_without_propensities) {
+  eval_ope_config cfg;
+  eval_ope_config_default(&cfg);
+  cfg.train = 1;
+  eval_ope_result res;
+  eval_reader *rd;
+  o3m_err e;
+  const char *path = O3M_SOURCE_DIR "/tests/data/eval/replay_tiny.txt";
+  cr_assert_eq(eval_reader_open_news(&rd, path, &e), 0, "%s", e.msg);
+  cr_expect_eq(eval_ope_run(rd, &cfg, &res, &e), O3M_EINVAL);
+  cr_expect(strstr(e.msg, "line 2 carries no propensity score"), "%s", e.msg);
+  eval_reader_destroy(rd);
+
+  cfg.uniform_logging = 1;
+  cr_assert_eq(eval_reader_open_news(&rd, path, &e), 0, "%s", e.msg);
+  cr_assert_eq(eval_ope_run(rd, &cfg, &res, &e), 0, "%s", e.msg);
+  eval_reader_destroy(rd);
+  cr_expect_eq(res.eval_events, 5);
+  cr_assert_gt(res.matched, 0, "the test needs a matched row");
+  cr_expect(fabs(res.est[EVAL_OPE_SNIPW].value - res.est[EVAL_OPE_REPLAY].value) < EPS,
+            "snipw %g, replay %g", res.est[EVAL_OPE_SNIPW].value,
+            res.est[EVAL_OPE_REPLAY].value);
+  cr_expect(fabs(res.est[EVAL_OPE_IPW].value - 10.0 * res.matched_nonzero / 5) < EPS,
+            "ipw %g with %lld matched clicks", res.est[EVAL_OPE_IPW].value,
+            res.matched_nonzero);
+}
