@@ -257,7 +257,7 @@ enum {
   O_LAMBDA, O_V, O_SEED, O_QLAMBDA, O_SIN, O_SOUT, O_UNIFORM, O_COUNT
 };
 static const o3m_cli_option ope_options[] = {
-    [O_FORMAT] = {"format", "F", "data: obd (logs propensity scores), or news with --uniform-logging"},
+    [O_FORMAT] = {"format", "F", "data: obd (logs propensities), or news with --uniform-logging"},
     [O_INPUT] = {"input", "FILE", "data: the log, e.g. men.csv ('-' = stdin)"},
     [O_ITEMS] = {"item-context", "FILE", "obd: item_context.csv (required)"},
     [O_OBDPOS] = {"obd-position", "P", "obd: position used, 1..3, or 0 for all (default 1)"},
@@ -331,7 +331,8 @@ int eval_ope_main(int argc, char **argv) {
       case O_SOUT: cfg.state_out = a; break;
       case O_UNIFORM: cfg.uniform_logging = 1; break;
     }
-    if (bad) return o3m_cli_usage_error(&ope_cli, "bad value '%s' for --%s", a, ope_options[c].name);
+    if (bad)
+      return o3m_cli_usage_error(&ope_cli, "bad value '%s' for --%s", a, ope_options[c].name);
   }
   if (o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&ope_cli, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);

@@ -133,12 +133,14 @@ typedef struct eval_ope_result {
 } eval_ope_result;
 
 /* Runs the whole evaluation on the reader's events, which must carry
- * propensity scores (format obd) unless cfg->uniform_logging: the first cfg->train events train both the
- * policy (o3m_policy_update with the logged arm's context and reward, on
- * every row: a ridge fit of the logged data) and the reward model (a
- * disjoint o3m_policy, alpha 0: per-arm ridge regression, qhat(x, a) =
- * x^T theta_a, unclipped); the policy is then frozen and every following
- * event (up to cfg->limit) is added to the estimators. Errors name the line
+ * propensity scores (format obd) unless cfg->uniform_logging: the first
+ * cfg->train events train both the policy (o3m_policy_update with the
+ * logged arm's context and reward, on every row: a ridge fit of the logged
+ * data; not with cfg->state_in) and the reward model (a disjoint
+ * o3m_policy, alpha 0: per-arm ridge regression, qhat(x, a) = x^T theta_a,
+ * unclipped); the policy is then frozen and every following event (up to
+ * cfg->limit) is added to the estimators. The reader's events must give X
+ * (eval_reader_fill_matrix is switched on). Errors name the line
  * (a missing propensity score, a policy failure) or the problem (a log
  * shorter than the training prefix plus one event). */
 int eval_ope_run(eval_reader *rd, const eval_ope_config *cfg, eval_ope_result *res,
