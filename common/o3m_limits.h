@@ -26,4 +26,13 @@
 #define O3M_MAX_ARMS 1000000
 #define O3M_MAX_CANDIDATES 1000000
 
+/* Largest magnitude of a number o3m-eval reads from a data file (a stream
+ * file's contexts and rewards, a logged table's numeric features); larger
+ * ones are refused naming the line and the value. Below it x . x of a
+ * context of O3M_MAX_DIM values (4096 x 1e300 = 4e303) and a sum of
+ * rewards over any feasible number of rounds (1e158 of them) stay finite,
+ * so such a file cannot make the policy fail later with "not finite" or a
+ * cumulative reward print as inf. Subnormal values are accepted. */
+#define O3M_MAX_INPUT_ABS 1e150
+
 #endif

@@ -48,40 +48,23 @@ static void id_list_free(id_list *l) {
   memset(l, 0, sizeof *l);
 }
 
-/* Reads the first field of every data line of a table that
- * o3m_features_load has accepted already (so the format is known good). */
-static int id_list_read(id_list *l, const char *path, int cap, o3m_err *e) {
+/* The ids of table `which` of f in file order (at most cap, 0: all), as
+ * o3m_features read them (so quoted or trimmed ids are the ids the lookups
+ * know). */
+static int id_list_read(id_list *l, const o3m_features *f, o3m_features_kind which, int cap,
+                        o3m_err *e) {
   memset(l, 0, sizeof *l);
-  FILE *f = fopen(path, "r");
-  if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t bcap = 0, have = 0;
-  long line = 0;
-  int rc = O3M_OK;
-  while (getline(&buf, &bcap, f) >= 0) {
-    if (line++ == 0) continue;
-    if (cap > 0 && l->n >= cap) break;
-    char *comma = strchr(buf, ',');
-    if (comma) *comma = '\0';
-    if ((size_t)l->n == have) {
-      have = have ? 2 * have : 1024;
-      char **n = realloc(l->ids, have * sizeof *n);
-      if (!n) {
-        rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
-        break;
-      }
-      l->ids = n;
+  int n = which == O3M_FEATURES_USERS ? o3m_features_n_users(f) : o3m_features_n_items(f);
+  if (cap > 0 && n > cap) n = cap;
+  if (n == 0) return O3M_OK;
+  if (!(l->ids = calloc((size_t)n, sizeof *l->ids)))
+    return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  for (; l->n < n; l->n++)
+    if (!(l->ids[l->n] = strdup(o3m_features_row_id(f, which, l->n)))) {
+      id_list_free(l);
+      return o3m_err_set(e, O3M_ENOMEM, "out of memory");
     }
-    if (!(l->ids[l->n] = strdup(buf))) {
-      rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
-      break;
-    }
-    l->n++;
-  }
-  free(buf);
-  fclose(f);
-  if (rc) id_list_free(l);
-  return rc;
+  return O3M_OK;
 }
 
 /* One passive participant: its tables and their ids. */
@@ -125,9 +108,9 @@ const char *eval_audit_input_column(const eval_audit_input *in, int c) { return 
 static int pp_load(pp_tables *t, const char *users, const char *items, int dims, int cap,
                    o3m_err *e) {
   int rc = o3m_features_load(&t->f, users, items, dims, e);
-  if (!rc && users) rc = id_list_read(&t->users, users, cap, e);
+  if (!rc && users) rc = id_list_read(&t->users, t->f, O3M_FEATURES_USERS, cap, e);
   /* With an item table alone the items are the audited rows: cap them. */
-  if (!rc && items) rc = id_list_read(&t->items, items, users ? 0 : cap, e);
+  if (!rc && items) rc = id_list_read(&t->items, t->f, O3M_FEATURES_ITEMS, users ? 0 : cap, e);
   return rc;
 }
 
@@ -226,31 +209,15 @@ out:
   return rc;
 }
 
-/* The audited party's column names from its table headers. */
-static int read_names(eval_audit_input *in, const char *users, const char *items,
-                      o3m_err *e) {
+/* The audited party's column names from its tables (user columns, then
+ * item columns), as o3m_features read the headers. */
+static int read_names(eval_audit_input *in, const o3m_features *f, o3m_err *e) {
   int c = 0;
-  const char *paths[2] = {users, items};
+  const o3m_features_kind kinds[2] = {O3M_FEATURES_USERS, O3M_FEATURES_ITEMS};
   for (int t = 0; t < 2; t++) {
-    if (!paths[t]) continue;
-    FILE *f = fopen(paths[t], "r");
-    if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", paths[t], strerror(errno));
-    char *buf = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&buf, &cap, f);
-    fclose(f);
-    if (n < 0) {
-      free(buf);
-      return o3m_err_set(e, O3M_EIO, "%s: cannot read the header", paths[t]);
-    }
-    buf[strcspn(buf, "\r\n")] = '\0';
-    char *save = NULL, *tok = strtok_r(buf, ",", &save); /* the id column */
-    while ((tok = strtok_r(NULL, ",", &save)) && c < in->dj)
-      if (!(in->names[c++] = strdup(tok))) {
-        free(buf);
-        return o3m_err_set(e, O3M_ENOMEM, "out of memory");
-      }
-    free(buf);
+    const char *name;
+    for (int k = 0; c < in->dj && (name = o3m_features_column(f, kinds[t], k)); k++)
+      if (!(in->names[c++] = strdup(name))) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   return O3M_OK;
 }
@@ -289,7 +256,7 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
       users = upath;
     }
     rc = pp_load(&in->pp[j], users, items, in->dj, cap, e);
-    if (!rc) rc = read_names(in, users, items, e);
+    if (!rc) rc = read_names(in, in->pp[j].f, e);
     N = in->pp[j].users.n ? in->pp[j].users.n : in->pp[j].items.n;
   }
   if (rc) goto out;

@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_limits.h"
+
 int eval_criteo_transform_parse(const char *s, eval_criteo_transform *out) {
   if (s && !strcmp(s, "raw")) *out = EVAL_CRITEO_INT_RAW;
   else if (s && !strcmp(s, "log")) *out = EVAL_CRITEO_INT_LOG;
@@ -98,7 +100,8 @@ static inline double transform(eval_criteo_transform tr, double x) {
 }
 
 /* Parses the integer field [s, e): a plain integer by hand, anything else
- * through strtod. Returns 0 and *out, or -1. */
+ * through strtod. Returns 0 and *out, or -1 (also for a magnitude beyond
+ * O3M_MAX_INPUT_ABS, the limit of every o3m-eval input; subnormals pass). */
 static int parse_num(const char *s, const char *e, double *out) {
   const char *p = s;
   int neg = 0;
@@ -120,7 +123,7 @@ static int parse_num(const char *s, const char *e, double *out) {
   char *end;
   errno = 0;
   double v = strtod(buf, &end);
-  if (end != buf + n || !isfinite(v)) return -1;
+  if (end != buf + n || !isfinite(v) || fabs(v) > O3M_MAX_INPUT_ABS) return -1;
   *out = v;
   return 0;
 }
@@ -162,7 +165,7 @@ int eval_criteo_parse(const char *line, char sep, eval_criteo_transform tr,
           double v;
           if (parse_num(s, p, &v)) {
             *bad_field = f + 1;
-            *why = "integer column is not a finite number";
+            *why = "integer column is not a finite number of magnitude at most 1e150";
             return O3M_EPARSE;
           }
           row->imissing[i] = 0;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "eval_reader_impl.h"
+#include "o3m_limits.h"
 
 int eval_format_parse(const char *s, eval_format *out) {
   if (!s) return O3M_EINVAL;
@@ -60,6 +61,11 @@ int eval_lines_open(eval_lines *L, const char *path, o3m_err *e) {
     L->own_fd = 1;
   }
   struct stat st;
+  if (fstat(L->fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    int rc = o3m_err_set(e, O3M_EIO, "%s: is a directory, expected a file", path);
+    eval_lines_close(L);
+    return rc;
+  }
   if (fstat(L->fd, &st) == 0 && S_ISREG(st.st_mode)) {
     L->size = (long long)st.st_size;
     (void)posix_fadvise(L->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -122,6 +128,7 @@ int eval_reader_next(eval_reader *r, eval_event *ev, o3m_err *e) {
     size_t len;
     rc = eval_lines_next(&r->lines, &line, &len, e);
     if (rc <= 0) break;
+    ev->pscore = NAN; /* set by the back ends whose format logs it */
     rc = len ? r->ops->parse(r, line, ev, e) : 0;
     if (rc) break;
     r->skipped++;
@@ -202,6 +209,7 @@ int eval__parse_double(const char *s, double *out) {
   double v = strtod(s, &end);
   if (end == s || *end) return O3M_EPARSE;
   if (!isfinite(v)) return O3M_ENONFINITE; /* underflow to 0 or a subnormal is fine */
+  if (fabs(v) > O3M_MAX_INPUT_ABS) return O3M_ERANGE;
   *out = v;
   return O3M_OK;
 }

@@ -60,6 +60,9 @@ typedef struct eval_event {
   const double *X;  /* K x d row-major contexts, row a = arm a (see
                        eval_reader_fill_matrix) */
   const double *w;  /* d: the row part when the reader is additively split, else NULL */
+  double pscore;    /* the logging policy's probability of `arm` (its propensity
+                       score) when the format logs it (obd's propensity_score,
+                       in (0, 1]), else NaN */
   long long line;   /* 1-based line number of the event in the input */
 } eval_event;
 

@@ -73,7 +73,8 @@ int eval__split(char *s, char sep, char **fields, int max);
 int eval__split_ws(char *s, char **fields, int max);
 
 /* Strict parses: the whole string must be the number. 0 or O3M_EPARSE
- * (O3M_ENONFINITE for a double that overflows or is inf/nan). */
+ * (O3M_ENONFINITE for a double that overflows or is inf/nan, O3M_ERANGE
+ * for one beyond O3M_MAX_INPUT_ABS; subnormals are accepted). */
 int eval__parse_ll(const char *s, long long *out);
 int eval__parse_double(const char *s, double *out);
 

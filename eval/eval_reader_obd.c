@@ -40,6 +40,10 @@
  *     arm's mean, so personalization comes only through the confidence width;
  *     the disjoint model (one theta per item) personalizes fully.
  *   - Reward: the click column (0/1).
+ *   - Propensity: the propensity_score column, when the header has it, is
+ *     the logging policy's probability of the logged item at the logged
+ *     position; it is given with each event (eval_event.pscore, for the
+ *     off-policy estimators of eval_ope.h) and must be in (0, 1].
  * The contexts are additively split: w = [user ; 0], c_a = [0 ; item_a]. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +51,7 @@
 
 #include "eval_reader_impl.h"
 #include "o3m_hash.h"
+#include "o3m_limits.h"
 
 #define OBD_MAX_FIELDS 256
 #define OBD_MAX_USER_COLS 16
@@ -57,7 +62,7 @@ typedef struct obd_reader {
   eval_reader base;
   eval_obd_options opt;
   int n_fields; /* of the log's header */
-  int col_item, col_pos, col_click;
+  int col_item, col_pos, col_click, col_ps; /* col_ps -1: no propensity_score */
   int n_user;
   int col_user[OBD_MAX_USER_COLS];
   int d_user;
@@ -101,6 +106,13 @@ static int obd_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
     return o3m_err_set(e, O3M_ERANGE, "%s:%lld: position %lld is not >= 1", L->path, L->line,
                        pos);
   if (o->opt.position && pos != o->opt.position) return 0; /* skipped */
+  if (o->col_ps >= 0) {
+    double ps;
+    if (eval__parse_double(o->fields[o->col_ps], &ps) || !(ps > 0 && ps <= 1))
+      return o3m_err_set(e, O3M_ERANGE, "%s:%lld: propensity_score '%.40s' is not a number in "
+                         "(0, 1]", L->path, L->line, o->fields[o->col_ps]);
+    ev->pscore = ps;
+  }
   /* w = [user one-hot ; 0]; X = 1 w^T + C. */
   int B = o->opt.user_buckets, d = r->d, K = r->K;
   memset(r->w, 0, sizeof(double) * o->d_user);
@@ -206,8 +218,8 @@ static int read_items(item_table *t, const char *path, o3m_err *e) {
     }
     double x;
     if ((rc = eval__parse_double(f[col_num], &x))) {
-      rc = o3m_err_set(e, rc, "%s:%lld: item_feature_0 '%.40s' is not a finite number", path,
-                       L.line, f[col_num]);
+      rc = o3m_err_set(e, rc, "%s:%lld: item_feature_0 '%.40s' is not a finite number of "
+                       "magnitude at most %g", path, L.line, f[col_num], O3M_MAX_INPUT_ABS);
       goto out;
     }
     t->num[t->K] = x;
@@ -289,7 +301,7 @@ int eval_reader_open_obd(eval_reader **out, const char *path, const char *item_p
   rc = eval_lines_next(&r->lines, &line, &len, e);
   if (rc == 0) rc = o3m_err_set(e, O3M_EPARSE, "%s: empty file, expected a header", path);
   if (rc < 0) goto fail;
-  o->col_item = o->col_pos = o->col_click = -1;
+  o->col_item = o->col_pos = o->col_click = o->col_ps = -1;
   o->n_fields = eval__split(line, ',', o->fields, OBD_MAX_FIELDS + 1);
   if (o->n_fields > OBD_MAX_FIELDS) {
     rc = o3m_err_set(e, O3M_EPARSE, "%s:1: more than %d columns", path, OBD_MAX_FIELDS);
@@ -300,6 +312,7 @@ int eval_reader_open_obd(eval_reader **out, const char *path, const char *item_p
     if (!strcmp(h, "item_id")) o->col_item = i;
     else if (!strcmp(h, "position")) o->col_pos = i;
     else if (!strcmp(h, "click")) o->col_click = i;
+    else if (!strcmp(h, "propensity_score")) o->col_ps = i;
     else if (!strncmp(h, "user_feature_", 13)) {
       if (o->n_user == OBD_MAX_USER_COLS) {
         rc = o3m_err_set(e, O3M_EPARSE, "%s:1: more than %d user_feature columns", path,

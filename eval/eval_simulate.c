@@ -184,6 +184,10 @@ int eval_simulate_main(int argc, char **argv) {
     rounds++;
   }
   if (rc < 0) goto fail;
+  if (rounds == 0) {
+    o3m_err_set(&err, O3M_EPARSE, "%s: no rounds after the header", argv[file]);
+    goto fail;
+  }
   fprintf(stderr,
           "simulate: %s %s %s, %ld rounds, cumulative reward %.6f, regret vs best arm per round "
           "%.6f\n",

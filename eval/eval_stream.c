@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "o3m_limits.h"
 
 struct eval_stream {
   FILE *f;
@@ -31,26 +34,33 @@ struct eval_stream {
   int eof;
 };
 
-/* Parses one field: a finite decimal number followed by ',' or end of line. */
+/* Parses one field: a finite decimal number followed by ',' or end of line.
+ * Underflow is not an error (a subnormal value, or one rounding to 0, is
+ * taken as strtod gives it, as the replay readers do); a value beyond
+ * O3M_MAX_INPUT_ABS is O3M_ERANGE, with *out set for the message. */
 static int parse_field(char **p, double *out) {
   char *end;
-  errno = 0;
   double v = strtod(*p, &end);
-  if (end == *p || errno == ERANGE) return O3M_EPARSE;
+  if (end == *p) return O3M_EPARSE;
   if (*end != ',' && *end != '\0' && *end != '\n' && *end != '\r') return O3M_EPARSE;
   if (!isfinite(v)) return O3M_ENONFINITE;
   *out = v;
+  if (fabs(v) > O3M_MAX_INPUT_ABS) return O3M_ERANGE;
   *p = (*end == ',') ? end + 1 : end;
   return O3M_OK;
 }
 
+/* Makes room for need rows. The limit is checked before the capacity, which
+ * grows by doubling and may exceed need (it once let 100,001..131,072 arms
+ * through), and the capacity never grows past the limit. */
 static int grow(eval_stream *s, int need, o3m_err *e) {
-  if (need <= s->cap) return O3M_OK;
   if (need > EVAL_STREAM_MAX_ARMS)
     return o3m_err_set(e, O3M_ERANGE, "%s:%ld: more than %d arms in one round", s->path,
                        s->lineno, EVAL_STREAM_MAX_ARMS);
+  if (need <= s->cap) return O3M_OK;
   int cap = s->cap ? s->cap * 2 : 16;
   if (cap < need) cap = need;
+  if (cap > EVAL_STREAM_MAX_ARMS) cap = EVAL_STREAM_MAX_ARMS;
   double *X = realloc(s->X, sizeof(double) * (size_t)cap * s->d);
   if (!X) return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", s->path);
   s->X = X;
@@ -77,10 +87,19 @@ int eval_stream_open(eval_stream **out, const char *path, o3m_err *e) {
     free(s);
     return rc;
   }
+  struct stat st;
+  if (fstat(fileno(s->f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    int rc = o3m_err_set(e, O3M_EIO, "%s: is a directory, expected a stream file", path);
+    eval_stream_close(s);
+    return rc;
+  }
+  errno = 0;
   ssize_t n = getline(&s->line, &s->line_cap, s->f);
   s->lineno = 1;
   int rc = O3M_OK;
-  if (n <= 0) {
+  if (n < 0 && ferror(s->f)) {
+    rc = o3m_err_set(e, O3M_EIO, "%s: cannot read: %s", path, strerror(errno));
+  } else if (n <= 0) {
     rc = o3m_err_set(e, O3M_EPARSE, "%s:1: empty file, expected header round,arm,reward,x1..xd",
                      path);
   } else if (strncmp(s->line, "round,arm,reward,", 17) != 0) {
@@ -130,9 +149,20 @@ int eval_stream_arms(const eval_stream *s) { return s->K; }
 /* Reads and parses one data line into slot `slot`. Returns 1, 0 at EOF, or
  * an error. */
 static int read_row(eval_stream *s, int slot, long *round, long *arm, o3m_err *e) {
-  ssize_t n = getline(&s->line, &s->line_cap, s->f);
-  if (n < 0) return 0;
-  s->lineno++;
+  ssize_t n;
+  /* Blank lines (a trailing one, as editors leave) are skipped, as the
+   * replay readers skip them. */
+  do {
+    errno = 0;
+    n = getline(&s->line, &s->line_cap, s->f);
+    if (n < 0) {
+      if (ferror(s->f))
+        return o3m_err_set(e, O3M_EIO, "%s: read failed after line %ld: %s", s->path, s->lineno,
+                           strerror(errno));
+      return 0;
+    }
+    s->lineno++;
+  } while (s->line[0] == '\n' || (s->line[0] == '\r' && s->line[1] == '\n'));
   char *p = s->line;
   double v;
   int rc = grow(s, slot + 1, e);
@@ -155,6 +185,9 @@ static int read_row(eval_stream *s, int slot, long *round, long *arm, o3m_err *e
       return o3m_err_set(e, O3M_EPARSE, "%s:%ld: %d fields, expected %d", s->path, s->lineno,
                          i + 2, s->d + 3);
     rc = parse_field(&p, &v);
+    if (rc == O3M_ERANGE)
+      return o3m_err_set(e, rc, "%s:%ld: field %d value %g exceeds the magnitude limit %g",
+                         s->path, s->lineno, i + 3, v, O3M_MAX_INPUT_ABS);
     if (rc == O3M_ENONFINITE)
       return o3m_err_set(e, rc, "%s:%ld: field %d is not finite", s->path, s->lineno, i + 3);
     if (rc)

@@ -7,8 +7,12 @@
  * must stay the same; rounds carry strictly increasing round numbers.
  *
  * The file is streamed: memory is one round (K x d) plus one line. Every
- * error names the line: ragged rows, non-numbers, NaN or infinities, arms out
- * of order, a changing K, a short last round. */
+ * error names the line: ragged rows, non-numbers, NaN or infinities, values
+ * beyond O3M_MAX_INPUT_ABS (o3m_limits.h), arms out of order, a changing K,
+ * more than EVAL_STREAM_MAX_ARMS arms, a short last round. Accepted as the
+ * replay readers accept them: blank lines (skipped), subnormal values. A
+ * directory is refused at open. A file with only the header has no rounds:
+ * eval_stream_next returns 0 at once (`simulate` reports it as an error). */
 #ifndef EVAL_STREAM_H
 #define EVAL_STREAM_H
 

@@ -1,9 +1,10 @@
 /* o3m_features.c -- CSV feature tables with an id index (see o3m_features.h).
  *
- * A table is read line by line with getline(3): the header fixes the number
- * of columns, each row is checked completely before it is appended, and its
- * id goes into the hash index at once, so a duplicate id is reported at the
- * line where it happens. Values, ids and the index grow by doubling while
+ * A table is read line by line with getline(3) and cut into fields by
+ * libcsv (quoting, trimming; see table_load): the header fixes the number of
+ * columns, each row is checked completely before it is appended, and its id
+ * goes into the hash index at once, so a duplicate id is reported at the line
+ * where it happens. Values, ids and the index grow by doubling while
  * loading and never change afterwards.
  *
  * The index is open addressing with linear probing over slots of {tag, row+1}
@@ -42,6 +43,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <csv.h>
+
 #include "o3m_blas.h"
 #include "o3m_hash.h"
 #include "o3m_moments.h"
@@ -63,6 +66,8 @@ typedef struct ft_table {
   double *means;  /* n_cols */
   double *root;   /* n_cols x n_cols: Sigma^{1/2} of the rows (0 if Sigma overflows) */
   char *ids;      /* NUL-terminated ids back to back */
+  char *header;   /* the header's fields, NUL-terminated, back to back */
+  char **cols;    /* n_cols column names, pointers into header */
   size_t *id_off; /* n_rows offsets into ids */
   ft_slot *slots;
   size_t mask;    /* slot capacity - 1 */
@@ -146,6 +151,8 @@ static void table_free(ft_table *t) {
   free(t->means);
   free(t->root);
   free(t->ids);
+  free(t->header);
+  free(t->cols);
   free(t->id_off);
   free(t->slots);
   memset(t, 0, sizeof *t);
@@ -337,56 +344,100 @@ static void loader_init(loader *L, const char *path, o3m_err *e) {
  * and returns code. */
 #define lerr(L, code, line, ...) o3m_err_set_at((L)->e, (code), (L)->name, (line), __VA_ARGS__)
 
-/* Strips the line end and rejects NUL bytes. Returns the length or -1. */
-static long chomp(char *s, ssize_t n) {
-  if (n > 0 && s[n - 1] == '\n') s[--n] = '\0';
-  if (n > 0 && s[n - 1] == '\r') s[--n] = '\0';
-  if ((ssize_t)strlen(s) != n) return -1;
-  return (long)n;
+/* One row's fields as libcsv hands them over: their bytes back to back,
+ * each NUL-terminated, in buf; field i starts at buf + off[i]. Grown by
+ * doubling, reused for every row. */
+typedef struct csv_fields {
+  char *buf;
+  size_t len, cap;
+  size_t *off;
+  int n, cap_n;
+} csv_fields;
+
+/* What the libcsv callbacks share while one table is read. */
+typedef struct table_reader {
+  loader *L;
+  ft_table *t;
+  o3m_features_kind kind;
+  csv_fields fields;
+  char **names;   /* the column names (t->cols once the header is read) */
+  int have_header;
+  long line;      /* the physical line being fed */
+  long row_line;  /* the line where the row in progress began */
+  int in_row;     /* a row has begun and not ended */
+  int rc;         /* the first error; the callbacks do nothing after one */
+} table_reader;
+
+/* libcsv's field callback: appends the field (len bytes at s) to the row.
+ * A NUL byte inside a field is an error (ids are C strings). */
+static void on_field(void *s, size_t len, void *data) {
+  table_reader *R = data;
+  if (R->rc) return;
+  csv_fields *F = &R->fields;
+  if (memchr(s, '\0', len)) {
+    R->rc = lerr(R->L, O3M_EPARSE, R->row_line, "NUL byte in field %d", F->n + 1);
+    return;
+  }
+  if (F->n == F->cap_n) {
+    int nc = F->cap_n ? 2 * F->cap_n : 16;
+    size_t *no = realloc(F->off, sizeof *no * (size_t)nc);
+    if (!no) {
+      R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
+      return;
+    }
+    F->off = no;
+    F->cap_n = nc;
+  }
+  if (F->len + len + 1 > F->cap) {
+    size_t nc = F->cap ? 2 * F->cap : 1024;
+    while (nc < F->len + len + 1) nc *= 2;
+    char *nb = realloc(F->buf, nc);
+    if (!nb) {
+      R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
+      return;
+    }
+    F->buf = nb;
+    F->cap = nc;
+  }
+  F->off[F->n++] = F->len;
+  memcpy(F->buf + F->len, s, len);
+  F->len += len;
+  F->buf[F->len++] = '\0';
 }
 
-static size_t count_char(const char *s, char ch) {
-  size_t n = 0;
-  for (; *s; s++) n += *s == ch;
-  return n;
+static const char *field(const table_reader *R, int i) {
+  return R->fields.buf + R->fields.off[i];
 }
 
-/* Parses the header in place: checks the id column and the names, leaves
- * pointers to the names in names[0..n_cols). */
-static int parse_header(loader *L, char *s, o3m_features_kind kind, char ***names,
-                        int *n_cols) {
-  const char *want = kind == O3M_FEATURES_USERS ? "user_id" : "item_id";
-  size_t nf = count_char(s, ',') + 1;
-  char *comma = strchr(s, ',');
-  if (comma) *comma = '\0';
-  if (strcmp(s, want) != 0)
-    return lerr(L, O3M_EPARSE, 1, "first header field must be '%s', got '%.40s'",
-                want, s);
+/* Checks the header's fields (the id column and the names) and keeps the
+ * names in R->names. */
+static int parse_header(table_reader *R) {
+  loader *L = R->L;
+  const char *want = R->kind == O3M_FEATURES_USERS ? "user_id" : "item_id";
+  int nf = R->fields.n;
+  if (strcmp(field(R, 0), want) != 0)
+    return lerr(L, O3M_EPARSE, 1, "first header field must be '%s', got '%.40s'", want,
+                field(R, 0));
   if (nf < 2) return lerr(L, O3M_EPARSE, 1, "header has no feature columns");
   if (nf - 1 > O3M_FEATURES_MAX_COLS)
-    return lerr(L, O3M_EPARSE, 1, "%zu feature columns, at most %d allowed",
-                nf - 1, O3M_FEATURES_MAX_COLS);
-  char **nm = malloc((nf - 1) * sizeof *nm);
-  if (!nm) return lerr(L, O3M_ENOMEM, 0, "out of memory");
-  char *p = comma + 1;
-  for (size_t c = 0; c < nf - 1; c++) {
-    char *q = strchr(p, ',');
-    if (q) *q = '\0';
-    if (!*p) {
-      free(nm);
-      return lerr(L, O3M_EPARSE, 1, "header field %zu (a column name) is empty",
-                  c + 2);
-    }
-    for (size_t j = 0; j < c; j++)
-      if (strcmp(nm[j], p) == 0) {
-        free(nm);
+    return lerr(L, O3M_EPARSE, 1, "%d feature columns, at most %d allowed", nf - 1,
+                O3M_FEATURES_MAX_COLS);
+  /* The names are kept with the table (o3m_features_column); table_free
+   * releases them, also after a failure. */
+  ft_table *t = R->t;
+  t->header = malloc(R->fields.len);
+  R->names = t->cols = malloc((size_t)(nf - 1) * sizeof *t->cols);
+  if (!t->header || !t->cols) return lerr(L, O3M_ENOMEM, 0, "out of memory");
+  memcpy(t->header, R->fields.buf, R->fields.len);
+  for (int c = 0; c < nf - 1; c++) {
+    const char *p = t->header + R->fields.off[c + 1];
+    if (!*p) return lerr(L, O3M_EPARSE, 1, "header field %d (a column name) is empty", c + 2);
+    for (int j = 0; j < c; j++)
+      if (strcmp(R->names[j], p) == 0)
         return lerr(L, O3M_EPARSE, 1, "column name '%.40s' repeated", p);
-      }
-    nm[c] = p;
-    p = q ? q + 1 : p + strlen(p);
+    R->names[c] = (char *)p;
   }
-  *names = nm;
-  *n_cols = (int)(nf - 1);
+  R->t->n_cols = nf - 1;
   return O3M_OK;
 }
 
@@ -415,49 +466,45 @@ static int table_reserve(ft_table *t, size_t idlen) {
   return index_reserve(t);
 }
 
-/* Parses one data line (already chomped, non-empty) into row t->n_rows and
+/* Parses the fields of one data row (begun at line) into row t->n_rows and
  * indexes it. */
-static int parse_row(loader *L, ft_table *t, char *s, long line,
-                     char *const *names) {
-  size_t nf = count_char(s, ',') + 1;
-  if (nf != (size_t)t->n_cols + 1)
-    return lerr(L, O3M_EPARSE, line, "expected %d fields, got %zu",
-                t->n_cols + 1, nf);
-  char *p = strchr(s, ',');
-  *p = '\0';
+static int parse_row(table_reader *R, long line) {
+  loader *L = R->L;
+  ft_table *t = R->t;
+  char *const *names = R->names;
+  if (R->fields.n != t->n_cols + 1)
+    return lerr(L, O3M_EPARSE, line, "expected %d fields, got %d", t->n_cols + 1,
+                R->fields.n);
+  if (t->n_rows >= O3M_FEATURES_MAX_ROWS)
+    return lerr(L, O3M_EPARSE, line, "more than %d rows", O3M_FEATURES_MAX_ROWS);
+  const char *s = field(R, 0);
   size_t idlen = strlen(s);
   if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
   if (idlen > O3M_MAX_ID)
-    return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed",
-                idlen, O3M_MAX_ID);
+    return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed", idlen, O3M_MAX_ID);
   long dup = table_find(t, s);
   if (dup >= 0)
-    return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at line %ld)",
-                s, dup + 2);
+    return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at data row %ld)", s,
+                dup + 1);
   if (table_reserve(t, idlen)) return lerr(L, O3M_ENOMEM, 0, "out of memory");
   double *row = t->vals + (size_t)t->n_rows * (size_t)t->n_cols;
-  p++;
   for (int c = 0; c < t->n_cols; c++) {
-    char *q = strchr(p, ',');
-    if (q) *q = '\0';
-    /* Field contents are never quoted: they are raw feature values. */
+    const char *p = field(R, c + 1);
     if (!*p)
-      return lerr(L, O3M_EPARSE, line, "field %d (column '%.40s') is empty",
-                  c + 2, names[c]);
+      return lerr(L, O3M_EPARSE, line, "field %d (column '%.40s') is empty", c + 2, names[c]);
     char *end;
+    /* Unquoted fields come trimmed of spaces and tabs; a quoted one with
+     * spaces inside the quotes, or a hex form, is not a decimal number. */
     int ok = !(*p == ' ' || *p == '\t') && !strpbrk(p, "xX");
     double v = ok ? strtod(p, &end) : 0.0;
     if (!ok || end == p || *end)
-      return lerr(L, O3M_EPARSE, line,
-                  "field %d (column '%.40s') is not a decimal number", c + 2,
-                  names[c]);
+      return lerr(L, O3M_EPARSE, line, "field %d (column '%.40s') is not a decimal number",
+                  c + 2, names[c]);
     if (!isfinite(v))
       return lerr(L, O3M_EPARSE, line,
-                  "field %d (column '%.40s') is not finite (NaN, Inf or out of "
-                  "range)",
-                  c + 2, names[c]);
+                  "field %d (column '%.40s') is not finite (NaN, Inf or out of range)", c + 2,
+                  names[c]);
     row[c] = v;
-    p = q ? q + 1 : p + strlen(p);
   }
   /* The largest row norm, for the bound (o3m_features_check_norm) and the
    * dummy rows. A square that overflows makes it infinite, which no bound
@@ -471,8 +518,37 @@ static int parse_row(loader *L, ft_table *t, char *s, long line,
   return O3M_OK;
 }
 
+/* libcsv's row callback: the header first, then the data rows. */
+static void on_row(int c, void *data) {
+  (void)c;
+  table_reader *R = data;
+  R->in_row = 0;
+  if (R->rc) return;
+  if (!R->have_header) {
+    R->rc = parse_header(R);
+    R->have_header = 1;
+  } else {
+    R->rc = parse_row(R, R->row_line);
+  }
+  R->fields.n = 0;
+  R->fields.len = 0;
+}
+
+/* Only LF ends a row (CRLF's CR is removed before the parser sees it), so
+ * a stray CR inside a field is data, as it was before libcsv. */
+static int is_term(unsigned char c) { return c == '\n'; }
+
 /* Loads one table into t (zeroed by the caller). On failure t holds partial
- * allocations that table_free releases. */
+ * allocations that table_free releases.
+ *
+ * The file is read line by line (getline) and each line is handed to libcsv
+ * with its line end normalized to LF, so that the line a row begins on is
+ * known for messages, and a libcsv syntax error is located by line and
+ * column: csv_parse stops at the byte it cannot take. libcsv runs in strict
+ * mode (a quote inside an unquoted field, text after a closing quote and an
+ * unterminated quote at the end are errors) with its default trimming of
+ * spaces and tabs around unquoted fields. A UTF-8 byte order mark at the
+ * start of the file is skipped. Blank lines are skipped by libcsv. */
 static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
                       o3m_err *e) {
   loader L;
@@ -481,71 +557,65 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
   t->dummy_max_sq = INFINITY;
   FILE *f = fopen(path, "r");
   if (!f) return lerr(&L, O3M_EIO, 0, "cannot open: %s", strerror(errno));
-  char *buf = NULL, *header = NULL;
-  char **names = NULL;
-  size_t bufcap = 0;
-  long line = 0;
-  int rc = O3M_OK;
-  ssize_t n;
+  struct csv_parser csv;
+  if (csv_init(&csv, CSV_STRICT | CSV_STRICT_FINI) != 0) {
+    fclose(f);
+    return lerr(&L, O3M_ENOMEM, 0, "out of memory");
+  }
+  csv_set_term_func(&csv, is_term);
+  table_reader R;
+  memset(&R, 0, sizeof R);
+  R.L = &L;
+  R.t = t;
+  R.kind = kind;
   t->present = 1;
-
+  char *buf = NULL;
+  size_t bufcap = 0;
+  ssize_t n;
   errno = 0;
-  n = getline(&buf, &bufcap, f);
-  line = 1;
-  if (n < 0) {
-    rc = ferror(f) ? lerr(&L, O3M_EIO, 0, "read error")
-                   : lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
-    goto out;
-  }
-  if (chomp(buf, n) < 0) {
-    rc = lerr(&L, O3M_EPARSE, 1, "NUL byte in line");
-    goto out;
-  }
-  header = strdup(buf);
-  if (!header) {
-    rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
-    goto out;
-  }
-  rc = parse_header(&L, header, kind, &names, &t->n_cols);
-  if (rc) goto out;
-
-  while ((n = getline(&buf, &bufcap, f)) >= 0) {
-    line++;
-    long len = chomp(buf, n);
-    if (len < 0) {
-      rc = lerr(&L, O3M_EPARSE, line, "NUL byte in line");
-      goto out;
+  while (!R.rc && (n = getline(&buf, &bufcap, f)) >= 0) {
+    R.line++;
+    char *p = buf;
+    size_t len = (size_t)n, skip = 0;
+    if (R.line == 1 && len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0) {
+      p += 3;
+      len -= 3;
+      skip = 3;
     }
-    if (len == 0) {
-      rc = lerr(&L, O3M_EPARSE, line, "empty line");
-      goto out;
+    if (len >= 2 && p[len - 2] == '\r' && p[len - 1] == '\n') {
+      p[len - 2] = '\n';
+      len--;
     }
-    if (t->n_rows >= O3M_FEATURES_MAX_ROWS) {
-      rc = lerr(&L, O3M_EPARSE, line, "more than %d rows", O3M_FEATURES_MAX_ROWS);
-      goto out;
+    if (!R.in_row) {
+      /* A row begins on the first line that is not blank. */
+      size_t i = 0;
+      while (i < len && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+      if (i < len) {
+        R.in_row = 1;
+        R.row_line = R.line;
+      }
     }
-    rc = parse_row(&L, t, buf, line, names);
-    if (rc) goto out;
+    size_t done = csv_parse(&csv, p, len, on_field, on_row, &R);
+    if (!R.rc && done < len)
+      R.rc = o3m_err_set(e, O3M_EPARSE, "%s:%ld:%zu: malformed CSV quoting (a quote inside "
+                         "an unquoted field, or text after a closing quote)", L.name, R.line,
+                         done + skip + 1);
   }
-  if (ferror(f)) {
-    rc = lerr(&L, O3M_EIO, line, "read error");
-    goto out;
-  }
-  if (t->n_rows == 0) {
-    rc = lerr(&L, O3M_EPARSE, line + 1, "no data rows after the header");
-    goto out;
-  }
-
+  if (!R.rc && ferror(f)) R.rc = lerr(&L, O3M_EIO, R.line, "read error");
+  if (!R.rc && csv_fini(&csv, on_field, on_row, &R) != 0 && !R.rc)
+    R.rc = lerr(&L, O3M_EPARSE, R.row_line, "unterminated quoted field (the row begins here)");
+  if (!R.rc && !R.have_header) R.rc = lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
+  if (!R.rc && t->n_rows == 0)
+    R.rc = lerr(&L, O3M_EPARSE, R.line + 1, "no data rows after the header");
   /* The mean and covariance the dummy rows for ids the table does not
    * hold are drawn from. */
-  if (table_moments(t)) rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
-
-out:
-  free(names);
-  free(header);
+  if (!R.rc && table_moments(t)) R.rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
+  csv_free(&csv);
+  free(R.fields.buf);
+  free(R.fields.off);
   free(buf);
   fclose(f);
-  return rc;
+  return R.rc;
 }
 
 int o3m_features_load(o3m_features **out, const char *user_csv,
@@ -600,6 +670,22 @@ int o3m_features_user_cols(const o3m_features *f) { return f->user.n_cols; }
 int o3m_features_item_cols(const o3m_features *f) { return f->item.n_cols; }
 int o3m_features_n_users(const o3m_features *f) { return f->user.n_rows; }
 int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
+
+static const ft_table *table_of(const o3m_features *f, o3m_features_kind which) {
+  const ft_table *t = which == O3M_FEATURES_USERS ? &f->user
+                      : which == O3M_FEATURES_ITEMS ? &f->item : NULL;
+  return t && t->present ? t : NULL;
+}
+
+const char *o3m_features_row_id(const o3m_features *f, o3m_features_kind which, int row) {
+  const ft_table *t = table_of(f, which);
+  return t && row >= 0 && row < t->n_rows ? row_id(t, row) : NULL;
+}
+
+const char *o3m_features_column(const o3m_features *f, o3m_features_kind which, int c) {
+  const ft_table *t = table_of(f, which);
+  return t && c >= 0 && c < t->n_cols ? t->cols[c] : NULL;
+}
 
 int o3m_features_whiten(o3m_features *f, o3m_err *e) {
   if (!f) return o3m_err_set(e, O3M_EINVAL, "o3m_features_whiten: f is NULL");

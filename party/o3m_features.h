@@ -5,16 +5,23 @@
  * id; either table may be absent and then contributes no columns, and the two
  * widths must add up to the party's configured dims.
  *
- * File format (strict). The first line is the header: the id column, named
- * exactly `user_id` in a user table and `item_id` in an item table (so that
- * swapped tables are caught), then at least one feature column name (non-empty,
- * distinct). Every further line is one row: an id (1..O3M_MAX_ID bytes,
- * any bytes but comma, taken as written, whitespace included) and one decimal
- * number per feature column in strtod syntax, finite, with no surrounding
- * whitespace and no hex form. Lines end in LF or CRLF; there is no quoting.
- * Ragged rows, empty fields and lines, non-numbers, NaN/Inf, duplicate ids, a
- * missing header and a table without rows are each an O3M_EPARSE error naming
- * the file and line. Messages quote ids and column names but never the text of
+ * File format: CSV as pandas and spreadsheets export it, cut into fields by
+ * libcsv (Debian libcsv-dev) in strict mode. The first row is the header: the
+ * id column, named exactly `user_id` in a user table and `item_id` in an item
+ * table (so that swapped tables are caught), then at least one feature column
+ * name (non-empty, distinct). Every further row is an id (1..O3M_MAX_ID
+ * bytes, no NUL) and one decimal number per feature column in strtod syntax,
+ * finite, no hex form. Accepted: fields in double quotes (a quoted id may
+ * hold commas, line breaks and doubled quotes ""), spaces and tabs around
+ * unquoted fields (trimmed; inside quotes they are kept, and a number with
+ * them is refused), a UTF-8 byte order mark, LF or CRLF line ends, blank
+ * lines (skipped), no final line end. Ragged rows, empty fields,
+ * non-numbers, NaN/Inf, duplicate ids, a missing header and a table without
+ * rows are each an O3M_EPARSE error naming the file and the line the row
+ * begins on (and the column by name); malformed quoting (a quote inside an
+ * unquoted field, text after a closing quote) names the file, line and
+ * byte column ("t.csv:3:5: ..."); an unterminated quote names the line its
+ * row begins on. Messages quote ids and column names but never the text of
  * a feature field, so that no raw feature value reaches a log.
  *
  * In memory each table is one contiguous row-major array of doubles plus an
@@ -179,6 +186,15 @@ int o3m_features_item_cols(const o3m_features *f);
 /* Rows of each table (0 for an absent table). */
 int o3m_features_n_users(const o3m_features *f);
 int o3m_features_n_items(const o3m_features *f);
+
+/* The id of row `row` (0-based, in file order) of the user or item table, as
+ * the CSV reading gave it (quotes removed, surrounding blanks trimmed), or
+ * NULL when there is no such table or row. Owned by f. */
+const char *o3m_features_row_id(const o3m_features *f, o3m_features_kind which, int row);
+
+/* The name of feature column c (0-based, header order, the id column not
+ * counted) of the user or item table, or NULL. Owned by f. */
+const char *o3m_features_column(const o3m_features *f, o3m_features_kind which, int c);
 
 /* Writes the blocks of K candidates into X (K x dims, row-major): row k is
  * [user columns of user_id, item columns of item_ids[k]]. An id not in its

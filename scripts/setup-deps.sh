@@ -9,6 +9,7 @@ PACKAGES=(
   libopenblas-dev liblapacke-dev
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
   libsodium-dev
+  libcsv-dev
   libcriterion-dev
   libssl-dev
   openssl gnuplot-nox

@@ -63,7 +63,7 @@ check o3m-bench-load --config --cert --key --insecure --K --concurrency --second
 rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay audit gen-criteo; do
+for cmd in simulate gen-synthetic gen-federation federate regret cost replay ope audit gen-criteo; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
@@ -84,6 +84,9 @@ check "o3m-eval replay" --format --input --item-context --obd-position --obd-use
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
   --variants --threads --aggregation --whiten --out-dir --run-name --no-files --no-plots \
   --plot-format
+check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-buckets --train \
+  --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out \
+  --uniform-logging
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
   --score-whitened
@@ -99,6 +102,14 @@ rc=$?
 rc=$?
 [ $rc -eq 2 ] && grep -q "replay: bad value 'x' for --limit" "$out" ||
   fail "o3m-eval replay --limit x exits $rc without its message"
+"$bin/o3m-eval" ope --train 0 >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "o3m-eval ope: bad value '0' for --train" "$out" ||
+  fail "o3m-eval ope --train 0 exits $rc without its message"
+"$bin/o3m-eval" ope --format news --input x >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "format news logs no propensity scores" "$out" ||
+  fail "o3m-eval ope --format news exits $rc without its message"
 "$bin/o3m-eval" simulate /nonexistent/stream.csv >"$out" 2>&1
 rc=$?
 [ $rc -eq 1 ] || fail "o3m-eval simulate on a missing file exits $rc, expected 1"

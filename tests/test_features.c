@@ -630,16 +630,17 @@ Test(features, malformed_tables_name_the_line) {
   expect_bad(ROWS(",1,2\n"), 2, "id", NULL);
   expect_bad(ROWS("u0,1,2\nu1,3.25x,4\n"), 3, "not a decimal number", "3.25x");
   expect_bad(ROWS("u0,abc,2\n"), 2, "column 'a'", "abc");
-  expect_bad(ROWS("u0, 1,2\n"), 2, "column 'a'", NULL);
-  expect_bad(ROWS("u0,1 ,2\n"), 2, "column 'a'", NULL);
+  expect_bad(ROWS("u0,\" 1\",2\n"), 2, "column 'a'", NULL);
+  expect_bad(ROWS("u0,1,\"\"\n"), 2, "field 3 (column 'b') is empty", NULL);
   expect_bad(ROWS("u0,0x1p3,2\n"), 2, "column 'a'", NULL);
   expect_bad(ROWS("u0,1,nan\n"), 2, "not finite", "nan");
   expect_bad(ROWS("u0,1,-inf\n"), 2, "not finite", NULL);
   expect_bad(ROWS("u0,1,Infinity\n"), 2, "not finite", NULL);
   expect_bad(ROWS("u0,1,1e999\n"), 2, "not finite", "1e999");
   expect_bad(ROWS("u0,1,2\nu1,3,4\nu0,5,6\n"), 4,
-             "duplicate id 'u0' (first at line 2)", NULL);
-  expect_bad(ROWS("u0,1,2\n\nu1,3,4\n"), 3, "empty line", NULL);
+             "duplicate id 'u0' (first at data row 1)", NULL);
+  expect_bad(ROWS("u0,1,2\n\"u0\",3,4\n"), 3, "duplicate id 'u0'", NULL);
+  expect_bad(ROWS("u0,1,2\nu1,\"3,4\n"), 3, "unterminated quoted field", NULL);
   expect_bad(H, 2, "no data rows", NULL);
   expect_bad("", 1, "missing header", NULL);
   expect_bad("item_id,a,b\ni0,1,2\n", 1, "'user_id'", NULL);
@@ -666,6 +667,15 @@ Test(features, malformed_tables_name_the_line) {
   cr_assert_eq(o3m_features_load(&f, path, NULL, 2, &e), O3M_EPARSE);
   cr_assert(strstr(e.msg, "nul.csv:3: NUL"), "%s", e.msg);
 
+  /* CSV syntax errors name the line and the column of the offending byte
+   * (after a byte order mark, which counts). */
+  const char *q1 = write_tmp("quote.csv", "user_id,a,b\nu0,1,2\nu1,3\"x,4\n");
+  cr_assert_eq(o3m_features_load(&f, q1, NULL, 2, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "quote.csv:3:5: malformed CSV quoting"), "%s", e.msg);
+  const char *q2 = write_tmp("quote2.csv", "\xEF\xBB\xBFuser_id,\"a\"b,c\nu0,1,2\n");
+  cr_assert_eq(o3m_features_load(&f, q2, NULL, 2, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "quote2.csv:1:15: malformed CSV quoting"), "%s", e.msg);
+
   /* An error in the item table names the item file. */
   const char *items = write_tmp("items.csv", "item_id,p\ni0,1\ni1,oops\n");
   cr_assert_eq(o3m_features_load(&f, USERS, items, 4, &e), O3M_EPARSE);
@@ -674,7 +684,8 @@ Test(features, malformed_tables_name_the_line) {
 }
 
 Test(features, lenient_where_documented) {
-  /* CRLF, no final newline, exponents, signs, ids with spaces and quotes. */
+  /* CRLF, no final newline, exponents, signs, ids with inner spaces, a
+   * quoted id (the quotes are CSV syntax, not part of the id). */
   const char *p = write_tmp("ok.csv",
                             "user_id,a,b\r\nu 0,+1e2,-.5\r\n\"q\",3,4");
   o3m_features *f;
@@ -685,10 +696,67 @@ Test(features, lenient_where_documented) {
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[0], 100.0);
   cr_assert_eq(X[1], -0.5);
-  cr_assert_eq(o3m_features_fill(f, "\"q\"", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(o3m_features_fill(f, "q", 1, NULL, X, &uu, NULL), O3M_OK);
   cr_assert_eq(uu, 0);
   cr_assert_eq(X[1], 4.0);
   o3m_features_destroy(f);
+}
+
+/* What pandas (to_csv with quoting=csv.QUOTE_ALL or QUOTE_NONNUMERIC) and
+ * spreadsheets export: a UTF-8 byte order mark, CRLF, quoted names, ids and
+ * numbers, spaces after commas, blank lines, a comma and doubled quotes
+ * inside a quoted id. Regression test for issue 13 section 5 (such files were
+ * refused). */
+Test(features, pandas_and_spreadsheet_exports_are_accepted) {
+  const char *p = write_tmp("pandas.csv",
+                            "\xEF\xBB\xBF\"user_id\",\"a\",\"b\"\r\n"
+                            "\"u,0\", 1.5, \"2\"\r\n"
+                            "u1 ,  -3 ,\t4e1\r\n"
+                            "\r\n"
+                            "\"u \"\"2\"\"\",5,6\r\n"
+                            "\n");
+  o3m_features *f;
+  load_ok(&f, p, NULL, 2);
+  cr_assert_eq(o3m_features_n_users(f), 3);
+  /* Ids and names as read (what o3m-eval audit lists), quotes removed. */
+  cr_assert_str_eq(o3m_features_row_id(f, O3M_FEATURES_USERS, 0), "u,0");
+  cr_assert_str_eq(o3m_features_row_id(f, O3M_FEATURES_USERS, 2), "u \"2\"");
+  cr_assert_null(o3m_features_row_id(f, O3M_FEATURES_USERS, 3));
+  cr_assert_null(o3m_features_row_id(f, O3M_FEATURES_ITEMS, 0));
+  cr_assert_str_eq(o3m_features_column(f, O3M_FEATURES_USERS, 0), "a");
+  cr_assert_str_eq(o3m_features_column(f, O3M_FEATURES_USERS, 1), "b");
+  cr_assert_null(o3m_features_column(f, O3M_FEATURES_USERS, 2));
+  double X[2];
+  int uu;
+  cr_assert_eq(o3m_features_fill(f, "u,0", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 0, "the quoted id 'u,0' is not found");
+  cr_assert_eq(X[0], 1.5);
+  cr_assert_eq(X[1], 2.0);
+  cr_assert_eq(o3m_features_fill(f, "u1", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 0, "'u1 ' is not trimmed");
+  cr_assert_eq(X[0], -3.0);
+  cr_assert_eq(X[1], 40.0);
+  cr_assert_eq(o3m_features_fill(f, "u \"2\"", 1, NULL, X, &uu, NULL), O3M_OK);
+  cr_assert_eq(uu, 0);
+  cr_assert_eq(X[1], 6.0);
+  o3m_features_destroy(f);
+
+  /* An error in such a file still names the line the row begins on (5:
+   * after the BOM, the blank line 4 counts) and the column by name. */
+  const char *bad = write_tmp("pandas_bad.csv",
+                              "\xEF\xBB\xBF\"user_id\",\"a\",\"b\"\r\n"
+                              "\"u0\", 1.5, \"2\"\r\n"
+                              "\"u1\", 1.5, \"2\"\r\n"
+                              "\r\n"
+                              "\"u2\", \"x1\", 2\r\n");
+  o3m_err e;
+  cr_assert_eq(o3m_features_load(&f, bad, NULL, 2, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "pandas_bad.csv:5: field 2 (column 'a') is not a decimal number"), "%s",
+            e.msg);
+  /* A quoted field spanning lines is reported at the line its row begins. */
+  const char *span = write_tmp("span.csv", "user_id,a,b\n\"u\n0\",1,zz\n");
+  cr_assert_eq(o3m_features_load(&f, span, NULL, 2, &e), O3M_EPARSE);
+  cr_assert(strstr(e.msg, "span.csv:2: field 3 (column 'b')"), "%s", e.msg);
 }
 
 /* Reads row r of a synthetic table back from its text with strtod. */

@@ -95,7 +95,9 @@ Test(stream, errors_name_the_line) {
 }
 
 Test(stream, write_then_read_is_bit_exact) {
-  double X[6] = {0.1, 1.0 / 3.0, -2.5e-300, 1e308, 3.14159265358979, -0.0};
+  /* Extremes that are accepted: the magnitude limit (O3M_MAX_INPUT_ABS,
+   * 1e150) and a subnormal. */
+  double X[6] = {0.1, 1.0 / 3.0, -2.5e-300, 1e150, 3.14159265358979, -4.9e-324};
   double r[3] = {0.7, -1.0 / 7.0, 0};
   strcpy(path, "/tmp/o3m_stream_XXXXXX");
   int fd = mkstemp(path);

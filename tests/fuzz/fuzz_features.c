@@ -35,15 +35,23 @@ static int header_cols(const uint8_t *data, size_t n) {
 }
 
 /* Copies the first row's id (line 2 up to its first comma) into id; 0 if
- * there is none or it is not a plain C string of 1..O3M_MAX_ID. */
+ * there is none, it is not a plain C string of 1..O3M_MAX_ID, or the CSV
+ * reading may make it another id or another row: a quote in line 1 or in
+ * the id (quoting), spaces or tabs around the id (trimmed), a line 1 of
+ * blanks only, after a byte order mark if any (then line 2 is the header). */
 static int first_id(const uint8_t *data, size_t n, char *id) {
   const uint8_t *nl = memchr(data, '\n', n);
   if (!nl) return 0;
+  if (memchr(data, '"', (size_t)(nl - data))) return 0;
+  size_t b = n >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0; /* a BOM */
+  while (data + b < nl && (data[b] == ' ' || data[b] == '\t' || data[b] == '\r')) b++;
+  if (data + b == nl) return 0;
   const uint8_t *p = nl + 1, *end = data + n;
   size_t len = 0;
   while (p + len < end && p[len] != ',' && p[len] != '\n') len++;
   if (p + len >= end || p[len] != ',' || len < 1 || len > O3M_MAX_ID) return 0;
-  if (memchr(p, 0, len)) return 0;
+  if (memchr(p, 0, len) || memchr(p, '"', len)) return 0;
+  if (p[0] == ' ' || p[0] == '\t' || p[len - 1] == ' ' || p[len - 1] == '\t') return 0;
   memcpy(id, p, len);
   id[len] = '\0';
   return 1;
