@@ -281,6 +281,10 @@ int bl_mpc_open_to(bl_mpc *m, int to, const uint64_t *x, long n, uint64_t *out, 
   return 0;
 }
 
+void bl_mpc_peek(const bl_mpc *m, const uint64_t *x, long n, uint64_t *out) {
+  reconstruct(m, x, n, out);
+}
+
 void bl_mpc_add(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n) {
   for (long i = 0; i < (long)m->N * n; i++) z[i] = x[i] + y[i];
 }

@@ -126,6 +126,11 @@ int bl_mpc_open(bl_mpc *m, const uint64_t *x, long n, uint64_t *out, o3m_err *e)
 /* Opens x to party `to` only (one round, (N-1) n words). */
 int bl_mpc_open_to(bl_mpc *m, int to, const uint64_t *x, long n, uint64_t *out, o3m_err *e);
 
+/* Reconstructs x for verification only (the eval's check that the private
+ * learner makes the same choices as a plaintext one given the dealer's
+ * samples): not a protocol step, nothing is counted, no party sees it. */
+void bl_mpc_peek(const bl_mpc *m, const uint64_t *x, long n, uint64_t *out);
+
 /* Local operations (no communication). z may alias x or y. */
 void bl_mpc_add(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n);
 void bl_mpc_sub(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n);
