@@ -6,7 +6,10 @@
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "bl_hannun.h"
 #include "o3m_splitmix.h"
@@ -170,4 +173,33 @@ Test(hannun, refuses_bad_options) {
   o.parties = 30;
   cr_expect_eq(bl_hannun_create(&h, &o, &e), O3M_EINVAL);
   cr_expect_null(h);
+}
+
+/* The command end to end on its cheapest section: exit 0, the Table 1 CSV
+ * with the four operations and the rounds the layer documents (a
+ * multiplication is 2 rounds, as in their Table 1). */
+int eval_hannun_main(int argc, char **argv);
+
+Test(hannun, command_writes_table1) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/o3m_hannun_XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  char *argv[] = {"hannun", "--only", "ops", "--no-plots", "--out", dir, NULL};
+  cr_assert_eq(eval_hannun_main(6, argv), 0);
+  char path[128], line[256];
+  snprintf(path, sizeof path, "%s/hannun_table1.csv", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "no %s", path);
+  int rows = 0, mul_rounds = -1;
+  while (fgets(line, sizeof line, f)) {
+    rows++;
+    if (!strncmp(line, "multiplication,", 15)) mul_rounds = atoi(line + 15);
+  }
+  fclose(f);
+  cr_expect_eq(rows, 5, "header and four operations, got %d lines", rows);
+  cr_expect_eq(mul_rounds, 2);
+  char *bad[] = {"hannun", "--epsilon", "2", NULL};
+  cr_expect_eq(eval_hannun_main(3, bad), 2);
+  remove(path);
+  rmdir(dir);
 }
