@@ -272,6 +272,8 @@ int bl_hannun_choose(bl_hannun *h, const double *X, int *arm, o3m_err *e) {
   const int N = h->N, A = h->A, D = h->D;
   const long AD = (long)A * D;
   int rc;
+  /* A choice that fails half-way leaves nothing to update. */
+  h->have_choice = 0;
   /* The parties share their columns of the context(s): one round. */
   if (h->per_arm) {
     rc = bl_mpc_share_cols(m, h->dims, X, A, D, h->X, e);
@@ -392,15 +394,15 @@ int bl_hannun_update(bl_hannun *h, double r, o3m_err *e) {
 }
 
 void bl_hannun_last_samples(const bl_hannun *h, int *explore, double *v, int *gamma) {
-  uint64_t y, *t = h->open ? malloc(sizeof *t * (size_t)h->A) : NULL;
+  /* h->open (A words, party 0's view of the choice) is free once the
+   * choice is made; it holds the peeks. */
+  uint64_t y, *t = h->open;
   bl_mpc_peek(h->m, h->y1, 1, &y);
   *explore = (int)y;
-  if (!t) return;
   bl_mpc_peek(h->m, h->v, h->A, t);
   for (int a = 0; a < h->A; a++) v[a] = bl_mpc_decode(h->m, t[a]);
   bl_mpc_peek(h->m, h->gamma, h->A, t);
   for (int a = 0; a < h->A; a++) gamma[a] = (int)t[a];
-  free(t);
 }
 
 /* ---- the plaintext learner ---- */
