@@ -12,10 +12,12 @@
  * are local; a product of two fixed-point values carries 2F fractional bits
  * and is truncated back to F bits by one more round.
  *
- * Parties are separate agents that exchange explicit messages: each opening
- * copies every party's share into its outbox and every other party reads it
- * from there. Every party would then compute the same sum; the sum is formed
- * once and handed to all of them, which changes no message. The counters
+ * Parties are separate agents that exchange explicit messages: a party's
+ * message in an opening is the buffer of its own shares (x_p, or x_p - a_p
+ * for a Beaver opening), which every other party reads; no party reads
+ * another's shares outside an opening. Every party would then compute the
+ * same sum; the sum is formed once and handed to all of them, which changes
+ * no message. The counters
  * count exactly what crosses between parties: an opening to all of n
  * elements is N(N-1)n words of 8 bytes in one round, an opening to one party
  * (N-1)n words, the sharing of an input by its owner (N-1)n words.
