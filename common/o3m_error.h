@@ -47,6 +47,11 @@ enum {
   O3M__ERR_LAST
 };
 
+/* The part between O3M_CDEF_BEGIN and O3M_CDEF_END is read as it is by the
+ * Python package (python/o3m, through cffi), like the one in o3m.h, so it
+ * holds only plain declarations. This header is installed with o3m.h. */
+/* O3M_CDEF_BEGIN */
+
 /* Size of the detailed message buffer in o3m_err. */
 #define O3M_ERRMSG_MAX 256
 
@@ -64,6 +69,8 @@ const char *o3m_strerror(int code);
 
 /* The symbolic name of a code without the prefix ("NOMEM"). Never NULL. */
 const char *o3m_errname(int code);
+
+/* O3M_CDEF_END */
 
 /* Records code and a printf-style message in e (if e is not NULL) and returns
  * code, so that a failing path can read `return o3m_err_set(e, ...)`. */
