@@ -67,6 +67,15 @@ if readelf -d "$tmp/consumer-static" | grep -q "NEEDED.*libo3m"; then
   fail "the static consumer loads libo3m.so"
 fi
 
+# The Python package installed beside the library finds it and its headers
+# without O3M_LIB (when Debian's python3 has cffi and numpy; not in a
+# sanitizer build, whose library needs its runtime preloaded).
+if [ ${#extra[@]} -eq 0 ] && /usr/bin/python3 -c "import cffi, numpy" 2>/dev/null; then
+  out=$(env -u O3M_LIB PYTHONPATH="$prefix/lib/python3/dist-packages" /usr/bin/python3 -c \
+    "import o3m; g = o3m.Engine(2, alpha=0); g.update([0, 1], 1.0); print(o3m.__version__, o3m.library_path, g.choose([[1, 0], [0, 1]])[0])")
+  [ "$out" = "$version $prefix/lib/libo3m.so.$major 1" ] || fail "installed Python package: '$out'"
+fi
+
 # Both against a federation of the installed daemons.
 run() {
   echo "== $1"
