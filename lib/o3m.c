@@ -166,10 +166,14 @@ int o3m_engine_max_candidates(const o3m_engine *g) {
 uint64_t o3m_engine_updates(const o3m_engine *g) { return o3m_policy_updates(g->p); }
 
 /* The internal engine returns bare codes where the facade promises a
- * message: this names what was refused. */
-static int engine_fail(int rc, const char *call, o3m_err *e) {
+ * message: this names what was refused, looking only after the failure. */
+static int engine_fail(const o3m_engine *g, int rc, const char *call, int K, o3m_err *e) {
+  const o3m_policy_config *c = o3m_policy_config_of(g->p);
+  if (rc == O3M_EINVAL && (K < 1 || K > c->max_candidates))
+    return o3m_err_set(e, rc, "%s: K = %d candidates, expected 1..%d", call, K,
+                       c->max_candidates);
   if (rc == O3M_EINVAL)
-    return o3m_err_set(e, rc, "%s: K out of range, a bad arm or a NULL array", call);
+    return o3m_err_set(e, rc, "%s: an arm is not in 0..%d", call, o3m_policy_n_models(g->p) - 1);
   if (rc == O3M_ENONFINITE)
     return o3m_err_set(e, rc, "%s: a context value is not finite (or overflows)", call);
   return o3m_err_set(e, rc, "%s: %s", call, o3m_strerror(rc));
@@ -179,14 +183,14 @@ int o3m_engine_choose(o3m_engine *g, int K, const double *X, const int *arms, in
                       double *score, o3m_err *e) {
   if (!g || !X || !chosen) return o3m_err_set(e, O3M_EINVAL, "%s", "choose: NULL argument");
   int rc = o3m_policy_choose(g->p, K, X, arms, chosen, score);
-  return rc < 0 ? engine_fail(rc, "choose", e) : 0;
+  return rc < 0 ? engine_fail(g, rc, "choose", K, e) : 0;
 }
 
 int o3m_engine_scores(o3m_engine *g, int K, const double *X, const int *arms, double *mean,
                       double *var, o3m_err *e) {
   if (!g || !X) return o3m_err_set(e, O3M_EINVAL, "%s", "scores: NULL argument");
   int rc = o3m_policy_stats(g->p, K, X, arms, mean, var);
-  return rc < 0 ? engine_fail(rc, "scores", e) : 0;
+  return rc < 0 ? engine_fail(g, rc, "scores", K, e) : 0;
 }
 
 int o3m_engine_update(o3m_engine *g, int arm, const double *x, double reward, o3m_err *e) {
@@ -198,7 +202,7 @@ int o3m_engine_update(o3m_engine *g, int arm, const double *x, double reward, o3
                        o3m_policy_n_models(g->p) - 1);
   if (rc < 0) return o3m_err_set(e, rc, "update refused: %s", what ? what : o3m_strerror(rc));
   rc = o3m_policy_update(g->p, arm, x, reward);
-  return rc < 0 ? engine_fail(rc, "update", e) : 0;
+  return rc < 0 ? engine_fail(g, rc, "update", 1, e) : 0;
 }
 
 int o3m_engine_theta(const o3m_engine *g, int arm, double *theta, o3m_err *e) {

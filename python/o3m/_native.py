@@ -91,7 +91,6 @@ def _load() -> tuple[cffi.FFI, object, str]:
     ffi = cffi.FFI()
     ffi.cdef(_cdef_of("o3m_error.h", dirs))
     ffi.cdef(_cdef_of("o3m.h", dirs))
-    ffi.cdef("const char *o3m_err_message(const o3m_err *e);")
     return ffi, ffi.dlopen(path), path
 
 

@@ -89,7 +89,7 @@ def test_bad_input_is_refused_and_changes_nothing():
     assert e.value.name == "NONFINITE"
     with pytest.raises(o3m.O3MError) as e:
         g.choose(np.ones((5, 3)))  # K above max_candidates
-    assert e.value.name == "INVAL"
+    assert e.value.name == "INVAL" and "K = 5 candidates, expected 1..4" in e.value.message
     with pytest.raises(ValueError, match="K x 3"):
         g.choose(np.ones((2, 4)))
     with pytest.raises(ValueError, match="3 values"):
