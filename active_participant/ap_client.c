@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "health.pb-c.h"
+#include "o3m_cert.h"
 #include "o3m.pb-c.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
@@ -59,6 +60,65 @@ void ap_client_options_set_target(ap_client_options *o, const o3m_config *cfg,
       return;
     }
   }
+}
+
+int ap_client_conn_check(const ap_client_conn *a, o3m_err *e) {
+  if (!a) return o3m_err_set(e, O3M_EINVAL, "connection is NULL");
+  if (a->as && !a->config) return o3m_err_set(e, O3M_EINVAL, "%s needs --config", "--as");
+  if (a->as && (a->cert || a->key))
+    return o3m_err_set(e, O3M_EINVAL, "%s and --cert/--key are exclusive", "--as");
+  if (!a->cert != !a->key)
+    return o3m_err_set(e, O3M_EINVAL, "%s and --key go together", "--cert");
+  if (!a->insecure && !a->as && !a->cert)
+    return o3m_err_set(e, O3M_EINVAL, "%s",
+                       "give --as NAME (with --config) or --cert and --key, or --insecure");
+  if (!a->config && !a->target)
+    return o3m_err_set(e, O3M_EINVAL, "%s", "give --config or --target");
+  if (a->deadline_ms < 0 || a->deadline_ms > 86400000)
+    return o3m_err_set(e, O3M_EINVAL, "--deadline-ms %d is not in 1..86400000", a->deadline_ms);
+  return 0;
+}
+
+int ap_client_open(ap_client **out, o3m_config **cfg_out, const ap_client_conn *a, o3m_err *e) {
+  if (!out || !cfg_out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
+  *out = NULL;
+  *cfg_out = NULL;
+  int rc = ap_client_conn_check(a, e);
+  if (rc < 0) return rc;
+  o3m_config *cfg = NULL;
+  ap_client_options o;
+  ap_client_options_default(&o);
+  if (a->config) {
+    rc = o3m_config_load(&cfg, a->config, e);
+    if (rc < 0) return rc;
+    rc = ap_client_options_from_config(&o, cfg, a->as, e);
+    if (rc < 0) goto fail;
+  }
+  if (a->target) ap_client_options_set_target(&o, cfg, a->target);
+  if (a->server_name) o.server_name = a->server_name;
+  if (a->cert) o.cert_file = a->cert, o.key_file = a->key;
+  if (a->ca) o.ca_file = a->ca;
+  if (a->deadline_ms) o.deadline_ms = a->deadline_ms;
+  o.wait_for_ready = a->wait_for_ready;
+  if (a->insecure) {
+    o.insecure = 1;
+    o.ca_file = o.cert_file = o.key_file = o.server_name = NULL;
+  }
+  /* The client's own certificate, checked as the daemons check theirs (its
+   * CN against the party name only with as), so that a wrong key, an
+   * expired certificate or one of another CA is named here instead of
+   * showing as a failed handshake. */
+  if (!o.insecure && o.ca_file && o.cert_file && o.key_file) {
+    rc = o3m_cert_check_party(o.ca_file, o.cert_file, o.key_file, a->as, e);
+    if (rc < 0) goto fail;
+  }
+  rc = ap_client_create(out, &o, e);
+  if (rc < 0) goto fail;
+  *cfg_out = cfg;
+  return 0;
+fail:
+  o3m_config_destroy(cfg);
+  return rc;
 }
 
 int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {

@@ -63,6 +63,41 @@ int ap_client_options_from_config(ap_client_options *o, const o3m_config *cfg, c
 void ap_client_options_set_target(ap_client_options *o, const o3m_config *cfg,
                                   const char *target);
 
+/* How a program names its connection: the same choices as o3m-cli's
+ * options (--config F --as NAME | [--config F] --cert FILE --key FILE
+ * --ca FILE, --insecure, --target, --server-name, --deadline-ms), so that
+ * o3m-cli and the installed library (lib/o3m.c) open a client by one code
+ * path. Every field may be NULL or 0. */
+typedef struct ap_client_conn {
+  const char *config;      /* federation config: the AP's address and name, the CA */
+  const char *as;          /* [client NAME] or [party NAME] of config: cert and key */
+  const char *cert, *key;  /* instead of as: this client's certificate and key */
+  const char *ca;          /* overrides the config's CA */
+  const char *target;      /* overrides the address (health can probe any daemon) */
+  const char *server_name; /* overrides the name expected in the server's certificate */
+  int insecure;            /* 1: plaintext, no certificates (trials only) */
+  int deadline_ms;         /* per call, 1..86400000; 0 keeps the default 5000 */
+  int wait_for_ready;      /* 1: a call waits (up to its deadline) for the server */
+} ap_client_conn;
+
+/* Checks the combination without touching a file: as needs config and
+ * excludes cert/key, cert and key go together, one of as, cert or insecure
+ * is given, config or target is given, deadline_ms is in range. O3M_EINVAL
+ * with a message naming the options (in o3m-cli's spelling) otherwise. */
+int ap_client_conn_check(const ap_client_conn *a, o3m_err *e);
+
+/* Opens a client as o3m-cli does: checks a (ap_client_conn_check), loads
+ * the config if one is named, fills the options from it, applies the
+ * overrides, checks the client's own certificate as the daemons check theirs
+ * (o3m_cert_check_party: key, validity, chain to the CA, and with as the
+ * CN), then creates the client. On success *out is the client and *cfg_out
+ * the loaded config (NULL without one), which the caller destroys after the
+ * client (the client's strings point into it). On failure both are NULL and
+ * nothing is left allocated; the error is the check's, the config loader's
+ * (O3M_IO, O3M_PARSE, ...), the certificate check's (O3M_TLS) or
+ * ap_client_create's. */
+int ap_client_open(ap_client **out, o3m_config **cfg_out, const ap_client_conn *a, o3m_err *e);
+
 /* Creates the client (gRPC connects lazily, at the first call). Errors:
  * O3M_EINVAL, O3M_EIO (a TLS file cannot be read), O3M_ETLS, O3M_ENOMEM.
  * On failure *out is NULL. */

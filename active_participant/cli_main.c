@@ -33,7 +33,6 @@
 #include <string.h>
 
 #include "ap_client.h"
-#include "o3m_cert.h"
 #include "o3m_cli.h"
 #include "o3m_config.h"
 
@@ -289,52 +288,21 @@ int main(int argc, char **argv) {
   if ((a.decision || a.reward) && !is_rew)
     return o3m_cli_usage_error(&spec, "--decision and --reward belong to reward (not %s)",
                                a.command);
-  if (a.as && !a.config) return o3m_cli_usage_error(&spec, "%s needs --config", "--as");
-  if (a.as && (a.cert || a.key))
-    return o3m_cli_usage_error(&spec, "%s and --cert/--key are exclusive", "--as");
-  if (!a.cert != !a.key) return o3m_cli_usage_error(&spec, "%s and --key go together", "--cert");
-  if (!a.insecure && !a.as && !a.cert)
-    return o3m_cli_usage_error(&spec, "%s",
-                               "give --as NAME (with --config) or --cert and --key, or --insecure");
-  if (!a.config && !a.target) return o3m_cli_usage_error(&spec, "%s", "give --config or --target");
-
+  /* The connection: checked here first, so that a bad combination is a
+   * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;
   o3m_err_clear(&e);
-  o3m_config *cfg = NULL;
-  ap_client_options o;
-  ap_client_options_default(&o);
-  if (a.config) {
-    int rc = o3m_config_load(&cfg, a.config, &e);
-    if (rc < 0) return fail(rc, &e);
-    rc = ap_client_options_from_config(&o, cfg, a.as, &e);
-    if (rc < 0) {
-      o3m_config_destroy(cfg);
-      return fail(rc, &e);
-    }
-  }
-  if (a.target) ap_client_options_set_target(&o, cfg, a.target);
-  if (a.server_name) o.server_name = a.server_name;
-  if (a.cert) o.cert_file = a.cert, o.key_file = a.key;
-  if (a.ca) o.ca_file = a.ca;
-  if (a.deadline_ms) o.deadline_ms = a.deadline_ms;
-  if (a.insecure) {
-    o.insecure = 1;
-    o.ca_file = o.cert_file = o.key_file = o.server_name = NULL;
-  }
-
-  /* The client's own certificate, checked as the daemons check theirs (its
-   * CN against the party name only with --as), so that a wrong key, an
-   * expired certificate or one of another CA is named here instead of
-   * showing as a failed handshake. */
-  int rc = 0;
-  if (!o.insecure && o.ca_file && o.cert_file && o.key_file)
-    rc = o3m_cert_check_party(o.ca_file, o.cert_file, o.key_file, a.as, &e);
+  const ap_client_conn conn = {
+      .config = a.config, .as = a.as, .cert = a.cert, .key = a.key, .ca = a.ca,
+      .target = a.target, .server_name = a.server_name, .insecure = a.insecure,
+      .deadline_ms = a.deadline_ms,
+  };
+  if (ap_client_conn_check(&conn, &e) < 0)
+    return o3m_cli_usage_error(&spec, "%s", o3m_err_message(&e));
+  o3m_config *cfg;
   ap_client *c;
-  if (rc == 0) rc = ap_client_create(&c, &o, &e);
-  if (rc < 0) {
-    o3m_config_destroy(cfg);
-    return fail(rc, &e);
-  }
+  int rc = ap_client_open(&c, &cfg, &conn, &e);
+  if (rc < 0) return fail(rc, &e);
   if (is_rec) rc = cmd_recommend(c, &a);
   else if (is_rew) rc = cmd_reward(c, &a);
   else if (is_stats) rc = cmd_stats(c);

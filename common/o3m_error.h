@@ -47,6 +47,11 @@ enum {
   O3M__ERR_LAST
 };
 
+/* The part between O3M_CDEF_BEGIN and O3M_CDEF_END is read as it is by the
+ * Python package (python/o3m, through cffi), like the one in o3m.h, so it
+ * holds only plain declarations. This header is installed with o3m.h. */
+/* O3M_CDEF_BEGIN */
+
 /* Size of the detailed message buffer in o3m_err. */
 #define O3M_ERRMSG_MAX 256
 
@@ -65,6 +70,14 @@ const char *o3m_strerror(int code);
 /* The symbolic name of a code without the prefix ("NOMEM"). Never NULL. */
 const char *o3m_errname(int code);
 
+/* Clears e to O3M_OK with an empty message. NULL is accepted. */
+void o3m_err_clear(o3m_err *e);
+
+/* The detailed message if one was set, else the code's default message. */
+const char *o3m_err_message(const o3m_err *e);
+
+/* O3M_CDEF_END */
+
 /* Records code and a printf-style message in e (if e is not NULL) and returns
  * code, so that a failing path can read `return o3m_err_set(e, ...)`. */
 int o3m_err_set(o3m_err *e, int code, const char *fmt, ...)
@@ -75,11 +88,5 @@ int o3m_err_set(o3m_err *e, int code, const char *fmt, ...)
  * parser reports in. */
 int o3m_err_set_at(o3m_err *e, int code, const char *name, long line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-
-/* Clears e to O3M_OK with an empty message. NULL is accepted. */
-void o3m_err_clear(o3m_err *e);
-
-/* The detailed message if one was set, else the code's default message. */
-const char *o3m_err_message(const o3m_err *e);
 
 #endif

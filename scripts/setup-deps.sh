@@ -14,6 +14,8 @@ PACKAGES=(
   libssl-dev
   openssl gnuplot-nox
   clang libclang-rt-14-dev
+  help2man
+  python3-cffi python3-numpy python3-pytest
 )
 
 missing=()

@@ -1,0 +1,125 @@
+"""The client of a running active participant (o3m-active): Recommend,
+Reward, Stats and the health check over gRPC with mutual TLS, through
+``o3m_ap_client_*`` of ``o3m/o3m.h`` (the same code as o3m-cli)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ._native import check, ffi, lib, new_err, options
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What recommend returned: ``decision`` is the ticket for reward."""
+    decision: int
+    candidate: int
+    item: str
+    score: float
+    mask_id: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The active participant's counters."""
+    rounds: int
+    updates: int
+    pending: int
+    expired: int
+    theta_norm: float
+    algo: str
+    model: str
+
+
+class APClient:
+    """A connection to the active participant, configured like o3m-cli:
+    ``config`` and ``as_`` (o3m-cli's ``--config F --as NAME``), or ``cert``,
+    ``key`` and ``ca`` (with ``target`` or ``config``), or ``insecure=True``;
+    ``target``, ``server_name``, ``deadline_ms`` and ``wait_for_ready`` as
+    o3m-cli's options of those names. The client's certificate is checked
+    here; the connection is made at the first call. Errors raise O3MError
+    with the active participant's code and message (``NOTFOUND`` for an
+    unknown user, ``PERM`` for a caller the config does not name as a
+    client, ``UNAVAILABLE`` when it cannot be reached, ...). One call at a
+    time per client."""
+
+    def __init__(self, *, config: Optional[str] = None, as_: Optional[str] = None,
+                 cert: Optional[str] = None, key: Optional[str] = None,
+                 ca: Optional[str] = None, target: Optional[str] = None,
+                 server_name: Optional[str] = None, deadline_ms: Optional[int] = None,
+                 wait_for_ready: bool = False, insecure: bool = False) -> None:
+        opts, _keep = options({"config": config, "as": as_, "cert": cert, "key": key, "ca": ca,
+                               "target": target, "server-name": server_name,
+                               "deadline-ms": deadline_ms,
+                               "wait-for-ready": wait_for_ready or None,
+                               "insecure": insecure or None})
+        out = ffi.new("o3m_ap_client **")
+        err = new_err()
+        check(lib.o3m_ap_client_open(out, opts, err), err)
+        self._c = ffi.gc(out[0], lib.o3m_ap_client_close)
+
+    def close(self) -> None:
+        """Closes the connection now (otherwise when garbage collected)."""
+        if self._c is not None:
+            ffi.gc(self._c, None)
+            lib.o3m_ap_client_close(self._c)
+            self._c = None
+
+    def __enter__(self) -> "APClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def recommend(self, user: str, items: Sequence[str],
+                  arms: Optional[Sequence[int]] = None,
+                  own_features: Optional[np.ndarray] = None) -> Recommendation:
+        """Recommends one of items for user. arms: one arm per item (disjoint
+        model). own_features: the active party's own feature rows of the
+        candidates, K x d_0."""
+        K = len(items)
+        keep = [ffi.new("char[]", str(i).encode()) for i in items]
+        c_items = ffi.new("char *[]", keep)
+        c_arms = ffi.NULL
+        if arms is not None:
+            a = np.ascontiguousarray(arms, dtype=np.uint32)
+            if a.shape != (K,):
+                raise ValueError(f"arms must hold one arm per item ({K}), got shape {a.shape}")
+            c_arms = ffi.from_buffer("uint32_t[]", a)
+        c_own, n_own = ffi.NULL, 0
+        if own_features is not None:
+            own = np.ascontiguousarray(own_features, dtype=np.float64)
+            if own.ndim != 2 or own.shape[0] != K:
+                raise ValueError(f"own_features must be {K} x d_0, got shape {own.shape}")
+            c_own, n_own = ffi.from_buffer("double[]", own), own.size
+        out = ffi.new("o3m_recommendation *")
+        err = new_err()
+        check(lib.o3m_ap_client_recommend(self._c, str(user).encode(), K, c_items, c_arms,
+                                          c_own, n_own, out, err), err)
+        return Recommendation(int(out.decision), int(out.candidate), str(items[out.candidate]),
+                              float(out.score), int(out.mask_id))
+
+    def reward(self, decision: int, reward: float) -> int:
+        """Rewards a decision (once); returns the policy's update count."""
+        updates = ffi.new("uint64_t *")
+        err = new_err()
+        check(lib.o3m_ap_client_reward(self._c, int(decision), float(reward), updates, err), err)
+        return int(updates[0])
+
+    def stats(self) -> Stats:
+        """The active participant's counters."""
+        s = ffi.new("o3m_stats *")
+        err = new_err()
+        check(lib.o3m_ap_client_stats(self._c, s, err), err)
+        return Stats(int(s.rounds), int(s.updates), int(s.pending), int(s.expired),
+                     float(s.theta_norm), ffi.string(s.algo).decode(),
+                     ffi.string(s.model).decode())
+
+    def health(self) -> bool:
+        """True when the server answers the gRPC health check SERVING."""
+        serving = ffi.new("int *")
+        err = new_err()
+        check(lib.o3m_ap_client_health(self._c, serving, err), err)
+        return bool(serving[0])
