@@ -63,8 +63,7 @@ check o3m-bench-load --config --cert --key --insecure --K --concurrency --second
 rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay ope audit gen-criteo; do
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay audit gen-criteo hannun; do
+for cmd in simulate gen-synthetic gen-federation federate regret cost replay ope audit gen-criteo hannun; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
