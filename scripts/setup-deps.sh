@@ -13,6 +13,10 @@ PACKAGES=(
   libssl-dev
   openssl gnuplot-nox
   clang libclang-rt-14-dev
+  # Operations (README "Operations"): the metrics and health port, sd_notify,
+  # and what the ops tests run: promtool, systemd-analyze verify, curl.
+  libmicrohttpd-dev libsystemd-dev
+  prometheus systemd curl python3
 )
 
 missing=()
