@@ -107,6 +107,7 @@ int main(int argc, char **argv) {
   opt.party = a.party;
   opt.insecure = a.insecure;
   opt.stop = o3m_daemon_stop_flag();
+  opt.metrics = o3m_daemon_metrics();
   if (opt.insecure) o3m_log_warn("--insecure: every channel is PLAINTEXT and unauthenticated");
   o3m_err e;
   o3m_err_clear(&e);

@@ -72,6 +72,7 @@ int main(int argc, char **argv) {
   if (opt.insecure)
     o3m_log_warn("INSECURE: plaintext gRPC (--insecure); callers have no identity, so any "
                  "caller may fetch any party's block by its index.");
+  opt.metrics = o3m_daemon_metrics();
   o3m_err e;
   o3m_err_clear(&e);
   pmg_service *svc;

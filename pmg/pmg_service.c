@@ -32,6 +32,7 @@ struct pmg_service {
   const o3m_party *me;       /* the pmg party of cfg: address, TLS files */
   o3m_access *access;        /* the server's caller checks */
   o3m_rpc_server *server;
+  o3m_metrics *metrics;      /* NULL: none (pmg_options.metrics) */
   const char *name;          /* the pmg party's name, for Info */
   o3m_partition part;        /* the column split, party j = slot j */
   o3m_mask *mask;
@@ -68,6 +69,10 @@ static int bind_server(pmg_service *s, o3m_err *e) {
   o3m_rpc_server_config_default(&sc);
   sc.insecure = s->insecure;
   sc.max_receive_bytes = PMG_MAX_REQUEST;
+  if (s->metrics) {
+    sc.observe = o3m_metrics_rpc_observe;
+    sc.observe_ctx = s->metrics;
+  }
   return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
                           methods, N_METHODS, s, e);
 }
@@ -89,6 +94,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   s->name = s->me->name;
   s->insecure = opt->insecure != 0;
   s->keep_mask = opt->keep_mask != 0;
+  s->metrics = opt->metrics;
   s->blocks = calloc((size_t)m, sizeof *s->blocks);
   s->names = calloc((size_t)m, sizeof *s->names);
   s->served = calloc((size_t)m, 1);
