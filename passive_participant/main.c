@@ -2,6 +2,7 @@
  *
  *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
  *               [--pmg-timeout-s N]
+ *               [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *   o3m-passive --agg-keygen FILE
  *
  * --agg-keygen writes a new secure aggregation secret key to FILE (mode

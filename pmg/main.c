@@ -2,6 +2,7 @@
  *
  *   o3m-pmg --config FILE --party NAME [--insecure] [--mask-seed-insecure S]
  *           [--ready-file PATH] [--keep-mask]
+ *           [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *
  * Reads the federation config, draws the mask and binds the server
  * (pmg_service), serves it on the party's address with mutual TLS (the
