@@ -17,7 +17,10 @@
 #  5. the AP's --log-format json log is one JSON object per line, gRPC
 #     core's own lines among them (routed through o3m_log), and a passive
 #     party with --log-level warn wrote no INFO line;
-#  6. the metrics reveal no decision id, user or item of the calls made.
+#  6. the metrics reveal no decision id, user or item of the calls made;
+#  7. bad options are refused with a message naming them: a metrics port
+#     that is taken (exit 1), a malformed address, an unknown log level or
+#     format (exit 2).
 # Exit 0 when every check passes; otherwise the failing check's message.
 set -euo pipefail
 BIN=${1:?usage: ops_e2e.sh BIN_DIR}
@@ -169,6 +172,24 @@ for d in "${DECISIONS[@]}"; do
   grep -q "$d" "$WORK/scrape-$AP_PORT.txt" && fail "the AP's metrics contain decision id $d"
 done
 grep -qF "$USER_ID" "$WORK/scrape-$AP_PORT.txt" && fail "the AP's metrics contain the user id"
+
+# --- 7: bad options ----------------------------------------------------------------
+# expect_refusal CODE TEXT OPTIONS...: o3m-pmg with OPTIONS exits CODE and
+# says TEXT on stderr, before it binds its gRPC port.
+expect_refusal() {
+  local want=$1 text=$2 rc=0
+  shift 2
+  "$BIN/o3m-pmg" --config "$FED_CONF" --party "$FED_PMG" "$@" 2>"$WORK/refusal.txt" || rc=$?
+  [ "$rc" = "$want" ] || fail "o3m-pmg $* exited $rc, expected $want: $(cat "$WORK/refusal.txt")"
+  grep -qF -- "$text" "$WORK/refusal.txt" ||
+    fail "o3m-pmg $* did not say '$text': $(cat "$WORK/refusal.txt")"
+}
+expect_refusal 1 "metrics listen 127.0.0.1:$AP_PORT: Address already in use" \
+  --metrics-listen "127.0.0.1:$AP_PORT"
+expect_refusal 1 "metrics listen 'localhost' is not HOST:PORT" --metrics-listen localhost
+expect_refusal 2 "--log-level: 'loud' is not debug, info, warn or error" --log-level loud
+expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
+echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
 
 # --- 5: logs --------------------------------------------------------------------
 fed_down
