@@ -18,7 +18,11 @@
  *
  * State: the stop-signal handler has no context argument, so the one stop
  * flag and the one stop target of the process live here, written by the
- * main thread and read by the handler; everything else holds no state.
+ * main thread and read by the handler; so do the process's metrics
+ * registry and port (the handler marks the port not ready), created once
+ * by o3m_daemon_start and freed at exit. Everything else holds no state;
+ * services get the registry as an option, so tests that build several
+ * services in one process pass their own or none.
  *
  * Operations (README "Operations"). --log-level and --log-format set the
  * log (o3m_log.h). --metrics-listen ADDR starts the process's metrics and
