@@ -67,7 +67,8 @@ typedef struct pmg_options {
   /* The registry the service counts into (the daemon's --metrics-listen),
    * or NULL; it must outlive the service. Series: every RPC by method and
    * code with its latency (o3m_rpc_calls_total, o3m_rpc_duration_seconds:
-   * GetBlock and ConfirmBlock among them). */
+   * GetBlock and ConfirmBlock among them), the parties, how many confirmed
+   * their block, whether Q is forgotten, and the mask id. */
   o3m_metrics *metrics;
 } pmg_options;
 

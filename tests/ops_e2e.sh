@@ -152,6 +152,10 @@ n=$(metric "$PP_PORT" 'o3m_rpc_calls_total{method="/o3m.v1.Passive/MaskBatch",co
 [ -n "$n" ] && [ "${n%%.*}" -ge 1 ] || fail "the passive party counted no MaskBatch call ('$n')"
 n=$(metric "$PMG_PORT" 'o3m_rpc_calls_total{method="/o3m.v1.MaskGenerator/GetBlock",code="OK"}')
 [ -n "$n" ] && [ "${n%%.*}" -ge 3 ] || fail "the mask generator counted '$n' GetBlock calls, expected >= 3"
+[ "$(metric "$PMG_PORT" 'o3m_pmg_parties_confirmed ')" = 3 ] &&
+  [ "$(metric "$PMG_PORT" 'o3m_pmg_mask_forgotten ')" = 1 ] ||
+  fail "the mask generator does not show 3 confirmed parties and Q forgotten"
+[ "$(metric "$PMG_PORT" 'o3m_mask_info{')" = 1 ] || fail "no o3m_mask_info on the PMG"
 echo "ops_e2e: metrics moved: 3 decisions, 2 rewards, 1 pending, PP and PMG calls counted"
 
 # --- 2: promtool -------------------------------------------------------------
