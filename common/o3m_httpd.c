@@ -76,8 +76,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static int split_listen(const char *listen, char *host, size_t hn, char *port, size_t pn,
                         o3m_err *e) {
   const char *colon = listen ? strrchr(listen, ':') : NULL;
-  if (!colon || !colon[1] || strlen(colon + 1) >= pn || strspn(colon + 1, "0123456789") !=
-                                                              strlen(colon + 1))
+  if (!colon || !colon[1] || strlen(colon + 1) > 5 || strlen(colon + 1) >= pn ||
+      strspn(colon + 1, "0123456789") != strlen(colon + 1) || atoi(colon + 1) > 65535)
     return o3m_err_set(e, O3M_EINVAL, "metrics listen '%s' is not HOST:PORT (for example "
                        "127.0.0.1:9464)", listen ? listen : "(null)");
   const char *h = listen;

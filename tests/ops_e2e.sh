@@ -191,6 +191,7 @@ expect_refusal() {
 expect_refusal 1 "metrics listen 127.0.0.1:$AP_PORT: Address already in use" \
   --metrics-listen "127.0.0.1:$AP_PORT"
 expect_refusal 1 "metrics listen 'localhost' is not HOST:PORT" --metrics-listen localhost
+expect_refusal 1 "metrics listen '127.0.0.1:70000' is not HOST:PORT" --metrics-listen 127.0.0.1:70000
 expect_refusal 2 "--log-level: 'loud' is not debug, info, warn or error" --log-level loud
 expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
 echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
