@@ -36,6 +36,7 @@ typedef struct peer {
    * (for the warning about a peer that never answered). */
   int ready;
   o3m_err last;
+  o3m_metrics *metrics; /* ap_peers_set_metrics; NULL: not counted */
 } peer;
 
 struct ap_peers {
@@ -78,6 +79,16 @@ static int peer_reset(peer *p, o3m_err *e) {
  * channel is rebuilt (see peer_reset), so a passive participant that was
  * down when the AP started is used within about a second of coming up. */
 static void peer_note(peer *p, int rc) {
+  static const o3m_metric_spec calls = {"o3m_ap_pp_calls_total",
+                                        "Calls of the active party to each passive party, by "
+                                        "party and O3M code", O3M_METRIC_COUNTER, NULL, 0};
+  if (p->metrics) {
+    char labels[O3M_METRICS_LABELS_MAX];
+    /* Party names are [A-Za-z0-9_.-] (o3m_config.h): nothing to escape. */
+    snprintf(labels, sizeof labels, "party=\"%s\",code=\"%s\"", p->name,
+             rc == 0 ? "OK" : o3m_errname(rc));
+    o3m_metrics_inc(p->metrics, &calls, labels);
+  }
   if (rc != O3M_EUNAVAILABLE) {
     if (rc == 0) p->failing_since_ms = 0;
     return;
@@ -232,6 +243,10 @@ int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e) {
   int r = o3m_rpc_client_finish(p->client, reply, e);
   peer_note(p, r);
   return r;
+}
+
+void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m) {
+  for (int j = 0; j < ps->n; j++) ps->p[j].metrics = m;
 }
 
 void ap_peers_destroy(ap_peers *ps) {

@@ -31,6 +31,7 @@
 #include "o3m_config.h"
 #include "o3m_error.h"
 #include "o3m_mask.h"
+#include "o3m_metrics.h"
 #include "o3m_rpc.h"
 
 typedef struct ap_peers ap_peers;
@@ -90,6 +91,12 @@ int ap_peers_start(ap_peers *ps, const char *path, const ProtobufCMessage *req,
  * the channel rebuild above. e (not prefixed with the party) says why on
  * failure. */
 int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e);
+
+/* Counts every call to a passive party that ap_peers_start and
+ * ap_peers_finish make from now on (the rounds' MaskBatch) in m's
+ * o3m_ap_pp_calls_total{party,code}, code "OK" or the O3M code name (a
+ * call that could not even start counts once, with its code). m (may be NULL: no counting) must outlive ps. */
+void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m);
 
 /* Frees every client. NULL is accepted. */
 void ap_peers_destroy(ap_peers *ps);

@@ -98,7 +98,67 @@ struct ap_service {
   int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
   uint64_t checkpoints;     /* written since start */
   uint64_t ckpt_failures;
+
+  /* Metrics (see ap_service_options.metrics); every pointer may be NULL,
+   * which the o3m_metric_* updates accept. */
+  o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
+      *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
 };
+
+/* Copies the service's own running totals into the metrics: after every
+ * drain of the serving thread (the idle hook) and every reward. Reading
+ * them is a few loads; the totals stay where the service keeps them. */
+static void metrics_publish(ap_service *s) {
+  if (!s->m_decisions) return;
+  ap_pending_stats st;
+  ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
+  ap_round_stats rst;
+  ap_round_stats_get(s->round, &rst);
+  o3m_metric_set(s->m_decisions, (double)rst.rounds);
+  o3m_metric_set(s->m_rounds, (double)rst.fanouts);
+  o3m_metric_set(s->m_failed, (double)rst.failed_rounds);
+  o3m_metric_set(s->m_pending, (double)st.waiting);
+  o3m_metric_set(s->m_evicted, (double)st.evicted);
+  o3m_metric_set(s->m_expired, (double)st.expired);
+  o3m_metric_set(s->m_rewards, (double)st.closed);
+  o3m_metric_set(s->m_checkpoints, (double)s->checkpoints);
+}
+
+/* Registers the AP's series in m (see ap_service_options.metrics). */
+static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
+  static const o3m_metric_spec specs[] = {
+      {"o3m_ap_decisions_total", "Decisions issued (answered Recommend calls)",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_rounds_total", "Fan-out rounds: batches of Recommends sent to the passive parties",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_recommend_failed_total", "Recommend calls refused or failed", O3M_METRIC_COUNTER,
+       NULL, 0},
+      {"o3m_ap_pending_decisions", "Decisions waiting for a reward", O3M_METRIC_GAUGE, NULL, 0},
+      {"o3m_ap_pending_evicted_total", "Waiting decisions overwritten in the full pending table",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_pending_expired_total", "Decisions found expired", O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_rewards_total", "Rewards applied to the model", O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_checkpoints_total", "Checkpoints written since start", O3M_METRIC_COUNTER, NULL,
+       0},
+  };
+  o3m_metric **slots[] = {&s->m_decisions, &s->m_rounds,  &s->m_failed,
+                          &s->m_pending,   &s->m_evicted, &s->m_expired,
+                          &s->m_rewards,   &s->m_checkpoints};
+  static const o3m_metric_spec fsync = {
+      "o3m_ap_journal_sync_seconds", "Time to make one reward durable (journal fdatasync)",
+      O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
+  static const o3m_metric_spec age = {
+      "o3m_ap_checkpoint_age_seconds",
+      "Seconds since this process last wrote a checkpoint (since start before the first)",
+      O3M_METRIC_AGE, NULL, 0};
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < sizeof specs / sizeof specs[0]; i++)
+    rc = o3m_metrics_series(m, &specs[i], NULL, slots[i], e);
+  if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &fsync, NULL, &s->m_fsync, e);
+  if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &age, NULL, &s->m_ckpt_age, e);
+  if (rc == 0) o3m_metrics_mask_id(m, s->mask_id);
+  return rc;
+}
 
 void ap_service_options_default(ap_service_options *opt) {
   memset(opt, 0, sizeof *opt);
@@ -135,6 +195,7 @@ static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *re
 static void recommend_flush(void *ctx) {
   ap_service *s = ctx;
   ap_round_flush(s->round);
+  metrics_publish(s);
 }
 
 /* ---------------------------------------------------------------- Reward */
@@ -205,7 +266,9 @@ static int reward_apply(ap_service *s, uint64_t decision, int arm, const double 
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
   o3m_err se;
   o3m_err_clear(&se);
+  double t0 = o3m_clock_s();
   rc = ap_checkpoint_sync(s->ckpt, &se);
+  o3m_metric_observe(s->m_fsync, o3m_clock_s() - t0);
   if (rc < 0) return durability_fail(s, decision, &se, e);
   return 0;
 }
@@ -221,6 +284,7 @@ static void checkpoint_now(ap_service *s, const char *why) {
   int rc = ap_checkpoint_write(s->ckpt, &ce);
   if (rc == 0) {
     s->checkpoints++;
+    o3m_metric_touch(s->m_ckpt_age);
     s->ckpt_retry_ms = 0;
     o3m_log_info("%s checkpoint written: %llu updates, journal seq %llu", why,
                  (unsigned long long)o3m_policy_updates(s->policy),
@@ -589,6 +653,11 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   rc = ap_peers_create(&s->peers, cfg, me, opt->insecure, e);
   if (rc < 0) goto fail;
+  if (opt->metrics) {
+    ap_peers_set_metrics(s->peers, opt->metrics);
+    rc = metrics_register(s, opt->metrics, e);
+    if (rc < 0) goto fail;
+  }
   rc = ap_peers_wait_ready(s->peers, &s->part, (int64_t)opt->pmg_timeout_s * 1000, opt->stop, e);
   if (rc < 0) goto fail;
   ap_round_connect(s->round, s->block, s->mask_id, s->peers);
@@ -611,6 +680,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.method_slots = &recommend_slots;
   sc.n_method_slots = 1;
   sc.idle = recommend_flush;
+  if (opt->metrics) {
+    sc.observe = o3m_metrics_rpc_observe;
+    sc.observe_ctx = opt->metrics;
+  }
   /* Callers need a certificate from the federation CA, and the access
    * policy decides what each may call: front ends and operators are
    * [client NAME]s of the config with certificates of their own. */

@@ -191,6 +191,7 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_metrics.h"
 
 typedef struct ap_service ap_service;
 
@@ -223,6 +224,15 @@ typedef struct ap_service_options {
   int discard_state;
   uint64_t checkpoint_records;
   int64_t checkpoint_ms;
+  /* The registry the service counts into (the daemon's --metrics-listen),
+   * or NULL for none; it must outlive the service. Series: every RPC by
+   * method and code with its latency (o3m_rpc_calls_total,
+   * o3m_rpc_duration_seconds: Recommend and Reward among them), decisions
+   * and fan-out rounds, failed Recommends, calls to each passive party by
+   * code, pending decisions, evicted and expired ones, rewards applied,
+   * the journal's fdatasync latency and the checkpoint age (with a
+   * state_dir), and the mask id as a label of o3m_mask_info. */
+  o3m_metrics *metrics;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,

@@ -3,6 +3,7 @@
  *   o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH]
  *              [--pmg-timeout-s 60] [--salvage] [--discard-state]
  *              [--checkpoint-every N] [--checkpoint-ms MS]
+ *              [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *
  * Parses the arguments, loads the federation config and checks the party's
  * TLS files (o3m_daemon_load_party: unless --insecure, a key that is not the
@@ -107,6 +108,7 @@ int main(int argc, char **argv) {
   opt.party = a.party;
   opt.insecure = a.insecure;
   opt.stop = o3m_daemon_stop_flag();
+  opt.metrics = o3m_daemon_metrics();
   if (opt.insecure) o3m_log_warn("--insecure: every channel is PLAINTEXT and unauthenticated");
   o3m_err e;
   o3m_err_clear(&e);

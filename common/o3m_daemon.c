@@ -6,13 +6,17 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "o3m_cert.h"
+#include "o3m_httpd.h"
 #include "o3m_log.h"
 
 void o3m_daemon_log_init(const char *prog, const char *party) {
@@ -130,14 +134,25 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
   return O3M_OK;
 }
 
-/* Stores option index of O3M_DAEMON_OPTIONS into a; 0 if index is not one
- * of them. */
-static int args_take(o3m_daemon_args *a, int index, const char *value) {
+/* Stores option index of O3M_DAEMON_OPTIONS into a: returns 1 when it was
+ * one of them, 0 if not, or a usage error's exit code (negated) for a bad
+ * value. */
+static int args_take(const o3m_cli_spec *spec, o3m_daemon_args *a, int index, const char *value) {
   switch (index) {
   case 0: a->config = value; return 1;
   case 1: a->party = value; return 1;
   case 2: a->insecure = 1; return 1;
   case 3: a->ready_file = value; return 1;
+  case 4:
+    if (o3m_log_level_parse(value, &a->log_level) < 0)
+      return -o3m_cli_usage_error(spec, "--log-level: '%s' is not debug, info, warn or error",
+                                  value);
+    return 1;
+  case 5:
+    if (o3m_log_format_parse(value, &a->log_format) < 0)
+      return -o3m_cli_usage_error(spec, "--log-format: '%s' is not text or json", value);
+    return 1;
+  case 6: a->metrics_listen = value; return 1;
   default: return 0;
   }
 }
@@ -148,12 +163,19 @@ int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc
   o3m_cli cl;
   o3m_cli_begin(&cl, spec, argc, argv);
   const char *v;
+  a->log_level = O3M_LOG_INFO;
+  a->log_format = O3M_LOG_TEXT;
   for (int i; (i = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
     if (i == O3M_CLI_STOP) {
       *exit_code = cl.exit_code;
       return 0;
     }
-    if (args_take(a, i, v)) continue;
+    int took = args_take(spec, a, i, v);
+    if (took < 0) {
+      *exit_code = -took;
+      return 0;
+    }
+    if (took) continue;
     int rc = take(ctx, i, v);
     if (rc) {
       *exit_code = rc;
@@ -175,18 +197,51 @@ int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc
  * and the handler reads both and skips a NULL, so it never calls a
  * function with the wrong argument. */
 static volatile sig_atomic_t g_stop;
+/* The metrics port and its registry (see the header), set by
+ * o3m_daemon_start, freed at exit. */
+static o3m_metrics *g_metrics;
+static o3m_httpd *volatile g_httpd;
 static void (*volatile g_stop_fn)(void *);
 static void *volatile g_stop_arg;
 
 static void on_stop_signal(int sig) {
   (void)sig;
   g_stop = 1;
+  o3m_httpd_set_ready(g_httpd, 0); /* a stop began: probes see it at once */
   void (*fn)(void *) = g_stop_fn;
   void *arg = g_stop_arg;
   if (fn && arg) fn(arg);
 }
 
 volatile sig_atomic_t *o3m_daemon_stop_flag(void) { return &g_stop; }
+
+o3m_metrics *o3m_daemon_metrics(void) { return g_metrics; }
+
+/* At exit: stops the metrics port before its registry goes. */
+static void metrics_at_exit(void) {
+  o3m_httpd *h = g_httpd;
+  g_httpd = NULL;
+  o3m_httpd_stop(h);
+  o3m_metrics_destroy(g_metrics);
+  g_metrics = NULL;
+}
+
+/* Starts the metrics port on addr with a new registry. */
+static int metrics_start(const char *addr, o3m_err *e) {
+  o3m_httpd *h = NULL;
+  int rc = o3m_metrics_create(&g_metrics, e);
+  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, e);
+  g_httpd = h;
+  if (rc < 0) {
+    o3m_metrics_destroy(g_metrics);
+    g_metrics = NULL;
+    return rc;
+  }
+  atexit(metrics_at_exit);
+  o3m_log_info("metrics and health on http://%s (port %d): /metrics /healthz /readyz", addr,
+               o3m_httpd_port(g_httpd));
+  return O3M_OK;
+}
 
 void o3m_daemon_stop_target(void (*shutdown)(void *), void *target) {
   if (!shutdown) {
@@ -214,8 +269,14 @@ int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int po
     o3m_daemon_stop_target(NULL, NULL);
     return o3m_cli_fail(prog, "--ready-file: %s", o3m_err_message(&e));
   }
+  /* Ready: the service is built and about to serve (sd_notify does
+   * nothing without NOTIFY_SOCKET, that is, outside a Type=notify unit). */
+  if (!g_stop) o3m_httpd_set_ready(g_httpd, 1);
+  sd_notifyf(0, "READY=1\nSTATUS=serving on port %d\nMAINPID=%ld", port, (long)getpid());
   int rc = run(svc);
   if (run_rc) *run_rc = rc;
+  o3m_httpd_set_ready(g_httpd, 0);
+  sd_notify(0, "STOPPING=1");
   o3m_daemon_stop_target(NULL, NULL); /* keep the handler away from svc: it is freed next */
   if (ready_file) unlink(ready_file); /* not serving any more */
   return rc < 0 ? O3M_CLI_EXIT_FAILURE : O3M_CLI_EXIT_OK;
@@ -226,6 +287,7 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   *cfg_out = NULL;
   *me_out = NULL;
   o3m_daemon_log_init(prog, a->party);
+  o3m_log_configure(a->log_level, a->log_format);
   o3m_daemon_memory_init();
   /* Signals first, so that a stop at any point of start-up is clean. */
   o3m_daemon_catch_stop_signals(on_stop_signal, restart);
@@ -238,6 +300,13 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
    * peer is contacted. */
   if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) < 0)
     return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+  /* The probe port before the service: it answers "not ready" meanwhile. */
+  if (a->metrics_listen && metrics_start(a->metrics_listen, &e) < 0) {
+    o3m_config_destroy(*cfg_out);
+    *cfg_out = NULL;
+    *me_out = NULL;
+    return o3m_cli_fail(prog, "--metrics-listen: %s", o3m_err_message(&e));
+  }
   return 0;
 }
 

@@ -5,7 +5,8 @@
  * start it.
  *
  * The command line is shared too: every daemon takes --config FILE,
- * --party NAME, --insecure and --ready-file PATH (O3M_DAEMON_OPTIONS, the
+ * --party NAME, --insecure, --ready-file PATH, --log-level LEVEL,
+ * --log-format FORMAT and --metrics-listen ADDR (O3M_DAEMON_OPTIONS, the
  * first entries of each daemon's o3m_cli table; o3m_daemon_parse_args), and
  * o3m_daemon_start does the start-up steps above in one call. A daemon's
  * main() is then: parse, start, create its service, publish it as the stop
@@ -17,7 +18,22 @@
  *
  * State: the stop-signal handler has no context argument, so the one stop
  * flag and the one stop target of the process live here, written by the
- * main thread and read by the handler; everything else holds no state.
+ * main thread and read by the handler; so do the process's metrics
+ * registry and port (the handler marks the port not ready), created once
+ * by o3m_daemon_start and freed at exit. Everything else holds no state;
+ * services get the registry as an option, so tests that build several
+ * services in one process pass their own or none.
+ *
+ * Operations (README "Operations"). --log-level and --log-format set the
+ * log (o3m_log.h). --metrics-listen ADDR starts the process's metrics and
+ * health port (o3m_httpd.h) during o3m_daemon_start, before the service
+ * is built, so /healthz answers and /readyz says 503 while the daemon
+ * waits for its mask or block; o3m_daemon_metrics() is its registry, which
+ * the daemon passes to its service. o3m_daemon_serve marks the daemon ready
+ * there and tells systemd (sd_notify READY=1, with NOTIFY_SOCKET set: a
+ * Type=notify unit, deploy/), and STOPPING=1 when it stops serving. The
+ * registry and the port are the process's, like the stop flag: they are
+ * freed at exit (atexit).
  *
  * A daemon started with --ready-file PATH writes its bound port to PATH once
  * it serves. The file appears whole or not at all (written under a temporary
@@ -31,6 +47,8 @@
 #include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_log.h"
+#include "o3m_metrics.h"
 
 /* The options every daemon has, in this order, first in its o3m_cli table;
  * ROLE names the party's role in the help of --party ("pmg"). */
@@ -38,8 +56,12 @@
   {"config", "FILE", "the federation config (required)"},                                      \
   {"party", "NAME", "this daemon's [party NAME] section, role = " role " (required)"},          \
   {"insecure", NULL, "plaintext gRPC without identities or caller checks (trials only)"},      \
-  {"ready-file", "PATH", "write the bound port to PATH once serving; removed at exit"}
-#define O3M_DAEMON_N_OPTIONS 4
+  {"ready-file", "PATH", "write the bound port to PATH once serving; removed at exit"},         \
+  {"log-level", "LEVEL", "debug, info (default), warn or error"},                              \
+  {"log-format", "FORMAT", "text (default) or json: one JSON object per line"},                \
+  {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTP on HOST:PORT (off by " \
+                             "default; ':PORT' is 127.0.0.1)"}
+#define O3M_DAEMON_N_OPTIONS 7
 
 /* What the shared options hold after parsing (pointers into argv). */
 typedef struct o3m_daemon_args {
@@ -47,6 +69,9 @@ typedef struct o3m_daemon_args {
   const char *party;
   const char *ready_file;
   int insecure;
+  const char *metrics_listen; /* NULL: no metrics port */
+  o3m_log_level log_level;    /* O3M_LOG_INFO unless --log-level */
+  o3m_log_format log_format;  /* O3M_LOG_TEXT unless --log-format */
 } o3m_daemon_args;
 
 /* Parses argc/argv by spec, the option loop every daemon's main shares:
@@ -62,11 +87,12 @@ int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc
                           int *exit_code);
 
 /* The start-up every daemon makes, in this order: the log tag
- * "PROG[PARTY]", the memory trimmer (o3m_daemon_memory_init), the stop
+ * "PROG[PARTY]" with the level and format of a, the memory trimmer (o3m_daemon_memory_init), the stop
  * signals (o3m_daemon_catch_stop_signals with the handler below: from now
  * on a SIGTERM or SIGINT sets the stop flag and calls the stop target),
  * shielding memory (o3m_daemon_protect_memory) and the party
- * (o3m_daemon_load_party with role). On success returns 0 with *cfg_out and
+ * (o3m_daemon_load_party with role), then the metrics port if
+ * a->metrics_listen is set (o3m_daemon_metrics). On success returns 0 with *cfg_out and
  * *me_out as o3m_daemon_load_party leaves them; on failure prints
  * "PROG: message" on stderr and returns O3M_CLI_EXIT_FAILURE, nothing left
  * allocated. restart: as for o3m_daemon_catch_stop_signals. Call it once,
@@ -78,13 +104,18 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
  * makes shutdown(svc) the stop target (o3m_daemon_stop_target), writes
  * "PORT\n" to ready_file if it is not NULL (o3m_daemon_write_ready_file),
  * calls run(svc) on this thread, forgets the stop target and removes the
- * ready file. A ready file that cannot be written is reported as "PROG:
+ * ready file. Around run it marks the metrics port ready and tells
+ * systemd READY=1, then not ready and STOPPING=1. A ready file that cannot be written is reported as "PROG:
  * --ready-file: CAUSE" and the service is not run. *run_rc (may be NULL)
  * receives run's return, or 0 if it was not run. Returns
  * O3M_CLI_EXIT_OK, or O3M_CLI_EXIT_FAILURE if the ready file failed or run
  * returned a negative code. The caller destroys svc afterwards. */
 int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int port,
                      int (*run)(void *), void (*shutdown)(void *), int *run_rc);
+
+/* The process's metrics registry, or NULL when the daemon runs without
+ * --metrics-listen. Pass it to the service (its options' metrics field). */
+o3m_metrics *o3m_daemon_metrics(void);
 
 /* The stop flag: nonzero once SIGTERM or SIGINT arrived. Pass it to the
  * services' start-up waits (their options' stop field). */

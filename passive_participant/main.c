@@ -2,6 +2,7 @@
  *
  *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
  *               [--pmg-timeout-s N]
+ *               [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *   o3m-passive --agg-keygen FILE
  *
  * --agg-keygen writes a new secure aggregation secret key to FILE (mode
@@ -87,7 +88,7 @@ int main(int argc, char **argv) {
     return agg_keygen(argv[2]);
   }
   o3m_daemon_args a = {0};
-  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL};
+  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL, NULL};
   int rc;
   if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
   opt.insecure = a.insecure;
@@ -100,6 +101,7 @@ int main(int argc, char **argv) {
     o3m_log_warn("INSECURE: plaintext gRPC (--insecure); Mask answers any caller and the "
                  "block travels unencrypted.");
   opt.stop = o3m_daemon_stop_flag();
+  opt.metrics = o3m_daemon_metrics();
   o3m_err e;
   o3m_err_clear(&e);
   pp_service *svc;

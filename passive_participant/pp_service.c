@@ -52,6 +52,7 @@ struct pp_service {
   uint64_t requests, errors;
   o3m_access *access;       /* the server's caller checks */
   o3m_rpc_server *server;
+  o3m_metrics *metrics;     /* NULL: none (pp_options.metrics) */
 };
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -73,6 +74,10 @@ static int bind_server(pp_service *s, o3m_err *e) {
   o3m_rpc_server_config sc;
   o3m_rpc_server_config_default(&sc);
   sc.insecure = s->insecure;
+  if (s->metrics) {
+    sc.observe = o3m_metrics_rpc_observe;
+    sc.observe_ctx = s->metrics;
+  }
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
@@ -102,6 +107,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->me = me;
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
+  s->metrics = opt->metrics;
   s->slot = me->slot;
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;
 
@@ -163,6 +169,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   if (rc < 0) goto fail;
   rc = fetch_block(s, opt->stop, e);
   if (rc < 0) goto fail;
+  o3m_metrics_mask_id(s->metrics, s->mask_id);
   const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
                "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",

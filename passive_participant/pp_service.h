@@ -65,6 +65,7 @@
 #include "o3m_access.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_metrics.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
@@ -86,6 +87,11 @@ typedef struct pp_options {
    * pp_service_create with O3M_ESTATE, so that a daemon can be stopped
    * during start-up. May be NULL. */
   const volatile sig_atomic_t *stop;
+  /* The registry the service counts into (the daemon's --metrics-listen),
+   * or NULL; it must outlive the service. Series: every RPC by method and
+   * code with its latency (o3m_rpc_calls_total, o3m_rpc_duration_seconds;
+   * Mask and MaskBatch among them) and the mask id (o3m_mask_info). */
+  o3m_metrics *metrics;
 } pp_options;
 
 typedef struct pp_service_stats {

@@ -2,6 +2,7 @@
  *
  *   o3m-pmg --config FILE --party NAME [--insecure] [--mask-seed-insecure S]
  *           [--ready-file PATH] [--keep-mask]
+ *           [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *
  * Reads the federation config, draws the mask and binds the server
  * (pmg_service), serves it on the party's address with mutual TLS (the
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
   if (opt.insecure)
     o3m_log_warn("INSECURE: plaintext gRPC (--insecure); callers have no identity, so any "
                  "caller may fetch any party's block by its index.");
+  opt.metrics = o3m_daemon_metrics();
   o3m_err e;
   o3m_err_clear(&e);
   pmg_service *svc;

@@ -32,6 +32,8 @@ struct pmg_service {
   const o3m_party *me;       /* the pmg party of cfg: address, TLS files */
   o3m_access *access;        /* the server's caller checks */
   o3m_rpc_server *server;
+  o3m_metrics *metrics;      /* NULL: none (pmg_options.metrics) */
+  o3m_metric *m_confirmed, *m_forgotten; /* NULL without metrics */
   const char *name;          /* the pmg party's name, for Info */
   o3m_partition part;        /* the column split, party j = slot j */
   o3m_mask *mask;
@@ -68,8 +70,34 @@ static int bind_server(pmg_service *s, o3m_err *e) {
   o3m_rpc_server_config_default(&sc);
   sc.insecure = s->insecure;
   sc.max_receive_bytes = PMG_MAX_REQUEST;
+  if (s->metrics) {
+    sc.observe = o3m_metrics_rpc_observe;
+    sc.observe_ctx = s->metrics;
+  }
   return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
                           methods, N_METHODS, s, e);
+}
+
+/* Registers the PMG's own series: how many column parties there are, how
+ * many confirmed their block, whether Q is forgotten (so an operator sees
+ * when the PMG may be stopped), and the mask id. */
+static int metrics_register(pmg_service *s, o3m_err *e) {
+  static const o3m_metric_spec parties = {"o3m_pmg_parties", "Column parties of the federation",
+                                          O3M_METRIC_GAUGE, NULL, 0};
+  static const o3m_metric_spec confirmed = {
+      "o3m_pmg_parties_confirmed", "Column parties that confirmed their block",
+      O3M_METRIC_GAUGE, NULL, 0};
+  static const o3m_metric_spec forgotten = {
+      "o3m_pmg_mask_forgotten", "1 once Q is forgotten (every party confirmed; the PMG may stop)",
+      O3M_METRIC_GAUGE, NULL, 0};
+  o3m_metric *p;
+  int rc = o3m_metrics_series(s->metrics, &parties, NULL, &p, e);
+  if (rc == 0) rc = o3m_metrics_series(s->metrics, &confirmed, NULL, &s->m_confirmed, e);
+  if (rc == 0) rc = o3m_metrics_series(s->metrics, &forgotten, NULL, &s->m_forgotten, e);
+  if (rc < 0) return rc;
+  o3m_metric_set(p, s->part.m);
+  o3m_metrics_mask_id(s->metrics, s->mask_id);
+  return 0;
 }
 
 int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_options *opt,
@@ -89,6 +117,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   s->name = s->me->name;
   s->insecure = opt->insecure != 0;
   s->keep_mask = opt->keep_mask != 0;
+  s->metrics = opt->metrics;
   s->blocks = calloc((size_t)m, sizeof *s->blocks);
   s->names = calloc((size_t)m, sizeof *s->names);
   s->served = calloc((size_t)m, 1);
@@ -152,6 +181,10 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   o3m_seal_scrub_registers();
   rc = bind_server(s, e);
   if (rc < 0) goto fail;
+  if (s->metrics) {
+    rc = metrics_register(s, e);
+    if (rc < 0) goto fail;
+  }
   pmg_stats st;
   pmg_service_stats(s, &st);
   o3m_log_info("serving %s (port %d) with %s: d = %d over %d parties, mask %016" PRIx64,
@@ -301,6 +334,7 @@ static void forget(pmg_service *s) {
     s->blocks[j] = NULL;
   }
   s->forgotten = 1;
+  o3m_metric_set(s->m_forgotten, 1);
   o3m_log_info("all %d parties confirmed mask %016llx; Q forgotten (a new mask needs a restart "
                "of the federation)",
                s->part.m, (unsigned long long)s->mask_id);
@@ -324,6 +358,7 @@ static int confirm_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__Bloc
   if (s->confirmed[j]) return 0; /* a retried confirmation changes nothing */
   s->confirmed[j] = 1;
   s->n_confirmed++;
+  o3m_metric_set(s->m_confirmed, s->n_confirmed);
   o3m_log_info("party %d (%s) confirmed mask %016llx (%d of %d)", j, s->names[j],
                (unsigned long long)s->mask_id, s->n_confirmed, s->part.m);
   if (s->n_confirmed == s->part.m) {

@@ -54,6 +54,7 @@
 #include "o3m_access.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_metrics.h"
 #include "o3m_rpc.h"
 
 typedef struct pmg_service pmg_service;
@@ -63,6 +64,12 @@ typedef struct pmg_options {
   int keep_mask;         /* never forget Q */
   int seeded;            /* draw Q from a seeded generator (tests only) */
   uint64_t seed;         /* its seed, with seeded = 1 */
+  /* The registry the service counts into (the daemon's --metrics-listen),
+   * or NULL; it must outlive the service. Series: every RPC by method and
+   * code with its latency (o3m_rpc_calls_total, o3m_rpc_duration_seconds:
+   * GetBlock and ConfirmBlock among them), the parties, how many confirmed
+   * their block, whether Q is forgotten, and the mask id. */
+  o3m_metrics *metrics;
 } pmg_options;
 
 /* Counters, for the stop log line and for tests. */

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
@@ -43,10 +45,12 @@
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 #include <grpc/support/alloc.h>
+#include <grpc/support/log.h>
 #include <grpc/support/time.h>
 
 #include "health.pb-c.h"
 #include "o3m_cert.h"
+#include "o3m_log.h"
 
 /* Largest PEM file read for TLS. */
 #define PEM_MAX (1 << 20)
@@ -631,6 +635,7 @@ struct o3m_rpc_call {
   char *peer;                /* gpr_malloc'd by gRPC */
   int identity_state;        /* 0 not looked up, 1 found, -1 none */
   char identity[IDENTITY_MAX];
+  struct timespec arrived;   /* when on_call took it (for the observer) */
 };
 
 struct o3m_rpc_server {
@@ -644,6 +649,8 @@ struct o3m_rpc_server {
   o3m_rpc_idle_fn idle;
   o3m_rpc_authorize_fn authorize; /* NULL: every call is allowed */
   void *authorize_ctx;
+  o3m_rpc_observe_fn observe; /* NULL: no observer */
+  void *observe_ctx;
   int port;
   int max_message;
   void *ctx;
@@ -693,6 +700,26 @@ static const o3m_rpc_method health_method = {
 o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me) {
   o3m_rpc_tls t = {.ca_file = o3m_config_ca(cfg), .cert_file = me->cert, .key_file = me->key};
   return t;
+}
+
+/* gRPC core's own log lines, through o3m_log (see o3m_rpc.h). */
+static void grpc_log_to_o3m(gpr_log_func_args *args) {
+  o3m_log_level level = args->severity == GPR_LOG_SEVERITY_ERROR  ? O3M_LOG_ERROR
+                        : args->severity == GPR_LOG_SEVERITY_INFO ? O3M_LOG_INFO
+                                                                  : O3M_LOG_DEBUG;
+  const char *file = args->file ? strrchr(args->file, '/') : NULL;
+  file = file ? file + 1 : (args->file ? args->file : "?");
+  const char *msg = args->message ? args->message : "";
+  size_t n = strlen(msg);
+  while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) n--;
+  o3m_log(level, "grpc %s:%d: %.*s", file, args->line, (int)n, msg);
+}
+
+static void route_grpc_log_once(void) { gpr_set_log_function(grpc_log_to_o3m); }
+
+void o3m_rpc_route_grpc_log(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, route_grpc_log_once);
 }
 
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
@@ -862,6 +889,13 @@ static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
  * and the close. msg may be NULL. */
 static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_code status,
                        int code, const char *msg) {
+  if (s->observe && sl->me) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double seconds = (double)(now.tv_sec - sl->arrived.tv_sec) +
+                     1e-9 * (double)(now.tv_nsec - sl->arrived.tv_nsec);
+    s->observe(s->observe_ctx, sl->me->m->path, code, seconds);
+  }
   grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof ops);
@@ -901,6 +935,7 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
 /* A call arrived in sl: decode, run the handler, reply. */
 static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   sl->requested = 0;
+  clock_gettime(CLOCK_MONOTONIC, &sl->arrived);
   if (!success) {
     /* The request was withdrawn because the server is shutting down. */
     slot_clean(sl);
@@ -1176,6 +1211,8 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   /* Plaintext has no identities: the hook would refuse everyone. */
   s->authorize = cfg->insecure ? NULL : cfg->authorize;
   s->authorize_ctx = cfg->authorize_ctx;
+  s->observe = cfg->observe;
+  s->observe_ctx = cfg->observe_ctx;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   rc = arena_init(&s->arena, cfg->arena_bytes,
@@ -1225,6 +1262,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     if (!sl->me) grpc_call_details_init(&sl->details);
   }
 
+  o3m_rpc_route_grpc_log();
   grpc_init();
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
@@ -1423,6 +1461,7 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
     rc = o3m_err_set(e, rc, "client arena of %zu bytes: out of memory", cfg->arena_bytes);
     goto fail_target;
   }
+  o3m_rpc_route_grpc_log();
   grpc_init();
   grpc_channel_credentials *creds;
   rc = make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);

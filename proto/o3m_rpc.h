@@ -85,6 +85,13 @@
  * every call is allowed: plaintext carries no identity, which is what the
  * daemons' --insecure trials have always meant.
  *
+ * Logging. The first server or client created routes gRPC core's own log
+ * lines (gpr_log) through o3m_log (o3m_rpc_route_grpc_log), so they carry
+ * the daemon's tag, level filter and format (--log-format json) instead of
+ * going raw to stderr; gRPC's severities DEBUG, INFO and ERROR map to the
+ * same o3m levels. (gRPC still filters by its own GRPC_VERBOSITY first,
+ * ERROR by default.)
+ *
  * Shutdown follows gRPC's order: server shutdown-and-notify, drain, cancel
  * what is left after a grace period, destroy the server, then shut down,
  * drain and destroy the completion queue. Clients destroy the channel, then
@@ -124,6 +131,10 @@
 #define O3M_RPC_HEALTH_CHECK_PATH "/grpc.health.v1.Health/Check"
 /* Trailing-metadata key carrying the O3M code name of a failed call. */
 #define O3M_RPC_ERROR_KEY "o3m-error"
+
+/* Routes gRPC core's log lines through o3m_log (see "Logging"); idempotent
+ * and thread-safe. Server and client creation call it. */
+void o3m_rpc_route_grpc_log(void);
 
 /* ------------------------------------------------------------ status codes */
 
@@ -236,6 +247,15 @@ typedef int (*o3m_rpc_authorize_fn)(void *ctx, o3m_rpc_call *call, const char *p
  * handler. */
 typedef void (*o3m_rpc_idle_fn)(void *ctx);
 
+/* The observer (metrics): called once for every call of the method table
+ * (the health check included) when its answer is sent, with the path, the
+ * code it is answered with (0 or a negative O3M code) and the seconds since
+ * the call arrived (a deferred call's wait included). Runs on the serving
+ * thread like a handler; it must be quick and must not block. ctx is the
+ * config's observe_ctx. o3m_metrics_rpc_observe (common/o3m_metrics.h)
+ * fits it. */
+typedef void (*o3m_rpc_observe_fn)(void *ctx, const char *path, int code, double seconds);
+
 typedef struct o3m_rpc_server_config {
   /* Address to listen on: "127.0.0.1:7001", "[::]:7001", "unix:/path".
    * Port 0 picks a free port; o3m_rpc_server_port() tells which. */
@@ -270,6 +290,9 @@ typedef struct o3m_rpc_server_config {
    * server. */
   o3m_rpc_authorize_fn authorize;
   void *authorize_ctx;
+  /* Optional: see o3m_rpc_observe_fn; observe_ctx must outlive the server. */
+  o3m_rpc_observe_fn observe;
+  void *observe_ctx;
 } o3m_rpc_server_config;
 
 /* Counters, read with o3m_rpc_server_stats_get() from any thread. */

@@ -5,9 +5,15 @@
 #   generates the federation in WORK (config, tables, truth), makes the
 #   certificates, starts o3m-pmg, every o3m-passive and o3m-active from BIN
 #   with their logs in WORK/NAME.log, and waits until each is ready.
+# fed_gen WORK BIN [gen-federation options...]
+#   only generates and makes the certificates (fed_up's first half); sets
+#   FED_CONF, FED_PASSIVE, FED_ACTIVE and FED_PMG. Start the daemons with
+#   fed_start, in any order, and wait with fed_wait.
 # fed_down
-#   stops every daemon started by fed_up and waits for it.
+#   stops every daemon started by fed_up or fed_start and waits for it.
 # FED_PASSIVE holds the passive party names; FED_CONF the config path.
+# A caller may define fed_extra_args NAME, printing more options for the
+# daemon of party NAME (the ops test adds --metrics-listen and logging).
 
 FED_PIDS=()
 FED_NAMES=()
@@ -23,9 +29,11 @@ fed_down() {
 # fed_start WORK BIN NAME BINARY: starts one daemon in the background.
 fed_start() {
   local work=$1 bin=$2 name=$3 exe=$4
+  local extra=()
+  if declare -F fed_extra_args >/dev/null; then read -ra extra <<<"$(fed_extra_args "$name")"; fi
   rm -f "$work/$name.ready"
   "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
-    2>>"$work/$name.log" &
+    "${extra[@]}" 2>>"$work/$name.log" &
   FED_PIDS+=($!)
   FED_NAMES+=("$name")
 }
@@ -42,17 +50,23 @@ fed_wait() {
   return 1
 }
 
-fed_up() {
+fed_gen() {
   local work=$1 bin=$2
   shift 2
   "$bin/o3m-eval" gen-federation --out "$work" "$@" >/dev/null
   FED_CONF="$work/federation.conf"
   FED_PASSIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = passive/{print n}' "$FED_CONF")
-  local active pmg p
-  active=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
-  pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+  FED_ACTIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
+  FED_PMG=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
   # shellcheck disable=SC2086
-  "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$pmg" "$active" $FED_PASSIVE client
+  "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
+}
+
+fed_up() {
+  local work=$1 bin=$2
+  shift 2
+  fed_gen "$work" "$bin" "$@" || return 1
+  local active=$FED_ACTIVE pmg=$FED_PMG p
   fed_start "$work" "$bin" "$pmg" o3m-pmg
   for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
   fed_start "$work" "$bin" "$active" o3m-active

@@ -16,6 +16,10 @@ PACKAGES=(
   clang libclang-rt-14-dev
   help2man
   python3-cffi python3-numpy python3-pytest
+  # Operations (README "Operations"): the metrics and health port, sd_notify,
+  # and what the ops tests run: promtool, systemd-analyze verify, curl.
+  libmicrohttpd-dev libsystemd-dev
+  prometheus systemd curl python3
 )
 
 missing=()

@@ -8,6 +8,11 @@
 # federation's [federation] aggregation; with both, the two modes run one
 # after the other in this one run (secure first), each on a fresh
 # federation, for the side-by-side figures of issue 11.
+#
+# O3M_METRICS=off|on|both (default off): whether every daemon serves its
+# metrics port (--metrics-listen 127.0.0.1:0, README "Metrics and health");
+# with both, each aggregation mode runs without and then with it, on fresh
+# federations, for the metrics' overhead side by side (issue 13).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
@@ -25,7 +30,14 @@ pp_cpu_ticks() {
 
 modes="${O3M_AGGREGATION:-both}"
 [ "$modes" = both ] && modes="secure per-party"
+metrics="${O3M_METRICS:-off}"
+[ "$metrics" = both ] && metrics="off on"
 for mode in $modes; do
+ for met in $metrics; do
+  # federation-lib.sh asks fed_extra_args for each daemon's extra options.
+  if [ "$met" = on ]; then fed_extra_args() { echo "--metrics-listen 127.0.0.1:0"; }
+  else unset -f fed_extra_args; fi
+  echo "aggregation $mode, metrics $met"
   bench_fed_up load --aggregation "$mode"
   pp_before=$(pp_cpu_ticks)
   "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
@@ -40,4 +52,5 @@ for mode in $modes; do
     'BEGIN { printf "passive daemons, %s: %.1f CPU s for %d decisions = %.1f us per decision (4 PPs)\n", m, t / hz, n, 1e6 * t / hz / n }'
   fed_down
   echo
+ done
 done

@@ -1,0 +1,174 @@
+/* o3m_httpd.c -- see o3m_httpd.h. The listening socket is made here
+ * (getaddrinfo, bind, listen) and handed to libmicrohttpd, so that a bind
+ * error names its cause the way the gRPC port's does and the bound port is
+ * known at once; libmicrohttpd owns the socket from then on and closes it
+ * when the daemon stops. */
+#include "o3m_httpd.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+
+struct o3m_httpd {
+  struct MHD_Daemon *mhd;
+  o3m_metrics *metrics;
+  volatile sig_atomic_t ready;
+  int port;
+};
+
+/* Queues a reply of status with body (copied) as text/plain. */
+static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *body) {
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+  enum MHD_Result ok = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ok;
+}
+
+/* Answers one request; see the table in o3m_httpd.h. Requests carry no
+ * body, so the first call for a connection answers at once. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  (void)version;
+  (void)upload_data;
+  (void)con_cls;
+  o3m_httpd *h = cls;
+  if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+    *upload_data_size = 0;
+    return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
+  }
+  if (strcmp(url, "/healthz") == 0) return reply_text(c, MHD_HTTP_OK, "ok\n");
+  if (strcmp(url, "/readyz") == 0)
+    return h->ready ? reply_text(c, MHD_HTTP_OK, "ready\n")
+                    : reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+  if (strcmp(url, "/metrics") != 0) return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
+  char *text;
+  size_t len;
+  o3m_err e;
+  o3m_err_clear(&e);
+  if (o3m_metrics_render(h->metrics, &text, &len, &e) < 0)
+    return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render the metrics\n");
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          "text/plain; version=0.0.4; charset=utf-8");
+  enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return ok;
+}
+
+/* Splits "HOST:PORT", "[V6]:PORT" or ":PORT" into host (the default host
+ * when empty) and port. */
+static int split_listen(const char *listen, char *host, size_t hn, char *port, size_t pn,
+                        o3m_err *e) {
+  const char *colon = listen ? strrchr(listen, ':') : NULL;
+  if (!colon || !colon[1] || strlen(colon + 1) > 5 || strlen(colon + 1) >= pn ||
+      strspn(colon + 1, "0123456789") != strlen(colon + 1) || atoi(colon + 1) > 65535)
+    return o3m_err_set(e, O3M_EINVAL, "metrics listen '%s' is not HOST:PORT (for example "
+                       "127.0.0.1:9464)", listen ? listen : "(null)");
+  const char *h = listen;
+  size_t len = (size_t)(colon - listen);
+  if (len >= 2 && h[0] == '[' && h[len - 1] == ']') {
+    h++;
+    len -= 2;
+  }
+  if (len == 0) {
+    h = O3M_HTTPD_DEFAULT_HOST;
+    len = strlen(h);
+  }
+  if (len >= hn) return o3m_err_set(e, O3M_EINVAL, "metrics listen '%s': host too long", listen);
+  memcpy(host, h, len);
+  host[len] = '\0';
+  snprintf(port, pn, "%s", colon + 1);
+  return O3M_OK;
+}
+
+/* A listening TCP socket on addr, its port in *port_out. */
+static int bind_addr(const char *addr, int *fd_out, int *port_out, o3m_err *e) {
+  char host[256], port[16];
+  int rc = split_listen(addr, host, sizeof host, port, sizeof port, e);
+  if (rc < 0) return rc;
+  struct addrinfo hints, *ai;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  int g = getaddrinfo(host, port, &hints, &ai);
+  if (g != 0) return o3m_err_set(e, O3M_EINVAL, "metrics listen %s: %s", addr, gai_strerror(g));
+  int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+  int one = 1;
+  if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 32) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return o3m_err_set(e, O3M_EIO, "metrics listen %s: %s", addr, strerror(err));
+  }
+  freeaddrinfo(ai);
+  struct sockaddr_storage sa;
+  socklen_t sl = sizeof sa;
+  char pb[NI_MAXSERV];
+  if (getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 ||
+      getnameinfo((struct sockaddr *)&sa, sl, NULL, 0, pb, sizeof pb, NI_NUMERICSERV) != 0) {
+    int err = errno;
+    close(fd);
+    return o3m_err_set(e, O3M_EIO, "metrics listen %s: cannot read the bound port: %s", addr,
+                       strerror(err));
+  }
+  *fd_out = fd;
+  *port_out = atoi(pb);
+  return O3M_OK;
+}
+
+int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metrics, o3m_err *e) {
+  *out = NULL;
+  if (!metrics) return o3m_err_set(e, O3M_EINVAL, "metrics listen: no registry");
+  o3m_httpd *h = calloc(1, sizeof *h);
+  if (!h) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
+  h->metrics = metrics;
+  int fd;
+  int rc = bind_addr(listen_addr, &fd, &h->port, e);
+  if (rc < 0) {
+    free(h);
+    return rc;
+  }
+  h->mhd = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL,
+                            on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)O3M_HTTPD_MAX_CONNECTIONS,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)O3M_HTTPD_TIMEOUT_S,
+                            MHD_OPTION_END);
+  if (!h->mhd) {
+    close(fd);
+    free(h);
+    return o3m_err_set(e, O3M_EIO, "metrics listen %s: libmicrohttpd did not start",
+                       listen_addr);
+  }
+  *out = h;
+  return O3M_OK;
+}
+
+int o3m_httpd_port(const o3m_httpd *h) { return h->port; }
+
+void o3m_httpd_set_ready(o3m_httpd *h, int ready) {
+  if (h) h->ready = ready ? 1 : 0;
+}
+
+void o3m_httpd_stop(o3m_httpd *h) {
+  if (!h) return;
+  MHD_stop_daemon(h->mhd);
+  free(h);
+}

@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# ops_e2e.sh -- the daemons' operations surface, end to end (README
+# "Operations"): the real o3m-pmg, o3m-passive and o3m-active with mutual
+# TLS, each with --metrics-listen, scraped over HTTP the way Prometheus and
+# an orchestrator's probes do.
+#
+#   ops_e2e.sh BIN_DIR
+#
+# Checks, in this order:
+#  1. a passive party started before the mask generator answers /healthz
+#     200 and /readyz 503 while it waits for its block, then 200;
+#  2. every daemon's /metrics passes `promtool check metrics`;
+#  3. after recommend/reward calls through o3m-cli the AP's decisions,
+#     rewards, Recommend and Reward latency counts, calls to each passive
+#     party and the passive parties' Mask call counts have moved;
+#  4. an unknown path is 404, a POST 405;
+#  5. the AP's --log-format json log is one JSON object per line, gRPC
+#     core's own lines among them (routed through o3m_log), and a passive
+#     party with --log-level warn wrote no INFO line;
+#  6. the metrics reveal no decision id, user or item of the calls made;
+#  7. bad options are refused with a message naming them: a metrics port
+#     that is taken (exit 1), a malformed address, an unknown log level or
+#     format (exit 2).
+# Exit 0 when every check passes; otherwise the failing check's message.
+set -euo pipefail
+BIN=${1:?usage: ops_e2e.sh BIN_DIR}
+BIN=$(cd "$BIN" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../scripts/federation-lib.sh
+. "$HERE/../scripts/federation-lib.sh"
+
+command -v promtool >/dev/null || { echo "ops_e2e: promtool is missing (Debian package prometheus; scripts/setup-deps.sh)" >&2; exit 1; }
+command -v curl >/dev/null || { echo "ops_e2e: curl is missing" >&2; exit 1; }
+
+WORK=$(mktemp -d /tmp/o3m-ops.XXXXXX)
+cleanup() {
+  fed_down
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "ops_e2e: FAIL: $*" >&2
+  for f in "$WORK"/*.log; do echo "--- $f" >&2; tail -n 20 "$f" >&2; done
+  exit 1
+}
+
+# Extra options per daemon (federation-lib.sh calls this): every daemon a
+# metrics port picked by the kernel; the AP logs JSON at debug level (so
+# gRPC's own lines pass the filter), the first passive party only warnings.
+# The passive party at warn level does not log its port: it gets one
+# picked here.
+FIRST_PP=
+PP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fed_extra_args() {
+  local opts="--metrics-listen 127.0.0.1:0"
+  [ "$1" = "$FED_ACTIVE" ] && opts="$opts --log-format json --log-level debug"
+  [ "$1" = "$FIRST_PP" ] && opts="--metrics-listen 127.0.0.1:$PP_PORT --log-level warn"
+  [ "$1" != "$FED_ACTIVE" ] && [ "$1" != "$FED_PMG" ] && opts="$opts --pmg-timeout-s 60"
+  echo "$opts"
+}
+
+# metrics_port NAME: the port NAME's metrics server reported in its log.
+metrics_port() {
+  local i p
+  for i in $(seq 1 100); do
+    p=$(grep -o 'metrics and health on http://[^ ]* (port [0-9]*)' "$WORK/$1.log" 2>/dev/null |
+        sed 's/.*(port \([0-9]*\))/\1/' | head -n 1 || true)
+    [ -n "$p" ] && { echo "$p"; return 0; }
+    sleep 0.1
+  done
+  fail "$1 never logged its metrics port"
+}
+
+# status PORT PATH [curl options]: the HTTP status code.
+status() {
+  local port=$1 path=$2
+  shift 2
+  curl -s -o /dev/null -w '%{http_code}' "$@" "http://127.0.0.1:$port$path"
+}
+
+# metric PORT SERIES: the value of the first sample line starting with SERIES.
+metric() {
+  curl -sf "http://127.0.0.1:$1/metrics" | grep -F -- "$2" | grep -v '^#' | head -n 1 |
+    awk '{print $NF}'
+}
+
+fed_gen "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20
+read -r FIRST_PP _ <<<"$(echo $FED_PASSIVE)"
+# The AP keeps its model in a state_dir: rewards go through the journal.
+mkdir -p "$WORK/ap-state"
+sed -i "/^\[party $FED_ACTIVE\]/a state_dir = $WORK/ap-state" "$FED_CONF"
+
+# --- 1: readiness follows the block ----------------------------------------
+fed_start "$WORK" "$BIN" "$FIRST_PP" o3m-passive
+for i in $(seq 1 50); do [ "$(status "$PP_PORT" /healthz)" = 200 ] && break; sleep 0.1; done
+[ "$(status "$PP_PORT" /healthz)" = 200 ] || fail "/healthz of a waiting passive party is not 200"
+[ "$(status "$PP_PORT" /readyz)" = 503 ] ||
+  fail "/readyz of a passive party without its block is $(status "$PP_PORT" /readyz), not 503"
+fed_start "$WORK" "$BIN" "$FED_PMG" o3m-pmg
+for p in $FED_PASSIVE; do [ "$p" = "$FIRST_PP" ] || fed_start "$WORK" "$BIN" "$p" o3m-passive; done
+# gRPC core logs at debug level in the AP only, so its lines reach o3m_log.
+GRPC_VERBOSITY=debug fed_start "$WORK" "$BIN" "$FED_ACTIVE" o3m-active
+for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$WORK" "$p" || fail "$p did not start"; done
+AP_PORT=$(metrics_port "$FED_ACTIVE")
+PMG_PORT=$(metrics_port "$FED_PMG")
+for port in "$PP_PORT" "$AP_PORT" "$PMG_PORT"; do
+  [ "$(status "$port" /readyz)" = 200 ] || fail "/readyz on port $port is not 200 once serving"
+  [ "$(status "$port" /healthz)" = 200 ] || fail "/healthz on port $port is not 200"
+done
+echo "ops_e2e: /healthz and /readyz: 503 while waiting for the block, 200 when serving"
+
+# --- 3: values move ----------------------------------------------------------
+dec0=$(metric "$AP_PORT" 'o3m_ap_decisions_total')
+[ "$dec0" = 0 ] || fail "o3m_ap_decisions_total starts at '$dec0', not 0"
+CLI=("$BIN/o3m-cli" --config "$FED_CONF" --as client)
+# o3m-eval gen-federation names users u0.. and items i0..
+USER_ID=u17
+ITEMS=i0,i1,i2
+DECISIONS=()
+for i in 1 2 3; do
+  out=$("${CLI[@]}" recommend --user "$USER_ID" --items "$ITEMS") || fail "recommend failed: $out"
+  DECISIONS+=("$(echo "$out" | sed -n 's/.*decision=\([0-9]*\).*/\1/p')")
+done
+for d in "${DECISIONS[@]:0:2}"; do
+  "${CLI[@]}" reward --decision "$d" --reward 1 >/dev/null || fail "reward of $d failed"
+done
+# The AP publishes its totals after every drain of its serving thread.
+sleep 0.3
+SCRAPE=$(curl -sf "http://127.0.0.1:$AP_PORT/metrics") || fail "cannot scrape the AP"
+val() { echo "$SCRAPE" | grep -F -- "$1" | grep -v '^#' | head -n 1 | awk '{print $NF}'; }
+[ "$(val 'o3m_ap_decisions_total ')" = 3 ] || fail "o3m_ap_decisions_total is '$(val 'o3m_ap_decisions_total ')' after 3 recommends"
+[ "$(val 'o3m_ap_rewards_total ')" = 2 ] || fail "o3m_ap_rewards_total is '$(val 'o3m_ap_rewards_total ')' after 2 rewards"
+[ "$(val 'o3m_ap_pending_decisions ')" = 1 ] || fail "o3m_ap_pending_decisions is not 1"
+[ "$(val 'o3m_rpc_duration_seconds_count{method="/o3m.v1.Active/Recommend"}')" = 3 ] ||
+  fail "the Recommend latency histogram did not count 3 calls"
+[ "$(val 'o3m_rpc_duration_seconds_count{method="/o3m.v1.Active/Reward"}')" = 2 ] ||
+  fail "the Reward latency histogram did not count 2 calls"
+[ "$(val 'o3m_rpc_calls_total{method="/o3m.v1.Active/Reward",code="OK"}')" = 2 ] ||
+  fail "o3m_rpc_calls_total for Reward OK is not 2"
+for p in $FED_PASSIVE; do
+  n=$(val "o3m_ap_pp_calls_total{party=\"$p\",code=\"OK\"}")
+  [ -n "$n" ] && [ "${n%%.*}" -ge 3 ] || fail "o3m_ap_pp_calls_total for party $p is '$n', expected >= 3"
+done
+[ "$(val 'o3m_ap_journal_sync_seconds_count ')" = 2 ] ||
+  fail "the journal's fdatasync histogram did not count the 2 rewards"
+age=$(val 'o3m_ap_checkpoint_age_seconds ')
+[ -n "$age" ] && python3 -c "import sys; a = float(sys.argv[1]); assert 0 <= a < 120" "$age" ||
+  fail "o3m_ap_checkpoint_age_seconds is '$age'"
+echo "$SCRAPE" | grep -q '^o3m_mask_info{mask_id="[0-9a-f]\{16\}"} 1$' || fail "no o3m_mask_info on the AP"
+n=$(metric "$PP_PORT" 'o3m_rpc_calls_total{method="/o3m.v1.Passive/MaskBatch",code="OK"}')
+[ -n "$n" ] && [ "${n%%.*}" -ge 1 ] || fail "the passive party counted no MaskBatch call ('$n')"
+n=$(metric "$PMG_PORT" 'o3m_rpc_calls_total{method="/o3m.v1.MaskGenerator/GetBlock",code="OK"}')
+[ -n "$n" ] && [ "${n%%.*}" -ge 3 ] || fail "the mask generator counted '$n' GetBlock calls, expected >= 3"
+[ "$(metric "$PMG_PORT" 'o3m_pmg_parties_confirmed ')" = 3 ] &&
+  [ "$(metric "$PMG_PORT" 'o3m_pmg_mask_forgotten ')" = 1 ] ||
+  fail "the mask generator does not show 3 confirmed parties and Q forgotten"
+[ "$(metric "$PMG_PORT" 'o3m_mask_info{')" = 1 ] || fail "no o3m_mask_info on the PMG"
+echo "ops_e2e: metrics moved: 3 decisions, 2 rewards, 1 pending, PP and PMG calls counted"
+
+# --- 2: promtool -------------------------------------------------------------
+for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
+  curl -sf "http://127.0.0.1:$port/metrics" >"$WORK/scrape-$port.txt" || fail "scrape of port $port"
+  promtool check metrics <"$WORK/scrape-$port.txt" >"$WORK/promtool-$port.txt" 2>&1 ||
+    fail "promtool check metrics on port $port: $(cat "$WORK/promtool-$port.txt")"
+done
+[ -n "${O3M_OPS_SAVE:-}" ] && cp "$WORK/scrape-$AP_PORT.txt" "$O3M_OPS_SAVE"
+echo "ops_e2e: promtool check metrics passes for the AP, a PP and the PMG"
+
+# --- 4: other paths and methods ----------------------------------------------
+[ "$(status "$AP_PORT" /nope)" = 404 ] || fail "an unknown path is not 404"
+[ "$(status "$AP_PORT" /metrics -X POST)" = 405 ] || fail "a POST is not 405"
+
+# --- 6: nothing private ---------------------------------------------------------
+for d in "${DECISIONS[@]}"; do
+  grep -q "$d" "$WORK/scrape-$AP_PORT.txt" && fail "the AP's metrics contain decision id $d"
+done
+grep -qF "$USER_ID" "$WORK/scrape-$AP_PORT.txt" && fail "the AP's metrics contain the user id"
+
+# --- 7: bad options ----------------------------------------------------------------
+# expect_refusal CODE TEXT OPTIONS...: o3m-pmg with OPTIONS exits CODE and
+# says TEXT on stderr, before it binds its gRPC port.
+expect_refusal() {
+  local want=$1 text=$2 rc=0
+  shift 2
+  "$BIN/o3m-pmg" --config "$FED_CONF" --party "$FED_PMG" "$@" 2>"$WORK/refusal.txt" || rc=$?
+  [ "$rc" = "$want" ] || fail "o3m-pmg $* exited $rc, expected $want: $(cat "$WORK/refusal.txt")"
+  grep -qF -- "$text" "$WORK/refusal.txt" ||
+    fail "o3m-pmg $* did not say '$text': $(cat "$WORK/refusal.txt")"
+}
+expect_refusal 1 "metrics listen 127.0.0.1:$AP_PORT: Address already in use" \
+  --metrics-listen "127.0.0.1:$AP_PORT"
+expect_refusal 1 "metrics listen 'localhost' is not HOST:PORT" --metrics-listen localhost
+expect_refusal 1 "metrics listen '127.0.0.1:70000' is not HOST:PORT" --metrics-listen 127.0.0.1:70000
+expect_refusal 2 "--log-level: 'loud' is not debug, info, warn or error" --log-level loud
+expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
+echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
+
+# --- 5: logs --------------------------------------------------------------------
+fed_down
+python3 - "$WORK/$FED_ACTIVE.log" <<'EOF' || fail "the AP's JSON log"
+import json, sys
+n = grpc = 0
+levels = set()
+with open(sys.argv[1], encoding="utf-8") as f:
+    for i, line in enumerate(f, 1):
+        rec = json.loads(line)  # every line must be one JSON object
+        assert set(rec) == {"time", "level", "prog", "msg"}, f"line {i}: keys {sorted(rec)}"
+        levels.add(rec["level"])
+        grpc += rec["msg"].startswith("grpc ")
+        n += 1
+assert n >= 3, f"only {n} lines"
+assert "info" in levels, f"levels {levels}"
+assert grpc > 0, "no gRPC core line went through o3m_log"
+print(f"ops_e2e: the AP's log: {n} JSON lines, {grpc} of them gRPC core's, levels {sorted(levels)}")
+EOF
+grep -q ' INFO ' "$WORK/$FIRST_PP.log" && fail "--log-level warn let INFO lines through"
+grep -q ' INFO ' "$WORK/$FED_PMG.log" || fail "the PMG at the default level wrote no INFO line"
+echo "ops_e2e: --log-level warn filtered the passive party's INFO lines"
+echo "ops_e2e: ok"
