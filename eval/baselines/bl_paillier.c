@@ -38,8 +38,9 @@ static void wipe_clear(mpz_ptr x) {
   mpz_clear(x);
 }
 
-/* x = a uniform random number of `bits` bits (top bit not forced). */
-static int rand_bits(mpz_ptr x, int bits, o3m_err *e) {
+int bl_paillier_random_bits(mpz_ptr x, int bits, o3m_err *e) {
+  if (bits < 1 || bits > (1 << 20))
+    return o3m_err_set(e, O3M_EINVAL, "paillier: random bits must be in [1, 2^20], got %d", bits);
   size_t nb = ((size_t)bits + 7) / 8;
   unsigned char *buf = malloc(nb);
   if (!buf) return o3m_err_set(e, O3M_ENOMEM, "paillier: out of memory for %zu random bytes", nb);
@@ -61,7 +62,7 @@ static int rand_unit(const bl_paillier *k, mpz_ptr r, o3m_err *e) {
   mpz_init(g);
   int rc = 0;
   for (;;) {
-    if ((rc = rand_bits(r, k->bits + 64, e))) break;
+    if ((rc = bl_paillier_random_bits(r, k->bits + 64, e))) break;
     mpz_mod(r, r, k->n);
     if (mpz_sgn(r) == 0) continue;
     mpz_gcd(g, r, k->n);
@@ -145,7 +146,7 @@ int bl_paillier_from_primes(mpz_srcptr p, mpz_srcptr q, bl_paillier **out, o3m_e
 /* p = a random prime of exactly `bits` bits with its two top bits set. */
 static int rand_prime(mpz_ptr p, int bits, o3m_err *e) {
   for (;;) {
-    int rc = rand_bits(p, bits, e);
+    int rc = bl_paillier_random_bits(p, bits, e);
     if (rc) return rc;
     mpz_setbit(p, (mp_bitcnt_t)bits - 1);
     mpz_setbit(p, (mp_bitcnt_t)bits - 2);

@@ -137,6 +137,10 @@ int bl_paillier_mul(const bl_paillier *k, bl_pct *out, const bl_pct *a, mpz_srcp
 int bl_paillier_mul_i64(const bl_paillier *k, bl_pct *out, const bl_pct *a, int64_t s,
                         o3m_err *e);
 
+/* x = a uniform random integer in [0, 2^bits) from RAND_bytes (masks of
+ * the protocols built on this module). O3M_ERANDOM if RAND_bytes fails. */
+int bl_paillier_random_bits(mpz_ptr x, int bits, o3m_err *e);
+
 /* --- signed fixed point --- */
 
 /* out = round(v 2^frac_bits). O3M_ENONFINITE for NaN or infinities,
