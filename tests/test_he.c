@@ -55,9 +55,24 @@ Test(he, round_matches_plaintext_with_exact_counts, .timeout = 120) {
   cr_assert_eq(st.n_dec, K * (D + 2));
   cr_assert_eq(st.n_noise, K * 4 + K * (D + 2));
   /* Scalar products: per candidate, the passive columns c >= i of every
-   * u_i (columns 2..5: 4+4+4+3+2+1 = 18), d masks r_i, and theta's 4. */
-  cr_assert_eq(st.n_mul, K * (18 + D + 4), "n_mul %ld", st.n_mul);
-  cr_assert(st.s_mul > 0 && st.s_dec > 0 && st.s_noise > 0);
+   * u_i (columns 2..5: 4+4+4+3+2+1 = 18) and theta's 4; d more by the masks r_i. */
+  cr_assert_eq(st.n_mul, K * (18 + 4), "n_mul %ld", st.n_mul);
+  cr_assert_eq(st.n_mmul, K * D, "n_mmul %ld", st.n_mmul);
+  cr_assert(st.s_mul > 0 && st.s_mmul > 0 && st.s_dec > 0 && st.s_noise > 0);
+  /* The count formula predicts every count the round made. */
+  bl_he_stats f;
+  bl_he_count(&r, &f);
+  cr_assert_eq(f.n_noise, st.n_noise);
+  cr_assert_eq(f.n_enc, st.n_enc, "enc %ld vs %ld", f.n_enc, st.n_enc);
+  cr_assert_eq(f.n_dec, st.n_dec);
+  cr_assert_eq(f.n_mul, st.n_mul);
+  cr_assert_eq(f.n_mmul, st.n_mmul);
+  cr_assert_eq(f.n_add, st.n_add, "add %ld vs %ld", f.n_add, st.n_add);
+  /* Predicting the measured run from its own means gives its op time. */
+  double on, off;
+  bl_he_estimate(&f, &st, &on, &off);
+  cr_assert_float_eq(off, st.s_noise, 1e-12);
+  cr_assert(on > 0 && on <= c.seconds, "predicted %g, measured %g", on, c.seconds);
   cr_assert(c.offline_seconds > 0 && c.seconds > 0);
   bl_he_destroy(h);
 }

@@ -241,7 +241,7 @@ static int he_round(bl_he *h, work *w, const bl_round *r, double *lin, double *q
       add_plain(h, w->acc, w->q);
       /* v += r_i Enc(u_i), then w_i = u_i + r_i. */
       rc = bl_paillier_random_bits(w->r[i], mbits, e);
-      if (!rc) TIMED(h, mul, rc = bl_paillier_mul(h->pk, w->tmp, w->acc, w->r[i], e));
+      if (!rc) TIMED(h, mmul, rc = bl_paillier_mul(h->pk, w->tmp, w->acc, w->r[i], e));
       if (!rc) TIMED(h, add, bl_paillier_add(h->pk, snd[d], snd[d], w->tmp));
       if (!rc) {
         bl_pct_copy(snd[i], w->acc);
@@ -290,6 +290,27 @@ static int he_round(bl_he *h, work *w, const bl_round *r, double *lin, double *q
   }
   c->seconds = o3m_clock_s() - t0;
   return rc;
+}
+
+void bl_he_count(const bl_round *r, bl_he_stats *s) {
+  long K = r->K, d = r->d, d0 = r->dims[0], p = d - d0;
+  long M = d0 * p + p * (p + 1) / 2;
+  memset(s, 0, sizeof *s);
+  s->n_noise = s->n_enc = K * (p + d + 2);
+  s->n_mul = K * (M + p);
+  s->n_mmul = K * d;
+  s->n_add = K * (M + 4 * d + p + 4);
+  s->n_dec = K * (d + 2);
+}
+
+/* count times the mean seconds of one operation of a kind (0 if unmeasured) */
+static double predict(long count, long n, double s) { return n > 0 ? (double)count * s / (double)n : 0.0; }
+
+void bl_he_estimate(const bl_he_stats *c, const bl_he_stats *per, double *online, double *offline) {
+  *offline = predict(c->n_noise, per->n_noise, per->s_noise);
+  *online = predict(c->n_enc, per->n_enc, per->s_enc) + predict(c->n_dec, per->n_dec, per->s_dec) +
+            predict(c->n_add, per->n_add, per->s_add) + predict(c->n_mul, per->n_mul, per->s_mul) +
+            predict(c->n_mmul, per->n_mmul, per->s_mmul);
 }
 
 int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e) {

@@ -51,10 +51,14 @@ typedef struct bl_he_config {
 
 void bl_he_config_default(bl_he_config *c);
 
-/* Operation counts and seconds of the last bl_he_round. */
+/* Operation counts and seconds of the last bl_he_round. noise is r^n mod
+ * n^2 (offline), enc an encryption with precomputed noise, mul a scalar
+ * product by a model value (frac_bits-sized scalar), mmul one by a mask r_i
+ * (2 frac_bits + 64 + stat_bits bits, so several times dearer), add a
+ * ciphertext product or a plaintext addition. */
 typedef struct bl_he_stats {
-  long n_noise, n_enc, n_dec, n_add, n_mul;
-  double s_noise, s_enc, s_dec, s_add, s_mul; /* seconds spent in each, summed */
+  long n_noise, n_enc, n_dec, n_add, n_mul, n_mmul;
+  double s_noise, s_enc, s_dec, s_add, s_mul, s_mmul; /* seconds spent in each, summed */
 } bl_he_stats;
 
 typedef struct bl_he bl_he;
@@ -72,5 +76,20 @@ int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost 
 
 /* The counts and times of the last round. */
 void bl_he_stats_get(const bl_he *h, bl_he_stats *s);
+
+/* The operation counts bl_he_round makes on a round of r's shape (seconds
+ * zero), for rounds too slow to run: with M = d0 (d - d0) + (d - d0)(d - d0
+ * + 1) / 2 (d0 the active party's width, p = d - d0), per candidate
+ * noise = enc = p + d + 2, mul = M + p, mmul = d, add = M + 4 d + p + 4,
+ * dec = d + 2. Exact when no encoded theta or Cholesky entry is zero (a
+ * zero scalar's product is skipped). */
+void bl_he_count(const bl_round *r, bl_he_stats *counts);
+
+/* Online and offline seconds predicted for `counts` from the per-operation
+ * means of a measured run `per` (each kind's seconds over its count). The
+ * prediction leaves out the plaintext work (encoding, Cholesky), which is
+ * small beside the exponentiations. */
+void bl_he_estimate(const bl_he_stats *counts, const bl_he_stats *per, double *online,
+                    double *offline);
 
 #endif
