@@ -292,6 +292,12 @@ static int he_round(bl_he *h, work *w, const bl_round *r, double *lin, double *q
   return rc;
 }
 
+uint64_t bl_he_bytes(const bl_he *h, const bl_round *r) {
+  uint64_t K = (uint64_t)r->K, d = (uint64_t)r->d, passive = (uint64_t)(r->d - r->dims[0]);
+  uint64_t cts = bl_paillier_ct_size(h->pk), pts = bl_paillier_pt_size(h->pk);
+  return K * passive * cts + K * (d + 2) * cts + 2 * K * pts;
+}
+
 void bl_he_count(const bl_round *r, bl_he_stats *s) {
   long K = r->K, d = r->d, d0 = r->dims[0], p = d - d0;
   long M = d0 * p + p * (p + 1) / 2;
@@ -322,9 +328,7 @@ int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost 
   if (!rc) rc = he_round(h, &w, r, lin, quad, c, e);
   work_free(&w, r);
   if (rc) return rc;
-  uint64_t K = (uint64_t)r->K, d = (uint64_t)r->d, passive = (uint64_t)(r->d - r->dims[0]);
-  uint64_t cts = bl_paillier_ct_size(h->pk), pts = bl_paillier_pt_size(h->pk);
-  c->bytes = K * passive * cts + K * (d + 2) * cts + 2 * K * pts;
+  c->bytes = bl_he_bytes(h, r);
   c->rounds = (r->N > 1 ? 1 : 0) + 2;
   double *pl = malloc(2 * (size_t)r->K * sizeof *pl);
   if (!pl) return o3m_err_set(e, O3M_ENOMEM, "he: out of memory");

@@ -74,6 +74,10 @@ double bl_he_keygen_seconds(const bl_he *h);
  * value does not fit the fixed point. */
 int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
+/* The bytes one round on r's shape sends: K (d - d0) ciphertexts from the
+ * passive parties, K (d + 2) from the evaluator, 2 K plaintexts back. */
+uint64_t bl_he_bytes(const bl_he *h, const bl_round *r);
+
 /* The counts and times of the last round. */
 void bl_he_stats_get(const bl_he *h, bl_he_stats *s);
 
