@@ -63,7 +63,7 @@ check o3m-bench-load --config --cert --key --insecure --K --concurrency --second
 rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay audit gen-criteo; do
+for cmd in simulate gen-synthetic gen-federation federate regret cost baselines replay audit gen-criteo; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
@@ -76,8 +76,11 @@ check "o3m-eval federate" --config --truth --rounds --K --seed --cert --key --in
   --require-match
 check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-ratios --algo \
   --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots \
-  --whiten --aggregation
+  --whiten --aggregation --dp-eps --dp-delta --dp-clip
 check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir
+check "o3m-eval baselines" --settings --d --K --N --mechanisms --he-max-K --he-budget \
+  --mpc-max-N --sec-max-N --dp-eps --dp-delta --dp-T --dp-clip --min-time --seed --out-dir \
+  --no-plots
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
   --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
