@@ -84,7 +84,7 @@ check "o3m-eval baselines" --settings --d --K --N --mechanisms --he-max-K --he-b
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
   --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
-  --variants --threads --aggregation --whiten
+  --variants --threads --aggregation --whiten --dp-eps --dp-delta --dp-clip --dp-T
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
   --score-whitened
