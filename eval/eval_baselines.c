@@ -598,7 +598,7 @@ static const o3m_cli_option ble_options[] = {
     [BO_MECH] = {"mechanisms", "LIST", "of o3m-pp, o3m-sec, mpc, he, dp (all)"},
     [BO_HE_MAX_K] = {"he-max-K", "N", "HE runs this many candidates, times scaled to K (1)"},
     [BO_HE_BUDGET] = {"he-budget", "S",
-                      "HE runs predicted above S seconds are extrapolated instead (10)"},
+                      "HE runs predicted above S seconds are extrapolated instead (30)"},
     [BO_MPC_MAX_N] = {"mpc-max-N", "N", "MPC is not run above N parties (100)"},
     [BO_SEC_MAX_N] = {"sec-max-N", "N", "O3M with secure aggregation is not run above N (100)"},
     [BO_DP_EPS] = {"dp-eps", "E", "DP epsilon over --dp-T rounds, per party (1)"},
@@ -643,7 +643,8 @@ static int list_bits(const char *s, int *out) {
 int eval_baselines_main(int argc, char **argv) {
   ble_opts o = {.small = 1, .large = 1, .sweep = 1, .nd = 4, .ds = {25, 50, 100, 200},
                 .nK = 3, .Ks = {5, 20, 40}, .nN = 3, .Ns = {2, 10, 50},
-                .mech = (1 << M_COUNT) - 1, .he_max_K = 1, .he_budget = 10, .mpc_max_N = 100, .sec_max_N = 100,
+                .mech = (1 << M_COUNT) - 1, .he_max_K = 1, .he_budget = 30, .mpc_max_N = 100,
+                .sec_max_N = 100,
                 .dp_eps = 1, .dp_delta = 1e-5, .dp_T = 1000, .dp_clip = 1, .min_time = 0.2,
                 .out_dir = "eval-out/baselines", .plots = 1, .seed = 1};
   o3m_cli cl;
