@@ -445,8 +445,9 @@ static int write_plot(const ble_opts *o, o3m_err *e) {
           "set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,11'\n"
           "set output 'baselines_time_vs_d.png'\n"
           "set datafile separator ','\n"
-          "set key top left\nset logscale y\nset format y '10^{%%L}'\n"
-          "set xlabel 'd (K, N of the d sweep)'\nset ylabel 'online seconds per round (log)'\n"
+          "set key bottom right box opaque\nset logscale y\nset format y '10^{%%L}'\n"
+          "set xlabel 'd (K = 10 candidates, N = 5 parties)'\n"
+          "set ylabel 'online seconds per round (log)'\n"
           "set title 'One LinUCB round statistic: O3M vs MPC, HE (Paillier 2048) and DP'\n"
           "plot ");
   for (int m = 0; m < M_COUNT; m++)
