@@ -111,7 +111,8 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
   const int d = s->d, K = s->K, N = s->N, H = 20;
   memset(in, 0, sizeof *in);
   if (N < 1 || N > d || N > O3M_MAX_PARTIES)
-    return o3m_err_set(e, O3M_EINVAL, "%s: cannot split d = %d among N = %d parties", s->name, d, N);
+    return o3m_err_set(e, O3M_EINVAL, "%s: cannot split d = %d among N = %d parties", s->name,
+                       d, N);
   for (int j = 0; j < N; j++) in->dims[j] = d / N + (j < d % N);
   int rc = o3m_partition_from_dims(&in->part, N, in->dims, e);
   if (rc) return rc;
@@ -131,7 +132,8 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
   eval_synth_config hc = {.d = d, .K = 1, .noise_var = 0.05, .seed = seed};
   if (!rc && (rc = eval_synth_create(&syn, &hc)) != 0)
     o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
-  for (int t = 0; !rc && t < H; t++) rc = eval_synth_round(syn, hist + (size_t)t * d, NULL, rew + t);
+  for (int t = 0; !rc && t < H; t++)
+    rc = eval_synth_round(syn, hist + (size_t)t * d, NULL, rew + t);
   eval_synth_destroy(syn);
   syn = NULL;
   eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = seed + 1};
@@ -459,7 +461,8 @@ static int write_plot(const ble_opts *o, o3m_err *e) {
 }
 
 /* A setting; paper NULL when the paper has no figure for it. */
-static ble_setting setting(const char *name, int d, int K, int N, const double *paper, int sweep_d) {
+static ble_setting setting(const char *name, int d, int K, int N, const double *paper,
+                           int sweep_d) {
   ble_setting s = {.d = d, .K = K, .N = N, .sweep_d = sweep_d};
   snprintf(s.name, sizeof s.name, "%s", name);
   for (int m = 0; m < M_COUNT; m++) s.paper[m] = paper ? paper[m] : -1;
@@ -473,9 +476,12 @@ static int run_all(const ble_opts *o, o3m_err *e) {
   static const double large_paper[M_COUNT] = {7.28, -1, 103, -1, 6.48};
   if (o->small) set[ns++] = setting("small", 100, 20, 5, small_paper, 0);
   if (o->large) set[ns++] = setting("large", 500, 10, 500, large_paper, 0);
-  for (int i = 0; o->sweep && i < o->nd; i++) set[ns++] = setting("sweep-d", o->ds[i], 10, 5, NULL, 1);
-  for (int i = 0; o->sweep && i < o->nK; i++) set[ns++] = setting("sweep-K", 50, o->Ks[i], 5, NULL, 0);
-  for (int i = 0; o->sweep && i < o->nN; i++) set[ns++] = setting("sweep-N", 50, 10, o->Ns[i], NULL, 0);
+  for (int i = 0; o->sweep && i < o->nd; i++)
+    set[ns++] = setting("sweep-d", o->ds[i], 10, 5, NULL, 1);
+  for (int i = 0; o->sweep && i < o->nK; i++)
+    set[ns++] = setting("sweep-K", 50, o->Ks[i], 5, NULL, 0);
+  for (int i = 0; o->sweep && i < o->nN; i++)
+    set[ns++] = setting("sweep-N", 50, 10, o->Ns[i], NULL, 0);
 
   char path[4096];
   snprintf(path, sizeof path, "%s/baselines.csv", o->out_dir);
@@ -665,7 +671,9 @@ int eval_baselines_main(int argc, char **argv) {
         if (!strcmp(t, "small")) o.small = 1;
         else if (!strcmp(t, "large")) o.large = 1;
         else if (!strcmp(t, "sweep")) o.sweep = 1;
-        else return o3m_cli_usage_error(&ble_cli, "--settings: '%s' is not small, large or sweep", t);
+        else
+          return o3m_cli_usage_error(&ble_cli, "--settings: '%s' is not small, large or sweep",
+                                     t);
       }
       break;
     }

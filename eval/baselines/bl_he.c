@@ -144,7 +144,8 @@ static int work_alloc(work *w, const bl_he *h, const bl_round *r, o3m_err *e) {
   if (!rc) rc = bl_pct_new(h->pk, &w->zero, e);
   if (!rc) rc = bl_pct_new(h->pk, &w->one, e);
   for (size_t k = 0; !rc && k < K; k++)
-    for (size_t c = (size_t)r->dims[0]; !rc && c < d; c++) rc = bl_pct_new(h->pk, &w->ct[k * d + c], e);
+    for (size_t c = (size_t)r->dims[0]; !rc && c < d; c++)
+      rc = bl_pct_new(h->pk, &w->ct[k * d + c], e);
   for (size_t i = 0; !rc && i < K * (d + 2); i++) rc = bl_pct_new(h->pk, &w->send[i], e);
   return rc;
 }
@@ -310,7 +311,9 @@ void bl_he_count(const bl_round *r, bl_he_stats *s) {
 }
 
 /* count times the mean seconds of one operation of a kind (0 if unmeasured) */
-static double predict(long count, long n, double s) { return n > 0 ? (double)count * s / (double)n : 0.0; }
+static double predict(long count, long n, double s) {
+  return n > 0 ? (double)count * s / (double)n : 0.0;
+}
 
 void bl_he_estimate(const bl_he_stats *c, const bl_he_stats *per, double *online, double *offline) {
   *offline = predict(c->n_noise, per->n_noise, per->s_noise);

@@ -126,7 +126,8 @@ static int set_from_primes(bl_paillier *k, mpz_srcptr p, mpz_srcptr q, o3m_err *
   inv = inv && mpz_invert(k->hq, u, q);
   inv = inv && mpz_invert(k->qinv_p, q, p);
   mpz_clears(g, u, pm1, NULL);
-  if (!inv) return o3m_err_set(e, O3M_EINVAL, "paillier: CRT constants do not exist for these primes");
+  if (!inv)
+    return o3m_err_set(e, O3M_EINVAL, "paillier: CRT constants do not exist for these primes");
   return 0;
 }
 
