@@ -93,7 +93,7 @@ static int gauss(bl_dp *h, double *z, o3m_err *e) {
     *z = h->spare;
     return 0;
   }
-  uint64_t a, b;
+  uint64_t a = 0, b = 0; /* set on success; initialized for gcc -O3, which cannot see it */
   int rc = next_word(h, &a, e);
   if (!rc) rc = next_word(h, &b, e);
   if (rc) return rc;
