@@ -16,5 +16,6 @@ int eval_baselines_main(int argc, char **argv);
 int eval_replay_main(int argc, char **argv);
 int eval_gen_criteo_main(int argc, char **argv);
 int eval_audit_main(int argc, char **argv);
+int eval_hannun_main(int argc, char **argv);
 
 #endif

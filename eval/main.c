@@ -27,6 +27,7 @@ static const struct {
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
     {"audit", eval_audit_main, "what the AP could learn from your feature table"},
+    {"hannun", eval_hannun_main, "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
 };
 
 static void usage(FILE *f) {

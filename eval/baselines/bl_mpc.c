@@ -252,6 +252,17 @@ static void reconstruct(const bl_mpc *m, const uint64_t *x, long n, uint64_t *ou
   }
 }
 
+/* The sum of the N shares of x - a: what every party computes from the
+ * opened messages x_p - a_p, without a buffer for the messages. */
+static void reconstruct_diff(const bl_mpc *m, const uint64_t *x, const uint64_t *a, long n,
+                             uint64_t *out) {
+  for (long i = 0; i < n; i++) out[i] = x[i] - a[i];
+  for (int p = 1; p < m->N; p++) {
+    const uint64_t *xs = x + (size_t)p * (size_t)n, *as = a + (size_t)p * (size_t)n;
+    for (long i = 0; i < n; i++) out[i] += xs[i] - as[i];
+  }
+}
+
 static void reconstruct_xor(const bl_mpc *m, const uint64_t *x, long n, uint64_t *out) {
   memcpy(out, x, sizeof *out * (size_t)n);
   for (int p = 1; p < m->N; p++) {
@@ -279,6 +290,10 @@ int bl_mpc_open_to(bl_mpc *m, int to, const uint64_t *x, long n, uint64_t *out, 
   m->bytes += 8u * (uint64_t)(m->N - 1) * (uint64_t)n;
   m->rounds++;
   return 0;
+}
+
+void bl_mpc_peek(const bl_mpc *m, const uint64_t *x, long n, uint64_t *out) {
+  reconstruct(m, x, n, out);
 }
 
 void bl_mpc_add(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n) {
@@ -343,14 +358,14 @@ int bl_mpc_trunc(bl_mpc *m, uint64_t *z, const uint64_t *x, long n, o3m_err *e) 
 int bl_mpc_mul(bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n, int trunc,
                o3m_err *e) {
   size_t Nn = (size_t)m->N * (size_t)n;
-  uint64_t *t = bl_mpc_alloc(m, 5 * n); /* a, b, c, then e, f shares */
+  uint64_t *t = bl_mpc_alloc(m, 3 * n); /* a, b, c */
   uint64_t *ef = malloc(sizeof *ef * 2 * (size_t)(n > 0 ? n : 1));
   if (!t || !ef) {
     free(t);
     free(ef);
     return o3m_err_set(e, O3M_ENOMEM, "mpc: out of memory multiplying %ld values", n);
   }
-  uint64_t *a = t, *b = t + Nn, *c = t + 2 * Nn, *d = t + 3 * Nn;
+  uint64_t *a = t, *b = t + Nn, *c = t + 2 * Nn;
   /* Offline: a Beaver triple c = a b (ring products). */
   dealer_begin(m);
   prg_bulk(dealer(m), a, n);
@@ -361,10 +376,8 @@ int bl_mpc_mul(bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, lon
   deal(m, c, n, c);
   dealer_end(m);
   /* Online: open e = x - a and f = y - b together (one round). */
-  bl_mpc_sub(m, d, x, a, n);
-  reconstruct(m, d, n, ef);
-  bl_mpc_sub(m, d, y, b, n);
-  reconstruct(m, d, n, ef + n);
+  reconstruct_diff(m, x, a, n, ef);
+  reconstruct_diff(m, y, b, n, ef + n);
   count_open_all(m, 2 * n);
   m->rounds++;
   for (int p = 0; p < m->N; p++) {
@@ -398,10 +411,9 @@ int bl_mpc_matmul(bl_mpc *m, int nb, uint64_t *Z, const uint64_t *X, const uint6
   const long nx = (long)nb * r * k, ny = (long)nb * k * c, nz = (long)nb * r * c;
   const size_t N = (size_t)m->N;
   uint64_t *A = bl_mpc_alloc(m, nx), *B = bl_mpc_alloc(m, ny), *C = bl_mpc_alloc(m, nz);
-  uint64_t *D = bl_mpc_alloc(m, nx > ny ? nx : ny);
   uint64_t *E = malloc(sizeof *E * (size_t)(nx + ny));
   int rc = 0;
-  if (!A || !B || !C || !D || !E) {
+  if (!A || !B || !C || !E) {
     rc = o3m_err_set(e, O3M_ENOMEM, "mpc: out of memory for %d products of %d x %d by %d x %d",
                      nb, r, k, k, c);
     goto out;
@@ -418,10 +430,8 @@ int bl_mpc_matmul(bl_mpc *m, int nb, uint64_t *Z, const uint64_t *X, const uint6
   dealer_end(m);
   /* Online: open E = X - A and F = Y - B in one round. */
   uint64_t *Eo = E, *Fo = E + nx;
-  bl_mpc_sub(m, D, X, A, nx);
-  reconstruct(m, D, nx, Eo);
-  bl_mpc_sub(m, D, Y, B, ny);
-  reconstruct(m, D, ny, Fo);
+  reconstruct_diff(m, X, A, nx, Eo);
+  reconstruct_diff(m, Y, B, ny, Fo);
   count_open_all(m, nx + ny);
   m->rounds++;
   /* Z_p = C_p + E B_p + A_p F (+ E F at party 0). */
@@ -439,7 +449,6 @@ out:
   free(A);
   free(B);
   free(C);
-  free(D);
   free(E);
   return rc;
 }

@@ -12,10 +12,12 @@
  * are local; a product of two fixed-point values carries 2F fractional bits
  * and is truncated back to F bits by one more round.
  *
- * Parties are separate agents that exchange explicit messages: each opening
- * copies every party's share into its outbox and every other party reads it
- * from there. Every party would then compute the same sum; the sum is formed
- * once and handed to all of them, which changes no message. The counters
+ * Parties are separate agents that exchange explicit messages: a party's
+ * message in an opening is the buffer of its own shares (x_p, or x_p - a_p
+ * for a Beaver opening), which every other party reads; no party reads
+ * another's shares outside an opening. Every party would then compute the
+ * same sum; the sum is formed once and handed to all of them, which changes
+ * no message. The counters
  * count exactly what crosses between parties: an opening to all of n
  * elements is N(N-1)n words of 8 bytes in one round, an opening to one party
  * (N-1)n words, the sharing of an input by its owner (N-1)n words.
@@ -126,6 +128,11 @@ int bl_mpc_open(bl_mpc *m, const uint64_t *x, long n, uint64_t *out, o3m_err *e)
 /* Opens x to party `to` only (one round, (N-1) n words). */
 int bl_mpc_open_to(bl_mpc *m, int to, const uint64_t *x, long n, uint64_t *out, o3m_err *e);
 
+/* Reconstructs x for verification only (the eval's check that the private
+ * learner makes the same choices as a plaintext one given the dealer's
+ * samples): not a protocol step, nothing is counted, no party sees it. */
+void bl_mpc_peek(const bl_mpc *m, const uint64_t *x, long n, uint64_t *out);
+
 /* Local operations (no communication). z may alias x or y. */
 void bl_mpc_add(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n);
 void bl_mpc_sub(const bl_mpc *m, uint64_t *z, const uint64_t *x, const uint64_t *y, long n);
@@ -181,7 +188,9 @@ int bl_mpc_rand_perm(bl_mpc *m, long n, uint64_t *x, o3m_err *e);
  * the dealer's, c->max_abs_err against bl_round_plain. Fixed point with
  * BL_MPC_FRAC_BITS fractional bits; randomness from the OS CSPRNG. Entries of
  * X, theta and Ainv must lie within bl_mpc_max_input (O3M_ERANGE), and the
- * statistic within 2^(62-2F-1). lin and quad hold K values each.
+ * statistic within 2^(62-2F-1). lin and quad hold K values each. Every
+ * party's shares live in this one process: about 16 N d^2 bytes at peak
+ * (the shared model and its triple), 2.2 GB at d = 500, N = 500.
  */
 int bl_mpc_round(const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
