@@ -37,6 +37,8 @@ check_err he 1e-6
 n=$(awk -F, '$5 == "dp" && $8 + 0 > 0.1 { n++ } END { print n + 0 }' "$csv")
 [ "$n" -ge 4 ] || fail "dp at epsilon 1 over 10 rounds should be far from plaintext ($n rows)"
 [ "$(wc -l <"$out/baselines_sweep_d.csv")" -eq 3 ] || fail "baselines_sweep_d.csv: not 2 rows"
+n=$(awk -F, '$2 + 0 > 0 && $3 + 0 > 0 { n++ } END { print n + 0 }' "$out/baselines_he_ops.csv")
+[ "$n" -eq 6 ] || fail "baselines_he_ops.csv: $n of 6 operations with a count and a time"
 "$bin/o3m-eval" cost --only c3 --min-time 0.01 --out-dir "$out" >"$out/c3" 2>&1 ||
   fail "cost --only c3 exits $?"
 grep -q "paper:.*HE.*MPC" "$out/c3" && fail "cost --only c3 still prints HE/MPC columns"
