@@ -86,6 +86,11 @@ Test(paillier, tiny_key_known_answers) {
   cr_assert_eq(bl_paillier_mul_i64(k, s, a, -2, NULL), 0);
   cr_assert_eq(value(s), 21163, "-2 Enc(42) = %lu", value(s));
   cr_assert_eq(dec(k, s), -84);
+  /* The modular encoding of -2, n - 2 = 321, is the same scalar: it is
+   * reduced to its signed representative and gives the same product. */
+  cr_assert_eq(bl_paillier_mul_i64(k, s, a, 321, NULL), 0);
+  cr_assert_eq(value(s), 21163, "321 Enc(42) = %lu", value(s));
+  cr_assert_eq(dec(k, s), -84);
 
   mpz_t h;
   mpz_init_set_ui(h, 100);
