@@ -12,6 +12,7 @@ int eval_gen_federation_main(int argc, char **argv);
 int eval_federate_main(int argc, char **argv);
 int eval_regret_main(int argc, char **argv);
 int eval_cost_main(int argc, char **argv);
+int eval_baselines_main(int argc, char **argv);
 int eval_replay_main(int argc, char **argv);
 int eval_ope_main(int argc, char **argv);
 int eval_gen_criteo_main(int argc, char **argv);

@@ -11,6 +11,7 @@
  * generated gnuplot script run by eval_plot_run inside the output directory. */
 #include "eval_regret.h"
 #include "o3m_bytes.h"
+#include "bl_dp.h"
 
 #include <errno.h>
 #include <math.h>
@@ -32,7 +33,7 @@
 #include "o3m_clock.h"
 
 #define MAX_CFG 4
-#define MAX_VAR (3 + EVAL_REGRET_MAX_RATIOS)
+#define MAX_VAR EVAL_REGRET_MAX_VARIANTS
 
 struct eval_regret {
   eval_regret_config c;
@@ -71,6 +72,12 @@ void eval_regret_config_default(eval_regret_config *c) {
   c->algos = EVAL_REGRET_LINUCB | EVAL_REGRET_LINTS;
   c->models = EVAL_REGRET_SHARED;
   c->every = 10;
+  c->dp_delta = 1e-5;
+  c->dp_clip = 1.0;
+}
+
+int eval_regret_dp_variant(const eval_regret_config *c, int i) {
+  return EVAL_REGRET_RATIO0 + c->n_ratios + i;
 }
 
 int eval_regret_ratio_cols(double r, int d) {
@@ -119,6 +126,15 @@ static int validate(const eval_regret_config *c, o3m_err *e) {
                        c->T / c->every);
   unsigned char on[O3M_MAX_PARTIES];
   if (c->whiten && eval_whiten_parse(c->whiten, &c->part, on, e)) return O3M_EINVAL;
+  if (c->n_dp < 0 || c->n_dp > EVAL_REGRET_MAX_DP)
+    return o3m_err_set(e, O3M_EINVAL, "--dp-eps: at most %d epsilons", EVAL_REGRET_MAX_DP);
+  for (int i = 0; i < c->n_dp; i++)
+    if (!(c->dp_eps[i] > 0) || !isfinite(c->dp_eps[i]))
+      return o3m_err_set(e, O3M_EINVAL, "--dp-eps: %g is not a positive number", c->dp_eps[i]);
+  if (c->n_dp && !(c->dp_delta > 0 && c->dp_delta < 1))
+    return o3m_err_set(e, O3M_EINVAL, "--dp-delta: %g is not in (0, 1)", c->dp_delta);
+  if (c->n_dp && (!(c->dp_clip > 0) || !isfinite(c->dp_clip)))
+    return o3m_err_set(e, O3M_EINVAL, "--dp-clip: %g is not a positive number", c->dp_clip);
   if (!(c->noise_var >= 0) || !isfinite(c->noise_var))
     return o3m_err_set(e, O3M_EINVAL, "--noise-var: %g, expected a finite value >= 0",
                        c->noise_var);
@@ -157,6 +173,7 @@ typedef struct seed_state {
   eval_whiten *whiten; /* NULL: no party whitens */
   o3m_policy *pol[MAX_CFG][MAX_VAR];
   o3m_policy *same[MAX_CFG];
+  bl_dp *dp[EVAL_REGRET_MAX_DP]; /* one mechanism per DP variant */
 } seed_state;
 
 static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
@@ -164,6 +181,7 @@ static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
     for (int v = 0; v < n_var; v++) o3m_policy_destroy(s->pol[i][v]);
     o3m_policy_destroy(s->same[i]);
   }
+  for (int i = 0; i < EVAL_REGRET_MAX_DP; i++) bl_dp_destroy(s->dp[i]);
   eval_masker_destroy(s->masker);
   eval_whiten_destroy(s->whiten);
   eval_synth_destroy(s->synth);
@@ -203,6 +221,19 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
   uint64_t mask_seed = seed * 0x9E3779B97F4A7C15ull + 0x6d61736bull;
   rc = eval_masker_create(&s->masker, &c->part, c->K, 1, mask_seed,
                           (eval_aggregation)c->aggregation, e);
+  if (rc) return rc;
+  /* The DP variants' noise: seeded from the stream's seed, one stream each. */
+  for (int i = 0; i < c->n_dp && !rc; i++) {
+    bl_dp_config dc;
+    bl_dp_config_default(&dc);
+    dc.epsilon = c->dp_eps[i];
+    dc.delta = c->dp_delta;
+    dc.T = c->T;
+    dc.clip = c->dp_clip;
+    dc.have_seed = 1;
+    dc.seed = seed * 0xD1B54A32D192ED03ull + 0x6470ull + (uint64_t)i;
+    rc = bl_dp_create(&s->dp[i], &dc, e);
+  }
   if (rc) return rc;
   for (int i = 0; i < r->n_cfg; i++) {
     o3m_policy_config pc;
@@ -253,8 +284,15 @@ static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp
                          "the fixed point of secure aggregation", t);
     for (int v = 0; v < r->n_var; v++) {
       const double *V = X;
+      int dpi = v - eval_regret_dp_variant(c, 0);
       if (v == EVAL_REGRET_FEDERATED) {
         V = Xm;
+      } else if (dpi >= 0) {
+        /* The passive parties' releases, shared by every configuration. */
+        memcpy(Xp, X, sizeof(double) * (size_t)K * d);
+        rc = bl_dp_perturb(st->dp[dpi], K, c->part.m, c->part.dims, 1, Xp, e);
+        if (rc) return rc;
+        V = Xp;
       } else if (v >= EVAL_REGRET_LOCAL) {
         first_columns(K, d, r->cols[v], X, Xp);
         V = Xp;
@@ -315,12 +353,13 @@ int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) 
         r->model[r->n_cfg] = m == 1 ? O3M_MODEL_SHARED : O3M_MODEL_DISJOINT;
         r->n_cfg++;
       }
-  r->n_var = 3 + c->n_ratios;
+  r->n_var = 3 + c->n_ratios + c->n_dp;
   r->cols[EVAL_REGRET_CENTRAL] = c->d;
   r->cols[EVAL_REGRET_FEDERATED] = c->d;
   r->cols[EVAL_REGRET_LOCAL] = c->part.dims[0];
   for (int i = 0; i < c->n_ratios; i++)
     r->cols[EVAL_REGRET_RATIO0 + i] = eval_regret_ratio_cols(c->ratios[i], c->d);
+  for (int i = 0; i < c->n_dp; i++) r->cols[eval_regret_dp_variant(c, i)] = c->d;
   r->n_steps = (int)(c->T / c->every + (c->T % c->every != 0));
   size_t ns = (size_t)r->n_steps, nseed = (size_t)c->n_seeds;
   r->step_t = malloc(ns * sizeof(long));
@@ -396,6 +435,8 @@ static void variant_name(const eval_regret *r, int v, char *buf, size_t n) {
   if (v == EVAL_REGRET_CENTRAL) snprintf(buf, n, "central");
   else if (v == EVAL_REGRET_FEDERATED) snprintf(buf, n, "federated");
   else if (v == EVAL_REGRET_LOCAL) snprintf(buf, n, "local");
+  else if (v >= eval_regret_dp_variant(&r->c, 0))
+    snprintf(buf, n, "dp%g", r->c.dp_eps[v - eval_regret_dp_variant(&r->c, 0)]);
   else snprintf(buf, n, "ratio%g", r->c.ratios[v - EVAL_REGRET_RATIO0]);
 }
 
@@ -496,6 +537,15 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
                "  ceil(r d) columns.\n",
             c->part.dims[0]);
   fprintf(f, "note: masks come from a seeded generator (evaluation only, not secure).\n");
+  for (int i = 0; i < c->n_dp; i++) {
+    double sigma = NAN;
+    bl_dp_sigma_for(c->dp_eps[i], c->dp_delta, c->T, 2.0 * c->dp_clip * sqrt((double)c->K),
+                    &sigma, NULL);
+    fprintf(f, "%s dp%g: each passive party's rows clipped to %g, N(0, %.4g^2) per entry per\n"
+               "  round: (%g, %g)-DP per party over the T = %ld rounds (zCDP composition)\n",
+            i ? "     " : "note:", c->dp_eps[i], c->dp_clip, sigma, c->dp_eps[i], c->dp_delta,
+            c->T);
+  }
 }
 
 /* ---- plots ---- */
@@ -531,6 +581,9 @@ static void gp_regret(FILE *g, const eval_regret *r, const char *csv, const char
     variant_name(r, v, name, sizeof name);
     if (v == EVAL_REGRET_LOCAL) snprintf(name, sizeof name, "partial local (AP, %d cols)",
                                          r->cols[v]);
+    else if (v >= eval_regret_dp_variant(&r->c, 0))
+      snprintf(name, sizeof name, "DP eps %g over T (noised passive parties)",
+               r->c.dp_eps[v - eval_regret_dp_variant(&r->c, 0)]);
     else if (v >= EVAL_REGRET_RATIO0)
       snprintf(name, sizeof name, "partial ratio %g (%d cols)",
                r->c.ratios[v - EVAL_REGRET_RATIO0], r->cols[v]);
@@ -643,6 +696,19 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
         gp_regret(g, r, csv, stem, title, v6, n6);
         eval_plot_append_names(list, sizeof list, stem, formats);
       }
+      if (r->c.n_dp > 0) {
+        /* DP's price: its variants beside central, federated and local. */
+        int vd[3 + EVAL_REGRET_MAX_DP], nd = 0;
+        vd[nd++] = EVAL_REGRET_CENTRAL;
+        vd[nd++] = EVAL_REGRET_FEDERATED;
+        vd[nd++] = EVAL_REGRET_LOCAL;
+        for (int i = 0; i < r->c.n_dp; i++) vd[nd++] = eval_regret_dp_variant(&r->c, i);
+        snprintf(stem, sizeof stem, "figdp_%s_%s", o3m_algo_name(algo), mn);
+        snprintf(title, sizeof title, "%s: DP (Gaussian, zCDP over T, delta %g) vs O3M (%s "
+                 "model)", an, r->c.dp_delta, mn);
+        gp_regret(g, r, csv, stem, title, vd, nd);
+        eval_plot_append_names(list, sizeof list, stem, formats);
+      }
     }
   }
   fprintf(g, "unset output\n");
@@ -706,6 +772,27 @@ static int parse_ratios(const char *s, eval_regret_config *c) {
   }
 }
 
+/* "a,b" of positive epsilons, or none. */
+static int parse_dp_eps(const char *s, eval_regret_config *c) {
+  c->n_dp = 0;
+  if (!strcmp(s, "none")) return 1;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
+        c->n_dp == EVAL_REGRET_MAX_DP) {
+      fprintf(stderr, "o3m-eval regret: --dp-eps: '%s': entry %d is not a positive number "
+                      "(at most %d)\n", s, c->n_dp + 1, EVAL_REGRET_MAX_DP);
+      return 0;
+    }
+    c->dp_eps[c->n_dp++] = v;
+    if (!*end) return 1;
+    p = end + 1;
+  }
+}
+
 static int parse_set(const char *opt, const char *s, const char *a, const char *b, int *out) {
   if (!strcmp(s, a)) *out = 1;
   else if (!strcmp(s, b)) *out = 2;
@@ -720,7 +807,8 @@ static int parse_set(const char *opt, const char *s, const char *a, const char *
 enum {
   REG_D, REG_K, REG_T, REG_SEEDS, REG_FIRST_SEED, REG_PARTIES, REG_RATIOS, REG_ALGO, REG_MODEL,
   REG_ALPHA, REG_BETA, REG_V, REG_LAMBDA, REG_NOISE, REG_EVERY, REG_REFACTOR, REG_OUT_DIR,
-  REG_NO_PLOTS, REG_WHITEN, REG_AGGREGATION, REG_PLOT_FORMAT, REG_N
+  REG_NO_PLOTS, REG_WHITEN, REG_AGGREGATION, REG_PLOT_FORMAT, REG_DP_EPS, REG_DP_DELTA, REG_DP_CLIP,
+  REG_N
 };
 static const o3m_cli_option regret_options[] = {
     [REG_D] = {"d", "N", "context dimension (100)"},
@@ -750,15 +838,20 @@ static const o3m_cli_option regret_options[] = {
                          "as the daemons)"},
     [REG_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
                          "plot formats, any of png, pdf and svg (png)"},
+    [REG_DP_EPS] = {"dp-eps", "E,..|none",
+                    "DP variants: epsilon per party over all T rounds, at most 4 (none)"},
+    [REG_DP_DELTA] = {"dp-delta", "D", "DP variants' delta (1e-5)"},
+    [REG_DP_CLIP] = {"dp-clip", "C", "DP variants' L2 bound of a row of a party's block (1)"},
     [REG_N] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec regret_cli = {
     "o3m-eval regret", "[options]",
     "The paper's synthetic experiment (Figures 4 and 6): central, federated (O3M,\n"
     "masked in-process), partial local (first party only) and partial ratios on the\n"
-    "same stream per seed. Writes CSVs and plots (PNG; PDF/SVG with --plot-format)\n"
-    "to --out-dir, a summary to stdout. Bands are 95%: mean +- t_{0.975,n-1} sd/sqrt(n)\n"
-    "over the n seeds (Student t, 2.776 at 5 seeds).",
+    "same stream per seed, and with --dp-eps DP variants (Gaussian noise on every\n"
+    "passive party's columns, accounted over T). Writes CSVs and plots (PNG; PDF/SVG\n"
+    "with --plot-format) to --out-dir, a summary to stdout. Bands are 95%: mean +-\n"
+    "t_{0.975,n-1} sd/sqrt(n) over the n seeds (Student t, 2.776 at 5 seeds).",
     regret_options, NULL};
 
 int eval_regret_main(int argc, char **argv) {
@@ -809,6 +902,9 @@ int eval_regret_main(int argc, char **argv) {
       }
       break;
     }
+    case REG_DP_EPS: if (!parse_dp_eps(arg, &c)) return 2; break;
+    case REG_DP_DELTA: if (!opt_num("dp-delta", arg, 1e-300, 0.5, &c.dp_delta)) return 2; break;
+    case REG_DP_CLIP: if (!opt_num("dp-clip", arg, 1e-9, 1e9, &c.dp_clip)) return 2; break;
     case REG_AGGREGATION: {
       eval_aggregation ag;
       if (eval_aggregation_parse(arg, &ag)) {

@@ -10,7 +10,14 @@
  *               eval_masker (one mask per seed, drawn from a seeded, NOT
  *               cryptographically secure generator for reproducibility);
  *   local       the active participant alone: the first party's columns only;
- *   ratio r     the first ceil(r d) columns only (the paper's partial ratio).
+ *   ratio r     the first ceil(r d) columns only (the paper's partial ratio);
+ *   dp eps      the full context, but every passive party (all but the first)
+ *               releases its columns through the Gaussian mechanism of
+ *               eval/baselines/bl_dp.h every round: rows clipped to dp_clip,
+ *               noise calibrated so that the T rounds together are
+ *               (eps, dp_delta)-DP per party by zCDP composition. The learner
+ *               chooses and updates on the released contexts; regret is on
+ *               the true ones. Noise is seeded (reproducible, not private).
  *
  * With `whiten` the chosen parties' columns are whitened before any
  * variant sees them (eval_whiten.h), so central is the central learner on
@@ -47,8 +54,13 @@
 
 /* Largest number of partial ratios in one run. */
 #define EVAL_REGRET_MAX_RATIOS 8
+/* Largest number of DP variants in one run. */
+#define EVAL_REGRET_MAX_DP 4
+/* Most variants of one configuration. */
+#define EVAL_REGRET_MAX_VARIANTS (3 + EVAL_REGRET_MAX_RATIOS + EVAL_REGRET_MAX_DP)
 
-/* Variant indices: 0..2 fixed, then one per partial ratio. */
+/* Variant indices: 0..2 fixed, then one per partial ratio, then one per DP
+ * epsilon (eval_regret_dp_variant). */
 enum {
   EVAL_REGRET_CENTRAL = 0,
   EVAL_REGRET_FEDERATED = 1,
@@ -87,7 +99,14 @@ typedef struct eval_regret_config {
    * raw ones. */
   const char *whiten;
   int aggregation; /* eval_aggregation of the federated variant (default secure) */
+  int n_dp;        /* DP variants (0 by default) */
+  double dp_eps[EVAL_REGRET_MAX_DP]; /* each > 0: the budget over all T rounds */
+  double dp_delta;                   /* (1e-5) */
+  double dp_clip;                    /* L2 bound of a row of a party's block (1) */
 } eval_regret_config;
+
+/* The variant index of DP epsilon i: EVAL_REGRET_RATIO0 + n_ratios + i. */
+int eval_regret_dp_variant(const eval_regret_config *c, int i);
 
 /* Contexts each whitening map is estimated from. */
 #define EVAL_REGRET_WHITEN_ROWS 20000
@@ -95,9 +114,9 @@ typedef struct eval_regret_config {
 /* Final numbers of one configuration, over all seeds. */
 typedef struct eval_regret_summary {
   int n_variants;
-  int cols[3 + EVAL_REGRET_MAX_RATIOS];          /* columns each variant sees */
-  double final_mean[3 + EVAL_REGRET_MAX_RATIOS]; /* R(T) mean over seeds */
-  double final_std[3 + EVAL_REGRET_MAX_RATIOS];  /* sample std (0 for 1 seed) */
+  int cols[EVAL_REGRET_MAX_VARIANTS];          /* columns each variant sees */
+  double final_mean[EVAL_REGRET_MAX_VARIANTS]; /* R(T) mean over seeds */
+  double final_std[EVAL_REGRET_MAX_VARIANTS];  /* sample std (0 for 1 seed) */
   double agreement;       /* rounds where federated chose as central, fraction */
   double max_mean_diff;   /* max |x^T theta| difference, same-history learner */
   double max_width_diff;  /* max |sqrt(x^T Lambda^-1 x)| difference, same */
@@ -109,7 +128,8 @@ typedef struct eval_regret eval_regret;
 
 /* d 100, K 10, T 5000, 5 seeds from 1, noise 0.05, alpha 0.5, v 0.01,
  * lambda 1, refactor_every 1000, parties 20,20,20,20,20, ratios 0.2 and 0.8,
- * both algorithms, shared model, every 10th step. */
+ * both algorithms, shared model, every 10th step, no DP variant (delta 1e-5
+ * and clip 1 when some are asked for). */
 void eval_regret_config_default(eval_regret_config *c);
 
 /* Columns a partial ratio keeps: ceil(r d), at least 1 (a tolerance of 1e-9
@@ -147,7 +167,7 @@ int eval_regret_mkdir_p(const char *dir, o3m_err *e);
  * theta_norm_diff_mean, theta_norm_diff_maxabs (||theta_fed|| -
  * ||theta_central||, disjoint: over the stacked per-arm thetas) and
  * theta_norm_diff_same_history_maxabs. Variant names: central, federated,
- * local, ratio<r> (e.g. ratio0.2). */
+ * local, ratio<r> (e.g. ratio0.2), dp<eps> (e.g. dp100). */
 int eval_regret_write_csv(const eval_regret *r, const char *dir, o3m_err *e);
 
 /* The summary table and notes on f. */

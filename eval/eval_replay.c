@@ -28,6 +28,7 @@
 
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
+#include "bl_dp.h"
 #include "eval_masker.h"
 #include "eval_plot.h"
 #include "eval_replay_out.h"
@@ -46,6 +47,9 @@ void eval_replay_config_default(eval_replay_config *c) {
   c->n_random = 5;
   c->variants = EVAL_REPLAY_ALL;
   c->threads = 1;
+  c->dp_delta = 1e-5;
+  c->dp_clip = 1.0;
+  c->dp_seed = 11;
 }
 
 double eval_replay_ctr(const eval_replay_tally *t) {
@@ -103,6 +107,10 @@ void eval_replay_random_summary(const eval_replay_result *res, double *matched, 
 
 /* ---- the learners ---- */
 
+/* The DP learners' bit in run_learners' set (not a cfg->variants bit: they
+ * run when cfg->n_dp > 0). */
+#define REPLAY_DP 8
+
 typedef struct batch {
   int n;
   int *arm;
@@ -126,6 +134,8 @@ typedef struct replay {
   const double *C; /* K x d item part (split readers; whitened with cfg->whiten) */
   double *Cw;      /* the whitened copy C points to, or NULL */
   learner central, fed, partial;
+  learner dp[EVAL_REPLAY_MAX_DP];
+  bl_dp *dpm[EVAL_REPLAY_MAX_DP];
   eval_masker *masker;
   double *QC; /* K x d masked item part (split readers) */
   o3m_rng *rng[EVAL_REPLAY_MAX_RANDOM];
@@ -261,6 +271,24 @@ static int run_learners(replay *R, int which, batch *b, o3m_err *e) {
       if (rec) rec[t] = c;
     }
   }
+  /* The DP learners: the full context with the passive parties' columns
+   * released through the Gaussian mechanism (built in their own buffers:
+   * the central learner's may be in use on the second thread). */
+  for (int i = 0; (which & REPLAY_DP) && i < R->cfg->n_dp; i++) {
+    learner *l = &R->dp[i];
+    const int K = R->K, d = R->d;
+    for (int t = 0; t < b->n; t++) {
+      const double *row = b->data + (size_t)t * R->stride;
+      for (int a = 0; a < K; a++) {
+        if (R->split) vadd(d, row, R->C + (size_t)a * d, l->Xb + (size_t)a * d);
+        else memcpy(l->Xb + (size_t)a * d, row + (size_t)a * d, sizeof(double) * (size_t)d);
+      }
+      int rc = bl_dp_perturb(R->dpm[i], K, R->cfg->part.m, R->cfg->part.dims, 1, l->Xb, e);
+      int c;
+      if (!rc) rc = learner_step(l, K, l->Xb, b->arm[t], b->reward[t], b->line[t], "dp", &c, e);
+      if (rc) return rc;
+    }
+  }
   return O3M_OK;
 }
 
@@ -287,7 +315,7 @@ static void run_random(replay *R, const batch *b) {
  * second thread central + partial: ~10.5 vs ~11.5 us, the most even split of
  * three sequential learners. */
 #define WORKER_LEARNERS (EVAL_REPLAY_CENTRAL | EVAL_REPLAY_PARTIAL)
-#define MAIN_LEARNERS EVAL_REPLAY_FEDERATED
+#define MAIN_LEARNERS (EVAL_REPLAY_FEDERATED | REPLAY_DP)
 
 static void *worker_main(void *arg) {
   replay *R = arg;
@@ -336,6 +364,10 @@ static void replay_free(replay *R) {
   learner_free(&R->central);
   learner_free(&R->fed);
   learner_free(&R->partial);
+  for (int i = 0; i < EVAL_REPLAY_MAX_DP; i++) {
+    learner_free(&R->dp[i]);
+    bl_dp_destroy(R->dpm[i]);
+  }
   eval_masker_destroy(R->masker);
   free(R->Cw);
   free(R->QC);
@@ -399,6 +431,24 @@ static int replay_init(replay *R, eval_reader *rd, const eval_replay_config *cfg
   if (cfg->variants & EVAL_REPLAY_PARTIAL)
     if ((rc = learner_init(&R->partial, &cfg->policy, K, cfg->part.dims[0], e))) return rc;
   R->partial.d = cfg->part.dims[0];
+  if (cfg->n_dp < 0 || cfg->n_dp > EVAL_REPLAY_MAX_DP)
+    return o3m_err_set(e, O3M_EINVAL, "replay: %d DP variants, at most %d", cfg->n_dp,
+                       EVAL_REPLAY_MAX_DP);
+  if (cfg->n_dp > 0 && cfg->dp_T < 1)
+    return o3m_err_set(e, O3M_EINVAL, "replay: DP variants need the events their budget covers "
+                       "(--dp-T or --limit)");
+  for (int i = 0; i < cfg->n_dp; i++) {
+    bl_dp_config dc;
+    bl_dp_config_default(&dc);
+    dc.epsilon = cfg->dp_eps[i];
+    dc.delta = cfg->dp_delta;
+    dc.clip = cfg->dp_clip;
+    dc.T = cfg->dp_T > 1000000000000LL ? 1000000000000L : (long)cfg->dp_T;
+    dc.have_seed = 1;
+    dc.seed = cfg->dp_seed + (uint64_t)i;
+    if ((rc = bl_dp_create(&R->dpm[i], &dc, e))) return rc;
+    if ((rc = learner_init(&R->dp[i], &cfg->policy, K, d, e))) return rc;
+  }
   for (int s = 0; s < cfg->n_random; s++)
     if ((rc = o3m_rng_create_seeded_insecure(&R->rng[s], cfg->random_seed + (uint64_t)s)))
       return o3m_err_set(e, rc, "replay: cannot create a random generator");
@@ -528,7 +578,7 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
     batch *b = &R.b[cur];
     if (R.threaded) job_post(&R, cur);
     run_random(&R, b);
-    rc = run_learners(&R, R.threaded ? MAIN_LEARNERS : EVAL_REPLAY_ALL, b, e);
+    rc = run_learners(&R, R.threaded ? MAIN_LEARNERS : EVAL_REPLAY_ALL | REPLAY_DP, b, e);
     int next = 0;
     if (!rc) next = fill(&R, rd, &R.b[1 - cur], &events, cfg->limit, &pg, e);
     if (R.threaded) {
@@ -564,6 +614,12 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
   res->federated = R.fed.tally;
   res->partial = R.partial.tally;
   for (int s = 0; s < cfg->n_random; s++) res->random[s] = R.random[s];
+  res->n_dp = cfg->n_dp;
+  for (int i = 0; i < cfg->n_dp; i++) {
+    res->dp_eps[i] = cfg->dp_eps[i];
+    res->dp_sigma[i] = bl_dp_sigma(R.dpm[i], R.K);
+    res->dp[i] = R.dp[i].tally;
+  }
   int threaded = R.threaded;
   replay_free(&R); /* joins the second thread, which records its CPU time */
   res->cpu_worker = threaded ? R.worker_cpu : 0;
@@ -607,6 +663,10 @@ void eval_replay_print(FILE *f, const eval_replay_result *res) {
     snprintf(name, sizeof name, "partial-local (d=%d)", res->partial_d);
     print_row(f, res, name, &res->partial);
   }
+  for (int i = 0; i < res->n_dp; i++) {
+    snprintf(name, sizeof name, "dp eps=%g (d=%d)", res->dp_eps[i], res->d);
+    print_row(f, res, name, &res->dp[i]);
+  }
   /* The random baseline: mean over seeds, spread of its own CTR / mean. */
   double m, c, mean_ctr;
   eval_replay_rel rr;
@@ -631,6 +691,10 @@ void eval_replay_print(FILE *f, const eval_replay_result *res) {
   fprintf(f, "rows used %llu, skipped %llu; %.2f s: %.0f input rows/s (%.0f used rows/s)\n",
           (unsigned long long)res->events, (unsigned long long)res->skipped, res->seconds,
           (double)(res->events + res->skipped) / sec, (double)res->events / sec);
+  for (int i = 0; i < res->n_dp; i++)
+    fprintf(f, "%s dp eps=%g: the passive parties' columns get N(0, %.4g^2) per entry per event\n"
+               "  (zCDP over the budget's events, per party); O3M's decisions cost no privacy noise\n",
+            i ? "     " : "note:", res->dp_eps[i], res->dp_sigma[i]);
   if (res->cpu_worker > 0)
     fprintf(f, "cpu: %.2f s reading + federated + random, %.2f s central + partial (second "
                "thread)\n", res->cpu_main, res->cpu_worker);
@@ -644,7 +708,7 @@ enum {
   O_FORMAT, O_INPUT, O_ITEMS, O_OBDPOS, O_OBDB, O_SIN, O_SOUT, O_SROWS, O_ARMS, O_TR, O_LIMIT,
   O_PARTIES, O_RATIO, O_MSEED, O_AGG, O_ALGO, O_MODEL, O_ALPHA, O_LAMBDA, O_V, O_SEED, O_NRAND,
   O_RSEED, O_VARIANTS, O_THREADS, O_WHITEN, O_OUT_DIR, O_RUN_NAME, O_NO_FILES, O_NO_PLOTS,
-  O_PLOT_FORMAT, O_COUNT
+  O_PLOT_FORMAT, O_DP_EPS, O_DP_DELTA, O_DP_CLIP, O_DP_T, O_COUNT
 };
 static const o3m_cli_option replay_options[] = {
     [O_FORMAT] = {"format", "F", "data: news | obd | criteo-tsv | criteo-csv"},
@@ -689,12 +753,17 @@ static const o3m_cli_option replay_options[] = {
     [O_NO_PLOTS] = {"no-plots", NULL, "output: result files without the curve plot"},
     [O_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
                        "output: curve plot formats, any of png, pdf and svg (png)"},
+    [O_DP_EPS] = {"dp-eps", "E,..", "DP variants: epsilon per party over --dp-T events (none)"},
+    [O_DP_DELTA] = {"dp-delta", "D", "DP variants' delta (default 1e-5)"},
+    [O_DP_CLIP] = {"dp-clip", "C", "DP variants' L2 bound of a row of a party's block (default 1)"},
+    [O_DP_T] = {"dp-T", "N", "events the DP budget covers (default --limit)"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec replay_cli = {
     "o3m-eval replay", "--format news|obd|criteo-tsv|criteo-csv --input FILE [options]",
     "Li et al.'s replay estimator on logged data: central, federated (masked) and\n"
-    "partial-local learners side by side, against a uniformly random policy.\n"
+    "partial-local learners side by side, against a uniformly random policy; with\n"
+    "--dp-eps also DP learners (Gaussian noise on the passive parties' columns).\n"
     "Writes the table to stdout and, per run, a CSV and a JSON of the results (with\n"
     "the configuration and the data file's SHA-256) and the CTR-over-rows curve\n"
     "(CSV and plot) to --out-dir.",
@@ -714,6 +783,22 @@ static int parse_double_arg(const char *s, double *out) {
   if (!*s || *end || !isfinite(v)) return -1;
   *out = v;
   return 0;
+}
+
+/* "a,b" of positive epsilons into cfg->dp_eps. */
+static int parse_dp_eps(const char *s, eval_replay_config *cfg) {
+  cfg->n_dp = 0;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
+        cfg->n_dp == EVAL_REPLAY_MAX_DP)
+      return -1;
+    cfg->dp_eps[cfg->n_dp++] = v;
+    if (!*end) return 0;
+    p = end + 1;
+  }
 }
 
 static int parse_variants(const char *s, int *out) {
@@ -866,6 +951,10 @@ int eval_replay_main(int argc, char **argv) {
       case O_NO_FILES: files = 0; break;
       case O_NO_PLOTS: plots = 0; break;
       case O_PLOT_FORMAT: bad = eval_plot_formats_parse(a, &formats, NULL) != 0; break;
+      case O_DP_EPS: bad = parse_dp_eps(a, &cfg) != 0; break;
+      case O_DP_DELTA: bad = parse_double_arg(a, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
+      case O_DP_CLIP: bad = parse_double_arg(a, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
+      case O_DP_T: bad = parse_ll_arg(a, &cfg.dp_T) || cfg.dp_T < 1; break;
     }
     if (bad) {
       fprintf(stderr, "replay: bad value '%s' for --%s\n", a, replay_options[c].name);
@@ -885,6 +974,11 @@ int eval_replay_main(int argc, char **argv) {
   }
   if (fmt_ == EVAL_FORMAT_OBD && !items) {
     fprintf(stderr, "replay: obd needs --item-context (item_context.csv)\n");
+    return 2;
+  }
+  if (cfg.n_dp > 0 && cfg.dp_T < 1) cfg.dp_T = cfg.limit;
+  if (cfg.n_dp > 0 && cfg.dp_T < 1) {
+    fprintf(stderr, "replay: --dp-eps needs --dp-T or --limit (the events the budget covers)\n");
     return 2;
   }
   int criteo = fmt_ == EVAL_FORMAT_CRITEO_TSV || fmt_ == EVAL_FORMAT_CRITEO_CSV;

@@ -20,6 +20,13 @@
  *              first party's d_1 columns).
  *   random     a uniformly random choice, n_random independent seeds; the
  *              baseline of relative CTR = CTR / CTR_random.
+ *   dp eps     (n_dp of them, none by default) the full context, but every
+ *              party other than the first releases its columns through the
+ *              Gaussian mechanism of eval/baselines/bl_dp.h on every event:
+ *              rows clipped to dp_clip, sigma calibrated so that dp_T events
+ *              together are (eps, dp_delta)-DP per party (zCDP). The learner
+ *              chooses and updates on the released contexts. Seeded noise
+ *              (reproducible, not private). Runs on the calling thread.
  *
  * With cfg->whiten the chosen parties whiten their columns (eval_whiten.h):
  * every learner, central included, sees the whitened contexts, so the
@@ -47,6 +54,7 @@
 #include "o3m_mask.h"
 
 #define EVAL_REPLAY_MAX_RANDOM 32
+#define EVAL_REPLAY_MAX_DP 4
 
 enum {
   EVAL_REPLAY_CENTRAL = 1,
@@ -72,6 +80,12 @@ typedef struct eval_replay_config {
    * context are whitened before any learner sees them (eval_whiten.h);
    * rewards are the logged ones. Used by the calling thread only. */
   eval_whiten *whiten;
+  int n_dp;                          /* DP variants, 0..EVAL_REPLAY_MAX_DP */
+  double dp_eps[EVAL_REPLAY_MAX_DP]; /* each > 0, the budget over dp_T events */
+  double dp_delta;                   /* (1e-5) */
+  double dp_clip;                    /* L2 bound of a row of a party's block (1) */
+  long long dp_T;                    /* events the budget covers (>= 1 with n_dp) */
+  uint64_t dp_seed;                  /* seeds the DP noise (reproducible: evaluation only) */
 } eval_replay_config;
 
 /* Most context rows (events x arms) `o3m-eval replay --whiten` reads, from
@@ -80,7 +94,8 @@ typedef struct eval_replay_config {
 
 /* Defaults: policy defaults, no partition (must be set), mask_seed 7,
  * random_seed 1000, n_random 5, all variants, no limit, no progress, 1
- * thread. */
+ * thread, no DP variant (delta 1e-5, clip 1, dp_seed 11 once some are asked
+ * for; dp_T must be set). */
 void eval_replay_config_default(eval_replay_config *c);
 
 typedef struct eval_replay_tally {
@@ -111,6 +126,9 @@ typedef struct eval_replay_result {
   eval_replay_tally central, federated, partial;
   int n_random;
   eval_replay_tally random[EVAL_REPLAY_MAX_RANDOM];
+  int n_dp;
+  double dp_eps[EVAL_REPLAY_MAX_DP], dp_sigma[EVAL_REPLAY_MAX_DP]; /* sigma per entry */
+  eval_replay_tally dp[EVAL_REPLAY_MAX_DP];
   double seconds;   /* wall time of the pass */
   /* CPU time (user + system) of the calling thread and of the second thread
    * (0 with threads = 1); on an idle machine the wall time approaches the

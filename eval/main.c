@@ -23,6 +23,7 @@ static const struct {
     {"federate", eval_federate_main, "drive a running federation; compare with central"},
     {"regret", eval_regret_main, "the paper's synthetic regret experiment (Fig. 4, 6)"},
     {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
+    {"baselines", eval_baselines_main, "O3M beside MPC, HE and DP on one round, measured"},
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"ope", eval_ope_main, "off-policy estimates (IPW, SNIPW, DM, DR) of a frozen policy"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},

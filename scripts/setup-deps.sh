@@ -11,7 +11,7 @@ PACKAGES=(
   libsodium-dev
   libcsv-dev
   libcriterion-dev
-  libssl-dev
+  libssl-dev libgmp-dev
   openssl gnuplot-nox
   clang libclang-rt-14-dev
   help2man

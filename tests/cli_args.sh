@@ -63,7 +63,8 @@ check o3m-bench-load --config --cert --key --insecure --K --concurrency --second
 rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
-for cmd in simulate gen-synthetic gen-federation federate regret cost replay ope audit gen-criteo hannun; do
+for cmd in simulate gen-synthetic gen-federation federate regret cost baselines replay ope audit \
+  gen-criteo hannun; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
@@ -76,14 +77,17 @@ check "o3m-eval federate" --config --truth --rounds --K --seed --cert --key --in
   --require-match
 check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-ratios --algo \
   --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots \
-  --whiten --aggregation --plot-format
+  --whiten --aggregation --plot-format --dp-eps --dp-delta --dp-clip
 check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --out-dir \
   --no-plots --plot-format
+check "o3m-eval baselines" --settings --d --K --N --mechanisms --he-max-K --he-budget \
+  --mpc-max-N --sec-max-N --dp-eps --dp-delta --dp-T --dp-clip --min-time --seed --out-dir \
+  --no-plots
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
   --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
   --variants --threads --aggregation --whiten --out-dir --run-name --no-files --no-plots \
-  --plot-format
+  --plot-format --dp-eps --dp-delta --dp-clip --dp-T
 check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-buckets --train \
   --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out \
   --uniform-logging

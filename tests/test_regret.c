@@ -127,6 +127,40 @@ Test(regret, partial_local_worse_than_central_on_every_seed) {
   eval_regret_destroy(r);
 }
 
+Test(regret, dp_costs_regret_that_o3m_does_not) {
+  /* Small epsilon (1 over the T rounds): the passive parties' columns drown
+   * in noise and DP's regret is far above federated's, which equals central's
+   * on every seed; a huge epsilon comes back close to central. */
+  eval_regret_config c = small_config();
+  c.n_ratios = 0;
+  c.n_dp = 2;
+  c.dp_eps[0] = 1.0;
+  c.dp_eps[1] = 1e9;
+  eval_regret *r = run(&c);
+  int v_small = eval_regret_dp_variant(&c, 0), v_huge = eval_regret_dp_variant(&c, 1);
+  cr_assert_eq(v_small, EVAL_REGRET_RATIO0);
+  eval_regret_summary s;
+  cr_assert_eq(eval_regret_summary_of(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, &s), O3M_OK);
+  cr_assert_eq(s.n_variants, 5);
+  cr_assert_eq(s.cols[v_small], c.d);
+  for (int k = 0; k < c.n_seeds; k++) {
+    double fc = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_CENTRAL, k);
+    double ff = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_FEDERATED, k);
+    double fd = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, v_small, k);
+    double fh = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, v_huge, k);
+    cr_assert_float_eq(ff, fc, 1e-9, "seed %d: federated %g, central %g", k + 1, ff, fc);
+    cr_assert_gt(fd, 2 * ff, "seed %d: DP eps 1 regret %g, O3M %g", k + 1, fd, ff);
+    cr_assert_lt(fh, 1.5 * fc, "seed %d: DP eps 1e9 regret %g, central %g", k + 1, fh, fc);
+  }
+  eval_regret_destroy(r);
+  /* A non-positive epsilon is refused. */
+  c.dp_eps[0] = 0;
+  eval_regret *bad = NULL;
+  o3m_err e;
+  cr_assert_eq(eval_regret_run(&bad, &c, &e), O3M_EINVAL);
+  cr_assert_null(bad);
+}
+
 Test(regret, every_variant_sees_the_same_stream) {
   /* local = party 1's 2 columns and ratio 0.2 = ceil(2) columns are the same
    * learner on the same data: their regrets must be identical, seed by seed. */

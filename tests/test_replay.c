@@ -233,6 +233,41 @@ Test(replay_criteo, one_and_two_threads_agree, .init = gen_setup, .fini = gen_te
   for (int s = 0; s < 5; s++) cr_assert_eq(r1.random[s].matched, r2.random[s].matched);
 }
 
+/* Issue 12, section 3: DP learners see the passive party's columns through
+ * the Gaussian mechanism. At a tiny epsilon they lose the CTR that central
+ * (and federated, equal to it) earns; at a huge one they decide almost as
+ * central; they run on the calling thread, so one and two threads agree. */
+Test(replay_criteo, dp_variants_cost_ctr, .init = gen_setup, .fini = gen_teardown) {
+  eval_replay_config c;
+  config(&c, "20,19");
+  c.policy.alpha = 0.6;
+  c.n_dp = 2;
+  c.dp_eps[0] = 0.1;
+  c.dp_eps[1] = 1e12;
+  c.dp_T = 40000;
+  c.dp_clip = 10;
+  eval_replay_result r1, r2;
+  c.threads = 1;
+  run_gen(&c, &r1);
+  c.threads = 2;
+  run_gen(&c, &r2);
+  cr_assert_eq(r1.n_dp, 2);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(r1.dp[i].matched, r2.dp[i].matched);
+    cr_assert_eq(r1.dp[i].clicks, r2.dp[i].clicks);
+  }
+  cr_assert(r1.dp_sigma[0] > 1e3 * r1.dp_sigma[1], "sigmas %g %g", r1.dp_sigma[0],
+            r1.dp_sigma[1]);
+  eval_replay_rel rc, rf, r0, rh;
+  eval_replay_relative(&r1, &r1.central, &rc);
+  eval_replay_relative(&r1, &r1.federated, &rf);
+  eval_replay_relative(&r1, &r1.dp[0], &r0);
+  eval_replay_relative(&r1, &r1.dp[1], &rh);
+  cr_assert_eq(rf.rel, rc.rel);
+  cr_assert_lt(r0.rel, rc.rel - 0.05, "DP eps 0.1 rel CTR %g, central %g", r0.rel, rc.rel);
+  cr_assert_gt(rh.rel, rc.rel - 0.05, "DP eps 1e12 rel CTR %g, central %g", rh.rel, rc.rel);
+}
+
 /* Issue 11, item 4: with every party whitening its columns (maps from the
  * first rows, the arm parts whitened once since W (w + c) = W w + W c),
  * federated LinUCB still decides as central on the whitened contexts, and
