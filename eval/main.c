@@ -26,6 +26,7 @@ static const struct {
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
     {"audit", eval_audit_main, "what the AP could learn from your feature table"},
+    {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
 };
 
 static void usage(FILE *f) {
