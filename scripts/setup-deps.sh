@@ -10,7 +10,7 @@ PACKAGES=(
   libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
   libsodium-dev
   libcriterion-dev
-  libssl-dev
+  libssl-dev libgmp-dev
   openssl gnuplot-nox
   clang libclang-rt-14-dev
 )
