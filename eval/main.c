@@ -27,6 +27,7 @@ static const struct {
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
     {"audit", eval_audit_main, "what the AP could learn from your feature table"},
     {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
+    {"samba", eval_samba_main, "Samba: secure vs plain federated K-armed bandits (issue 16)"},
 };
 
 static void usage(FILE *f) {
