@@ -45,7 +45,7 @@ static const o3m_cli_option p2b_options[] = {
     [OPT_CRITEO] = {"criteo", "FILE",
                     "Criteo rows: .csv with header (../shared/data/criteo/criteo_sample.csv) "
                     "or Kaggle TSV (o3m-eval gen-criteo)"},
-    [OPT_USERS] = {"users", "U", "agents (default 2000 synthetic, 3000 criteo, the paper's)"},
+    [OPT_USERS] = {"users", "U", "agents (default 20000 synthetic, as Fig. 5; 3000 criteo, as Fig. 7)"},
     [OPT_T] = {"t", "T", "interactions per agent (default 10 synthetic, 30 criteo; paper 10 / 300)"},
     [OPT_K] = {"k", "K", "k-means codes (default 1024 synthetic = 2^10; 32 criteo = 2^5, fewer for a tiny file)"},
     [OPT_L] = {"l", "L", "shuffler threshold (default 10)"},
@@ -193,7 +193,7 @@ int eval_p2b_main(int argc, char **argv) {
   if (do_syn) {
     p2b_config c;
     p2b_config_default(&c);
-    c.users = users > 0 ? (int)users : 2000;
+    c.users = users > 0 ? (int)users : 20000;
     c.t = t > 0 ? (int)t : 10;
     c.k = k > 0 ? (int)k : 1024;
     c.l = (int)l;

@@ -130,8 +130,11 @@ Test(p2b_sim, normalize_puts_contexts_on_the_tenths_grid) {
   cr_assert_float_eq(x[2], 0.3, 1e-15);
   cr_assert_float_eq(x[3], 0.0, 1e-15);
   double z[3] = {0, 0, 0};
-  p2b_normalize_q1(3, z);
+  cr_assert_eq(p2b_normalize_q1(3, z), 0);
   cr_assert_float_eq(z[0] + z[1] + z[2], 1.0, 1e-12);
+  double big[P2B_MAX_D + 1] = {1};
+  cr_assert_eq(p2b_normalize_q1(P2B_MAX_D + 1, big), O3M_EINVAL);
+  cr_assert_eq(big[0], 1.0, "a refused vector was changed");
 }
 
 /* A data set whose label is the context's largest coordinate: shared data

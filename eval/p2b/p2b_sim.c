@@ -53,7 +53,8 @@ typedef struct sim {
   unsigned char *st_fresh, *st_server, *st_central;
 } sim;
 
-void p2b_normalize_q1(int d, double *x) {
+int p2b_normalize_q1(int d, double *x) {
+  if (d < 1 || d > P2B_MAX_D) return O3M_EINVAL;
   double sum = 0;
   for (int j = 0; j < d; j++) sum += x[j] > 0 ? x[j] : 0;
   if (!(sum > 0 && isfinite(sum))) {
@@ -62,8 +63,8 @@ void p2b_normalize_q1(int d, double *x) {
   }
   /* Tenths: floor each share, then hand the missing tenths to the largest
    * remainders (ties to the smaller index). */
-  int tenth[64], left = P2B_GRID;
-  double rem[64];
+  int tenth[P2B_MAX_D], left = P2B_GRID;
+  double rem[P2B_MAX_D];
   for (int j = 0; j < d; j++) {
     double v = (x[j] > 0 ? x[j] : 0) / sum * P2B_GRID;
     tenth[j] = (int)floor(v);
@@ -78,6 +79,7 @@ void p2b_normalize_q1(int d, double *x) {
     rem[best] = -1;
   }
   for (int j = 0; j < d; j++) x[j] = tenth[j] / (double)P2B_GRID;
+  return O3M_OK;
 }
 
 static double unif(uint64_t *s) { return (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53; }

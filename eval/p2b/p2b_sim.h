@@ -74,8 +74,10 @@ typedef struct p2b_result {
 /* P2B's context preparation (the artifact's normalize-and-bound): x is
  * scaled to sum 1 (a zero or non-finite x becomes uniform 1/d) and rounded
  * to q = 1 decimal by largest remainders, so it still sums to 1 and lies on
- * the grid the encoder is built for. */
-void p2b_normalize_q1(int d, double *x);
+ * the grid the encoder is built for. d must be in 1..P2B_MAX_D, else
+ * O3M_EINVAL and x is unchanged. */
+#define P2B_MAX_D 64
+int p2b_normalize_q1(int d, double *x);
 
 /* The paper's settings: users 1000, t 10, k 1024, 20 iterations on 20000
  * points, l 10, p 0.5, neg_share 0.05, train_frac 0.7, alpha 1, seed 1. */
