@@ -2,8 +2,9 @@
  * 2022, section 6) on synthetic Bernoulli arms, printed beside the paper's
  * figures: for each of its algorithms, the plain and the secure cumulative
  * reward (identical, checked on every run by samba_run_both: a difference
- * fails the command), the time per round of each, and the cost of the
- * cryptography. With --out-dir, the time-vs-N and time-vs-K sweeps of its
+ * fails the command), the time per round of each, the cost of the
+ * cryptography and each role's share of the secure time (Fig. 8(d): the
+ * DOs summed, the Controller, Comp, the DC). With --out-dir, the time-vs-N and time-vs-K sweeps of its
  * Figure 8 as CSV and gnuplot PNGs.
  *
  * The arm means: the paper takes the K items with the largest share of
@@ -276,19 +277,21 @@ int eval_samba_main(int argc, char **argv) {
   int rc = 0;
   for (int s = 0; s < n_sets && !rc; s++) {
     printf("\narm means: %s (%.2f .. %.2f)\n", set_names[s], mu[s * K], mu[s * K + K - 1]);
-    printf("%-10s %10s %10s %9s %10s %10s %9s %9s %10s %9s\n", "algorithm", "reward", "secure=",
+    printf("%-10s %10s %10s %9s %10s %10s %9s %9s %10s  %s\n", "algorithm", "reward", "secure=",
            "plain ms", "secure ms", "overhead", "AES ops", "Paillier", "Paillier s",
-           "Comp %");
+           "share % DO/Ctrl/Comp/DC");
     for (int a = 0; a < na && !rc; a++) {
       point pt;
       if ((rc = measure(algos[a], (int)K, N, mu + s * K, (int)runs, seed, key, &pt, &e))) break;
       double rounds = (double)(N - K);
       double core = pt.secure_s - pt.paillier_s;
       double roles = pt.sec_do + pt.sec_ctrl + pt.sec_comp + pt.sec_dc;
-      printf("%-10s %10.1f %10s %9.4f %10.4f %9.0fx %9.0f %9.0f %10.3f %8.0f%%\n",
+      double pc = roles > 0 ? 100.0 / roles : 0.0;
+      printf("%-10s %10.1f %10s %9.4f %10.4f %9.0fx %9.0f %9.0f %10.3f  %.0f/%.0f/%.0f/%.0f\n",
              samba_algo_name(algos[a]), pt.reward, "yes", 1e3 * pt.plain_s / rounds,
              1e3 * core / rounds, pt.plain_s > 0 ? pt.secure_s / pt.plain_s : 0.0, pt.aes_ops,
-             pt.paillier_ops, pt.paillier_s, roles > 0 ? 100.0 * pt.sec_comp / roles : 0.0);
+             pt.paillier_ops, pt.paillier_s, pc * pt.sec_do, pc * pt.sec_ctrl, pc * pt.sec_comp,
+             pc * pt.sec_dc);
     }
   }
   if (!rc) {
