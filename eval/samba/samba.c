@@ -278,7 +278,6 @@ static int paillier_sum(run *R, const bl_paillier *dc, long long *sum, o3m_err *
   bl_pct *acc = NULL, *c = NULL;
   int rc = bl_paillier_public(dc, &pub, e);
   if (rc || (rc = bl_pct_new(pub, &acc, e)) || (rc = bl_pct_new(pub, &c, e))) goto out;
-  double t1 = o3m_clock_s();
   for (int i = 0; i < R->K; i++) {
     double a = o3m_clock_s();
     if ((rc = bl_paillier_encrypt_i64(pub, R->s[i], i ? c : acc, e))) goto out;
@@ -293,7 +292,6 @@ static int paillier_sum(run *R, const bl_paillier *dc, long long *sum, o3m_err *
   R->r->sec_dc += o3m_clock_s() - t2;
   R->r->paillier_ops += 2LL * R->K;
   *sum = m;
-  (void)t1;
 out:
   bl_pct_free(c);
   bl_pct_free(acc);
