@@ -18,5 +18,7 @@ int eval_ope_main(int argc, char **argv);
 int eval_gen_criteo_main(int argc, char **argv);
 int eval_audit_main(int argc, char **argv);
 int eval_hannun_main(int argc, char **argv);
+int eval_p2b_main(int argc, char **argv);
+int eval_samba_main(int argc, char **argv);
 
 #endif

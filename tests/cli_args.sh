@@ -64,7 +64,7 @@ rc=$?
 [ $rc -eq 2 ] && grep -q -e "--no-such-option" "$out" || fail "o3m-eval --no-such-option exits $rc"
 "$bin/o3m-eval" --help >"$out" 2>&1 || fail "o3m-eval --help exits $?"
 for cmd in simulate gen-synthetic gen-federation federate regret cost baselines replay ope audit \
-  gen-criteo hannun; do
+  gen-criteo hannun p2b samba; do
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
@@ -96,6 +96,8 @@ check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset
   --score-whitened
 check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only
+check "o3m-eval p2b" --setting --criteo --users --t --k --l --p --arms --d --alpha --kmeans-iters --seed
+check "o3m-eval samba" --algos --K --N --means --runs --seed --paillier-bits --out-dir --sweep-N --sweep-K
 
 # A missing value is a usage error too (2), and a bad value keeps the
 # command's own message (2); a runtime failure is 1.
