@@ -42,6 +42,9 @@
  * the next one. A load test runs 32 clients at once. (Recommend has its own
  * AP_ROUND_SLOTS.) */
 #define SERVER_SLOTS 32
+/* Reward calls that may wait for one group commit: every one of them holds
+ * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
+#define REWARD_SLOTS 256
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
 
@@ -98,6 +101,19 @@ struct ap_service {
   int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
   uint64_t checkpoints;     /* written since start */
   uint64_t ckpt_failures;
+  /* Group commit (with ckpt and commit_each 0): the Reward calls whose
+   * rewards are appended and applied but not yet synced, in arrival order,
+   * each with its RewardReply.updates. reward_commit() syncs them with one
+   * fdatasync and answers them all. */
+  int commit_each;
+  struct reward_wait {
+    o3m_rpc_call *call;
+    uint64_t decision;
+    uint64_t updates;
+  } group[REWARD_SLOTS];
+  int n_group;
+  uint64_t commits;         /* group commits (fdatasyncs) that acknowledged rewards */
+  uint64_t committed;       /* rewards they acknowledged */
 };
 
 void ap_service_options_default(ap_service_options *opt) {
@@ -130,11 +146,6 @@ static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *re
   (void)rep_;
   ap_service *s = ctx;
   return ap_round_submit(s->round, call, (const O3m__V1__RecommendRequest *)req_, e);
-}
-
-static void recommend_flush(void *ctx) {
-  ap_service *s = ctx;
-  ap_round_flush(s->round);
 }
 
 /* ---------------------------------------------------------------- Reward */
@@ -175,14 +186,15 @@ static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *
                      (unsigned long long)decision, what);
 }
 
-/* Applies a reward to the model: with a state_dir through the journal and
- * synced to disk (one fdatasync per reward: handlers run one at a time, so
- * there is nothing to group it with), otherwise in memory only. Either way
- * o3m_policy_update_check runs first, so a reward that would poison the
- * model is refused with nothing changed. Returns 0 when the reward may be
- * acknowledged. */
-static int reward_apply(ap_service *s, uint64_t decision, int arm, const double *x,
-                        double reward, o3m_err *e) {
+/* Appends a reward and applies it to the model: with a state_dir through
+ * the journal's append buffer (ap_checkpoint_apply_reward), which is not
+ * durable until reward_commit() or ap_checkpoint_sync(); without one in
+ * memory only. Either way o3m_policy_update_check runs first, so a reward
+ * that would poison the model is refused with nothing changed. Returns 0
+ * when the reward is in the model (and, with a state_dir, in the journal's
+ * buffer). */
+static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                         double reward, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   const char *what;
   int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
@@ -203,11 +215,59 @@ static int reward_apply(ap_service *s, uint64_t decision, int arm, const double 
    * journaled and replays as failed; it is made durable with the next sync,
    * and the decision stays open. */
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
+  return 0;
+}
+
+/* The group commit, and the one place where appended rewards become
+ * durable and are acknowledged (a replicated log would take the journal's
+ * place here): one fdatasync (ap_checkpoint_sync) covers every reward of
+ * s->group, that is every Reward that arrived since the previous commit,
+ * while it ran included; then each is answered with its RewardReply.updates,
+ * in arrival order. If the sync fails, none is acknowledged: each gets
+ * UNAVAILABLE and the service stops (durability_fail), so a group is
+ * durable whole or, after the restart, as the prefix the disk kept. Runs
+ * on the serving thread: from the idle hook before any queued Recommend is
+ * decided, and from h_reward when the group is full. */
+static void reward_commit(ap_service *s) {
+  if (s->n_group == 0) return;
   o3m_err se;
   o3m_err_clear(&se);
-  rc = ap_checkpoint_sync(s->ckpt, &se);
-  if (rc < 0) return durability_fail(s, decision, &se, e);
-  return 0;
+  int rc = ap_checkpoint_sync(s->ckpt, &se);
+  for (int i = 0; i < s->n_group; i++) {
+    struct reward_wait *w = &s->group[i];
+    if (rc < 0) {
+      o3m_err e;
+      o3m_err_clear(&e);
+      int code = durability_fail(s, w->decision, &se, &e);
+      o3m_rpc_call_fail(w->call, code, &e);
+      continue;
+    }
+    O3m__V1__RewardReply rep = O3M__V1__REWARD_REPLY__INIT;
+    rep.updates = w->updates;
+    o3m_rpc_call_reply(w->call, &rep.base, NULL);
+  }
+  if (rc == 0) {
+    s->commits++;
+    s->committed += (uint64_t)s->n_group;
+  }
+  s->n_group = 0;
+}
+
+/* A periodic checkpoint when one is due, after the rewards are durable (a
+ * due checkpoint delays only the calls that wait behind it). */
+static void checkpoint_if_due(ap_service *s);
+
+/* The server's idle hook: first the rewards that queued (they are durable
+ * and acknowledged before anything else happens, so a decision never sees
+ * a reward that is not durable), then a due checkpoint, then the queued
+ * Recommends in batches (ap_round.h). */
+static void service_idle(void *ctx) {
+  ap_service *s = ctx;
+  if (s->ckpt) {
+    reward_commit(s);
+    checkpoint_if_due(s);
+  }
+  ap_round_flush(s->round);
 }
 
 /* Writes a checkpoint (why: "periodic" or "final"). A file error leaves the
@@ -250,7 +310,6 @@ static void checkpoint_now(ap_service *s, const char *why) {
 
 static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                     ProtobufCMessage *rep_, o3m_err *e) {
-  (void)call;
   ap_service *s = ctx;
   const O3m__V1__RewardRequest *req = (const O3m__V1__RewardRequest *)req_;
   O3m__V1__RewardReply *rep = (O3m__V1__RewardReply *)rep_;
@@ -283,14 +342,43 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
     return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
                        "mask is %016llx", id, (unsigned long long)mask_id,
                        (unsigned long long)s->mask_id);
-  rc = reward_apply(s, req->decision, arm, x, req->reward, e);
+  /* A full group is committed first; with REWARD_SLOTS request slots of
+   * Reward that happens only when calls of another path filled slots. */
+  if (s->n_group == REWARD_SLOTS) reward_commit(s);
+  if (s->stopped)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
+                       "are not accepted", stop_cause_text(s->stopped));
+  rc = reward_append(s, req->decision, arm, x, req->reward, e);
   if (rc < 0) return rc;
+  if (s->ckpt && !s->commit_each) {
+    /* Group commit: the decision is closed now, so that a second reward
+     * for it in the same group is ALREADY_EXISTS, and the call waits for
+     * reward_commit() (if that fails the service stops and accepts no
+     * reward again). */
+    ap_pending_close(s->pending, req->decision);
+    s->group[s->n_group++] = (struct reward_wait){call, req->decision,
+                                                  o3m_policy_updates(s->policy)};
+    return O3M_RPC_DEFERRED;
+  }
+  if (s->ckpt) {
+    /* --commit each: one fdatasync for this reward alone, as before group
+     * commit (kept for the side-by-side benchmark). */
+    o3m_err se;
+    o3m_err_clear(&se);
+    rc = ap_checkpoint_sync(s->ckpt, &se);
+    if (rc < 0) return durability_fail(s, req->decision, &se, e);
+    s->commits++;
+    s->committed++;
+  }
   ap_pending_close(s->pending, req->decision);
   rep->updates = o3m_policy_updates(s->policy);
-  /* The reward is durable; a due checkpoint delays only this reply. */
-  if (s->ckpt && ap_checkpoint_due(s->ckpt) && o3m_clock_ms() >= s->ckpt_retry_ms)
-    checkpoint_now(s, "periodic");
+  if (s->ckpt) checkpoint_if_due(s);
   return 0;
+}
+
+static void checkpoint_if_due(ap_service *s) {
+  if (!s->stopped && ap_checkpoint_due(s->ckpt) && o3m_clock_ms() >= s->ckpt_retry_ms)
+    checkpoint_now(s, "periodic");
 }
 
 /* ---------------------------------------------------------------- Stats */
@@ -504,6 +592,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   ap_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(s->name, sizeof s->name, "%s", me->name);
+  s->commit_each = opt->commit_each;
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
   s->slot = me->slot;
@@ -606,11 +695,12 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.max_message_bytes = o3m_wire_recommend_max_bytes(s->k_max, s->d0);
   sc.arena_max_bytes = (size_t)AP_ROUND_SLOTS * 3 * (size_t)sc.max_message_bytes + (1u << 20);
   /* Recommend calls are deferred and answered in batches by the idle hook. */
-  static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
-                                                       AP_ROUND_SLOTS};
-  sc.method_slots = &recommend_slots;
-  sc.n_method_slots = 1;
-  sc.idle = recommend_flush;
+  /* Rewards wait for their group commit likewise (deferred). */
+  static const o3m_rpc_method_slots deferred_slots[] = {
+      {O3M_PATH_ACTIVE_RECOMMEND, AP_ROUND_SLOTS}, {O3M_PATH_ACTIVE_REWARD, REWARD_SLOTS}};
+  sc.method_slots = deferred_slots;
+  sc.n_method_slots = 2;
+  sc.idle = service_idle;
   /* Callers need a certificate from the federation CA, and the access
    * policy decides what each may call: front ends and operators are
    * [client NAME]s of the config with certificates of their own. */
@@ -637,7 +727,10 @@ int ap_service_run(ap_service *s) {
   int rc = o3m_rpc_server_run(s->server);
   if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
-    o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s%s",
+    o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "
+                 "written, %llu failed, journal at seq %llu%s%s",
+                 (unsigned long long)s->committed, (unsigned long long)s->commits,
+                 s->commit_each ? "one fdatasync each" : "group commit",
                  (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
                  (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
                  s->stopped ? ", STOPPED AFTER " : "",

@@ -223,6 +223,11 @@ typedef struct ap_service_options {
   int discard_state;
   uint64_t checkpoint_records;
   int64_t checkpoint_ms;
+  /* With a state_dir: 0 (the default) group-commits rewards (see "A
+   * reward" above: one fdatasync for every reward that arrived while the
+   * previous one ran); 1 (the daemon's --commit each) syncs each reward on
+   * its own, as before group commit, for side-by-side benchmarks. */
+  int commit_each;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,
