@@ -86,6 +86,10 @@ typedef struct pp_options {
    * pp_service_create with O3M_ESTATE, so that a daemon can be stopped
    * during start-up. May be NULL. */
   const volatile sig_atomic_t *stop;
+  /* Serving threads (the daemon's --threads), 1..O3M_CONFIG_MAX_THREADS;
+   * 0: the party's threads key, else 1 (proto/o3m_rpc.h, "Threads": the
+   * Mask handlers still run one at a time). */
+  int threads;
 } pp_options;
 
 typedef struct pp_service_stats {
