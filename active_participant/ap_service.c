@@ -270,42 +270,47 @@ static void service_idle(void *ctx) {
   ap_round_flush(s->round);
 }
 
-/* Writes a checkpoint (why: "periodic" or "final"). A file error leaves the
- * older checkpoints and the journal intact: it is logged and the periodic
- * checkpoint retried after CKPT_RETRY_MS. O3M_ECORRUPT means Lambda or u
- * itself is damaged in memory (ap_checkpoint_write refuses to save it): the
- * service stops, and a restart rebuilds the model from disk. */
-static void checkpoint_now(ap_service *s, const char *why) {
-  o3m_err ce;
-  o3m_err_clear(&ce);
-  int rc = ap_checkpoint_write(s->ckpt, &ce);
+/* The outcome of a checkpoint (why: "periodic" or "final"). A file error
+ * leaves the older checkpoints and the journal intact: it is logged and
+ * the periodic checkpoint retried after CKPT_RETRY_MS. O3M_ECORRUPT means
+ * Lambda or u itself is damaged in memory (ap_checkpoint_start refuses to
+ * save it): the service stops, and a restart rebuilds the model from
+ * disk. */
+static void checkpoint_result(ap_service *s, const char *why, int rc, const o3m_err *ce) {
   if (rc == 0) {
     s->checkpoints++;
     s->ckpt_retry_ms = 0;
-    o3m_log_info("%s checkpoint written: %llu updates, journal seq %llu", why,
-                 (unsigned long long)o3m_policy_updates(s->policy),
-                 (unsigned long long)ap_journal_last_seq(ap_checkpoint_journal(s->ckpt)));
+    o3m_log_info("%s checkpoint written: journal seq %llu", why,
+                 (unsigned long long)ap_checkpoint_seq(s->ckpt));
     return;
   }
   s->ckpt_failures++;
   s->ckpt_retry_ms = o3m_clock_ms() + CKPT_RETRY_MS;
   if (rc == O3M_ECORRUPT) {
     o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
-                  "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
+                  "restart recovers it from %s)", why, o3m_err_message(ce), s->state_dir);
     service_stop(s, STOP_DAMAGED);
     return;
   }
   if (rc == O3M_EIO && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {
-    /* The health repair's journal record could not be written: that is the
-     * journal failing, not only this checkpoint. */
-    o3m_err why;
-    o3m_err_set(&why, O3M_EIO, "%s", o3m_err_message(&ce));
+    /* The health repair's journal record (or the rotation) could not be
+     * written: that is the journal failing, not only this checkpoint. */
+    o3m_err why_;
+    o3m_err_set(&why_, O3M_EIO, "%s", o3m_err_message(ce));
     o3m_err ignored;
-    durability_fail(s, 0, &why, &ignored);
+    durability_fail(s, 0, &why_, &ignored);
     return;
   }
   o3m_log_warn("%s checkpoint failed (%s: %s); the journal still holds every reward, retrying "
-               "in %d s", why, o3m_errname(rc), o3m_err_message(&ce), CKPT_RETRY_MS / 1000);
+               "in %d s", why, o3m_errname(rc), o3m_err_message(ce), CKPT_RETRY_MS / 1000);
+}
+
+/* Writes a checkpoint and waits for it (the final one). */
+static void checkpoint_now(ap_service *s, const char *why) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int rc = ap_checkpoint_write(s->ckpt, &ce);
+  checkpoint_result(s, why, rc, &ce);
 }
 
 static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
@@ -376,9 +381,20 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   return 0;
 }
 
+/* Periodic checkpoints are written off the serving thread
+ * (ap_checkpoint_start): here a finished one is collected, and a due one
+ * is started from a snapshot of the model as of the last journaled reward;
+ * the serving threads only pay for the journal rotation and the copy of
+ * the state. */
 static void checkpoint_if_due(ap_service *s) {
-  if (!s->stopped && ap_checkpoint_due(s->ckpt) && o3m_clock_ms() >= s->ckpt_retry_ms)
-    checkpoint_now(s, "periodic");
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int done, rc = ap_checkpoint_collect(s->ckpt, 0, &done, &ce);
+  if (done) checkpoint_result(s, "periodic", rc, &ce);
+  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
+  o3m_err_clear(&ce);
+  rc = ap_checkpoint_start(s->ckpt, &ce);
+  if (rc) checkpoint_result(s, "periodic", rc, &ce);
 }
 
 /* ---------------------------------------------------------------- Stats */
@@ -579,6 +595,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     return o3m_err_set(e, O3M_EINVAL, "config and party name are required");
   if (opt->pmg_timeout_s < 1)
     return o3m_err_set(e, O3M_EINVAL, "pmg timeout must be >= 1 s, got %d", opt->pmg_timeout_s);
+  if (opt->threads < 0 || opt->threads > O3M_CONFIG_MAX_THREADS)
+    return o3m_err_set(e, O3M_EINVAL, "threads must be in 1..%d, got %d", O3M_CONFIG_MAX_THREADS,
+                       opt->threads);
   const o3m_party *me = o3m_config_party(cfg, opt->party);
   if (!me) return o3m_err_set(e, O3M_EINVAL, "no party '%s' in %s", opt->party,
                               o3m_config_name(cfg));
@@ -687,6 +706,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.listen = opt->listen;
   sc.insecure = opt->insecure;
   sc.slots_per_method = SERVER_SLOTS;
+  sc.threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
    * over-long id or too many values costs the AP at most that much, and no
@@ -710,9 +730,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
-               "max %d candidates, mask %016llx", s->name, sc.listen, ap_service_port(s), s->d,
-               m, o3m_algo_name(s->algo), o3m_model_name(s->model), s->k_max,
-               (unsigned long long)s->mask_id);
+               "max %d candidates, mask %016llx, %d serving threads", s->name, sc.listen,
+               ap_service_port(s), s->d, m, o3m_algo_name(s->algo), o3m_model_name(s->model),
+               s->k_max, (unsigned long long)s->mask_id, sc.threads);
   *out = s;
   return 0;
 
@@ -725,6 +745,13 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
+  if (s->ckpt) {
+    /* A periodic checkpoint still being written is finished first. */
+    o3m_err ce;
+    o3m_err_clear(&ce);
+    int done, crc = ap_checkpoint_collect(s->ckpt, 1, &done, &ce);
+    if (done) checkpoint_result(s, "periodic", crc, &ce);
+  }
   if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
     o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "

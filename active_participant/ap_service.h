@@ -228,6 +228,9 @@ typedef struct ap_service_options {
    * previous one ran); 1 (the daemon's --commit each) syncs each reward on
    * its own, as before group commit, for side-by-side benchmarks. */
   int commit_each;
+  /* Serving threads (the daemon's --threads), 1..O3M_CONFIG_MAX_THREADS;
+   * 0: the party's threads key, else 1. See "Threads" above. */
+  int threads;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,

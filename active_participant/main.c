@@ -3,6 +3,7 @@
  *   o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH]
  *              [--pmg-timeout-s 60] [--salvage] [--discard-state]
  *              [--checkpoint-every N] [--checkpoint-ms MS] [--commit group|each]
+ *              [--threads N]
  *
  * Parses the arguments, loads the federation config and checks the party's
  * TLS files (o3m_daemon_load_party: unless --insecure, a key that is not the
@@ -47,7 +48,8 @@ enum {
   OPT_DISCARD,
   OPT_CKPT_EVERY,
   OPT_CKPT_MS,
-  OPT_COMMIT
+  OPT_COMMIT,
+  OPT_THREADS
 };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("active"),
@@ -59,6 +61,7 @@ static const o3m_cli_option options[] = {
     {"checkpoint-ms", "MS", "write a checkpoint every MS ms (1..1000000000, default 60000)"},
     {"commit", "MODE", "group (default): one fdatasync for every reward that arrived while the "
                        "previous one ran; each: one per reward (for comparison)"},
+    {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -83,6 +86,12 @@ static int take_option(void *ctx, int i, const char *v) {
     opt->pmg_timeout_s = (int)n;
     break;
   case OPT_SALVAGE: opt->salvage = 1; break;
+  case OPT_THREADS:
+    if (o3m_cli_parse_long(v, 1, O3M_CONFIG_MAX_THREADS, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--threads must be an integer in 1..%d",
+                                 O3M_CONFIG_MAX_THREADS);
+    opt->threads = (int)n;
+    break;
   case OPT_COMMIT:
     if (strcmp(v, "group") && strcmp(v, "each"))
       return o3m_cli_usage_error(&spec, "--commit must be group or each, got '%s'", v);
