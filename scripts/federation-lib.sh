@@ -7,7 +7,12 @@
 #   with their logs in WORK/NAME.log, and waits until each is ready.
 # fed_down
 #   stops every daemon started by fed_up and waits for it.
-# FED_PASSIVE holds the passive party names; FED_CONF the config path.
+# FED_PASSIVE holds the passive party names, FED_ACTIVE and FED_PMG the
+# other two; FED_CONF the config path.
+# Optional environment: FED_ACTIVE_ARGS and FED_PASSIVE_ARGS, extra options
+# for o3m-active and every o3m-passive (for example "--threads 2");
+# FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
+# rewards are durable.
 
 FED_PIDS=()
 FED_NAMES=()
@@ -22,9 +27,14 @@ fed_down() {
 
 # fed_start WORK BIN NAME BINARY: starts one daemon in the background.
 fed_start() {
-  local work=$1 bin=$2 name=$3 exe=$4
+  local work=$1 bin=$2 name=$3 exe=$4 extra=""
+  case "$exe" in
+  o3m-active) extra="${FED_ACTIVE_ARGS:-}" ;;
+  o3m-passive) extra="${FED_PASSIVE_ARGS:-}" ;;
+  esac
   rm -f "$work/$name.ready"
-  "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
+  # shellcheck disable=SC2086
+  "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" $extra \
     2>>"$work/$name.log" &
   FED_PIDS+=($!)
   FED_NAMES+=("$name")
@@ -51,6 +61,11 @@ fed_up() {
   local active pmg p
   active=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
   pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+  FED_ACTIVE=$active
+  FED_PMG=$pmg
+  if [ "${FED_AP_STATE:-0}" = 1 ]; then
+    sed -i "/^\[party $active\]\$/a state_dir = ap-state" "$FED_CONF"
+  fi
   # shellcheck disable=SC2086
   "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$pmg" "$active" $FED_PASSIVE client
   fed_start "$work" "$bin" "$pmg" o3m-pmg
