@@ -113,7 +113,10 @@
  * (after the commit) starts it: the serving thread rotates the journal and
  * copies the model into a snapshot, and the checkpoint file is written by
  * a thread of its own (ap_checkpoint_start; collected by a later idle
- * hook). A failed checkpoint is logged and retried later; the journal still
+ * hook, so on a service that gets no call the "checkpoint written" log
+ * line and the journal's pruning wait for the next call, while the file is
+ * already complete; one checkpoint is in flight at a time, and rewards that
+ * become due meanwhile wait for the next). A failed checkpoint is logged and retried later; the journal still
  * holds everything. Decisions waiting for a reward are not journaled: after
  * a restart a reward for an older decision gets NOT_FOUND.
  *
