@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,23 @@ struct ap_checkpoint {
   int64_t every_ms;
   uint64_t ckpt_seq;   /* position of the newest checkpoint (0: none) */
   int64_t ckpt_time;   /* monotonic ms when it was written or loaded */
-  unsigned char *io;   /* IO_BYTES */
+  unsigned char *io;   /* IO_BYTES; the writer's while a job runs */
+  /* The checkpoint writer (ap_checkpoint_start): the snapshot of the
+   * policy state it writes, and the job. mu guards job, done, job_rc,
+   * job_err and quit; the rest of a job (snap, job_seq, job_updates, io)
+   * belongs to the writer from start until collect sees done. */
+  unsigned char *snap;
+  size_t snap_len;
+  pthread_t writer;
+  int writer_started;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int job;             /* a snapshot was handed over and not yet collected */
+  int done;            /* the writer finished it: job_rc, job_err */
+  int quit;
+  int job_rc;
+  o3m_err job_err;
+  uint64_t job_seq, job_updates;
 };
 
 void ap_checkpoint_options_default(ap_checkpoint_options *o) {
@@ -258,12 +275,15 @@ static int file_write(void *ctx, const void *buf, size_t len) {
   return O3M_OK;
 }
 
-/* Writes ap-ckpt-<seq>.ckpt atomically. */
-static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
+/* Writes ap-ckpt-<seq>.ckpt atomically from the snapshot c->snap (the
+ * policy state image of updates updates). Runs on the writer thread, or on
+ * the caller's while no job is in flight: it touches only the directory,
+ * c->io and the snapshot. */
+static int write_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t updates, o3m_err *e) {
   char tmp[NAME_LEN], fin[NAME_LEN];
   ck_name(tmp, seq, ".tmp");
   ck_name(fin, seq, ".ckpt");
-  size_t n = o3m_policy_state_size(c->p);
+  size_t n = c->snap_len;
   unsigned char h[CK_HDR], t[CK_TRAILER];
   memset(h, 0, sizeof h);
   memcpy(h + CK_AT_MAGIC, CK_MAGIC, 8);
@@ -273,7 +293,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
   o3m_put_le64(h + CK_AT_MASK_ID, c->mask_id);
   o3m_put_le64(h + CK_AT_STATE_LEN, (uint64_t)n);
   o3m_put_le64(h + CK_AT_WALL_MS, (uint64_t)wall_ms());
-  o3m_put_le64(h + CK_AT_UPDATES, o3m_policy_updates(c->p));
+  o3m_put_le64(h + CK_AT_UPDATES, updates);
   o3m_put_le32(h + CK_AT_HDR_CRC, o3m_crc32c(0, h, CK_AT_HDR_CRC));
   int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
@@ -281,7 +301,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
                        strerror(errno));
   file_sink s = {c, fd, 0, 0, 0};
   int rc = o3m_write_full(fd, h, CK_HDR) ? O3M_EIO : O3M_OK;
-  if (!rc) rc = o3m_policy_state_save(c->p, file_write, &s);
+  if (!rc) rc = file_write(&s, c->snap, n);
   if (!rc) rc = sink_flush(&s);
   if (!rc) {
     memset(t, 0, sizeof t);
@@ -305,6 +325,28 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, o3m_err *e) {
     return o3m_err_set(e, O3M_EIO, "checkpoint %s: cannot fsync the directory: %s", c->dir,
                        strerror(errno));
   return O3M_OK;
+}
+
+/* The writer thread: writes each snapshot it is handed, off the serving
+ * thread, and reports the result for ap_checkpoint_collect. */
+static void *writer_main(void *arg) {
+  ap_checkpoint *c = arg;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    while (!c->quit && !(c->job && !c->done)) pthread_cond_wait(&c->cv, &c->mu);
+    if (c->quit) break;
+    pthread_mutex_unlock(&c->mu);
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = write_ckpt(c, c->job_seq, c->job_updates, &e);
+    pthread_mutex_lock(&c->mu);
+    c->job_rc = rc;
+    c->job_err = e;
+    c->done = 1;
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
 }
 
 /* ------------------------------------------------------------------ replay */
@@ -361,6 +403,17 @@ static int take_lock(const char *dir, int dirfd, int *lockfd, o3m_err *e) {
 
 void ap_checkpoint_close(ap_checkpoint *c) {
   if (!c) return;
+  if (c->writer_started) {
+    pthread_mutex_lock(&c->mu);
+    c->quit = 1; /* after the job in flight, if any */
+    while (c->job && !c->done) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->writer, NULL);
+  }
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c->snap);
   ap_journal_close(c->j);
   if (c->lockfd >= 0) close(c->lockfd); /* releases the flock */
   if (c->dirfd >= 0) close(c->dirfd);
@@ -382,6 +435,8 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
   c->p = p;
   c->dirfd = c->lockfd = -1;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
   c->mask_id = opt->mask_id;
   c->every_records = opt->every_records;
   c->every_ms = opt->every_ms;
@@ -516,6 +571,7 @@ uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
 }
 
 int ap_checkpoint_due(const ap_checkpoint *c) {
+  if (c->job) return 0; /* read on the serving thread, which alone sets it */
   uint64_t n = ap_checkpoint_records_since(c);
   if (c->every_records && n >= c->every_records) return 1;
   return c->every_ms && n > 0 && o3m_clock_ms() - c->ckpt_time >= c->every_ms;
@@ -546,17 +602,56 @@ int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h_, o3m
   return O3M_OK;
 }
 
-int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
+int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
+  if (c->job) return o3m_err_set(e, O3M_ESTATE, "a checkpoint is being written already");
   int rc = ap_checkpoint_health(c, 0, NULL, e);
   if (rc) return rc;
+  size_t n = o3m_policy_state_size(c->p);
+  if (!c->snap || c->snap_len != n) {
+    unsigned char *b = realloc(c->snap, n);
+    if (!b) return o3m_err_set(e, O3M_ENOMEM, "checkpoint snapshot of %zu bytes: out of memory", n);
+    c->snap = b;
+    c->snap_len = n;
+  }
+  if (!c->writer_started) {
+    if (pthread_create(&c->writer, NULL, writer_main, c))
+      return o3m_err_set(e, O3M_ENOMEM, "cannot start the checkpoint writer thread");
+    c->writer_started = 1;
+  }
   /* Everything applied to the policy is in the journal up to last_seq; make
    * it durable and start a new segment there, so that old segments can go.
    * The rotation must come first: once it returns, segment seq + 1 exists,
    * which is what lets recovery tell a journal lost after this checkpoint
    * from one that simply has nothing after it (ap_journal.h). */
   if ((rc = ap_journal_rotate(c->j, e))) return rc;
-  uint64_t seq = ap_journal_last_seq(c->j);
-  if ((rc = write_ckpt(c, seq, e))) return rc;
+  if ((rc = o3m_policy_state_export(c->p, c->snap, n)))
+    return o3m_err_set(e, rc, "checkpoint: the policy state image does not fit");
+  pthread_mutex_lock(&c->mu);
+  c->job_seq = ap_journal_last_seq(c->j);
+  c->job_updates = o3m_policy_updates(c->p);
+  c->job = 1;
+  c->done = 0;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return O3M_OK;
+}
+
+int ap_checkpoint_collect(ap_checkpoint *c, int wait, int *done, o3m_err *e) {
+  *done = 0;
+  if (!c->job) return O3M_OK;
+  pthread_mutex_lock(&c->mu);
+  while (wait && !c->done) pthread_cond_wait(&c->cv, &c->mu);
+  int finished = c->done, rc = c->job_rc;
+  o3m_err je = c->job_err;
+  if (finished) c->job = c->done = 0;
+  pthread_mutex_unlock(&c->mu);
+  if (!finished) return O3M_OK;
+  *done = 1;
+  if (rc) {
+    if (e) *e = je;
+    return rc;
+  }
+  uint64_t seq = c->job_seq;
   c->ckpt_seq = seq;
   c->ckpt_time = o3m_clock_ms();
   /* Keep the newest two; prune the journal before the older of them. */
@@ -577,6 +672,19 @@ int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
   free(seqs);
   return rc;
 }
+
+int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e) {
+  int done;
+  /* A checkpoint in flight is finished first (its outcome is superseded
+   * by this one's). */
+  o3m_err ignored;
+  ap_checkpoint_collect(c, 1, &done, &ignored);
+  int rc = ap_checkpoint_start(c, e);
+  if (rc) return rc;
+  return ap_checkpoint_collect(c, 1, &done, e);
+}
+
+uint64_t ap_checkpoint_seq(const ap_checkpoint *c) { return c->ckpt_seq; }
 
 /* ----------------------------------------------------------------- discard */
 

@@ -91,8 +91,10 @@
  * (ap_pending.h), so a new run repeats an old one only by a chance of
  * about pending_capacity / 2^64.
  *
- * Not thread-safe: the service calls everything from its one handler
- * thread. */
+ * Not thread-safe: the service calls everything under its server's lock
+ * (one handler at a time); only the checkpoint writer thread, which
+ * touches nothing but its snapshot and the checkpoint file, runs beside
+ * it (ap_checkpoint_start). */
 #ifndef AP_CHECKPOINT_H
 #define AP_CHECKPOINT_H
 
@@ -170,16 +172,38 @@ int ap_checkpoint_sync(ap_checkpoint *c, o3m_err *e);
 /* 1 if a checkpoint is due by the every_records / every_ms settings, else 0. */
 int ap_checkpoint_due(const ap_checkpoint *c);
 
-/* Writes a checkpoint now: runs the quick health check first (a repairable
- * problem is repaired through ap_checkpoint_health's journaled refactor; a
- * damaged Lambda or u is O3M_ECORRUPT and nothing is written, so a bad
- * state never becomes durable), syncs the journal, rotates it, writes and
- * renames the checkpoint, deletes all but the newest two, and prunes the
- * journal. Cost: one pass over the state (O(n_models d^2) bytes) plus the
- * health check. A failure leaves the previous checkpoints and the journal
- * intact, so it is safe to continue serving and retry later (O3M_EIO for a
- * file error). */
+/* Writes a checkpoint now and waits for it: ap_checkpoint_start, then
+ * ap_checkpoint_collect with wait (a checkpoint already in flight is
+ * finished first). Used for the final checkpoint and by tests. */
 int ap_checkpoint_write(ap_checkpoint *c, o3m_err *e);
+
+/* Starts a checkpoint off the caller's thread. On the caller's thread:
+ * runs the quick health check (a repairable problem is repaired through
+ * ap_checkpoint_health's journaled refactor; a damaged Lambda or u is
+ * O3M_ECORRUPT and nothing is written, so a bad state never becomes
+ * durable), syncs and rotates the journal, and copies the policy state
+ * image into a snapshot buffer (o3m_policy_state_export; a memcpy-speed
+ * pass over O(n_models d^2) bytes, held as a second copy of the model for
+ * the handle's life). The snapshot is consistent: it is the state after
+ * exactly the journal records up to the rotation, since the caller applies
+ * nothing meanwhile. Then a writer thread of the handle (started on first
+ * use) writes, fsyncs and renames the checkpoint file and fsyncs the
+ * directory, while the caller goes on applying rewards. O3M_ESTATE if one
+ * is in flight already; ap_checkpoint_due() is 0 until it is collected. */
+int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e);
+
+/* Finishes the checkpoint in flight, on the caller's (the journal's)
+ * thread: *done = 0 and 0 returned when none is in flight or (without
+ * wait) it is still being written; otherwise *done = 1 and the outcome is
+ * returned: on success the checkpoint becomes the newest, all but the
+ * newest two are deleted and the journal is pruned before the older of
+ * them. A failure (O3M_EIO for a file error) leaves the previous
+ * checkpoints and the journal intact, so it is safe to continue serving
+ * and retry later. */
+int ap_checkpoint_collect(ap_checkpoint *c, int wait, int *done, o3m_err *e);
+
+/* The journal seq of the newest checkpoint written or loaded (0: none). */
+uint64_t ap_checkpoint_seq(const ap_checkpoint *c);
 
 /* Checks the policy's numerical health (o3m_policy_health_check with flags);
  * if a factor or theta is broken but Lambda and u are sound, appends a

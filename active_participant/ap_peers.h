@@ -20,8 +20,8 @@
  * Allocation: everything at ap_peers_create (and a rebuilt channel, which
  * gRPC allocates); a round allocates nothing here.
  *
- * Threads: one thread at a time (the AP's serving thread, or the creating
- * thread during start-up). */
+ * Threads: one thread at a time (one of the AP's serving threads, under
+ * the RPC layer's lock, or the creating thread during start-up). */
 #ifndef AP_PEERS_H
 #define AP_PEERS_H
 

@@ -27,7 +27,8 @@
  * entry; with the index at most half full that is about two probes.
  *
  * Everything is allocated in ap_pending_create(); nothing per call. Not
- * thread-safe: the AP serves calls on one thread. */
+ * thread-safe: the AP's handlers run one at a time (under the RPC layer's
+ * lock, whatever the number of serving threads). */
 #ifndef AP_PENDING_H
 #define AP_PENDING_H
 

@@ -48,8 +48,9 @@
  * nothing is allocated per request. It borrows the policy, the pending
  * table, the catalog, the block and the peers, which must outlive it.
  *
- * Threads: everything on the AP's serving thread (handlers and the idle
- * hook run one at a time), create and destroy included. */
+ * Threads: everything on the AP's serving threads, one at a time (handlers
+ * and the idle hook run under the RPC layer's lock), create and destroy
+ * included. */
 #ifndef AP_ROUND_H
 #define AP_ROUND_H
 

@@ -42,6 +42,9 @@
  * the next one. A load test runs 32 clients at once. (Recommend has its own
  * AP_ROUND_SLOTS.) */
 #define SERVER_SLOTS 32
+/* Reward calls that may wait for one group commit: every one of them holds
+ * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
+#define REWARD_SLOTS 256
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
 
@@ -103,6 +106,19 @@ struct ap_service {
    * which the o3m_metric_* updates accept. */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
+  /* Group commit (with ckpt and commit_each 0): the Reward calls whose
+   * rewards are appended and applied but not yet synced, in arrival order,
+   * each with its RewardReply.updates. reward_commit() syncs them with one
+   * fdatasync and answers them all. */
+  int commit_each;
+  struct reward_wait {
+    o3m_rpc_call *call;
+    uint64_t decision;
+    uint64_t updates;
+  } group[REWARD_SLOTS];
+  int n_group;
+  uint64_t commits;         /* group commits (fdatasyncs) that acknowledged rewards */
+  uint64_t committed;       /* rewards they acknowledged */
 };
 
 /* Copies the service's own running totals into the metrics: after every
@@ -145,7 +161,7 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
                           &s->m_pending,   &s->m_evicted, &s->m_expired,
                           &s->m_rewards,   &s->m_checkpoints};
   static const o3m_metric_spec fsync = {
-      "o3m_ap_journal_sync_seconds", "Time to make one reward durable (journal fdatasync)",
+      "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
   static const o3m_metric_spec age = {
       "o3m_ap_checkpoint_age_seconds",
@@ -192,12 +208,6 @@ static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *re
   return ap_round_submit(s->round, call, (const O3m__V1__RecommendRequest *)req_, e);
 }
 
-static void recommend_flush(void *ctx) {
-  ap_service *s = ctx;
-  ap_round_flush(s->round);
-  metrics_publish(s);
-}
-
 /* ---------------------------------------------------------------- Reward */
 
 /* SERVING -> STOPPING (see "States" in ap_service.h): the first cause
@@ -236,14 +246,15 @@ static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *
                      (unsigned long long)decision, what);
 }
 
-/* Applies a reward to the model: with a state_dir through the journal and
- * synced to disk (one fdatasync per reward: handlers run one at a time, so
- * there is nothing to group it with), otherwise in memory only. Either way
- * o3m_policy_update_check runs first, so a reward that would poison the
- * model is refused with nothing changed. Returns 0 when the reward may be
- * acknowledged. */
-static int reward_apply(ap_service *s, uint64_t decision, int arm, const double *x,
-                        double reward, o3m_err *e) {
+/* Appends a reward and applies it to the model: with a state_dir through
+ * the journal's append buffer (ap_checkpoint_apply_reward), which is not
+ * durable until reward_commit() or ap_checkpoint_sync(); without one in
+ * memory only. Either way o3m_policy_update_check runs first, so a reward
+ * that would poison the model is refused with nothing changed. Returns 0
+ * when the reward is in the model (and, with a state_dir, in the journal's
+ * buffer). */
+static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                         double reward, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   const char *what;
   int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
@@ -264,57 +275,117 @@ static int reward_apply(ap_service *s, uint64_t decision, int arm, const double 
    * journaled and replays as failed; it is made durable with the next sync,
    * and the decision stays open. */
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
-  o3m_err se;
-  o3m_err_clear(&se);
-  double t0 = o3m_clock_s();
-  rc = ap_checkpoint_sync(s->ckpt, &se);
-  o3m_metric_observe(s->m_fsync, o3m_clock_s() - t0);
-  if (rc < 0) return durability_fail(s, decision, &se, e);
   return 0;
 }
 
-/* Writes a checkpoint (why: "periodic" or "final"). A file error leaves the
- * older checkpoints and the journal intact: it is logged and the periodic
- * checkpoint retried after CKPT_RETRY_MS. O3M_ECORRUPT means Lambda or u
- * itself is damaged in memory (ap_checkpoint_write refuses to save it): the
- * service stops, and a restart rebuilds the model from disk. */
-static void checkpoint_now(ap_service *s, const char *why) {
-  o3m_err ce;
-  o3m_err_clear(&ce);
-  int rc = ap_checkpoint_write(s->ckpt, &ce);
+/* One fdatasync of the journal (ap_checkpoint_sync), timed into the
+ * journal fdatasync latency histogram. */
+static int journal_sync(ap_service *s, o3m_err *e) {
+  double t0 = o3m_clock_s();
+  int rc = ap_checkpoint_sync(s->ckpt, e);
+  o3m_metric_observe(s->m_fsync, o3m_clock_s() - t0);
+  return rc;
+}
+
+/* The group commit, and the one place where appended rewards become
+ * durable and are acknowledged (a replicated log would take the journal's
+ * place here): one fdatasync (ap_checkpoint_sync) covers every reward of
+ * s->group, that is every Reward that arrived since the previous commit,
+ * while it ran included; then each is answered with its RewardReply.updates,
+ * in arrival order. If the sync fails, none is acknowledged: each gets
+ * UNAVAILABLE and the service stops (durability_fail), so a group is
+ * durable whole or, after the restart, as the prefix the disk kept. Runs
+ * on the serving thread: from the idle hook before any queued Recommend is
+ * decided, and from h_reward when the group is full. */
+static void reward_commit(ap_service *s) {
+  if (s->n_group == 0) return;
+  o3m_err se;
+  o3m_err_clear(&se);
+  int rc = journal_sync(s, &se);
+  for (int i = 0; i < s->n_group; i++) {
+    struct reward_wait *w = &s->group[i];
+    if (rc < 0) {
+      o3m_err e;
+      o3m_err_clear(&e);
+      int code = durability_fail(s, w->decision, &se, &e);
+      o3m_rpc_call_fail(w->call, code, &e);
+      continue;
+    }
+    O3m__V1__RewardReply rep = O3M__V1__REWARD_REPLY__INIT;
+    rep.updates = w->updates;
+    o3m_rpc_call_reply(w->call, &rep.base, NULL);
+  }
+  if (rc == 0) {
+    s->commits++;
+    s->committed += (uint64_t)s->n_group;
+  }
+  s->n_group = 0;
+}
+
+/* A periodic checkpoint when one is due, after the rewards are durable (a
+ * due checkpoint delays only the calls that wait behind it). */
+static void checkpoint_if_due(ap_service *s);
+
+/* The server's idle hook: first the rewards that queued (they are durable
+ * and acknowledged before anything else happens, so a decision never sees
+ * a reward that is not durable), then a due checkpoint, then the queued
+ * Recommends in batches (ap_round.h). */
+static void service_idle(void *ctx) {
+  ap_service *s = ctx;
+  if (s->ckpt) {
+    reward_commit(s);
+    checkpoint_if_due(s);
+  }
+  ap_round_flush(s->round);
+  metrics_publish(s);
+}
+
+/* The outcome of a checkpoint (why: "periodic" or "final"). A file error
+ * leaves the older checkpoints and the journal intact: it is logged and
+ * the periodic checkpoint retried after CKPT_RETRY_MS. O3M_ECORRUPT means
+ * Lambda or u itself is damaged in memory (ap_checkpoint_start refuses to
+ * save it): the service stops, and a restart rebuilds the model from
+ * disk. */
+static void checkpoint_result(ap_service *s, const char *why, int rc, const o3m_err *ce) {
   if (rc == 0) {
     s->checkpoints++;
     o3m_metric_touch(s->m_ckpt_age);
     s->ckpt_retry_ms = 0;
-    o3m_log_info("%s checkpoint written: %llu updates, journal seq %llu", why,
-                 (unsigned long long)o3m_policy_updates(s->policy),
-                 (unsigned long long)ap_journal_last_seq(ap_checkpoint_journal(s->ckpt)));
+    o3m_log_info("%s checkpoint written: journal seq %llu", why,
+                 (unsigned long long)ap_checkpoint_seq(s->ckpt));
     return;
   }
   s->ckpt_failures++;
   s->ckpt_retry_ms = o3m_clock_ms() + CKPT_RETRY_MS;
   if (rc == O3M_ECORRUPT) {
     o3m_log_error("%s checkpoint refused: %s; the model in memory is damaged: stopping (a "
-                  "restart recovers it from %s)", why, o3m_err_message(&ce), s->state_dir);
+                  "restart recovers it from %s)", why, o3m_err_message(ce), s->state_dir);
     service_stop(s, STOP_DAMAGED);
     return;
   }
   if (rc == O3M_EIO && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {
-    /* The health repair's journal record could not be written: that is the
-     * journal failing, not only this checkpoint. */
-    o3m_err why;
-    o3m_err_set(&why, O3M_EIO, "%s", o3m_err_message(&ce));
+    /* The health repair's journal record (or the rotation) could not be
+     * written: that is the journal failing, not only this checkpoint. */
+    o3m_err why_;
+    o3m_err_set(&why_, O3M_EIO, "%s", o3m_err_message(ce));
     o3m_err ignored;
-    durability_fail(s, 0, &why, &ignored);
+    durability_fail(s, 0, &why_, &ignored);
     return;
   }
   o3m_log_warn("%s checkpoint failed (%s: %s); the journal still holds every reward, retrying "
-               "in %d s", why, o3m_errname(rc), o3m_err_message(&ce), CKPT_RETRY_MS / 1000);
+               "in %d s", why, o3m_errname(rc), o3m_err_message(ce), CKPT_RETRY_MS / 1000);
+}
+
+/* Writes a checkpoint and waits for it (the final one). */
+static void checkpoint_now(ap_service *s, const char *why) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int rc = ap_checkpoint_write(s->ckpt, &ce);
+  checkpoint_result(s, why, rc, &ce);
 }
 
 static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                     ProtobufCMessage *rep_, o3m_err *e) {
-  (void)call;
   ap_service *s = ctx;
   const O3m__V1__RewardRequest *req = (const O3m__V1__RewardRequest *)req_;
   O3m__V1__RewardReply *rep = (O3m__V1__RewardReply *)rep_;
@@ -347,14 +418,54 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
     return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
                        "mask is %016llx", id, (unsigned long long)mask_id,
                        (unsigned long long)s->mask_id);
-  rc = reward_apply(s, req->decision, arm, x, req->reward, e);
+  /* A full group is committed first; with REWARD_SLOTS request slots of
+   * Reward that happens only when calls of another path filled slots. */
+  if (s->n_group == REWARD_SLOTS) reward_commit(s);
+  if (s->stopped)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
+                       "are not accepted", stop_cause_text(s->stopped));
+  rc = reward_append(s, req->decision, arm, x, req->reward, e);
   if (rc < 0) return rc;
+  if (s->ckpt && !s->commit_each) {
+    /* Group commit: the decision is closed now, so that a second reward
+     * for it in the same group is ALREADY_EXISTS, and the call waits for
+     * reward_commit() (if that fails the service stops and accepts no
+     * reward again). */
+    ap_pending_close(s->pending, req->decision);
+    s->group[s->n_group++] = (struct reward_wait){call, req->decision,
+                                                  o3m_policy_updates(s->policy)};
+    return O3M_RPC_DEFERRED;
+  }
+  if (s->ckpt) {
+    /* --commit each: one fdatasync for this reward alone, as before group
+     * commit (kept for the side-by-side benchmark). */
+    o3m_err se;
+    o3m_err_clear(&se);
+    rc = journal_sync(s, &se);
+    if (rc < 0) return durability_fail(s, req->decision, &se, e);
+    s->commits++;
+    s->committed++;
+  }
   ap_pending_close(s->pending, req->decision);
   rep->updates = o3m_policy_updates(s->policy);
-  /* The reward is durable; a due checkpoint delays only this reply. */
-  if (s->ckpt && ap_checkpoint_due(s->ckpt) && o3m_clock_ms() >= s->ckpt_retry_ms)
-    checkpoint_now(s, "periodic");
+  if (s->ckpt) checkpoint_if_due(s);
   return 0;
+}
+
+/* Periodic checkpoints are written off the serving thread
+ * (ap_checkpoint_start): here a finished one is collected, and a due one
+ * is started from a snapshot of the model as of the last journaled reward;
+ * the serving threads only pay for the journal rotation and the copy of
+ * the state. */
+static void checkpoint_if_due(ap_service *s) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int done, rc = ap_checkpoint_collect(s->ckpt, 0, &done, &ce);
+  if (done) checkpoint_result(s, "periodic", rc, &ce);
+  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
+  o3m_err_clear(&ce);
+  rc = ap_checkpoint_start(s->ckpt, &ce);
+  if (rc) checkpoint_result(s, "periodic", rc, &ce);
 }
 
 /* ---------------------------------------------------------------- Stats */
@@ -555,6 +666,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     return o3m_err_set(e, O3M_EINVAL, "config and party name are required");
   if (opt->pmg_timeout_s < 1)
     return o3m_err_set(e, O3M_EINVAL, "pmg timeout must be >= 1 s, got %d", opt->pmg_timeout_s);
+  if (opt->threads < 0 || opt->threads > O3M_CONFIG_MAX_THREADS)
+    return o3m_err_set(e, O3M_EINVAL, "threads must be in 1..%d, got %d", O3M_CONFIG_MAX_THREADS,
+                       opt->threads);
   const o3m_party *me = o3m_config_party(cfg, opt->party);
   if (!me) return o3m_err_set(e, O3M_EINVAL, "no party '%s' in %s", opt->party,
                               o3m_config_name(cfg));
@@ -568,6 +682,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   ap_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(s->name, sizeof s->name, "%s", me->name);
+  s->commit_each = opt->commit_each;
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
   s->slot = me->slot;
@@ -667,6 +782,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.listen = opt->listen;
   sc.insecure = opt->insecure;
   sc.slots_per_method = SERVER_SLOTS;
+  sc.threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
    * over-long id or too many values costs the AP at most that much, and no
@@ -675,11 +791,12 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.max_message_bytes = o3m_wire_recommend_max_bytes(s->k_max, s->d0);
   sc.arena_max_bytes = (size_t)AP_ROUND_SLOTS * 3 * (size_t)sc.max_message_bytes + (1u << 20);
   /* Recommend calls are deferred and answered in batches by the idle hook. */
-  static const o3m_rpc_method_slots recommend_slots = {O3M_PATH_ACTIVE_RECOMMEND,
-                                                       AP_ROUND_SLOTS};
-  sc.method_slots = &recommend_slots;
-  sc.n_method_slots = 1;
-  sc.idle = recommend_flush;
+  /* Rewards wait for their group commit likewise (deferred). */
+  static const o3m_rpc_method_slots deferred_slots[] = {
+      {O3M_PATH_ACTIVE_RECOMMEND, AP_ROUND_SLOTS}, {O3M_PATH_ACTIVE_REWARD, REWARD_SLOTS}};
+  sc.method_slots = deferred_slots;
+  sc.n_method_slots = 2;
+  sc.idle = service_idle;
   if (opt->metrics) {
     sc.observe = o3m_metrics_rpc_observe;
     sc.observe_ctx = opt->metrics;
@@ -693,9 +810,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
-               "max %d candidates, mask %016llx", s->name, sc.listen, ap_service_port(s), s->d,
-               m, o3m_algo_name(s->algo), o3m_model_name(s->model), s->k_max,
-               (unsigned long long)s->mask_id);
+               "max %d candidates, mask %016llx, %d serving threads", s->name, sc.listen,
+               ap_service_port(s), s->d, m, o3m_algo_name(s->algo), o3m_model_name(s->model),
+               s->k_max, (unsigned long long)s->mask_id, sc.threads);
   *out = s;
   return 0;
 
@@ -708,9 +825,19 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
+  if (s->ckpt) {
+    /* A periodic checkpoint still being written is finished first. */
+    o3m_err ce;
+    o3m_err_clear(&ce);
+    int done, crc = ap_checkpoint_collect(s->ckpt, 1, &done, &ce);
+    if (done) checkpoint_result(s, "periodic", crc, &ce);
+  }
   if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
-    o3m_log_info("state: %llu checkpoints written, %llu failed, journal at seq %llu%s%s",
+    o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "
+                 "written, %llu failed, journal at seq %llu%s%s",
+                 (unsigned long long)s->committed, (unsigned long long)s->commits,
+                 s->commit_each ? "one fdatasync each" : "group commit",
                  (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
                  (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
                  s->stopped ? ", STOPPED AFTER " : "",

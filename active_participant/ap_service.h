@@ -8,7 +8,8 @@
  *
  * Files. This header tells the whole story; the code is in four modules.
  * ap_service.c: the handlers with their method and access tables, the
- * durability glue (rewards through the journal, checkpoints, the stop after
+ * durability glue (rewards through the journal and their group commit,
+ * checkpoints, the stop after
  * a disk error or a damaged model), the AP's block (fetch_block and
  * install_block, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
  * model's items catalog. ap_peers.[ch]: the clients of the PPs, the rebuild
@@ -77,9 +78,10 @@
  * arrival order, the policy chooses on Y, the chosen row is kept in the
  * pending table under a new, random decision id (ap_pending.h), and the
  * reply names the decision, the candidate, the item and its score (a round
- * whose id cannot be drawn fails with RANDOM). Rewards are not batched: a Reward
- * that arrives while rounds are queued is applied before they are chosen,
- * as if they had arrived after it. ActiveStats.fanouts counts the batches.
+ * whose id cannot be drawn fails with RANDOM). Rewards are not batched with
+ * the rounds: a Reward that arrives while rounds are queued is applied (and
+ * committed, see below) before they are chosen, as if they had arrived
+ * after it. ActiveStats.fanouts counts the batches.
  *
  * A reward (Reward) is checked (finite, inside [reward_min, reward_max]),
  * matched to its decision (NOT_FOUND, ALREADY_EXISTS, EXPIRED) and its mask,
@@ -88,17 +90,35 @@
  * (o3m_policy_update_check) is refused before it is journaled:
  * INVALID_ARGUMENT (O3M_ENONFINITE), nothing changed, the decision stays
  * open. With bounded contexts (below) that cannot happen in practice; the
- * check is the second line of defence. With a state_dir the reward goes through the journal
- * and is synced to disk (ap_checkpoint_apply_reward, ap_checkpoint_sync)
- * before the decision is closed and the reply sent, so an acknowledged
- * reward is never lost. If the journal fails (a disk error) the reward is
- * not acknowledged (UNAVAILABLE, "not acknowledged"; it may or may not be
- * in the model after the restart), every later reward gets UNAVAILABLE too,
- * and the service shuts itself down: a restart recovers from disk. When a
- * checkpoint is due it is written at the end of that Reward call, after the
- * reward is durable (a failed checkpoint is logged and retried later; the
- * journal still holds everything). Decisions waiting for a reward are not
- * journaled: after a restart a reward for an older decision gets NOT_FOUND.
+ * check is the second line of defence. With a state_dir the reward is
+ * group-committed: the handler appends it to the journal's buffer, applies
+ * it to the model (ap_checkpoint_apply_reward), closes the decision (so a
+ * second reward for it is ALREADY_EXISTS) and defers the call; the server's
+ * idle hook then runs reward_commit(), the one place where appended rewards
+ * become durable and are acknowledged: one fdatasync (ap_checkpoint_sync)
+ * for every reward whose handler ran since the previous commit - that is,
+ * every Reward that arrived while the previous fdatasync ran - after which
+ * each gets its reply, in arrival order. So a reward is acknowledged only
+ * once it is durable, and one fdatasync covers a whole group (up to
+ * REWARD_SLOTS, the Reward calls that may wait at once). The commit runs
+ * before the queued Recommends are decided, so no decision ever sees a
+ * reward that is not durable. With --commit each (ap_service_options
+ * .commit_each) every reward is synced on its own in its handler, as before
+ * group commit; it is kept for the side-by-side benchmark. If the journal
+ * fails (a disk error) no reward of the group is acknowledged (UNAVAILABLE,
+ * "not acknowledged"; each may or may not be in the model after the
+ * restart, and the journal holds a prefix of the group), every later
+ * reward gets UNAVAILABLE too, and the service shuts itself down: a
+ * restart recovers from disk. When a checkpoint is due, the idle hook
+ * (after the commit) starts it: the serving thread rotates the journal and
+ * copies the model into a snapshot, and the checkpoint file is written by
+ * a thread of its own (ap_checkpoint_start; collected by a later idle
+ * hook, so on a service that gets no call the "checkpoint written" log
+ * line and the journal's pruning wait for the next call, while the file is
+ * already complete; one checkpoint is in flight at a time, and rewards that
+ * become due meanwhile wait for the next). A failed checkpoint is logged and retried later; the journal still
+ * holds everything. Decisions waiting for a reward are not journaled: after
+ * a restart a reward for an older decision gets NOT_FOUND.
  *
  * Bounded inputs (o3m_config.h, "Bounded contexts"). Values enter the
  * model only inside the configured norms: the own tables are checked at
@@ -160,8 +180,8 @@
  *   *opt->stop ends it with O3M_ESTATE; any failure frees everything.
  * CREATED: ran == 0, stopped == STOP_NONE. The server is bound and calls
  *   queue in gRPC; none is answered, nothing changes.
- * SERVING: ran == 1, stopped == STOP_NONE, ap_service_run executing on
- *   one thread; every handler and the idle hook run on it, one at a time.
+ * SERVING: ran == 1, stopped == STOP_NONE, ap_service_run executing (on
+ *   its serving threads); every handler and the idle hook run one at a time.
  *   Rewards are acknowledged only once durable (with ckpt).
  * STOPPING: ran == 1, stopped != STOP_NONE, which implies ckpt != NULL
  *   (both causes come from the journal or a checkpoint; asserted). The
@@ -175,9 +195,26 @@
  *   too, and then its code is returned). ran stays 1, so another run
  *   returns O3M_ESTATE. Only ap_service_destroy (and the getters) remain.
  *
- * Threads. The RPC layer runs handlers and the idle hook one at a time on
- * the thread that calls ap_service_run(), so they share the policy and the
- * tables without locks. ap_service_shutdown() may be called from any thread or a
+ * Threads. The service serves on opt->threads threads (the daemon's
+ * --threads, else the party's threads key, else 1). All of them poll the
+ * server's completion queue, so gRPC's work for the sockets - reading,
+ * TLS, HTTP/2 framing of the calls and of their replies - spreads over the
+ * cores; but handlers and the idle hook run one at a time, under the RPC
+ * layer's lock (o3m_rpc.h, "Threads"), so they share the policy and the
+ * tables without locks of their own, and the checkpoint writer thread
+ * touches only its snapshot. With 1 thread that is exactly the serving
+ * of earlier releases.
+ *
+ * What a decision sees. Rewards are applied by one writer at a time, and
+ * the rounds of a batch are decided in the idle hook after its reward
+ * commit, so a decision sees the model as of every reward acknowledged
+ * before its batch was decided (that is, every reward whose Reward call
+ * was handled before the idle hook that decides it; RewardReply.updates
+ * numbers them), and no other: never a reward that is not durable, never
+ * half of one. The decisions made for a given order of calls are therefore
+ * the same for any number of threads; only the order in which concurrent
+ * calls are taken off the queue can differ between runs, as it could with
+ * one thread. ap_service_shutdown() may be called from any thread or a
  * signal handler.
  *
  * Logging: a line at start and at stop with counters, and brief lines for
@@ -233,6 +270,14 @@ typedef struct ap_service_options {
    * the journal's fdatasync latency and the checkpoint age (with a
    * state_dir), and the mask id as a label of o3m_mask_info. */
   o3m_metrics *metrics;
+  /* With a state_dir: 0 (the default) group-commits rewards (see "A
+   * reward" above: one fdatasync for every reward that arrived while the
+   * previous one ran); 1 (the daemon's --commit each) syncs each reward on
+   * its own, as before group commit, for side-by-side benchmarks. */
+  int commit_each;
+  /* Serving threads (the daemon's --threads), 1..O3M_CONFIG_MAX_THREADS;
+   * 0: the party's threads key, else 1. See "Threads" above. */
+  int threads;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,

@@ -2,7 +2,8 @@
  *
  *   o3m-active --config FILE --party NAME [--insecure] [--ready-file PATH]
  *              [--pmg-timeout-s 60] [--salvage] [--discard-state]
- *              [--checkpoint-every N] [--checkpoint-ms MS]
+ *              [--checkpoint-every N] [--checkpoint-ms MS] [--commit group|each]
+ *              [--threads N]
  *              [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *
  * Parses the arguments, loads the federation config and checks the party's
@@ -26,9 +27,12 @@
  * saved model aside (into state_dir/discarded-<ms>/, nothing is deleted)
  * and starts a fresh one, the way out after the block changed;
  * --checkpoint-every and --checkpoint-ms set how often a checkpoint is
- * written (defaults 10000 rewards, 60000 ms). */
+ * written (defaults 10000 rewards, 60000 ms); --commit each syncs every
+ * reward on its own instead of group-committing them (ap_service.h, "A
+ * reward"), for the side-by-side benchmark. */
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ap_service.h"
 #include "o3m_blas.h"
@@ -44,7 +48,9 @@ enum {
   OPT_SALVAGE,
   OPT_DISCARD,
   OPT_CKPT_EVERY,
-  OPT_CKPT_MS
+  OPT_CKPT_MS,
+  OPT_COMMIT,
+  OPT_THREADS
 };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("active"),
@@ -54,13 +60,17 @@ static const o3m_cli_option options[] = {
     {"discard-state", NULL, "move the saved model aside (state_dir/discarded-<ms>/), start fresh"},
     {"checkpoint-every", "N", "write a checkpoint every N rewards (1..1000000000, default 10000)"},
     {"checkpoint-ms", "MS", "write a checkpoint every MS ms (1..1000000000, default 60000)"},
+    {"commit", "MODE", "group (default): one fdatasync for every reward that arrived while the "
+                       "previous one ran; each: one per reward (for comparison)"},
+    {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
     PROG, "--config FILE --party NAME [options]",
     "The active participant daemon: serves Recommend and Reward until SIGTERM or SIGINT.",
     options,
-    "--salvage, --discard-state and the checkpoint options matter only with a state_dir.\n"
+    "--salvage, --discard-state, the checkpoint options and --commit matter only with a\n"
+    "state_dir.\n"
     "exit 0 also after a stop during start-up; 1 also when the service stopped itself\n"
     "(a disk error, a damaged model: the last log line says which).\n"};
 
@@ -77,6 +87,17 @@ static int take_option(void *ctx, int i, const char *v) {
     opt->pmg_timeout_s = (int)n;
     break;
   case OPT_SALVAGE: opt->salvage = 1; break;
+  case OPT_THREADS:
+    if (o3m_cli_parse_long(v, 1, O3M_CONFIG_MAX_THREADS, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--threads must be an integer in 1..%d",
+                                 O3M_CONFIG_MAX_THREADS);
+    opt->threads = (int)n;
+    break;
+  case OPT_COMMIT:
+    if (strcmp(v, "group") && strcmp(v, "each"))
+      return o3m_cli_usage_error(&spec, "--commit must be group or each, got '%s'", v);
+    opt->commit_each = v[0] == 'e';
+    break;
   case OPT_DISCARD: opt->discard_state = 1; break;
   case OPT_CKPT_EVERY:
   case OPT_CKPT_MS:

@@ -347,6 +347,7 @@ static const keyspec party_keys[] = {
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
+    {"threads", KT_INT, PTY(threads), 1, O3M_CONFIG_MAX_THREADS, 0, 0, NULL, R_DATA, 0},
     {"agg_public", KT_HEX32, PTY(agg_public), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"agg_secret", KT_PATH, PTY(agg_secret), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};

@@ -43,7 +43,9 @@
  *                 active party may have none when its features come in the
  *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
- *                 contexts" below). A pmg party may not have dims, tables or
+ *                 contexts" below); threads (1..O3M_CONFIG_MAX_THREADS,
+ *                 default 1: the threads its daemon serves on, which a
+ *                 --threads option overrides; proto/o3m_rpc.h "Threads"). A pmg party may not have dims, tables or
  *                 max_norm. Passive parties also whiten (true|false, default
  *                 false: the party whitens its own columns with a private map
  *                 before masking, party/o3m_features.h "Whitening"; decisions
@@ -146,6 +148,8 @@
  * (see "Bounded contexts" above). */
 #define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
 #define O3M_CONFIG_MAX_NORM_LIMIT 1e50
+/* Most serving threads a party may ask for (equal to O3M_RPC_MAX_THREADS). */
+#define O3M_CONFIG_MAX_THREADS 16
 
 typedef enum o3m_role {
   O3M_ROLE_PMG = 1,
@@ -174,6 +178,7 @@ typedef struct o3m_party {
   const char *state_dir;  /* path or NULL */
   double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
   int whiten;             /* whiten = true: whiten the own tables (o3m_features_whiten) */
+  int threads;            /* serving threads, 1..O3M_CONFIG_MAX_THREADS; 0: not set */
   int has_agg_public;     /* 1 if agg_public was given (passive parties only) */
   unsigned char agg_public[32]; /* X25519 public key for secure aggregation */
   const char *agg_secret; /* path of the secret key file, or NULL */

@@ -1,7 +1,7 @@
 /* main.c -- o3m-passive, the passive participant daemon.
  *
  *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
- *               [--pmg-timeout-s N]
+ *               [--pmg-timeout-s N] [--threads N]
  *               [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *   o3m-passive --agg-keygen FILE
  *
@@ -25,7 +25,9 @@
  * temporary file renamed), holding the bound port and a newline; it is
  * removed at exit. Startup failures print one message naming the config
  * file and key (or the stored block file and how to recover) and exit 1; a
- * stop signal during start-up exits 0; usage errors exit 2. The command
+ * stop signal during start-up exits 0; usage errors exit 2. --threads N
+ * (default: the party's threads key, else 1) serves on N threads
+ * (proto/o3m_rpc.h, "Threads"). The command
  * line and the start-up steps are the ones every daemon shares
  * (o3m_daemon.h, o3m_cli.h). */
 
@@ -41,10 +43,11 @@
 
 #define PROG "o3m-passive"
 
-enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS };
+enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS, OPT_THREADS };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("passive"),
     {"pmg-timeout-s", "N", "give up fetching the block after N seconds (1..86400, default 60)"},
+    {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -65,6 +68,12 @@ static int take_option(void *ctx, int i, const char *v) {
       return o3m_cli_usage_error(&spec, "--pmg-timeout-s: '%s' is not a number of seconds in "
                                  "1..86400", v);
     opt->pmg_timeout_s = (int)n;
+  }
+  if (i == OPT_THREADS) {
+    if (o3m_cli_parse_long(v, 1, O3M_CONFIG_MAX_THREADS, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--threads: '%s' is not a number in 1..%d", v,
+                                 O3M_CONFIG_MAX_THREADS);
+    opt->threads = (int)n;
   }
   return 0;
 }
@@ -88,7 +97,7 @@ int main(int argc, char **argv) {
     return agg_keygen(argv[2]);
   }
   o3m_daemon_args a = {0};
-  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL, NULL};
+  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL, NULL, 0};
   int rc;
   if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
   opt.insecure = a.insecure;

@@ -36,6 +36,7 @@ struct pp_service {
   const o3m_party *me;
   int insecure;
   int pmg_timeout_s;
+  int threads;              /* serving threads (pp_options.threads) */
   int slot;                 /* this party's index j */
   o3m_partition part;
   o3m_features *features;
@@ -78,6 +79,7 @@ static int bind_server(pp_service *s, o3m_err *e) {
     sc.observe = o3m_metrics_rpc_observe;
     sc.observe_ctx = s->metrics;
   }
+  sc.threads = s->threads;
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
@@ -101,6 +103,10 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
     return o3m_err_set(e, O3M_EINVAL, "the PMG timeout must be at least 1 s, got %d",
                        opt->pmg_timeout_s);
 
+  if (opt->threads < 0 || opt->threads > O3M_CONFIG_MAX_THREADS)
+    return o3m_err_set(e, O3M_EINVAL, "threads must be in 1..%d, got %d", O3M_CONFIG_MAX_THREADS,
+                       opt->threads);
+
   pp_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   s->cfg = cfg;
@@ -108,6 +114,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
   s->metrics = opt->metrics;
+  s->threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
   s->slot = me->slot;
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;
 
@@ -172,11 +179,11 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   o3m_metrics_mask_id(s->metrics, s->mask_id);
   const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
-               "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates",
+               "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates, %d serving threads",
                me->address, pp_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
                me->dims, o3m_features_n_users(ft), o3m_features_user_cols(ft),
                o3m_features_n_items(ft), o3m_features_item_cols(ft), s->part.d, s->mask_id,
-               s->max_candidates);
+               s->max_candidates, s->threads);
   *out = s;
   return 0;
 

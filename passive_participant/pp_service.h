@@ -92,6 +92,10 @@ typedef struct pp_options {
    * code with its latency (o3m_rpc_calls_total, o3m_rpc_duration_seconds;
    * Mask and MaskBatch among them) and the mask id (o3m_mask_info). */
   o3m_metrics *metrics;
+  /* Serving threads (the daemon's --threads), 1..O3M_CONFIG_MAX_THREADS;
+   * 0: the party's threads key, else 1 (proto/o3m_rpc.h, "Threads": the
+   * Mask handlers still run one at a time). */
+  int threads;
 } pp_options;
 
 typedef struct pp_service_stats {

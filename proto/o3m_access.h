@@ -33,8 +33,8 @@
  *
  * Memory and threads: create copies the names it needs (cfg is only read
  * during the call); the rule table must outlive the policy. The hook runs
- * on the server's serving thread; o3m_access_refused() may be read from
- * any thread. */
+ * on a serving thread of the server, one call at a time;
+ * o3m_access_refused() may be read from any thread. */
 #ifndef O3M_ACCESS_H
 #define O3M_ACCESS_H
 

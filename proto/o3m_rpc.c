@@ -2,7 +2,7 @@
  *
  * The file has five parts: the status mapping, the arena that backs
  * protobuf-c unpacking, message packing and unpacking over gRPC byte
- * buffers, the server (slots, one completion-queue loop, shutdown, and the
+ * buffers, the server (slots, the completion-queue loop of its threads, shutdown, and the
  * built-in grpc.health.v1 Check method) and the client (one call in flight
  * per client, started and finished separately).
  *
@@ -12,9 +12,10 @@
  * deferred (its handler returned O3M_RPC_DEFERRED; no tag is owed until the
  * service completes the call) or replying (its reply batch is in flight and
  * will post on_reply); when the reply completes the slot is cleaned and
- * requested again. The loop thread alone touches slots, the arena and the
- * outstanding-tag and deferred counts, so none of them needs a lock; only
- * the stop flag and the statistics are atomic.
+ * requested again. Slots, the arena and the outstanding-tag and deferred
+ * counts are touched only under the server's lock (held by the serving
+ * thread that handles an event); only the stop flag and the statistics are
+ * atomic.
  *
  * The loop. completion_queue_next blocks (for at most POLL_MS, to notice a
  * stop) only when the previous event was followed by an empty queue and the
@@ -29,6 +30,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -660,6 +662,15 @@ struct o3m_rpc_server {
   int n_slots;
   arena arena;
   rpc_tag shutdown_tag;
+  /* Serving threads (see "Threads" in o3m_rpc.h). mu guards everything
+   * above and below that is not atomic while they run. */
+  int threads;
+  pthread_mutex_t mu;
+  int mu_inited;
+  int busy;                  /* events handled since the idle hook last ran */
+  int shutdown_sent, shutdown_done, cancelled, finished;
+  gpr_timespec grace_end;
+  atomic_int threads_running;
   atomic_int stop;
   atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal, n_deferred_total,
       n_idle, n_denied;
@@ -759,6 +770,9 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
   if (cfg->arena_max_bytes && cfg->arena_max_bytes < cfg->arena_bytes)
     return o3m_err_set(e, O3M_EINVAL, "arena_max_bytes (%zu) is below arena_bytes (%zu)",
                        cfg->arena_max_bytes, cfg->arena_bytes);
+  if (cfg->threads < 0 || cfg->threads > O3M_RPC_MAX_THREADS)
+    return o3m_err_set(e, O3M_EINVAL, "threads must be in 1..%d (0: 1), got %d",
+                       O3M_RPC_MAX_THREADS, cfg->threads);
   if (cfg->slots_per_method < 1 || cfg->slots_per_method > O3M_RPC_MAX_SLOTS)
     return o3m_err_set(e, O3M_EINVAL, "slots_per_method must be in 1..%d, got %d",
                        O3M_RPC_MAX_SLOTS, cfg->slots_per_method);
@@ -1097,52 +1111,79 @@ static gpr_timespec after_ms(int64_t ms) {
   return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
-/* Serves until stop is set, then shuts the gRPC server down: no new calls,
- * calls in flight get the grace period, then everything left is cancelled.
- * Returns once the shutdown tag and every other tag have come back. */
-static void server_serve(o3m_rpc_server *s) {
-  int shutdown_sent = 0, shutdown_done = 0, cancelled = 0;
-  int busy = 0; /* events handled since the idle hook last ran (0: none) */
-  gpr_timespec grace_end = gpr_inf_future(GPR_CLOCK_MONOTONIC);
+/* One serving thread's loop (see "Threads" in o3m_rpc.h): every thread
+ * polls the one completion queue outside the lock, so gRPC's work for the
+ * sockets (reading, TLS, HTTP/2) runs on all of them at once, and handles
+ * what it got under s->mu, so handlers and the idle hook run one at a time.
+ * The stop, the grace period and the end are the server's shared state:
+ * the first thread to see the stop flag shuts the gRPC server down, calls
+ * in flight get the grace period, then everything left is cancelled; the
+ * loops end once the shutdown tag and every other tag have come back. */
+static void serve_loop(o3m_rpc_server *s) {
   for (;;) {
-    if (!shutdown_sent && atomic_load(&s->stop)) {
+    pthread_mutex_lock(&s->mu);
+    if (!s->shutdown_sent && atomic_load(&s->stop)) {
       s->stopping = 1;
       grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
-      shutdown_sent = 1;
-      grace_end = after_ms(O3M_RPC_SHUTDOWN_GRACE_MS);
+      s->shutdown_sent = 1;
+      s->grace_end = after_ms(O3M_RPC_SHUTDOWN_GRACE_MS);
     }
-    if (shutdown_sent && !cancelled &&
-        gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), grace_end) > 0) {
+    if (s->shutdown_sent && !s->cancelled &&
+        gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), s->grace_end) > 0) {
       grpc_server_cancel_all_calls(s->server);
-      cancelled = 1;
+      s->cancelled = 1;
     }
-    if (shutdown_done && s->outstanding == 0 && s->n_deferred == 0) break;
+    if (s->shutdown_done && s->outstanding == 0 && s->n_deferred == 0) s->finished = 1;
+    int finished = s->finished, busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    if (finished) break;
     /* After an event, look again without blocking: the hook runs only once
      * the queue is empty. */
     grpc_event ev = grpc_completion_queue_next(
         s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : after_ms(POLL_MS), NULL);
+    pthread_mutex_lock(&s->mu);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if (busy && s->idle && s->serving) {
+      if (s->busy && s->idle && s->serving) {
         count(&s->n_idle);
         s->idle(s->ctx);
       }
-      busy = 0;
+      s->busy = 0;
       /* The service had its chance with every deferred call: after the
        * grace period what is left fails, so that shutdown can finish. */
-      if (cancelled && s->n_deferred > 0) {
+      if (s->cancelled && s->n_deferred > 0) {
         fail_deferred(s);
-        busy = 1;
+        s->busy = 1;
       }
-      continue;
+    } else if (ev.type == GRPC_QUEUE_SHUTDOWN) {
+      s->finished = 1;
+    } else {
+      server_dispatch(s, ev, &s->shutdown_done);
+      if (++s->busy >= IDLE_EVERY && s->idle && s->serving) {
+        count(&s->n_idle);
+        s->idle(s->ctx);
+        s->busy = 1; /* the queue was not seen empty: look again, then run it */
+      }
     }
-    if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
-    server_dispatch(s, ev, &shutdown_done);
-    if (++busy >= IDLE_EVERY && s->idle && s->serving) {
-      count(&s->n_idle);
-      s->idle(s->ctx);
-      busy = 1; /* the queue was not seen empty: look again, then run it */
-    }
+    pthread_mutex_unlock(&s->mu);
   }
+}
+
+static void *serve_thread(void *arg) {
+  serve_loop(arg);
+  return NULL;
+}
+
+/* Serves on the calling thread and threads - 1 more until the stop (see
+ * serve_loop). A thread that cannot be started leaves fewer serving
+ * threads, which is logged by the count in o3m_rpc_server_stats. */
+static void server_serve(o3m_rpc_server *s) {
+  pthread_t th[O3M_RPC_MAX_THREADS];
+  int n = 0;
+  for (int i = 1; i < s->threads; i++)
+    if (pthread_create(&th[n], NULL, serve_thread, s) == 0) n++;
+  atomic_store(&s->threads_running, n + 1);
+  serve_loop(s);
+  for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
 }
 
 /* Destroys the gRPC server and the completion queue, in that order, after
@@ -1192,6 +1233,7 @@ static void server_free(o3m_rpc_server *s) {
   }
   arena_release(&s->arena);
   if (s->grpc_inited) grpc_shutdown();
+  if (s->mu_inited) pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
@@ -1206,6 +1248,13 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   o3m_rpc_server *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
   atomic_init(&s->stop, 0);
+  atomic_init(&s->threads_running, 0);
+  s->mu_inited = pthread_mutex_init(&s->mu, NULL) == 0;
+  if (!s->mu_inited) {
+    free(s);
+    return o3m_err_set(e, O3M_ENOMEM, "server: cannot create its lock");
+  }
+  s->threads = cfg->threads ? cfg->threads : 1;
   s->ctx = ctx;
   s->idle = cfg->idle;
   /* Plaintext has no identities: the hook would refuse everyone. */
@@ -1312,6 +1361,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
 fail:
   if (s->started) {
     atomic_store(&s->stop, 1);
+    s->threads = 1;
     server_serve(s);
   }
   server_teardown(s);
@@ -1348,6 +1398,7 @@ void o3m_rpc_server_destroy(o3m_rpc_server *s) {
 void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st) {
   o3m_rpc_server *m = (o3m_rpc_server *)s; /* atomics are read, not changed */
   st->ok = atomic_load_explicit(&m->n_ok, memory_order_relaxed);
+  st->threads = atomic_load_explicit(&m->threads_running, memory_order_relaxed);
   st->failed = atomic_load_explicit(&m->n_failed, memory_order_relaxed);
   st->malformed = atomic_load_explicit(&m->n_malformed, memory_order_relaxed);
   st->unknown = atomic_load_explicit(&m->n_unknown, memory_order_relaxed);

@@ -8,20 +8,33 @@
  * {path, request descriptor, reply descriptor, handler}; the descriptors
  * stand for the unpack, pack and free steps of each method. The server
  * registers every path with gRPC, reading the request payload together with
- * the call, and keeps a few calls requested per method. One thread runs
- * o3m_rpc_server_run(), which takes completions off one completion queue
- * and runs handlers one at a time, so a handler may touch its daemon's state
- * without locks (the bandit policy is not thread-safe). Completion-queue
- * tags point at small typed structs {kind, slot}. Calls to paths outside the
- * table are answered UNIMPLEMENTED through one generic request slot.
+ * the call, and keeps a few calls requested per method. o3m_rpc_server_run()
+ * serves on the calling thread and threads - 1 more (below); handlers run
+ * one at a time, so a handler may touch its daemon's state without locks
+ * (the bandit policy is not thread-safe). Completion-queue tags point at
+ * small typed structs {kind, slot}. Calls to paths outside the table are
+ * answered UNIMPLEMENTED through one generic request slot.
+ *
+ * Threads. With threads = N every one of N serving threads polls the
+ * server's one completion queue. gRPC does its work for the sockets -
+ * reading, TLS decryption, HTTP/2 framing - inside the polling call, so
+ * that work runs on all N threads at once. What a thread takes off the
+ * queue it handles under the server's lock: unpacking, the authorization
+ * hook, the handler, packing the reply and the idle hook run one at a time,
+ * in the order the events were taken, exactly as with one thread. So a
+ * service needs no locks of its own for its handlers, and what they decide
+ * does not depend on N (only on the order in which calls arrive). The cost
+ * is that a handler that blocks (the active participant's fan-out in its
+ * idle hook) holds the lock, while the other threads keep reading and
+ * decrypting the calls that arrive meanwhile.
  *
  * Deferred replies and the idle hook (adaptive batching). A handler may
  * return O3M_RPC_DEFERRED instead of answering: the call then stays open, its
- * request stays valid, and the service completes it later, on the serving
- * thread, with o3m_rpc_call_reply() or o3m_rpc_call_fail(). The serving
- * thread takes every completion that is ready at once off the queue (it
- * polls without blocking until nothing is left), and only then, before it
- * blocks for more, runs the configured idle hook. So everything that queued
+ * request stays valid, and the service completes it later, in a handler or
+ * the idle hook, with o3m_rpc_call_reply() or o3m_rpc_call_fail(). The
+ * serving threads take every completion that is ready at once off the
+ * queue (they poll without blocking until nothing is left), and only then,
+ * before one blocks for more, runs the configured idle hook. So everything that queued
  * up while the thread was busy - for the active participant, the Recommend
  * calls that arrived during the previous fan-out - is seen by the hook as one
  * batch, and at low load a batch is a single call handled as soon as it
@@ -123,6 +136,8 @@
 #define O3M_RPC_DEFAULT_SLOTS 4
 /* Most request slots one method may have. */
 #define O3M_RPC_MAX_SLOTS 256
+/* Most serving threads of one server. */
+#define O3M_RPC_MAX_THREADS 16
 /* How long shutdown lets calls in flight finish before cancelling them. */
 #define O3M_RPC_SHUTDOWN_GRACE_MS 1000
 /* The built-in health method; request and reply are
@@ -205,8 +220,8 @@ typedef struct o3m_rpc_call o3m_rpc_call;
  * Or the handler returns O3M_RPC_DEFERRED, leaving reply and e untouched
  * (they are ignored). Then call and req - with everything req points to -
  * stay valid until the service completes the call with o3m_rpc_call_reply()
- * or o3m_rpc_call_fail(), which it must do on the serving thread (in a later
- * handler or in the idle hook). The service owns nothing of them: it keeps
+ * or o3m_rpc_call_fail(), which it must do in a later handler or in the
+ * idle hook (under the server's lock). The service owns nothing of them: it keeps
  * the two pointers and must not use them after the completion. */
 typedef int (*o3m_rpc_handler)(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                                ProtobufCMessage *reply, o3m_err *e);
@@ -233,12 +248,12 @@ typedef struct o3m_rpc_method_slots {
  * certificate. Returns 0 to allow the call. Any other value refuses it: the
  * caller gets O3M_EPERM and the message "<who> may not call <path>", followed
  * by ": " and e's message if the hook set one (it crosses to the peer, so it
- * must not quote private data). Runs on the serving thread, one call at a
+ * must not quote private data). Runs on a serving thread, one call at a
  * time, like a handler; it must not block. */
 typedef int (*o3m_rpc_authorize_fn)(void *ctx, o3m_rpc_call *call, const char *path,
                                     const char *identity, o3m_err *e);
 
-/* The idle hook: ctx is the server's ctx. It runs on the serving thread
+/* The idle hook: ctx is the server's ctx. It runs on a serving thread
  * after every drain of the completion queue that handled at least one
  * completion (a call, a finished reply), when nothing more is ready, and
  * before the thread blocks; under a flood of completions also after every
@@ -268,6 +283,8 @@ typedef struct o3m_rpc_server_config {
    * handler sees it; a daemon sets it to its largest valid request. */
   int max_receive_bytes;
   int slots_per_method;   /* calls kept requested per method, 1..O3M_RPC_MAX_SLOTS */
+  /* Serving threads, 1..O3M_RPC_MAX_THREADS (0: 1); see "Threads" above. */
+  int threads;
   size_t arena_bytes;     /* initial arena size */
   /* Optional: the arena's cap (0: ten times the request limit plus 1 MiB;
    * see "Memory" above). A server that defers many calls needs room for
@@ -305,6 +322,7 @@ typedef struct o3m_rpc_server_stats {
   uint64_t internal;    /* a gRPC call failed on our side (should stay 0) */
   uint64_t deferred;    /* calls deferred by their handler, since start */
   uint64_t idle_runs;   /* runs of the idle hook */
+  int threads;          /* serving threads running (0 before run) */
   size_t arena_bytes;   /* current arena capacity */
 } o3m_rpc_server_stats;
 
@@ -338,9 +356,11 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
 /* The bound TCP port (the one chosen when the address said port 0). */
 int o3m_rpc_server_port(const o3m_rpc_server *s);
 
-/* Serves calls on the calling thread until o3m_rpc_server_shutdown() is
- * called, then drains and shuts the server down, and returns 0. It returns
- * O3M_ESTATE if the server was already run. Handlers run on this thread. */
+/* Serves calls on the calling thread (and threads - 1 more, started here
+ * and joined before it returns) until o3m_rpc_server_shutdown() is called,
+ * then drains and shuts the server down, and returns 0. It returns
+ * O3M_ESTATE if the server was already run. Handlers run on these threads,
+ * one at a time (see "Threads" above). */
 int o3m_rpc_server_run(o3m_rpc_server *s);
 
 /* Asks a running (or not yet run) server to stop. It only sets an atomic
@@ -385,7 +405,7 @@ const char *o3m_rpc_call_identity(o3m_rpc_call *c);
  * the arena cap is reached; the handler should then return O3M_EFULL. */
 void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n);
 
-/* ---- completing a deferred call (serving thread only) ---- */
+/* ---- completing a deferred call (from a handler or the idle hook only) ---- */
 
 /* Sends reply, a message of the method's reply type built by the service,
  * as the answer of deferred call c. The reply is packed before this returns

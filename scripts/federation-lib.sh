@@ -11,9 +11,14 @@
 #   fed_start, in any order, and wait with fed_wait.
 # fed_down
 #   stops every daemon started by fed_up or fed_start and waits for it.
-# FED_PASSIVE holds the passive party names; FED_CONF the config path.
+# FED_PASSIVE holds the passive party names, FED_ACTIVE and FED_PMG the
+# other two; FED_CONF the config path.
 # A caller may define fed_extra_args NAME, printing more options for the
 # daemon of party NAME (the ops test adds --metrics-listen and logging).
+# Optional environment: FED_ACTIVE_ARGS and FED_PASSIVE_ARGS, extra options
+# for o3m-active and every o3m-passive (for example "--threads 2");
+# FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
+# rewards are durable.
 
 FED_PIDS=()
 FED_NAMES=()
@@ -30,7 +35,15 @@ fed_down() {
 fed_start() {
   local work=$1 bin=$2 name=$3 exe=$4
   local extra=()
-  if declare -F fed_extra_args >/dev/null; then read -ra extra <<<"$(fed_extra_args "$name")"; fi
+  case "$exe" in
+  o3m-active) read -ra extra <<<"${FED_ACTIVE_ARGS:-}" ;;
+  o3m-passive) read -ra extra <<<"${FED_PASSIVE_ARGS:-}" ;;
+  esac
+  if declare -F fed_extra_args >/dev/null; then
+    local more=()
+    read -ra more <<<"$(fed_extra_args "$name")"
+    extra+=("${more[@]}")
+  fi
   rm -f "$work/$name.ready"
   "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
     "${extra[@]}" 2>>"$work/$name.log" &
@@ -56,8 +69,14 @@ fed_gen() {
   "$bin/o3m-eval" gen-federation --out "$work" "$@" >/dev/null
   FED_CONF="$work/federation.conf"
   FED_PASSIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = passive/{print n}' "$FED_CONF")
-  FED_ACTIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
-  FED_PMG=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+  local active pmg p
+  active=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
+  pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+  FED_ACTIVE=$active
+  FED_PMG=$pmg
+  if [ "${FED_AP_STATE:-0}" = 1 ]; then
+    sed -i "/^\[party $active\]\$/a state_dir = ap-state" "$FED_CONF"
+  fi
   # shellcheck disable=SC2086
   "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
 }

@@ -41,6 +41,8 @@ typedef struct svc {
   char identity[128];
   int identity_null;
   int calls;
+  int inside;   /* handlers of h_sleep running now */
+  int overlaps; /* times one started while another ran */
 } svc;
 
 static double value_of(int party, int k, int i) { return party * 1e6 + k * 1000.0 + i + 0.25; }
@@ -67,8 +69,10 @@ static int h_sleep(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, P
   (void)call, (void)req, (void)rep, (void)e;
   svc *s = ctx;
   s->calls++;
+  if (s->inside++) s->overlaps++;
   struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
+  s->inside--;
   return 0;
 }
 
@@ -500,6 +504,67 @@ Test(rpc, parallel_fan_out_to_three_parties, .timeout = 30) {
     o3m_rpc_client_destroy(c[j]);
     stop_server(&f[j]);
   }
+}
+
+/* Several serving threads poll the queue, but handlers run one at a time
+ * (o3m_rpc.h, "Threads"): 8 clients calling a handler that sleeps 2 ms
+ * never find another one inside it, and every call is answered. */
+typedef struct sleeper {
+  const char *target;
+  int ok;
+} sleeper;
+
+static void *sleeper_main(void *arg) {
+  sleeper *sl = arg;
+  o3m_rpc_client *c = make_client(sl->target, 10000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  for (int i = 0; i < 10; i++) {
+    ProtobufCMessage *m;
+    o3m_err e;
+    if (o3m_rpc_client_call(c, "/test.Slow/Sleep", &req.base, &o3m__v1__ack__descriptor, &m,
+                            &e) == 0)
+      sl->ok++;
+  }
+  o3m_rpc_client_destroy(c);
+  return NULL;
+}
+
+Test(rpc, threads_poll_together_and_handlers_run_one_at_a_time, .timeout = 60) {
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  cfg.threads = O3M_RPC_MAX_THREADS + 1;
+  o3m_rpc_server *bad = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_server_create(&bad, &cfg, svc_methods, N_METHODS, NULL, &e),
+               O3M_EINVAL));
+  cr_assert(not(eq(ptr, strstr(e.msg, "threads"), NULL)), "%s", e.msg);
+  cfg.threads = 4;
+  cfg.slots_per_method = 8;
+  server_fx f;
+  start_server_cfg(&f, 1, 4, &cfg);
+  f.ctx.sleep_ms = 2;
+  enum { N = 8 };
+  pthread_t th[N];
+  sleeper sl[N];
+  for (int i = 0; i < N; i++) {
+    sl[i] = (sleeper){f.target, 0};
+    cr_assert(eq(int, pthread_create(&th[i], NULL, sleeper_main, &sl[i]), 0));
+  }
+  int ok = 0;
+  for (int i = 0; i < N; i++) {
+    pthread_join(th[i], NULL);
+    ok += sl[i].ok;
+  }
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(int, st.threads, 4));
+  cr_assert(eq(int, ok, N * 10));
+  cr_assert(eq(int, f.ctx.calls, N * 10));
+  cr_assert(eq(int, f.ctx.overlaps, 0), "%d handlers overlapped", f.ctx.overlaps);
+  stop_server(&f);
 }
 
 /* d = K = 1000, the paper's example: an 8 MB reply, twice gRPC's default

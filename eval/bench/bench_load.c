@@ -6,6 +6,12 @@
  * flight at a time (concurrency C). A decision is one Recommend (the AP's
  * fan-out to every passive participant, the summation and the policy); with
  * --with-reward each decision is followed by its Reward on the same thread.
+ * With --rewards-only the run measures Rewards alone: all clients issue 100
+ * Recommends each (untimed), meet at a barrier, send the 100 Rewards of
+ * those decisions one at a time each (timed: rewards/s and latency per
+ * Reward), meet again, and so on until the reward phases add up to
+ * --seconds; that is what a group commit of the AP's journal is measured
+ * with.
  * Latency is measured per Recommend, client-side. Bytes on the wire are
  * the loopback interface's byte counter (/proc/net/dev, "lo") over the
  * measured interval divided by the decisions: every byte of every connection
@@ -41,8 +47,9 @@
 typedef struct bench {
   const o3m_config *cfg;
   const char *cert, *key;
-  int insecure, K, users, items, with_reward;
+  int insecure, K, users, items, with_reward, rewards_only;
   atomic_int phase; /* 0 warm-up, 1 measure, 2 stop */
+  pthread_barrier_t bar; /* --rewards-only: the workers and the main thread */
 } bench;
 
 typedef struct worker {
@@ -74,38 +81,55 @@ static long long lo_bytes(void) {
   return v;
 }
 
+/* One Recommend of K random candidates for a random user on w's client;
+ * *reply lives until w's next call. */
+static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage **reply,
+                          uint64_t *u, o3m_err *e) {
+  const bench *b = w->b;
+  char user[32], ids[1024][16];
+  char *idp[1024];
+  for (int k = 0; k < b->K; k++) idp[k] = ids[k];
+  o3m_rng_u64(rng, u);
+  snprintf(user, sizeof user, "u%d", (int)(*u % (uint64_t)b->users));
+  for (int k = 0; k < b->K; k++) {
+    o3m_rng_u64(rng, u);
+    int j = k + (int)(*u % (uint64_t)(b->items - k));
+    int t = perm[k];
+    perm[k] = perm[j];
+    perm[j] = t;
+    snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
+  }
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  req.user = user;
+  req.n_items = (size_t)b->K;
+  req.items = idp;
+  return o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                             &o3m__v1__recommendation__descriptor, reply, e);
+}
+
+static int reward_once(worker *w, uint64_t decision, double reward, o3m_err *e) {
+  O3m__V1__RewardRequest rw = O3M__V1__REWARD_REQUEST__INIT;
+  rw.decision = decision;
+  rw.reward = reward;
+  ProtobufCMessage *reply;
+  return o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
+                             &o3m__v1__reward_reply__descriptor, &reply, e);
+}
+
 static void *worker_main(void *arg) {
   worker *w = arg;
   bench *b = w->b;
   o3m_rng *rng;
   o3m_rng_create_seeded_insecure(&rng, 1000 + (uint64_t)w->id);
-  char user[32], ids[1024][16];
-  char *idp[1024];
   int *perm = malloc(sizeof(int) * b->items);
   for (int i = 0; i < b->items; i++) perm[i] = i;
-  for (int k = 0; k < b->K; k++) idp[k] = ids[k];
   o3m_err e;
   while (atomic_load(&b->phase) < 2) {
-    uint64_t u;
-    o3m_rng_u64(rng, &u);
-    snprintf(user, sizeof user, "u%d", (int)(u % (uint64_t)b->users));
-    for (int k = 0; k < b->K; k++) {
-      o3m_rng_u64(rng, &u);
-      int j = k + (int)(u % (uint64_t)(b->items - k));
-      int t = perm[k];
-      perm[k] = perm[j];
-      perm[j] = t;
-      snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
-    }
-    O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
-    req.user = user;
-    req.n_items = (size_t)b->K;
-    req.items = idp;
     ProtobufCMessage *reply;
+    uint64_t u;
     int phase = atomic_load(&b->phase);
     double t0 = o3m_clock_s();
-    int rc = o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
-                                 &o3m__v1__recommendation__descriptor, &reply, &e);
+    int rc = recommend_once(w, rng, perm, &reply, &u, &e);
     double dt = o3m_clock_s() - t0;
     if (rc) {
       w->errors++;
@@ -113,14 +137,58 @@ static void *worker_main(void *arg) {
       continue;
     }
     if (phase == 1 && atomic_load(&b->phase) == 1 && w->n_lat < MAX_LAT) w->lat[w->n_lat++] = dt;
-    if (b->with_reward) {
-      O3m__V1__RewardRequest rw = O3M__V1__REWARD_REQUEST__INIT;
-      rw.decision = ((const O3m__V1__Recommendation *)reply)->decision;
-      rw.reward = (u & 1) ? 1.0 : 0.0;
-      if (o3m_rpc_client_call(w->cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
-                              &o3m__v1__reward_reply__descriptor, &reply, &e))
+    if (b->with_reward &&
+        reward_once(w, ((const O3m__V1__Recommendation *)reply)->decision, (u & 1) ? 1.0 : 0.0,
+                    &e))
+      w->errors++;
+  }
+  free(perm);
+  o3m_rng_destroy(rng);
+  return NULL;
+}
+
+/* --rewards-only: cycles of BURST Recommends per worker (not measured),
+ * then a barrier, then their BURST Rewards, one in flight per worker, so
+ * that while the main thread times a reward phase only Rewards reach the
+ * AP. Latency is measured per Reward. */
+#define BURST 100
+static void *worker_rewards(void *arg) {
+  worker *w = arg;
+  bench *b = w->b;
+  o3m_rng *rng;
+  o3m_rng_create_seeded_insecure(&rng, 1000 + (uint64_t)w->id);
+  int *perm = malloc(sizeof(int) * b->items);
+  for (int i = 0; i < b->items; i++) perm[i] = i;
+  uint64_t dec[BURST];
+  o3m_err e;
+  for (;;) {
+    pthread_barrier_wait(&b->bar); /* a cycle starts, or the run ends */
+    if (atomic_load(&b->phase) == 2) break;
+    int n = 0;
+    for (int i = 0; i < BURST; i++) {
+      ProtobufCMessage *reply;
+      uint64_t u;
+      int rc = recommend_once(w, rng, perm, &reply, &u, &e);
+      if (rc == 0) dec[n++] = ((const O3m__V1__Recommendation *)reply)->decision;
+      else {
         w->errors++;
+        snprintf(w->err, sizeof w->err, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+      }
     }
+    pthread_barrier_wait(&b->bar); /* the main thread starts its clock */
+    int measured = atomic_load(&b->phase) == 1;
+    for (int i = 0; i < n; i++) {
+      double t0 = o3m_clock_s();
+      int rc = reward_once(w, dec[i], (dec[i] & 1) ? 1.0 : 0.0, &e);
+      double dt = o3m_clock_s() - t0;
+      if (rc) {
+        w->errors++;
+        snprintf(w->err, sizeof w->err, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+      } else if (measured && w->n_lat < MAX_LAT) {
+        w->lat[w->n_lat++] = dt;
+      }
+    }
+    pthread_barrier_wait(&b->bar); /* every reward of the cycle is answered */
   }
   free(perm);
   o3m_rng_destroy(rng);
@@ -156,6 +224,27 @@ static int ap_client(const bench *b, o3m_rpc_client **out, o3m_err *e) {
   return o3m_rpc_client_create(out, &cc, e);
 }
 
+/* One --rewards-only level on the n workers (started here; the caller
+ * joins them): an unmeasured cycle, then measured cycles until their
+ * reward phases add up to seconds. Returns the measured seconds. */
+static double rewards_level(bench *b, worker *ws, int n, double seconds) {
+  pthread_barrier_init(&b->bar, NULL, (unsigned)n + 1);
+  for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_rewards, &ws[i]);
+  for (int k = 0; k < 3; k++) pthread_barrier_wait(&b->bar); /* the warm-up cycle */
+  atomic_store(&b->phase, 1);
+  double el = 0;
+  while (el < seconds) {
+    pthread_barrier_wait(&b->bar); /* the cycle's Recommends start */
+    pthread_barrier_wait(&b->bar); /* ... are done: the Rewards start */
+    double t0 = o3m_clock_s();
+    pthread_barrier_wait(&b->bar); /* ... are answered */
+    el += o3m_clock_s() - t0;
+  }
+  atomic_store(&b->phase, 2);
+  pthread_barrier_wait(&b->bar); /* the workers see the end */
+  return el;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -163,7 +252,7 @@ static int cmp_double(const void *a, const void *b) {
 
 enum {
   OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
-  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD
+  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY
 };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
@@ -177,13 +266,16 @@ static const o3m_cli_option options[] = {
     [OPT_USERS] = {"users", "N", "user ids drawn from (default 1000)"},
     [OPT_ITEMS] = {"items", "N", "item ids drawn from, at least K (default 200)"},
     [OPT_WITH_REWARD] = {"with-reward", NULL, "send a Reward after every Recommend"},
+    [OPT_REWARDS_ONLY] = {"rewards-only", NULL,
+                          "measure Rewards alone: cycles of 100 Recommends per client, then "
+                          "their Rewards, timed (seconds = reward time)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
     "o3m-bench-load",
     "--config F (--cert F --key F | --insecure) [--K 20]\n"
     "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
-    "       [--items 200] [--with-reward]",
+    "       [--items 200] [--with-reward | --rewards-only]",
     "Drives a running federation's active party with Recommend calls and reports latency.",
     options, NULL};
 
@@ -208,10 +300,13 @@ int main(int argc, char **argv) {
     case OPT_USERS: b.users = atoi(v); break;
     case OPT_ITEMS: b.items = atoi(v); break;
     case OPT_WITH_REWARD: b.with_reward = 1; break;
+    case OPT_REWARDS_ONLY: b.rewards_only = 1; break;
     }
   }
   if (o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&spec, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
+  if (b.rewards_only && b.with_reward)
+    return o3m_cli_usage_error(&spec, "--with-reward and --rewards-only exclude each other");
   if (!cfg_path || (!b.insecure && (!b.cert || !b.key)) || b.K < 1 || b.K > 1024 ||
       b.items < b.K || b.users < 1 || seconds <= 0)
     return o3m_cli_usage_error(&spec, "give --config and --cert and --key (or --insecure), "
@@ -226,13 +321,19 @@ int main(int argc, char **argv) {
   int d = o3m_config_d(cfg), M = o3m_config_n_column_parties(cfg);
   double payload = (double)b.K * (M - 1) * d * 8;
   printf("o3m-bench-load: M = %d parties, d = %d, K = %d, %s, %s, %.0f s per level\n", M, d,
-         b.K, b.insecure ? "plaintext" : "mutual TLS", b.with_reward ? "Recommend+Reward"
-                                                                   : "Recommend only",
+         b.K, b.insecure ? "plaintext" : "mutual TLS",
+         b.rewards_only ? "Reward only (timed), after untimed Recommends"
+         : b.with_reward ? "Recommend+Reward"
+                         : "Recommend only",
          seconds);
   printf("payload per decision: K (M-1) d 8 = %.0f bytes; aggregation = %s\n\n", payload,
          o3m_config_secure_aggregation(cfg) ? "secure" : "per-party");
-  printf("%11s %12s %10s %10s %10s %14s %10s %7s %7s\n", "concurrency", "decisions/s", "p50 ms",
-         "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors", "batch");
+  if (b.rewards_only)
+    printf("%11s %12s %10s %10s %10s %7s\n", "concurrency", "rewards/s", "p50 ms", "p99 ms",
+           "max ms", "errors");
+  else
+    printf("%11s %12s %10s %10s %10s %14s %10s %7s %7s\n", "concurrency", "decisions/s",
+           "p50 ms", "p99 ms", "max ms", "wire B/dec", "wire/pay", "errors", "batch");
   /* Stats go through a client of their own (a client carries one call at
    * a time, and the workers' clients are busy). */
   o3m_rpc_client *stats_cli;
@@ -260,27 +361,32 @@ int main(int argc, char **argv) {
       }
     }
     atomic_store(&b.phase, 0);
-    for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
-    struct timespec ts = {(time_t)warmup, (long)((warmup - (time_t)warmup) * 1e9)};
-    nanosleep(&ts, NULL);
-    uint64_t rounds0, fan0, rounds1, fan1;
-    ap_counts(stats_cli, &rounds0, &fan0);
-    long long bytes0 = lo_bytes();
-    double t0 = o3m_clock_s();
-    atomic_store(&b.phase, 1);
-    ts.tv_sec = (time_t)seconds;
-    ts.tv_nsec = (long)((seconds - (time_t)seconds) * 1e9);
-    nanosleep(&ts, NULL);
-    atomic_store(&b.phase, 2);
-    double el = o3m_clock_s() - t0;
-    long long bytes1 = lo_bytes();
+    uint64_t rounds0 = 0, fan0 = 0, rounds1 = 0, fan1 = 0;
+    long long bytes0 = 0, bytes1 = 0;
+    double el = b.rewards_only ? rewards_level(&b, ws, n, seconds) : 0;
+    if (!b.rewards_only) {
+      for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_main, &ws[i]);
+      struct timespec ts = {(time_t)warmup, (long)((warmup - (time_t)warmup) * 1e9)};
+      nanosleep(&ts, NULL);
+      ap_counts(stats_cli, &rounds0, &fan0);
+      bytes0 = lo_bytes();
+      double t0 = o3m_clock_s();
+      atomic_store(&b.phase, 1);
+      ts.tv_sec = (time_t)seconds;
+      ts.tv_nsec = (long)((seconds - (time_t)seconds) * 1e9);
+      nanosleep(&ts, NULL);
+      atomic_store(&b.phase, 2);
+      el = o3m_clock_s() - t0;
+      bytes1 = lo_bytes();
+    }
     long total = 0, errors = 0;
     for (int i = 0; i < n; i++) {
       pthread_join(ws[i].th, NULL);
       total += ws[i].n_lat;
       errors += ws[i].errors;
     }
-    ap_counts(stats_cli, &rounds1, &fan1);
+    if (b.rewards_only) pthread_barrier_destroy(&b.bar);
+    else ap_counts(stats_cli, &rounds1, &fan1);
     double *all = malloc(sizeof(double) * (total ? total : 1));
     long k = 0;
     for (int i = 0; i < n; i++) {
@@ -294,8 +400,12 @@ int main(int argc, char **argv) {
      * traffic that error is a few decisions in thousands. */
     double per = total ? (double)(bytes1 - bytes0) / total : 0;
     double batch = fan1 > fan0 ? (double)(rounds1 - rounds0) / (double)(fan1 - fan0) : 0;
-    printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld %7.1f\n", n, total / el, p50 * 1e3,
-           p99 * 1e3, mx * 1e3, per, per / payload, errors, batch);
+    if (b.rewards_only)
+      printf("%11d %12.0f %10.3f %10.3f %10.3f %7ld\n", n, total / el, p50 * 1e3, p99 * 1e3,
+             mx * 1e3, errors);
+    else
+      printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld %7.1f\n", n, total / el,
+             p50 * 1e3, p99 * 1e3, mx * 1e3, per, per / payload, errors, batch);
     fflush(stdout);
     for (int i = 0; i < n; i++) {
       if (ws[i].errors) fprintf(stderr, "  worker %d: last error %s\n", i, ws[i].err);

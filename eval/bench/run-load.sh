@@ -13,6 +13,8 @@
 # metrics port (--metrics-listen 127.0.0.1:0, README "Metrics and health");
 # with both, each aggregation mode runs without and then with it, on fresh
 # federations, for the metrics' overhead side by side (issue 13).
+# O3M_LOAD_MODES (below, at side_by_side) instead compares AP serving modes
+# (threads, group commit) with durable rewards, for issue 14.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
@@ -27,6 +29,70 @@ pp_cpu_ticks() {
   done
   echo "$sum"
 }
+
+# CPU seconds (user + system) of the daemon called NAME so far.
+proc_cpu_s() {
+  local i
+  for i in "${!FED_NAMES[@]}"; do
+    [ "${FED_NAMES[$i]}" = "$1" ] || continue
+    sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat" | awk -v hz="$(getconf CLK_TCK)" \
+      '{printf "%.3f\n", ($12 + $13) / hz}'
+  done
+}
+
+ap_rounds() {
+  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+    --key "$work/certs/client.key" stats | sed -n 's/^rounds=//p'
+}
+
+# O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
+# (durable rewards), one fresh federation per mode, side by side in this one
+# run, for example "1:each 2:group" (today's single thread with one
+# fdatasync per reward, then two serving threads in the AP and every PP with
+# group commit). Per mode and concurrency level: decisions/s and latency
+# (Recommend only), and the CPU seconds per decision of the AP, the 4 PPs
+# together, the PMG and the load generator over the level (warm-up
+# included); then rewards/s with --rewards-only at concurrency 32.
+side_by_side() {
+  local mode threads commit c pre post t0 t1 n ap_us
+  for mode in $O3M_LOAD_MODES; do
+    threads=${mode%%:*}
+    commit=${mode#*:}
+    FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --commit $commit" \
+      FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
+    local names="$FED_ACTIVE $FED_PMG $FED_PASSIVE"
+    echo "== AP and PPs on $threads thread(s), commit $commit"
+    for c in 1 8 32; do
+      pre=""
+      for p in $names; do pre="$pre $(proc_cpu_s "$p")"; done
+      n=$(ap_rounds)
+      TIMEFORMAT='%U %S'
+      { time "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+        --key "$work/certs/client.key" --K 20 --concurrency "$c" --users 1000 --items 200 "$@" \
+        >"$work/level.out"; } 2>"$work/level.time"
+      n=$(($(ap_rounds) - n))
+      post=""
+      for p in $names; do post="$post $(proc_cpu_s "$p")"; done
+      tail -n 1 "$work/level.out"
+      echo "$pre" "|" "$post" "|" "$(cat "$work/level.time")" | awk -v n="$n" -v c="$c" '
+        { split($0, parts, "|"); split(parts[1], a, " "); split(parts[2], b, " ");
+          split(parts[3], g, " "); k = length(a); pp = 0
+          for (i = 3; i <= k; i++) pp += b[i] - a[i]
+          printf "  CPU per decision at concurrency %d (%d decisions): AP %.0f us, PPs %.0f us, PMG %.1f us, load generator %.0f us\n",
+            c, n, 1e6 * (b[1] - a[1]) / n, 1e6 * pp / n, 1e6 * (b[2] - a[2]) / n, 1e6 * (g[1] + g[2]) / n }'
+    done
+    "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+      --key "$work/certs/client.key" --K 20 --concurrency 32 --users 1000 --items 200 \
+      --rewards-only "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+    fed_down
+    echo
+  done
+}
+
+if [ -n "${O3M_LOAD_MODES:-}" ]; then
+  side_by_side "$@"
+  exit 0
+fi
 
 modes="${O3M_AGGREGATION:-both}"
 [ "$modes" = both ] && modes="secure per-party"
