@@ -92,8 +92,8 @@ check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-b
   --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out \
   --uniform-logging
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
-  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
-  --score-whitened
+  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
+  --plot-format --whiten --score-whitened
 check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only
 check "o3m-eval p2b" --setting --criteo --users --t --k --l --p --arms --d --alpha --kmeans-iters --seed
