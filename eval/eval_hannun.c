@@ -52,8 +52,6 @@ typedef struct hn_cfg {
   int sections;     /* bit 0 table 1, bit 1 learner, bit 2 figures */
 } hn_cfg;
 
-static double urand(uint64_t *s) { return ldexp((double)(o3m_splitmix64(s) >> 11), -53); }
-
 /* Seconds per call of fn(arg), repeated until 0.2 s (0.05 s quick) or 1e6
  * calls have passed. */
 static double time_plain(void (*fn)(void *), void *arg, double budget) {
@@ -106,8 +104,8 @@ static int table1(const hn_cfg *cfg, FILE *csv, o3m_err *e) {
   double a[100], b[100], c[100];
   uint64_t s = cfg->seed + 1;
   for (int i = 0; i < A; i++) {
-    a[i] = 2.0 * urand(&s) - 1.0;
-    b[i] = 1.0 + 2.0 * urand(&s);
+    a[i] = 2.0 * o3m_splitmix64_unif(&s) - 1.0;
+    b[i] = 1.0 + 2.0 * o3m_splitmix64_unif(&s);
   }
   uint64_t *x = bl_mpc_alloc(m, A), *y = bl_mpc_alloc(m, A), *z = bl_mpc_alloc(m, A);
   if (!x || !y || !z) {
@@ -192,7 +190,7 @@ static int src_next(hn_src *src, o3m_err *e) {
     src->label = (int)(o3m_splitmix64(&src->s) % (uint64_t)A);
     double nrm = 0;
     for (int j = 0; j < D; j++) {
-      src->X[j] = src->C[src->label * D + j] + 0.6 * (urand(&src->s) - 0.5);
+      src->X[j] = src->C[src->label * D + j] + 0.6 * (o3m_splitmix64_unif(&src->s) - 0.5);
       nrm += src->X[j] * src->X[j];
     }
     for (int j = 0; j < D; j++) src->X[j] /= sqrt(nrm);
@@ -307,9 +305,9 @@ static int run_learners(int N, double eps, uint64_t seed, hn_src *src, hn_src *s
     uint64_t rs = seed ^ 0x9e3779b97f4a7c15u;
     double t0 = o3m_clock_s();
     for (long t = 0; t < n && !rc; t++) {
-      int explore = urand(&rs) < eps;
+      int explore = o3m_splitmix64_unif(&rs) < eps;
       if (explore)
-        for (int a = 0; a < A; a++) v[a] = urand(&rs);
+        for (int a = 0; a < A; a++) v[a] = o3m_splitmix64_unif(&rs);
       for (int a = 0; a < A; a++) gamma[a] = (int)(o3m_splitmix64(&rs) >> 1);
       int arm = bl_hplain_choose(pl, bx + t * ad, explore, v, gamma);
       /* Replay discards other arms; the synthetic reward is 1 for the class. */
@@ -339,7 +337,7 @@ static int synth_src(hn_src *s, int A, int D, uint64_t seed, o3m_err *e) {
   s->X = malloc(sizeof *s->X * (size_t)A * D);
   if (!s->C || !s->X) return o3m_err_set(e, O3M_ENOMEM, "hannun: out of memory");
   uint64_t c = seed;
-  for (int i = 0; i < A * D; i++) s->C[i] = 2.0 * urand(&c) - 1.0;
+  for (int i = 0; i < A * D; i++) s->C[i] = 2.0 * o3m_splitmix64_unif(&c) - 1.0;
   s->s = seed + 17;
   return 0;
 }
