@@ -130,6 +130,24 @@ int o3m_cli_parse_long(const char *s, long long lo, long long hi, long long *out
   return 0;
 }
 
+int o3m_cli_parse_int_list(const char *prog, const char *opt, const char *s, int lo, int hi,
+                           int *out, int max) {
+  int n = 0;
+  for (const char *p = s;;) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || n == max) {
+      fprintf(stderr, "%s: --%s: '%s': entry %d is not an integer in %d..%d (at most %d "
+                      "entries)\n", prog, opt, s, n + 1, lo, hi, max);
+      return -1;
+    }
+    out[n++] = (int)v;
+    if (!*end) return n;
+    p = end + 1;
+  }
+}
+
 int o3m_cli_parse_u64(const char *s, unsigned long long *out) {
   if (!s || !*s || *s == '-' || *s == '+') return -1;
   char *end;

@@ -104,6 +104,16 @@ int o3m_cli_fail(const char *prog, const char *fmt, ...) __attribute__((format(p
  * stored) if s is empty, has trailing characters or is out of range. */
 int o3m_cli_parse_long(const char *s, long long lo, long long hi, long long *out);
 
+/* Parses the value s of option --opt, a comma-separated list of whole
+ * decimal integers each in lo..hi ("5,20,40"), into out (room for max
+ * entries): returns the number of entries, at least 1. Otherwise prints
+ * "PROG: --OPT: 'S': entry K is not an integer in LO..HI (at most MAX
+ * entries)" on stderr, naming the first bad entry (empty, not such an
+ * integer, or one too many), and returns -1; out may then hold the entries
+ * before it, which callers must not use. */
+int o3m_cli_parse_int_list(const char *prog, const char *opt, const char *s, int lo, int hi,
+                           int *out, int max);
+
 /* Parses a whole unsigned 64-bit integer s (decimal, 0x hex or 0 octal, no
  * sign) into *out: 0, or -1 (nothing stored). */
 int o3m_cli_parse_u64(const char *s, unsigned long long *out);

@@ -1,4 +1,5 @@
-/* o3m_splitmix.h -- the splitmix64 stream and Box-Muller normals from it.
+/* o3m_splitmix.h -- the splitmix64 stream, uniform doubles and Box-Muller
+ * normals from it (and from any generator's 64-bit words).
  *
  * splitmix64 (Steele, Lea and Flood) is a 64-bit state that advances by a
  * fixed odd constant, each value finalized by two multiply-xorshift rounds.
@@ -22,14 +23,28 @@ static inline uint64_t o3m_splitmix64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* Two independent standard normals from two values of the stream by
+/* The top 53 bits of a uniform 64-bit word w as a uniform double in
+ * [0, 1): every value is a multiple of 2^-53, exactly. Any generator's
+ * words will do (o3m_rng's, a PRG's), not only this stream's. */
+static inline double o3m_u64_to_unit(uint64_t w) { return (double)(w >> 11) * 0x1.0p-53; }
+
+/* A uniform double in [0, 1) from the stream's next value. */
+static inline double o3m_splitmix64_unif(uint64_t *s) { return o3m_u64_to_unit(o3m_splitmix64(s)); }
+
+/* Two independent standard normals from two uniform 64-bit words by
  * Box-Muller; u1 in (0, 1] keeps the logarithm finite. */
-static inline void o3m_splitmix64_gauss2(uint64_t *s, double *a, double *b) {
-  double u1 = ((double)(o3m_splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
-  double u2 = (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53;
+static inline void o3m_box_muller(uint64_t w1, uint64_t w2, double *a, double *b) {
+  double u1 = ((double)(w1 >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = o3m_u64_to_unit(w2);
   double r = sqrt(-2.0 * log(u1));
   *a = r * cos(2.0 * M_PI * u2);
   *b = r * sin(2.0 * M_PI * u2);
+}
+
+/* Two independent standard normals from two values of the stream. */
+static inline void o3m_splitmix64_gauss2(uint64_t *s, double *a, double *b) {
+  uint64_t w1 = o3m_splitmix64(s);
+  o3m_box_muller(w1, o3m_splitmix64(s), a, b);
 }
 
 #endif

@@ -207,9 +207,10 @@ void eval_audit_print(const eval_audit *a, const eval_audit_input *in, FILE *f);
 int eval_audit_write_csv(const eval_audit *a, const eval_audit_input *in, const char *dir,
                          o3m_err *e);
 
-/* DIR/audit_plots.gp and, through gnuplot (eval_plot_run), per mode
- * audit_<mode>_vs_n.png and audit_<mode>_vs_N.png (listed on f). As
- * eval_plot_run: O3M_ENOTFOUND when gnuplot is missing. */
-int eval_audit_plot(const eval_audit *a, const char *dir, FILE *f, o3m_err *e);
+/* DIR/audit_plots.gp and, through gnuplot (eval_plot_render), per mode
+ * audit_<mode>_vs_n.<ext> and audit_<mode>_vs_N.<ext> for each format of
+ * the eval_plot.h set `formats` (listed on f). As eval_plot_render:
+ * O3M_ENOTFOUND when gnuplot is missing. */
+int eval_audit_plot(const eval_audit *a, const char *dir, int formats, FILE *f, o3m_err *e);
 
 #endif

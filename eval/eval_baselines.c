@@ -576,22 +576,10 @@ static int run_all(const ble_opts *o, o3m_err *e) {
   return 0;
 }
 
+/* "a,b,c" of integers in lo..hi into out (at most BLE_MAX_LIST): 1, or 0 after
+ * the message naming the option and the entry. */
 static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, int *n) {
-  *n = 0;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || *n == BLE_MAX_LIST) {
-      fprintf(stderr, "o3m-eval baselines: --%s: '%s': entry %d is not an integer in %d..%d "
-                      "(at most %d entries)\n", opt, s, *n + 1, lo, hi, BLE_MAX_LIST);
-      return 0;
-    }
-    out[(*n)++] = (int)v;
-    if (!*end) return 1;
-    p = end + 1;
-  }
+  return (*n = o3m_cli_parse_int_list("o3m-eval baselines", opt, s, lo, hi, out, BLE_MAX_LIST)) > 0;
 }
 
 static int parse_double(const char *opt, const char *s, double lo, double hi, double *out) {

@@ -434,23 +434,10 @@ static int plot_fig5(const cost_opts *o, const fig5_row *rows, int n, o3m_err *e
   return O3M_OK;
 }
 
-/* "a,b,c" of integers in lo..hi into out (at most COST_MAX_LIST). */
+/* "a,b,c" of integers in lo..hi into out (at most COST_MAX_LIST): 1, or 0 after
+ * the message naming the option and the entry. */
 static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, int *n) {
-  *n = 0;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < lo || v > hi || (*end && *end != ',') || *n == COST_MAX_LIST) {
-      fprintf(stderr, "o3m-eval cost: --%s: '%s': entry %d is not an integer in %d..%d (at most "
-                      "%d entries)\n", opt, s, *n + 1, lo, hi, COST_MAX_LIST);
-      return 0;
-    }
-    out[(*n)++] = (int)v;
-    if (!*end) return 1;
-    p = end + 1;
-  }
+  return (*n = o3m_cli_parse_int_list("o3m-eval cost", opt, s, lo, hi, out, COST_MAX_LIST)) > 0;
 }
 
 enum {

@@ -42,6 +42,7 @@
 #include "eval_criteo_prep.h"
 #include "o3m_cli.h"
 #include "o3m_rng.h"
+#include "o3m_splitmix.h"
 
 /* Per-column probability of a missing value (in 1/256) and bit range. */
 static const unsigned char int_missing[EVAL_CRITEO_NINT] = {115, 0, 51, 56, 5, 56, 10, 0, 10,
@@ -123,7 +124,7 @@ static char *gen_row(gen *g, char *p) {
   double tot = n[0] + n[1] + n[2];
   double z = -1.5 + 0.25 * (n[0] - n[2]) + 0.6 * (s1 - 0.5) + 0.5 * (s1 - 0.5) * (n[1] - tot / 3);
   double pr = 1.0 / (1.0 + exp(-z));
-  double u = (double)(next(g) >> 11) * 0x1.0p-53;
+  double u = o3m_u64_to_unit(next(g));
   line[0] = u < pr ? '1' : '0';
   line[1] = '\t';
   return p;

@@ -548,6 +548,7 @@ static void curve_add(eval_replay_result *res, const replay *R, uint64_t events)
   p->central = R->central.tally;
   p->federated = R->fed.tally;
   p->partial = R->partial.tally;
+  for (int i = 0; i < R->cfg->n_dp; i++) p->dp[i] = R->dp[i].tally;
   for (int s = 0; s < R->cfg->n_random; s++) {
     p->random.matched += R->random[s].matched;
     p->random.clicks += R->random[s].clicks;

@@ -111,10 +111,12 @@ typedef struct eval_replay_tally {
 #define EVAL_REPLAY_CURVE_MAX 256
 
 /* The tallies after the first `events` rows; random is summed over the
- * random seeds (its CTR is the pooled one). */
+ * random seeds (its CTR is the pooled one); dp[i] is the DP variant i's
+ * (the first n_dp of them are set). */
 typedef struct eval_replay_point {
   uint64_t events;
   eval_replay_tally central, federated, partial, random;
+  eval_replay_tally dp[EVAL_REPLAY_MAX_DP];
 } eval_replay_point;
 
 typedef struct eval_replay_result {

@@ -44,23 +44,46 @@ int eval_replay_sha256_file(const char *path, char hex[65], o3m_err *e) {
   return O3M_OK;
 }
 
-/* The variants that ran, in table order. */
+/* The variants that ran, in table order: central, federated, partial, then
+ * the DP variants, each named by its epsilon ("dp_eps_0.5"). */
+#define MAX_VARIANTS (3 + EVAL_REPLAY_MAX_DP)
 typedef struct variant {
-  const char *name;
+  char name[40];
   int cols;
   const eval_replay_tally *t;
-  int bit;
+  int bit;  /* EVAL_REPLAY_* of a non-DP variant, 0 for a DP one */
+  int dp;   /* index into res->dp of a DP variant, -1 otherwise */
+  int slot; /* the plot's colour and dash: 0..2 the plain variants, 3.. DP */
 } variant;
 
-static int variants_of(const eval_replay_result *res, variant v[3]) {
+static int variants_of(const eval_replay_result *res, variant v[MAX_VARIANTS]) {
+  static const struct {
+    int bit;
+    const char *name;
+  } plain[] = {{EVAL_REPLAY_CENTRAL, "central"},
+               {EVAL_REPLAY_FEDERATED, "federated"},
+               {EVAL_REPLAY_PARTIAL, "partial"}};
+  const eval_replay_tally *tally[] = {&res->central, &res->federated, &res->partial};
   int n = 0;
-  if (res->variants & EVAL_REPLAY_CENTRAL)
-    v[n++] = (variant){"central", res->d, &res->central, EVAL_REPLAY_CENTRAL};
-  if (res->variants & EVAL_REPLAY_FEDERATED)
-    v[n++] = (variant){"federated", res->d, &res->federated, EVAL_REPLAY_FEDERATED};
-  if (res->variants & EVAL_REPLAY_PARTIAL)
-    v[n++] = (variant){"partial", res->partial_d, &res->partial, EVAL_REPLAY_PARTIAL};
+  for (int i = 0; i < 3; i++) {
+    if (!(res->variants & plain[i].bit)) continue;
+    v[n] = (variant){"", plain[i].bit == EVAL_REPLAY_PARTIAL ? res->partial_d : res->d,
+                     tally[i], plain[i].bit, -1, i};
+    snprintf(v[n++].name, sizeof v->name, "%s", plain[i].name);
+  }
+  for (int i = 0; i < res->n_dp; i++) {
+    v[n] = (variant){"", res->d, &res->dp[i], 0, i, 3 + i};
+    snprintf(v[n++].name, sizeof v->name, "dp_eps_%g", res->dp_eps[i]);
+  }
   return n;
+}
+
+/* Variant v's tally at curve point p. */
+static const eval_replay_tally *point_tally(const eval_replay_point *p, const variant *v) {
+  if (v->dp >= 0) return &p->dp[v->dp];
+  return v->bit == EVAL_REPLAY_CENTRAL     ? &p->central
+         : v->bit == EVAL_REPLAY_FEDERATED ? &p->federated
+                                           : &p->partial;
 }
 
 /* ---- CSV ---- */
@@ -104,7 +127,7 @@ static int write_csv(const char *dir, const char *stem, const eval_replay_result
   if (!f) return O3M_EIO;
   fprintf(f, "variant,cols,matched,clicks,ctr,rel_ctr,rel_mean,rel_std,rel_min,rel_max,"
              "rel_ci95_lo,rel_ci95_hi\n");
-  variant v[3];
+  variant v[MAX_VARIANTS];
   int nv = variants_of(res, v), n = res->n_random;
   for (int i = 0; i < nv; i++) {
     eval_replay_rel r;
@@ -141,7 +164,7 @@ static int write_curve(const char *dir, const char *stem, const eval_replay_resu
   char path[4096];
   FILE *f = open_out(dir, stem, "_curve.csv", path, sizeof path, e);
   if (!f) return O3M_EIO;
-  variant v[3];
+  variant v[MAX_VARIANTS];
   int nv = variants_of(res, v), n = res->n_random;
   fprintf(f, "rows");
   for (int i = 0; i < nv; i++)
@@ -153,9 +176,7 @@ static int write_curve(const char *dir, const char *stem, const eval_replay_resu
     double rctr = eval_replay_ctr(&p->random);
     fprintf(f, "%llu", (unsigned long long)p->events);
     for (int i = 0; i < nv; i++) {
-      const eval_replay_tally *t = v[i].bit == EVAL_REPLAY_CENTRAL     ? &p->central
-                                   : v[i].bit == EVAL_REPLAY_FEDERATED ? &p->federated
-                                                                       : &p->partial;
+      const eval_replay_tally *t = point_tally(p, &v[i]);
       fprintf(f, ",%llu", (unsigned long long)t->matched);
       csv_num(f, t->clicks);
       csv_num(f, eval_replay_ctr(t));
@@ -256,8 +277,23 @@ static int write_json(const char *dir, const char *stem, const eval_replay_resul
   fprintf(f, ",\n    \"limit\": %lld,\n    \"random_seeds\": [", cfg->limit > 0 ? cfg->limit : 0);
   for (int s = 0; s < n; s++)
     fprintf(f, "%s%llu", s ? ", " : "", (unsigned long long)(cfg->random_seed + (uint64_t)s));
-  fprintf(f, "],\n    \"threads\": %d\n  },\n  \"variants\": [", cfg->threads);
-  variant v[3];
+  fprintf(f, "],\n    \"threads\": %d,\n    \"dp\": ", cfg->threads);
+  if (cfg->n_dp > 0) {
+    fputs("{\"epsilons\": [", f);
+    for (int i = 0; i < cfg->n_dp; i++) {
+      fputs(i ? ", " : "", f);
+      json_num(f, cfg->dp_eps[i]);
+    }
+    fputs("], \"delta\": ", f);
+    json_num(f, cfg->dp_delta);
+    fputs(", \"clip\": ", f);
+    json_num(f, cfg->dp_clip);
+    fprintf(f, ", \"T\": %lld, \"seed\": %llu}", cfg->dp_T, (unsigned long long)cfg->dp_seed);
+  } else {
+    fputs("null", f);
+  }
+  fputs("\n  },\n  \"variants\": [", f);
+  variant v[MAX_VARIANTS];
   int nv = variants_of(res, v);
   for (int i = 0; i < nv; i++) {
     eval_replay_rel r;
@@ -270,6 +306,13 @@ static int write_json(const char *dir, const char *stem, const eval_replay_resul
     fputs(",\n      \"ctr\": ", f);
     json_num(f, ctr);
     fputs(",\n", f);
+    if (v[i].dp >= 0) {
+      fputs("      \"epsilon\": ", f);
+      json_num(f, res->dp_eps[v[i].dp]);
+      fputs(",\n      \"sigma_per_entry\": ", f);
+      json_num(f, res->dp_sigma[v[i].dp]);
+      fputs(",\n", f);
+    }
     json_spread(f, &r, n, "      ");
     fputs(",\n      \"rel_ctr_per_seed\": [", f);
     for (int s = 0; s < n; s++) {
@@ -337,9 +380,12 @@ int eval_replay_plot_curve(const char *dir, const char *stem, const eval_replay_
   snprintf(path, sizeof path, "%s/%s", dir, script);
   FILE *g = fopen(path, "w");
   if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
-  static const char *colors[] = {"#1f77b4", "#d62728", "#2ca02c"};
-  static const char *dash[] = {"dt 1", "dt 2", "dt 1"};
-  variant v[3];
+  /* Central, federated, partial, then the DP variants (dotted). */
+  static const char *colors[MAX_VARIANTS] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                             "#ff7f0e", "#8c564b", "#e377c2"};
+  static const char *dash[MAX_VARIANTS] = {"dt 1", "dt 2", "dt 1", "dt 3",
+                                           "dt 3", "dt 3", "dt 3"};
+  variant v[MAX_VARIANTS];
   int nv = variants_of(res, v);
   eval_plot_preamble(g, "replay", script);
   eval_plot_output(g, pstem);
@@ -352,16 +398,17 @@ int eval_replay_plot_curve(const char *dir, const char *stem, const eval_replay_
           cfg->part.m, (unsigned long long)res->events);
   int col = 2;
   for (int i = 0; i < nv; i++, col += 4)
-    fprintf(g, "  '%s' using 1:%d with lines lw 2 lc rgb '%s' %s title '%s (%d cols)', \\\n",
-            csv, col + 2, colors[i], dash[i], v[i].name, v[i].cols);
+    fprintf(g, "  '%s' using 1:%d with lines lw 2 lc rgb '%s' %s title '%s (%d cols)' noenhanced, "
+               "\\\n",
+            csv, col + 2, colors[v[i].slot], dash[v[i].slot], v[i].name, v[i].cols);
   fprintf(g, "  '%s' using 1:%d with lines lw 1.5 lc rgb '#7f7f7f' title 'random (pooled over "
              "%d seeds)'\n",
           csv, col + 2, res->n_random);
   fprintf(g, "set title 'relative CTR: CTR / random CTR'\nset ylabel 'relative CTR'\nplot \\\n");
   col = 2;
   for (int i = 0; i < nv; i++, col += 4)
-    fprintf(g, "  '%s' using 1:%d with lines lw 2 lc rgb '%s' %s title '%s'%s\n", csv, col + 3,
-            colors[i], dash[i], v[i].name, i + 1 < nv ? ", \\" : "");
+    fprintf(g, "  '%s' using 1:%d with lines lw 2 lc rgb '%s' %s title '%s' noenhanced%s\n",
+            csv, col + 3, colors[v[i].slot], dash[v[i].slot], v[i].name, i + 1 < nv ? ", \\" : "");
   fprintf(g, "unset multiplot\nunset output\n");
   int bad = ferror(g);
   if (fclose(g) != 0 || bad)

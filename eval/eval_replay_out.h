@@ -2,8 +2,10 @@
  * researcher publishes from a run, beside the table printed on stdout.
  *
  * For a run named STEM in DIR:
- *   STEM.csv        one row per variant (central, federated, partial, the
- *                   random baseline's mean, then each random seed): columns
+ *   STEM.csv        one row per variant (central, federated, partial, each
+ *                   DP variant named by its epsilon, dp_eps_<eps> with eps
+ *                   as %g prints it, the random baseline's mean, then each
+ *                   random seed): columns
  *                   variant, cols, matched, clicks, ctr, rel_ctr, rel_mean,
  *                   rel_std, rel_min, rel_max, rel_ci95_lo, rel_ci95_hi.
  *                   The numbers are those of the stdout table (same
@@ -14,13 +16,16 @@
  *                   agreement, the configuration (policy, parties, mask
  *                   seed, aggregation, whitening, limit, format options), the
  *                   data file's (and item file's) SHA-256, and the o3m
- *                   version. Undefined numbers are null.
+ *                   version; a DP variant adds its epsilon and its noise's
+ *                   sigma per entry, and config.dp the DP settings (null
+ *                   without DP variants). Undefined numbers are null.
  *   STEM_curve.csv  the CTR-over-rows curve (eval_replay_result.curve):
  *                   rows, then per variant that ran <v>_matched, <v>_clicks,
  *                   <v>_ctr, <v>_rel (CTR / the random CTR pooled over
  *                   seeds), then random_matched, random_clicks (both
  *                   averaged over the seeds) and random_ctr (pooled).
- *   STEM_curve.gp   the gnuplot script, and STEM_curve.<png|pdf|svg>.
+ *   STEM_curve.gp   the gnuplot script, and STEM_curve.<png|pdf|svg>: every
+ *                   variant of the CSV, DP ones dashed.
  *
  * The relative CTR's 95% interval is mean +- t_{0.975,n-1} sd / sqrt(n)
  * over the n per-seed ratios CTR / CTR_random_s (eval_stats.h). Files are

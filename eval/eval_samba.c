@@ -70,20 +70,6 @@ static const o3m_cli_spec samba_cli = {
 
 #define MAX_LIST 64
 
-static int parse_list(const char *s, long lo, long hi, long *out, int max) {
-  int n = 0;
-  const char *p = s;
-  while (*p) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < lo || v > hi || n == max || (*end && *end != ',')) return -1;
-    out[n++] = v;
-    p = *end ? end + 1 : end;
-  }
-  return n;
-}
-
 /* Fills mu with K means of the named shape. */
 static void shape_means(const char *name, int K, double *mu) {
   int ml = !strcmp(name, "movielens");
@@ -127,7 +113,7 @@ static int measure(samba_algo algo, int K, long N, const double *mu, int runs, u
 }
 
 /* One sweep (over N at fixed K, or over K at fixed N) into dir/csv. */
-static int sweep(const char *dir, const char *csv, int over_k, const long *xs, int nx, int K,
+static int sweep(const char *dir, const char *csv, int over_k, const int *xs, int nx, int K,
                  long N, const int *algos, int na, int runs, uint64_t seed, const bl_paillier *key,
                  o3m_err *e) {
   char path[4096];
@@ -143,15 +129,15 @@ static int sweep(const char *dir, const char *csv, int over_k, const long *xs, i
   double *mu = malloc(sizeof(double) * SAMBA_MAX_K);
   if (!mu) rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
   for (int i = 0; i < nx && !rc; i++) {
-    int k = over_k ? (int)xs[i] : K;
+    int k = over_k ? xs[i] : K;
     long n = over_k ? N : xs[i];
     shape_means("movielens", k, mu);
-    fprintf(f, "%ld", xs[i]);
+    fprintf(f, "%d", xs[i]);
     for (int a = 0; a < na && !rc; a++) {
       point pt;
       if ((rc = measure(algos[a], k, n, mu, runs, seed, key, &pt, e))) break;
       fprintf(f, ",%.6f,%.6f,%.6f", pt.plain_s, pt.secure_s, pt.paillier_s);
-      fprintf(stderr, "  sweep %s = %ld, %s: plain %.3f s, secure %.3f s\n", over_k ? "K" : "N",
+      fprintf(stderr, "  sweep %s = %d, %s: plain %.3f s, secure %.3f s\n", over_k ? "K" : "N",
               xs[i], samba_algo_name(algos[a]), pt.plain_s, pt.secure_s);
     }
     fprintf(f, "\n");
@@ -256,12 +242,14 @@ int eval_samba_main(int argc, char **argv) {
     }
     set_names[n_sets++] = "given";
   }
-  long sweep_n[MAX_LIST], sweep_k[MAX_LIST];
-  int nn = parse_list(sweep_n_s, 2, 100000000, sweep_n, MAX_LIST);
-  int nk = parse_list(sweep_k_s, 2, SAMBA_MAX_K, sweep_k, MAX_LIST);
-  if (nn < 1 || nk < 1) {
+  int sweep_n[MAX_LIST], sweep_k[MAX_LIST];
+  int nn = o3m_cli_parse_int_list("o3m-eval samba", "sweep-N", sweep_n_s, 2, 100000000, sweep_n,
+                                  MAX_LIST);
+  int nk = nn < 1 ? -1 : o3m_cli_parse_int_list("o3m-eval samba", "sweep-K", sweep_k_s, 2,
+                                                SAMBA_MAX_K, sweep_k, MAX_LIST);
+  if (nk < 1) {
     free(mu);
-    return o3m_cli_usage_error(&samba_cli, "bad --sweep-%s list", nn < 1 ? "N" : "K");
+    return O3M_CLI_EXIT_USAGE;
   }
 
   o3m_err e = {0};

@@ -368,6 +368,23 @@ typedef struct table_reader {
   int rc;         /* the first error; the callbacks do nothing after one */
 } table_reader;
 
+/* Makes the byte buffer *buf (capacity *cap) hold at least need bytes,
+ * doubling from `first` bytes (the contents are kept). O3M_ENOMEM when it
+ * cannot; *buf and *cap are then unchanged (still owned by the caller). */
+static int grow_bytes(char **buf, size_t *cap, size_t need, size_t first) {
+  if (need <= *cap) return O3M_OK;
+  size_t nc = *cap ? 2 * *cap : first;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2) return O3M_ENOMEM;
+    nc *= 2;
+  }
+  char *nb = realloc(*buf, nc);
+  if (!nb) return O3M_ENOMEM;
+  *buf = nb;
+  *cap = nc;
+  return O3M_OK;
+}
+
 /* libcsv's field callback: appends the field (len bytes at s) to the row.
  * A NUL byte inside a field is an error (ids are C strings). */
 static void on_field(void *s, size_t len, void *data) {
@@ -388,16 +405,9 @@ static void on_field(void *s, size_t len, void *data) {
     F->off = no;
     F->cap_n = nc;
   }
-  if (F->len + len + 1 > F->cap) {
-    size_t nc = F->cap ? 2 * F->cap : 1024;
-    while (nc < F->len + len + 1) nc *= 2;
-    char *nb = realloc(F->buf, nc);
-    if (!nb) {
-      R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
-      return;
-    }
-    F->buf = nb;
-    F->cap = nc;
+  if (grow_bytes(&F->buf, &F->cap, F->len + len + 1, 1024)) {
+    R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
+    return;
   }
   F->off[F->n++] = F->len;
   memcpy(F->buf + F->len, s, len);
@@ -455,14 +465,7 @@ static int table_reserve(ft_table *t, size_t idlen) {
     t->id_off = no;
     t->cap_rows = cap;
   }
-  if (t->ids_len + idlen + 1 > t->ids_cap) {
-    size_t cap = t->ids_cap ? 2 * t->ids_cap : 4096;
-    while (cap < t->ids_len + idlen + 1) cap *= 2;
-    char *ni = realloc(t->ids, cap);
-    if (!ni) return O3M_ENOMEM;
-    t->ids = ni;
-    t->ids_cap = cap;
-  }
+  if (grow_bytes(&t->ids, &t->ids_cap, t->ids_len + idlen + 1, 4096)) return O3M_ENOMEM;
   return index_reserve(t);
 }
 

@@ -92,8 +92,8 @@ check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-b
   --limit --algo --model --alpha --lambda --v --seed --reward-lambda --state-in --state-out \
   --uniform-logging
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
-  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots --whiten \
-  --score-whitened
+  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
+  --plot-format --whiten --score-whitened
 check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only
 check "o3m-eval p2b" --setting --criteo --users --t --k --l --p --arms --d --alpha --kmeans-iters --seed
@@ -117,6 +117,16 @@ rc=$?
 rc=$?
 [ $rc -eq 2 ] && grep -q "format news logs no propensity scores" "$out" ||
   fail "o3m-eval ope --format news exits $rc without its message"
+# Integer lists (o3m_cli_parse_int_list, shared by cost, baselines and
+# samba) name the option and the first bad entry.
+for args in "cost --K 5,x,7:o3m-eval cost: --K: '5,x,7': entry 2 is not an integer in 1..100000" \
+  "baselines --d 25,1:o3m-eval baselines: --d: '25,1': entry 2 is not an integer in 2..2000" \
+  "samba --sweep-K 3,:o3m-eval samba: --sweep-K: '3,': entry 2 is not an integer in 2.."; do
+  "$bin/o3m-eval" ${args%%:*} >"$out" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q -e "${args#*:}" "$out" ||
+    fail "o3m-eval ${args%%:*} exits $rc without '${args#*:}'"
+done
 "$bin/o3m-eval" simulate /nonexistent/stream.csv >"$out" 2>&1
 rc=$?
 [ $rc -eq 1 ] || fail "o3m-eval simulate on a missing file exits $rc, expected 1"

@@ -259,12 +259,26 @@ Test(audit, whitening_defeats_pca_per_party, .init = make_dir, .fini = remove_di
   cr_assert_lt(x.norm, 1e-12);
   eval_audit_destroy(aw);
   eval_audit_input_destroy(inw);
-  /* Through the command line as well. */
-  char out[128];
+  /* Through the command line as well, with the shared --plot-format: the
+   * plots in the formats asked for, and only those (issue 15's audit). */
+  char out[128], plot[192];
   snprintf(out, sizeof out, "%s/cli", dir);
   char *argv[] = {"audit", "--user-table", path, "--dims", "4,6,6", "--party", "1",
-                  "--modes", "per-party", "--whiten", "--no-plots", "--out", out, NULL};
-  cr_assert_eq(eval_audit_main(13, argv), 0);
+                  "--modes", "per-party", "--whiten", "--plot-format", "svg,pdf", "--out",
+                  out, NULL};
+  cr_assert_eq(eval_audit_main(14, argv), 0);
+  if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    static const char *want[] = {"per_party_vs_n.svg", "per_party_vs_n.pdf",
+                                 "per_party_vs_N.svg", "per_party_vs_N.pdf"};
+    for (int i = 0; i < 4; i++) {
+      snprintf(plot, sizeof plot, "%s/audit_%s", out, want[i]);
+      cr_assert_eq(access(plot, F_OK), 0, "%s missing", plot);
+    }
+    snprintf(plot, sizeof plot, "%s/audit_per_party_vs_n.png", out);
+    cr_assert_neq(access(plot, F_OK), 0, "%s written, PNG was not asked for", plot);
+  }
+  char *bad[] = {"audit", "--plot-format", "png,gif", NULL};
+  cr_assert_eq(eval_audit_main(3, bad), 2, "an unknown plot format is a usage error");
   for (int t = 0; t < 2; t++) {
     eval_audit_destroy(a[t]);
     eval_audit_input_destroy(in[t]);

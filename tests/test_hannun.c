@@ -15,7 +15,7 @@
 #include "o3m_splitmix.h"
 
 static double urand(uint64_t *s, double lo, double hi) {
-  return lo + (hi - lo) * ldexp((double)(o3m_splitmix64(s) >> 11), -53);
+  return lo + (hi - lo) * o3m_splitmix64_unif(s);
 }
 
 static bl_mpc *mk(int N, int F, uint64_t seed) {

@@ -499,6 +499,74 @@ Test(replay_files, csv_json_and_curve_match_the_stdout_totals) {
   rm_files(dir);
 }
 
+/* Issue 15's files with --dp-eps: every DP variant has its row in the CSV,
+ * its entry in the JSON and its columns in the curve, named by its epsilon,
+ * and they hold the totals of its stdout row. */
+Test(replay_files, dp_variants_are_in_the_files_with_the_stdout_totals) {
+  char dir[] = "/tmp/o3m_test_replay_files_XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char *argv[] = {"replay", "--format", "news", "--input", FIX("replay_tiny.txt"),
+                  "--parties", "1,9", "--alpha", "1", "--dp-eps", "0.5,1e+12", "--dp-T", "6",
+                  "--out-dir", dir, "--run-name", "dp", "--no-plots", NULL};
+  char *out;
+  cr_assert_eq(run_cmd_capture(18, argv, &out), 0, "%s", out);
+  char path[512], line[512], want[256];
+  snprintf(path, sizeof path, "%s/dp.csv", dir);
+  char *csv = slurp(path);
+  snprintf(path, sizeof path, "%s/dp.json", dir);
+  char *json = slurp(path);
+  snprintf(path, sizeof path, "%s/dp_curve.csv", dir);
+  char *curve = slurp(path);
+  static const char *eps[] = {"0.5", "1e+12"};
+  unsigned long long total = 0;
+  for (int i = 0; i < 2; i++) {
+    /* stdout: "dp eps=0.5 (d=10)   M   C   CTR ..." */
+    char row[64], name[32];
+    snprintf(row, sizeof row, "dp eps=%s (d=10)", eps[i]);
+    snprintf(name, sizeof name, "dp_eps_%s", eps[i]);
+    line_starting(out, row, line, sizeof line);
+    unsigned long long m;
+    double clicks;
+    cr_assert_eq(sscanf(line + strlen(row), "%llu %lf", &m, &clicks), 2, "%s", line);
+    total += m;
+    snprintf(want, sizeof want, "%s,10,%llu,%.17g,", name, m, clicks);
+    line_starting(csv, want, line, sizeof line);
+    snprintf(want, sizeof want, "\"name\": \"%s\",\n      \"cols\": 10,\n      \"matched\": %llu,\n"
+             "      \"clicks\": %.17g,", name, m, clicks);
+    cr_assert_not_null(strstr(json, want), "no %s in\n%s", want, json);
+    snprintf(want, sizeof want, "%s_matched,%s_clicks,%s_ctr,%s_rel", name, name, name, name);
+    cr_assert_not_null(strstr(curve, want), "no %s in\n%s", want, curve);
+  }
+  cr_assert(total > 0, "the DP learners matched no row:\n%s", out);
+  cr_assert_not_null(strstr(json, "\"epsilons\": [0.5, 1000000000000], \"delta\": "),
+                     "%s", json);
+  /* The curve's one point (6 rows): central 4 3, federated, partial, then
+   * the DP tallies of the CSV. */
+  const char *last = strrchr(curve, '\n');
+  while (last > curve && last[-1] != '\n') last--;
+  line_starting(csv, "dp_eps_0.5,", line, sizeof line);
+  unsigned long long m0;
+  double c0;
+  cr_assert_eq(sscanf(line, "dp_eps_0.5,10,%llu,%lf", &m0, &c0), 2, "%s", line);
+  double col[32];
+  int nc = 0;
+  for (const char *p = last; nc < 32; p++) {
+    col[nc++] = strtod(p, NULL);
+    if (!(p = strchr(p, ','))) break;
+  }
+  /* rows, then 4 columns per variant: central 1-4, federated 5-8, partial
+   * 9-12, dp_eps_0.5 13-16. */
+  cr_assert(nc >= 17, "%d columns in the last curve row", nc);
+  cr_assert_eq(col[0], 6);
+  cr_assert_eq(col[13], (double)m0, "curve %g, CSV %llu", col[13], m0);
+  cr_assert_eq(col[14], c0, "curve %g, CSV %g", col[14], c0);
+  free(out);
+  free(csv);
+  free(json);
+  free(curve);
+  rm_files(dir);
+}
+
 /* A log of 70,000 rows: the curve is thinned to at most
  * EVAL_REPLAY_CURVE_MAX evenly spaced points, and its last point is the
  * run's totals. */

@@ -85,8 +85,8 @@ static int next_word(bl_dp *h, uint64_t *w, o3m_err *e) {
   return 0;
 }
 
-/* One standard normal (Box-Muller, the second value kept for the next
- * call); u1 in (0, 1] keeps the logarithm finite. */
+/* One standard normal (Box-Muller of two of the generator's words, the
+ * second normal kept for the next call). */
 static int gauss(bl_dp *h, double *z, o3m_err *e) {
   if (h->have_spare) {
     h->have_spare = 0;
@@ -97,11 +97,7 @@ static int gauss(bl_dp *h, double *z, o3m_err *e) {
   int rc = next_word(h, &a, e);
   if (!rc) rc = next_word(h, &b, e);
   if (rc) return rc;
-  double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53;
-  double u2 = (double)(b >> 11) * 0x1.0p-53;
-  double r = sqrt(-2.0 * log(u1));
-  *z = r * cos(2.0 * M_PI * u2);
-  h->spare = r * sin(2.0 * M_PI * u2);
+  o3m_box_muller(a, b, z, &h->spare);
   h->have_spare = 1;
   return 0;
 }

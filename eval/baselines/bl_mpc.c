@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "o3m_clock.h"
+#include "o3m_splitmix.h"
 
 /* One ChaCha20 keystream: a 256-bit key and a counter used as the nonce of
  * each refill or bulk draw, so no (key, nonce) pair is ever reused. */
@@ -618,7 +619,7 @@ int bl_mpc_rand_bernoulli(bl_mpc *m, double p, long n, uint64_t *x, o3m_err *e) 
   if (!(p >= 0.0 && p <= 1.0))
     return o3m_err_set(e, O3M_EINVAL, "mpc: Bernoulli probability %g is not in [0, 1]", p);
   dealer_begin(m);
-  for (long i = 0; i < n; i++) x[i] = ldexp((double)(prg_u64(dealer(m)) >> 11), -53) < p;
+  for (long i = 0; i < n; i++) x[i] = o3m_u64_to_unit(prg_u64(dealer(m))) < p;
   deal(m, x, n, x);
   dealer_end(m);
   return 0;

@@ -70,8 +70,6 @@ typedef struct run {
   samba_result *r;
 } run;
 
-static double unif(uint64_t *s) { return (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53; }
-
 static uint64_t stream_of(uint64_t seed, uint64_t tag, uint64_t i) {
   uint64_t x = seed ^ (tag * 0xd1b54a32d192ed03ull) ^ ((i + 1) * 0x9e3779b97f4a7c15ull);
   return o3m_splitmix64(&x);
@@ -87,7 +85,7 @@ static double gamma_draw(uint64_t *st, double a) {
       v = 1.0 + c * x;
     } while (v <= 0);
     v = v * v * v;
-    double u = unif(st);
+    double u = o3m_splitmix64_unif(st);
     if (u < 1.0 - 0.0331 * x * x * x * x) return d * v;
     if (log(u) < 0.5 * x * x + d * (1.0 - v + log(v))) return d * v;
   }
@@ -117,7 +115,7 @@ static double score(run *R, int i, long t, int iter, int explore) {
  * draw proportional to the values. Either way one uniform draw is made, so
  * Comp's stream advances the same for every kind. */
 static int comp_select(uint64_t *st, const double *pv, int K, int match) {
-  double u = unif(st);
+  double u = o3m_splitmix64_unif(st);
   if (!match) {
     int best = 0;
     for (int j = 1; j < K; j++)
@@ -222,7 +220,7 @@ static int core(run *R, int match, int *arm, o3m_err *e) {
 }
 
 static void pull(run *R, int i) {
-  long long rew = unif(&R->rew_st[i]) < R->c->mu[i];
+  long long rew = o3m_splitmix64_unif(&R->rew_st[i]) < R->c->mu[i];
   R->s[i] += rew;
   R->n[i]++;
   /* FNV-1a over the arm indices. */
@@ -355,7 +353,7 @@ static int run_one(const samba_config *c, const bl_paillier *dc, samba_result *r
     int arm = -1, explore = 0;
     if (c->algo == SAMBA_EPS_FIXED || c->algo == SAMBA_EPS_DECAY) {
       double eps = c->algo == SAMBA_EPS_FIXED ? c->eps : fmin(1.0, eps_c / (double)t);
-      explore = unif(&R.coin_st) < eps;
+      explore = o3m_splitmix64_unif(&R.coin_st) < eps;
     }
     double a = R.secure ? o3m_clock_s() : 0;
     for (int i = 0; i < K; i++) R.v[i] = score(&R, i, t, 0, explore);

@@ -86,8 +86,20 @@ def test_readme_example_is_the_tested_file_and_runs(federation):
     example = (root / "python" / "examples" / "recommend_loop.py").read_text()
     readme = (root / "README.md").read_text()
     assert "```python\n" + example + "```" in readme
+    conf, name = federation
+    with o3m.APClient(config=conf, as_=name) as c:
+        before = c.stats()
     env = dict(os.environ, PYTHONPATH=str(root / "python"))
     out = subprocess.run([sys.executable, str(root / "python" / "examples" /
                                               "recommend_loop.py")],
                          env=env, check=True, capture_output=True, text=True).stdout
-    assert out.startswith("Stats(rounds=") and "algo='linucb'" in out
+    assert out.startswith("clicks=") and "Stats(rounds=" in out and "algo='linucb'" in out
+    # The loop rewards what it was recommended: some of its 40 rewards are
+    # clicks, so they reach the model (a loop rewarding items it was never
+    # recommended ended with theta_norm=0.0 on a fresh federation).
+    clicks = int(out.split()[0].split("=")[1])
+    assert 0 < clicks <= 40, out
+    with o3m.APClient(config=conf, as_=name) as c:
+        after = c.stats()
+    assert after.updates == before.updates + 40
+    assert after.theta_norm > 0 and after.theta_norm != before.theta_norm, (before, after)
