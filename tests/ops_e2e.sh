@@ -125,10 +125,18 @@ done
 for d in "${DECISIONS[@]:0:2}"; do
   "${CLI[@]}" reward --decision "$d" --reward 1 >/dev/null || fail "reward of $d failed"
 done
-# The AP publishes its totals after every drain of its serving thread.
-sleep 0.3
-SCRAPE=$(curl -sf "http://127.0.0.1:$AP_PORT/metrics") || fail "cannot scrape the AP"
+# The AP publishes its totals after every drain of its serving thread, which
+# may come after the client has its reply: scrape until the totals of the
+# calls above are all there (up to 10 s on a loaded machine), then check
+# every value.
 val() { echo "$SCRAPE" | grep -F -- "$1" | grep -v '^#' | head -n 1 | awk '{print $NF}'; }
+for i in $(seq 1 100); do
+  SCRAPE=$(curl -sf "http://127.0.0.1:$AP_PORT/metrics") || fail "cannot scrape the AP"
+  [ "$(val 'o3m_ap_decisions_total ')" = 3 ] && [ "$(val 'o3m_ap_rewards_total ')" = 2 ] &&
+    [ "$(val 'o3m_ap_journal_sync_seconds_count ')" = 2 ] &&
+    [ "$(val 'o3m_rpc_duration_seconds_count{method="/o3m.v1.Active/Reward"}')" = 2 ] && break
+  sleep 0.1
+done
 [ "$(val 'o3m_ap_decisions_total ')" = 3 ] || fail "o3m_ap_decisions_total is '$(val 'o3m_ap_decisions_total ')' after 3 recommends"
 [ "$(val 'o3m_ap_rewards_total ')" = 2 ] || fail "o3m_ap_rewards_total is '$(val 'o3m_ap_rewards_total ')' after 2 rewards"
 [ "$(val 'o3m_ap_pending_decisions ')" = 1 ] || fail "o3m_ap_pending_decisions is not 1"
