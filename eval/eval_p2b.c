@@ -36,6 +36,10 @@ enum {
   OPT_ARMS,
   OPT_D,
   OPT_ALPHA,
+  OPT_MAP,
+  OPT_CONTEXTS,
+  OPT_SIGMA,
+  OPT_WARM,
   OPT_ITERS,
   OPT_SEED,
 };
@@ -53,6 +57,19 @@ static const o3m_cli_option p2b_options[] = {
     [OPT_ARMS] = {"arms", "A", "synthetic arms (default 10; paper 10, 20, 50)"},
     [OPT_D] = {"d", "D", "synthetic context dimension (default 10; paper 6..20)"},
     [OPT_ALPHA] = {"alpha", "A", "LinUCB width (default 1, the paper's)"},
+    [OPT_MAP] = {"map", "M",
+                 "synthetic preference: linear (default; F = W x, the artifact that made the "
+                 "paper's figures) or softmax (F = softmax(W x), the paper's equation 4)"},
+    [OPT_CONTEXTS] = {"contexts", "C",
+                      "synthetic contexts: uniform (default; d uniform values scaled to sum 1, "
+                      "the artifact's) or grid (uniform on the tenths grid)"},
+    [OPT_SIGMA] = {"sigma", "S",
+                   "synthetic noise sd before the beta scaling (default 0.01, the artifact's; "
+                   "the paper's text says variance 0.01, i.e. 0.1)"},
+    [OPT_WARM] = {"warm", "W",
+                  "local (default; each test agent starts from a copy of the warm model, as the "
+                  "paper describes) or shared (one warm agent learns on across all test users, "
+                  "as the artifact runs it)"},
     [OPT_ITERS] = {"kmeans-iters", "N", "Lloyd iterations (default 20)"},
     [OPT_SEED] = {"seed", "N", "seed of every stream (default 1)"},
     {NULL, NULL, NULL},
@@ -139,10 +156,11 @@ static void print_result(const char *name, const p2b_config *c, const p2b_result
 }
 
 int eval_p2b_main(int argc, char **argv) {
-  const char *setting = "synthetic", *criteo = NULL;
+  const char *setting = "synthetic", *criteo = NULL, *map = "linear", *ctxs = "uniform",
+             *warm = "local";
   long long users = -1, t = -1, k = -1, l = 10, arms = 10, d = 10, iters = 20;
   unsigned long long seed = 1;
-  double p = 0.5, alpha = 1.0;
+  double p = 0.5, alpha = 1.0, sigma = 0.01;
   o3m_cli cl;
   o3m_cli_begin(&cl, &p2b_cli, argc, argv);
   const char *v;
@@ -161,6 +179,22 @@ int eval_p2b_main(int argc, char **argv) {
       case OPT_D: bad = o3m_cli_parse_long(v, 1, 54, &d); break;
       case OPT_ITERS: bad = o3m_cli_parse_long(v, 1, 10000, &iters); break;
       case OPT_SEED: bad = o3m_cli_parse_u64(v, &seed); break;
+      case OPT_MAP:
+        map = v;
+        bad = strcmp(v, "linear") && strcmp(v, "softmax");
+        break;
+      case OPT_CONTEXTS:
+        ctxs = v;
+        bad = strcmp(v, "uniform") && strcmp(v, "grid");
+        break;
+      case OPT_WARM:
+        warm = v;
+        bad = strcmp(v, "local") && strcmp(v, "shared");
+        break;
+      case OPT_SIGMA:
+        sigma = strtod(v, &end);
+        bad = !*v || *end || !(sigma >= 0 && isfinite(sigma));
+        break;
       case OPT_P:
         p = strtod(v, &end);
         bad = !*v || *end || !(p > 0 && p < 1);
@@ -201,7 +235,13 @@ int eval_p2b_main(int argc, char **argv) {
     c.alpha = alpha;
     c.kmeans_iters = (int)iters;
     c.seed = seed;
-    p2b_env env = {.d = (int)d, .n_arms = (int)arms, .beta = 0.1, .sigma = 0.1};
+    c.warm_shared = !strcmp(warm, "shared");
+    p2b_env env = {.d = (int)d,
+                   .n_arms = (int)arms,
+                   .beta = 0.1,
+                   .sigma = sigma,
+                   .map = strcmp(map, "softmax") ? P2B_MAP_LINEAR : P2B_MAP_SOFTMAX,
+                   .ctx = strcmp(ctxs, "grid") ? P2B_CTX_UNIFORM : P2B_CTX_GRID};
     p2b_result r;
     double t0 = o3m_clock_s();
     if (p2b_sim_run(&env, &c, &r, &e)) return o3m_cli_fail(p2b_cli.prog, "%s", e.msg);
