@@ -38,8 +38,8 @@
  * model, contexts replaced by their code's centroid, as P2B's private agents
  * act on codes) and warm non-private (the central model, raw contexts). With
  * warm_shared 0 every test agent starts from a copy of the server's model
- * and keeps what it learns to itself (the paper's text: new agents "start
- * to adapt it to their local environment"); with warm_shared 1 the warm
+ * and keeps what it learns to itself (the paper's text: a new agent starts
+ * from the server's model and adapts it to its own user); with warm_shared 1 the warm
  * settings are each one agent that goes on learning from one test user to
  * the next (the artifact passes the same LinUCB object to every late user),
  * so the late users' own interactions warm it too. Cold agents are fresh
