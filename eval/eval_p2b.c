@@ -2,8 +2,12 @@
  * 2020) on data available here, printed beside the paper's figures.
  *
  * Settings:
- *   synthetic  P2B 5.1: contexts on the normalized grid (q = 1), softmax
- *              preference, beta 0.1, noise variance 0.01; mean reward.
+ *   synthetic  P2B 5.1 as its artifact ran it (the figures' source): d
+ *              uniform values scaled to sum 1, a linear preference W x
+ *              clipped to [0, 1] after beta 0.1, noise sd 0.01 inside beta;
+ *              the paper's softmax and grid contexts are options. Mean
+ *              reward of the test users, beside the artifact's stored Fig. 4
+ *              figures (one population, or all five with --sweep).
  *   criteo     P2B 5.3 / O3M D.3: the clicked rows of a Criteo file whose
  *              item label is among the 40 most frequent (eval_criteo_prep.h);
  *              context = the 13 scaled integer columns (log transform),
@@ -36,6 +40,11 @@ enum {
   OPT_ARMS,
   OPT_D,
   OPT_ALPHA,
+  OPT_MAP,
+  OPT_CONTEXTS,
+  OPT_SIGMA,
+  OPT_WARM,
+  OPT_SWEEP,
   OPT_ITERS,
   OPT_SEED,
 };
@@ -45,7 +54,9 @@ static const o3m_cli_option p2b_options[] = {
     [OPT_CRITEO] = {"criteo", "FILE",
                     "Criteo rows: .csv with header (../shared/data/criteo/criteo_sample.csv) "
                     "or Kaggle TSV (o3m-eval gen-criteo)"},
-    [OPT_USERS] = {"users", "U", "agents (default 20000 synthetic, as Fig. 5; 3000 criteo, as Fig. 7)"},
+    [OPT_USERS] = {"users", "U",
+                   "agents (default 14285 synthetic = 10000 participants / 0.7, a Fig. 4 point; "
+                   "3000 criteo, as Fig. 7)"},
     [OPT_T] = {"t", "T", "interactions per agent (default 10 synthetic, 30 criteo; paper 10 / 300)"},
     [OPT_K] = {"k", "K", "k-means codes (default 1024 synthetic = 2^10; 32 criteo = 2^5, fewer for a tiny file)"},
     [OPT_L] = {"l", "L", "shuffler threshold (default 10)"},
@@ -53,6 +64,22 @@ static const o3m_cli_option p2b_options[] = {
     [OPT_ARMS] = {"arms", "A", "synthetic arms (default 10; paper 10, 20, 50)"},
     [OPT_D] = {"d", "D", "synthetic context dimension (default 10; paper 6..20)"},
     [OPT_ALPHA] = {"alpha", "A", "LinUCB width (default 1, the paper's)"},
+    [OPT_MAP] = {"map", "M",
+                 "synthetic preference: linear (default; F = W x, the artifact that made the "
+                 "paper's figures) or softmax (F = softmax(W x), the paper's equation 4)"},
+    [OPT_CONTEXTS] = {"contexts", "C",
+                      "synthetic contexts: uniform (default; d uniform values scaled to sum 1, "
+                      "the artifact's) or grid (uniform on the tenths grid)"},
+    [OPT_SIGMA] = {"sigma", "S",
+                   "synthetic noise sd before the beta scaling (default 0.01, the artifact's; "
+                   "the paper's text says variance 0.01, i.e. 0.1)"},
+    [OPT_WARM] = {"warm", "W",
+                  "local (default; each test agent starts from a copy of the warm model, as the "
+                  "paper describes) or shared (one warm agent learns on across all test users, "
+                  "as the artifact runs it)"},
+    [OPT_SWEEP] = {"sweep", NULL,
+                   "synthetic: Fig. 4's populations, 1000 to 100000 participants, beside the "
+                   "artifact's figures (about two minutes)"},
     [OPT_ITERS] = {"kmeans-iters", "N", "Lloyd iterations (default 20)"},
     [OPT_SEED] = {"seed", "N", "seed of every stream (default 1)"},
     {NULL, NULL, NULL},
@@ -64,8 +91,9 @@ static const o3m_cli_spec p2b_cli = {
     "P2B (MLSys 2020): cold local LinUCB agents vs warm agents from the shuffled, "
     "crowd-blended data vs warm agents from a non-private central agent.",
     p2b_options,
-    "The paper's full Criteo setting is --users 3000 --t 300 (minutes here); the\n"
-    "full synthetic sweep is --users 1000..1000000 with --arms 10, 20, 50.\n",
+    "The paper's full Criteo setting is --users 3000 --t 300 (minutes here); Fig. 4's\n"
+    "synthetic sweep is --sweep (|A| = 10; --arms 20 or 50 for its other panels).\n"
+    "The paper's text (softmax map, noise variance 0.01) is --map softmax --sigma 0.1.\n",
 };
 
 /* The clicked rows whose label is an arm: n x 13 contexts and their arms.
@@ -122,6 +150,35 @@ static int load_criteo(const char *path, double **X, int **label, long *n, int *
   return O3M_OK;
 }
 
+/* P2B's Fig. 4 (top: |A| = 10, d = 10, t = 10, k = 2^10, l = 10, p = 0.5,
+ * alpha = 1) as its artifact stored it: experiments/_SysML_Synthetic_2_10_10_10.npy
+ * of github.com/mmalekzadeh/privacy-preserving-bandits (version 0.0.1, the
+ * numbers its 2_synthetic_exp notebook printed), mean reward of the late
+ * (test) users by the number of early users (participants); users =
+ * participants / 0.7. The paper prints no numbers, only the plot. */
+static const struct {
+  int participants;
+  double cold, priv, central;
+} p2b_fig4[] = {
+    {1000, 0.00326, 0.00303, 0.00420},   {5000, 0.00425, 0.00551, 0.00845},
+    {10000, 0.00327, 0.00656, 0.00915},  {50000, 0.00332, 0.00778, 0.01049},
+    {100000, 0.00344, 0.00853, 0.01153},
+};
+#define P2B_FIG4_N ((int)(sizeof p2b_fig4 / sizeof p2b_fig4[0]))
+/* The artifact's 10000-participant point: int(10000 / 0.7) users. */
+#define P2B_FIG4_USERS 14285
+
+static int is_fig4(const p2b_env *env, const p2b_config *c) {
+  return env->n_arms == 10 && env->d == 10 && c->t == 10;
+}
+
+/* The Fig. 4 row whose participants are within 1% of n, or -1. */
+static int fig4_row(long n) {
+  for (int i = 0; i < P2B_FIG4_N; i++)
+    if (labs(n - p2b_fig4[i].participants) * 100 <= p2b_fig4[i].participants) return i;
+  return -1;
+}
+
 static void print_result(const char *name, const p2b_config *c, const p2b_result *r, double sec,
                          const char *metric) {
   printf("%s: users %d (%ld participants), t %d, k %d, l %d, p %.2f -> epsilon %.3f\n", name,
@@ -138,11 +195,60 @@ static void print_result(const char *name, const p2b_config *c, const p2b_result
   printf("  private - non-private: %+.4f   (%.1f s)\n", r->warm_private - r->warm_central, sec);
 }
 
+/* One synthetic run, with the artifact's figure at the same population when
+ * the setting is Fig. 4's. */
+static int run_one(const p2b_env *env, const p2b_config *c, o3m_err *e) {
+  p2b_result r;
+  double t0 = o3m_clock_s();
+  int rc = p2b_sim_run(env, c, &r, e);
+  if (rc) return rc;
+  print_result("synthetic (P2B 5.1, d and arms as given)", c, &r, o3m_clock_s() - t0,
+               "mean reward");
+  int row = is_fig4(env, c) ? fig4_row(r.participants) : -1;
+  if (row >= 0)
+    printf("  P2B's artifact, %d participants: cold %.4f, warm private %.4f (%+.0f%%), "
+           "non-private %.4f (%+.0f%%)\n",
+           p2b_fig4[row].participants, p2b_fig4[row].cold, p2b_fig4[row].priv,
+           100.0 * (p2b_fig4[row].priv / p2b_fig4[row].cold - 1.0), p2b_fig4[row].central,
+           100.0 * (p2b_fig4[row].central / p2b_fig4[row].cold - 1.0));
+  return O3M_OK;
+}
+
+/* Fig. 4's sweep over the population: participants 1000 to 100000, users =
+ * participants / 0.7 (about two minutes here). */
+static int run_sweep(const p2b_env *env, const p2b_config *c0, o3m_err *e) {
+  int fig = is_fig4(env, c0);
+  printf("  %-12s %-24s %-27s %s\n", "participants", "ours: cold priv central",
+         fig ? "artifact: cold priv central" : "", "ours priv/cold, central/cold");
+  for (int i = 0; i < P2B_FIG4_N; i++) {
+    p2b_config c = *c0;
+    c.users = (int)(p2b_fig4[i].participants / c.train_frac);
+    p2b_result r;
+    int rc = p2b_sim_run(env, &c, &r, e);
+    if (rc) return rc;
+    char art[64] = "";
+    if (fig)
+      snprintf(art, sizeof art, "%.4f %.4f %.4f", p2b_fig4[i].cold, p2b_fig4[i].priv,
+               p2b_fig4[i].central);
+    printf("  %-12ld %.4f %.4f %.4f    %-27s %.2f, %.2f", r.participants, r.cold, r.warm_private,
+           r.warm_central, art, r.cold > 0 ? r.warm_private / r.cold : 0.0,
+           r.cold > 0 ? r.warm_central / r.cold : 0.0);
+    if (fig)
+      printf("  (artifact %.2f, %.2f)", p2b_fig4[i].priv / p2b_fig4[i].cold,
+             p2b_fig4[i].central / p2b_fig4[i].cold);
+    printf("\n");
+    fflush(stdout);
+  }
+  return O3M_OK;
+}
+
 int eval_p2b_main(int argc, char **argv) {
-  const char *setting = "synthetic", *criteo = NULL;
+  const char *setting = "synthetic", *criteo = NULL, *map = "linear", *ctxs = "uniform",
+             *warm = "local";
   long long users = -1, t = -1, k = -1, l = 10, arms = 10, d = 10, iters = 20;
   unsigned long long seed = 1;
-  double p = 0.5, alpha = 1.0;
+  int sweep = 0;
+  double p = 0.5, alpha = 1.0, sigma = 0.01;
   o3m_cli cl;
   o3m_cli_begin(&cl, &p2b_cli, argc, argv);
   const char *v;
@@ -160,7 +266,24 @@ int eval_p2b_main(int argc, char **argv) {
       case OPT_ARMS: bad = o3m_cli_parse_long(v, 2, 1000, &arms); break;
       case OPT_D: bad = o3m_cli_parse_long(v, 1, 54, &d); break;
       case OPT_ITERS: bad = o3m_cli_parse_long(v, 1, 10000, &iters); break;
+      case OPT_SWEEP: sweep = 1; break;
       case OPT_SEED: bad = o3m_cli_parse_u64(v, &seed); break;
+      case OPT_MAP:
+        map = v;
+        bad = strcmp(v, "linear") && strcmp(v, "softmax");
+        break;
+      case OPT_CONTEXTS:
+        ctxs = v;
+        bad = strcmp(v, "uniform") && strcmp(v, "grid");
+        break;
+      case OPT_WARM:
+        warm = v;
+        bad = strcmp(v, "local") && strcmp(v, "shared");
+        break;
+      case OPT_SIGMA:
+        sigma = strtod(v, &end);
+        bad = !*v || *end || !(sigma >= 0 && isfinite(sigma));
+        break;
       case OPT_P:
         p = strtod(v, &end);
         bad = !*v || *end || !(p > 0 && p < 1);
@@ -193,7 +316,7 @@ int eval_p2b_main(int argc, char **argv) {
   if (do_syn) {
     p2b_config c;
     p2b_config_default(&c);
-    c.users = users > 0 ? (int)users : 20000;
+    c.users = users > 0 ? (int)users : P2B_FIG4_USERS;
     c.t = t > 0 ? (int)t : 10;
     c.k = k > 0 ? (int)k : 1024;
     c.l = (int)l;
@@ -201,14 +324,19 @@ int eval_p2b_main(int argc, char **argv) {
     c.alpha = alpha;
     c.kmeans_iters = (int)iters;
     c.seed = seed;
-    p2b_env env = {.d = (int)d, .n_arms = (int)arms, .beta = 0.1, .sigma = 0.1};
-    p2b_result r;
-    double t0 = o3m_clock_s();
-    if (p2b_sim_run(&env, &c, &r, &e)) return o3m_cli_fail(p2b_cli.prog, "%s", e.msg);
-    print_result("synthetic (P2B 5.1, d and arms as given)", &c, &r, o3m_clock_s() - t0,
-                 "mean reward");
-    printf("  paper (Fig. 4, |A| = 10, d = 10, t = 10): warm agents more than double the cold\n"
-           "  agents' reward; non-private ahead of private for large populations.\n\n");
+    c.warm_shared = !strcmp(warm, "shared");
+    p2b_env env = {.d = (int)d,
+                   .n_arms = (int)arms,
+                   .beta = 0.1,
+                   .sigma = sigma,
+                   .map = strcmp(map, "softmax") ? P2B_MAP_LINEAR : P2B_MAP_SOFTMAX,
+                   .ctx = strcmp(ctxs, "grid") ? P2B_CTX_UNIFORM : P2B_CTX_GRID};
+    printf("synthetic: map %s, contexts %s, beta 0.1, sigma %g, warm agents %s\n", map, ctxs,
+           sigma, warm);
+    int rc = sweep ? run_sweep(&env, &c, &e) : run_one(&env, &c, &e);
+    if (rc) return o3m_cli_fail(p2b_cli.prog, "%s", e.msg);
+    printf("  paper (Fig. 4, |A| = 10, d = 10, t = 10; sec. 5.1): warm agents more than double\n"
+           "  the cold agents' reward, even for small populations; non-private ahead of private.\n\n");
   }
   if (do_cri) {
     double *X = NULL;

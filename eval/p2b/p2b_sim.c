@@ -109,8 +109,24 @@ static void grid_point(uint64_t *s, int d, double *x) {
   x[part] = stars / (double)P2B_GRID;
 }
 
+/* d uniform values scaled to sum 1 (the artifact's contexts); d draws. */
+static void uniform_point(uint64_t *s, int d, double *x) {
+  double sum = 0;
+  for (int j = 0; j < d; j++) sum += (x[j] = unif(s));
+  if (!(sum > 0)) sum = 1.0; /* d draws of exactly 0: an all-zero context */
+  for (int j = 0; j < d; j++) x[j] /= sum;
+}
+
+/* A synthetic context of the environment's kind. */
+static void env_point(const p2b_env *env, uint64_t *s, double *x) {
+  if (env->ctx == P2B_CTX_GRID)
+    grid_point(s, env->d, x);
+  else
+    uniform_point(s, env->d, x);
+}
+
 /* Draws the next interaction's context into s->x; returns the label (data
- * set) or -1 (synthetic, F filled). */
+ * set) or -1 (synthetic, F filled: W x, then its softmax if the map is). */
 static int draw_context(sim *s, uint64_t *st) {
   const p2b_env *env = s->env;
   if (env->label) {
@@ -118,7 +134,7 @@ static int draw_context(sim *s, uint64_t *st) {
     memcpy(s->x, env->X + (size_t)i * s->d, (size_t)s->d * sizeof *s->x);
     return env->label[i];
   }
-  grid_point(st, s->d, s->x);
+  env_point(env, st, s->x);
   double mx = -INFINITY, sum = 0;
   for (int a = 0; a < s->A; a++) {
     double z = 0;
@@ -126,6 +142,7 @@ static int draw_context(sim *s, uint64_t *st) {
     s->F[a] = z;
     if (z > mx) mx = z;
   }
+  if (env->map == P2B_MAP_LINEAR) return -1;
   for (int a = 0; a < s->A; a++) sum += (s->F[a] = exp(s->F[a] - mx));
   for (int a = 0; a < s->A; a++) s->F[a] /= sum;
   return -1;
@@ -141,12 +158,13 @@ static double draw_reward(sim *s, uint64_t *st, int label, int a) {
   return u < m ? 1.0 : 0.0;
 }
 
-/* One agent's t interactions from model state init; on_codes makes the
- * agent act on the centroid of the context's code. Logs the raw contexts,
- * arms and rewards when log is set. Adds the rewards to *total. */
-static int run_agent(sim *s, const unsigned char *init, int on_codes, uint64_t stream, int log,
-                     double *total, o3m_err *e) {
-  int rc = o3m_policy_state_import(s->pol, init, s->state_len, e);
+/* One agent's t interactions with policy pol, first set to model state init
+ * (NULL: pol goes on from where it is); on_codes makes the agent act on the
+ * centroid of the context's code. Logs the raw contexts, arms and rewards
+ * when log is set. Adds the rewards to *total. */
+static int run_agent(sim *s, o3m_policy *pol, const unsigned char *init, int on_codes,
+                     uint64_t stream, int log, double *total, o3m_err *e) {
+  int rc = init ? o3m_policy_state_import(pol, init, s->state_len, e) : O3M_OK;
   if (rc) return rc;
   uint64_t st = stream;
   for (int i = 0; i < s->cfg->t; i++) {
@@ -155,10 +173,10 @@ static int run_agent(sim *s, const unsigned char *init, int on_codes, uint64_t s
     if (on_codes) ctx = p2b_kmeans_centroid(s->km, p2b_kmeans_encode(s->km, s->x));
     for (int a = 0; a < s->A; a++) memcpy(s->cand + (size_t)a * s->d, ctx, (size_t)s->d * sizeof *ctx);
     int a;
-    if ((rc = o3m_policy_choose(s->pol, s->A, s->cand, NULL, &a, NULL)))
+    if ((rc = o3m_policy_choose(pol, s->A, s->cand, NULL, &a, NULL)))
       return o3m_err_set(e, rc, "p2b: an agent could not choose: %s", o3m_strerror(rc));
     double r = draw_reward(s, &st, label, a);
-    if ((rc = o3m_policy_update(s->pol, a, ctx, r)))
+    if ((rc = o3m_policy_update(pol, a, ctx, r)))
       return o3m_err_set(e, rc, "p2b: an agent could not learn: %s", o3m_strerror(rc));
     *total += r;
     if (log) {
@@ -188,6 +206,15 @@ static int check_cfg(const p2b_env *env, const p2b_config *c, o3m_err *e) {
     return o3m_err_set(e, O3M_EINVAL, "p2b: neg_share %g is not in [0, 1]", c->neg_share);
   if (!(c->train_frac > 0 && c->train_frac < 1))
     return o3m_err_set(e, O3M_EINVAL, "p2b: train fraction %g is not in (0, 1)", c->train_frac);
+  if (c->warm_shared != 0 && c->warm_shared != 1)
+    return o3m_err_set(e, O3M_EINVAL, "p2b: warm_shared %d is not 0 or 1", c->warm_shared);
+  if (!env->label && (env->map != P2B_MAP_LINEAR && env->map != P2B_MAP_SOFTMAX))
+    return o3m_err_set(e, O3M_EINVAL, "p2b: unknown synthetic preference map %d", (int)env->map);
+  if (!env->label && (env->ctx != P2B_CTX_UNIFORM && env->ctx != P2B_CTX_GRID))
+    return o3m_err_set(e, O3M_EINVAL, "p2b: unknown synthetic context kind %d", (int)env->ctx);
+  if (!env->label && !(env->beta >= 0 && env->beta <= 1 && env->sigma >= 0 && isfinite(env->sigma)))
+    return o3m_err_set(e, O3M_EINVAL, "p2b: need 0 <= beta <= 1 and a finite sigma >= 0 (got %g, %g)",
+                       env->beta, env->sigma);
   if (!(c->alpha >= 0 && isfinite(c->alpha)))
     return o3m_err_set(e, O3M_EINVAL, "p2b: alpha %g is not finite and >= 0", c->alpha);
   int ntrain = (int)(c->train_frac * c->users);
@@ -260,6 +287,10 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
       goto out;
     }
     uint64_t ps = stream_of(cfg->seed, 3, 0);
+    /* On the grid whatever the contexts are, as P2B's encoder (section
+     * 3.2) and its artifact (k-means over every grid point) are built:
+     * uniform contexts crowd the middle of the simplex, so their codes are
+     * unevenly used and more of them pass the threshold. */
     for (long i = 0; i < n; i++) grid_point(&ps, d, pts + (size_t)i * d);
     rc = p2b_kmeans_train(&s.km, pts, n, d, cfg->k, cfg->kmeans_iters, stream_of(cfg->seed, 2, 0), e);
   }
@@ -299,7 +330,8 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
   uint64_t part = stream_of(cfg->seed, 5, 0);
   for (int u = 0; u < ntrain; u++) {
     double ignored = 0;
-    if ((rc = run_agent(&s, s.st_fresh, 0, stream_of(cfg->seed, 6, (uint64_t)u), 1, &ignored, e)))
+    if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, stream_of(cfg->seed, 6, (uint64_t)u), 1, &ignored,
+                        e)))
       goto out;
     double u1 = unif(&part), u2 = unif(&part), u3 = unif(&part);
     if (u1 >= cfg->p) continue;
@@ -327,13 +359,15 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
       (rc = o3m_policy_state_export(central, s.st_central, s.state_len)))
     goto fail_rc;
 
-  /* Test agents: the same stream in the three settings. */
+  /* Test agents: the same stream in the three settings. Shared warm
+   * agents are the server and central models themselves, learning on. */
   double cold = 0, priv = 0, cent = 0;
+  int sh_w = cfg->warm_shared;
   for (int u = ntrain; u < cfg->users; u++) {
     uint64_t st = stream_of(cfg->seed, 6, (uint64_t)u);
-    if ((rc = run_agent(&s, s.st_fresh, 0, st, 0, &cold, e)) ||
-        (rc = run_agent(&s, s.st_server, 1, st, 0, &priv, e)) ||
-        (rc = run_agent(&s, s.st_central, 0, st, 0, &cent, e)))
+    if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, st, 0, &cold, e)) ||
+        (rc = run_agent(&s, sh_w ? server : s.pol, sh_w ? NULL : s.st_server, 1, st, 0, &priv, e)) ||
+        (rc = run_agent(&s, sh_w ? central : s.pol, sh_w ? NULL : s.st_central, 0, st, 0, &cent, e)))
       goto out;
   }
   r.test_interactions = (long)(cfg->users - ntrain) * t;
