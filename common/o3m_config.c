@@ -39,6 +39,7 @@ struct o3m_config {
   int agg_secure;
   const char *ca;
   const char *aggregation; /* "secure" or "per-party" */
+  o3m_config_replication repl;
   o3m_config_policy_section policy;
 
   o3m_party *parties; /* file order */
@@ -278,7 +279,7 @@ static int split_lines(parser *p) {
 
 /* ---------------------------------------------------------------- pass 2 */
 
-enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE, KT_HEX32 };
+enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE, KT_HEX32, KT_STR };
 
 /* Role bits of keyspec.roles / keyspec.req. Sections other than parties use
  * R_SEC. */
@@ -313,6 +314,11 @@ static const keyspec fed_keys[] = {
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
+    {"replication", KT_WORD, FED(repl.mode), 0, 0, 0, 0, "none|nats", R_SEC, 0},
+    {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -514,6 +520,9 @@ static int apply(parser *p, const keyspec *k, const entry *en, void *base) {
       return perr(p, en->line, "key '%s': expected true or false, got '%s'",
                   k->key, show(shown, v));
     return O3M_OK;
+  case KT_STR:
+    *(const char **)dst = v;
+    return O3M_OK;
   case KT_ADDR:
     if (!address_ok(v))
       return perr(p, en->line,
@@ -704,6 +713,9 @@ static int check_structure(parser *p, const section *fed) {
   /* Secure aggregation needs every passive party's public key once there
    * are two of them (with one there is no pair to mask with). */
   c->agg_secure = strcmp(c->aggregation, "secure") == 0;
+  if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
+    return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
+                "comma-separated)");
   int n_pp = 0;
   for (int i = 0; i < c->n_parties; i++) n_pp += c->parties[i].role == O3M_ROLE_PASSIVE;
   if (c->agg_secure && n_pp >= 2)
@@ -795,6 +807,10 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   }
   c->deadline_ms = 200;
   c->aggregation = "secure";
+  c->repl.mode = "none";
+  c->repl.stream = "O3M_REWARDS";
+  c->repl.bucket = "O3M_DECISIONS";
+  c->repl.replicas = 3;
   c->policy.alpha = 0.5;
   c->policy.lambda = 1.0;
   c->policy.v = 0.01;
@@ -913,6 +929,10 @@ int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
 int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
+
+const o3m_config_replication *o3m_config_replication_of(const o3m_config *c) {
+  return &c->repl;
+}
 const o3m_config_policy_section *o3m_config_policy(const o3m_config *c) { return &c->policy; }
 int o3m_config_n_parties(const o3m_config *c) { return c->n_parties; }
 

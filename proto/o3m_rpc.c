@@ -644,6 +644,7 @@ struct o3m_rpc_server {
   int outstanding;           /* tags gRPC still owes us, shutdown tag excluded */
   int n_deferred;            /* slots that are deferred */
   o3m_rpc_idle_fn idle;
+  int idle_on_timeout;
   o3m_rpc_authorize_fn authorize; /* NULL: every call is allowed */
   void *authorize_ctx;
   int port;
@@ -1108,7 +1109,7 @@ static void serve_loop(o3m_rpc_server *s) {
         s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : after_ms(POLL_MS), NULL);
     pthread_mutex_lock(&s->mu);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if (s->busy && s->idle && s->serving) {
+      if ((s->busy || s->idle_on_timeout) && s->idle && s->serving) {
         count(&s->n_idle);
         s->idle(s->ctx);
       }
@@ -1222,6 +1223,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->threads = cfg->threads ? cfg->threads : 1;
   s->ctx = ctx;
   s->idle = cfg->idle;
+  s->idle_on_timeout = cfg->idle_on_timeout;
   /* Plaintext has no identities: the hook would refuse everyone. */
   s->authorize = cfg->insecure ? NULL : cfg->authorize;
   s->authorize_ctx = cfg->authorize_ctx;

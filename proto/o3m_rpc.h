@@ -282,6 +282,11 @@ typedef struct o3m_rpc_server_config {
   const o3m_rpc_method_slots *method_slots;
   int n_method_slots;
   o3m_rpc_idle_fn idle;   /* optional: see o3m_rpc_idle_fn */
+  /* 1: the idle hook also runs when a poll of the queue (about every 100
+   * ms) found nothing, so a service can take in work that does not arrive
+   * as a call (the AP replicas' reward stream). 0 (default): only after a
+   * drain that handled a completion. */
+  int idle_on_timeout;
   /* Optional: see o3m_rpc_authorize_fn. With TLS it needs tls.ca_file (client
    * certificates); with insecure it is ignored. authorize_ctx must outlive the
    * server. */

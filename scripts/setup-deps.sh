@@ -11,6 +11,7 @@ PACKAGES=(
   libsodium-dev
   libcriterion-dev
   libssl-dev
+  libnats-dev nats-server
   openssl gnuplot-nox
   clang libclang-rt-14-dev
 )
