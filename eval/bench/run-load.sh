@@ -149,6 +149,13 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica 
     "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
       --key "$work/certs/client.key" --K 20 --concurrency 32 --users 1000 --items 200 \
       --rewards-only "${tflag[@]}" "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+    if [ "$reps" -gt 0 ]; then
+      # The three NATS servers' CPU over the whole mode (every level and
+      # the rewards-only run), per decision the replicas issued.
+      for r in "${NATS_PIDS[@]}"; do sed 's/.*) //' "/proc/$r/stat"; done |
+        awk -v hz="$(getconf CLK_TCK)" -v n="$(ap_rounds)" \
+          '{t += $12 + $13} END {printf "  NATS servers (3): %.1f CPU s for the mode, %.0f us per decision issued (%d)\n", t / hz, 1e6 * t / hz / n, n}'
+    fi
     fed_down
     nats_down
     echo
