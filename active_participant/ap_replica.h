@@ -107,7 +107,9 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
  * at start). */
 int ap_replica_last_seq(ap_replica *r, uint64_t *seq, o3m_err *e);
 
-/* Closes the subscription and the connection. NULL is accepted. */
+/* Closes the subscription and the connection, then the NATS library's
+ * global state (nats_CloseAndWait): one handle per process, which is what
+ * the daemon has. NULL is accepted. */
 void ap_replica_destroy(ap_replica *r);
 
 #endif

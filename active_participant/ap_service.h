@@ -16,6 +16,8 @@
  * of a channel that stays unavailable and the start-up wait for their Info.
  * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out
  * and gather, the decision, and the AP's own feature tables.
+ * ap_replica.[ch]: the reward stream and decision records on NATS
+ * JetStream, used only by replicas (see "Replicas" below).
  *
  * Start-up (ap_service_create). The federation config gives the policy, the
  * partition and every party. The service loads its own feature tables if the
