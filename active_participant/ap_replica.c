@@ -163,27 +163,30 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     rc = nats_fail(e, s, "JetStream context");
     goto fail;
   }
-  /* A new cluster elects its meta leader a moment after it answers. */
-  do {
-    o3m_err_clear(e);
-    rc = ensure_stream(r, cfg, e);
-    if (!rc) rc = ensure_bucket(r, cfg, e);
-    if (!rc) break;
-    o3m_log_warn("%s; retrying", o3m_err_message(e));
-    nats_Sleep(500);
-  } while (o3m_clock_ms() < until);
-  if (rc) goto fail;
+  /* A new or restarted cluster elects its leaders a moment after it
+   * answers ("JetStream system temporarily unavailable"): retry until the
+   * connect timeout. */
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = cfg->stream;
   so.Ordered = true;
   so.Config.DeliverPolicy = js_DeliverByStartSequence;
   so.Config.OptStartSeq = cfg->start_seq;
-  jsErrCode jerr = 0;
-  if ((s = js_SubscribeSync(&r->sub, r->js, r->subject, NULL, &so, &jerr)) != NATS_OK) {
-    rc = nats_fail(e, s, "ordered consumer");
-    goto fail;
-  }
+  do {
+    o3m_err_clear(e);
+    rc = ensure_stream(r, cfg, e);
+    if (!rc && !r->kv) rc = ensure_bucket(r, cfg, e);
+    if (!rc) {
+      jsErrCode jerr = 0;
+      s = js_SubscribeSync(&r->sub, r->js, r->subject, NULL, &so, &jerr);
+      if (s == NATS_OK) break;
+      r->sub = NULL;
+      rc = nats_fail(e, s, "ordered consumer");
+    }
+    o3m_log_warn("%s; retrying", o3m_err_message(e));
+    nats_Sleep(500);
+  } while (o3m_clock_ms() < until);
+  if (rc) goto fail;
   natsOptions_Destroy(no);
   *out = r;
   return 0;

@@ -14,6 +14,7 @@
  * they are kept in a list and freed with the config. */
 #include "o3m_config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -351,6 +352,7 @@ static const keyspec party_keys[] = {
     {"cert", KT_PATH, PTY(cert), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {"instances", KT_STR, PTY(instances), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"threads", KT_INT, PTY(threads), 1, O3M_CONFIG_MAX_THREADS, 0, 0, NULL, R_DATA, 0},
@@ -424,6 +426,37 @@ static int word_ok(const char *words, const char *v) {
 
 /* host:port with a non-empty host and port 1..65535, or unix:PATH. No
  * whitespace anywhere. */
+/* 1 when address and every entry of the comma-separated list are IPv4
+ * literals with a port: what a gRPC "ipv4:" target of several addresses
+ * takes (the AP's channel to a party's instances). */
+static int ipv4_one_ok(const char *a, size_t n) {
+  char buf[64];
+  const char *colon = memchr(a, ':', n);
+  if (!colon || n >= sizeof buf || colon == a) return 0;
+  memcpy(buf, a, (size_t)(colon - a));
+  buf[colon - a] = '\0';
+  struct in_addr ia;
+  if (inet_pton(AF_INET, buf, &ia) != 1) return 0;
+  long port = 0;
+  for (const char *q = colon + 1; q < a + n; q++) {
+    if (*q < '0' || *q > '9') return 0;
+    port = port * 10 + (*q - '0');
+    if (port > 65535) return 0;
+  }
+  return port >= 1;
+}
+
+static int ipv4_list_ok(const char *address, const char *list) {
+  if (!ipv4_one_ok(address, strlen(address)) || !*list) return 0;
+  for (const char *a = list;;) {
+    const char *comma = strchr(a, ',');
+    size_t n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!ipv4_one_ok(a, n)) return 0;
+    if (!comma) return 1;
+    a = comma + 1;
+  }
+}
+
 static int address_ok(const char *v) {
   for (const char *q = v; *q; q++)
     if (isspace((unsigned char)*q)) return 0;
@@ -713,6 +746,12 @@ static int check_structure(parser *p, const section *fed) {
   /* Secure aggregation needs every passive party's public key once there
    * are two of them (with one there is no pair to mask with). */
   c->agg_secure = strcmp(c->aggregation, "secure") == 0;
+  for (int i = 0; i < c->n_parties; i++) {
+    const o3m_party *pt = &c->parties[i];
+    if (pt->instances && !ipv4_list_ok(pt->address, pt->instances))
+      return perr(p, pt->line, "[party %s]: key 'instances': every instance, and address, must "
+                  "be an IPv4 literal with a port (a.b.c.d:port), comma-separated", pt->name);
+  }
   if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
     return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
                 "comma-separated)");

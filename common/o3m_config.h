@@ -47,7 +47,10 @@
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
  *                 contexts" below); threads (1..O3M_CONFIG_MAX_THREADS,
  *                 default 1: the threads its daemon serves on, which a
- *                 --threads option overrides; proto/o3m_rpc.h "Threads"). A pmg party may not have dims, tables or
+ *                 --threads option overrides; proto/o3m_rpc.h "Threads");
+ *                 instances (passive only: more instances of the party,
+ *                 "a.b.c.d:port,...", IPv4 literals like its address; see
+ *                 o3m_party.instances). A pmg party may not have dims, tables or
  *                 max_norm. Passive parties also whiten (true|false, default
  *                 false: the party whitens its own columns with a private map
  *                 before masking, party/o3m_features.h "Whitening"; decisions
@@ -170,6 +173,11 @@ typedef struct o3m_party {
   const char *name;       /* the NAME of [party NAME] */
   o3m_role role;
   const char *address;    /* as written: host:port or unix:PATH */
+  /* Passive only, or NULL: more instances of this party (same block, same
+   * dummy-row key, same tables), "a.b.c.d:port,..." (IPv4 literals, like
+   * address then); the AP's channel balances MaskBatch calls over address
+   * and these, round robin. */
+  const char *instances;
   int dims;               /* feature columns; 0 for the pmg */
   int col0;               /* first column of this party in x; -1 for the pmg */
   int slot;               /* position in column order, 0..M-1; -1 for the pmg */

@@ -398,12 +398,12 @@ static int tls_empty(const o3m_rpc_tls *t) {
  * servers no SO_REUSEPORT and the idle-connection close; for clients the
  * reconnect cap and the TLS name override. At most four of them. */
 typedef struct chan_args {
-  grpc_arg arg[4];
+  grpc_arg arg[5];
   grpc_channel_args args;
 } chan_args;
 
 static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name, int idle_close_ms) {
+                           const char *server_name, int idle_close_ms, int round_robin) {
   int n = 0;
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -431,6 +431,11 @@ static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int 
       ca->arg[n].type = GRPC_ARG_STRING;
       ca->arg[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
       ca->arg[n++].value.string = (char *)server_name;
+    }
+    if (round_robin) {
+      ca->arg[n].type = GRPC_ARG_STRING;
+      ca->arg[n].key = (char *)GRPC_ARG_LB_POLICY_NAME;
+      ca->arg[n++].value.string = (char *)"round_robin";
     }
   }
   ca->args.num_args = (size_t)n;
@@ -1280,7 +1285,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms);
+  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms, 0);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -1481,7 +1486,8 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   rc = make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0);
+  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0,
+                 cfg->round_robin);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {

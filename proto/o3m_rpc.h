@@ -424,6 +424,11 @@ typedef struct o3m_rpc_client_config {
    * what a daemon wants while the federation starts up. Either way the
    * channel retries a lost connection with a backoff capped at 2 s. */
   int wait_for_ready;
+  /* 1: balance calls over every address the target resolves to, round
+   * robin (gRPC's round_robin policy; "ipv4:a:p1,b:p2" names several), and
+   * skip those that fail: a party served by several instances. 0: gRPC's
+   * default (the first address that connects). */
+  int round_robin;
 } o3m_rpc_client_config;
 
 /* Defaults: target NULL (must be set), TLS with the system roots, deadline

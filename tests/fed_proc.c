@@ -356,6 +356,8 @@ static void write_config(fed_net *n, const fed_setup *s) {
     append(text, sizeof text, "cert = certs/%s.pem\nkey = certs/%s.key\n", name, name);
     if (s->state_dirs) append(text, sizeof text, "state_dir = %s_state\n", name);
     if (strcmp(party_conf[p].role, "passive") == 0) append_agg_keys(text, sizeof text, name);
+    if (p == FED_PP1 && s->pp1_instances)
+      append(text, sizeof text, "instances = %s\n", s->pp1_instances);
   }
   /* The test's own identity: the only caller of Recommend, Reward, Stats. */
   append(text, sizeof text, "\n[client %s]\ncert = certs/%s.pem\nkey = certs/%s.key\n",

@@ -143,6 +143,8 @@ typedef struct fed_setup {
   /* More [federation] lines, each ending in \n (NULL: none); the replicas'
    * tests put replication = nats and the NATS servers here. */
   const char *federation_extra;
+  /* pp1's instances key (more instances of pp1; NULL: none). */
+  const char *pp1_instances;
 } fed_setup;
 
 /* A federation: its processes, ports and config. The caller owns it (a

@@ -20,7 +20,11 @@
  *     clients fail over and the service continues; in the end every
  *     surviving replica has applied exactly the acknowledged rewards plus
  *     those refused as ALREADY_EXISTS after a failover (a reward the dead
- *     replica published but could not acknowledge): none lost, none twice. */
+ *     replica published but could not acknowledge): none lost, none twice.
+ * (c) pp_instances: no replication, but two instances of passive party pp1
+ *     (same state_dir, so the same block and dummy-row key) behind one
+ *     party name (its instances key): the AP's channel balances MaskBatch
+ *     over both, and after one is killed with SIGKILL rounds go on. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -327,4 +331,79 @@ Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600)
   wait_updates(2, acked + exists);
   for (int i = 1; i < 3; i++) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0);
   assert_same_model(1, 2, "after the kills");
+}
+
+/* ---------------------------------------------------------------- (c) */
+
+static fed_proc pp1b;
+
+/* The count in pp's "stopped: N requests" log line. */
+static long requests_of(const fed_proc *p) {
+  const char *log = fed_log(p), *at = strstr(log, "stopped: ");
+  cr_assert_not_null(at, "%s has no stop line:\n%s", p->name, log);
+  return atol(at + strlen("stopped: "));
+}
+
+/* Rounds on c; returns how many failed. */
+static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len) {
+  int failed = 0;
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
+      failed++;
+      snprintf(last, last_len, "%s", o3m_err_message(&e));
+    }
+  }
+  return failed;
+}
+
+Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
+  int port_b = fed_free_port();
+  char inst[32], listen[32];
+  snprintf(inst, sizeof inst, "127.0.0.1:%d", port_b);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port_b);
+  fed_setup s = {.table_seed = 710, .pp1_users = FED_USERS, .deadline_ms = 2000,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
+                 .pending_capacity = 10000, .state_dirs = 1, .pp1_instances = inst};
+  fed_net_prepare(&fed, &s);
+  snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
+  snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
+  snprintf(cli_key, sizeof cli_key, "%s", fed_path("certs/client.key"));
+  fed_net_start(&fed, FED_PMG, NULL);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_wait_ready(&fed.proc[FED_PP1], 20000);
+  /* The second instance loads the block the first stored. */
+  const char *args[] = {"--config", fed.conf, "--party", "pp1", "--listen", listen, NULL};
+  fed_spawn(&pp1b, "pp1b", "o3m-passive", args);
+  fed_wait_ready(&pp1b, 20000);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  fed_net_start(&fed, FED_AP, NULL);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+  char target[32], last[256] = "";
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  ap_client *c = client_for(target);
+  uint64_t seed = 21;
+  /* Sequential rounds: one MaskBatch each, so both instances get some. */
+  int failed = rounds(c, &seed, 40, last, sizeof last);
+  cr_assert_eq(failed, 0, "%d rounds failed with two instances: %s", failed, last);
+  cr_assert_eq(fed_stop(&pp1b, SIGTERM, 20000), 0);
+  long b = requests_of(&pp1b);
+  /* ... and the first instance alone serves on. */
+  failed = rounds(c, &seed, 20, last, sizeof last);
+  cr_assert_leq(failed, 2, "%d of 20 rounds failed after an instance stopped: %s", failed, last);
+  failed = rounds(c, &seed, 20, last, sizeof last);
+  cr_assert_eq(failed, 0, "rounds still fail with one instance: %s", last);
+  cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 20000), 0);
+  long a = requests_of(&fed.proc[FED_PP1]);
+  cr_log_info("MaskBatch calls: instance a %ld, instance b %ld", a, b);
+  cr_assert_gt(a, 0);
+  cr_assert_gt(b, 5, "the second instance got %ld of 40 batches", b);
+  ap_client_destroy(c);
 }
