@@ -172,6 +172,10 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   so.Ordered = true;
   so.Config.DeliverPolicy = js_DeliverByStartSequence;
   so.Config.OptStartSeq = cfg->start_seq;
+  /* Heartbeats every second (the library's default is 5 s): an ordered
+   * consumer whose NATS node died is noticed after two missed ones and
+   * recreated on another node from the next sequence. */
+  so.Config.Heartbeat = (int64_t)1000 * 1000000;
   do {
     o3m_err_clear(e);
     rc = ensure_stream(r, cfg, e);

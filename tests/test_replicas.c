@@ -308,7 +308,9 @@ Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600)
   uint64_t before = 0;
   for (int i = 0; i < 4; i++) before += l[i].acked;
   cr_assert_eq(fed_stop(&nats.proc[0], SIGKILL, 5000), 128 + SIGKILL);
-  fed_sleep_ms(4000);
+  /* A consumer or stream leader on the dead node moves to another within
+   * a few heartbeats and an election. */
+  fed_sleep_ms(10000);
   stop = 1;
   uint64_t acked = 0, exists = 0, failed = 0, rounds = 0;
   for (int i = 0; i < 4; i++) {
