@@ -112,6 +112,14 @@ typedef struct ap_checkpoint_options {
   int group_records;       /* journal append buffer, in records */
   uint64_t every_records;  /* ap_checkpoint_due after this many records (0: off) */
   int64_t every_ms;        /* ... or after this long with >= 1 record (0: off) */
+  /* 1: the log of rewards is kept elsewhere (AP replicas: the JetStream
+   * stream, ap_replica.h). There is no journal: open loads the newest
+   * checkpoint only, whose seq is then a position in that log; the caller
+   * applies the records after it and reports each position with
+   * ap_checkpoint_set_position; checkpoints are written at that position;
+   * a repairable health problem is reported but not repaired (a repair
+   * made by one replica alone would make the replicas differ). */
+  int external_log;
 } ap_checkpoint_options;
 
 /* Defaults: state_dir NULL (must be set), mask_id 0, salvage 0, journal
@@ -213,6 +221,10 @@ uint64_t ap_checkpoint_seq(const ap_checkpoint *c);
  * before the repair), O3M_ECORRUPT when Lambda or u itself is damaged (not
  * repairable in memory: stop, and recover from disk), O3M_EIO. */
 int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h, o3m_err *e);
+
+/* external_log: the position of the last record applied to the policy
+ * (the next checkpoint is written at it). */
+void ap_checkpoint_set_position(ap_checkpoint *c, uint64_t seq);
 
 /* The journal (for its seq counters and tests). */
 ap_journal *ap_checkpoint_journal(ap_checkpoint *c);

@@ -16,9 +16,29 @@
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
+/* Most addresses in one target list (AP replicas). */
+#define MAX_TARGETS 8
+
 struct ap_client {
-  o3m_rpc_client *rpc;
+  o3m_rpc_client *rpcs[MAX_TARGETS];
+  int n;
+  int cur; /* the address calls go to first */
 };
+
+/* One call with failover: tried on the current address, and when that one
+ * is UNAVAILABLE or misses the deadline, on each next address in turn
+ * (which then becomes the current one). A Reward retried this way is safe:
+ * a replica that already has it answers ALREADY_EXISTS (ap_replica.h). */
+static int call_any(ap_client *c, const char *path, const ProtobufCMessage *req,
+                    const ProtobufCMessageDescriptor *desc, ProtobufCMessage **m, o3m_err *e) {
+  int rc = O3M_EUNAVAILABLE;
+  for (int i = 0; i < c->n; i++) {
+    rc = o3m_rpc_client_call(c->rpcs[c->cur], path, req, desc, m, e);
+    if (rc != O3M_EUNAVAILABLE && rc != O3M_EDEADLINE) return rc;
+    if (c->n > 1) c->cur = (c->cur + 1) % c->n;
+  }
+  return rc;
+}
 
 void ap_client_options_default(ap_client_options *o) {
   memset(o, 0, sizeof *o);
@@ -125,9 +145,13 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "out is NULL");
   *out = NULL;
   if (!o) return o3m_err_set(e, O3M_EINVAL, "options are NULL");
+  if (!o->target || !*o->target) return o3m_err_set(e, O3M_EINVAL, "no target");
+  char list[1024];
+  if (strlen(o->target) >= sizeof list)
+    return o3m_err_set(e, O3M_EINVAL, "target list is longer than %zu bytes", sizeof list - 1);
+  snprintf(list, sizeof list, "%s", o->target);
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
-  cc.target = o->target;
   cc.insecure = o->insecure;
   if (!o->insecure) {
     cc.tls.ca_file = o->ca_file;
@@ -139,10 +163,23 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   cc.wait_for_ready = o->wait_for_ready;
   ap_client *c = calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
-  int rc = o3m_rpc_client_create(&c->rpc, &cc, e);
-  if (rc < 0) {
+  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    if (c->n == MAX_TARGETS) {
+      ap_client_destroy(c);
+      return o3m_err_set(e, O3M_EINVAL, "more than %d addresses in the target list",
+                         MAX_TARGETS);
+    }
+    cc.target = t;
+    int rc = o3m_rpc_client_create(&c->rpcs[c->n], &cc, e);
+    if (rc < 0) {
+      ap_client_destroy(c);
+      return rc;
+    }
+    c->n++;
+  }
+  if (c->n == 0) {
     free(c);
-    return rc;
+    return o3m_err_set(e, O3M_EINVAL, "no address in target '%s'", o->target);
   }
   *out = c;
   return 0;
@@ -150,7 +187,7 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
 
 void ap_client_destroy(ap_client *c) {
   if (!c) return;
-  o3m_rpc_client_destroy(c->rpc);
+  for (int i = 0; i < c->n; i++) o3m_rpc_client_destroy(c->rpcs[i]);
   free(c);
 }
 
@@ -171,7 +208,7 @@ int ap_client_recommend(ap_client *c, const char *user, int K, const char *const
   req.n_own_features = n_own;
   req.own_features = (double *)own_features;
   ProtobufCMessage *m;
-  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+  int rc = call_any(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
                                &o3m__v1__recommendation__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__Recommendation *r = (const O3m__V1__Recommendation *)m;
@@ -192,7 +229,7 @@ int ap_client_reward(ap_client *c, uint64_t decision, double reward, uint64_t *u
   req.decision = decision;
   req.reward = reward;
   ProtobufCMessage *m;
-  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_REWARD, &req.base,
+  int rc = call_any(c, O3M_PATH_ACTIVE_REWARD, &req.base,
                                &o3m__v1__reward_reply__descriptor, &m, e);
   if (rc < 0) return rc;
   if (updates) *updates = ((const O3m__V1__RewardReply *)m)->updates;
@@ -203,7 +240,7 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   if (!c || !out) return o3m_err_set(e, O3M_EINVAL, "stats: bad arguments");
   O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
   ProtobufCMessage *m;
-  int rc = o3m_rpc_client_call(c->rpc, O3M_PATH_ACTIVE_STATS, &req.base,
+  int rc = call_any(c, O3M_PATH_ACTIVE_STATS, &req.base,
                                &o3m__v1__active_stats__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__ActiveStats *s = (const O3m__V1__ActiveStats *)m;
@@ -221,7 +258,7 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
 static int info_at(ap_client *c, const char *path, ap_info *out, o3m_err *e) {
   O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
   ProtobufCMessage *m;
-  int rc = o3m_rpc_client_call(c->rpc, path, &req.base, &o3m__v1__node_info__descriptor, &m, e);
+  int rc = call_any(c, path, &req.base, &o3m__v1__node_info__descriptor, &m, e);
   if (rc < 0) return rc;
   const O3m__V1__NodeInfo *n = (const O3m__V1__NodeInfo *)m;
   out->role = (int)n->role;
@@ -249,7 +286,7 @@ int ap_client_health(ap_client *c, const char *service, int *serving, char *stat
   /* protobuf-c packs without writing through the pointer. */
   if (service) req.service = (char *)service;
   ProtobufCMessage *m;
-  int rc = o3m_rpc_client_call(c->rpc, O3M_RPC_HEALTH_CHECK_PATH, &req.base,
+  int rc = call_any(c, O3M_RPC_HEALTH_CHECK_PATH, &req.base,
                                &grpc__health__v1__health_check_response__descriptor, &m, e);
   if (rc < 0) return rc;
   Grpc__Health__V1__HealthCheckResponse__ServingStatus st =

@@ -30,7 +30,11 @@
 typedef struct ap_client ap_client;
 
 typedef struct ap_client_options {
-  const char *target;      /* "127.0.0.1:7000", "unix:/path", ... (required) */
+  /* "127.0.0.1:7000", "unix:/path", ... (required); or a comma-separated
+   * list of up to 8 addresses (AP replicas): a call goes to the current one
+   * and, when that is UNAVAILABLE or misses its deadline, to the next ones
+   * in turn, the first that answers becoming the current one (failover). */
+  const char *target;
   int insecure;            /* 1: plaintext; the TLS fields must then be NULL */
   const char *ca_file;     /* federation CA that signed the server's certificate */
   const char *cert_file;   /* client certificate and key (both or neither) */

@@ -112,7 +112,14 @@ static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const 
   p->max_norm = pp->max_norm;
   o3m_rpc_client_config_default(&p->cc);
   ap_peers_client_tls(&p->cc, cfg, me, pp, insecure);
-  p->target = strdup(pp->address);
+  /* Several instances of the party: one channel over all of them. */
+  if (pp->instances) {
+    size_t n = strlen("ipv4:") + strlen(pp->address) + 1 + strlen(pp->instances) + 1;
+    if ((p->target = malloc(n))) snprintf(p->target, n, "ipv4:%s,%s", pp->address, pp->instances);
+    p->cc.round_robin = 1;
+  } else {
+    p->target = strdup(pp->address);
+  }
   p->ca = dup_or_null(p->cc.tls.ca_file);
   p->cert = dup_or_null(p->cc.tls.cert_file);
   p->key = dup_or_null(p->cc.tls.key_file);

@@ -100,6 +100,9 @@ struct ap_round {
   const ap_catalog *cat;
   o3m_policy *policy;
   ap_pending *pending;
+  int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
+                o3m_err *e);
+  void *record_ctx;
 
   /* The AP's own feature tables: NULL when the features come in the
    * requests. */
@@ -166,6 +169,8 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->cat = cfg->catalog;
   r->policy = cfg->policy;
   r->pending = cfg->pending;
+  r->record = cfg->record;
+  r->record_ctx = cfg->record_ctx;
   r->secure = cfg->secure;
   r->agg_scale = cfg->agg_scale;
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
@@ -477,6 +482,12 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
                        &id);
   if (rc < 0) {
     o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");
+    round_fail(r, q, &e);
+    return;
+  }
+  if (r->record &&
+      (rc = r->record(r->record_ctx, id, arm, r->mask_id, Y + (size_t)chosen * r->d, &e)) < 0) {
+    ap_pending_close(r->pending, id);
     round_fail(r, q, &e);
     return;
   }

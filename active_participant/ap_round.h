@@ -97,6 +97,13 @@ typedef struct ap_round_config {
   int agg_scale;
   int n_pp;
   double pp_sum_norm;
+  /* Optional (AP replicas, ap_replica.h): called with every decision after
+   * it is opened in the pending table and before the Recommend is
+   * answered, to store its record where every replica finds it. A failure
+   * fails the round with its code and closes the decision again. */
+  int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
+                o3m_err *e);
+  void *record_ctx;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)

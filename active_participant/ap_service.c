@@ -25,6 +25,8 @@
 #include "o3m_clock.h"
 #include "ap_peers.h"
 #include "ap_pending.h"
+#include "ap_replica.h"
+#include "o3m_hash.h"
 #include "o3m_policy.h"
 #include "ap_round.h"
 #include "o3m.pb-c.h"
@@ -119,6 +121,30 @@ struct ap_service {
   int n_group;
   uint64_t commits;         /* group commits (fdatasyncs) that acknowledged rewards */
   uint64_t committed;       /* rewards they acknowledged */
+
+  /* AP replicas ([federation] replication = nats; NULL otherwise): the
+   * reward stream and decision records (ap_replica.h). applied_seq is the
+   * stream position the model includes; the Rewards this replica published
+   * wait in rwait until their record is applied here (seq <= applied_seq),
+   * then get the outcome of that application. applied: the decisions
+   * applied, with the stream time of their record (open addressing, a slot
+   * older than expiry_s counts as free), for apply-time de-duplication. */
+  ap_replica *rep;
+  char *replica;
+  uint64_t applied_seq;
+  uint64_t skipped;       /* stream records not applied (duplicates, refused) */
+  double *xbuf;           /* d values: a decision record read from the bucket */
+  struct replica_wait {
+    o3m_rpc_call *call;
+    uint64_t decision, seq;
+    int rc;               /* outcome of the record's application */
+  } rwait[REWARD_SLOTS];
+  int n_rwait;
+  struct applied_slot {
+    uint64_t id;
+    int64_t t_ms;
+  } *applied;
+  size_t applied_mask;
 };
 
 /* Copies the service's own running totals into the metrics: after every
@@ -325,6 +351,10 @@ static void reward_commit(ap_service *s) {
 /* A periodic checkpoint when one is due, after the rewards are durable (a
  * due checkpoint delays only the calls that wait behind it). */
 static void checkpoint_if_due(ap_service *s);
+/* AP replicas: apply what the stream brought, answer the Rewards it
+ * settles (below, "AP replicas"). */
+static int replica_drain(ap_service *s, int64_t wait_ms, int max);
+static void replica_answer(ap_service *s);
 
 /* The server's idle hook: first the rewards that queued (they are durable
  * and acknowledged before anything else happens, so a decision never sees
@@ -332,7 +362,13 @@ static void checkpoint_if_due(ap_service *s);
  * Recommends in batches (ap_round.h). */
 static void service_idle(void *ctx) {
   ap_service *s = ctx;
-  if (s->ckpt) {
+  if (s->rep) {
+    /* Replicas: the stream instead of the journal; bounded per hook so
+     * that Recommends are not starved while catching up. */
+    replica_drain(s, 0, 4096);
+    replica_answer(s);
+    if (s->ckpt) checkpoint_if_due(s);
+  } else if (s->ckpt) {
     reward_commit(s);
     checkpoint_if_due(s);
   }
@@ -363,7 +399,7 @@ static void checkpoint_result(ap_service *s, const char *why, int rc, const o3m_
     service_stop(s, STOP_DAMAGED);
     return;
   }
-  if (rc == O3M_EIO && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {
+  if (rc == O3M_EIO && !s->rep && ap_journal_failed(ap_checkpoint_journal(s->ckpt))) {
     /* The health repair's journal record (or the rotation) could not be
      * written: that is the journal failing, not only this checkpoint. */
     o3m_err why_;
@@ -384,6 +420,179 @@ static void checkpoint_now(ap_service *s, const char *why) {
   checkpoint_result(s, why, rc, &ce);
 }
 
+/* ------------------------------------------------ AP replicas (ap_replica.h) */
+
+/* The applied set: was decision id applied from a record at most
+ * expiry_s older than now_ms (a stream time)? Deterministic in the stream:
+ * every replica that applied the same records answers the same. */
+static struct applied_slot *applied_find(ap_service *s, uint64_t id, int64_t now_ms, int *found) {
+  int64_t horizon = now_ms - (int64_t)s->expiry_s * 1000;
+  struct applied_slot *free_slot = NULL;
+  size_t i = (size_t)o3m_hash_bytes(&id, sizeof id, 0) & s->applied_mask;
+  for (size_t n = 0; n <= s->applied_mask; n++, i = (i + 1) & s->applied_mask) {
+    struct applied_slot *a = &s->applied[i];
+    if (a->id == id && a->t_ms >= horizon) {
+      *found = 1;
+      return a;
+    }
+    if (!free_slot && (a->id == 0 || a->t_ms < horizon)) free_slot = a;
+    if (a->id == 0) break;
+  }
+  *found = 0;
+  return free_slot;
+}
+
+static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
+  int found;
+  struct applied_slot *a = applied_find(s, id, t_ms, &found);
+  if (!a) {
+    o3m_log_warn("the applied-decision set is full; decision %llu is not remembered (JetStream's "
+                 "duplicate window still refuses its retries)", (unsigned long long)id);
+    return;
+  }
+  a->id = id;
+  a->t_ms = t_ms;
+}
+
+/* ap_round's record hook: the decision's masked context goes to the bucket
+ * before the Recommend is answered, so any replica can take its reward. */
+static int replica_record(void *ctx, uint64_t decision, int arm, uint64_t mask_id,
+                          const double *x, o3m_err *e) {
+  ap_service *s = ctx;
+  return ap_replica_put_decision(s->rep, decision, arm, mask_id, x, e);
+}
+
+/* Applies one stream record to the model, exactly as every replica does:
+ * skipped (and counted) when its decision was applied before within the
+ * pending lifetime, when it was made under another mask, or when the
+ * model cannot take it (o3m_policy_update_check); the outcome goes to the
+ * Reward waiting for it here, if any. */
+static int replica_apply(ap_service *s, const ap_replica_record *r) {
+  int found, rc;
+  applied_find(s, r->decision, r->time_ms, &found);
+  if (found) rc = O3M_EEXISTS;
+  else if (r->mask_id != s->mask_id) rc = O3M_EMASK;
+  else if ((rc = o3m_policy_update_check(s->policy, r->arm, r->x, r->reward, NULL)) == 0)
+    rc = o3m_policy_update(s->policy, r->arm, r->x, r->reward);
+  if (rc == 0) applied_add(s, r->decision, r->time_ms);
+  else s->skipped++;
+  /* A decision made here and rewarded through another replica. */
+  ap_pending_close(s->pending, r->decision);
+  s->applied_seq = r->seq;
+  if (s->ckpt) ap_checkpoint_set_position(s->ckpt, r->seq);
+  for (int i = 0; i < s->n_rwait; i++)
+    if (s->rwait[i].seq == r->seq) s->rwait[i].rc = rc;
+  return rc;
+}
+
+/* Applies every record that has arrived (at most max, 0: no limit),
+ * waiting up to wait_ms for the first. A record that does not parse stops
+ * the service: skipping it would let the replicas differ. */
+static int replica_drain(ap_service *s, int64_t wait_ms, int max) {
+  for (int n = 0; max == 0 || n < max; n++) {
+    ap_replica_record r;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_replica_next(s->rep, &r, n == 0 ? wait_ms : 0, &e);
+    if (rc == 0) return n;
+    if (rc < 0) {
+      if (rc == O3M_ECORRUPT) {
+        o3m_log_error("the reward stream holds a record this replica cannot read: %s; stopping",
+                      o3m_err_message(&e));
+        s->stopped = STOP_DAMAGED;
+        o3m_rpc_server_shutdown(s->server);
+      } else {
+        o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
+      }
+      return rc;
+    }
+    replica_apply(s, &r);
+  }
+  return max;
+}
+
+/* Answers the Rewards whose records are applied here, with the outcome. */
+static void replica_answer(ap_service *s) {
+  int k = 0;
+  for (int i = 0; i < s->n_rwait; i++) {
+    struct replica_wait *w = &s->rwait[i];
+    if (w->seq > s->applied_seq) {
+      s->rwait[k++] = *w;
+      continue;
+    }
+    if (w->rc == 0) {
+      O3m__V1__RewardReply rep = O3M__V1__REWARD_REPLY__INIT;
+      rep.updates = o3m_policy_updates(s->policy);
+      o3m_rpc_call_reply(w->call, &rep.base, NULL);
+      s->committed++;
+      continue;
+    }
+    o3m_err e;
+    o3m_err_set(&e, w->rc, "decision %llu: %s", (unsigned long long)w->decision,
+                w->rc == O3M_EEXISTS ? "was already rewarded (found when applying the stream)"
+                                     : "its record was refused when applied (nothing changed)");
+    o3m_rpc_call_fail(w->call, w->rc, &e);
+  }
+  s->n_rwait = k;
+}
+
+/* A Reward on a replica: checked like a local one, the decision found in
+ * this replica's pending table or else in the bucket, then appended to the
+ * stream; the call waits until this replica has applied the record (so
+ * its reply reports the model that includes it). See ap_replica.h. */
+static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
+                          o3m_err *e) {
+  unsigned long long id = (unsigned long long)req->decision;
+  int found;
+  int64_t now = o3m_clock_ms();
+  applied_find(s, req->decision, o3m_clock_wall_ms(), &found);
+  if (found) return o3m_err_set(e, O3M_EEXISTS, "decision %llu was already rewarded", id);
+  if (s->n_rwait == REWARD_SLOTS)
+    return o3m_err_set(e, O3M_EFULL, "too many rewards wait for the stream; retry");
+  int arm;
+  uint64_t mask_id;
+  const double *x;
+  int rc = ap_pending_peek(s->pending, req->decision, now, &arm, &mask_id, &x);
+  switch (rc) {
+  case 0: break;
+  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
+  case O3M_EEXPIRED:
+    ap_pending_expire(s->pending, req->decision);
+    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
+  default:
+    /* Made by another replica (or before a restart): its record. */
+    rc = ap_replica_get_decision(s->rep, req->decision, &arm, &mask_id, s->xbuf, e);
+    if (rc == O3M_ENOTFOUND)
+      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
+                         "pending lifetime of %d s)", id, s->expiry_s);
+    if (rc < 0) return rc;
+    x = s->xbuf;
+  }
+  if (mask_id != s->mask_id)
+    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
+                       "mask is %016llx", id, (unsigned long long)mask_id,
+                       (unsigned long long)s->mask_id);
+  const char *what;
+  if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
+    return reward_refused(req->decision, rc, what, e);
+  uint64_t seq;
+  int dup;
+  o3m_err pe;
+  o3m_err_clear(&pe);
+  rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, &seq, &dup, &pe);
+  if (rc < 0)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward is not acknowledged "
+                       "(%s); retry, on this or another replica", id, o3m_err_message(&pe));
+  if (dup) return o3m_err_set(e, O3M_EEXISTS, "decision %llu was already rewarded", id);
+  s->commits++;
+  s->rwait[s->n_rwait++] = (struct replica_wait){call, req->decision, seq, 0};
+  /* Usually the record is back within the publish's round trip: apply it
+   * now; the idle hook that follows this handler answers the call (a
+   * deferred call is never completed inside its own handler). */
+  replica_drain(s, 0, 0);
+  return O3M_RPC_DEFERRED;
+}
+
 static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                     ProtobufCMessage *rep_, o3m_err *e) {
   ap_service *s = ctx;
@@ -401,6 +610,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   int arm;
   uint64_t mask_id;
   const double *x;
+  if (s->rep) return replica_reward(s, call, req, e);
   int rc = ap_pending_peek(s->pending, req->decision, t, &arm, &mask_id, &x);
   unsigned long long id = (unsigned long long)req->decision;
   switch (rc) {
@@ -534,6 +744,31 @@ static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *
  * ap_service.h); without a state_dir only warns. Errors that need the
  * operator's decision name the flag that makes it. */
 static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) {
+  if (s->replica) {
+    /* Replicas: the stream is the log; state_dir/replica-NAME keeps this
+     * replica's snapshots (the checkpoint format, at a stream position). */
+    if (!s->state_dir) {
+      o3m_log_info("replica '%s' has no state_dir: it replays the whole reward stream at "
+                   "start", s->replica);
+      return 0;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/replica-%s", s->state_dir, s->replica);
+    int rc;
+    if (opt->discard_state && (rc = ap_checkpoint_discard(dir, e)) < 0) return rc;
+    ap_checkpoint_options co;
+    ap_checkpoint_options_default(&co);
+    co.state_dir = dir;
+    co.mask_id = s->mask_id;
+    co.external_log = 1;
+    if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
+    if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
+    ap_recovery_info ri;
+    rc = ap_checkpoint_open(&s->ckpt, s->policy, &co, &ri, e);
+    if (rc < 0) return rc;
+    s->applied_seq = ri.checkpoint_seq;
+    return 0;
+  }
   if (!s->state_dir) {
     o3m_log_warn("WARNING: party '%s' has no state_dir: the model lives in memory only and "
                  "rewards are NOT durable (a restart loses every acknowledged reward, and the "
@@ -641,10 +876,53 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   return o3m_policy_create(&s->policy, &pc, e);
 }
 
+/* Connects a replica to the stream from the position after its snapshot
+ * and applies everything the stream holds now, so that it serves the
+ * model every other replica serves (as of the stream's last record). */
+static int replica_start(ap_service *s, const o3m_config_replication *repl,
+                         const ap_service_options *opt, o3m_err *e) {
+  ap_replica_config rc_ = {
+      .servers = repl->servers,
+      .stream = repl->stream,
+      .bucket = repl->bucket,
+      .replicas = repl->replicas,
+      .ttl_ms = (int64_t)s->expiry_s * 1000,
+      .d = s->d,
+      .start_seq = s->applied_seq + 1,
+      .name = s->replica,
+      .connect_timeout_ms = opt->pmg_timeout_s * 1000,
+  };
+  int rc = ap_replica_create(&s->rep, &rc_, e);
+  if (rc < 0) return rc;
+  uint64_t last;
+  if ((rc = ap_replica_last_seq(s->rep, &last, e)) < 0) return rc;
+  uint64_t from = s->applied_seq;
+  int64_t until = o3m_clock_ms() + (int64_t)opt->pmg_timeout_s * 1000;
+  while (s->applied_seq < last) {
+    if (o3m_clock_ms() > until || (opt->stop && *opt->stop))
+      return o3m_err_set(e, O3M_EDEADLINE, "replica '%s': caught up to stream seq %llu of "
+                         "%llu only", s->replica, (unsigned long long)s->applied_seq,
+                         (unsigned long long)last);
+    rc = replica_drain(s, 200, 0);
+    if (rc < 0) return o3m_err_set(e, rc, "replica '%s': the reward stream failed at seq %llu",
+                                   s->replica, (unsigned long long)s->applied_seq);
+  }
+  o3m_log_info("replica '%s': caught up from stream seq %llu to %llu (%llu updates, %llu "
+               "records skipped); stream %s x%d, bucket %s", s->replica,
+               (unsigned long long)from, (unsigned long long)s->applied_seq,
+               (unsigned long long)o3m_policy_updates(s->policy),
+               (unsigned long long)s->skipped, repl->stream, repl->replicas, repl->bucket);
+  return 0;
+}
+
 /* Frees whatever create got to; every field is NULL/0 or owned. */
 static void service_free(ap_service *s) {
   if (!s) return;
   o3m_rpc_server_destroy(s->server);
+  ap_replica_destroy(s->rep);
+  free(s->replica);
+  free(s->xbuf);
+  free(s->applied);
   o3m_access_destroy(s->access); /* after the server that calls it */
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
   free(s->state_dir);
@@ -691,6 +969,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   s->reward_min = pp->reward_min;
   s->reward_max = pp->reward_max;
   s->expiry_s = pp->pending_expiry_s;
+  const o3m_config_replication *repl = o3m_config_replication_of(cfg);
+  int replicated = strcmp(repl->mode, "nats") == 0;
+  if (replicated != (opt->replica != NULL)) {
+    free(s);
+    return o3m_err_set(e, O3M_EINVAL, replicated ? "%s has replication = nats: name this "
+                       "replica (--replica NAME)" : "--replica needs replication = nats in "
+                       "[federation] of %s", o3m_config_name(cfg));
+  }
 
   /* The public partition, in column order; the active party is slot 0. */
   int m = o3m_config_n_column_parties(cfg);
@@ -753,6 +1039,20 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .n_pp = agg.n_pp,
       .pp_sum_norm = agg.pp_sum_norm,
   };
+  if (replicated) {
+    rcfg.record = replica_record;
+    rcfg.record_ctx = s;
+    size_t cap = 1024;
+    while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
+    s->replica = strdup(opt->replica);
+    s->xbuf = malloc(sizeof *s->xbuf * (size_t)s->d);
+    s->applied = calloc(cap, sizeof *s->applied);
+    s->applied_mask = cap - 1;
+    if (!s->replica || !s->xbuf || !s->applied) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+      goto fail;
+    }
+  }
   rc = ap_round_create(&s->round, &rcfg, e);
   if (rc < 0) goto fail;
 
@@ -765,6 +1065,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   rc = open_state(s, opt, e);
   if (rc < 0) goto fail;
+  if (replicated && (rc = replica_start(s, repl, opt, e)) < 0) goto fail;
 
   rc = ap_peers_create(&s->peers, cfg, me, opt->insecure, e);
   if (rc < 0) goto fail;
@@ -801,6 +1102,8 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     sc.observe = o3m_metrics_rpc_observe;
     sc.observe_ctx = opt->metrics;
   }
+  /* Replicas apply the stream also when no call arrives. */
+  sc.idle_on_timeout = replicated;
   /* Callers need a certificate from the federation CA, and the access
    * policy decides what each may call: front ends and operators are
    * [client NAME]s of the config with certificates of their own. */
@@ -837,9 +1140,11 @@ int ap_service_run(ap_service *s) {
     o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "
                  "written, %llu failed, journal at seq %llu%s%s",
                  (unsigned long long)s->committed, (unsigned long long)s->commits,
-                 s->commit_each ? "one fdatasync each" : "group commit",
+                 s->rep ? "JetStream acknowledgements" : s->commit_each ? "one fdatasync each"
+                                                                    : "group commit",
                  (unsigned long long)s->checkpoints, (unsigned long long)s->ckpt_failures,
-                 (unsigned long long)ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt)),
+                 (unsigned long long)(s->rep ? s->applied_seq
+                                             : ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt))),
                  s->stopped ? ", STOPPED AFTER " : "",
                  s->stopped ? stop_cause_text(s->stopped) : "");
   if (rc == 0 && s->stopped) rc = s->stopped == STOP_DISK ? O3M_EIO : O3M_ECORRUPT;

@@ -16,6 +16,8 @@
  * of a channel that stays unavailable and the start-up wait for their Info.
  * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out
  * and gather, the decision, and the AP's own feature tables.
+ * ap_replica.[ch]: the reward stream and decision records on NATS
+ * JetStream, used only by replicas (see "Replicas" below).
  *
  * Start-up (ap_service_create). The federation config gives the policy, the
  * partition and every party. The service loads its own feature tables if the
@@ -217,6 +219,34 @@
  * one thread. ap_service_shutdown() may be called from any thread or a
  * signal handler.
  *
+ * Replicas ([federation] replication = nats, the daemon's --replica NAME;
+ * ap_replica.h). Several o3m-active processes serve one active party, each
+ * with its own model, and the reward journal is replaced by a JetStream
+ * stream that every replica applies in order (so all hold the same model,
+ * bit for bit, after the same stream position). A Recommend is decided as
+ * above, and the decision's masked context is also written to the decision
+ * bucket (ap_round's record hook) before the reply. A Reward is checked as
+ * above, its decision found in the local pending table or else in the
+ * bucket, refused as ALREADY_EXISTS when this replica has applied it
+ * already, then published to the stream with the decision id as its
+ * message id (JetStream refuses a second one: ALREADY_EXISTS) and deferred;
+ * the idle hook applies the records that arrived (a decision applied
+ * before within the pending lifetime is skipped on every replica alike)
+ * and answers each deferred Reward once its own record is applied here,
+ * with the outcome of that application. With replicas the idle hook also
+ * runs when no call arrives (every 100 ms), so an idle replica keeps up.
+ * Start-up: the block must be the same for all replicas (the first
+ * replica fetches and stores it in state_dir; the others load it from
+ * there, or from a copy of that file); the newest snapshot in
+ * state_dir/replica-NAME (the checkpoint format, whose seq is the stream
+ * position; ap_checkpoint.h, external_log) is loaded, the stream after it
+ * applied up to its current end, and only then does the server listen.
+ * Snapshots are written like checkpoints (--checkpoint-every/-ms) and at
+ * a clean stop. Not replicated: the Thompson sampler's draws (each
+ * replica draws its own, so with LinTS the replicas' samplers differ while
+ * Lambda and u stay identical) and the pending table (a decision's record
+ * is in the bucket instead).
+ *
  * Logging: a line at start and at stop with counters, and brief lines for
  * failed rounds (party, code; rate-limited); never a feature, a masked vector,
  * a block or a reward. */
@@ -278,6 +308,9 @@ typedef struct ap_service_options {
   /* Serving threads (the daemon's --threads), 1..O3M_CONFIG_MAX_THREADS;
    * 0: the party's threads key, else 1. See "Threads" above. */
   int threads;
+  /* AP replicas (the daemon's --replica NAME): required exactly when the
+   * config has [federation] replication = nats; see "Replicas" above. */
+  const char *replica;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,

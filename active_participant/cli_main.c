@@ -16,7 +16,8 @@
  * [client NAME] or [party NAME]) or from the explicit options, which
  * override it. recommend, reward and stats are answered only to a client
  * named in the config ([client NAME]); info and health also to a party.
- * --target overrides the address (health can so probe any daemon); when it
+ * --target overrides the address (health can so probe any daemon; a comma-
+ * separated list of AP replicas fails over, ap_client.h); when it
  * is the address of a party of the config, that party's certificate name is
  * expected (--server-name overrides it). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
@@ -48,7 +49,9 @@ static const o3m_cli_option options[] = {
     [OPT_CERT] = {"cert", "FILE", "this client's certificate (with --key; instead of --as)"},
     [OPT_KEY] = {"key", "FILE", "its private key"},
     [OPT_CA] = {"ca", "FILE", "the federation CA (overrides the config's)"},
-    [OPT_TARGET] = {"target", "ADDR", "call ADDR instead of the active party (health: any daemon)"},
+    [OPT_TARGET] = {"target", "ADDR", "call ADDR instead of the active party (health: any "
+                                      "daemon); ADDR,ADDR,...: AP replicas, failing over to "
+                                      "the next when one is unavailable"},
     [OPT_SERVER_NAME] = {"server-name", "NAME", "expect NAME in the server's certificate"},
     [OPT_DEADLINE] = {"deadline-ms", "N", "give up a call after N ms (1..86400000)"},
     [OPT_INSECURE] = {"insecure", NULL, "plaintext gRPC, no certificates (trials only)"},

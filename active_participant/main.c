@@ -50,7 +50,9 @@ enum {
   OPT_CKPT_EVERY,
   OPT_CKPT_MS,
   OPT_COMMIT,
-  OPT_THREADS
+  OPT_THREADS,
+  OPT_REPLICA,
+  OPT_LISTEN
 };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("active"),
@@ -63,6 +65,10 @@ static const o3m_cli_option options[] = {
     {"commit", "MODE", "group (default): one fdatasync for every reward that arrived while the "
                        "previous one ran; each: one per reward (for comparison)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
+    {"replica", "NAME", "serve as replica NAME of the active party (needs [federation] "
+                        "replication = nats; snapshots in state_dir/replica-NAME)"},
+    {"listen", "ADDR", "listen on ADDR (host:port) instead of the party's address (a second "
+                       "replica on the same host)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -99,6 +105,13 @@ static int take_option(void *ctx, int i, const char *v) {
     opt->commit_each = v[0] == 'e';
     break;
   case OPT_DISCARD: opt->discard_state = 1; break;
+  case OPT_REPLICA:
+    if (!*v || strlen(v) > 64 || strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_-") != strlen(v))
+      return o3m_cli_usage_error(&spec, "--replica must be 1..64 letters, digits, _ or -");
+    opt->replica = v;
+    break;
+  case OPT_LISTEN: opt->listen = v; break;
   case OPT_CKPT_EVERY:
   case OPT_CKPT_MS:
     if (o3m_cli_parse_long(v, 1, 1000000000LL, &n) < 0)

@@ -25,6 +25,14 @@ static inline int64_t o3m_clock_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Unix time in milliseconds (CLOCK_REALTIME): only to compare with times
+ * other hosts wrote, such as the reward stream's record times. */
+static inline int64_t o3m_clock_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* Seconds on the same clock, to the nanosecond: for timing runs. */
 static inline double o3m_clock_s(void) {
   struct timespec ts;

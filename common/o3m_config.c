@@ -14,6 +14,7 @@
  * they are kept in a list and freed with the config. */
 #include "o3m_config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -39,6 +40,7 @@ struct o3m_config {
   int agg_secure;
   const char *ca;
   const char *aggregation; /* "secure" or "per-party" */
+  o3m_config_replication repl;
   o3m_config_policy_section policy;
 
   o3m_party *parties; /* file order */
@@ -278,7 +280,7 @@ static int split_lines(parser *p) {
 
 /* ---------------------------------------------------------------- pass 2 */
 
-enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE, KT_HEX32 };
+enum { KT_INT, KT_U64, KT_DBL, KT_PATH, KT_WORD, KT_BOOL, KT_ADDR, KT_ROLE, KT_HEX32, KT_STR };
 
 /* Role bits of keyspec.roles / keyspec.req. Sections other than parties use
  * R_SEC. */
@@ -313,6 +315,11 @@ static const keyspec fed_keys[] = {
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
+    {"replication", KT_WORD, FED(repl.mode), 0, 0, 0, 0, "none|nats", R_SEC, 0},
+    {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -345,6 +352,7 @@ static const keyspec party_keys[] = {
     {"cert", KT_PATH, PTY(cert), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"key", KT_PATH, PTY(key), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"state_dir", KT_PATH, PTY(state_dir), 0, 0, 0, 0, NULL, R_PARTY, 0},
+    {"instances", KT_STR, PTY(instances), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"threads", KT_INT, PTY(threads), 1, O3M_CONFIG_MAX_THREADS, 0, 0, NULL, R_DATA, 0},
@@ -418,6 +426,37 @@ static int word_ok(const char *words, const char *v) {
 
 /* host:port with a non-empty host and port 1..65535, or unix:PATH. No
  * whitespace anywhere. */
+/* 1 when address and every entry of the comma-separated list are IPv4
+ * literals with a port: what a gRPC "ipv4:" target of several addresses
+ * takes (the AP's channel to a party's instances). */
+static int ipv4_one_ok(const char *a, size_t n) {
+  char buf[64];
+  const char *colon = memchr(a, ':', n);
+  if (!colon || n >= sizeof buf || colon == a) return 0;
+  memcpy(buf, a, (size_t)(colon - a));
+  buf[colon - a] = '\0';
+  struct in_addr ia;
+  if (inet_pton(AF_INET, buf, &ia) != 1) return 0;
+  long port = 0;
+  for (const char *q = colon + 1; q < a + n; q++) {
+    if (*q < '0' || *q > '9') return 0;
+    port = port * 10 + (*q - '0');
+    if (port > 65535) return 0;
+  }
+  return port >= 1;
+}
+
+static int ipv4_list_ok(const char *address, const char *list) {
+  if (!ipv4_one_ok(address, strlen(address)) || !*list) return 0;
+  for (const char *a = list;;) {
+    const char *comma = strchr(a, ',');
+    size_t n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!ipv4_one_ok(a, n)) return 0;
+    if (!comma) return 1;
+    a = comma + 1;
+  }
+}
+
 static int address_ok(const char *v) {
   for (const char *q = v; *q; q++)
     if (isspace((unsigned char)*q)) return 0;
@@ -513,6 +552,9 @@ static int apply(parser *p, const keyspec *k, const entry *en, void *base) {
     else
       return perr(p, en->line, "key '%s': expected true or false, got '%s'",
                   k->key, show(shown, v));
+    return O3M_OK;
+  case KT_STR:
+    *(const char **)dst = v;
     return O3M_OK;
   case KT_ADDR:
     if (!address_ok(v))
@@ -704,6 +746,15 @@ static int check_structure(parser *p, const section *fed) {
   /* Secure aggregation needs every passive party's public key once there
    * are two of them (with one there is no pair to mask with). */
   c->agg_secure = strcmp(c->aggregation, "secure") == 0;
+  for (int i = 0; i < c->n_parties; i++) {
+    const o3m_party *pt = &c->parties[i];
+    if (pt->instances && !ipv4_list_ok(pt->address, pt->instances))
+      return perr(p, pt->line, "[party %s]: key 'instances': every instance, and address, must "
+                  "be an IPv4 literal with a port (a.b.c.d:port), comma-separated", pt->name);
+  }
+  if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
+    return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
+                "comma-separated)");
   int n_pp = 0;
   for (int i = 0; i < c->n_parties; i++) n_pp += c->parties[i].role == O3M_ROLE_PASSIVE;
   if (c->agg_secure && n_pp >= 2)
@@ -795,6 +846,10 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   }
   c->deadline_ms = 200;
   c->aggregation = "secure";
+  c->repl.mode = "none";
+  c->repl.stream = "O3M_REWARDS";
+  c->repl.bucket = "O3M_DECISIONS";
+  c->repl.replicas = 3;
   c->policy.alpha = 0.5;
   c->policy.lambda = 1.0;
   c->policy.v = 0.01;
@@ -913,6 +968,10 @@ int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
 int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
+
+const o3m_config_replication *o3m_config_replication_of(const o3m_config *c) {
+  return &c->repl;
+}
 const o3m_config_policy_section *o3m_config_policy(const o3m_config *c) { return &c->policy; }
 int o3m_config_n_parties(const o3m_config *c) { return c->n_parties; }
 

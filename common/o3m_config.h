@@ -24,7 +24,9 @@
  *                 insecure (true|false, default false); aggregation
  *                 (secure|per-party, default secure: how the active party
  *                 receives the passive parties' masked parts, see "Secure
- *                 aggregation" below).
+ *                 aggregation" below); replication (none|nats, default
+ *                 none), nats_servers, nats_stream, nats_bucket,
+ *                 nats_replicas: AP replicas (o3m_config_replication).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
@@ -45,7 +47,10 @@
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
  *                 contexts" below); threads (1..O3M_CONFIG_MAX_THREADS,
  *                 default 1: the threads its daemon serves on, which a
- *                 --threads option overrides; proto/o3m_rpc.h "Threads"). A pmg party may not have dims, tables or
+ *                 --threads option overrides; proto/o3m_rpc.h "Threads");
+ *                 instances (passive only: more instances of the party,
+ *                 "a.b.c.d:port,...", IPv4 literals like its address; see
+ *                 o3m_party.instances). A pmg party may not have dims, tables or
  *                 max_norm. Passive parties also whiten (true|false, default
  *                 false: the party whitens its own columns with a private map
  *                 before masking, party/o3m_features.h "Whitening"; decisions
@@ -168,6 +173,11 @@ typedef struct o3m_party {
   const char *name;       /* the NAME of [party NAME] */
   o3m_role role;
   const char *address;    /* as written: host:port or unix:PATH */
+  /* Passive only, or NULL: more instances of this party (same block, same
+   * dummy-row key, same tables), "a.b.c.d:port,..." (IPv4 literals, like
+   * address then); the AP's channel balances MaskBatch calls over address
+   * and these, round robin. */
+  const char *instances;
   int dims;               /* feature columns; 0 for the pmg */
   int col0;               /* first column of this party in x; -1 for the pmg */
   int slot;               /* position in column order, 0..M-1; -1 for the pmg */
@@ -245,6 +255,22 @@ const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
 /* 1 if aggregation = secure (the default), 0 for per-party. */
 int o3m_config_secure_aggregation(const o3m_config *c);
+
+/* [federation] replication (AP replicas over NATS JetStream,
+ * active_participant/ap_replica.h): mode "none" (the default: one AP
+ * process with its local journal) or "nats"; servers: the NATS URLs,
+ * comma-separated (required with nats); stream (O3M_REWARDS) and bucket
+ * (O3M_DECISIONS): the names of the reward stream and of the decision
+ * records' key-value bucket; replicas (3, 1..5): copies JetStream keeps of
+ * each. The pointer lives as long as c. */
+typedef struct o3m_config_replication {
+  const char *mode;
+  const char *servers;
+  const char *stream;
+  const char *bucket;
+  int replicas;
+} o3m_config_replication;
+const o3m_config_replication *o3m_config_replication_of(const o3m_config *c);
 
 /* The [policy] section; the pointer lives as long as c. */
 const o3m_config_policy_section *o3m_config_policy(const o3m_config *c);

@@ -43,11 +43,13 @@
 
 #define PROG "o3m-passive"
 
-enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS, OPT_THREADS };
+enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS, OPT_THREADS, OPT_LISTEN };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("passive"),
     {"pmg-timeout-s", "N", "give up fetching the block after N seconds (1..86400, default 60)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
+    {"listen", "ADDR", "listen on ADDR instead of the party's address: another instance of the "
+                       "party, listed in its instances key"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -69,6 +71,7 @@ static int take_option(void *ctx, int i, const char *v) {
                                  "1..86400", v);
     opt->pmg_timeout_s = (int)n;
   }
+  if (i == OPT_LISTEN) opt->listen = v;
   if (i == OPT_THREADS) {
     if (o3m_cli_parse_long(v, 1, O3M_CONFIG_MAX_THREADS, &n) < 0)
       return o3m_cli_usage_error(&spec, "--threads: '%s' is not a number in 1..%d", v,
@@ -97,7 +100,7 @@ int main(int argc, char **argv) {
     return agg_keygen(argv[2]);
   }
   o3m_daemon_args a = {0};
-  pp_options opt = {0, PP_DEFAULT_PMG_TIMEOUT_S, NULL, NULL, 0};
+  pp_options opt = {.pmg_timeout_s = PP_DEFAULT_PMG_TIMEOUT_S};
   int rc;
   if (!o3m_daemon_parse_args(&a, &spec, argc, argv, take_option, &opt, &rc)) return rc;
   opt.insecure = a.insecure;

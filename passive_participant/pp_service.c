@@ -37,6 +37,7 @@ struct pp_service {
   int insecure;
   int pmg_timeout_s;
   int threads;              /* serving threads (pp_options.threads) */
+  const char *listen;       /* pp_options.listen, read during create only */
   int slot;                 /* this party's index j */
   o3m_partition part;
   o3m_features *features;
@@ -80,6 +81,7 @@ static int bind_server(pp_service *s, o3m_err *e) {
     sc.observe_ctx = s->metrics;
   }
   sc.threads = s->threads;
+  sc.listen = s->listen; /* NULL: the party's address */
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
@@ -115,6 +117,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->pmg_timeout_s = opt->pmg_timeout_s;
   s->metrics = opt->metrics;
   s->threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
+  s->listen = opt->listen;
   s->slot = me->slot;
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;
 
@@ -180,7 +183,8 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
                "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates, %d serving threads",
-               me->address, pp_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
+               s->listen ? s->listen : me->address, pp_service_port(s),
+               s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
                me->dims, o3m_features_n_users(ft), o3m_features_user_cols(ft),
                o3m_features_n_items(ft), o3m_features_item_cols(ft), s->part.d, s->mask_id,
                s->max_candidates, s->threads);

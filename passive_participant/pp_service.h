@@ -96,6 +96,10 @@ typedef struct pp_options {
    * 0: the party's threads key, else 1 (proto/o3m_rpc.h, "Threads": the
    * Mask handlers still run one at a time). */
   int threads;
+  /* Address to listen on instead of the party's address (the daemon's
+   * --listen: a second instance of the party, see o3m_config.h
+   * "instances"); NULL: the party's. */
+  const char *listen;
 } pp_options;
 
 typedef struct pp_service_stats {

@@ -402,12 +402,12 @@ static int tls_empty(const o3m_rpc_tls *t) {
  * servers no SO_REUSEPORT and the idle-connection close; for clients the
  * reconnect cap and the TLS name override. At most four of them. */
 typedef struct chan_args {
-  grpc_arg arg[4];
+  grpc_arg arg[5];
   grpc_channel_args args;
 } chan_args;
 
 static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name, int idle_close_ms) {
+                           const char *server_name, int idle_close_ms, int round_robin) {
   int n = 0;
   ca->arg[n].type = GRPC_ARG_INTEGER;
   ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
@@ -435,6 +435,11 @@ static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int 
       ca->arg[n].type = GRPC_ARG_STRING;
       ca->arg[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
       ca->arg[n++].value.string = (char *)server_name;
+    }
+    if (round_robin) {
+      ca->arg[n].type = GRPC_ARG_STRING;
+      ca->arg[n].key = (char *)GRPC_ARG_LB_POLICY_NAME;
+      ca->arg[n++].value.string = (char *)"round_robin";
     }
   }
   ca->args.num_args = (size_t)n;
@@ -649,6 +654,7 @@ struct o3m_rpc_server {
   int outstanding;           /* tags gRPC still owes us, shutdown tag excluded */
   int n_deferred;            /* slots that are deferred */
   o3m_rpc_idle_fn idle;
+  int idle_on_timeout;
   o3m_rpc_authorize_fn authorize; /* NULL: every call is allowed */
   void *authorize_ctx;
   o3m_rpc_observe_fn observe; /* NULL: no observer */
@@ -1143,7 +1149,7 @@ static void serve_loop(o3m_rpc_server *s) {
         s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : after_ms(POLL_MS), NULL);
     pthread_mutex_lock(&s->mu);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if (s->busy && s->idle && s->serving) {
+      if ((s->busy || s->idle_on_timeout) && s->idle && s->serving) {
         count(&s->n_idle);
         s->idle(s->ctx);
       }
@@ -1257,6 +1263,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->threads = cfg->threads ? cfg->threads : 1;
   s->ctx = ctx;
   s->idle = cfg->idle;
+  s->idle_on_timeout = cfg->idle_on_timeout;
   /* Plaintext has no identities: the hook would refuse everyone. */
   s->authorize = cfg->insecure ? NULL : cfg->authorize;
   s->authorize_ctx = cfg->authorize_ctx;
@@ -1316,7 +1323,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms);
+  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms, 0);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -1518,7 +1525,8 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   rc = make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0);
+  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0,
+                 cfg->round_robin);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {

@@ -302,6 +302,11 @@ typedef struct o3m_rpc_server_config {
   const o3m_rpc_method_slots *method_slots;
   int n_method_slots;
   o3m_rpc_idle_fn idle;   /* optional: see o3m_rpc_idle_fn */
+  /* 1: the idle hook also runs when a poll of the queue (about every 100
+   * ms) found nothing, so a service can take in work that does not arrive
+   * as a call (the AP replicas' reward stream). 0 (default): only after a
+   * drain that handled a completion. */
+  int idle_on_timeout;
   /* Optional: see o3m_rpc_authorize_fn. With TLS it needs tls.ca_file (client
    * certificates); with insecure it is ignored. authorize_ctx must outlive the
    * server. */
@@ -442,6 +447,11 @@ typedef struct o3m_rpc_client_config {
    * what a daemon wants while the federation starts up. Either way the
    * channel retries a lost connection with a backoff capped at 2 s. */
   int wait_for_ready;
+  /* 1: balance calls over every address the target resolves to, round
+   * robin (gRPC's round_robin policy; "ipv4:a:p1,b:p2" names several), and
+   * skip those that fail: a party served by several instances. 0: gRPC's
+   * default (the first address that connects). */
+  int round_robin;
 } o3m_rpc_client_config;
 
 /* Defaults: target NULL (must be set), TLS with the system roots, deadline

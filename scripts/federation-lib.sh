@@ -18,7 +18,8 @@
 # Optional environment: FED_ACTIVE_ARGS and FED_PASSIVE_ARGS, extra options
 # for o3m-active and every o3m-passive (for example "--threads 2");
 # FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
-# rewards are durable.
+# rewards are durable; FED_FEDERATION_EXTRA, lines added to [federation]
+# (for example the AP replicas' "replication = nats" and nats_servers).
 
 FED_PIDS=()
 FED_NAMES=()
@@ -74,6 +75,10 @@ fed_gen() {
   pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
   FED_ACTIVE=$active
   FED_PMG=$pmg
+  if [ -n "${FED_FEDERATION_EXTRA:-}" ]; then
+    printf '%s\n' "$FED_FEDERATION_EXTRA" >"$work/federation.extra"
+    sed -i "/^\[federation\]\$/r $work/federation.extra" "$FED_CONF"
+  fi
   if [ "${FED_AP_STATE:-0}" = 1 ]; then
     sed -i "/^\[party $active\]\$/a state_dir = ap-state" "$FED_CONF"
   fi

@@ -12,6 +12,7 @@ PACKAGES=(
   libcsv-dev
   libcriterion-dev
   libssl-dev libgmp-dev
+  libnats-dev nats-server
   openssl gnuplot-nox
   clang libclang-rt-14-dev
   help2man

@@ -108,7 +108,10 @@ void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const
   snprintf(p->ready, sizeof p->ready, "%s/%s.ready", fed_dir(), name);
   unlink(p->ready);
   char path[512];
-  snprintf(path, sizeof path, "%s/%s", O3M_BIN_DIR, bin);
+  /* An absolute path is a program of the system (nats-server), which
+   * gets no --ready-file. */
+  if (bin[0] == '/') snprintf(path, sizeof path, "%s", bin);
+  else snprintf(path, sizeof path, "%s/%s", O3M_BIN_DIR, bin);
   const char *argv[32];
   int n = 0;
   argv[n++] = path;
@@ -116,8 +119,10 @@ void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const
     cr_assert_lt(n, 28);
     argv[n++] = args[i];
   }
-  argv[n++] = "--ready-file";
-  argv[n++] = p->ready;
+  if (bin[0] != '/') {
+    argv[n++] = "--ready-file";
+    argv[n++] = p->ready;
+  }
   argv[n] = NULL;
 
   cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
@@ -336,6 +341,7 @@ static void write_config(fed_net *n, const fed_setup *s) {
   append(text, sizeof text, "[federation]\nd = %d\ndeadline_ms = %d\nca = certs/ca.pem\n", FED_D,
          s->deadline_ms);
   if (s->aggregation) append(text, sizeof text, "aggregation = %s\n", s->aggregation);
+  if (s->federation_extra) append(text, sizeof text, "%s", s->federation_extra);
   append(text, sizeof text,
          "\n[policy]\n%smax_candidates = %d\npending_capacity = %d\npending_expiry_s = 600\n"
          "reward_min = 0\nreward_max = 1\n",
@@ -350,6 +356,8 @@ static void write_config(fed_net *n, const fed_setup *s) {
     append(text, sizeof text, "cert = certs/%s.pem\nkey = certs/%s.key\n", name, name);
     if (s->state_dirs) append(text, sizeof text, "state_dir = %s_state\n", name);
     if (strcmp(party_conf[p].role, "passive") == 0) append_agg_keys(text, sizeof text, name);
+    if (p == FED_PP1 && s->pp1_instances)
+      append(text, sizeof text, "instances = %s\n", s->pp1_instances);
   }
   /* The test's own identity: the only caller of Recommend, Reward, Stats. */
   append(text, sizeof text, "\n[client %s]\ncert = certs/%s.pem\nkey = certs/%s.key\n",

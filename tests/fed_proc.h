@@ -140,6 +140,11 @@ typedef struct fed_setup {
   /* [federation] aggregation: NULL for the default (secure). Every passive
    * party gets a fresh key pair (NAME.agg) and its agg_public either way. */
   const char *aggregation;
+  /* More [federation] lines, each ending in \n (NULL: none); the replicas'
+   * tests put replication = nats and the NATS servers here. */
+  const char *federation_extra;
+  /* pp1's instances key (more instances of pp1; NULL: none). */
+  const char *pp1_instances;
 } fed_setup;
 
 /* A federation: its processes, ports and config. The caller owns it (a

@@ -701,3 +701,30 @@ Test(config, the_readme_example_loads) {
   cr_assert_not_null(o3m_config_party(c, "bank"));
   o3m_config_destroy(c);
 }
+
+/* Issue 14: AP replicas ([federation] replication) and instances of a
+ * passive party (the instances key, IPv4 literals only). */
+Test(config, replication_and_instances) {
+  o3m_config *c = parse_ok(line(3, "ca = certs/ca.pem\nreplication = nats\nnats_servers = "
+                                   "nats://10.0.0.1:4222,nats://10.0.0.2:4222\nnats_replicas = 5"),
+                           "/base");
+  const o3m_config_replication *r = o3m_config_replication_of(c);
+  cr_assert_str_eq(r->mode, "nats");
+  cr_assert_str_eq(r->servers, "nats://10.0.0.1:4222,nats://10.0.0.2:4222");
+  cr_assert_str_eq(r->stream, "O3M_REWARDS");
+  cr_assert_str_eq(r->bucket, "O3M_DECISIONS");
+  cr_assert_eq(r->replicas, 5);
+  o3m_config_destroy(c);
+  c = parse_ok(line(29, "key = certs/bank.key\ninstances = 127.0.0.1:50060,10.1.2.3:7"), "/base");
+  cr_assert_str_eq(o3m_config_party(c, "bank")->instances, "127.0.0.1:50060,10.1.2.3:7");
+  cr_assert_null(o3m_config_party(c, "shop")->instances);
+  cr_assert_str_eq(o3m_config_replication_of(c)->mode, "none");
+  o3m_config_destroy(c);
+  expect_error(line(3, "ca = certs/ca.pem\nreplication = nats"), "nats_servers", NULL, NULL);
+  expect_error(line(3, "ca = certs/ca.pem\nreplication = raft"), "none|nats", NULL, NULL);
+  expect_error(line(29, "key = certs/bank.key\ninstances = bank2.example.org:7000"),
+               "[party bank]", "IPv4", NULL);
+  expect_error(line(29, "key = certs/bank.key\ninstances = 127.0.0.1:0"), "IPv4", NULL, NULL);
+  expect_error(line(21, "key = certs/shop.key\ninstances = 127.0.0.1:7000"), "instances", NULL,
+               NULL);
+}

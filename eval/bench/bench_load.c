@@ -48,6 +48,10 @@ typedef struct bench {
   const o3m_config *cfg;
   const char *cert, *key;
   int insecure, K, users, items, with_reward, rewards_only;
+  /* --targets: AP replicas' addresses (default: the config's active
+   * party); worker i calls targets[i % n_targets]. */
+  char *targets[8];
+  int n_targets;
   atomic_int phase; /* 0 warm-up, 1 measure, 2 stop */
   pthread_barrier_t bar; /* --rewards-only: the workers and the main thread */
 } bench;
@@ -210,15 +214,18 @@ static void ap_counts(o3m_rpc_client *c, uint64_t *rounds, uint64_t *fanouts) {
 
 /* A client of the active participant with the load client's certificate
  * (plaintext with --insecure), waiting for the AP to be ready. */
-static int ap_client(const bench *b, o3m_rpc_client **out, o3m_err *e) {
+static int ap_client(const bench *b, int i, o3m_rpc_client **out, o3m_err *e) {
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
-  cc.target = o3m_config_active(b->cfg)->address;
+  cc.target = b->n_targets ? b->targets[i % b->n_targets] : o3m_config_active(b->cfg)->address;
   cc.insecure = b->insecure;
   if (!b->insecure) {
     cc.tls.ca_file = o3m_config_ca(b->cfg);
     cc.tls.cert_file = b->cert;
     cc.tls.key_file = b->key;
+    /* Certificates name parties: a replica at another address presents
+     * the active party's certificate. */
+    cc.tls.server_name = o3m_config_active(b->cfg)->name;
   }
   cc.wait_for_ready = 1;
   return o3m_rpc_client_create(out, &cc, e);
@@ -252,7 +259,7 @@ static int cmp_double(const void *a, const void *b) {
 
 enum {
   OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
-  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY
+  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY, OPT_TARGETS
 };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
@@ -269,6 +276,8 @@ static const o3m_cli_option options[] = {
     [OPT_REWARDS_ONLY] = {"rewards-only", NULL,
                           "measure Rewards alone: cycles of 100 Recommends per client, then "
                           "their Rewards, timed (seconds = reward time)"},
+    [OPT_TARGETS] = {"targets", "LIST", "AP replicas' addresses, comma-separated: client i "
+                                        "calls address i mod n (default: the config's)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -301,6 +310,12 @@ int main(int argc, char **argv) {
     case OPT_ITEMS: b.items = atoi(v); break;
     case OPT_WITH_REWARD: b.with_reward = 1; break;
     case OPT_REWARDS_ONLY: b.rewards_only = 1; break;
+    case OPT_TARGETS: {
+      char *copy = strdup(v), *save = NULL;
+      for (char *t = strtok_r(copy, ",", &save); t && b.n_targets < 8; t = strtok_r(NULL, ",", &save))
+        b.targets[b.n_targets++] = t; /* copy is kept for the process's life */
+      break;
+    }
     }
   }
   if (o3m_cli_operands(&cl) < argc)
@@ -337,7 +352,7 @@ int main(int argc, char **argv) {
   /* Stats go through a client of their own (a client carries one call at
    * a time, and the workers' clients are busy). */
   o3m_rpc_client *stats_cli;
-  if (ap_client(&b, &stats_cli, &e)) {
+  if (ap_client(&b, 0, &stats_cli, &e)) {
     fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
     return 1;
   }
@@ -355,7 +370,7 @@ int main(int argc, char **argv) {
       ws[i].b = &b;
       ws[i].id = i;
       ws[i].lat = malloc(sizeof(double) * MAX_LAT);
-      if (ap_client(&b, &ws[i].cli, &e)) {
+      if (ap_client(&b, i, &ws[i].cli, &e)) {
         fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
         return 1;
       }

@@ -14,7 +14,8 @@
 # with both, each aggregation mode runs without and then with it, on fresh
 # federations, for the metrics' overhead side by side (issue 13).
 # O3M_LOAD_MODES (below, at side_by_side) instead compares AP serving modes
-# (threads, group commit) with durable rewards, for issue 14.
+# (threads, group commit, AP replicas on NATS JetStream) with durable
+# rewards, for issue 14.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
@@ -30,19 +31,56 @@ pp_cpu_ticks() {
   echo "$sum"
 }
 
-# CPU seconds (user + system) of the daemon called NAME so far.
+# CPU seconds (user + system) of the daemons called NAME so far (summed:
+# AP replicas share the active party's name).
 proc_cpu_s() {
   local i
   for i in "${!FED_NAMES[@]}"; do
     [ "${FED_NAMES[$i]}" = "$1" ] || continue
-    sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat" | awk -v hz="$(getconf CLK_TCK)" \
-      '{printf "%.3f\n", ($12 + $13) / hz}'
-  done
+    sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat"
+  done | awk -v hz="$(getconf CLK_TCK)" '{t += $12 + $13} END {printf "%.3f\n", t / hz}'
 }
 
+# The AP's rounds so far, summed over the replicas in targets (if any).
 ap_rounds() {
-  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-    --key "$work/certs/client.key" stats | sed -n 's/^rounds=//p'
+  local t sum=0 r
+  for t in "${targets[@]:-}"; do
+    r=$("$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+      --key "$work/certs/client.key" ${t:+--target "$t"} stats | sed -n 's/^rounds=//p')
+    sum=$((sum + r))
+  done
+  echo "$sum"
+}
+
+# A 3-node nats-server cluster with JetStream on loopback (free ports, a
+# store per node under $work/nats-N), for the replica modes; nats_down
+# stops it. NATS_URLS is the servers' list for nats_servers.
+NATS_PIDS=()
+nats_up() {
+  local i ports=() cports=() routes
+  for i in 1 2 3; do
+    ports+=($(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'))
+    cports+=($(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'))
+  done
+  NATS_URLS=""
+  for i in 0 1 2; do NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:${ports[$i]}"; done
+  for i in 0 1 2; do
+    routes=""
+    for j in 0 1 2; do
+      [ "$j" = "$i" ] || routes="$routes${routes:+,}nats://127.0.0.1:${cports[$j]}"
+    done
+    nats-server -js -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" \
+      --cluster_name o3m --cluster "nats://127.0.0.1:${cports[$i]}" --routes "$routes" \
+      >"$nats_dir/n$i.log" 2>&1 &
+    NATS_PIDS+=($!)
+  done
+  sleep 1
+}
+nats_down() {
+  local p
+  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  NATS_PIDS=()
 }
 
 # O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
@@ -53,13 +91,44 @@ ap_rounds() {
 # (Recommend only), and the CPU seconds per decision of the AP, the 4 PPs
 # together, the PMG and the load generator over the level (warm-up
 # included); then rewards/s with --rewards-only at concurrency 32.
+# COMMIT may also be natsN: N AP replicas ([federation] replication = nats,
+# a fresh 3-node JetStream cluster, stream and bucket with 3 copies), each
+# on THREADS threads; the load's clients are spread over the replicas
+# (--targets) and the CPU column "AP" sums the replicas.
 side_by_side() {
-  local mode threads commit c pre post t0 t1 n ap_us
+  local mode threads commit c pre post t0 t1 n ap_us reps targets r port
+  nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
   for mode in $O3M_LOAD_MODES; do
     threads=${mode%%:*}
     commit=${mode#*:}
-    FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --commit $commit" \
-      FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
+    reps=0
+    targets=()
+    case "$commit" in nats*) reps=${commit#nats} ;; esac
+    if [ "$reps" -gt 0 ]; then
+      rm -rf "${nats_dir:?}"/*
+      nats_up
+      FED_FEDERATION_EXTRA="replication = nats
+nats_servers = $NATS_URLS
+nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica r1" \
+        FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
+      targets=("$(awk -v a="$FED_ACTIVE" '/^\[party /{n=$2; sub(/\]/,"",n)} n==a && /^address/{print $3}' "$FED_CONF")")
+      for r in $(seq 2 "$reps"); do
+        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        FED_ACTIVE_ARGS="--threads $threads --replica r$r --listen 127.0.0.1:$port" \
+          fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
+        fed_wait "$work" "$FED_ACTIVE"
+        targets+=("127.0.0.1:$port")
+      done
+    else
+      FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --commit $commit" \
+        FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
+      targets=()
+    fi
+    # bench_fed_up sets its own trap the first time: this one also stops NATS.
+    trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" "$nats_dir"' EXIT
+    local tlist tflag=()
+    tlist=$(IFS=,; echo "${targets[*]:-}")
+    [ -n "$tlist" ] && tflag=(--targets "$tlist")
     local names="$FED_ACTIVE $FED_PMG $FED_PASSIVE"
     echo "== AP and PPs on $threads thread(s), commit $commit"
     for c in 1 8 32; do
@@ -68,7 +137,7 @@ side_by_side() {
       n=$(ap_rounds)
       TIMEFORMAT='%U %S'
       { time "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-        --key "$work/certs/client.key" --K 20 --concurrency "$c" --users 1000 --items 200 "$@" \
+        --key "$work/certs/client.key" --K 20 --concurrency "$c" --users 1000 --items 200 "${tflag[@]}" "$@" \
         >"$work/level.out"; } 2>"$work/level.time"
       n=$(($(ap_rounds) - n))
       post=""
@@ -83,8 +152,16 @@ side_by_side() {
     done
     "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
       --key "$work/certs/client.key" --K 20 --concurrency 32 --users 1000 --items 200 \
-      --rewards-only "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+      --rewards-only "${tflag[@]}" "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+    if [ "$reps" -gt 0 ]; then
+      # The three NATS servers' CPU over the whole mode (every level and
+      # the rewards-only run), per decision the replicas issued.
+      for r in "${NATS_PIDS[@]}"; do sed 's/.*) //' "/proc/$r/stat"; done |
+        awk -v hz="$(getconf CLK_TCK)" -v n="$(ap_rounds)" \
+          '{t += $12 + $13} END {printf "  NATS servers (3): %.1f CPU s for the mode, %.0f us per decision issued (%d)\n", t / hz, 1e6 * t / hz / n, n}'
+    fi
     fed_down
+    nats_down
     echo
   done
 }

@@ -1,0 +1,312 @@
+/* ap_replica.c -- the replicated reward log and decision records on NATS
+ * JetStream (see ap_replica.h). A thin layer over the C client libnats: it
+ * owns one connection, one JetStream context, the bucket and one ordered
+ * consumer, and encodes the two record formats. Buffers for one record are
+ * allocated at create; nothing is allocated per call except by libnats. */
+#include "ap_replica.h"
+
+#include <inttypes.h>
+#include <nats/nats.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "o3m_bytes.h"
+#include "o3m_clock.h"
+#include "o3m_log.h"
+
+#define MAX_SERVERS 16
+#define REC_HDR 32
+#define DEC_HDR 16
+
+struct ap_replica {
+  natsConnection *nc;
+  jsCtx *js;
+  kvStore *kv;
+  natsSubscription *sub;
+  char subject[160];
+  int d;
+  unsigned char *buf; /* one encoded record */
+  double *x;          /* the last record's context */
+};
+
+/* An O3M error for a NATS status, naming what was tried. */
+static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
+  const char *last = nats_GetLastError(NULL);
+  return o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: %s: %s%s%s", what, natsStatus_GetText(s),
+                     last && *last ? ": " : "", last && *last ? last : "");
+}
+
+void ap_replica_destroy(ap_replica *r) {
+  if (!r) return;
+  if (r->sub) natsSubscription_Destroy(r->sub);
+  if (r->kv) kvStore_Destroy(r->kv);
+  if (r->js) jsCtx_Destroy(r->js);
+  if (r->nc) natsConnection_Destroy(r->nc);
+  free(r->buf);
+  free(r->x);
+  free(r);
+  /* The library's global state (its threads, its timers) goes too, so that
+   * a leak checker sees nothing at exit: one handle per process. */
+  nats_CloseAndWait(2000);
+}
+
+/* The stream: used as it is when it exists, else created with R copies on
+ * file storage, a duplicate window of ttl_ms and no limits (the stream is
+ * the model's history; see the README on its growth). */
+static int ensure_stream(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  natsStatus s = js_GetStreamInfo(&si, r->js, cfg->stream, NULL, &jerr);
+  if (s == NATS_OK) {
+    jsStreamInfo_Destroy(si);
+    return 0;
+  }
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  const char *subjects[1] = {r->subject};
+  sc.Name = cfg->stream;
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Storage = js_FileStorage;
+  sc.Replicas = cfg->replicas;
+  sc.Duplicates = cfg->ttl_ms * 1000000; /* nanoseconds */
+  s = js_AddStream(&si, r->js, &sc, NULL, &jerr);
+  if (s == NATS_OK) {
+    jsStreamInfo_Destroy(si);
+    return 0;
+  }
+  /* Another replica created it meanwhile. */
+  if (jerr == JSStreamNameExistErr) return 0;
+  char what[256];
+  snprintf(what, sizeof what, "cannot create stream '%s' with %d replicas (error %d)",
+           cfg->stream, cfg->replicas, (int)jerr);
+  return nats_fail(e, s, what);
+}
+
+static int ensure_bucket(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
+  natsStatus s = js_KeyValue(&r->kv, r->js, cfg->bucket);
+  if (s == NATS_OK) return 0;
+  kvConfig kc;
+  kvConfig_Init(&kc);
+  kc.Bucket = cfg->bucket;
+  kc.History = 1;
+  kc.TTL = cfg->ttl_ms * 1000000; /* nanoseconds, as the stream's MaxAge */
+  kc.Replicas = cfg->replicas;
+  kc.StorageType = js_FileStorage;
+  s = js_CreateKeyValue(&r->kv, r->js, &kc);
+  if (s == NATS_OK) return 0;
+  char what[256];
+  snprintf(what, sizeof what, "cannot create key-value bucket '%s'", cfg->bucket);
+  nats_fail(e, s, what);
+  /* Created by another replica meanwhile? */
+  if (js_KeyValue(&r->kv, r->js, cfg->bucket) == NATS_OK) return 0;
+  return O3M_EUNAVAILABLE;
+}
+
+int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
+  *out = NULL;
+  if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
+      cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
+    return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
+                       "replicas in 1..5, d >= 1, ttl >= 1 s");
+  ap_replica *r = calloc(1, sizeof *r);
+  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  r->d = cfg->d;
+  snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
+  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
+  r->x = malloc(sizeof *r->x * (size_t)cfg->d);
+  char copy[1024];
+  const char *urls[MAX_SERVERS];
+  int n = 0, rc;
+  natsOptions *no = NULL;
+  if (!r->buf || !r->x) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (strlen(cfg->servers) >= sizeof copy) {
+    rc = o3m_err_set(e, O3M_EINVAL, "replication: nats_servers is too long");
+    goto fail;
+  }
+  snprintf(copy, sizeof copy, "%s", cfg->servers);
+  for (char *save = NULL, *t = strtok_r(copy, ", ", &save); t && n < MAX_SERVERS;
+       t = strtok_r(NULL, ", ", &save))
+    urls[n++] = t;
+  natsStatus s = natsOptions_Create(&no);
+  if (s == NATS_OK) s = natsOptions_SetServers(no, urls, n);
+  if (s == NATS_OK && cfg->name) s = natsOptions_SetName(no, cfg->name);
+  /* Reconnect forever: a NATS node that dies is replaced by another of the
+   * list; calls fail meanwhile and are answered UNAVAILABLE. */
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(no, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(no, 100);
+  if (s == NATS_OK) s = natsOptions_SetTimeout(no, 2000);
+  if (s != NATS_OK) {
+    rc = nats_fail(e, s, "options");
+    goto fail;
+  }
+  int64_t until = o3m_clock_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
+  do {
+    s = natsConnection_Connect(&r->nc, no);
+    if (s == NATS_OK) break;
+    nats_Sleep(200);
+  } while (o3m_clock_ms() < until);
+  if (s != NATS_OK) {
+    char what[1100];
+    snprintf(what, sizeof what, "cannot connect to %s", cfg->servers);
+    rc = nats_fail(e, s, what);
+    goto fail;
+  }
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 5000;
+  if ((s = natsConnection_JetStream(&r->js, r->nc, &jo)) != NATS_OK) {
+    rc = nats_fail(e, s, "JetStream context");
+    goto fail;
+  }
+  /* A new or restarted cluster elects its leaders a moment after it
+   * answers ("JetStream system temporarily unavailable"): retry until the
+   * connect timeout. */
+  jsSubOptions so;
+  jsSubOptions_Init(&so);
+  so.Stream = cfg->stream;
+  so.Ordered = true;
+  so.Config.DeliverPolicy = js_DeliverByStartSequence;
+  so.Config.OptStartSeq = cfg->start_seq;
+  /* Heartbeats every second (the library's default is 5 s): an ordered
+   * consumer whose NATS node died is noticed after two missed ones and
+   * recreated on another node from the next sequence. */
+  so.Config.Heartbeat = (int64_t)1000 * 1000000;
+  do {
+    o3m_err_clear(e);
+    rc = ensure_stream(r, cfg, e);
+    if (!rc && !r->kv) rc = ensure_bucket(r, cfg, e);
+    if (!rc) {
+      jsErrCode jerr = 0;
+      s = js_SubscribeSync(&r->sub, r->js, r->subject, NULL, &so, &jerr);
+      if (s == NATS_OK) break;
+      r->sub = NULL;
+      rc = nats_fail(e, s, "ordered consumer");
+    }
+    o3m_log_warn("%s; retrying", o3m_err_message(e));
+    nats_Sleep(500);
+  } while (o3m_clock_ms() < until);
+  if (rc) goto fail;
+  natsOptions_Destroy(no);
+  *out = r;
+  return 0;
+fail:
+  natsOptions_Destroy(no);
+  ap_replica_destroy(r);
+  return rc;
+}
+
+static void key_of(char key[17], uint64_t decision) {
+  snprintf(key, 17, "%016" PRIx64, decision);
+}
+
+int ap_replica_put_decision(ap_replica *r, uint64_t decision, int arm, uint64_t mask_id,
+                            const double *x, o3m_err *e) {
+  unsigned char *b = r->buf;
+  o3m_put_le32(b, (uint32_t)arm);
+  o3m_put_le32(b + 4, (uint32_t)r->d);
+  o3m_put_le64(b + 8, mask_id);
+  for (int i = 0; i < r->d; i++) o3m_put_le64(b + DEC_HDR + 8 * i, o3m_double_bits(x[i]));
+  char key[17];
+  key_of(key, decision);
+  natsStatus s = kvStore_Put(NULL, r->kv, key, b, DEC_HDR + 8 * r->d);
+  return s == NATS_OK ? 0 : nats_fail(e, s, "the decision record was not stored");
+}
+
+int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t *mask_id,
+                            double *x, o3m_err *e) {
+  char key[17];
+  key_of(key, decision);
+  kvEntry *ent = NULL;
+  natsStatus s = kvStore_Get(&ent, r->kv, key);
+  if (s == NATS_NOT_FOUND)
+    return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every replica",
+                       (unsigned long long)decision);
+  if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
+  const unsigned char *b = kvEntry_Value(ent);
+  int len = kvEntry_ValueLen(ent);
+  int rc = 0;
+  if (len != DEC_HDR + 8 * r->d || (int)o3m_get_le32(b + 4) != r->d) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record has %d bytes, expected %d",
+                     (unsigned long long)decision, len, DEC_HDR + 8 * r->d);
+  } else {
+    *arm = (int)o3m_get_le32(b);
+    *mask_id = o3m_get_le64(b + 8);
+    for (int i = 0; i < r->d; i++) x[i] = o3m_bits_double(o3m_get_le64(b + DEC_HDR + 8 * i));
+  }
+  kvEntry_Destroy(ent);
+  return rc;
+}
+
+int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
+                       double reward, const double *x, uint64_t *seq, int *duplicate,
+                       o3m_err *e) {
+  unsigned char *b = r->buf;
+  o3m_put_le64(b, decision);
+  o3m_put_le64(b + 8, mask_id);
+  o3m_put_le32(b + 16, (uint32_t)arm);
+  o3m_put_le32(b + 20, (uint32_t)r->d);
+  o3m_put_le64(b + 24, o3m_double_bits(reward));
+  for (int i = 0; i < r->d; i++) o3m_put_le64(b + REC_HDR + 8 * i, o3m_double_bits(x[i]));
+  char key[17];
+  key_of(key, decision);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MsgId = key; /* JetStream keeps one record per decision in the window */
+  jsPubAck *ack = NULL;
+  jsErrCode jerr = 0;
+  natsStatus s = js_Publish(&ack, r->js, r->subject, b, REC_HDR + 8 * r->d, &po, &jerr);
+  if (s != NATS_OK)
+    return nats_fail(e, s, "the reward was not acknowledged by JetStream");
+  *seq = ack->Sequence;
+  *duplicate = ack->Duplicate ? 1 : 0;
+  jsPubAck_Destroy(ack);
+  return 0;
+}
+
+int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_err *e) {
+  natsMsg *m = NULL;
+  natsStatus s = natsSubscription_NextMsg(&m, r->sub, wait_ms);
+  if (s == NATS_TIMEOUT) return 0;
+  if (s != NATS_OK) return nats_fail(e, s, "reading the reward stream");
+  jsMsgMetaData *meta = NULL;
+  int rc = 1;
+  const unsigned char *b = (const unsigned char *)natsMsg_GetData(m);
+  int len = natsMsg_GetDataLength(m);
+  if ((s = natsMsg_GetMetaData(&meta, m)) != NATS_OK) {
+    rc = nats_fail(e, s, "a stream record without metadata");
+  } else if (len != REC_HDR + 8 * r->d || (int)o3m_get_le32(b + 20) != r->d) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "stream record %llu has %d bytes, expected %d (another "
+                     "d, or not a reward record)", (unsigned long long)meta->Sequence.Stream,
+                     len, REC_HDR + 8 * r->d);
+  } else {
+    rec->seq = meta->Sequence.Stream;
+    rec->time_ms = meta->Timestamp / 1000000;
+    rec->decision = o3m_get_le64(b);
+    rec->mask_id = o3m_get_le64(b + 8);
+    rec->arm = (int)o3m_get_le32(b + 16);
+    rec->reward = o3m_bits_double(o3m_get_le64(b + 24));
+    for (int i = 0; i < r->d; i++)
+      r->x[i] = o3m_bits_double(o3m_get_le64(b + REC_HDR + 8 * i));
+    rec->x = r->x;
+  }
+  jsMsgMetaData_Destroy(meta);
+  natsMsg_Destroy(m);
+  return rc;
+}
+
+int ap_replica_last_seq(ap_replica *r, uint64_t *seq, o3m_err *e) {
+  jsStreamInfo *si = NULL;
+  const char *stream = r->subject; /* "<stream>.rewards": cut the suffix */
+  char name[160];
+  snprintf(name, sizeof name, "%.*s", (int)(strlen(stream) - strlen(".rewards")), stream);
+  natsStatus s = js_GetStreamInfo(&si, r->js, name, NULL, NULL);
+  if (s != NATS_OK) return nats_fail(e, s, "stream info");
+  *seq = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  return 0;
+}

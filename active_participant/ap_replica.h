@@ -1,0 +1,115 @@
+/* ap_replica.h -- AP replicas over NATS JetStream: the replicated reward log
+ * and the shared decision records.
+ *
+ * With [federation] replication = nats several o3m-active processes (the
+ * replicas, each named by --replica) serve one active party. Each holds its
+ * own copy of the model; the single source of truth is a JetStream stream
+ * (nats_stream, subject "<stream>.rewards", nats_replicas copies, file
+ * storage) of reward records. A replica that receives a Reward appends the
+ * record to the stream (ap_replica_publish) and acknowledges the client only
+ * after JetStream has acknowledged it, that is after a majority of the
+ * stream's copies hold it. Every replica, the publisher included, applies
+ * the stream in stream order through an ordered consumer
+ * (ap_replica_next), so every replica's model is the same function of the
+ * same sequence of records: bit-identical after the same stream sequence.
+ *
+ * A Reward may reach a replica that did not make the decision. The masked
+ * context of every decision is therefore written, before the Recommend is
+ * answered, to a JetStream key-value bucket (nats_bucket, key = the
+ * decision id in 16 hex digits) whose TTL is the pending-decision lifetime
+ * (ap_replica_put_decision); a replica that does not find a decision in its
+ * own pending table reads it there (ap_replica_get_decision). The cost is
+ * one replicated write per Recommend; the alternative, routing a Reward to
+ * the replica that named itself in the decision id, costs nothing per
+ * Recommend but loses every open decision of a replica that dies.
+ *
+ * De-duplication. A record is published with the decision id as its
+ * Nats-Msg-Id, and the stream's duplicate window is the pending lifetime,
+ * so JetStream stores a retried reward only once (ap_replica_publish says
+ * duplicate). Replicas additionally skip, when applying, a record whose
+ * decision was already applied (the service's applied set), so a duplicate
+ * that reached the stream anyway changes no model.
+ *
+ * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
+ * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
+ * decision record in the bucket is arm i32, d u32, mask id u64, x[d].
+ *
+ * Threads: the handle is used by one thread at a time (the service calls it
+ * under its server's lock); the NATS library runs threads of its own that
+ * never touch the service. */
+#ifndef AP_REPLICA_H
+#define AP_REPLICA_H
+
+#include <stdint.h>
+
+#include "o3m_error.h"
+
+typedef struct ap_replica ap_replica;
+
+typedef struct ap_replica_config {
+  const char *servers;   /* comma-separated NATS URLs (required) */
+  const char *stream;    /* stream name; subject "<stream>.rewards" */
+  const char *bucket;    /* key-value bucket of decision records */
+  int replicas;          /* R: copies of the stream and the bucket (1..5) */
+  int64_t ttl_ms;        /* pending-decision lifetime: bucket TTL, duplicate window */
+  int d;                 /* context dimension */
+  uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
+  const char *name;      /* this replica's name, for the NATS connection */
+  int connect_timeout_ms;
+} ap_replica_config;
+
+/* One reward record of the stream. x points into the handle (valid until
+ * the next ap_replica_next). */
+typedef struct ap_replica_record {
+  uint64_t seq;          /* stream sequence */
+  int64_t time_ms;       /* stream timestamp, Unix ms */
+  uint64_t decision;
+  uint64_t mask_id;
+  int arm;
+  double reward;
+  const double *x;
+} ap_replica_record;
+
+/* Connects to NATS (retrying up to connect_timeout_ms), creates the stream
+ * and the bucket if they do not exist (an existing one is used as it is),
+ * and subscribes an ordered consumer from start_seq. Errors name the
+ * servers and the NATS status (O3M_EUNAVAILABLE), or a bad config
+ * (O3M_EINVAL). On failure *out is NULL and nothing is left. */
+int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e);
+
+/* Writes the decision record of a Recommend (see above) and waits for
+ * JetStream. O3M_EUNAVAILABLE when it is not acknowledged. */
+int ap_replica_put_decision(ap_replica *r, uint64_t decision, int arm, uint64_t mask_id,
+                            const double *x, o3m_err *e);
+
+/* Reads a decision record into *arm, *mask_id and x (d values).
+ * O3M_ENOTFOUND when the bucket has none (never made, or older than the
+ * TTL), O3M_EUNAVAILABLE when NATS does not answer. */
+int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t *mask_id,
+                            double *x, o3m_err *e);
+
+/* Appends a reward record and waits for JetStream's acknowledgement:
+ * *seq is its stream sequence and *duplicate is 1 when JetStream already
+ * held a record with this decision id (then nothing was added and *seq is
+ * the original's). O3M_EUNAVAILABLE when it is not acknowledged (the
+ * record may or may not be in the stream). */
+int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
+                       double reward, const double *x, uint64_t *seq, int *duplicate,
+                       o3m_err *e);
+
+/* The next record of the stream in order, waiting up to wait_ms (0: only
+ * what has arrived). Returns 1 with *rec filled, 0 when nothing came, or a
+ * negative code: O3M_ECORRUPT for a record that does not parse (the
+ * service must stop: skipping it would let replicas differ). */
+int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_err *e);
+
+/* The stream's last sequence as JetStream reports it now (for catching up
+ * at start). */
+int ap_replica_last_seq(ap_replica *r, uint64_t *seq, o3m_err *e);
+
+/* Closes the subscription and the connection, then the NATS library's
+ * global state (nats_CloseAndWait): one handle per process, which is what
+ * the daemon has. NULL is accepted. */
+void ap_replica_destroy(ap_replica *r);
+
+#endif

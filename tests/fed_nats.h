@@ -1,0 +1,32 @@
+/* fed_nats.h -- a 3-node NATS JetStream cluster for end-to-end tests.
+ *
+ * fed_nats_start starts three nats-server processes (the system's
+ * /usr/sbin/nats-server) on loopback, on free client and cluster ports,
+ * each with JetStream and a store of its own under fed_dir()/nats-NAME, routed
+ * to each other as one cluster, and waits until each accepts connections.
+ * The processes are fed_procs (fed_proc.h): fed_stop kills one, fed_cleanup
+ * all. A node stopped with fed_stop can be started again with
+ * fed_nats_restart on the same ports and store. A test asks for the cluster
+ * only when nats-server is installed; when it is not, the test fails with a
+ * message naming the package (never skipped silently). */
+#ifndef FED_NATS_H
+#define FED_NATS_H
+
+#include "fed_proc.h"
+
+#define FED_NATS_NODES 3
+
+typedef struct fed_nats {
+  fed_proc proc[FED_NATS_NODES];
+  int port[FED_NATS_NODES];    /* client ports */
+  int cport[FED_NATS_NODES];   /* cluster ports */
+  char urls[256];              /* "nats://127.0.0.1:P1,nats://...": nats_servers */
+} fed_nats;
+
+/* Starts the cluster (see above) and fills n. */
+void fed_nats_start(fed_nats *n);
+
+/* Starts node i again (after fed_stop) on its ports and store. */
+void fed_nats_restart(fed_nats *n, int i);
+
+#endif

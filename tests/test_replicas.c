@@ -1,0 +1,411 @@
+/* test_replicas.c -- AP replicas over NATS JetStream, end to end (issue 14,
+ * section 2; active_participant/ap_replica.h).
+ *
+ * Real processes on loopback: a 3-node nats-server cluster with JetStream
+ * (fed_nats.h), the mask generator, two passive parties and two or three
+ * o3m-active replicas of one active party ([federation] replication =
+ * nats, the reward stream with 3 copies).
+ *
+ * (a) bit_identical: decisions made on one replica are rewarded on the
+ *     other (the decision record comes from the key-value bucket); a
+ *     second reward for a decision is ALREADY_EXISTS on both; after the
+ *     same stream sequence the two replicas' final checkpoints hold the
+ *     same policy image byte for byte. Then everything stops (NATS too)
+ *     and restarts: a replica restarted from its snapshot and a new replica
+ *     without one (which replays the whole stream) both hold that image
+ *     again, byte for byte.
+ * (b) kill9_failover: four clients, each with the list of the three
+ *     replicas' addresses, recommend and reward concurrently; one replica
+ *     is killed with SIGKILL under that load and then one NATS node; the
+ *     clients fail over and the service continues; in the end every
+ *     surviving replica has applied exactly the acknowledged rewards plus
+ *     those refused as ALREADY_EXISTS after a failover (a reward the dead
+ *     replica published but could not acknowledge): none lost, none twice.
+ * (c) pp_instances: no replication, but two instances of passive party pp1
+ *     (same state_dir, so the same block and dummy-row key) behind one
+ *     party name (its instances key): the AP's channel balances MaskBatch
+ *     over both, and after one is killed with SIGKILL rounds go on. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ap_client.h"
+#include "fed_nats.h"
+#include "fed_proc.h"
+#include "o3m_error.h"
+
+#define N_REPLICAS 3
+
+static fed_net fed;
+static fed_nats nats;
+static fed_proc rep[N_REPLICAS];
+static int rep_port[N_REPLICAS];
+static char rep_addr[N_REPLICAS][32];
+static char cli_ca[512], cli_cert[512], cli_key[512];
+static char fed_extra[512];
+static const char *const rep_name[N_REPLICAS] = {"a", "b", "c"};
+
+static void start_replica(int i) {
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", rep_port[i]);
+  const char *args[] = {"--config", fed.conf, "--party", "ap", "--replica", rep_name[i],
+                        "--listen", listen, "--checkpoint-every", "25", NULL};
+  char name[16];
+  snprintf(name, sizeof name, "ap-%s", rep_name[i]);
+  fed_spawn(&rep[i], name, "o3m-active", args);
+  fed_wait_ready(&rep[i], 30000);
+}
+
+static void fed_up(void) {
+  fed_nats_start(&nats);
+  snprintf(fed_extra, sizeof fed_extra,
+           "replication = nats\nnats_servers = %s\nnats_replicas = 3\n", nats.urls);
+  fed_setup s = {.table_seed = 700, .pp1_users = FED_USERS, .deadline_ms = 2000,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
+                 .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra};
+  fed_net_prepare(&fed, &s);
+  snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
+  snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
+  snprintf(cli_key, sizeof cli_key, "%s", fed_path("certs/client.key"));
+  for (int i = 0; i < N_REPLICAS; i++) {
+    /* Replica a listens on the party's configured address. */
+    rep_port[i] = i == 0 ? fed.port[FED_AP] : fed_free_port();
+    snprintf(rep_addr[i], sizeof rep_addr[i], "127.0.0.1:%d", rep_port[i]);
+  }
+  fed_net_start(&fed, FED_PMG, NULL);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  for (int p = FED_PMG; p < FED_N_PARTIES; p++)
+    if (p != FED_AP) fed_wait_ready(&fed.proc[p], 20000);
+}
+
+static void fed_down(void) { fed_cleanup(); }
+
+/* A client for a comma-separated list of replica addresses. */
+static ap_client *client_for(const char *targets) {
+  ap_client_options o;
+  ap_client_options_default(&o);
+  o.target = targets;
+  o.server_name = "ap";
+  o.ca_file = cli_ca;
+  o.cert_file = cli_cert;
+  o.key_file = cli_key;
+  o.deadline_ms = 8000;
+  ap_client *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_client_create(&c, &o, &e), 0, "%s", o3m_err_message(&e));
+  return c;
+}
+
+static uint64_t updates_of(ap_client *c) {
+  ap_stats st;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_client_stats(c, &st, &e), 0, "%s", o3m_err_message(&e));
+  return st.updates;
+}
+
+/* Waits until replica i has applied n rewards. */
+static void wait_updates(int i, uint64_t n) {
+  ap_client *c = client_for(rep_addr[i]);
+  uint64_t u = 0;
+  for (int waited = 0; (u = updates_of(c)) != n; waited += 50) {
+    cr_assert_lt(waited, 20000, "replica %s: %llu updates, expected %llu", rep_name[i],
+                 (unsigned long long)u, (unsigned long long)n);
+    fed_sleep_ms(50);
+  }
+  ap_client_destroy(c);
+}
+
+/* The newest checkpoint of replica i: its file name and contents (the
+ * caller frees *data). */
+static void newest_ckpt(int i, char *name, size_t name_len, unsigned char **data, size_t *len) {
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/ap_state/replica-%s", fed_dir(), rep_name[i]);
+  DIR *d = opendir(dir);
+  cr_assert_not_null(d, "%s: no snapshot directory", dir);
+  name[0] = '\0';
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strstr(de->d_name, ".ckpt") && !strstr(de->d_name, "corrupt") &&
+        strcmp(de->d_name, name) > 0)
+      snprintf(name, name_len, "%s", de->d_name);
+  closedir(d);
+  cr_assert(name[0], "%s: no checkpoint", dir);
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "%s", path);
+  struct stat st;
+  cr_assert_eq(fstat(fileno(f), &st), 0);
+  *len = (size_t)st.st_size;
+  *data = malloc(*len);
+  cr_assert_eq(fread(*data, 1, *len, f), *len);
+  fclose(f);
+}
+
+/* The parts of a checkpoint that are the model: the position, mask id,
+ * image length and update count of the header (not its wall time or its
+ * CRC, which covers the time) and everything from the image on. */
+static void assert_same_model(int i, int j, const char *when) {
+  char ni[256], nj[256];
+  unsigned char *a, *b;
+  size_t la, lb;
+  newest_ckpt(i, ni, sizeof ni, &a, &la);
+  newest_ckpt(j, nj, sizeof nj, &b, &lb);
+  cr_assert_str_eq(ni, nj, "%s: replica %s checkpointed %s, replica %s %s", when, rep_name[i],
+                   ni, rep_name[j], nj);
+  cr_assert_eq(la, lb, "%s: checkpoint sizes %zu and %zu", when, la, lb);
+  cr_assert(la > 80);
+  cr_assert_eq(memcmp(a + 16, b + 16, 24), 0, "%s: headers differ", when);
+  cr_assert_eq(memcmp(a + 48, b + 48, 8), 0, "%s: update counts differ", when);
+  cr_assert_eq(memcmp(a + 64, b + 64, la - 64), 0,
+               "%s: the policy images of replicas %s and %s differ", when, rep_name[i],
+               rep_name[j]);
+  free(a);
+  free(b);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* One round: a user and K = 4 items drawn from seed. */
+static void draw(uint64_t *seed, char user[16], char names[4][16], const char *items[4]) {
+  snprintf(user, 16, "u%d", (int)(splitmix(seed) % FED_USERS));
+  int first = (int)(splitmix(seed) % FED_ITEMS);
+  for (int k = 0; k < 4; k++) {
+    snprintf(names[k], 16, "i%d", (first + k) % FED_ITEMS);
+    items[k] = names[k];
+  }
+}
+
+Test(replicas, bit_identical, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  start_replica(0);
+  start_replica(1);
+  ap_client *ca = client_for(rep_addr[0]), *cb = client_for(rep_addr[1]);
+  ap_client *c[2] = {ca, cb};
+  uint64_t seed = 11, first = 0;
+  const int n = 60;
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(&seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(c[t % 2], user, 4, items, NULL, NULL, 0, &rec, &e);
+    cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
+    if (t == 0) first = rec.decision;
+    double reward = (double)(splitmix(&seed) % 1000) / 1000.0;
+    /* Rewarded on the other replica: its record comes from the bucket. */
+    rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
+    cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
+  }
+  for (int i = 0; i < 2; i++) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[i], first, 0.5, NULL, &e);
+    cr_assert_eq(rc, O3M_EEXISTS, "second reward on replica %s: %s: %s", rep_name[i],
+                 o3m_errname(rc), o3m_err_message(&e));
+  }
+  wait_updates(0, n);
+  wait_updates(1, n);
+  ap_client_destroy(ca);
+  ap_client_destroy(cb);
+  for (int i = 0; i < 2; i++) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0, "%s", fed_log(&rep[i]));
+  assert_same_model(0, 1, "after the same sequence");
+
+  /* Everything stops, NATS included, and comes back. */
+  for (int i = 0; i < FED_NATS_NODES; i++) {
+    fed_stop(&nats.proc[i], SIGTERM, 20000);
+    cr_assert_eq(nats.proc[i].pid, 0, "nats node %d did not stop", i + 1);
+  }
+  for (int i = 0; i < FED_NATS_NODES; i++) fed_nats_restart(&nats, i);
+  start_replica(0); /* from its snapshot plus the stream after it (nothing) */
+  start_replica(2); /* no snapshot: the whole stream */
+  wait_updates(0, n);
+  wait_updates(2, n);
+  ap_client *cc = client_for(rep_addr[2]);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_client_reward(cc, first, 0.5, NULL, &e);
+  cr_assert_eq(rc, O3M_EEXISTS, "second reward on a new replica: %s: %s", o3m_errname(rc),
+               o3m_err_message(&e));
+  ap_client_destroy(cc);
+  for (int i = 0; i < 3; i += 2) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0);
+  assert_same_model(0, 1, "replica a restarted from its snapshot");
+  assert_same_model(2, 1, "replica c replayed the whole stream");
+}
+
+/* ---------------------------------------------------------------- (b) */
+
+typedef struct load {
+  pthread_t th;
+  int id;
+  volatile int *stop;
+  uint64_t acked, exists, failed, rounds;
+  char last_err[256];
+} load;
+
+static char all_targets[128];
+
+static void *load_main(void *arg) {
+  load *l = arg;
+  ap_client *c = client_for(all_targets);
+  uint64_t seed = 1000 + (uint64_t)l->id;
+  while (!*l->stop) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(&seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e);
+    if (rc) {
+      l->failed++;
+      snprintf(l->last_err, sizeof l->last_err, "recommend: %s", o3m_err_message(&e));
+      continue;
+    }
+    l->rounds++;
+    double reward = (double)(splitmix(&seed) % 1000) / 1000.0;
+    rc = ap_client_reward(c, rec.decision, reward, NULL, &e);
+    if (rc == 0) l->acked++;
+    else if (rc == O3M_EEXISTS) l->exists++;
+    else {
+      l->failed++;
+      snprintf(l->last_err, sizeof l->last_err, "reward: %s", o3m_err_message(&e));
+    }
+  }
+  ap_client_destroy(c);
+  return NULL;
+}
+
+Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  for (int i = 0; i < N_REPLICAS; i++) start_replica(i);
+  snprintf(all_targets, sizeof all_targets, "%s,%s,%s", rep_addr[0], rep_addr[1], rep_addr[2]);
+  volatile int stop = 0;
+  load l[4];
+  for (int i = 0; i < 4; i++) {
+    memset(&l[i], 0, sizeof l[i]);
+    l[i].id = i;
+    l[i].stop = &stop;
+    cr_assert_eq(pthread_create(&l[i].th, NULL, load_main, &l[i]), 0);
+  }
+  fed_sleep_ms(2000);
+  /* Every client starts on replica a: kill it under load. */
+  cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
+  fed_sleep_ms(2000);
+  uint64_t before = 0;
+  for (int i = 0; i < 4; i++) before += l[i].acked;
+  cr_assert_eq(fed_stop(&nats.proc[0], SIGKILL, 5000), 128 + SIGKILL);
+  /* A consumer or stream leader on the dead node moves to another within
+   * a few heartbeats and an election. */
+  fed_sleep_ms(10000);
+  stop = 1;
+  uint64_t acked = 0, exists = 0, failed = 0, rounds = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(l[i].th, NULL);
+    acked += l[i].acked;
+    exists += l[i].exists;
+    failed += l[i].failed;
+    rounds += l[i].rounds;
+    if (l[i].failed) cr_log_info("client %d: %llu failed, last: %s", i,
+                                 (unsigned long long)l[i].failed, l[i].last_err);
+  }
+  cr_log_info("rounds %llu, rewards acknowledged %llu, ALREADY_EXISTS after failover %llu, "
+              "failed %llu", (unsigned long long)rounds, (unsigned long long)acked,
+              (unsigned long long)exists, (unsigned long long)failed);
+  cr_assert_gt(acked, before, "no reward was acknowledged after a NATS node died");
+  cr_assert_gt(before, 0);
+  /* Each ALREADY_EXISTS answered a first reward of its decision: it is in
+   * the stream exactly once (published by the replica that died). */
+  wait_updates(1, acked + exists);
+  wait_updates(2, acked + exists);
+  for (int i = 1; i < 3; i++) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0);
+  assert_same_model(1, 2, "after the kills");
+}
+
+/* ---------------------------------------------------------------- (c) */
+
+static fed_proc pp1b;
+
+/* The count in pp's "stopped: N requests" log line. */
+static long requests_of(const fed_proc *p) {
+  const char *log = fed_log(p), *at = strstr(log, "stopped: ");
+  cr_assert_not_null(at, "%s has no stop line:\n%s", p->name, log);
+  return atol(at + strlen("stopped: "));
+}
+
+/* Rounds on c; returns how many failed. */
+static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len) {
+  int failed = 0;
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
+      failed++;
+      snprintf(last, last_len, "%s", o3m_err_message(&e));
+    }
+  }
+  return failed;
+}
+
+Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
+  int port_b = fed_free_port();
+  char inst[32], listen[32];
+  snprintf(inst, sizeof inst, "127.0.0.1:%d", port_b);
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port_b);
+  fed_setup s = {.table_seed = 710, .pp1_users = FED_USERS, .deadline_ms = 2000,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
+                 .pending_capacity = 10000, .state_dirs = 1, .pp1_instances = inst};
+  fed_net_prepare(&fed, &s);
+  snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
+  snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
+  snprintf(cli_key, sizeof cli_key, "%s", fed_path("certs/client.key"));
+  fed_net_start(&fed, FED_PMG, NULL);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_wait_ready(&fed.proc[FED_PP1], 20000);
+  /* The second instance loads the block the first stored. */
+  const char *args[] = {"--config", fed.conf, "--party", "pp1", "--listen", listen, NULL};
+  fed_spawn(&pp1b, "pp1b", "o3m-passive", args);
+  fed_wait_ready(&pp1b, 20000);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  fed_net_start(&fed, FED_AP, NULL);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+  char target[32], last[256] = "";
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  ap_client *c = client_for(target);
+  uint64_t seed = 21;
+  /* Sequential rounds: one MaskBatch each, so both instances get some. */
+  int failed = rounds(c, &seed, 40, last, sizeof last);
+  cr_assert_eq(failed, 0, "%d rounds failed with two instances: %s", failed, last);
+  cr_assert_eq(fed_stop(&pp1b, SIGTERM, 20000), 0);
+  long b = requests_of(&pp1b);
+  /* ... and the first instance alone serves on. */
+  failed = rounds(c, &seed, 20, last, sizeof last);
+  cr_assert_leq(failed, 2, "%d of 20 rounds failed after an instance stopped: %s", failed, last);
+  failed = rounds(c, &seed, 20, last, sizeof last);
+  cr_assert_eq(failed, 0, "rounds still fail with one instance: %s", last);
+  cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 20000), 0);
+  long a = requests_of(&fed.proc[FED_PP1]);
+  cr_log_info("MaskBatch calls: instance a %ld, instance b %ld", a, b);
+  cr_assert_gt(a, 0);
+  cr_assert_gt(b, 5, "the second instance got %ld of 40 batches", b);
+  ap_client_destroy(c);
+}
