@@ -74,8 +74,6 @@ double p2b_kmeans_inertia(const p2b_kmeans *km, const double *X, long n) {
   return n ? s / (double)n : 0.0;
 }
 
-static double unif(uint64_t *s) { return (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53; }
-
 void p2b_kmeans_destroy(p2b_kmeans *km) {
   if (!km) return;
   free(km->G);
@@ -110,7 +108,7 @@ int p2b_kmeans_train(p2b_kmeans **out, const double *X, long n, int d, int k, in
   /* k-means++: the first centroid uniform, each next one a point drawn with
    * probability proportional to its squared distance to the chosen ones. */
   uint64_t s = seed;
-  long first = (long)(unif(&s) * (double)n);
+  long first = (long)(o3m_splitmix64_unif(&s) * (double)n);
   memcpy(km->C, X + (size_t)first * d, (size_t)d * sizeof *km->C);
   for (long i = 0; i < n; i++) dist[i] = DBL_MAX;
   for (int c = 1; c < k; c++) {
@@ -127,14 +125,14 @@ int p2b_kmeans_train(p2b_kmeans **out, const double *X, long n, int d, int k, in
     }
     long pick = n - 1;
     if (total > 0) {
-      double r = unif(&s) * total, acc = 0;
+      double r = o3m_splitmix64_unif(&s) * total, acc = 0;
       for (long i = 0; i < n; i++)
         if ((acc += dist[i]) > r) {
           pick = i;
           break;
         }
     } else {
-      pick = (long)(unif(&s) * (double)n); /* every point is already a centroid */
+      pick = (long)(o3m_splitmix64_unif(&s) * (double)n); /* every point is already a centroid */
     }
     memcpy(km->C + (size_t)c * d, X + (size_t)pick * d, (size_t)d * sizeof *km->C);
   }

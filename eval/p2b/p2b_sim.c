@@ -82,8 +82,6 @@ int p2b_normalize_q1(int d, double *x) {
   return O3M_OK;
 }
 
-static double unif(uint64_t *s) { return (double)(o3m_splitmix64(s) >> 11) * 0x1.0p-53; }
-
 /* A uniform point of the grid: stars and bars, 10 stars and d - 1 bars in
  * a uniformly shuffled row (every arrangement equally likely). Consumes
  * exactly 8 + d draws. */
@@ -112,7 +110,7 @@ static void grid_point(uint64_t *s, int d, double *x) {
 /* d uniform values scaled to sum 1 (the artifact's contexts); d draws. */
 static void uniform_point(uint64_t *s, int d, double *x) {
   double sum = 0;
-  for (int j = 0; j < d; j++) sum += (x[j] = unif(s));
+  for (int j = 0; j < d; j++) sum += (x[j] = o3m_splitmix64_unif(s));
   if (!(sum > 0)) sum = 1.0; /* d draws of exactly 0: an all-zero context */
   for (int j = 0; j < d; j++) x[j] /= sum;
 }
@@ -130,7 +128,7 @@ static void env_point(const p2b_env *env, uint64_t *s, double *x) {
 static int draw_context(sim *s, uint64_t *st) {
   const p2b_env *env = s->env;
   if (env->label) {
-    long i = (long)(unif(st) * (double)env->n_pool);
+    long i = (long)(o3m_splitmix64_unif(st) * (double)env->n_pool);
     memcpy(s->x, env->X + (size_t)i * s->d, (size_t)s->d * sizeof *s->x);
     return env->label[i];
   }
@@ -152,7 +150,7 @@ static int draw_context(sim *s, uint64_t *st) {
 static double draw_reward(sim *s, uint64_t *st, int label, int a) {
   double g1, g2;
   o3m_splitmix64_gauss2(st, &g1, &g2);
-  double u = unif(st);
+  double u = o3m_splitmix64_unif(st);
   if (label >= 0) return a == label ? 1.0 : 0.0;
   double m = s->env->beta * (s->F[a] + s->env->sigma * g1);
   return u < m ? 1.0 : 0.0;
@@ -263,7 +261,7 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
   /* W: Glorot-uniform, limit sqrt(6 / (fan_in + fan_out)); b = 0. */
   uint64_t ws = stream_of(cfg->seed, 1, 0);
   double lim = sqrt(6.0 / (d + A));
-  for (long i = 0; i < (long)A * d; i++) s.W[i] = (2.0 * unif(&ws) - 1.0) * lim;
+  for (long i = 0; i < (long)A * d; i++) s.W[i] = (2.0 * o3m_splitmix64_unif(&ws) - 1.0) * lim;
 
   /* The encoder, trained on the pool or on fresh grid points. */
   if (env->label) {
@@ -333,7 +331,8 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
     if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, stream_of(cfg->seed, 6, (uint64_t)u), 1, &ignored,
                         e)))
       goto out;
-    double u1 = unif(&part), u2 = unif(&part), u3 = unif(&part);
+    double u1 = o3m_splitmix64_unif(&part), u2 = o3m_splitmix64_unif(&part);
+    double u3 = o3m_splitmix64_unif(&part);
     if (u1 >= cfg->p) continue;
     int n1 = 0;
     for (int i = 0; i < t; i++) n1 += s.log_r[i] != 0.0;
