@@ -7,13 +7,13 @@
  * sums, a part cannot exceed the whole unless it does in the repetitions
  * themselves, whatever load falls on which repetition. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_dir.h"
 #include "eval_cmds.h"
 #include "eval_cost.h"
 
@@ -63,20 +63,6 @@ Test(cost_c3, parts_never_exceed_the_whole_under_uneven_load) {
   }
 }
 
-/* Removes the flat output directory dir and every file in it. */
-static void rm_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char p[512];
-  for (struct dirent *de; (de = readdir(d)) != NULL;) {
-    if (de->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 /* Counts the lines of path that start with prefix. */
 static int count_lines(const char *path, const char *prefix) {
   FILE *f = fopen(path, "r");
@@ -112,7 +98,7 @@ Test(cost_cmd, figure5_plot_in_every_format) {
   cr_assert_eq(count_lines(p, "6,") + count_lines(p, "8,"), csv_rows, "one datum per CSV row");
   cr_assert_eq(count_lines(p, "$linucb_K4 << EOD"), 1);
   cr_assert_eq(count_lines(p, "$lints_K6 << EOD"), 1);
-  rm_dir(dir);
+  test_dir_remove(dir);
 }
 
 Test(cost_cmd, bad_plot_format_is_a_usage_error) {

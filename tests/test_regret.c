@@ -9,7 +9,6 @@
  * has the documented header and rows; bad configurations are refused; with
  * whitening parties, federated still equals central on the whitened contexts. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_dir.h"
 #include "eval_masker.h"
 #include "eval_plot.h"
 #include "eval_regret.h"
@@ -227,20 +227,6 @@ static char *slurp(const char *path) {
 
 static char tmpdir[] = "/tmp/test_regret_XXXXXX";
 
-/* Removes the flat output directory dir and every file in it. */
-static void rm_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char p[512];
-  for (struct dirent *de; (de = readdir(d)) != NULL;) {
-    if (de->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 Test(regret, csv_header_and_rows) {
   eval_regret_config c = small_config();
   c.every = 7; /* 300 = 42 * 7 + 6: 42 kept steps and the last */
@@ -287,7 +273,7 @@ Test(regret, csv_header_and_rows) {
   cr_assert_eq(commas, 18);
   free(buf);
   eval_regret_destroy(r);
-  rm_dir(tmpdir);
+  test_dir_remove(tmpdir);
 }
 
 Test(regret, plots_written_when_gnuplot_exists) {
@@ -324,7 +310,7 @@ Test(regret, plots_written_when_gnuplot_exists) {
   cr_assert_not_null(strstr(script, "set logscale y"));
   free(script);
   eval_regret_destroy(r);
-  rm_dir(dir);
+  test_dir_remove(dir);
 }
 
 Test(regret, rejects_bad_configurations) {

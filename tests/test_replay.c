@@ -7,7 +7,6 @@
  * baseline matches about 1/K of the events, whitened parties still give
  * federated = central. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_dir.h"
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
 #include "eval_reader.h"
@@ -407,19 +407,6 @@ static int run_cmd_capture(int argc, char **argv, char **out) {
   return rc;
 }
 
-static void rm_files(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  char p[512];
-  for (struct dirent *de; (de = readdir(d)) != NULL;) {
-    if (de->d_name[0] == '.') continue;
-    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  rmdir(dir);
-}
-
 /* The worked six-event log through the command: the CSV, the JSON and the
  * curve's last point hold the totals the stdout table prints (central and
  * federated 4 matched, 3 clicks; partial 2 and 1), the JSON names the
@@ -496,7 +483,7 @@ Test(replay_files, csv_json_and_curve_match_the_stdout_totals) {
   free(csv);
   free(json);
   free(curve);
-  rm_files(dir);
+  test_dir_remove(dir);
 }
 
 /* Issue 15's files with --dp-eps: every DP variant has its row in the CSV,
@@ -564,7 +551,7 @@ Test(replay_files, dp_variants_are_in_the_files_with_the_stdout_totals) {
   free(csv);
   free(json);
   free(curve);
-  rm_files(dir);
+  test_dir_remove(dir);
 }
 
 /* A log of 70,000 rows: the curve is thinned to at most
@@ -622,7 +609,7 @@ Test(replay_files, long_curve_is_thinned_evenly_and_ends_at_the_totals) {
     cr_assert_float_eq(c7[i], o[i], tol[i], "column %d: CSV %.17g, stdout %g", i, c7[i], o[i]);
   free(out);
   free(csv);
-  rm_files(dir);
+  test_dir_remove(dir);
   cr_assert_eq(res.events, 70000);
   cr_assert(res.n_curve > EVAL_REPLAY_CURVE_MAX / 2 && res.n_curve <= EVAL_REPLAY_CURVE_MAX,
             "%d points", res.n_curve);
