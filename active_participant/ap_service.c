@@ -1098,10 +1098,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.method_slots = deferred_slots;
   sc.n_method_slots = 2;
   sc.idle = service_idle;
-  if (opt->metrics) {
-    sc.observe = o3m_metrics_rpc_observe;
-    sc.observe_ctx = opt->metrics;
-  }
+  sc.metrics = opt->metrics;
   /* Replicas apply the stream also when no call arrives. */
   sc.idle_on_timeout = replicated;
   /* Callers need a certificate from the federation CA, and the access

@@ -241,7 +241,8 @@ void o3m_metrics_mask_id(o3m_metrics *m, uint64_t mask_id) {
   if (m && o3m_metrics_series(m, &mask, labels, &s, NULL) == O3M_OK) o3m_metric_set(s, 1);
 }
 
-void o3m_metrics_rpc_observe(void *metrics, const char *path, int code, double seconds) {
+void o3m_metrics_rpc_observe(o3m_metrics *m, o3m_metrics_rpc_method *cache, const char *path,
+                             int code, double seconds) {
   static const o3m_metric_spec calls = {"o3m_rpc_calls_total",
                                         "RPC calls this daemon answered, by method and O3M code",
                                         O3M_METRIC_COUNTER, NULL, 0};
@@ -249,16 +250,27 @@ void o3m_metrics_rpc_observe(void *metrics, const char *path, int code, double s
       "o3m_rpc_duration_seconds",
       "Time from a call's arrival to its answer (queueing and batching included), by method",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
-  o3m_metrics *m = metrics;
   if (!m || !path) return;
+  o3m_metrics_rpc_method none = {NULL, NULL};
+  if (!cache) cache = &none;
   char labels[O3M_METRICS_LABELS_MAX];
-  o3m_metric *s;
   /* Method paths and code names are [A-Za-z0-9./_]: nothing to escape. */
-  snprintf(labels, sizeof labels, "method=\"%.100s\",code=\"%s\"", path,
-           code == 0 ? "OK" : o3m_errname(code));
-  o3m_metrics_inc(m, &calls, labels);
-  snprintf(labels, sizeof labels, "method=\"%.100s\"", path);
-  if (o3m_metrics_series(m, &duration, labels, &s, NULL) == O3M_OK) o3m_metric_observe(s, seconds);
+  if (code != 0 || !cache->ok) {
+    o3m_metric *s;
+    snprintf(labels, sizeof labels, "method=\"%.100s\",code=\"%s\"", path,
+             code == 0 ? "OK" : o3m_errname(code));
+    if (o3m_metrics_series(m, &calls, labels, &s, NULL) != O3M_OK) s = NULL;
+    if (code == 0) cache->ok = s;
+    o3m_metric_add(s, 1);
+  } else {
+    o3m_metric_add(cache->ok, 1);
+  }
+  if (!cache->duration) {
+    snprintf(labels, sizeof labels, "method=\"%.100s\"", path);
+    if (o3m_metrics_series(m, &duration, labels, &cache->duration, NULL) != O3M_OK)
+      cache->duration = NULL;
+  }
+  o3m_metric_observe(cache->duration, seconds);
 }
 
 /* ---------------------------------------------------------------- render */

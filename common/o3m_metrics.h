@@ -109,13 +109,25 @@ void o3m_metrics_inc(o3m_metrics *m, const o3m_metric_spec *spec, const char *la
  * so a dashboard sees a federation whose parties disagree. m may be NULL. */
 void o3m_metrics_mask_id(o3m_metrics *m, uint64_t mask_id);
 
-/* The RPC layer's observer (o3m_rpc_server_config.observe; the context is
- * the registry): counts the call in o3m_rpc_calls_total{method,code} and
- * its duration in o3m_rpc_duration_seconds{method}. path is the method
- * path, code 0 or the O3M code the call was answered with (its name from
- * o3m_errname labels the series). A series that cannot be registered
- * (full tables) is skipped silently: metrics never fail a call. */
-void o3m_metrics_rpc_observe(void *metrics, const char *path, int code, double seconds);
+/* One method's series in the RPC layer's metrics: its OK calls and its
+ * latency histogram. The RPC layer keeps one per method, zeroed at server
+ * create; o3m_metrics_rpc_observe() fills it at the method's first answered
+ * call, so that every later call costs two atomic updates and no lookup.
+ * It is touched only where calls are answered (under the server's lock). */
+typedef struct o3m_metrics_rpc_method {
+  o3m_metric *ok, *duration;
+} o3m_metrics_rpc_method;
+
+/* The RPC layer's count of one answered call (o3m_rpc_server_config.metrics):
+ * o3m_rpc_calls_total{method,code} and o3m_rpc_duration_seconds{method}.
+ * path is the method path, code 0 or the O3M code the call was answered
+ * with (its name from o3m_errname labels the series; only the rare failed
+ * calls look their series up each time), seconds the time since it arrived.
+ * cache is the method's o3m_metrics_rpc_method, or NULL to look every
+ * series up. A series that cannot be registered (full tables) is skipped
+ * silently: metrics never fail a call. m may be NULL. */
+void o3m_metrics_rpc_observe(o3m_metrics *m, o3m_metrics_rpc_method *cache, const char *path,
+                             int code, double seconds);
 
 /* Renders every family in registration order as Prometheus text. *text is
  * malloc'd and NUL-terminated (the caller frees it), *len its length.

@@ -76,10 +76,7 @@ static int bind_server(pp_service *s, o3m_err *e) {
   o3m_rpc_server_config sc;
   o3m_rpc_server_config_default(&sc);
   sc.insecure = s->insecure;
-  if (s->metrics) {
-    sc.observe = o3m_metrics_rpc_observe;
-    sc.observe_ctx = s->metrics;
-  }
+  sc.metrics = s->metrics;
   sc.threads = s->threads;
   sc.listen = s->listen; /* NULL: the party's address */
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);

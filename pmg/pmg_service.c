@@ -70,10 +70,7 @@ static int bind_server(pmg_service *s, o3m_err *e) {
   o3m_rpc_server_config_default(&sc);
   sc.insecure = s->insecure;
   sc.max_receive_bytes = PMG_MAX_REQUEST;
-  if (s->metrics) {
-    sc.observe = o3m_metrics_rpc_observe;
-    sc.observe_ctx = s->metrics;
-  }
+  sc.metrics = s->metrics;
   return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
                           methods, N_METHODS, s, e);
 }

@@ -28,7 +28,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -38,7 +37,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <grpc/byte_buffer.h>
@@ -52,6 +50,7 @@
 
 #include "health.pb-c.h"
 #include "o3m_cert.h"
+#include "o3m_clock.h"
 #include "o3m_log.h"
 
 /* Largest PEM file read for TLS. */
@@ -621,6 +620,7 @@ typedef struct method_entry {
   const o3m_rpc_method *m;
   void *registered;          /* gRPC's handle for the path */
   ProtobufCMessage *reply;   /* reply storage, sizeof_message bytes */
+  o3m_metrics_rpc_method series; /* its metrics, found at its first answer */
 } method_entry;
 
 struct o3m_rpc_call {
@@ -642,7 +642,7 @@ struct o3m_rpc_call {
   char *peer;                /* gpr_malloc'd by gRPC */
   int identity_state;        /* 0 not looked up, 1 found, -1 none */
   char identity[IDENTITY_MAX];
-  struct timespec arrived;   /* when on_call took it (for the observer) */
+  double arrived;            /* o3m_clock_s() when on_call took it (metrics only) */
 };
 
 struct o3m_rpc_server {
@@ -657,8 +657,7 @@ struct o3m_rpc_server {
   int idle_on_timeout;
   o3m_rpc_authorize_fn authorize; /* NULL: every call is allowed */
   void *authorize_ctx;
-  o3m_rpc_observe_fn observe; /* NULL: no observer */
-  void *observe_ctx;
+  o3m_metrics *metrics;      /* NULL: calls are not counted */
   int port;
   int max_message;
   void *ctx;
@@ -909,13 +908,9 @@ static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
  * and the close. msg may be NULL. */
 static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_code status,
                        int code, const char *msg) {
-  if (s->observe && sl->me) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    double seconds = (double)(now.tv_sec - sl->arrived.tv_sec) +
-                     1e-9 * (double)(now.tv_nsec - sl->arrived.tv_nsec);
-    s->observe(s->observe_ctx, sl->me->m->path, code, seconds);
-  }
+  if (s->metrics && sl->me)
+    o3m_metrics_rpc_observe(s->metrics, &sl->me->series, sl->me->m->path, code,
+                            o3m_clock_s() - sl->arrived);
   grpc_op ops[4];
   size_t n = 0;
   memset(ops, 0, sizeof ops);
@@ -955,7 +950,7 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
 /* A call arrived in sl: decode, run the handler, reply. */
 static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   sl->requested = 0;
-  clock_gettime(CLOCK_MONOTONIC, &sl->arrived);
+  if (s->metrics) sl->arrived = o3m_clock_s();
   if (!success) {
     /* The request was withdrawn because the server is shutting down. */
     slot_clean(sl);
@@ -1267,8 +1262,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   /* Plaintext has no identities: the hook would refuse everyone. */
   s->authorize = cfg->insecure ? NULL : cfg->authorize;
   s->authorize_ctx = cfg->authorize_ctx;
-  s->observe = cfg->observe;
-  s->observe_ctx = cfg->observe_ctx;
+  s->metrics = cfg->metrics;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   rc = arena_init(&s->arena, cfg->arena_bytes,

@@ -120,6 +120,7 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_metrics.h"
 
 /* Largest message accepted or sent, unless configured otherwise: 64 MiB,
  * room for K = 2048 candidates of d = O3M_MAX_DIM = 4096 as float64. gRPC's
@@ -262,15 +263,6 @@ typedef int (*o3m_rpc_authorize_fn)(void *ctx, o3m_rpc_call *call, const char *p
  * handler. */
 typedef void (*o3m_rpc_idle_fn)(void *ctx);
 
-/* The observer (metrics): called once for every call of the method table
- * (the health check included) when its answer is sent, with the path, the
- * code it is answered with (0 or a negative O3M code) and the seconds since
- * the call arrived (a deferred call's wait included). Runs on the serving
- * thread like a handler; it must be quick and must not block. ctx is the
- * config's observe_ctx. o3m_metrics_rpc_observe (common/o3m_metrics.h)
- * fits it. */
-typedef void (*o3m_rpc_observe_fn)(void *ctx, const char *path, int code, double seconds);
-
 typedef struct o3m_rpc_server_config {
   /* Address to listen on: "127.0.0.1:7001", "[::]:7001", "unix:/path".
    * Port 0 picks a free port; o3m_rpc_server_port() tells which. */
@@ -312,9 +304,11 @@ typedef struct o3m_rpc_server_config {
    * server. */
   o3m_rpc_authorize_fn authorize;
   void *authorize_ctx;
-  /* Optional: see o3m_rpc_observe_fn; observe_ctx must outlive the server. */
-  o3m_rpc_observe_fn observe;
-  void *observe_ctx;
+  /* Optional: the registry every call of the method table (the health check
+   * included) is counted in when its answer is sent, with its code and the
+   * seconds since it arrived, a deferred call's wait included
+   * (o3m_metrics_rpc_observe). NULL: none. It must outlive the server. */
+  o3m_metrics *metrics;
 } o3m_rpc_server_config;
 
 /* Counters, read with o3m_rpc_server_stats_get() from any thread. */

@@ -127,19 +127,24 @@ Test(metrics, updates_accept_null) {
   o3m_metric_touch(NULL);
   o3m_metrics_inc(NULL, &calls, NULL);
   o3m_metrics_mask_id(NULL, 1);
-  o3m_metrics_rpc_observe(NULL, "/a/b", 0, 0.1);
+  o3m_metrics_rpc_observe(NULL, NULL, "/a/b", 0, 0.1);
   cr_assert_float_eq(o3m_metric_value(NULL), 0.0, 0);
 }
 
 Test(metrics, rpc_observer_counts_by_method_and_code) {
   o3m_metrics *m = new_registry();
-  o3m_metrics_rpc_observe(m, "/o3m.v1.Passive/Mask", 0, 0.002);
-  o3m_metrics_rpc_observe(m, "/o3m.v1.Passive/Mask", O3M_EPERM, 0.001);
+  o3m_metrics_rpc_method cache = {NULL, NULL};
+  o3m_metrics_rpc_observe(m, &cache, "/o3m.v1.Passive/Mask", 0, 0.002);
+  o3m_metrics_rpc_observe(m, &cache, "/o3m.v1.Passive/Mask", O3M_EPERM, 0.001);
+  /* Later calls go through the series the first one found. */
+  cr_assert(cache.ok != NULL && cache.duration != NULL);
+  o3m_metrics_rpc_observe(m, &cache, "/o3m.v1.Passive/Mask", 0, 0.003);
+  o3m_metrics_rpc_observe(m, NULL, "/o3m.v1.Passive/Mask", 0, 0.004);
   o3m_metrics_mask_id(m, 0xabcULL);
   char *t = render(m);
-  cr_assert_not_null(strstr(t, "o3m_rpc_calls_total{method=\"/o3m.v1.Passive/Mask\",code=\"OK\"} 1\n"));
+  cr_assert_not_null(strstr(t, "o3m_rpc_calls_total{method=\"/o3m.v1.Passive/Mask\",code=\"OK\"} 3\n"));
   cr_assert_not_null(strstr(t, "o3m_rpc_calls_total{method=\"/o3m.v1.Passive/Mask\",code=\"PERM\"} 1\n"));
-  cr_assert_not_null(strstr(t, "o3m_rpc_duration_seconds_count{method=\"/o3m.v1.Passive/Mask\"} 2\n"));
+  cr_assert_not_null(strstr(t, "o3m_rpc_duration_seconds_count{method=\"/o3m.v1.Passive/Mask\"} 4\n"));
   cr_assert_not_null(strstr(t, "o3m_mask_info{mask_id=\"0000000000000abc\"} 1\n"), "got:\n%s", t);
   free(t);
   o3m_metrics_destroy(m);
