@@ -33,6 +33,14 @@ static inline int64_t o3m_clock_wall_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Nanoseconds on the same clock: for ages kept in an atomic word (an age
+ * must not jump when the wall clock is set). */
+static inline uint64_t o3m_clock_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* Seconds on the same clock, to the nanosecond: for timing runs. */
 static inline double o3m_clock_s(void) {
   struct timespec ts;

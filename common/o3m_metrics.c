@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "o3m_bytes.h"
+#include "o3m_clock.h"
 
 const double o3m_metrics_latency_bounds[O3M_METRICS_LATENCY_N] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -49,31 +51,12 @@ struct o3m_metrics {
   int n_series;
 };
 
-static uint64_t bits_of(double v) {
-  uint64_t b;
-  memcpy(&b, &v, sizeof b);
-  return b;
-}
-
-static double double_of(uint64_t b) {
-  double v;
-  memcpy(&v, &b, sizeof v);
-  return v;
-}
-
 /* Adds v to the double whose bits a holds. */
 static void atomic_add_double(_Atomic uint64_t *a, double v) {
   uint64_t old = atomic_load_explicit(a, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(a, &old, bits_of(double_of(old) + v),
+  while (!atomic_compare_exchange_weak_explicit(a, &old, o3m_double_bits(o3m_bits_double(old) + v),
                                                 memory_order_relaxed, memory_order_relaxed)) {
   }
-}
-
-/* Monotonic nanoseconds: an age must not jump when the wall clock is set. */
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int o3m_metrics_create(o3m_metrics **out, o3m_err *e) {
@@ -186,7 +169,7 @@ int o3m_metrics_series(o3m_metrics *m, const o3m_metric_spec *spec, const char *
   s->fam = f;
   snprintf(s->labels, sizeof s->labels, "%s", labels);
   s->next = -1;
-  if (f->kind == O3M_METRIC_AGE) atomic_store(&s->value, now_ns());
+  if (f->kind == O3M_METRIC_AGE) atomic_store(&s->value, o3m_clock_ns());
   if (f->last >= 0) m->series[f->last].next = idx;
   else f->first = idx;
   f->last = idx;
@@ -203,12 +186,12 @@ void o3m_metric_add(o3m_metric *s, double v) {
 
 void o3m_metric_set(o3m_metric *s, double v) {
   if (!s || s->fam->kind == O3M_METRIC_HISTOGRAM || s->fam->kind == O3M_METRIC_AGE) return;
-  atomic_store_explicit(&s->value, bits_of(v), memory_order_relaxed);
+  atomic_store_explicit(&s->value, o3m_double_bits(v), memory_order_relaxed);
 }
 
 void o3m_metric_touch(o3m_metric *s) {
   if (!s || s->fam->kind != O3M_METRIC_AGE) return;
-  atomic_store_explicit(&s->value, now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&s->value, o3m_clock_ns(), memory_order_relaxed);
 }
 
 void o3m_metric_observe(o3m_metric *s, double v) {
@@ -223,7 +206,7 @@ void o3m_metric_observe(o3m_metric *s, double v) {
 
 double o3m_metric_value(const o3m_metric *s) {
   if (!s) return 0;
-  return double_of(atomic_load_explicit(&((o3m_metric *)s)->value, memory_order_relaxed));
+  return o3m_bits_double(atomic_load_explicit(&((o3m_metric *)s)->value, memory_order_relaxed));
 }
 
 void o3m_metrics_inc(o3m_metrics *m, const o3m_metric_spec *spec, const char *labels) {
@@ -340,7 +323,7 @@ static void render_series(textbuf *t, const family *f, o3m_metric *s, uint64_t n
     put(t, " %llu\n%s_sum", (unsigned long long)count, f->name);
     put_labels(t, s->labels, NULL);
     put(t, " ");
-    put_value(t, double_of(atomic_load_explicit(&s->sum, memory_order_relaxed)));
+    put_value(t, o3m_bits_double(atomic_load_explicit(&s->sum, memory_order_relaxed)));
     put(t, "\n%s_count", f->name);
     put_labels(t, s->labels, NULL);
     put(t, " %llu\n", (unsigned long long)count);
@@ -351,7 +334,7 @@ static void render_series(textbuf *t, const family *f, o3m_metric *s, uint64_t n
     uint64_t since = atomic_load_explicit(&s->value, memory_order_relaxed);
     v = now > since ? (double)(now - since) * 1e-9 : 0.0;
   } else {
-    v = double_of(atomic_load_explicit(&s->value, memory_order_relaxed));
+    v = o3m_bits_double(atomic_load_explicit(&s->value, memory_order_relaxed));
   }
   put(t, "%s", f->name);
   put_labels(t, s->labels, NULL);
@@ -367,7 +350,7 @@ int o3m_metrics_render(o3m_metrics *m, char **text, size_t *len, o3m_err *e) {
   textbuf t = {malloc(4096), 0, 4096, 0};
   if (!t.p) return o3m_err_set(e, O3M_ENOMEM, "metrics: out of memory rendering");
   t.p[0] = '\0';
-  uint64_t now = now_ns();
+  uint64_t now = o3m_clock_ns();
   pthread_mutex_lock(&m->lock);
   for (int i = 0; i < m->n_families; i++) {
     const family *f = &m->families[i];

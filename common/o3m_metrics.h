@@ -17,7 +17,7 @@
  * the text it returns.
  *
  * Kinds. A counter only goes up (o3m_metric_add with v >= 0, or
- * o3m_metric_set_total with a running total the service keeps itself). A
+ * o3m_metric_set with a running total the service keeps itself). A
  * gauge is set or added to. An age is a gauge whose rendered value is the
  * seconds since the last o3m_metric_touch (since registration before the
  * first touch): checkpoint age. A histogram counts observations into fixed
