@@ -399,7 +399,8 @@ static int tls_empty(const o3m_rpc_tls *t) {
 
 /* Channel arguments shared by both sides: the message limits both ways; for
  * servers no SO_REUSEPORT and the idle-connection close; for clients the
- * reconnect cap and the TLS name override. At most four of them. */
+ * reconnect cap, the TLS name override and round-robin balancing. At most
+ * five of them. */
 typedef struct chan_args {
   grpc_arg arg[5];
   grpc_channel_args args;
@@ -671,7 +672,6 @@ struct o3m_rpc_server {
    * above and below that is not atomic while they run. */
   int threads;
   pthread_mutex_t mu;
-  int mu_inited;
   int busy;                  /* events handled since the idle hook last ran */
   int shutdown_sent, shutdown_done, cancelled, finished;
   gpr_timespec grace_end;
@@ -1234,7 +1234,7 @@ static void server_free(o3m_rpc_server *s) {
   }
   arena_release(&s->arena);
   if (s->grpc_inited) grpc_shutdown();
-  if (s->mu_inited) pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->mu);
   free(s);
 }
 
@@ -1250,8 +1250,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
   atomic_init(&s->stop, 0);
   atomic_init(&s->threads_running, 0);
-  s->mu_inited = pthread_mutex_init(&s->mu, NULL) == 0;
-  if (!s->mu_inited) {
+  if (pthread_mutex_init(&s->mu, NULL) != 0) {
     free(s);
     return o3m_err_set(e, O3M_ENOMEM, "server: cannot create its lock");
   }
