@@ -426,37 +426,6 @@ static int word_ok(const char *words, const char *v) {
 
 /* host:port with a non-empty host and port 1..65535, or unix:PATH. No
  * whitespace anywhere. */
-/* 1 when address and every entry of the comma-separated list are IPv4
- * literals with a port: what a gRPC "ipv4:" target of several addresses
- * takes (the AP's channel to a party's instances). */
-static int ipv4_one_ok(const char *a, size_t n) {
-  char buf[64];
-  const char *colon = memchr(a, ':', n);
-  if (!colon || n >= sizeof buf || colon == a) return 0;
-  memcpy(buf, a, (size_t)(colon - a));
-  buf[colon - a] = '\0';
-  struct in_addr ia;
-  if (inet_pton(AF_INET, buf, &ia) != 1) return 0;
-  long port = 0;
-  for (const char *q = colon + 1; q < a + n; q++) {
-    if (*q < '0' || *q > '9') return 0;
-    port = port * 10 + (*q - '0');
-    if (port > 65535) return 0;
-  }
-  return port >= 1;
-}
-
-static int ipv4_list_ok(const char *address, const char *list) {
-  if (!ipv4_one_ok(address, strlen(address)) || !*list) return 0;
-  for (const char *a = list;;) {
-    const char *comma = strchr(a, ',');
-    size_t n = comma ? (size_t)(comma - a) : strlen(a);
-    if (!ipv4_one_ok(a, n)) return 0;
-    if (!comma) return 1;
-    a = comma + 1;
-  }
-}
-
 static int address_ok(const char *v) {
   for (const char *q = v; *q; q++)
     if (isspace((unsigned char)*q)) return 0;
@@ -467,6 +436,33 @@ static int address_ok(const char *v) {
     if (!isdigit((unsigned char)*q)) return 0;
   long port = strtol(colon + 1, NULL, 10);
   return port >= 1 && port <= 65535;
+}
+
+/* 1 when the n bytes at a are an address (address_ok) whose host is an
+ * IPv4 literal. */
+static int ipv4_one_ok(const char *a, size_t n) {
+  char buf[64];
+  if (n >= sizeof buf) return 0;
+  memcpy(buf, a, n);
+  buf[n] = '\0';
+  if (!address_ok(buf)) return 0;
+  *strrchr(buf, ':') = '\0';
+  struct in_addr ia;
+  return inet_pton(AF_INET, buf, &ia) == 1;
+}
+
+/* 1 when address and every entry of the comma-separated list are IPv4
+ * literals with a port: what a gRPC "ipv4:" target of several addresses
+ * takes (the AP's channel to a party's instances). */
+static int ipv4_list_ok(const char *address, const char *list) {
+  if (!ipv4_one_ok(address, strlen(address)) || !*list) return 0;
+  for (const char *a = list;;) {
+    const char *comma = strchr(a, ',');
+    size_t n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!ipv4_one_ok(a, n)) return 0;
+    if (!comma) return 1;
+    a = comma + 1;
+  }
 }
 
 /* Resolves a path against the base directory; may point into the text. */
