@@ -92,7 +92,8 @@ typedef struct ble_row {
 typedef struct ble_input {
   bl_round r;
   int dims[O3M_MAX_PARTIES];
-  double *X, *theta, *Ainv, *pl, *pq, *lin, *quad;
+  double *X, *theta, *Ainv, *lin, *quad;
+  double *pl; /* the plaintext reference, 2K: lin then quad (r.plain) */
   o3m_partition part;
 } ble_input;
 
@@ -101,7 +102,6 @@ static void input_free(ble_input *in) {
   free(in->theta);
   free(in->Ainv);
   free(in->pl);
-  free(in->pq);
   free(in->lin);
   free(in->quad);
 }
@@ -119,13 +119,12 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
   in->X = malloc(sizeof(double) * (size_t)K * d);
   in->theta = calloc((size_t)d, sizeof(double));
   in->Ainv = calloc((size_t)d * d, sizeof(double));
-  in->pl = malloc(sizeof(double) * K);
-  in->pq = malloc(sizeof(double) * K);
+  in->pl = malloc(sizeof(double) * 2 * K);
   in->lin = malloc(sizeof(double) * K);
   in->quad = malloc(sizeof(double) * K);
   double *hist = malloc(sizeof(double) * (size_t)H * d), *rew = malloc(sizeof(double) * H);
   eval_synth *syn = NULL;
-  if (!in->X || !in->theta || !in->Ainv || !in->pl || !in->pq || !in->lin || !in->quad || !hist ||
+  if (!in->X || !in->theta || !in->Ainv || !in->pl || !in->lin || !in->quad || !hist ||
       !rew)
     rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", s->name);
   /* The history: one context per round (a stream of K = 1) and its reward. */
@@ -170,7 +169,13 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
   }
   in->r = (bl_round){.d = d, .K = K, .N = N, .dims = in->dims, .X = in->X, .theta = in->theta,
                      .Ainv = in->Ainv};
-  bl_round_plain(&in->r, in->pl, in->pq);
+  /* Computed once here; every mechanism scores itself against r.plain. */
+  rc = bl_round_plain(&in->r, in->pl, in->pl + K, e);
+  if (rc) {
+    input_free(in);
+    return rc;
+  }
+  in->r.plain = in->pl;
   return 0;
 }
 
@@ -247,7 +252,7 @@ static int run_o3m(const ble_opts *o, ble_input *in, eval_aggregation agg, ble_r
     row->c.seconds = batch[nb / 2];
     row->c.bytes = (uint64_t)K * (uint64_t)(in->r.N - 1) * (uint64_t)d * 8u;
     row->c.rounds = in->r.N > 1 ? 1 : 0;
-    bl_round_error(&in->r, in->lin, in->quad, in->pl, in->pq, &row->c);
+    bl_round_error(&in->r, in->lin, in->quad, in->pl, in->pl + K, &row->c);
     row->done = 1;
     if (nb > 1) snprintf(row->how, sizeof row->how, "measured, median of %d batches", nb);
     else snprintf(row->how, sizeof row->how, "measured, one run");
@@ -325,6 +330,9 @@ static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, 
   const int K = in->r.K, Kp = K < o->he_max_K ? K : o->he_max_K;
   bl_round sub = in->r;
   sub.K = Kp;
+  /* in->pl holds the quad values at offset K, not Kp: let HE compute the
+   * reference of the shorter round itself. */
+  if (Kp < K) sub.plain = NULL;
   bl_he_stats cnt;
   double on, off;
   bl_he_count(&sub, &cnt);

@@ -39,7 +39,7 @@ Test(he, round_matches_plaintext_with_exact_counts, .timeout = 120) {
   bl_cost c;
   o3m_err e;
   cr_assert_eq(bl_he_round(h, &r, lin, quad, &c, &e), 0, "%s", e.msg);
-  bl_round_plain(&r, pl, pq);
+  cr_assert_eq(bl_round_plain(&r, pl, pq, &e), 0, "%s", e.msg);
   for (int k = 0; k < K; k++) {
     cr_assert(fabs(lin[k] - pl[k]) < 1e-5, "lin[%d] %.9g vs %.9g", k, lin[k], pl[k]);
     cr_assert(fabs(quad[k] - pq[k]) < 1e-5, "quad[%d] %.9g vs %.9g", k, quad[k], pq[k]);

@@ -134,7 +134,7 @@ int bl_dp_perturb(bl_dp *h, int K, int N, const int *dims, int first, double *X,
 int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e) {
   int rc = bl_round_check(r, e);
   if (rc) return rc;
-  size_t n = (size_t)r->K * (size_t)r->d + 2 * (size_t)r->K;
+  size_t n = (size_t)r->K * (size_t)r->d;
   if (n > h->nwork) {
     double *w = realloc(h->work, n * sizeof *w);
     if (!w) return o3m_err_set(e, O3M_ENOMEM, "dp: out of memory for %zu values", n);
@@ -147,14 +147,13 @@ int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost 
   if (rc) return rc;
   bl_round rel = *r;
   rel.X = h->work;
-  bl_round_plain(&rel, lin, quad);
+  rel.plain = NULL;
+  rc = bl_round_plain(&rel, lin, quad, e);
+  if (rc) return rc;
   c->seconds = o3m_clock_s() - t0;
   c->offline_seconds = 0;
   c->bytes = (uint64_t)r->K * (uint64_t)(r->d - r->dims[0]) * sizeof(double);
   c->rounds = r->N > 1 ? 1 : 0;
   /* The error against the plaintext, outside the timed part. */
-  double *pl = h->work + (size_t)r->K * (size_t)r->d, *pq = pl + r->K;
-  bl_round_plain(r, pl, pq);
-  bl_round_error(r, lin, quad, pl, pq, c);
-  return 0;
+  return bl_round_score(r, lin, quad, c, e);
 }

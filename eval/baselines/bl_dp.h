@@ -60,7 +60,7 @@ int bl_dp_perturb(bl_dp *h, int K, int N, const int *dims, int first, double *X,
 /* One round under the mechanism: the passive parties' releases, then lin
  * and quad on the released contexts. c gets the online time, the bytes (the
  * passive parties' float64 releases) and 1 round; max_abs_err is against
- * the plaintext reference. */
+ * the plaintext reference (r->plain when set, else computed per call). */
 int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
 /* What one party has spent so far. */

@@ -333,10 +333,5 @@ int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost 
   if (rc) return rc;
   c->bytes = bl_he_bytes(h, r);
   c->rounds = (r->N > 1 ? 1 : 0) + 2;
-  double *pl = malloc(2 * (size_t)r->K * sizeof *pl);
-  if (!pl) return o3m_err_set(e, O3M_ENOMEM, "he: out of memory");
-  bl_round_plain(r, pl, pl + r->K);
-  bl_round_error(r, lin, quad, pl, pl + r->K, c);
-  free(pl);
-  return 0;
+  return bl_round_score(r, lin, quad, c, e);
 }

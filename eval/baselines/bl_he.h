@@ -70,7 +70,7 @@ double bl_he_keygen_seconds(const bl_he *h);
 
 /* One round (see above). lin and quad are K-vectors; c gets the online and
  * offline seconds, the bytes, the rounds (3; 2 when N is 1 and no party
- * uploads) and the error against plaintext. O3M_ENOTPD if Ainv is not positive definite, O3M_ERANGE if a
+ * uploads) and the error against plaintext (r->plain when set). O3M_ENOTPD if Ainv is not positive definite, O3M_ERANGE if a
  * value does not fit the fixed point. */
 int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
