@@ -70,6 +70,7 @@ typedef struct ble_opts {
   double min_time;
   const char *out_dir;
   int plots;
+  int formats; /* eval_plot.h set */
   uint64_t seed;
 } ble_opts;
 
@@ -455,16 +456,18 @@ static void print_he_ops(const bl_he_stats *a, FILE *csv) {
 #undef PER
 }
 
-/* The time-vs-d plot: one line per mechanism from baselines_sweep_d.csv. */
+/* The time-vs-d plot: one line per mechanism from baselines_sweep_d.csv,
+ * the script DIR/baselines_plot.gp (eval_plot_preamble) rendered in
+ * o->formats as baselines_time_vs_d.<format>. O3M_ENOTFOUND when gnuplot is
+ * missing, O3M_EIO when the script cannot be written or gnuplot fails. */
 static int write_plot(const ble_opts *o, o3m_err *e) {
   char path[4096];
   snprintf(path, sizeof path, "%s/baselines_plot.gp", o->out_dir);
   FILE *f = fopen(path, "w");
-  if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
+  if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  eval_plot_preamble(f, "baselines", "baselines_plot.gp");
+  eval_plot_output(f, "baselines_time_vs_d");
   fprintf(f,
-          "set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,11'\n"
-          "set output 'baselines_time_vs_d.png'\n"
-          "set datafile separator ','\n"
           "set key bottom right box opaque\nset logscale y\nset format y '10^{%%L}'\n"
           "set xlabel 'd (K = 10 candidates, N = 5 parties)'\n"
           "set ylabel 'online seconds per round (log)'\n"
@@ -473,9 +476,11 @@ static int write_plot(const ble_opts *o, o3m_err *e) {
   for (int m = 0; m < M_COUNT; m++)
     fprintf(f, "%s'baselines_sweep_d.csv' using 1:%d with linespoints lw 2 title '%s'",
             m ? ", \\\n     " : "", m + 2, mech_name[m]);
-  fprintf(f, "\n");
-  if (fclose(f) != 0) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
-  return eval_plot_run(o->out_dir, "baselines_plot.gp", e);
+  fprintf(f, "\nunset output\n");
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  return eval_plot_render(o->out_dir, "baselines_plot.gp", o->formats, e);
 }
 
 /* A setting; paper NULL when the paper has no figure for it. */
@@ -578,8 +583,13 @@ static int run_all(const ble_opts *o, o3m_err *e) {
   if (o->plots && o->sweep && o->nd > 1) {
     o3m_err pe;
     o3m_err_clear(&pe);
-    if (write_plot(o, &pe)) printf("plot: %s\n", o3m_err_message(&pe));
-    else printf("plot: %s/baselines_time_vs_d.png\n", o->out_dir);
+    if (write_plot(o, &pe)) {
+      printf("plot: %s\n", o3m_err_message(&pe));
+    } else {
+      char list[256] = "";
+      eval_plot_append_names(list, sizeof list, "baselines_time_vs_d", o->formats);
+      printf("plot in %s:%s\n", o->out_dir, list);
+    }
   }
   return 0;
 }
@@ -606,7 +616,8 @@ static int parse_double(const char *opt, const char *s, double lo, double hi, do
 enum {
   BO_SETTINGS, BO_D, BO_K, BO_N, BO_MECH, BO_HE_MAX_K, BO_HE_BUDGET, BO_MPC_MAX_N, BO_SEC_MAX_N,
   BO_DP_EPS,
-  BO_DP_DELTA, BO_DP_T, BO_DP_CLIP, BO_MIN_TIME, BO_SEED, BO_OUT_DIR, BO_NO_PLOTS, BO_COUNT
+  BO_DP_DELTA, BO_DP_T, BO_DP_CLIP, BO_MIN_TIME, BO_SEED, BO_OUT_DIR, BO_NO_PLOTS,
+  BO_PLOT_FORMAT, BO_COUNT
 };
 static const o3m_cli_option ble_options[] = {
     [BO_SETTINGS] = {"settings", "LIST", "of small, large, sweep (small,large,sweep)"},
@@ -626,8 +637,10 @@ static const o3m_cli_option ble_options[] = {
     [BO_MIN_TIME] = {"min-time", "S", "seconds per repeated timing of O3M and DP (0.2)"},
     [BO_SEED] = {"seed", "N", "seed of contexts, model, masks and DP noise (1; NOT secure)"},
     [BO_OUT_DIR] = {"out-dir", "DIR", "baselines.csv, baselines_sweep_d.csv, "
-                                      "baselines_he_ops.csv, the PNG (eval-out/baselines)"},
+                                      "baselines_he_ops.csv, the plot (eval-out/baselines)"},
     [BO_NO_PLOTS] = {"no-plots", NULL, "do not run gnuplot"},
+    [BO_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
+                        "time-vs-d plot formats, any of png, pdf and svg (png)"},
     [BO_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec ble_cli = {
@@ -664,7 +677,8 @@ int eval_baselines_main(int argc, char **argv) {
                 .mech = (1 << M_COUNT) - 1, .he_max_K = 1, .he_budget = 30, .mpc_max_N = 100,
                 .sec_max_N = 100,
                 .dp_eps = 1, .dp_delta = 1e-5, .dp_T = 1000, .dp_clip = 1, .min_time = 0.2,
-                .out_dir = "eval-out/baselines", .plots = 1, .seed = 1};
+                .out_dir = "eval-out/baselines", .plots = 1,
+                .formats = EVAL_PLOT_PNG, .seed = 1};
   o3m_cli cl;
   o3m_cli_begin(&cl, &ble_cli, argc, argv);
   const char *arg;
@@ -732,6 +746,14 @@ int eval_baselines_main(int argc, char **argv) {
       break;
     case BO_OUT_DIR: o.out_dir = arg; break;
     case BO_NO_PLOTS: o.plots = 0; break;
+    case BO_PLOT_FORMAT: {
+      o3m_err pe;
+      if (eval_plot_formats_parse(arg, &o.formats, &pe)) {
+        fprintf(stderr, "o3m-eval baselines: %s\n", o3m_err_message(&pe));
+        return 2;
+      }
+      break;
+    }
     }
   }
   if (o3m_cli_operands(&cl) != argc)

@@ -50,6 +50,7 @@ typedef struct hn_cfg {
   const char *out;
   int plots;
   int sections;     /* bit 0 table 1, bit 1 learner, bit 2 figures */
+  int formats;      /* eval_plot.h set */
 } hn_cfg;
 
 /* Seconds per call of fn(arg), repeated until 0.2 s (0.05 s quick) or 1e6
@@ -564,17 +565,21 @@ static int figures(const hn_cfg *cfg, o3m_err *e) {
   fprintf(g, "\nunset output\n");
   int bad = ferror(g);
   if (fclose(g) != 0 || bad) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
-  rc = eval_plot_render(cfg->out, "hannun_plots.gp", EVAL_PLOT_PNG, e);
+  rc = eval_plot_render(cfg->out, "hannun_plots.gp", cfg->formats, e);
   if (rc == O3M_ENOTFOUND) {
     printf("   (no plots: %s)\n", o3m_err_message(e));
     return 0;
   }
-  if (!rc) printf("   plots: %s/hannun_fig4_arms.png, %s/hannun_fig5_parties.png\n", cfg->out,
-                  cfg->out);
+  if (!rc) {
+    char list[256] = "";
+    eval_plot_append_names(list, sizeof list, "hannun_fig4_arms", cfg->formats);
+    eval_plot_append_names(list, sizeof list, "hannun_fig5_parties", cfg->formats);
+    printf("   plots in %s:%s\n", cfg->out, list);
+  }
   return rc;
 }
 
-enum { O_FULL, O_T, O_TDATA, O_EPS, O_SEED, O_DD, O_OUT, O_NOPLOT, O_ONLY, O_COUNT };
+enum { O_FULL, O_T, O_TDATA, O_EPS, O_SEED, O_DD, O_OUT, O_NOPLOT, O_ONLY, O_PLOTFMT, O_COUNT };
 static const o3m_cli_option hannun_options[] = {
     [O_FULL] = {"full", NULL,
                 "the full setting: 2000 synthetic iterations, every news10k event, more arms "
@@ -585,9 +590,11 @@ static const o3m_cli_option hannun_options[] = {
     [O_EPS] = {"epsilon", "E", "exploration of the epsilon-greedy learners (0.1)"},
     [O_SEED] = {"seed", "S", "seed of the data and of the parties' and dealer's streams (1)"},
     [O_DD] = {"data-dir", "DIR", "the shared data directory (../shared/data)"},
-    [O_OUT] = {"out", "DIR", "CSVs and PNGs (eval-out/hannun)"},
+    [O_OUT] = {"out", "DIR", "CSVs and plots (eval-out/hannun)"},
     [O_NOPLOT] = {"no-plots", NULL, "CSVs only"},
     [O_ONLY] = {"only", "LIST", "any of ops,learner,figures (all)"},
+    [O_PLOTFMT] = {"plot-format", "png,pdf,svg",
+                   "Figure 4 and 5 plot formats, any of png, pdf and svg (png)"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec hannun_cli = {
@@ -601,7 +608,7 @@ static const o3m_cli_spec hannun_cli = {
     "The default finishes in well under a minute; --full takes minutes.\n"};
 
 int eval_hannun_main(int argc, char **argv) {
-  hn_cfg cfg = {0, -1, -1, 0.1, 1, "../shared/data", "eval-out/hannun", 1, 7};
+  hn_cfg cfg = {0, -1, -1, 0.1, 1, "../shared/data", "eval-out/hannun", 1, 7, EVAL_PLOT_PNG};
   o3m_cli cl;
   o3m_cli_begin(&cl, &hannun_cli, argc, argv);
   const char *val;
@@ -625,6 +632,14 @@ int eval_hannun_main(int argc, char **argv) {
       case O_DD: cfg.data_dir = val; break;
       case O_OUT: cfg.out = val; break;
       case O_NOPLOT: cfg.plots = 0; break;
+      case O_PLOTFMT: {
+        o3m_err pe;
+        if (eval_plot_formats_parse(val, &cfg.formats, &pe)) {
+          fprintf(stderr, PROG ": %s\n", o3m_err_message(&pe));
+          return 2;
+        }
+        break;
+      }
       case O_ONLY: {
         cfg.sections = 0;
         char buf[128];
