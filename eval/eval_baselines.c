@@ -92,7 +92,6 @@ typedef struct ble_row {
 /* The inputs of one setting, all owned here. */
 typedef struct ble_input {
   bl_round r;
-  int dims[O3M_MAX_PARTIES];
   double *X, *theta, *Ainv, *lin, *quad;
   double *pl; /* the plaintext reference, 2K: lin then quad (r.plain) */
   o3m_partition part;
@@ -111,11 +110,7 @@ static void input_free(ble_input *in) {
 static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_err *e) {
   const int d = s->d, K = s->K, N = s->N, H = 20;
   memset(in, 0, sizeof *in);
-  if (N < 1 || N > d || N > O3M_MAX_PARTIES)
-    return o3m_err_set(e, O3M_EINVAL, "%s: cannot split d = %d among N = %d parties", s->name,
-                       d, N);
-  for (int j = 0; j < N; j++) in->dims[j] = d / N + (j < d % N);
-  int rc = o3m_partition_from_dims(&in->part, N, in->dims, e);
+  int rc = o3m_partition_even(&in->part, d, N, e);
   if (rc) return rc;
   in->X = malloc(sizeof(double) * (size_t)K * d);
   in->theta = calloc((size_t)d, sizeof(double));
@@ -168,8 +163,8 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
     input_free(in);
     return rc;
   }
-  in->r = (bl_round){.d = d, .K = K, .N = N, .dims = in->dims, .X = in->X, .theta = in->theta,
-                     .Ainv = in->Ainv};
+  in->r = (bl_round){.d = d, .K = K, .N = N, .dims = in->part.dims, .X = in->X,
+                     .theta = in->theta, .Ainv = in->Ainv};
   /* Computed once here; every mechanism scores itself against r.plain. */
   rc = bl_round_plain(&in->r, in->pl, in->pl + K, e);
   if (rc) {

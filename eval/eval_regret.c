@@ -928,9 +928,7 @@ int eval_regret_main(int argc, char **argv) {
       return 2;
     }
   } else if (c.d != 100) {
-    int m = c.d < 5 ? c.d : 5, dims[5];
-    for (int j = 0; j < m; j++) dims[j] = c.d / m + (j < c.d % m);
-    o3m_partition_from_dims(&c.part, m, dims, NULL);
+    o3m_partition_even(&c.part, c.d, c.d < 5 ? c.d : 5, NULL);
   }
   o3m_blas_single_thread();
   double t_start = o3m_clock_s();
