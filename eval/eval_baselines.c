@@ -280,49 +280,33 @@ static int run_mpc(const ble_opts *o, ble_input *in, ble_row *row, o3m_err *e) {
   return rc;
 }
 
-/* HE per-operation totals over every HE run of this process: the basis of
- * the extrapolations. */
-typedef struct he_state {
-  bl_he *h;
-  bl_he_stats acc;
-} he_state;
-
-static void stats_add(bl_he_stats *a, const bl_he_stats *b) {
-  a->n_noise += b->n_noise, a->s_noise += b->s_noise;
-  a->n_enc += b->n_enc, a->s_enc += b->s_enc;
-  a->n_dec += b->n_dec, a->s_dec += b->s_dec;
-  a->n_add += b->n_add, a->s_add += b->s_add;
-  a->n_mul += b->n_mul, a->s_mul += b->s_mul;
-  a->n_mmul += b->n_mmul, a->s_mmul += b->s_mmul;
-}
-
 /* A calibration round (d 8, K 1, N 2) so that the first prediction has
  * per-operation times to go on. */
-static int he_calibrate(he_state *hs, o3m_err *e) {
+static int he_calibrate(bl_he *h, o3m_err *e) {
   ble_setting s = {.name = "he-calibration", .d = 8, .K = 1, .N = 2};
   ble_input in;
   int rc = input_make(&in, &s, 99, e);
   if (rc) return rc;
   bl_cost c;
-  rc = bl_he_round(hs->h, &in.r, in.lin, in.quad, &c, e);
-  if (!rc) {
-    bl_he_stats st;
-    bl_he_stats_get(hs->h, &st);
-    stats_add(&hs->acc, &st);
-  }
+  rc = bl_he_round(h, &in.r, in.lin, in.quad, &c, e);
   input_free(&in);
   return rc;
 }
 
-static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, o3m_err *e) {
+/* HE on setting in with the one key pair *he of this process, created
+ * and calibrated on first use; the extrapolations use the per-operation
+ * totals of every HE run so far (bl_he_stats_total). */
+static int run_he(const ble_opts *o, bl_he **he, ble_input *in, ble_row *row, o3m_err *e) {
   int rc = 0;
-  if (!hs->h) {
+  if (!*he) {
     bl_he_config hc;
     bl_he_config_default(&hc);
-    rc = bl_he_create(&hs->h, &hc, e);
-    if (!rc) rc = he_calibrate(hs, e);
+    rc = bl_he_create(he, &hc, e);
+    if (!rc) rc = he_calibrate(*he, e);
     if (rc) return rc;
   }
+  bl_he_stats acc;
+  bl_he_stats_total(*he, &acc);
   const int K = in->r.K, Kp = K < o->he_max_K ? K : o->he_max_K;
   bl_round sub = in->r;
   sub.K = Kp;
@@ -332,13 +316,13 @@ static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, 
   bl_he_stats cnt;
   double on, off;
   bl_he_count(&sub, &cnt);
-  bl_he_estimate(&cnt, &hs->acc, &on, &off);
+  bl_he_estimate(&cnt, &acc, &on, &off);
   if (on + off > o->he_budget) {
     bl_he_count(&in->r, &cnt);
-    bl_he_estimate(&cnt, &hs->acc, &on, &off);
+    bl_he_estimate(&cnt, &acc, &on, &off);
     row->c.seconds = on;
     row->c.offline_seconds = off;
-    row->c.bytes = bl_he_bytes(hs->h, &in->r);
+    row->c.bytes = bl_he_bytes(*he, &in->r);
     row->c.rounds = (in->r.N > 1 ? 1 : 0) + 2;
     row->c.max_abs_err = NAN;
     row->done = 1;
@@ -346,16 +330,13 @@ static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, 
              "EXTRAPOLATED: op counts x per-op times (one K'=%d run > %.0f s)", Kp, o->he_budget);
     return 0;
   }
-  rc = bl_he_round(hs->h, &sub, in->lin, in->quad, &row->c, e);
+  rc = bl_he_round(*he, &sub, in->lin, in->quad, &row->c, e);
   if (rc) return rc;
-  bl_he_stats st;
-  bl_he_stats_get(hs->h, &st);
-  stats_add(&hs->acc, &st);
   /* Scale the times by K / K' (every HE operation is per candidate); the
    * bytes are counted for the full K. The error is that of the K' run. */
   row->c.seconds *= (double)K / Kp;
   row->c.offline_seconds *= (double)K / Kp;
-  row->c.bytes = bl_he_bytes(hs->h, &in->r);
+  row->c.bytes = bl_he_bytes(*he, &in->r);
   row->done = 1;
   if (Kp < K)
     snprintf(row->how, sizeof row->how, "measured on K'=%d of %d candidates, times x %d/%d", Kp, K,
@@ -524,7 +505,7 @@ static int run_all(const ble_opts *o, o3m_err *e) {
          "DP: eps %g, delta %g per party over T = %ld rounds (zCDP), rows clipped to %g.\n\n",
          o->dp_eps, o->dp_delta, o->dp_T, o->dp_clip);
   print_header();
-  he_state hs = {0};
+  bl_he *he = NULL; /* one key pair for every HE run */
   int rc = 0;
   for (int i = 0; !rc && i < ns; i++) {
     ble_input in;
@@ -540,7 +521,7 @@ static int run_all(const ble_opts *o, o3m_err *e) {
       case M_O3M_PP: rc = run_o3m(o, &in, EVAL_AGG_PER_PARTY, &rows[m], e); break;
       case M_O3M_SEC: rc = run_o3m(o, &in, EVAL_AGG_SECURE, &rows[m], e); break;
       case M_MPC: rc = run_mpc(o, &in, &rows[m], e); break;
-      case M_HE: rc = run_he(o, &hs, &in, &rows[m], e); break;
+      case M_HE: rc = run_he(o, &he, &in, &rows[m], e); break;
       default: rc = run_dp(o, &in, &rows[m], e); break;
       }
       if (rc) break;
@@ -557,13 +538,15 @@ static int run_all(const ble_opts *o, o3m_err *e) {
     }
     input_free(&in);
   }
-  if (!rc && hs.h) {
+  if (!rc && he) {
     snprintf(path, sizeof path, "%s/baselines_he_ops.csv", o->out_dir);
     FILE *ho = fopen(path, "w");
-    print_he_ops(&hs.acc, ho);
+    bl_he_stats acc;
+    bl_he_stats_total(he, &acc);
+    print_he_ops(&acc, ho);
     if (!ho || fclose(ho) != 0) rc = o3m_err_set(e, O3M_EIO, "cannot write %s", path);
   }
-  bl_he_destroy(hs.h);
+  bl_he_destroy(he);
   if (fclose(csv) != 0 && !rc) rc = o3m_err_set(e, O3M_EIO, "cannot write baselines.csv");
   if (fclose(sd) != 0 && !rc) rc = o3m_err_set(e, O3M_EIO, "cannot write baselines_sweep_d.csv");
   if (rc) return rc;

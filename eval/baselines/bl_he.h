@@ -81,6 +81,10 @@ uint64_t bl_he_bytes(const bl_he *h, const bl_round *r);
 /* The counts and times of the last round. */
 void bl_he_stats_get(const bl_he *h, bl_he_stats *s);
 
+/* The counts and times summed over every round of h that succeeded: the
+ * per-operation means a caller extrapolates from (bl_he_estimate). */
+void bl_he_stats_total(const bl_he *h, bl_he_stats *s);
+
 /* The operation counts bl_he_round makes on a round of r's shape (seconds
  * zero), for rounds too slow to run: with M = d0 (d - d0) + (d - d0)(d - d0
  * + 1) / 2 (d0 the active party's width, p = d - d0), per candidate
