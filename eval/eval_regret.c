@@ -539,7 +539,7 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
   fprintf(f, "note: masks come from a seeded generator (evaluation only, not secure).\n");
   for (int i = 0; i < c->n_dp; i++) {
     double sigma = NAN;
-    bl_dp_sigma_for(c->dp_eps[i], c->dp_delta, c->T, 2.0 * c->dp_clip * sqrt((double)c->K),
+    bl_dp_sigma_for(c->dp_eps[i], c->dp_delta, c->T, bl_dp_sensitivity(c->dp_clip, c->K),
                     &sigma, NULL);
     fprintf(f, "%s dp%g: each passive party's rows clipped to %g, N(0, %.4g^2) per entry per\n"
                "  round: (%g, %g)-DP per party over the T = %ld rounds (zCDP composition)\n",

@@ -62,12 +62,11 @@ void bl_dp_destroy(bl_dp *h) {
 
 const bl_dp_accountant *bl_dp_account(const bl_dp *h) { return &h->acct; }
 
-/* L2 sensitivity of one party's K clipped rows under replacement. */
-static double sensitivity(const bl_dp *h, int K) { return 2.0 * h->c.clip * sqrt((double)K); }
+double bl_dp_sensitivity(double clip, int K) { return 2.0 * clip * sqrt((double)K); }
 
 double bl_dp_sigma(const bl_dp *h, int K) {
   double s = NAN;
-  bl_dp_sigma_for(h->c.epsilon, h->c.delta, h->c.T, sensitivity(h, K), &s, NULL);
+  bl_dp_sigma_for(h->c.epsilon, h->c.delta, h->c.T, bl_dp_sensitivity(h->c.clip, K), &s, NULL);
   return s;
 }
 
@@ -128,7 +127,7 @@ int bl_dp_perturb(bl_dp *h, int K, int N, const int *dims, int first, double *X,
       row[i] += sigma * z;
     }
   }
-  return bl_dp_accountant_add(&h->acct, sensitivity(h, K), sigma, e);
+  return bl_dp_accountant_add(&h->acct, bl_dp_sensitivity(h->c.clip, K), sigma, e);
 }
 
 int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e) {

@@ -50,6 +50,11 @@ void bl_dp_destroy(bl_dp *h);
 /* The per-round sigma for releases of K rows (it grows with sqrt(K)). */
 double bl_dp_sigma(const bl_dp *h, int K);
 
+/* The L2 sensitivity of one party's release of K rows clipped to norm clip,
+ * under replacement of its data: 2 clip sqrt(K). bl_dp_sigma is
+ * bl_dp_sigma_for at this sensitivity. */
+double bl_dp_sensitivity(double clip, int K);
+
 /* Releases, in place, the columns of parties first .. N-1 of the K x d
  * matrix X (row-major; dims the N block widths): every row of those blocks
  * clipped to norm clip, then N(0, sigma^2) added to every entry. Accounts one
