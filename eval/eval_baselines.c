@@ -70,6 +70,7 @@ typedef struct ble_opts {
   double min_time;
   const char *out_dir;
   int plots;
+  int formats; /* eval_plot.h set */
   uint64_t seed;
 } ble_opts;
 
@@ -91,8 +92,8 @@ typedef struct ble_row {
 /* The inputs of one setting, all owned here. */
 typedef struct ble_input {
   bl_round r;
-  int dims[O3M_MAX_PARTIES];
-  double *X, *theta, *Ainv, *pl, *pq, *lin, *quad;
+  double *X, *theta, *Ainv, *lin, *quad;
+  double *pl; /* the plaintext reference, 2K: lin then quad (r.plain) */
   o3m_partition part;
 } ble_input;
 
@@ -101,7 +102,6 @@ static void input_free(ble_input *in) {
   free(in->theta);
   free(in->Ainv);
   free(in->pl);
-  free(in->pq);
   free(in->lin);
   free(in->quad);
 }
@@ -110,22 +110,17 @@ static void input_free(ble_input *in) {
 static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_err *e) {
   const int d = s->d, K = s->K, N = s->N, H = 20;
   memset(in, 0, sizeof *in);
-  if (N < 1 || N > d || N > O3M_MAX_PARTIES)
-    return o3m_err_set(e, O3M_EINVAL, "%s: cannot split d = %d among N = %d parties", s->name,
-                       d, N);
-  for (int j = 0; j < N; j++) in->dims[j] = d / N + (j < d % N);
-  int rc = o3m_partition_from_dims(&in->part, N, in->dims, e);
+  int rc = o3m_partition_even(&in->part, d, N, e);
   if (rc) return rc;
   in->X = malloc(sizeof(double) * (size_t)K * d);
   in->theta = calloc((size_t)d, sizeof(double));
   in->Ainv = calloc((size_t)d * d, sizeof(double));
-  in->pl = malloc(sizeof(double) * K);
-  in->pq = malloc(sizeof(double) * K);
+  in->pl = malloc(sizeof(double) * 2 * K);
   in->lin = malloc(sizeof(double) * K);
   in->quad = malloc(sizeof(double) * K);
   double *hist = malloc(sizeof(double) * (size_t)H * d), *rew = malloc(sizeof(double) * H);
   eval_synth *syn = NULL;
-  if (!in->X || !in->theta || !in->Ainv || !in->pl || !in->pq || !in->lin || !in->quad || !hist ||
+  if (!in->X || !in->theta || !in->Ainv || !in->pl || !in->lin || !in->quad || !hist ||
       !rew)
     rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", s->name);
   /* The history: one context per round (a stream of K = 1) and its reward. */
@@ -168,9 +163,15 @@ static int input_make(ble_input *in, const ble_setting *s, uint64_t seed, o3m_er
     input_free(in);
     return rc;
   }
-  in->r = (bl_round){.d = d, .K = K, .N = N, .dims = in->dims, .X = in->X, .theta = in->theta,
-                     .Ainv = in->Ainv};
-  bl_round_plain(&in->r, in->pl, in->pq);
+  in->r = (bl_round){.d = d, .K = K, .N = N, .dims = in->part.dims, .X = in->X,
+                     .theta = in->theta, .Ainv = in->Ainv};
+  /* Computed once here; every mechanism scores itself against r.plain. */
+  rc = bl_round_plain(&in->r, in->pl, in->pl + K, e);
+  if (rc) {
+    input_free(in);
+    return rc;
+  }
+  in->r.plain = in->pl;
   return 0;
 }
 
@@ -247,7 +248,7 @@ static int run_o3m(const ble_opts *o, ble_input *in, eval_aggregation agg, ble_r
     row->c.seconds = batch[nb / 2];
     row->c.bytes = (uint64_t)K * (uint64_t)(in->r.N - 1) * (uint64_t)d * 8u;
     row->c.rounds = in->r.N > 1 ? 1 : 0;
-    bl_round_error(&in->r, in->lin, in->quad, in->pl, in->pq, &row->c);
+    bl_round_error(&in->r, in->lin, in->quad, in->pl, in->pl + K, &row->c);
     row->done = 1;
     if (nb > 1) snprintf(row->how, sizeof row->how, "measured, median of %d batches", nb);
     else snprintf(row->how, sizeof row->how, "measured, one run");
@@ -279,62 +280,49 @@ static int run_mpc(const ble_opts *o, ble_input *in, ble_row *row, o3m_err *e) {
   return rc;
 }
 
-/* HE per-operation totals over every HE run of this process: the basis of
- * the extrapolations. */
-typedef struct he_state {
-  bl_he *h;
-  bl_he_stats acc;
-} he_state;
-
-static void stats_add(bl_he_stats *a, const bl_he_stats *b) {
-  a->n_noise += b->n_noise, a->s_noise += b->s_noise;
-  a->n_enc += b->n_enc, a->s_enc += b->s_enc;
-  a->n_dec += b->n_dec, a->s_dec += b->s_dec;
-  a->n_add += b->n_add, a->s_add += b->s_add;
-  a->n_mul += b->n_mul, a->s_mul += b->s_mul;
-  a->n_mmul += b->n_mmul, a->s_mmul += b->s_mmul;
-}
-
 /* A calibration round (d 8, K 1, N 2) so that the first prediction has
  * per-operation times to go on. */
-static int he_calibrate(he_state *hs, o3m_err *e) {
+static int he_calibrate(bl_he *h, o3m_err *e) {
   ble_setting s = {.name = "he-calibration", .d = 8, .K = 1, .N = 2};
   ble_input in;
   int rc = input_make(&in, &s, 99, e);
   if (rc) return rc;
   bl_cost c;
-  rc = bl_he_round(hs->h, &in.r, in.lin, in.quad, &c, e);
-  if (!rc) {
-    bl_he_stats st;
-    bl_he_stats_get(hs->h, &st);
-    stats_add(&hs->acc, &st);
-  }
+  rc = bl_he_round(h, &in.r, in.lin, in.quad, &c, e);
   input_free(&in);
   return rc;
 }
 
-static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, o3m_err *e) {
+/* HE on setting in with the one key pair *he of this process, created
+ * and calibrated on first use; the extrapolations use the per-operation
+ * totals of every HE run so far (bl_he_stats_total). */
+static int run_he(const ble_opts *o, bl_he **he, ble_input *in, ble_row *row, o3m_err *e) {
   int rc = 0;
-  if (!hs->h) {
+  if (!*he) {
     bl_he_config hc;
     bl_he_config_default(&hc);
-    rc = bl_he_create(&hs->h, &hc, e);
-    if (!rc) rc = he_calibrate(hs, e);
+    rc = bl_he_create(he, &hc, e);
+    if (!rc) rc = he_calibrate(*he, e);
     if (rc) return rc;
   }
+  bl_he_stats acc;
+  bl_he_stats_total(*he, &acc);
   const int K = in->r.K, Kp = K < o->he_max_K ? K : o->he_max_K;
   bl_round sub = in->r;
   sub.K = Kp;
+  /* in->pl holds the quad values at offset K, not Kp: let HE compute the
+   * reference of the shorter round itself. */
+  if (Kp < K) sub.plain = NULL;
   bl_he_stats cnt;
   double on, off;
   bl_he_count(&sub, &cnt);
-  bl_he_estimate(&cnt, &hs->acc, &on, &off);
+  bl_he_estimate(&cnt, &acc, &on, &off);
   if (on + off > o->he_budget) {
     bl_he_count(&in->r, &cnt);
-    bl_he_estimate(&cnt, &hs->acc, &on, &off);
+    bl_he_estimate(&cnt, &acc, &on, &off);
     row->c.seconds = on;
     row->c.offline_seconds = off;
-    row->c.bytes = bl_he_bytes(hs->h, &in->r);
+    row->c.bytes = bl_he_bytes(*he, &in->r);
     row->c.rounds = (in->r.N > 1 ? 1 : 0) + 2;
     row->c.max_abs_err = NAN;
     row->done = 1;
@@ -342,16 +330,13 @@ static int run_he(const ble_opts *o, he_state *hs, ble_input *in, ble_row *row, 
              "EXTRAPOLATED: op counts x per-op times (one K'=%d run > %.0f s)", Kp, o->he_budget);
     return 0;
   }
-  rc = bl_he_round(hs->h, &sub, in->lin, in->quad, &row->c, e);
+  rc = bl_he_round(*he, &sub, in->lin, in->quad, &row->c, e);
   if (rc) return rc;
-  bl_he_stats st;
-  bl_he_stats_get(hs->h, &st);
-  stats_add(&hs->acc, &st);
   /* Scale the times by K / K' (every HE operation is per candidate); the
    * bytes are counted for the full K. The error is that of the K' run. */
   row->c.seconds *= (double)K / Kp;
   row->c.offline_seconds *= (double)K / Kp;
-  row->c.bytes = bl_he_bytes(hs->h, &in->r);
+  row->c.bytes = bl_he_bytes(*he, &in->r);
   row->done = 1;
   if (Kp < K)
     snprintf(row->how, sizeof row->how, "measured on K'=%d of %d candidates, times x %d/%d", Kp, K,
@@ -447,16 +432,18 @@ static void print_he_ops(const bl_he_stats *a, FILE *csv) {
 #undef PER
 }
 
-/* The time-vs-d plot: one line per mechanism from baselines_sweep_d.csv. */
+/* The time-vs-d plot: one line per mechanism from baselines_sweep_d.csv,
+ * the script DIR/baselines_plot.gp (eval_plot_preamble) rendered in
+ * o->formats as baselines_time_vs_d.<format>. O3M_ENOTFOUND when gnuplot is
+ * missing, O3M_EIO when the script cannot be written or gnuplot fails. */
 static int write_plot(const ble_opts *o, o3m_err *e) {
   char path[4096];
   snprintf(path, sizeof path, "%s/baselines_plot.gp", o->out_dir);
   FILE *f = fopen(path, "w");
-  if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
+  if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  eval_plot_preamble(f, "baselines", "baselines_plot.gp");
+  eval_plot_output(f, "baselines_time_vs_d");
   fprintf(f,
-          "set terminal pngcairo size 900,600 enhanced font 'DejaVu Sans,11'\n"
-          "set output 'baselines_time_vs_d.png'\n"
-          "set datafile separator ','\n"
           "set key bottom right box opaque\nset logscale y\nset format y '10^{%%L}'\n"
           "set xlabel 'd (K = 10 candidates, N = 5 parties)'\n"
           "set ylabel 'online seconds per round (log)'\n"
@@ -465,9 +452,11 @@ static int write_plot(const ble_opts *o, o3m_err *e) {
   for (int m = 0; m < M_COUNT; m++)
     fprintf(f, "%s'baselines_sweep_d.csv' using 1:%d with linespoints lw 2 title '%s'",
             m ? ", \\\n     " : "", m + 2, mech_name[m]);
-  fprintf(f, "\n");
-  if (fclose(f) != 0) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
-  return eval_plot_run(o->out_dir, "baselines_plot.gp", e);
+  fprintf(f, "\nunset output\n");
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  return eval_plot_render(o->out_dir, "baselines_plot.gp", o->formats, e);
 }
 
 /* A setting; paper NULL when the paper has no figure for it. */
@@ -516,7 +505,7 @@ static int run_all(const ble_opts *o, o3m_err *e) {
          "DP: eps %g, delta %g per party over T = %ld rounds (zCDP), rows clipped to %g.\n\n",
          o->dp_eps, o->dp_delta, o->dp_T, o->dp_clip);
   print_header();
-  he_state hs = {0};
+  bl_he *he = NULL; /* one key pair for every HE run */
   int rc = 0;
   for (int i = 0; !rc && i < ns; i++) {
     ble_input in;
@@ -532,7 +521,7 @@ static int run_all(const ble_opts *o, o3m_err *e) {
       case M_O3M_PP: rc = run_o3m(o, &in, EVAL_AGG_PER_PARTY, &rows[m], e); break;
       case M_O3M_SEC: rc = run_o3m(o, &in, EVAL_AGG_SECURE, &rows[m], e); break;
       case M_MPC: rc = run_mpc(o, &in, &rows[m], e); break;
-      case M_HE: rc = run_he(o, &hs, &in, &rows[m], e); break;
+      case M_HE: rc = run_he(o, &he, &in, &rows[m], e); break;
       default: rc = run_dp(o, &in, &rows[m], e); break;
       }
       if (rc) break;
@@ -549,13 +538,15 @@ static int run_all(const ble_opts *o, o3m_err *e) {
     }
     input_free(&in);
   }
-  if (!rc && hs.h) {
+  if (!rc && he) {
     snprintf(path, sizeof path, "%s/baselines_he_ops.csv", o->out_dir);
     FILE *ho = fopen(path, "w");
-    print_he_ops(&hs.acc, ho);
+    bl_he_stats acc;
+    bl_he_stats_total(he, &acc);
+    print_he_ops(&acc, ho);
     if (!ho || fclose(ho) != 0) rc = o3m_err_set(e, O3M_EIO, "cannot write %s", path);
   }
-  bl_he_destroy(hs.h);
+  bl_he_destroy(he);
   if (fclose(csv) != 0 && !rc) rc = o3m_err_set(e, O3M_EIO, "cannot write baselines.csv");
   if (fclose(sd) != 0 && !rc) rc = o3m_err_set(e, O3M_EIO, "cannot write baselines_sweep_d.csv");
   if (rc) return rc;
@@ -570,8 +561,13 @@ static int run_all(const ble_opts *o, o3m_err *e) {
   if (o->plots && o->sweep && o->nd > 1) {
     o3m_err pe;
     o3m_err_clear(&pe);
-    if (write_plot(o, &pe)) printf("plot: %s\n", o3m_err_message(&pe));
-    else printf("plot: %s/baselines_time_vs_d.png\n", o->out_dir);
+    if (write_plot(o, &pe)) {
+      printf("plot: %s\n", o3m_err_message(&pe));
+    } else {
+      char list[256] = "";
+      eval_plot_append_names(list, sizeof list, "baselines_time_vs_d", o->formats);
+      printf("plot in %s:%s\n", o->out_dir, list);
+    }
   }
   return 0;
 }
@@ -598,7 +594,8 @@ static int parse_double(const char *opt, const char *s, double lo, double hi, do
 enum {
   BO_SETTINGS, BO_D, BO_K, BO_N, BO_MECH, BO_HE_MAX_K, BO_HE_BUDGET, BO_MPC_MAX_N, BO_SEC_MAX_N,
   BO_DP_EPS,
-  BO_DP_DELTA, BO_DP_T, BO_DP_CLIP, BO_MIN_TIME, BO_SEED, BO_OUT_DIR, BO_NO_PLOTS, BO_COUNT
+  BO_DP_DELTA, BO_DP_T, BO_DP_CLIP, BO_MIN_TIME, BO_SEED, BO_OUT_DIR, BO_NO_PLOTS,
+  BO_PLOT_FORMAT, BO_COUNT
 };
 static const o3m_cli_option ble_options[] = {
     [BO_SETTINGS] = {"settings", "LIST", "of small, large, sweep (small,large,sweep)"},
@@ -618,8 +615,10 @@ static const o3m_cli_option ble_options[] = {
     [BO_MIN_TIME] = {"min-time", "S", "seconds per repeated timing of O3M and DP (0.2)"},
     [BO_SEED] = {"seed", "N", "seed of contexts, model, masks and DP noise (1; NOT secure)"},
     [BO_OUT_DIR] = {"out-dir", "DIR", "baselines.csv, baselines_sweep_d.csv, "
-                                      "baselines_he_ops.csv, the PNG (eval-out/baselines)"},
+                                      "baselines_he_ops.csv, the plot (eval-out/baselines)"},
     [BO_NO_PLOTS] = {"no-plots", NULL, "do not run gnuplot"},
+    [BO_PLOT_FORMAT] = {"plot-format", "png,pdf,svg",
+                        "time-vs-d plot formats, any of png, pdf and svg (png)"},
     [BO_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec ble_cli = {
@@ -656,7 +655,8 @@ int eval_baselines_main(int argc, char **argv) {
                 .mech = (1 << M_COUNT) - 1, .he_max_K = 1, .he_budget = 30, .mpc_max_N = 100,
                 .sec_max_N = 100,
                 .dp_eps = 1, .dp_delta = 1e-5, .dp_T = 1000, .dp_clip = 1, .min_time = 0.2,
-                .out_dir = "eval-out/baselines", .plots = 1, .seed = 1};
+                .out_dir = "eval-out/baselines", .plots = 1,
+                .formats = EVAL_PLOT_PNG, .seed = 1};
   o3m_cli cl;
   o3m_cli_begin(&cl, &ble_cli, argc, argv);
   const char *arg;
@@ -724,6 +724,14 @@ int eval_baselines_main(int argc, char **argv) {
       break;
     case BO_OUT_DIR: o.out_dir = arg; break;
     case BO_NO_PLOTS: o.plots = 0; break;
+    case BO_PLOT_FORMAT: {
+      o3m_err pe;
+      if (eval_plot_formats_parse(arg, &o.formats, &pe)) {
+        fprintf(stderr, "o3m-eval baselines: %s\n", o3m_err_message(&pe));
+        return 2;
+      }
+      break;
+    }
     }
   }
   if (o3m_cli_operands(&cl) != argc)

@@ -79,15 +79,6 @@ typedef struct fig5_row {
   double ratio; /* federated / central seconds */
 } fig5_row;
 
-/* M near-equal consecutive blocks of d columns (M <= d). */
-static int even_partition(o3m_partition *p, int d, int M, o3m_err *e) {
-  int dims[O3M_MAX_PARTIES];
-  if (M < 1 || M > d || M > O3M_MAX_PARTIES)
-    return o3m_err_set(e, O3M_EINVAL, "cannot split d = %d into %d parties", d, M);
-  for (int j = 0; j < M; j++) dims[j] = d / M + (j < d % M);
-  return o3m_partition_from_dims(p, M, dims, e);
-}
-
 static int make_policy(o3m_policy **p, o3m_algo a, o3m_model_kind m, int d, int K, o3m_err *e) {
   o3m_policy_config pc;
   o3m_policy_config_default(&pc);
@@ -157,7 +148,7 @@ static int run_fig5(const cost_opts *o, FILE *csv, fig5_row *rows, int *n_rows, 
       double *pool = malloc(sizeof(double) * (size_t)P * K * d);
       double *rew = malloc(sizeof(double) * (size_t)P * K);
       if (!pool || !rew) rc = o3m_err_set(e, O3M_ENOMEM, "out of memory for the context pool");
-      if (!rc) rc = even_partition(&part, d, o->M, e);
+      if (!rc) rc = o3m_partition_even(&part, d, o->M, e);
       eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = 1};
       if (!rc && (rc = eval_synth_create(&syn, &sc)) != 0)
         o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
@@ -322,7 +313,8 @@ static int run_c3(const cost_opts *o, FILE *csv, o3m_err *e) {
     o3m_policy *p = NULL;
     double *X = malloc(sizeof(double) * (size_t)K * d), *rew = malloc(sizeof(double) * K);
     eval_synth_config sc = {.d = d, .K = K, .noise_var = 0.05, .seed = 1};
-    rc = (!X || !rew) ? o3m_err_set(e, O3M_ENOMEM, "out of memory") : even_partition(&part, d, N, e);
+    rc = (!X || !rew) ? o3m_err_set(e, O3M_ENOMEM, "out of memory")
+                      : o3m_partition_even(&part, d, N, e);
     if (!rc && (rc = eval_synth_create(&syn, &sc)) != 0)
       o3m_err_set(e, rc, "synthetic stream: %s", o3m_strerror(rc));
     if (!rc) rc = eval_synth_round(syn, X, NULL, rew);

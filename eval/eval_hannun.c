@@ -50,6 +50,7 @@ typedef struct hn_cfg {
   const char *out;
   int plots;
   int sections;     /* bit 0 table 1, bit 1 learner, bit 2 figures */
+  int formats;      /* eval_plot.h set */
 } hn_cfg;
 
 /* Seconds per call of fn(arg), repeated until 0.2 s (0.05 s quick) or 1e6
@@ -473,6 +474,18 @@ static int one_point(const hn_cfg *cfg, int N, int A, long T, hn_run *r, o3m_err
   return rc;
 }
 
+/* One point of Figure 4 or 5: its per-iteration online and dealer time,
+ * bytes and rounds on stdout after label, and as the CSV row "x,y,..."
+ * (x the plotted variable, y the fixed one) in csv. */
+static void print_point(const char *label, int x, int y, const hn_run *r, FILE *csv) {
+  double it = (double)r->iters;
+  printf("   %s %10.3f ms/it  dealer %8.3f ms/it  %9.1f KiB/it  %5.0f rounds/it\n", label,
+         1e3 * r->mpc_online / it, 1e3 * r->mpc_dealer / it, (double)r->bytes / it / 1024,
+         (double)r->rounds / it);
+  fprintf(csv, "%d,%d,%.9g,%.9g,%.9g,%.6g\n", x, y, r->mpc_online / it, r->mpc_dealer / it,
+          (double)r->bytes / it, (double)r->rounds / it);
+}
+
 static int figures(const hn_cfg *cfg, o3m_err *e) {
   static const int arms_q[] = {2, 5, 10, 20, 40}, arms_f[] = {2, 5, 10, 20, 40, 80, 120};
   static const int parties_q[] = {2, 3, 4, 6, 8}, parties_f[] = {2, 3, 4, 5, 6, 8, 10};
@@ -482,8 +495,7 @@ static int figures(const hn_cfg *cfg, o3m_err *e) {
   const int *f5a = cfg->full ? fig5_arms_f : fig5_arms_q, nf5 = cfg->full ? 3 : 2;
   const long T = cfg->full ? 100 : 15;
   char path[4096];
-  int rc = eval_regret_mkdir_p(cfg->out, e);
-  if (rc) return rc;
+  int rc = 0;
   snprintf(path, sizeof path, "%s/hannun_fig4_arms.csv", cfg->out);
   FILE *f4 = fopen(path, "w");
   if (!f4) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
@@ -500,15 +512,12 @@ static int figures(const hn_cfg *cfg, o3m_err *e) {
     hn_run r;
     rc = one_point(cfg, 2, arms[i], T, &r, e);
     if (rc) break;
-    double it = (double)r.iters;
-    printf("   |A| = %4d: %10.3f ms/it  dealer %8.3f ms/it  %9.1f KiB/it  %5.0f rounds/it\n",
-           arms[i], 1e3 * r.mpc_online / it, 1e3 * r.mpc_dealer / it,
-           (double)r.bytes / it / 1024, (double)r.rounds / it);
-    fprintf(f4, "%d,2,%.9g,%.9g,%.9g,%.6g\n", arms[i], r.mpc_online / it, r.mpc_dealer / it,
-            (double)r.bytes / it, (double)r.rounds / it);
+    char label[32];
+    snprintf(label, sizeof label, "|A| = %4d:", arms[i]);
+    print_point(label, arms[i], 2, &r, f4);
     if (arms[i] >= 10) {
       xs[nfit] = arms[i];
-      ys[nfit++] = r.mpc_online / it;
+      ys[nfit++] = r.mpc_online / (double)r.iters;
     }
   }
   fclose(f4);
@@ -527,15 +536,11 @@ static int figures(const hn_cfg *cfg, o3m_err *e) {
       hn_run r;
       rc = one_point(cfg, parties[i], f5a[k], T, &r, e);
       if (rc) break;
-      double it = (double)r.iters;
-      printf("   |A| = %3d |P| = %3d: %10.3f ms/it  dealer %8.3f ms/it  %9.1f KiB/it  %5.0f "
-             "rounds/it\n",
-             f5a[k], parties[i], 1e3 * r.mpc_online / it, 1e3 * r.mpc_dealer / it,
-             (double)r.bytes / it / 1024, (double)r.rounds / it);
-      fprintf(f5, "%d,%d,%.9g,%.9g,%.9g,%.6g\n", parties[i], f5a[k], r.mpc_online / it,
-              r.mpc_dealer / it, (double)r.bytes / it, (double)r.rounds / it);
+      char label[32];
+      snprintf(label, sizeof label, "|A| = %3d |P| = %3d:", f5a[k], parties[i]);
+      print_point(label, parties[i], f5a[k], &r, f5);
       xs[nfit] = parties[i];
-      ys[nfit++] = r.mpc_online / it;
+      ys[nfit++] = r.mpc_online / (double)r.iters;
     }
     if (!rc)
       printf("   |A| = %3d: log-log slope of time vs |P|: %.2f (theirs: 2)\n", f5a[k],
@@ -564,17 +569,21 @@ static int figures(const hn_cfg *cfg, o3m_err *e) {
   fprintf(g, "\nunset output\n");
   int bad = ferror(g);
   if (fclose(g) != 0 || bad) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
-  rc = eval_plot_render(cfg->out, "hannun_plots.gp", EVAL_PLOT_PNG, e);
+  rc = eval_plot_render(cfg->out, "hannun_plots.gp", cfg->formats, e);
   if (rc == O3M_ENOTFOUND) {
     printf("   (no plots: %s)\n", o3m_err_message(e));
     return 0;
   }
-  if (!rc) printf("   plots: %s/hannun_fig4_arms.png, %s/hannun_fig5_parties.png\n", cfg->out,
-                  cfg->out);
+  if (!rc) {
+    char list[256] = "";
+    eval_plot_append_names(list, sizeof list, "hannun_fig4_arms", cfg->formats);
+    eval_plot_append_names(list, sizeof list, "hannun_fig5_parties", cfg->formats);
+    printf("   plots in %s:%s\n", cfg->out, list);
+  }
   return rc;
 }
 
-enum { O_FULL, O_T, O_TDATA, O_EPS, O_SEED, O_DD, O_OUT, O_NOPLOT, O_ONLY, O_COUNT };
+enum { O_FULL, O_T, O_TDATA, O_EPS, O_SEED, O_DD, O_OUT, O_NOPLOT, O_ONLY, O_PLOTFMT, O_COUNT };
 static const o3m_cli_option hannun_options[] = {
     [O_FULL] = {"full", NULL,
                 "the full setting: 2000 synthetic iterations, every news10k event, more arms "
@@ -585,9 +594,11 @@ static const o3m_cli_option hannun_options[] = {
     [O_EPS] = {"epsilon", "E", "exploration of the epsilon-greedy learners (0.1)"},
     [O_SEED] = {"seed", "S", "seed of the data and of the parties' and dealer's streams (1)"},
     [O_DD] = {"data-dir", "DIR", "the shared data directory (../shared/data)"},
-    [O_OUT] = {"out", "DIR", "CSVs and PNGs (eval-out/hannun)"},
+    [O_OUT] = {"out", "DIR", "CSVs and plots (eval-out/hannun)"},
     [O_NOPLOT] = {"no-plots", NULL, "CSVs only"},
     [O_ONLY] = {"only", "LIST", "any of ops,learner,figures (all)"},
+    [O_PLOTFMT] = {"plot-format", "png,pdf,svg",
+                   "Figure 4 and 5 plot formats, any of png, pdf and svg (png)"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec hannun_cli = {
@@ -601,7 +612,7 @@ static const o3m_cli_spec hannun_cli = {
     "The default finishes in well under a minute; --full takes minutes.\n"};
 
 int eval_hannun_main(int argc, char **argv) {
-  hn_cfg cfg = {0, -1, -1, 0.1, 1, "../shared/data", "eval-out/hannun", 1, 7};
+  hn_cfg cfg = {0, -1, -1, 0.1, 1, "../shared/data", "eval-out/hannun", 1, 7, EVAL_PLOT_PNG};
   o3m_cli cl;
   o3m_cli_begin(&cl, &hannun_cli, argc, argv);
   const char *val;
@@ -625,6 +636,14 @@ int eval_hannun_main(int argc, char **argv) {
       case O_DD: cfg.data_dir = val; break;
       case O_OUT: cfg.out = val; break;
       case O_NOPLOT: cfg.plots = 0; break;
+      case O_PLOTFMT: {
+        o3m_err pe;
+        if (eval_plot_formats_parse(val, &cfg.formats, &pe)) {
+          fprintf(stderr, PROG ": %s\n", o3m_err_message(&pe));
+          return 2;
+        }
+        break;
+      }
       case O_ONLY: {
         cfg.sections = 0;
         char buf[128];

@@ -539,7 +539,7 @@ void eval_regret_print_summary(const eval_regret *r, FILE *f) {
   fprintf(f, "note: masks come from a seeded generator (evaluation only, not secure).\n");
   for (int i = 0; i < c->n_dp; i++) {
     double sigma = NAN;
-    bl_dp_sigma_for(c->dp_eps[i], c->dp_delta, c->T, 2.0 * c->dp_clip * sqrt((double)c->K),
+    bl_dp_sigma_for(c->dp_eps[i], c->dp_delta, c->T, bl_dp_sensitivity(c->dp_clip, c->K),
                     &sigma, NULL);
     fprintf(f, "%s dp%g: each passive party's rows clipped to %g, N(0, %.4g^2) per entry per\n"
                "  round: (%g, %g)-DP per party over the T = %ld rounds (zCDP composition)\n",
@@ -928,9 +928,7 @@ int eval_regret_main(int argc, char **argv) {
       return 2;
     }
   } else if (c.d != 100) {
-    int m = c.d < 5 ? c.d : 5, dims[5];
-    for (int j = 0; j < m; j++) dims[j] = c.d / m + (j < c.d % m);
-    o3m_partition_from_dims(&c.part, m, dims, NULL);
+    o3m_partition_even(&c.part, c.d, c.d < 5 ? c.d : 5, NULL);
   }
   o3m_blas_single_thread();
   double t_start = o3m_clock_s();

@@ -52,6 +52,15 @@ int o3m_partition_from_dims(o3m_partition *p, int m, const int *dims, o3m_err *e
   return O3M_OK;
 }
 
+int o3m_partition_even(o3m_partition *p, int d, int m, o3m_err *e) {
+  if (m < 1 || m > d || m > O3M_MAX_PARTIES)
+    return o3m_err_set(e, O3M_EINVAL, "partition: cannot split d = %d columns among %d parties",
+                       d, m);
+  int dims[O3M_MAX_PARTIES];
+  for (int j = 0; j < m; j++) dims[j] = d / m + (j < d % m);
+  return o3m_partition_from_dims(p, m, dims, e);
+}
+
 int o3m_partition_parse(o3m_partition *p, const char *text, o3m_err *e) {
   int dims[O3M_MAX_PARTIES];
   int m = 0;

@@ -46,6 +46,12 @@ int o3m_partition_parse(o3m_partition *p, const char *text, o3m_err *e);
 /* Fills p from an array of dims. */
 int o3m_partition_from_dims(o3m_partition *p, int m, const int *dims, o3m_err *e);
 
+/* Splits d columns into m near-equal consecutive blocks, the first d % m
+ * of them one column wider: party j gets d / m + (j < d % m). O3M_EINVAL,
+ * p unchanged, unless 1 <= m <= min(d, O3M_MAX_PARTIES); otherwise as
+ * o3m_partition_from_dims. */
+int o3m_partition_even(o3m_partition *p, int d, int m, o3m_err *e);
+
 /* Draws a mask of dimension d (1 <= d <= O3M_MAX_DIM) from rng. Production
  * code passes an O3M_RNG_OS handle; tests and evaluation may pass a seeded
  * one. For d == 1 the only orthogonal matrices are +1 and -1 and both are

@@ -82,7 +82,7 @@ check "o3m-eval cost" --T --K --d --M --algo --model --pool --min-time --only --
   --no-plots --plot-format
 check "o3m-eval baselines" --settings --d --K --N --mechanisms --he-max-K --he-budget \
   --mpc-max-N --sec-max-N --dp-eps --dp-delta --dp-T --dp-clip --min-time --seed --out-dir \
-  --no-plots
+  --no-plots --plot-format
 check "o3m-eval replay" --format --input --item-context --obd-position --obd-user-buckets \
   --stats-in --stats-out --stats-rows --criteo-arms --int-transform --limit --parties \
   --partial-ratio --mask-seed --algo --model --alpha --lambda --v --seed --random-seeds --random-seed \
@@ -95,7 +95,8 @@ check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
   --plot-format --whiten --score-whitened
 check "o3m-eval gen-criteo" --rows --seed --out
-check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only
+check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only \
+  --plot-format
 check "o3m-eval p2b" --setting --criteo --users --t --k --l --p --arms --d --alpha --kmeans-iters --seed
 check "o3m-eval samba" --algos --K --N --means --runs --seed --paillier-bits --out-dir --sweep-N --sweep-K
 

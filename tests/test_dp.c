@@ -149,6 +149,36 @@ Test(dp, round_against_plaintext) {
   cr_assert(loose > 1.0, "epsilon 1 over 100 rounds should swamp the signal: %g", loose);
 }
 
+/* A caller's r->plain (bl_round.h) replaces the per-call reference: the
+ * same seeded round scores the same against the computed reference, and
+ * against a zero reference its error is the largest |lin| or |quad|. */
+Test(dp, round_scores_against_given_plain) {
+  enum { K = 3, D = 6 };
+  static int dims[2] = {3, 3};
+  double X[K * D], theta[D], A[D * D] = {0}, lin[K], quad[K], ref[2 * K], zero[2 * K] = {0};
+  for (int i = 0; i < K * D; i++) X[i] = 0.2 * cos(2.0 + i);
+  for (int i = 0; i < D; i++) theta[i] = sin(0.3 * i), A[i * D + i] = 1.0 + 0.1 * i;
+  bl_round r = {.d = D, .K = K, .N = 2, .dims = dims, .X = X, .theta = theta, .Ainv = A};
+  o3m_err e;
+  cr_assert_eq(bl_round_plain(&r, ref, ref + K, &e), 0, "%s", e.msg);
+  bl_cost c0, c1, c2;
+  bl_dp *h = make(10.0, 10, 1.0, 7);
+  cr_assert_eq(bl_dp_round(h, &r, lin, quad, &c0, &e), 0, "%s", e.msg);
+  bl_dp_destroy(h);
+  r.plain = ref;
+  h = make(10.0, 10, 1.0, 7);
+  cr_assert_eq(bl_dp_round(h, &r, lin, quad, &c1, &e), 0, "%s", e.msg);
+  bl_dp_destroy(h);
+  cr_assert_eq(c1.max_abs_err, c0.max_abs_err, "%g vs %g", c1.max_abs_err, c0.max_abs_err);
+  r.plain = zero;
+  h = make(10.0, 10, 1.0, 7);
+  cr_assert_eq(bl_dp_round(h, &r, lin, quad, &c2, &e), 0, "%s", e.msg);
+  bl_dp_destroy(h);
+  double m = 0;
+  for (int k = 0; k < K; k++) m = fmax(m, fmax(fabs(lin[k]), fabs(quad[k])));
+  cr_assert_eq(c2.max_abs_err, m, "%g vs %g", c2.max_abs_err, m);
+}
+
 Test(dp, refusals) {
   bl_dp_config c;
   bl_dp_config_default(&c);

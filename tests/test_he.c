@@ -39,7 +39,7 @@ Test(he, round_matches_plaintext_with_exact_counts, .timeout = 120) {
   bl_cost c;
   o3m_err e;
   cr_assert_eq(bl_he_round(h, &r, lin, quad, &c, &e), 0, "%s", e.msg);
-  bl_round_plain(&r, pl, pq);
+  cr_assert_eq(bl_round_plain(&r, pl, pq, &e), 0, "%s", e.msg);
   for (int k = 0; k < K; k++) {
     cr_assert(fabs(lin[k] - pl[k]) < 1e-5, "lin[%d] %.9g vs %.9g", k, lin[k], pl[k]);
     cr_assert(fabs(quad[k] - pq[k]) < 1e-5, "quad[%d] %.9g vs %.9g", k, quad[k], pq[k]);
@@ -74,6 +74,16 @@ Test(he, round_matches_plaintext_with_exact_counts, .timeout = 120) {
   cr_assert_float_eq(off, st.s_noise, 1e-12);
   cr_assert(on > 0 && on <= c.seconds, "predicted %g, measured %g", on, c.seconds);
   cr_assert(c.offline_seconds > 0 && c.seconds > 0);
+  /* The running total sums every round; the last round's stats restart. */
+  bl_he_stats t;
+  bl_he_stats_total(h, &t);
+  cr_assert_eq(t.n_dec, st.n_dec);
+  cr_assert_eq(bl_he_round(h, &r, lin, quad, &c, &e), 0, "%s", e.msg);
+  bl_he_stats_get(h, &st);
+  cr_assert_eq(st.n_dec, K * (D + 2), "last round n_dec %ld", st.n_dec);
+  bl_he_stats_total(h, &t);
+  cr_assert_eq(t.n_dec, 2 * K * (D + 2), "total n_dec %ld", t.n_dec);
+  cr_assert_eq(t.n_mul, 2 * st.n_mul, "total n_mul %ld", t.n_mul);
   bl_he_destroy(h);
 }
 

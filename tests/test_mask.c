@@ -133,6 +133,23 @@ Test(mask, partition_errors_name_the_entry) {
   cr_assert_eq(p.offset[1], 4);
 }
 
+Test(mask, even_partition_widens_the_first_blocks) {
+  o3m_partition p;
+  cr_assert_eq(o3m_partition_even(&p, 11, 4, NULL), O3M_OK);
+  const int dims[4] = {3, 3, 3, 2}, offset[4] = {0, 3, 6, 9};
+  cr_assert_eq(p.m, 4);
+  cr_assert_eq(p.d, 11);
+  for (int j = 0; j < 4; j++) {
+    cr_assert_eq(p.dims[j], dims[j], "dims[%d] %d vs %d", j, p.dims[j], dims[j]);
+    cr_assert_eq(p.offset[j], offset[j], "offset[%d] %d vs %d", j, p.offset[j], offset[j]);
+  }
+  o3m_err e;
+  cr_assert_eq(o3m_partition_even(&p, 3, 4, &e), O3M_EINVAL);
+  cr_assert(strstr(e.msg, "d = 3") != NULL, "message: %s", e.msg);
+  cr_assert_eq(o3m_partition_even(&p, 3, 0, &e), O3M_EINVAL);
+  cr_assert_eq(p.m, 4, "a refused split changed p");
+}
+
 Test(mask, wire_block_with_nan_is_rejected) {
   double data[6] = {1, 0, 0, 1, 0, NAN};
   o3m_block *b = (o3m_block *)1;

@@ -262,11 +262,11 @@ Test(mpc, round_statistic_within_tolerance_and_counted) {
     double *X = malloc(sizeof *X * K * d), *th = malloc(sizeof *th * d);
     double *A = malloc(sizeof *A * d * d), lin[32], quad[32], pl[32], pq[32];
     random_round(d, K, N, dims, X, th, A, 100 + t);
-    bl_round r = {d, K, N, dims, X, th, A};
+    bl_round r = {d, K, N, dims, X, th, A, NULL};
     bl_cost c = {0};
     o3m_err e;
     cr_assert_eq(bl_mpc_round(&r, lin, quad, &c, &e), 0, "%s", e.msg);
-    bl_round_plain(&r, pl, pq);
+    cr_assert_eq(bl_round_plain(&r, pl, pq, &e), 0, "%s", e.msg);
     /* Stated tolerance: 1e-3 absolute (F = 16: each product is within a
      * few units of 2^-16, summed over d terms). */
     for (int k = 0; k < K; k++) {
@@ -289,7 +289,7 @@ Test(mpc, round_statistic_within_tolerance_and_counted) {
 Test(mpc, round_refuses_bad_shapes_and_ranges) {
   int dims[2] = {2, 2};
   double X[4] = {0}, th[4] = {0}, A[16] = {0}, lin[1], quad[1];
-  bl_round r = {5, 1, 2, dims, X, th, A};
+  bl_round r = {5, 1, 2, dims, X, th, A, NULL};
   bl_cost c = {0};
   o3m_err e;
   cr_expect_eq(bl_mpc_round(&r, lin, quad, &c, &e), O3M_EINVAL);

@@ -62,12 +62,11 @@ void bl_dp_destroy(bl_dp *h) {
 
 const bl_dp_accountant *bl_dp_account(const bl_dp *h) { return &h->acct; }
 
-/* L2 sensitivity of one party's K clipped rows under replacement. */
-static double sensitivity(const bl_dp *h, int K) { return 2.0 * h->c.clip * sqrt((double)K); }
+double bl_dp_sensitivity(double clip, int K) { return 2.0 * clip * sqrt((double)K); }
 
 double bl_dp_sigma(const bl_dp *h, int K) {
   double s = NAN;
-  bl_dp_sigma_for(h->c.epsilon, h->c.delta, h->c.T, sensitivity(h, K), &s, NULL);
+  bl_dp_sigma_for(h->c.epsilon, h->c.delta, h->c.T, bl_dp_sensitivity(h->c.clip, K), &s, NULL);
   return s;
 }
 
@@ -128,13 +127,13 @@ int bl_dp_perturb(bl_dp *h, int K, int N, const int *dims, int first, double *X,
       row[i] += sigma * z;
     }
   }
-  return bl_dp_accountant_add(&h->acct, sensitivity(h, K), sigma, e);
+  return bl_dp_accountant_add(&h->acct, bl_dp_sensitivity(h->c.clip, K), sigma, e);
 }
 
 int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e) {
   int rc = bl_round_check(r, e);
   if (rc) return rc;
-  size_t n = (size_t)r->K * (size_t)r->d + 2 * (size_t)r->K;
+  size_t n = (size_t)r->K * (size_t)r->d;
   if (n > h->nwork) {
     double *w = realloc(h->work, n * sizeof *w);
     if (!w) return o3m_err_set(e, O3M_ENOMEM, "dp: out of memory for %zu values", n);
@@ -147,14 +146,13 @@ int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost 
   if (rc) return rc;
   bl_round rel = *r;
   rel.X = h->work;
-  bl_round_plain(&rel, lin, quad);
+  rel.plain = NULL;
+  rc = bl_round_plain(&rel, lin, quad, e);
+  if (rc) return rc;
   c->seconds = o3m_clock_s() - t0;
   c->offline_seconds = 0;
   c->bytes = (uint64_t)r->K * (uint64_t)(r->d - r->dims[0]) * sizeof(double);
   c->rounds = r->N > 1 ? 1 : 0;
   /* The error against the plaintext, outside the timed part. */
-  double *pl = h->work + (size_t)r->K * (size_t)r->d, *pq = pl + r->K;
-  bl_round_plain(r, pl, pq);
-  bl_round_error(r, lin, quad, pl, pq, c);
-  return 0;
+  return bl_round_score(r, lin, quad, c, e);
 }

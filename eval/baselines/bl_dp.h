@@ -50,6 +50,11 @@ void bl_dp_destroy(bl_dp *h);
 /* The per-round sigma for releases of K rows (it grows with sqrt(K)). */
 double bl_dp_sigma(const bl_dp *h, int K);
 
+/* The L2 sensitivity of one party's release of K rows clipped to norm clip,
+ * under replacement of its data: 2 clip sqrt(K). bl_dp_sigma is
+ * bl_dp_sigma_for at this sensitivity. */
+double bl_dp_sensitivity(double clip, int K);
+
 /* Releases, in place, the columns of parties first .. N-1 of the K x d
  * matrix X (row-major; dims the N block widths): every row of those blocks
  * clipped to norm clip, then N(0, sigma^2) added to every entry. Accounts one
@@ -60,7 +65,7 @@ int bl_dp_perturb(bl_dp *h, int K, int N, const int *dims, int first, double *X,
 /* One round under the mechanism: the passive parties' releases, then lin
  * and quad on the released contexts. c gets the online time, the bytes (the
  * passive parties' float64 releases) and 1 round; max_abs_err is against
- * the plaintext reference. */
+ * the plaintext reference (r->plain when set, else computed per call). */
 int bl_dp_round(bl_dp *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
 /* What one party has spent so far. */

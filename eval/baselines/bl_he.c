@@ -21,7 +21,8 @@ struct bl_he {
   bl_paillier *sk; /* the key holder's key */
   bl_paillier *pk; /* the public copy parties and evaluator use */
   double keygen_s;
-  bl_he_stats st;
+  bl_he_stats st;    /* the last round */
+  bl_he_stats total; /* every round whose operations all succeeded */
 };
 
 void bl_he_config_default(bl_he_config *c) {
@@ -66,6 +67,17 @@ void bl_he_destroy(bl_he *h) {
 
 double bl_he_keygen_seconds(const bl_he *h) { return h->keygen_s; }
 void bl_he_stats_get(const bl_he *h, bl_he_stats *s) { *s = h->st; }
+void bl_he_stats_total(const bl_he *h, bl_he_stats *s) { *s = h->total; }
+
+/* a += b, kind by kind. */
+static void stats_add(bl_he_stats *a, const bl_he_stats *b) {
+  a->n_noise += b->n_noise, a->s_noise += b->s_noise;
+  a->n_enc += b->n_enc, a->s_enc += b->s_enc;
+  a->n_dec += b->n_dec, a->s_dec += b->s_dec;
+  a->n_add += b->n_add, a->s_add += b->s_add;
+  a->n_mul += b->n_mul, a->s_mul += b->s_mul;
+  a->n_mmul += b->n_mmul, a->s_mmul += b->s_mmul;
+}
 
 /* Everything one round allocates, released together by work_free. */
 typedef struct work {
@@ -331,12 +343,8 @@ int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost 
   if (!rc) rc = he_round(h, &w, r, lin, quad, c, e);
   work_free(&w, r);
   if (rc) return rc;
+  stats_add(&h->total, &h->st);
   c->bytes = bl_he_bytes(h, r);
   c->rounds = (r->N > 1 ? 1 : 0) + 2;
-  double *pl = malloc(2 * (size_t)r->K * sizeof *pl);
-  if (!pl) return o3m_err_set(e, O3M_ENOMEM, "he: out of memory");
-  bl_round_plain(r, pl, pl + r->K);
-  bl_round_error(r, lin, quad, pl, pl + r->K, c);
-  free(pl);
-  return 0;
+  return bl_round_score(r, lin, quad, c, e);
 }

@@ -70,7 +70,7 @@ double bl_he_keygen_seconds(const bl_he *h);
 
 /* One round (see above). lin and quad are K-vectors; c gets the online and
  * offline seconds, the bytes, the rounds (3; 2 when N is 1 and no party
- * uploads) and the error against plaintext. O3M_ENOTPD if Ainv is not positive definite, O3M_ERANGE if a
+ * uploads) and the error against plaintext (r->plain when set). O3M_ENOTPD if Ainv is not positive definite, O3M_ERANGE if a
  * value does not fit the fixed point. */
 int bl_he_round(bl_he *h, const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_err *e);
 
@@ -80,6 +80,10 @@ uint64_t bl_he_bytes(const bl_he *h, const bl_round *r);
 
 /* The counts and times of the last round. */
 void bl_he_stats_get(const bl_he *h, bl_he_stats *s);
+
+/* The counts and times summed over every round of h that succeeded: the
+ * per-operation means a caller extrapolates from (bl_he_estimate). */
+void bl_he_stats_total(const bl_he *h, bl_he_stats *s);
 
 /* The operation counts bl_he_round makes on a round of r's shape (seconds
  * zero), for rounds too slow to run: with M = d0 (d - d0) + (d - d0)(d - d0

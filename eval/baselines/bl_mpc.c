@@ -662,11 +662,10 @@ int bl_mpc_round(const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_e
   rc = bl_mpc_create(&m, N, BL_MPC_FRAC_BITS, NULL, e);
   if (rc) return rc;
   double *M = malloc(sizeof *M * (size_t)d * (size_t)(d + 1));
-  double *pl = malloc(sizeof *pl * 2 * (size_t)K);
   uint64_t *sX = bl_mpc_alloc(m, (long)K * d), *sM = bl_mpc_alloc(m, (long)d * (d + 1));
   uint64_t *sZ = bl_mpc_alloc(m, (long)K * (d + 1)), *sY = bl_mpc_alloc(m, (long)K * d);
   uint64_t *sQ = bl_mpc_alloc(m, 2L * K), *out = malloc(sizeof *out * 2 * (size_t)K);
-  if (!M || !pl || !sX || !sM || !sZ || !sY || !sQ || !out) {
+  if (!M || !sX || !sM || !sZ || !sY || !sQ || !out) {
     rc = o3m_err_set(e, O3M_ENOMEM, "mpc round: out of memory (d=%d K=%d N=%d)", d, K, N);
     goto out;
   }
@@ -729,11 +728,9 @@ int bl_mpc_round(const bl_round *r, double *lin, double *quad, bl_cost *c, o3m_e
   c->offline_seconds = bl_mpc_offline_seconds(m);
   c->bytes = bl_mpc_bytes(m);
   c->rounds = bl_mpc_rounds(m);
-  bl_round_plain(r, pl, pl + K);
-  bl_round_error(r, lin, quad, pl, pl + K, c);
+  rc = bl_round_score(r, lin, quad, c, e);
 out:
   free(M);
-  free(pl);
   free(sX);
   free(sM);
   free(sZ);

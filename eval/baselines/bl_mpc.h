@@ -185,7 +185,7 @@ int bl_mpc_rand_perm(bl_mpc *m, long n, uint64_t *x, o3m_err *e);
  *   c->bytes = 8 (N-1) [K d + 2K + N (4 K d + d^2 + d + 2K)].
  *
  * c->seconds is the online wall time (dealer time excluded), c->offline_seconds
- * the dealer's, c->max_abs_err against bl_round_plain. Fixed point with
+ * the dealer's, c->max_abs_err against r->plain or bl_round_plain. Fixed point with
  * BL_MPC_FRAC_BITS fractional bits; randomness from the OS CSPRNG. Entries of
  * X, theta and Ainv must lie within bl_mpc_max_input (O3M_ERANGE), and the
  * statistic within 2^(62-2F-1). lin and quad hold K values each. Every

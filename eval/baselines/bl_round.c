@@ -23,8 +23,9 @@ int bl_round_check(const bl_round *r, o3m_err *e) {
   return 0;
 }
 
-void bl_round_plain(const bl_round *r, double *lin, double *quad) {
+int bl_round_plain(const bl_round *r, double *lin, double *quad, o3m_err *e) {
   double *y = malloc(sizeof(double) * (size_t)r->d);
+  if (!y) return o3m_err_set(e, O3M_ENOMEM, "round: out of memory for %d values", r->d);
   for (int k = 0; k < r->K; k++) {
     const double *x = r->X + (size_t)k * (size_t)r->d;
     lin[k] = o3m_dot(r->d, x, r->theta);
@@ -32,6 +33,7 @@ void bl_round_plain(const bl_round *r, double *lin, double *quad) {
     quad[k] = o3m_dot(r->d, x, y);
   }
   free(y);
+  return 0;
 }
 
 void bl_round_error(const bl_round *r, const double *lin, const double *quad,
@@ -42,4 +44,18 @@ void bl_round_error(const bl_round *r, const double *lin, const double *quad,
     m = fmax(m, fabs(quad[k] - plain_quad[k]));
   }
   c->max_abs_err = m;
+}
+
+int bl_round_score(const bl_round *r, const double *lin, const double *quad, bl_cost *c,
+                   o3m_err *e) {
+  if (r->plain) {
+    bl_round_error(r, lin, quad, r->plain, r->plain + r->K, c);
+    return 0;
+  }
+  double *pl = malloc(2 * (size_t)r->K * sizeof *pl);
+  if (!pl) return o3m_err_set(e, O3M_ENOMEM, "round: out of memory for %d values", 2 * r->K);
+  int rc = bl_round_plain(r, pl, pl + r->K, e);
+  if (!rc) bl_round_error(r, lin, quad, pl, pl + r->K, c);
+  free(pl);
+  return rc;
 }
