@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,16 @@ int o3m_cli_parse_int_list(const char *prog, const char *opt, const char *s, int
     if (!*end) return n;
     p = end + 1;
   }
+}
+
+int o3m_cli_parse_double(const char *s, double lo, double hi, double *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v) || !(v >= lo && v <= hi)) return -1;
+  *out = v;
+  return 0;
 }
 
 int o3m_cli_parse_u64(const char *s, unsigned long long *out) {

@@ -723,15 +723,11 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
 /* ---- the subcommand ---- */
 
 static int opt_num(const char *name, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+  if (o3m_cli_parse_double(s, lo, hi, out)) {
     fprintf(stderr, "o3m-eval regret: --%s: '%s' is not a number in [%g, %g]\n", name, s, lo,
             hi);
     return 0;
   }
-  *out = v;
   return 1;
 }
 

@@ -18,6 +18,7 @@
  * measured rates. */
 #include "eval_replay.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -778,14 +779,6 @@ static int parse_ll_arg(const char *s, long long *out) {
   return 0;
 }
 
-static int parse_double_arg(const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v)) return -1;
-  *out = v;
-  return 0;
-}
-
 /* "a,b" of positive epsilons into cfg->dp_eps. */
 static int parse_dp_eps(const char *s, eval_replay_config *cfg) {
   cfg->n_dp = 0;
@@ -928,7 +921,7 @@ int eval_replay_main(int argc, char **argv) {
       case O_TR: bad = eval_criteo_transform_parse(a, &tr) != 0; have_tr = 1; break;
       case O_LIMIT: bad = parse_ll_arg(a, &cfg.limit) || cfg.limit < 1; break;
       case O_PARTIES: parties = a; break;
-      case O_RATIO: bad = parse_double_arg(a, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
+      case O_RATIO: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
       case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
       case O_AGG: {
         eval_aggregation g;
@@ -938,9 +931,9 @@ int eval_replay_main(int argc, char **argv) {
       }
       case O_ALGO: bad = o3m_algo_parse(a, &cfg.policy.algo) != 0; break;
       case O_MODEL: bad = o3m_model_parse(a, &cfg.policy.model) != 0; break;
-      case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
-      case O_LAMBDA: bad = parse_double_arg(a, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
-      case O_V: bad = parse_double_arg(a, &cfg.policy.v) || cfg.policy.v < 0; break;
+      case O_ALPHA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
+      case O_LAMBDA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
+      case O_V: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.v) || cfg.policy.v < 0; break;
       case O_SEED: bad = parse_ll_arg(a, &ll); cfg.policy.seed = (uint64_t)ll; break;
       case O_NRAND: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > EVAL_REPLAY_MAX_RANDOM; cfg.n_random = (int)ll; break;
       case O_RSEED: bad = parse_ll_arg(a, &ll); cfg.random_seed = (uint64_t)ll; break;
@@ -953,8 +946,8 @@ int eval_replay_main(int argc, char **argv) {
       case O_NO_PLOTS: plots = 0; break;
       case O_PLOT_FORMAT: bad = eval_plot_formats_parse(a, &formats, NULL) != 0; break;
       case O_DP_EPS: bad = parse_dp_eps(a, &cfg) != 0; break;
-      case O_DP_DELTA: bad = parse_double_arg(a, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
-      case O_DP_CLIP: bad = parse_double_arg(a, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
+      case O_DP_DELTA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
+      case O_DP_CLIP: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
       case O_DP_T: bad = parse_ll_arg(a, &cfg.dp_T) || cfg.dp_T < 1; break;
     }
     if (bad) {
