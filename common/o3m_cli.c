@@ -159,6 +159,21 @@ int o3m_cli_parse_double(const char *s, double lo, double hi, double *out) {
   return 0;
 }
 
+int o3m_cli_parse_double_list(const char *s, double lo, double hi, double *out, int max) {
+  int n = 0;
+  for (const char *p = s;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !isfinite(v) || !(v >= lo && v <= hi) || (*end && *end != ',') ||
+        n == max)
+      return -(n + 1);
+    out[n++] = v;
+    if (!*end) return n;
+    p = end + 1;
+  }
+}
+
 int o3m_cli_parse_u64(const char *s, unsigned long long *out) {
   if (!s || !*s || *s == '-' || *s == '+') return -1;
   char *end;

@@ -14,6 +14,7 @@
 #include "bl_dp.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -772,21 +773,14 @@ static int parse_ratios(const char *s, eval_regret_config *c) {
 static int parse_dp_eps(const char *s, eval_regret_config *c) {
   c->n_dp = 0;
   if (!strcmp(s, "none")) return 1;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    errno = 0;
-    double v = strtod(p, &end);
-    if (end == p || errno || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
-        c->n_dp == EVAL_REGRET_MAX_DP) {
-      fprintf(stderr, "o3m-eval regret: --dp-eps: '%s': entry %d is not a positive number "
-                      "(at most %d)\n", s, c->n_dp + 1, EVAL_REGRET_MAX_DP);
-      return 0;
-    }
-    c->dp_eps[c->n_dp++] = v;
-    if (!*end) return 1;
-    p = end + 1;
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, DBL_MAX, c->dp_eps, EVAL_REGRET_MAX_DP);
+  if (n < 1) {
+    fprintf(stderr, "o3m-eval regret: --dp-eps: '%s': entry %d is not a positive number "
+                    "(at most %d)\n", s, -n, EVAL_REGRET_MAX_DP);
+    return 0;
   }
+  c->n_dp = n;
+  return 1;
 }
 
 static int parse_set(const char *opt, const char *s, const char *a, const char *b, int *out) {

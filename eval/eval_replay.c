@@ -781,18 +781,9 @@ static int parse_ll_arg(const char *s, long long *out) {
 
 /* "a,b" of positive epsilons into cfg->dp_eps. */
 static int parse_dp_eps(const char *s, eval_replay_config *cfg) {
-  cfg->n_dp = 0;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    double v = strtod(p, &end);
-    if (end == p || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
-        cfg->n_dp == EVAL_REPLAY_MAX_DP)
-      return -1;
-    cfg->dp_eps[cfg->n_dp++] = v;
-    if (!*end) return 0;
-    p = end + 1;
-  }
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, DBL_MAX, cfg->dp_eps, EVAL_REPLAY_MAX_DP);
+  cfg->n_dp = n < 1 ? 0 : n;
+  return n < 1 ? -1 : 0;
 }
 
 static int parse_variants(const char *s, int *out) {

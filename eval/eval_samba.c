@@ -226,16 +226,7 @@ int eval_samba_main(int argc, char **argv) {
     if (strcmp(means, "movielens")) set_names[n_sets++] = "jester";
     for (int s = 0; s < n_sets; s++) shape_means(set_names[s], (int)K, mu + s * K);
   } else {
-    int n = 0;
-    const char *p = means;
-    while (*p && n < K) {
-      char *end;
-      mu[n] = strtod(p, &end);
-      if (end == p || (*end && *end != ',') || !(mu[n] >= 0 && mu[n] <= 1)) break;
-      n++;
-      p = *end ? end + 1 : end;
-    }
-    if (n != K || *p) {
+    if (o3m_cli_parse_double_list(means, 0, 1, mu, (int)K) != K) {
       free(mu);
       return o3m_cli_usage_error(&samba_cli, "--means needs %lld comma values in [0, 1], or a set name",
                                  K);
