@@ -120,9 +120,8 @@ static int sweep(const char *dir, const char *csv, int over_k, const int *xs, in
                  long N, const int *algos, int na, int runs, uint64_t seed, const bl_paillier *key,
                  o3m_err *e) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s", dir, csv);
-  FILE *f = fopen(path, "w");
-  if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  FILE *f = eval_out_open(dir, csv, "", path, sizeof path, e);
+  if (!f) return O3M_EIO;
   fprintf(f, "%s", over_k ? "K" : "N");
   for (int a = 0; a < na; a++)
     fprintf(f, ",%s_plain_s,%s_secure_s,%s_paillier_s", samba_algo_name(algos[a]),
@@ -146,7 +145,8 @@ static int sweep(const char *dir, const char *csv, int over_k, const int *xs, in
     fprintf(f, "\n");
   }
   free(mu);
-  if (fclose(f) != 0 && !rc) rc = o3m_err_set(e, O3M_EIO, "cannot write %s", path);
+  if (rc) fclose(f); /* the first error is the one to report */
+  else rc = eval_out_close(f, path, e);
   return rc;
 }
 
@@ -156,9 +156,8 @@ static int sweep(const char *dir, const char *csv, int over_k, const int *xs, in
 static int write_plot(const char *dir, const int *algos, int na, int K, long N, int formats,
                       char *list, size_t nlist, o3m_err *e) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/samba_plots.gp", dir);
-  FILE *g = fopen(path, "w");
-  if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  FILE *g = eval_out_open(dir, "samba_plots", ".gp", path, sizeof path, e);
+  if (!g) return O3M_EIO;
   eval_plot_preamble(g, "samba", "samba_plots.gp");
   fprintf(g, "set ylabel 'seconds per run'\n");
   for (int s = 0; s < 2; s++) {
@@ -177,8 +176,8 @@ static int write_plot(const char *dir, const int *algos, int na, int K, long N, 
     fprintf(g, "\n");
   }
   fprintf(g, "unset output\n");
-  int bad = ferror(g);
-  if (fclose(g) != 0 || bad) return o3m_err_set(e, O3M_EIO, "cannot write %s", path);
+  int rc = eval_out_close(g, path, e);
+  if (rc) return rc;
   return eval_plot_render(dir, "samba_plots.gp", formats, e);
 }
 
