@@ -57,25 +57,34 @@ double eval_replay_ctr(const eval_replay_tally *t) {
   return t->matched ? t->clicks / (double)t->matched : NAN;
 }
 
-void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
-                          eval_replay_rel *out) {
-  double ctr = eval_replay_ctr(t), mean_rand = 0, s1 = 0, s2 = 0;
-  double lo = INFINITY, hi = -INFINITY;
-  int n = res->n_random;
+/* The spread of the n ratios r (one per random seed) into out: mean,
+ * sample std, min and max, NaN where n is too small. out->rel is the
+ * caller's; so is what a non-finite ratio makes of the rest. */
+static void seed_spread(const double *r, int n, eval_replay_rel *out) {
+  double s1 = 0, s2 = 0, lo = INFINITY, hi = -INFINITY;
   for (int s = 0; s < n; s++) {
-    double cr = eval_replay_ctr(&res->random[s]);
-    mean_rand += cr / n;
-    double r = ctr / cr;
-    s1 += r;
-    s2 += r * r;
-    if (r < lo) lo = r;
-    if (r > hi) hi = r;
+    s1 += r[s];
+    s2 += r[s] * r[s];
+    if (r[s] < lo) lo = r[s];
+    if (r[s] > hi) hi = r[s];
   }
-  out->rel = ctr / mean_rand;
   out->mean = n ? s1 / n : NAN;
   out->std = n > 1 ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
   out->min = n ? lo : NAN;
   out->max = n ? hi : NAN;
+}
+
+void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
+                          eval_replay_rel *out) {
+  double ctr = eval_replay_ctr(t), mean_rand = 0, r[EVAL_REPLAY_MAX_RANDOM] = {0};
+  int n = res->n_random;
+  for (int s = 0; s < n; s++) {
+    double cr = eval_replay_ctr(&res->random[s]);
+    mean_rand += cr / n;
+    r[s] = ctr / cr;
+  }
+  seed_spread(r, n, out);
+  out->rel = ctr / mean_rand;
   if (!isfinite(out->rel)) out->rel = NAN;
   if (!isfinite(out->mean)) out->mean = out->std = out->min = out->max = NAN;
 }
@@ -83,27 +92,23 @@ void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally
 void eval_replay_random_summary(const eval_replay_result *res, double *matched, double *clicks,
                                 double *ctr, eval_replay_rel *out) {
   int n = res->n_random;
-  double m = 0, c = 0, mean_ctr = 0, lo = INFINITY, hi = -INFINITY, s1 = 0, s2 = 0;
+  double m = 0, c = 0, mean_ctr = 0, r[EVAL_REPLAY_MAX_RANDOM] = {0};
   for (int s = 0; s < n; s++) {
     m += (double)res->random[s].matched / n;
     c += res->random[s].clicks / n;
     mean_ctr += eval_replay_ctr(&res->random[s]) / n;
   }
-  for (int s = 0; s < n; s++) {
-    double r = eval_replay_ctr(&res->random[s]) / mean_ctr;
-    s1 += r;
-    s2 += r * r;
-    lo = r < lo ? r : lo;
-    hi = r > hi ? r : hi;
-  }
+  for (int s = 0; s < n; s++) r[s] = eval_replay_ctr(&res->random[s]) / mean_ctr;
+  seed_spread(r, n, out);
   *matched = m;
   *clicks = c;
   *ctr = mean_ctr;
   out->rel = isfinite(mean_ctr) && mean_ctr > 0 ? 1.0 : NAN;
-  out->mean = n && isfinite(s1) ? s1 / n : NAN;
-  out->std = n > 1 && isfinite(s1) ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
-  out->min = isfinite(lo) ? lo : NAN;
-  out->max = isfinite(hi) ? hi : NAN;
+  /* A non-finite ratio spoils the mean and std only; min and max keep the
+   * finite extremes (a finite sum over n >= 1 seeds gives a finite mean). */
+  if (!isfinite(out->mean)) out->mean = out->std = NAN;
+  if (!isfinite(out->min)) out->min = NAN;
+  if (!isfinite(out->max)) out->max = NAN;
 }
 
 /* ---- the learners ---- */
