@@ -749,24 +749,24 @@ static int opt_int(const char *name, const char *s, long lo, long hi, long *out)
 static int parse_ratios(const char *s, eval_regret_config *c) {
   c->n_ratios = 0;
   if (!*s || !strcmp(s, "none")) return 1;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    double v = strtod(p, &end);
-    if (end == p || !(v > 0 && v <= 1) || (*end && *end != ',')) {
-      fprintf(stderr, "o3m-eval regret: --partial-ratios: '%s': entry %d is not in (0, 1]\n", s,
-              c->n_ratios + 1);
-      return 0;
-    }
-    if (c->n_ratios == EVAL_REGRET_MAX_RATIOS) {
-      fprintf(stderr, "o3m-eval regret: --partial-ratios: at most %d ratios\n",
-              EVAL_REGRET_MAX_RATIOS);
-      return 0;
-    }
-    c->ratios[c->n_ratios++] = v;
-    if (!*end) return 1;
-    p = end + 1;
+  /* Room for one ratio too many tells a bad entry (any K up to MAX + 1)
+   * from a list that is too long (MAX + 1 good entries, or a bad one after
+   * them), as the two messages need. */
+  double v[EVAL_REGRET_MAX_RATIOS + 1];
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, 1, v, EVAL_REGRET_MAX_RATIOS + 1);
+  if (n < 1 && -n <= EVAL_REGRET_MAX_RATIOS + 1) {
+    fprintf(stderr, "o3m-eval regret: --partial-ratios: '%s': entry %d is not in (0, 1]\n", s,
+            -n);
+    return 0;
   }
+  if (n < 1 || n > EVAL_REGRET_MAX_RATIOS) {
+    fprintf(stderr, "o3m-eval regret: --partial-ratios: at most %d ratios\n",
+            EVAL_REGRET_MAX_RATIOS);
+    return 0;
+  }
+  memcpy(c->ratios, v, (size_t)n * sizeof *v);
+  c->n_ratios = n;
+  return 1;
 }
 
 /* "a,b" of positive epsilons, or none. */
