@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +144,31 @@ int o3m_cli_parse_int_list(const char *prog, const char *opt, const char *s, int
       return -1;
     }
     out[n++] = (int)v;
+    if (!*end) return n;
+    p = end + 1;
+  }
+}
+
+int o3m_cli_parse_double(const char *s, double lo, double hi, double *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !isfinite(v) || !(v >= lo && v <= hi)) return -1;
+  *out = v;
+  return 0;
+}
+
+int o3m_cli_parse_double_list(const char *s, double lo, double hi, double *out, int max) {
+  int n = 0;
+  for (const char *p = s;;) {
+    char *end;
+    errno = 0;
+    double v = strtod(p, &end);
+    if (end == p || errno || !isfinite(v) || !(v >= lo && v <= hi) || (*end && *end != ',') ||
+        n == max)
+      return -(n + 1);
+    out[n++] = v;
     if (!*end) return n;
     p = end + 1;
   }

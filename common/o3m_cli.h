@@ -114,6 +114,23 @@ int o3m_cli_parse_long(const char *s, long long lo, long long hi, long long *out
 int o3m_cli_parse_int_list(const char *prog, const char *opt, const char *s, int lo, int hi,
                            int *out, int max);
 
+/* Parses a whole decimal floating-point number s (strtod's syntax) that is
+ * finite and in lo..hi, both bounds included, into *out: 0, or -1 (nothing
+ * stored) if s is empty, has trailing characters, overflows or underflows
+ * (ERANGE), is not finite or is out of range. Open bounds (> 0) are the
+ * caller's second test. */
+int o3m_cli_parse_double(const char *s, double lo, double hi, double *out);
+
+/* Parses a comma-separated list of finite decimal floating-point numbers
+ * each in lo..hi, both bounds included ("0.5,1,2e-3"), into out (room for
+ * max entries): returns the number of entries, at least 1. Otherwise
+ * returns -K, K the first bad entry (1 for the first): empty, not such a
+ * number (ERANGE included), out of range, or one too many; out may then
+ * hold the entries before it, which callers must not use. Prints nothing:
+ * each option keeps its own message. For an open bound "> 0" pass
+ * DBL_TRUE_MIN, the least positive double. */
+int o3m_cli_parse_double_list(const char *s, double lo, double hi, double *out, int max);
+
 /* Parses a whole unsigned 64-bit integer s (decimal, 0x hex or 0 octal, no
  * sign) into *out: 0, or -1 (nothing stored). */
 int o3m_cli_parse_u64(const char *s, unsigned long long *out);

@@ -6,7 +6,8 @@
  * It is tiny, has no bad seeds, and a stream is a pure function of its
  * seed, which is what its three users need: the seeded generator's state
  * expansion (o3m_rng), a passive party's dummy rows, one stream per id
- * (o3m_features), and o3m-eval's synthetic tables (eval_tables). Not
+ * (o3m_features), o3m-eval's synthetic tables (eval_tables) and the seeds
+ * of its simulators' draws (o3m_splitmix64_stream). Not
  * cryptographically secure; the dummy rows get their unpredictability from
  * the keyed hash that seeds the stream. */
 #ifndef O3M_SPLITMIX_H
@@ -21,6 +22,17 @@ static inline uint64_t o3m_splitmix64(uint64_t *s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+/* The first value of the stream for (seed, tag, i): the seed mixed with a
+ * tag (which draw: rewards, shuffles, ...) and an index (which agent or
+ * arm) by two odd constants, then one step. The simulators of o3m-eval
+ * (p2b, samba) seed each of their independent draws this way, so that a
+ * run is a pure function of its seed. Distinct (tag, i) pairs give
+ * unrelated seeds; the same pair always the same. */
+static inline uint64_t o3m_splitmix64_stream(uint64_t seed, uint64_t tag, uint64_t i) {
+  uint64_t s = seed ^ (tag * 0xd1b54a32d192ed03ull) ^ (i * 0x9e3779b97f4a7c15ull);
+  return o3m_splitmix64(&s);
 }
 
 /* The top 53 bits of a uniform 64-bit word w as a uniform double in

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -61,13 +62,10 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
 }
 
 static int parse_double(const char *opt, const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || *end || !isfinite(v)) {
+  if (o3m_cli_parse_double(s, -DBL_MAX, DBL_MAX, out)) {
     fprintf(stderr, "o3m-eval: --%s: '%s' is not a number\n", opt, s);
     return 0;
   }
-  *out = v;
   return 1;
 }
 

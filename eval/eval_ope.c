@@ -9,6 +9,7 @@
 #include "eval_ope.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,15 +289,6 @@ static const o3m_cli_spec ope_cli = {
     "training prefix, then frozen. Intervals: value +- 1.96 se, se from the\n"
     "estimator's per-row terms (delta method for snipw). See README, `o3m-eval ope`."};
 
-static int parse_double_arg(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v)) return -1;
-  *out = v;
-  return 0;
-}
-
 int eval_ope_main(int argc, char **argv) {
   eval_ope_config cfg;
   eval_ope_config_default(&cfg);
@@ -322,11 +314,11 @@ int eval_ope_main(int argc, char **argv) {
       case O_LIMIT: bad = o3m_cli_parse_long(a, 1, (long long)1 << 50, &cfg.limit); break;
       case O_ALGO: bad = o3m_algo_parse(a, &cfg.policy.algo) != 0; break;
       case O_MODEL: bad = o3m_model_parse(a, &cfg.policy.model) != 0; break;
-      case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; break;
-      case O_LAMBDA: bad = parse_double_arg(a, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
-      case O_V: bad = parse_double_arg(a, &cfg.policy.v) || cfg.policy.v < 0; break;
+      case O_ALPHA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.alpha) || cfg.policy.alpha < 0; break;
+      case O_LAMBDA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
+      case O_V: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.v) || cfg.policy.v < 0; break;
       case O_SEED: bad = o3m_cli_parse_u64(a, &u); cfg.policy.seed = u; break;
-      case O_QLAMBDA: bad = parse_double_arg(a, &cfg.reward_lambda) || !(cfg.reward_lambda > 0); break;
+      case O_QLAMBDA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.reward_lambda) || !(cfg.reward_lambda > 0); break;
       case O_SIN: cfg.state_in = a; break;
       case O_SOUT: cfg.state_out = a; break;
       case O_UNIFORM: cfg.uniform_logging = 1; break;

@@ -16,6 +16,7 @@
  * For each it prints cold local agents, warm agents from P2B's shuffled
  * data and warm agents from a non-private central agent (p2b_sim.h), and
  * epsilon from p (p2b_privacy.h). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,7 +255,6 @@ int eval_p2b_main(int argc, char **argv) {
   const char *v;
   for (int c; (c = o3m_cli_next(&cl, &v)) != O3M_CLI_END;) {
     int bad = 0;
-    char *end;
     switch (c) {
       case O3M_CLI_STOP: return cl.exit_code;
       case OPT_SETTING: setting = v; break;
@@ -281,16 +281,13 @@ int eval_p2b_main(int argc, char **argv) {
         bad = strcmp(v, "local") && strcmp(v, "shared");
         break;
       case OPT_SIGMA:
-        sigma = strtod(v, &end);
-        bad = !*v || *end || !(sigma >= 0 && isfinite(sigma));
+        bad = o3m_cli_parse_double(v, 0, DBL_MAX, &sigma);
         break;
       case OPT_P:
-        p = strtod(v, &end);
-        bad = !*v || *end || !(p > 0 && p < 1);
+        bad = o3m_cli_parse_double(v, 0, 1, &p) || !(p > 0 && p < 1);
         break;
       case OPT_ALPHA:
-        alpha = strtod(v, &end);
-        bad = !*v || *end || !(alpha >= 0 && isfinite(alpha));
+        bad = o3m_cli_parse_double(v, 0, DBL_MAX, &alpha);
         break;
     }
     if (bad)

@@ -15,6 +15,21 @@ static const struct {
 } formats[] = {{EVAL_PLOT_PNG, "png"}, {EVAL_PLOT_PDF, "pdf"}, {EVAL_PLOT_SVG, "svg"}};
 #define N_FORMATS (sizeof formats / sizeof formats[0])
 
+FILE *eval_out_open(const char *dir, const char *stem, const char *suffix, char *path, size_t n,
+                    o3m_err *e) {
+  snprintf(path, n, "%s/%s%s", dir, stem, suffix);
+  FILE *f = fopen(path, "w");
+  if (!f) o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  return f;
+}
+
+int eval_out_close(FILE *f, const char *path, o3m_err *e) {
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad)
+    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  return O3M_OK;
+}
+
 int eval_plot_formats_parse(const char *list, int *out, o3m_err *e) {
   int set = 0;
   const char *p = list;

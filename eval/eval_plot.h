@@ -1,5 +1,6 @@
 /* eval_plot.h -- running a generated gnuplot script, shared by the o3m-eval
- * commands that draw plots (regret, cost, replay, audit).
+ * commands that draw plots (regret, cost, replay, audit, samba), and the
+ * opening and checked closing of their output files.
  *
  * A command writes its script into its output directory, naming the CSVs and
  * plots relative to it; eval_plot_run then runs gnuplot on it inside that
@@ -19,6 +20,18 @@
 #include <stdio.h>
 
 #include "o3m_error.h"
+
+/* Creates (or truncates) the output file dir/stem+suffix, its name
+ * written into path (capacity n, always terminated) for eval_out_close and
+ * messages. NULL with O3M_EIO in e, naming the path and errno's text, when
+ * it cannot be opened. */
+FILE *eval_out_open(const char *dir, const char *stem, const char *suffix, char *path, size_t n,
+                    o3m_err *e);
+
+/* Closes f, opened by eval_out_open: O3M_EIO naming path when a write
+ * failed before (ferror) or fclose fails, so that a short write is not
+ * reported as success. f is closed either way. */
+int eval_out_close(FILE *f, const char *path, o3m_err *e);
 
 /* Output formats, a bit set. */
 #define EVAL_PLOT_PNG 1

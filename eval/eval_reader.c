@@ -60,13 +60,16 @@ int eval_lines_open(eval_lines *L, const char *path, o3m_err *e) {
     }
     L->own_fd = 1;
   }
+  /* One fstat: a directory is refused, a regular file gives its size; a
+   * failed fstat, a pipe or a device leaves the size unknown. */
   struct stat st;
-  if (fstat(L->fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (fstat(L->fd, &st) != 0) return O3M_OK;
+  if (S_ISDIR(st.st_mode)) {
     int rc = o3m_err_set(e, O3M_EIO, "%s: is a directory, expected a file", path);
     eval_lines_close(L);
     return rc;
   }
-  if (fstat(L->fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  if (S_ISREG(st.st_mode)) {
     L->size = (long long)st.st_size;
     (void)posix_fadvise(L->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   }

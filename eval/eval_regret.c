@@ -14,6 +14,7 @@
 #include "bl_dp.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -723,15 +724,11 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
 /* ---- the subcommand ---- */
 
 static int opt_num(const char *name, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+  if (o3m_cli_parse_double(s, lo, hi, out)) {
     fprintf(stderr, "o3m-eval regret: --%s: '%s' is not a number in [%g, %g]\n", name, s, lo,
             hi);
     return 0;
   }
-  *out = v;
   return 1;
 }
 
@@ -752,45 +749,38 @@ static int opt_int(const char *name, const char *s, long lo, long hi, long *out)
 static int parse_ratios(const char *s, eval_regret_config *c) {
   c->n_ratios = 0;
   if (!*s || !strcmp(s, "none")) return 1;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    double v = strtod(p, &end);
-    if (end == p || !(v > 0 && v <= 1) || (*end && *end != ',')) {
-      fprintf(stderr, "o3m-eval regret: --partial-ratios: '%s': entry %d is not in (0, 1]\n", s,
-              c->n_ratios + 1);
-      return 0;
-    }
-    if (c->n_ratios == EVAL_REGRET_MAX_RATIOS) {
-      fprintf(stderr, "o3m-eval regret: --partial-ratios: at most %d ratios\n",
-              EVAL_REGRET_MAX_RATIOS);
-      return 0;
-    }
-    c->ratios[c->n_ratios++] = v;
-    if (!*end) return 1;
-    p = end + 1;
+  /* Room for one ratio too many tells a bad entry (any K up to MAX + 1)
+   * from a list that is too long (MAX + 1 good entries, or a bad one after
+   * them), as the two messages need. */
+  double v[EVAL_REGRET_MAX_RATIOS + 1];
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, 1, v, EVAL_REGRET_MAX_RATIOS + 1);
+  if (n < 1 && -n <= EVAL_REGRET_MAX_RATIOS + 1) {
+    fprintf(stderr, "o3m-eval regret: --partial-ratios: '%s': entry %d is not in (0, 1]\n", s,
+            -n);
+    return 0;
   }
+  if (n < 1 || n > EVAL_REGRET_MAX_RATIOS) {
+    fprintf(stderr, "o3m-eval regret: --partial-ratios: at most %d ratios\n",
+            EVAL_REGRET_MAX_RATIOS);
+    return 0;
+  }
+  memcpy(c->ratios, v, (size_t)n * sizeof *v);
+  c->n_ratios = n;
+  return 1;
 }
 
 /* "a,b" of positive epsilons, or none. */
 static int parse_dp_eps(const char *s, eval_regret_config *c) {
   c->n_dp = 0;
   if (!strcmp(s, "none")) return 1;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    errno = 0;
-    double v = strtod(p, &end);
-    if (end == p || errno || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
-        c->n_dp == EVAL_REGRET_MAX_DP) {
-      fprintf(stderr, "o3m-eval regret: --dp-eps: '%s': entry %d is not a positive number "
-                      "(at most %d)\n", s, c->n_dp + 1, EVAL_REGRET_MAX_DP);
-      return 0;
-    }
-    c->dp_eps[c->n_dp++] = v;
-    if (!*end) return 1;
-    p = end + 1;
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, DBL_MAX, c->dp_eps, EVAL_REGRET_MAX_DP);
+  if (n < 1) {
+    fprintf(stderr, "o3m-eval regret: --dp-eps: '%s': entry %d is not a positive number "
+                    "(at most %d)\n", s, -n, EVAL_REGRET_MAX_DP);
+    return 0;
   }
+  c->n_dp = n;
+  return 1;
 }
 
 static int parse_set(const char *opt, const char *s, const char *a, const char *b, int *out) {

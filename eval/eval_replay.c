@@ -18,6 +18,7 @@
  * measured rates. */
 #include "eval_replay.h"
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -56,25 +57,34 @@ double eval_replay_ctr(const eval_replay_tally *t) {
   return t->matched ? t->clicks / (double)t->matched : NAN;
 }
 
-void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
-                          eval_replay_rel *out) {
-  double ctr = eval_replay_ctr(t), mean_rand = 0, s1 = 0, s2 = 0;
-  double lo = INFINITY, hi = -INFINITY;
-  int n = res->n_random;
+/* The spread of the n ratios r (one per random seed) into out: mean,
+ * sample std, min and max, NaN where n is too small. out->rel is the
+ * caller's; so is what a non-finite ratio makes of the rest. */
+static void seed_spread(const double *r, int n, eval_replay_rel *out) {
+  double s1 = 0, s2 = 0, lo = INFINITY, hi = -INFINITY;
   for (int s = 0; s < n; s++) {
-    double cr = eval_replay_ctr(&res->random[s]);
-    mean_rand += cr / n;
-    double r = ctr / cr;
-    s1 += r;
-    s2 += r * r;
-    if (r < lo) lo = r;
-    if (r > hi) hi = r;
+    s1 += r[s];
+    s2 += r[s] * r[s];
+    if (r[s] < lo) lo = r[s];
+    if (r[s] > hi) hi = r[s];
   }
-  out->rel = ctr / mean_rand;
   out->mean = n ? s1 / n : NAN;
   out->std = n > 1 ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
   out->min = n ? lo : NAN;
   out->max = n ? hi : NAN;
+}
+
+void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally *t,
+                          eval_replay_rel *out) {
+  double ctr = eval_replay_ctr(t), mean_rand = 0, r[EVAL_REPLAY_MAX_RANDOM] = {0};
+  int n = res->n_random;
+  for (int s = 0; s < n; s++) {
+    double cr = eval_replay_ctr(&res->random[s]);
+    mean_rand += cr / n;
+    r[s] = ctr / cr;
+  }
+  seed_spread(r, n, out);
+  out->rel = ctr / mean_rand;
   if (!isfinite(out->rel)) out->rel = NAN;
   if (!isfinite(out->mean)) out->mean = out->std = out->min = out->max = NAN;
 }
@@ -82,27 +92,23 @@ void eval_replay_relative(const eval_replay_result *res, const eval_replay_tally
 void eval_replay_random_summary(const eval_replay_result *res, double *matched, double *clicks,
                                 double *ctr, eval_replay_rel *out) {
   int n = res->n_random;
-  double m = 0, c = 0, mean_ctr = 0, lo = INFINITY, hi = -INFINITY, s1 = 0, s2 = 0;
+  double m = 0, c = 0, mean_ctr = 0, r[EVAL_REPLAY_MAX_RANDOM] = {0};
   for (int s = 0; s < n; s++) {
     m += (double)res->random[s].matched / n;
     c += res->random[s].clicks / n;
     mean_ctr += eval_replay_ctr(&res->random[s]) / n;
   }
-  for (int s = 0; s < n; s++) {
-    double r = eval_replay_ctr(&res->random[s]) / mean_ctr;
-    s1 += r;
-    s2 += r * r;
-    lo = r < lo ? r : lo;
-    hi = r > hi ? r : hi;
-  }
+  for (int s = 0; s < n; s++) r[s] = eval_replay_ctr(&res->random[s]) / mean_ctr;
+  seed_spread(r, n, out);
   *matched = m;
   *clicks = c;
   *ctr = mean_ctr;
   out->rel = isfinite(mean_ctr) && mean_ctr > 0 ? 1.0 : NAN;
-  out->mean = n && isfinite(s1) ? s1 / n : NAN;
-  out->std = n > 1 && isfinite(s1) ? sqrt(fmax(0.0, (s2 - s1 * s1 / n) / (n - 1))) : NAN;
-  out->min = isfinite(lo) ? lo : NAN;
-  out->max = isfinite(hi) ? hi : NAN;
+  /* A non-finite ratio spoils the mean and std only; min and max keep the
+   * finite extremes (a finite sum over n >= 1 seeds gives a finite mean). */
+  if (!isfinite(out->mean)) out->mean = out->std = NAN;
+  if (!isfinite(out->min)) out->min = NAN;
+  if (!isfinite(out->max)) out->max = NAN;
 }
 
 /* ---- the learners ---- */
@@ -778,28 +784,11 @@ static int parse_ll_arg(const char *s, long long *out) {
   return 0;
 }
 
-static int parse_double_arg(const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (!*s || *end || !isfinite(v)) return -1;
-  *out = v;
-  return 0;
-}
-
 /* "a,b" of positive epsilons into cfg->dp_eps. */
 static int parse_dp_eps(const char *s, eval_replay_config *cfg) {
-  cfg->n_dp = 0;
-  const char *p = s;
-  for (;;) {
-    char *end;
-    double v = strtod(p, &end);
-    if (end == p || !(v > 0) || !isfinite(v) || (*end && *end != ',') ||
-        cfg->n_dp == EVAL_REPLAY_MAX_DP)
-      return -1;
-    cfg->dp_eps[cfg->n_dp++] = v;
-    if (!*end) return 0;
-    p = end + 1;
-  }
+  int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, DBL_MAX, cfg->dp_eps, EVAL_REPLAY_MAX_DP);
+  cfg->n_dp = n < 1 ? 0 : n;
+  return n < 1 ? -1 : 0;
 }
 
 static int parse_variants(const char *s, int *out) {
@@ -928,7 +917,7 @@ int eval_replay_main(int argc, char **argv) {
       case O_TR: bad = eval_criteo_transform_parse(a, &tr) != 0; have_tr = 1; break;
       case O_LIMIT: bad = parse_ll_arg(a, &cfg.limit) || cfg.limit < 1; break;
       case O_PARTIES: parties = a; break;
-      case O_RATIO: bad = parse_double_arg(a, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
+      case O_RATIO: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
       case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
       case O_AGG: {
         eval_aggregation g;
@@ -938,9 +927,9 @@ int eval_replay_main(int argc, char **argv) {
       }
       case O_ALGO: bad = o3m_algo_parse(a, &cfg.policy.algo) != 0; break;
       case O_MODEL: bad = o3m_model_parse(a, &cfg.policy.model) != 0; break;
-      case O_ALPHA: bad = parse_double_arg(a, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
-      case O_LAMBDA: bad = parse_double_arg(a, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
-      case O_V: bad = parse_double_arg(a, &cfg.policy.v) || cfg.policy.v < 0; break;
+      case O_ALPHA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
+      case O_LAMBDA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
+      case O_V: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.v) || cfg.policy.v < 0; break;
       case O_SEED: bad = parse_ll_arg(a, &ll); cfg.policy.seed = (uint64_t)ll; break;
       case O_NRAND: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > EVAL_REPLAY_MAX_RANDOM; cfg.n_random = (int)ll; break;
       case O_RSEED: bad = parse_ll_arg(a, &ll); cfg.random_seed = (uint64_t)ll; break;
@@ -953,8 +942,8 @@ int eval_replay_main(int argc, char **argv) {
       case O_NO_PLOTS: plots = 0; break;
       case O_PLOT_FORMAT: bad = eval_plot_formats_parse(a, &formats, NULL) != 0; break;
       case O_DP_EPS: bad = parse_dp_eps(a, &cfg) != 0; break;
-      case O_DP_DELTA: bad = parse_double_arg(a, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
-      case O_DP_CLIP: bad = parse_double_arg(a, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
+      case O_DP_DELTA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
+      case O_DP_CLIP: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
       case O_DP_T: bad = parse_ll_arg(a, &cfg.dp_T) || cfg.dp_T < 1; break;
     }
     if (bad) {

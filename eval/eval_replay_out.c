@@ -105,25 +105,10 @@ static void csv_spread(FILE *f, const eval_replay_rel *r, int n) {
   csv_num(f, n > 1 ? r->mean + h : NAN);
 }
 
-static FILE *open_out(const char *dir, const char *stem, const char *suffix, char *path,
-                      size_t n, o3m_err *e) {
-  snprintf(path, n, "%s/%s%s", dir, stem, suffix);
-  FILE *f = fopen(path, "w");
-  if (!f) o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
-  return f;
-}
-
-static int close_out(FILE *f, const char *path, o3m_err *e) {
-  int bad = ferror(f);
-  if (fclose(f) != 0 || bad)
-    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
-  return O3M_OK;
-}
-
 static int write_csv(const char *dir, const char *stem, const eval_replay_result *res,
                      const eval_replay_config *cfg, o3m_err *e) {
   char path[4096];
-  FILE *f = open_out(dir, stem, ".csv", path, sizeof path, e);
+  FILE *f = eval_out_open(dir, stem, ".csv", path, sizeof path, e);
   if (!f) return O3M_EIO;
   fprintf(f, "variant,cols,matched,clicks,ctr,rel_ctr,rel_mean,rel_std,rel_min,rel_max,"
              "rel_ci95_lo,rel_ci95_hi\n");
@@ -156,13 +141,13 @@ static int write_csv(const char *dir, const char *stem, const eval_replay_result
     csv_num(f, cs / ctr);
     fputs(",,,,,,\n", f);
   }
-  return close_out(f, path, e);
+  return eval_out_close(f, path, e);
 }
 
 static int write_curve(const char *dir, const char *stem, const eval_replay_result *res,
                        o3m_err *e) {
   char path[4096];
-  FILE *f = open_out(dir, stem, "_curve.csv", path, sizeof path, e);
+  FILE *f = eval_out_open(dir, stem, "_curve.csv", path, sizeof path, e);
   if (!f) return O3M_EIO;
   variant v[MAX_VARIANTS];
   int nv = variants_of(res, v), n = res->n_random;
@@ -187,7 +172,7 @@ static int write_curve(const char *dir, const char *stem, const eval_replay_resu
     csv_num(f, rctr);
     fputc('\n', f);
   }
-  return close_out(f, path, e);
+  return eval_out_close(f, path, e);
 }
 
 /* ---- JSON ---- */
@@ -235,7 +220,7 @@ static void json_spread(FILE *f, const eval_replay_rel *r, int n, const char *in
 static int write_json(const char *dir, const char *stem, const eval_replay_result *res,
                       const eval_replay_config *cfg, const eval_replay_info *info, o3m_err *e) {
   char path[4096];
-  FILE *f = open_out(dir, stem, ".json", path, sizeof path, e);
+  FILE *f = eval_out_open(dir, stem, ".json", path, sizeof path, e);
   if (!f) return O3M_EIO;
   const o3m_policy_config *pc = &cfg->policy;
   int n = res->n_random;
@@ -355,7 +340,7 @@ static int write_json(const char *dir, const char *stem, const eval_replay_resul
   fputs(",\n  \"seconds\": ", f);
   json_num(f, res->seconds);
   fputs("\n}\n", f);
-  return close_out(f, path, e);
+  return eval_out_close(f, path, e);
 }
 
 int eval_replay_write_results(const char *dir, const char *stem, const eval_replay_result *res,
@@ -377,9 +362,8 @@ int eval_replay_plot_curve(const char *dir, const char *stem, const eval_replay_
   snprintf(script, sizeof script, "%s_curve.gp", stem);
   snprintf(csv, sizeof csv, "%s_curve.csv", stem);
   snprintf(pstem, sizeof pstem, "%s_curve", stem);
-  snprintf(path, sizeof path, "%s/%s", dir, script);
-  FILE *g = fopen(path, "w");
-  if (!g) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
+  FILE *g = eval_out_open(dir, script, "", path, sizeof path, e);
+  if (!g) return O3M_EIO;
   /* Central, federated, partial, then the DP variants (dotted). */
   static const char *colors[MAX_VARIANTS] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
                                              "#ff7f0e", "#8c564b", "#e377c2"};
@@ -410,11 +394,8 @@ int eval_replay_plot_curve(const char *dir, const char *stem, const eval_replay_
     fprintf(g, "  '%s' using 1:%d with lines lw 2 lc rgb '%s' %s title '%s' noenhanced%s\n",
             csv, col + 3, colors[v[i].slot], dash[v[i].slot], v[i].name, i + 1 < nv ? ", \\" : "");
   fprintf(g, "unset multiplot\nunset output\n");
-  int bad = ferror(g);
-  if (fclose(g) != 0 || bad)
-    return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
-  int rc = eval_plot_render(dir, script, formats, e);
-  if (rc) return rc;
+  int rc = eval_out_close(g, path, e);
+  if (rc || (rc = eval_plot_render(dir, script, formats, e))) return rc;
   char list[1024] = "";
   eval_plot_append_names(list, sizeof list, pstem, formats);
   if (out) fprintf(out, "curve plot in %s:%s\n", dir, list);

@@ -98,7 +98,7 @@ check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only \
   --plot-format
 check "o3m-eval p2b" --setting --criteo --users --t --k --l --p --arms --d --alpha --kmeans-iters --seed
-check "o3m-eval samba" --algos --K --N --means --runs --seed --paillier-bits --out-dir --sweep-N --sweep-K
+check "o3m-eval samba" --algos --K --N --means --runs --seed --paillier-bits --out-dir --sweep-N --sweep-K --plot-format
 
 # A missing value is a usage error too (2), and a bad value keeps the
 # command's own message (2); a runtime failure is 1.

@@ -186,11 +186,6 @@ static int run_agent(sim *s, o3m_policy *pol, const unsigned char *init, int on_
   return O3M_OK;
 }
 
-static uint64_t stream_of(uint64_t seed, uint64_t tag, uint64_t i) {
-  uint64_t s = seed ^ (tag * 0xd1b54a32d192ed03ull) ^ (i * 0x9e3779b97f4a7c15ull);
-  return o3m_splitmix64(&s);
-}
-
 static int check_cfg(const p2b_env *env, const p2b_config *c, o3m_err *e) {
   if (env->d < 1 || env->d > 54 || env->n_arms < 2)
     return o3m_err_set(e, O3M_EINVAL, "p2b: need 1 <= d <= 54 and at least 2 arms (got d %d, %d arms)",
@@ -259,7 +254,7 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
     goto out;
   }
   /* W: Glorot-uniform, limit sqrt(6 / (fan_in + fan_out)); b = 0. */
-  uint64_t ws = stream_of(cfg->seed, 1, 0);
+  uint64_t ws = o3m_splitmix64_stream(cfg->seed, 1, 0);
   double lim = sqrt(6.0 / (d + A));
   for (long i = 0; i < (long)A * d; i++) s.W[i] = (2.0 * o3m_splitmix64_unif(&ws) - 1.0) * lim;
 
@@ -271,7 +266,7 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
       goto out;
     }
     rc = p2b_kmeans_train(&s.km, env->X, env->n_pool, d, cfg->k, cfg->kmeans_iters,
-                          stream_of(cfg->seed, 2, 0), e);
+                          o3m_splitmix64_stream(cfg->seed, 2, 0), e);
   } else {
     long n = cfg->kmeans_points;
     if (n < cfg->k) {
@@ -284,13 +279,14 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
       rc = o3m_err_set(e, O3M_ENOMEM, "p2b: out of memory for %ld encoder points", n);
       goto out;
     }
-    uint64_t ps = stream_of(cfg->seed, 3, 0);
+    uint64_t ps = o3m_splitmix64_stream(cfg->seed, 3, 0);
     /* On the grid whatever the contexts are, as P2B's encoder (section
      * 3.2) and its artifact (k-means over every grid point) are built:
      * uniform contexts crowd the middle of the simplex, so their codes are
      * unevenly used and more of them pass the threshold. */
     for (long i = 0; i < n; i++) grid_point(&ps, d, pts + (size_t)i * d);
-    rc = p2b_kmeans_train(&s.km, pts, n, d, cfg->k, cfg->kmeans_iters, stream_of(cfg->seed, 2, 0), e);
+    rc = p2b_kmeans_train(&s.km, pts, n, d, cfg->k, cfg->kmeans_iters,
+                          o3m_splitmix64_stream(cfg->seed, 2, 0), e);
   }
   if (rc) goto out;
 
@@ -315,7 +311,8 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
     goto out;
   }
   if ((rc = o3m_policy_state_export(s.pol, s.st_fresh, s.state_len))) goto out;
-  if ((rc = p2b_shuffler_create(&sh, cfg->k, cfg->l, ntrain, stream_of(cfg->seed, 4, 0), e)))
+  if ((rc = p2b_shuffler_create(&sh, cfg->k, cfg->l, ntrain,
+                                o3m_splitmix64_stream(cfg->seed, 4, 0), e)))
     goto out;
 
   /* Participants: cold agents. One that elects to participate (probability
@@ -325,11 +322,11 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
    * through the shuffler; the non-private central agent receives the same
    * tuple raw. */
   p2b_result r = {.epsilon = eps, .participants = ntrain};
-  uint64_t part = stream_of(cfg->seed, 5, 0);
+  uint64_t part = o3m_splitmix64_stream(cfg->seed, 5, 0);
   for (int u = 0; u < ntrain; u++) {
     double ignored = 0;
-    if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, stream_of(cfg->seed, 6, (uint64_t)u), 1, &ignored,
-                        e)))
+    if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, o3m_splitmix64_stream(cfg->seed, 6, (uint64_t)u),
+                        1, &ignored, e)))
       goto out;
     double u1 = o3m_splitmix64_unif(&part), u2 = o3m_splitmix64_unif(&part);
     double u3 = o3m_splitmix64_unif(&part);
@@ -363,7 +360,7 @@ int p2b_sim_run(const p2b_env *env, const p2b_config *cfg, p2b_result *res, o3m_
   double cold = 0, priv = 0, cent = 0;
   int sh_w = cfg->warm_shared;
   for (int u = ntrain; u < cfg->users; u++) {
-    uint64_t st = stream_of(cfg->seed, 6, (uint64_t)u);
+    uint64_t st = o3m_splitmix64_stream(cfg->seed, 6, (uint64_t)u);
     if ((rc = run_agent(&s, s.pol, s.st_fresh, 0, st, 0, &cold, e)) ||
         (rc = run_agent(&s, sh_w ? server : s.pol, sh_w ? NULL : s.st_server, 1, st, 0, &priv, e)) ||
         (rc = run_agent(&s, sh_w ? central : s.pol, sh_w ? NULL : s.st_central, 0, st, 0, &cent, e)))

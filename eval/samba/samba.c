@@ -70,11 +70,6 @@ typedef struct run {
   samba_result *r;
 } run;
 
-static uint64_t stream_of(uint64_t seed, uint64_t tag, uint64_t i) {
-  uint64_t x = seed ^ (tag * 0xd1b54a32d192ed03ull) ^ ((i + 1) * 0x9e3779b97f4a7c15ull);
-  return o3m_splitmix64(&x);
-}
-
 /* Gamma(a, 1) for a >= 1 (Marsaglia and Tsang, 2000). */
 static double gamma_draw(uint64_t *st, double a) {
   double d = a - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
@@ -336,14 +331,14 @@ static int run_one(const samba_config *c, const bl_paillier *dc, samba_result *r
     if (rc) goto out;
   }
   for (int i = 0; i < K; i++) {
-    R.rew_st[i] = stream_of(c->seed, 1, (uint64_t)i);
-    R.ts_st[i] = stream_of(c->seed, 2, (uint64_t)i);
+    R.rew_st[i] = o3m_splitmix64_stream(c->seed, 1, (uint64_t)i + 1);
+    R.ts_st[i] = o3m_splitmix64_stream(c->seed, 2, (uint64_t)i + 1);
     R.p[i] = 1.0 / K;
   }
-  R.coin_st = stream_of(c->seed, 3, 0);
-  R.mask_st = stream_of(c->seed, 4, 0);
-  R.perm_st = stream_of(c->seed, 5, 0);
-  R.comp_st = stream_of(c->seed, 6, 0);
+  R.coin_st = o3m_splitmix64_stream(c->seed, 3, 1);
+  R.mask_st = o3m_splitmix64_stream(c->seed, 4, 1);
+  R.perm_st = o3m_splitmix64_stream(c->seed, 5, 1);
+  R.comp_st = o3m_splitmix64_stream(c->seed, 6, 1);
   double eps_c = c->eps_c > 0 ? c->eps_c : 5.0 * K;
 
   double start = o3m_clock_s();
