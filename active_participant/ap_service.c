@@ -536,6 +536,43 @@ static void replica_answer(ap_service *s) {
   s->n_rwait = k;
 }
 
+/* Finds the decision a reward names and checks it was made under the
+ * current mask: on success *arm, *mask_id and *x describe it (*x points into
+ * the pending table, or into s->xbuf when a replica read it from the bucket:
+ * valid until the next lookup). A decision this process does not hold is
+ * read from the bucket when s is a replica (another replica, or this one
+ * before a restart, made it); otherwise it is unknown. Every refusal sets e
+ * with the decision's id; an expired decision is dropped from the table. */
+static int reward_lookup(ap_service *s, uint64_t decision, int64_t now, int *arm,
+                         uint64_t *mask_id, const double **x, o3m_err *e) {
+  unsigned long long id = (unsigned long long)decision;
+  int rc = ap_pending_peek(s->pending, decision, now, arm, mask_id, x);
+  switch (rc) {
+  case 0: break;
+  case O3M_ENOTFOUND:
+    if (!s->rep)
+      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
+                         "pending table, or issued before a restart of the active party)", id);
+    rc = ap_replica_get_decision(s->rep, decision, arm, mask_id, s->xbuf, e);
+    if (rc == O3M_ENOTFOUND)
+      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
+                         "pending lifetime of %d s)", id, s->expiry_s);
+    if (rc < 0) return rc;
+    *x = s->xbuf;
+    break;
+  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
+  case O3M_EEXPIRED:
+    ap_pending_expire(s->pending, decision);
+    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
+  default: return o3m_err_set(e, rc, "decision %llu: pending table lookup failed", id);
+  }
+  if (*mask_id != s->mask_id)
+    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
+                       "mask is %016llx", id, (unsigned long long)*mask_id,
+                       (unsigned long long)s->mask_id);
+  return 0;
+}
+
 /* A Reward on a replica: checked like a local one, the decision found in
  * this replica's pending table or else in the bucket, then appended to the
  * stream; the call waits until this replica has applied the record (so
@@ -552,26 +589,8 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   int arm;
   uint64_t mask_id;
   const double *x;
-  int rc = ap_pending_peek(s->pending, req->decision, now, &arm, &mask_id, &x);
-  switch (rc) {
-  case 0: break;
-  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
-  case O3M_EEXPIRED:
-    ap_pending_expire(s->pending, req->decision);
-    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
-  default:
-    /* Made by another replica (or before a restart): its record. */
-    rc = ap_replica_get_decision(s->rep, req->decision, &arm, &mask_id, s->xbuf, e);
-    if (rc == O3M_ENOTFOUND)
-      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
-                         "pending lifetime of %d s)", id, s->expiry_s);
-    if (rc < 0) return rc;
-    x = s->xbuf;
-  }
-  if (mask_id != s->mask_id)
-    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
-                       "mask is %016llx", id, (unsigned long long)mask_id,
-                       (unsigned long long)s->mask_id);
+  int rc = reward_lookup(s, req->decision, now, &arm, &mask_id, &x, e);
+  if (rc < 0) return rc;
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
     return reward_refused(req->decision, rc, what, e);
@@ -606,28 +625,13 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
                        s->reward_min, s->reward_max);
+  if (s->rep) return replica_reward(s, call, req, e);
   int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
   const double *x;
-  if (s->rep) return replica_reward(s, call, req, e);
-  int rc = ap_pending_peek(s->pending, req->decision, t, &arm, &mask_id, &x);
-  unsigned long long id = (unsigned long long)req->decision;
-  switch (rc) {
-  case 0: break;
-  case O3M_ENOTFOUND:
-    return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
-                       "pending table, or issued before a restart of the active party)", id);
-  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
-  case O3M_EEXPIRED:
-    ap_pending_expire(s->pending, req->decision);
-    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
-  default: return o3m_err_set(e, rc, "decision %llu: pending table lookup failed", id);
-  }
-  if (mask_id != s->mask_id)
-    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
-                       "mask is %016llx", id, (unsigned long long)mask_id,
-                       (unsigned long long)s->mask_id);
+  int rc = reward_lookup(s, req->decision, t, &arm, &mask_id, &x, e);
+  if (rc < 0) return rc;
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
   if (s->n_group == REWARD_SLOTS) reward_commit(s);
