@@ -666,19 +666,27 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   return 0;
 }
 
+/* Collects a periodic checkpoint written off the serving thread, if one
+ * finished (or, with wait, once it finishes), and reports its outcome;
+ * does nothing when none was started. */
+static void checkpoint_collect(ap_service *s, int wait) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int done, rc = ap_checkpoint_collect(s->ckpt, wait, &done, &ce);
+  if (done) checkpoint_result(s, "periodic", rc, &ce);
+}
+
 /* Periodic checkpoints are written off the serving thread
  * (ap_checkpoint_start): here a finished one is collected, and a due one
  * is started from a snapshot of the model as of the last journaled reward;
  * the serving threads only pay for the journal rotation and the copy of
  * the state. */
 static void checkpoint_if_due(ap_service *s) {
+  checkpoint_collect(s, 0);
+  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
   o3m_err ce;
   o3m_err_clear(&ce);
-  int done, rc = ap_checkpoint_collect(s->ckpt, 0, &done, &ce);
-  if (done) checkpoint_result(s, "periodic", rc, &ce);
-  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
-  o3m_err_clear(&ce);
-  rc = ap_checkpoint_start(s->ckpt, &ce);
+  int rc = ap_checkpoint_start(s->ckpt, &ce);
   if (rc) checkpoint_result(s, "periodic", rc, &ce);
 }
 
@@ -1129,13 +1137,8 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
-  if (s->ckpt) {
-    /* A periodic checkpoint still being written is finished first. */
-    o3m_err ce;
-    o3m_err_clear(&ce);
-    int done, crc = ap_checkpoint_collect(s->ckpt, 1, &done, &ce);
-    if (done) checkpoint_result(s, "periodic", crc, &ce);
-  }
+  /* A periodic checkpoint still being written is finished first. */
+  if (s->ckpt) checkpoint_collect(s, 1);
   if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
     o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "
