@@ -1095,7 +1095,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.listen = opt->listen;
   sc.insecure = opt->insecure;
   sc.slots_per_method = SERVER_SLOTS;
-  sc.threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
+  sc.threads = opt->threads ? opt->threads : me->threads;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
    * over-long id or too many values costs the AP at most that much, and no
