@@ -58,8 +58,7 @@ struct ap_checkpoint {
   int dirfd;
   int lockfd;
   uint64_t mask_id;
-  ap_journal *j;       /* NULL with external_log */
-  int external;        /* the log is elsewhere (opt.external_log) */
+  ap_journal *j;       /* NULL exactly when the log is elsewhere (opt.external_log) */
   uint64_t ext_seq;    /* external_log: position of the last applied record */
   uint64_t every_records;
   int64_t every_ms;
@@ -503,7 +502,6 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   if (opt->external_log) {
     /* The records after pos are in the external log; the caller applies
      * them (ap_checkpoint_set_position). */
-    c->external = 1;
     c->ext_seq = info->last_seq = pos;
     c->ckpt_seq = pos;
     c->ckpt_time = o3m_clock_ms();
@@ -585,7 +583,7 @@ ap_journal *ap_checkpoint_journal(ap_checkpoint *c) { return c->j; }
 void ap_checkpoint_set_position(ap_checkpoint *c, uint64_t seq) { c->ext_seq = seq; }
 
 uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
-  if (c->external) return c->ext_seq - c->ckpt_seq;
+  if (!c->j) return c->ext_seq - c->ckpt_seq;
   return ap_journal_last_seq(c->j) - c->ckpt_seq;
 }
 
@@ -605,7 +603,7 @@ int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h_, o3m
   if (rc == O3M_ECORRUPT)
     return o3m_err_set(e, rc, "model %d: %s: the exact statistics are damaged; stop and "
                        "recover from the checkpoint and journal", h.model, h.what);
-  if (c->external) {
+  if (!c->j) {
     /* Replicas must stay bit-identical: a repair made by one replica alone
      * would make it differ, so it is only reported. */
     o3m_log_warn("numerical health: %d model(s) bad, first %d: %s (residual %.3g); not "
@@ -649,11 +647,11 @@ int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
    * The rotation must come first: once it returns, segment seq + 1 exists,
    * which is what lets recovery tell a journal lost after this checkpoint
    * from one that simply has nothing after it (ap_journal.h). */
-  if (!c->external && (rc = ap_journal_rotate(c->j, e))) return rc;
+  if (c->j && (rc = ap_journal_rotate(c->j, e))) return rc;
   if ((rc = o3m_policy_state_export(c->p, c->snap, n)))
     return o3m_err_set(e, rc, "checkpoint: the policy state image does not fit");
   pthread_mutex_lock(&c->mu);
-  c->job_seq = c->external ? c->ext_seq : ap_journal_last_seq(c->j);
+  c->job_seq = c->j ? ap_journal_last_seq(c->j) : c->ext_seq;
   c->job_updates = o3m_policy_updates(c->p);
   c->job = 1;
   c->done = 0;
@@ -694,7 +692,7 @@ int ap_checkpoint_collect(ap_checkpoint *c, int wait, int *done, o3m_err *e) {
   }
   if (n > 2 && fsync(c->dirfd) && !rc)
     rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync", c->dir);
-  if (!rc && n >= 2 && !c->external) rc = ap_journal_prune(c->j, seqs[1], e);
+  if (!rc && n >= 2 && c->j) rc = ap_journal_prune(c->j, seqs[1], e);
   free(seqs);
   return rc;
 }

@@ -24,6 +24,7 @@ struct ap_replica {
   jsCtx *js;
   kvStore *kv;
   natsSubscription *sub;
+  char *stream;       /* a copy of cfg->stream */
   char subject[160];
   int d;
   unsigned char *buf; /* one encoded record */
@@ -45,6 +46,7 @@ void ap_replica_destroy(ap_replica *r) {
   if (r->nc) natsConnection_Destroy(r->nc);
   free(r->buf);
   free(r->x);
+  free(r->stream);
   free(r);
   /* The library's global state (its threads, its timers) goes too, so that
    * a leak checker sees nothing at exit: one handle per process. */
@@ -114,13 +116,14 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   r->d = cfg->d;
   snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
+  r->stream = strdup(cfg->stream);
   r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
   char copy[1024];
   const char *urls[MAX_SERVERS];
   int n = 0, rc;
   natsOptions *no = NULL;
-  if (!r->buf || !r->x) {
+  if (!r->stream || !r->buf || !r->x) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
   }
@@ -301,10 +304,7 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
 
 int ap_replica_last_seq(ap_replica *r, uint64_t *seq, o3m_err *e) {
   jsStreamInfo *si = NULL;
-  const char *stream = r->subject; /* "<stream>.rewards": cut the suffix */
-  char name[160];
-  snprintf(name, sizeof name, "%.*s", (int)(strlen(stream) - strlen(".rewards")), stream);
-  natsStatus s = js_GetStreamInfo(&si, r->js, name, NULL, NULL);
+  natsStatus s = js_GetStreamInfo(&si, r->js, r->stream, NULL, NULL);
   if (s != NATS_OK) return nats_fail(e, s, "stream info");
   *seq = si->State.LastSeq;
   jsStreamInfo_Destroy(si);

@@ -536,6 +536,43 @@ static void replica_answer(ap_service *s) {
   s->n_rwait = k;
 }
 
+/* Finds the decision a reward names and checks it was made under the
+ * current mask: on success *arm, *mask_id and *x describe it (*x points into
+ * the pending table, or into s->xbuf when a replica read it from the bucket:
+ * valid until the next lookup). A decision this process does not hold is
+ * read from the bucket when s is a replica (another replica, or this one
+ * before a restart, made it); otherwise it is unknown. Every refusal sets e
+ * with the decision's id; an expired decision is dropped from the table. */
+static int reward_lookup(ap_service *s, uint64_t decision, int64_t now, int *arm,
+                         uint64_t *mask_id, const double **x, o3m_err *e) {
+  unsigned long long id = (unsigned long long)decision;
+  int rc = ap_pending_peek(s->pending, decision, now, arm, mask_id, x);
+  switch (rc) {
+  case 0: break;
+  case O3M_ENOTFOUND:
+    if (!s->rep)
+      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
+                         "pending table, or issued before a restart of the active party)", id);
+    rc = ap_replica_get_decision(s->rep, decision, arm, mask_id, s->xbuf, e);
+    if (rc == O3M_ENOTFOUND)
+      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
+                         "pending lifetime of %d s)", id, s->expiry_s);
+    if (rc < 0) return rc;
+    *x = s->xbuf;
+    break;
+  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
+  case O3M_EEXPIRED:
+    ap_pending_expire(s->pending, decision);
+    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
+  default: return o3m_err_set(e, rc, "decision %llu: pending table lookup failed", id);
+  }
+  if (*mask_id != s->mask_id)
+    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
+                       "mask is %016llx", id, (unsigned long long)*mask_id,
+                       (unsigned long long)s->mask_id);
+  return 0;
+}
+
 /* A Reward on a replica: checked like a local one, the decision found in
  * this replica's pending table or else in the bucket, then appended to the
  * stream; the call waits until this replica has applied the record (so
@@ -552,26 +589,8 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   int arm;
   uint64_t mask_id;
   const double *x;
-  int rc = ap_pending_peek(s->pending, req->decision, now, &arm, &mask_id, &x);
-  switch (rc) {
-  case 0: break;
-  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
-  case O3M_EEXPIRED:
-    ap_pending_expire(s->pending, req->decision);
-    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
-  default:
-    /* Made by another replica (or before a restart): its record. */
-    rc = ap_replica_get_decision(s->rep, req->decision, &arm, &mask_id, s->xbuf, e);
-    if (rc == O3M_ENOTFOUND)
-      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
-                         "pending lifetime of %d s)", id, s->expiry_s);
-    if (rc < 0) return rc;
-    x = s->xbuf;
-  }
-  if (mask_id != s->mask_id)
-    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
-                       "mask is %016llx", id, (unsigned long long)mask_id,
-                       (unsigned long long)s->mask_id);
+  int rc = reward_lookup(s, req->decision, now, &arm, &mask_id, &x, e);
+  if (rc < 0) return rc;
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
     return reward_refused(req->decision, rc, what, e);
@@ -606,28 +625,13 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
                        s->reward_min, s->reward_max);
+  if (s->rep) return replica_reward(s, call, req, e);
   int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
   const double *x;
-  if (s->rep) return replica_reward(s, call, req, e);
-  int rc = ap_pending_peek(s->pending, req->decision, t, &arm, &mask_id, &x);
-  unsigned long long id = (unsigned long long)req->decision;
-  switch (rc) {
-  case 0: break;
-  case O3M_ENOTFOUND:
-    return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
-                       "pending table, or issued before a restart of the active party)", id);
-  case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
-  case O3M_EEXPIRED:
-    ap_pending_expire(s->pending, req->decision);
-    return o3m_err_set(e, rc, "decision %llu expired (older than %d s)", id, s->expiry_s);
-  default: return o3m_err_set(e, rc, "decision %llu: pending table lookup failed", id);
-  }
-  if (mask_id != s->mask_id)
-    return o3m_err_set(e, O3M_EMASK, "decision %llu was made under mask %016llx, the current "
-                       "mask is %016llx", id, (unsigned long long)mask_id,
-                       (unsigned long long)s->mask_id);
+  int rc = reward_lookup(s, req->decision, t, &arm, &mask_id, &x, e);
+  if (rc < 0) return rc;
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
   if (s->n_group == REWARD_SLOTS) reward_commit(s);
@@ -662,19 +666,27 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   return 0;
 }
 
+/* Collects a periodic checkpoint written off the serving thread, if one
+ * finished (or, with wait, once it finishes), and reports its outcome;
+ * does nothing when none was started. */
+static void checkpoint_collect(ap_service *s, int wait) {
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int done, rc = ap_checkpoint_collect(s->ckpt, wait, &done, &ce);
+  if (done) checkpoint_result(s, "periodic", rc, &ce);
+}
+
 /* Periodic checkpoints are written off the serving thread
  * (ap_checkpoint_start): here a finished one is collected, and a due one
  * is started from a snapshot of the model as of the last journaled reward;
  * the serving threads only pay for the journal rotation and the copy of
  * the state. */
 static void checkpoint_if_due(ap_service *s) {
+  checkpoint_collect(s, 0);
+  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
   o3m_err ce;
   o3m_err_clear(&ce);
-  int done, rc = ap_checkpoint_collect(s->ckpt, 0, &done, &ce);
-  if (done) checkpoint_result(s, "periodic", rc, &ce);
-  if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
-  o3m_err_clear(&ce);
-  rc = ap_checkpoint_start(s->ckpt, &ce);
+  int rc = ap_checkpoint_start(s->ckpt, &ce);
   if (rc) checkpoint_result(s, "periodic", rc, &ce);
 }
 
@@ -1083,7 +1095,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.listen = opt->listen;
   sc.insecure = opt->insecure;
   sc.slots_per_method = SERVER_SLOTS;
-  sc.threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
+  sc.threads = opt->threads ? opt->threads : me->threads;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
    * over-long id or too many values costs the AP at most that much, and no
@@ -1125,13 +1137,8 @@ int ap_service_run(ap_service *s) {
   if (s->ran) return O3M_ESTATE;
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
-  if (s->ckpt) {
-    /* A periodic checkpoint still being written is finished first. */
-    o3m_err ce;
-    o3m_err_clear(&ce);
-    int done, crc = ap_checkpoint_collect(s->ckpt, 1, &done, &ce);
-    if (done) checkpoint_result(s, "periodic", crc, &ce);
-  }
+  /* A periodic checkpoint still being written is finished first. */
+  if (s->ckpt) checkpoint_collect(s, 1);
   if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
   if (s->ckpt)
     o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "

@@ -644,6 +644,7 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
   pt->col0 = -1;
   pt->slot = -1;
   pt->max_norm = O3M_CONFIG_DEFAULT_MAX_NORM;
+  pt->threads = 1;
   /* The role decides which keys are allowed, so it is read first. */
   const entry *role = find_entry(p, s, "role");
   if (!role) return perr(p, s->line, "%s: missing required key 'role'", label);

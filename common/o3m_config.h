@@ -188,7 +188,7 @@ typedef struct o3m_party {
   const char *state_dir;  /* path or NULL */
   double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
   int whiten;             /* whiten = true: whiten the own tables (o3m_features_whiten) */
-  int threads;            /* serving threads, 1..O3M_CONFIG_MAX_THREADS; 0: not set */
+  int threads;            /* serving threads, 1..O3M_CONFIG_MAX_THREADS (1 if not set) */
   int has_agg_public;     /* 1 if agg_public was given (passive parties only) */
   unsigned char agg_public[32]; /* X25519 public key for secure aggregation */
   const char *agg_secret; /* path of the secret key file, or NULL */

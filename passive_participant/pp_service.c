@@ -113,7 +113,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
   s->metrics = opt->metrics;
-  s->threads = opt->threads ? opt->threads : me->threads ? me->threads : 1;
+  s->threads = opt->threads ? opt->threads : me->threads;
   s->listen = opt->listen;
   s->slot = me->slot;
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;

@@ -24,6 +24,12 @@
 FED_PIDS=()
 FED_NAMES=()
 
+# Prints a TCP port on 127.0.0.1 that was free a moment ago (the kernel
+# picks it; another process may take it before the caller binds it).
+fed_free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 fed_down() {
   local p
   for p in "${FED_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done

@@ -51,7 +51,7 @@ fail() {
 # The passive party at warn level does not log its port: it gets one
 # picked here.
 FIRST_PP=
-PP_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PP_PORT=$(fed_free_port)
 fed_extra_args() {
   local opts="--metrics-listen 127.0.0.1:0"
   [ "$1" = "$FED_ACTIVE" ] && opts="$opts --log-format json --log-level debug"
@@ -85,11 +85,9 @@ metric() {
     awk '{print $NF}'
 }
 
-fed_gen "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20
-read -r FIRST_PP _ <<<"$(echo $FED_PASSIVE)"
 # The AP keeps its model in a state_dir: rewards go through the journal.
-mkdir -p "$WORK/ap-state"
-sed -i "/^\[party $FED_ACTIVE\]/a state_dir = $WORK/ap-state" "$FED_CONF"
+FED_AP_STATE=1 fed_gen "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20
+read -r FIRST_PP _ <<<"$(echo $FED_PASSIVE)"
 
 # --- 1: readiness follows the block ----------------------------------------
 fed_start "$WORK" "$BIN" "$FIRST_PP" o3m-passive

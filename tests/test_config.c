@@ -448,6 +448,16 @@ Test(config, active_party_without_tables_is_valid) {
   o3m_config_destroy(c);
 }
 
+/* threads: per party, 1 when the key is not set (the daemons' --threads
+ * overrides it). */
+Test(config, threads_default_one) {
+  o3m_config *c = parse_ok(line(30, "threads = 3"), NULL);
+  cr_assert_eq(o3m_config_party(c, "bank")->threads, 3);
+  cr_assert_eq(o3m_config_active(c)->threads, 1);
+  cr_assert_eq(o3m_config_pmg(c)->threads, 1);
+  o3m_config_destroy(c);
+}
+
 /* max_norm: per active or passive party, default O3M_CONFIG_DEFAULT_MAX_NORM,
  * strictly parsed (> 0, at most the limit, a finite number), refused for
  * the pmg. */

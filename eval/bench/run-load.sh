@@ -19,13 +19,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
+# Each PID's /proc/PID/stat from the field after the command name on
+# (which may hold spaces), one line per PID: utime and stime (clock ticks)
+# are then fields 12 and 13.
+proc_stat() {
+  local p
+  for p; do sed 's/.*) //' "/proc/$p/stat"; done
+}
+
 # utime + stime (clock ticks) of every running passive daemon, summed.
 pp_cpu_ticks() {
   local i sum=0 f pp
   pp=" $(echo $FED_PASSIVE) " # one line, names separated by spaces
   for i in "${!FED_NAMES[@]}"; do
     case "$pp" in *" ${FED_NAMES[$i]} "*) ;; *) continue ;; esac
-    f=$(sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat")
+    f=$(proc_stat "${FED_PIDS[$i]}")
     sum=$((sum + $(echo "$f" | awk '{print $12 + $13}')))
   done
   echo "$sum"
@@ -37,7 +45,7 @@ proc_cpu_s() {
   local i
   for i in "${!FED_NAMES[@]}"; do
     [ "${FED_NAMES[$i]}" = "$1" ] || continue
-    sed 's/.*) //' "/proc/${FED_PIDS[$i]}/stat"
+    proc_stat "${FED_PIDS[$i]}"
   done | awk -v hz="$(getconf CLK_TCK)" '{t += $12 + $13} END {printf "%.3f\n", t / hz}'
 }
 
@@ -59,8 +67,8 @@ NATS_PIDS=()
 nats_up() {
   local i ports=() cports=() routes
   for i in 1 2 3; do
-    ports+=($(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'))
-    cports+=($(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'))
+    ports+=($(fed_free_port))
+    cports+=($(fed_free_port))
   done
   NATS_URLS=""
   for i in 0 1 2; do NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:${ports[$i]}"; done
@@ -113,7 +121,7 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica 
         FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
       targets=("$(awk -v a="$FED_ACTIVE" '/^\[party /{n=$2; sub(/\]/,"",n)} n==a && /^address/{print $3}' "$FED_CONF")")
       for r in $(seq 2 "$reps"); do
-        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        port=$(fed_free_port)
         FED_ACTIVE_ARGS="--threads $threads --replica r$r --listen 127.0.0.1:$port" \
           fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
         fed_wait "$work" "$FED_ACTIVE"
@@ -156,7 +164,7 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica 
     if [ "$reps" -gt 0 ]; then
       # The three NATS servers' CPU over the whole mode (every level and
       # the rewards-only run), per decision the replicas issued.
-      for r in "${NATS_PIDS[@]}"; do sed 's/.*) //' "/proc/$r/stat"; done |
+      proc_stat "${NATS_PIDS[@]}" |
         awk -v hz="$(getconf CLK_TCK)" -v n="$(ap_rounds)" \
           '{t += $12 + $13} END {printf "  NATS servers (3): %.1f CPU s for the mode, %.0f us per decision issued (%d)\n", t / hz, 1e6 * t / hz / n, n}'
     fi
