@@ -320,6 +320,8 @@ static const keyspec fed_keys[] = {
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
+    {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
+    {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -460,6 +462,40 @@ static int ipv4_list_ok(const char *address, const char *list) {
     const char *comma = strchr(a, ',');
     size_t n = comma ? (size_t)(comma - a) : strlen(a);
     if (!ipv4_one_ok(a, n)) return 0;
+    if (!comma) return 1;
+    a = comma + 1;
+  }
+}
+
+/* 1 when the n bytes at url are a NATS URL ([scheme://]host[:port]) whose
+ * host is on loopback: 127.x.x.x, localhost or [::1]. */
+static int url_loopback(const char *url, size_t n) {
+  while (n > 0 && (*url == ' ' || *url == '\t')) url++, n--;
+  for (size_t i = 0; i + 3 <= n; i++)
+    if (memcmp(url + i, "://", 3) == 0) {
+      url += i + 3;
+      n -= i + 3;
+      break;
+    }
+  if (memchr(url, '@', n)) return 0;
+  size_t h = 0;
+  if (n >= 5 && memcmp(url, "[::1]", 5) == 0) h = 5;
+  else
+    while (h < n && url[h] != ':' && url[h] != ' ' && url[h] != '\t') h++;
+  if (h == 5 && memcmp(url, "[::1]", 5) == 0) return 1;
+  if (h == 9 && memcmp(url, "localhost", 9) == 0) return 1;
+  if (h < 5 || memcmp(url, "127.", 4) != 0) return 0;
+  for (size_t i = 4; i < h; i++)
+    if (!(url[i] == '.' || (url[i] >= '0' && url[i] <= '9'))) return 0;
+  return 1;
+}
+
+/* 1 when every URL of the comma-separated list is on loopback. */
+static int urls_loopback(const char *list) {
+  for (const char *a = list;;) {
+    const char *comma = strchr(a, ',');
+    size_t n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!url_loopback(a, n)) return 0;
     if (!comma) return 1;
     a = comma + 1;
   }
@@ -752,6 +788,14 @@ static int check_structure(parser *p, const section *fed) {
   if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
     return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
                 "comma-separated)");
+  if (strcmp(c->repl.mode, "nats") == 0 && strcmp(c->repl.tls, "off") == 0 &&
+      !urls_loopback(c->repl.servers))
+    return perr(p, 0, "[federation]: nats_tls = off sends masked contexts and takes reward "
+                "records in plain text without credentials; it is allowed only when every "
+                "nats_servers URL is on loopback (127.x.x.x, localhost, [::1]), got '%s'",
+                c->repl.servers);
+  if (!*c->repl.server_name)
+    return perr(p, 0, "[federation]: nats_server_name must not be empty");
   int n_pp = 0;
   for (int i = 0; i < c->n_parties; i++) n_pp += c->parties[i].role == O3M_ROLE_PASSIVE;
   if (c->agg_secure && n_pp >= 2)
@@ -847,6 +891,8 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
   c->repl.replicas = 3;
+  c->repl.tls = "on";
+  c->repl.server_name = "nats";
   c->policy.alpha = 0.5;
   c->policy.lambda = 1.0;
   c->policy.v = 0.01;
