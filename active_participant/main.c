@@ -67,7 +67,8 @@ static const o3m_cli_option options[] = {
                        "previous one ran; each: one per reward (for comparison)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {"replica", "NAME", "serve as replica NAME of the active party (needs [federation] "
-                        "replication = nats; snapshots in state_dir/replica-NAME)"},
+                        "replication = nats; snapshots in state_dir/replica-NAME; mutual TLS "
+                        "to NATS with the party's ca, cert and key unless nats_tls = off)"},
     {"listen", "ADDR", "listen on ADDR (host:port) instead of the party's address (a second "
                        "replica on the same host)"},
     {NULL, NULL, NULL},
