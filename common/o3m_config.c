@@ -478,11 +478,9 @@ static int url_loopback(const char *url, size_t n) {
       break;
     }
   if (memchr(url, '@', n)) return 0;
+  if (n >= 5 && memcmp(url, "[::1]", 5) == 0) return n == 5 || url[5] == ':';
   size_t h = 0;
-  if (n >= 5 && memcmp(url, "[::1]", 5) == 0) h = 5;
-  else
-    while (h < n && url[h] != ':' && url[h] != ' ' && url[h] != '\t') h++;
-  if (h == 5 && memcmp(url, "[::1]", 5) == 0) return 1;
+  while (h < n && url[h] != ':' && url[h] != ' ' && url[h] != '\t') h++;
   if (h == 9 && memcmp(url, "localhost", 9) == 0) return 1;
   if (h < 5 || memcmp(url, "127.", 4) != 0) return 0;
   for (size_t i = 4; i < h; i++)
@@ -490,13 +488,14 @@ static int url_loopback(const char *url, size_t n) {
   return 1;
 }
 
-/* 1 when every URL of the comma-separated list is on loopback. */
-static int urls_loopback(const char *list) {
+/* The first URL of the comma-separated list that is not on loopback (*n
+ * its length), or NULL when every one is. */
+static const char *url_not_loopback(const char *list, size_t *n) {
   for (const char *a = list;;) {
     const char *comma = strchr(a, ',');
-    size_t n = comma ? (size_t)(comma - a) : strlen(a);
-    if (!url_loopback(a, n)) return 0;
-    if (!comma) return 1;
+    *n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!url_loopback(a, *n)) return a;
+    if (!comma) return NULL;
     a = comma + 1;
   }
 }
@@ -788,12 +787,14 @@ static int check_structure(parser *p, const section *fed) {
   if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
     return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
                 "comma-separated)");
-  if (strcmp(c->repl.mode, "nats") == 0 && strcmp(c->repl.tls, "off") == 0 &&
-      !urls_loopback(c->repl.servers))
-    return perr(p, 0, "[federation]: nats_tls = off sends masked contexts and takes reward "
-                "records in plain text without credentials; it is allowed only when every "
-                "nats_servers URL is on loopback (127.x.x.x, localhost, [::1]), got '%s'",
-                c->repl.servers);
+  size_t bad_n = 0;
+  const char *bad = strcmp(c->repl.mode, "nats") == 0 && strcmp(c->repl.tls, "off") == 0
+                        ? url_not_loopback(c->repl.servers, &bad_n)
+                        : NULL;
+  if (bad)
+    return perr(p, 0, "[federation]: nats_tls = off (plain text, no credentials) is allowed only "
+                "with every nats_servers URL on loopback (127.x.x.x, localhost, [::1]); "
+                "'%.*s' is not", (int)bad_n, bad);
   if (!*c->repl.server_name)
     return perr(p, 0, "[federation]: nats_server_name must not be empty");
   int n_pp = 0;
