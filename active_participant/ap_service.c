@@ -932,9 +932,9 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
   /* The replicas authenticate to NATS with the party's own TLS files. */
   int tls = strcmp(repl->tls, "on") == 0;
   if (tls && (!o3m_config_ca(cfg) || !me->cert || !me->key))
-    return o3m_err_set(e, O3M_EINVAL, "%s: nats_tls = on needs the federation's ca and party "
-                       "'%s''s cert and key (the replicas present them to NATS); nats_tls = off "
-                       "is for NATS on loopback only", o3m_config_name(cfg), me->name);
+    return o3m_err_set(e, O3M_EINVAL, "%s: nats_tls = on needs the federation's ca and the "
+                       "cert and key of party '%s' (the replicas present them to NATS); nats_tls "
+                       "= off is for NATS on loopback only", o3m_config_name(cfg), me->name);
   ap_replica_config rc_ = {
       .tls = tls,
       .ca = o3m_config_ca(cfg),
