@@ -31,8 +31,8 @@ typedef struct fed_nats {
   char certs[64];              /* the certificates' subdirectory of fed_dir() */
 } fed_nats;
 
-/* Starts the cluster (see above) with the certificates in fed_dir()/certs
- * and fills n. */
+/* Starts the cluster (see above) with its certificates made in
+ * fed_dir()/CERTS and fills n. */
 void fed_nats_start(fed_nats *n, const char *certs);
 
 /* Starts node i again (after fed_stop) on its ports and store. */
