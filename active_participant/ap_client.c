@@ -12,6 +12,7 @@
 
 #include "health.pb-c.h"
 #include "o3m_cert.h"
+#include "o3m_cli.h"
 #include "o3m.pb-c.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
@@ -163,23 +164,21 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   cc.wait_for_ready = o->wait_for_ready;
   ap_client *c = calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
-  for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-    if (c->n == MAX_TARGETS) {
-      ap_client_destroy(c);
-      return o3m_err_set(e, O3M_EINVAL, "more than %d addresses in the target list",
-                         MAX_TARGETS);
-    }
-    cc.target = t;
+  char *targets[MAX_TARGETS];
+  int n = o3m_cli_split_list(list, targets, MAX_TARGETS);
+  if (n < 0) {
+    free(c);
+    return o3m_err_set(e, O3M_EINVAL, "target '%s': address %d is empty or one too many (at "
+                       "most %d addresses, comma-separated)", o->target, -n, MAX_TARGETS);
+  }
+  for (int i = 0; i < n; i++) {
+    cc.target = targets[i];
     int rc = o3m_rpc_client_create(&c->rpcs[c->n], &cc, e);
     if (rc < 0) {
       ap_client_destroy(c);
       return rc;
     }
     c->n++;
-  }
-  if (c->n == 0) {
-    free(c);
-    return o3m_err_set(e, O3M_EINVAL, "no address in target '%s'", o->target);
   }
   *out = c;
   return 0;

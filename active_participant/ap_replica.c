@@ -7,11 +7,13 @@
 
 #include <inttypes.h>
 #include <nats/nats.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "o3m_bytes.h"
+#include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_log.h"
 
@@ -48,9 +50,51 @@ void ap_replica_destroy(ap_replica *r) {
   free(r->x);
   free(r->stream);
   free(r);
-  /* The library's global state (its threads, its timers) goes too, so that
-   * a leak checker sees nothing at exit: one handle per process. */
-  nats_CloseAndWait(2000);
+}
+
+static pthread_once_t library_once = PTHREAD_ONCE_INIT;
+static natsStatus library_status = NATS_OK;
+static int library_opened;
+static int library_tls; /* a handle used TLS (see ap_replica_library_close) */
+
+static void library_open(void) {
+  library_status = nats_Open(-1);
+  library_opened = library_status == NATS_OK;
+}
+
+void ap_replica_library_close(void) {
+  /* The library's global state (its threads, its timers) goes, so that a
+   * leak checker sees nothing at exit. Not after TLS: libnats 3.4 (Debian's)
+   * frees OpenSSL's compression method stack on close without clearing it,
+   * and OpenSSL's own cleanup at exit frees it again (nats.c issue 904; seen
+   * here as "malloc_consolidate(): unaligned fastbin chunk" at exit). Its
+   * state then stays reachable until exit, which leak checkers accept. */
+  if (library_opened && !library_tls) nats_CloseAndWait(2000);
+  library_opened = 0;
+}
+
+/* The TLS options of a replica (see "Transport" in ap_replica.h): a file
+ * that cannot be loaded is named in the error. */
+static int tls_options(natsOptions *no, const ap_replica_config *cfg, o3m_err *e) {
+  if (!cfg->ca || !cfg->cert || !cfg->key || !cfg->server_name || !*cfg->server_name)
+    return o3m_err_set(e, O3M_EINVAL, "replication: TLS to NATS needs a CA file, a "
+                       "certificate, its key and the servers' name");
+  library_tls = 1;
+  natsStatus s = natsOptions_SetSecure(no, true);
+  if (s != NATS_OK) return nats_fail(e, s, "TLS");
+  if ((s = natsOptions_LoadCATrustedCertificates(no, cfg->ca)) != NATS_OK) {
+    nats_fail(e, s, "");
+    return o3m_err_set(e, O3M_EINVAL, "replication: cannot load the CA certificates of %s "
+                       "(%s)", cfg->ca, o3m_err_message(e));
+  }
+  if ((s = natsOptions_LoadCertificatesChain(no, cfg->cert, cfg->key)) != NATS_OK) {
+    nats_fail(e, s, "");
+    return o3m_err_set(e, O3M_EINVAL, "replication: cannot load the certificate %s with the key "
+                       "%s (%s)", cfg->cert, cfg->key, o3m_err_message(e));
+  }
+  if ((s = natsOptions_SetExpectedHostname(no, cfg->server_name)) != NATS_OK)
+    return nats_fail(e, s, "TLS server name");
+  return 0;
 }
 
 /* The stream: used as it is when it exists, else created with R copies on
@@ -120,7 +164,7 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
   char copy[1024];
-  const char *urls[MAX_SERVERS];
+  char *urls[MAX_SERVERS];
   int n = 0, rc;
   natsOptions *no = NULL;
   if (!r->stream || !r->buf || !r->x) {
@@ -132,11 +176,18 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     goto fail;
   }
   snprintf(copy, sizeof copy, "%s", cfg->servers);
-  for (char *save = NULL, *t = strtok_r(copy, ", ", &save); t && n < MAX_SERVERS;
-       t = strtok_r(NULL, ", ", &save))
-    urls[n++] = t;
+  if ((n = o3m_cli_split_list(copy, urls, MAX_SERVERS)) < 0) {
+    rc = o3m_err_set(e, O3M_EINVAL, "replication: nats_servers '%s': entry %d is empty or one "
+                     "too many (at most %d URLs)", cfg->servers, -n, MAX_SERVERS);
+    goto fail;
+  }
+  pthread_once(&library_once, library_open);
+  if (library_status != NATS_OK) {
+    rc = nats_fail(e, library_status, "cannot initialize the NATS library");
+    goto fail;
+  }
   natsStatus s = natsOptions_Create(&no);
-  if (s == NATS_OK) s = natsOptions_SetServers(no, urls, n);
+  if (s == NATS_OK) s = natsOptions_SetServers(no, (const char **)urls, n);
   if (s == NATS_OK && cfg->name) s = natsOptions_SetName(no, cfg->name);
   /* Reconnect forever: a NATS node that dies is replaced by another of the
    * list; calls fail meanwhile and are answered UNAVAILABLE. */
@@ -147,16 +198,29 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     rc = nats_fail(e, s, "options");
     goto fail;
   }
+  if (cfg->tls && (rc = tls_options(no, cfg, e)) < 0) goto fail;
   int64_t until = o3m_clock_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
+  /* A refused certificate (either side's) or identity does not heal by
+   * waiting: those end the attempts at once. */
   do {
     s = natsConnection_Connect(&r->nc, no);
-    if (s == NATS_OK) break;
+    if (s == NATS_OK || s == NATS_SSL_ERROR || s == NATS_CONNECTION_AUTH_FAILED) break;
     nats_Sleep(200);
   } while (o3m_clock_ms() < until);
   if (s != NATS_OK) {
-    char what[1100];
-    snprintf(what, sizeof what, "cannot connect to %s", cfg->servers);
-    rc = nats_fail(e, s, what);
+    /* The library's detail (an OpenSSL reason, "Authorization Violation")
+     * goes to the log whole; the error names the files and the servers
+     * first, where a 256-byte message keeps them. */
+    const char *last = nats_GetLastError(NULL);
+    o3m_log_error("NATS: connecting to %s: %s%s%s", cfg->servers, natsStatus_GetText(s),
+                  last && *last ? ": " : "", last && *last ? last : "");
+    if (cfg->tls)
+      rc = o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: cannot connect to %s over TLS (CA %s, server "
+                       "name '%s', certificate %s): %s", cfg->servers, cfg->ca,
+                       cfg->server_name, cfg->cert, natsStatus_GetText(s));
+    else
+      rc = o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: cannot connect to %s in plain text "
+                       "(nats_tls = off): %s", cfg->servers, natsStatus_GetText(s));
     goto fail;
   }
   jsOptions jo;

@@ -34,6 +34,21 @@
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
  * decision record in the bucket is arm i32, d u32, mask id u64, x[d].
  *
+ * Transport. With tls = 1 (the default, [federation] nats_tls = on) the
+ * connection is TLS with mutual authentication: the replica trusts ca (the
+ * federation CA), presents cert and key (the active party's own, so NATS
+ * can map it to the one user allowed to use the stream and the bucket;
+ * deploy/nats/o3m-nats.conf), and requires the server's certificate to
+ * carry server_name (every NATS node's certificate names "nats"), so that
+ * another party's certificate from the same CA cannot pose as a NATS
+ * server. tls = 0 is plain text without credentials: the config accepts it
+ * only for NATS on loopback (o3m_config.h, nats_tls).
+ *
+ * The NATS library's process-wide state is set up by the first create (the
+ * one place that initializes it) and released by ap_replica_library_close,
+ * which the daemon's main calls once before it exits, not by
+ * ap_replica_destroy: a process may create and destroy several handles.
+ *
  * Threads: the handle is used by one thread at a time (the service calls it
  * under its server's lock); the NATS library runs threads of its own that
  * never touch the service. */
@@ -56,6 +71,11 @@ typedef struct ap_replica_config {
   uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
   const char *name;      /* this replica's name, for the NATS connection */
   int connect_timeout_ms;
+  int tls;               /* 1: mutual TLS with the four below (required) */
+  const char *ca;        /* PEM file of the CA the NATS servers' certificates chain to */
+  const char *cert;      /* PEM file of this replica's certificate (the party's) */
+  const char *key;       /* PEM file of its private key */
+  const char *server_name; /* the DNS name every NATS server's certificate carries */
 } ap_replica_config;
 
 /* One reward record of the stream. x points into the handle (valid until
@@ -73,8 +93,13 @@ typedef struct ap_replica_record {
 /* Connects to NATS (retrying up to connect_timeout_ms), creates the stream
  * and the bucket if they do not exist (an existing one is used as it is),
  * and subscribes an ordered consumer from start_seq. Errors name the
- * servers and the NATS status (O3M_EUNAVAILABLE), or a bad config
- * (O3M_EINVAL). On failure *out is NULL and nothing is left. */
+ * servers and the NATS status (O3M_EUNAVAILABLE), with tls the CA file,
+ * the expected server name and the certificate presented too; a TLS
+ * handshake that fails (the servers' certificates do not chain to ca or do
+ * not name server_name, or NATS refused this certificate) or an
+ * authorization refusal ends the attempts at once. A bad config is
+ * O3M_EINVAL (a TLS file that cannot be loaded is named). On failure *out
+ * is NULL and nothing is left. */
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e);
 
 /* Writes the decision record of a Recommend (see above) and waits for
@@ -107,9 +132,15 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
  * at start). */
 int ap_replica_last_seq(ap_replica *r, uint64_t *seq, o3m_err *e);
 
-/* Closes the subscription and the connection, then the NATS library's
- * global state (nats_CloseAndWait): one handle per process, which is what
- * the daemon has. NULL is accepted. */
+/* Closes the subscription and the connection. The library's global state
+ * stays (see "Transport" above). NULL is accepted. */
 void ap_replica_destroy(ap_replica *r);
+
+/* Releases the NATS library's process-wide state (nats_CloseAndWait), if a
+ * create opened it and no handle used TLS (libnats 3.4 then corrupts
+ * OpenSSL's state for its exit handler: see ap_replica.c): once, at
+ * process exit, after every handle is destroyed, from the thread that runs
+ * main. A process that never created a handle does nothing. */
+void ap_replica_library_close(void);
 
 #endif

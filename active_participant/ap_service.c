@@ -133,6 +133,8 @@ struct ap_service {
   char *replica;
   uint64_t applied_seq;
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
+  uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
+  double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
   double *xbuf;           /* d values: a decision record read from the bucket */
   struct replica_wait {
     o3m_rpc_call *call;
@@ -462,17 +464,44 @@ static int replica_record(void *ctx, uint64_t decision, int arm, uint64_t mask_i
   return ap_replica_put_decision(s->rep, decision, arm, mask_id, x, e);
 }
 
+/* The bounds every record taken from the stream or the bucket must keep,
+ * whoever wrote it (defence in depth against a forged record or a
+ * compromised replica): the masked context's l2 norm within sum_norm, the
+ * bound a real sum Q x has (the check and slack ap_round applies to the
+ * parties' sums), the arm in range (disjoint models; a shared model has
+ * no arms) and the reward finite and within
+ * [reward_min, reward_max] (what h_reward refuses). Returns 0, or
+ * O3M_EINVAL with e naming the bound (never the value). Deterministic: a
+ * function of the record and the config only. */
+static int replica_bounds(ap_service *s, int arm, const double *x, double reward, o3m_err *e) {
+  if (s->n_arms > 0 && (arm < 0 || arm >= s->n_arms))
+    return o3m_err_set(e, O3M_EINVAL, "arm outside 0..%d", s->n_arms - 1);
+  if (!isfinite(reward) || reward < s->reward_min || reward > s->reward_max)
+    return o3m_err_set(e, O3M_EINVAL, "reward is not a finite value in [%g, %g]", s->reward_min,
+                       s->reward_max);
+  return o3m_wire_check_row_norms("masked context", 1, s->d, x, s->sum_norm, 0, NULL, e);
+}
+
 /* Applies one stream record to the model, exactly as every replica does:
  * skipped (and counted) when its decision was applied before within the
- * pending lifetime, when it was made under another mask, or when the
- * model cannot take it (o3m_policy_update_check); the outcome goes to the
- * Reward waiting for it here, if any. */
+ * pending lifetime, when it was made under another mask, when it is
+ * outside the bounds (replica_bounds: counted in refused and logged), or
+ * when the model cannot take it (o3m_policy_update_check); the outcome
+ * goes to the Reward waiting for it here, if any. */
 static int replica_apply(ap_service *s, const ap_replica_record *r) {
   int found, rc;
+  o3m_err be;
+  o3m_err_clear(&be);
   applied_find(s, r->decision, r->time_ms, &found);
   if (found) rc = O3M_EEXISTS;
   else if (r->mask_id != s->mask_id) rc = O3M_EMASK;
-  else if ((rc = o3m_policy_update_check(s->policy, r->arm, r->x, r->reward, NULL)) == 0)
+  else if ((rc = replica_bounds(s, r->arm, r->x, r->reward, &be)) < 0) {
+    s->refused++;
+    o3m_log_warn("replica '%s': stream record %llu (decision %llu) skipped, out of bounds: %s "
+                 "(%llu refused so far)", s->replica, (unsigned long long)r->seq,
+                 (unsigned long long)r->decision, o3m_err_message(&be),
+                 (unsigned long long)s->refused);
+  } else if ((rc = o3m_policy_update_check(s->policy, r->arm, r->x, r->reward, NULL)) == 0)
     rc = o3m_policy_update(s->policy, r->arm, r->x, r->reward);
   if (rc == 0) applied_add(s, r->decision, r->time_ms);
   else s->skipped++;
@@ -591,6 +620,12 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   const double *x;
   int rc = reward_lookup(s, req->decision, now, &arm, &mask_id, &x, e);
   if (rc < 0) return rc;
+  /* A decision record from the bucket is checked like a stream record. */
+  o3m_err be;
+  o3m_err_clear(&be);
+  if ((rc = replica_bounds(s, arm, x, req->reward, &be)) < 0)
+    return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record in the bucket is out of "
+                       "bounds (%s); nothing changed", id, o3m_err_message(&be));
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
     return reward_refused(req->decision, rc, what, e);
@@ -891,9 +926,21 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
 /* Connects a replica to the stream from the position after its snapshot
  * and applies everything the stream holds now, so that it serves the
  * model every other replica serves (as of the stream's last record). */
-static int replica_start(ap_service *s, const o3m_config_replication *repl,
+static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *me,
                          const ap_service_options *opt, o3m_err *e) {
+  const o3m_config_replication *repl = o3m_config_replication_of(cfg);
+  /* The replicas authenticate to NATS with the party's own TLS files. */
+  int tls = strcmp(repl->tls, "on") == 0;
+  if (tls && (!o3m_config_ca(cfg) || !me->cert || !me->key))
+    return o3m_err_set(e, O3M_EINVAL, "%s: nats_tls = on needs the federation's ca and the "
+                       "cert and key of party '%s' (the replicas present them to NATS); nats_tls "
+                       "= off is for NATS on loopback only", o3m_config_name(cfg), me->name);
   ap_replica_config rc_ = {
+      .tls = tls,
+      .ca = o3m_config_ca(cfg),
+      .cert = me->cert,
+      .key = me->key,
+      .server_name = repl->server_name,
       .servers = repl->servers,
       .stream = repl->stream,
       .bucket = repl->bucket,
@@ -920,10 +967,11 @@ static int replica_start(ap_service *s, const o3m_config_replication *repl,
                                    s->replica, (unsigned long long)s->applied_seq);
   }
   o3m_log_info("replica '%s': caught up from stream seq %llu to %llu (%llu updates, %llu "
-               "records skipped); stream %s x%d, bucket %s", s->replica,
-               (unsigned long long)from, (unsigned long long)s->applied_seq,
+               "records skipped, %llu of them out of bounds); stream %s x%d, bucket %s, %s",
+               s->replica, (unsigned long long)from, (unsigned long long)s->applied_seq,
                (unsigned long long)o3m_policy_updates(s->policy),
-               (unsigned long long)s->skipped, repl->stream, repl->replicas, repl->bucket);
+               (unsigned long long)s->skipped, (unsigned long long)s->refused, repl->stream,
+               repl->replicas, repl->bucket, tls ? "mutual TLS" : "PLAIN TEXT (nats_tls = off)");
   return 0;
 }
 
@@ -1056,6 +1104,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     rcfg.record_ctx = s;
     size_t cap = 1024;
     while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
+    s->sum_norm = rcfg.sum_norm;
     s->replica = strdup(opt->replica);
     s->xbuf = malloc(sizeof *s->xbuf * (size_t)s->d);
     s->applied = calloc(cap, sizeof *s->applied);
@@ -1077,7 +1126,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   rc = open_state(s, opt, e);
   if (rc < 0) goto fail;
-  if (replicated && (rc = replica_start(s, repl, opt, e)) < 0) goto fail;
+  if (replicated && (rc = replica_start(s, cfg, me, opt, e)) < 0) goto fail;
 
   rc = ap_peers_create(&s->peers, cfg, me, opt->insecure, e);
   if (rc < 0) goto fail;

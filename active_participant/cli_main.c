@@ -86,23 +86,17 @@ typedef struct args {
   const char *user, *items, *arms, *own, *decision, *reward;
 } args;
 
-/* Splits a comma-separated list in place; *out (malloc'd) gets n pointers. */
+/* Splits a comma-separated list in place (o3m_cli_split_list); *out
+ * (malloc'd, also on failure: the caller frees it) gets n pointers.
+ * Returns 0, -1 when out of memory, -2 for an empty entry. */
 static int split_list(char *s, char ***out, int *n) {
   int count = 1;
   for (char *p = s; *p; p++) count += *p == ',';
   char **v = malloc(sizeof *v * (size_t)count);
-  if (!v) return -1;
-  int i = 0;
-  for (char *tok = s;; ) {
-    char *comma = strchr(tok, ',');
-    if (comma) *comma = '\0';
-    v[i++] = tok;
-    if (!comma) break;
-    tok = comma + 1;
-  }
   *out = v;
-  *n = i;
-  return 0;
+  if (!v) return -1;
+  *n = o3m_cli_split_list(s, v, count);
+  return *n < 0 ? -2 : 0;
 }
 
 static int parse_u64(const char *s, uint64_t *v) {
@@ -137,9 +131,21 @@ static int cmd_recommend(ap_client *c, const args *a) {
   uint32_t *arms = NULL;
   double *own = NULL;
   int K = 0, n_arms = 0, n_own = 0, rc = 2;
-  if (!items_s || (a->arms && !arms_s) || (a->own && !own_s) ||
-      split_list(items_s, &items, &K) < 0 || (arms_s && split_list(arms_s, &arm_v, &n_arms) < 0) ||
-      (own_s && split_list(own_s, &own_v, &n_own) < 0)) {
+  if (!items_s || (a->arms && !arms_s) || (a->own && !own_s)) {
+    fprintf(stderr, "o3m-cli: out of memory\n");
+    rc = 1;
+    goto done;
+  }
+  const char *bad = NULL;
+  int src = split_list(items_s, &items, &K);
+  if (src == -2) bad = "--items";
+  if (src == 0 && arms_s && (src = split_list(arms_s, &arm_v, &n_arms)) == -2) bad = "--arms";
+  if (src == 0 && own_s && (src = split_list(own_s, &own_v, &n_own)) == -2) bad = "--own";
+  if (bad) {
+    rc = o3m_cli_usage_error(&spec, "recommend: %s has an empty entry", bad);
+    goto done;
+  }
+  if (src < 0) {
     fprintf(stderr, "o3m-cli: out of memory\n");
     rc = 1;
     goto done;

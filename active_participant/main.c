@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ap_replica.h"
 #include "ap_service.h"
 #include "o3m_blas.h"
 #include "o3m_cli.h"
@@ -66,7 +67,8 @@ static const o3m_cli_option options[] = {
                        "previous one ran; each: one per reward (for comparison)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {"replica", "NAME", "serve as replica NAME of the active party (needs [federation] "
-                        "replication = nats; snapshots in state_dir/replica-NAME)"},
+                        "replication = nats; snapshots in state_dir/replica-NAME; mutual TLS "
+                        "to NATS with the party's ca, cert and key unless nats_tls = off)"},
     {"listen", "ADDR", "listen on ADDR (host:port) instead of the party's address (a second "
                        "replica on the same host)"},
     {NULL, NULL, NULL},
@@ -150,6 +152,7 @@ int main(int argc, char **argv) {
   rc = ap_service_create(&s, cfg, &opt, &e);
   o3m_config_destroy(cfg);
   if (rc < 0) {
+    ap_replica_library_close();
     if (*opt.stop) {
       o3m_log_info("stopped during start-up");
       return O3M_CLI_EXIT_OK;
@@ -160,6 +163,9 @@ int main(int argc, char **argv) {
   rc = o3m_daemon_serve(PROG, a.ready_file, s, ap_service_port(s), run_service, stop_service,
                         &run_rc);
   ap_service_destroy(s);
+  /* The NATS library of the replicas goes at process exit, not with the
+   * service (ap_replica.h). */
+  ap_replica_library_close();
   if (run_rc == O3M_EIO)
     o3m_log_error("stopped after a disk error; restart to recover from state_dir");
   if (run_rc == O3M_ECORRUPT)

@@ -174,6 +174,21 @@ int o3m_cli_parse_double_list(const char *s, double lo, double hi, double *out, 
   }
 }
 
+int o3m_cli_split_list(char *s, char **out, int max) {
+  int n = 0;
+  for (char *p = s;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = '\0';
+    while (*p == ' ' || *p == '\t') p++;
+    size_t len = strlen(p);
+    while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
+    if (len == 0 || n == max) return -(n + 1);
+    out[n++] = p;
+    if (!comma) return n;
+    p = comma + 1;
+  }
+}
+
 int o3m_cli_parse_u64(const char *s, unsigned long long *out) {
   if (!s || !*s || *s == '-' || *s == '+') return -1;
   char *end;

@@ -131,6 +131,16 @@ int o3m_cli_parse_double(const char *s, double lo, double hi, double *out);
  * DBL_TRUE_MIN, the least positive double. */
 int o3m_cli_parse_double_list(const char *s, double lo, double hi, double *out, int max);
 
+/* Splits a comma-separated list s in place into out (room for max
+ * entries): every comma becomes '\0', blanks (spaces and tabs) around an
+ * entry are cut, and out[i] points into s. Returns the number of entries,
+ * at least 1. Otherwise returns -K, K the first bad entry (1 for the
+ * first): empty after the cut ("a,,b", a trailing comma) or one too many;
+ * s is then partly split and out may hold the entries before it, which
+ * callers must not use. Prints nothing: each caller names its list. The
+ * one splitter of address and name lists (AP targets, NATS URLs, --items). */
+int o3m_cli_split_list(char *s, char **out, int max);
+
 /* Parses a whole unsigned 64-bit integer s (decimal, 0x hex or 0 octal, no
  * sign) into *out: 0, or -1 (nothing stored). */
 int o3m_cli_parse_u64(const char *s, unsigned long long *out);

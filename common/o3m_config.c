@@ -320,6 +320,8 @@ static const keyspec fed_keys[] = {
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
+    {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
+    {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -461,6 +463,39 @@ static int ipv4_list_ok(const char *address, const char *list) {
     size_t n = comma ? (size_t)(comma - a) : strlen(a);
     if (!ipv4_one_ok(a, n)) return 0;
     if (!comma) return 1;
+    a = comma + 1;
+  }
+}
+
+/* 1 when the n bytes at url are a NATS URL ([scheme://]host[:port]) whose
+ * host is on loopback: 127.x.x.x, localhost or [::1]. */
+static int url_loopback(const char *url, size_t n) {
+  while (n > 0 && (*url == ' ' || *url == '\t')) url++, n--;
+  for (size_t i = 0; i + 3 <= n; i++)
+    if (memcmp(url + i, "://", 3) == 0) {
+      url += i + 3;
+      n -= i + 3;
+      break;
+    }
+  if (memchr(url, '@', n)) return 0;
+  if (n >= 5 && memcmp(url, "[::1]", 5) == 0) return n == 5 || url[5] == ':';
+  size_t h = 0;
+  while (h < n && url[h] != ':' && url[h] != ' ' && url[h] != '\t') h++;
+  if (h == 9 && memcmp(url, "localhost", 9) == 0) return 1;
+  if (h < 5 || memcmp(url, "127.", 4) != 0) return 0;
+  for (size_t i = 4; i < h; i++)
+    if (!(url[i] == '.' || (url[i] >= '0' && url[i] <= '9'))) return 0;
+  return 1;
+}
+
+/* The first URL of the comma-separated list that is not on loopback (*n
+ * its length), or NULL when every one is. */
+static const char *url_not_loopback(const char *list, size_t *n) {
+  for (const char *a = list;;) {
+    const char *comma = strchr(a, ',');
+    *n = comma ? (size_t)(comma - a) : strlen(a);
+    if (!url_loopback(a, *n)) return a;
+    if (!comma) return NULL;
     a = comma + 1;
   }
 }
@@ -752,6 +787,16 @@ static int check_structure(parser *p, const section *fed) {
   if (strcmp(c->repl.mode, "nats") == 0 && (!c->repl.servers || !*c->repl.servers))
     return perr(p, 0, "[federation]: replication = nats needs nats_servers (the NATS URLs, "
                 "comma-separated)");
+  size_t bad_n = 0;
+  const char *bad = strcmp(c->repl.mode, "nats") == 0 && strcmp(c->repl.tls, "off") == 0
+                        ? url_not_loopback(c->repl.servers, &bad_n)
+                        : NULL;
+  if (bad)
+    return perr(p, 0, "[federation]: nats_tls = off (plain text, no credentials) is allowed only "
+                "with every nats_servers URL on loopback (127.x.x.x, localhost, [::1]); "
+                "'%.*s' is not", (int)bad_n, bad);
+  if (!*c->repl.server_name)
+    return perr(p, 0, "[federation]: nats_server_name must not be empty");
   int n_pp = 0;
   for (int i = 0; i < c->n_parties; i++) n_pp += c->parties[i].role == O3M_ROLE_PASSIVE;
   if (c->agg_secure && n_pp >= 2)
@@ -847,6 +892,8 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
   c->repl.replicas = 3;
+  c->repl.tls = "on";
+  c->repl.server_name = "nats";
   c->policy.alpha = 0.5;
   c->policy.lambda = 1.0;
   c->policy.v = 0.01;

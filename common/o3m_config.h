@@ -26,7 +26,9 @@
  *                 receives the passive parties' masked parts, see "Secure
  *                 aggregation" below); replication (none|nats, default
  *                 none), nats_servers, nats_stream, nats_bucket,
- *                 nats_replicas: AP replicas (o3m_config_replication).
+ *                 nats_replicas, nats_tls (on|off, default on),
+ *                 nats_server_name (default nats): AP replicas
+ *                 (o3m_config_replication).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
@@ -262,13 +264,21 @@ int o3m_config_secure_aggregation(const o3m_config *c);
  * comma-separated (required with nats); stream (O3M_REWARDS) and bucket
  * (O3M_DECISIONS): the names of the reward stream and of the decision
  * records' key-value bucket; replicas (3, 1..5): copies JetStream keeps of
- * each. The pointer lives as long as c. */
+ * each. tls ("on", the default, or "off"): "on" is mutual TLS to every NATS
+ * server with the federation's ca and the active party's cert and key, and
+ * server_name ("nats") is the DNS name every NATS server's certificate must
+ * carry. "off" is plain text without credentials, an explicit insecure
+ * choice for trials: the parser refuses it unless every nats_servers URL
+ * names a loopback host (127.x.x.x, localhost, [::1]). The pointer lives as
+ * long as c. */
 typedef struct o3m_config_replication {
   const char *mode;
   const char *servers;
   const char *stream;
   const char *bucket;
   int replicas;
+  const char *tls;
+  const char *server_name;
 } o3m_config_replication;
 const o3m_config_replication *o3m_config_replication_of(const o3m_config *c);
 

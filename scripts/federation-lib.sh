@@ -19,7 +19,9 @@
 # for o3m-active and every o3m-passive (for example "--threads 2");
 # FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
 # rewards are durable; FED_FEDERATION_EXTRA, lines added to [federation]
-# (for example the AP replicas' "replication = nats" and nats_servers).
+# (for example the AP replicas' "replication = nats" and nats_servers);
+# FED_CA_DIR, a folder whose ca.pem and ca.key become the federation's CA
+# (the load benchmark's NATS nodes have certificates of that CA).
 
 FED_PIDS=()
 FED_NAMES=()
@@ -87,6 +89,10 @@ fed_gen() {
   fi
   if [ "${FED_AP_STATE:-0}" = 1 ]; then
     sed -i "/^\[party $active\]\$/a state_dir = ap-state" "$FED_CONF"
+  fi
+  if [ -n "${FED_CA_DIR:-}" ]; then
+    mkdir -p "$work/certs"
+    cp "$FED_CA_DIR/ca.pem" "$FED_CA_DIR/ca.key" "$work/certs/"
   fi
   # shellcheck disable=SC2086
   "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make-certs.sh OUTDIR NAME [NAME...] -- a local CA and one certificate per
-# party or client, for trials of an o3m federation on one machine. A client
+# make-certs.sh [--dns ALT] OUTDIR NAME [NAME...] -- a local CA and one
+# certificate per party or client, for trials of an o3m federation on one
+# machine. A client
 # (a front end, an operator, the demo driver) needs a [client NAME] section in
 # the federation config as well: a certificate of the CA alone only gets a
 # caller through the TLS handshake, and the daemons decide by the name what
@@ -17,6 +18,11 @@
 #                                 override; DNS:NAME lets a client pin the
 #                                 peer party by setting tls.server_name = NAME
 #   extendedKeyUsage serverAuth, clientAuth (every daemon is both)
+# With --dns ALT every certificate of this run also carries DNS:ALT: the
+# NATS nodes of AP replicas share the name "nats", which the replicas
+# expect ([federation] nats_server_name) and the cluster routes map to
+# (deploy/nats/o3m-nats.conf):
+#   make-certs.sh --dns nats OUTDIR nats-n1 nats-n2 nats-n3
 # An existing NAME.pem / NAME.key is replaced. Quiet on success; on failure
 # it prints openssl's output and exits 1. Production deployments use their
 # own PKI: this CA key sits next to the certificates it signs.
@@ -28,8 +34,15 @@ die() {
   exit 1
 }
 
+alt=
+if [ "${1:-}" = --dns ]; then
+  [ $# -ge 2 ] || die "--dns needs a name"
+  alt=$2
+  shift 2
+  [[ "$alt" =~ ^[A-Za-z0-9.-]{1,64}$ ]] || die "--dns name '$alt' must be 1..64 characters from [A-Za-z0-9.-]"
+fi
 [ $# -ge 2 ] || {
-  echo "usage: $prog OUTDIR NAME [NAME...]" >&2
+  echo "usage: $prog [--dns ALT] OUTDIR NAME [NAME...]" >&2
   exit 1
 }
 command -v openssl >/dev/null 2>&1 || die "the openssl tool is not installed"
@@ -96,7 +109,7 @@ for name in "$@"; do
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth, clientAuth
-subjectAltName = DNS:localhost, DNS:$name, IP:127.0.0.1
+subjectAltName = DNS:localhost, DNS:$name${alt:+, DNS:$alt}, IP:127.0.0.1
 authorityKeyIdentifier = keyid
 EOF
   run openssl req -new -key "$work/$name.key" -out "$work/$name.csr" -subj "/CN=$name" \

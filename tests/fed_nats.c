@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,21 +22,30 @@ static int port_open(int port) {
   return ok;
 }
 
+/* Runs node i as "env O3M_NATS_...=... nats-server -c o3m-nats.conf ...":
+ * the config file takes the TLS files and the cluster address from the
+ * environment, the rest comes from the command line (the file's header). */
 static void spawn_node(fed_nats *n, int i) {
-  char name[32], store[512], port[16], cluster[64], routes[256] = "";
+  char name[32], store[512], port[16], routes[256] = "";
+  char env_ca[600], env_cert[600], env_key[600], env_cluster[64], conf[512];
   snprintf(name, sizeof name, "nats-n%d", i + 1);
   snprintf(store, sizeof store, "%s/%s", fed_dir(), name);
   snprintf(port, sizeof port, "%d", n->port[i]);
-  snprintf(cluster, sizeof cluster, "nats://127.0.0.1:%d", n->cport[i]);
+  snprintf(env_ca, sizeof env_ca, "O3M_NATS_CA=%s/%s/ca.pem", fed_dir(), n->certs);
+  snprintf(env_cert, sizeof env_cert, "O3M_NATS_CERT=%s/%s/%s.pem", fed_dir(), n->certs, name);
+  snprintf(env_key, sizeof env_key, "O3M_NATS_KEY=%s/%s/%s.key", fed_dir(), n->certs, name);
+  snprintf(env_cluster, sizeof env_cluster, "O3M_NATS_CLUSTER=127.0.0.1:%d", n->cport[i]);
+  snprintf(conf, sizeof conf, "%s/deploy/nats/o3m-nats.conf", O3M_SOURCE_DIR);
   for (int j = 0; j < FED_NATS_NODES; j++) {
     if (j == i) continue;
     size_t l = strlen(routes);
     snprintf(routes + l, sizeof routes - l, "%snats://127.0.0.1:%d", l ? "," : "", n->cport[j]);
   }
-  const char *args[] = {"-js", "-sd", store, "-n", name, "-a", "127.0.0.1", "-p", port,
-                        "--cluster_name", "o3m", "--cluster", cluster, "--routes", routes,
-                        NULL};
-  fed_spawn(&n->proc[i], name, NATS_BIN, args);
+  const char *args[] = {env_ca, env_cert, env_key, env_cluster, "O3M_NATS_REPLICAS=CN=ap",
+                        NATS_BIN, "-c", conf,
+                        "-sd", store, "-n", name, "-a", "127.0.0.1", "-p", port,
+                        "--routes", routes, NULL};
+  fed_spawn(&n->proc[i], name, "/usr/bin/env", args);
 }
 
 static void wait_node(fed_nats *n, int i) {
@@ -47,10 +57,12 @@ static void wait_node(fed_nats *n, int i) {
   }
 }
 
-void fed_nats_start(fed_nats *n) {
+void fed_nats_start(fed_nats *n, const char *certs) {
   cr_assert_eq(access(NATS_BIN, X_OK), 0, "%s is not installed: apt-get install nats-server "
                "(scripts/setup-deps.sh lists it)", NATS_BIN);
   memset(n, 0, sizeof *n);
+  snprintf(n->certs, sizeof n->certs, "%s", certs);
+  fed_make_certs_dns(certs, "nats", "nats-n1 nats-n2 nats-n3");
   for (int i = 0; i < FED_NATS_NODES; i++) {
     n->port[i] = fed_free_port();
     n->cport[i] = fed_free_port();

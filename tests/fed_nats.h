@@ -2,13 +2,20 @@
  *
  * fed_nats_start starts three nats-server processes (the system's
  * /usr/sbin/nats-server) on loopback, on free client and cluster ports,
- * each with JetStream and a store of its own under fed_dir()/nats-NAME, routed
- * to each other as one cluster, and waits until each accepts connections.
- * The processes are fed_procs (fed_proc.h): fed_stop kills one, fed_cleanup
- * all. A node stopped with fed_stop can be started again with
- * fed_nats_restart on the same ports and store. A test asks for the cluster
- * only when nats-server is installed; when it is not, the test fails with a
- * message naming the package (never skipped silently). */
+ * each with JetStream and a store of its own under fed_dir()/nats-NAME,
+ * routed to each other as one cluster, and waits until each accepts
+ * connections. Every node runs the deployment's own config,
+ * deploy/nats/o3m-nats.conf: mutual TLS for clients and routes, and only
+ * the certificate of party "ap" may connect as a client. The nodes'
+ * certificates (nats-n1..3, each also naming "nats") are made in
+ * fed_dir()/CERTS by scripts/make-certs.sh, with the CA found there, or a
+ * new one: "certs" is the federation's (fed_net_prepare reuses its CA),
+ * another subdirectory gives the cluster a CA the federation does not
+ * trust. The processes are fed_procs (fed_proc.h): fed_stop kills one,
+ * fed_cleanup all. A node stopped with fed_stop can be started again with
+ * fed_nats_restart on the same ports and store. A test asks for the
+ * cluster only when nats-server is installed; when it is not, the test
+ * fails with a message naming the package (never skipped silently). */
 #ifndef FED_NATS_H
 #define FED_NATS_H
 
@@ -21,10 +28,12 @@ typedef struct fed_nats {
   int port[FED_NATS_NODES];    /* client ports */
   int cport[FED_NATS_NODES];   /* cluster ports */
   char urls[256];              /* "nats://127.0.0.1:P1,nats://...": nats_servers */
+  char certs[64];              /* the certificates' subdirectory of fed_dir() */
 } fed_nats;
 
-/* Starts the cluster (see above) and fills n. */
-void fed_nats_start(fed_nats *n);
+/* Starts the cluster (see above) with its certificates made in
+ * fed_dir()/CERTS and fills n. */
+void fed_nats_start(fed_nats *n, const char *certs);
 
 /* Starts node i again (after fed_stop) on its ports and store. */
 void fed_nats_restart(fed_nats *n, int i);

@@ -53,9 +53,13 @@ const char *fed_dir(void) {
 }
 
 void fed_make_certs(const char *subdir, const char *names) {
+  fed_make_certs_dns(subdir, NULL, names);
+}
+
+void fed_make_certs_dns(const char *subdir, const char *alt, const char *names) {
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "'%s/scripts/make-certs.sh' '%s/%s' %s", O3M_SOURCE_DIR, fed_dir(),
-           subdir, names);
+  snprintf(cmd, sizeof cmd, "'%s/scripts/make-certs.sh' %s%s%s'%s/%s' %s", O3M_SOURCE_DIR,
+           alt ? "--dns '" : "", alt ? alt : "", alt ? "' " : "", fed_dir(), subdir, names);
   int rc = system(cmd);
   cr_assert_eq(rc, 0, "make-certs.sh failed (%d): %s", rc, cmd);
 }

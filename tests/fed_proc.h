@@ -56,6 +56,10 @@ const char *fed_dir(void);
  * relative to it); names is a space-separated list. */
 void fed_make_certs(const char *subdir, const char *names);
 
+/* The same with --dns ALT: every certificate also names ALT (the NATS
+ * nodes' shared name, fed_nats.h). */
+void fed_make_certs_dns(const char *subdir, const char *alt, const char *names);
+
 /* A TCP port on 127.0.0.1 that was free a moment ago and that this process
  * has not handed out among its last 32 calls. */
 int fed_free_port(void);

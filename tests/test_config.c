@@ -738,3 +738,33 @@ Test(config, replication_and_instances) {
   expect_error(line(21, "key = certs/shop.key\ninstances = 127.0.0.1:7000"), "instances", NULL,
                NULL);
 }
+
+/* The replicas' NATS transport: TLS by default; plain text (nats_tls =
+ * off) only when every NATS URL is on loopback. */
+Test(config, nats_tls_off_only_on_loopback) {
+  const char *rep = "ca = certs/ca.pem\nreplication = nats\n";
+  char text[512];
+  snprintf(text, sizeof text, "%snats_servers = nats://10.0.0.1:4222", rep);
+  o3m_config *c = parse_ok(line(3, text), "/base");
+  cr_assert_str_eq(o3m_config_replication_of(c)->tls, "on");
+  cr_assert_str_eq(o3m_config_replication_of(c)->server_name, "nats");
+  o3m_config_destroy(c);
+  snprintf(text, sizeof text, "%snats_servers = nats://127.0.0.1:4222, localhost:4223,"
+           "tls://[::1]:4224,127.8.9.10\nnats_tls = off\nnats_server_name = n.example", rep);
+  c = parse_ok(line(3, text), "/base");
+  cr_assert_str_eq(o3m_config_replication_of(c)->tls, "off");
+  cr_assert_str_eq(o3m_config_replication_of(c)->server_name, "n.example");
+  o3m_config_destroy(c);
+  /* One remote URL is enough to refuse plain text, and is named. */
+  const char *remote[][2] = {
+      {"nats://127.0.0.1:4222,nats://10.0.0.2:4222", "'nats://10.0.0.2:4222'"},
+      {"nats://127.evil.org:1", "'nats://127.evil.org:1'"},
+      {"nats://user@127.0.0.1:4222", "'nats://user@127.0.0.1:4222'"},
+      {"localhost.example.org:4222", "'localhost.example.org:4222'"}};
+  for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++) {
+    snprintf(text, sizeof text, "%snats_servers = %s\nnats_tls = off", rep, remote[i][0]);
+    expect_error(line(3, text), "nats_tls = off", "loopback", remote[i][1]);
+  }
+  snprintf(text, sizeof text, "%snats_servers = nats://127.0.0.1:1\nnats_tls = maybe", rep);
+  expect_error(line(3, text), "on|off", NULL, NULL);
+}

@@ -21,6 +21,19 @@
  *     surviving replica has applied exactly the acknowledged rewards plus
  *     those refused as ALREADY_EXISTS after a failover (a reward the dead
  *     replica published but could not acknowledge): none lost, none twice.
+ * (d) forged_record_skipped: the test publishes, over an authorized NATS
+ *     connection (the active party's certificate, as a compromised replica
+ *     would), two forged reward records under the current mask: one whose
+ *     masked context is far above the norm a real sum can have, one whose
+ *     reward is outside [reward_min, reward_max]. Both replicas skip both
+ *     (and log it), apply every real reward, and stay byte-identical.
+ * (e) strangers_refused: NATS runs deploy/nats/o3m-nats.conf (mutual TLS,
+ *     only the active party's certificate may connect). Refused: a
+ *     connection without a client certificate, with passive party pp1's
+ *     certificate from the same CA, in plain text, and a replica that
+ *     trusts another CA (the error names the CA file and the servers).
+ *     Then the NATS nodes restart with certificates of a CA the federation
+ *     does not trust: the o3m-active replica refuses to start and says why.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -34,7 +47,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <nats/nats.h>
+
 #include "ap_client.h"
+#include "ap_replica.h"
 #include "fed_nats.h"
 #include "fed_proc.h"
 #include "o3m_error.h"
@@ -62,7 +78,7 @@ static void start_replica(int i) {
 }
 
 static void fed_up(void) {
-  fed_nats_start(&nats);
+  fed_nats_start(&nats, "certs");
   snprintf(fed_extra, sizeof fed_extra,
            "replication = nats\nnats_servers = %s\nnats_replicas = 3\n", nats.urls);
   fed_setup s = {.table_seed = 700, .pp1_users = FED_USERS, .deadline_ms = 2000,
@@ -333,6 +349,153 @@ Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600)
   wait_updates(2, acked + exists);
   for (int i = 1; i < 3; i++) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0);
   assert_same_model(1, 2, "after the kills");
+}
+
+/* ---------------------------------------------------------------- (d) */
+
+/* A replica handle of the test itself: the stream and bucket of the
+ * federation, with the given TLS files (fed_dir()-relative; tls 0: plain
+ * text). Returns the code of ap_replica_create and its message in e. */
+static int test_replica(ap_replica **r, int tls, const char *ca, const char *cert,
+                        const char *key, o3m_err *e) {
+  char ca_p[600], cert_p[600], key_p[600];
+  snprintf(ca_p, sizeof ca_p, "%s/%s", fed_dir(), ca);
+  snprintf(cert_p, sizeof cert_p, "%s/%s", fed_dir(), cert);
+  snprintf(key_p, sizeof key_p, "%s/%s", fed_dir(), key);
+  ap_replica_config rc = {.servers = nats.urls, .stream = "O3M_REWARDS", .bucket = "O3M_DECISIONS",
+                          .replicas = 3, .ttl_ms = 3600 * 1000, .d = FED_D, .start_seq = 1,
+                          .name = "test", .connect_timeout_ms = 10000, .tls = tls, .ca = ca_p,
+                          .cert = cert_p, .key = key_p, .server_name = "nats"};
+  o3m_err_clear(e);
+  return ap_replica_create(r, &rc, e);
+}
+
+/* n rounds alternating between the clients, each rewarded on the other. */
+static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(c[t % 2], user, 4, items, NULL, NULL, 0, &rec, &e);
+    cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
+    double reward = (double)(splitmix(seed) % 1000) / 1000.0;
+    rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
+    cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
+  }
+}
+
+Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  start_replica(0);
+  start_replica(1);
+  ap_client *c[2] = {client_for(rep_addr[0]), client_for(rep_addr[1])};
+  uint64_t seed = 31;
+  rounds_across(c, &seed, 10);
+  ap_info info;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_client_info(c[0], &info, &e), 0, "%s", o3m_err_message(&e));
+
+  /* The forger holds the active party's certificate: NATS lets it publish. */
+  ap_replica *forger = NULL;
+  int rc = test_replica(&forger, 1, "certs/ca.pem", "certs/ap.pem", "certs/ap.key", &e);
+  cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
+  double big[FED_D], small[FED_D];
+  for (int i = 0; i < FED_D; i++) {
+    /* ||x|| = 2.8e5, above sqrt(3) 1e4, the bound of a sum of the three
+     * parties' default max_norm, yet finite and well conditioned: without
+     * the bound the model would take it. */
+    big[i] = 1e5;
+    small[i] = 0.01;
+  }
+  uint64_t seq;
+  int dup;
+  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f01ull, info.mask_id, 0, 0.5, big, &seq, &dup, &e);
+  cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
+  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f02ull, info.mask_id, 0, 1e3, small, &seq, &dup,
+                          &e);
+  cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
+  ap_replica_destroy(forger);
+
+  rounds_across(c, &seed, 10);
+  /* 20 real rewards, neither forged one. */
+  wait_updates(0, 20);
+  wait_updates(1, 20);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0, "%s", fed_log(&rep[i]));
+    const char *log = fed_log(&rep[i]);
+    cr_assert_not_null(strstr(log, "l2 norm is above"), "replica %s did not log the forged "
+                       "context:\n%s", rep_name[i], log);
+    cr_assert_not_null(strstr(log, "reward is not a finite value in"), "replica %s did not log "
+                       "the forged reward:\n%s", rep_name[i], log);
+  }
+  assert_same_model(0, 1, "after two forged records");
+}
+
+/* ---------------------------------------------------------------- (e) */
+
+Test(replicas, strangers_refused, .init = fed_up, .fini = fed_down, .timeout = 300) {
+  ap_replica *r = NULL;
+  o3m_err e;
+  /* The control: the active party's certificate connects. */
+  int rc = test_replica(&r, 1, "certs/ca.pem", "certs/ap.pem", "certs/ap.key", &e);
+  cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
+  ap_replica_destroy(r);
+
+  /* Another party's certificate from the same CA maps to no NATS user. */
+  rc = test_replica(&r, 1, "certs/ca.pem", "certs/pp1.pem", "certs/pp1.key", &e);
+  cr_assert_eq(rc, O3M_EUNAVAILABLE, "pp1's certificate: %s: %s", o3m_errname(rc),
+               o3m_err_message(&e));
+  cr_assert_null(r);
+  cr_assert_not_null(strstr(o3m_err_message(&e), "certs/pp1.pem"), "%s", o3m_err_message(&e));
+
+  /* Plain text: the servers require TLS. */
+  rc = test_replica(&r, 0, "certs/ca.pem", "certs/ap.pem", "certs/ap.key", &e);
+  cr_assert_eq(rc, O3M_EUNAVAILABLE, "plain text: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+
+  /* A client that trusts another CA refuses the servers, and says which. */
+  fed_make_certs("other", "x");
+  rc = test_replica(&r, 1, "other/ca.pem", "certs/ap.pem", "certs/ap.key", &e);
+  cr_assert_eq(rc, O3M_EUNAVAILABLE, "another CA: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert_not_null(strstr(o3m_err_message(&e), "other/ca.pem"), "%s", o3m_err_message(&e));
+  cr_assert_not_null(strstr(o3m_err_message(&e), nats.urls), "%s", o3m_err_message(&e));
+
+  /* TLS without a client certificate. */
+  natsOptions *no = NULL;
+  natsConnection *nc = NULL;
+  char ca[600];
+  snprintf(ca, sizeof ca, "%s/certs/ca.pem", fed_dir());
+  cr_assert_eq(natsOptions_Create(&no), NATS_OK);
+  cr_assert_eq(natsOptions_SetURL(no, nats.urls), NATS_OK);
+  cr_assert_eq(natsOptions_SetSecure(no, true), NATS_OK);
+  cr_assert_eq(natsOptions_LoadCATrustedCertificates(no, ca), NATS_OK);
+  cr_assert_eq(natsOptions_SetExpectedHostname(no, "nats"), NATS_OK);
+  natsStatus s = natsConnection_Connect(&nc, no);
+  cr_assert_neq(s, NATS_OK, "a client without a certificate connected to NATS");
+  natsOptions_Destroy(no);
+
+  /* The cluster comes back with certificates of a CA the federation does
+   * not trust: a replica refuses to start, naming the CA file and the
+   * servers. */
+  for (int i = 0; i < FED_NATS_NODES; i++) fed_stop(&nats.proc[i], SIGTERM, 20000);
+  snprintf(nats.certs, sizeof nats.certs, "othernats");
+  fed_make_certs_dns("othernats", "nats", "nats-n1 nats-n2 nats-n3");
+  for (int i = 0; i < FED_NATS_NODES; i++) fed_nats_restart(&nats, i);
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", rep_port[0]);
+  const char *args[] = {"--config", fed.conf, "--party", "ap", "--replica", "a",
+                        "--listen", listen, NULL};
+  fed_spawn(&rep[0], "ap-a", "o3m-active", args);
+  int code = fed_wait_exit(&rep[0], 60000);
+  const char *log = fed_log(&rep[0]);
+  cr_assert(code > 0, "the replica did not refuse NATS servers of another CA (exit %d):\n%s",
+            code, log);
+  cr_assert_not_null(strstr(log, "certs/ca.pem"), "%s", log);
+  cr_assert_not_null(strstr(log, nats.urls), "%s", log);
 }
 
 /* ---------------------------------------------------------------- (c) */

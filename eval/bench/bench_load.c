@@ -50,6 +50,7 @@ typedef struct bench {
   int insecure, K, users, items, with_reward, rewards_only;
   /* --targets: AP replicas' addresses (default: the config's active
    * party); worker i calls targets[i % n_targets]. */
+  char targets_buf[1024]; /* the list, split in place */
   char *targets[8];
   int n_targets;
   atomic_int phase; /* 0 warm-up, 1 measure, 2 stop */
@@ -310,12 +311,13 @@ int main(int argc, char **argv) {
     case OPT_ITEMS: b.items = atoi(v); break;
     case OPT_WITH_REWARD: b.with_reward = 1; break;
     case OPT_REWARDS_ONLY: b.rewards_only = 1; break;
-    case OPT_TARGETS: {
-      char *copy = strdup(v), *save = NULL;
-      for (char *t = strtok_r(copy, ",", &save); t && b.n_targets < 8; t = strtok_r(NULL, ",", &save))
-        b.targets[b.n_targets++] = t; /* copy is kept for the process's life */
+    case OPT_TARGETS:
+      if (strlen(v) >= sizeof b.targets_buf ||
+          (b.n_targets = o3m_cli_split_list(strcpy(b.targets_buf, v), b.targets, 8)) < 0)
+        return o3m_cli_usage_error(&spec, "--targets: expected at most 8 non-empty addresses, "
+                                   "comma-separated, in at most %zu bytes, got '%s'",
+                                   sizeof b.targets_buf - 1, v);
       break;
-    }
     }
   }
   if (o3m_cli_operands(&cl) < argc)

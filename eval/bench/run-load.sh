@@ -61,11 +61,18 @@ ap_rounds() {
 }
 
 # A 3-node nats-server cluster with JetStream on loopback (free ports, a
-# store per node under $work/nats-N), for the replica modes; nats_down
-# stops it. NATS_URLS is the servers' list for nats_servers.
+# store per node under $nats_dir/nN), for the replica modes, run as a
+# deployment runs it: deploy/nats/o3m-nats.conf, mutual TLS for clients and
+# routes, only the active party's certificate (subject CN=$1) admitted.
+# The CA and the nodes' certificates are made in $nats_dir/certs; the
+# federation then takes that CA (FED_CA_DIR). With a second argument
+# "plain" the nodes run the insecure way instead (plain text, no
+# credentials; the replicas' nats_tls = off), to measure what TLS costs.
+# nats_down stops it. NATS_URLS is the servers' list for nats_servers.
 NATS_PIDS=()
 nats_up() {
-  local i ports=() cports=() routes
+  local i ports=() cports=() routes certs="$nats_dir/certs"
+  scripts/make-certs.sh --dns nats "$certs" n0 n1 n2
   for i in 1 2 3; do
     ports+=($(fed_free_port))
     cports+=($(fed_free_port))
@@ -77,9 +84,16 @@ nats_up() {
     for j in 0 1 2; do
       [ "$j" = "$i" ] || routes="$routes${routes:+,}nats://127.0.0.1:${cports[$j]}"
     done
-    nats-server -js -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" \
-      --cluster_name o3m --cluster "nats://127.0.0.1:${cports[$i]}" --routes "$routes" \
-      >"$nats_dir/n$i.log" 2>&1 &
+    if [ "${2:-}" = plain ]; then
+      nats-server -js -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" \
+        --cluster_name o3m --cluster "nats://127.0.0.1:${cports[$i]}" --routes "$routes" \
+        >"$nats_dir/n$i.log" 2>&1 &
+    else
+      O3M_NATS_CA="$certs/ca.pem" O3M_NATS_CERT="$certs/n$i.pem" O3M_NATS_KEY="$certs/n$i.key" \
+        O3M_NATS_CLUSTER="127.0.0.1:${cports[$i]}" O3M_NATS_REPLICAS="CN=$1" \
+        nats-server -c deploy/nats/o3m-nats.conf -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 \
+        -p "${ports[$i]}" --routes "$routes" >"$nats_dir/n$i.log" 2>&1 &
+    fi
     NATS_PIDS+=($!)
   done
   sleep 1
@@ -100,24 +114,30 @@ nats_down() {
 # together, the PMG and the load generator over the level (warm-up
 # included); then rewards/s with --rewards-only at concurrency 32.
 # COMMIT may also be natsN: N AP replicas ([federation] replication = nats,
-# a fresh 3-node JetStream cluster, stream and bucket with 3 copies), each
-# on THREADS threads; the load's clients are spread over the replicas
-# (--targets) and the CPU column "AP" sums the replicas.
+# a fresh 3-node JetStream cluster with mutual TLS and authorization,
+# stream and bucket with 3 copies), each on THREADS threads; the load's
+# clients are spread over the replicas (--targets) and the CPU column "AP"
+# sums the replicas. natsNplain is the same in plain text without
+# credentials (nats_tls = off), the insecure way, for the cost of TLS.
 side_by_side() {
-  local mode threads commit c pre post t0 t1 n ap_us reps targets r port
+  local mode threads commit c pre post t0 t1 n ap_us reps targets r port plain
   nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
   for mode in $O3M_LOAD_MODES; do
     threads=${mode%%:*}
     commit=${mode#*:}
     reps=0
     targets=()
+    plain=
     case "$commit" in nats*) reps=${commit#nats} ;; esac
+    case "$reps" in *plain) reps=${reps%plain} plain=plain ;; esac
     if [ "$reps" -gt 0 ]; then
       rm -rf "${nats_dir:?}"/*
-      nats_up
-      FED_FEDERATION_EXTRA="replication = nats
+      # o3m-eval gen-federation names the active party "shop".
+      nats_up shop $plain
+      FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
 nats_servers = $NATS_URLS
-nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica r1" \
+nats_replicas = 3
+nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica r1" \
         FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
       targets=("$(awk -v a="$FED_ACTIVE" '/^\[party /{n=$2; sub(/\]/,"",n)} n==a && /^address/{print $3}' "$FED_CONF")")
       for r in $(seq 2 "$reps"); do
