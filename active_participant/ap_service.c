@@ -47,6 +47,9 @@
 /* Reward calls that may wait for one group commit: every one of them holds
  * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
 #define REWARD_SLOTS 256
+/* The start-up wait of the second and later sets of passive-party clients
+ * (one set per batch in flight), after the first set's full wait. */
+#define LATER_PEERS_WAIT_MS 1000
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
 
@@ -1105,13 +1108,14 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (replicated && (rc = replica_start(s, repl, opt, e)) < 0) goto fail;
 
   /* One set of clients per batch in flight, each opened by the start-up
-   * wait (the later ones find the parties up and answer at once). */
+   * wait. The later ones find the parties up and answer at once; a party
+   * the first set gave up on costs them at most LATER_PEERS_WAIT_MS each. */
   for (; s->n_peers < rcfg.inflight; s->n_peers++) {
     rc = ap_peers_create(&s->peers[s->n_peers], cfg, me, opt->insecure, e);
     if (rc < 0) goto fail;
     if (opt->metrics) ap_peers_set_metrics(s->peers[s->n_peers], opt->metrics);
-    rc = ap_peers_wait_ready(s->peers[s->n_peers], &s->part, (int64_t)opt->pmg_timeout_s * 1000,
-                             opt->stop, e);
+    int64_t budget = s->n_peers == 0 ? (int64_t)opt->pmg_timeout_s * 1000 : LATER_PEERS_WAIT_MS;
+    rc = ap_peers_wait_ready(s->peers[s->n_peers], &s->part, budget, opt->stop, e);
     if (rc < 0) {
       s->n_peers++;
       goto fail;
