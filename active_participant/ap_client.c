@@ -218,6 +218,7 @@ int ap_client_recommend(ap_client *c, const char *user, int K, const char *const
   out->item = r->item;
   out->score = r->score;
   out->mask_id = r->mask_id;
+  out->updates = r->updates;
   return 0;
 }
 

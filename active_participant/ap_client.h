@@ -116,6 +116,7 @@ typedef struct ap_recommendation {
   const char *item;   /* items[candidate], valid until the next call on c */
   double score;
   uint64_t mask_id;
+  uint64_t updates;   /* the model's reward count the decision saw */
 } ap_recommendation;
 
 /* Recommend among K candidate items for user. arms: NULL, or K arm indices

@@ -81,8 +81,9 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
 
 /* ================================================================ the round */
 
-/* A Recommend call that passed validation and waits, deferred, for the next
- * batch. call and req stay valid until the call is answered (o3m_rpc.h). */
+/* A Recommend call that passed validation and waits, deferred, for its
+ * batch and then for its decision. call and req stay valid until the call is
+ * answered (o3m_rpc.h). */
 typedef struct queued {
   o3m_rpc_call *call;
   const O3m__V1__RecommendRequest *req;
@@ -90,6 +91,30 @@ typedef struct queued {
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
   int rc;    /* during a batch: 0, or why this round alone failed */
 } queued;
+
+/* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
+ * (n entries of the queue from q, which do not wrap), its own buffers and
+ * its own clients of the passive parties. Between the locked parts of
+ * ap_round_flush only the thread that sent it touches it. */
+typedef struct batch_slot {
+  ap_round *r;
+  ap_peers *peers;
+  int busy;                     /* holds rounds (sent, not yet decided) */
+  int done;                     /* its fan-out and checks are over */
+  uint64_t seq;                 /* send order */
+  queued *q;
+  int n, rows;
+  int rc;                       /* the gather's outcome, e its message */
+  o3m_err e;
+  double *X0;                   /* k_max x d0: own features from the tables */
+  double *Y;                    /* batch_rows x d: the batch's sums Q x */
+  uint64_t *acc;                /* batch_rows x d: the PPs' words, summed */
+  double *Ypp;                  /* batch_rows x d: their decoded sum */
+  O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
+  O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
+  int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
+  unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
+} batch_slot;
 
 struct ap_round {
   char name[O3M_CONFIG_MAX_NAME + 1];
@@ -103,6 +128,8 @@ struct ap_round {
   int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
                 o3m_err *e);
   void *record_ctx;
+  void (*before_decide)(void *ctx);
+  void *before_decide_ctx;
 
   /* The AP's own feature tables: NULL when the features come in the
    * requests. */
@@ -111,28 +138,28 @@ struct ap_round {
   /* Set by ap_round_connect. */
   const o3m_block *block;
   uint64_t mask_id;
-  ap_peers *peers;
+  o3m_rpc_server *server;
 
-  /* Round buffers, sized for k_max at create. */
-  double *X0; /* k_max x d0 */
   dupset dup;
 
-  /* The queue and the batch (see ap_round.h). */
-  queued queue[AP_ROUND_SLOTS]; /* deferred rounds in arrival order */
-  int n_queued;
+  /* The queue (see ap_round.h): a ring of the deferred rounds in arrival
+   * order, from the oldest not yet decided (first); the first n_sent of the
+   * n_held are in batches in flight, the rest wait for one. Rounds are
+   * decided in that order, so the ring is freed from first. */
+  queued queue[AP_ROUND_SLOTS];
+  int first, n_held, n_sent;
   int *arms_pool;               /* AP_ROUND_SLOTS x k_max, queue[i].arms */
   int batch_rows;               /* most candidate rows of one MaskBatch */
-  double *Y;                    /* batch_rows x d: the batch's sums Q x */
-  O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
-  O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
-  int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
+
+  /* The batches in flight: n_slots (cfg->inflight) of them. */
+  batch_slot slot[AP_ROUND_MAX_INFLIGHT];
+  int n_slots;
+  uint64_t next_seq;            /* of the next batch sent */
+  uint64_t next_decide;         /* of the next batch to decide */
 
   /* Secure aggregation (aggregation = secure with passive parties). */
   int secure, agg_scale;
   double pp_bound;              /* bound of a row of the decoded PP sum */
-  uint64_t *acc;                /* batch_rows x d: the PPs' words, summed */
-  double *Ypp;                  /* batch_rows x d: their decoded sum */
-  unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
 
   ap_round_stats st;
   int64_t last_warn_ms;
@@ -171,8 +198,15 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->pending = cfg->pending;
   r->record = cfg->record;
   r->record_ctx = cfg->record_ctx;
+  r->before_decide = cfg->before_decide;
+  r->before_decide_ctx = cfg->before_decide_ctx;
   r->secure = cfg->secure;
   r->agg_scale = cfg->agg_scale;
+  if (cfg->inflight < 1 || cfg->inflight > AP_ROUND_MAX_INFLIGHT) {
+    ap_round_destroy(r);
+    return o3m_err_set(e, O3M_EINVAL, "batches in flight: %d, expected 1..%d", cfg->inflight,
+                       AP_ROUND_MAX_INFLIGHT);
+  }
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -189,8 +223,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
                      r->k_max, r->d);
     goto fail;
   }
-  r->X0 = malloc(sizeof *r->X0 * (size_t)r->k_max * (size_t)r->d0);
-  if (!r->X0 || dupset_init(&r->dup, r->k_max) < 0) {
+  if (dupset_init(&r->dup, r->k_max) < 0) {
     rc = o3m_err_set(e, O3M_ENOMEM, "round buffers for %d candidates: out of memory", r->k_max);
     goto fail;
   }
@@ -202,19 +235,31 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     goto fail;
   }
   r->arms_pool = malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
-  r->Y = malloc(sizeof *r->Y * (size_t)r->batch_rows * (size_t)r->d);
-  if (r->secure) {
-    r->acc = malloc(sizeof *r->acc * (size_t)r->batch_rows * (size_t)r->d);
-    r->Ypp = malloc(sizeof *r->Ypp * (size_t)r->batch_rows * (size_t)r->d);
-  }
-  if (!r->arms_pool || !r->Y || (r->secure && (!r->acc || !r->Ypp))) {
-    rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
-                     r->batch_rows);
+  if (!r->arms_pool) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "queue for %d rounds: out of memory", AP_ROUND_SLOTS);
     goto fail;
+  }
+  /* The buffers of cfg->inflight slots (see ap_round.h). */
+  r->n_slots = cfg->inflight;
+  const size_t nv = (size_t)r->batch_rows * (size_t)r->d;
+  for (int b = 0; b < r->n_slots; b++) {
+    batch_slot *bs = &r->slot[b];
+    bs->r = r;
+    bs->X0 = malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
+    bs->Y = malloc(sizeof *bs->Y * nv);
+    if (r->secure) {
+      bs->acc = malloc(sizeof *bs->acc * nv);
+      bs->Ypp = malloc(sizeof *bs->Ypp * nv);
+    }
+    if (!bs->X0 || !bs->Y || (r->secure && (!bs->acc || !bs->Ypp))) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
+                       r->batch_rows);
+      goto fail;
+    }
+    for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) bs->mq_ptr[i] = &bs->mq[i];
   }
   for (int i = 0; i < AP_ROUND_SLOTS; i++)
     r->queue[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
-  for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) r->mq_ptr[i] = &r->mq[i];
   *out = r;
   return 0;
 
@@ -223,10 +268,12 @@ fail:
   return rc;
 }
 
-void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id, ap_peers *peers) {
+void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
+                      o3m_rpc_server *server, ap_peers *const *peers) {
   r->block = block;
   r->mask_id = mask_id;
-  r->peers = peers;
+  r->server = server;
+  for (int b = 0; b < r->n_slots; b++) r->slot[b].peers = peers[b];
 }
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st) { *st = r->st; }
@@ -236,10 +283,12 @@ void ap_round_destroy(ap_round *r) {
   o3m_features_destroy(r->own);
   free(r->dup.t);
   free(r->arms_pool);
-  free(r->Y);
-  free(r->acc);
-  free(r->Ypp);
-  free(r->X0);
+  for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
+    free(r->slot[b].X0);
+    free(r->slot[b].Y);
+    free(r->slot[b].acc);
+    free(r->slot[b].Ypp);
+  }
   free(r);
 }
 
@@ -332,8 +381,8 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
                     o3m_err *e) {
   /* Every queued round holds one of Recommend's AP_ROUND_SLOTS server
    * slots, so gRPC cannot hand over a call while the queue is full. */
-  O3M_ASSERT(r->n_queued < AP_ROUND_SLOTS);
-  queued *q = &r->queue[r->n_queued];
+  O3M_ASSERT(r->n_held < AP_ROUND_SLOTS);
+  queued *q = &r->queue[(r->first + r->n_held) % AP_ROUND_SLOTS];
   int rc = recommend_validate(r, req, q->arms, e);
   if (rc < 0) {
     r->st.failed_rounds++;
@@ -343,7 +392,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   q->req = req;
   q->K = (int)req->n_items;
   q->rc = 0;
-  r->n_queued++;
+  r->n_held++;
   return O3M_RPC_DEFERRED;
 }
 
@@ -351,77 +400,89 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 
 /* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
  * from the request or, with unknown ids as dummies, from the own tables
- * (the AP's one lookup of its own features). */
-static int mask_own(ap_round *r, const queued *q, double *Y) {
+ * (the AP's one lookup of its own features) through the slot's X0. */
+static int mask_own(const ap_round *r, const queued *q, double *X0buf, double *Y) {
   const double *X0 = q->req->own_features;
   if (q->req->n_own_features == 0) {
     int rc = o3m_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
-                              r->X0, NULL, NULL);
+                              X0buf, NULL, NULL);
     if (rc < 0) return rc;
-    X0 = r->X0;
+    X0 = X0buf;
   }
   o3m_block_apply(r->block, q->K, X0, 0.0, Y);
   return 0;
 }
 
-/* The fan-out of one batch of n rounds with rows candidates in all: one
- * MaskBatch to every passive participant at once, the own blocks masked
+/* Fills slot b's MaskBatch queries from its rounds (under the lock). */
+static void batch_build(batch_slot *b) {
+  for (int i = 0; i < b->n; i++) {
+    O3m__V1__MaskQuery *mq = &b->mq[i];
+    o3m__v1__mask_query__init(mq);
+    mq->user = b->q[i].req->user;
+    mq->n_items = b->q[i].req->n_items;
+    mq->items = b->q[i].req->items;
+    b->Kb[i] = b->q[i].K;
+    b->q[i].rc = 0;
+  }
+}
+
+/* The fan-out of slot b's batch of n rounds with rows candidates in all,
+ * run without the server's lock (it touches only the slot, its rounds'
+ * requests and read-only state: the block, the own tables, the bounds):
+ * one MaskBatch to every passive participant at once, the own blocks masked
  * while they work, and every reply checked and added, so that the rows of
- * round i in r->Y (after those of rounds 0..i-1) are its sums Q x. Every
+ * round i in b->Y (after those of rounds 0..i-1) are its sums Q x. Every
  * call that was started is finished, whatever happens, so that no client is
- * left with a call in flight. On failure the first failing party (in party
- * order) names the error; r->Y is then garbage, and nothing else changed. A
- * round whose own features cannot be read gets q[i].rc instead. */
-static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
+ * left with a call in flight. On failure b->rc is the first failing party's
+ * code (in party order) and b->e names it; b->Y is then garbage, and
+ * nothing else changed. A round whose own features cannot be read gets
+ * q[i].rc instead. */
+static void batch_gather(void *arg) {
+  batch_slot *b = arg;
+  const ap_round *r = b->r;
+  queued *q = b->q;
+  const int n = b->n, rows = b->rows;
+  o3m_err *e = &b->e;
+  o3m_err_clear(e);
   O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
   br.mask_id = r->mask_id;
   br.n_queries = (size_t)n;
-  br.queries = r->mq_ptr;
+  br.queries = b->mq_ptr;
   if (r->secure) {
     /* A fresh nonce binds this batch's masks (o3m_secagg.h). */
-    randombytes_buf(r->nonce, sizeof r->nonce);
-    br.nonce.data = r->nonce;
-    br.nonce.len = sizeof r->nonce;
+    randombytes_buf(b->nonce, sizeof b->nonce);
+    br.nonce.data = b->nonce;
+    br.nonce.len = sizeof b->nonce;
     br.scale = (uint32_t)r->agg_scale;
   }
-  for (int i = 0; i < n; i++) {
-    O3m__V1__MaskQuery *mq = &r->mq[i];
-    o3m__v1__mask_query__init(mq);
-    mq->user = q[i].req->user;
-    mq->n_items = q[i].req->n_items;
-    mq->items = q[i].req->items;
-    r->Kb[i] = q[i].K;
-    q[i].rc = 0;
-  }
-  r->st.fanouts++;
 
   int started;
-  int rc = ap_peers_start(r->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
+  int rc = ap_peers_start(b->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
                           &o3m__v1__mask_batch_reply__descriptor, &started, e);
   /* The own blocks, overlapped with the passive participants' work. */
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
-    double *Yi = r->Y + off * (size_t)r->d;
-    q[i].rc = mask_own(r, &q[i], Yi);
+    double *Yi = b->Y + off * (size_t)r->d;
+    q[i].rc = mask_own(r, &q[i], b->X0, Yi);
     /* That round fails alone (round_decide); zeros keep the batch's sums,
      * which the other rounds' checks read, defined. */
     if (q[i].rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i].K * (size_t)r->d);
     off += (size_t)q[i].K;
   }
   const size_t nv = (size_t)rows * (size_t)r->d;
-  if (r->secure) memset(r->acc, 0, sizeof *r->acc * nv);
+  if (r->secure) memset(b->acc, 0, sizeof *b->acc * nv);
   o3m_err pe;
   for (int j = 0; j < started; j++) {
     ProtobufCMessage *m;
     o3m_err_clear(&pe);
-    int x = ap_peers_finish(r->peers, j, &m, &pe);
+    int x = ap_peers_finish(b->peers, j, &m, &pe);
     if (x == 0)
       x = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m,
-                                          ap_peers_slot(r->peers, j), n, r->Kb, r->d, r->mask_id,
-                                          r->secure, ap_peers_max_norm(r->peers, j), &pe);
+                                          ap_peers_slot(b->peers, j), n, b->Kb, r->d, r->mask_id,
+                                          r->secure, ap_peers_max_norm(b->peers, j), &pe);
     if (x < 0) {
       if (rc == 0)
-        rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(r->peers, j),
+        rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(b->peers, j),
                          o3m_err_message(&pe));
       continue;
     }
@@ -429,26 +490,26 @@ static int batch_gather(ap_round *r, queued *q, int n, int rows, o3m_err *e) {
     /* Secure: acc += the party's words (mod 2^64). Per-party: Y += Q^j x^j,
      * every row of the batch at once. */
     if (rc == 0 && r->secure)
-      o3m_secagg_add_part(nv, rep->masked, r->acc);
+      o3m_secagg_add_part(nv, rep->masked, b->acc);
     else if (rc == 0)
-      o3m_axpy(rows * r->d, 1.0, rep->values, r->Y);
+      o3m_axpy(rows * r->d, 1.0, rep->values, b->Y);
   }
   /* Secure: only the sum of the PPs' parts decodes; it is checked against
    * their joint bound before it joins the own part, so that a hostile PP
    * can move the sum only inside the bound, as with per-party parts. */
   if (rc == 0 && r->secure) {
-    o3m_secagg_decode(r->agg_scale, nv, r->acc, r->Ypp);
+    o3m_secagg_decode(r->agg_scale, nv, b->acc, b->Ypp);
     rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
-                                  r->Ypp, r->pp_bound, n, r->Kb, e);
-    if (rc == 0) o3m_axpy(rows * r->d, 1.0, r->Ypp, r->Y);
+                                  b->Ypp, r->pp_bound, n, b->Kb, e);
+    if (rc == 0) o3m_axpy(rows * r->d, 1.0, b->Ypp, b->Y);
   }
   /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
    * that each keep their bound but are not Q^j x^j could add up to more, so
    * the sum is checked too, before the policy sees it. */
   if (rc == 0)
-    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, r->Y,
-                                  r->sum_norm, n, r->Kb, e);
-  return rc;
+    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
+                                  r->sum_norm, n, b->Kb, e);
+  b->rc = rc;
 }
 
 /* Fails deferred round q with code and a message, and counts it. */
@@ -499,6 +560,7 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   rep.item = q->req->items[chosen];
   rep.score = score;
   rep.mask_id = r->mask_id;
+  rep.updates = o3m_policy_updates(r->policy);
   /* The call is deferred, the reply is a Recommendation with every field
    * set and a few dozen bytes (an id of at most O3M_MAX_ID), far below
    * the server's message limit (the largest valid Recommend): it packs. */
@@ -506,32 +568,69 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   O3M_ASSERT(rc == 0);
 }
 
-/* One batch: the fan-out, then every round in arrival order. */
-static void batch_run(ap_round *r, queued *q, int n, int rows) {
-  o3m_err e;
-  o3m_err_clear(&e);
-  int rc = batch_gather(r, q, n, rows, &e);
-  if (rc < 0) {
-    r->st.peer_failures += (uint64_t)n;
-    for (int i = 0; i < n; i++) round_fail(r, &q[i], &e);
+/* Decides slot b's rounds, in arrival order, after its fan-out (under the
+ * lock): every round fails if the fan-out failed. */
+static void batch_decide(ap_round *r, batch_slot *b) {
+  if (b->rc < 0) {
+    r->st.peer_failures += (uint64_t)b->n;
+    for (int i = 0; i < b->n; i++) round_fail(r, &b->q[i], &b->e);
     return;
   }
   size_t off = 0;
-  for (int i = 0; i < n; i++) {
-    round_decide(r, &q[i], r->Y + off * (size_t)r->d);
-    off += (size_t)q[i].K;
+  for (int i = 0; i < b->n; i++) {
+    round_decide(r, &b->q[i], b->Y + off * (size_t)r->d);
+    off += (size_t)b->q[i].K;
+  }
+}
+
+/* Decides, strictly in send order, every finished batch at the head of the
+ * sequence, and frees its slot and its rounds' queue entries. A batch that
+ * finished before an older one waits for it. */
+static void decide_ready(ap_round *r) {
+  for (;;) {
+    batch_slot *b = NULL;
+    for (int k = 0; k < r->n_slots; k++)
+      if (r->slot[k].busy && r->slot[k].seq == r->next_decide) b = &r->slot[k];
+    if (!b || !b->done) return;
+    /* What a decision sees (ap_round.h): no reward that is not durable. */
+    if (r->before_decide) r->before_decide(r->before_decide_ctx);
+    batch_decide(r, b);
+    O3M_ASSERT(b->q == &r->queue[r->first]);
+    r->first = (r->first + b->n) % AP_ROUND_SLOTS;
+    r->n_held -= b->n;
+    r->n_sent -= b->n;
+    b->busy = 0;
+    r->next_decide++;
   }
 }
 
 void ap_round_flush(ap_round *r) {
-  int i = 0;
-  while (i < r->n_queued) {
+  while (r->n_held > r->n_sent) {
+    batch_slot *b = NULL;
+    for (int k = 0; k < r->n_slots && !b; k++)
+      if (!r->slot[k].busy) b = &r->slot[k];
+    /* Every slot is in flight: the thread that finishes one comes back
+     * here for what waits. */
+    if (!b) return;
+    /* The next rounds in arrival order, as many as one MaskBatch carries,
+     * without wrapping around the ring (a batch is one run of entries). */
+    int start = (r->first + r->n_sent) % AP_ROUND_SLOTS;
+    int avail = r->n_held - r->n_sent;
+    if (avail > AP_ROUND_SLOTS - start) avail = AP_ROUND_SLOTS - start;
     int n = 0, rows = 0;
-    while (i + n < r->n_queued && n < O3M_WIRE_MAX_BATCH &&
-           rows + r->queue[i + n].K <= r->batch_rows)
-      rows += r->queue[i + n++].K;
-    batch_run(r, r->queue + i, n, rows);
-    i += n;
+    while (n < avail && n < O3M_WIRE_MAX_BATCH && rows + r->queue[start + n].K <= r->batch_rows)
+      rows += r->queue[start + n++].K;
+    b->busy = 1;
+    b->done = 0;
+    b->seq = r->next_seq++;
+    b->q = &r->queue[start];
+    b->n = n;
+    b->rows = rows;
+    r->n_sent += n;
+    batch_build(b);
+    r->st.fanouts++;
+    o3m_rpc_server_unlocked(r->server, batch_gather, b);
+    b->done = 1;
+    decide_ready(r);
   }
-  r->n_queued = 0;
 }

@@ -21,6 +21,35 @@
  * load the rounds that queue while a batch is in flight make the next
  * batch, so the fan-out cost is shared by all of them.
  *
+ * Pipelined batches. With several serving threads up to `inflight` batches
+ * are in flight at once (ap_service gives max(1, threads - 1), at most
+ * AP_ROUND_MAX_INFLIGHT), each in a slot with its own buffers and its own
+ * clients of the passive parties (an RPC client has one call in flight).
+ * ap_round_flush, under the RPC layer's lock, moves up to one batch of
+ * queued rounds into a free slot (the slots' batches are numbered in send
+ * order) and builds its MaskBatch; then, without the lock
+ * (o3m_rpc_server_unlocked), the fan-out, the own blocks, the reply checks,
+ * the secure-aggregation sum, its decoding and the norm checks, which touch
+ * only the slot and read-only state (the block, the own tables); then,
+ * under the lock again, the slot is marked done and every done batch at
+ * the head of the send order is decided, round by round, and freed. A
+ * batch done before an older one waits; whoever finishes the older one
+ * decides both. Then it loops to send what queued meanwhile. Meanwhile the
+ * other threads answer Rewards, queue new Recommends and send them in the
+ * other slots. With one thread (or inflight = 1) there is one slot and the
+ * order of events is the one of a single serving thread.
+ *
+ * What a decision sees. Just before a batch is decided, the before_decide
+ * hook runs (ap_service: the group commit of the rewards applied since the
+ * last one, including those that other threads applied while the batch was
+ * in flight), so a decision never sees a reward that is not durable. Each
+ * Recommendation carries updates, the model's reward count its decision
+ * saw. Decisions are made in arrival order against the model as of the
+ * rewards applied before that point, so they do not depend on the number of
+ * threads for calls made one after the other; with calls in flight at once
+ * the point at which a reward lands between two decisions depends on
+ * timing, as it always did with concurrent callers.
+ *
  * Identical decisions: each round's own block is masked by its own
  * o3m_block_apply of K rows, each passive participant masks each query with
  * its own call of the same shape (pp_service.c), and the parties' rows are
@@ -44,13 +73,15 @@
  *
  * The round owns the AP's own feature tables (its one lookup of them is
  * here: loaded at create, read by the batch) and every buffer a round needs,
- * sized at create for max_candidates candidates and the largest batch:
- * nothing is allocated per request. It borrows the policy, the pending
+ * sized at create for max_candidates candidates and the largest batch, per
+ * slot: nothing is allocated per request. It borrows the policy, the pending
  * table, the catalog, the block and the peers, which must outlive it.
  *
- * Threads: everything on the AP's serving threads, one at a time (handlers
- * and the idle hook run under the RPC layer's lock), create and destroy
- * included. */
+ * Threads: everything on the AP's serving threads, under the RPC layer's
+ * lock (create and destroy included), except the fan-out part of each
+ * batch above, which runs without it on the thread that sent the batch.
+ * ap_round_flush is re-entrant: another thread may call it while one is in
+ * a fan-out. */
 #ifndef AP_ROUND_H
 #define AP_ROUND_H
 
@@ -70,6 +101,11 @@
  * 32 clients, so that a full batch can be answered while as many new calls
  * queue. The server must be given exactly this many (method_slots). */
 #define AP_ROUND_SLOTS 64
+
+/* Most batches in flight at once (see "Pipelined batches"): each slot holds
+ * a few batch buffers and one client per passive party. Beyond a few the
+ * gain is nil on a machine whose cores the parties share. */
+#define AP_ROUND_MAX_INFLIGHT 4
 
 typedef struct ap_round ap_round;
 
@@ -104,6 +140,12 @@ typedef struct ap_round_config {
   int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
                 o3m_err *e);
   void *record_ctx;
+  /* Optional: runs under the lock just before a batch is decided (see "What
+   * a decision sees"). */
+  void (*before_decide)(void *ctx);
+  void *before_decide_ctx;
+  /* Batches in flight at once, 1..AP_ROUND_MAX_INFLIGHT. */
+  int inflight;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)
@@ -114,9 +156,12 @@ typedef struct ap_round_config {
 int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e);
 
 /* Gives the round what start-up got after create: the AP's block (borrowed)
- * with its mask id, and the peers (borrowed). Must be called before the
- * first ap_round_submit. */
-void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id, ap_peers *peers);
+ * with its mask id, the server whose lock the fan-outs give up, and one
+ * set of peers per batch in flight (cfg->inflight of them, all borrowed,
+ * each used by one slot only). Must be called before the first
+ * ap_round_submit. */
+void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
+                      o3m_rpc_server *server, ap_peers *const *peers);
 
 /* A Recommend handler's work: validates req and queues the round. Returns
  * O3M_RPC_DEFERRED (call and req must stay valid until the round is
@@ -126,8 +171,11 @@ void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id, ap_
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
                     o3m_err *e);
 
-/* Answers every queued round, in batches (see above), so that no call stays
- * deferred after it returns. The server's idle hook. */
+/* Sends the queued rounds, in batches, while a slot is free, and decides
+ * every batch that is done in send order (see "Pipelined batches"). A round
+ * still queued when it returns waits for a slot: the thread that finishes
+ * a batch in flight sends it. With one slot, no call stays deferred after
+ * it returns. Called by the server's idle hook. */
 void ap_round_flush(ap_round *r);
 
 typedef struct ap_round_stats {

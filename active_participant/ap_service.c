@@ -47,6 +47,9 @@
 /* Reward calls that may wait for one group commit: every one of them holds
  * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
 #define REWARD_SLOTS 256
+/* The start-up wait of the second and later sets of passive-party clients
+ * (one set per batch in flight), after the first set's full wait. */
+#define LATER_PEERS_WAIT_MS 1000
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
 
@@ -86,7 +89,10 @@ struct ap_service {
   o3m_block *block;
   uint64_t mask_id;
 
-  ap_peers *peers;     /* the passive participants' clients */
+  /* The passive participants' clients: one set per batch in flight
+   * (ap_round.h, "Pipelined batches"). */
+  ap_peers *peers[AP_ROUND_MAX_INFLIGHT];
+  int n_peers;
   ap_pending *pending; /* decisions waiting for a reward */
   ap_round *round;     /* Recommend: queue, fan-out, decision */
 
@@ -975,6 +981,23 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
   return 0;
 }
 
+/* Batches in flight for a number of serving threads (ap_round.h). */
+static int inflight_of(int threads) {
+  int n = threads - 1;
+  if (n < 1) n = 1;
+  return n > AP_ROUND_MAX_INFLIGHT ? AP_ROUND_MAX_INFLIGHT : n;
+}
+
+/* ap_round's before_decide: the rewards applied since the last group
+ * commit (by any thread, while the batch was in flight) become durable and
+ * are acknowledged before the batch is decided, so that no decision sees a
+ * reward that is not durable ("What a decision sees" in ap_service.h).
+ * Replicas apply only rewards the stream already holds. */
+static void before_decide(void *ctx) {
+  ap_service *s = ctx;
+  if (!s->rep && s->ckpt) reward_commit(s);
+}
+
 /* Frees whatever create got to; every field is NULL/0 or owned. */
 static void service_free(ap_service *s) {
   if (!s) return;
@@ -987,7 +1010,7 @@ static void service_free(ap_service *s) {
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
   free(s->state_dir);
   ap_round_destroy(s->round); /* before what it borrows */
-  ap_peers_destroy(s->peers);
+  for (int b = 0; b < s->n_peers; b++) ap_peers_destroy(s->peers[b]);
   ap_pending_destroy(s->pending);
   o3m_block_destroy(s->block);
   o3m_policy_destroy(s->policy);
@@ -1098,6 +1121,11 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .agg_scale = agg.scale,
       .n_pp = agg.n_pp,
       .pp_sum_norm = agg.pp_sum_norm,
+      /* max(1, threads - 1) batches in flight: one thread is left to take
+       * calls in while the others wait for the passive parties. */
+      .inflight = inflight_of(opt->threads ? opt->threads : me->threads),
+      .before_decide = before_decide,
+      .before_decide_ctx = s,
   };
   if (replicated) {
     rcfg.record = replica_record;
@@ -1128,16 +1156,24 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
   if (replicated && (rc = replica_start(s, cfg, me, opt, e)) < 0) goto fail;
 
-  rc = ap_peers_create(&s->peers, cfg, me, opt->insecure, e);
-  if (rc < 0) goto fail;
+  /* One set of clients per batch in flight, each opened by the start-up
+   * wait. The later ones find the parties up and answer at once; a party
+   * the first set gave up on costs them at most LATER_PEERS_WAIT_MS each. */
+  for (; s->n_peers < rcfg.inflight; s->n_peers++) {
+    rc = ap_peers_create(&s->peers[s->n_peers], cfg, me, opt->insecure, e);
+    if (rc < 0) goto fail;
+    if (opt->metrics) ap_peers_set_metrics(s->peers[s->n_peers], opt->metrics);
+    int64_t budget = s->n_peers == 0 ? (int64_t)opt->pmg_timeout_s * 1000 : LATER_PEERS_WAIT_MS;
+    rc = ap_peers_wait_ready(s->peers[s->n_peers], &s->part, budget, opt->stop, e);
+    if (rc < 0) {
+      s->n_peers++;
+      goto fail;
+    }
+  }
   if (opt->metrics) {
-    ap_peers_set_metrics(s->peers, opt->metrics);
     rc = metrics_register(s, opt->metrics, e);
     if (rc < 0) goto fail;
   }
-  rc = ap_peers_wait_ready(s->peers, &s->part, (int64_t)opt->pmg_timeout_s * 1000, opt->stop, e);
-  if (rc < 0) goto fail;
-  ap_round_connect(s->round, s->block, s->mask_id, s->peers);
 
   o3m_rpc_server_config sc;
   o3m_rpc_server_config_default(&sc);
@@ -1169,11 +1205,13 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
                         (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods,
                         (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
   if (rc < 0) goto fail;
+  ap_round_connect(s->round, s->block, s->mask_id, s->server, s->peers);
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
-               "max %d candidates, mask %016llx, %d serving threads", s->name, sc.listen,
-               ap_service_port(s), s->d, m, o3m_algo_name(s->algo), o3m_model_name(s->model),
-               s->k_max, (unsigned long long)s->mask_id, sc.threads);
+               "max %d candidates, mask %016llx, %d serving threads, %d batches in flight",
+               s->name, sc.listen, ap_service_port(s), s->d, m, o3m_algo_name(s->algo),
+               o3m_model_name(s->model), s->k_max, (unsigned long long)s->mask_id, sc.threads,
+               rcfg.inflight);
   *out = s;
   return 0;
 

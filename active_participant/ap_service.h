@@ -204,16 +204,22 @@
  * cores; but handlers and the idle hook run one at a time, under the RPC
  * layer's lock (o3m_rpc.h, "Threads"), so they share the policy and the
  * tables without locks of their own, and the checkpoint writer thread
- * touches only its snapshot. With 1 thread that is exactly the serving
- * of earlier releases.
+ * touches only its snapshot. The one exception is a batch's fan-out to the
+ * passive parties, which runs without the lock (ap_round.h, "Pipelined
+ * batches"): with N threads up to max(1, N - 1) batches (at most
+ * AP_ROUND_MAX_INFLIGHT) are in flight at once, each with its own clients,
+ * while the other threads answer Rewards and queue new Recommends. With 1
+ * thread that is exactly the serving of earlier releases.
  *
  * What a decision sees. Rewards are applied by one writer at a time, and
- * the rounds of a batch are decided in the idle hook after its reward
- * commit, so a decision sees the model as of every reward acknowledged
- * before its batch was decided (that is, every reward whose Reward call
- * was handled before the idle hook that decides it; RewardReply.updates
- * numbers them), and no other: never a reward that is not durable, never
- * half of one. The decisions made for a given order of calls are therefore
+ * the rounds of a batch are decided, under the lock, right after a reward
+ * commit (ap_round's before_decide hook: the rewards that other threads
+ * applied while the batch was in flight become durable and are
+ * acknowledged first), so a decision sees the model as of every reward
+ * whose Reward call was handled before the batch was decided, all of them
+ * durable (RewardReply.updates numbers them; Recommendation.updates is the
+ * count the decision saw), and no other: never a reward that is not
+ * durable, never half of one. The decisions made for a given order of calls are therefore
  * the same for any number of threads; only the order in which concurrent
  * calls are taken off the queue can differ between runs, as it could with
  * one thread. ap_service_shutdown() may be called from any thread or a

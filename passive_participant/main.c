@@ -1,7 +1,7 @@
 /* main.c -- o3m-passive, the passive participant daemon.
  *
  *   o3m-passive --config FILE --party NAME [--insecure] [--ready-file PATH]
- *               [--pmg-timeout-s N] [--threads N]
+ *               [--pmg-timeout-s N] [--threads N] [--test-reply-delay-ms N]
  *               [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *   o3m-passive --agg-keygen FILE
  *
@@ -27,7 +27,9 @@
  * file and key (or the stored block file and how to recover) and exit 1; a
  * stop signal during start-up exits 0; usage errors exit 2. --threads N
  * (default: the party's threads key, else 1) serves on N threads
- * (proto/o3m_rpc.h, "Threads"). The command
+ * (proto/o3m_rpc.h, "Threads"). --test-reply-delay-ms N (tests only,
+ * 0..2000) answers every MaskBatch N ms late, waiting without the server's
+ * lock, so that the AP's pipelined batches can be observed. The command
  * line and the start-up steps are the ones every daemon shares
  * (o3m_daemon.h, o3m_cli.h). */
 
@@ -43,13 +45,15 @@
 
 #define PROG "o3m-passive"
 
-enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS, OPT_THREADS, OPT_LISTEN };
+enum { OPT_PMG_TIMEOUT = O3M_DAEMON_N_OPTIONS, OPT_THREADS, OPT_LISTEN, OPT_TEST_DELAY };
 static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("passive"),
     {"pmg-timeout-s", "N", "give up fetching the block after N seconds (1..86400, default 60)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
     {"listen", "ADDR", "listen on ADDR instead of the party's address: another instance of the "
                        "party, listed in its instances key"},
+    {"test-reply-delay-ms", "N", "tests only: answer every MaskBatch N ms late (0..2000), "
+                                 "waiting without the server's lock"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -72,6 +76,12 @@ static int take_option(void *ctx, int i, const char *v) {
     opt->pmg_timeout_s = (int)n;
   }
   if (i == OPT_LISTEN) opt->listen = v;
+  if (i == OPT_TEST_DELAY) {
+    if (o3m_cli_parse_long(v, 0, PP_MAX_TEST_DELAY_MS, &n) < 0)
+      return o3m_cli_usage_error(&spec, "--test-reply-delay-ms: '%s' is not a number in 0..%d",
+                                 v, PP_MAX_TEST_DELAY_MS);
+    opt->test_reply_delay_ms = (int)n;
+  }
   if (i == OPT_THREADS) {
     if (o3m_cli_parse_long(v, 1, O3M_CONFIG_MAX_THREADS, &n) < 0)
       return o3m_cli_usage_error(&spec, "--threads: '%s' is not a number in 1..%d", v,

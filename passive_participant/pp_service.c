@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_clock.h"
 #include "o3m_log.h"
 #include "o3m_mask.h"
 #include "o3m_party_block.h"
@@ -55,6 +56,7 @@ struct pp_service {
   o3m_access *access;       /* the server's caller checks */
   o3m_rpc_server *server;
   o3m_metrics *metrics;     /* NULL: none (pp_options.metrics) */
+  int test_delay_ms;        /* pp_options.test_reply_delay_ms */
 };
 
 /* ---------------------------------------------------------------- lifecycle */
@@ -106,12 +108,17 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
     return o3m_err_set(e, O3M_EINVAL, "threads must be in 1..%d, got %d", O3M_CONFIG_MAX_THREADS,
                        opt->threads);
 
+  if (opt->test_reply_delay_ms < 0 || opt->test_reply_delay_ms > PP_MAX_TEST_DELAY_MS)
+    return o3m_err_set(e, O3M_EINVAL, "test reply delay must be in 0..%d ms, got %d",
+                       PP_MAX_TEST_DELAY_MS, opt->test_reply_delay_ms);
+
   pp_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   s->cfg = cfg;
   s->me = me;
   s->insecure = opt->insecure != 0;
   s->pmg_timeout_s = opt->pmg_timeout_s;
+  s->test_delay_ms = opt->test_reply_delay_ms;
   s->metrics = opt->metrics;
   s->threads = opt->threads ? opt->threads : me->threads;
   s->listen = opt->listen;
@@ -454,6 +461,12 @@ static int h_mask(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   return rc;
 }
 
+/* The test delay of a MaskBatch, made without the server's lock. */
+static void test_delay(void *arg) {
+  const pp_service *s = arg;
+  o3m_clock_sleep_unless_stopped(s->test_delay_ms, NULL);
+}
+
 /* A batch counts as one request (and, refused, one error) per query. */
 static int h_mask_batch(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                         ProtobufCMessage *reply, o3m_err *e) {
@@ -462,6 +475,7 @@ static int h_mask_batch(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *r
   const O3m__V1__MaskBatchRequest *req = (const O3m__V1__MaskBatchRequest *)req_;
   uint64_t n = req->n_queries > 0 ? (uint64_t)req->n_queries : 1;
   s->requests += n;
+  if (s->test_delay_ms > 0) o3m_rpc_server_unlocked(s->server, test_delay, s);
   int rc = mask_batch(s, req, (O3m__V1__MaskBatchReply *)reply, e);
   if (rc < 0) {
     s->errors += n;

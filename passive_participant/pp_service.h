@@ -100,7 +100,15 @@ typedef struct pp_options {
    * --listen: a second instance of the party, see o3m_config.h
    * "instances"); NULL: the party's. */
   const char *listen;
+  /* Tests only (the daemon's --test-reply-delay-ms): each MaskBatch is
+   * answered this many milliseconds late, 0..PP_MAX_TEST_DELAY_MS, the wait
+   * made without the server's lock (o3m_rpc_server_unlocked), so that with
+   * several threads several batches wait at once; 0: none. */
+  int test_reply_delay_ms;
 } pp_options;
+
+/* The largest --test-reply-delay-ms: below the AP's usual deadline. */
+#define PP_MAX_TEST_DELAY_MS 2000
 
 typedef struct pp_service_stats {
   uint64_t requests;       /* Mask calls received */

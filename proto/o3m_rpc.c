@@ -72,6 +72,9 @@
 #define RECONNECT_MAX_MS 2000
 /* Room for a TLS identity (a DNS name or URI). */
 #define IDENTITY_MAX 256
+/* Arenas of a server with more than one serving thread (one otherwise); see
+ * "Memory" in o3m_rpc.h and on_call. */
+#define SERVER_ARENAS 4
 
 /* ================================================================ status */
 
@@ -644,6 +647,7 @@ struct o3m_rpc_call {
   int identity_state;        /* 0 not looked up, 1 found, -1 none */
   char identity[IDENTITY_MAX];
   double arrived;            /* o3m_clock_s() when on_call took it (metrics only) */
+  int arena_ix;              /* the server arena its request was unpacked in */
 };
 
 struct o3m_rpc_server {
@@ -666,13 +670,18 @@ struct o3m_rpc_server {
   int n_methods;
   struct o3m_rpc_call *slots;
   int n_slots;
-  arena arena;
+  /* Requests are unpacked into arenas[cur_arena]; arena_deferred[i] counts
+   * the deferred calls whose requests live in arenas[i] (see on_call). */
+  arena arenas[SERVER_ARENAS];
+  int n_arenas, cur_arena;
+  int arena_deferred[SERVER_ARENAS];
   rpc_tag shutdown_tag;
   /* Serving threads (see "Threads" in o3m_rpc.h). mu guards everything
    * above and below that is not atomic while they run. */
   int threads;
   pthread_mutex_t mu;
   int busy;                  /* events handled since the idle hook last ran */
+  int released;              /* threads inside o3m_rpc_server_unlocked */
   int shutdown_sent, shutdown_done, cancelled, finished;
   gpr_timespec grace_end;
   atomic_int threads_running;
@@ -681,6 +690,13 @@ struct o3m_rpc_server {
       n_idle, n_denied;
   atomic_size_t arena_total;
 };
+
+/* Publishes the arenas' capacity for o3m_rpc_server_stats (under s->mu). */
+static void arena_publish(o3m_rpc_server *s) {
+  size_t total = 0;
+  for (int i = 0; i < s->n_arenas; i++) total += s->arenas[i].total;
+  atomic_store_explicit(&s->arena_total, total, memory_order_relaxed);
+}
 
 /* ---------------------------------------------------------------- health */
 
@@ -881,7 +897,10 @@ static void slot_clean(struct o3m_rpc_call *sl) {
   sl->call = NULL;
   sl->identity_state = 0;
   sl->cancelled = 0;
-  if (sl->deferred) sl->srv->n_deferred--;
+  if (sl->deferred) {
+    sl->srv->n_deferred--;
+    sl->srv->arena_deferred[sl->arena_ix]--;
+  }
   sl->deferred = 0;
 }
 
@@ -993,12 +1012,24 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     }
   }
 
-  /* A deferred call's request lives in the arena: no reset under it. */
-  if (s->n_deferred == 0) arena_reset(&s->arena);
+  /* A deferred call's request lives in its arena: no reset under it. With
+   * several arenas (several threads), an arena that holds deferred calls is
+   * left for one that holds none, which is reset, so that calls deferred
+   * without pause (batches in flight while others queue) do not keep every
+   * arena from being reset. */
+  if (s->arena_deferred[s->cur_arena] > 0)
+    for (int i = 0; i < s->n_arenas; i++)
+      if (s->arena_deferred[i] == 0) {
+        s->cur_arena = i;
+        break;
+      }
+  arena *a = &s->arenas[s->cur_arena];
+  if (s->arena_deferred[s->cur_arena] == 0) arena_reset(a);
+  sl->arena_ix = s->cur_arena;
   if (!sl->payload)
     rc = o3m_err_set(&err, O3M_EPARSE, "%s: the request carries no message", m->path);
   else
-    rc = unpack_message(&s->arena, sl->payload, m->request, &req, &err);
+    rc = unpack_message(a, sl->payload, m->request, &req, &err);
   if (rc < 0) {
     count(&s->n_malformed);
   } else {
@@ -1008,8 +1039,9 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     if (rc == O3M_RPC_DEFERRED) {
       sl->deferred = 1;
       s->n_deferred++;
+      s->arena_deferred[sl->arena_ix]++;
       count(&s->n_deferred_total);
-      atomic_store_explicit(&s->arena_total, s->arena.total, memory_order_relaxed);
+      arena_publish(s);
       return;
     }
     if (rc > 0) rc = o3m_err_set(&err, O3M_ESTATE, "%s: handler returned %d", m->path, rc);
@@ -1020,7 +1052,7 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     if (rc == 0) rc = pack_message(reply, (size_t)s->max_message, &sl->reply, &err);
     if (rc < 0) count(&s->n_failed);
   }
-  atomic_store_explicit(&s->arena_total, s->arena.total, memory_order_relaxed);
+  arena_publish(s);
 
   if (rc == 0) {
     count(&s->n_ok);
@@ -1034,6 +1066,7 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 static void undefer(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   sl->deferred = 0;
   s->n_deferred--;
+  s->arena_deferred[sl->arena_ix]--;
 }
 
 int o3m_rpc_call_reply(o3m_rpc_call *c, const ProtobufCMessage *reply, o3m_err *e) {
@@ -1150,8 +1183,11 @@ static void serve_loop(o3m_rpc_server *s) {
       }
       s->busy = 0;
       /* The service had its chance with every deferred call: after the
-       * grace period what is left fails, so that shutdown can finish. */
-      if (s->cancelled && s->n_deferred > 0) {
+       * grace period what is left fails, so that shutdown can finish. Not
+       * while a thread is released (o3m_rpc_server_unlocked): calls it
+       * still owns would be completed twice; it comes back within its
+       * own bound (the AP's: the passive parties' deadline). */
+      if (s->cancelled && s->n_deferred > 0 && s->released == 0) {
         fail_deferred(s);
         s->busy = 1;
       }
@@ -1232,7 +1268,7 @@ static void server_free(o3m_rpc_server *s) {
     for (int i = 0; i < s->n_methods; i++) free(s->methods[i].reply);
     free(s->methods);
   }
-  arena_release(&s->arena);
+  for (int i = 0; i < SERVER_ARENAS; i++) arena_release(&s->arenas[i]);
   if (s->grpc_inited) grpc_shutdown();
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -1264,13 +1300,18 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->metrics = cfg->metrics;
   s->max_message = cfg->max_message_bytes;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
-  rc = arena_init(&s->arena, cfg->arena_bytes,
-                  cfg->arena_max_bytes ? cfg->arena_max_bytes : arena_cap_for(receive_limit(cfg)));
-  if (rc < 0) {
-    rc = o3m_err_set(e, rc, "server arena of %zu bytes: out of memory", cfg->arena_bytes);
-    goto fail;
+  s->n_arenas = s->threads > 1 ? SERVER_ARENAS : 1;
+  for (int i = 0; i < s->n_arenas; i++) {
+    rc = arena_init(&s->arenas[i], cfg->arena_bytes,
+                    cfg->arena_max_bytes ? cfg->arena_max_bytes
+                                         : arena_cap_for(receive_limit(cfg)));
+    if (rc < 0) {
+      rc = o3m_err_set(e, rc, "server arena of %zu bytes: out of memory", cfg->arena_bytes);
+      goto fail;
+    }
   }
-  atomic_init(&s->arena_total, s->arena.total);
+  atomic_init(&s->arena_total, 0);
+  arena_publish(s);
 
   /* The daemon's table, then the health check unless the table has its
    * own. */
@@ -1444,7 +1485,23 @@ const char *o3m_rpc_call_identity(o3m_rpc_call *c) {
   return c->identity_state == 1 ? c->identity : NULL;
 }
 
-void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) { return arena_alloc(&c->srv->arena, n); }
+void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) {
+  return arena_alloc(&c->srv->arenas[c->arena_ix], n);
+}
+
+/* The current arena is pinned like one holding a deferred call: a
+ * handler's request was unpacked into it and the lock was held since, so
+ * it stays valid while other threads unpack into another arena. */
+void o3m_rpc_server_unlocked(o3m_rpc_server *s, void (*fn)(void *), void *arg) {
+  int a = s->cur_arena;
+  s->arena_deferred[a]++;
+  s->released++;
+  pthread_mutex_unlock(&s->mu);
+  fn(arg);
+  pthread_mutex_lock(&s->mu);
+  s->released--;
+  s->arena_deferred[a]--;
+}
 
 /* ================================================================ client */
 

@@ -23,10 +23,20 @@
  * hook, the handler, packing the reply and the idle hook run one at a time,
  * in the order the events were taken, exactly as with one thread. So a
  * service needs no locks of its own for its handlers, and what they decide
- * does not depend on N (only on the order in which calls arrive). The cost
- * is that a handler that blocks (the active participant's fan-out in its
- * idle hook) holds the lock, while the other threads keep reading and
- * decrypting the calls that arrive meanwhile.
+ * does not depend on N (only on the order in which calls arrive). A
+ * handler or idle hook that would block (the active participant's fan-out)
+ * gives the lock up for the blocking part with o3m_rpc_server_unlocked(),
+ * like an interpreter's global lock around blocking I/O: meanwhile the
+ * other threads handle calls and run the idle hook, which can therefore be
+ * entered again by another thread while one is inside it (a service whose
+ * hook releases the lock makes its hook re-entrant). What runs released
+ * touches only what no handler touches (its own buffers, read-only state)
+ * and the requests of calls it keeps deferred. The server counts the
+ * threads inside such regions; shutdown fails the calls still deferred
+ * after the grace period only once none is (it would complete calls a
+ * released thread still owns), so a released part must be bounded (the
+ * AP's by the passive parties' deadline). With threads = 1 nothing else
+ * runs meanwhile, and the behaviour is the same as without the release.
  *
  * Deferred replies and the idle hook (adaptive batching). A handler may
  * return O3M_RPC_DEFERRED instead of answering: the call then stays open, its
@@ -76,7 +86,13 @@
  * batch (for Recommend requests, a few hundred bytes each) and is reset by
  * the first call that arrives when no call is deferred; a service that kept
  * calls deferred forever would fill it up to the cap, after which new calls
- * fail with O3M_EFULL. Complete deferred calls in the idle hook.
+ * fail with O3M_EFULL. Complete deferred calls in the idle hook. A server
+ * with more than one thread has four arenas (each with the same initial
+ * size and cap): a call is unpacked into the current one, which is left
+ * for an arena without deferred calls (reset first) when it holds some, so
+ * that calls deferred without a pause - batches in flight while the next
+ * ones queue, o3m_rpc_server_unlocked - still let arenas be reset. Only
+ * when all four hold deferred calls does the current one grow as above.
  *
  * Security. Either TLS (optionally mutual, with client certificates whose
  * identity a handler can read) or, only when asked for explicitly with
@@ -260,7 +276,8 @@ typedef int (*o3m_rpc_authorize_fn)(void *ctx, o3m_rpc_call *call, const char *p
  * before the thread blocks; under a flood of completions also after every
  * 256 in a row, so it is never starved. It may complete deferred calls,
  * make blocking client calls and touch the service's state like a
- * handler. */
+ * handler. A hook that gives the lock up (o3m_rpc_server_unlocked) may be
+ * entered by another thread meanwhile: it must be re-entrant. */
 typedef void (*o3m_rpc_idle_fn)(void *ctx);
 
 typedef struct o3m_rpc_server_config {
@@ -422,6 +439,18 @@ int o3m_rpc_call_reply(o3m_rpc_call *c, const ProtobufCMessage *reply, o3m_err *
  * Returns 0, after which c must not be used again; O3M_ESTATE, with nothing
  * sent, if c is not a deferred call. */
 int o3m_rpc_call_fail(o3m_rpc_call *c, int code, const o3m_err *why);
+
+/* ---- giving the lock up (from a handler or the idle hook only) ---- */
+
+/* Releases the server's lock, runs fn(arg) and takes the lock back (see
+ * "Threads" above). Only from a handler or the idle hook of s, on a
+ * serving thread. The requests of deferred calls and of the calling
+ * handler's call stay valid meanwhile (the arena they live in is not
+ * reset); fn must not call any function of this module on s, and what it
+ * reads and writes no handler may touch meanwhile. It must return in
+ * bounded time: shutdown waits for it before failing the calls still
+ * deferred. */
+void o3m_rpc_server_unlocked(o3m_rpc_server *s, void (*fn)(void *), void *arg);
 
 /* ------------------------------------------------------------ client */
 

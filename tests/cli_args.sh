@@ -45,7 +45,7 @@ check() {
 }
 
 check o3m-pmg --config --party --insecure --ready-file --mask-seed-insecure --keep-mask
-check o3m-passive --config --party --insecure --ready-file --pmg-timeout-s
+check o3m-passive --config --party --insecure --ready-file --pmg-timeout-s --test-reply-delay-ms
 check o3m-active --config --party --insecure --ready-file --pmg-timeout-s --salvage \
   --discard-state --checkpoint-every --checkpoint-ms
 check o3m-cli --config --as --cert --key --ca --target --server-name --deadline-ms --insecure \

@@ -43,6 +43,7 @@ typedef struct svc {
   int calls;
   int inside;   /* handlers of h_sleep running now */
   int overlaps; /* times one started while another ran */
+  o3m_rpc_server *srv; /* for h_released */
 } svc;
 
 static double value_of(int party, int k, int i) { return party * 1e6 + k * 1000.0 + i + 0.25; }
@@ -73,6 +74,22 @@ static int h_sleep(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, P
   struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
   s->inside--;
+  return 0;
+}
+
+/* Sleeps sleep_ms without the server's lock (o3m_rpc_server_unlocked). */
+static void sleep_released(void *arg) {
+  const svc *s = arg;
+  struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static int h_released(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                      ProtobufCMessage *rep, o3m_err *e) {
+  (void)call, (void)req, (void)rep, (void)e;
+  svc *s = ctx;
+  o3m_rpc_server_unlocked(s->srv, sleep_released, s);
+  s->calls++;
   return 0;
 }
 
@@ -113,6 +130,8 @@ static const o3m_rpc_method svc_methods[] = {
     {O3M_PATH_PASSIVE_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
      h_who},
     {"/test.Slow/Sleep", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
+    {"/test.Slow/Released", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor,
+     h_released},
     {"/test.Bad/Broken", &o3m__v1__info_request__descriptor,
      &o3m__v1__masked_contexts__descriptor, h_broken},
     /* Expects a BlockRequest, whose field 3 is a varint: a MaskRequest's
@@ -146,6 +165,7 @@ static void start_server_cfg(server_fx *f, int party, int d, const o3m_rpc_serve
   cr_assert(eq(int, rc, 0), "server_create: %s", o3m_err_message(&e));
   cr_assert(gt(int, o3m_rpc_server_port(f->srv), 0));
   snprintf(f->target, sizeof f->target, "127.0.0.1:%d", o3m_rpc_server_port(f->srv));
+  f->ctx.srv = f->srv;
   cr_assert(eq(int, pthread_create(&f->th, NULL, run_thread, f->srv), 0));
 }
 
@@ -565,6 +585,75 @@ Test(rpc, threads_poll_together_and_handlers_run_one_at_a_time, .timeout = 60) {
   cr_assert(eq(int, f.ctx.calls, N * 10));
   cr_assert(eq(int, f.ctx.overlaps, 0), "%d handlers overlapped", f.ctx.overlaps);
   stop_server(&f);
+}
+
+/* A handler that waits through o3m_rpc_server_unlocked does not hold the
+ * other threads up: with 2 threads an Info sent while a Released call
+ * sleeps 400 ms is answered long before it; with 1 thread it waits for it
+ * (nothing else can run), as without the release. */
+typedef struct released_call {
+  const char *target;
+  double t_answered; /* ms */
+  int rc;
+} released_call;
+
+static void *released_main(void *arg) {
+  released_call *rc = arg;
+  o3m_rpc_client *c = make_client(rc->target, 10000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  rc->rc = o3m_rpc_client_call(c, "/test.Slow/Released", &req.base, &o3m__v1__ack__descriptor,
+                               &m, &e);
+  rc->t_answered = now_ms();
+  o3m_rpc_client_destroy(c);
+  return NULL;
+}
+
+/* Milliseconds from the Released call's start to the answer of an Info
+ * sent 100 ms after it, on a server with threads serving threads. */
+static double info_while_released(int threads) {
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  cfg.threads = threads;
+  server_fx f;
+  start_server_cfg(&f, 1, 4, &cfg);
+  f.ctx.sleep_ms = 400;
+  o3m_rpc_client *c = make_client(f.target, 10000);
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  /* Connect first, so that the timing below is the server's. */
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  released_call rc = {f.target, 0, -1};
+  pthread_t th;
+  double t0 = now_ms();
+  cr_assert(eq(int, pthread_create(&th, NULL, released_main, &rc), 0));
+  struct timespec ts = {0, 100 * 1000000L};
+  nanosleep(&ts, NULL);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  double t_info = now_ms() - t0;
+  pthread_join(th, NULL);
+  cr_assert(eq(int, rc.rc, 0));
+  cr_assert(rc.t_answered - t0 >= 400.0, "Released answered after %.0f ms", rc.t_answered - t0);
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
+  return t_info;
+}
+
+Test(rpc, unlocked_handler_lets_other_threads_serve, .timeout = 60) {
+  double two = info_while_released(2);
+  double one = info_while_released(1);
+  cr_assert(two < 300.0, "Info waited for the released handler on 2 threads: %.0f ms",
+            two);
+  cr_assert(one >= 390.0, "Info overtook the handler on 1 thread: %.0f ms", one);
 }
 
 /* d = K = 1000, the paper's example: an 8 MB reply, twice gRPC's default

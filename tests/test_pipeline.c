@@ -1,0 +1,203 @@
+/* test_pipeline.c -- the active party's pipelined rounds, end to end
+ * (ap_round.h, "Pipelined batches"; o3m_rpc.h, "Threads").
+ *
+ * A federation on loopback with mutual TLS (fed_proc.h): o3m-pmg, two
+ * o3m-passive on 3 threads whose every MaskBatch is answered DELAY_MS late
+ * (--test-reply-delay-ms, a wait made without their server's lock), and
+ * o3m-active on 3 threads with a state_dir (group commit). Recommend A is
+ * sent, then Recommend B while A waits for the passive parties, then a
+ * Reward of an earlier decision. With batches in flight concurrently:
+ * the Reward is acknowledged before A's reply can arrive (the AP's other
+ * threads are not stalled by A's fan-out), B's reply arrives before twice
+ * the delay after A was sent (two batches in flight, not one after the
+ * other), and A's Recommendation.updates counts the reward (a decision sees
+ * the rewards acknowledged before it was made). With the AP on one thread,
+ * or with the fan-out under the RPC layer's lock as before, each of the
+ * first two checks fails. A second test stops the AP (SIGTERM) while
+ * clients keep batches in flight: it exits 0, every call gets an answer or
+ * an error, none is answered twice (which the RPC layer would trip over).
+ *
+ * Set O3M_KEEP_TEST_DIR=1 to keep the work directory (configs, logs). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fed_proc.h"
+#include "o3m.pb-c.h"
+#include "o3m_wire.h"
+
+/* The passive parties' reply delay: long against the loopback round trip
+ * and the fdatasync of one reward on a loaded machine, short against the
+ * federation deadline. */
+#define DELAY_MS 800
+#define DEADLINE_MS 5000
+
+static fed_net fed;
+
+static void fed_up(void) {
+  fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = DEADLINE_MS,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 1\nlambda = 1\n",
+                 .pending_capacity = 1000, .state_dirs = 1};
+  fed_net_prepare(&fed, &s);
+  char delay[16];
+  snprintf(delay, sizeof delay, "%d", DELAY_MS);
+  const char *const pp_args[] = {"--pmg-timeout-s", "20", "--threads", "3",
+                                 "--test-reply-delay-ms", delay, NULL};
+  const char *const ap_args[] = {"--pmg-timeout-s", "20", "--threads", "3", NULL};
+  fed_net_start(&fed, FED_PMG, NULL);
+  fed_net_start(&fed, FED_PP1, pp_args);
+  fed_net_start(&fed, FED_PP2, pp_args);
+  fed_net_start(&fed, FED_AP, ap_args);
+  for (int p = 0; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
+}
+
+static void fed_down(void) { fed_cleanup(); }
+
+/* A client of the AP with the certificate of the federation's client. */
+static o3m_rpc_client *ap_client_new(void) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  return fed_client(target, "certs", "certs", FED_CLIENT, "ap", DEADLINE_MS + 5000);
+}
+
+static const char *const items[] = {"i0", "i1", "i2", "i3"};
+
+/* One Recommend on its own thread (a gRPC client only sends and receives
+ * while a thread waits for its call), from its start time on. */
+typedef struct rec_call {
+  o3m_rpc_client *c;
+  const char *user;
+  double t0;          /* the test's reference time */
+  double t_sent, t_answered; /* seconds after t0 */
+  int rc;
+  uint64_t decision, updates;
+  o3m_err e;
+} rec_call;
+
+static void *rec_run(void *arg) {
+  rec_call *rc = arg;
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  req.user = (char *)rc->user;
+  req.n_items = 4;
+  req.items = (char **)items;
+  ProtobufCMessage *m;
+  o3m_err_clear(&rc->e);
+  rc->t_sent = fed_now_s() - rc->t0;
+  rc->rc = o3m_rpc_client_call(rc->c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                               &o3m__v1__recommendation__descriptor, &m, &rc->e);
+  rc->t_answered = fed_now_s() - rc->t0;
+  if (rc->rc == 0) {
+    rc->decision = ((const O3m__V1__Recommendation *)m)->decision;
+    rc->updates = ((const O3m__V1__Recommendation *)m)->updates;
+  }
+  return NULL;
+}
+
+static int reward(o3m_rpc_client *c, uint64_t decision, double r, uint64_t *updates,
+                  o3m_err *e) {
+  O3m__V1__RewardRequest req = O3M__V1__REWARD_REQUEST__INIT;
+  req.decision = decision;
+  req.reward = r;
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_REWARD, &req.base,
+                               &o3m__v1__reward_reply__descriptor, &m, e);
+  if (rc == 0 && updates) *updates = ((const O3m__V1__RewardReply *)m)->updates;
+  return rc;
+}
+
+Test(pipeline, rewards_and_recommends_flow_while_a_batch_waits, .init = fed_up,
+     .fini = fed_down, .timeout = 120) {
+  o3m_rpc_client *cr = ap_client_new();
+  /* An earlier decision, for the reward. */
+  rec_call d0 = {.c = cr, .user = "u1", .t0 = fed_now_s()};
+  rec_run(&d0);
+  cr_assert_eq(d0.rc, 0, "%s", o3m_err_message(&d0.e));
+
+  double t0 = fed_now_s();
+  rec_call a = {.c = ap_client_new(), .user = "u2", .t0 = t0};
+  rec_call b = {.c = ap_client_new(), .user = "u3", .t0 = t0};
+  pthread_t ta, tb;
+  cr_assert_eq(pthread_create(&ta, NULL, rec_run, &a), 0);
+  fed_sleep_ms(DELAY_MS / 8);
+  cr_assert_eq(pthread_create(&tb, NULL, rec_run, &b), 0);
+  fed_sleep_ms(DELAY_MS / 8);
+  uint64_t updates = 0;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(reward(cr, d0.decision, 0.5, &updates, &e), 0, "%s", o3m_err_message(&e));
+  double t_reward = fed_now_s() - t0;
+  cr_assert_eq(updates, 1);
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  cr_assert_eq(a.rc, 0, "%s", o3m_err_message(&a.e));
+  cr_assert_eq(b.rc, 0, "%s", o3m_err_message(&b.e));
+  fprintf(stderr, "pipeline: reward acknowledged after %.0f ms, A answered after %.0f ms, "
+          "B (sent after %.0f ms) after %.0f ms; delay %d ms\n", t_reward * 1e3,
+          a.t_answered * 1e3, b.t_sent * 1e3, b.t_answered * 1e3, DELAY_MS);
+
+  /* A cannot be answered before the passive parties' delay is over. */
+  cr_assert_geq(a.t_answered * 1e3, DELAY_MS, "A answered before the passive parties' delay");
+  cr_assert_lt(t_reward, a.t_answered, "the Reward waited for A's fan-out (%.0f ms, A after "
+               "%.0f ms)", t_reward * 1e3, a.t_answered * 1e3);
+  cr_assert_lt(t_reward * 1e3, DELAY_MS, "the Reward waited for A's fan-out (%.0f ms)",
+               t_reward * 1e3);
+  cr_assert_lt(b.t_answered * 1e3, 2 * DELAY_MS, "B was sent to the passive parties only "
+               "after A was answered (%.0f ms)", b.t_answered * 1e3);
+  cr_assert_eq(a.updates, 1, "A's decision saw %llu rewards, expected the one acknowledged "
+               "before it was made", (unsigned long long)a.updates);
+  cr_assert_eq(b.updates, 1);
+  o3m_rpc_client_destroy(a.c);
+  o3m_rpc_client_destroy(b.c);
+  o3m_rpc_client_destroy(cr);
+}
+
+/* Shutdown with batches in flight: clients keep Recommends and Rewards
+ * going while the AP gets SIGTERM. */
+#define LOAD_CLIENTS 6
+static volatile int load_stop;
+
+static void *load_client(void *arg) {
+  int *answered = arg;
+  o3m_rpc_client *c = ap_client_new();
+  char user[16];
+  for (int i = 0; !load_stop; i++) {
+    snprintf(user, sizeof user, "u%d", i % FED_USERS);
+    O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+    req.user = user;
+    req.n_items = 4;
+    req.items = (char **)items;
+    ProtobufCMessage *m;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (o3m_rpc_client_call(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                            &o3m__v1__recommendation__descriptor, &m, &e) != 0) {
+      fed_sleep_ms(20);
+      continue;
+    }
+    (*answered)++;
+    uint64_t d = ((const O3m__V1__Recommendation *)m)->decision;
+    reward(c, d, 0.25, NULL, &e);
+  }
+  o3m_rpc_client_destroy(c);
+  return NULL;
+}
+
+Test(pipeline, shutdown_with_batches_in_flight, .init = fed_up, .fini = fed_down,
+     .timeout = 120) {
+  pthread_t th[LOAD_CLIENTS];
+  int answered[LOAD_CLIENTS] = {0};
+  load_stop = 0;
+  for (int i = 0; i < LOAD_CLIENTS; i++)
+    cr_assert_eq(pthread_create(&th[i], NULL, load_client, &answered[i]), 0);
+  fed_sleep_ms(3 * DELAY_MS + DELAY_MS / 3);
+  /* Batches are in flight now (each waits DELAY_MS at the passive parties). */
+  int rc = fed_stop(&fed.proc[FED_AP], SIGTERM, 30000);
+  load_stop = 1;
+  for (int i = 0; i < LOAD_CLIENTS; i++) pthread_join(th[i], NULL);
+  cr_assert_eq(rc, 0, "the AP did not stop cleanly: %s", fed_log(&fed.proc[FED_AP]));
+  int total = 0;
+  for (int i = 0; i < LOAD_CLIENTS; i++) total += answered[i];
+  cr_assert_gt(total, LOAD_CLIENTS, "too few decisions before the stop: %d", total);
+}
