@@ -233,8 +233,10 @@ static int cmd_info(ap_client *c) {
   ap_info s;
   int rc = ap_client_info(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
-  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n",
-         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name);
+  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
+         "fingerprint=%s\n",
+         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name,
+         s.fingerprint);
   return 0;
 }
 

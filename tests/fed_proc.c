@@ -101,6 +101,15 @@ const char *fed_write(const char *name, const char *text) {
   return p;
 }
 
+void fed_fingerprint(const char *path, unsigned char out[O3M_FINGERPRINT_BYTES]) {
+  o3m_config *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_config_load(&c, path, &e), 0, "%s", o3m_err_message(&e));
+  memcpy(out, o3m_config_fingerprint(c), O3M_FINGERPRINT_BYTES);
+  o3m_config_destroy(c);
+}
+
 void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const *args) {
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", name);

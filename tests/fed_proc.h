@@ -22,6 +22,7 @@
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_features.h"
+#include "o3m_fingerprint.h"
 
 /* FED_ASAN is 1 when this test, and so the daemons of its build, run under
  * AddressSanitizer. Two kinds of check mean nothing there: a scan of a whole
@@ -66,6 +67,11 @@ const char *fed_path(const char *name);
 /* Writes text to fed_dir()/name and returns the full path (a fed_path
  * slot). */
 const char *fed_write(const char *name, const char *text);
+
+/* The federation fingerprint of the config file at path (o3m_config_load;
+ * fails the test if it does not load), as a daemon started with it computes
+ * it: what a test's own calls to a daemon must state. */
+void fed_fingerprint(const char *path, unsigned char out[O3M_FINGERPRINT_BYTES]);
 
 /* Starts O3M_BIN_DIR/bin with args (NULL-terminated, without argv[0]) and
  * "--ready-file DIR/NAME.ready" appended; fails the test if bin is not
