@@ -8,7 +8,8 @@
  *             prints `decision=<id> item=<item> candidate=<k> score=<s>`
  *   reward --decision ID --reward R      prints `updates=<n>`
  *   stats                                prints one `name=value` per line
- *   info                                 prints one `name=value` per line
+ *   info                                 prints one `name=value` per line, the
+ *                                        federation fingerprint among them
  *   health [--target ADDR]               prints SERVING
  *
  * The connection comes from the config (the active party's address and
@@ -75,7 +76,8 @@ static const o3m_cli_spec spec = {
     "            prints decision=<id> item=<item> candidate=<k> score=<s>\n"
     "  reward --decision ID --reward R      prints updates=<n>\n"
     "  stats                                prints one name=value per line\n"
-    "  info                                 prints one name=value per line\n"
+    "  info                                 prints one name=value per line (fingerprint=:\n"
+    "                                       the AP's federation fingerprint, SECURITY.md)\n"
     "  health [--target ADDR]               prints SERVING (exit 1 if not serving)\n"
     "exit 1 prints the O3M code name and the message on stderr.\n"};
 
