@@ -383,10 +383,14 @@ void fed_net_prepare(fed_net *n, const fed_setup *s) {
 }
 
 void fed_net_start(fed_net *n, int p, const char *const *extra) {
+  fed_net_start_conf(n, p, n->conf, extra);
+}
+
+void fed_net_start_conf(fed_net *n, int p, const char *conf, const char *const *extra) {
   const char *args[24];
   int k = 0;
   args[k++] = "--config";
-  args[k++] = n->conf;
+  args[k++] = conf;
   args[k++] = "--party";
   args[k++] = fed_party_name[p];
   for (int i = 0; extra && extra[i]; i++) {

@@ -172,6 +172,10 @@ void fed_net_prepare(fed_net *n, const fed_setup *s);
  * nothing: fed_wait_ready(&n->proc[p], ...) does. */
 void fed_net_start(fed_net *n, int p, const char *const *extra);
 
+/* The same with another config file, conf (a party handed its own copy,
+ * as the federation fingerprint's and the bounds' tests need). */
+void fed_net_start_conf(fed_net *n, int p, const char *conf, const char *const *extra);
+
 /* The federation's feature tables loaded in process, as the parties load
  * them: the unmasked contexts that a central model would see. */
 typedef struct fed_tables {

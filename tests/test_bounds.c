@@ -373,15 +373,11 @@ Test(bounds, ap_whose_bounds_differ_does_not_start) {
            "sed '/^\\[party pp1\\]$/a max_norm = 0.01' '%s' > '%s/ap.conf'", fed.conf,
            fed_dir());
   cr_assert(eq(int, system(cmd), 0));
-  char shared_conf[sizeof fed.conf];
-  snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
   static const char *const pmg_args[] = {"--keep-mask", NULL};
   fed_net_start(&fed, FED_PMG, pmg_args);
   fed_wait_ready(&fed.proc[FED_PMG], 20000);
-  snprintf(fed.conf, sizeof fed.conf, "%s/ap.conf", fed_dir());
   static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
-  fed_net_start(&fed, FED_AP, ap_args);
-  snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
+  fed_net_start_conf(&fed, FED_AP, fed_path("ap.conf"), ap_args);
   cr_assert(eq(int, fed_wait_exit(&fed.proc[FED_AP], 15000), 1), "%s",
             fed_log(&fed.proc[FED_AP]));
   const char *log = fed_log(&fed.proc[FED_AP]);
@@ -428,11 +424,7 @@ static o3m_rpc_client *start_with_hostile_pp1(double norm) {
            "sed '/^\\[party pp1\\]$/a max_norm = %g' '%s' > pp1.conf",
            fed_dir(), norm, HOSTILE_BOUND, fed.conf);
   cr_assert(eq(int, system(cmd), 0), "%s", cmd);
-  char shared_conf[sizeof fed.conf];
-  snprintf(shared_conf, sizeof shared_conf, "%s", fed.conf);
-  snprintf(fed.conf, sizeof fed.conf, "%s/pp1.conf", fed_dir());
-  fed_net_start(&fed, FED_PP1, NULL);
-  snprintf(fed.conf, sizeof fed.conf, "%s", shared_conf);
+  fed_net_start_conf(&fed, FED_PP1, fed_path("pp1.conf"), NULL);
   fed_wait_ready(&fed.proc[FED_PP1], 30000);
   return party_client(FED_AP, "client", 10000);
 }

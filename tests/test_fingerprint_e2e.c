@@ -72,15 +72,6 @@ static void prepare(int state_dirs, char *shared_hex, char *pp1_hex,
   if (pp1_fp) memcpy(pp1_fp, b, sizeof b);
 }
 
-/* Starts party p with fed_dir()/own_conf instead of the shared config. */
-static void start_with(int p, const char *own_conf, const char *const *extra) {
-  char shared[sizeof fed.conf];
-  snprintf(shared, sizeof shared, "%s", fed.conf);
-  snprintf(fed.conf, sizeof fed.conf, "%s/%s", fed_dir(), own_conf);
-  fed_net_start(&fed, p, extra);
-  snprintf(fed.conf, sizeof fed.conf, "%s", shared);
-}
-
 /* p's whole log (static buffer), for the error line at its end. */
 static const char *whole_log(int p) {
   static char buf[1 << 16];
@@ -119,7 +110,7 @@ Test(fingerprint_e2e, pp_with_another_key_for_a_peer_gets_no_block) {
 
   /* pp1 compares the PMG's Info with its own config first. */
   static const char *const pp_args[] = {"--pmg-timeout-s", "20", NULL};
-  start_with(FED_PP1, "pp1.conf", pp_args);
+  fed_net_start_conf(&fed, FED_PP1, fed_path("pp1.conf"), pp_args);
   cr_assert(eq(int, fed_wait_exit(&fed.proc[FED_PP1], 20000), 1), "%s",
             fed_log(&fed.proc[FED_PP1]));
   char want[256];
@@ -174,7 +165,7 @@ Test(fingerprint_e2e, ap_refuses_a_pp_whose_config_differs) {
    * other copy; the AP, restarting, checks every PP's Info. */
   cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0));
   cr_assert(eq(int, fed_stop(&fed.proc[FED_PP1], SIGTERM, 5000), 0));
-  start_with(FED_PP1, "pp1.conf", NULL);
+  fed_net_start_conf(&fed, FED_PP1, fed_path("pp1.conf"), NULL);
   fed_wait_ready(&fed.proc[FED_PP1], 30000);
   fed_net_start(&fed, FED_AP, NULL);
   cr_assert(eq(int, fed_wait_exit(&fed.proc[FED_AP], 20000), 1), "%s",
