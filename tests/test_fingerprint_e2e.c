@@ -15,7 +15,9 @@
  * - a pp1 that already holds its block (state_dir) and restarts with that
  *   copy is refused by the AP at the AP's start, naming pp1 and both
  *   fingerprints;
- * - o3m-cli info prints the AP's fingerprint, the shared config's. */
+ * - o3m-cli info prints the AP's fingerprint, the shared config's, and
+ *   o3m-cli fingerprint prints a config's offline, with the fields it
+ *   covers. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <signal.h>
@@ -72,6 +74,19 @@ static void prepare(int state_dirs, char *shared_hex, char *pp1_hex,
   if (pp1_fp) memcpy(pp1_fp, b, sizeof b);
 }
 
+/* The output of `o3m-cli ARGS` (static buffer); fails unless it exits 0. */
+static const char *cli(const char *args) {
+  static char out[8192];
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s/o3m-cli' %s 2>&1", O3M_BIN_DIR, args);
+  FILE *f = popen(cmd, "r");
+  cr_assert(not(eq(ptr, f, NULL)));
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = '\0';
+  cr_assert(eq(int, pclose(f), 0), "%s:\n%s", cmd, out);
+  return out;
+}
+
 /* p's whole log (static buffer), for the error line at its end. */
 static const char *whole_log(int p) {
   static char buf[1 << 16];
@@ -104,6 +119,15 @@ Test(fingerprint_e2e, pp_with_another_key_for_a_peer_gets_no_block) {
   char shared[O3M_FINGERPRINT_HEX], mine[O3M_FINGERPRINT_HEX];
   unsigned char shared_fp[O3M_FINGERPRINT_BYTES], pp1_fp[O3M_FINGERPRINT_BYTES];
   prepare(0, shared, mine, shared_fp, pp1_fp);
+  /* Offline, before any daemon: what pp1's operator would compare. */
+  char args[1024], want[256];
+  snprintf(args, sizeof args, "--config '%s' fingerprint", fed_path("pp1.conf"));
+  const char *out = cli(args);
+  snprintf(want, sizeof want, "\nfingerprint=%s", mine);
+  cr_assert(not(eq(ptr, strstr(out, want), NULL)), "want '%s' in:\n%s", want, out);
+  cr_assert(not(eq(ptr, strstr(out, "party=pp2 role=passive dims=3 max_norm=10000 agg_public="
+                                    OTHER_KEY "\n"), NULL)), "%s", out);
+  cr_assert(eq(ptr, strstr(out, ".csv"), NULL), "a path in:\n%s", out);
   static const char *const pmg_args[] = {"--keep-mask", NULL};
   fed_net_start(&fed, FED_PMG, pmg_args);
   fed_wait_ready(&fed.proc[FED_PMG], 20000);
@@ -113,7 +137,6 @@ Test(fingerprint_e2e, pp_with_another_key_for_a_peer_gets_no_block) {
   fed_net_start_conf(&fed, FED_PP1, fed_path("pp1.conf"), pp_args);
   cr_assert(eq(int, fed_wait_exit(&fed.proc[FED_PP1], 20000), 1), "%s",
             fed_log(&fed.proc[FED_PP1]));
-  char want[256];
   snprintf(want, sizeof want,
            "federation fingerprint mismatch: peer 'pmg' has %s..., this party %s...", shared,
            mine);
@@ -149,15 +172,9 @@ Test(fingerprint_e2e, ap_refuses_a_pp_whose_config_differs) {
   for (int p = FED_AP; p < FED_N_PARTIES; p++) fed_wait_ready(&fed.proc[p], 30000);
 
   /* o3m-cli info prints the AP's fingerprint: the shared config's. */
-  char cmd[2048], out[4096] = "";
-  snprintf(cmd, sizeof cmd, "'%s/o3m-cli' --config '%s' --as " FED_CLIENT " info 2>&1",
-           O3M_BIN_DIR, fed.conf);
-  FILE *f = popen(cmd, "r");
-  cr_assert(not(eq(ptr, f, NULL)));
-  size_t n = fread(out, 1, sizeof out - 1, f);
-  out[n] = '\0';
-  cr_assert(eq(int, pclose(f), 0), "%s:\n%s", cmd, out);
-  char want[256];
+  char args[1024], want[256];
+  snprintf(args, sizeof args, "--config '%s' --as " FED_CLIENT " info", fed.conf);
+  const char *out = cli(args);
   snprintf(want, sizeof want, "\nfingerprint=%s", shared);
   cr_assert(not(eq(ptr, strstr(out, want), NULL)), "want '%s' in:\n%s", want, out);
 
