@@ -82,7 +82,7 @@ void o3m_fingerprint_hex(const unsigned char fp[O3M_FINGERPRINT_BYTES],
 
 /* Compares a peer's fingerprint (theirs, n bytes as received) with ours.
  * Returns 0 when they are equal, else O3M_ESTATE with a message that names
- * the peer (who, for example "peer 'pp-b'"), the first
+ * the peer (who, for example "peer" or "BlockRequest: party 2"), the first
  * O3M_FINGERPRINT_SHORT hex digits of both fingerprints (or that the peer
  * sent none: an older build) and the way out: compare the configs. The
  * message is kept short (about 130 bytes) so that it survives the

@@ -87,7 +87,8 @@ static const char *role_name(O3m__V1__Role r) {
 
 int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, const unsigned char *fingerprint, o3m_err *e) {
-  if (!msg || !partition_ok(p) || !fingerprint) return o3m_err_set(e, O3M_EINVAL, "NodeInfo check: bad arguments");
+  if (!msg || !partition_ok(p) || !fingerprint)
+    return o3m_err_set(e, O3M_EINVAL, "NodeInfo check: bad arguments");
   if (msg->protocol != O3M_PROTOCOL_VERSION)
     return o3m_err_set(e, O3M_ESTATE, "peer speaks O3M protocol %u, this build speaks %d",
                        msg->protocol, O3M_PROTOCOL_VERSION);
@@ -105,10 +106,11 @@ int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int pa
     if (msg->dims[j] != (uint32_t)p->dims[j])
       return o3m_err_set(e, O3M_EDIM, "peer's dims[%d] is %u, ours %d", j, msg->dims[j],
                          p->dims[j]);
-  /* Last, so that a plain partition mismatch keeps its own message. */
-  char who[O3M_CONFIG_MAX_NAME + 16];
-  snprintf(who, sizeof who, "peer '%.*s'", O3M_CONFIG_MAX_NAME, msg->name ? msg->name : "?");
-  return o3m_fingerprint_check(msg->fingerprint.data, msg->fingerprint.len, fingerprint, who, e);
+  /* Last, so that a plain partition mismatch keeps its own message. The
+   * peer is not named by the name it sends (its own claim, for logs only):
+   * callers say which configured party they called. */
+  return o3m_fingerprint_check(msg->fingerprint.data, msg->fingerprint.len, fingerprint, "peer",
+                               e);
 }
 
 /* ---------------------------------------------------------------- blocks */
