@@ -268,6 +268,9 @@ static int info_at(ap_client *c, const char *path, ap_info *out, o3m_err *e) {
   out->n_parties = (uint32_t)n->n_dims;
   out->mask_id = n->mask_id;
   snprintf(out->name, sizeof out->name, "%s", n->name ? n->name : "");
+  out->fingerprint[0] = '\0';
+  if (n->fingerprint.len == O3M_FINGERPRINT_BYTES && n->fingerprint.data)
+    o3m_fingerprint_hex(n->fingerprint.data, out->fingerprint);
   return 0;
 }
 

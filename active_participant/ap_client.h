@@ -26,6 +26,7 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_fingerprint.h"
 
 typedef struct ap_client ap_client;
 
@@ -151,6 +152,9 @@ typedef struct ap_info {
   uint32_t n_parties; /* entries of the partition */
   uint64_t mask_id;
   char name[O3M_CONFIG_MAX_NAME + 1];
+  /* The daemon's federation fingerprint in hex (o3m_fingerprint.h), or ""
+   * when the reply carries none of the right length (an older build). */
+  char fingerprint[O3M_FINGERPRINT_HEX];
 } ap_info;
 
 /* Info of the Active service. */

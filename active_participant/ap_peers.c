@@ -42,6 +42,7 @@ typedef struct peer {
 struct ap_peers {
   int n;
   peer *p; /* n entries */
+  unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* the config's: peers must match it */
 };
 
 void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
@@ -151,6 +152,7 @@ int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, 
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   ps->n = n;
+  memcpy(ps->fingerprint, o3m_config_fingerprint(cfg), sizeof ps->fingerprint);
   for (int j = 0; j < n; j++) {
     int rc = peer_init(&ps->p[j], cfg, me, o3m_config_passive(cfg, j), insecure, e);
     if (rc < 0) {
@@ -187,7 +189,7 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
       int r = o3m_rpc_client_finish(p->client, &m, &ce);
       if (r == 0)
         r = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_PASSIVE,
-                                p->slot, part, &ce);
+                                p->slot, part, ps->fingerprint, &ce);
       if (r == 0) {
         p->ready = 1;
         missing--;

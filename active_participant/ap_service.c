@@ -77,6 +77,7 @@ struct ap_service {
   int slot; /* own party index in column order (0 in the usual layout) */
   o3m_partition part;
   uint32_t *dims_buf; /* part.m entries, for Info replies */
+  unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* the config's, for Info replies */
 
   o3m_policy *policy;
   o3m_algo algo;
@@ -226,7 +227,7 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   (void)call, (void)req_, (void)e;
   ap_service *s = ctx;
   o3m_wire_info_fill((O3m__V1__NodeInfo *)rep_, O3M__V1__ROLE__ROLE_ACTIVE, s->slot, &s->part,
-                     s->dims_buf, s->mask_id, s->name);
+                     s->dims_buf, s->mask_id, s->name, s->fingerprint);
   return 0;
 }
 
@@ -1047,6 +1048,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
   s->slot = me->slot;
+  memcpy(s->fingerprint, o3m_config_fingerprint(cfg), sizeof s->fingerprint);
   const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   s->k_max = pp->max_candidates;
   s->reward_min = pp->reward_min;

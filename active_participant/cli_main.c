@@ -8,8 +8,12 @@
  *             prints `decision=<id> item=<item> candidate=<k> score=<s>`
  *   reward --decision ID --reward R      prints `updates=<n>`
  *   stats                                prints one `name=value` per line
- *   info                                 prints one `name=value` per line
+ *   info                                 prints one `name=value` per line, the
+ *                                        federation fingerprint among them
  *   health [--target ADDR]               prints SERVING
+ *   fingerprint                          prints the canonical encoding of
+ *                                        --config's shared fields and its
+ *                                        federation fingerprint; no call
  *
  * The connection comes from the config (the active party's address and
  * name, the federation CA, and with --as NAME the cert and key of that
@@ -36,6 +40,7 @@
 #include "ap_client.h"
 #include "o3m_cli.h"
 #include "o3m_config.h"
+#include "o3m_fingerprint.h"
 
 #define PROG "o3m-cli"
 
@@ -75,8 +80,11 @@ static const o3m_cli_spec spec = {
     "            prints decision=<id> item=<item> candidate=<k> score=<s>\n"
     "  reward --decision ID --reward R      prints updates=<n>\n"
     "  stats                                prints one name=value per line\n"
-    "  info                                 prints one name=value per line\n"
+    "  info                                 prints one name=value per line (fingerprint=:\n"
+    "                                       the AP's federation fingerprint, SECURITY.md)\n"
     "  health [--target ADDR]               prints SERVING (exit 1 if not serving)\n"
+    "  fingerprint                          prints what --config's federation fingerprint\n"
+    "                                       covers, then fingerprint=HEX; calls nobody\n"
     "exit 1 prints the O3M code name and the message on stderr.\n"};
 
 typedef struct args {
@@ -120,6 +128,31 @@ static int parse_double(const char *s, double *v) {
 static int fail(int rc, const o3m_err *e) {
   fprintf(stderr, "%s: %s\n", o3m_errname(rc), o3m_err_message(e));
   return 1;
+}
+
+/* The federation fingerprint of a config, offline: operators compare it
+ * out of band before any daemon starts (SECURITY.md). The canonical text
+ * comes first so that two hosts' outputs can be diffed field by field; it
+ * holds no path and no secret. */
+static int cmd_fingerprint(const char *config) {
+  if (!config) return o3m_cli_usage_error(&spec, "%s needs --config", "fingerprint");
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_config *cfg;
+  int rc = o3m_config_load(&cfg, config, &e);
+  if (rc < 0) return fail(rc, &e);
+  char *text;
+  size_t len;
+  rc = o3m_fingerprint_canonical(cfg, &text, &len, &e);
+  if (rc == 0) {
+    char hex[O3M_FINGERPRINT_HEX];
+    o3m_fingerprint_hex(o3m_config_fingerprint(cfg), hex);
+    fwrite(text, 1, len, stdout);
+    printf("fingerprint=%s\n", hex);
+    free(text);
+  }
+  o3m_config_destroy(cfg);
+  return rc < 0 ? fail(rc, &e) : 0;
 }
 
 static int cmd_recommend(ap_client *c, const args *a) {
@@ -239,8 +272,10 @@ static int cmd_info(ap_client *c) {
   ap_info s;
   int rc = ap_client_info(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
-  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n",
-         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name);
+  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
+         "fingerprint=%s\n",
+         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name,
+         s.fingerprint);
   return 0;
 }
 
@@ -287,8 +322,8 @@ int main(int argc, char **argv) {
   if (!a.command) return o3m_cli_usage_error(&spec, "%s", "no command given");
   int is_rec = !strcmp(a.command, "recommend"), is_rew = !strcmp(a.command, "reward");
   int is_stats = !strcmp(a.command, "stats"), is_info = !strcmp(a.command, "info");
-  int is_health = !strcmp(a.command, "health");
-  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health)
+  int is_health = !strcmp(a.command, "health"), is_fpr = !strcmp(a.command, "fingerprint");
+  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health && !is_fpr)
     return o3m_cli_usage_error(&spec, "unknown command '%s'", a.command);
   if ((a.user || a.items || a.arms || a.own) && !is_rec)
     return o3m_cli_usage_error(
@@ -297,6 +332,7 @@ int main(int argc, char **argv) {
   if ((a.decision || a.reward) && !is_rew)
     return o3m_cli_usage_error(&spec, "--decision and --reward belong to reward (not %s)",
                                a.command);
+  if (is_fpr) return cmd_fingerprint(a.config);
   /* The connection: checked here first, so that a bad combination is a
    * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;

@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "o3m_cert.h"
+#include "o3m_fingerprint.h"
 #include "o3m_httpd.h"
 #include "o3m_log.h"
 
@@ -129,6 +130,13 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
     o3m_config_destroy(cfg);
     return rc;
   }
+  /* Operators compare this line across parties out of band (SECURITY.md,
+   * "Federation fingerprint"); parties that call each other compare it
+   * themselves. */
+  char fp[O3M_FINGERPRINT_HEX];
+  o3m_fingerprint_hex(o3m_config_fingerprint(cfg), fp);
+  o3m_log_info("federation fingerprint: %.*s... (%s; full: %s)", O3M_FINGERPRINT_SHORT, fp,
+               o3m_config_name(cfg), fp);
   *cfg_out = cfg;
   *me_out = me;
   return O3M_OK;

@@ -48,13 +48,13 @@ static int fetch_once(const o3m_party_block_options *o, int deadline_ms, o3m_blo
     o3m_err ie;
     o3m_err_clear(&ie);
     rc = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_MASK_GENERATOR, -1,
-                             o->part, &ie);
+                             o->part, o3m_config_fingerprint(o->cfg), &ie);
     if (rc < 0)
-      o3m_err_set(e, rc, "the mask generator at %s disagrees with %s: %s",
-                  o3m_config_pmg(o->cfg)->address, o3m_config_name(o->cfg),
+      o3m_err_set(e, rc, "it disagrees with %s: %s", o3m_config_name(o->cfg),
                   o3m_err_message(&ie));
   }
-  if (rc == 0) rc = o3m_wire_get_block(c, o->part, o->me->slot, out, e);
+  if (rc == 0)
+    rc = o3m_wire_get_block(c, o->part, o->me->slot, o3m_config_fingerprint(o->cfg), out, e);
   o3m_rpc_client_destroy(c);
   return rc;
 }

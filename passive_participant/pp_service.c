@@ -355,7 +355,7 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   (void)call, (void)req, (void)e;
   pp_service *s = ctx;
   o3m_wire_info_fill((O3m__V1__NodeInfo *)reply, O3M__V1__ROLE__ROLE_PASSIVE, s->slot, &s->part,
-                     s->dims_buf, s->mask_id, s->me->name);
+                     s->dims_buf, s->mask_id, s->me->name, o3m_config_fingerprint(s->cfg));
   return 0;
 }
 

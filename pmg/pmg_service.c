@@ -265,7 +265,7 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   (void)call, (void)req, (void)e;
   pmg_service *s = ctx;
   o3m_wire_info_fill((O3m__V1__NodeInfo *)reply, O3M__V1__ROLE__ROLE_MASK_GENERATOR, 0, &s->part,
-                     s->dims_buf, s->mask_id, s->name);
+                     s->dims_buf, s->mask_id, s->name, o3m_config_fingerprint(s->cfg));
   return 0;
 }
 
@@ -275,7 +275,14 @@ static int get_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__BlockReq
   if (req->party < (uint32_t)s->part.m &&
       (rc = check_caller(s, call, (int)req->party, "GetBlock", e)) < 0)
     return rc;
-  if ((rc = o3m_wire_block_request_check(req, &s->part, e)) < 0) return rc;
+  if ((rc = o3m_wire_block_request_check(req, &s->part, o3m_config_fingerprint(s->cfg), e)) < 0) {
+    /* A differing fingerprint is a config that differs from ours in a
+     * shared field (a swapped key, an extra party): worth a warning. */
+    if (rc == O3M_ESTATE)
+      o3m_log_warn("refused GetBlock of party %u to %s: %s", req->party, o3m_rpc_call_peer(call),
+                   o3m_err_message(e));
+    return rc;
+  }
   int j = (int)req->party;
   /* Once per party: after its confirmation a party has its block (and, with
    * a state_dir, a stored copy), so another fetch is either an attack with

@@ -60,7 +60,7 @@ static int partition_ok(const o3m_partition *p) {
 
 void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,
-                        const char *name) {
+                        const char *name, const unsigned char *fingerprint) {
   msg->role = role;
   msg->protocol = O3M_PROTOCOL_VERSION;
   msg->party = party < 0 ? 0u : (uint32_t)party;
@@ -71,6 +71,9 @@ void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
   msg->mask_id = mask_id;
   /* protobuf-c packs but never writes through the name pointer. */
   if (name) msg->name = (char *)name;
+  /* Borrowed the same way: packed from, never written through. */
+  msg->fingerprint.len = O3M_FINGERPRINT_BYTES;
+  msg->fingerprint.data = (uint8_t *)fingerprint;
 }
 
 static const char *role_name(O3m__V1__Role r) {
@@ -83,8 +86,9 @@ static const char *role_name(O3m__V1__Role r) {
 }
 
 int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
-                        const o3m_partition *p, o3m_err *e) {
-  if (!msg || !partition_ok(p)) return o3m_err_set(e, O3M_EINVAL, "NodeInfo check: bad arguments");
+                        const o3m_partition *p, const unsigned char *fingerprint, o3m_err *e) {
+  if (!msg || !partition_ok(p) || !fingerprint)
+    return o3m_err_set(e, O3M_EINVAL, "NodeInfo check: bad arguments");
   if (msg->protocol != O3M_PROTOCOL_VERSION)
     return o3m_err_set(e, O3M_ESTATE, "peer speaks O3M protocol %u, this build speaks %d",
                        msg->protocol, O3M_PROTOCOL_VERSION);
@@ -102,24 +106,30 @@ int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int pa
     if (msg->dims[j] != (uint32_t)p->dims[j])
       return o3m_err_set(e, O3M_EDIM, "peer's dims[%d] is %u, ours %d", j, msg->dims[j],
                          p->dims[j]);
-  return 0;
+  /* Last, so that a plain partition mismatch keeps its own message. The
+   * peer is not named by the name it sends (its own claim, for logs only):
+   * callers say which configured party they called. */
+  return o3m_fingerprint_check(msg->fingerprint.data, msg->fingerprint.len, fingerprint, "peer",
+                               e);
 }
 
 /* ---------------------------------------------------------------- blocks */
 
 void o3m_wire_block_request_fill(O3m__V1__BlockRequest *req, const o3m_partition *p, int party,
-                                 const o3m_seal_key *key) {
+                                 const o3m_seal_key *key, const unsigned char *fingerprint) {
   req->party = (uint32_t)party;
   req->dim = (uint32_t)p->d;
   req->party_dim = (uint32_t)p->dims[party];
   req->public_key.len = O3M_SEAL_KEY_BYTES;
   /* protobuf-c packs from this pointer and never writes through it. */
   req->public_key.data = (uint8_t *)o3m_seal_key_public(key);
+  req->fingerprint.len = O3M_FINGERPRINT_BYTES;
+  req->fingerprint.data = (uint8_t *)fingerprint;
 }
 
 int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
-                                 o3m_err *e) {
-  if (!req || !partition_ok(p))
+                                 const unsigned char *fingerprint, o3m_err *e) {
+  if (!req || !partition_ok(p) || !fingerprint)
     return o3m_err_set(e, O3M_EINVAL, "BlockRequest check: bad arguments");
   if (req->party >= (uint32_t)p->m)
     return o3m_err_set(e, O3M_ERANGE, "BlockRequest: party %u, the partition has %d parties",
@@ -134,7 +144,9 @@ int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_par
     return o3m_err_set(e, O3M_EINVAL, "BlockRequest: public_key has %zu bytes, expected %d; a "
                        "block is sent only sealed to the caller's key (protocol %d)",
                        req->public_key.len, O3M_SEAL_KEY_BYTES, O3M_PROTOCOL_VERSION);
-  return 0;
+  char who[48];
+  snprintf(who, sizeof who, "BlockRequest: party %u", req->party);
+  return o3m_fingerprint_check(req->fingerprint.data, req->fingerprint.len, fingerprint, who, e);
 }
 
 void o3m_wire_block_fill(O3m__V1__Block *msg, const o3m_block *b, int party,
@@ -182,17 +194,17 @@ int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_
   return 0;
 }
 
-int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party, o3m_block **out,
-                       o3m_err *e) {
+int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party,
+                       const unsigned char *fingerprint, o3m_block **out, o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "GetBlock: out is NULL");
   *out = NULL;
-  if (!c || !partition_ok(p) || party < 0 || party >= p->m)
+  if (!c || !partition_ok(p) || party < 0 || party >= p->m || !fingerprint)
     return o3m_err_set(e, O3M_EINVAL, "GetBlock: bad arguments");
   o3m_seal_key *key;
   int rc = o3m_seal_key_create(&key);
   if (rc < 0) return o3m_err_set(e, rc, "GetBlock: cannot draw a key pair: %s", o3m_strerror(rc));
   O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
-  o3m_wire_block_request_fill(&req, p, party, key);
+  o3m_wire_block_request_fill(&req, p, party, key, fingerprint);
   ProtobufCMessage *m;
   rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &req.base, &o3m__v1__block__descriptor, &m,
                            e);

@@ -31,6 +31,7 @@
 #include "o3m.pb-c.h"
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_fingerprint.h"
 #include "o3m_mask.h"
 #include "o3m_rpc.h"
 #include "o3m_seal.h"
@@ -49,8 +50,11 @@
  * at start-up (Info). 4: secure aggregation (party/o3m_secagg.h):
  * MaskBatchRequest.nonce and MaskBatchReply.masked; a version-3 passive
  * participant would answer per-party parts, which a version-4 active
- * participant in secure mode must never see. */
-#define O3M_PROTOCOL_VERSION 4
+ * participant in secure mode must never see. 5: the federation fingerprint
+ * (NodeInfo.fingerprint, BlockRequest.fingerprint; common/o3m_fingerprint.h):
+ * a version-4 peer sends none, so a version-5 party could not tell whether
+ * the peer's config agrees with its own. */
+#define O3M_PROTOCOL_VERSION 5
 
 /* Most queries in one MaskBatch. */
 #define O3M_WIRE_MAX_BATCH 64
@@ -96,30 +100,35 @@ int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double 
 
 /* Fills an initialized NodeInfo. dims_buf (p->m entries, caller's storage)
  * receives the partition; name may be NULL. For the mask generator pass
- * party 0. */
+ * party 0. fingerprint (O3M_FINGERPRINT_BYTES, o3m_config_fingerprint) is
+ * borrowed by the message and must outlive its packing. */
 void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,
-                        const char *name);
+                        const char *name, const unsigned char *fingerprint);
 
 /* Checks a peer's NodeInfo at start-up: same protocol version, the expected
- * role, the expected party (party < 0: any) and exactly the partition p. */
+ * role, the expected party (party < 0: any), exactly the partition p and
+ * then the same federation fingerprint as ours (fingerprint,
+ * O3M_FINGERPRINT_BYTES): O3M_ESTATE with o3m_fingerprint_check's message,
+ * which names the peer and both fingerprints, otherwise. */
 int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
-                        const o3m_partition *p, o3m_err *e);
+                        const o3m_partition *p, const unsigned char *fingerprint, o3m_err *e);
 
 /* ---- mask generator ---- */
 
 /* A participant's BlockRequest for its block: party, d and d_party from p,
- * and key's public half, which the request borrows (key must outlive the
- * packing of req). */
+ * key's public half and the caller's federation fingerprint, both of which
+ * the request borrows (they must outlive the packing of req). */
 void o3m_wire_block_request_fill(O3m__V1__BlockRequest *req, const o3m_partition *p, int party,
-                                 const o3m_seal_key *key);
+                                 const o3m_seal_key *key, const unsigned char *fingerprint);
 
 /* The generator's check of a BlockRequest: party in 0..m-1, dim == d,
- * party_dim == d_party, and a public key of O3M_SEAL_KEY_BYTES bytes
+ * party_dim == d_party, a public key of O3M_SEAL_KEY_BYTES bytes
  * (O3M_EINVAL otherwise: without one the block could only go out in the
- * clear, which protocol 3 never does). */
+ * clear, which protocol 3 never does), and the generator's own federation
+ * fingerprint (O3M_ESTATE otherwise, o3m_fingerprint_check). */
 int o3m_wire_block_request_check(const O3m__V1__BlockRequest *req, const o3m_partition *p,
-                                 o3m_err *e);
+                                 const unsigned char *fingerprint, o3m_err *e);
 
 /* Fills an initialized Block with the public fields of a column block that
  * the generator cut out of Q for party (o3m_block_from_mask with p's offset
@@ -141,14 +150,15 @@ int o3m_wire_block_import(o3m_block **out, const O3m__V1__Block *msg, const o3m_
                           int party, const o3m_seal_key *key, o3m_err *e);
 
 /* The participant's whole GetBlock on client c (TLS-pinned to the
- * generator): draws an ephemeral key pair, sends the request, imports the
+ * generator): draws an ephemeral key pair, sends the request (with our
+ * federation fingerprint, which the generator checks), imports the
  * sealed reply and destroys the key pair, so that the block exists in the
  * clear only in *out. Errors are those of o3m_rpc_client_call (the
  * generator's code, for example O3M_ESTATE for a block already confirmed)
  * and of o3m_wire_block_import, plus O3M_ERANDOM or O3M_ENOMEM for the key
  * pair; e says which. On failure *out is NULL. */
-int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party, o3m_block **out,
-                       o3m_err *e);
+int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party,
+                       const unsigned char *fingerprint, o3m_block **out, o3m_err *e);
 
 /* ---- passive participant ---- */
 

@@ -105,6 +105,15 @@ const char *fed_write(const char *name, const char *text) {
   return p;
 }
 
+void fed_fingerprint(const char *path, unsigned char out[O3M_FINGERPRINT_BYTES]) {
+  o3m_config *c;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_config_load(&c, path, &e), 0, "%s", o3m_err_message(&e));
+  memcpy(out, o3m_config_fingerprint(c), O3M_FINGERPRINT_BYTES);
+  o3m_config_destroy(c);
+}
+
 void fed_spawn(fed_proc *p, const char *name, const char *bin, const char *const *args) {
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "%s", name);
@@ -378,10 +387,14 @@ void fed_net_prepare(fed_net *n, const fed_setup *s) {
 }
 
 void fed_net_start(fed_net *n, int p, const char *const *extra) {
+  fed_net_start_conf(n, p, n->conf, extra);
+}
+
+void fed_net_start_conf(fed_net *n, int p, const char *conf, const char *const *extra) {
   const char *args[24];
   int k = 0;
   args[k++] = "--config";
-  args[k++] = n->conf;
+  args[k++] = conf;
   args[k++] = "--party";
   args[k++] = fed_party_name[p];
   for (int i = 0; extra && extra[i]; i++) {

@@ -22,6 +22,7 @@
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_features.h"
+#include "o3m_fingerprint.h"
 
 /* FED_ASAN is 1 when this test, and so the daemons of its build, run under
  * AddressSanitizer. Two kinds of check mean nothing there: a scan of a whole
@@ -70,6 +71,11 @@ const char *fed_path(const char *name);
 /* Writes text to fed_dir()/name and returns the full path (a fed_path
  * slot). */
 const char *fed_write(const char *name, const char *text);
+
+/* The federation fingerprint of the config file at path (o3m_config_load;
+ * fails the test if it does not load), as a daemon started with it computes
+ * it: what a test's own calls to a daemon must state. */
+void fed_fingerprint(const char *path, unsigned char out[O3M_FINGERPRINT_BYTES]);
 
 /* Starts O3M_BIN_DIR/bin with args (NULL-terminated, without argv[0]) and
  * "--ready-file DIR/NAME.ready" appended; fails the test if bin is not
@@ -169,6 +175,10 @@ void fed_net_prepare(fed_net *n, const fed_setup *s);
  * NULL-terminated), then the ready file that fed_spawn appends. Waits for
  * nothing: fed_wait_ready(&n->proc[p], ...) does. */
 void fed_net_start(fed_net *n, int p, const char *const *extra);
+
+/* The same with another config file, conf (a party handed its own copy,
+ * as the federation fingerprint's and the bounds' tests need). */
+void fed_net_start_conf(fed_net *n, int p, const char *conf, const char *const *extra);
 
 /* The federation's feature tables loaded in process, as the parties load
  * them: the unmasked contexts that a central model would see. */

@@ -198,6 +198,11 @@ static const ProtobufCMessage *build(const row *r, int id, request *q,
      * the matrix only needs the call to reach the handler and succeed. */
     q->block.public_key.data = (uint8_t *)o3m_seal_key_public(seal_key());
     q->block.public_key.len = O3M_SEAL_KEY_BYTES;
+    /* And the federation's fingerprint (protocol 5), the PMG's own. */
+    static unsigned char fp[O3M_FINGERPRINT_BYTES];
+    fed_fingerprint(fed.conf, fp);
+    q->block.fingerprint.data = fp;
+    q->block.fingerprint.len = sizeof fp;
     *reply = &o3m__v1__block__descriptor;
     return &q->block.base;
   case K_CONFIRM:

@@ -33,6 +33,10 @@ typedef struct fed {
   char config[512];
 } fed;
 
+/* The fingerprint of the config start() writes, which every GetBlock of
+ * get_block states (one test per process: start() sets it). */
+static unsigned char g_fingerprint[O3M_FINGERPRINT_BYTES];
+
 /* Certificates, a config and a running o3m-pmg with the extra flags. */
 static void start(fed *f, const char *const *extra) {
   fed_make_certs("certs", "pmg shop bank mallory");
@@ -50,6 +54,7 @@ static void start(fed *f, const char *const *extra) {
            "user_table = users.csv\ncert = certs/bank.pem\nkey = certs/bank.key\n",
            D, p0, p1, p2);
   snprintf(f->config, sizeof f->config, "%s", fed_write("fed.conf", text));
+  fed_fingerprint(f->config, g_fingerprint);
   const char *args[16] = {"--config", f->config, "--party", "pmg"};
   int n = 4;
   for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
@@ -84,7 +89,7 @@ static int get_block(o3m_rpc_client *c, int party, int dim, int party_dim,
   o3m_seal_key *key;
   cr_assert_eq(o3m_seal_key_create(&key), 0);
   O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
-  o3m_wire_block_request_fill(&req, &p, party < p.m ? party : 0, key);
+  o3m_wire_block_request_fill(&req, &p, party < p.m ? party : 0, key, g_fingerprint);
   req.party = (uint32_t)party;
   req.dim = (uint32_t)dim;
   req.party_dim = (uint32_t)party_dim;

@@ -381,7 +381,9 @@ Test(recovery, ap_restart_keeps_block_and_every_acknowledged_reward, .init = fed
   cr_assert_eq(o3m_partition_parse(&part, "3,2,3", &e), 0, "%s", o3m_err_message(&e));
   cr_assert_eq(part.d, D);
   o3m_block *blk;
-  int rc = o3m_wire_get_block(pmg, &part, 0, &blk, &e);
+  unsigned char fp[O3M_FINGERPRINT_BYTES];
+  fed_fingerprint(fed.conf, fp);
+  int rc = o3m_wire_get_block(pmg, &part, 0, fp, &blk, &e);
   cr_assert_eq(rc, O3M_ESTATE, "GetBlock after distribution: %s: %s", o3m_errname(rc),
                o3m_err_message(&e));
   o3m_rpc_client_destroy(pmg);

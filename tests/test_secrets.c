@@ -66,6 +66,7 @@ typedef struct pmg {
   char target[64];
   char config[512];
   o3m_partition part;
+  unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* of config */
 } pmg;
 
 /* The federation's config text for a PMG on port, pmg_port and the five
@@ -95,6 +96,7 @@ static void start(pmg *f, const char *const *extra) {
   int port = fed_free_port();
   config_text(text, sizeof text, port);
   snprintf(f->config, sizeof f->config, "%s", fed_write("fed.conf", text));
+  fed_fingerprint(f->config, f->fingerprint);
   int dims[M];
   for (int j = 0; j < M; j++) dims[j] = DJ;
   o3m_err e;
@@ -121,7 +123,7 @@ static int fetch(const pmg *f, int j, double *out, int *clear, o3m_err *e) {
   o3m_seal_key *key;
   cr_assert_eq(o3m_seal_key_create(&key), 0);
   O3m__V1__BlockRequest req = O3M__V1__BLOCK_REQUEST__INIT;
-  o3m_wire_block_request_fill(&req, &f->part, j, key);
+  o3m_wire_block_request_fill(&req, &f->part, j, key, f->fingerprint);
   ProtobufCMessage *m;
   o3m_err_clear(e);
   int rc = o3m_rpc_client_call(c, O3M_PATH_PMG_GET_BLOCK, &req.base, &o3m__v1__block__descriptor,

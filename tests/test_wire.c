@@ -137,30 +137,60 @@ static ProtobufCMessage *through_wire(const ProtobufCMessage *m) {
   return out;
 }
 
+/* Two federation fingerprints: fp_other differs in its first byte (shown
+ * in messages) and in its last one (which they do not show). */
+static const unsigned char fp[O3M_FINGERPRINT_BYTES] = {0xab, 0xcd, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const unsigned char fp_other[O3M_FINGERPRINT_BYTES] = {
+    0xee, 0xcd, 1, 2, 3, 4, 5, 6, 7, 8, 9, [O3M_FINGERPRINT_BYTES - 1] = 1};
+static const unsigned char fp_last[O3M_FINGERPRINT_BYTES] = {
+    0xab, 0xcd, 1, 2, 3, 4, 5, 6, 7, 8, 9, [O3M_FINGERPRINT_BYTES - 1] = 1};
+
 Test(wire, node_info_round_trip_and_mismatches) {
   o3m_partition p = part("4,3,2");
   uint32_t dims[O3M_MAX_PARTIES];
   O3m__V1__NodeInfo info = O3M__V1__NODE_INFO__INIT;
-  o3m_wire_info_fill(&info, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, dims, 77, "pp-b");
+  o3m_wire_info_fill(&info, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, dims, 77, "pp-b", fp);
   O3m__V1__NodeInfo *got = (O3m__V1__NodeInfo *)through_wire(&info.base);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, &e), 0), "%s",
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp, &e), 0), "%s",
             o3m_err_message(&e));
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, -1, &p, &e), 0));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, -1, &p, fp, &e), 0));
   cr_assert(eq(u64, got->mask_id, 77));
   cr_assert(eq(str, got->name, "pp-b"));
+  cr_assert(eq(sz, got->fingerprint.len, O3M_FINGERPRINT_BYTES));
 
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_ACTIVE, 2, &p, &e), O3M_ESTATE));
+  /* Another fingerprint: refused with both named and the way out. */
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp_other, &e),
+               O3M_ESTATE));
+  cr_assert(has(e.msg, "federation fingerprint mismatch: peer has abcd010203040506..."),
+            "%s", e.msg);
+  cr_assert(has(e.msg, "this party eecd010203040506..."), "%s", e.msg);
+  cr_assert(has(e.msg, "compare the configs"), "%s", e.msg);
+  /* Every byte counts, also those the message does not show. */
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp_last, &e),
+               O3M_ESTATE));
+  /* None at all (a protocol-4 build), or one of the wrong length. */
+  got->fingerprint.len = 0;
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp, &e),
+               O3M_ESTATE));
+  cr_assert(has(e.msg, "sends no federation fingerprint"), "%s", e.msg);
+  got->fingerprint.len = O3M_FINGERPRINT_BYTES - 1;
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp, &e),
+               O3M_ESTATE));
+  cr_assert(has(e.msg, "(malformed)"), "%s", e.msg);
+  got->fingerprint.len = O3M_FINGERPRINT_BYTES;
+
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_ACTIVE, 2, &p, fp, &e), O3M_ESTATE));
   cr_assert(has(e.msg, "passive participant"), "%s", e.msg);
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 1, &p, &e), O3M_ESTATE));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 1, &p, fp, &e), O3M_ESTATE));
   o3m_partition q = part("4,2,3");
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &q, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &q, fp, &e), O3M_EDIM));
   cr_assert(has(e.msg, "dims[1]"), "%s", e.msg);
   o3m_partition r = part("4,3,2,1");
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &r, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &r, fp, &e), O3M_EDIM));
   got->protocol = O3M_PROTOCOL_VERSION + 1;
-  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, &e), O3M_ESTATE));
+  cr_assert(eq(int, o3m_wire_info_check(got, O3M__V1__ROLE__ROLE_PASSIVE, 2, &p, fp, &e), O3M_ESTATE));
   cr_assert(has(e.msg, "protocol"), "%s", e.msg);
   protobuf_c_message_free_unpacked(&got->base, NULL);
 }
@@ -174,24 +204,31 @@ Test(wire, block_request_check) {
   o3m_err_clear(&e);
   o3m_seal_key *k;
   cr_assert(eq(int, o3m_seal_key_create(&k), 0));
-  o3m_wire_block_request_fill(&r, &p, 1, k);
+  o3m_wire_block_request_fill(&r, &p, 1, k, fp);
   cr_assert(eq(u32, r.dim, 9));
   cr_assert(eq(u32, r.party_dim, 3));
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), 0), "%s", o3m_err_message(&e));
+  /* A party whose config differs from the generator's gets no block. */
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp_other, &e), O3M_ESTATE));
+  cr_assert(has(e.msg, "fingerprint mismatch: BlockRequest: party 1 has abcd"), "%s", e.msg);
+  r.fingerprint.len = 0;
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_ESTATE));
+  cr_assert(has(e.msg, "sends no federation fingerprint"), "%s", e.msg);
+  r.fingerprint.len = O3M_FINGERPRINT_BYTES;
   /* No key, or not an X25519 key: the block could only go out in the clear. */
   r.public_key.len = 0;
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_EINVAL));
   cr_assert(has(e.msg, "public_key has 0 bytes"), "%s", e.msg);
   r.public_key.len = O3M_SEAL_KEY_BYTES - 1;
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EINVAL));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_EINVAL));
   r.public_key.len = O3M_SEAL_KEY_BYTES;
   o3m_seal_key_destroy(k);
   r.party = 3;
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_ERANGE));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_ERANGE));
   r.party = 1, r.dim = 8;
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_EDIM));
   r.dim = 9, r.party_dim = 2;
-  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, &e), O3M_EDIM));
+  cr_assert(eq(int, o3m_wire_block_request_check(&r, &p, fp, &e), O3M_EDIM));
   cr_assert(has(e.msg, "d_j = 3"), "%s", e.msg);
 }
 

@@ -40,6 +40,10 @@
 /* The fixed federation, built once in LLVMFuzzerInitialize and kept for the
  * life of the process (reachable, so LeakSanitizer does not report it). */
 static o3m_partition g_part;
+/* The federation fingerprint the fixed federation checks peers against. */
+static const unsigned char g_fingerprint[O3M_FINGERPRINT_BYTES] = {
+    0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+    16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
 static o3m_block *g_block;       /* party 1's block under FUZZ_MASK_ID */
 static o3m_seal_key *g_key;      /* party 1's key pair for its GetBlock */
 static o3m_features *g_features;  /* party 1's tables: 2 user + 1 item columns */
@@ -111,7 +115,9 @@ void fuzz_wire_block_request(const uint8_t *data, size_t size) {
   O3m__V1__BlockRequest *m = o3m__v1__block_request__unpack(NULL, size, data);
   if (!m) return;
   o3m_err e;
-  if (o3m_wire_block_request_check(m, &g_part, &e) == 0) {
+  if (o3m_wire_block_request_check(m, &g_part, g_fingerprint, &e) == 0) {
+    FUZZ_CHECK(m->fingerprint.len == O3M_FINGERPRINT_BYTES &&
+               memcmp(m->fingerprint.data, g_fingerprint, O3M_FINGERPRINT_BYTES) == 0);
     /* What the generator then does: cut the party's columns. */
     FUZZ_CHECK(m->party < (uint32_t)g_part.m);
     FUZZ_CHECK(m->party_dim == (uint32_t)g_part.dims[m->party]);
@@ -179,11 +185,14 @@ void fuzz_wire_node_info(const uint8_t *data, size_t size) {
   O3m__V1__NodeInfo *m = o3m__v1__node_info__unpack(NULL, size, data);
   if (!m) return;
   o3m_err e;
-  if (o3m_wire_info_check(m, O3M__V1__ROLE__ROLE_PASSIVE, 2, &g_part, &e) == 0) {
+  if (o3m_wire_info_check(m, O3M__V1__ROLE__ROLE_PASSIVE, 2, &g_part, g_fingerprint, &e) == 0) {
+    FUZZ_CHECK(m->fingerprint.len == O3M_FINGERPRINT_BYTES &&
+               memcmp(m->fingerprint.data, g_fingerprint, O3M_FINGERPRINT_BYTES) == 0);
     FUZZ_CHECK(m->n_dims == (size_t)g_part.m);
     for (size_t j = 0; j < m->n_dims; j++) FUZZ_CHECK(m->dims[j] == (uint32_t)g_part.dims[j]);
   }
-  (void)o3m_wire_info_check(m, O3M__V1__ROLE__ROLE_MASK_GENERATOR, -1, &g_part, &e);
+  (void)o3m_wire_info_check(m, O3M__V1__ROLE__ROLE_MASK_GENERATOR, -1, &g_part, g_fingerprint,
+                            &e);
   if (m->name) (void)strlen(m->name);
   o3m__v1__node_info__free_unpacked(m, NULL);
 }
