@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -21,7 +23,39 @@ struct o3m_httpd {
   o3m_metrics *metrics;
   volatile sig_atomic_t ready;
   int port;
+  /* The readiness probe (o3m_httpd_set_probe) and its last answer, under
+   * probe_lock; probed_at is 0 before the first probe. */
+  pthread_mutex_t probe_lock;
+  int (*probe)(void *ctx);
+  void *probe_ctx;
+  int probe_ok;
+  double probed_at;
 };
+
+/* Seconds on the monotonic clock. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* What /readyz says when the daemon is marked ready: the probe's answer,
+ * asked again once the cached one is O3M_HTTPD_PROBE_CACHE_MS old, so that
+ * many probes in a row cost one call; 1 without a probe. */
+static int probe_ready(o3m_httpd *h) {
+  pthread_mutex_lock(&h->probe_lock);
+  int ok = 1;
+  if (h->probe) {
+    double now = now_s();
+    if (h->probed_at == 0 || now - h->probed_at >= O3M_HTTPD_PROBE_CACHE_MS / 1000.0) {
+      h->probe_ok = h->probe(h->probe_ctx) ? 1 : 0;
+      h->probed_at = now_s();
+    }
+    ok = h->probe_ok;
+  }
+  pthread_mutex_unlock(&h->probe_lock);
+  return ok;
+}
 
 /* Queues a reply of status with body (copied) as text/plain. */
 static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, const char *body) {
@@ -49,9 +83,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
   }
   if (strcmp(url, "/healthz") == 0) return reply_text(c, MHD_HTTP_OK, "ok\n");
-  if (strcmp(url, "/readyz") == 0)
-    return h->ready ? reply_text(c, MHD_HTTP_OK, "ready\n")
-                    : reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+  if (strcmp(url, "/readyz") == 0) {
+    if (!h->ready) return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
+    if (!probe_ready(h))
+      return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready: the service port does not "
+                        "answer\n");
+    return reply_text(c, MHD_HTTP_OK, "ready\n");
+  }
   if (strcmp(url, "/metrics") != 0) return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
   char *text;
   size_t len;
@@ -140,9 +178,14 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metri
   o3m_httpd *h = calloc(1, sizeof *h);
   if (!h) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
   h->metrics = metrics;
+  if (pthread_mutex_init(&h->probe_lock, NULL) != 0) {
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
+  }
   int fd;
   int rc = bind_addr(listen_addr, &fd, &h->port, e);
   if (rc < 0) {
+    pthread_mutex_destroy(&h->probe_lock);
     free(h);
     return rc;
   }
@@ -153,6 +196,7 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metri
                             MHD_OPTION_END);
   if (!h->mhd) {
     close(fd);
+    pthread_mutex_destroy(&h->probe_lock);
     free(h);
     return o3m_err_set(e, O3M_EIO, "metrics listen %s: libmicrohttpd did not start",
                        listen_addr);
@@ -167,8 +211,18 @@ void o3m_httpd_set_ready(o3m_httpd *h, int ready) {
   if (h) h->ready = ready ? 1 : 0;
 }
 
+void o3m_httpd_set_probe(o3m_httpd *h, int (*probe)(void *ctx), void *ctx) {
+  if (!h) return;
+  pthread_mutex_lock(&h->probe_lock); /* waits for a probe in progress */
+  h->probe = probe;
+  h->probe_ctx = ctx;
+  h->probed_at = 0;
+  pthread_mutex_unlock(&h->probe_lock);
+}
+
 void o3m_httpd_stop(o3m_httpd *h) {
   if (!h) return;
   MHD_stop_daemon(h->mhd);
+  pthread_mutex_destroy(&h->probe_lock);
   free(h);
 }

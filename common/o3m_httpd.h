@@ -3,10 +3,13 @@
  *
  *   GET /metrics  200, the registry in the Prometheus text format
  *   GET /healthz  200 "ok": the process is alive and its HTTP thread runs
- *   GET /readyz   200 "ready" once the daemon serves (o3m_httpd_set_ready),
+ *   GET /readyz   200 "ready" once the daemon serves (o3m_httpd_set_ready)
+ *                 and its service port answers (o3m_httpd_set_probe),
  *                 503 "not ready" before that (the AP waiting for its mask
- *                 and its passive parties, a PP for its block) and after a
- *                 stop began
+ *                 and its passive parties, a PP for its block), after a
+ *                 stop began, and while the probe fails (a daemon out of
+ *                 file descriptors accepts no gRPC connection, audit
+ *                 finding 2)
  *
  * HEAD is answered like GET; any other method gets 405, any other path 404.
  * No client certificate is asked for: this port is for an orchestrator's
@@ -19,8 +22,9 @@
  * Threads: libmicrohttpd's one internal polling thread answers every
  * request (at most O3M_HTTPD_MAX_CONNECTIONS at a time, each dropped after
  * O3M_HTTPD_TIMEOUT_S idle seconds), reading the registry under its lock
- * and the ready flag atomically; o3m_httpd_set_ready may be called from any
- * thread and from a signal handler. */
+ * and the ready flag atomically and the probe under its own lock;
+ * o3m_httpd_set_ready may be called from any thread and from a signal
+ * handler. */
 #ifndef O3M_HTTPD_H
 #define O3M_HTTPD_H
 
@@ -29,6 +33,8 @@
 
 #define O3M_HTTPD_MAX_CONNECTIONS 16
 #define O3M_HTTPD_TIMEOUT_S 5
+/* How long /readyz reuses the probe's last answer. */
+#define O3M_HTTPD_PROBE_CACHE_MS 1500
 /* The default listen address's host. */
 #define O3M_HTTPD_DEFAULT_HOST "127.0.0.1"
 
@@ -48,6 +54,15 @@ int o3m_httpd_port(const o3m_httpd *h);
 /* Sets what /readyz answers (nonzero: 200). Async-signal-safe. NULL is
  * accepted. */
 void o3m_httpd_set_ready(o3m_httpd *h, int ready);
+
+/* Makes a /readyz of a ready daemon also ask probe(ctx) (nonzero: the
+ * service answers), at most once per O3M_HTTPD_PROBE_CACHE_MS: the answer
+ * is cached, so a flood of probes costs one call per period. The probe
+ * runs on the HTTP thread, which answers nothing else meanwhile: bound its
+ * time (the daemons' health call has a 1 s deadline). probe NULL removes
+ * it; either way this waits for a probe in progress, so ctx may be freed
+ * once it returns. Not async-signal-safe. NULL h is accepted. */
+void o3m_httpd_set_probe(o3m_httpd *h, int (*probe)(void *ctx), void *ctx);
 
 /* Stops the thread, closes the port and frees h. NULL is accepted. */
 void o3m_httpd_stop(o3m_httpd *h);
