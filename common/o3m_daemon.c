@@ -353,11 +353,12 @@ static void metrics_at_exit(void) {
   probe_forget();
 }
 
-/* Starts the metrics port on addr with a new registry. */
-static int metrics_start(const char *addr, o3m_err *e) {
+/* Starts the metrics port on addr with a new registry: HTTPS with tls, or
+ * plain HTTP with tls NULL. */
+static int metrics_start(const char *addr, const o3m_httpd_tls *tls, o3m_err *e) {
   o3m_httpd *h = NULL;
   int rc = o3m_metrics_create(&g_metrics, e);
-  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, e);
+  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, tls, e);
   g_httpd = h;
   if (rc < 0) {
     o3m_metrics_destroy(g_metrics);
@@ -365,8 +366,14 @@ static int metrics_start(const char *addr, o3m_err *e) {
     return rc;
   }
   atexit(metrics_at_exit);
-  o3m_log_info("metrics and health on http://%s (port %d): /metrics /healthz /readyz", addr,
-               o3m_httpd_port(g_httpd));
+  if (tls)
+    o3m_log_info("metrics and health on https://%s (port %d): /metrics for client "
+                 "certificates named %s; /healthz /readyz for anyone", addr,
+                 o3m_httpd_port(g_httpd), tls->clients);
+  else
+    o3m_log_warn("metrics and health on http://%s (port %d): /metrics /healthz /readyz, plain "
+                 "HTTP for anyone who reaches the port (--insecure)", addr,
+                 o3m_httpd_port(g_httpd));
   return O3M_OK;
 }
 
@@ -442,8 +449,12 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) < 0)
     return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
   /* The probe port before the service: it answers "not ready" meanwhile. */
+  /* Over HTTPS with the party's own certificate unless --insecure; the
+   * names that may read /metrics come from the config. */
+  o3m_httpd_tls tls = {o3m_config_ca(*cfg_out), (*me_out)->cert, (*me_out)->key,
+                       o3m_config_metrics_clients(*cfg_out)};
   if (a->metrics_listen && (probe_remember(*cfg_out, *me_out, a->insecure, &e) < 0 ||
-                            metrics_start(a->metrics_listen, &e) < 0)) {
+                            metrics_start(a->metrics_listen, a->insecure ? NULL : &tls, &e) < 0)) {
     probe_forget();
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;

@@ -26,7 +26,9 @@
  *
  * Operations (README "Operations"). --log-level and --log-format set the
  * log (o3m_log.h). --metrics-listen ADDR starts the process's metrics and
- * health port (o3m_httpd.h) during o3m_daemon_start, before the service
+ * health port (o3m_httpd.h: HTTPS with the party's certificate, /metrics
+ * only to the config's metrics_clients; plain HTTP with --insecure) during
+ * o3m_daemon_start, before the service
  * is built, so /healthz answers and /readyz says 503 while the daemon
  * waits for its mask or block; o3m_daemon_metrics() is its registry, which
  * the daemon passes to its service. o3m_daemon_serve marks the daemon ready
@@ -59,8 +61,10 @@
   {"ready-file", "PATH", "write the bound port to PATH once serving; removed at exit"},         \
   {"log-level", "LEVEL", "debug, info (default), warn or error"},                              \
   {"log-format", "FORMAT", "text (default) or json: one JSON object per line"},                \
-  {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTP on HOST:PORT (off by " \
-                             "default; ':PORT' is 127.0.0.1)"}
+  {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTPS on HOST:PORT (off by " \
+                             "default; ':PORT' is 127.0.0.1; /metrics only to client "        \
+                             "certificates named in metrics_clients; plain HTTP for anyone "  \
+                             "with --insecure)"}
 #define O3M_DAEMON_N_OPTIONS 7
 
 /* What the shared options hold after parsing (pointers into argv). */

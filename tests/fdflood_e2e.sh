@@ -44,7 +44,7 @@ FLOOD_PID=
 cleanup() {
   [ -n "$FLOOD_PID" ] && kill "$FLOOD_PID" 2>/dev/null || true
   fed_down
-  rm -rf "$WORK"
+  [ -n "${O3M_KEEP_TEST_DIR:-}" ] && echo "fdflood_e2e: kept $WORK" >&2 || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -83,7 +83,7 @@ for i in "${!FED_NAMES[@]}"; do
 done
 echo "fdflood_e2e: every daemon raised its soft open-file limit from 256 to $HARD"
 
-readyz() { curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$AP_METRICS/readyz" || true; }
+readyz() { curl -s -m 5 -o /dev/null -w "%{http_code}" --cacert "$WORK/certs/ca.pem" "https://127.0.0.1:$AP_METRICS/readyz" || true; }
 CLI=("$BIN/o3m-cli" --config "$FED_CONF" --as client --deadline-ms 2000)
 info_ok() { "${CLI[@]}" info >/dev/null 2>&1; }
 recommend_ok() { "${CLI[@]}" recommend --user u3 --items i0,i1,i2 >/dev/null 2>&1; }
