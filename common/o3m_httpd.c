@@ -41,6 +41,19 @@ struct o3m_httpd {
   void *probe_ctx;
   int probe_ok;
   double probed_at;
+  /* The open connections and when their current request began, under
+   * conn_lock; the reaper thread cuts those older than
+   * O3M_HTTPD_REQUEST_MAX_S (cut_request). */
+  pthread_mutex_t conn_lock;
+  pthread_cond_t conn_cv;
+  struct conn_slot {
+    int used;
+    MHD_socket fd;
+    double since;
+  } conns[O3M_HTTPD_MAX_CONNECTIONS];
+  pthread_t reaper;
+  int reaper_started;
+  int stopping;
 };
 
 /* Seconds on the monotonic clock. */
@@ -77,6 +90,72 @@ static enum MHD_Result reply_text(struct MHD_Connection *c, unsigned status, con
   enum MHD_Result ok = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ok;
+}
+
+/* libmicrohttpd's connection notifications: a new connection takes a slot
+ * (its socket context) with the time it opened; a closed one gives it
+ * back. The slot is freed before libmicrohttpd closes the descriptor, so the
+ * reaper never touches a descriptor that another file may have reused. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+  o3m_httpd *h = cls;
+  pthread_mutex_lock(&h->conn_lock);
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    for (int i = 0; ci && i < O3M_HTTPD_MAX_CONNECTIONS; i++) {
+      if (h->conns[i].used) continue;
+      h->conns[i] = (struct conn_slot){1, ci->connect_fd, now_s()};
+      *socket_context = &h->conns[i];
+      break;
+    }
+  } else if (*socket_context) {
+    ((struct conn_slot *)*socket_context)->used = 0;
+    *socket_context = NULL;
+  }
+  pthread_mutex_unlock(&h->conn_lock);
+}
+
+/* A request was answered: the connection's next request (keep-alive)
+ * starts its own clock. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)con_cls;
+  (void)toe;
+  o3m_httpd *h = cls;
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  pthread_mutex_lock(&h->conn_lock);
+  struct conn_slot *slot = ci ? ci->socket_context : NULL;
+  if (slot && slot->used) slot->since = now_s();
+  pthread_mutex_unlock(&h->conn_lock);
+}
+
+/* The reaper: once a second, shuts down every connection whose request
+ * (or TLS handshake, or the wait for its first request) has taken more
+ * than O3M_HTTPD_REQUEST_MAX_S, however slowly it trickles bytes in (audit
+ * finding 5: the inactivity timeout alone let 16 sockets sending a header
+ * line every 3 s hold the port). shutdown() wakes libmicrohttpd's poll,
+ * which then closes the connection itself. */
+static void *reaper_main(void *arg) {
+  o3m_httpd *h = arg;
+  pthread_mutex_lock(&h->conn_lock);
+  while (!h->stopping) {
+    double now = now_s();
+    for (int i = 0; i < O3M_HTTPD_MAX_CONNECTIONS; i++) {
+      struct conn_slot *sl = &h->conns[i];
+      if (sl->used && now - sl->since > O3M_HTTPD_REQUEST_MAX_S) {
+        shutdown(sl->fd, SHUT_RDWR);
+        sl->since = now; /* once; it closes at the next poll */
+      }
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_cond_timedwait(&h->conn_cv, &h->conn_lock, &until);
+  }
+  pthread_mutex_unlock(&h->conn_lock);
+  return NULL;
 }
 
 /* The common name of the verified client certificate of c, in cn, if it
@@ -262,6 +341,8 @@ static void httpd_free(o3m_httpd *h) {
   free(h->pem_ca);
   free(h->clients);
   pthread_mutex_destroy(&h->probe_lock);
+  pthread_mutex_destroy(&h->conn_lock);
+  pthread_cond_destroy(&h->conn_cv);
   free(h);
 }
 
@@ -297,6 +378,17 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metri
     free(h);
     return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
   }
+  if (pthread_mutex_init(&h->conn_lock, NULL) != 0) {
+    pthread_mutex_destroy(&h->probe_lock);
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
+  }
+  if (pthread_cond_init(&h->conn_cv, NULL) != 0) {
+    pthread_mutex_destroy(&h->conn_lock);
+    pthread_mutex_destroy(&h->probe_lock);
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a condition variable");
+  }
   int fd;
   int rc = tls ? load_tls(h, tls, e) : O3M_OK;
   if (rc == O3M_OK) rc = bind_addr(listen_addr, &fd, &h->port, e);
@@ -305,29 +397,40 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metri
     return rc;
   }
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+  /* Limits shared by both kinds: connections in all and per address,
+   * the inactivity timeout, and the notifications that time requests. */
+#define O3M_HTTPD_LIMITS                                                                      \
+  MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,                                  \
+      (unsigned)O3M_HTTPD_MAX_CONNECTIONS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,                \
+      (unsigned)O3M_HTTPD_MAX_PER_ADDRESS, MHD_OPTION_CONNECTION_TIMEOUT,                     \
+      (unsigned)O3M_HTTPD_TIMEOUT_S, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,          \
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, h
   if (h->tls) {
     /* With a trust list libmicrohttpd asks for a client certificate but
      * does not require one: the probes answer without, /metrics checks it
      * (metrics_allowed). */
     h->mhd = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, on_request, h,
-                              MHD_OPTION_LISTEN_SOCKET, fd,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)O3M_HTTPD_MAX_CONNECTIONS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)O3M_HTTPD_TIMEOUT_S,
-                              MHD_OPTION_HTTPS_MEM_KEY, h->pem_key,
+                              O3M_HTTPD_LIMITS, MHD_OPTION_HTTPS_MEM_KEY, h->pem_key,
                               MHD_OPTION_HTTPS_MEM_CERT, h->pem_cert,
                               MHD_OPTION_HTTPS_MEM_TRUST, h->pem_ca, MHD_OPTION_END);
   } else {
-    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)O3M_HTTPD_MAX_CONNECTIONS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)O3M_HTTPD_TIMEOUT_S,
+    h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, O3M_HTTPD_LIMITS,
                               MHD_OPTION_END);
   }
+#undef O3M_HTTPD_LIMITS
   if (!h->mhd) {
     close(fd);
     httpd_free(h);
     return o3m_err_set(e, O3M_EIO, "metrics listen %s: libmicrohttpd did not start%s",
                        listen_addr, tls ? " (HTTPS: check the certificate and key)" : "");
   }
+  if (pthread_create(&h->reaper, NULL, reaper_main, h) != 0) {
+    MHD_stop_daemon(h->mhd);
+    httpd_free(h);
+    return o3m_err_set(e, O3M_EIO, "metrics listen %s: cannot start the request timer thread",
+                       listen_addr);
+  }
+  h->reaper_started = 1;
   *out = h;
   return O3M_OK;
 }
@@ -351,6 +454,13 @@ void o3m_httpd_set_probe(o3m_httpd *h, int (*probe)(void *ctx), void *ctx) {
 
 void o3m_httpd_stop(o3m_httpd *h) {
   if (!h) return;
+  if (h->reaper_started) {
+    pthread_mutex_lock(&h->conn_lock);
+    h->stopping = 1;
+    pthread_cond_signal(&h->conn_cv);
+    pthread_mutex_unlock(&h->conn_lock);
+    pthread_join(h->reaper, NULL);
+  }
   MHD_stop_daemon(h->mhd);
   httpd_free(h);
 }

@@ -28,8 +28,11 @@
  * unless told otherwise.
  *
  * Threads: libmicrohttpd's one internal polling thread answers every
- * request (at most O3M_HTTPD_MAX_CONNECTIONS at a time, each dropped after
- * O3M_HTTPD_TIMEOUT_S idle seconds), reading the registry under its lock
+ * request (at most O3M_HTTPD_MAX_CONNECTIONS at a time and
+ * O3M_HTTPD_MAX_PER_ADDRESS from one address, each dropped after
+ * O3M_HTTPD_TIMEOUT_S idle seconds, or once a request, TLS handshake
+ * included, has taken O3M_HTTPD_REQUEST_MAX_S: a reaper thread checks once
+ * a second), reading the registry under its lock
  * and the ready flag atomically and the probe under its own lock;
  * o3m_httpd_set_ready may be called from any thread and from a signal
  * handler. */
@@ -39,8 +42,14 @@
 #include "o3m_error.h"
 #include "o3m_metrics.h"
 
-#define O3M_HTTPD_MAX_CONNECTIONS 16
+#define O3M_HTTPD_MAX_CONNECTIONS 64
 #define O3M_HTTPD_TIMEOUT_S 5
+/* Connections at a time from one address, and how long one request may
+ * take from the connection's start (or the end of its previous request)
+ * to its answer however busy the client keeps it: slowloris (audit finding
+ * 5). */
+#define O3M_HTTPD_MAX_PER_ADDRESS 4
+#define O3M_HTTPD_REQUEST_MAX_S 10
 /* How long /readyz reuses the probe's last answer. */
 #define O3M_HTTPD_PROBE_CACHE_MS 1500
 /* The largest PEM file the port reads. */

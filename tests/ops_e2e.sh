@@ -22,6 +22,11 @@
 #     core's own lines among them (routed through o3m_log), and a passive
 #     party with --log-level warn wrote no INFO line;
 #  6. the metrics reveal no decision id, user or item of the calls made;
+#  8. slowloris (audit finding 5): 16 connections from 127.0.0.2 that
+#     trickle a request header line every 3 s do not keep /healthz from
+#     answering 127.0.0.1 within 2 s, and the port drops every one of them
+#     (12 at once, over the 4 allowed per address; 4 once their request has
+#     taken 10 s);
 #  7. bad options are refused with a message naming them: a metrics port
 #     that is taken (exit 1), a malformed address, an unknown log level or
 #     format (exit 2).
@@ -227,6 +232,55 @@ expect_refusal 1 "metrics listen '127.0.0.1:70000' is not HOST:PORT" --metrics-l
 expect_refusal 2 "--log-level: 'loud' is not debug, info, warn or error" --log-level loud
 expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
 echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
+
+# --- 8: slowloris ---------------------------------------------------------------------
+python3 - "$PMG_PORT" "$WORK/certs/ca.pem" >"$WORK/slowloris.txt" 2>&1 <<'PY' &
+import socket, ssl, sys, time
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+socks, dropped = [], 0
+for _ in range(16):
+    try:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=3,
+                                       source_address=("127.0.0.2", 0))
+        s = ctx.wrap_socket(raw)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    except OSError:
+        dropped += 1
+at_once = dropped
+t0 = time.time()
+while time.time() - t0 < 14 and socks:
+    time.sleep(3)
+    for s in list(socks):
+        try:
+            s.sendall(b"X-a: b\r\n")
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    raise OSError("closed")
+            except (ssl.SSLWantReadError, BlockingIOError):
+                pass
+            s.setblocking(True)
+        except OSError:
+            socks.remove(s)
+            dropped += 1
+print(at_once, dropped)
+PY
+SLOW_PID=$!
+sleep 1
+slow_fail=0 slow_n=0
+while kill -0 "$SLOW_PID" 2>/dev/null; do
+  slow_n=$((slow_n + 1))
+  [ "$(status "$PMG_PORT" /healthz -m 2)" = 200 ] || slow_fail=$((slow_fail + 1))
+  sleep 0.5
+done
+wait "$SLOW_PID" || fail "the slowloris client failed: $(cat "$WORK/slowloris.txt")"
+read -r slow_at_once slow_dropped <"$WORK/slowloris.txt"
+echo "ops_e2e: slowloris: /healthz failed $slow_fail of $slow_n times; the port dropped $slow_at_once of 16 trickling connections at once, $slow_dropped within 14 s"
+[ "$slow_fail" = 0 ] || fail "/healthz did not answer $slow_fail of $slow_n times during the slowloris"
+[ "$slow_dropped" = 16 ] || fail "the port still held $((16 - slow_dropped)) trickling connections after 14 s"
 
 # --- 5: logs --------------------------------------------------------------------
 fed_down
