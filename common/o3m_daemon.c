@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -303,9 +304,18 @@ static void probe_target(char *out, size_t n, const char *listen, int port) {
     snprintf(out, n, "%.*s:%d", hl, listen, port);
 }
 
-/* The probe: 1 when the health Check answers SERVING. */
+/* The probe: 1 when the health Check answers SERVING. The metrics port's
+ * thread and the watchdog thread both call it, one at a time. */
+static pthread_mutex_t g_probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static int probe_health_locked(probe_state *p);
 static int probe_health(void *ctx) {
-  probe_state *p = ctx;
+  pthread_mutex_lock(&g_probe_mu);
+  int serving = probe_health_locked(ctx);
+  pthread_mutex_unlock(&g_probe_mu);
+  return serving;
+}
+
+static int probe_health_locked(probe_state *p) {
   o3m_err e;
   o3m_err_clear(&e);
   o3m_rpc_client *client = NULL;
@@ -335,10 +345,10 @@ static int probe_health(void *ctx) {
   }
   o3m_rpc_client_destroy(client);
   if (!serving && p->last_ok)
-    o3m_log_warn("/readyz: not ready: the health check of %s failed: %s", p->target,
-                 rc < 0 ? o3m_err_message(&e) : "not SERVING");
+    o3m_log_warn("not ready (/readyz 503, no WATCHDOG=1): the health check of %s failed: %s",
+                 p->target, rc < 0 ? o3m_err_message(&e) : "not SERVING");
   else if (serving && !p->last_ok)
-    o3m_log_info("/readyz: the health check of %s answers SERVING", p->target);
+    o3m_log_info("the health check of %s answers SERVING again", p->target);
   p->last_ok = serving;
   return serving;
 }
@@ -350,7 +360,66 @@ static void metrics_at_exit(void) {
   o3m_httpd_stop(h);
   o3m_metrics_destroy(g_metrics);
   g_metrics = NULL;
-  probe_forget();
+}
+
+/* The systemd watchdog (WatchdogSec= in the unit, WATCHDOG_USEC in the
+ * environment): while the daemon serves, a thread makes the same health
+ * check as /readyz every third of the interval and sends WATCHDOG=1 only
+ * when it answers. A daemon whose gRPC port stopped accepting (gRPC 1.51
+ * after EMFILE, audit finding 2) so misses the watchdog, and systemd kills
+ * and restarts it. */
+static pthread_mutex_t g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cv = PTHREAD_COND_INITIALIZER;
+static int g_wd_stop;
+static uint64_t g_wd_usec;
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_wd_mu);
+  while (!g_wd_stop) {
+    pthread_mutex_unlock(&g_wd_mu);
+    if (probe_health(&g_probe)) sd_notify(0, "WATCHDOG=1");
+    pthread_mutex_lock(&g_wd_mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (g_wd_usec / 3) * 1000u;
+    until.tv_sec += (time_t)(ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    if (!g_wd_stop) pthread_cond_timedwait(&g_wd_cv, &g_wd_mu, &until);
+  }
+  pthread_mutex_unlock(&g_wd_mu);
+  return NULL;
+}
+
+/* Starts the watchdog thread if systemd asked for one; 1 when it runs. The
+ * thread blocks the stop signals, which stay the main thread's. */
+static int watchdog_start(pthread_t *t) {
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return 0;
+  g_wd_usec = usec;
+  g_wd_stop = 0;
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  int ok = pthread_create(t, NULL, watchdog_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!ok) {
+    o3m_log_warn("cannot start the watchdog thread; systemd will restart the daemon");
+    return 0;
+  }
+  o3m_log_info("watchdog: WATCHDOG=1 every %.1f s while the health check of %s answers",
+               (double)usec / 3e6, g_probe.target);
+  return 1;
+}
+
+static void watchdog_stop(pthread_t t) {
+  pthread_mutex_lock(&g_wd_mu);
+  g_wd_stop = 1;
+  pthread_cond_signal(&g_wd_cv);
+  pthread_mutex_unlock(&g_wd_mu);
+  pthread_join(t, NULL);
 }
 
 /* Starts the metrics port on addr with a new registry: HTTPS with tls, or
@@ -405,15 +474,16 @@ int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, const 
   }
   /* Ready: the service is built and about to serve (sd_notify does
    * nothing without NOTIFY_SOCKET, that is, outside a Type=notify unit). */
-  if (g_httpd) {
-    probe_target(g_probe.target, sizeof g_probe.target, listen ? listen : g_probe.address, port);
-    g_probe.last_ok = 1;
-    o3m_httpd_set_probe(g_httpd, probe_health, &g_probe);
-  }
+  probe_target(g_probe.target, sizeof g_probe.target, listen ? listen : g_probe.address, port);
+  g_probe.last_ok = 1;
+  o3m_httpd_set_probe(g_httpd, probe_health, &g_probe);
   if (!g_stop) o3m_httpd_set_ready(g_httpd, 1);
   sd_notifyf(0, "READY=1\nSTATUS=serving on port %d\nMAINPID=%ld", port, (long)getpid());
+  pthread_t wd;
+  int wd_on = watchdog_start(&wd);
   int rc = run(svc);
   if (run_rc) *run_rc = rc;
+  if (wd_on) watchdog_stop(wd);
   o3m_httpd_set_ready(g_httpd, 0);
   o3m_httpd_set_probe(g_httpd, NULL, NULL); /* the service port closes next */
   sd_notify(0, "STOPPING=1");
@@ -453,9 +523,14 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
    * names that may read /metrics come from the config. */
   o3m_httpd_tls tls = {o3m_config_ca(*cfg_out), (*me_out)->cert, (*me_out)->key,
                        o3m_config_metrics_clients(*cfg_out)};
-  if (a->metrics_listen && (probe_remember(*cfg_out, *me_out, a->insecure, &e) < 0 ||
-                            metrics_start(a->metrics_listen, a->insecure ? NULL : &tls, &e) < 0)) {
-    probe_forget();
+  if (probe_remember(*cfg_out, *me_out, a->insecure, &e) < 0) {
+    o3m_config_destroy(*cfg_out);
+    *cfg_out = NULL;
+    *me_out = NULL;
+    return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+  }
+  atexit(probe_forget);
+  if (a->metrics_listen && metrics_start(a->metrics_listen, a->insecure ? NULL : &tls, &e) < 0) {
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;
     *me_out = NULL;

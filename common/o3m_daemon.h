@@ -116,7 +116,10 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
  * name: listen is the address the service listens on (NULL: the party's
  * address in the config; a wildcard host is probed on the loopback) and
  * port the port it bound. So a daemon whose gRPC port accepts no connection
- * (out of file descriptors, audit finding 2) is not reported ready. A ready file that cannot be written is reported as "PROG:
+ * (out of file descriptors, audit finding 2) is not reported ready. Under a
+ * systemd watchdog (WATCHDOG_USEC, WatchdogSec= in the unit) a thread makes
+ * the same check every third of the interval and sends WATCHDOG=1 only when
+ * it answers, so that systemd restarts such a daemon. A ready file that cannot be written is reported as "PROG:
  * --ready-file: CAUSE" and the service is not run. *run_rc (may be NULL)
  * receives run's return, or 0 if it was not run. Returns
  * O3M_CLI_EXIT_OK, or O3M_CLI_EXIT_FAILURE if the ready file failed or run

@@ -23,7 +23,9 @@
 #     tcp_server_posix.cc, on_read), so the AP does not serve again without
 #     a restart: the script reports whether Info and Recommend came back
 #     within RECOVER_S (20) seconds, and fails if they did while /readyz
-#     says 503, or did not while /readyz says 200.
+#     says 503, or did not while /readyz says 200 or the AP still sends
+#     WATCHDOG=1 (it runs with a 3 s systemd watchdog on a NOTIFY_SOCKET
+#     this script listens on, so systemd would restart it).
 # Exit 0 when every check passes (77: the hard limit is too low to test);
 # otherwise the failing check's message.
 set -euo pipefail
@@ -41,8 +43,10 @@ command -v curl >/dev/null || { echo "fdflood_e2e: curl is missing" >&2; exit 1;
 
 WORK=$(mktemp -d /tmp/o3m-fdflood.XXXXXX)
 FLOOD_PID=
+NOTIFY_PID=
 cleanup() {
   [ -n "$FLOOD_PID" ] && kill "$FLOOD_PID" 2>/dev/null || true
+  [ -n "$NOTIFY_PID" ] && kill "$NOTIFY_PID" 2>/dev/null || true
   fed_down
   [ -n "${O3M_KEEP_TEST_DIR:-}" ] && echo "fdflood_e2e: kept $WORK" >&2 || rm -rf "$WORK"
 }
@@ -65,7 +69,25 @@ fed_extra_args() {
   [ "$1" != "$FED_ACTIVE" ] && [ "$1" != "$FED_PMG" ] && echo "--pmg-timeout-s 60"
   return 0
 }
-fed_up "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20 || fail "the federation did not start"
+# The AP alone runs under a systemd watchdog of 3 s: a listener on its
+# NOTIFY_SOCKET writes the time of every WATCHDOG=1 to watchdog.txt.
+python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "w") as out:
+    while True:
+        msg = s.recv(4096).decode()
+        if "WATCHDOG=1" in msg.split("\n"):
+            print("%.3f" % time.time(), file=out, flush=True)
+' "$WORK/notify.sock" "$WORK/watchdog.txt" &
+NOTIFY_PID=$!
+fed_gen "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20 || fail "the federation did not generate"
+fed_start "$WORK" "$BIN" "$FED_PMG" o3m-pmg
+for p in $FED_PASSIVE; do fed_start "$WORK" "$BIN" "$p" o3m-passive; done
+for i in $(seq 1 50); do [ -S "$WORK/notify.sock" ] && break; sleep 0.1; done
+NOTIFY_SOCKET=$WORK/notify.sock WATCHDOG_USEC=3000000 fed_start "$WORK" "$BIN" "$FED_ACTIVE" o3m-active
+for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$WORK" "$p" || fail "$p did not start"; done
 ulimit -Sn "$HARD" # the attacker's, back to the hard limit
 AP_PID=
 for i in "${!FED_NAMES[@]}"; do
@@ -120,6 +142,10 @@ closed=$(cat "$WORK/flood2.txt")
 echo "fdflood_e2e: $FLOOD idle connections: Info, Recommend and /readyz fine; the AP closed $closed of them within $HANDSHAKE_S s"
 [ "$closed" = "$FLOOD" ] || fail "the AP closed only $closed of $FLOOD idle connections in $HANDSHAKE_S s"
 
+# watchdogs_since T: how many WATCHDOG=1 the AP sent after time T.
+watchdogs_since() { awk -v t="$1" '$1 > t' "$WORK/watchdog.txt" | wc -l; }
+[ "$(watchdogs_since 0)" -ge 2 ] || fail "the AP sent $(watchdogs_since 0) WATCHDOG=1 while serving, expected >= 2"
+
 # --- 3: a flood past the limit ------------------------------------------------------
 open_fds=$(find "/proc/$AP_PID/fd" -mindepth 1 | wc -l)
 LIMIT=$((open_fds + 12))
@@ -164,12 +190,16 @@ secs=$(python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.ar
   "$t0" "$(date +%s.%N)")
 sleep 2 # past the probe's cache
 after_ready=$(readyz)
+t_wd=$(date +%s.%N)
+sleep 3 # one watchdog interval
+wd_after=$(watchdogs_since "$t_wd")
 kill -0 "$AP_PID" 2>/dev/null || fail "the AP exited"
 if [ "$ok" = 1 ]; then
-  echo "fdflood_e2e: Info and Recommend work again $secs s after the flood ended; /readyz $after_ready"
+  echo "fdflood_e2e: Info and Recommend work again $secs s after the flood ended; /readyz $after_ready, $wd_after WATCHDOG=1 in 3 s"
   [ "$after_ready" = 200 ] || fail "/readyz is $after_ready although the AP serves again"
 else
-  echo "fdflood_e2e: Info and Recommend still fail $secs s after the flood ended (gRPC's listener stopped); /readyz $after_ready"
+  echo "fdflood_e2e: Info and Recommend still fail $secs s after the flood ended (gRPC's listener stopped); /readyz $after_ready, $wd_after WATCHDOG=1 in the last 3 s (systemd would restart it)"
   [ "$after_ready" = 503 ] || fail "/readyz is $after_ready although the AP accepts no connection"
+  [ "$wd_after" = 0 ] || fail "the AP sent WATCHDOG=1 although it accepts no connection"
 fi
 echo "fdflood_e2e: ok"
