@@ -164,7 +164,10 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
  * o3m_policy_update(arm, x, reward). Not durable, and so not to be
  * acknowledged, until ap_checkpoint_sync() returns 0; several rewards may
  * share one sync (group commit). Returns O3M_EIO if the journal has failed
- * (nothing applied; the service must stop: see ap_journal.h), else the
+ * (nothing applied; the service must stop: see ap_journal.h),
+ * O3M_EUNAVAILABLE if the journal cannot start a new segment yet (nothing
+ * journaled or applied; the journal goes on, the reward may be retried),
+ * else the
  * update's code, 0 after a passed check: an update that still failed (only
  * possible for a rank-one path that lost definiteness and whose exact
  * refactorization failed too) stays journaled and replays as failed

@@ -226,7 +226,11 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
  * left (the rotation at sync failed, or one group filled it), this first
  * syncs and rotates; if that fails the journal fails. Allocates nothing
  * (except that rotation may grow the segment list). O3M_EINVAL for a bad
- * type or a NULL x in a reward record, O3M_EIO when the journal has failed. */
+ * type or a NULL x in a reward record, O3M_EIO when the journal has failed.
+ * O3M_EUNAVAILABLE, with nothing appended and the journal still working,
+ * when the current segment is full and a new one cannot be created yet
+ * (no file descriptor left, a full disk: the creation failed before its
+ * rename, so nothing on disk changed); a later append tries again. */
 int ap_journal_append(ap_journal *j, const ap_journal_record *r, uint64_t *seq);
 
 /* Writes the buffer and fdatasyncs the segment: afterwards every appended

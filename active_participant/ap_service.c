@@ -301,6 +301,10 @@ static int reward_append(ap_service *s, uint64_t decision, int arm, const double
   /* apply_reward checks again (and so refuses to journal a bad update even
    * for another caller); with w kept by the check above that costs O(d). */
   rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
+  if (rc == O3M_EUNAVAILABLE)
+    return o3m_err_set(e, rc, "decision %llu: the reward journal cannot start a new segment "
+                       "now (ap_journal.h); nothing changed, the decision stays open: retry",
+                       id);
   if (rc == O3M_EIO) {
     o3m_err why;
     o3m_err_set(&why, O3M_EIO, "a journal write failed");

@@ -160,8 +160,8 @@ int main(int argc, char **argv) {
     return o3m_cli_fail(PROG, "start-up failed: %s: %s", o3m_errname(rc), o3m_err_message(&e));
   }
   int run_rc;
-  rc = o3m_daemon_serve(PROG, a.ready_file, s, ap_service_port(s), run_service, stop_service,
-                        &run_rc);
+  rc = o3m_daemon_serve(PROG, a.ready_file, s, opt.listen, ap_service_port(s), run_service,
+                        stop_service, &run_rc);
   ap_service_destroy(s);
   /* The NATS library of the replicas goes at process exit, not with the
    * service (ap_replica.h). */

@@ -41,6 +41,7 @@ struct o3m_config {
   int insecure;
   int agg_secure;
   const char *ca;
+  const char *metrics_clients; /* comma-separated CNs */
   const char *aggregation; /* "secure" or "per-party" */
   o3m_config_replication repl;
   o3m_config_policy_section policy;
@@ -320,6 +321,7 @@ static const keyspec fed_keys[] = {
     {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"metrics_clients", KT_STR, FED(metrics_clients), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
     {"replication", KT_WORD, FED(repl.mode), 0, 0, 0, 0, "none|nats", R_SEC, 0},
     {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -893,6 +895,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   c->deadline_ms = 200;
+  c->metrics_clients = "monitor";
   c->aggregation = "secure";
   c->repl.mode = "none";
   c->repl.stream = "O3M_REWARDS";
@@ -1017,6 +1020,7 @@ const char *o3m_role_name(o3m_role r) {
 int o3m_config_d(const o3m_config *c) { return c->d; }
 int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
+const char *o3m_config_metrics_clients(const o3m_config *c) { return c->metrics_clients; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
 int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
 

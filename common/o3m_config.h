@@ -21,7 +21,10 @@
  *   [federation]  d (required, 1..O3M_MAX_DIM) = sum of the dims of the
  *                 active and passive parties; deadline_ms (200, 1..3600000);
  *                 ca (path; required unless insecure = true);
- *                 insecure (true|false, default false); aggregation
+ *                 insecure (true|false, default false); metrics_clients
+ *                 (default "monitor": the certificate names, comma-separated,
+ *                 that may read the daemons' /metrics, common/o3m_httpd.h);
+ *                 aggregation
  *                 (secure|per-party, default secure: how the active party
  *                 receives the passive parties' masked parts, see "Secure
  *                 aggregation" below); replication (none|nats, default
@@ -254,6 +257,8 @@ void o3m_config_destroy(o3m_config *c);
 int o3m_config_d(const o3m_config *c);
 int o3m_config_deadline_ms(const o3m_config *c);
 const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
+/* [federation] metrics_clients: "monitor" unless set. */
+const char *o3m_config_metrics_clients(const o3m_config *c);
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
 /* 1 if aggregation = secure (the default), 0 for per-party. */
 int o3m_config_secure_aggregation(const o3m_config *c);

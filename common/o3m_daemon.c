@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -15,10 +16,12 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "health.pb-c.h"
 #include "o3m_cert.h"
 #include "o3m_fingerprint.h"
 #include "o3m_httpd.h"
 #include "o3m_log.h"
+#include "o3m_rpc.h"
 
 void o3m_daemon_log_init(const char *prog, const char *party) {
   char tag[96];
@@ -34,6 +37,26 @@ int o3m_daemon_protect_memory(o3m_err *e) {
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
     return o3m_err_set(e, O3M_EIO, "cannot forbid core dumps and ptrace attach (prctl "
                        "PR_SET_DUMPABLE 0): %s", strerror(errno));
+  return O3M_OK;
+}
+
+int o3m_daemon_raise_nofile(o3m_err *e) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0)
+    return o3m_err_set(e, O3M_EIO, "cannot read the open-file limit (getrlimit RLIMIT_NOFILE): %s",
+                       strerror(errno));
+  if (r.rlim_cur != r.rlim_max) {
+    rlim_t was = r.rlim_cur;
+    r.rlim_cur = r.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+      return o3m_err_set(e, O3M_EIO, "cannot raise the open-file limit from %llu to %llu "
+                         "(setrlimit RLIMIT_NOFILE): %s", (unsigned long long)was,
+                         (unsigned long long)r.rlim_max, strerror(errno));
+  }
+  if (r.rlim_cur == RLIM_INFINITY)
+    o3m_log_info("open-file limit: unlimited");
+  else
+    o3m_log_info("open-file limit: %llu", (unsigned long long)r.rlim_cur);
   return O3M_OK;
 }
 
@@ -225,6 +248,119 @@ volatile sig_atomic_t *o3m_daemon_stop_flag(void) { return &g_stop; }
 
 o3m_metrics *o3m_daemon_metrics(void) { return g_metrics; }
 
+/* The readiness probe of the metrics port (o3m_httpd_set_probe): a gRPC
+ * health Check on the daemon's own service port, made as a federation
+ * party would make it, with the daemon's own certificate and expecting its
+ * own name. The party's address and TLS files are copied at start, as the
+ * config may be freed before the daemon serves. Each probe makes a new
+ * client, hence a new connection: a connection made before the port ran
+ * out of descriptors keeps working, so only a new one tells whether a
+ * caller can connect now. Used by the HTTP thread only, between
+ * o3m_httpd_set_probe calls. */
+typedef struct probe_state {
+  char *ca, *cert, *key, *name, *address; /* copies; ca..name NULL when insecure */
+  int insecure;
+  char target[320];
+  int last_ok; /* the previous answer, so that only a change is logged */
+} probe_state;
+static probe_state g_probe;
+
+/* The health call's deadline: it holds the HTTP thread meanwhile. */
+#define PROBE_DEADLINE_MS 1000
+
+static void probe_forget(void) {
+  free(g_probe.ca);
+  free(g_probe.cert);
+  free(g_probe.key);
+  free(g_probe.name);
+  free(g_probe.address);
+  memset(&g_probe, 0, sizeof g_probe);
+}
+
+/* Copies what the probe needs of the party; 0 or O3M_ENOMEM. */
+static int probe_remember(const o3m_config *cfg, const o3m_party *me, int insecure, o3m_err *e) {
+  g_probe.insecure = insecure;
+  g_probe.address = strdup(me->address ? me->address : "");
+  int ok = g_probe.address != NULL;
+  if (!insecure) {
+    g_probe.ca = strdup(o3m_config_ca(cfg));
+    g_probe.cert = strdup(me->cert);
+    g_probe.key = strdup(me->key);
+    g_probe.name = strdup(me->name);
+    ok = ok && g_probe.ca && g_probe.cert && g_probe.key && g_probe.name;
+  }
+  if (ok) return O3M_OK;
+  probe_forget();
+  return o3m_err_set(e, O3M_ENOMEM, "readiness probe: out of memory");
+}
+
+/* Where the probe calls: the listen address, with a wildcard host made the
+ * loopback of its family and the port the one bound (listen may say 0). */
+static void probe_target(char *out, size_t n, const char *listen, int port) {
+  if (strncmp(listen, "unix:", 5) == 0) {
+    snprintf(out, n, "%s", listen);
+    return;
+  }
+  const char *colon = strrchr(listen, ':');
+  int hl = colon ? (int)(colon - listen) : (int)strlen(listen);
+  if (hl == 0 || (hl == 7 && strncmp(listen, "0.0.0.0", 7) == 0) ||
+      (hl == 1 && listen[0] == '*'))
+    snprintf(out, n, "127.0.0.1:%d", port);
+  else if (hl == 4 && strncmp(listen, "[::]", 4) == 0)
+    snprintf(out, n, "[::1]:%d", port);
+  else
+    snprintf(out, n, "%.*s:%d", hl, listen, port);
+}
+
+/* The probe: 1 when the health Check answers SERVING. The metrics port's
+ * thread and the watchdog thread both call it, one at a time. */
+static pthread_mutex_t g_probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static int probe_health_locked(probe_state *p);
+static int probe_health(void *ctx) {
+  pthread_mutex_lock(&g_probe_mu);
+  int serving = probe_health_locked(ctx);
+  pthread_mutex_unlock(&g_probe_mu);
+  return serving;
+}
+
+static int probe_health_locked(probe_state *p) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_rpc_client *client = NULL;
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = p->target;
+  cc.insecure = p->insecure;
+  if (!p->insecure) {
+    cc.tls.ca_file = p->ca;
+    cc.tls.cert_file = p->cert;
+    cc.tls.key_file = p->key;
+    cc.tls.server_name = p->name;
+  }
+  cc.deadline_ms = PROBE_DEADLINE_MS;
+  cc.max_message_bytes = 4096;
+  cc.arena_bytes = 4096;
+  int rc = o3m_rpc_client_create(&client, &cc, &e);
+  int serving = 0;
+  if (rc == O3M_OK) {
+    Grpc__Health__V1__HealthCheckRequest req = GRPC__HEALTH__V1__HEALTH_CHECK_REQUEST__INIT;
+    ProtobufCMessage *m;
+    rc = o3m_rpc_client_call(client, O3M_RPC_HEALTH_CHECK_PATH, &req.base,
+                             &grpc__health__v1__health_check_response__descriptor, &m, &e);
+    if (rc == O3M_OK)
+      serving = ((const Grpc__Health__V1__HealthCheckResponse *)m)->status ==
+                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
+  }
+  o3m_rpc_client_destroy(client);
+  if (!serving && p->last_ok)
+    o3m_log_warn("not ready (/readyz 503, no WATCHDOG=1): the health check of %s failed: %s",
+                 p->target, rc < 0 ? o3m_err_message(&e) : "not SERVING");
+  else if (serving && !p->last_ok)
+    o3m_log_info("the health check of %s answers SERVING again", p->target);
+  p->last_ok = serving;
+  return serving;
+}
+
 /* At exit: stops the metrics port before its registry goes. */
 static void metrics_at_exit(void) {
   o3m_httpd *h = g_httpd;
@@ -234,11 +370,72 @@ static void metrics_at_exit(void) {
   g_metrics = NULL;
 }
 
-/* Starts the metrics port on addr with a new registry. */
-static int metrics_start(const char *addr, o3m_err *e) {
+/* The systemd watchdog (WatchdogSec= in the unit, WATCHDOG_USEC in the
+ * environment): while the daemon serves, a thread makes the same health
+ * check as /readyz every third of the interval and sends WATCHDOG=1 only
+ * when it answers. A daemon whose gRPC port stopped accepting (gRPC 1.51
+ * after EMFILE, audit finding 2) so misses the watchdog, and systemd kills
+ * and restarts it. */
+static pthread_mutex_t g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_wd_cv = PTHREAD_COND_INITIALIZER;
+static int g_wd_stop;
+static uint64_t g_wd_usec;
+
+static void *watchdog_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_wd_mu);
+  while (!g_wd_stop) {
+    pthread_mutex_unlock(&g_wd_mu);
+    if (probe_health(&g_probe)) sd_notify(0, "WATCHDOG=1");
+    pthread_mutex_lock(&g_wd_mu);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (g_wd_usec / 3) * 1000u;
+    until.tv_sec += (time_t)(ns / 1000000000u);
+    until.tv_nsec = (long)(ns % 1000000000u);
+    if (!g_wd_stop) pthread_cond_timedwait(&g_wd_cv, &g_wd_mu, &until);
+  }
+  pthread_mutex_unlock(&g_wd_mu);
+  return NULL;
+}
+
+/* Starts the watchdog thread if systemd asked for one; 1 when it runs. The
+ * thread blocks the stop signals, which stay the main thread's. */
+static int watchdog_start(pthread_t *t) {
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return 0;
+  g_wd_usec = usec;
+  g_wd_stop = 0;
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &block, &old);
+  int ok = pthread_create(t, NULL, watchdog_main, NULL) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (!ok) {
+    o3m_log_warn("cannot start the watchdog thread; systemd will restart the daemon");
+    return 0;
+  }
+  o3m_log_info("watchdog: WATCHDOG=1 every %.1f s while the health check of %s answers",
+               (double)usec / 3e6, g_probe.target);
+  return 1;
+}
+
+static void watchdog_stop(pthread_t t) {
+  pthread_mutex_lock(&g_wd_mu);
+  g_wd_stop = 1;
+  pthread_cond_signal(&g_wd_cv);
+  pthread_mutex_unlock(&g_wd_mu);
+  pthread_join(t, NULL);
+}
+
+/* Starts the metrics port on addr with a new registry: HTTPS with tls, or
+ * plain HTTP with tls NULL. */
+static int metrics_start(const char *addr, const o3m_httpd_tls *tls, o3m_err *e) {
   o3m_httpd *h = NULL;
   int rc = o3m_metrics_create(&g_metrics, e);
-  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, e);
+  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, tls, e);
   g_httpd = h;
   if (rc < 0) {
     o3m_metrics_destroy(g_metrics);
@@ -246,8 +443,14 @@ static int metrics_start(const char *addr, o3m_err *e) {
     return rc;
   }
   atexit(metrics_at_exit);
-  o3m_log_info("metrics and health on http://%s (port %d): /metrics /healthz /readyz", addr,
-               o3m_httpd_port(g_httpd));
+  if (tls)
+    o3m_log_info("metrics and health on https://%s (port %d): /metrics for client "
+                 "certificates named %s; /healthz /readyz for anyone", addr,
+                 o3m_httpd_port(g_httpd), tls->clients);
+  else
+    o3m_log_warn("metrics and health on http://%s (port %d): /metrics /healthz /readyz, plain "
+                 "HTTP for anyone who reaches the port (--insecure)", addr,
+                 o3m_httpd_port(g_httpd));
   return O3M_OK;
 }
 
@@ -267,8 +470,8 @@ void o3m_daemon_stop_target(void (*shutdown)(void *), void *target) {
   if (g_stop) shutdown(target); /* a signal came before the target was set */
 }
 
-int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int port,
-                     int (*run)(void *), void (*shutdown)(void *), int *run_rc) {
+int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, const char *listen,
+                     int port, int (*run)(void *), void (*shutdown)(void *), int *run_rc) {
   if (run_rc) *run_rc = 0;
   o3m_daemon_stop_target(shutdown, svc);
   o3m_err e;
@@ -279,11 +482,18 @@ int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int po
   }
   /* Ready: the service is built and about to serve (sd_notify does
    * nothing without NOTIFY_SOCKET, that is, outside a Type=notify unit). */
+  probe_target(g_probe.target, sizeof g_probe.target, listen ? listen : g_probe.address, port);
+  g_probe.last_ok = 1;
+  o3m_httpd_set_probe(g_httpd, probe_health, &g_probe);
   if (!g_stop) o3m_httpd_set_ready(g_httpd, 1);
   sd_notifyf(0, "READY=1\nSTATUS=serving on port %d\nMAINPID=%ld", port, (long)getpid());
+  pthread_t wd;
+  int wd_on = watchdog_start(&wd);
   int rc = run(svc);
   if (run_rc) *run_rc = rc;
+  if (wd_on) watchdog_stop(wd);
   o3m_httpd_set_ready(g_httpd, 0);
+  o3m_httpd_set_probe(g_httpd, NULL, NULL); /* the service port closes next */
   sd_notify(0, "STOPPING=1");
   o3m_daemon_stop_target(NULL, NULL); /* keep the handler away from svc: it is freed next */
   if (ready_file) unlink(ready_file); /* not serving any more */
@@ -304,12 +514,31 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   /* Before any key, table, block or model is read: no core file, no ptrace. */
   if (o3m_daemon_protect_memory(&e) < 0)
     return o3m_cli_fail(prog, "refusing to start: %s", o3m_err_message(&e));
+  /* As many connections as the hard limit allows (audit finding 2): a
+   * flood of idle connections must take far more than the soft default of
+   * 1024 to make accept() fail. A limit that cannot be read or raised is
+   * logged, not fatal: the daemon still works within the lower one. */
+  if (o3m_daemon_raise_nofile(&e) < 0) {
+    o3m_log_warn("%s", o3m_err_message(&e));
+    o3m_err_clear(&e);
+  }
   /* The config, the party's role and its TLS files (o3m_cert), before any
    * peer is contacted. */
   if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) < 0)
     return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
   /* The probe port before the service: it answers "not ready" meanwhile. */
-  if (a->metrics_listen && metrics_start(a->metrics_listen, &e) < 0) {
+  /* Over HTTPS with the party's own certificate unless --insecure; the
+   * names that may read /metrics come from the config. */
+  o3m_httpd_tls tls = {o3m_config_ca(*cfg_out), (*me_out)->cert, (*me_out)->key,
+                       o3m_config_metrics_clients(*cfg_out)};
+  if (probe_remember(*cfg_out, *me_out, a->insecure, &e) < 0) {
+    o3m_config_destroy(*cfg_out);
+    *cfg_out = NULL;
+    *me_out = NULL;
+    return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+  }
+  atexit(probe_forget);
+  if (a->metrics_listen && metrics_start(a->metrics_listen, a->insecure ? NULL : &tls, &e) < 0) {
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;
     *me_out = NULL;

@@ -26,7 +26,9 @@
  *
  * Operations (README "Operations"). --log-level and --log-format set the
  * log (o3m_log.h). --metrics-listen ADDR starts the process's metrics and
- * health port (o3m_httpd.h) during o3m_daemon_start, before the service
+ * health port (o3m_httpd.h: HTTPS with the party's certificate, /metrics
+ * only to the config's metrics_clients; plain HTTP with --insecure) during
+ * o3m_daemon_start, before the service
  * is built, so /healthz answers and /readyz says 503 while the daemon
  * waits for its mask or block; o3m_daemon_metrics() is its registry, which
  * the daemon passes to its service. o3m_daemon_serve marks the daemon ready
@@ -59,8 +61,10 @@
   {"ready-file", "PATH", "write the bound port to PATH once serving; removed at exit"},         \
   {"log-level", "LEVEL", "debug, info (default), warn or error"},                              \
   {"log-format", "FORMAT", "text (default) or json: one JSON object per line"},                \
-  {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTP on HOST:PORT (off by " \
-                             "default; ':PORT' is 127.0.0.1)"}
+  {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTPS on HOST:PORT (off by " \
+                             "default; ':PORT' is 127.0.0.1; /metrics only to client "        \
+                             "certificates named in metrics_clients; plain HTTP for anyone "  \
+                             "with --insecure)"}
 #define O3M_DAEMON_N_OPTIONS 7
 
 /* What the shared options hold after parsing (pointers into argv). */
@@ -90,7 +94,8 @@ int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc
  * "PROG[PARTY]" with the level and format of a, the memory trimmer (o3m_daemon_memory_init), the stop
  * signals (o3m_daemon_catch_stop_signals with the handler below: from now
  * on a SIGTERM or SIGINT sets the stop flag and calls the stop target),
- * shielding memory (o3m_daemon_protect_memory) and the party
+ * shielding memory (o3m_daemon_protect_memory), the open-file limit
+ * (o3m_daemon_raise_nofile) and the party
  * (o3m_daemon_load_party with role), then the metrics port if
  * a->metrics_listen is set (o3m_daemon_metrics). On success returns 0 with *cfg_out and
  * *me_out as o3m_daemon_load_party leaves them; on failure prints
@@ -105,13 +110,22 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
  * "PORT\n" to ready_file if it is not NULL (o3m_daemon_write_ready_file),
  * calls run(svc) on this thread, forgets the stop target and removes the
  * ready file. Around run it marks the metrics port ready and tells
- * systemd READY=1, then not ready and STOPPING=1. A ready file that cannot be written is reported as "PROG:
+ * systemd READY=1, then not ready and STOPPING=1. While it runs, /readyz
+ * also makes a gRPC health Check (cached O3M_HTTPD_PROBE_CACHE_MS, 1 s
+ * deadline) on the service port, with the party's own certificate and
+ * name: listen is the address the service listens on (NULL: the party's
+ * address in the config; a wildcard host is probed on the loopback) and
+ * port the port it bound. So a daemon whose gRPC port accepts no connection
+ * (out of file descriptors, audit finding 2) is not reported ready. Under a
+ * systemd watchdog (WATCHDOG_USEC, WatchdogSec= in the unit) a thread makes
+ * the same check every third of the interval and sends WATCHDOG=1 only when
+ * it answers, so that systemd restarts such a daemon. A ready file that cannot be written is reported as "PROG:
  * --ready-file: CAUSE" and the service is not run. *run_rc (may be NULL)
  * receives run's return, or 0 if it was not run. Returns
  * O3M_CLI_EXIT_OK, or O3M_CLI_EXIT_FAILURE if the ready file failed or run
  * returned a negative code. The caller destroys svc afterwards. */
-int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, int port,
-                     int (*run)(void *), void (*shutdown)(void *), int *run_rc);
+int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, const char *listen,
+                     int port, int (*run)(void *), void (*shutdown)(void *), int *run_rc);
 
 /* The process's metrics registry, or NULL when the daemon runs without
  * --metrics-listen. Pass it to the service (its options' metrics field). */
@@ -142,6 +156,15 @@ void o3m_daemon_log_init(const char *prog, const char *party);
  * first thing in main(), before it reads a key; a failure must refuse the
  * start. O3M_EIO naming the call and its errno. */
 int o3m_daemon_protect_memory(o3m_err *e);
+
+/* Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit
+ * and logs the limit in force ("open-file limit: 65536"): every connection
+ * is a file descriptor, and the soft default of 1024 let 60 idle TCP
+ * connections make a daemon with a low limit refuse every caller (audit
+ * finding 2; the systemd units set LimitNOFILE=65536). o3m_daemon_start
+ * calls it; a failure there is logged as a warning. O3M_EIO naming the call
+ * and its errno. */
+int o3m_daemon_raise_nofile(o3m_err *e);
 
 /* Memory that a burst of large messages made resident goes back to the
  * kernel (issue 9: a 60 MB request once kept the AP at 1.2 GB for good).

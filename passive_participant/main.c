@@ -136,8 +136,8 @@ int main(int argc, char **argv) {
     }
     return o3m_cli_fail(PROG, "%s", o3m_err_message(&e));
   }
-  rc = o3m_daemon_serve(PROG, a.ready_file, svc, pp_service_port(svc), run_service, stop_service,
-                        NULL);
+  rc = o3m_daemon_serve(PROG, a.ready_file, svc, opt.listen, pp_service_port(svc), run_service,
+                        stop_service, NULL);
   pp_service_destroy(svc);
   o3m_config_destroy(cfg);
   return rc;

@@ -84,8 +84,8 @@ int main(int argc, char **argv) {
     o3m_config_destroy(cfg);
     return o3m_cli_fail(PROG, "%s", o3m_err_message(&e));
   }
-  rc = o3m_daemon_serve(PROG, a.ready_file, svc, pmg_service_port(svc), run_service, stop_service,
-                        NULL);
+  rc = o3m_daemon_serve(PROG, a.ready_file, svc, NULL, pmg_service_port(svc), run_service,
+                        stop_service, NULL);
   pmg_service_destroy(svc);
   o3m_config_destroy(cfg);
   return rc;

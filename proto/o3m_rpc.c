@@ -70,6 +70,9 @@
 /* Reconnect backoff cap of client channels (gRPC's default is 120 s, which
  * would make a daemon that started before its peer wait minutes). */
 #define RECONNECT_MAX_MS 2000
+/* A server closes a connection whose TLS (or plaintext HTTP/2) handshake
+ * has not completed after this long. */
+#define HANDSHAKE_TIMEOUT_MS 5000
 /* Room for a TLS identity (a DNS name or URI). */
 #define IDENTITY_MAX 256
 /* Arenas of a server with more than one serving thread (one otherwise); see
@@ -401,9 +404,9 @@ static int tls_empty(const o3m_rpc_tls *t) {
 }
 
 /* Channel arguments shared by both sides: the message limits both ways; for
- * servers no SO_REUSEPORT and the idle-connection close; for clients the
- * reconnect cap, the TLS name override and round-robin balancing. At most
- * five of them. */
+ * servers no SO_REUSEPORT, the idle-connection close and the handshake
+ * timeout; for clients the reconnect cap, the TLS name override and
+ * round-robin balancing. At most five of them. */
 typedef struct chan_args {
   grpc_arg arg[5];
   grpc_channel_args args;
@@ -430,6 +433,13 @@ static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int 
       ca->arg[n].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
       ca->arg[n++].value.integer = idle_close_ms;
     }
+    /* A connection that has not finished its TLS handshake within
+     * HANDSHAKE_TIMEOUT_MS is closed (gRPC's default is 120 s), so idle
+     * connections that never start TLS give their descriptors back soon
+     * (audit finding 2). */
+    ca->arg[n].type = GRPC_ARG_INTEGER;
+    ca->arg[n].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+    ca->arg[n++].value.integer = HANDSHAKE_TIMEOUT_MS;
   } else {
     ca->arg[n].type = GRPC_ARG_INTEGER;
     ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;

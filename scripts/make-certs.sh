@@ -5,7 +5,10 @@
 # (a front end, an operator, the demo driver) needs a [client NAME] section in
 # the federation config as well: a certificate of the CA alone only gets a
 # caller through the TLS handshake, and the daemons decide by the name what
-# it may call.
+# it may call. The monitoring host that scrapes the daemons' /metrics needs
+# one too, named monitor (`make-certs.sh OUTDIR monitor`): the name that
+# [federation] metrics_clients allows by default (README "Metrics and
+# health"); it needs no [client NAME] section.
 #
 # OUTDIR/ca.pem and OUTDIR/ca.key are created when absent (an existing CA is
 # reused, so parties can be added later). For each NAME the script writes

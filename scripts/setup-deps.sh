@@ -19,7 +19,7 @@ PACKAGES=(
   python3-cffi python3-numpy python3-pytest
   # Operations (README "Operations"): the metrics and health port, sd_notify,
   # and what the ops tests run: promtool, systemd-analyze verify, curl.
-  libmicrohttpd-dev libsystemd-dev
+  libmicrohttpd-dev libgnutls28-dev libsystemd-dev
   prometheus systemd curl python3
 )
 

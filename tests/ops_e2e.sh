@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # ops_e2e.sh -- the daemons' operations surface, end to end (README
 # "Operations"): the real o3m-pmg, o3m-passive and o3m-active with mutual
-# TLS, each with --metrics-listen, scraped over HTTP the way Prometheus and
-# an orchestrator's probes do.
+# TLS, each with --metrics-listen, scraped over HTTPS the way Prometheus
+# (with the "monitor" client certificate) and an orchestrator's probes
+# (without one) do.
 #
 #   ops_e2e.sh BIN_DIR
 #
 # Checks, in this order:
 #  1. a passive party started before the mask generator answers /healthz
 #     200 and /readyz 503 while it waits for its block, then 200;
-#  2. every daemon's /metrics passes `promtool check metrics`;
+#  2. every daemon's /metrics passes `promtool check metrics`; /metrics
+#     is refused (403) without a client certificate, with one of another
+#     name than metrics_clients allows, and with a "monitor" certificate
+#     of another CA (audit finding 3);
 #  3. after recommend/reward calls through o3m-cli the AP's decisions,
 #     rewards, Recommend and Reward latency counts, calls to each passive
 #     party and the passive parties' Mask call counts have moved;
@@ -18,6 +22,11 @@
 #     core's own lines among them (routed through o3m_log), and a passive
 #     party with --log-level warn wrote no INFO line;
 #  6. the metrics reveal no decision id, user or item of the calls made;
+#  8. slowloris (audit finding 5): 16 connections from 127.0.0.2 that
+#     trickle a request header line every 3 s do not keep /healthz from
+#     answering 127.0.0.1 within 2 s, and the port drops every one of them
+#     (12 at once, over the 4 allowed per address; 4 once their request has
+#     taken 10 s);
 #  7. bad options are refused with a message naming them: a metrics port
 #     that is taken (exit 1), a malformed address, an unknown log level or
 #     format (exit 2).
@@ -64,7 +73,7 @@ fed_extra_args() {
 metrics_port() {
   local i p
   for i in $(seq 1 100); do
-    p=$(grep -o 'metrics and health on http://[^ ]* (port [0-9]*)' "$WORK/$1.log" 2>/dev/null |
+    p=$(grep -o 'metrics and health on https://[^ ]* (port [0-9]*)' "$WORK/$1.log" 2>/dev/null |
         sed 's/.*(port \([0-9]*\))/\1/' | head -n 1 || true)
     [ -n "$p" ] && { echo "$p"; return 0; }
     sleep 0.1
@@ -72,21 +81,32 @@ metrics_port() {
   fail "$1 never logged its metrics port"
 }
 
-# status PORT PATH [curl options]: the HTTP status code.
+# status PORT PATH [curl options]: the HTTP status code over HTTPS, the
+# server verified with the federation CA.
 status() {
   local port=$1 path=$2
   shift 2
-  curl -s -o /dev/null -w '%{http_code}' "$@" "http://127.0.0.1:$port$path"
+  curl -s -o /dev/null -w '%{http_code}' --cacert "$WORK/certs/ca.pem" "$@" \
+    "https://127.0.0.1:$port$path"
+}
+# scrape PORT: /metrics with the monitor's certificate.
+scrape() {
+  curl -sf --cacert "$WORK/certs/ca.pem" --cert "$WORK/certs/monitor.pem" \
+    --key "$WORK/certs/monitor.key" "https://127.0.0.1:$1/metrics"
 }
 
 # metric PORT SERIES: the value of the first sample line starting with SERIES.
 metric() {
-  curl -sf "http://127.0.0.1:$1/metrics" | grep -F -- "$2" | grep -v '^#' | head -n 1 |
+  scrape "$1" | grep -F -- "$2" | grep -v '^#' | head -n 1 |
     awk '{print $NF}'
 }
 
 # The AP keeps its model in a state_dir: rewards go through the journal.
 FED_AP_STATE=1 fed_gen "$WORK" "$BIN" --parties 4,4,4 --users 50 --items 20
+# The monitoring host's certificate (metrics_clients defaults to monitor),
+# and one of the same name from another CA.
+"$HERE/../scripts/make-certs.sh" "$WORK/certs" monitor
+"$HERE/../scripts/make-certs.sh" "$WORK/rogue" monitor
 read -r FIRST_PP _ <<<"$(echo $FED_PASSIVE)"
 
 # --- 1: readiness follows the block ----------------------------------------
@@ -129,7 +149,7 @@ done
 # every value.
 val() { echo "$SCRAPE" | grep -F -- "$1" | grep -v '^#' | head -n 1 | awk '{print $NF}'; }
 for i in $(seq 1 100); do
-  SCRAPE=$(curl -sf "http://127.0.0.1:$AP_PORT/metrics") || fail "cannot scrape the AP"
+  SCRAPE=$(scrape "$AP_PORT") || fail "cannot scrape the AP"
   [ "$(val 'o3m_ap_decisions_total ')" = 3 ] && [ "$(val 'o3m_ap_rewards_total ')" = 2 ] &&
     [ "$(val 'o3m_ap_journal_sync_seconds_count ')" = 2 ] &&
     [ "$(val 'o3m_rpc_duration_seconds_count{method="/o3m.v1.Active/Reward"}')" = 2 ] && break
@@ -166,12 +186,23 @@ echo "ops_e2e: metrics moved: 3 decisions, 2 rewards, 1 pending, PP and PMG call
 
 # --- 2: promtool -------------------------------------------------------------
 for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
-  curl -sf "http://127.0.0.1:$port/metrics" >"$WORK/scrape-$port.txt" || fail "scrape of port $port"
+  scrape "$port" >"$WORK/scrape-$port.txt" || fail "scrape of port $port"
   promtool check metrics <"$WORK/scrape-$port.txt" >"$WORK/promtool-$port.txt" 2>&1 ||
     fail "promtool check metrics on port $port: $(cat "$WORK/promtool-$port.txt")"
 done
 [ -n "${O3M_OPS_SAVE:-}" ] && cp "$WORK/scrape-$AP_PORT.txt" "$O3M_OPS_SAVE"
 echo "ops_e2e: promtool check metrics passes for the AP, a PP and the PMG"
+for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
+  [ "$(status "$port" /metrics)" = 403 ] || fail "/metrics on port $port without a client certificate is $(status "$port" /metrics), not 403"
+  [ "$(status "$port" /metrics --cert "$WORK/certs/client.pem" --key "$WORK/certs/client.key")" = 403 ] ||
+    fail "/metrics on port $port is not 403 to the certificate 'client', which metrics_clients does not name"
+  [ "$(status "$port" /metrics --cert "$WORK/rogue/monitor.pem" --key "$WORK/rogue/monitor.key")" = 403 ] ||
+    fail "/metrics on port $port is not 403 to a 'monitor' certificate of another CA"
+  [ "$(status "$port" /metrics --cert "$WORK/certs/monitor.pem" --key "$WORK/certs/monitor.key")" = 200 ] ||
+    fail "/metrics on port $port is not 200 to the monitor"
+done
+curl -s -o /dev/null "http://127.0.0.1:$AP_PORT/metrics" && fail "the AP's metrics port answers plain HTTP"
+echo "ops_e2e: /metrics is 403 without a certificate, to 'client' and to another CA's 'monitor'; 200 to the monitor; no plain HTTP"
 
 # --- 4: other paths and methods ----------------------------------------------
 [ "$(status "$AP_PORT" /nope)" = 404 ] || fail "an unknown path is not 404"
@@ -201,6 +232,55 @@ expect_refusal 1 "metrics listen '127.0.0.1:70000' is not HOST:PORT" --metrics-l
 expect_refusal 2 "--log-level: 'loud' is not debug, info, warn or error" --log-level loud
 expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
 echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
+
+# --- 8: slowloris ---------------------------------------------------------------------
+python3 - "$PMG_PORT" "$WORK/certs/ca.pem" >"$WORK/slowloris.txt" 2>&1 <<'PY' &
+import socket, ssl, sys, time
+port, ca = int(sys.argv[1]), sys.argv[2]
+ctx = ssl.create_default_context(cafile=ca)
+ctx.check_hostname = False
+socks, dropped = [], 0
+for _ in range(16):
+    try:
+        raw = socket.create_connection(("127.0.0.1", port), timeout=3,
+                                       source_address=("127.0.0.2", 0))
+        s = ctx.wrap_socket(raw)
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        socks.append(s)
+    except OSError:
+        dropped += 1
+at_once = dropped
+t0 = time.time()
+while time.time() - t0 < 14 and socks:
+    time.sleep(3)
+    for s in list(socks):
+        try:
+            s.sendall(b"X-a: b\r\n")
+            s.setblocking(False)
+            try:
+                if s.recv(1) == b"":
+                    raise OSError("closed")
+            except (ssl.SSLWantReadError, BlockingIOError):
+                pass
+            s.setblocking(True)
+        except OSError:
+            socks.remove(s)
+            dropped += 1
+print(at_once, dropped)
+PY
+SLOW_PID=$!
+sleep 1
+slow_fail=0 slow_n=0
+while kill -0 "$SLOW_PID" 2>/dev/null; do
+  slow_n=$((slow_n + 1))
+  [ "$(status "$PMG_PORT" /healthz -m 2)" = 200 ] || slow_fail=$((slow_fail + 1))
+  sleep 0.5
+done
+wait "$SLOW_PID" || fail "the slowloris client failed: $(cat "$WORK/slowloris.txt")"
+read -r slow_at_once slow_dropped <"$WORK/slowloris.txt"
+echo "ops_e2e: slowloris: /healthz failed $slow_fail of $slow_n times; the port dropped $slow_at_once of 16 trickling connections at once, $slow_dropped within 14 s"
+[ "$slow_fail" = 0 ] || fail "/healthz did not answer $slow_fail of $slow_n times during the slowloris"
+[ "$slow_dropped" = 16 ] || fail "the port still held $((16 - slow_dropped)) trickling connections after 14 s"
 
 # --- 5: logs --------------------------------------------------------------------
 fed_down

@@ -13,7 +13,8 @@
 #  3. each daemon, started with its unit's own ExecStart command line (the
 #     paths and the instance name filled in), tells a NOTIFY_SOCKET that
 #     this test listens on READY=1 once it serves (its /readyz is then 200),
-#     and STOPPING=1 after a SIGTERM, then exits 0.
+#     with WATCHDOG_USEC=1500000 a WATCHDOG=1 within 1.5 s after that, and
+#     STOPPING=1 after a SIGTERM, then exits 0.
 # Exit 77 (CTest: skipped) with a message if systemd-analyze is missing.
 set -euo pipefail
 BIN=$(cd "${1:?usage: systemd_check.sh BIN_DIR SOURCE_DIR}" && pwd)
@@ -89,7 +90,8 @@ try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         sock.bind(sock_path)
         sock.settimeout(60)
-        env = dict(os.environ, NOTIFY_SOCKET=sock_path)
+        # A 1.5 s watchdog: WATCHDOG=1 must come every 0.5 s.
+        env = dict(os.environ, NOTIFY_SOCKET=sock_path, WATCHDOG_USEC="1500000")
         log = open(os.path.join(work, f"{role}.log"), "w+")
         p = subprocess.Popen(command(unit, parties[role]), env=env, stderr=log)
         procs.append((role, p, sock, log))
@@ -104,10 +106,17 @@ try:
         assert port, f"{role}: no metrics port in its log"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
             assert r.status == 200, f"{role}: /readyz {r.status} after READY=1"
-        print(f"systemd_check: {role}: READY=1 ({msg.strip().replace(chr(10), ', ')}), /readyz 200")
+        t0 = time.time()
+        msg2 = sock.recv(4096).decode()
+        assert "WATCHDOG=1" in msg2.split("\n"), f"{role}: after READY=1 {msg2!r}"
+        wd_s = time.time() - t0
+        assert wd_s < 1.5, f"{role}: WATCHDOG=1 only after {wd_s:.2f} s"
+        print(f"systemd_check: {role}: READY=1 ({msg.strip().replace(chr(10), ', ')}), /readyz 200, WATCHDOG=1 after {wd_s:.2f} s")
     for role, p, sock, log in reversed(procs):
         p.send_signal(signal.SIGTERM)
         msg = sock.recv(4096).decode()
+        while msg.split("\n") == ["WATCHDOG=1"]:  # sent before the stop
+            msg = sock.recv(4096).decode()
         assert "STOPPING=1" in msg.split("\n"), f"{role}: after SIGTERM {msg!r}"
         rc = p.wait(timeout=60)
         assert rc == 0, f"{role}: exit {rc} after SIGTERM"

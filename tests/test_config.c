@@ -96,6 +96,7 @@ Test(config, valid_values_offsets_and_defaults) {
   cr_assert_eq(o3m_config_deadline_ms(c), 200);
   cr_assert_eq(o3m_config_insecure(c), 0);
   cr_assert_str_eq(o3m_config_ca(c), "/base/certs/ca.pem");
+  cr_assert_str_eq(o3m_config_metrics_clients(c), "monitor");
 
   const o3m_config_policy_section *p = o3m_config_policy(c);
   cr_assert_str_eq(p->algo, "linucb");
@@ -335,6 +336,12 @@ Test(config, missing_required_keys) {
   o3m_config *c = parse_ok(variant(3, 4, "insecure = true\n"), NULL);
   cr_assert_eq(o3m_config_insecure(c), 1);
   cr_assert_null(o3m_config_ca(c));
+  o3m_config_destroy(c);
+}
+
+Test(config, metrics_clients_names_who_may_read_metrics) {
+  o3m_config *c = parse_ok(line(4, "metrics_clients = prom1, prom2"), NULL);
+  cr_assert_str_eq(o3m_config_metrics_clients(c), "prom1, prom2");
   o3m_config_destroy(c);
 }
 

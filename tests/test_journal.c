@@ -794,6 +794,57 @@ Test(journal, write_failure_fails_the_journal_and_recovery_cuts_it) {
   ap_journal_close(j);
 }
 
+/* Fault injection: no file descriptor left (EMFILE, as during a flood of
+ * connections) when a segment must be started. A rotation fails with the
+ * journal still working; an append into a full segment is refused with
+ * O3M_EUNAVAILABLE and nothing appended; once descriptors are back both
+ * work and every record replays (audit finding 7: this used to fail the
+ * journal, and so stop the active party, for good). */
+Test(journal, no_descriptor_for_a_new_segment_is_transient) {
+  ap_journal_options o;
+  ap_journal_options_default(&o);
+  o.dir = dir;
+  o.d = D;
+  o.segment_bytes = HDR + 4 * L; /* 3 records and the close record */
+  ap_journal *j;
+  cr_assert_eq(ap_journal_open(&j, &o, NULL, NULL), O3M_OK);
+  fill(j, 1, 2, 0);
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 3; /* stdin, stdout, stderr: every further open fails */
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rot = ap_journal_rotate(j, &e);
+  double x[D];
+  ap_journal_record r;
+  rec_of(3, x, &r);
+  int a3 = ap_journal_append(j, &r, NULL); /* the third slot: room yet */
+  int s3 = ap_journal_sync(j, NULL);
+  rec_of(4, x, &r);
+  int a4 = ap_journal_append(j, &r, NULL); /* full, and no new segment */
+  int failed = ap_journal_failed(j);
+  uint64_t last = ap_journal_last_seq(j);
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+  cr_assert_eq(rot, O3M_EIO, "rotate without descriptors: %s", o3m_errname(rot));
+  cr_assert(strstr(e.msg, "Too many open files"), "%s", e.msg);
+  cr_assert_eq(a3, O3M_OK);
+  cr_assert_eq(s3, O3M_OK);
+  cr_assert_eq(a4, O3M_EUNAVAILABLE, "append into a full segment: %s", o3m_errname(a4));
+  cr_assert_eq(failed, O3M_OK, "the journal failed for good");
+  cr_assert_eq(last, 3);
+  fill(j, 4, 8, 1);
+  cr_assert_eq(ap_journal_rotate(j, NULL), O3M_OK);
+  ap_journal_close(j);
+  collected c;
+  ap_journal_info info;
+  j = open_j(0, 0, &c, &info, O3M_OK);
+  cr_assert_eq(c.n, 8);
+  cr_assert_eq(c.bad, 0);
+  ap_journal_close(j);
+}
+
 Test(journal, appends_and_syncs_do_not_allocate) {
   collected c;
   ap_journal *j = open_j(0, 0, &c, NULL, O3M_OK);
