@@ -104,9 +104,19 @@ nats_down() {
 # on THREADS threads; the load's clients are spread over the replicas
 # (--targets) and the CPU column "AP" sums the replicas.
 side_by_side() {
-  local mode threads commit c pre post t0 t1 n ap_us reps targets r port
+  local mode threads commit c pre post t0 t1 n ap_us reps targets r port bins b
   nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
+  # O3M_LOAD_BINS="DIR1 DIR2": every mode runs once per binaries' folder,
+  # one after the other, for two builds side by side in one run (each
+  # folder already built: nothing is built).
+  bins=${O3M_LOAD_BINS:-}
+  [ -n "$bins" ] || bins=default
   for mode in $O3M_LOAD_MODES; do
+   for b in $bins; do
+    if [ "$b" != default ]; then
+      bin=$(cd "$b" && pwd)
+      echo "== binaries $bin"
+    fi
     threads=${mode%%:*}
     commit=${mode#*:}
     reps=0
@@ -171,6 +181,7 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica 
     fed_down
     nats_down
     echo
+   done
   done
 }
 
