@@ -105,7 +105,10 @@ nats_down() {
 # (--targets) and the CPU column "AP" sums the replicas.
 side_by_side() {
   local mode threads commit c pre post t0 t1 n ap_us reps targets r port bins b
-  nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
+  # The NATS stores' folder is made by the first replica mode only, so that
+  # a run without one (or one whose first federation fails to start) leaves
+  # no empty folder behind.
+  nats_dir=""
   # O3M_LOAD_BINS="DIR1 DIR2": every mode runs once per binaries' folder,
   # one after the other, for two builds side by side in one run (each
   # folder already built: nothing is built).
@@ -123,6 +126,7 @@ side_by_side() {
     targets=()
     case "$commit" in nats*) reps=${commit#nats} ;; esac
     if [ "$reps" -gt 0 ]; then
+      [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
       rm -rf "${nats_dir:?}"/*
       nats_up
       FED_FEDERATION_EXTRA="replication = nats
@@ -143,7 +147,7 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica 
       targets=()
     fi
     # bench_fed_up sets its own trap the first time: this one also stops NATS.
-    trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" "$nats_dir"' EXIT
+    trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
     local tlist tflag=()
     tlist=$(IFS=,; echo "${targets[*]:-}")
     [ -n "$tlist" ] && tflag=(--targets "$tlist")
