@@ -152,10 +152,12 @@ int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m
  * as o3m_secagg_mask. For tests and o3m_secagg_mask itself. */
 int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_err *e);
 
-/* acc[i] += part[i] modulo 2^64 for i < n (a PP's words as received). */
-void o3m_secagg_add_part(size_t n, const int64_t *part, uint64_t *acc);
+/* acc[i] += part[i] modulo 2^64 for i < n (a PP's words as received).
+ * part and acc must not overlap. */
+void o3m_secagg_add_part(size_t n, const int64_t *restrict part, uint64_t *restrict acc);
 
-/* out[i] = (acc[i] read as int64) 2^-scale for i < n. */
-void o3m_secagg_decode(int scale, size_t n, const uint64_t *acc, double *out);
+/* out[i] = (acc[i] read as int64) 2^-scale for i < n. acc and out must not
+ * overlap. */
+void o3m_secagg_decode(int scale, size_t n, const uint64_t *restrict acc, double *restrict out);
 
 #endif

@@ -284,53 +284,76 @@ static int pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer 
   return 0;
 }
 
-/* Copies the bytes of bb into the arena and unpacks them as desc, with the
- * arena as protobuf-c's allocator. The message lives until the arena is
- * reset. O3M_EFULL when the arena cap is reached, O3M_EPARSE when the bytes
- * do not decode. */
+/* Unpacks the bytes of bb as desc, with the arena as protobuf-c's
+ * allocator; the message lives until the arena is reset (protobuf-c copies
+ * every field it keeps, so the message never points into bb). A payload in
+ * one slice (small messages) is unpacked where the reader holds it; one in
+ * several slices (large ones, split as they arrived) is first copied into
+ * one piece of the arena, which is taken in both cases. The slices are peeked at, not referenced: bb is
+ * owned by the caller and stays unchanged for the whole call, and the
+ * reader that holds the peeked slice (its own decompressed copy, if the
+ * payload was compressed) is destroyed only after the unpack. O3M_EFULL
+ * when the arena cap is reached, O3M_EPARSE when the bytes do not decode. */
 static int unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
                           ProtobufCMessage **out, o3m_err *e) {
-  grpc_byte_buffer_reader r;
-  grpc_slice s;
-  size_t len = 0;
+  grpc_byte_buffer_reader r, r2;
+  grpc_slice *s;
+  size_t len = 0, pieces = 0;
+  const uint8_t *buf = NULL;
+  int rc = 0;
 
   *out = NULL;
-  /* Two passes: the first finds the length (the reader decompresses, so
-   * grpc_byte_buffer_length is not it in general), the second copies. */
+  /* The first pass finds the length (the reader decompresses, so
+   * grpc_byte_buffer_length is not it in general). */
   if (!grpc_byte_buffer_reader_init(&r, bb))
     return o3m_err_set(e, O3M_EPARSE, "%s: cannot read the payload", desc->name);
-  while (grpc_byte_buffer_reader_next(&r, &s)) {
-    len += GRPC_SLICE_LENGTH(s);
-    grpc_slice_unref(s);
+  while (grpc_byte_buffer_reader_peek(&r, &s)) {
+    len += GRPC_SLICE_LENGTH(*s);
+    buf = GRPC_SLICE_START_PTR(*s);
+    pieces++;
   }
-  grpc_byte_buffer_reader_destroy(&r);
-
-  uint8_t *buf = arena_alloc(a, len);
-  if (!buf)
-    return o3m_err_set(e, O3M_EFULL, "%s of %zu bytes does not fit the arena", desc->name, len);
-  size_t off = 0;
-  if (!grpc_byte_buffer_reader_init(&r, bb))
-    return o3m_err_set(e, O3M_EPARSE, "%s: cannot read the payload", desc->name);
-  while (grpc_byte_buffer_reader_next(&r, &s)) {
-    size_t n = GRPC_SLICE_LENGTH(s);
-    if (n <= len - off) memcpy(buf + off, GRPC_SLICE_START_PTR(s), n);
-    off += n;
-    grpc_slice_unref(s);
+  /* The copy's room is taken even when there is nothing to copy, so that
+   * how gRPC happened to slice a payload does not change how much of the
+   * arena a message takes (arena_reset sizes the arena by that). */
+  uint8_t *copy = arena_alloc(a, len);
+  if (!copy) {
+    rc = o3m_err_set(e, O3M_EFULL, "%s of %zu bytes does not fit the arena", desc->name, len);
+    goto done;
   }
-  grpc_byte_buffer_reader_destroy(&r);
-  if (off != len)
-    return o3m_err_set(e, O3M_ECORRUPT, "%s: payload changed length while read", desc->name);
+  if (pieces != 1) {
+    /* The second pass copies the pieces into one. */
+    if (!grpc_byte_buffer_reader_init(&r2, bb)) {
+      rc = o3m_err_set(e, O3M_EPARSE, "%s: cannot read the payload", desc->name);
+      goto done;
+    }
+    size_t off = 0;
+    while (grpc_byte_buffer_reader_peek(&r2, &s)) {
+      size_t n = GRPC_SLICE_LENGTH(*s);
+      if (n <= len - off) memcpy(copy + off, GRPC_SLICE_START_PTR(*s), n);
+      off += n;
+    }
+    grpc_byte_buffer_reader_destroy(&r2);
+    if (off != len) {
+      rc = o3m_err_set(e, O3M_ECORRUPT, "%s: payload changed length while read", desc->name);
+      goto done;
+    }
+    buf = copy;
+  }
 
   ProtobufCAllocator al = {pb_arena_alloc, pb_arena_free, a};
   ProtobufCMessage *m = protobuf_c_message_unpack(desc, &al, len, buf);
   if (!m) {
     if (a->exhausted)
-      return o3m_err_set(e, O3M_EFULL, "%s of %zu bytes needs more memory than the arena allows",
-                         desc->name, len);
-    return o3m_err_set(e, O3M_EPARSE, "%s: %zu bytes do not decode", desc->name, len);
+      rc = o3m_err_set(e, O3M_EFULL, "%s of %zu bytes needs more memory than the arena allows",
+                       desc->name, len);
+    else
+      rc = o3m_err_set(e, O3M_EPARSE, "%s: %zu bytes do not decode", desc->name, len);
+    goto done;
   }
   *out = m;
-  return 0;
+done:
+  grpc_byte_buffer_reader_destroy(&r);
+  return rc;
 }
 
 static int descriptor_ok(const ProtobufCMessageDescriptor *d) {

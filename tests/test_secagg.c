@@ -163,6 +163,35 @@ Test(secagg, encode_decode_roundtrip_bound) {
   cr_assert_eq(o3m_secagg_encode(s, 1, big, u, NULL), O3M_ERANGE);
 }
 
+/* The add and the decode run in blocks of 8 words and a scalar tail: every
+ * word of a length that is not a multiple of 8 must come out as the plain
+ * formula says, wrapping modulo 2^64 and decoding words above INT64_MAX as
+ * negative. */
+Test(secagg, blocked_add_and_decode_cover_every_word) {
+  enum { N = 8 * 3 + 5 };
+  int64_t part[N];
+  uint64_t acc[N], want[N];
+  double out[N];
+  for (int i = 0; i < N; i++) {
+    acc[i] = UINT64_MAX - (uint64_t)i;            /* wraps when part > i */
+    part[i] = (int64_t)(i * 1000003) - 7 * i * i; /* both signs */
+    want[i] = acc[i] + (uint64_t)part[i];
+  }
+  o3m_secagg_add_part(N, part, acc);
+  for (int i = 0; i < N; i++)
+    cr_assert(acc[i] == want[i], "word %d: %llu, expected %llu", i, (unsigned long long)acc[i],
+              (unsigned long long)want[i]);
+  int s = 20;
+  o3m_secagg_decode(s, N, acc, out);
+  for (int i = 0; i < N; i++) {
+    /* want[i] as a two's complement int64, without converting out of range. */
+    double x = want[i] <= (uint64_t)INT64_MAX ? (double)(int64_t)want[i]
+                                              : -(double)(UINT64_MAX - want[i]) - 1.0;
+    cr_assert(out[i] == x * ldexp(1.0, -s), "word %d: %.17g, expected %.17g", i, out[i],
+              x * ldexp(1.0, -s));
+  }
+}
+
 Test(secagg, scale_derivation) {
   int s;
   double one[1] = {1.0};

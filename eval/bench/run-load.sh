@@ -120,9 +120,22 @@ nats_down() {
 # sums the replicas. natsNplain is the same in plain text without
 # credentials (nats_tls = off), the insecure way, for the cost of TLS.
 side_by_side() {
-  local mode threads commit c pre post t0 t1 n ap_us reps targets r port plain
-  nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
+  local mode threads commit c pre post t0 t1 n ap_us reps targets r port plain bins b
+  # The NATS stores' folder is made by the first replica mode only, so that
+  # a run without one (or one whose first federation fails to start) leaves
+  # no empty folder behind.
+  nats_dir=""
+  # O3M_LOAD_BINS="DIR1 DIR2": every mode runs once per binaries' folder,
+  # one after the other, for two builds side by side in one run (each
+  # folder already built: nothing is built).
+  bins=${O3M_LOAD_BINS:-}
+  [ -n "$bins" ] || bins=default
   for mode in $O3M_LOAD_MODES; do
+   for b in $bins; do
+    if [ "$b" != default ]; then
+      bin=$(cd "$b" && pwd)
+      echo "== binaries $bin"
+    fi
     threads=${mode%%:*}
     commit=${mode#*:}
     reps=0
@@ -131,6 +144,7 @@ side_by_side() {
     case "$commit" in nats*) reps=${commit#nats} ;; esac
     case "$reps" in *plain) reps=${reps%plain} plain=plain ;; esac
     if [ "$reps" -gt 0 ]; then
+      [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-nats.XXXXXX)
       rm -rf "${nats_dir:?}"/*
       # o3m-eval gen-federation names the active party "shop".
       nats_up shop $plain
@@ -153,7 +167,7 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
       targets=()
     fi
     # bench_fed_up sets its own trap the first time: this one also stops NATS.
-    trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" "$nats_dir"' EXIT
+    trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
     local tlist tflag=()
     tlist=$(IFS=,; echo "${targets[*]:-}")
     [ -n "$tlist" ] && tflag=(--targets "$tlist")
@@ -191,6 +205,7 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
     fed_down
     nats_down
     echo
+   done
   done
 }
 
