@@ -731,6 +731,45 @@ Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = 
   o3m_rng_destroy(r);
 }
 
+/* Audit finding 4: the AP checked a user's length but not that it was
+ * non-empty, the PPs refuse a MaskBatch over one empty user, and a failed
+ * batch fails every round in it: one client's Recommend with user "" failed
+ * the concurrent honest rounds batched with it. Now the AP refuses it at
+ * once (o3m_wire_query_ids_check, the PPs' own check) and the honest rounds
+ * of the same burst succeed. */
+Test(active, regression_audit4_empty_user_is_refused_and_fails_no_concurrent_round,
+     .init = fed_up_linucb, .fini = fed_down) {
+  o3m_rpc_client *rc_[BURST];
+  for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 7), 0));
+  fed_round b[BURST];
+  for (int i = 0; i < BURST; i++) fed_draw_round(r, N_USERS, &b[i]);
+  /* Every odd round is the attacker's. */
+  for (int i = 1; i < BURST; i += 2) b[i].user[0] = '\0';
+  burst_send(rc_, b, 120);
+  o3m_err e;
+  int honest = 0;
+  for (int i = 0; i < BURST; i++) {
+    ProtobufCMessage *m;
+    o3m_err_clear(&e);
+    int rc = o3m_rpc_client_finish(rc_[i], &m, &e);
+    if (i % 2) {
+      cr_assert(eq(int, rc, O3M_EINVAL), "round %d (user \"\"): %s: %s", i, o3m_errname(rc),
+                o3m_err_message(&e));
+      cr_assert_not_null(strstr(o3m_err_message(&e), "user is empty"), "%s",
+                         o3m_err_message(&e));
+    } else {
+      cr_assert(eq(int, rc, 0), "honest round %d: %s: %s", i, o3m_errname(rc),
+                o3m_err_message(&e));
+      honest++;
+    }
+  }
+  expect_stats((uint64_t)honest, 0, (uint32_t)honest);
+  for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  o3m_rng_destroy(r);
+}
+
 /* ------------------------------------------------------------ secure aggregation */
 
 /* The federation without the AP: the test plays the AP with its certificate
