@@ -293,9 +293,10 @@ static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, 
  * else the column means (whose norm is at most the mean of the row norms
  * and so inside any bound the table passed). The dummy is computed for
  * every id, known or not, and a row of the table is read for every id too
- * (for an unknown id the decoy row table_find picked, which is discarded); the two are then selected without a branch, so
- * the work does not depend on whether t holds id (audit finding 1). A
- * present table has at least one row. */
+ * (for an unknown id the decoy row table_find picked, then discarded); the
+ * two are selected without a branch, so the work does not depend on
+ * whether t holds id (audit finding 1). A present table has at least one
+ * row. */
 static void pick_row(const o3m_features *f, const ft_table *t, int which, const char *id, long r,
                      size_t decoy, double *out) {
   if (f->has_key)
