@@ -556,7 +556,8 @@ Test(active, regression_audit9_a_client_aimed_at_a_passive_port_is_refused,
             o3m_errname(rc), o3m_err_message(&e));
   cr_assert(eq(int, serving, 0));
   /* o3m-cli: without --config, TLS needs --server-name; with --config a
-   * target that is not a configured address still expects the AP. */
+   * target that is not a configured address (the PP's port spelled with
+   * gRPC's ipv4: scheme, which needs no resolver) still expects the AP. */
   char out[4096], args[1024];
   snprintf(args, sizeof args,
            "%s/o3m-cli --cert %s --key %s --ca %s --target %s health 2>&1", BIN,
@@ -570,9 +571,15 @@ Test(active, regression_audit9_a_client_aimed_at_a_passive_port_is_refused,
   int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   cr_assert(code > 0, "o3m-cli exit %d without --server-name: %s", code, out);
   cr_assert_not_null(strstr(out, "--server-name"), "%s", out);
-  snprintf(args, sizeof args, "--as client --target localhost:%d health", fed.port[FED_PP1]);
+  snprintf(args, sizeof args, "--as client --target ipv4:127.0.0.1:%d health", fed.port[FED_PP1]);
   cr_assert(ne(int, run_cli(args, out, sizeof out), 0), "the PP passed for the AP: %s", out);
   cr_assert_null(strstr(out, "SERVING"), "%s", out);
+  cr_assert_not_null(strstr(out, "UNAVAILABLE"), "not refused at the handshake: %s", out);
+  /* The same spelling of the AP's own port is served: the name, not the
+   * target's form, made the difference. */
+  snprintf(args, sizeof args, "--as client --target ipv4:127.0.0.1:%d health", fed.port[FED_AP]);
+  cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
+  cr_assert_not_null(strstr(out, "SERVING"), "%s", out);
 }
 
 Test(active, sigterm_exits_zero, .init = fed_up_linucb, .fini = fed_down) {
