@@ -95,6 +95,14 @@ int ap_client_conn_check(const ap_client_conn *a, o3m_err *e) {
                        "give --as NAME (with --config) or --cert and --key, or --insecure");
   if (!a->config && !a->target)
     return o3m_err_set(e, O3M_EINVAL, "%s", "give --config or --target");
+  /* Every party's certificate chains to the federation CA, and trial ones
+   * also name localhost and 127.0.0.1: checked against the target's host,
+   * any party's certificate would pass for the active party's (audit
+   * finding 9). So the name is the config's active party or given. */
+  if (!a->insecure && !a->config && !(a->server_name && *a->server_name))
+    return o3m_err_set(e, O3M_EINVAL, "%s",
+                       "give --server-name NAME (the active party's name, which its "
+                       "certificate carries) or --config, or --insecure");
   if (a->deadline_ms < 0 || a->deadline_ms > 86400000)
     return o3m_err_set(e, O3M_EINVAL, "--deadline-ms %d is not in 1..86400000", a->deadline_ms);
   return 0;
@@ -147,6 +155,11 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   *out = NULL;
   if (!o) return o3m_err_set(e, O3M_EINVAL, "options are NULL");
   if (!o->target || !*o->target) return o3m_err_set(e, O3M_EINVAL, "no target");
+  /* See ap_client_conn_check: without a name the target's host would be
+   * checked, which any trial certificate of the federation carries. */
+  if (!o->insecure && !(o->server_name && *o->server_name))
+    return o3m_err_set(e, O3M_EINVAL, "no server_name: with TLS the client must name the party "
+                       "whose certificate it expects (the active party's name)");
   char list[1024];
   if (strlen(o->target) >= sizeof list)
     return o3m_err_set(e, O3M_EINVAL, "target list is longer than %zu bytes", sizeof list - 1);

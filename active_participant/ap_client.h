@@ -41,7 +41,9 @@ typedef struct ap_client_options {
   const char *cert_file;   /* client certificate and key (both or neither) */
   const char *key_file;
   /* Name expected in the server certificate instead of the target's host:
-   * the active party's name, since certificates name parties. */
+   * the active party's name, since certificates name parties. Required
+   * with TLS (ap_client_create refuses NULL or ""): the target's host would
+   * be matched by any party's trial certificate (localhost, 127.0.0.1). */
   const char *server_name;
   int deadline_ms;         /* per call; default 5000 */
   int wait_for_ready;      /* 1: a call waits (up to its deadline) for the server */
@@ -87,7 +89,9 @@ typedef struct ap_client_conn {
 
 /* Checks the combination without touching a file: as needs config and
  * excludes cert/key, cert and key go together, one of as, cert or insecure
- * is given, config or target is given, deadline_ms is in range. O3M_EINVAL
+ * is given, config or target is given, without insecure config or
+ * server_name is given (the name the AP's certificate must carry: the
+ * config's active party by default), deadline_ms is in range. O3M_EINVAL
  * with a message naming the options (in o3m-cli's spelling) otherwise. */
 int ap_client_conn_check(const ap_client_conn *a, o3m_err *e);
 

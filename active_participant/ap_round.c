@@ -119,6 +119,7 @@ typedef struct batch_slot {
 struct ap_round {
   char name[O3M_CONFIG_MAX_NAME + 1];
   int d, d0, k_max;
+  int user_required; /* some party has a user table: a Recommend names its user */
   double max_norm, sum_norm;
   o3m_model_kind model;
   int n_arms;
@@ -189,6 +190,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->d = cfg->d;
   r->d0 = cfg->d0;
   r->k_max = cfg->k_max;
+  r->user_required = cfg->user_required;
   r->max_norm = cfg->max_norm;
   r->sum_norm = cfg->sum_norm;
   r->model = cfg->model;
@@ -329,16 +331,14 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
     if (e) e->code = O3M_EINVAL;
     return O3M_EINVAL;
   }
-  /* Ids longer than any table can hold are refused here, before a passive
-   * party is asked about them (strnlen: never read past the limit). */
-  if (req->user && strnlen(req->user, O3M_MAX_ID + 1) > O3M_MAX_ID)
-    return o3m_err_set(e, O3M_EINVAL, "user: longer than %d bytes", O3M_MAX_ID);
-  for (int k = 0; k < K; k++) {
-    if (!req->items[k] || !req->items[k][0])
-      return o3m_err_set(e, O3M_EINVAL, "items[%d] is empty", k);
-    if (strnlen(req->items[k], O3M_MAX_ID + 1) > O3M_MAX_ID)
-      return o3m_err_set(e, O3M_EINVAL, "items[%d]: longer than %d bytes", k, O3M_MAX_ID);
-  }
+  /* The ids are checked as every passive party checks them (an empty user
+   * where some party has a user table, an empty item, an id longer than
+   * any table holds), here, before any is asked: a query a passive party
+   * refuses would fail its whole MaskBatch, every other client's round in
+   * it too (audit finding 4). */
+  rc = o3m_wire_query_ids_check("RecommendRequest", req->user, r->user_required, K, req->items,
+                                1, e);
+  if (rc < 0) return rc;
   int first;
   int dup = dupset_find(&r->dup, K, req->items, &first);
   if (dup >= 0)

@@ -124,6 +124,10 @@ typedef struct ap_round_config {
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
+  /* Set when some party of the federation (this one or a passive one) has
+   * a user table: a Recommend must then name a non-empty user, which that
+   * party's MaskBatch check requires too (o3m_wire_query_ids_check). */
+  int user_required;
   /* Secure aggregation (o3m_secagg.h): with secure set, each MaskBatch
    * carries a fresh nonce, the passive parties answer masked words, which
    * are summed in Z/2^64, decoded at agg_scale (o3m_secagg_scale of the PPs'

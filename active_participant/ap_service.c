@@ -1075,10 +1075,12 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     return o3m_err_set(e, O3M_EINVAL, "%d column parties, at most %d", m, O3M_MAX_PARTIES);
   }
   double sum_sq = 0;
+  int user_required = 0;
   for (int j = 0; j < m; j++) {
     const o3m_party *cp = o3m_config_column_party(cfg, j);
     dims[j] = cp->dims;
     sum_sq += cp->max_norm * cp->max_norm;
+    user_required |= cp->user_table != NULL;
   }
   int rc = o3m_partition_from_dims(&s->part, m, dims, e);
   if (rc < 0) goto fail;
@@ -1123,6 +1125,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .pending = s->pending,
       .user_table = me->user_table,
       .item_table = me->item_table,
+      .user_required = user_required,
       .secure = agg.secure,
       .agg_scale = agg.scale,
       .n_pp = agg.n_pp,

@@ -23,7 +23,10 @@
  * --target overrides the address (health can so probe any daemon; a comma-
  * separated list of AP replicas fails over, ap_client.h); when it
  * is the address of a party of the config, that party's certificate name is
- * expected (--server-name overrides it). Errors print the
+ * expected (--server-name overrides it). Without --config, TLS needs
+ * --server-name: the server's certificate is checked against that party
+ * name, never against the target's host, which every trial certificate
+ * carries (localhost). Errors print the
  * O3M code name and the message on stderr and exit 1; usage errors exit 2.
  * The options are parsed by o3m_cli (getopt_long: options and the command
  * in any order); --help describes every option, --version prints the
@@ -57,7 +60,10 @@ static const o3m_cli_option options[] = {
     [OPT_TARGET] = {"target", "ADDR", "call ADDR instead of the active party (health: any "
                                       "daemon); ADDR,ADDR,...: AP replicas, failing over to "
                                       "the next when one is unavailable"},
-    [OPT_SERVER_NAME] = {"server-name", "NAME", "expect NAME in the server's certificate"},
+    [OPT_SERVER_NAME] = {"server-name", "NAME",
+                         "expect party NAME's certificate (default: the config's active party, "
+                         "or the configured party at --target); required with TLS and no "
+                         "--config"},
     [OPT_DEADLINE] = {"deadline-ms", "N", "give up a call after N ms (1..86400000)"},
     [OPT_INSECURE] = {"insecure", NULL, "plaintext gRPC, no certificates (trials only)"},
     [OPT_USER] = {"user", "U", "recommend: the user id"},

@@ -154,5 +154,42 @@ int o3m_state_dir_open(const char *dir, int *fd, o3m_err *e) {
   *fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (*fd < 0)
     return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", dir, strerror(errno));
+  int rc = o3m_state_dir_check(dir, *fd, e);
+  if (rc < 0) {
+    close(*fd);
+    *fd = -1;
+  }
+  return rc;
+}
+
+int o3m_state_dir_check(const char *dir, int fd, o3m_err *e) {
+  struct stat st;
+  if (fstat(fd, &st) != 0)
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot stat: %s", dir, strerror(errno));
+  if (st.st_uid != geteuid())
+    return o3m_err_set(e, O3M_EPERM, "state_dir %s: owned by uid %u, not by the user this runs "
+                       "as (uid %u): chown it to that user", dir, (unsigned)st.st_uid,
+                       (unsigned)geteuid());
+  if (st.st_mode & 077)
+    return o3m_err_set(e, O3M_EPERM, "state_dir %s: mode %03o lets group or others in; run "
+                       "chmod 700 %s", dir, (unsigned)(st.st_mode & 0777), dir);
+  return O3M_OK;
+}
+
+int o3m_secret_file_check(const char *what, const char *path, int fd, struct stat *st,
+                          o3m_err *e) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0)
+    return o3m_err_set(e, O3M_EIO, "%s %s: cannot stat: %s", what, path, strerror(errno));
+  if (!S_ISREG(sb.st_mode))
+    return o3m_err_set(e, O3M_EPERM, "%s %s: not a regular file", what, path);
+  if (sb.st_uid != geteuid())
+    return o3m_err_set(e, O3M_EPERM, "%s %s: owned by uid %u, not by the user this runs as "
+                       "(uid %u): chown it to that user and run chmod 600 %s", what, path,
+                       (unsigned)sb.st_uid, (unsigned)geteuid(), path);
+  if (sb.st_mode & 077)
+    return o3m_err_set(e, O3M_EPERM, "%s %s: mode %03o lets group or others read it; run "
+                       "chmod 600 %s", what, path, (unsigned)(sb.st_mode & 0777), path);
+  if (st) *st = sb;
   return O3M_OK;
 }

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "o3m_error.h"
 
@@ -84,7 +85,29 @@ int o3m_mkdir_p(const char *dir, unsigned mode, int durable, o3m_err *e);
  * it first with its parents, mode 0700 and durably (o3m_mkdir_p), so that a
  * configured path such as state/bank works on a fresh machine. *fd is an
  * O_DIRECTORY descriptor the caller closes. O3M_EIO with e naming the
- * state_dir on failure (*fd is then -1). */
+ * state_dir on failure (*fd is then -1). An existing directory that is not
+ * owned by this process's user, or that group or others may use (mode
+ * beyond 0700), is refused with O3M_EPERM naming the fix (chmod 700): its
+ * files are 0600, but a looser directory still shows everyone their names,
+ * sizes and times (the journal's growth is when rewards arrive), and lets
+ * its group replace them. */
 int o3m_state_dir_open(const char *dir, int *fd, o3m_err *e);
+
+/* The check o3m_state_dir_open makes of the open directory fd (named dir
+ * in messages), for readers that must not create it: 0, or O3M_EPERM
+ * (another owner, or a mode beyond 0700) or O3M_EIO. */
+int o3m_state_dir_check(const char *dir, int fd, o3m_err *e);
+
+/* The one check of a secret file that a daemon or tool reads (a TLS
+ * private key, the secure aggregation secret, a stored mask block), made
+ * on the descriptor fd it opened, so that it applies to the file actually
+ * read (a symlink's target): a regular file owned by the user this process
+ * runs as (geteuid) that neither group nor others may read, write or
+ * execute. Anyone else who can read the file holds the party's secret. On
+ * failure O3M_EPERM with e naming what and path and the fix ("run chmod
+ * 600 PATH", or the owner to chown it to); O3M_EIO when fstat fails. If st
+ * is not NULL it receives the fstat on success. fd stays the caller's. */
+int o3m_secret_file_check(const char *what, const char *path, int fd, struct stat *st,
+                          o3m_err *e);
 
 #endif

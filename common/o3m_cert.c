@@ -8,6 +8,8 @@
  * the library. */
 #include "o3m_cert.h"
 
+#include "o3m_bytes.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,11 +49,20 @@ static const char *ssl_reason(void) {
 }
 
 /* Opens path for reading; on failure e says "WHAT FILE: cannot read: ...".
- * fopen, not BIO_new_file, so that errno is the cause. */
-static int open_pem(const char *what, const char *path, BIO **out, o3m_err *e) {
+ * fopen, not BIO_new_file, so that errno is the cause. A secret file (the
+ * private key) must also pass o3m_secret_file_check: owned by this user,
+ * mode 0600 or stricter (O3M_EPERM naming the fix). */
+static int open_pem(const char *what, const char *path, int secret, BIO **out, o3m_err *e) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return o3m_err_set(e, O3M_ETLS, "%s %s: cannot read: %s", what, path, strerror(errno));
+  if (secret) {
+    int rc = o3m_secret_file_check(what, path, fileno(f), NULL, e);
+    if (rc < 0) {
+      fclose(f);
+      return rc;
+    }
+  }
   *out = BIO_new_fp(f, BIO_CLOSE);
   if (!*out) {
     fclose(f);
@@ -70,7 +81,7 @@ static int no_passphrase(char *buf, int size, int rwflag, void *u) {
 /* Every certificate in ca_file, into a new store. */
 static int load_ca(const char *path, tls_set *t, o3m_err *e) {
   BIO *b;
-  int rc = open_pem("ca", path, &b, e);
+  int rc = open_pem("ca", path, 0, &b, e);
   if (rc < 0) return rc;
   t->store = X509_STORE_new();
   if (!t->store) {
@@ -103,7 +114,7 @@ static int load_ca(const char *path, tls_set *t, o3m_err *e) {
 /* The first certificate of cert_file and the chain after it. */
 static int load_cert(const char *path, tls_set *t, o3m_err *e) {
   BIO *b;
-  int rc = open_pem("certificate", path, &b, e);
+  int rc = open_pem("certificate", path, 0, &b, e);
   if (rc < 0) return rc;
   t->cert = PEM_read_bio_X509(b, NULL, NULL, NULL);
   if (!t->cert) {
@@ -130,7 +141,7 @@ static int load_cert(const char *path, tls_set *t, o3m_err *e) {
 
 static int load_key(const char *path, tls_set *t, o3m_err *e) {
   BIO *b;
-  int rc = open_pem("key", path, &b, e);
+  int rc = open_pem("key", path, 1, &b, e);
   if (rc < 0) return rc;
   t->key = PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL);
   BIO_free(b);

@@ -19,7 +19,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "o3m_log.h"
 
 #define BS_MAGIC "O3MBLK\0\0"
 #define BS_END "O3MBKEND"
@@ -156,15 +155,14 @@ static int read_all(const char *path, unsigned char **out, size_t *len, o3m_err 
     if (errno == ENOENT || errno == ENOTDIR) return O3M_ENOTFOUND;
     return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
   }
+  /* It holds this party's mask block and dummy-row key: refused, like a
+   * TLS key, unless only this user may read it. */
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
+  int rc = o3m_secret_file_check("stored block", path, fd, &st, e);
+  if (rc < 0) {
     close(fd);
-    return o3m_err_set(e, O3M_EIO, "%s: stat: %s", path, strerror(err));
+    return rc;
   }
-  if (st.st_mode & 077)
-    o3m_log_warn("%s is readable by group or others (mode %03o); it holds this party's mask "
-                 "block: chmod 600 it", path, (unsigned)(st.st_mode & 0777));
   if (st.st_size < BS_HDR + BS_TRAILER || (size_t)st.st_size > BS_MAX_FILE) {
     close(fd);
     return o3m_err_set(e, O3M_ECORRUPT, "%s: %lld bytes is not a stored block; %s", path,
@@ -198,11 +196,21 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
   if (out) *out = NULL;
   if (!state_dir || !*state_dir || !id || !out || (secret_cap && !secret))
     return o3m_err_set(e, O3M_EINVAL, "block store: bad arguments");
+  /* The directory is checked as o3m_state_dir_open checks it, without
+   * creating it: a missing one means no stored block. */
+  int dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return O3M_ENOTFOUND;
+    return o3m_err_set(e, O3M_EIO, "state_dir %s: cannot open: %s", state_dir, strerror(errno));
+  }
+  int rc = o3m_state_dir_check(state_dir, dirfd, e);
+  close(dirfd);
+  if (rc < 0) return rc;
   char path[4096];
   o3m_block_store_path(state_dir, path, sizeof path);
   unsigned char *buf = NULL;
   size_t n = 0;
-  int rc = read_all(path, &buf, &n, e);
+  rc = read_all(path, &buf, &n, e);
   if (rc < 0) return rc;
 
   const char *bad = NULL;

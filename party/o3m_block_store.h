@@ -74,8 +74,10 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
 /* Reads the stored block. On success *out is a new block (the caller
  * destroys it), the secret is copied to secret (secret_cap bytes available;
  * may be NULL when secret_cap is 0) and *secret_len (may be NULL) receives
- * its length. A file readable by group or others is loaded with a warning.
- * Errors:
+ * its length. Errors:
+ *   O3M_EPERM      the file is not this user's or group or others may read
+ *                  it (o3m_secret_file_check: the message says chmod 600),
+ *                  or the state_dir is looser than 0700 (o3m_state_dir_open);
  *   O3M_ENOTFOUND  no stored block (state_dir or the file is missing): the
  *                  caller fetches one from the PMG;
  *   O3M_ECORRUPT   the file is damaged (truncated, a CRC, a magic, a

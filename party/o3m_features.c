@@ -106,11 +106,19 @@ static const char *row_id(const ft_table *t, int row) {
 }
 
 /* The row of id, or -1. Ids longer than O3M_MAX_ID are never
- * stored, so they are not found without hashing all of them. */
-static long table_find(const ft_table *t, const char *id) {
+ * stored, so they are not found without hashing all of them. If decoy is
+ * not NULL it receives a row that the id's hash picks (0 for an id too
+ * long or an empty table): fill reads it for an unknown id, so that a known
+ * and an unknown id both read one row at a place the id determines, not a
+ * random row against the same cached one. */
+static long table_find(const ft_table *t, const char *id, size_t *decoy) {
   size_t n = strnlen(id, O3M_MAX_ID + 1);
+  if (decoy) *decoy = 0;
   if (n > O3M_MAX_ID || !t->slots) return -1;
   uint64_t h = id_hash(id, n);
+  /* A multiply-shift instead of h % n_rows: no division, whose time may
+   * depend on its operands; n_rows < 2^32. */
+  if (decoy) *decoy = (size_t)(((h & 0xffffffffu) * (uint64_t)t->n_rows) >> 32);
   uint32_t tag = (uint32_t)(h >> 32);
   for (size_t i = (size_t)h & t->mask;; i = (i + 1) & t->mask) {
     ft_slot s = t->slots[i];
@@ -219,8 +227,11 @@ static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BY
     }
 }
 
-/* Draws of a dummy row before it falls back to the column means. */
-#define DUMMY_TRIES 32
+/* A dummy drawn above its table's bound is scaled onto the bound times
+ * this factor, which keeps it inside after the rounding of the scaling
+ * and of the norm (a relative error of at most about n 2^-53, n the
+ * number of columns). */
+#define DUMMY_SHRINK (1.0 - 1e-9)
 
 static double sum_sq(const double *v, int n) {
   double s = 0;
@@ -228,44 +239,75 @@ static double sum_sq(const double *v, int n) {
   return s;
 }
 
-/* Writes the dummy row of id (not held by t) into out[0..t->n_cols):
+/* a when pick is 1, b when pick is 0, bit for bit and without a branch:
+ * the lookup must not take a different path for a known id (audit
+ * finding 1). */
+static inline double select_double(uint64_t pick, double a, double b) {
+  uint64_t ua, ub, m = (uint64_t)0 - pick;
+  memcpy(&ua, &a, sizeof ua);
+  memcpy(&ub, &b, sizeof ub);
+  uint64_t r = (ua & m) | (ub & ~m);
+  double out;
+  memcpy(&out, &r, sizeof out);
+  return out;
+}
+
+/* Writes the dummy row of id into out[0..t->n_cols):
  * mu + Sigma^{1/2} z = mu + sum_k z_k (row k of the symmetric root), z drawn
  * from the stream that SipHash(key, id) seeds, so nothing but out is
  * written. Ids are compared as byte strings everywhere, so the hash covers
  * exactly the bytes up to the NUL.
  *
  * A dummy must stay inside the party's norm bound (o3m_features_check_norm
- * sets t->dummy_max_sq, at least the table's largest real row): a draw
- * above it is replaced by the next draw of the same stream (still a
- * function of the id alone), that is, the dummy comes from N(mu, Sigma)
- * truncated to that norm. After DUMMY_TRIES draws, which only
- * a bound hardly above the real rows can need, it is the column means,
- * whose norm is at most the mean of the row norms. */
+ * sets t->dummy_max_sq, at least the table's largest real row). The work
+ * is the same for every id, so that its time tells nothing (audit finding
+ * 1): one draw, then a scaling by c = 1 for a draw inside the bound and
+ * c = DUMMY_SHRINK sqrt(dummy_max_sq / ||draw||^2) for one above it,
+ * chosen without a branch. Multiplying by 1 is exact, so a draw inside the
+ * bound is the dummy bit for bit; one above it is pulled radially onto the
+ * bound. (Before, a draw above the bound was redrawn up to 32 times and
+ * then replaced by the means: a loop whose length depended on the id.)
+ * The dummies thus come from N(mu, Sigma) with the mass beyond the bound
+ * moved onto it; with a bound far above the real rows (the default) that
+ * practically never happens. A draw whose squared norm overflows gets
+ * c = 0, the zero row. */
 static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, double *out) {
   uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
   const int n = t->n_cols;
   double z[2];
-  for (int tries = 0; tries < DUMMY_TRIES; tries++) {
-    memcpy(out, t->means, sizeof *out * (size_t)n);
-    for (int k = 0; k < n; k++) {
-      if (k % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
-      o3m_axpy(n, z[k % 2], t->root + (size_t)k * (size_t)n, out);
-    }
-    if (sum_sq(out, n) <= t->dummy_max_sq) return;
-  }
   memcpy(out, t->means, sizeof *out * (size_t)n);
+  for (int k = 0; k < n; k++) {
+    if (k % 2 == 0) o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
+    o3m_axpy(n, z[k % 2], t->root + (size_t)k * (size_t)n, out);
+  }
+  double sq = sum_sq(out, n);
+  double shrink = DUMMY_SHRINK * sqrt(t->dummy_max_sq / sq);
+  /* sq = 0 gives shrink = inf, unused since 0 is inside; sq = inf inside
+   * an infinite bound gives NaN, unused likewise. */
+  uint64_t inside = sq <= t->dummy_max_sq;
+  o3m_scal(n, select_double(inside, 1.0, shrink), out);
 }
 
-/* The row of id, which t (table `which`: 0 users, 1 items) does not hold:
- * its dummy once a dummy-row key is set, else the column means, whose norm
- * is at most the mean of the row norms and so inside any bound the table
- * passed. */
-static void unknown_row(const o3m_features *f, const ft_table *t, int which, const char *id,
-                        double *out) {
+/* The row of id in t (table `which`: 0 users, 1 items) into out: its real
+ * row when t holds it (r >= 0), else its dummy once a dummy-row key is set,
+ * else the column means (whose norm is at most the mean of the row norms
+ * and so inside any bound the table passed). The dummy is computed for
+ * every id, known or not, and a row of the table is read for every id too
+ * (for an unknown id the decoy row table_find picked, then discarded); the
+ * two are selected without a branch, so the work does not depend on
+ * whether t holds id (audit finding 1). A present table has at least one
+ * row. */
+static void pick_row(const o3m_features *f, const ft_table *t, int which, const char *id, long r,
+                     size_t decoy, double *out) {
   if (f->has_key)
     dummy_row(t, f->dummy_key[which], id, out);
   else
     memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
+  uint64_t known = r >= 0;
+  size_t m = (size_t)((uint64_t)0 - known);
+  size_t row = ((size_t)r & m) | (decoy & ~m);
+  const double *real = t->vals + row * (size_t)t->n_cols;
+  for (int i = 0; i < t->n_cols; i++) out[i] = select_double(known, real[i], out[i]);
 }
 
 /* ------------------------------------------------------------------ moments */
@@ -485,7 +527,7 @@ static int parse_row(table_reader *R, long line) {
   if (idlen == 0) return lerr(L, O3M_EPARSE, line, "field 1 (the id) is empty");
   if (idlen > O3M_MAX_ID)
     return lerr(L, O3M_EPARSE, line, "id of %zu bytes, at most %d allowed", idlen, O3M_MAX_ID);
-  long dup = table_find(t, s);
+  long dup = table_find(t, s, NULL);
   if (dup >= 0)
     return lerr(L, O3M_EPARSE, line, "duplicate id '%.40s' (first at data row %ld)", s,
                 dup + 1);
@@ -729,31 +771,27 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
     for (int k = 0; k < K; k++)
       if (!item_ids[k]) return O3M_EINVAL;
   }
-  const size_t nu = (size_t)f->user.n_cols, ni = (size_t)f->item.n_cols;
+  const size_t nu = (size_t)f->user.n_cols;
   const size_t dims = (size_t)f->dims;
 
   /* The user's columns go into row 0 (its real row or its dummy) and are
    * copied to the other rows. */
   int uu = 0;
   if (f->user.present) {
-    long r = table_find(&f->user, user_id);
+    size_t decoy;
+    long r = table_find(&f->user, user_id, &decoy);
     uu = r < 0;
-    if (uu)
-      unknown_row(f, &f->user, 0, user_id, X);
-    else
-      memcpy(X, f->user.vals + (size_t)r * nu, nu * sizeof *X);
+    pick_row(f, &f->user, 0, user_id, r, decoy, X);
   }
   int ui = 0;
   for (int k = 0; k < K; k++) {
     double *row = X + (size_t)k * dims;
     if (nu && k > 0) memcpy(row, X, nu * sizeof *row);
     if (f->item.present) {
-      long r = table_find(&f->item, item_ids[k]);
+      size_t decoy;
+      long r = table_find(&f->item, item_ids[k], &decoy);
       ui += r < 0;
-      if (r < 0)
-        unknown_row(f, &f->item, 1, item_ids[k], row + nu);
-      else
-        memcpy(row + nu, f->item.vals + (size_t)r * ni, ni * sizeof *row);
+      pick_row(f, &f->item, 1, item_ids[k], r, decoy, row + nu);
     }
   }
 
@@ -761,10 +799,9 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
   if (f->item.present)
     atomic_fetch_add_explicit(&f->item_lookups, (uint_least64_t)K,
                               memory_order_relaxed);
-  if (uu) atomic_fetch_add_explicit(&f->unknown_users, 1, memory_order_relaxed);
-  if (ui)
-    atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui,
-                              memory_order_relaxed);
+  /* Added whether 0 or not: the same work for known and unknown ids. */
+  atomic_fetch_add_explicit(&f->unknown_users, (uint_least64_t)uu, memory_order_relaxed);
+  atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui, memory_order_relaxed);
   if (unknown_user) *unknown_user = uu;
   if (unknown_items) *unknown_items = ui;
   return O3M_OK;

@@ -74,10 +74,21 @@
  * draws a new key at every start, and then a restart under the same mask
  * would show the AP exactly which ids' vectors changed. Once the party's
  * norm bound is set (o3m_features_check_norm) a dummy stays inside it: a
- * draw above the table's share of the bound is redrawn from the id's
- * stream, so the dummy comes from N(mu, Sigma) truncated there; with a
- * bound far above the real rows (the default) that practically never
- * happens. Unknown lookups are counted either way.
+ * draw above the table's share of the bound is scaled radially onto it
+ * (one draw per id, a fixed amount of work), so the dummy comes from
+ * N(mu, Sigma) with the mass beyond the bound moved onto it; with a bound
+ * far above the real rows (the default) that practically never happens.
+ * Unknown lookups are counted either way.
+ *
+ * Timing (audit finding 1). A lookup takes the same time whether or not
+ * the table holds the id: fill computes the dummy of every id, known or
+ * not, reads one row of the table for every id (the id's own, or for an
+ * unknown id a decoy row its hash picks), and selects between the two
+ * without a branch. What still differs: the hash probe (a string compare
+ * on a hit, an empty slot on a miss; tens of nanoseconds against the
+ * dummy's d_t^2 flops). Up to release 0.4.0 a dummy above the bound
+ * was redrawn up to 32 times: those few dummies changed once (SECURITY.md,
+ * "Unknown users").
  *
  * Whitening, a party's option (`whiten = true`, o3m_config.h; issue 11,
  * item 4). Even with such dummies the AP can run PCA on a party's real
@@ -215,8 +226,8 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
  * (> 0, finite): the party's bound of the config (o3m_config.h, "Bounded
  * contexts"). The worst real block pairs the largest row of each table;
  * the room left below the bound is split between the two tables' dummy
- * rows, which from then on are drawn no longer than their share (see
- * "Unknown ids" above), so every block stays inside the bound. O3M_ERANGE
+ * rows, which from then on are scaled onto their share when drawn longer
+ * (see "Dummy rows" above), so every block stays inside the bound. O3M_ERANGE
  * when the tables exceed it: the message names the file and line of the
  * larger of the two rows and the other one's, never a value or a norm;
  * the dummies are then unchanged. O3M_EINVAL for bad arguments. Not

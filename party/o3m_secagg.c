@@ -8,6 +8,8 @@
  * size needs no allocation. */
 #include "o3m_secagg.h"
 
+#include "o3m_bytes.h"
+
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -183,17 +185,8 @@ static int read_secret(const char *path, unsigned char **sk, o3m_err *e) {
   if (fd < 0)
     return o3m_err_set(e, O3M_EIO, "agg secret key %s: %s", path, strerror(errno));
   struct stat sb;
-  int rc = 0;
-  if (fstat(fd, &sb) != 0)
-    rc = o3m_err_set(e, O3M_EIO, "agg secret key %s: %s", path, strerror(errno));
-  else if (!S_ISREG(sb.st_mode) || sb.st_uid != geteuid())
-    rc = o3m_err_set(e, O3M_EPERM, "agg secret key %s: not a regular file owned by this user",
-                     path);
-  else if (sb.st_mode & (S_IRWXG | S_IRWXO))
-    rc = o3m_err_set(e, O3M_EPERM, "agg secret key %s: mode %03o lets group or others at it; "
-                     "run chmod 600 on it (like a TLS key)", path,
-                     (unsigned)(sb.st_mode & 0777));
-  else if (sb.st_size != O3M_SECAGG_KEY_BYTES)
+  int rc = o3m_secret_file_check("agg secret key", path, fd, &sb, e);
+  if (rc == 0 && sb.st_size != O3M_SECAGG_KEY_BYTES)
     rc = o3m_err_set(e, O3M_ECORRUPT, "agg secret key %s: %lld bytes, expected %d (write one "
                      "with o3m-passive --agg-keygen)", path, (long long)sb.st_size,
                      O3M_SECAGG_KEY_BYTES);

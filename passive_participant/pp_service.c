@@ -20,6 +20,7 @@
 #include "pp_service.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -361,21 +362,22 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
 
 /* One round, the shared work of Mask and of every query of MaskBatch (q is
  * the query's index, -1 for Mask, for the messages): refuses an empty user
- * or item id where this party has the table to look it up, fills X^j
+ * or item id where this party has the table to look it up, and any id
+ * longer than a table holds (o3m_wire_query_ids_check, the check the
+ * active participant makes too), fills X^j
  * (K x d_j) into s->X and writes Y = X^j (Q^j)^T (K x d) to Y. The caller
  * has checked 1 <= K <= max_candidates. */
 static int mask_query(pp_service *s, int q, const char *user, int K, char *const *items,
                       double *Y, o3m_err *e) {
-  const char *what = q < 0 ? "MaskRequest" : "MaskBatchRequest query";
-  if (o3m_features_n_users(s->features) > 0 && (!user || !user[0]))
-    return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: user is empty", what)
-                 : o3m_err_set(e, O3M_EINVAL, "%s %d: user is empty", what, q);
-  if (o3m_features_n_items(s->features) > 0)
-    for (int k = 0; k < K; k++)
-      if (!items[k] || !items[k][0])
-        return q < 0 ? o3m_err_set(e, O3M_EINVAL, "%s: item %d is empty", what, k)
-                     : o3m_err_set(e, O3M_EINVAL, "%s %d: item %d is empty", what, q, k);
-  int rc = o3m_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
+  char what[48];
+  if (q < 0)
+    snprintf(what, sizeof what, "MaskRequest");
+  else
+    snprintf(what, sizeof what, "MaskBatchRequest query %d", q);
+  int rc = o3m_wire_query_ids_check(what, user, o3m_features_n_users(s->features) > 0, K, items,
+                                    o3m_features_n_items(s->features) > 0, e);
+  if (rc < 0) return rc;
+  rc = o3m_features_fill(s->features, user, K, (const char *const *)items, s->X, NULL, NULL);
   if (rc < 0) return o3m_err_set(e, rc, "%s: feature lookup failed", what);
   /* Y = X^j (Q^j)^T: row k is Q^j x^j_k. */
   o3m_block_apply(s->block, K, s->X, 0.0, Y);

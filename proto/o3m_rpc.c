@@ -49,6 +49,7 @@
 #include <grpc/support/time.h>
 
 #include "health.pb-c.h"
+#include "o3m_bytes.h"
 #include "o3m_cert.h"
 #include "o3m_clock.h"
 #include "o3m_log.h"
@@ -362,11 +363,20 @@ static int descriptor_ok(const ProtobufCMessageDescriptor *d) {
 
 /* ================================================================ TLS */
 
-/* Reads a PEM file into a new NUL-terminated string (freed by the caller). */
-static int read_pem(const char *path, const char *what, char **out, o3m_err *e) {
+/* Reads a PEM file into a new NUL-terminated string (freed by the caller).
+ * A secret one (the private key) must pass o3m_secret_file_check on the
+ * file opened: owned by this user, mode 0600 or stricter. */
+static int read_pem(const char *path, const char *what, int secret, char **out, o3m_err *e) {
   *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return o3m_err_set(e, O3M_ETLS, "%s %s: %s", what, path, strerror(errno));
+  if (secret) {
+    int rc = o3m_secret_file_check(what, path, fileno(f), NULL, e);
+    if (rc < 0) {
+      fclose(f);
+      return rc;
+    }
+  }
   char *buf = malloc(PEM_MAX + 1);
   if (!buf) {
     fclose(f);
@@ -413,9 +423,9 @@ static int pem_load(const o3m_rpc_tls *t, pem_set *p, o3m_err *e) {
   memset(p, 0, sizeof *p);
   int rc = o3m_cert_check_files(t->ca_file, t->cert_file, t->key_file, e);
   if (rc < 0) return rc;
-  if (t->ca_file && (rc = read_pem(t->ca_file, "tls.ca_file", &p->ca, e)) < 0) goto fail;
-  if (t->cert_file && (rc = read_pem(t->cert_file, "tls.cert_file", &p->cert, e)) < 0) goto fail;
-  if (t->key_file && (rc = read_pem(t->key_file, "tls.key_file", &p->key, e)) < 0) goto fail;
+  if (t->ca_file && (rc = read_pem(t->ca_file, "tls.ca_file", 0, &p->ca, e)) < 0) goto fail;
+  if (t->cert_file && (rc = read_pem(t->cert_file, "tls.cert_file", 0, &p->cert, e)) < 0) goto fail;
+  if (t->key_file && (rc = read_pem(t->key_file, "tls.key_file", 1, &p->key, e)) < 0) goto fail;
   return 0;
 fail:
   pem_free(p);

@@ -218,6 +218,34 @@ int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party,
 
 /* ---------------------------------------------------------------- masking */
 
+/* What is wrong with one id of a query: 0 nothing, 1 missing or empty, 2
+ * longer than any table can hold (strnlen: never read past the limit). */
+static int id_fault(const char *id) {
+  if (!id || !id[0]) return 1;
+  return strnlen(id, O3M_MAX_ID + 1) > O3M_MAX_ID ? 2 : 0;
+}
+
+/* The message of fault (id_fault) for field ("user", or "items" with its
+ * index k >= 0): formatted only when an id is refused. */
+static int id_refuse(const char *what, const char *field, int k, int fault, o3m_err *e) {
+  char name[32];
+  if (k >= 0)
+    snprintf(name, sizeof name, "%s[%d]", field, k);
+  else
+    snprintf(name, sizeof name, "%s", field);
+  if (fault == 1) return o3m_err_set(e, O3M_EINVAL, "%s: %s is empty", what, name);
+  return o3m_err_set(e, O3M_EINVAL, "%s: %s is longer than %d bytes", what, name, O3M_MAX_ID);
+}
+
+int o3m_wire_query_ids_check(const char *what, const char *user, int check_user, int K,
+                             char *const *items, int check_items, o3m_err *e) {
+  int fault = check_user || (user && user[0]) ? id_fault(user) : 0;
+  if (fault) return id_refuse(what, "user", -1, fault, e);
+  for (int k = 0; check_items && k < K; k++)
+    if ((fault = id_fault(items[k])) != 0) return id_refuse(what, "items", k, fault, e);
+  return 0;
+}
+
 int o3m_wire_mask_request_check(const O3m__V1__MaskRequest *req, uint64_t mask_id,
                                 int max_candidates, o3m_err *e) {
   if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskRequest check: request is NULL");

@@ -162,6 +162,19 @@ int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party,
 
 /* ---- passive participant ---- */
 
+/* The ids of one query (a RecommendRequest, a MaskRequest, or one query of
+ * a MaskBatchRequest), checked alike by the active participant before it
+ * asks anyone and by each passive participant, so that no query a passive
+ * participant would refuse can pass the active one's check (a refused
+ * MaskBatch fails every round batched in it; audit finding 4). With
+ * check_user, user must be non-empty; with check_items, each of the K
+ * items must be non-empty (items may be NULL without check_items). Any id
+ * given must be at most O3M_MAX_ID bytes (never read past it). The
+ * message starts with what and names the field ("user is empty", "items[2]
+ * is longer than 128 bytes"). O3M_EINVAL; 0 when all pass. */
+int o3m_wire_query_ids_check(const char *what, const char *user, int check_user, int K,
+                             char *const *items, int check_items, o3m_err *e);
+
 /* A passive participant's check of a MaskRequest: mask_id equals the mask
  * it holds (O3M_EMASK otherwise, also when it holds none: mask_id 0), and
  * 1..max_candidates items. */

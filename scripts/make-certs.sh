@@ -17,9 +17,14 @@
 #   subject          CN=NAME      the party or client identity every access
 #                                 decision rests on (proto/o3m_access.h)
 #   subjectAltName   DNS:localhost, DNS:NAME, IP:127.0.0.1
-#                                 loopback targets verify without an
-#                                 override; DNS:NAME lets a client pin the
-#                                 peer party by setting tls.server_name = NAME
+#                                 DNS:NAME is what every o3m client checks:
+#                                 it pins the peer party by tls.server_name
+#                                 = NAME (o3m-cli, libo3m and Python refuse
+#                                 TLS without one). The loopback names are
+#                                 for other tools (curl, grpcurl) only: every
+#                                 certificate carries them, so a client that
+#                                 checked the target's host would accept any
+#                                 party as any other.
 #   extendedKeyUsage serverAuth, clientAuth (every daemon is both)
 # With --dns ALT every certificate of this run also carries DNS:ALT: the
 # NATS nodes of AP replicas share the name "nats", which the replicas

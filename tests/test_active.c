@@ -520,6 +520,68 @@ Test(active, cli_commands_and_exit_codes, .init = fed_up_linucb, .fini = fed_dow
   cr_assert(eq(int, run_cli("stats", out, sizeof out), 2));
 }
 
+/* Audit finding 9: every trial certificate names localhost and 127.0.0.1,
+ * so a client that checked the target's host accepted any party of the
+ * federation as the AP. Clients now expect the AP's party name: a client
+ * sent to a PP's port is refused at the handshake (the PP's certificate is
+ * a valid federation certificate, but for pp1), and a TLS client that names
+ * no server is refused before it connects. */
+Test(active, regression_audit9_a_client_aimed_at_a_passive_port_is_refused,
+     .init = fed_up_linucb, .fini = fed_down) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_PP1]);
+  ap_client_options o;
+  ap_client_options_default(&o);
+  o.target = target;
+  o.ca_file = fed_path("certs/ca.pem");
+  o.cert_file = fed_path("certs/client.pem");
+  o.key_file = fed_path("certs/client.key");
+  o.deadline_ms = 3000;
+  ap_client *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_client_create(&c, &o, &e);
+  if (rc == 0) ap_client_destroy(c);
+  cr_assert(eq(int, rc, O3M_EINVAL), "no server name: %s (%s)", o3m_errname(rc),
+            o3m_err_message(&e));
+  cr_assert_not_null(strstr(o3m_err_message(&e), "server_name"), "%s", o3m_err_message(&e));
+  /* The AP's name against the PP's port: the handshake fails. */
+  o.server_name = "ap";
+  cr_assert(eq(int, ap_client_create(&c, &o, &e), 0), "%s", o3m_err_message(&e));
+  int serving = 0;
+  char status[64] = "";
+  rc = ap_client_health(c, "", &serving, status, sizeof status, &e);
+  ap_client_destroy(c);
+  cr_assert(rc == O3M_EUNAVAILABLE || rc == O3M_ETLS, "health of pp1 as 'ap': %s (%s)",
+            o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(eq(int, serving, 0));
+  /* o3m-cli: without --config, TLS needs --server-name; with --config a
+   * target that is not a configured address (the PP's port spelled with
+   * gRPC's ipv4: scheme, which needs no resolver) still expects the AP. */
+  char out[4096], args[1024];
+  snprintf(args, sizeof args,
+           "%s/o3m-cli --cert %s --key %s --ca %s --target %s health 2>&1", BIN,
+           fed_path("certs/client.pem"), fed_path("certs/client.key"), fed_path("certs/ca.pem"),
+           target);
+  FILE *p = popen(args, "r");
+  cr_assert_not_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  int st = pclose(p);
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  cr_assert(code > 0, "o3m-cli exit %d without --server-name: %s", code, out);
+  cr_assert_not_null(strstr(out, "--server-name"), "%s", out);
+  snprintf(args, sizeof args, "--as client --target ipv4:127.0.0.1:%d health", fed.port[FED_PP1]);
+  cr_assert(ne(int, run_cli(args, out, sizeof out), 0), "the PP passed for the AP: %s", out);
+  cr_assert_null(strstr(out, "SERVING"), "%s", out);
+  cr_assert_not_null(strstr(out, "UNAVAILABLE"), "not refused at the handshake: %s", out);
+  /* The same spelling of the AP's own port is served: the name, not the
+   * target's form, made the difference. */
+  snprintf(args, sizeof args, "--as client --target ipv4:127.0.0.1:%d health", fed.port[FED_AP]);
+  cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
+  cr_assert_not_null(strstr(out, "SERVING"), "%s", out);
+}
+
 Test(active, sigterm_exits_zero, .init = fed_up_linucb, .fini = fed_down) {
   ap_recommendation rec;
   recommend_ok(&rec);
@@ -727,6 +789,45 @@ Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = 
   recommend_eventually(&rec);
   cr_assert(ne(u64, rec.decision, first.decision));
   expect_stats(2, 0, 2);
+  for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  o3m_rng_destroy(r);
+}
+
+/* Audit finding 4: the AP checked a user's length but not that it was
+ * non-empty, the PPs refuse a MaskBatch over one empty user, and a failed
+ * batch fails every round in it: one client's Recommend with user "" failed
+ * the concurrent honest rounds batched with it. Now the AP refuses it at
+ * once (o3m_wire_query_ids_check, the PPs' own check) and the honest rounds
+ * of the same burst succeed. */
+Test(active, regression_audit4_empty_user_is_refused_and_fails_no_concurrent_round,
+     .init = fed_up_linucb, .fini = fed_down) {
+  o3m_rpc_client *rc_[BURST];
+  for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 7), 0));
+  fed_round b[BURST];
+  for (int i = 0; i < BURST; i++) fed_draw_round(r, N_USERS, &b[i]);
+  /* Every odd round is the attacker's. */
+  for (int i = 1; i < BURST; i += 2) b[i].user[0] = '\0';
+  burst_send(rc_, b, 120);
+  o3m_err e;
+  int honest = 0;
+  for (int i = 0; i < BURST; i++) {
+    ProtobufCMessage *m;
+    o3m_err_clear(&e);
+    int rc = o3m_rpc_client_finish(rc_[i], &m, &e);
+    if (i % 2) {
+      cr_assert(eq(int, rc, O3M_EINVAL), "round %d (user \"\"): %s: %s", i, o3m_errname(rc),
+                o3m_err_message(&e));
+      cr_assert_not_null(strstr(o3m_err_message(&e), "user is empty"), "%s",
+                         o3m_err_message(&e));
+    } else {
+      cr_assert(eq(int, rc, 0), "honest round %d: %s: %s", i, o3m_errname(rc),
+                o3m_err_message(&e));
+      honest++;
+    }
+  }
+  expect_stats((uint64_t)honest, 0, (uint32_t)honest);
   for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
   o3m_rng_destroy(r);
 }

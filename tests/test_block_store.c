@@ -209,3 +209,34 @@ Test(block_store, save_refuses_a_block_of_another_shape) {
   cr_assert_neq(access(file_path(), F_OK), 0);
   o3m_block_destroy(b);
 }
+
+/* Audit finding 8 and its state_dir note: a stored block readable by group
+ * or others was loaded with a warning, and an existing state_dir looser
+ * than 0700 was used as it was. Both are now refused with O3M_EPERM naming
+ * the path and the chmod that fixes it, for load and for save. */
+Test(block_store, regression_audit8_a_loose_block_file_or_state_dir_is_refused) {
+  o3m_block *b = make_block(8), *l = NULL;
+  unsigned char key[32] = {1}, got[32];
+  size_t n;
+  save(b, key, sizeof key);
+  o3m_err e;
+  cr_assert_eq(chmod(file_path(), 0640), 0);
+  cr_assert_eq(load(&l, got, sizeof got, &n, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert(strstr(e.msg, file_path()) && strstr(e.msg, "chmod 600"), "%s", e.msg);
+  cr_assert_null(l);
+  cr_assert_eq(chmod(file_path(), 0600), 0);
+  cr_assert_eq(chmod(state, 0750), 0);
+  cr_assert_eq(load(&l, got, sizeof got, &n, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "mode 750") && strstr(e.msg, "chmod 700"), "%s", e.msg);
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_block_store_save(state, &ID, b, key, sizeof key, &e), O3M_EPERM, "%s",
+               o3m_err_message(&e));
+  cr_assert(strstr(e.msg, state) && strstr(e.msg, "chmod 700"), "%s", e.msg);
+  int fd = -1;
+  cr_assert_eq(o3m_state_dir_open(state, &fd, &e), O3M_EPERM);
+  cr_assert_eq(fd, -1);
+  cr_assert_eq(chmod(state, 0700), 0);
+  cr_assert_eq(load(&l, got, sizeof got, &n, &e), 0, "%s", o3m_err_message(&e));
+  o3m_block_destroy(l);
+  o3m_block_destroy(b);
+}

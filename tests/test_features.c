@@ -960,3 +960,51 @@ Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
             "%s", e.msg);
   o3m_features_destroy(f);
 }
+
+/* Audit finding 1: a dummy drawn above its table's share of the bound was
+ * redrawn from the id's stream (up to 32 times, then the means), so an
+ * unknown id's lookup took a time that depended on the id. Now every dummy
+ * is one draw, and one above the bound is scaled radially onto it: the
+ * tight-bound dummy is the loose-bound dummy times a factor below 1, with
+ * its norm at the bound, and a dummy inside the bound is unchanged bit for
+ * bit. */
+Test(features, regression_audit1_dummy_above_the_bound_is_scaled_not_redrawn) {
+  const char *u = write_tmp("su.csv", "user_id,a,b\nu0,1,0\nu1,0,1\nu2,3,4\nu3,-1,1\n");
+  o3m_features *loose, *tight;
+  load_ok(&loose, u, NULL, 2);
+  load_ok(&tight, u, NULL, 2);
+  dummy_key(loose, 4);
+  dummy_key(tight, 4);
+  o3m_err e;
+  /* The largest row has norm 5: with one table its dummies get the share
+   * 25 + (B^2 - 25) / 2 = 25.0005 of B^2 = 25.001. */
+  cr_assert_eq(o3m_features_check_norm(tight, sqrt(25.001), &e), O3M_OK, "%s",
+               o3m_err_message(&e));
+  const double share = 25.0005;
+  int scaled = 0, kept = 0;
+  char id[32];
+  for (int k = 0; k < 400; k++) {
+    snprintf(id, sizeof id, "stranger-%d", k);
+    double a[2], b[2];
+    cr_assert_eq(o3m_features_fill(loose, id, 1, NULL, a, NULL, NULL), O3M_OK);
+    cr_assert_eq(o3m_features_fill(tight, id, 1, NULL, b, NULL, NULL), O3M_OK);
+    double na = a[0] * a[0] + a[1] * a[1], nb = b[0] * b[0] + b[1] * b[1];
+    cr_assert_leq(nb, share, "%s: squared norm %.17g above the share", id, nb);
+    if (na <= share) {
+      kept++;
+      cr_assert(a[0] == b[0] && a[1] == b[1], "%s: a dummy inside the bound changed", id);
+    } else {
+      scaled++;
+      double c = sqrt(nb / na);
+      cr_assert_lt(c, 1.0, "%s", id);
+      cr_assert_gt(nb, share * (1 - 1e-8), "%s: scaled to %.17g, not onto the bound", id, nb);
+      for (int i = 0; i < 2; i++)
+        cr_assert_lt(fabs(b[i] - c * a[i]), 1e-12 * (1 + fabs(a[i])),
+                     "%s col %d: %.17g is not %.17g x %.17g (a redraw?)", id, i, b[i], c, a[i]);
+    }
+  }
+  cr_assert_gt(scaled, 10, "only %d of 400 dummies were above the bound", scaled);
+  cr_assert_gt(kept, 10, "only %d of 400 dummies were inside the bound", kept);
+  o3m_features_destroy(loose);
+  o3m_features_destroy(tight);
+}

@@ -329,7 +329,7 @@ Test(passive, mask_batch_answers_each_query_as_mask_does) {
   int Ke[] = {3, 2};
   cr_assert_eq(mask_batch(shop, id, 2, users, with_empty, Ke, NULL, &e), O3M_EINVAL, "%s",
                o3m_err_message(&e));
-  cr_assert(strstr(e.msg, "query 1: item 1 is empty"), "%s", e.msg);
+  cr_assert(strstr(e.msg, "query 1: items[1] is empty"), "%s", e.msg);
   /* The largest batch passes; one more query does not. */
   const char *many_users[O3M_WIRE_MAX_BATCH + 1];
   const char *const *many_items[O3M_WIRE_MAX_BATCH + 1];

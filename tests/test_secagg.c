@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "o3m_secagg.h"
@@ -279,5 +280,55 @@ Test(secagg, key_file_permissions_and_keygen) {
   cr_assert_eq(o3m_secagg_parse_hex(hex, back), O3M_EPARSE);
   cr_assert_eq(o3m_secagg_parse_hex("abcd", back), O3M_EPARSE);
   unlink(path);
+  rmdir(dir);
+}
+
+/* Reads path as the user nobody (uid and gid 65534) in a child process, as
+ * the PP's daemon user reads its agg_secret: the code of o3m_secagg_create,
+ * or 1000 when the child could not switch users. */
+static int create_as_nobody(const char *path, const unsigned char (*pks)[32]) {
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(100);
+    o3m_secagg *x = NULL;
+    int rc = o3m_secagg_create(&x, 2, pks, 0, path, 40, NULL);
+    o3m_secagg_destroy(x);
+    _exit(rc == 0 ? 0 : rc == O3M_EPERM ? 1 : 2);
+  }
+  int st;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_assert(WIFEXITED(st), "the child died");
+  int code = WEXITSTATUS(st);
+  return code == 100 ? 1000 : code == 0 ? 0 : code == 1 ? O3M_EPERM : O3M_EIO;
+}
+
+/* Audit finding 8: deploy/README.md told operators to make agg_secret
+ * root:o3m 0640, which the daemon (user o3m) refuses, so a PP set up by the
+ * guide did not start. The guide's commands now: keygen as root (mode 0600),
+ * then chown to the daemon's user; here nobody plays o3m. */
+Test(secagg, regression_audit8_the_deploy_guides_agg_secret_is_readable_by_the_daemon) {
+  if (geteuid() != 0) cr_skip_test("needs root to switch to the user nobody");
+  char dir[] = "/tmp/o3m-secagg-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  cr_assert_eq(chmod(dir, 0755), 0);
+  char path[128], other[128];
+  snprintf(path, sizeof path, "%s/agg.secret", dir);
+  snprintf(other, sizeof other, "%s/peer.secret", dir);
+  unsigned char pks[2][32];
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_secagg_keygen(path, pks[0], &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_secagg_keygen(other, pks[1], &e), 0, "%s", o3m_err_message(&e));
+  /* The old guide: root:o3m 0640. */
+  cr_assert_eq(chown(path, 0, 65534), 0);
+  cr_assert_eq(chmod(path, 0640), 0);
+  cr_assert_eq(create_as_nobody(path, (const unsigned char(*)[32])pks), O3M_EPERM);
+  /* The guide now: `o3m-passive --agg-keygen FILE && chown o3m:o3m FILE`. */
+  cr_assert_eq(chmod(path, 0600), 0);
+  cr_assert_eq(chown(path, 65534, 65534), 0);
+  cr_assert_eq(create_as_nobody(path, (const unsigned char(*)[32])pks), 0);
+  unlink(path);
+  unlink(other);
   rmdir(dir);
 }

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -258,6 +259,52 @@ Test(startup, a_key_of_another_certificate_is_refused) {
   static const char *const expect[] = {"certs/pp1.key does not match certificate",
                                        "certs/pp1.pem", NULL};
   assert_refused(FED_PP1, NULL, expect);
+}
+
+/* Audit finding 8: a private key that group or others may read was
+ * accepted. Now the daemon exits 1 naming the key file, its mode and the
+ * fix; in process, the RPC layer refuses it for a server and a client with
+ * O3M_EPERM. */
+Test(startup, regression_audit8_a_group_readable_key_is_refused_naming_chmod) {
+  prepare();
+  sh("chmod %s certs/%s.key", "640", "pp2");
+  static const char *const expect[] = {"certs/pp2.key: mode 640 lets group or others read it",
+                                       "chmod 600", NULL};
+  assert_refused(FED_PP2, NULL, expect);
+
+  static const o3m_rpc_method methods[] = {
+      {"/o3m.test.Startup/Nothing", &grpc__health__v1__health_check_request__descriptor,
+       &grpc__health__v1__health_check_response__descriptor, no_handler},
+  };
+  char pem[512], key[512], ca[512];
+  snprintf(pem, sizeof pem, "%s/certs/client.pem", fed_dir());
+  snprintf(key, sizeof key, "%s/certs/client.key", fed_dir());
+  snprintf(ca, sizeof ca, "%s/certs/ca.pem", fed_dir());
+  cr_assert_eq(chmod(key, 0604), 0);
+  o3m_rpc_server_config sc;
+  o3m_rpc_server_config_default(&sc);
+  sc.listen = "127.0.0.1:0";
+  sc.tls.ca_file = ca;
+  sc.tls.cert_file = pem;
+  sc.tls.key_file = key;
+  o3m_rpc_server *srv = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_server_create(&srv, &sc, methods, 1, NULL, &e);
+  if (rc == 0) o3m_rpc_server_destroy(srv);
+  cr_assert_eq(rc, O3M_EPERM, "%s (%s)", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(e.msg, key) && strstr(e.msg, "mode 604") && strstr(e.msg, "chmod 600"), "%s",
+            e.msg);
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = "127.0.0.1:1";
+  cc.tls = sc.tls;
+  cc.tls.server_name = "ap";
+  o3m_rpc_client *cl = NULL;
+  rc = o3m_rpc_client_create(&cl, &cc, &e);
+  if (rc == 0) o3m_rpc_client_destroy(cl);
+  cr_assert_eq(rc, O3M_EPERM, "%s (%s)", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(e.msg, key) && strstr(e.msg, "chmod 600"), "%s", e.msg);
 }
 
 /* o3m-pmg with a certificate and key from another CA (its own CN). */

@@ -624,6 +624,37 @@ Test(wire, recommend_check) {
   cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 5, &e), O3M_ERANGE));
 }
 
+/* Audit finding 4: one check of a query's ids for both sides, so that the
+ * AP refuses whatever a PP would refuse (an empty user where a user table
+ * exists, an empty item, an id longer than a table holds). */
+Test(wire, query_ids_check_refuses_what_a_passive_party_refuses) {
+  char *items[3] = {"a", "b", "c"};
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, items, 1, &e), 0));
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "", 1, 3, items, 1, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "Q: user is empty"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", NULL, 1, 3, items, 1, &e), O3M_EINVAL));
+  /* No user table anywhere: an empty user is fine. */
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "", 0, 3, items, 1, &e), 0));
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, NULL, 0, &e), 0));
+  items[2] = "";
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, items, 1, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "Q: items[2] is empty"), "%s", e.msg);
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, items, 0, &e), 0));
+  char longid[O3M_MAX_ID + 2];
+  memset(longid, 'x', sizeof longid - 1);
+  longid[O3M_MAX_ID + 1] = '\0';
+  items[2] = longid;
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, items, 1, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "items[2] is longer than"), "%s", e.msg);
+  longid[O3M_MAX_ID] = '\0'; /* exactly the limit */
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", "u", 1, 3, items, 1, &e), 0), "%s", e.msg);
+  longid[O3M_MAX_ID] = 'x';
+  cr_assert(eq(int, o3m_wire_query_ids_check("Q", longid, 0, 3, NULL, 0, &e), O3M_EINVAL));
+  cr_assert(has(e.msg, "user is longer than"), "%s", e.msg);
+}
+
 /* The whole masking protocol through the wire: every party imports its
  * block, masks its columns of K contexts and sends them; the active
  * participant checks and sums the replies. The sum is Q x, and inner

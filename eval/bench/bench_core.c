@@ -10,7 +10,10 @@
  *       which recomputes Lambda^{-1} from Lambda by a general LU inverse;
  *   (c) decisions per second (choose + update) at d = 100, K = 10, one thread;
  *   (d) the share of the machine's measured dgemm rate that the shared-LinUCB
- *       scoring step reaches at K = 1000.
+ *       scoring step reaches at K = 1000;
+ *   (e) secure aggregation against per-party parts;
+ *   (f) a passive participant's feature lookup of a user it holds against
+ *       one it does not (audit finding 1: the two must take the same time).
  *
  * Machines are noisy, so every comparison interleaves its variants: short
  * batches of rounds alternate between the variants in A B B A order, each
@@ -39,13 +42,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "o3m_policy.h"
 #include "eval_synth.h"
+#include "eval_tables.h"
 #include "o3m_blas.h"
 #include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_error.h"
+#include "o3m_features.h"
 #include "o3m_mask.h"
 #include "o3m_rng.h"
 #include "o3m_secagg.h"
@@ -76,7 +82,7 @@ static const int D_DIMS[] = {100, 200, 500};
 
 typedef struct bench_opts {
   int quick;
-  char sections[8]; /* subset of "abcde" */
+  char sections[8]; /* subset of "abcdef" */
   int pairs;        /* A-B pairs per cell, (a) and (b) */
   double cell_s;    /* time budget of one cell of (a) or (b) */
   int warm_updates; /* warm-up updates before timing, (a) (b) (d) */
@@ -96,6 +102,7 @@ typedef struct bench_summary {
   int same_b;
   double dps_disj_ucb, dps_disj_ts;
   double e_pp_ratio, e_ap_ratio;
+  double f_ratio, f_item_ratio;
 } bench_summary;
 
 /* ---- small utilities ---- */
@@ -1163,6 +1170,115 @@ static void section_e(const bench_opts *o, bench_summary *sum) {
   free(W);
 }
 
+/* ---- (f) feature lookup: known vs unknown user (audit finding 1) ---- */
+
+#define F_USERS 1000 /* rows of the user table */
+#define F_COLS 100   /* its columns: the audit's 100 user columns at a PP */
+#define F_K 20       /* candidates per query */
+
+/* Times one o3m_features_fill of user id and the F_K candidates items (NULL
+ * without an item table), in nanoseconds; the benchmark dies if the lookup
+ * fails. */
+static double f_time(o3m_features *f, const char *id, const char *const *items, double *X) {
+  uint64_t t0 = o3m_clock_ns();
+  if (o3m_features_fill(f, id, F_K, items, X, NULL, NULL) < 0) die(O3M_EINVAL, "fill");
+  return (double)(o3m_clock_ns() - t0);
+}
+
+/* Prints one variant's per-query times: median, the 10th and 90th
+ * percentiles and the interquartile range. */
+static void f_report(const char *what, double *t, int n) {
+  printf("    %-22s %9.0f %9.0f %9.0f %9.0f\n", what, median(t, n), quantile(t, n, 0.10),
+         quantile(t, n, 0.90), quantile(t, n, 0.75) - quantile(t, n, 0.25));
+}
+
+/* Loads a synthetic table of F_USERS rows x F_COLS columns of kind (ids
+ * prefix0, prefix1, ...) as a party's only table, with a dummy-row key and
+ * the daemon's default norm bound (far above the rows, o3m_config.h). */
+static o3m_features *f_table(o3m_features_kind kind, const char *prefix) {
+  char path[] = "/tmp/o3m-bench-f-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) die(O3M_EIO, "mkstemp");
+  close(fd);
+  o3m_err e;
+  o3m_features *f = NULL;
+  int rc = eval_tables_write_synthetic(path, kind, prefix, F_USERS, F_COLS, 77, &e);
+  if (!rc)
+    rc = kind == O3M_FEATURES_USERS ? o3m_features_load(&f, path, NULL, F_COLS, &e)
+                                    : o3m_features_load(&f, NULL, path, F_COLS, &e);
+  unlink(path);
+  if (rc) die(rc, o3m_err_message(&e));
+  unsigned char key[O3M_FEATURES_KEY_BYTES] = {1, 2, 3};
+  o3m_features_set_dummy_key(f, key);
+  if ((rc = o3m_features_check_norm(f, 1e3, &e)) < 0) die(rc, o3m_err_message(&e));
+  return f;
+}
+
+/* One table of section (f): n known queries against n unknown ones, in
+ * A B B A order, each timed on its own; returns the ratio of the medians.
+ * With the user table a query is one user (a fresh unknown id each time);
+ * with the item table it is F_K items, all known or all unknown. */
+static double f_case(o3m_features *f, int items, int n) {
+  double *X = xmalloc(sizeof(double) * F_K * F_COLS);
+  double *tk = xmalloc(sizeof(double) * n), *tu = xmalloc(sizeof(double) * n);
+  char known[F_K][32], unknown[F_K][32];
+  const char *kp[F_K], *up[F_K];
+  for (int k = 0; k < F_K; k++) kp[k] = known[k], up[k] = unknown[k];
+  for (int i = -200; i < n; i++) { /* 200 untimed queries warm the caches */
+    int m = items ? F_K : 1;
+    for (int k = 0; k < m; k++) {
+      /* Known ids stride through every row of the table. */
+      long q = (long)(i + 200) * m + k;
+      snprintf(known[k], sizeof known[k], "%c%d", items ? 'i' : 'u', (int)(q * 7919L % F_USERS));
+      snprintf(unknown[k], sizeof unknown[k], "stranger-%d-%d", i, k);
+    }
+    const char *ku = items ? "nobody" : known[0], *uu = items ? "nobody" : unknown[0];
+    const char *const *ki = items ? kp : NULL, *const *ui = items ? up : NULL;
+    double a, b;
+    if (i % 2 == 0) {
+      a = f_time(f, ku, ki, X);
+      b = f_time(f, uu, ui, X);
+    } else {
+      b = f_time(f, uu, ui, X);
+      a = f_time(f, ku, ki, X);
+    }
+    if (i >= 0) tk[i] = a, tu[i] = b;
+  }
+  printf("    %-22s %9s %9s %9s %9s\n", items ? "item table" : "user table", "median", "p10",
+         "p90", "IQR");
+  f_report(items ? "K known items" : "known user", tk, n);
+  f_report(items ? "K unknown items" : "unknown user", tu, n);
+  double r = median(tu, n) / median(tk, n);
+  printf("    median unknown / known: %.3f\n", r);
+  free(X);
+  free(tk);
+  free(tu);
+  return r;
+}
+
+/* A passive participant's feature lookup of ids it holds against ids it
+ * does not (whose rows are then dummies, under a dummy-row key and a norm
+ * bound as the daemon sets them), query by query, with fresh unknown ids,
+ * as an active participant probing users would send them: first a user
+ * table, then an item table. Every query is timed on its own: the spread
+ * is what an observer of single queries works against. The rest of the
+ * PP's work per query (Y = X^j (Q^j)^T, the reply) does not depend on the
+ * ids and is left out, so the ratio is an upper bound of what the daemon
+ * shows. */
+static void section_f(const bench_opts *o, bench_summary *sum) {
+  const int n = o->quick ? 2000 : 40000;
+  printf("\n(f) Feature lookup, known vs unknown ids (audit finding 1): a table of %d rows x %d\n"
+         "    columns, K = %d, dummy-row key and norm bound set; %d queries each, timed one\n"
+         "    by one, interleaved; nanoseconds per o3m_features_fill.\n",
+         F_USERS, F_COLS, F_K, n);
+  o3m_features *f = f_table(O3M_FEATURES_USERS, "u");
+  sum->f_ratio = f_case(f, 0, n);
+  o3m_features_destroy(f);
+  f = f_table(O3M_FEATURES_ITEMS, "i");
+  sum->f_item_ratio = f_case(f, 1, o->quick ? 500 : 4000);
+  o3m_features_destroy(f);
+}
+
 /* ---- driver ---- */
 
 /* A number macro as a string, for the help text. */
@@ -1172,13 +1288,13 @@ static void section_e(const bench_opts *o, bench_summary *sum) {
 enum { OPT_QUICK, OPT_SECTIONS, OPT_POOL_MB };
 static const o3m_cli_option options[] = {
     [OPT_QUICK] = {"quick", NULL, "few repeats: a smoke run of a few seconds"},
-    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcde)"},
+    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcdef)"},
     [OPT_POOL_MB] = {"pool-mb", "N", "(a): cap in MB of the replayed pool of rounds, 1..4096 "
                                      "(default " STR(POOL_MB_DEFAULT) "; 64+: from memory)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
-    "o3m-bench-core", "[--quick] [--sections abcde] [--pool-mb N]",
+    "o3m-bench-core", "[--quick] [--sections abcdef] [--pool-mb N]",
     "Benchmarks the bandit engine (see eval/bench/README.md).", options,
     "sections:\n"
     "  a  per-round time, central vs masked (M = " STR(N_PARTIES) "), shared LinUCB and LinTS\n"
@@ -1186,6 +1302,7 @@ static const o3m_cli_spec spec = {
     "  c  decisions per second at d = 100, K = 10, one thread\n"
     "  d  scoring GFLOP/s as a fraction of the dgemm rate\n"
     "  e  secure aggregation vs per-party parts (PP per MaskBatch, AP round)\n"
+    "  f  PP feature lookup time, known vs unknown user (should be 1.0)\n"
     "exit 0 whether targets are met or not.\n"};
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
@@ -1204,7 +1321,7 @@ static double load_average(void) {
 }
 
 int main(int argc, char **argv) {
-  bench_opts o = {.quick = 0, .sections = "abcde"};
+  bench_opts o = {.quick = 0, .sections = "abcdef"};
   double pool_mb = POOL_MB_DEFAULT;
   o3m_cli cl;
   o3m_cli_begin(&cl, &spec, argc, argv);
@@ -1214,8 +1331,8 @@ int main(int argc, char **argv) {
     if (i == OPT_QUICK) {
       o.quick = 1;
     } else if (i == OPT_SECTIONS) {
-      if (!*v || strlen(v) > 5 || strspn(v, "abcde") != strlen(v))
-        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcde", v);
+      if (!*v || strlen(v) > 6 || strspn(v, "abcdef") != strlen(v))
+        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcdef", v);
       snprintf(o.sections, sizeof o.sections, "%s", v);
     } else if (i == OPT_POOL_MB) {
       char *end;
@@ -1253,13 +1370,15 @@ int main(int argc, char **argv) {
       "load average %.2f\n",
       o.quick ? " --quick" : "", load_average());
   bench_summary sum = {
-      .worst_ratio = NAN, .speedup_d100 = NAN, .dps_disj_ucb = NAN, .dps_disj_ts = NAN};
+      .worst_ratio = NAN, .speedup_d100 = NAN, .dps_disj_ucb = NAN, .dps_disj_ts = NAN,
+      .f_ratio = NAN, .f_item_ratio = NAN};
   double t0 = o3m_clock_s();
   if (strchr(o.sections, 'a')) section_a(&o, &sum);
   if (strchr(o.sections, 'b')) section_b(&o, &sum);
   if (strchr(o.sections, 'c')) section_c(&o, &sum);
   if (strchr(o.sections, 'd')) section_d(&o);
   if (strchr(o.sections, 'e')) section_e(&o, &sum);
+  if (strchr(o.sections, 'f')) section_f(&o, &sum);
 
   printf("\ntargets\n");
   if (strchr(o.sections, 'a'))
@@ -1282,6 +1401,12 @@ int main(int argc, char **argv) {
            sum.e_pp_ratio, pass(sum.e_pp_ratio <= 1.5));
     printf("  %-52s %10.3f  %s\n", "secure/per-party AP round <= 1.2", sum.e_ap_ratio,
            pass(sum.e_ap_ratio <= 1.2));
+  }
+  if (strchr(o.sections, 'f')) {
+    printf("  %-52s %10.3f  %s\n", "unknown/known user lookup time, median <= 1.05",
+           sum.f_ratio, pass(sum.f_ratio <= 1.05));
+    printf("  %-52s %10.3f  %s\n", "unknown/known items lookup time, median <= 1.05",
+           sum.f_item_ratio, pass(sum.f_item_ratio <= 1.05));
   }
   printf("  (total run time %.1f s; load average at the end %.2f)\n", o3m_clock_s() - t0, load_average());
   return 0;
