@@ -613,7 +613,11 @@ int ap_checkpoint_health(ap_checkpoint *c, int flags, o3m_policy_health *h_, o3m
   /* Repairable: journal the repair first, so that a replay repeats it. */
   ap_journal_record r = {.type = AP_JOURNAL_REFACTOR, .mask_id = c->mask_id, .arm = -1};
   if ((rc = ap_journal_append(c->j, &r, NULL)))
-    return o3m_err_set(e, rc, "health repair: the journal has failed");
+    return o3m_err_set(e, rc, "health repair: %s",
+                       rc == O3M_EUNAVAILABLE
+                           ? "the journal cannot start a new segment now (nothing changed; "
+                             "retried with the next checkpoint)"
+                           : "the journal has failed");
   rc = o3m_policy_refactor(c->p, -1);
   int src = ap_journal_sync(c->j, e);
   if (rc)

@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ap_checkpoint.h"
+#include "ap_journal.h"
 #include "crash_child.h"
 #include "o3m_blas.h"
 #include "o3m_bytes.h"
@@ -820,6 +822,65 @@ Test(checkpoint, repair_is_journaled_and_replays_bit_exact) {
   ap_checkpoint_close(ck);
   free(img);
   o3m_policy_destroy(live), o3m_policy_destroy(rec);
+}
+
+/* A health repair that meets a full journal segment and no descriptor for
+ * a new one (EMFILE during a connection flood, audit finding 7) is refused
+ * as transient: O3M_EUNAVAILABLE with a message that says so (it used to
+ * say the journal had failed, while the journal goes on), nothing
+ * journaled or repaired; once descriptors are back the repair is made. */
+Test(checkpoint, repair_without_a_descriptor_for_a_new_segment_is_transient) {
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINTS, O3M_MODEL_SHARED);
+  o3m_policy *live = make_policy(&c);
+  ap_checkpoint_options o;
+  ap_checkpoint_options_default(&o);
+  o.state_dir = dir;
+  o.mask_id = MASK_A;
+  o.every_ms = 0;
+  o.segment_bytes = 64 * AP_JOURNAL_RECORD_BYTES(c.d);
+  ap_checkpoint *ck = NULL;
+  ap_recovery_info info;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&ck, live, &o, &info, &e), O3M_OK, "%s", e.msg);
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 3; /* every further open fails */
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  /* Rewards until the segment is full and none fits. */
+  double x[64];
+  int arm, rc = O3M_OK;
+  double r;
+  uint64_t i = 1;
+  for (; i < 1000 && rc == O3M_OK; i++) {
+    crash_reward(i, c.d, c.n_arms, &arm, x, &r);
+    rc = ap_checkpoint_apply_reward(ck, i, arm, x, r);
+  }
+  size_t len;
+  unsigned char *img = export_state(live, &len);
+  *elem(img, live, 1, 0, 3, 7) += 0.25;
+  int imp = o3m_policy_state_import(live, img, len, NULL);
+  o3m_policy_health h;
+  o3m_err_clear(&e);
+  int hrc = ap_checkpoint_health(ck, 0, &h, &e);
+  int still_bad = o3m_policy_health_check(live, 0, NULL);
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+  cr_assert_eq(rc, O3M_EUNAVAILABLE, "a reward into a full segment: %s", o3m_errname(rc));
+  cr_assert_eq(imp, O3M_OK);
+  cr_assert_eq(hrc, O3M_EUNAVAILABLE, "repair into a full segment: %s (%s)", o3m_errname(hrc),
+               e.msg);
+  cr_assert_null(strstr(e.msg, "has failed"), "%s", e.msg);
+  cr_assert_not_null(strstr(e.msg, "cannot start a new segment now"), "%s", e.msg);
+  cr_assert_eq(still_bad, O3M_ENOTPD, "the model was changed: %s", o3m_errname(still_bad));
+  cr_assert_eq(ap_journal_failed(ap_checkpoint_journal(ck)), O3M_OK);
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_health(ck, 0, &h, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_policy_health_check(live, 0, NULL), O3M_OK);
+  ap_checkpoint_close(ck);
+  free(img);
+  o3m_policy_destroy(live);
 }
 
 /* Not an assertion on speed: the cost of a checkpoint and of a restart for a
