@@ -262,10 +262,13 @@ typedef struct probe_state {
   int insecure;
   char target[320];
   int last_ok; /* the previous answer, so that only a change is logged */
+  /* The watchdog's deadline: the federation's deadline plus a second (see
+   * watchdog_main). */
+  int watch_deadline_ms;
 } probe_state;
 static probe_state g_probe;
 
-/* The health call's deadline: it holds the HTTP thread meanwhile. */
+/* The /readyz health call's deadline: it holds the HTTP thread meanwhile. */
 #define PROBE_DEADLINE_MS 1000
 
 static void probe_forget(void) {
@@ -280,6 +283,7 @@ static void probe_forget(void) {
 /* Copies what the probe needs of the party; 0 or O3M_ENOMEM. */
 static int probe_remember(const o3m_config *cfg, const o3m_party *me, int insecure, o3m_err *e) {
   g_probe.insecure = insecure;
+  g_probe.watch_deadline_ms = o3m_config_deadline_ms(cfg) + 1000;
   g_probe.address = strdup(me->address ? me->address : "");
   int ok = g_probe.address != NULL;
   if (!insecure) {
@@ -315,15 +319,15 @@ static void probe_target(char *out, size_t n, const char *listen, int port) {
 /* The probe: 1 when the health Check answers SERVING. The metrics port's
  * thread and the watchdog thread both call it, one at a time. */
 static pthread_mutex_t g_probe_mu = PTHREAD_MUTEX_INITIALIZER;
-static int probe_health_locked(probe_state *p);
+static int probe_health_locked(probe_state *p, int deadline_ms);
 static int probe_health(void *ctx) {
   pthread_mutex_lock(&g_probe_mu);
-  int serving = probe_health_locked(ctx);
+  int serving = probe_health_locked(ctx, PROBE_DEADLINE_MS);
   pthread_mutex_unlock(&g_probe_mu);
   return serving;
 }
 
-static int probe_health_locked(probe_state *p) {
+static int probe_health_locked(probe_state *p, int deadline_ms) {
   o3m_err e;
   o3m_err_clear(&e);
   o3m_rpc_client *client = NULL;
@@ -337,7 +341,7 @@ static int probe_health_locked(probe_state *p) {
     cc.tls.key_file = p->key;
     cc.tls.server_name = p->name;
   }
-  cc.deadline_ms = PROBE_DEADLINE_MS;
+  cc.deadline_ms = deadline_ms;
   cc.max_message_bytes = 4096;
   cc.arena_bytes = 4096;
   int rc = o3m_rpc_client_create(&client, &cc, &e);
@@ -375,7 +379,12 @@ static void metrics_at_exit(void) {
  * check as /readyz every third of the interval and sends WATCHDOG=1 only
  * when it answers. A daemon whose gRPC port stopped accepting (gRPC 1.51
  * after EMFILE, audit finding 2) so misses the watchdog, and systemd kills
- * and restarts it. */
+ * and restarts it. The watchdog's check waits longer than /readyz's: up to
+ * the federation's deadline plus a second (at most a third of the
+ * interval), because a serving thread may be busy for a whole fan-out to a
+ * slow passive party (up to that deadline). With /readyz's 1 s a healthy AP
+ * on one thread whose PP answers slowly would miss every check and be
+ * restarted, which cures nothing. */
 static pthread_mutex_t g_wd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_wd_cv = PTHREAD_COND_INITIALIZER;
 static int g_wd_stop;
@@ -386,7 +395,14 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&g_wd_mu);
   while (!g_wd_stop) {
     pthread_mutex_unlock(&g_wd_mu);
-    if (probe_health(&g_probe)) sd_notify(0, "WATCHDOG=1");
+    int64_t third_ms = (int64_t)(g_wd_usec / 3000u);
+    int deadline = g_probe.watch_deadline_ms;
+    if (deadline > third_ms) deadline = (int)third_ms;
+    if (deadline < PROBE_DEADLINE_MS) deadline = PROBE_DEADLINE_MS;
+    pthread_mutex_lock(&g_probe_mu);
+    int serving = probe_health_locked(&g_probe, deadline);
+    pthread_mutex_unlock(&g_probe_mu);
+    if (serving) sd_notify(0, "WATCHDOG=1");
     pthread_mutex_lock(&g_wd_mu);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
