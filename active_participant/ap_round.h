@@ -42,7 +42,8 @@
  * What a decision sees. Just before a batch is decided, the before_decide
  * hook runs (ap_service: the group commit of the rewards applied since the
  * last one, including those that other threads applied while the batch was
- * in flight), so a decision never sees a reward that is not durable. Each
+ * in flight), so a decision never sees a reward that is not durable; if
+ * that commit fails (the service stops), the batch fails instead. Each
  * Recommendation carries updates, the model's reward count its decision
  * saw. Decisions are made in arrival order against the model as of the
  * rewards applied before that point, so they do not depend on the number of
@@ -145,8 +146,9 @@ typedef struct ap_round_config {
                 o3m_err *e);
   void *record_ctx;
   /* Optional: runs under the lock just before a batch is decided (see "What
-   * a decision sees"). */
-  void (*before_decide)(void *ctx);
+   * a decision sees"). A negative code (e naming why) fails every round of
+   * the batch with it instead: the model may hold what must not be seen. */
+  int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
   /* Batches in flight at once, 1..AP_ROUND_MAX_INFLIGHT. */
   int inflight;
