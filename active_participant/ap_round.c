@@ -129,7 +129,7 @@ struct ap_round {
   int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
                 o3m_err *e);
   void *record_ctx;
-  void (*before_decide)(void *ctx);
+  int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
 
   /* The AP's own feature tables: NULL when the features come in the
@@ -569,11 +569,19 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
 }
 
 /* Decides slot b's rounds, in arrival order, after its fan-out (under the
- * lock): every round fails if the fan-out failed. */
+ * lock): every round fails if the fan-out failed, or if the before_decide
+ * hook refuses (What a decision sees, ap_round.h). */
 static void batch_decide(ap_round *r, batch_slot *b) {
+  o3m_err he;
+  o3m_err_clear(&he);
+  int hrc = r->before_decide ? r->before_decide(r->before_decide_ctx, &he) : 0;
   if (b->rc < 0) {
     r->st.peer_failures += (uint64_t)b->n;
     for (int i = 0; i < b->n; i++) round_fail(r, &b->q[i], &b->e);
+    return;
+  }
+  if (hrc < 0) {
+    for (int i = 0; i < b->n; i++) round_fail(r, &b->q[i], &he);
     return;
   }
   size_t off = 0;
@@ -592,8 +600,8 @@ static void decide_ready(ap_round *r) {
     for (int k = 0; k < r->n_slots; k++)
       if (r->slot[k].busy && r->slot[k].seq == r->next_decide) b = &r->slot[k];
     if (!b || !b->done) return;
-    /* What a decision sees (ap_round.h): no reward that is not durable. */
-    if (r->before_decide) r->before_decide(r->before_decide_ctx);
+    /* What a decision sees (ap_round.h): no reward that is not durable
+     * (batch_decide runs the before_decide hook first). */
     batch_decide(r, b);
     O3M_ASSERT(b->q == &r->queue[r->first]);
     r->first = (r->first + b->n) % AP_ROUND_SLOTS;

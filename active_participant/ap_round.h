@@ -36,13 +36,16 @@
  * batch done before an older one waits; whoever finishes the older one
  * decides both. Then it loops to send what queued meanwhile. Meanwhile the
  * other threads answer Rewards, queue new Recommends and send them in the
- * other slots. With one thread (or inflight = 1) there is one slot and the
- * order of events is the one of a single serving thread.
+ * other slots. With one thread there is one slot and the order of events
+ * is the one of a single serving thread. With inflight = 1 and more threads
+ * (two threads give that) there is one slot too, but the other threads
+ * still take Rewards and queue Recommends while its batch is in flight.
  *
  * What a decision sees. Just before a batch is decided, the before_decide
  * hook runs (ap_service: the group commit of the rewards applied since the
  * last one, including those that other threads applied while the batch was
- * in flight), so a decision never sees a reward that is not durable. Each
+ * in flight), so a decision never sees a reward that is not durable; if
+ * that commit fails (the service stops), the batch fails instead. Each
  * Recommendation carries updates, the model's reward count its decision
  * saw. Decisions are made in arrival order against the model as of the
  * rewards applied before that point, so they do not depend on the number of
@@ -145,8 +148,9 @@ typedef struct ap_round_config {
                 o3m_err *e);
   void *record_ctx;
   /* Optional: runs under the lock just before a batch is decided (see "What
-   * a decision sees"). */
-  void (*before_decide)(void *ctx);
+   * a decision sees"). A negative code (e naming why) fails every round of
+   * the batch with it instead: the model may hold what must not be seen. */
+  int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
   /* Batches in flight at once, 1..AP_ROUND_MAX_INFLIGHT. */
   int inflight;
@@ -178,8 +182,9 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 /* Sends the queued rounds, in batches, while a slot is free, and decides
  * every batch that is done in send order (see "Pipelined batches"). A round
  * still queued when it returns waits for a slot: the thread that finishes
- * a batch in flight sends it. With one slot, no call stays deferred after
- * it returns. Called by the server's idle hook. */
+ * a batch in flight sends it. With one serving thread, no call stays
+ * deferred after it returns (with more, even with one slot, another
+ * thread's call returns at once while the slot is in flight). Called by the server's idle hook. */
 void ap_round_flush(ap_round *r);
 
 typedef struct ap_round_stats {

@@ -998,9 +998,16 @@ static int inflight_of(int threads) {
  * are acknowledged before the batch is decided, so that no decision sees a
  * reward that is not durable ("What a decision sees" in ap_service.h).
  * Replicas apply only rewards the stream already holds. */
-static void before_decide(void *ctx) {
+static int before_decide(void *ctx, o3m_err *e) {
   ap_service *s = ctx;
   if (!s->rep && s->ckpt) reward_commit(s);
+  /* A failed commit (or an earlier failure) stopped the service: the model
+   * then holds rewards that are not durable (or is damaged), and a batch
+   * that comes back from its fan-out meanwhile is not decided on it. */
+  if (s->stopped)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; no "
+                       "decision is made", stop_cause_text(s->stopped));
+  return 0;
 }
 
 /* Frees whatever create got to; every field is NULL/0 or owned. */

@@ -219,7 +219,8 @@
  * whose Reward call was handled before the batch was decided, all of them
  * durable (RewardReply.updates numbers them; Recommendation.updates is the
  * count the decision saw), and no other: never a reward that is not
- * durable, never half of one. The decisions made for a given order of calls are therefore
+ * durable, never half of one (if the commit fails, the service stops and
+ * the batch fails with O3M_EUNAVAILABLE instead). The decisions made for a given order of calls are therefore
  * the same for any number of threads; only the order in which concurrent
  * calls are taken off the queue can differ between runs, as it could with
  * one thread. ap_service_shutdown() may be called from any thread or a

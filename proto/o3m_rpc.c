@@ -734,6 +734,12 @@ struct o3m_rpc_server {
   atomic_size_t arena_total;
 };
 
+/* The arena of the request whose handler runs on this thread, -1 when
+ * none does: what o3m_rpc_server_unlocked keeps from being reset. Not
+ * s->cur_arena, which other threads move while a handler gives the lock
+ * up, so that a handler's second release would pin another arena. */
+static _Thread_local int handler_arena = -1;
+
 /* Publishes the arenas' capacity for o3m_rpc_server_stats (under s->mu). */
 static void arena_publish(o3m_rpc_server *s) {
   size_t total = 0;
@@ -1078,7 +1084,9 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   } else {
     ProtobufCMessage *reply = sl->me->reply;
     protobuf_c_message_init(m->reply, reply);
+    handler_arena = sl->arena_ix;
     rc = m->handler(s->ctx, sl, req, reply, &err);
+    handler_arena = -1;
     if (rc == O3M_RPC_DEFERRED) {
       sl->deferred = 1;
       s->n_deferred++;
@@ -1532,11 +1540,11 @@ void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) {
   return arena_alloc(&c->srv->arenas[c->arena_ix], n);
 }
 
-/* The current arena is pinned like one holding a deferred call: a
- * handler's request was unpacked into it and the lock was held since, so
- * it stays valid while other threads unpack into another arena. */
+/* The calling handler's arena (the current one from the idle hook) is
+ * pinned like one holding a deferred call, so that the handler's request
+ * stays valid while other threads unpack into another arena. */
 void o3m_rpc_server_unlocked(o3m_rpc_server *s, void (*fn)(void *), void *arg) {
-  int a = s->cur_arena;
+  int a = handler_arena >= 0 ? handler_arena : s->cur_arena;
   s->arena_deferred[a]++;
   s->released++;
   pthread_mutex_unlock(&s->mu);

@@ -16,6 +16,10 @@
  * first two checks fails. A second test stops the AP (SIGTERM) while
  * clients keep batches in flight: it exits 0, every call gets an answer or
  * an error, none is answered twice (which the RPC layer would trip over).
+ * A third makes the AP's journal fail (a file size limit) at the group
+ * commit of a Reward taken while a Recommend's batch is in flight: that
+ * Recommend must not be decided on the model that holds the reward no disk
+ * has.
  *
  * Set O3M_KEEP_TEST_DIR=1 to keep the work directory (configs, logs). */
 #include <criterion/criterion.h>
@@ -23,7 +27,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "ap_journal.h"
 #include "fed_proc.h"
 #include "o3m.pb-c.h"
 #include "o3m_wire.h"
@@ -200,4 +206,68 @@ Test(pipeline, shutdown_with_batches_in_flight, .init = fed_up, .fini = fed_down
   int total = 0;
   for (int i = 0; i < LOAD_CLIENTS; i++) total += answered[i];
   cr_assert_gt(total, LOAD_CLIENTS, "too few decisions before the stop: %d", total);
+}
+
+/* A reward that the group commit could not make durable is in the model
+ * (h_reward applied it), the AP is stopping, and a batch that was in flight
+ * meanwhile comes back: it must fail, not be decided on that model (its
+ * Recommendation.updates would count a reward that was never acknowledged
+ * and is lost at the restart). The AP restarts after a clean stop (a fresh
+ * journal segment) with a file size limit that lets the segment hold
+ * FSIZE_RECORDS records; then rounds of a Recommend in flight and a Reward
+ * of the previous decision sent meanwhile, until a Reward fails. */
+#define FSIZE_RECORDS 3
+
+Test(pipeline, a_batch_in_flight_when_the_journal_fails_is_not_decided, .init = fed_up,
+     .fini = fed_down, .timeout = 120) {
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 10000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  struct rlimit old, lim;
+  cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = AP_JOURNAL_SEGMENT_HEADER + FSIZE_RECORDS * AP_JOURNAL_RECORD_BYTES(FED_D);
+  signal(SIGXFSZ, SIG_IGN);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  const char *const ap_args[] = {"--pmg-timeout-s", "20", "--threads", "3", NULL};
+  fed_net_start(&fed, FED_AP, ap_args);
+  cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+  fed_wait_ready(&fed.proc[FED_AP], 30000);
+
+  o3m_rpc_client *cr = ap_client_new();
+  rec_call prev = {.c = cr, .user = "u1", .t0 = fed_now_s()};
+  rec_run(&prev);
+  cr_assert_eq(prev.rc, 0, "%s", o3m_err_message(&prev.e));
+  uint64_t acked = 0;
+  int failed = 0;
+  for (int t = 0; t < FSIZE_RECORDS + 3 && !failed; t++) {
+    rec_call q = {.c = ap_client_new(), .user = "u2", .t0 = fed_now_s()};
+    pthread_t tq;
+    cr_assert_eq(pthread_create(&tq, NULL, rec_run, &q), 0);
+    fed_sleep_ms(DELAY_MS / 8);
+    uint64_t updates = 0;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = reward(cr, prev.decision, 0.5, &updates, &e);
+    double t_reward = fed_now_s() - q.t0;
+    pthread_join(tq, NULL);
+    if (rc == 0) {
+      acked++;
+      cr_assert_eq(updates, acked);
+    } else {
+      cr_assert_eq(rc, O3M_EUNAVAILABLE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+      failed = 1;
+    }
+    /* The Reward was handled while q's batch was in flight. */
+    cr_assert_lt(t_reward, q.t_answered, "the Reward was not handled during q's fan-out");
+    if (q.rc == 0)
+      cr_assert_eq(q.updates, acked, "round %d: the decision saw %llu rewards, %llu are "
+                   "acknowledged (the Reward %s)", t, (unsigned long long)q.updates,
+                   (unsigned long long)acked, failed ? "failed" : "succeeded");
+    else
+      cr_assert(failed, "round %d: Recommend failed: %s", t, o3m_err_message(&q.e));
+    o3m_rpc_client_destroy(q.c);
+    if (q.rc == 0) prev = q;
+  }
+  cr_assert(failed, "no Reward failed under the file size limit");
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 10000), 1, "%s", fed_log(&fed.proc[FED_AP]));
+  o3m_rpc_client_destroy(cr);
 }

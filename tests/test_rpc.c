@@ -93,6 +93,23 @@ static int h_released(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req
   return 0;
 }
 
+/* Gives the lock up twice, then checks that its request (a MaskRequest)
+ * still holds the user it arrived with: the arena it lives in must not be
+ * reset by the calls other threads unpack meanwhile. */
+static int h_released_twice(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                            ProtobufCMessage *rep, o3m_err *e) {
+  (void)call, (void)rep;
+  svc *s = ctx;
+  const O3m__V1__MaskRequest *req = (const O3m__V1__MaskRequest *)req_;
+  char user[128];
+  snprintf(user, sizeof user, "%s", req->user ? req->user : "");
+  o3m_rpc_server_unlocked(s->srv, sleep_released, s);
+  o3m_rpc_server_unlocked(s->srv, sleep_released, s);
+  if (strcmp(user, req->user ? req->user : "") != 0)
+    return o3m_err_set(e, O3M_ECORRUPT, "the request changed while the lock was given up");
+  return 0;
+}
+
 /* Claims three values but points at none: the layer must refuse to pack it. */
 static int h_broken(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep_,
                     o3m_err *e) {
@@ -132,6 +149,8 @@ static const o3m_rpc_method svc_methods[] = {
     {"/test.Slow/Sleep", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
     {"/test.Slow/Released", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor,
      h_released},
+    {"/test.Slow/ReleasedTwice", &o3m__v1__mask_request__descriptor, &o3m__v1__ack__descriptor,
+     h_released_twice},
     {"/test.Bad/Broken", &o3m__v1__info_request__descriptor,
      &o3m__v1__masked_contexts__descriptor, h_broken},
     /* Expects a BlockRequest, whose field 3 is a varint: a MaskRequest's
@@ -654,6 +673,66 @@ Test(rpc, unlocked_handler_lets_other_threads_serve, .timeout = 60) {
   cr_assert(two < 300.0, "Info waited for the released handler on 2 threads: %.0f ms",
             two);
   cr_assert(one >= 390.0, "Info overtook the handler on 1 thread: %.0f ms", one);
+}
+
+/* A handler that gives the lock up twice keeps its request through both:
+ * a call unpacked during each release (into another arena) must not reset
+ * the handler's arena during the second. */
+typedef struct twice_call {
+  const char *target;
+  int rc;
+  o3m_err e;
+} twice_call;
+
+static void *twice_main(void *arg) {
+  twice_call *t = arg;
+  o3m_rpc_client *c = make_client(t->target, 10000);
+  O3m__V1__MaskRequest req = O3M__V1__MASK_REQUEST__INIT;
+  req.user = "the-released-handler's-own-user-id-aaaaaaaa";
+  ProtobufCMessage *m;
+  o3m_err_clear(&t->e);
+  t->rc = o3m_rpc_client_call(c, "/test.Slow/ReleasedTwice", &req.base,
+                              &o3m__v1__ack__descriptor, &m, &t->e);
+  o3m_rpc_client_destroy(c);
+  return NULL;
+}
+
+Test(rpc, unlocked_twice_keeps_the_handlers_request, .timeout = 60) {
+  o3m_rpc_server_config cfg;
+  o3m_rpc_server_config_default(&cfg);
+  cfg.listen = "127.0.0.1:0";
+  cfg.insecure = 1;
+  cfg.threads = 3;
+  server_fx f;
+  start_server_cfg(&f, 1, 4, &cfg);
+  f.ctx.sleep_ms = 400;
+  o3m_rpc_client *c = make_client(f.target, 10000);
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  twice_call t = {f.target, -1, {0}};
+  pthread_t th;
+  cr_assert(eq(int, pthread_create(&th, NULL, twice_main, &t), 0));
+  /* One request of the same shape during each release (their outcome
+   * does not matter, only where they are unpacked). */
+  const char *users[2] = {"another-caller's-user-id-bbbbbbbbbbbbbbbbbb",
+                          "another-caller's-user-id-cccccccccccccccccc"};
+  for (int i = 0; i < 2; i++) {
+    struct timespec ts = {0, (i == 0 ? 200 : 400) * 1000000L};
+    nanosleep(&ts, NULL);
+    O3m__V1__MaskRequest mr = O3M__V1__MASK_REQUEST__INIT;
+    mr.user = (char *)users[i];
+    o3m_rpc_client_call(c, O3M_PATH_PASSIVE_MASK, &mr.base, &o3m__v1__masked_contexts__descriptor,
+                        &m, &e);
+  }
+  pthread_join(th, NULL);
+  cr_assert(eq(int, t.rc, 0), "%s", o3m_err_message(&t.e));
+  o3m_rpc_client_destroy(c);
+  stop_server(&f);
 }
 
 /* d = K = 1000, the paper's example: an 8 MB reply, twice gRPC's default
