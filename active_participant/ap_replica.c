@@ -28,6 +28,9 @@ struct ap_replica {
   natsSubscription *sub;
   char *stream;       /* a copy of cfg->stream */
   char subject[160];
+  /* The bucket's stream and the subject prefix of its keys, for the read
+   * from the stream's leader (ap_replica_get_decision). */
+  char kv_stream[160], kv_prefix[160];
   int d;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
@@ -160,6 +163,14 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   r->d = cfg->d;
   snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
+  int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
+  int np = snprintf(r->kv_prefix, sizeof r->kv_prefix, "$KV.%s.", cfg->bucket);
+  if (nk < 0 || np < 0 || (size_t)nk >= sizeof r->kv_stream ||
+      (size_t)np + 16 >= sizeof r->kv_prefix) {
+    free(r);
+    return o3m_err_set(e, O3M_EINVAL, "replication: bucket name '%.40s...' is too long",
+                       cfg->bucket);
+  }
   r->stream = strdup(cfg->stream);
   r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
@@ -289,13 +300,32 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t
   char key[17];
   key_of(key, decision);
   kvEntry *ent = NULL;
+  natsMsg *m = NULL;
+  const unsigned char *b = NULL;
+  int len = 0;
   natsStatus s = kvStore_Get(&ent, r->kv, key);
+  if (s == NATS_OK) {
+    b = kvEntry_Value(ent);
+    len = kvEntry_ValueLen(ent);
+  } else if (s == NATS_NOT_FOUND) {
+    /* libnats creates buckets with direct gets, which any copy of the
+     * bucket's stream answers, also one that has not yet received a record
+     * the writer's put was acknowledged for: a Reward on another replica
+     * right after the Recommend then found no decision. A miss is asked
+     * again of the stream's leader, which has every acknowledged record. */
+    char subject[sizeof r->kv_prefix + 17];
+    snprintf(subject, sizeof subject, "%s%s", r->kv_prefix, key);
+    jsErrCode jerr = 0;
+    s = js_GetLastMsg(&m, r->js, r->kv_stream, subject, NULL, &jerr);
+    if (s == NATS_OK) {
+      b = (const unsigned char *)natsMsg_GetData(m);
+      len = natsMsg_GetDataLength(m);
+    }
+  }
   if (s == NATS_NOT_FOUND)
     return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every replica",
                        (unsigned long long)decision);
   if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
-  const unsigned char *b = kvEntry_Value(ent);
-  int len = kvEntry_ValueLen(ent);
   int rc = 0;
   if (len != DEC_HDR + 8 * r->d || (int)o3m_get_le32(b + 4) != r->d) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record has %d bytes, expected %d",
@@ -305,7 +335,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t
     *mask_id = o3m_get_le64(b + 8);
     for (int i = 0; i < r->d; i++) x[i] = o3m_bits_double(o3m_get_le64(b + DEC_HDR + 8 * i));
   }
-  kvEntry_Destroy(ent);
+  if (ent) kvEntry_Destroy(ent);
+  if (m) natsMsg_Destroy(m);
   return rc;
 }
 

@@ -15,7 +15,8 @@
 #include "o3m_config.h"
 
 /* The longest line: "party=" NAME " role=passive dims=" int " max_norm="
- * %.17g " agg_public=" 64 hex digits "\n", with room to spare. */
+ * %.17g " agg_public=" 64 hex digits " tables=user,item\n", with room to
+ * spare. */
 #define LINE_MAX_BYTES (O3M_CONFIG_MAX_NAME + 2 * O3M_FINGERPRINT_BYTES + 128)
 
 typedef struct text {
@@ -44,7 +45,7 @@ int o3m_fingerprint_canonical(const o3m_config *c, char **out, size_t *len, o3m_
   text t = {.cap = (size_t)(m + 5) * LINE_MAX_BYTES};
   t.buf = malloc(t.cap);
   if (!t.buf) return o3m_err_set(e, O3M_ENOMEM, "fingerprint: out of memory");
-  int rc = put(&t, "o3m-federation-fingerprint-v1\n");
+  int rc = put(&t, "o3m-federation-fingerprint-v2\n");
   if (!rc) rc = put(&t, "d=%d\n", o3m_config_d(c));
   if (!rc)
     rc = put(&t, "aggregation=%s\n", o3m_config_secure_aggregation(c) ? "secure" : "per-party");
@@ -54,8 +55,15 @@ int o3m_fingerprint_canonical(const o3m_config *c, char **out, size_t *len, o3m_
     const o3m_party *p = o3m_config_column_party(c, s);
     char key[O3M_FINGERPRINT_HEX] = "-";
     if (p->has_agg_public) sodium_bin2hex(key, sizeof key, p->agg_public, sizeof p->agg_public);
-    rc = put(&t, "party=%s role=%s dims=%d max_norm=%.17g agg_public=%s\n", p->name,
-             o3m_role_name(p->role), p->dims, p->max_norm, key);
+    /* Which tables the party has (not where): the active participant
+     * refuses an empty user exactly when some party has a user table, as
+     * that party refuses it, so all copies must agree on it. */
+    const char *tables = p->user_table && p->item_table ? "user,item"
+                         : p->user_table                 ? "user"
+                         : p->item_table                 ? "item"
+                                                         : "-";
+    rc = put(&t, "party=%s role=%s dims=%d max_norm=%.17g agg_public=%s tables=%s\n", p->name,
+             o3m_role_name(p->role), p->dims, p->max_norm, key, tables);
   }
   if (rc) {
     free(t.buf);

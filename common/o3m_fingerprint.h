@@ -17,16 +17,16 @@
  * canonical text encoding. The text is built from the parsed config, so the
  * layout of the file (whitespace, comments, the order of keys in a section,
  * the place of the pmg and client sections, how a number is written: 1e4 or
- * 10000) never changes it. Version 1 of the encoding, one field per line:
+ * 10000) never changes it. Version 2 of the encoding, one field per line:
  *
- *   o3m-federation-fingerprint-v1     the encoding's version (domain tag)
+ *   o3m-federation-fingerprint-v2     the encoding's version (domain tag)
  *   d=D                               the context dimension
  *   aggregation=secure|per-party      how the active party gets the parts
  *   max_candidates=K                  [policy]: the passive parties size
  *                                     their buffers and refuse requests by it
  *   pmg=NAME                          the mask generator's identity (its
  *                                     certificate's CN)
- *   party=NAME role=R dims=N max_norm=B agg_public=HEX|-
+ *   party=NAME role=R dims=N max_norm=B agg_public=HEX|- tables=T
  *                                     one line per column party in column
  *                                     order (the active and passive ones):
  *                                     names are certificate identities, the
@@ -35,7 +35,12 @@
  *                                     on the others' parts, the keys make the
  *                                     secure-aggregation masks (a key is
  *                                     included whenever it is given, also
- *                                     with per-party aggregation)
+ *                                     with per-party aggregation); T is
+ *                                     user,item, user, item or - (which
+ *                                     tables the party has: the active party
+ *                                     refuses an empty user id exactly when
+ *                                     some party has a user table, as that
+ *                                     party would refuse it)
  *
  * Numbers are written with %d or, for max_norm, %.17g (exact for a double).
  * Names are restricted by the parser to [A-Za-z0-9_.-], so no name can
@@ -43,7 +48,8 @@
  *
  * Left out on purpose: addresses and instances (where a party listens is
  * local to each deployment; identities are the names), every path (ca, cert,
- * key, tables, items, state_dir, agg_secret) and every secret, threads,
+ * key, tables, items, state_dir, agg_secret: of the tables only whether a
+ * party has each one counts) and every secret, threads,
  * deadline_ms, insecure (it only relaxes the parser; plaintext needs a
  * daemon's --insecure), replication (the active party's own journal), whiten
  * (a party's private choice for its own columns), the [client] sections and

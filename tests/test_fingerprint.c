@@ -46,20 +46,20 @@ static const char BASE[] =
     "item_table = telco_items.csv\n"
     "agg_public = " KEY_TELCO "\n";
 
-/* The canonical encoding of BASE (version 1). */
+/* The canonical encoding of BASE (version 2). */
 static const char BASE_CANONICAL[] =
-    "o3m-federation-fingerprint-v1\n"
+    "o3m-federation-fingerprint-v2\n"
     "d=10\n"
     "aggregation=secure\n"
     "max_candidates=1000\n"
     "pmg=pmg\n"
-    "party=shop role=active dims=5 max_norm=10000 agg_public=-\n"
-    "party=bank role=passive dims=3 max_norm=10000 agg_public=" KEY_BANK "\n"
-    "party=telco role=passive dims=2 max_norm=50 agg_public=" KEY_TELCO "\n";
+    "party=shop role=active dims=5 max_norm=10000 agg_public=- tables=-\n"
+    "party=bank role=passive dims=3 max_norm=10000 agg_public=" KEY_BANK " tables=user\n"
+    "party=telco role=passive dims=2 max_norm=50 agg_public=" KEY_TELCO " tables=item\n";
 
 /* hashlib.blake2b(BASE_CANONICAL.encode(), digest_size=32).hexdigest() */
 static const char BASE_FINGERPRINT[] =
-    "a380cf0c7f181fe59f188cc2c1b6e0186bf0724f55a445d2fd001ddd67616a44";
+    "547ba02196b81324aee9e7dd86a670c711ef5e512f9b04130a10a75f2f5289ff";
 
 /* The fingerprint of text in hex; the test fails if text does not parse. */
 static void fingerprint_of(const char *text, char hex[O3M_FINGERPRINT_HEX]) {
@@ -138,7 +138,7 @@ Test(fingerprint, insensitive_to_layout_and_local_fields) {
       "role = passive\r\n"
       "address = 127.0.0.1:6000\r\n"
       "instances = 127.0.0.1:6001,127.0.0.1:6002\r\n"
-      "item_table = elsewhere.csv\r\n"
+      "user_table = elsewhere.csv\r\n"
       "[policy]\r\n"
       "model = disjoint\r\n"
       "items = items.txt\r\n"
@@ -178,6 +178,13 @@ Test(fingerprint, changes_with_each_covered_field) {
       {"a passive party's max_norm", "max_norm = 50\n", "max_norm = 50.000001\n"},
       {"a passive party's agg_public", "agg_public = " KEY_BANK,
        "agg_public = 1111111111111111111111111111111111111111111111111111111111111112"},
+      /* The active party refuses an empty user by the parties' user tables
+       * (ap_round), the passive party by its own: the copies must agree. */
+      {"a passive party's table kind", "user_table = bank_users.csv\n",
+       "item_table = bank_users.csv\n"},
+      {"a passive party's extra table", "user_table = bank_users.csv\n",
+       "user_table = bank_users.csv\nitem_table = bank_items.csv\n"},
+      {"the active party's user table", "dims = 5\n", "dims = 5\nuser_table = shop.csv\n"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const char *text = edited(cases[i].from, cases[i].to);
