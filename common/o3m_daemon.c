@@ -320,12 +320,14 @@ static void probe_target(char *out, size_t n, const char *listen, int port) {
  * thread and the watchdog thread both call it, one at a time. */
 static pthread_mutex_t g_probe_mu = PTHREAD_MUTEX_INITIALIZER;
 static int probe_health_locked(probe_state *p, int deadline_ms);
-static int probe_health(void *ctx) {
+static int probe_health_within(probe_state *p, int deadline_ms) {
   pthread_mutex_lock(&g_probe_mu);
-  int serving = probe_health_locked(ctx, PROBE_DEADLINE_MS);
+  int serving = probe_health_locked(p, deadline_ms);
   pthread_mutex_unlock(&g_probe_mu);
   return serving;
 }
+/* /readyz's probe (o3m_httpd_set_probe). */
+static int probe_health(void *ctx) { return probe_health_within(ctx, PROBE_DEADLINE_MS); }
 
 static int probe_health_locked(probe_state *p, int deadline_ms) {
   o3m_err e;
@@ -399,10 +401,7 @@ static void *watchdog_main(void *arg) {
     int deadline = g_probe.watch_deadline_ms;
     if (deadline > third_ms) deadline = (int)third_ms;
     if (deadline < PROBE_DEADLINE_MS) deadline = PROBE_DEADLINE_MS;
-    pthread_mutex_lock(&g_probe_mu);
-    int serving = probe_health_locked(&g_probe, deadline);
-    pthread_mutex_unlock(&g_probe_mu);
-    if (serving) sd_notify(0, "WATCHDOG=1");
+    if (probe_health_within(&g_probe, deadline)) sd_notify(0, "WATCHDOG=1");
     pthread_mutex_lock(&g_wd_mu);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
