@@ -188,13 +188,17 @@ static void start_server_cfg(server_fx *f, int party, int d, const o3m_rpc_serve
   cr_assert(eq(int, pthread_create(&f->th, NULL, run_thread, f->srv), 0));
 }
 
-static void start_server(server_fx *f, int party, int d) {
+/* A plaintext loopback server on threads serving threads. */
+static void start_server_threads(server_fx *f, int party, int d, int threads) {
   o3m_rpc_server_config cfg;
   o3m_rpc_server_config_default(&cfg);
   cfg.listen = "127.0.0.1:0";
   cfg.insecure = 1;
+  cfg.threads = threads;
   start_server_cfg(f, party, d, &cfg);
 }
+
+static void start_server(server_fx *f, int party, int d) { start_server_threads(f, party, d, 1); }
 
 static void stop_server(server_fx *f) {
   void *ret;
@@ -217,6 +221,17 @@ static o3m_rpc_client *make_client(const char *target, int deadline_ms) {
   int rc = o3m_rpc_client_create(&c, &cfg, &e);
   cr_assert(eq(int, rc, 0), "client_create: %s", o3m_err_message(&e));
   return c;
+}
+
+/* One Info call on c that must succeed. */
+static void info_ok(o3m_rpc_client *c) {
+  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
 }
 
 /* A MaskRequest for K items named "item0", "item1", ... under mask_id. */
@@ -632,32 +647,19 @@ static void *released_main(void *arg) {
 /* Milliseconds from the Released call's start to the answer of an Info
  * sent 100 ms after it, on a server with threads serving threads. */
 static double info_while_released(int threads) {
-  o3m_rpc_server_config cfg;
-  o3m_rpc_server_config_default(&cfg);
-  cfg.listen = "127.0.0.1:0";
-  cfg.insecure = 1;
-  cfg.threads = threads;
   server_fx f;
-  start_server_cfg(&f, 1, 4, &cfg);
+  start_server_threads(&f, 1, 4, threads);
   f.ctx.sleep_ms = 400;
   o3m_rpc_client *c = make_client(f.target, 10000);
-  O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
-  ProtobufCMessage *m;
-  o3m_err e;
-  o3m_err_clear(&e);
   /* Connect first, so that the timing below is the server's. */
-  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
-                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
-            "%s", o3m_err_message(&e));
+  info_ok(c);
   released_call rc = {f.target, 0, -1};
   pthread_t th;
   double t0 = now_ms();
   cr_assert(eq(int, pthread_create(&th, NULL, released_main, &rc), 0));
   struct timespec ts = {0, 100 * 1000000L};
   nanosleep(&ts, NULL);
-  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &req.base,
-                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
-            "%s", o3m_err_message(&e));
+  info_ok(c);
   double t_info = now_ms() - t0;
   pthread_join(th, NULL);
   cr_assert(eq(int, rc.rc, 0));
@@ -698,22 +700,14 @@ static void *twice_main(void *arg) {
 }
 
 Test(rpc, unlocked_twice_keeps_the_handlers_request, .timeout = 60) {
-  o3m_rpc_server_config cfg;
-  o3m_rpc_server_config_default(&cfg);
-  cfg.listen = "127.0.0.1:0";
-  cfg.insecure = 1;
-  cfg.threads = 3;
   server_fx f;
-  start_server_cfg(&f, 1, 4, &cfg);
+  start_server_threads(&f, 1, 4, 3);
   f.ctx.sleep_ms = 400;
   o3m_rpc_client *c = make_client(f.target, 10000);
-  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  info_ok(c);
   ProtobufCMessage *m;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_INFO, &ir.base,
-                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
-            "%s", o3m_err_message(&e));
   twice_call t = {f.target, -1, {0}};
   pthread_t th;
   cr_assert(eq(int, pthread_create(&th, NULL, twice_main, &t), 0));
