@@ -475,6 +475,16 @@ static int replica_record(void *ctx, uint64_t decision, int arm, uint64_t mask_i
   return ap_replica_put_decision(s->rep, decision, arm, mask_id, x, e);
 }
 
+/* The one check of a reward's value, for a Reward call and for a record
+ * of the stream: finite and within [reward_min, reward_max]. 0, or
+ * O3M_EINVAL with a message that names the bounds, never the value. */
+static int reward_check(const ap_service *s, double reward, o3m_err *e) {
+  if (!isfinite(reward) || reward < s->reward_min || reward > s->reward_max)
+    return o3m_err_set(e, O3M_EINVAL, "reward is not a finite value in [%g, %g]", s->reward_min,
+                       s->reward_max);
+  return 0;
+}
+
 /* The bounds every record taken from the stream or the bucket must keep,
  * whoever wrote it (defence in depth against a forged record or a
  * compromised replica): the masked context's l2 norm within sum_norm, the
@@ -487,9 +497,8 @@ static int replica_record(void *ctx, uint64_t decision, int arm, uint64_t mask_i
 static int replica_bounds(ap_service *s, int arm, const double *x, double reward, o3m_err *e) {
   if (s->n_arms > 0 && (arm < 0 || arm >= s->n_arms))
     return o3m_err_set(e, O3M_EINVAL, "arm outside 0..%d", s->n_arms - 1);
-  if (!isfinite(reward) || reward < s->reward_min || reward > s->reward_max)
-    return o3m_err_set(e, O3M_EINVAL, "reward is not a finite value in [%g, %g]", s->reward_min,
-                       s->reward_max);
+  int rc = reward_check(s, reward, e);
+  if (rc < 0) return rc;
   return o3m_wire_check_row_norms("masked context", 1, s->d, x, s->sum_norm, 0, NULL, e);
 }
 
@@ -667,16 +676,14 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
                        "are not accepted", stop_cause_text(s->stopped));
-  /* The message names the bounds, never the value sent. */
-  if (!isfinite(req->reward) || req->reward < s->reward_min || req->reward > s->reward_max)
-    return o3m_err_set(e, O3M_EINVAL, "reward must be a finite value in [%g, %g]",
-                       s->reward_min, s->reward_max);
+  int rc = reward_check(s, req->reward, e);
+  if (rc < 0) return rc;
   if (s->rep) return replica_reward(s, call, req, e);
   int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
   const double *x;
-  int rc = reward_lookup(s, req->decision, t, &arm, &mask_id, &x, e);
+  rc = reward_lookup(s, req->decision, t, &arm, &mask_id, &x, e);
   if (rc < 0) return rc;
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
@@ -1081,6 +1088,8 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     service_free(s);
     return o3m_err_set(e, O3M_EINVAL, "%d column parties, at most %d", m, O3M_MAX_PARTIES);
   }
+  /* Serving threads: the option, else the party's threads key. */
+  const int threads = opt->threads ? opt->threads : me->threads;
   double sum_sq = 0;
   int user_required = 0;
   for (int j = 0; j < m; j++) {
@@ -1139,7 +1148,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .pp_sum_norm = agg.pp_sum_norm,
       /* max(1, threads - 1) batches in flight: one thread is left to take
        * calls in while the others wait for the passive parties. */
-      .inflight = inflight_of(opt->threads ? opt->threads : me->threads),
+      .inflight = inflight_of(threads),
       .before_decide = before_decide,
       .before_decide_ctx = s,
   };
@@ -1196,7 +1205,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.listen = opt->listen;
   sc.insecure = opt->insecure;
   sc.slots_per_method = SERVER_SLOTS;
-  sc.threads = opt->threads ? opt->threads : me->threads;
+  sc.threads = threads;
   /* Requests are refused by size before they are read whole: the largest
    * valid Recommend (o3m_wire_recommend_max_bytes) is the limit, so an
    * over-long id or too many values costs the AP at most that much, and no
