@@ -255,8 +255,8 @@ o3m_metrics *o3m_daemon_metrics(void) { return g_metrics; }
  * config may be freed before the daemon serves. Each probe makes a new
  * client, hence a new connection: a connection made before the port ran
  * out of descriptors keeps working, so only a new one tells whether a
- * caller can connect now. Used by the HTTP thread only, between
- * o3m_httpd_set_probe calls. */
+ * caller can connect now. Used by the HTTP thread (/readyz) and the
+ * watchdog thread, one at a time (g_probe_mu). */
 typedef struct probe_state {
   char *ca, *cert, *key, *name, *address; /* copies; ca..name NULL when insecure */
   int insecure;
