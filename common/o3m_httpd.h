@@ -19,7 +19,10 @@
  *
  * HEAD is answered like GET; any other method gets 405, any other path 404.
  * The probes need no client certificate: an orchestrator's probe cannot
- * present the federation's certificates. /metrics does: its counters and
+ * present the federation's certificates. So anyone who reaches the port
+ * can also fill its connection limits with handshakes that never finish:
+ * the probe socket (o3m_probesock.h) is the probe path that such a flood
+ * cannot reach, and the one an orchestrator on the host should use. /metrics does: its counters and
  * histograms show when each call and each reward arrived (audit finding
  * 3), which a passive party's operator could match with the MaskBatch calls
  * it served (SECURITY.md "Metrics"). What it reveals is otherwise what
@@ -71,18 +74,22 @@ typedef struct o3m_httpd_tls {
  * picks a free one) and starts serving metrics (borrowed: it must outlive
  * the server) not ready, over HTTPS with tls, or plain HTTP with tls NULL.
  * The PEM texts are read here and kept until o3m_httpd_stop (the key wiped
- * then). Errors: O3M_EINVAL (listen is not HOST:PORT, the host does not
+ * then). With probe_socket, /healthz and /readyz are also answered on a
+ * unix socket at that path (o3m_probesock.h), from the same ready flag and
+ * probe; listen may then be NULL (no TCP port, tls unused). Errors:
+ * O3M_EINVAL (both NULL, listen is not HOST:PORT, the host does not
  * resolve, a TLS file missing from tls), O3M_ETLS ("metrics listen: key
  * PATH: CAUSE" for a file that cannot be read), O3M_EIO ("metrics listen
  * ADDR: CAUSE" when the address cannot be bound, or the server does not
- * start), O3M_ENOMEM. *out is NULL on failure and nothing listens. */
-int o3m_httpd_start(o3m_httpd **out, const char *listen, o3m_metrics *metrics,
-                    const o3m_httpd_tls *tls, o3m_err *e);
+ * start), o3m_probesock_start's errors ("probe socket PATH: ..."),
+ * O3M_ENOMEM. *out is NULL on failure and nothing listens. */
+int o3m_httpd_start(o3m_httpd **out, const char *listen, const char *probe_socket,
+                    o3m_metrics *metrics, const o3m_httpd_tls *tls, o3m_err *e);
 
 /* 1 when the port speaks HTTPS. */
 int o3m_httpd_is_tls(const o3m_httpd *h);
 
-/* The bound TCP port. */
+/* The bound TCP port (0 without one). */
 int o3m_httpd_port(const o3m_httpd *h);
 
 /* Sets what /readyz answers (nonzero: 200). Async-signal-safe. NULL is
