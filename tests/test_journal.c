@@ -81,15 +81,20 @@ static int check_cb(void *ctx, const ap_journal_record *r) {
   return 0;
 }
 
+/* The options of this suite's journal: dir, D, SEG_BYTES. */
+static void suite_options(ap_journal_options *o) {
+  ap_journal_options_default(o);
+  o->dir = dir;
+  o->d = D;
+  o->segment_bytes = (size_t)SEG_BYTES;
+}
+
 static ap_journal *open_j(uint64_t after, int salvage, collected *c, ap_journal_info *info,
                           int expect) {
   ap_journal_options o;
-  ap_journal_options_default(&o);
-  o.dir = dir;
-  o.d = D;
+  suite_options(&o);
   o.after = after;
   o.salvage = salvage;
-  o.segment_bytes = (size_t)SEG_BYTES;
   o.replay = check_cb;
   o.replay_ctx = c;
   memset(c, 0, sizeof *c);
@@ -334,10 +339,7 @@ Test(journal, regression_issue22_the_torn_cut_does_not_claim_the_record_was_unac
  * with a segment it opens as usual. */
 Test(journal, expect_segments_refuses_a_journal_that_is_gone) {
   ap_journal_options o;
-  ap_journal_options_default(&o);
-  o.dir = dir;
-  o.d = D;
-  o.segment_bytes = (size_t)SEG_BYTES;
+  suite_options(&o);
   o.expect_segments = 1;
   char p[512];
   seg_path(p, sizeof p, 1);
