@@ -48,7 +48,8 @@
  * Recovery (ap_checkpoint_open). The policy is reset; the newest valid
  * checkpoint is loaded (an invalid one is renamed to *.corrupt with a
  * warning and the next older one is tried; with none left the policy stays
- * fresh and the whole journal is replayed); then the journal records after
+ * fresh and the whole journal is replayed, which must then exist: see
+ * opt.had_state); then the journal records after
  * its position are replayed in order: reward records through
  * o3m_policy_update, refactor records through o3m_policy_refactor, exactly as
  * they were applied live. The resulting state equals, bit for bit, that of
