@@ -19,16 +19,20 @@
  *
  * HEAD is answered like GET; any other method gets 405, any other path 404.
  * The probes need no client certificate: an orchestrator's probe cannot
- * present the federation's certificates. So anyone who reaches the port
- * can also fill its connection limits with handshakes that never finish:
- * the probe socket (o3m_probesock.h) is the probe path that such a flood
- * cannot reach, and the one an orchestrator on the host should use. /metrics does: its counters and
+ * present the federation's certificates. /metrics does: its counters and
  * histograms show when each call and each reward arrived (audit finding
  * 3), which a passive party's operator could match with the MaskBatch calls
  * it served (SECURITY.md "Metrics"). What it reveals is otherwise what
  * o3m_metrics.h allows: counts, durations, the mask id, readiness; no
  * feature, id, item, score, reward or model value. It listens on 127.0.0.1
  * unless told otherwise.
+ *
+ * Since the port takes a TLS handshake from anyone who reaches it before
+ * any certificate is shown, anyone can also fill its connection limits
+ * with handshakes that never finish (issue 22, attack 5): the probe socket
+ * (o3m_probesock.h, o3m_httpd_start's probe_socket), answered by its own
+ * thread from the same ready flag and probe, is the probe path no such
+ * flood reaches, and the one an orchestrator on the host should use.
  *
  * Threads: libmicrohttpd's one internal polling thread answers every
  * request (at most O3M_HTTPD_MAX_CONNECTIONS at a time and
@@ -99,8 +103,9 @@ void o3m_httpd_set_ready(o3m_httpd *h, int ready);
 /* Makes a /readyz of a ready daemon also ask probe(ctx) (nonzero: the
  * service answers), at most once per O3M_HTTPD_PROBE_CACHE_MS: the answer
  * is cached, so a flood of probes costs one call per period. The probe
- * runs on the HTTP thread, which answers nothing else meanwhile: bound its
- * time (the daemons' health call has a 1 s deadline). probe NULL removes
+ * runs on the HTTP thread or the probe socket's (one at a time), which
+ * answers nothing else meanwhile: bound its time (the daemons' health call
+ * has a 1 s deadline). probe NULL removes
  * it; either way this waits for a probe in progress, so ctx may be freed
  * once it returns. Not async-signal-safe. NULL h is accepted. */
 void o3m_httpd_set_probe(o3m_httpd *h, int (*probe)(void *ctx), void *ctx);
