@@ -520,6 +520,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   jo.d = o3m_policy_config_of(p)->d;
   jo.after = pos;
   jo.salvage = opt->salvage;
+  jo.expect_segments = !loaded && (opt->had_state || info->checkpoints_rejected > 0);
   if (opt->segment_bytes) jo.segment_bytes = opt->segment_bytes;
   jo.buffer_records = opt->group_records;
   replay_ctx rx = {.p = p, .mask_id = c->mask_id};
@@ -534,6 +535,11 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
                      "combine them (discard the old state explicitly to start fresh)", c->dir,
                      rx.bad_seq, rx.found_mask, c->mask_id);
   }
+  if (rc == O3M_ENOTFOUND)
+    rc = o3m_err_set(e, O3M_ENOTFOUND, "state_dir %s held %s from an earlier run but neither a "
+                     "valid checkpoint nor a journal segment: the model learned there is gone "
+                     "(deleted or lost); refusing to start a fresh model over it", c->dir,
+                     info->checkpoints_rejected ? "checkpoints" : "this party's block");
   if (rc) goto fail;
   info->replayed = ji.replayed;
   info->refactors = rx.refactors;

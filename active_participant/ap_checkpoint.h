@@ -48,14 +48,16 @@
  * Recovery (ap_checkpoint_open). The policy is reset; the newest valid
  * checkpoint is loaded (an invalid one is renamed to *.corrupt with a
  * warning and the next older one is tried; with none left the policy stays
- * fresh and the whole journal is replayed); then the journal records after
+ * fresh and the whole journal is replayed, which must then exist: see
+ * opt.had_state); then the journal records after
  * its position are replayed in order: reward records through
  * o3m_policy_update, refactor records through o3m_policy_refactor, exactly as
  * they were applied live. The resulting state equals, bit for bit, that of
  * an uninterrupted process that applied the same journal records (with one
  * exception: Thompson draws are not journaled, so the sampler is restored to
  * its state at the checkpoint; see the note below). A torn last journal
- * record (a write a crash interrupted, never acknowledged) is cut; any other
+ * record (a write a crash interrupted, never acknowledged, unless the disk
+ * lost a synced write: ap_journal.h) is cut with a warning; any other
  * loss of journal records (damage, a file cut short, a lost segment)
  * refuses to start with O3M_ECORRUPT unless salvage is set (see
  * ap_journal.h). With salvage and no valid checkpoint newer than the loss,
@@ -108,6 +110,13 @@ typedef struct ap_checkpoint_options {
   const char *state_dir;   /* created (mode 0700) if missing; required */
   uint64_t mask_id;        /* mask id of the installed block */
   int salvage;             /* the daemon's --salvage (see ap_journal.h) */
+  /* 1: the state_dir held state of an earlier run (the AP's block, stored
+   * by the run that fetched it). Such a directory had a model: with no
+   * checkpoint left (none at all, or only damaged ones) and no journal
+   * segment, open refuses with O3M_ENOTFOUND instead of starting a fresh
+   * model over it. 0 for a brand-new state_dir, and after
+   * ap_checkpoint_discard (the operator chose a fresh model). */
+  int had_state;
   size_t segment_bytes;    /* journal segment size */
   int group_records;       /* journal append buffer, in records */
   uint64_t every_records;  /* ap_checkpoint_due after this many records (0: off) */
@@ -147,7 +156,8 @@ typedef struct ap_checkpoint ap_checkpoint;
  * now on every change to it must go through this module
  * (ap_checkpoint_apply_reward, ap_checkpoint_health), or the journal would
  * not describe it. info may be NULL. Errors: O3M_EINVAL (options),
- * O3M_ESTATE (state_dir locked by another process), O3M_EMASK, O3M_EDIM
+ * O3M_ESTATE (state_dir locked by another process), O3M_ENOTFOUND (the
+ * model is gone: opt.had_state), O3M_EMASK, O3M_EDIM
  * (config changed, or a journal of another format version), O3M_ECORRUPT
  * (journal damage or a lost segment, without salvage), O3M_EIO,
  * O3M_ENOMEM. On failure *out is NULL, p is reset to a fresh state and the

@@ -700,7 +700,9 @@ static int salvage(ap_journal *j, scan_state *st, ap_journal_info *info, o3m_err
   return O3M_OK;
 }
 
-/* Zeroes the torn last record (its write never finished). */
+/* Zeroes the torn last record. A crash during its write leaves this shape
+ * (then it was never acknowledged), but so does a disk that lost a synced
+ * write of an acknowledged one (ap_journal.h): the warning says both. */
 static int cut_torn(ap_journal *j, const scan_state *st, ap_journal_info *info, o3m_err *e) {
   char name[NAME_MAX_LEN];
   seg_name(name, j->segs[st->seg], "");
@@ -715,7 +717,9 @@ static int cut_torn(ap_journal *j, const scan_state *st, ap_journal_info *info, 
   close(fd);
   info->tail_bytes_cut = j->L;
   o3m_log_warn("journal %s/%s: zeroed a torn record at offset %" PRIu64 " (seq %" PRIu64 "): "
-               "its write never finished, so it was never acknowledged", j->dir, name, st->off,
+               "the last record is incomplete (its start or end marker is zero); a crash "
+               "during its write leaves this, and then it was never acknowledged, but it may "
+               "have been acknowledged if the disk lost a write", j->dir, name, st->off,
                st->seq);
   return O3M_OK;
 }
@@ -788,6 +792,11 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
     goto fail;
   }
   if ((rc = list_segments(j, e))) goto fail;
+  if (opt->expect_segments && j->nsegs == 0) {
+    rc = o3m_err_set(e, O3M_ENOTFOUND, "journal %s: no journal segment, although this directory "
+                     "held a journal before", j->dir);
+    goto fail;
+  }
 
   uint64_t next = opt->after + 1;
   scan_state st = {.seg = -1, .cur = -1, .repair = -1};

@@ -79,6 +79,11 @@
  * (d <= 504) a lost page leaves its start or end marker zero. Either way the
  * damage is confined to records that were never acknowledged, and such a
  * record reads as "torn": not all zero, but its start or end marker zero.
+ * A disk that loses a write it had reported synced (a failing disk, or a
+ * write cache without power-loss protection) can leave the same shape on a
+ * record that was acknowledged: nothing in the file tells the two apart,
+ * so the cut's warning says only what is known (the last record is
+ * incomplete; it may have been acknowledged if the disk lost a write).
  * A record whose two markers are present was written whole; a wrong CRC, a
  * wrong header field or a wrong seq in it is damage, never a crash. Nothing
  * a crash does changes a file's length (files are created at full size) or
@@ -181,6 +186,11 @@ typedef struct ap_journal_options {
   int d;                  /* record dimension, 1..O3M_MAX_DIM */
   uint64_t after;         /* replay records with seq > after */
   int salvage;            /* set damage aside instead of failing (above) */
+  /* 1: the caller knows this directory held a journal before (the AP's
+   * state_dir kept its block from an earlier run, ap_checkpoint.h): no
+   * segment at all is then O3M_ENOTFOUND, not a new journal, salvage or
+   * not, since there is nothing a salvage could keep. */
+  int expect_segments;
   size_t segment_bytes;   /* size of each new segment file, >= 64 + 2 L */
   int buffer_records;     /* append buffer (group commit) in records */
   ap_journal_replay_fn replay; /* may be NULL: records are checked only */
@@ -210,7 +220,8 @@ typedef struct ap_journal ap_journal;
 /* Opens the journal in opt->dir as described above and leaves it ready for
  * appends at seq info->last_seq + 1. info may be NULL. Errors: O3M_EINVAL
  * (options), O3M_ENOMEM, O3M_EIO (a file operation; the message names it),
- * O3M_EDIM (a segment was written with another d, or in another format
+ * O3M_ENOTFOUND (no segment although opt.expect_segments), O3M_EDIM (a
+ * segment was written with another d, or in another format
  * version: another release), O3M_ECORRUPT (damage or a lost segment,
  * without salvage; the message names the file, offset and seq), or the
  * callback's code. On failure *out is NULL and the files are as they were,

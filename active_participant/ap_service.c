@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 #include "o3m_log.h"
 #include "o3m_secagg.h"
 #include "o3m_mask.h"
+#include "o3m_block_store.h"
 #include "o3m_party_block.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
@@ -103,6 +105,7 @@ struct ap_service {
 
   /* Durability (NULL/0 without a state_dir; see ap_service.h). */
   char *state_dir;
+  int had_block; /* state_dir held the block before this start: it had a model */
   ap_checkpoint *ckpt;
   /* Why the service stopped itself (refusing rewards meanwhile), or
    * STOP_NONE; see stop_cause_text and "States" in ap_service.h. */
@@ -798,6 +801,14 @@ static const o3m_access_rule ap_access[] = {
 static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *me,
                          const ap_service_options *opt, o3m_err *e) {
   o3m_party_block_options o = {cfg, me, &s->part, opt->insecure, opt->pmg_timeout_s, opt->stop};
+  /* A block stored by an earlier run means that run learned a model here
+   * too, which open_state must then find (issue 22, attack 6). */
+  if (me->state_dir) {
+    char path[4096];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", me->state_dir, O3M_BLOCK_STORE_FILE);
+    s->had_block = stat(path, &st) == 0;
+  }
   int rc = o3m_party_block_obtain(&o, &s->block, NULL, 0, e);
   if (rc == 0) s->mask_id = o3m_block_mask_id(s->block);
   return rc;
@@ -847,6 +858,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
   co.state_dir = s->state_dir;
   co.mask_id = s->mask_id;
   co.salvage = opt->salvage;
+  co.had_state = s->had_block && !opt->discard_state;
   if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
   if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
   ap_recovery_info ri;
@@ -861,6 +873,11 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
                           ? "the [policy] does not match the saved model (or the model was "
                             "saved by another release); restore the old [policy] or release, "
                             "or --discard-state"
+                      : rc == O3M_ENOTFOUND
+                          ? "the saved model is missing (its checkpoints and journal were "
+                            "deleted or lost); restore ap-ckpt-* and ap-journal-* from a "
+                            "backup, or --discard-state starts a fresh model under the "
+                            "stored block"
                       : rc == O3M_ECORRUPT
                           ? "the reward journal is damaged or incomplete; --salvage keeps the "
                             "rewards before the damage (the rest is set aside), or "

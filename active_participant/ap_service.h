@@ -47,9 +47,11 @@
  * before it is confirmed. A corrupt stored block refuses the start. Then
  * the model is recovered (ap_checkpoint_open: the newest checkpoint plus
  * the reward journal after it); a saved model learned under another mask
- * (O3M_EMASK), with another [policy] (O3M_EDIM) or a journal damaged in the
- * middle (O3M_ECORRUPT) refuses the start with a message naming the way
- * out (--discard-state, --salvage). Without a state_dir the block comes
+ * (O3M_EMASK), with another [policy] (O3M_EDIM), a journal damaged in the
+ * middle (O3M_ECORRUPT) or a model gone while the block stayed (a block
+ * stored by an earlier run but neither a checkpoint nor a journal:
+ * O3M_ENOTFOUND) refuses the start with a message naming the way out
+ * (--discard-state, --salvage). Without a state_dir the block comes
  * from the mask generator every time and the model lives in memory only (a
  * WARNING at start says so).
  *

@@ -25,7 +25,8 @@
  * section): --salvage recovers a journal that is damaged or lost records
  * up to the damage and sets the rest aside (ap_journal.h); --discard-state moves the
  * saved model aside (into state_dir/discarded-<ms>/, nothing is deleted)
- * and starts a fresh one, the way out after the block changed;
+ * and starts a fresh one, the way out after the block changed or when
+ * the model is gone while the block stayed;
  * --checkpoint-every and --checkpoint-ms set how often a checkpoint is
  * written (defaults 10000 rewards, 60000 ms); --commit each syncs every
  * reward on its own instead of group-committing them (ap_service.h, "A

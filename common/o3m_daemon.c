@@ -20,6 +20,7 @@
 #include "o3m_cert.h"
 #include "o3m_fingerprint.h"
 #include "o3m_httpd.h"
+#include "o3m_probesock.h"
 #include "o3m_log.h"
 #include "o3m_rpc.h"
 
@@ -184,6 +185,7 @@ static int args_take(const o3m_cli_spec *spec, o3m_daemon_args *a, int index, co
       return -o3m_cli_usage_error(spec, "--log-format: '%s' is not text or json", value);
     return 1;
   case 6: a->metrics_listen = value; return 1;
+  case 7: a->probe_socket = value; return 1;
   default: return 0;
   }
 }
@@ -445,12 +447,14 @@ static void watchdog_stop(pthread_t t) {
   pthread_join(t, NULL);
 }
 
-/* Starts the metrics port on addr with a new registry: HTTPS with tls, or
- * plain HTTP with tls NULL. */
-static int metrics_start(const char *addr, const o3m_httpd_tls *tls, o3m_err *e) {
+/* Starts the metrics port on addr (NULL: none) and the probe socket at
+ * probe (NULL: none) with a new registry: HTTPS with tls, or plain HTTP
+ * with tls NULL. */
+static int metrics_start(const char *addr, const char *probe, const o3m_httpd_tls *tls,
+                         o3m_err *e) {
   o3m_httpd *h = NULL;
   int rc = o3m_metrics_create(&g_metrics, e);
-  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, g_metrics, tls, e);
+  if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, probe, g_metrics, tls, e);
   g_httpd = h;
   if (rc < 0) {
     o3m_metrics_destroy(g_metrics);
@@ -458,6 +462,10 @@ static int metrics_start(const char *addr, const o3m_httpd_tls *tls, o3m_err *e)
     return rc;
   }
   atexit(metrics_at_exit);
+  if (probe)
+    o3m_log_info("health probes on the unix socket %s (mode %o): /healthz /readyz", probe,
+                 O3M_PROBESOCK_MODE);
+  if (!addr) return O3M_OK;
   if (tls)
     o3m_log_info("metrics and health on https://%s (port %d): /metrics for client "
                  "certificates named %s; /healthz /readyz for anyone", addr,
@@ -553,11 +561,15 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
     return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
   }
   atexit(probe_forget);
-  if (a->metrics_listen && metrics_start(a->metrics_listen, a->insecure ? NULL : &tls, &e) < 0) {
+  if ((a->metrics_listen || a->probe_socket) &&
+      metrics_start(a->metrics_listen, a->probe_socket, a->insecure ? NULL : &tls, &e) < 0) {
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;
     *me_out = NULL;
-    return o3m_cli_fail(prog, "--metrics-listen: %s", o3m_err_message(&e));
+    return o3m_cli_fail(prog, "%s: %s",
+                        strncmp(o3m_err_message(&e), "probe socket", 12) == 0 ? "--probe-socket"
+                                                                               : "--metrics-listen",
+                        o3m_err_message(&e));
   }
   return 0;
 }

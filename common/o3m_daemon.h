@@ -6,7 +6,8 @@
  *
  * The command line is shared too: every daemon takes --config FILE,
  * --party NAME, --insecure, --ready-file PATH, --log-level LEVEL,
- * --log-format FORMAT and --metrics-listen ADDR (O3M_DAEMON_OPTIONS, the
+ * --log-format FORMAT, --metrics-listen ADDR and --probe-socket PATH
+ * (O3M_DAEMON_OPTIONS, the
  * first entries of each daemon's o3m_cli table; o3m_daemon_parse_args), and
  * o3m_daemon_start does the start-up steps above in one call. A daemon's
  * main() is then: parse, start, create its service, publish it as the stop
@@ -31,7 +32,12 @@
  * o3m_daemon_start, before the service
  * is built, so /healthz answers and /readyz says 503 while the daemon
  * waits for its mask or block; o3m_daemon_metrics() is its registry, which
- * the daemon passes to its service. o3m_daemon_serve marks the daemon ready
+ * the daemon passes to its service. --probe-socket PATH answers the same
+ * /healthz and /readyz on a unix socket (o3m_probesock.h), with or without
+ * --metrics-listen: the probe path an orchestrator on the host should use,
+ * since a connection flood on the TCP metrics port, which anyone who
+ * reaches it may open, cannot fill it (issue 22, attack 5).
+ * o3m_daemon_serve marks the daemon ready
  * there and tells systemd (sd_notify READY=1, with NOTIFY_SOCKET set: a
  * Type=notify unit, deploy/), and STOPPING=1 when it stops serving. The
  * registry and the port are the process's, like the stop flag: they are
@@ -64,8 +70,11 @@
   {"metrics-listen", "ADDR", "serve /metrics, /healthz, /readyz over HTTPS on HOST:PORT (off by " \
                              "default; ':PORT' is 127.0.0.1; /metrics only to client "        \
                              "certificates named in metrics_clients; plain HTTP for anyone "  \
-                             "with --insecure)"}
-#define O3M_DAEMON_N_OPTIONS 7
+                             "with --insecure)"},                                             \
+  {"probe-socket", "PATH", "also answer /healthz and /readyz (plain HTTP) on a unix socket at "   \
+                           "PATH, mode 0660, for the local orchestrator: no flood of the "     \
+                           "metrics port reaches it (off by default)"}
+#define O3M_DAEMON_N_OPTIONS 8
 
 /* What the shared options hold after parsing (pointers into argv). */
 typedef struct o3m_daemon_args {
@@ -74,6 +83,7 @@ typedef struct o3m_daemon_args {
   const char *ready_file;
   int insecure;
   const char *metrics_listen; /* NULL: no metrics port */
+  const char *probe_socket;   /* NULL: no probe socket */
   o3m_log_level log_level;    /* O3M_LOG_INFO unless --log-level */
   o3m_log_format log_format;  /* O3M_LOG_TEXT unless --log-format */
 } o3m_daemon_args;
@@ -96,8 +106,9 @@ int o3m_daemon_parse_args(o3m_daemon_args *a, const o3m_cli_spec *spec, int argc
  * on a SIGTERM or SIGINT sets the stop flag and calls the stop target),
  * shielding memory (o3m_daemon_protect_memory), the open-file limit
  * (o3m_daemon_raise_nofile) and the party
- * (o3m_daemon_load_party with role), then the metrics port if
- * a->metrics_listen is set (o3m_daemon_metrics). On success returns 0 with *cfg_out and
+ * (o3m_daemon_load_party with role), then the metrics port and the probe
+ * socket if a->metrics_listen or a->probe_socket is set
+ * (o3m_daemon_metrics). On success returns 0 with *cfg_out and
  * *me_out as o3m_daemon_load_party leaves them; on failure prints
  * "PROG: message" on stderr and returns O3M_CLI_EXIT_FAILURE, nothing left
  * allocated. restart: as for o3m_daemon_catch_stop_signals. Call it once,
@@ -128,7 +139,7 @@ int o3m_daemon_serve(const char *prog, const char *ready_file, void *svc, const 
                      int port, int (*run)(void *), void (*shutdown)(void *), int *run_rc);
 
 /* The process's metrics registry, or NULL when the daemon runs without
- * --metrics-listen. Pass it to the service (its options' metrics field). */
+ * --metrics-listen and --probe-socket. Pass it to the service (its options' metrics field). */
 o3m_metrics *o3m_daemon_metrics(void);
 
 /* The stop flag: nonzero once SIGTERM or SIGINT arrived. Pass it to the

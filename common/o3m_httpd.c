@@ -22,9 +22,11 @@
 #include <unistd.h>
 
 #include "o3m_bytes.h"
+#include "o3m_probesock.h"
 
 struct o3m_httpd {
-  struct MHD_Daemon *mhd;
+  struct MHD_Daemon *mhd;     /* NULL: no TCP port, the probe socket only */
+  o3m_probesock *probe_sock;  /* NULL: no probe socket */
   o3m_metrics *metrics;
   volatile sig_atomic_t ready;
   int port;
@@ -79,6 +81,31 @@ static int probe_ready(o3m_httpd *h) {
   }
   pthread_mutex_unlock(&h->probe_lock);
   return ok;
+}
+
+/* What /healthz and /readyz answer, on the metrics port and on the probe
+ * socket alike (o3m_probesock_answer_fn): the status, and the body in
+ * *body; 404 for any other path. */
+static int probe_answer(void *ctx, const char *path, const char **body) {
+  o3m_httpd *h = ctx;
+  if (strcmp(path, "/healthz") == 0) {
+    *body = "ok\n";
+    return MHD_HTTP_OK;
+  }
+  if (strcmp(path, "/readyz") != 0) {
+    *body = "not found\n";
+    return MHD_HTTP_NOT_FOUND;
+  }
+  if (!h->ready) {
+    *body = "not ready\n";
+    return MHD_HTTP_SERVICE_UNAVAILABLE;
+  }
+  if (!probe_ready(h)) {
+    *body = "not ready: the service port does not answer\n";
+    return MHD_HTTP_SERVICE_UNAVAILABLE;
+  }
+  *body = "ready\n";
+  return MHD_HTTP_OK;
 }
 
 /* Queues a reply of status with body (copied) as text/plain. */
@@ -207,14 +234,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     *upload_data_size = 0;
     return reply_text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
   }
-  if (strcmp(url, "/healthz") == 0) return reply_text(c, MHD_HTTP_OK, "ok\n");
-  if (strcmp(url, "/readyz") == 0) {
-    if (!h->ready) return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready\n");
-    if (!probe_ready(h))
-      return reply_text(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready: the service port does not "
-                        "answer\n");
-    return reply_text(c, MHD_HTTP_OK, "ready\n");
-  }
+  const char *body;
+  int status = probe_answer(h, url, &body);
+  if (status != MHD_HTTP_NOT_FOUND) return reply_text(c, (unsigned)status, body);
   if (strcmp(url, "/metrics") != 0) return reply_text(c, MHD_HTTP_NOT_FOUND, "not found\n");
   if (!metrics_allowed(h, c))
     return reply_text(c, MHD_HTTP_FORBIDDEN, "/metrics needs a client certificate of the "
@@ -367,35 +389,14 @@ static int load_tls(o3m_httpd *h, const o3m_httpd_tls *tls, o3m_err *e) {
   return rc;
 }
 
-int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metrics,
-                    const o3m_httpd_tls *tls, o3m_err *e) {
-  *out = NULL;
-  if (!metrics) return o3m_err_set(e, O3M_EINVAL, "metrics listen: no registry");
-  o3m_httpd *h = calloc(1, sizeof *h);
-  if (!h) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
-  h->metrics = metrics;
-  if (pthread_mutex_init(&h->probe_lock, NULL) != 0) {
-    free(h);
-    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
-  }
-  if (pthread_mutex_init(&h->conn_lock, NULL) != 0) {
-    pthread_mutex_destroy(&h->probe_lock);
-    free(h);
-    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
-  }
-  if (pthread_cond_init(&h->conn_cv, NULL) != 0) {
-    pthread_mutex_destroy(&h->conn_lock);
-    pthread_mutex_destroy(&h->probe_lock);
-    free(h);
-    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a condition variable");
-  }
+/* The TCP port on listen_addr: HTTPS with tls, or plain HTTP with tls
+ * NULL; its reaper thread. On failure nothing of it is left running. */
+static int tcp_start(o3m_httpd *h, const char *listen_addr, const o3m_httpd_tls *tls,
+                     o3m_err *e) {
   int fd;
   int rc = tls ? load_tls(h, tls, e) : O3M_OK;
   if (rc == O3M_OK) rc = bind_addr(listen_addr, &fd, &h->port, e);
-  if (rc < 0) {
-    httpd_free(h);
-    return rc;
-  }
+  if (rc < 0) return rc;
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   /* Limits shared by both kinds: connections in all and per address,
    * the inactivity timeout, and the notifications that time requests. */
@@ -420,17 +421,50 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, o3m_metrics *metri
 #undef O3M_HTTPD_LIMITS
   if (!h->mhd) {
     close(fd);
-    httpd_free(h);
     return o3m_err_set(e, O3M_EIO, "metrics listen %s: libmicrohttpd did not start%s",
                        listen_addr, tls ? " (HTTPS: check the certificate and key)" : "");
   }
   if (pthread_create(&h->reaper, NULL, reaper_main, h) != 0) {
     MHD_stop_daemon(h->mhd);
-    httpd_free(h);
+    h->mhd = NULL;
     return o3m_err_set(e, O3M_EIO, "metrics listen %s: cannot start the request timer thread",
                        listen_addr);
   }
   h->reaper_started = 1;
+  return O3M_OK;
+}
+
+int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, const char *probe_socket,
+                    o3m_metrics *metrics, const o3m_httpd_tls *tls, o3m_err *e) {
+  *out = NULL;
+  if (!metrics) return o3m_err_set(e, O3M_EINVAL, "metrics listen: no registry");
+  if (!listen_addr && !probe_socket)
+    return o3m_err_set(e, O3M_EINVAL, "metrics listen: neither an address nor a probe socket");
+  o3m_httpd *h = calloc(1, sizeof *h);
+  if (!h) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
+  h->metrics = metrics;
+  if (pthread_mutex_init(&h->probe_lock, NULL) != 0) {
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
+  }
+  if (pthread_mutex_init(&h->conn_lock, NULL) != 0) {
+    pthread_mutex_destroy(&h->probe_lock);
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
+  }
+  if (pthread_cond_init(&h->conn_cv, NULL) != 0) {
+    pthread_mutex_destroy(&h->conn_lock);
+    pthread_mutex_destroy(&h->probe_lock);
+    free(h);
+    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a condition variable");
+  }
+  int rc = listen_addr ? tcp_start(h, listen_addr, tls, e) : O3M_OK;
+  if (rc == O3M_OK && probe_socket)
+    rc = o3m_probesock_start(&h->probe_sock, probe_socket, probe_answer, h, e);
+  if (rc < 0) {
+    o3m_httpd_stop(h);
+    return rc;
+  }
   *out = h;
   return O3M_OK;
 }
@@ -461,6 +495,7 @@ void o3m_httpd_stop(o3m_httpd *h) {
     pthread_mutex_unlock(&h->conn_lock);
     pthread_join(h->reaper, NULL);
   }
-  MHD_stop_daemon(h->mhd);
+  o3m_probesock_stop(h->probe_sock);
+  if (h->mhd) MHD_stop_daemon(h->mhd);
   httpd_free(h);
 }

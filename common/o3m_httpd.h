@@ -27,6 +27,13 @@
  * feature, id, item, score, reward or model value. It listens on 127.0.0.1
  * unless told otherwise.
  *
+ * Since the port takes a TLS handshake from anyone who reaches it before
+ * any certificate is shown, anyone can also fill its connection limits
+ * with handshakes that never finish (issue 22, attack 5): the probe socket
+ * (o3m_probesock.h, o3m_httpd_start's probe_socket), answered by its own
+ * thread from the same ready flag and probe, is the probe path no such
+ * flood reaches, and the one an orchestrator on the host should use.
+ *
  * Threads: libmicrohttpd's one internal polling thread answers every
  * request (at most O3M_HTTPD_MAX_CONNECTIONS at a time and
  * O3M_HTTPD_MAX_PER_ADDRESS from one address, each dropped after
@@ -71,18 +78,22 @@ typedef struct o3m_httpd_tls {
  * picks a free one) and starts serving metrics (borrowed: it must outlive
  * the server) not ready, over HTTPS with tls, or plain HTTP with tls NULL.
  * The PEM texts are read here and kept until o3m_httpd_stop (the key wiped
- * then). Errors: O3M_EINVAL (listen is not HOST:PORT, the host does not
+ * then). With probe_socket, /healthz and /readyz are also answered on a
+ * unix socket at that path (o3m_probesock.h), from the same ready flag and
+ * probe; listen may then be NULL (no TCP port, tls unused). Errors:
+ * O3M_EINVAL (both NULL, listen is not HOST:PORT, the host does not
  * resolve, a TLS file missing from tls), O3M_ETLS ("metrics listen: key
  * PATH: CAUSE" for a file that cannot be read), O3M_EIO ("metrics listen
  * ADDR: CAUSE" when the address cannot be bound, or the server does not
- * start), O3M_ENOMEM. *out is NULL on failure and nothing listens. */
-int o3m_httpd_start(o3m_httpd **out, const char *listen, o3m_metrics *metrics,
-                    const o3m_httpd_tls *tls, o3m_err *e);
+ * start), o3m_probesock_start's errors ("probe socket PATH: ..."),
+ * O3M_ENOMEM. *out is NULL on failure and nothing listens. */
+int o3m_httpd_start(o3m_httpd **out, const char *listen, const char *probe_socket,
+                    o3m_metrics *metrics, const o3m_httpd_tls *tls, o3m_err *e);
 
 /* 1 when the port speaks HTTPS. */
 int o3m_httpd_is_tls(const o3m_httpd *h);
 
-/* The bound TCP port. */
+/* The bound TCP port (0 without one). */
 int o3m_httpd_port(const o3m_httpd *h);
 
 /* Sets what /readyz answers (nonzero: 200). Async-signal-safe. NULL is
@@ -92,8 +103,9 @@ void o3m_httpd_set_ready(o3m_httpd *h, int ready);
 /* Makes a /readyz of a ready daemon also ask probe(ctx) (nonzero: the
  * service answers), at most once per O3M_HTTPD_PROBE_CACHE_MS: the answer
  * is cached, so a flood of probes costs one call per period. The probe
- * runs on the HTTP thread, which answers nothing else meanwhile: bound its
- * time (the daemons' health call has a 1 s deadline). probe NULL removes
+ * runs on the HTTP thread or the probe socket's (one at a time), which
+ * answers nothing else meanwhile: bound its time (the daemons' health call
+ * has a 1 s deadline). probe NULL removes
  * it; either way this waits for a probe in progress, so ctx may be freed
  * once it returns. Not async-signal-safe. NULL h is accepted. */
 void o3m_httpd_set_probe(o3m_httpd *h, int (*probe)(void *ctx), void *ctx);

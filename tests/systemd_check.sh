@@ -12,7 +12,8 @@
 #     `systemd-analyze security --offline` rates its exposure at most 2.0;
 #  3. each daemon, started with its unit's own ExecStart command line (the
 #     paths and the instance name filled in), tells a NOTIFY_SOCKET that
-#     this test listens on READY=1 once it serves (its /readyz is then 200),
+#     this test listens on READY=1 once it serves (its /readyz is then 200,
+#     on the metrics port and on the unit's --probe-socket alike),
 #     with WATCHDOG_USEC=1500000 a WATCHDOG=1 within 1.5 s after that, and
 #     STOPPING=1 after a SIGTERM, then exits 0.
 # Exit 77 (CTest: skipped) with a message if systemd-analyze is missing.
@@ -63,6 +64,7 @@ import os, re, shlex, signal, socket, subprocess, sys, time, urllib.request
 
 bin_dir, units, work = sys.argv[1:4]
 conf = os.path.join(work, "fed", "federation.conf")
+run_dir = os.path.join(work, "run")
 parties = {}  # role -> name, from the generated config
 name = None
 for line in open(conf):
@@ -79,8 +81,23 @@ def command(unit, party):
     line = re.search(r"^ExecStart=(.*)$", text, re.M).group(1)
     line = (line.replace("/usr/local/bin/", bin_dir + "/")
                 .replace("/etc/o3m/federation.conf", conf)
+                .replace("/run/o3m/", run_dir + "/")
                 .replace("%i", party).replace("${O3M_METRICS_PORT}", "0"))
+    # RuntimeDirectory=o3m/%i: made by systemd before ExecStart.
+    os.makedirs(os.path.join(run_dir, party), mode=0o750, exist_ok=True)
     return shlex.split(line) + ["--insecure"]
+
+def probe_socket_status(unit, party, path):
+    """The status of path on the unit's --probe-socket, or 0."""
+    m = re.search(r"--probe-socket (\S+)", " ".join(command(unit, party)))
+    assert m, f"{unit}: no --probe-socket in its ExecStart"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(m.group(1))
+    s.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+    first = s.recv(4096).split(b"\r\n", 1)[0].split()
+    s.close()
+    return int(first[1]) if len(first) >= 2 else 0
 
 procs = []
 try:
@@ -106,12 +123,14 @@ try:
         assert port, f"{role}: no metrics port in its log"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
             assert r.status == 200, f"{role}: /readyz {r.status} after READY=1"
+        st = probe_socket_status(unit, parties[role], "/readyz")
+        assert st == 200, f"{role}: /readyz on the probe socket {st} after READY=1"
         t0 = time.time()
         msg2 = sock.recv(4096).decode()
         assert "WATCHDOG=1" in msg2.split("\n"), f"{role}: after READY=1 {msg2!r}"
         wd_s = time.time() - t0
         assert wd_s < 1.5, f"{role}: WATCHDOG=1 only after {wd_s:.2f} s"
-        print(f"systemd_check: {role}: READY=1 ({msg.strip().replace(chr(10), ', ')}), /readyz 200, WATCHDOG=1 after {wd_s:.2f} s")
+        print(f"systemd_check: {role}: READY=1 ({msg.strip().replace(chr(10), ', ')}), /readyz 200 on the port and the probe socket, WATCHDOG=1 after {wd_s:.2f} s")
     for role, p, sock, log in reversed(procs):
         p.send_signal(signal.SIGTERM)
         msg = sock.recv(4096).decode()

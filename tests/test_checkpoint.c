@@ -423,6 +423,103 @@ Test(checkpoint, torn_checkpoint_falls_back_and_a_pruned_journal_is_not_guessed)
   o3m_policy_destroy(rec2);
 }
 
+/* Opens dir with had_state and salvage as given; returns the code, the
+ * message in msg. */
+static int open_had_state(o3m_policy *p, int had_state, int salvage, ap_checkpoint **ck,
+                          char *msg, size_t n) {
+  ap_checkpoint_options o;
+  ap_checkpoint_options_default(&o);
+  o.state_dir = dir;
+  o.mask_id = MASK_A;
+  o.every_ms = 0;
+  o.had_state = had_state;
+  o.salvage = salvage;
+  o3m_err e;
+  o3m_err_clear(&e);
+  *ck = NULL;
+  int rc = ap_checkpoint_open(ck, p, &o, NULL, &e);
+  snprintf(msg, n, "%s", e.msg);
+  return rc;
+}
+
+/* Issue 22, attack 6: a state_dir that held the AP's block from an earlier
+ * run had a model; with its checkpoints and journal gone, open refuses
+ * instead of starting a fresh model with an INFO line, salvage or not, and
+ * creates nothing. So does a state_dir whose only checkpoints are damaged
+ * and whose journal is gone. A brand-new state_dir (had_state 0) and the
+ * one a discard emptied still open fresh. */
+Test(checkpoint, regression_issue22_a_state_dir_that_had_a_model_never_starts_fresh) {
+  o3m_policy_config c;
+  config(&c, O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
+  o3m_policy *live = make_policy(&c), *ref = make_policy(&c);
+  ap_checkpoint *ck;
+  char msg[O3M_ERRMSG_MAX];
+  cr_assert_eq(open_had_state(live, 0, 0, &ck, msg, sizeof msg), O3M_OK, "%s", msg);
+  ap_checkpoint_close(ck);
+  /* The block's earlier run left a journal: that opens. */
+  cr_assert_eq(open_had_state(live, 1, 0, &ck, msg, sizeof msg), O3M_OK, "%s", msg);
+  feed(ck, live, ref, 1, 10, 0);
+  write_ck(ck);
+  feed(ck, live, ref, 11, 12, 0);
+  ap_checkpoint_close(ck);
+  char p10[512];
+  ck_path(p10, sizeof p10, 10, ".ckpt");
+  cr_assert(exists(p10));
+
+  /* Checkpoints and journal deleted, the block kept. */
+  DIR *dh = opendir(dir);
+  cr_assert_not_null(dh);
+  struct dirent *de;
+  char path[1024];
+  while ((de = readdir(dh))) {
+    if (strncmp(de->d_name, "ap-ckpt-", 8) && strncmp(de->d_name, "ap-journal-", 11)) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    cr_assert_eq(unlink(path), 0, "%s", path);
+  }
+  closedir(dh);
+  o3m_policy *rec = make_policy(&c);
+  for (int salvage = 0; salvage <= 1; salvage++) {
+    cr_assert_eq(open_had_state(rec, 1, salvage, &ck, msg, sizeof msg), O3M_ENOTFOUND,
+                 "salvage %d: %s", salvage, msg);
+    cr_assert_null(ck);
+    cr_assert_not_null(strstr(msg, "held this party's block from an earlier run but neither a "
+                                   "valid checkpoint nor a journal segment"), "%s", msg);
+    cr_assert_eq(count_files("ap-journal-", ".wal"), 0, "a refused open made a journal");
+  }
+
+  /* Only a damaged checkpoint left, no journal: the same, without the block
+   * as evidence (the damaged file is set aside as before). */
+  o3m_policy *again = make_policy(&c);
+  ck = open_ck(again, MASK_A, NULL, O3M_OK);
+  feed(ck, again, NULL, 1, 8, 0);
+  write_ck(ck);
+  ap_checkpoint_close(ck);
+  ck_path(p10, sizeof p10, 8, ".ckpt");
+  flip_byte(p10, 20);
+  dh = opendir(dir);
+  cr_assert_not_null(dh);
+  while ((de = readdir(dh))) {
+    if (strncmp(de->d_name, "ap-journal-", 11)) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    cr_assert_eq(unlink(path), 0, "%s", path);
+  }
+  closedir(dh);
+  cr_assert_eq(open_had_state(rec, 0, 0, &ck, msg, sizeof msg), O3M_ENOTFOUND, "%s", msg);
+  cr_assert_not_null(strstr(msg, "held checkpoints from an earlier run"), "%s", msg);
+  cr_assert_eq(count_files("ap-ckpt-", ".corrupt"), 1);
+
+  /* After the operator's discard (had_state 0, the damaged file moved
+   * aside): a fresh model. */
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_discard(dir, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(open_had_state(rec, 0, 0, &ck, msg, sizeof msg), O3M_OK, "%s", msg);
+  cr_assert_eq(o3m_policy_updates(rec), 0);
+  ap_checkpoint_close(ck);
+  o3m_policy_destroy(live), o3m_policy_destroy(ref), o3m_policy_destroy(rec);
+  o3m_policy_destroy(again);
+}
+
 /* Every journal segment after the newest checkpoint deleted: the rotation
  * before the checkpoint made segment seq + 1, so its absence is a loss of
  * acknowledged rewards, refused; salvage recovers the checkpoint alone. The

@@ -881,6 +881,69 @@ Test(recovery, newest_journal_segment_deleted_refuses_start_until_salvage, .init
   o3m_rng_destroy(r);
 }
 
+/* Issue 22, attack 6: the AP's state_dir keeps its block, but its
+ * checkpoints and journal are gone (deleted, or a restore that missed
+ * them). Before, the AP started a fresh model with an INFO line; now it
+ * refuses, naming --discard-state, which then starts a fresh model under
+ * the stored block. (A brand-new state_dir starting fresh is what every
+ * fed_up does.) */
+Test(recovery, regression_issue22_block_without_model_refuses_start_until_discarded,
+     .init = fed_up, .fini = fed_down) {
+  o3m_rng *r;
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 19), 0);
+  ap_client *cli = client_new();
+  uint64_t acked = plain_rounds(cli, r, 6, 0);
+  uint64_t mask = ap_mask_id(cli);
+  ap_client_destroy(cli);
+  cr_assert_eq(acked, 6);
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
+  DIR *d = opendir(fed_path("ap_state"));
+  cr_assert_not_null(d);
+  struct dirent *de;
+  int removed = 0;
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "ap-ckpt-", 8) && strncmp(de->d_name, "ap-journal-", 11)) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", fed_path("ap_state"), de->d_name);
+    cr_assert_eq(unlink(path), 0, "%s", path);
+    removed++;
+  }
+  closedir(d);
+  cr_assert_geq(removed, 2);
+
+  ap_extra[0] = NULL;
+  start(FED_AP);
+  cr_assert_eq(fed_wait_exit(&fed.proc[FED_AP], 15000), 1, "started a fresh model: %s",
+               fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "the saved model is missing"), "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "--discard-state"), "%s", fed_log(&fed.proc[FED_AP]));
+  cr_assert(log_has(FED_AP, "neither a valid checkpoint nor a journal segment"), "%s",
+            fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
+
+  ap_extra[0] = "--discard-state";
+  ap_extra[1] = NULL;
+  restart(FED_AP);
+  ap_extra[0] = NULL;
+  cli = client_new();
+  cr_assert_eq(ap_mask_id(cli), mask, "the stored block is kept");
+  ap_stats st;
+  ap_stats_get(cli, &st);
+  cr_assert_eq(st.updates, 0);
+  plain_rounds(cli, r, 2, 0);
+  ap_client_destroy(cli);
+  /* And the next start finds the new model. */
+  cr_assert_eq(fed_stop(&fed.proc[FED_AP], SIGTERM, 5000), 0, "%s", fed_log(&fed.proc[FED_AP]));
+  keep_log(FED_AP);
+  restart(FED_AP);
+  cli = client_new();
+  ap_stats_get(cli, &st);
+  cr_assert_eq(st.updates, 2);
+  ap_client_destroy(cli);
+  o3m_rng_destroy(r);
+}
+
 /* ------------------------------------------------------------ crash test */
 
 /* One reward a client sent: acknowledged (with its ordinal) or in flight
