@@ -207,7 +207,13 @@ static int stream_state(ap_replica *r, const char *name, const char *what, uint6
                         uint64_t *last, o3m_err *e) {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  natsStatus s = js_GetStreamInfo(&si, r->js, name, NULL, &jerr);
+  /* A short wait: the serving thread asks this every REPLICA_CHECK_MS
+   * (ap_service.c), and a cluster that does not answer within a second is
+   * asked again at the next check (or, at start, the next attempt). */
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 1000;
+  natsStatus s = js_GetStreamInfo(&si, r->js, name, &jo, &jerr);
   if (s != NATS_OK && jerr == JSStreamNotFoundErr)
     return o3m_err_set(e, O3M_ENOTFOUND, "the %s '%s' does not exist; it is created by the "
                        "administrative identity, not by a replica: %s", what, name, SETUP_CMD);

@@ -714,17 +714,24 @@ Test(replicas, ap_cannot_erase, .init = fed_up, .fini = fed_down, .timeout = 600
                "consumer %s is gone", consumer);
   jsConsumerInfo_Destroy(ci);
 
-  /* A consumer whose deliveries go to the API's delete subject would make
-   * the server ask for the deletion on the thief's behalf. */
-  jsConsumerConfig cc;
-  jsConsumerConfig_Init(&cc);
-  cc.DeliverSubject = "$JS.API.STREAM.DELETE.O3M_REWARDS";
-  cc.DeliverPolicy = js_DeliverAll;
-  cc.AckPolicy = js_AckNone;
-  ci = NULL;
-  natsStatus s = js_AddConsumer(&ci, ap, "O3M_REWARDS", &cc, NULL, NULL);
-  cr_log_info("a consumer delivering to the delete subject: %s", natsStatus_GetText(s));
-  jsConsumerInfo_Destroy(ci);
+  /* A consumer whose deliveries go to the API's purge or delete subject
+   * would make the server ask on the thief's behalf (with and without a
+   * reply subject, which acknowledged deliveries carry). JetStream creates
+   * it but does not take its deliveries as API requests. */
+  const char *const api[2] = {"$JS.API.STREAM.PURGE.O3M_REWARDS",
+                              "$JS.API.STREAM.DELETE.O3M_REWARDS"};
+  for (int i = 0; i < 4; i++) {
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.DeliverSubject = api[i / 2];
+    cc.DeliverPolicy = js_DeliverAll;
+    cc.AckPolicy = i % 2 ? js_AckExplicit : js_AckNone;
+    ci = NULL;
+    natsStatus s = js_AddConsumer(&ci, ap, "O3M_REWARDS", &cc, NULL, NULL);
+    cr_log_info("a consumer delivering to %s (ack %s): %s", api[i / 2], i % 2 ? "explicit" :
+                "none", natsStatus_GetText(s));
+    jsConsumerInfo_Destroy(ci);
+  }
   fed_sleep_ms(1000);
 
   assert_stream(admin, "O3M_REWARDS", 40, "the attempts");
