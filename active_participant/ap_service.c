@@ -1007,6 +1007,8 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
     o3m_log_error("replica '%s' refuses to start: %s; restore the stream's records, or "
                   "start every replica afresh (--discard-state) over a new stream",
                   s->replica, o3m_err_message(e));
+  else if (rc == O3M_ENOTFOUND || rc == O3M_EPERM)
+    o3m_log_error("replica '%s' refuses to start: %s", s->replica, o3m_err_message(e));
   if (rc < 0) return rc;
   uint64_t last;
   if ((rc = ap_replica_last_seq(s->rep, &last, e)) < 0) return rc;

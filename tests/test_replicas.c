@@ -388,12 +388,20 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
   }
 }
 
-Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
+/* Starts replicas a and b, a client of each in c, and n rounds across
+ * them from seed. */
+static void two_replicas(ap_client *c[2], uint64_t *seed, int n) {
   start_replica(0);
   start_replica(1);
-  ap_client *c[2] = {client_for(rep_addr[0]), client_for(rep_addr[1])};
+  c[0] = client_for(rep_addr[0]);
+  c[1] = client_for(rep_addr[1]);
+  rounds_across(c, seed, n);
+}
+
+Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  ap_client *c[2];
   uint64_t seed = 31;
-  rounds_across(c, &seed, 10);
+  two_replicas(c, &seed, 10);
   ap_info info;
   o3m_err e;
   o3m_err_clear(&e);
@@ -639,11 +647,9 @@ static void assert_stream(jsCtx *admin, const char *stream, uint64_t last, const
  * the same on the bucket. Every one is refused; the stream still holds its
  * 40 records, a new replica replays all 40, and the service goes on. */
 Test(replicas, ap_cannot_erase, .init = fed_up, .fini = fed_down, .timeout = 600) {
-  start_replica(0);
-  start_replica(1);
-  ap_client *c[2] = {client_for(rep_addr[0]), client_for(rep_addr[1])};
+  ap_client *c[2];
   uint64_t seed = 41;
-  rounds_across(c, &seed, 40);
+  two_replicas(c, &seed, 40);
   wait_updates(0, 40);
   wait_updates(1, 40);
   natsConnection *anc, *ap_nc;
@@ -776,13 +782,12 @@ static const char *replica_refuses(int i) {
  * Then replica a, which applied all 40, serves, and the administrative
  * identity deletes the stream and runs nats-setup again: a stops with an
  * ERROR naming seq 40 instead of serving a model no new replica can
- * rebuild. */
+ * rebuild. Without the stream, a new replica refuses to start and names
+ * the setup command. */
 Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout = 600) {
-  start_replica(0);
-  start_replica(1);
-  ap_client *c[2] = {client_for(rep_addr[0]), client_for(rep_addr[1])};
+  ap_client *c[2];
   uint64_t seed = 51;
-  rounds_across(c, &seed, 30);
+  two_replicas(c, &seed, 30);
   wait_updates(1, 30);
   ap_client_destroy(c[1]);
   cr_assert_eq(fed_stop(&rep[1], SIGTERM, 20000), 0, "%s", fed_log(&rep[1]));
@@ -832,6 +837,14 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
   cr_assert(code > 0, "replica a serves on over a re-created stream (exit %d):\n%s", code, log);
   cr_assert_not_null(strstr(log, "ERROR"), "%s", log);
   cr_assert_not_null(strstr(log, "up to seq 40"), "replica a:\n%s", log);
+
+  /* Without the stream a new replica does not create it: it names the
+   * setup command. */
+  cr_assert_eq(js_DeleteStream(admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  log = replica_refuses(2);
+  cr_assert_not_null(strstr(log, "ERROR"), "%s", log);
+  cr_assert_not_null(strstr(log, "nats-setup"), "replica c:\n%s", log);
+  cr_assert(!stream_seqs(admin, "O3M_REWARDS", &f, &l, &m), "a replica created the stream");
   js_close(ap_nc, ap);
   js_close(anc, admin);
 }
