@@ -40,7 +40,8 @@
  * release and protocol.
  * The client's certificate is checked before any call (o3m_cert.h: key,
  * validity, chain to the CA, and with --as the CN): a bad one is TLS, exit 1.
- * All the work is done by ap_client.h. */
+ * The calls to the AP are done by ap_client.h; nats-setup by ap_replica.h
+ * (ap_replica_setup), the one command that talks to NATS, not to the AP. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
