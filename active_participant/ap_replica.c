@@ -15,6 +15,7 @@
 #include "o3m_bytes.h"
 #include "o3m_cli.h"
 #include "o3m_clock.h"
+#include "o3m_config.h"
 #include "o3m_log.h"
 
 #define MAX_SERVERS 16
@@ -31,7 +32,13 @@ struct ap_replica {
   /* The bucket's stream and the subject prefix of its keys, for the read
    * from the stream's leader (ap_replica_get_decision). */
   char kv_stream[160], kv_prefix[160];
+  /* The bucket's subjects, "$KV.<bucket>.>" (the setup's stream config). */
+  char kv_subjects[160];
   int d;
+  /* The stream sequence this replica applies next: one past the last
+   * record ap_replica_next returned (cfg->start_seq at first). Every check
+   * that the stream did not lose records compares with it. */
+  uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
 };
@@ -100,103 +107,225 @@ static int tls_options(natsOptions *no, const ap_replica_config *cfg, o3m_err *e
   return 0;
 }
 
-/* The stream: used as it is when it exists, else created with R copies on
- * file storage, a duplicate window of ttl_ms and no limits (the stream is
- * the model's history; see the README on its growth). */
-static int ensure_stream(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
+/* The setup command's name in every refusal that it would mend. */
+#define SETUP_CMD "o3m-cli --config FILE --cert ADMIN.pem --key ADMIN.key nats-setup"
+
+/* The configuration of the reward stream: R copies on file storage, a
+ * duplicate window of ttl_ms, no limits (the stream is the model's
+ * history; see the README on its growth) and append-only: no message
+ * delete, no purge, no rollup (a rollup is a purge by header), so that
+ * even an identity allowed the whole JetStream API cannot shorten it. */
+static void reward_stream_config(jsStreamConfig *sc, const char **subjects,
+                                 const ap_replica_config *cfg) {
+  jsStreamConfig_Init(sc);
+  sc->Name = cfg->stream;
+  sc->Subjects = subjects;
+  sc->SubjectsLen = 1;
+  sc->Storage = js_FileStorage;
+  sc->Replicas = cfg->replicas;
+  sc->Duplicates = cfg->ttl_ms * 1000000; /* nanoseconds */
+  sc->DenyDelete = true;
+  sc->DenyPurge = true;
+  sc->AllowRollup = false;
+}
+
+/* The bucket's stream as libnats' js_CreateKeyValue makes it (History 1,
+ * the TTL as MaxAge, discard new, direct gets), but with purges and
+ * rollups denied as well: libnats allows rollups, which purge a key or the
+ * whole bucket by a header any writer may send. The replicas need neither:
+ * they put and get decision records; a record leaves by its TTL (MaxAge
+ * is a limit, not a purge, and still applies). */
+static void bucket_stream_config(jsStreamConfig *sc, const char **subjects, const char *name,
+                                 const ap_replica_config *cfg) {
+  jsStreamConfig_Init(sc);
+  sc->Name = name;
+  sc->Subjects = subjects;
+  sc->SubjectsLen = 1;
+  sc->MaxMsgsPerSubject = 1;
+  sc->MaxBytes = -1;
+  sc->MaxMsgSize = -1;
+  sc->MaxAge = cfg->ttl_ms * 1000000; /* nanoseconds */
+  sc->Storage = js_FileStorage;
+  sc->Replicas = cfg->replicas;
+  sc->Discard = js_DiscardNew;
+  sc->AllowDirect = true;
+  sc->DenyDelete = true;
+  sc->DenyPurge = true;
+  sc->AllowRollup = false;
+}
+
+static int append_only(const jsStreamConfig *c) {
+  return c->DenyDelete && c->DenyPurge && !c->AllowRollup;
+}
+
+/* Administrative: creates a stream, or makes an existing one append-only
+ * (its other settings, the records included, stay). *made is 1 when it was
+ * created, 2 when it was changed, 0 when it was already so; *first and
+ * *last are its sequences. */
+static int setup_stream(ap_replica *r, jsStreamConfig *want, int *made, uint64_t *first,
+                        uint64_t *last, o3m_err *e) {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  natsStatus s = js_GetStreamInfo(&si, r->js, cfg->stream, NULL, &jerr);
-  if (s == NATS_OK) {
-    jsStreamInfo_Destroy(si);
-    return 0;
-  }
-  jsStreamConfig sc;
-  jsStreamConfig_Init(&sc);
-  const char *subjects[1] = {r->subject};
-  sc.Name = cfg->stream;
-  sc.Subjects = subjects;
-  sc.SubjectsLen = 1;
-  sc.Storage = js_FileStorage;
-  sc.Replicas = cfg->replicas;
-  sc.Duplicates = cfg->ttl_ms * 1000000; /* nanoseconds */
-  s = js_AddStream(&si, r->js, &sc, NULL, &jerr);
-  if (s == NATS_OK) {
-    jsStreamInfo_Destroy(si);
-    return 0;
-  }
-  /* Another replica created it meanwhile. */
-  if (jerr == JSStreamNameExistErr) return 0;
   char what[256];
-  snprintf(what, sizeof what, "cannot create stream '%s' with %d replicas (error %d)",
-           cfg->stream, cfg->replicas, (int)jerr);
-  return nats_fail(e, s, what);
+  natsStatus s = js_GetStreamInfo(&si, r->js, want->Name, NULL, &jerr);
+  *made = 0;
+  if (s == NATS_OK && !append_only(si->Config)) {
+    jsStreamConfig c = *si->Config;
+    c.DenyDelete = true;
+    c.DenyPurge = true;
+    c.AllowRollup = false;
+    jsStreamInfo *ui = NULL;
+    s = js_UpdateStream(&ui, r->js, &c, NULL, &jerr);
+    jsStreamInfo_Destroy(si);
+    si = ui;
+    *made = 2;
+    snprintf(what, sizeof what, "cannot make stream '%s' append-only (error %d)", want->Name,
+             (int)jerr);
+  } else if (s != NATS_OK && jerr == JSStreamNotFoundErr) {
+    s = js_AddStream(&si, r->js, want, NULL, &jerr);
+    *made = 1;
+    snprintf(what, sizeof what, "cannot create stream '%s' with %d replicas (error %d)",
+             want->Name, (int)want->Replicas, (int)jerr);
+  } else {
+    snprintf(what, sizeof what, "stream info of '%s' (error %d)", want->Name, (int)jerr);
+  }
+  if (s != NATS_OK) {
+    jsStreamInfo_Destroy(si);
+    return nats_fail(e, s, what);
+  }
+  *first = si->State.FirstSeq;
+  *last = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  return 0;
 }
 
-static int ensure_bucket(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
-  natsStatus s = js_KeyValue(&r->kv, r->js, cfg->bucket);
-  if (s == NATS_OK) return 0;
-  kvConfig kc;
-  kvConfig_Init(&kc);
-  kc.Bucket = cfg->bucket;
-  kc.History = 1;
-  kc.TTL = cfg->ttl_ms * 1000000; /* nanoseconds, as the stream's MaxAge */
-  kc.Replicas = cfg->replicas;
-  kc.StorageType = js_FileStorage;
-  s = js_CreateKeyValue(&r->kv, r->js, &kc);
-  if (s == NATS_OK) return 0;
-  char what[256];
-  snprintf(what, sizeof what, "cannot create key-value bucket '%s'", cfg->bucket);
-  nats_fail(e, s, what);
-  /* Created by another replica meanwhile? */
-  if (js_KeyValue(&r->kv, r->js, cfg->bucket) == NATS_OK) return 0;
-  return O3M_EUNAVAILABLE;
+/* One stream's state for a replica: O3M_ENOTFOUND when it does not exist
+ * and O3M_EPERM when it is not append-only (both mended by the setup
+ * command, which the error names), O3M_EUNAVAILABLE when JetStream does
+ * not answer (yet). */
+static int stream_state(ap_replica *r, const char *name, const char *what, uint64_t *first,
+                        uint64_t *last, o3m_err *e) {
+  jsStreamInfo *si = NULL;
+  jsErrCode jerr = 0;
+  /* A short wait: the serving thread asks this every REPLICA_CHECK_MS
+   * (ap_service.c), and a cluster that does not answer within a second is
+   * asked again at the next check (or, at start, the next attempt). */
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 1000;
+  natsStatus s = js_GetStreamInfo(&si, r->js, name, &jo, &jerr);
+  if (s != NATS_OK && jerr == JSStreamNotFoundErr)
+    return o3m_err_set(e, O3M_ENOTFOUND, "the %s '%s' does not exist; it is created by the "
+                       "administrative identity, not by a replica: %s", what, name, SETUP_CMD);
+  if (s != NATS_OK) {
+    char w[200];
+    snprintf(w, sizeof w, "stream info of the %s '%s'", what, name);
+    return nats_fail(e, s, w);
+  }
+  int ok = append_only(si->Config);
+  *first = si->State.FirstSeq;
+  *last = si->State.LastSeq;
+  jsStreamInfo_Destroy(si);
+  if (!ok)
+    return o3m_err_set(e, O3M_EPERM, "the %s '%s' allows deletes or purges; make it "
+                       "append-only: %s", what, name, SETUP_CMD);
+  return 0;
 }
 
-int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
-  *out = NULL;
+int ap_replica_check(ap_replica *r, o3m_err *e) {
+  uint64_t first, last, next = r->next_seq;
+  int rc = stream_state(r, r->stream, "reward stream", &first, &last, e);
+  /* Missing before anything was applied: the setup was not run (the
+   * message names it). Missing after: its history is lost. */
+  if (rc == O3M_ENOTFOUND && next > 1)
+    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream '%s' is gone (deleted) while this "
+                       "replica has applied it up to seq %llu", r->stream,
+                       (unsigned long long)(next - 1));
+  /* Lost records are named before a stream that is not append-only. */
+  if (rc < 0 && rc != O3M_EPERM) return rc;
+  if (last + 1 < next)
+    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream '%s' moved backwards: its last "
+                       "seq is %llu, this replica has applied it up to seq %llu (deleted and "
+                       "re-created?)", r->stream, (unsigned long long)last,
+                       (unsigned long long)(next - 1));
+  if (first > next)
+    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream '%s' lost records %llu..%llu "
+                       "(purged: its first seq is %llu, its last %llu) that this replica "
+                       "has not applied", r->stream, (unsigned long long)next,
+                       (unsigned long long)(first - 1), (unsigned long long)first,
+                       (unsigned long long)last);
+  return rc;
+}
+
+int ap_replica_config_of(ap_replica_config *rc, const o3m_config *cfg, const char *cert,
+                         const char *key, o3m_err *e) {
+  const o3m_config_replication *repl = o3m_config_replication_of(cfg);
+  memset(rc, 0, sizeof *rc);
+  if (strcmp(repl->mode, "nats") != 0)
+    return o3m_err_set(e, O3M_EINVAL, "%s: [federation] replication is '%s', not nats",
+                       o3m_config_name(cfg), repl->mode);
+  rc->tls = strcmp(repl->tls, "on") == 0;
+  if (rc->tls && (!o3m_config_ca(cfg) || !cert || !key))
+    return o3m_err_set(e, O3M_EINVAL, "%s: nats_tls = on needs the federation's ca and a "
+                       "certificate and key to present to NATS; nats_tls = off is for NATS on "
+                       "loopback only", o3m_config_name(cfg));
+  rc->ca = o3m_config_ca(cfg);
+  rc->cert = cert;
+  rc->key = key;
+  rc->server_name = repl->server_name;
+  rc->servers = repl->servers;
+  rc->stream = repl->stream;
+  rc->bucket = repl->bucket;
+  rc->replicas = repl->replicas;
+  rc->ttl_ms = (int64_t)o3m_config_policy(cfg)->pending_expiry_s * 1000;
+  rc->d = 1;
+  rc->start_seq = 1;
+  return 0;
+}
+
+/* The names a handle derives from cfg (the stream's subject, the bucket's
+ * stream and subjects) into a zeroed r. */
+static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
   if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
       cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
     return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
                        "replicas in 1..5, d >= 1, ttl >= 1 s");
-  ap_replica *r = calloc(1, sizeof *r);
-  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   r->d = cfg->d;
-  snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
+  r->next_seq = cfg->start_seq;
+  int ns = snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
   int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
   int np = snprintf(r->kv_prefix, sizeof r->kv_prefix, "$KV.%s.", cfg->bucket);
-  if (nk < 0 || np < 0 || (size_t)nk >= sizeof r->kv_stream ||
-      (size_t)np + 16 >= sizeof r->kv_prefix) {
-    free(r);
+  int nb = snprintf(r->kv_subjects, sizeof r->kv_subjects, "$KV.%s.>", cfg->bucket);
+  if (ns < 0 || (size_t)ns >= sizeof r->subject)
+    return o3m_err_set(e, O3M_EINVAL, "replication: stream name '%.40s...' is too long",
+                       cfg->stream);
+  if (nk < 0 || np < 0 || nb < 0 || (size_t)nk >= sizeof r->kv_stream ||
+      (size_t)np + 16 >= sizeof r->kv_prefix || (size_t)nb >= sizeof r->kv_subjects)
     return o3m_err_set(e, O3M_EINVAL, "replication: bucket name '%.40s...' is too long",
                        cfg->bucket);
-  }
   r->stream = strdup(cfg->stream);
-  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
-  r->x = malloc(sizeof *r->x * (size_t)cfg->d);
+  if (!r->stream) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  return 0;
+}
+
+/* Connects r to NATS (retrying until the time until, Unix ms of
+ * o3m_clock_ms) and opens its JetStream context: the part a replica and
+ * the setup command share. */
+static int replica_connect(ap_replica *r, const ap_replica_config *cfg, int64_t until,
+                           o3m_err *e) {
   char copy[1024];
   char *urls[MAX_SERVERS];
-  int n = 0, rc;
+  int n, rc;
   natsOptions *no = NULL;
-  if (!r->stream || !r->buf || !r->x) {
-    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
-    goto fail;
-  }
-  if (strlen(cfg->servers) >= sizeof copy) {
-    rc = o3m_err_set(e, O3M_EINVAL, "replication: nats_servers is too long");
-    goto fail;
-  }
+  if (strlen(cfg->servers) >= sizeof copy)
+    return o3m_err_set(e, O3M_EINVAL, "replication: nats_servers is too long");
   snprintf(copy, sizeof copy, "%s", cfg->servers);
-  if ((n = o3m_cli_split_list(copy, urls, MAX_SERVERS)) < 0) {
-    rc = o3m_err_set(e, O3M_EINVAL, "replication: nats_servers '%s': entry %d is empty or one "
-                     "too many (at most %d URLs)", cfg->servers, -n, MAX_SERVERS);
-    goto fail;
-  }
+  if ((n = o3m_cli_split_list(copy, urls, MAX_SERVERS)) < 0)
+    return o3m_err_set(e, O3M_EINVAL, "replication: nats_servers '%s': entry %d is empty or one "
+                       "too many (at most %d URLs)", cfg->servers, -n, MAX_SERVERS);
   pthread_once(&library_once, library_open);
-  if (library_status != NATS_OK) {
-    rc = nats_fail(e, library_status, "cannot initialize the NATS library");
-    goto fail;
-  }
+  if (library_status != NATS_OK)
+    return nats_fail(e, library_status, "cannot initialize the NATS library");
   natsStatus s = natsOptions_Create(&no);
   if (s == NATS_OK) s = natsOptions_SetServers(no, (const char **)urls, n);
   if (s == NATS_OK && cfg->name) s = natsOptions_SetName(no, cfg->name);
@@ -207,10 +336,9 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   if (s == NATS_OK) s = natsOptions_SetTimeout(no, 2000);
   if (s != NATS_OK) {
     rc = nats_fail(e, s, "options");
-    goto fail;
+    goto done;
   }
-  if (cfg->tls && (rc = tls_options(no, cfg, e)) < 0) goto fail;
-  int64_t until = o3m_clock_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
+  if (cfg->tls && (rc = tls_options(no, cfg, e)) < 0) goto done;
   /* A refused certificate (either side's) or identity does not heal by
    * waiting: those end the attempts at once. */
   do {
@@ -232,18 +360,66 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     else
       rc = o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: cannot connect to %s in plain text "
                        "(nats_tls = off): %s", cfg->servers, natsStatus_GetText(s));
-    goto fail;
+    goto done;
   }
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 5000;
-  if ((s = natsConnection_JetStream(&r->js, r->nc, &jo)) != NATS_OK) {
+  rc = 0;
+  if ((s = natsConnection_JetStream(&r->js, r->nc, &jo)) != NATS_OK)
     rc = nats_fail(e, s, "JetStream context");
-    goto fail;
-  }
+done:
+  natsOptions_Destroy(no);
+  return rc;
+}
+
+static int64_t deadline_of(const ap_replica_config *cfg) {
+  return o3m_clock_ms() + (cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 10000);
+}
+
+int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, o3m_err *e) {
+  memset(info, 0, sizeof *info);
+  ap_replica *r = calloc(1, sizeof *r);
+  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int64_t until = deadline_of(cfg);
+  int rc = replica_names(r, cfg, e);
+  if (!rc) rc = replica_connect(r, cfg, until, e);
+  if (rc) goto done;
+  jsStreamConfig rs, bs;
+  const char *rsub[1] = {r->subject}, *bsub[1] = {r->kv_subjects};
+  reward_stream_config(&rs, rsub, cfg);
+  bucket_stream_config(&bs, bsub, r->kv_stream, cfg);
   /* A new or restarted cluster elects its leaders a moment after it
    * answers ("JetStream system temporarily unavailable"): retry until the
    * connect timeout. */
+  do {
+    o3m_err_clear(e);
+    rc = setup_stream(r, &rs, &info->stream_made, &info->first_seq, &info->last_seq, e);
+    uint64_t f, l;
+    if (!rc) rc = setup_stream(r, &bs, &info->bucket_made, &f, &l, e);
+    if (!rc) break;
+    o3m_log_warn("%s; retrying", o3m_err_message(e));
+    nats_Sleep(500);
+  } while (o3m_clock_ms() < until);
+done:
+  ap_replica_destroy(r);
+  return rc;
+}
+
+int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
+  *out = NULL;
+  ap_replica *r = calloc(1, sizeof *r);
+  if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
+  int64_t until = deadline_of(cfg);
+  int rc = replica_names(r, cfg, e);
+  if (rc) goto fail;
+  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
+  r->x = malloc(sizeof *r->x * (size_t)cfg->d);
+  if (!r->buf || !r->x) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if ((rc = replica_connect(r, cfg, until, e)) < 0) goto fail;
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = cfg->stream;
@@ -254,26 +430,37 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
    * consumer whose NATS node died is noticed after two missed ones and
    * recreated on another node from the next sequence. */
   so.Config.Heartbeat = (int64_t)1000 * 1000000;
+  /* The stream and the bucket must exist, append-only, and the stream must
+   * still hold every record after this replica's snapshot (ap_replica_check):
+   * a replica never creates them, so that its identity needs no right to
+   * change them. A new or restarted cluster elects its leaders a moment
+   * after it answers: only that (UNAVAILABLE) is retried. */
   do {
     o3m_err_clear(e);
-    rc = ensure_stream(r, cfg, e);
-    if (!rc && !r->kv) rc = ensure_bucket(r, cfg, e);
+    uint64_t f, l;
+    rc = ap_replica_check(r, e);
+    if (!rc) rc = stream_state(r, r->kv_stream, "decision bucket", &f, &l, e);
+    if (!rc) {
+      natsStatus s = js_KeyValue(&r->kv, r->js, cfg->bucket);
+      if (s != NATS_OK) rc = nats_fail(e, s, "decision bucket");
+    }
     if (!rc) {
       jsErrCode jerr = 0;
-      s = js_SubscribeSync(&r->sub, r->js, r->subject, NULL, &so, &jerr);
+      natsStatus s = js_SubscribeSync(&r->sub, r->js, r->subject, NULL, &so, &jerr);
       if (s == NATS_OK) break;
       r->sub = NULL;
       rc = nats_fail(e, s, "ordered consumer");
     }
+    if (r->kv) kvStore_Destroy(r->kv);
+    r->kv = NULL;
+    if (rc != O3M_EUNAVAILABLE) break;
     o3m_log_warn("%s; retrying", o3m_err_message(e));
     nats_Sleep(500);
   } while (o3m_clock_ms() < until);
   if (rc) goto fail;
-  natsOptions_Destroy(no);
   *out = r;
   return 0;
 fail:
-  natsOptions_Destroy(no);
   ap_replica_destroy(r);
   return rc;
 }
@@ -363,6 +550,14 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   *seq = ack->Sequence;
   *duplicate = ack->Duplicate ? 1 : 0;
   jsPubAck_Destroy(ack);
+  /* A new record goes after every record the stream held, so after every
+   * one this replica applied; a lower sequence means the stream was
+   * re-created under the replica. */
+  if (!*duplicate && *seq < r->next_seq)
+    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: JetStream stored "
+                       "a new record at seq %llu, this replica has applied it up to seq %llu "
+                       "(deleted and re-created?)", (unsigned long long)*seq,
+                       (unsigned long long)(r->next_seq - 1));
   return 0;
 }
 
@@ -381,7 +576,24 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
     rc = o3m_err_set(e, O3M_ECORRUPT, "stream record %llu has %d bytes, expected %d (another "
                      "d, or not a reward record)", (unsigned long long)meta->Sequence.Stream,
                      len, REC_HDR + 8 * r->d);
+  } else if (meta->Sequence.Stream != r->next_seq) {
+    /* The stream has one subject and no record is ever deleted from it,
+     * so its records come in consecutive sequences: a gap means records
+     * were purged or deleted, a step back that the stream was re-created
+     * (its ordered consumer resumes at the next sequence, whatever the
+     * stream now holds). Either way the replicas would differ from here. */
+    uint64_t got = meta->Sequence.Stream;
+    if (got > r->next_seq)
+      rc = o3m_err_set(e, O3M_ECORRUPT, "the reward stream skipped from seq %llu to %llu: "
+                       "records %llu..%llu were purged or deleted",
+                       (unsigned long long)(r->next_seq - 1), (unsigned long long)got,
+                       (unsigned long long)r->next_seq, (unsigned long long)(got - 1));
+    else
+      rc = o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: record seq %llu "
+                       "came after seq %llu (deleted and re-created?)", (unsigned long long)got,
+                       (unsigned long long)(r->next_seq - 1));
   } else {
+    r->next_seq++;
     rec->seq = meta->Sequence.Stream;
     rec->time_ms = meta->Timestamp / 1000000;
     rec->decision = o3m_get_le64(b);

@@ -34,6 +34,17 @@
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
  * decision record in the bucket is arm i32, d u32, mask id u64, x[d].
  *
+ * Who may do what. The stream and the bucket are created by an
+ * administrative identity (ap_replica_setup), append-only: deletes, purges
+ * and rollups are denied by their own configuration. The replicas' NATS
+ * identity (the active party's certificate) may append to the stream, put
+ * and read decision records, read the stream through ordered consumers and
+ * ask for stream info, nothing else (deploy/nats/o3m-nats.conf): a stolen
+ * AP key can add records, which every replica checks (replica_bounds in
+ * ap_service.c), but not remove any. A replica that finds records gone
+ * anyway (a purge by the administrative identity, a re-created stream)
+ * refuses to start or stops (ap_replica_check, ap_replica_next).
+ *
  * Transport. With tls = 1 (the default, [federation] nats_tls = on) the
  * connection is TLS with mutual authentication: the replica trusts ca (the
  * federation CA), presents cert and key (the active party's own, so NATS
@@ -78,6 +89,17 @@ typedef struct ap_replica_config {
   const char *server_name; /* the DNS name every NATS server's certificate carries */
 } ap_replica_config;
 
+/* Fills rc from cfg's [federation] replication keys (servers, stream,
+ * bucket, copies, TLS: the federation's ca and server name) and [policy]
+ * pending_expiry_s (the bucket's TTL, the duplicate window), with cert and
+ * key as the identity to present (the party's for a replica, the
+ * administrative one for ap_replica_setup). The rest is zeroed (d,
+ * start_seq 1, name, timeout): the caller's. O3M_EINVAL, naming the keys,
+ * when cfg has no replication = nats or TLS lacks a file. */
+struct o3m_config;
+int ap_replica_config_of(ap_replica_config *rc, const struct o3m_config *cfg, const char *cert,
+                         const char *key, o3m_err *e);
+
 /* One reward record of the stream. x points into the handle (valid until
  * the next ap_replica_next). */
 typedef struct ap_replica_record {
@@ -90,9 +112,32 @@ typedef struct ap_replica_record {
   const double *x;
 } ap_replica_record;
 
-/* Connects to NATS (retrying up to connect_timeout_ms), creates the stream
- * and the bucket if they do not exist (an existing one is used as it is),
- * and subscribes an ordered consumer from start_seq. Errors name the
+/* What ap_replica_setup did: for the stream and the bucket, 1 created, 2
+ * made append-only (it existed, allowing deletes or purges), 0 already
+ * so; and the stream's first and last sequences. */
+typedef struct ap_replica_setup_info {
+  int stream_made, bucket_made;
+  uint64_t first_seq, last_seq;
+} ap_replica_setup_info;
+
+/* The administrative step, run once per federation before any replica
+ * starts (o3m-cli nats-setup) with an identity no daemon holds (cfg's cert
+ * and key: NATS maps them to its administrative user; the replicas'
+ * identity may not create, change or remove streams; deploy/nats/
+ * o3m-nats.conf). Creates the stream and the bucket with cfg's copies and
+ * TTL, append-only: deletes, purges and rollups denied in their own
+ * configuration, so that no identity can shorten them without first
+ * changing that. An existing one keeps its records and settings and is
+ * made append-only if it was not. Idempotent. d and start_seq are not
+ * used (any valid value). Errors as ap_replica_create's. */
+int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, o3m_err *e);
+
+/* Connects to NATS (retrying up to connect_timeout_ms), checks that the
+ * stream and the bucket exist and are append-only (else O3M_ENOTFOUND or
+ * O3M_EPERM, naming the setup command: a replica never creates them), that
+ * the stream still holds every record from start_seq on
+ * (ap_replica_check), and subscribes an ordered consumer from start_seq.
+ * Errors name the
  * servers and the NATS status (O3M_EUNAVAILABLE), with tls the CA file,
  * the expected server name and the certificate presented too; a TLS
  * handshake that fails (the servers' certificates do not chain to ca or do
@@ -124,9 +169,24 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
 
 /* The next record of the stream in order, waiting up to wait_ms (0: only
  * what has arrived). Returns 1 with *rec filled, 0 when nothing came, or a
- * negative code: O3M_ECORRUPT for a record that does not parse (the
- * service must stop: skipping it would let replicas differ). */
+ * negative code: O3M_ECORRUPT for a record that does not parse, or whose
+ * sequence is not the one after the last record returned (records were
+ * purged or deleted, or the stream re-created; the error names both
+ * sequences). The service must then stop: going on would let replicas
+ * differ. */
 int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_err *e);
+
+/* Checks that the stream still holds what this replica needs: it exists,
+ * its last sequence is not below the last record this replica applied
+ * (start_seq - 1 before any), and its first sequence is not above the next
+ * one it will apply. O3M_ECORRUPT names the sequences when the stream moved
+ * backwards, lost records this replica has not applied (a purge) or is
+ * gone; the replica must then refuse to start or stop serving, never start
+ * over. O3M_ENOTFOUND when the stream does not exist and nothing was
+ * applied (the setup was not run); O3M_EUNAVAILABLE when NATS does not
+ * answer (try again later). The service calls it at start (within
+ * ap_replica_create) and every few seconds while it serves. */
+int ap_replica_check(ap_replica *r, o3m_err *e);
 
 /* The stream's last sequence as JetStream reports it now (for catching up
  * at start). */

@@ -54,6 +54,10 @@
 #define LATER_PEERS_WAIT_MS 1000
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
+/* How often a replica asks JetStream whether its stream lost records
+ * (replica_check_if_due): one stream info request, well under a
+ * millisecond on a healthy cluster. */
+#define REPLICA_CHECK_MS 5000
 
 /* Why the service stopped itself. Each cause has its own words in every
  * message that reports the stop (the reward refusals, the last state line,
@@ -61,13 +65,15 @@
 typedef enum stop_cause {
   STOP_NONE = 0,
   STOP_DISK,   /* a journal write or sync failed */
-  STOP_DAMAGED /* the model in memory failed its health check at a checkpoint */
+  STOP_DAMAGED, /* the model in memory failed its health check at a checkpoint */
+  STOP_STREAM   /* a replica's reward stream lost records or cannot be read */
 } stop_cause;
 
 static const char *stop_cause_text(stop_cause c) {
   switch (c) {
   case STOP_DISK: return "a disk error (the reward journal failed)";
   case STOP_DAMAGED: return "damage to the model in memory (its checkpoint was refused)";
+  case STOP_STREAM: return "damage to the reward stream (records lost or unreadable)";
   case STOP_NONE: break;
   }
   return "no error";
@@ -142,6 +148,7 @@ struct ap_service {
   ap_replica *rep;
   char *replica;
   uint64_t applied_seq;
+  int64_t rep_checked_ms; /* the last replica_check_if_due, o3m_clock_ms */
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
   double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
@@ -370,6 +377,7 @@ static void checkpoint_if_due(ap_service *s);
 /* AP replicas: apply what the stream brought, answer the Rewards it
  * settles (below, "AP replicas"). */
 static int replica_drain(ap_service *s, int64_t wait_ms, int max);
+static void replica_check_if_due(ap_service *s);
 static void replica_answer(ap_service *s);
 
 /* The server's idle hook: first the rewards that queued (they are durable
@@ -383,6 +391,7 @@ static void service_idle(void *ctx) {
      * that Recommends are not starved while catching up. */
     replica_drain(s, 0, 4096);
     replica_answer(s);
+    if (!s->stopped) replica_check_if_due(s);
     if (s->ckpt) checkpoint_if_due(s);
   } else if (s->ckpt) {
     reward_commit(s);
@@ -537,6 +546,34 @@ static int replica_apply(ap_service *s, const ap_replica_record *r) {
   return rc;
 }
 
+/* The reward stream cannot be followed any more (a record that does not
+ * parse, records lost, the stream re-created or gone: ap_replica.h): the
+ * replica stops serving, and writes no final checkpoint, rather than go
+ * on with a model no other replica will have. */
+static void replica_damaged(ap_service *s, const o3m_err *why) {
+  if (!s->stopped)
+    o3m_log_error("replica '%s': %s; stopping (the stream must hold every record this "
+                  "replica applied; see README, \"AP replicas on NATS JetStream\")", s->replica,
+                  o3m_err_message(why));
+  if (!s->stopped) s->stopped = STOP_STREAM;
+  o3m_rpc_server_shutdown(s->server);
+}
+
+/* Every REPLICA_CHECK_MS the serving thread asks JetStream whether the
+ * stream still holds what this replica applied (ap_replica_check): a
+ * purge or a deletion is otherwise seen only when the next record comes,
+ * or never by a replica that takes no reward. */
+static void replica_check_if_due(ap_service *s) {
+  int64_t now = o3m_clock_ms();
+  if (now - s->rep_checked_ms < REPLICA_CHECK_MS) return;
+  s->rep_checked_ms = now;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_replica_check(s->rep, &e);
+  if (rc == O3M_ECORRUPT) replica_damaged(s, &e);
+  else if (rc < 0) o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
+}
+
 /* Applies every record that has arrived (at most max, 0: no limit),
  * waiting up to wait_ms for the first. A record that does not parse stops
  * the service: skipping it would let the replicas differ. */
@@ -549,10 +586,7 @@ static int replica_drain(ap_service *s, int64_t wait_ms, int max) {
     if (rc == 0) return n;
     if (rc < 0) {
       if (rc == O3M_ECORRUPT) {
-        o3m_log_error("the reward stream holds a record this replica cannot read: %s; stopping",
-                      o3m_err_message(&e));
-        s->stopped = STOP_DAMAGED;
-        o3m_rpc_server_shutdown(s->server);
+        replica_damaged(s, &e);
       } else {
         o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
       }
@@ -657,6 +691,11 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   o3m_err pe;
   o3m_err_clear(&pe);
   rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, &seq, &dup, &pe);
+  if (rc == O3M_ECORRUPT) {
+    replica_damaged(s, &pe);
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward stream lost records; "
+                       "this replica is stopping: retry on another", id);
+  }
   if (rc < 0)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward is not acknowledged "
                        "(%s); retry, on this or another replica", id, o3m_err_message(&pe));
@@ -965,28 +1004,28 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
                          const ap_service_options *opt, o3m_err *e) {
   const o3m_config_replication *repl = o3m_config_replication_of(cfg);
   /* The replicas authenticate to NATS with the party's own TLS files. */
-  int tls = strcmp(repl->tls, "on") == 0;
-  if (tls && (!o3m_config_ca(cfg) || !me->cert || !me->key))
-    return o3m_err_set(e, O3M_EINVAL, "%s: nats_tls = on needs the federation's ca and the "
-                       "cert and key of party '%s' (the replicas present them to NATS); nats_tls "
-                       "= off is for NATS on loopback only", o3m_config_name(cfg), me->name);
-  ap_replica_config rc_ = {
-      .tls = tls,
-      .ca = o3m_config_ca(cfg),
-      .cert = me->cert,
-      .key = me->key,
-      .server_name = repl->server_name,
-      .servers = repl->servers,
-      .stream = repl->stream,
-      .bucket = repl->bucket,
-      .replicas = repl->replicas,
-      .ttl_ms = (int64_t)s->expiry_s * 1000,
-      .d = s->d,
-      .start_seq = s->applied_seq + 1,
-      .name = s->replica,
-      .connect_timeout_ms = opt->pmg_timeout_s * 1000,
-  };
+  ap_replica_config rc_;
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  if (ap_replica_config_of(&rc_, cfg, me->cert, me->key, &ce) < 0)
+    return o3m_err_set(e, O3M_EINVAL, "%s (party '%s' presents its cert and key to NATS)",
+                       o3m_err_message(&ce), me->name);
+  int tls = rc_.tls;
+  rc_.d = s->d;
+  rc_.start_seq = s->applied_seq + 1;
+  rc_.name = s->replica;
+  rc_.connect_timeout_ms = opt->pmg_timeout_s * 1000;
+  rc_.ttl_ms = (int64_t)s->expiry_s * 1000;
   int rc = ap_replica_create(&s->rep, &rc_, e);
+  if (rc == O3M_ECORRUPT)
+    /* Never started over: that would serve a model other replicas do not
+     * have and hide the loss. The stream must be restored (a JetStream
+     * backup), or every replica deliberately restarted from nothing. */
+    o3m_log_error("replica '%s' refuses to start: %s; restore the stream's records, or "
+                  "start every replica afresh (--discard-state) over a new stream",
+                  s->replica, o3m_err_message(e));
+  else if (rc == O3M_ENOTFOUND || rc == O3M_EPERM)
+    o3m_log_error("replica '%s' refuses to start: %s", s->replica, o3m_err_message(e));
   if (rc < 0) return rc;
   uint64_t last;
   if ((rc = ap_replica_last_seq(s->rep, &last, e)) < 0) return rc;
@@ -1280,7 +1319,9 @@ int ap_service_run(ap_service *s) {
                                              : ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt))),
                  s->stopped ? ", STOPPED AFTER " : "",
                  s->stopped ? stop_cause_text(s->stopped) : "");
-  if (rc == 0 && s->stopped) rc = s->stopped == STOP_DISK ? O3M_EIO : O3M_ECORRUPT;
+  if (rc == 0 && s->stopped)
+    rc = s->stopped == STOP_DISK ? O3M_EIO : s->stopped == STOP_STREAM ? O3M_ENOTFOUND
+                                                                       : O3M_ECORRUPT;
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
   o3m_rpc_server_stats rs;

@@ -174,7 +174,7 @@
  *                            v                                   |
  *                      +-----------+  drained: run returns       |
  *                      | SHUT DOWN | <---------------------------+
- *                      +-----------+    O3M_EIO / O3M_ECORRUPT
+ *                      +-----------+    O3M_EIO / O3M_ECORRUPT / O3M_ENOTFOUND
  *                            | ap_service_destroy (from CREATED too)
  *                            v
  *                          (none)
@@ -188,16 +188,19 @@
  *   its serving threads); every handler and the idle hook run one at a time.
  *   Rewards are acknowledged only once durable (with ckpt).
  * STOPPING: ran == 1, stopped != STOP_NONE, which implies ckpt != NULL
- *   (both causes come from the journal or a checkpoint; asserted). The
+ *   for STOP_DISK and STOP_DAMAGED (they come from the journal or a
+ *   checkpoint; asserted); STOP_STREAM is a replica's whose reward stream
+ *   lost records it applied or holds one it cannot read (ap_replica.h). The
  *   server has been asked to stop; calls in flight finish for up to a
  *   second. Every Reward gets UNAVAILABLE naming the cause and reaches
  *   neither the journal nor the model; no checkpoint is written, the final
  *   one included. The first cause stays: stopped never changes again.
  * SHUT DOWN: ap_service_run has returned: 0 after ap_service_shutdown
  *   (with ckpt, after a final checkpoint), O3M_EIO for STOP_DISK,
- *   O3M_ECORRUPT for STOP_DAMAGED (the final checkpoint can set a cause
- *   too, and then its code is returned). ran stays 1, so another run
- *   returns O3M_ESTATE. Only ap_service_destroy (and the getters) remain.
+ *   O3M_ECORRUPT for STOP_DAMAGED, O3M_ENOTFOUND for STOP_STREAM (the
+ *   final checkpoint can set a cause too, and then its code is returned).
+ *   ran stays 1, so another run returns O3M_ESTATE. Only ap_service_destroy
+ *   (and the getters) remain.
  *
  * Threads. The service serves on opt->threads threads (the daemon's
  * --threads, else the party's threads key, else 1). All of them poll the
@@ -346,7 +349,9 @@ uint64_t ap_service_mask_id(const ap_service *s);
  * final checkpoint (with a state_dir) and returns 0; O3M_EIO if the service
  * stopped itself because the journal failed (a disk error), O3M_ECORRUPT if
  * it stopped itself because a checkpoint found the model in memory damaged
- * (the daemon then exits nonzero and says which), O3M_ESTATE if it already
+ * (the daemon then exits nonzero and says which), O3M_ENOTFOUND if a
+ * replica stopped itself because its reward stream lost records it had
+ * applied or holds one it cannot read, O3M_ESTATE if it already
  * ran. Logs a line with the counters at stop. */
 int ap_service_run(ap_service *s);
 

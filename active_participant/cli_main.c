@@ -14,6 +14,13 @@
  *   fingerprint                          prints the canonical encoding of
  *                                        --config's shared fields and its
  *                                        federation fingerprint; no call
+ *   nats-setup                           with --config, --cert and --key of
+ *                                        the NATS administrative identity:
+ *                                        creates the AP replicas' reward
+ *                                        stream and decision bucket
+ *                                        append-only (ap_replica_setup),
+ *                                        prints name=value lines; calls
+ *                                        NATS, not the AP
  *
  * The connection comes from the config (the active party's address and
  * name, the federation CA, and with --as NAME the cert and key of that
@@ -33,7 +40,8 @@
  * release and protocol.
  * The client's certificate is checked before any call (o3m_cert.h: key,
  * validity, chain to the CA, and with --as the CN): a bad one is TLS, exit 1.
- * All the work is done by ap_client.h. */
+ * The calls to the AP are done by ap_client.h; nats-setup by ap_replica.h
+ * (ap_replica_setup), the one command that talks to NATS, not to the AP. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +49,7 @@
 #include <string.h>
 
 #include "ap_client.h"
+#include "ap_replica.h"
 #include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_fingerprint.h"
@@ -91,6 +100,9 @@ static const o3m_cli_spec spec = {
     "  health [--target ADDR]               prints SERVING (exit 1 if not serving)\n"
     "  fingerprint                          prints what --config's federation fingerprint\n"
     "                                       covers, then fingerprint=HEX; calls nobody\n"
+    "  nats-setup                           with --cert/--key of the NATS administrative\n"
+    "                                       identity: creates the AP replicas' stream and\n"
+    "                                       bucket of --config, append-only; calls NATS\n"
     "exit 1 prints the O3M code name and the message on stderr.\n"};
 
 typedef struct args {
@@ -158,6 +170,43 @@ static int cmd_fingerprint(const char *config) {
     free(text);
   }
   o3m_config_destroy(cfg);
+  return rc < 0 ? fail(rc, &e) : 0;
+}
+
+static const char *made_text(int made) {
+  return made == 1 ? "created" : made == 2 ? "made-append-only" : "unchanged";
+}
+
+/* The administrative step of AP replicas (ap_replica.h, "Who may do
+ * what"): the identity given by --cert and --key is the one NATS maps to
+ * its administrative user (deploy/nats/o3m-nats.conf), which no daemon
+ * holds; the servers, names, copies, TTL and CA come from --config. */
+static int cmd_nats_setup(const args *a) {
+  if (!a->config) return o3m_cli_usage_error(&spec, "%s needs --config", "nats-setup");
+  if (a->as || a->target || a->insecure)
+    return o3m_cli_usage_error(&spec, "nats-setup takes --cert and --key of the NATS "
+                               "administrative identity, not --as, --target or --insecure");
+  o3m_err e;
+  o3m_err_clear(&e);
+  o3m_config *cfg;
+  int rc = o3m_config_load(&cfg, a->config, &e);
+  if (rc < 0) return fail(rc, &e);
+  ap_replica_config rc_;
+  ap_replica_setup_info info;
+  rc = ap_replica_config_of(&rc_, cfg, a->cert, a->key, &e);
+  if (rc == 0) {
+    if (a->ca) rc_.ca = a->ca;
+    rc_.name = "o3m-cli nats-setup";
+    rc_.connect_timeout_ms = a->deadline_ms > 0 ? a->deadline_ms : 20000;
+    rc = ap_replica_setup(&rc_, &info, &e);
+  }
+  if (rc == 0)
+    printf("stream=%s\nstream_setup=%s\nbucket=%s\nbucket_setup=%s\nfirst_seq=%llu\n"
+           "last_seq=%llu\n", rc_.stream, made_text(info.stream_made), rc_.bucket,
+           made_text(info.bucket_made), (unsigned long long)info.first_seq,
+           (unsigned long long)info.last_seq);
+  o3m_config_destroy(cfg);
+  ap_replica_library_close();
   return rc < 0 ? fail(rc, &e) : 0;
 }
 
@@ -329,7 +378,8 @@ int main(int argc, char **argv) {
   int is_rec = !strcmp(a.command, "recommend"), is_rew = !strcmp(a.command, "reward");
   int is_stats = !strcmp(a.command, "stats"), is_info = !strcmp(a.command, "info");
   int is_health = !strcmp(a.command, "health"), is_fpr = !strcmp(a.command, "fingerprint");
-  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health && !is_fpr)
+  int is_setup = !strcmp(a.command, "nats-setup");
+  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health && !is_fpr && !is_setup)
     return o3m_cli_usage_error(&spec, "unknown command '%s'", a.command);
   if ((a.user || a.items || a.arms || a.own) && !is_rec)
     return o3m_cli_usage_error(
@@ -339,6 +389,7 @@ int main(int argc, char **argv) {
     return o3m_cli_usage_error(&spec, "--decision and --reward belong to reward (not %s)",
                                a.command);
   if (is_fpr) return cmd_fingerprint(a.config);
+  if (is_setup) return cmd_nats_setup(&a);
   /* The connection: checked here first, so that a bad combination is a
    * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;

@@ -172,5 +172,9 @@ int main(int argc, char **argv) {
   if (run_rc == O3M_ECORRUPT)
     o3m_log_error("stopped because the model in memory was damaged; restart to rebuild it from "
                   "state_dir");
+  if (run_rc == O3M_ENOTFOUND)
+    o3m_log_error("stopped because the reward stream lost records this replica had applied (or "
+                  "holds one it cannot read); it will not start again until the stream is "
+                  "restored");
   return rc;
 }

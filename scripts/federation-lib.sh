@@ -105,6 +105,9 @@ fed_up() {
   local active=$FED_ACTIVE pmg=$FED_PMG p
   fed_start "$work" "$bin" "$pmg" o3m-pmg
   for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
+  # FED_BEFORE_ACTIVE: a command run with the config written and before the
+  # active party starts (AP replicas: the NATS setup step).
+  if [ -n "${FED_BEFORE_ACTIVE:-}" ]; then "$FED_BEFORE_ACTIVE" "$work" "$bin" || return 1; fi
   fed_start "$work" "$bin" "$active" o3m-active
   for p in "$pmg" $FED_PASSIVE "$active"; do fed_wait "$work" "$p" || return 1; done
 }

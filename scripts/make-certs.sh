@@ -31,6 +31,10 @@
 # expect ([federation] nats_server_name) and the cluster routes map to
 # (deploy/nats/o3m-nats.conf):
 #   make-certs.sh --dns nats OUTDIR nats-n1 nats-n2 nats-n3
+# The administrative identity that creates the replicas' stream and bucket
+# (o3m-cli nats-setup; the NATS nodes' O3M_NATS_ADMIN=CN=o3m-admin) is one
+# more name, kept away from every daemon's host:
+#   make-certs.sh OUTDIR o3m-admin
 # An existing NAME.pem / NAME.key is replaced. Quiet on success; on failure
 # it prints openssl's output and exits 1. Production deployments use their
 # own PKI: this CA key sits next to the certificates it signs.

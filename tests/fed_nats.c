@@ -42,7 +42,7 @@ static void spawn_node(fed_nats *n, int i) {
     snprintf(routes + l, sizeof routes - l, "%snats://127.0.0.1:%d", l ? "," : "", n->cport[j]);
   }
   const char *args[] = {env_ca, env_cert, env_key, env_cluster, "O3M_NATS_REPLICAS=CN=ap",
-                        NATS_BIN, "-c", conf,
+                        "O3M_NATS_ADMIN=CN=" FED_NATS_ADMIN, NATS_BIN, "-c", conf,
                         "-sd", store, "-n", name, "-a", "127.0.0.1", "-p", port,
                         "--routes", routes, NULL};
   fed_spawn(&n->proc[i], name, "/usr/bin/env", args);
@@ -63,6 +63,7 @@ void fed_nats_start(fed_nats *n, const char *certs) {
   memset(n, 0, sizeof *n);
   snprintf(n->certs, sizeof n->certs, "%s", certs);
   fed_make_certs_dns(certs, "nats", "nats-n1 nats-n2 nats-n3");
+  fed_make_certs(certs, FED_NATS_ADMIN);
   for (int i = 0; i < FED_NATS_NODES; i++) {
     n->port[i] = fed_free_port();
     n->cport[i] = fed_free_port();
@@ -76,4 +77,17 @@ void fed_nats_start(fed_nats *n, const char *certs) {
 void fed_nats_restart(fed_nats *n, int i) {
   spawn_node(n, i);
   wait_node(n, i);
+}
+
+void fed_nats_setup(fed_nats *n, const char *conf) {
+  char cmd[2048], out[4096];
+  snprintf(cmd, sizeof cmd, "'%s/o3m-cli' --config '%s' --cert '%s/%s/%s.pem' --key "
+           "'%s/%s/%s.key' nats-setup 2>&1", O3M_BIN_DIR, conf, fed_dir(), n->certs,
+           FED_NATS_ADMIN, fed_dir(), n->certs, FED_NATS_ADMIN);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f, "%s", cmd);
+  size_t len = fread(out, 1, sizeof out - 1, f);
+  out[len] = '\0';
+  int code = pclose(f);
+  cr_assert_eq(code, 0, "o3m-cli nats-setup failed (status %d):\n%s", code, out);
 }

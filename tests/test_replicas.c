@@ -85,6 +85,7 @@ static void fed_up(void) {
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
                  .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra};
   fed_net_prepare(&fed, &s);
+  fed_nats_setup(&nats, fed.conf);
   snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
   snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
   snprintf(cli_key, sizeof cli_key, "%s", fed_path("certs/client.key"));
@@ -387,12 +388,20 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
   }
 }
 
-Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
+/* Starts replicas a and b, a client of each in c, and n rounds across
+ * them from seed. */
+static void two_replicas(ap_client *c[2], uint64_t *seed, int n) {
   start_replica(0);
   start_replica(1);
-  ap_client *c[2] = {client_for(rep_addr[0]), client_for(rep_addr[1])};
+  c[0] = client_for(rep_addr[0]);
+  c[1] = client_for(rep_addr[1]);
+  rounds_across(c, seed, n);
+}
+
+Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  ap_client *c[2];
   uint64_t seed = 31;
-  rounds_across(c, &seed, 10);
+  two_replicas(c, &seed, 10);
   ap_info info;
   o3m_err e;
   o3m_err_clear(&e);
@@ -571,4 +580,271 @@ Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
   cr_assert_gt(a, 0);
   cr_assert_gt(b, 5, "the second instance got %ld of 40 batches", b);
   ap_client_destroy(c);
+}
+
+/* ---------------------------------------------------------------- (f) */
+
+/* A JetStream connection of the test itself to the cluster with the
+ * certificate certs/NAME.pem (the active party's, as a thief of its key
+ * would connect, or the administrative one), and a 2 s API wait: a request
+ * NATS refuses for want of permission gets no answer at all. */
+static void js_as(const char *name, natsConnection **nc, jsCtx **js) {
+  char ca[600], cert[600], key[600];
+  snprintf(ca, sizeof ca, "%s/certs/ca.pem", fed_dir());
+  snprintf(cert, sizeof cert, "%s/certs/%s.pem", fed_dir(), name);
+  snprintf(key, sizeof key, "%s/certs/%s.key", fed_dir(), name);
+  /* The first node: every node holds a copy of both streams. */
+  char url[64];
+  snprintf(url, sizeof url, "nats://127.0.0.1:%d", nats.port[0]);
+  natsOptions *no = NULL;
+  cr_assert_eq(natsOptions_Create(&no), NATS_OK);
+  cr_assert_eq(natsOptions_SetURL(no, url), NATS_OK);
+  cr_assert_eq(natsOptions_SetSecure(no, true), NATS_OK);
+  cr_assert_eq(natsOptions_LoadCATrustedCertificates(no, ca), NATS_OK);
+  cr_assert_eq(natsOptions_LoadCertificatesChain(no, cert, key), NATS_OK);
+  cr_assert_eq(natsOptions_SetExpectedHostname(no, "nats"), NATS_OK);
+  natsStatus s = natsConnection_Connect(nc, no);
+  natsOptions_Destroy(no);
+  cr_assert_eq(s, NATS_OK, "%s cannot connect to NATS: %s", name, natsStatus_GetText(s));
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Wait = 2000;
+  cr_assert_eq(natsConnection_JetStream(js, *nc, &jo), NATS_OK);
+}
+
+static void js_close(natsConnection *nc, jsCtx *js) {
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(nc);
+}
+
+/* The stream's first and last sequence and message count, as the
+ * administrative identity sees them; 0 when the stream does not exist. */
+static int stream_seqs(jsCtx *admin, const char *stream, uint64_t *first, uint64_t *last,
+                       uint64_t *msgs) {
+  jsStreamInfo *si = NULL;
+  if (js_GetStreamInfo(&si, admin, stream, NULL, NULL) != NATS_OK) return 0;
+  *first = si->State.FirstSeq;
+  *last = si->State.LastSeq;
+  *msgs = si->State.Msgs;
+  jsStreamInfo_Destroy(si);
+  return 1;
+}
+
+/* Asserts that the stream holds exactly records 1..last. */
+static void assert_stream(jsCtx *admin, const char *stream, uint64_t last, const char *after) {
+  uint64_t f = 0, l = 0, m = 0;
+  cr_assert(stream_seqs(admin, stream, &f, &l, &m), "after %s: stream %s is gone", after, stream);
+  cr_assert(f == 1 && l == last && m == last, "after %s: stream %s holds seq %llu..%llu (%llu "
+            "records), expected 1..%llu", after, stream, (unsigned long long)f,
+            (unsigned long long)l, (unsigned long long)m, (unsigned long long)last);
+}
+
+/* Issue 22, attack 2: the thief of the active party's key connects to NATS
+ * as the replicas do and tries to erase the reward stream's history (and
+ * the open decisions): purge, delete, a message delete, a stream update
+ * that would allow purges, a rollup header (a purge by publishing), a
+ * consumer deletion, a consumer that delivers into the JetStream API, and
+ * the same on the bucket. Every one is refused; the stream still holds its
+ * 40 records, a new replica replays all 40, and the service goes on. */
+Test(replicas, ap_cannot_erase, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  ap_client *c[2];
+  uint64_t seed = 41;
+  two_replicas(c, &seed, 40);
+  wait_updates(0, 40);
+  wait_updates(1, 40);
+  natsConnection *anc, *ap_nc;
+  jsCtx *admin, *ap;
+  js_as(FED_NATS_ADMIN, &anc, &admin);
+  js_as("ap", &ap_nc, &ap);
+  assert_stream(admin, "O3M_REWARDS", 40, "40 rewards");
+
+  /* The stream and the bucket deny deletes and purges themselves. */
+  const char *const streams[2] = {"O3M_REWARDS", "KV_O3M_DECISIONS"};
+  for (int i = 0; i < 2; i++) {
+    jsStreamInfo *si = NULL;
+    cr_assert_eq(js_GetStreamInfo(&si, admin, streams[i], NULL, NULL), NATS_OK);
+    cr_assert(si->Config->DenyDelete && si->Config->DenyPurge && !si->Config->AllowRollup,
+              "stream %s: deny_delete %d, deny_purge %d, allow_rollup %d", streams[i],
+              si->Config->DenyDelete, si->Config->DenyPurge, si->Config->AllowRollup);
+    jsStreamInfo_Destroy(si);
+  }
+
+  /* The API calls, with the AP's identity, on both streams. */
+  for (int i = 0; i < 2; i++) {
+    jsErrCode jerr = 0;
+    natsStatus s = js_PurgeStream(ap, streams[i], NULL, &jerr);
+    cr_assert_neq(s, NATS_OK, "the AP's key purged %s", streams[i]);
+    s = js_DeleteMsg(ap, streams[i], 1, NULL, &jerr);
+    cr_assert_neq(s, NATS_OK, "the AP's key deleted record 1 of %s", streams[i]);
+    jsStreamInfo *si = NULL;
+    cr_assert_eq(js_GetStreamInfo(&si, ap, streams[i], NULL, NULL), NATS_OK,
+                 "the AP's key may read the stream info of %s", streams[i]);
+    jsStreamConfig sc = *si->Config;
+    sc.DenyPurge = false;
+    sc.DenyDelete = false;
+    jsStreamInfo *ui = NULL;
+    s = js_UpdateStream(&ui, ap, &sc, NULL, &jerr);
+    jsStreamInfo_Destroy(ui);
+    jsStreamInfo_Destroy(si);
+    cr_assert_neq(s, NATS_OK, "the AP's key updated %s to allow purges", streams[i]);
+    s = js_DeleteStream(ap, streams[i], NULL, &jerr);
+    cr_assert_neq(s, NATS_OK, "the AP's key deleted the stream %s", streams[i]);
+  }
+  cr_assert_neq(js_DeleteKeyValue(ap, "O3M_DECISIONS"), NATS_OK);
+
+  /* A purge by header: a record that rolls up every earlier one. */
+  const char *const subjects[2] = {"O3M_REWARDS.rewards", "$KV.O3M_DECISIONS.ffffffffffffffff"};
+  for (int i = 0; i < 2; i++) {
+    natsMsg *m = NULL;
+    cr_assert_eq(natsMsg_Create(&m, subjects[i], NULL, "x", 1), NATS_OK);
+    cr_assert_eq(natsMsgHeader_Set(m, "Nats-Rollup", "all"), NATS_OK);
+    jsPubAck *pa = NULL;
+    jsErrCode jerr = 0;
+    natsStatus s = js_PublishMsg(&pa, ap, m, NULL, &jerr);
+    jsPubAck_Destroy(pa);
+    natsMsg_Destroy(m);
+    cr_assert_neq(s, NATS_OK, "a rollup record was accepted on %s", subjects[i]);
+  }
+
+  /* The replicas' consumers: the AP's key cannot delete one. */
+  jsConsumerNamesList *names = NULL;
+  cr_assert_eq(js_ConsumerNames(&names, admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  cr_assert_gt(names->Count, 0);
+  char consumer[128];
+  snprintf(consumer, sizeof consumer, "%s", names->List[0]);
+  jsConsumerNamesList_Destroy(names);
+  cr_assert_neq(js_DeleteConsumer(ap, "O3M_REWARDS", consumer, NULL, NULL), NATS_OK,
+                "the AP's key deleted the consumer %s", consumer);
+  jsConsumerInfo *ci = NULL;
+  cr_assert_eq(js_GetConsumerInfo(&ci, admin, "O3M_REWARDS", consumer, NULL, NULL), NATS_OK,
+               "consumer %s is gone", consumer);
+  jsConsumerInfo_Destroy(ci);
+
+  /* A consumer whose deliveries go to the API's purge or delete subject
+   * would make the server ask on the thief's behalf (with and without a
+   * reply subject, which acknowledged deliveries carry). JetStream creates
+   * it but does not take its deliveries as API requests. */
+  const char *const api[2] = {"$JS.API.STREAM.PURGE.O3M_REWARDS",
+                              "$JS.API.STREAM.DELETE.O3M_REWARDS"};
+  for (int i = 0; i < 4; i++) {
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.DeliverSubject = api[i / 2];
+    cc.DeliverPolicy = js_DeliverAll;
+    cc.AckPolicy = i % 2 ? js_AckExplicit : js_AckNone;
+    ci = NULL;
+    natsStatus s = js_AddConsumer(&ci, ap, "O3M_REWARDS", &cc, NULL, NULL);
+    cr_log_info("a consumer delivering to %s (ack %s): %s", api[i / 2], i % 2 ? "explicit" :
+                "none", natsStatus_GetText(s));
+    jsConsumerInfo_Destroy(ci);
+  }
+  fed_sleep_ms(1000);
+
+  assert_stream(admin, "O3M_REWARDS", 40, "the attempts");
+  js_close(ap_nc, ap);
+  js_close(anc, admin);
+
+  /* A new replica replays all 40, and rewards go on on every replica. */
+  start_replica(2);
+  wait_updates(2, 40);
+  rounds_across(c, &seed, 6);
+  for (int i = 0; i < 3; i++) wait_updates(i, 46);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
+  for (int i = 0; i < 3; i++) cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0, "%s", fed_log(&rep[i]));
+  assert_same_model(0, 2, "the new replica after the attempts");
+}
+
+/* Starts replica i and waits for it to refuse; returns its log. */
+static const char *replica_refuses(int i) {
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", rep_port[i]);
+  const char *args[] = {"--config", fed.conf, "--party", "ap", "--replica", rep_name[i],
+                        "--listen", listen, NULL};
+  char name[16];
+  snprintf(name, sizeof name, "ap-%s", rep_name[i]);
+  fed_spawn(&rep[i], name, "o3m-active", args);
+  int code = fed_wait_exit(&rep[i], 60000);
+  const char *log = fed_log(&rep[i]);
+  cr_assert(code > 0, "replica %s started (exit %d):\n%s", rep_name[i], code, log);
+  return log;
+}
+
+/* A replica never starts from zero, or from its snapshot, over a stream
+ * that lost records it has not applied, and stops serving when its stream
+ * is deleted under it. The administrative identity cannot purge an
+ * append-only stream (JetStream refuses to cancel deny_purge), so the
+ * purge is staged as it would have happened before this release: the
+ * stream is deleted and re-created allowing purges, 40 records are
+ * appended and purged (first seq 41, last 40), and nats-setup then makes
+ * it append-only again. Replica b holds a checkpoint at seq 30 and
+ * refuses, naming records 31..40; a new replica c refuses, naming 1..40.
+ * Then replica a, which applied all 40, serves, and the administrative
+ * identity deletes the stream and runs nats-setup again: a stops with an
+ * ERROR naming seq 40 instead of serving a model no new replica can
+ * rebuild. Without the stream, a new replica refuses to start and names
+ * the setup command. */
+Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  ap_client *c[2];
+  uint64_t seed = 51;
+  two_replicas(c, &seed, 30);
+  wait_updates(1, 30);
+  ap_client_destroy(c[1]);
+  cr_assert_eq(fed_stop(&rep[1], SIGTERM, 20000), 0, "%s", fed_log(&rep[1]));
+  c[1] = c[0];
+  rounds_across(c, &seed, 10);
+  wait_updates(0, 40);
+  ap_client_destroy(c[0]);
+  cr_assert_eq(fed_stop(&rep[0], SIGTERM, 20000), 0, "%s", fed_log(&rep[0]));
+
+  natsConnection *anc, *ap_nc;
+  jsCtx *admin, *ap;
+  js_as(FED_NATS_ADMIN, &anc, &admin);
+  js_as("ap", &ap_nc, &ap);
+  cr_assert_eq(js_PurgeStream(admin, "O3M_REWARDS", NULL, NULL), NATS_ERR,
+               "the administrative identity purged an append-only stream");
+  cr_assert_eq(js_DeleteStream(admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  jsStreamConfig sc;
+  jsStreamConfig_Init(&sc);
+  const char *subjects[1] = {"O3M_REWARDS.rewards"};
+  sc.Name = "O3M_REWARDS";
+  sc.Subjects = subjects;
+  sc.SubjectsLen = 1;
+  sc.Replicas = 3;
+  sc.Storage = js_FileStorage;
+  jsStreamInfo *si = NULL;
+  cr_assert_eq(js_AddStream(&si, admin, &sc, NULL, NULL), NATS_OK);
+  jsStreamInfo_Destroy(si);
+  for (int i = 0; i < 40; i++)
+    cr_assert_eq(js_Publish(NULL, ap, "O3M_REWARDS.rewards", "x", 1, NULL, NULL), NATS_OK);
+  cr_assert_eq(js_PurgeStream(admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  uint64_t f = 0, l = 0, m = 0;
+  cr_assert(stream_seqs(admin, "O3M_REWARDS", &f, &l, &m) && f == 41 && l == 40 && m == 0);
+  fed_nats_setup(&nats, fed.conf);
+
+  const char *log = replica_refuses(1);
+  cr_assert_not_null(strstr(log, "ERROR"), "%s", log);
+  cr_assert_not_null(strstr(log, "lost records 31..40"), "replica b:\n%s", log);
+  log = replica_refuses(2);
+  cr_assert_not_null(strstr(log, "lost records 1..40"), "replica c:\n%s", log);
+
+  /* Replica a applied all 40: it serves, until the stream goes. */
+  start_replica(0);
+  cr_assert_eq(js_DeleteStream(admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  fed_nats_setup(&nats, fed.conf);
+  int code = fed_wait_exit(&rep[0], 20000);
+  log = fed_log(&rep[0]);
+  cr_assert(code > 0, "replica a serves on over a re-created stream (exit %d):\n%s", code, log);
+  cr_assert_not_null(strstr(log, "ERROR"), "%s", log);
+  cr_assert_not_null(strstr(log, "up to seq 40"), "replica a:\n%s", log);
+
+  /* Without the stream a new replica does not create it: it names the
+   * setup command. */
+  cr_assert_eq(js_DeleteStream(admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  log = replica_refuses(2);
+  cr_assert_not_null(strstr(log, "ERROR"), "%s", log);
+  cr_assert_not_null(strstr(log, "nats-setup"), "replica c:\n%s", log);
+  cr_assert(!stream_seqs(admin, "O3M_REWARDS", &f, &l, &m), "a replica created the stream");
+  js_close(ap_nc, ap);
+  js_close(anc, admin);
 }

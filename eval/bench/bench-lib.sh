@@ -33,3 +33,67 @@ bench_fed_up() {
   fi
   fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64 "$@"
 }
+
+# nats_up NAME [plain]: a 3-node nats-server cluster with JetStream on
+# loopback (free ports, a store per node under $nats_dir/nN), for AP
+# replicas, run as a deployment runs it: $NATS_CONF (default
+# deploy/nats/o3m-nats.conf), mutual TLS for clients and routes, the active
+# party's certificate (subject CN=NAME) admitted as the replicas' user.
+# The CA, the nodes' certificates and the administrative one (o3m-admin,
+# the user that creates the stream and the bucket: nats_setup) are made in
+# $nats_dir/certs; the federation then takes that CA (FED_CA_DIR). With a
+# second argument "plain" the nodes run the insecure way instead (plain
+# text, no credentials; the replicas' nats_tls = off), to measure what TLS
+# costs.
+# nats_down stops it. NATS_URLS is the servers' list for nats_servers.
+NATS_PIDS=()
+nats_up() {
+  local i ports=() cports=() routes certs="$nats_dir/certs"
+  scripts/make-certs.sh --dns nats "$certs" n0 n1 n2
+  scripts/make-certs.sh "$certs" o3m-admin
+  for i in 1 2 3; do
+    ports+=($(fed_free_port))
+    cports+=($(fed_free_port))
+  done
+  NATS_URLS=""
+  for i in 0 1 2; do NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:${ports[$i]}"; done
+  for i in 0 1 2; do
+    routes=""
+    for j in 0 1 2; do
+      [ "$j" = "$i" ] || routes="$routes${routes:+,}nats://127.0.0.1:${cports[$j]}"
+    done
+    if [ "${2:-}" = plain ]; then
+      nats-server -js -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" \
+        --cluster_name o3m --cluster "nats://127.0.0.1:${cports[$i]}" --routes "$routes" \
+        >"$nats_dir/n$i.log" 2>&1 &
+    else
+      O3M_NATS_CA="$certs/ca.pem" O3M_NATS_CERT="$certs/n$i.pem" O3M_NATS_KEY="$certs/n$i.key" \
+        O3M_NATS_CLUSTER="127.0.0.1:${cports[$i]}" O3M_NATS_REPLICAS="CN=$1" O3M_NATS_ADMIN=CN=o3m-admin \
+        nats-server -c "${NATS_CONF:-deploy/nats/o3m-nats.conf}" -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 \
+        -p "${ports[$i]}" --routes "$routes" >"$nats_dir/n$i.log" 2>&1 &
+    fi
+    NATS_PIDS+=($!)
+  done
+  sleep 1
+}
+# nats_setup WORK BIN: the administrative step before any replica starts
+# (fed_up's FED_BEFORE_ACTIVE): o3m-cli nats-setup with the o3m-admin
+# certificate creates the stream and the bucket, append-only. The o3m-cli
+# is the first of BIN and $NATS_SETUP_BINS (folders) that has the command;
+# with none, the step is skipped (a build before it, whose replicas create
+# the stream themselves).
+nats_setup() {
+  local d cli= tls=()
+  for d in "$2" ${NATS_SETUP_BINS:-}; do
+    if "$d/o3m-cli" --help 2>&1 | grep -q nats-setup; then cli="$d/o3m-cli"; break; fi
+  done
+  [ -n "$cli" ] || return 0
+  [ -n "${plain:-}" ] || tls=(--cert "$nats_dir/certs/o3m-admin.pem" --key "$nats_dir/certs/o3m-admin.key")
+  "$cli" --config "$FED_CONF" "${tls[@]}" nats-setup >"$1/nats-setup.out" || return 1
+}
+nats_down() {
+  local p
+  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  NATS_PIDS=()
+}

@@ -60,51 +60,6 @@ ap_rounds() {
   echo "$sum"
 }
 
-# A 3-node nats-server cluster with JetStream on loopback (free ports, a
-# store per node under $nats_dir/nN), for the replica modes, run as a
-# deployment runs it: deploy/nats/o3m-nats.conf, mutual TLS for clients and
-# routes, only the active party's certificate (subject CN=$1) admitted.
-# The CA and the nodes' certificates are made in $nats_dir/certs; the
-# federation then takes that CA (FED_CA_DIR). With a second argument
-# "plain" the nodes run the insecure way instead (plain text, no
-# credentials; the replicas' nats_tls = off), to measure what TLS costs.
-# nats_down stops it. NATS_URLS is the servers' list for nats_servers.
-NATS_PIDS=()
-nats_up() {
-  local i ports=() cports=() routes certs="$nats_dir/certs"
-  scripts/make-certs.sh --dns nats "$certs" n0 n1 n2
-  for i in 1 2 3; do
-    ports+=($(fed_free_port))
-    cports+=($(fed_free_port))
-  done
-  NATS_URLS=""
-  for i in 0 1 2; do NATS_URLS="$NATS_URLS${NATS_URLS:+,}nats://127.0.0.1:${ports[$i]}"; done
-  for i in 0 1 2; do
-    routes=""
-    for j in 0 1 2; do
-      [ "$j" = "$i" ] || routes="$routes${routes:+,}nats://127.0.0.1:${cports[$j]}"
-    done
-    if [ "${2:-}" = plain ]; then
-      nats-server -js -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 -p "${ports[$i]}" \
-        --cluster_name o3m --cluster "nats://127.0.0.1:${cports[$i]}" --routes "$routes" \
-        >"$nats_dir/n$i.log" 2>&1 &
-    else
-      O3M_NATS_CA="$certs/ca.pem" O3M_NATS_CERT="$certs/n$i.pem" O3M_NATS_KEY="$certs/n$i.key" \
-        O3M_NATS_CLUSTER="127.0.0.1:${cports[$i]}" O3M_NATS_REPLICAS="CN=$1" \
-        nats-server -c deploy/nats/o3m-nats.conf -sd "$nats_dir/n$i" -n "n$i" -a 127.0.0.1 \
-        -p "${ports[$i]}" --routes "$routes" >"$nats_dir/n$i.log" 2>&1 &
-    fi
-    NATS_PIDS+=($!)
-  done
-  sleep 1
-}
-nats_down() {
-  local p
-  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  NATS_PIDS=()
-}
-
 # O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
 # (durable rewards), one fresh federation per mode, side by side in this one
 # run, for example "1:each 2:group" (today's single thread with one
@@ -151,7 +106,8 @@ side_by_side() {
       FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
 nats_servers = $NATS_URLS
 nats_replicas = 3
-nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica r1" \
+nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_ARGS="--threads $threads --replica r1" FED_BEFORE_ACTIVE=nats_setup \
+        NATS_SETUP_BINS="${O3M_LOAD_BINS:-} ${O3M_BUILD_DIR:-build}/bin" \
         FED_PASSIVE_ARGS="--threads $threads" bench_fed_up load --aggregation secure
       targets=("$(awk -v a="$FED_ACTIVE" '/^\[party /{n=$2; sub(/\]/,"",n)} n==a && /^address/{print $3}' "$FED_CONF")")
       for r in $(seq 2 "$reps"); do
