@@ -35,7 +35,7 @@
  *                 (64, 1..4096), rpc_receive_timeout_ms (10000,
  *                 0..86400000; 0: none), rpc_receiving_per_identity (0:
  *                 from the request limit, 4..32; 0..254) and
- *                 rpc_connections_per_identity (8, 1..64): every daemon's
+ *                 rpc_connections_per_identity (64, 1..1024): every daemon's
  *                 limits before a request is read (o3m_config_rpc).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
@@ -271,8 +271,8 @@ const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
 #define O3M_CONFIG_MAX_STREAMS 4096
 #define O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS 10000
 #define O3M_CONFIG_MAX_RECEIVING 254
-#define O3M_CONFIG_DEFAULT_CONNECTIONS 8
-#define O3M_CONFIG_MAX_CONNECTIONS 64
+#define O3M_CONFIG_DEFAULT_CONNECTIONS 64
+#define O3M_CONFIG_MAX_CONNECTIONS 1024
 typedef struct o3m_config_rpc_limits {
   int streams_per_connection;   /* HTTP/2 streams open at once per connection */
   int receive_timeout_ms;       /* to receive a whole request once let in; 0: none */

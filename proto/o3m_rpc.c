@@ -710,8 +710,10 @@ struct o3m_rpc_call {
   int receiving, expired;
   gpr_timespec recv_by;
   /* Accepted (authorized and within the limits) and not yet cleaned: the
-   * calls whose identities and peers the per-identity limits count. */
+   * calls whose identities and peers (peer_hash) the per-identity limits
+   * count. */
   int live;
+  uint64_t peer_hash;
   int deferred;              /* the handler deferred it; not yet completed */
   grpc_call *call;
   gpr_timespec deadline;
@@ -1141,6 +1143,15 @@ static void refuse_limited(o3m_rpc_server *s, struct o3m_rpc_call *sl, const cha
   slot_refuse(s, sl, GRPC_STATUS_RESOURCE_EXHAUSTED, O3M_EFULL, msg);
 }
 
+/* FNV-1a of a peer address: the per-identity limits compare connections
+ * by it, so that counting them costs integer comparisons (a collision
+ * only undercounts by one). */
+static uint64_t peer_hash(const char *p) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h;
+}
+
 /* The per-identity limits for the call in sl from identity id: NULL when
  * it may be read, else why not (in buf). Among the accepted calls of the
  * same identity, those still receiving must be fewer than receiving_cap,
@@ -1150,25 +1161,23 @@ static void refuse_limited(o3m_rpc_server *s, struct o3m_rpc_call *sl, const cha
  * a call is counted exactly while it holds its slot. */
 static const char *identity_limits(o3m_rpc_server *s, struct o3m_rpc_call *sl, const char *id,
                                    char *buf, size_t n) {
-  const char *peer = o3m_rpc_call_peer(sl);
-  /* The distinct peers seen, at most connections_cap of them (pointers
-   * into the slots' own peer strings). */
-  const char *peers[O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY];
+  sl->peer_hash = peer_hash(o3m_rpc_call_peer(sl));
+  /* The distinct peers seen, at most connections_cap of them. */
+  uint64_t peers[O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY];
   int n_peers = 0, receiving = 0, same_peer = 0, over = 0;
   for (int i = 0; i < s->n_slots; i++) {
     struct o3m_rpc_call *o = &s->slots[i];
     if (!o->live || o == sl || o->identity_state != 1 || strcmp(o->identity, id) != 0) continue;
     if (o->receiving && !o->expired) receiving++;
-    const char *op = o3m_rpc_call_peer(o);
-    if (strcmp(op, peer) == 0) {
+    if (o->peer_hash == sl->peer_hash) {
       same_peer = 1;
       continue;
     }
     int seen = 0;
-    for (int j = 0; j < n_peers && !seen; j++) seen = strcmp(peers[j], op) == 0;
+    for (int j = 0; j < n_peers && !seen; j++) seen = peers[j] == o->peer_hash;
     if (seen) continue;
     if (n_peers < s->connections_cap)
-      peers[n_peers++] = op;
+      peers[n_peers++] = o->peer_hash;
     else
       over = 1;
   }

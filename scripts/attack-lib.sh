@@ -3,10 +3,10 @@
 # sourced by tests/h2flood_e2e.sh and eval/bench/attack-memory.sh after
 # federation-lib.sh.
 #
-# attack_client WORK
-#   after fed_gen, before the daemons start: makes the certificate of a
-#   second client, "attacker", and gives it a [client attacker] section, so
-#   form c (an identity the AP does answer) is not the honest client's own.
+# attack_fed_up WORK BIN [gen-federation options...]
+#   fed_up with a second client, "attacker" (its certificate and a [client
+#   attacker] section), so form c (an identity the AP does answer) is not
+#   the honest client's own.
 # attack_run FORM HOLD_S BIN [HONEST_CMD...]
 #   runs BIN/h2flood in form FORM for HOLD_S seconds against the party it
 #   names, samples that daemon's VmRSS every 0.25 s meanwhile, and runs
@@ -47,9 +47,16 @@ dims_of() {
     "$FED_CONF"
 }
 
-attack_client() {
-  "$FED_SCRIPTS/make-certs.sh" "$1/certs" attacker
+attack_fed_up() {
+  local work=$1 bin=$2 p
+  shift 2
+  fed_gen "$work" "$bin" "$@"
+  "$FED_SCRIPTS/make-certs.sh" "$work/certs" attacker
   printf '\n[client attacker]\ncert = certs/attacker.pem\nkey = certs/attacker.key\n' >>"$FED_CONF"
+  fed_start "$work" "$bin" "$FED_PMG" o3m-pmg
+  for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
+  fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
+  for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$work" "$p" || return 1; done
 }
 
 attack_run() {

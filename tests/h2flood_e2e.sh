@@ -31,6 +31,11 @@ FLOOD_BIN=${FLOOD_BIN:-$BIN}
 # shellcheck source=../scripts/attack-lib.sh
 . "$HERE/../scripts/attack-lib.sh"
 LIMIT_MB=${LIMIT_MB:-50}
+# Under AddressSanitizer freed memory waits in its quarantine (up to 256 MB)
+# instead of going back to the kernel, so RSS means nothing there
+# (tests/fed_proc.h, FED_ASAN): the figures are printed, not checked.
+asan=0
+if grep -q __asan_init "$BIN/o3m-active"; then asan=1; fi
 
 [ -x "$FLOOD_BIN/h2flood" ] || { echo "h2flood_e2e: $FLOOD_BIN/h2flood is not built" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/o3m-h2flood.XXXXXX)
@@ -46,12 +51,7 @@ fail() {
   failed=1
 }
 
-fed_gen "$WORK" "$BIN" --parties 20,20,20 --users 200 --items 50
-attack_client "$WORK"
-fed_start "$WORK" "$BIN" "$FED_PMG" o3m-pmg
-for p in $FED_PASSIVE; do fed_start "$WORK" "$BIN" "$p" o3m-passive; done
-fed_start "$WORK" "$BIN" "$FED_ACTIVE" o3m-active
-for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$WORK" "$p"; done
+attack_fed_up "$WORK" "$BIN" --parties 20,20,20 --users 200 --items 50
 
 honest=("$BIN/o3m-bench-load" --config "$FED_CONF" --cert "$WORK/certs/client.pem"
   --key "$WORK/certs/client.key" --K 8 --concurrency 4 --seconds 3 --warmup 0)
@@ -77,7 +77,7 @@ for form in a-ap a-pp b-ap c-ap; do
   [ "$form" = c-ap ] && hold=12
   attack_run "$form" "$hold" "$FLOOD_BIN" "${honest[@]}"
   echo "$form: RSS ${ATTACK_IDLE} -> peak ${ATTACK_PEAK} MB (after: ${ATTACK_AFTER} MB); $ATTACK_OUT"
-  if [ "$ATTACK_PEAK" -gt $((ATTACK_IDLE + LIMIT_MB)) ]; then
+  if [ "$asan" = 0 ] && [ "$ATTACK_PEAK" -gt $((ATTACK_IDLE + LIMIT_MB)) ]; then
     fail "$form: RSS grew from $ATTACK_IDLE to $ATTACK_PEAK MB, more than $LIMIT_MB MB"
   fi
   case "$ATTACK_OUT" in

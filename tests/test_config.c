@@ -783,7 +783,7 @@ Test(config, rpc_limits) {
   cr_assert_eq(l->streams_per_connection, 64);
   cr_assert_eq(l->receive_timeout_ms, 10000);
   cr_assert_eq(l->receiving_per_identity, 0);
-  cr_assert_eq(l->connections_per_identity, 8);
+  cr_assert_eq(l->connections_per_identity, 64);
   o3m_config_destroy(c);
 
   c = parse_ok(line(4, "rpc_streams_per_connection = 16\nrpc_receive_timeout_ms = 0\n"
@@ -802,8 +802,8 @@ Test(config, rpc_limits) {
                "key 'rpc_receive_timeout_ms'", NULL);
   expect_error(line(4, "rpc_receiving_per_identity = 255"), "fed.conf:4:",
                "key 'rpc_receiving_per_identity'", "0..254");
-  expect_error(line(4, "rpc_connections_per_identity = 65"), "fed.conf:4:",
-               "key 'rpc_connections_per_identity'", "1..64");
+  expect_error(line(4, "rpc_connections_per_identity = 1025"), "fed.conf:4:",
+               "key 'rpc_connections_per_identity'", "1..1024");
   expect_error(variant(11, 10, "rpc_connections_per_identity = 4"), "fed.conf:11:",
                "rpc_connections_per_identity", NULL);
 }
