@@ -985,6 +985,25 @@ Test(rpc, bad_configurations_are_named, .timeout = 30) {
   cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
   cfg.tls.ca_file = NULL;
 
+  /* The limits before a request is read (issue 22), each named. */
+  static const struct {
+    int streams, timeout, receiving, connections;
+    const char *field;
+  } limits[] = {{0, 0, 0, 1, "streams_per_connection"},
+                {64, -1, 0, 1, "receive_timeout_ms"},
+                {64, 0, O3M_RPC_MAX_SLOTS - 1, 1, "receiving_per_identity"},
+                {64, 0, 0, 0, "connections_per_identity"},
+                {64, 0, 0, O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY + 1, "connections_per_identity"}};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    o3m_rpc_server_config bad = cfg;
+    bad.streams_per_connection = limits[i].streams;
+    bad.receive_timeout_ms = limits[i].timeout;
+    bad.receiving_per_identity = limits[i].receiving;
+    bad.connections_per_identity = limits[i].connections;
+    cr_assert(eq(int, create_err(&bad, svc_methods, N_METHODS, &e), O3M_EINVAL));
+    cr_assert(not(eq(ptr, strstr(e.msg, limits[i].field), NULL)), "%s", e.msg);
+  }
+
   o3m_rpc_method dup[2] = {svc_methods[0], svc_methods[0]};
   cr_assert(eq(int, create_err(&cfg, dup, 2, &e), O3M_EINVAL));
   cr_assert(not(eq(ptr, strstr(e.msg, "twice"), NULL)), "%s", e.msg);
@@ -1184,6 +1203,71 @@ static int gate_authorize(void *ctx, o3m_rpc_call *call, const char *path, const
   cr_assert(eq(str, (char *)o3m_rpc_call_method(call), (char *)path));
   if (strcmp(path, O3M_PATH_PASSIVE_INFO) == 0) return 0;
   return o3m_err_set(e, O3M_EPERM, "the test says no");
+}
+
+/* Issue 22: an identity may have calls on connections_per_identity
+ * connections at once; a call on a further one is refused at once with
+ * RESOURCE_EXHAUSTED naming the identity, counted in limited, and the same
+ * connection is let in again once the identity's other calls are done.
+ * Each o3m_rpc_client has a connection of its own. */
+Test(rpc_tls, connections_per_identity_are_capped, .timeout = 60) {
+  if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
+  char dir[] = "/tmp/o3m_test_conncap_XXXXXX";
+  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
+  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
+  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
+  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
+  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
+  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
+  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.threads = 2;
+  scfg.tls = (o3m_rpc_tls){ca, srv_pem, srv_key, NULL};
+  scfg.connections_per_identity = 1;
+  server_fx f;
+  start_server_cfg(&f, 2, 3, &scfg);
+  f.ctx.sleep_ms = 1500;
+
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = f.target;
+  cc.tls = (o3m_rpc_tls){ca, cli_pem, cli_key, "localhost"};
+  o3m_rpc_client *a, *b;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&a, &cc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rpc_client_create(&b, &cc, &e), 0), "%s", o3m_err_message(&e));
+
+  /* a's call sleeps 1.5 s in its handler (without the lock) ... */
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  cr_assert(eq(int, o3m_rpc_client_start(a, "/test.Slow/Released", &ir.base,
+                                         &o3m__v1__ack__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+  struct timespec ts = {0, 400 * 1000000L};
+  nanosleep(&ts, NULL);
+  /* ... so a call on party-2's second connection is refused. */
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(b, O3M_PATH_PASSIVE_INFO, &ir.base, &o3m__v1__node_info__descriptor,
+                               &m, &e);
+  cr_assert(eq(int, rc, O3M_EFULL), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "certificate 'party-2' already has calls on 1 "
+                                      "connections"), NULL)), "%s", e.msg);
+  cr_assert(eq(int, o3m_rpc_client_finish(a, &m, &e), 0), "%s", o3m_err_message(&e));
+  /* Once a's calls are done, b's connection is let in. */
+  cr_assert(eq(int, o3m_rpc_client_call(b, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                        &o3m__v1__node_info__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(eq(u64, st.limited, 1));
+  o3m_rpc_client_destroy(a);
+  o3m_rpc_client_destroy(b);
+  stop_server(&f);
+  sh("rm -rf %s", dir);
 }
 
 /* Issue 9: the hook decides every call before the request is read and
