@@ -1110,6 +1110,24 @@ static int make_certs(const char *dir) {
   return 0;
 }
 
+/* A fresh directory from template tmpl with make_certs' files, and their
+ * paths. */
+typedef struct tls_fx {
+  char dir[64];
+  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
+} tls_fx;
+
+static void tls_setup(tls_fx *t, const char *tmpl) {
+  snprintf(t->dir, sizeof t->dir, "%s", tmpl);
+  cr_assert(not(eq(ptr, mkdtemp(t->dir), NULL)));
+  cr_assert(eq(int, make_certs(t->dir), 0), "openssl failed in %s", t->dir);
+  snprintf(t->ca, sizeof t->ca, "%s/ca.pem", t->dir);
+  snprintf(t->srv_pem, sizeof t->srv_pem, "%s/srv.pem", t->dir);
+  snprintf(t->srv_key, sizeof t->srv_key, "%s/srv.key", t->dir);
+  snprintf(t->cli_pem, sizeof t->cli_pem, "%s/cli.pem", t->dir);
+  snprintf(t->cli_key, sizeof t->cli_key, "%s/cli.key", t->dir);
+}
+
 static int tls_call(const char *target, const o3m_rpc_tls *tls, o3m_err *e) {
   o3m_rpc_client_config cfg;
   o3m_rpc_client_config_default(&cfg);
@@ -1141,15 +1159,10 @@ static int plain_call(const char *target, o3m_err *e) {
  * certificate from its CA and the handler reads the party's identity. */
 Test(rpc_tls, mutual_tls_gives_the_handler_the_client_identity, .timeout = 60) {
   if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
-  char dir[] = "/tmp/o3m_test_tls_XXXXXX";
-  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
-  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
-  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
-  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
-  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
-  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
-  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_tls_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
 
   o3m_rpc_server_config scfg;
   o3m_rpc_server_config_default(&scfg);
@@ -1212,15 +1225,10 @@ static int gate_authorize(void *ctx, o3m_rpc_call *call, const char *path, const
  * Each o3m_rpc_client has a connection of its own. */
 Test(rpc_tls, connections_per_identity_are_capped, .timeout = 60) {
   if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
-  char dir[] = "/tmp/o3m_test_conncap_XXXXXX";
-  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
-  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
-  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
-  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
-  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
-  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
-  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_conncap_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
 
   o3m_rpc_server_config scfg;
   o3m_rpc_server_config_default(&scfg);
@@ -1276,15 +1284,10 @@ Test(rpc_tls, connections_per_identity_are_capped, .timeout = 60) {
  * not ask it. */
 Test(rpc_tls, authorization_hook_decides_before_the_request_is_read, .timeout = 60) {
   if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
-  char dir[] = "/tmp/o3m_test_authz_XXXXXX";
-  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
-  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
-  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
-  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
-  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
-  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
-  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_authz_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
 
   gate g = {0};
   o3m_rpc_server_config scfg;
