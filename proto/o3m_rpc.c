@@ -7,12 +7,18 @@
  * per client, started and finished separately).
  *
  * Server slots. Each method has slots_per_method slots (or its own number
- * from method_slots), plus one generic slot for unknown paths. A slot is
- * requested (gRPC will fill it with the next call and post its on_call tag),
- * deferred (its handler returned O3M_RPC_DEFERRED; no tag is owed until the
- * service completes the call) or replying (its reply batch is in flight and
- * will post on_reply); when the reply completes the slot is cleaned and
- * requested again. Slots, the arena and the outstanding-tag and deferred
+ * from method_slots, and at least one identity's receive cap plus
+ * SLOTS_BEYOND_CAP), plus one generic slot for unknown paths. A slot is
+ * requested (gRPC will fill it with the next call, matched on its headers,
+ * and post its on_call tag), receiving (the call was let in and its
+ * RECV_MESSAGE batch is in flight and will post on_recv, or is cancelled
+ * by the receive deadline and then posts it), deferred (its handler
+ * returned O3M_RPC_DEFERRED; no tag is owed until the service completes
+ * the call) or replying (its reply batch is in flight and will post
+ * on_reply); when the reply completes the slot is cleaned and requested
+ * again. A call refused on its headers (authorization, a limit, an unknown
+ * path) had no batch started: it is cancelled with its status, cleaned and
+ * requested again at once (slot_refuse), so it owes no tag. Slots, the arena and the outstanding-tag and deferred
  * counts are touched only under the server's lock (held by the serving
  * thread that handles an event); only the stop flag and the statistics are
  * atomic.
