@@ -464,63 +464,49 @@ typedef struct chan_args {
   grpc_channel_args args;
 } chan_args;
 
+/* Appends one integer or string argument to ca (the keys and strings are
+ * static or outlive the channel's creation). */
+static void arg_int(chan_args *ca, int *n, const char *key, int value) {
+  ca->arg[*n].type = GRPC_ARG_INTEGER;
+  ca->arg[*n].key = (char *)key;
+  ca->arg[(*n)++].value.integer = value;
+}
+
+static void arg_str(chan_args *ca, int *n, const char *key, const char *value) {
+  ca->arg[*n].type = GRPC_ARG_STRING;
+  ca->arg[*n].key = (char *)key;
+  ca->arg[(*n)++].value.string = (char *)value;
+}
+
 static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
                            const char *server_name, int idle_close_ms, int round_robin,
                            int streams) {
   int n = 0;
-  ca->arg[n].type = GRPC_ARG_INTEGER;
-  ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  ca->arg[n++].value.integer = max_receive;
-  ca->arg[n].type = GRPC_ARG_INTEGER;
-  ca->arg[n].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  ca->arg[n++].value.integer = max_message;
+  arg_int(ca, &n, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_receive);
+  arg_int(ca, &n, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_message);
   if (!client) {
     /* gRPC sets SO_REUSEPORT on listening sockets by default, so a second
      * daemon on a taken port would bind it too and take half the calls.
      * Without it the second bind fails with EADDRINUSE. */
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
-    ca->arg[n++].value.integer = 0;
-    if (idle_close_ms > 0) {
-      ca->arg[n].type = GRPC_ARG_INTEGER;
-      ca->arg[n].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
-      ca->arg[n++].value.integer = idle_close_ms;
-    }
+    arg_int(ca, &n, GRPC_ARG_ALLOW_REUSEPORT, 0);
+    if (idle_close_ms > 0) arg_int(ca, &n, GRPC_ARG_MAX_CONNECTION_IDLE_MS, idle_close_ms);
     /* A connection that has not finished its TLS handshake within
      * HANDSHAKE_TIMEOUT_MS is closed (gRPC's default is 120 s), so idle
      * connections that never start TLS give their descriptors back soon
      * (audit finding 2). */
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
-    ca->arg[n++].value.integer = HANDSHAKE_TIMEOUT_MS;
+    arg_int(ca, &n, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS);
     /* Bounds on what one connection may hold before any call is let in
      * ("Limits before the request is read" in o3m_rpc.h): this many
      * streams open at once, this much header data per stream, and no
      * BDP-probe growth of the flow-control windows, so that a stream whose
      * body is not being read holds at most the initial window. */
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS;
-    ca->arg[n++].value.integer = streams;
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_MAX_METADATA_SIZE;
-    ca->arg[n++].value.integer = O3M_RPC_MAX_METADATA_BYTES;
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
-    ca->arg[n++].value.integer = 0;
+    arg_int(ca, &n, GRPC_ARG_MAX_CONCURRENT_STREAMS, streams);
+    arg_int(ca, &n, GRPC_ARG_MAX_METADATA_SIZE, O3M_RPC_MAX_METADATA_BYTES);
+    arg_int(ca, &n, GRPC_ARG_HTTP2_BDP_PROBE, 0);
   } else {
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    ca->arg[n++].value.integer = RECONNECT_MAX_MS;
-    if (server_name) {
-      ca->arg[n].type = GRPC_ARG_STRING;
-      ca->arg[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
-      ca->arg[n++].value.string = (char *)server_name;
-    }
-    if (round_robin) {
-      ca->arg[n].type = GRPC_ARG_STRING;
-      ca->arg[n].key = (char *)GRPC_ARG_LB_POLICY_NAME;
-      ca->arg[n++].value.string = (char *)"round_robin";
-    }
+    arg_int(ca, &n, GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS);
+    if (server_name) arg_str(ca, &n, GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, server_name);
+    if (round_robin) arg_str(ca, &n, GRPC_ARG_LB_POLICY_NAME, "round_robin");
   }
   ca->args.num_args = (size_t)n;
   ca->args.args = ca->arg;
