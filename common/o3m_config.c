@@ -42,6 +42,7 @@ struct o3m_config {
   int agg_secure;
   const char *ca;
   const char *metrics_clients; /* comma-separated CNs */
+  o3m_config_rpc_limits rpc;
   const char *aggregation; /* "secure" or "per-party" */
   o3m_config_replication repl;
   o3m_config_policy_section policy;
@@ -330,6 +331,14 @@ static const keyspec fed_keys[] = {
     {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
     {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
     {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"rpc_streams_per_connection", KT_INT, FED(rpc.streams_per_connection), 1,
+     O3M_CONFIG_MAX_STREAMS, 0, 0, NULL, R_SEC, 0},
+    {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, 86400000, 0, 0, NULL,
+     R_SEC, 0},
+    {"rpc_receiving_per_identity", KT_INT, FED(rpc.receiving_per_identity), 0,
+     O3M_CONFIG_MAX_RECEIVING, 0, 0, NULL, R_SEC, 0},
+    {"rpc_connections_per_identity", KT_INT, FED(rpc.connections_per_identity), 1,
+     O3M_CONFIG_MAX_CONNECTIONS, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
 static const keyspec pol_keys[] = {
@@ -895,6 +904,10 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   c->deadline_ms = 200;
+  c->rpc.streams_per_connection = O3M_CONFIG_DEFAULT_STREAMS;
+  c->rpc.receive_timeout_ms = O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS;
+  c->rpc.receiving_per_identity = 0;
+  c->rpc.connections_per_identity = O3M_CONFIG_DEFAULT_CONNECTIONS;
   c->metrics_clients = "monitor";
   c->aggregation = "secure";
   c->repl.mode = "none";
@@ -1019,6 +1032,7 @@ const char *o3m_role_name(o3m_role r) {
 
 int o3m_config_d(const o3m_config *c) { return c->d; }
 int o3m_config_deadline_ms(const o3m_config *c) { return c->deadline_ms; }
+const o3m_config_rpc_limits *o3m_config_rpc(const o3m_config *c) { return &c->rpc; }
 const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 const char *o3m_config_metrics_clients(const o3m_config *c) { return c->metrics_clients; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }

@@ -31,7 +31,12 @@
  *                 none), nats_servers, nats_stream, nats_bucket,
  *                 nats_replicas, nats_tls (on|off, default on),
  *                 nats_server_name (default nats): AP replicas
- *                 (o3m_config_replication).
+ *                 (o3m_config_replication); rpc_streams_per_connection
+ *                 (64, 1..4096), rpc_receive_timeout_ms (10000,
+ *                 0..86400000; 0: none), rpc_receiving_per_identity (0:
+ *                 from the request limit, 4..32; 0..254) and
+ *                 rpc_connections_per_identity (64, 1..1024): every daemon's
+ *                 limits before a request is read (o3m_config_rpc).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
@@ -257,6 +262,24 @@ void o3m_config_destroy(o3m_config *c);
 int o3m_config_d(const o3m_config *c);
 int o3m_config_deadline_ms(const o3m_config *c);
 const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
+/* [federation] rpc_*: the limits every daemon's gRPC server applies before
+ * it reads a request (proto/o3m_rpc.h, "Limits before the request is
+ * read"; README "Limits before authorization"). One set for the whole
+ * federation: they bound what any caller can make a daemon hold, whatever
+ * its role. */
+#define O3M_CONFIG_DEFAULT_STREAMS 64
+#define O3M_CONFIG_MAX_STREAMS 4096
+#define O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS 10000
+#define O3M_CONFIG_MAX_RECEIVING 254
+#define O3M_CONFIG_DEFAULT_CONNECTIONS 64
+#define O3M_CONFIG_MAX_CONNECTIONS 1024
+typedef struct o3m_config_rpc_limits {
+  int streams_per_connection;   /* HTTP/2 streams open at once per connection */
+  int receive_timeout_ms;       /* to receive a whole request once let in; 0: none */
+  int receiving_per_identity;   /* calls being received at once per identity; 0: derived */
+  int connections_per_identity; /* connections with calls in flight per identity */
+} o3m_config_rpc_limits;
+const o3m_config_rpc_limits *o3m_config_rpc(const o3m_config *c);
 /* [federation] metrics_clients: "monitor" unless set. */
 const char *o3m_config_metrics_clients(const o3m_config *c);
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */

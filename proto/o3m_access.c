@@ -184,6 +184,17 @@ uint64_t o3m_access_refused(const o3m_access *a) {
   return atomic_load_explicit(&((o3m_access *)a)->refused, memory_order_relaxed);
 }
 
+/* The config's ranges of the limits are the RPC layer's (common/ cannot
+ * include proto/). */
+_Static_assert(O3M_CONFIG_MAX_STREAMS == O3M_RPC_MAX_STREAMS, "rpc_streams_per_connection range");
+_Static_assert(O3M_CONFIG_MAX_RECEIVING == O3M_RPC_MAX_SLOTS - 2, "rpc_receiving_per_identity range");
+_Static_assert(O3M_CONFIG_MAX_CONNECTIONS == O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY,
+               "rpc_connections_per_identity range");
+_Static_assert(O3M_CONFIG_DEFAULT_STREAMS == O3M_RPC_DEFAULT_STREAMS &&
+                   O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS == O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS &&
+                   O3M_CONFIG_DEFAULT_CONNECTIONS == O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY,
+               "the config's defaults are the RPC layer's");
+
 int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_config *sc,
                      const o3m_config *cfg, const o3m_party *me, const o3m_access_rule *rules,
                      int n_rules, const o3m_rpc_method *methods, int n_methods, void *ctx,
@@ -192,6 +203,11 @@ int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_conf
   if (!sc->listen) sc->listen = me->address;
   if (!sc->insecure) sc->tls = o3m_rpc_tls_of_party(cfg, me);
   sc->idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
+  const o3m_config_rpc_limits *lim = o3m_config_rpc(cfg);
+  sc->streams_per_connection = lim->streams_per_connection;
+  sc->receive_timeout_ms = lim->receive_timeout_ms;
+  sc->receiving_per_identity = lim->receiving_per_identity;
+  sc->connections_per_identity = lim->connections_per_identity;
   int rc = o3m_access_create(acc, cfg, me->name, rules, n_rules, methods, n_methods, e);
   if (rc < 0) return rc;
   o3m_access_install(*acc, sc);

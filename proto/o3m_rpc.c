@@ -7,12 +7,18 @@
  * per client, started and finished separately).
  *
  * Server slots. Each method has slots_per_method slots (or its own number
- * from method_slots), plus one generic slot for unknown paths. A slot is
- * requested (gRPC will fill it with the next call and post its on_call tag),
- * deferred (its handler returned O3M_RPC_DEFERRED; no tag is owed until the
- * service completes the call) or replying (its reply batch is in flight and
- * will post on_reply); when the reply completes the slot is cleaned and
- * requested again. Slots, the arena and the outstanding-tag and deferred
+ * from method_slots, and at least one identity's receive cap plus
+ * SLOTS_BEYOND_CAP), plus one generic slot for unknown paths. A slot is
+ * requested (gRPC will fill it with the next call, matched on its headers,
+ * and post its on_call tag), receiving (the call was let in and its
+ * RECV_MESSAGE batch is in flight and will post on_recv, or is cancelled
+ * by the receive deadline and then posts it), deferred (its handler
+ * returned O3M_RPC_DEFERRED; no tag is owed until the service completes
+ * the call) or replying (its reply batch is in flight and will post
+ * on_reply); when the reply completes the slot is cleaned and requested
+ * again. A call refused on its headers (authorization, a limit, an unknown
+ * path) had no batch started: it is cancelled with its status, cleaned and
+ * requested again at once (slot_refuse), so it owes no tag. Slots, the arena and the outstanding-tag and deferred
  * counts are touched only under the server's lock (held by the serving
  * thread that handles an event); only the stop flag and the statistics are
  * atomic.
@@ -79,6 +85,18 @@
 /* Arenas of a server with more than one serving thread (one otherwise); see
  * "Memory" in o3m_rpc.h and on_call. */
 #define SERVER_ARENAS 4
+/* How often the server looks for requests past their receive deadline. */
+#define EXPIRY_EVERY_MS 50
+/* The per-identity receive cap when none is configured: as many calls as
+ * fit RECEIVE_BUDGET bytes of the largest request, within
+ * RECEIVING_MIN..RECEIVING_MAX (see o3m_rpc_server_config). */
+#define RECEIVE_BUDGET (32u << 20)
+#define RECEIVING_MIN 4
+#define RECEIVING_MAX 32
+/* Slots every method has beyond one identity's receive cap, so that the
+ * calls of one identity never hold all of a method's slots and the
+ * others' calls (and the refusals) still find one. */
+#define SLOTS_BEYOND_CAP 2
 
 /* ================================================================ status */
 
@@ -437,56 +455,58 @@ static int tls_empty(const o3m_rpc_tls *t) {
 }
 
 /* Channel arguments shared by both sides: the message limits both ways; for
- * servers no SO_REUSEPORT, the idle-connection close and the handshake
- * timeout; for clients the reconnect cap, the TLS name override and
- * round-robin balancing. At most five of them. */
+ * servers no SO_REUSEPORT, the idle-connection close, the handshake
+ * timeout and the per-connection limits (streams, metadata, no window
+ * growth); for clients the reconnect cap, the TLS name override and
+ * round-robin balancing. At most eight of them. */
 typedef struct chan_args {
-  grpc_arg arg[5];
+  grpc_arg arg[8];
   grpc_channel_args args;
 } chan_args;
 
+/* Appends one integer or string argument to ca (the keys and strings are
+ * static or outlive the channel's creation). */
+static void arg_int(chan_args *ca, int *n, const char *key, int value) {
+  ca->arg[*n].type = GRPC_ARG_INTEGER;
+  ca->arg[*n].key = (char *)key;
+  ca->arg[(*n)++].value.integer = value;
+}
+
+static void arg_str(chan_args *ca, int *n, const char *key, const char *value) {
+  ca->arg[*n].type = GRPC_ARG_STRING;
+  ca->arg[*n].key = (char *)key;
+  ca->arg[(*n)++].value.string = (char *)value;
+}
+
 static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name, int idle_close_ms, int round_robin) {
+                           const char *server_name, int idle_close_ms, int round_robin,
+                           int streams) {
   int n = 0;
-  ca->arg[n].type = GRPC_ARG_INTEGER;
-  ca->arg[n].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
-  ca->arg[n++].value.integer = max_receive;
-  ca->arg[n].type = GRPC_ARG_INTEGER;
-  ca->arg[n].key = (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
-  ca->arg[n++].value.integer = max_message;
+  arg_int(ca, &n, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_receive);
+  arg_int(ca, &n, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_message);
   if (!client) {
     /* gRPC sets SO_REUSEPORT on listening sockets by default, so a second
      * daemon on a taken port would bind it too and take half the calls.
      * Without it the second bind fails with EADDRINUSE. */
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_ALLOW_REUSEPORT;
-    ca->arg[n++].value.integer = 0;
-    if (idle_close_ms > 0) {
-      ca->arg[n].type = GRPC_ARG_INTEGER;
-      ca->arg[n].key = (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS;
-      ca->arg[n++].value.integer = idle_close_ms;
-    }
+    arg_int(ca, &n, GRPC_ARG_ALLOW_REUSEPORT, 0);
+    if (idle_close_ms > 0) arg_int(ca, &n, GRPC_ARG_MAX_CONNECTION_IDLE_MS, idle_close_ms);
     /* A connection that has not finished its TLS handshake within
      * HANDSHAKE_TIMEOUT_MS is closed (gRPC's default is 120 s), so idle
      * connections that never start TLS give their descriptors back soon
      * (audit finding 2). */
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
-    ca->arg[n++].value.integer = HANDSHAKE_TIMEOUT_MS;
+    arg_int(ca, &n, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS);
+    /* Bounds on what one connection may hold before any call is let in
+     * ("Limits before the request is read" in o3m_rpc.h): this many
+     * streams open at once, this much header data per stream, and no
+     * BDP-probe growth of the flow-control windows, so that a stream whose
+     * body is not being read holds at most the initial window. */
+    arg_int(ca, &n, GRPC_ARG_MAX_CONCURRENT_STREAMS, streams);
+    arg_int(ca, &n, GRPC_ARG_MAX_METADATA_SIZE, O3M_RPC_MAX_METADATA_BYTES);
+    arg_int(ca, &n, GRPC_ARG_HTTP2_BDP_PROBE, 0);
   } else {
-    ca->arg[n].type = GRPC_ARG_INTEGER;
-    ca->arg[n].key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    ca->arg[n++].value.integer = RECONNECT_MAX_MS;
-    if (server_name) {
-      ca->arg[n].type = GRPC_ARG_STRING;
-      ca->arg[n].key = (char *)GRPC_SSL_TARGET_NAME_OVERRIDE_ARG;
-      ca->arg[n++].value.string = (char *)server_name;
-    }
-    if (round_robin) {
-      ca->arg[n].type = GRPC_ARG_STRING;
-      ca->arg[n].key = (char *)GRPC_ARG_LB_POLICY_NAME;
-      ca->arg[n++].value.string = (char *)"round_robin";
-    }
+    arg_int(ca, &n, GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, RECONNECT_MAX_MS);
+    if (server_name) arg_str(ca, &n, GRPC_SSL_TARGET_NAME_OVERRIDE_ARG, server_name);
+    if (round_robin) arg_str(ca, &n, GRPC_ARG_LB_POLICY_NAME, "round_robin");
   }
   ca->args.num_args = (size_t)n;
   ca->args.args = ca->arg;
@@ -656,7 +676,7 @@ static int receive_limit(const o3m_rpc_server_config *cfg) {
   return cfg->max_receive_bytes ? cfg->max_receive_bytes : cfg->max_message_bytes;
 }
 
-typedef enum { TAG_CALL = 1, TAG_REPLY, TAG_SHUTDOWN, TAG_CLIENT } tag_kind;
+typedef enum { TAG_CALL = 1, TAG_RECV, TAG_REPLY, TAG_SHUTDOWN, TAG_CLIENT } tag_kind;
 
 typedef struct rpc_tag {
   tag_kind kind;
@@ -673,8 +693,19 @@ typedef struct method_entry {
 struct o3m_rpc_call {
   o3m_rpc_server *srv;
   method_entry *me;          /* NULL: the generic slot */
-  rpc_tag on_call, on_reply;
+  rpc_tag on_call, on_recv, on_reply;
   int requested, replying;
+  /* Its request message is being read (a RECV_MESSAGE batch is in flight,
+   * started only once the call was authorized and within its caller's
+   * limits); recv_by is when the receive deadline cancels it, and expired
+   * says that it did. */
+  int receiving, expired;
+  gpr_timespec recv_by;
+  /* Accepted (authorized and within the limits) and not yet cleaned: the
+   * calls whose identities and peers (peer_hash) the per-identity limits
+   * count. */
+  int live;
+  uint64_t peer_hash;
   int deferred;              /* the handler deferred it; not yet completed */
   grpc_call *call;
   gpr_timespec deadline;
@@ -708,6 +739,13 @@ struct o3m_rpc_server {
   o3m_metrics *metrics;      /* NULL: calls are not counted */
   int port;
   int max_message;
+  /* The limits of "Limits before the request is read" (o3m_rpc.h). */
+  int receive_timeout_ms;
+  int receiving_cap;         /* per identity; 0 with no identity caps */
+  int connections_cap;       /* per identity */
+  gpr_timespec next_expiry;  /* when expire_receives looks again */
+  double limit_logged;       /* o3m_clock_s() of the last limit WARN */
+  uint64_t limit_unlogged;   /* refusals by a limit not logged since */
   void *ctx;
   method_entry *methods;
   int n_methods;
@@ -730,7 +768,7 @@ struct o3m_rpc_server {
   atomic_int threads_running;
   atomic_int stop;
   atomic_uint_least64_t n_ok, n_failed, n_malformed, n_unknown, n_internal, n_deferred_total,
-      n_idle, n_denied;
+      n_idle, n_denied, n_limited, n_expired;
   atomic_size_t arena_total;
 };
 
@@ -808,6 +846,9 @@ void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
   cfg->max_message_bytes = O3M_RPC_DEFAULT_MAX_MESSAGE;
   cfg->slots_per_method = O3M_RPC_DEFAULT_SLOTS;
   cfg->arena_bytes = O3M_RPC_DEFAULT_ARENA;
+  cfg->streams_per_connection = O3M_RPC_DEFAULT_STREAMS;
+  cfg->receive_timeout_ms = O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS;
+  cfg->connections_per_identity = O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY;
 }
 
 static void count(atomic_uint_least64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
@@ -837,6 +878,20 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
                        "got %d", cfg->max_message_bytes, cfg->max_receive_bytes);
   if (cfg->idle_close_ms < 0)
     return o3m_err_set(e, O3M_EINVAL, "idle_close_ms must be >= 0, got %d", cfg->idle_close_ms);
+  if (cfg->streams_per_connection < 1 || cfg->streams_per_connection > O3M_RPC_MAX_STREAMS)
+    return o3m_err_set(e, O3M_EINVAL, "streams_per_connection must be in 1..%d, got %d",
+                       O3M_RPC_MAX_STREAMS, cfg->streams_per_connection);
+  if (cfg->receive_timeout_ms < 0 || cfg->receive_timeout_ms > MAX_DEADLINE_MS)
+    return o3m_err_set(e, O3M_EINVAL, "receive_timeout_ms must be in 0..%d, got %d",
+                       MAX_DEADLINE_MS, cfg->receive_timeout_ms);
+  if (cfg->receiving_per_identity < 0 ||
+      cfg->receiving_per_identity > O3M_RPC_MAX_SLOTS - SLOTS_BEYOND_CAP)
+    return o3m_err_set(e, O3M_EINVAL, "receiving_per_identity must be in 0..%d, got %d",
+                       O3M_RPC_MAX_SLOTS - SLOTS_BEYOND_CAP, cfg->receiving_per_identity);
+  if (cfg->connections_per_identity < 1 ||
+      cfg->connections_per_identity > O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY)
+    return o3m_err_set(e, O3M_EINVAL, "connections_per_identity must be in 1..%d, got %d",
+                       O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY, cfg->connections_per_identity);
   if (cfg->arena_max_bytes && cfg->arena_max_bytes < cfg->arena_bytes)
     return o3m_err_set(e, O3M_EINVAL, "arena_max_bytes (%zu) is below arena_bytes (%zu)",
                        cfg->arena_max_bytes, cfg->arena_bytes);
@@ -881,11 +936,30 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
   return 0;
 }
 
-/* The number of slots of path under cfg. */
+/* Whether the server's callers have identities, which the per-identity
+ * limits count by. */
+static int has_identities(const o3m_rpc_server_config *cfg) {
+  return !cfg->insecure && cfg->tls.ca_file;
+}
+
+/* The per-identity receive cap under cfg (0: no identity caps). */
+static int receiving_cap_of(const o3m_rpc_server_config *cfg) {
+  if (!has_identities(cfg)) return 0;
+  if (cfg->receiving_per_identity > 0) return cfg->receiving_per_identity;
+  size_t n = RECEIVE_BUDGET / (size_t)receive_limit(cfg);
+  return n < RECEIVING_MIN ? RECEIVING_MIN : n > RECEIVING_MAX ? RECEIVING_MAX : (int)n;
+}
+
+/* The number of slots of path under cfg: as configured, but at least
+ * SLOTS_BEYOND_CAP more than one identity may fill with calls still
+ * receiving (capped at O3M_RPC_MAX_SLOTS). */
 static int slots_for(const o3m_rpc_server_config *cfg, const char *path) {
+  int n = cfg->slots_per_method;
   for (int i = 0; i < cfg->n_method_slots; i++)
-    if (strcmp(cfg->method_slots[i].path, path) == 0) return cfg->method_slots[i].slots;
-  return cfg->slots_per_method;
+    if (strcmp(cfg->method_slots[i].path, path) == 0) n = cfg->method_slots[i].slots;
+  int least = receiving_cap_of(cfg) + SLOTS_BEYOND_CAP;
+  if (receiving_cap_of(cfg) > 0 && n < least) n = least;
+  return n > O3M_RPC_MAX_SLOTS ? O3M_RPC_MAX_SLOTS : n;
 }
 
 /* The transport credentials of a server (sout) or a client (cout): exactly
@@ -926,6 +1000,10 @@ static int make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_cr
   return 0;
 }
 
+static gpr_timespec after_ms(int64_t ms) {
+  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
 /* Drops everything a call left in a slot so the slot can be requested
  * again. */
 static void slot_clean(struct o3m_rpc_call *sl) {
@@ -946,6 +1024,7 @@ static void slot_clean(struct o3m_rpc_call *sl) {
   sl->call = NULL;
   sl->identity_state = 0;
   sl->cancelled = 0;
+  sl->receiving = sl->expired = sl->live = 0;
   if (sl->deferred) {
     sl->srv->n_deferred--;
     sl->srv->arena_deferred[sl->arena_ix]--;
@@ -957,8 +1036,10 @@ static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   grpc_call_error ce;
   if (s->stopping) return;
   if (sl->me)
+    /* No payload: the call is matched on its headers, and its body is read
+     * only after on_call let it in (slot_receive). */
     ce = grpc_server_request_registered_call(s->server, sl->me->registered, &sl->call,
-                                             &sl->deadline, &sl->md, &sl->payload, s->cq, s->cq,
+                                             &sl->deadline, &sl->md, NULL, s->cq, s->cq,
                                              &sl->on_call);
   else
     ce = grpc_server_request_call(s->server, &sl->call, &sl->details, &sl->md, s->cq, s->cq,
@@ -1015,7 +1096,138 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
   s->outstanding++;
 }
 
-/* A call arrived in sl: decode, run the handler, reply. */
+/* Refuses the call in sl at once, before any batch was started on it:
+ * the status and message go to the caller as a trailers-only answer and
+ * the stream is reset (grpc_call_cancel_with_status), so gRPC keeps no byte
+ * of its body, and no tag is owed, so the slot is requested again at once
+ * and the next stream that waits for it is matched without delay. The
+ * code's name does not travel in "o3m-error" here; the client maps the
+ * status back (PERMISSION_DENIED to O3M_EPERM, RESOURCE_EXHAUSTED to
+ * O3M_EFULL). */
+static void slot_refuse(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_code status,
+                        int code, const char *msg) {
+  if (s->metrics && sl->me)
+    o3m_metrics_rpc_observe(s->metrics, &sl->me->series, sl->me->m->path, code,
+                            o3m_clock_s() - sl->arrived);
+  grpc_call_cancel_with_status(sl->call, status, msg, NULL);
+  slot_clean(sl);
+  slot_request(s, sl);
+}
+
+/* Refuses sl by a limit (RESOURCE_EXHAUSTED), counted in limited and
+ * logged at WARN at most once a second, so that a flood cannot flood the
+ * log. */
+static void refuse_limited(o3m_rpc_server *s, struct o3m_rpc_call *sl, const char *msg) {
+  count(&s->n_limited);
+  double now = o3m_clock_s();
+  if (now - s->limit_logged >= 1.0) {
+    if (s->limit_unlogged > 0)
+      o3m_log_warn("refused %s from %s: %s (and %llu more refusals by a limit not logged)",
+                   sl->me->m->path, o3m_rpc_call_peer(sl), msg,
+                   (unsigned long long)s->limit_unlogged);
+    else
+      o3m_log_warn("refused %s from %s: %s", sl->me->m->path, o3m_rpc_call_peer(sl), msg);
+    s->limit_logged = now;
+    s->limit_unlogged = 0;
+  } else {
+    s->limit_unlogged++;
+  }
+  slot_refuse(s, sl, GRPC_STATUS_RESOURCE_EXHAUSTED, O3M_EFULL, msg);
+}
+
+/* FNV-1a of a peer address: the per-identity limits compare connections
+ * by it, so that counting them costs integer comparisons (a collision
+ * only undercounts by one). */
+static uint64_t peer_hash(const char *p) {
+  uint64_t h = 14695981039346656037ull;
+  for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return h;
+}
+
+/* The per-identity limits for the call in sl from identity id: NULL when
+ * it may be read, else why not (in buf). Among the accepted calls of the
+ * same identity, those still receiving must be fewer than receiving_cap,
+ * and the distinct peer addresses (one per connection: the address
+ * includes the client's port) at most connections_cap, this call's own
+ * peer included. A scan of the slots, not a table: the slots are few, and
+ * a call is counted exactly while it holds its slot. */
+static const char *identity_limits(o3m_rpc_server *s, struct o3m_rpc_call *sl, const char *id,
+                                   char *buf, size_t n) {
+  sl->peer_hash = peer_hash(o3m_rpc_call_peer(sl));
+  /* The distinct peers seen, at most connections_cap of them. */
+  uint64_t peers[O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY];
+  int n_peers = 0, receiving = 0, same_peer = 0, over = 0;
+  for (int i = 0; i < s->n_slots; i++) {
+    struct o3m_rpc_call *o = &s->slots[i];
+    if (!o->live || o == sl || o->identity_state != 1 || strcmp(o->identity, id) != 0) continue;
+    if (o->receiving && !o->expired) receiving++;
+    if (o->peer_hash == sl->peer_hash) {
+      same_peer = 1;
+      continue;
+    }
+    int seen = 0;
+    for (int j = 0; j < n_peers && !seen; j++) seen = peers[j] == o->peer_hash;
+    if (seen) continue;
+    if (n_peers < s->connections_cap)
+      peers[n_peers++] = o->peer_hash;
+    else
+      over = 1;
+  }
+  if (receiving >= s->receiving_cap) {
+    snprintf(buf, n, "certificate '%.64s' already has %d calls whose requests are being "
+             "received, the most allowed per identity", id, receiving);
+    return buf;
+  }
+  if (!same_peer && (over || n_peers >= s->connections_cap)) {
+    snprintf(buf, n, "certificate '%.64s' already has calls on %d connections, the most "
+             "allowed per identity", id, s->connections_cap);
+    return buf;
+  }
+  return NULL;
+}
+
+/* Starts reading the request of the accepted call in sl; the receive
+ * deadline starts now. */
+static void slot_receive(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  grpc_op op;
+  memset(&op, 0, sizeof op);
+  op.op = GRPC_OP_RECV_MESSAGE;
+  op.data.recv_message.recv_message = &sl->payload;
+  sl->live = 1;
+  sl->recv_by = after_ms(s->receive_timeout_ms);
+  grpc_call_error ce = grpc_call_start_batch(sl->call, &op, 1, &sl->on_recv, NULL);
+  if (ce != GRPC_CALL_OK) {
+    count(&s->n_internal);
+    slot_refuse(s, sl, GRPC_STATUS_INTERNAL, O3M_ERPC, "cannot read the request");
+    return;
+  }
+  sl->receiving = 1;
+  s->outstanding++;
+}
+
+/* Cancels every call whose request has not arrived whole within
+ * receive_timeout_ms of its acceptance (DEADLINE_EXCEEDED); its receive
+ * batch then completes and on_recv frees the slot. Looks at most every
+ * EXPIRY_EVERY_MS. */
+static void expire_receives(o3m_rpc_server *s) {
+  gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
+  if (gpr_time_cmp(now, s->next_expiry) < 0) return;
+  s->next_expiry = gpr_time_add(now, gpr_time_from_millis(EXPIRY_EVERY_MS, GPR_TIMESPAN));
+  for (int i = 0; i < s->n_slots; i++) {
+    struct o3m_rpc_call *sl = &s->slots[i];
+    if (!sl->receiving || sl->expired || gpr_time_cmp(now, sl->recv_by) < 0) continue;
+    char msg[128];
+    snprintf(msg, sizeof msg, "the request was not received whole within %d ms",
+             s->receive_timeout_ms);
+    sl->expired = 1;
+    count(&s->n_expired);
+    grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED, msg, NULL);
+  }
+}
+
+/* A call arrived in sl, with its headers only: authorize it and check its
+ * caller's limits before a byte of its body is read (see "Limits before
+ * the request is read" in o3m_rpc.h); then start reading it. */
 static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   sl->requested = 0;
   if (s->metrics) sl->arrived = o3m_clock_s();
@@ -1032,34 +1244,58 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
                        : GRPC_SLICE_LENGTH(sl->details.method)),
              (const char *)GRPC_SLICE_START_PTR(sl->details.method));
     count(&s->n_unknown);
-    slot_reply(s, sl, GRPC_STATUS_UNIMPLEMENTED, 0, msg);
+    slot_refuse(s, sl, GRPC_STATUS_UNIMPLEMENTED, 0, msg);
     return;
   }
   if (!s->serving) {
     /* destroy() without run(): the daemon's context may be gone already. */
-    slot_reply(s, sl, GRPC_STATUS_UNAVAILABLE, O3M_EUNAVAILABLE, "server is shutting down");
+    slot_refuse(s, sl, GRPC_STATUS_UNAVAILABLE, O3M_EUNAVAILABLE, "server is shutting down");
     return;
   }
-
   const o3m_rpc_method *m = sl->me->m;
-  o3m_err err;
-  o3m_err_clear(&err);
-  ProtobufCMessage *req = NULL;
-  int rc;
-
-  /* Authorization comes first: a refused call is not even unpacked. */
+  /* Authorization comes first: a refused call is not even read. */
+  const char *id = NULL;
+  if (s->authorize || s->receiving_cap > 0) id = o3m_rpc_call_identity(sl);
   if (s->authorize && m != &health_method) {
-    const char *id = o3m_rpc_call_identity(sl);
+    o3m_err err;
+    o3m_err_clear(&err);
     if (s->authorize(s->authorize_ctx, sl, m->path, id, &err) != 0) {
       char msg[PATH_MAX_LEN + O3M_ERRMSG_MAX + 128];
       snprintf(msg, sizeof msg, "%s%.64s%s may not call %s%s%s",
                id ? "certificate '" : "a caller without a verified certificate", id ? id : "",
                id ? "'" : "", m->path, err.msg[0] ? ": " : "", err.msg);
       count(&s->n_denied);
-      slot_reply(s, sl, GRPC_STATUS_PERMISSION_DENIED, O3M_EPERM, msg);
+      slot_refuse(s, sl, GRPC_STATUS_PERMISSION_DENIED, O3M_EPERM, msg);
       return;
     }
   }
+  if (id && s->receiving_cap > 0) {
+    char buf[256];
+    const char *why = identity_limits(s, sl, id, buf, sizeof buf);
+    if (why) {
+      refuse_limited(s, sl, why);
+      return;
+    }
+  }
+  slot_receive(s, sl);
+}
+
+/* The request of sl was read (or its stream ended first): decode, run the
+ * handler, reply. */
+static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  sl->receiving = 0;
+  if (sl->expired || !success) {
+    /* Cancelled by the receive deadline, by the caller or by shutdown:
+     * nobody is left to answer. */
+    slot_clean(sl);
+    slot_request(s, sl);
+    return;
+  }
+  const o3m_rpc_method *m = sl->me->m;
+  o3m_err err;
+  o3m_err_clear(&err);
+  ProtobufCMessage *req = NULL;
+  int rc;
 
   /* A deferred call's request lives in its arena: no reset under it. With
    * several arenas (several threads), an arena that holds deferred calls is
@@ -1184,16 +1420,16 @@ static void server_dispatch(o3m_rpc_server *s, grpc_event ev, int *shutdown_done
     s->outstanding--;
     on_call(s, t->slot, ev.success);
     break;
+  case TAG_RECV:
+    s->outstanding--;
+    on_recv(s, t->slot, ev.success);
+    break;
   case TAG_REPLY:
     s->outstanding--;
     on_reply(s, t->slot);
     break;
   case TAG_CLIENT: break;
   }
-}
-
-static gpr_timespec after_ms(int64_t ms) {
-  return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
 /* One serving thread's loop (see "Threads" in o3m_rpc.h): every thread
@@ -1218,6 +1454,7 @@ static void serve_loop(o3m_rpc_server *s) {
       grpc_server_cancel_all_calls(s->server);
       s->cancelled = 1;
     }
+    if (s->receive_timeout_ms > 0) expire_receives(s);
     if (s->shutdown_done && s->outstanding == 0 && s->n_deferred == 0) s->finished = 1;
     int finished = s->finished, busy = s->busy;
     pthread_mutex_unlock(&s->mu);
@@ -1294,8 +1531,8 @@ static void server_teardown(o3m_rpc_server *s) {
       if (ev.type == GRPC_QUEUE_SHUTDOWN) break;
       if (ev.type != GRPC_OP_COMPLETE) continue;
       rpc_tag *t = ev.tag;
-      if (t->kind == TAG_CALL || t->kind == TAG_REPLY) {
-        t->slot->requested = t->slot->replying = 0;
+      if (t->kind == TAG_CALL || t->kind == TAG_RECV || t->kind == TAG_REPLY) {
+        t->slot->requested = t->slot->replying = t->slot->receiving = 0;
         slot_clean(t->slot);
       }
     }
@@ -1350,6 +1587,10 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->authorize_ctx = cfg->authorize_ctx;
   s->metrics = cfg->metrics;
   s->max_message = cfg->max_message_bytes;
+  s->receive_timeout_ms = cfg->receive_timeout_ms;
+  s->receiving_cap = receiving_cap_of(cfg);
+  s->connections_cap = cfg->connections_per_identity;
+  s->limit_logged = -1.0;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   s->n_arenas = s->threads > 1 ? SERVER_ARENAS : 1;
   for (int i = 0; i < s->n_arenas; i++) {
@@ -1397,6 +1638,8 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     left--;
     sl->on_call.kind = TAG_CALL;
     sl->on_call.slot = sl;
+    sl->on_recv.kind = TAG_RECV;
+    sl->on_recv.slot = sl;
     sl->on_reply.kind = TAG_REPLY;
     sl->on_reply.slot = sl;
     grpc_metadata_array_init(&sl->md);
@@ -1408,7 +1651,8 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms, 0);
+  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms, 0,
+                 cfg->streams_per_connection);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -1418,7 +1662,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   for (int i = 0; i < s->n_methods; i++) {
     const char *path = s->methods[i].m->path;
     s->methods[i].registered = grpc_server_register_method(
-        s->server, path, NULL, GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+        s->server, path, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
     if (!s->methods[i].registered) {
       rc = o3m_err_set(e, O3M_EINVAL, "gRPC refused to register %s", path);
       goto fail;
@@ -1498,6 +1742,8 @@ void o3m_rpc_server_stats_get(const o3m_rpc_server *s, o3m_rpc_server_stats *st)
   st->internal = atomic_load_explicit(&m->n_internal, memory_order_relaxed);
   st->deferred = atomic_load_explicit(&m->n_deferred_total, memory_order_relaxed);
   st->idle_runs = atomic_load_explicit(&m->n_idle, memory_order_relaxed);
+  st->limited = atomic_load_explicit(&m->n_limited, memory_order_relaxed);
+  st->expired = atomic_load_explicit(&m->n_expired, memory_order_relaxed);
   st->arena_bytes = atomic_load_explicit(&m->arena_total, memory_order_relaxed);
 }
 
@@ -1627,7 +1873,7 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   if (rc < 0) goto fail_grpc;
   chan_args ca;
   chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0,
-                 cfg->round_robin);
+                 cfg->round_robin, 0);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {

@@ -7,8 +7,10 @@
  * Server. A daemon describes its service as a table of o3m_rpc_method rows
  * {path, request descriptor, reply descriptor, handler}; the descriptors
  * stand for the unpack, pack and free steps of each method. The server
- * registers every path with gRPC, reading the request payload together with
- * the call, and keeps a few calls requested per method. o3m_rpc_server_run()
+ * registers every path with gRPC so that a call arrives with its headers
+ * only, lets it in or refuses it (below, "Limits before the request is
+ * read"), reads its request only then, and keeps a few calls requested per
+ * method. o3m_rpc_server_run()
  * serves on the calling thread and threads - 1 more (below); handlers run
  * one at a time, so a handler may touch its daemon's state without locks
  * (the bandit policy is not thread-safe). Completion-queue tags point at
@@ -94,6 +96,34 @@
  * ones queue, o3m_rpc_server_unlocked - still let arenas be reset. Only
  * when all four hold deferred calls does the current one grow as above.
  *
+ * Limits before the request is read. A call reaches the server with its
+ * headers: the method path and, behind mutual TLS, the caller's
+ * certificate. Before a byte of its body is kept, the server authorizes it
+ * (below) and checks its caller's limits; a call that fails either is
+ * answered at once (PERMISSION_DENIED, or RESOURCE_EXHAUSTED naming the
+ * identity and the limit) and its stream is reset, so gRPC drops whatever
+ * of its body arrives, and the slot is requested again at once. Only a
+ * call let in has its request read, and that read must complete within
+ * receive_timeout_ms, or the call is cancelled with DEADLINE_EXCEEDED and
+ * its slot freed. The limits, all in o3m_rpc_server_config:
+ *   - streams_per_connection: HTTP/2 streams one connection may have open
+ *     (gRPC's max_concurrent_streams); a stream whose body is not being
+ *     read holds at most the initial flow-control window (64 KiB: the
+ *     windows do not grow by BDP probing), and its headers at most
+ *     O3M_RPC_MAX_METADATA_BYTES;
+ *   - receiving_per_identity: calls of one identity whose requests are
+ *     being read at once, so an identity holds at most that many times the
+ *     request limit in request bytes, and never every slot of a method
+ *     (each method has at least that many slots plus two);
+ *   - connections_per_identity: connections (distinct peer addresses) on
+ *     which one identity has calls in flight; a call on a further one is
+ *     refused.
+ * The per-identity limits count the verified certificate's identity, so
+ * they apply with mutual TLS only (plaintext carries no identity); the
+ * health check counts like any call. Refusals by a limit are counted in
+ * o3m_rpc_server_stats.limited and logged at WARN at most once a second;
+ * expired receives in expired.
+ *
  * Security. Either TLS (optionally mutual, with client certificates whose
  * identity a handler can read) or, only when asked for explicitly with
  * insecure = 1, plaintext for loopback tests and the in-process simulation.
@@ -102,11 +132,11 @@
  * (o3m_rpc_server_config.authorize; proto/o3m_access.h builds the daemons'
  * policies on it). The layer calls it for every call of the method table,
  * with the path and the caller's identity (o3m_rpc_call_identity), before
- * the request is unpacked and before any handler runs; the call goes on
- * only if the hook allows it. A refusal is answered PERMISSION_DENIED
- * (O3M_EPERM) with a message naming the identity and the method, counted
- * in o3m_rpc_server_stats.denied, and nothing else happens: no unpacking,
- * no handler, no arena reset. So every access rule lives in the hook, and
+ * the request is read (when the call's headers arrive) and before any
+ * handler runs; the call goes on only if the hook allows it. A refusal is
+ * answered PERMISSION_DENIED (O3M_EPERM) with a message naming the identity
+ * and the method, counted in o3m_rpc_server_stats.denied, and the stream
+ * is reset; nothing else happens: no reading, no handler, no arena reset. So every access rule lives in the hook, and
  * handlers need no identity checks of their own (except rules that depend
  * on the request, such as "party j fetches only block j"). The built-in
  * health check is never passed to the hook: any caller that passed the TLS
@@ -153,6 +183,24 @@
 #define O3M_RPC_DEFAULT_SLOTS 4
 /* Most request slots one method may have. */
 #define O3M_RPC_MAX_SLOTS 256
+/* Streams one connection may have open at once, unless configured
+ * otherwise: an o3m_rpc_client has one call in flight, a daemon's own
+ * channel to a peer a few; 64 leaves room for any gRPC client that
+ * multiplexes its calls over one connection. */
+#define O3M_RPC_DEFAULT_STREAMS 64
+#define O3M_RPC_MAX_STREAMS 4096
+/* How long a call that was let in may take to deliver its whole request,
+ * unless configured otherwise. */
+#define O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS 10000
+/* Connections per identity, unless configured otherwise. Every
+ * o3m_rpc_client has a connection of its own (gRPC does not share them
+ * between channels whose credentials differ, and each client makes its
+ * own): o3m-bench-load at concurrency 32 opens 33 (one per thread and its
+ * stats client), a front end as many as its pool of clients. */
+#define O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY 64
+#define O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY 1024
+/* Largest header block (metadata) of one request. */
+#define O3M_RPC_MAX_METADATA_BYTES (16 << 10)
 /* Most serving threads of one server. */
 #define O3M_RPC_MAX_THREADS 16
 /* How long shutdown lets calls in flight finish before cancelling them. */
@@ -292,6 +340,22 @@ typedef struct o3m_rpc_server_config {
    * handler sees it; a daemon sets it to its largest valid request. */
   int max_receive_bytes;
   int slots_per_method;   /* calls kept requested per method, 1..O3M_RPC_MAX_SLOTS */
+  /* The limits of "Limits before the request is read" above. Streams open
+   * at once per connection, 1..O3M_RPC_MAX_STREAMS (default
+   * O3M_RPC_DEFAULT_STREAMS). */
+  int streams_per_connection;
+  /* Time a call that was let in has to deliver its request, in ms (default
+   * O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS; 0: no limit). */
+  int receive_timeout_ms;
+  /* Calls of one identity whose requests are being read at once (0, the
+   * default: as many as 32 MiB of requests at the request limit make,
+   * within 4..32; at most O3M_RPC_MAX_SLOTS - 2). Every method gets at
+   * least this many slots plus two. Mutual TLS only. */
+  int receiving_per_identity;
+  /* Connections on which one identity may have calls at once,
+   * 1..O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY (default
+   * O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY). Mutual TLS only. */
+  int connections_per_identity;
   /* Serving threads, 1..O3M_RPC_MAX_THREADS (0: 1); see "Threads" above. */
   int threads;
   size_t arena_bytes;     /* initial arena size */
@@ -338,12 +402,15 @@ typedef struct o3m_rpc_server_stats {
   uint64_t internal;    /* a gRPC call failed on our side (should stay 0) */
   uint64_t deferred;    /* calls deferred by their handler, since start */
   uint64_t idle_runs;   /* runs of the idle hook */
+  uint64_t limited;     /* refused by a per-identity limit */
+  uint64_t expired;     /* cancelled: the request did not arrive in time */
   int threads;          /* serving threads running (0 before run) */
   size_t arena_bytes;   /* current arena capacity */
 } o3m_rpc_server_stats;
 
 /* Defaults: listen NULL (must be set), TLS, max message
  * O3M_RPC_DEFAULT_MAX_MESSAGE, O3M_RPC_DEFAULT_SLOTS, O3M_RPC_DEFAULT_ARENA,
+ * the limits' defaults (O3M_RPC_DEFAULT_STREAMS and so on),
  * no per-method slots, no idle hook, no authorization hook. */
 void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg);
 

@@ -12,6 +12,8 @@ PACKAGES=(
   libcsv-dev
   libcriterion-dev
   libssl-dev libgmp-dev
+  # tests/h2flood: raw HTTP/2 streams for the memory-before-authorization test.
+  libnghttp2-dev
   libnats-dev nats-server
   openssl gnuplot-nox
   clang libclang-rt-14-dev

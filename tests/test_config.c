@@ -775,3 +775,35 @@ Test(config, nats_tls_off_only_on_loopback) {
   snprintf(text, sizeof text, "%snats_servers = nats://127.0.0.1:1\nnats_tls = maybe", rep);
   expect_error(line(3, text), "on|off", NULL, NULL);
 }
+
+/* [federation] rpc_*: the limits before a request is read (issue 22). */
+Test(config, rpc_limits) {
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  const o3m_config_rpc_limits *l = o3m_config_rpc(c);
+  cr_assert_eq(l->streams_per_connection, 64);
+  cr_assert_eq(l->receive_timeout_ms, 10000);
+  cr_assert_eq(l->receiving_per_identity, 0);
+  cr_assert_eq(l->connections_per_identity, 64);
+  o3m_config_destroy(c);
+
+  c = parse_ok(line(4, "rpc_streams_per_connection = 16\nrpc_receive_timeout_ms = 0\n"
+                       "rpc_receiving_per_identity = 12\nrpc_connections_per_identity = 2"),
+               "/base");
+  l = o3m_config_rpc(c);
+  cr_assert_eq(l->streams_per_connection, 16);
+  cr_assert_eq(l->receive_timeout_ms, 0);
+  cr_assert_eq(l->receiving_per_identity, 12);
+  cr_assert_eq(l->connections_per_identity, 2);
+  o3m_config_destroy(c);
+
+  expect_error(line(4, "rpc_streams_per_connection = 0"), "fed.conf:4:",
+               "key 'rpc_streams_per_connection'", "1..4096");
+  expect_error(line(4, "rpc_receive_timeout_ms = -1"), "fed.conf:4:",
+               "key 'rpc_receive_timeout_ms'", NULL);
+  expect_error(line(4, "rpc_receiving_per_identity = 255"), "fed.conf:4:",
+               "key 'rpc_receiving_per_identity'", "0..254");
+  expect_error(line(4, "rpc_connections_per_identity = 1025"), "fed.conf:4:",
+               "key 'rpc_connections_per_identity'", "1..1024");
+  expect_error(variant(11, 10, "rpc_connections_per_identity = 4"), "fed.conf:11:",
+               "rpc_connections_per_identity", NULL);
+}

@@ -985,6 +985,25 @@ Test(rpc, bad_configurations_are_named, .timeout = 30) {
   cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
   cfg.tls.ca_file = NULL;
 
+  /* The limits before a request is read (issue 22), each named. */
+  static const struct {
+    int streams, timeout, receiving, connections;
+    const char *field;
+  } limits[] = {{0, 0, 0, 1, "streams_per_connection"},
+                {64, -1, 0, 1, "receive_timeout_ms"},
+                {64, 0, O3M_RPC_MAX_SLOTS - 1, 1, "receiving_per_identity"},
+                {64, 0, 0, 0, "connections_per_identity"},
+                {64, 0, 0, O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY + 1, "connections_per_identity"}};
+  for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+    o3m_rpc_server_config bad = cfg;
+    bad.streams_per_connection = limits[i].streams;
+    bad.receive_timeout_ms = limits[i].timeout;
+    bad.receiving_per_identity = limits[i].receiving;
+    bad.connections_per_identity = limits[i].connections;
+    cr_assert(eq(int, create_err(&bad, svc_methods, N_METHODS, &e), O3M_EINVAL));
+    cr_assert(not(eq(ptr, strstr(e.msg, limits[i].field), NULL)), "%s", e.msg);
+  }
+
   o3m_rpc_method dup[2] = {svc_methods[0], svc_methods[0]};
   cr_assert(eq(int, create_err(&cfg, dup, 2, &e), O3M_EINVAL));
   cr_assert(not(eq(ptr, strstr(e.msg, "twice"), NULL)), "%s", e.msg);
@@ -1091,6 +1110,24 @@ static int make_certs(const char *dir) {
   return 0;
 }
 
+/* A fresh directory from template tmpl with make_certs' files, and their
+ * paths. */
+typedef struct tls_fx {
+  char dir[64];
+  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
+} tls_fx;
+
+static void tls_setup(tls_fx *t, const char *tmpl) {
+  snprintf(t->dir, sizeof t->dir, "%s", tmpl);
+  cr_assert(not(eq(ptr, mkdtemp(t->dir), NULL)));
+  cr_assert(eq(int, make_certs(t->dir), 0), "openssl failed in %s", t->dir);
+  snprintf(t->ca, sizeof t->ca, "%s/ca.pem", t->dir);
+  snprintf(t->srv_pem, sizeof t->srv_pem, "%s/srv.pem", t->dir);
+  snprintf(t->srv_key, sizeof t->srv_key, "%s/srv.key", t->dir);
+  snprintf(t->cli_pem, sizeof t->cli_pem, "%s/cli.pem", t->dir);
+  snprintf(t->cli_key, sizeof t->cli_key, "%s/cli.key", t->dir);
+}
+
 static int tls_call(const char *target, const o3m_rpc_tls *tls, o3m_err *e) {
   o3m_rpc_client_config cfg;
   o3m_rpc_client_config_default(&cfg);
@@ -1122,15 +1159,10 @@ static int plain_call(const char *target, o3m_err *e) {
  * certificate from its CA and the handler reads the party's identity. */
 Test(rpc_tls, mutual_tls_gives_the_handler_the_client_identity, .timeout = 60) {
   if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
-  char dir[] = "/tmp/o3m_test_tls_XXXXXX";
-  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
-  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
-  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
-  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
-  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
-  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
-  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_tls_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
 
   o3m_rpc_server_config scfg;
   o3m_rpc_server_config_default(&scfg);
@@ -1186,21 +1218,82 @@ static int gate_authorize(void *ctx, o3m_rpc_call *call, const char *path, const
   return o3m_err_set(e, O3M_EPERM, "the test says no");
 }
 
+/* Issue 22: an identity may have calls on connections_per_identity
+ * connections at once; a call on a further one is refused at once with
+ * RESOURCE_EXHAUSTED naming the identity, counted in limited, and the same
+ * connection is let in again once the identity's other calls are done.
+ * Each o3m_rpc_client has a connection of its own. */
+Test(rpc_tls, connections_per_identity_are_capped, .timeout = 60) {
+  if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_conncap_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
+
+  o3m_rpc_server_config scfg;
+  o3m_rpc_server_config_default(&scfg);
+  scfg.listen = "127.0.0.1:0";
+  scfg.threads = 2;
+  scfg.tls = (o3m_rpc_tls){ca, srv_pem, srv_key, NULL};
+  scfg.connections_per_identity = 1;
+  server_fx f;
+  start_server_cfg(&f, 2, 3, &scfg);
+  f.ctx.sleep_ms = 1500;
+
+  o3m_rpc_client_config cc;
+  o3m_rpc_client_config_default(&cc);
+  cc.target = f.target;
+  cc.tls = (o3m_rpc_tls){ca, cli_pem, cli_key, "localhost"};
+  o3m_rpc_client *a, *b;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_create(&a, &cc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rpc_client_create(&b, &cc, &e), 0), "%s", o3m_err_message(&e));
+
+  /* a's call sleeps 1.5 s in its handler (without the lock) ... */
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  cr_assert(eq(int, o3m_rpc_client_start(a, "/test.Slow/Released", &ir.base,
+                                         &o3m__v1__ack__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+  struct timespec ts = {0, 400 * 1000000L};
+  nanosleep(&ts, NULL);
+  /* ... so a call on party-2's second connection is refused. */
+  ProtobufCMessage *m;
+  int rc = o3m_rpc_client_call(b, O3M_PATH_PASSIVE_INFO, &ir.base, &o3m__v1__node_info__descriptor,
+                               &m, &e);
+  cr_assert(eq(int, rc, O3M_EFULL), "%s", o3m_err_message(&e));
+  cr_assert(not(eq(ptr, strstr(e.msg, "certificate 'party-2' already has calls on 1 "
+                                      "connections"), NULL)), "%s", e.msg);
+  cr_assert(eq(int, o3m_rpc_client_finish(a, &m, &e), 0), "%s", o3m_err_message(&e));
+  /* Once a's call is done, b's connection is let in. The server frees a's
+   * slot when its reply batch completes, which may come a moment after a
+   * has its answer (under ASan, later still): b tries for up to 3 s. */
+  for (int i = 0; i < 30; i++) {
+    rc = o3m_rpc_client_call(b, O3M_PATH_PASSIVE_INFO, &ir.base, &o3m__v1__node_info__descriptor,
+                             &m, &e);
+    if (rc != O3M_EFULL) break;
+    nanosleep(&(struct timespec){0, 100 * 1000000L}, NULL);
+  }
+  cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
+  o3m_rpc_server_stats st;
+  o3m_rpc_server_stats_get(f.srv, &st);
+  cr_assert(ge(u64, st.limited, 1));
+  o3m_rpc_client_destroy(a);
+  o3m_rpc_client_destroy(b);
+  stop_server(&f);
+  sh("rm -rf %s", dir);
+}
+
 /* Issue 9: the hook decides every call before the request is read and
  * before any handler runs; a refusal is PERMISSION_DENIED naming the caller
  * and the method, counted, and nothing else happens. The health check does
  * not ask it. */
 Test(rpc_tls, authorization_hook_decides_before_the_request_is_read, .timeout = 60) {
   if (system("openssl version >/dev/null 2>&1") != 0) cr_skip_test("openssl tool not installed");
-  char dir[] = "/tmp/o3m_test_authz_XXXXXX";
-  cr_assert(not(eq(ptr, mkdtemp(dir), NULL)));
-  cr_assert(eq(int, make_certs(dir), 0), "openssl failed in %s", dir);
-  char ca[128], srv_pem[128], srv_key[128], cli_pem[128], cli_key[128];
-  snprintf(ca, sizeof ca, "%s/ca.pem", dir);
-  snprintf(srv_pem, sizeof srv_pem, "%s/srv.pem", dir);
-  snprintf(srv_key, sizeof srv_key, "%s/srv.key", dir);
-  snprintf(cli_pem, sizeof cli_pem, "%s/cli.pem", dir);
-  snprintf(cli_key, sizeof cli_key, "%s/cli.key", dir);
+  tls_fx t;
+  tls_setup(&t, "/tmp/o3m_test_authz_XXXXXX");
+  const char *dir = t.dir, *ca = t.ca, *srv_pem = t.srv_pem, *srv_key = t.srv_key;
+  const char *cli_pem = t.cli_pem, *cli_key = t.cli_key;
 
   gate g = {0};
   o3m_rpc_server_config scfg;
