@@ -14,7 +14,10 @@
 # FED_PASSIVE holds the passive party names, FED_ACTIVE and FED_PMG the
 # other two; FED_CONF the config path.
 # A caller may define fed_extra_args NAME, printing more options for the
-# daemon of party NAME (the ops test adds --metrics-listen and logging).
+# daemon of party NAME (the ops test adds --metrics-listen and logging),
+# and fed_make_certs WORK, making WORK/certs its own way instead of one
+# make-certs.sh call for loopback (scripts/netns-federation.sh gives each
+# party its own host's address as an IP SAN).
 # Optional environment: FED_ACTIVE_ARGS and FED_PASSIVE_ARGS, extra options
 # for o3m-active and every o3m-passive (for example "--threads 2");
 # FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
@@ -94,8 +97,12 @@ fed_gen() {
     mkdir -p "$work/certs"
     cp "$FED_CA_DIR/ca.pem" "$FED_CA_DIR/ca.key" "$work/certs/"
   fi
-  # shellcheck disable=SC2086
-  "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
+  if declare -F fed_make_certs >/dev/null; then
+    fed_make_certs "$work"
+  else
+    # shellcheck disable=SC2086
+    "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
+  fi
 }
 
 fed_up() {
