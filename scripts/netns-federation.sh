@@ -55,8 +55,8 @@ die() {
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
-prefix=${O3M_NETNS_PREFIX:-o3m} dir= bin= subnet=10.99.0 firewall=0 rounds=300 K=10
-require= gen=() args=()
+prefix=${O3M_NETNS_PREFIX:-o3m} dir='' bin='' subnet=10.99.0 firewall=0 rounds=300 K=10
+require='' gen=() args=()
 while [ $# -gt 0 ]; do
   case "$1" in
   --prefix) prefix=$2; shift 2 ;;
@@ -73,9 +73,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$prefix" =~ ^[a-z0-9]{1,8}$ ]] || die "--prefix '$prefix' must be 1..8 characters from [a-z0-9]"
-[[ "$subnet" =~ ^(10|192\.168|172\.(1[6-9]|2[0-9]|3[01]))(\.[0-9]{1,3}){1,2}$ ]] &&
-  [ "$(tr -cd . <<<"$subnet" | wc -c)" = 2 ] ||
+if ! [[ "$subnet" =~ ^(10|192\.168|172\.(1[6-9]|2[0-9]|3[01]))(\.[0-9]{1,3}){1,2}$ ]] ||
+  [ "$(tr -cd . <<<"$subnet" | wc -c)" != 2 ]; then
   die "--subnet '$subnet' must be the first three octets of a private /24 (10.x.y, 172.16-31.y, 192.168.y)"
+fi
 dir=${dir:-${TMPDIR:-/tmp}/o3m-netns-$prefix}
 if [ -z "$bin" ]; then
   build=${O3M_BUILD_DIR:-build}
@@ -157,7 +158,7 @@ down() {
       [ ${#left[@]} -eq 0 ] && break
       sleep 0.1
     done
-    [ ${#left[@]} -gt 0 ] && kill -9 "${left[@]}" 2>/dev/null || true
+    if [ ${#left[@]} -gt 0 ]; then kill -9 "${left[@]}" 2>/dev/null || true; fi
   fi
   # Deleting a namespace deletes its interfaces: the veth pairs and, with
   # the hub, the bridge.
@@ -267,13 +268,14 @@ address_of() {
 # probe FROM TO...: from FROM's host, a TCP connect to each TO's address at
 # once (1 s each); prints + (connected) or . (refused or timed out) per TO.
 probe() {
-  local from=$1 to addrs=()
+  local src=$1 to
+  local addrs=()
   shift
   for to in "$@"; do
     addrs+=("$(address_of "$to")")
     [ -n "${addrs[-1]}" ] || die "'$to' is not a party of $dir/federation.conf"
   done
-  in_ns "$from" python3 - "${addrs[@]}" <<'EOF'
+  in_ns "$src" python3 - "${addrs[@]}" <<'EOF'
 import socket, sys, threading
 res = ["."] * (len(sys.argv) - 1)
 def one(i, a):
