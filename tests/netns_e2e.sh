@@ -19,13 +19,16 @@
 #     equal the central run's.
 # Exit 0 when every check passes; 77 (CTest SKIP) with the reason when no
 # network namespace can be made here (not root, no ip netns, no nft).
-# Always tears down (trap), and every step is bounded in time.
+# Always tears down (trap), and every step is bounded in time: all of them
+# together by BUDGET_S (75) seconds, so that the teardown still runs within
+# CTest's 90 s (a CTest timeout would kill the script before its trap).
 set -euo pipefail
 BIN=${1:?usage: netns_e2e.sh BIN_DIR}
 BIN=$(cd "$BIN" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd)
 NETNS="$HERE/../scripts/netns-federation.sh"
 ROUNDS=${ROUNDS:-300}
+BUDGET_S=${BUDGET_S:-75}
 
 skip() {
   echo "netns_e2e: SKIP: $*" >&2
@@ -42,10 +45,18 @@ WORK=$(mktemp -d /tmp/o3m-netns-e2e.XXXXXX)
 DIR="$WORK/fed"
 opts=(--prefix "$PREFIX" --dir "$DIR" --bin "$BIN")
 cleanup() {
-  timeout 30 "$NETNS" down "${opts[@]}" || echo "netns_e2e: down failed" >&2
+  timeout 12 "$NETNS" down "${opts[@]}" || echo "netns_e2e: down failed" >&2
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
+
+# bounded CMD...: CMD under what is left of the budget.
+bounded() {
+  local left=$((BUDGET_S - SECONDS))
+  [ "$left" -gt 0 ] || fail "out of time (${BUDGET_S} s) before: $*"
+  timeout "$left" "$@"
+}
 
 fail() {
   echo "netns_e2e: FAIL: $*" >&2
@@ -56,7 +67,7 @@ fail() {
 # demo: the demo's rounds from the client's host; every decision must equal
 # the central run's.
 demo() {
-  timeout 60 "$NETNS" demo "${opts[@]}" --rounds "$ROUNDS" --require-match >"$WORK/demo.out" \
+  bounded "$NETNS" demo "${opts[@]}" --rounds "$ROUNDS" --require-match >"$WORK/demo.out" \
     2>"$WORK/demo.err" || { cat "$WORK/demo.out" "$WORK/demo.err" >&2; fail "$1: federate failed"; }
   grep -q "^decisions equal to central    $ROUNDS/$ROUNDS (100.00%)" "$WORK/demo.out" ||
     { cat "$WORK/demo.out" >&2; fail "$1: not every decision equals the central one"; }
@@ -64,7 +75,7 @@ demo() {
 }
 
 # 1. No firewall.
-timeout 60 "$NETNS" up "${opts[@]}" || fail "up failed"
+bounded "$NETNS" up "${opts[@]}" || fail "up failed"
 grep -q "listening on 0.0.0.0:7443 " "$DIR/shop.log" || fail "the AP does not listen on its listen key"
 grep -q "serving 0.0.0.0:7000 " "$DIR/bank.log" || fail "bank does not listen on its listen key"
 grep -q "serving 10.99.0.10:7000 " "$DIR/pmg.log" || fail "the PMG does not listen on its address"
@@ -74,12 +85,12 @@ for p in pmg:10.99.0.10 shop:10.99.0.20 bank:10.99.0.41 mall:10.99.0.44 client:1
     fail "the certificate of ${p%%:*} lacks DNS:${p%%:*} or IP:${p#*:}: $san"
 done
 demo "no firewall"
-timeout 10 "$NETNS" reach "${opts[@]}" bank telco ||
+bounded "$NETNS" reach "${opts[@]}" bank telco ||
   fail "without the firewall bank cannot reach telco's port: the firewall check would prove nothing"
 
 # 2. The deploy guide's firewall, applied before the daemons start.
-timeout 60 "$NETNS" up --firewall "${opts[@]}" || fail "up --firewall failed"
-timeout 20 "$NETNS" status "${opts[@]}" >"$WORK/status" || fail "status failed"
+bounded "$NETNS" up --firewall "${opts[@]}" || fail "up --firewall failed"
+bounded "$NETNS" status "${opts[@]}" >"$WORK/status" || fail "status failed"
 cat >"$WORK/want" <<'EOF'
   from     pmg     shop    bank    telco   insurer mall
   pmg      -       .       .       .       .       .
@@ -94,7 +105,7 @@ sed -n '/^reachability/,$p' "$WORK/status" | tail -n +2 | sed 's/ *$//' >"$WORK/
 diff "$WORK/want" "$WORK/got" >&2 || fail "the reachability matrix under the firewall differs (above)"
 echo "netns_e2e: firewall matrix (row dials column; + connects, . dropped):"
 cat "$WORK/got"
-if timeout 10 "$NETNS" reach "${opts[@]}" bank telco; then
+if bounded "$NETNS" reach "${opts[@]}" bank telco; then
   fail "under the firewall bank still reaches telco's port"
 fi
 demo "firewall"
