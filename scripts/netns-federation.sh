@@ -2,7 +2,7 @@
 # netns-federation.sh -- the demo's federation across hosts: the PMG, the
 # active party, every passive party and the client each on a host of its
 # own, made of Linux network namespaces (deploy/README.md, "Three hosts and
-# more"). Needs root, iproute2 and, for --firewall, nftables.
+# more"). Needs root, iproute2 and nftables (the port forward, --firewall).
 #
 #   scripts/netns-federation.sh up [--firewall] [OPTIONS] [-- gen-federation options]
 #   scripts/netns-federation.sh demo [--rounds N] [--K N] [--require-match] [OPTIONS]
@@ -198,8 +198,8 @@ up() {
   [ "$(id -u)" = 0 ] || die "needs root (it makes network namespaces)"
   command -v ip >/dev/null || die "the ip tool (iproute2) is missing"
   ip netns list >/dev/null 2>&1 || die "'ip netns' does not work here"
-  [ "$firewall" = 0 ] || command -v nft >/dev/null ||
-    die "--firewall needs nft (Debian package nftables; scripts/setup-deps.sh)"
+  command -v nft >/dev/null ||
+    die "the nft tool is missing (Debian package nftables; scripts/setup-deps.sh)"
   for x in o3m-pmg o3m-passive o3m-active o3m-eval; do
     [ -x "$bin/$x" ] || die "$bin/$x is missing (build first, or give --bin)"
   done
@@ -237,7 +237,6 @@ up() {
     echo "$n $(host_ip "$n")" >>"$dir/hosts"
   done
   # The active party's port forward, as its NAT router would do it.
-  command -v nft >/dev/null || die "the port forward of the active party needs nft (nftables)"
   in_ns "$FED_ACTIVE" nft -f - <<EOF
 table ip o3m_nat {
   chain prerouting {
@@ -254,8 +253,11 @@ EOF
     done
   fi
   # The daemons, each on its host, through the demo's own start and wait.
-  fed_start_all "$dir" "$bin" >/dev/null || return 1
+  # On failure everything stays for a look at the logs; down removes it.
+  local rc=0
+  fed_start_all "$dir" "$bin" >/dev/null || rc=$?
   for i in "${!FED_NAMES[@]}"; do echo "${FED_PIDS[$i]}" >"$dir/pids/${FED_NAMES[$i]}"; done
+  [ "$rc" = 0 ] || die "a daemon did not become ready (logs in $dir; '$prog down' removes it all)"
   echo "$prog: up in $dir: $(wc -l <"$dir/hosts") hosts on $subnet.0/24$([ "$firewall" = 1 ] && echo ", firewalled")"
 }
 
