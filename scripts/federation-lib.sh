@@ -27,7 +27,9 @@
 # daemon of party NAME (the ops test adds --metrics-listen and logging),
 # and fed_wrap NAME, printing a command that runs the daemon of party NAME
 # (or, for NAME client, fed_federate's driver): netns-federation.sh runs
-# each in its own network namespace with `ip netns exec NS`,
+# each in its own network namespace with `ip netns exec NS`; fed_config_of
+# NAME, printing the config file of party NAME's daemon instead of FED_CONF
+# (netns-federation.sh: each host's own copy, naming only its own listen);
 # and fed_make_certs WORK, making WORK/certs its own way instead of one
 # make-certs.sh call for loopback (scripts/netns-federation.sh gives each
 # party its own host's address as an IP SAN).
@@ -69,10 +71,11 @@ fed_start() {
     read -ra more <<<"$(fed_extra_args "$name")"
     extra+=("${more[@]}")
   fi
-  local wrap=()
+  local wrap=() conf=$FED_CONF
   declare -F fed_wrap >/dev/null && read -ra wrap <<<"$(fed_wrap "$name")"
+  declare -F fed_config_of >/dev/null && conf=$(fed_config_of "$name")
   rm -f "$work/$name.ready"
-  "${wrap[@]}" "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
+  "${wrap[@]}" "$bin/$exe" --config "$conf" --party "$name" --ready-file "$work/$name.ready" \
     "${extra[@]}" 2>>"$work/$name.log" &
   FED_PIDS+=($!)
   FED_NAMES+=("$name")

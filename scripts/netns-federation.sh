@@ -18,7 +18,10 @@
 # caller's namespace: the bridge lives in the hub, so no traffic of the
 # federation can leave it. It writes the demo's federation (o3m-eval
 # gen-federation with the demo's options, or those after --) into DIR, with
-# every party at address = HOST:7000 and
+# every party at address = HOST:7000, and a copy of the config per host
+# that binds another socket, naming its own listen only
+# (DIR/federation.NAME.conf; the fingerprint leaves listen out, so all
+# copies agree):
 #   pmg       no listen: it binds its address;
 #   passive   listen = 0.0.0.0:7000 (every interface of its host);
 #   active    listen = 0.0.0.0:7443 behind a port forward: its host
@@ -121,8 +124,12 @@ host_ip() {
 }
 
 # The hooks of federation-lib.sh: each daemon and the driver run on their
-# own host, and each certificate names its host.
+# own host, each daemon reads its host's copy of the config, and each
+# certificate names its host.
 fed_wrap() { echo "ip netns exec $(ns "$1")"; }
+fed_config_of() {
+  if [ -f "$dir/federation.$1.conf" ]; then echo "$dir/federation.$1.conf"; else echo "$FED_CONF"; fi
+}
 fed_make_certs() {
   local n
   for n in $FED_PMG $FED_ACTIVE $FED_PASSIVE client; do
@@ -209,16 +216,18 @@ up() {
   # The demo's generation (tables, truth, keys, config) and certificates
   # (fed_make_certs above); then each party's address becomes its host's.
   fed_gen "$dir" "$bin" "${gen[@]}"
-  local conf=$dir/federation.conf n ip lis
+  # Then each party's address becomes its host's, and each host that binds
+  # another socket gets its own copy naming its listen (the others' copies
+  # do not, and the fingerprints still agree: listen is not covered).
+  local conf=$dir/federation.conf n lis
   for n in $FED_PMG $FED_ACTIVE $FED_PASSIVE; do
-    ip=$(host_ip "$n")
-    case "$n" in
-    "$FED_PMG") lis= ;;
-    "$FED_ACTIVE") lis="0.0.0.0:$AP_LISTEN_PORT" ;;
-    *) lis="0.0.0.0:$PORT" ;;
-    esac
-    sed -i "/^\[party $n\]\$/,/^\[/ s|^address = .*|address = $ip:$PORT${lis:+\\nlisten = $lis}|" \
-      "$conf"
+    sed -i "/^\[party $n\]\$/,/^\[/ s|^address = .*|address = $(host_ip "$n"):$PORT|" "$conf"
+  done
+  for n in $FED_ACTIVE $FED_PASSIVE; do
+    lis="0.0.0.0:$PORT"
+    [ "$n" = "$FED_ACTIVE" ] && lis="0.0.0.0:$AP_LISTEN_PORT"
+    sed "/^\[party $n\]\$/,/^\[/ s|^address = .*|&\nlisten = $lis|" "$conf" \
+      >"$dir/federation.$n.conf"
   done
   # The network: a bridge in the hub and a veth pair per host.
   ip netns add "$(ns hub)"

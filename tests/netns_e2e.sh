@@ -8,7 +8,9 @@
 #   netns_e2e.sh BIN_DIR
 #
 # Checks, in this order:
-#  1. without a firewall: the daemons bind their listen addresses, every
+#  1. without a firewall: the daemons bind their listen addresses, each
+#     named only in its own host's copy of the config, and all six log one
+#     fingerprint (listen is not covered, so the copies agree), every
 #     certificate names its party (DNS) and its host (IP), ROUNDS (300) of
 #     the demo's rounds from the client's host equal the central run's, and
 #     a passive party reaches another's port (so check 2 can fail);
@@ -79,6 +81,11 @@ bounded "$NETNS" up "${opts[@]}" || fail "up failed"
 grep -q "listening on 0.0.0.0:7443 " "$DIR/shop.log" || fail "the AP does not listen on its listen key"
 grep -q "serving 0.0.0.0:7000 " "$DIR/bank.log" || fail "bank does not listen on its listen key"
 grep -q "serving 10.99.0.10:7000 " "$DIR/pmg.log" || fail "the PMG does not listen on its address"
+grep -q "^listen = " "$DIR/federation.conf" && fail "the shared config names a listen"
+[ "$(grep -c "^listen = " "$DIR/federation.shop.conf")" = 1 ] ||
+  fail "the AP's copy of the config does not name its listen alone"
+fps=$(grep -h "federation fingerprint:" "$DIR"/*.log | sed 's/.*full: //' | sort -u)
+[ "$(grep -c . <<<"$fps")" = 1 ] || fail "the parties' copies give different fingerprints: $fps"
 for p in pmg:10.99.0.10 shop:10.99.0.20 bank:10.99.0.41 mall:10.99.0.44 client:10.99.0.30; do
   san=$(openssl x509 -in "$DIR/certs/${p%%:*}.pem" -noout -ext subjectAltName)
   [[ "$san" == *"DNS:${p%%:*},"* && "$san" == *"IP Address:${p#*:}"* ]] ||
