@@ -284,8 +284,8 @@ typedef struct ap_service_options {
   /* How long to keep trying the mask generator at start, and then the
    * passive parties, in seconds (>= 1) each. */
   int pmg_timeout_s;
-  /* Address to listen on instead of the party's configured address (NULL:
-   * the configured one). Tests use "127.0.0.1:0". */
+  /* Address to listen on instead of the party's configured one (NULL: its
+   * listen key, else its address). Tests use "127.0.0.1:0". */
   const char *listen;
   /* If set, ap_service_create gives up (O3M_ESTATE) as soon as *stop becomes
    * nonzero while it waits for the mask generator, so a daemon can be

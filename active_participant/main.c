@@ -70,8 +70,8 @@ static const o3m_cli_option options[] = {
     {"replica", "NAME", "serve as replica NAME of the active party (needs [federation] "
                         "replication = nats; snapshots in state_dir/replica-NAME; mutual TLS "
                         "to NATS with the party's ca, cert and key unless nats_tls = off)"},
-    {"listen", "ADDR", "listen on ADDR (host:port) instead of the party's address (a second "
-                       "replica on the same host)"},
+    {"listen", "ADDR", "listen on ADDR (host:port) instead of the party's listen address (a "
+                       "second replica on the same host)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {

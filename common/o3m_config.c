@@ -364,6 +364,7 @@ static const keyspec pol_keys[] = {
 static const keyspec party_keys[] = {
     {"role", KT_ROLE, PTY(role), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
     {"address", KT_ADDR, PTY(address), 0, 0, 0, 0, NULL, R_PARTY, R_PARTY},
+    {"listen", KT_ADDR, PTY(listen), 0, 0, 0, 0, NULL, R_PARTY, 0},
     {"dims", KT_INT, PTY(dims), 1, O3M_MAX_DIM, 0, 0, NULL, R_DATA,
      R_DATA},
     {"user_table", KT_PATH, PTY(user_table), 0, 0, 0, 0, NULL, R_DATA, 0},
@@ -711,6 +712,9 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
     return perr(p, mn->line, "key 'max_norm': expected a number > 0 and <= %g, got '%s'",
                 O3M_CONFIG_MAX_NORM_LIMIT, show(shown, mn->value));
   }
+  /* Without listen the daemon binds the address its peers dial, which is
+   * what every party on one host or on a flat network wants. */
+  if (!pt->listen) pt->listen = pt->address;
   pt->has_agg_public = find_entry(p, s, "agg_public") != NULL;
   if (pt->role == O3M_ROLE_PASSIVE && !pt->user_table && !pt->item_table)
     return perr(p, s->line,

@@ -47,7 +47,12 @@
  *                 model = shared: the catalog, one item id per line, line
  *                 order = arm index).
  *   [party NAME]  role (required: pmg|active|passive); address (required:
- *                 host:port with port 1..65535, or unix:PATH); cert and key
+ *                 host:port with port 1..65535, or unix:PATH: where the
+ *                 other parties and the clients dial the party; the host is
+ *                 also what they expect to reach, while the party's identity
+ *                 is checked by its name, see "Listen" below); listen
+ *                 (optional, validated like address, default: address:
+ *                 where the party's own daemon binds); cert and key
  *                 (paths; required unless insecure = true); state_dir (path,
  *                 optional). For active and passive parties also dims
  *                 (required, 1..O3M_MAX_DIM), user_table and
@@ -100,6 +105,18 @@
  * below 1e8 per party and update, so Lambda = lambda I + sum x x^T could take
  * 1e290 updates before it overflowed. Raise it for unnormalized data with
  * larger values (the limit, 1e50, still keeps a single x x^T below 1e100).
+ *
+ * Listen. address is the party as its peers see it and listen the socket
+ * its daemon binds. They differ when the party is behind NAT or a port
+ * forward (peers dial the public address, the daemon binds its private one)
+ * or binds every interface (listen = 0.0.0.0:PORT). listen is read only by
+ * the party's own daemon (its server and its readiness probe; the daemons'
+ * --listen option overrides it), so it is not covered by the fingerprint
+ * and two parties may have the same one (0.0.0.0:7000 on two hosts); the
+ * addresses must still differ. The gRPC clients check the peer's
+ * certificate against its party name (a DNS SAN), never against the host
+ * they dialled, so a certificate may name its hosts as IP SANs for other
+ * tools without any party depending on them (scripts/make-certs.sh --ip).
  *
  * Secure aggregation. With aggregation = secure each passive party adds
  * pairwise masks agreed with every other passive party to its fixed-point
@@ -182,7 +199,10 @@ const char *o3m_role_name(o3m_role r);
 typedef struct o3m_party {
   const char *name;       /* the NAME of [party NAME] */
   o3m_role role;
-  const char *address;    /* as written: host:port or unix:PATH */
+  const char *address;    /* as written: host:port or unix:PATH; where peers dial */
+  /* Where the party's own daemon listens: listen as written (host:port or
+   * unix:PATH), or address when the key is not given (never NULL). */
+  const char *listen;
   /* Passive only, or NULL: more instances of this party (same block, same
    * dummy-row key, same tables), "a.b.c.d:port,..." (IPv4 literals, like
    * address then); the AP's channel balances MaskBatch calls over address

@@ -253,7 +253,7 @@ o3m_metrics *o3m_daemon_metrics(void) { return g_metrics; }
 /* The readiness probe of the metrics port (o3m_httpd_set_probe): a gRPC
  * health Check on the daemon's own service port, made as a federation
  * party would make it, with the daemon's own certificate and expecting its
- * own name. The party's address and TLS files are copied at start, as the
+ * own name. The party's listen address and TLS files are copied at start, as the
  * config may be freed before the daemon serves. Each probe makes a new
  * client, hence a new connection: a connection made before the port ran
  * out of descriptors keeps working, so only a new one tells whether a
@@ -286,7 +286,7 @@ static void probe_forget(void) {
 static int probe_remember(const o3m_config *cfg, const o3m_party *me, int insecure, o3m_err *e) {
   g_probe.insecure = insecure;
   g_probe.watch_deadline_ms = o3m_config_deadline_ms(cfg) + 1000;
-  g_probe.address = strdup(me->address ? me->address : "");
+  g_probe.address = strdup(me->listen);
   int ok = g_probe.address != NULL;
   if (!insecure) {
     g_probe.ca = strdup(o3m_config_ca(cfg));

@@ -125,7 +125,7 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
  * also makes a gRPC health Check (cached O3M_HTTPD_PROBE_CACHE_MS, 1 s
  * deadline) on the service port, with the party's own certificate and
  * name: listen is the address the service listens on (NULL: the party's
- * address in the config; a wildcard host is probed on the loopback) and
+ * listen key, else its address; a wildcard host is probed on the loopback) and
  * port the port it bound. So a daemon whose gRPC port accepts no connection
  * (out of file descriptors, audit finding 2) is not reported ready. Under a
  * systemd watchdog (WATCHDOG_USEC, WatchdogSec= in the unit) a thread makes

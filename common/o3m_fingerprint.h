@@ -46,8 +46,11 @@
  * Names are restricted by the parser to [A-Za-z0-9_.-], so no name can
  * forge a separator.
  *
- * Left out on purpose: addresses and instances (where a party listens is
- * local to each deployment; identities are the names), every path (ca, cert,
+ * Left out on purpose: addresses, listen and instances (where a party is
+ * reached is local to each deployment and listen is read by the party's
+ * own daemon only, so a party behind NAT and its peers, whose copies name
+ * another listen for it or none, still agree; identities are the names),
+ * every path (ca, cert,
  * key, tables, items, state_dir, agg_secret: of the tables only whether a
  * party has each one counts) and every secret, threads,
  * deadline_ms, insecure (it only relaxes the parser; plaintext needs a

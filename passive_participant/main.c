@@ -50,8 +50,8 @@ static const o3m_cli_option options[] = {
     O3M_DAEMON_OPTIONS("passive"),
     {"pmg-timeout-s", "N", "give up fetching the block after N seconds (1..86400, default 60)"},
     {"threads", "N", "serve on N threads (1..16; default: the party's threads key, else 1)"},
-    {"listen", "ADDR", "listen on ADDR instead of the party's address: another instance of the "
-                       "party, listed in its instances key"},
+    {"listen", "ADDR", "listen on ADDR instead of the party's listen address: another instance "
+                       "of the party, listed in its instances key"},
     {"test-reply-delay-ms", "N", "tests only: answer every MaskBatch N ms late (0..2000), "
                                  "waiting without the server's lock"},
     {NULL, NULL, NULL},

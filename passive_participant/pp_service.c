@@ -68,7 +68,7 @@ static const o3m_access_rule access_rules[N_METHODS];
 static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 static int secagg_setup(pp_service *s, o3m_err *e);
 
-/* Binds the server on the party's address with its access policy: mutual
+/* Binds the server on the party's listen address with its access policy: mutual
  * TLS with the party's files unless insecure; requests beyond the largest
  * MaskBatch the AP can send under the config are refused unread, replies
  * may be as large as their answers; idle connections are closed. Errors
@@ -81,7 +81,7 @@ static int bind_server(pp_service *s, o3m_err *e) {
   sc.insecure = s->insecure;
   sc.metrics = s->metrics;
   sc.threads = s->threads;
-  sc.listen = s->listen; /* NULL: the party's address */
+  sc.listen = s->listen; /* NULL: the party's listen address */
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
@@ -188,7 +188,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   const o3m_features *ft = s->features;
   o3m_log_info("serving %s (port %d) with %s: party %d, d_j = %d (%d users x %d + %d items x %d "
                "columns) of d = %d, mask %016" PRIx64 ", up to %d candidates, %d serving threads",
-               s->listen ? s->listen : me->address, pp_service_port(s),
+               s->listen ? s->listen : me->listen, pp_service_port(s),
                s->insecure ? "PLAINTEXT" : "mutual TLS", s->slot,
                me->dims, o3m_features_n_users(ft), o3m_features_user_cols(ft),
                o3m_features_n_items(ft), o3m_features_item_cols(ft), s->part.d, s->mask_id,

@@ -96,9 +96,9 @@ typedef struct pp_options {
    * 0: the party's threads key, else 1 (proto/o3m_rpc.h, "Threads": the
    * Mask handlers still run one at a time). */
   int threads;
-  /* Address to listen on instead of the party's address (the daemon's
-   * --listen: a second instance of the party, see o3m_config.h
-   * "instances"); NULL: the party's. */
+  /* Address to listen on instead of the party's listen address (the
+   * daemon's --listen: a second instance of the party, see o3m_config.h
+   * "instances"); NULL: the party's listen key, else its address. */
   const char *listen;
   /* Tests only (the daemon's --test-reply-delay-ms): each MaskBatch is
    * answered this many milliseconds late, 0..PP_MAX_TEST_DELAY_MS, the wait
@@ -121,7 +121,7 @@ typedef struct pp_service_stats {
 
 /* Loads the tables of the passive party called party in cfg (its
  * user_table, item_table and dims), allocates the request buffers for
- * max_candidates, binds the server on the party's address (mutual TLS with
+ * max_candidates, binds the server on the party's listen address (mutual TLS with
  * its cert and key and the federation CA unless opt->insecure; a request
  * beyond the largest MaskBatch of the config is refused unread), installs
  * the block by o3m_party_block_obtain (opt->stop ends its wait) and logs

@@ -5,7 +5,7 @@
  *           [--log-level L] [--log-format text|json] [--metrics-listen ADDR]
  *
  * Reads the federation config, draws the mask and binds the server
- * (pmg_service), serves it on the party's address with mutual TLS (the
+ * (pmg_service), serves it on the party's listen address with mutual TLS (the
  * party's cert and key, the federation CA) until SIGTERM or SIGINT, then
  * exits 0. --ready-file PATH is written once the server listens,
  * atomically (a temporary file renamed), and holds the bound port and a

@@ -59,7 +59,7 @@ struct pmg_service {
 static const o3m_rpc_method methods[N_METHODS];
 static const o3m_access_rule access_rules[N_METHODS];
 
-/* Binds the server on the pmg party's address with its access policy:
+/* Binds the server on the pmg party's listen address with its access policy:
  * mutual TLS with the party's files unless insecure, no request above
  * PMG_MAX_REQUEST, idle connections closed. Errors name the config and the
  * party's section: "listen ADDRESS: CAUSE" (O3M_EIO) or a TLS file's
@@ -185,7 +185,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   pmg_stats st;
   pmg_service_stats(s, &st);
   o3m_log_info("serving %s (port %d) with %s: d = %d over %d parties, mask %016" PRIx64,
-               s->me->address, pmg_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS",
+               s->me->listen, pmg_service_port(s), s->insecure ? "PLAINTEXT" : "mutual TLS",
                s->part.d, st.parties, s->mask_id);
   *out = s;
   return 0;

@@ -85,7 +85,7 @@ typedef struct pmg_stats {
  * the OS CSPRNG (getrandom) unless opt->seeded, then from
  * o3m_rng_create_seeded_insecure(opt->seed), which a test can replay with
  * o3m_mask_generate to recompute Q. Then binds the server on the pmg
- * party's address (mutual TLS with its cert and key and the federation CA
+ * party's listen address (mutual TLS with its cert and key and the federation CA
  * unless opt->insecure) and logs the "serving" line; calls queue from then
  * until pmg_service_run. cfg must outlive the service (party names are
  * borrowed from it). On success *out owns Q, its blocks and the server; on

@@ -200,7 +200,7 @@ int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_conf
                      int n_rules, const o3m_rpc_method *methods, int n_methods, void *ctx,
                      o3m_err *e) {
   *srv = NULL;
-  if (!sc->listen) sc->listen = me->address;
+  if (!sc->listen) sc->listen = me->listen;
   if (!sc->insecure) sc->tls = o3m_rpc_tls_of_party(cfg, me);
   sc->idle_close_ms = O3M_RPC_DAEMON_IDLE_CLOSE_MS;
   const o3m_config_rpc_limits *lim = o3m_config_rpc(cfg);

@@ -80,13 +80,13 @@ void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc);
 
 /* Binds the server of a daemon's own party me under the access policy
  * rules, the way every daemon binds its server: it listens on sc->listen,
- * or me->address if that is NULL; unless sc->insecure, with mutual TLS from
- * the party's cert and key and the federation CA (o3m_rpc_tls_of_party);
+ * or me->listen (the party's listen key, else its address) if that is NULL;
+ * unless sc->insecure, with mutual TLS from the party's cert and key and
+ * the federation CA (o3m_rpc_tls_of_party);
  * connections idle for O3M_RPC_DAEMON_IDLE_CLOSE_MS are closed; the limits
  * before a request is read come from [federation] rpc_* (o3m_config_rpc).
- * The rest
- * of sc (size limits, slots, idle hook) is the caller's; sc is updated in
- * place. On success *srv is the server (ctx is its handlers' context) and
+ * The rest of sc (size limits, slots, idle hook) is the caller's; sc is
+ * updated in place. On success *srv is the server (ctx is its handlers' context) and
  * *acc its policy: destroy the server first. On failure both are NULL and
  * nothing is left listening; e holds o3m_access_create's error, or "CONFIG:
  * [party NAME]: " and o3m_rpc_server_create's ("listen ADDRESS: CAUSE",

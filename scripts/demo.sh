@@ -56,8 +56,6 @@ trap 'exit 130' INT TERM
 echo "== starting a federation in $work: pmg, shop (active), bank, telco, insurer, mall"
 echo "   d = 100, 20 columns each, mutual TLS on loopback; logs in $work/*.log"
 echo "   secure aggregation: the AP gets only the sum of the passive parts (keys in $work/keys)"
-fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 \
-  --algo "$algo" --model "$model" --alpha 0.5 $whiten
+fed_up "$work" "$bin" "${FED_DEMO_GEN[@]}" --algo "$algo" --model "$model" $whiten
 echo "== streaming $rounds rounds of K = $K candidates through the active participant"
-"$bin/o3m-eval" federate --config "$FED_CONF" --truth "$work/truth.txt" --rounds "$rounds" \
-  --K "$K" --cert "$work/certs/client.pem" --key "$work/certs/client.key" $require
+fed_federate "$work" "$bin" "$rounds" "$K" $require

@@ -13,8 +13,26 @@
 #   stops every daemon started by fed_up or fed_start and waits for it.
 # FED_PASSIVE holds the passive party names, FED_ACTIVE and FED_PMG the
 # other two; FED_CONF the config path.
+# fed_start_all WORK BIN
+#   starts the daemons of a federation fed_gen made (the pmg, every passive
+#   party, the active party) and waits until each is ready (fed_up's second
+#   half).
+# fed_federate WORK BIN ROUNDS K [o3m-eval federate options...]
+#   streams ROUNDS rounds of K candidates through the active party as the
+#   client 'client' and prints the federated regret beside the central one
+#   (the demo's run).
+# FED_DEMO_GEN holds the demo's gen-federation options (d = 100, four
+# passive parties of 20 columns, 1000 users, 200 items, alpha 0.5).
 # A caller may define fed_extra_args NAME, printing more options for the
-# daemon of party NAME (the ops test adds --metrics-listen and logging).
+# daemon of party NAME (the ops test adds --metrics-listen and logging),
+# and fed_wrap NAME, printing a command that runs the daemon of party NAME
+# (or, for NAME client, fed_federate's driver): netns-federation.sh runs
+# each in its own network namespace with `ip netns exec NS`; fed_config_of
+# NAME, printing the config file of party NAME's daemon instead of FED_CONF
+# (netns-federation.sh: each host's own copy, naming only its own listen);
+# and fed_make_certs WORK, making WORK/certs its own way instead of one
+# make-certs.sh call for loopback (scripts/netns-federation.sh gives each
+# party its own host's address as an IP SAN).
 # Optional environment: FED_ACTIVE_ARGS and FED_PASSIVE_ARGS, extra options
 # for o3m-active and every o3m-passive (for example "--threads 2");
 # FED_AP_STATE=1 gives the active party a state_dir (WORK/ap-state), so its
@@ -53,8 +71,11 @@ fed_start() {
     read -ra more <<<"$(fed_extra_args "$name")"
     extra+=("${more[@]}")
   fi
+  local wrap=() conf=$FED_CONF
+  declare -F fed_wrap >/dev/null && read -ra wrap <<<"$(fed_wrap "$name")"
+  declare -F fed_config_of >/dev/null && conf=$(fed_config_of "$name")
   rm -f "$work/$name.ready"
-  "$bin/$exe" --config "$FED_CONF" --party "$name" --ready-file "$work/$name.ready" \
+  "${wrap[@]}" "$bin/$exe" --config "$conf" --party "$name" --ready-file "$work/$name.ready" \
     "${extra[@]}" 2>>"$work/$name.log" &
   FED_PIDS+=($!)
   FED_NAMES+=("$name")
@@ -72,17 +93,21 @@ fed_wait() {
   return 1
 }
 
+# fed_names CONF: sets FED_CONF, and FED_PMG, FED_ACTIVE and FED_PASSIVE
+# from the roles of CONF's parties.
+fed_names() {
+  FED_CONF=$1
+  FED_PASSIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = passive/{print n}' "$FED_CONF")
+  FED_ACTIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
+  FED_PMG=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
+}
+
 fed_gen() {
   local work=$1 bin=$2
   shift 2
   "$bin/o3m-eval" gen-federation --out "$work" "$@" >/dev/null
-  FED_CONF="$work/federation.conf"
-  FED_PASSIVE=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = passive/{print n}' "$FED_CONF")
-  local active pmg p
-  active=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = active/{print n}' "$FED_CONF")
-  pmg=$(awk '/^\[party /{n=$2; sub(/\]/,"",n)} /^role = pmg/{print n}' "$FED_CONF")
-  FED_ACTIVE=$active
-  FED_PMG=$pmg
+  fed_names "$work/federation.conf"
+  local active=$FED_ACTIVE
   if [ -n "${FED_FEDERATION_EXTRA:-}" ]; then
     printf '%s\n' "$FED_FEDERATION_EXTRA" >"$work/federation.extra"
     sed -i "/^\[federation\]\$/r $work/federation.extra" "$FED_CONF"
@@ -94,22 +119,42 @@ fed_gen() {
     mkdir -p "$work/certs"
     cp "$FED_CA_DIR/ca.pem" "$FED_CA_DIR/ca.key" "$work/certs/"
   fi
-  # shellcheck disable=SC2086
-  "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
+  if declare -F fed_make_certs >/dev/null; then
+    fed_make_certs "$work"
+  else
+    # shellcheck disable=SC2086
+    "$FED_SCRIPTS/make-certs.sh" "$work/certs" "$FED_PMG" "$FED_ACTIVE" $FED_PASSIVE client
+  fi
+}
+
+fed_start_all() {
+  local work=$1 bin=$2 p
+  fed_start "$work" "$bin" "$FED_PMG" o3m-pmg
+  for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
+  # FED_BEFORE_ACTIVE: a command run with the config written and before the
+  # active party starts (AP replicas: the NATS setup step).
+  if [ -n "${FED_BEFORE_ACTIVE:-}" ]; then "$FED_BEFORE_ACTIVE" "$work" "$bin" || return 1; fi
+  fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
+  for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$work" "$p" || return 1; done
 }
 
 fed_up() {
   local work=$1 bin=$2
   shift 2
   fed_gen "$work" "$bin" "$@" || return 1
-  local active=$FED_ACTIVE pmg=$FED_PMG p
-  fed_start "$work" "$bin" "$pmg" o3m-pmg
-  for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
-  # FED_BEFORE_ACTIVE: a command run with the config written and before the
-  # active party starts (AP replicas: the NATS setup step).
-  if [ -n "${FED_BEFORE_ACTIVE:-}" ]; then "$FED_BEFORE_ACTIVE" "$work" "$bin" || return 1; fi
-  fed_start "$work" "$bin" "$active" o3m-active
-  for p in "$pmg" $FED_PASSIVE "$active"; do fed_wait "$work" "$p" || return 1; done
+  fed_start_all "$work" "$bin"
 }
+
+fed_federate() {
+  local work=$1 bin=$2 rounds=$3 k=$4
+  shift 4
+  local wrap=()
+  declare -F fed_wrap >/dev/null && read -ra wrap <<<"$(fed_wrap client)"
+  "${wrap[@]}" "$bin/o3m-eval" federate --config "$work/federation.conf" \
+    --truth "$work/truth.txt" --rounds "$rounds" --K "$k" \
+    --cert "$work/certs/client.pem" --key "$work/certs/client.key" "$@"
+}
+
+FED_DEMO_GEN=(--parties 20,20,20,20,20 --users 1000 --items 200 --alpha 0.5)
 
 FED_SCRIPTS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make-certs.sh [--dns ALT] OUTDIR NAME [NAME...] -- a local CA and one
+# make-certs.sh [--dns ALT] [--ip ADDR]... OUTDIR NAME [NAME...] -- a local CA and one
 # certificate per party or client, for trials of an o3m federation on one
 # machine. A client
 # (a front end, an operator, the demo driver) needs a [client NAME] section in
@@ -35,6 +35,13 @@
 # (o3m-cli nats-setup; the NATS nodes' O3M_NATS_ADMIN=CN=o3m-admin) is one
 # more name, kept away from every daemon's host:
 #   make-certs.sh OUTDIR o3m-admin
+#
+# With --ip ADDR (IPv4 or IPv6, repeatable) every certificate of this run
+# also carries IP:ADDR: the host addresses of a party on its own host, for
+# the tools that check the host they dialled (curl on the metrics port).
+# o3m's own clients still check DNS:NAME only, so one call per party gives
+# each its own hosts (scripts/netns-federation.sh):
+#   make-certs.sh --ip 10.99.0.41 OUTDIR bank
 # An existing NAME.pem / NAME.key is replaced. Quiet on success; on failure
 # it prints openssl's output and exits 1. Production deployments use their
 # own PKI: this CA key sits next to the certificates it signs.
@@ -46,15 +53,36 @@ die() {
   exit 1
 }
 
-alt=
-if [ "${1:-}" = --dns ]; then
-  [ $# -ge 2 ] || die "--dns needs a name"
-  alt=$2
-  shift 2
-  [[ "$alt" =~ ^[A-Za-z0-9.-]{1,64}$ ]] || die "--dns name '$alt' must be 1..64 characters from [A-Za-z0-9.-]"
-fi
+# 1 when $1 is an IPv4 literal (four octets 0..255) or an IPv6 one.
+ip_ok() {
+  local a=$1 o
+  if [[ "$a" =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]]; then
+    for o in "${BASH_REMATCH[@]:1}"; do [ "$((10#$o))" -le 255 ] || return 1; done
+    return 0
+  fi
+  [[ "$a" =~ ^[0-9A-Fa-f:]{2,39}$ && "$a" == *:*:* ]]
+}
+
+alt= ips=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --dns)
+    [ $# -ge 2 ] || die "--dns needs a name"
+    alt=$2
+    shift 2
+    [[ "$alt" =~ ^[A-Za-z0-9.-]{1,64}$ ]] || die "--dns name '$alt' must be 1..64 characters from [A-Za-z0-9.-]"
+    ;;
+  --ip)
+    [ $# -ge 2 ] || die "--ip needs an address"
+    ip_ok "$2" || die "--ip '$2' is not an IPv4 or IPv6 address"
+    ips+=("$2")
+    shift 2
+    ;;
+  *) break ;;
+  esac
+done
 [ $# -ge 2 ] || {
-  echo "usage: $prog [--dns ALT] OUTDIR NAME [NAME...]" >&2
+  echo "usage: $prog [--dns ALT] [--ip ADDR]... OUTDIR NAME [NAME...]" >&2
   exit 1
 }
 command -v openssl >/dev/null 2>&1 || die "the openssl tool is not installed"
@@ -115,13 +143,16 @@ EOF
   chmod 644 "$ca_pem"
 fi
 
+extra_ip=
+for a in "${ips[@]}"; do extra_ip+=", IP:$a"; done
+
 for name in "$@"; do
   new_key "$work/$name.key"
   cat >"$work/$name.ext" <<EOF
 basicConstraints = critical, CA:FALSE
 keyUsage = critical, digitalSignature
 extendedKeyUsage = serverAuth, clientAuth
-subjectAltName = DNS:localhost, DNS:$name${alt:+, DNS:$alt}, IP:127.0.0.1
+subjectAltName = DNS:localhost, DNS:$name${alt:+, DNS:$alt}, IP:127.0.0.1$extra_ip
 authorityKeyIdentifier = keyid
 EOF
   run openssl req -new -key "$work/$name.key" -out "$work/$name.csr" -subj "/CN=$name" \

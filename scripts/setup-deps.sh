@@ -16,6 +16,9 @@ PACKAGES=(
   libnghttp2-dev
   libnats-dev nats-server
   openssl gnuplot-nox
+  # The multi-host federation on network namespaces (scripts/netns-federation.sh):
+  # the port forward and the firewall of deploy/README.md, "Three hosts and more".
+  iproute2 nftables
   clang libclang-rt-14-dev
   help2man
   python3-cffi python3-numpy python3-pytest

@@ -465,6 +465,36 @@ Test(config, threads_default_one) {
   o3m_config_destroy(c);
 }
 
+/* listen: where the party's own daemon binds; the address when not given,
+ * validated like address, and (being local to one host) free to repeat
+ * another party's listen, while the addresses must still differ. */
+Test(config, listen_defaults_to_address) {
+  o3m_config *c = parse_ok(variant(14, 14, "listen = 0.0.0.0:7000\n"), NULL);
+  cr_assert_str_eq(o3m_config_pmg(c)->listen, "0.0.0.0:7000");
+  cr_assert_str_eq(o3m_config_pmg(c)->address, "127.0.0.1:50050");
+  cr_assert_str_eq(o3m_config_active(c)->listen, "127.0.0.1:50051");
+  cr_assert_str_eq(o3m_config_party(c, "bank")->listen, "127.0.0.1:50052");
+  o3m_config_destroy(c);
+  c = parse_ok(variant(22, 22, "listen = 0.0.0.0:7000\n"), NULL);
+  o3m_config_destroy(c);
+  const char *twice = variant(14, 14, "listen = 0.0.0.0:7000\n");
+  char both[8192];
+  snprintf(both, sizeof both, "%slisten = 0.0.0.0:7000\n", twice);
+  c = parse_ok(both, NULL);
+  cr_assert_str_eq(o3m_config_party(c, "bank")->listen, "0.0.0.0:7000");
+  cr_assert_str_eq(o3m_config_pmg(c)->listen, "0.0.0.0:7000");
+  o3m_config_destroy(c);
+  c = parse_ok(line(30, "listen = unix:/run/o3m/bank.sock"), NULL);
+  cr_assert_str_eq(o3m_config_party(c, "bank")->listen, "unix:/run/o3m/bank.sock");
+  o3m_config_destroy(c);
+  expect_error(line(30, "listen = 0.0.0.0"), "fed.conf:30:", "key 'listen'", "host:port");
+  expect_error(line(30, "listen = :7000"), "fed.conf:30:", "key 'listen'", NULL);
+  expect_error(line(30, "listen = 0.0.0.0:0"), "fed.conf:30:", "key 'listen'", NULL);
+  expect_error(line(30, "listen = 0.0.0.0:70000"), "fed.conf:30:", "key 'listen'", NULL);
+  expect_error(variant(30, 30, "listen = 0.0.0.0:7000\nlisten = 0.0.0.0:7001"), "fed.conf:31:",
+               "'listen'", NULL);
+}
+
 /* max_norm: per active or passive party, default O3M_CONFIG_DEFAULT_MAX_NORM,
  * strictly parsed (> 0, at most the limit, a finite number), refused for
  * the pmg. */
