@@ -112,8 +112,6 @@ typedef struct batch_slot {
   ap_round *r;
   ap_peers *peers;
   int busy;                     /* holds rounds (sent, not yet decided) */
-  int done;                     /* its fan-out and checks are over */
-  uint64_t seq;                 /* send order */
   queued *q[O3M_WIRE_MAX_BATCH];  /* its rounds, in the order they are decided */
   int n, rows;
   int rc;                       /* the gather's outcome, e its message */
@@ -174,8 +172,6 @@ struct ap_round {
   /* The batches in flight: n_slots (cfg->inflight) of them. */
   batch_slot slot[AP_ROUND_MAX_INFLIGHT];
   int n_slots;
-  uint64_t next_seq;            /* of the next batch sent */
-  uint64_t next_decide;         /* of the next batch to decide */
 
   /* Secure aggregation (aggregation = secure with passive parties). */
   int secure, agg_scale;
@@ -727,27 +723,21 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   }
 }
 
-/* Decides, strictly in send order, every finished batch at the head of the
- * sequence, and frees its slot and its rounds' pool entries. A batch that
- * finished before an older one waits for it. */
-static void decide_ready(ap_round *r) {
-  for (;;) {
-    batch_slot *b = NULL;
-    for (int k = 0; k < r->n_slots; k++)
-      if (r->slot[k].busy && r->slot[k].seq == r->next_decide) b = &r->slot[k];
-    if (!b || !b->done) return;
-    /* What a decision sees (ap_round.h): no reward that is not durable
-     * (batch_decide runs the before_decide hook first). */
-    batch_decide(r, b);
-    for (int i = 0; i < b->n; i++) {
-      queued *q = b->q[i];
-      r->owners[q->owner].inflight--;
-      q->next = r->free_head;
-      r->free_head = (int)(q - r->pool);
-    }
-    b->busy = 0;
-    r->next_decide++;
+/* Decides batch b as soon as its fan-out is over, whether or not an older
+ * batch still waits for the passive parties (see "Pipelined batches": a
+ * small batch is not held behind a large one), and frees its slot and its
+ * rounds' pool entries. */
+static void batch_finish(ap_round *r, batch_slot *b) {
+  /* What a decision sees (ap_round.h): no reward that is not durable
+   * (batch_decide runs the before_decide hook first). */
+  batch_decide(r, b);
+  for (int i = 0; i < b->n; i++) {
+    queued *q = b->q[i];
+    r->owners[q->owner].inflight--;
+    q->next = r->free_head;
+    r->free_head = (int)(q - r->pool);
   }
+  b->busy = 0;
 }
 
 void ap_round_flush(ap_round *r) {
@@ -767,12 +757,9 @@ void ap_round_flush(ap_round *r) {
     batch_form(r, b);
     O3M_ASSERT(b->n > 0);
     b->busy = 1;
-    b->done = 0;
-    b->seq = r->next_seq++;
     batch_build(b);
     r->st.fanouts++;
     o3m_rpc_server_unlocked(r->server, batch_gather, b);
-    b->done = 1;
-    decide_ready(r);
+    batch_finish(r, b);
   }
 }

@@ -9,7 +9,8 @@
  * batch, sent as one MaskBatch to every passive participant at once
  * (ap_peers.h); while they work the AP masks its own candidates, Y = X^0
  * (Q^0)^T; each reply is checked and added into Y; then, round by round in
- * arrival order, the policy chooses on Y, the chosen row is kept in the
+ * the batch's order (arrival order within each client, see "Fairness"),
+ * the policy chooses on Y, the chosen row is kept in the
  * pending table under a new decision id (ap_pending.h) and the call is
  * answered. The whole story, with the failures and the bounds, is in
  * ap_service.h ("A round", "Bounded inputs").
@@ -26,15 +27,17 @@
  * AP_ROUND_MAX_INFLIGHT), each in a slot with its own buffers and its own
  * clients of the passive parties (an RPC client has one call in flight).
  * ap_round_flush, under the RPC layer's lock, moves one batch of
- * waiting rounds into a free slot (the slots' batches are numbered in send
- * order) and builds its MaskBatch; then, without the lock
- * (o3m_rpc_server_unlocked), the fan-out, the own blocks, the reply checks,
- * the secure-aggregation sum, its decoding and the norm checks, which touch
- * only the slot and read-only state (the block, the own tables); then,
- * under the lock again, the slot is marked done and every done batch at
- * the head of the send order is decided, round by round, and freed. A
- * batch done before an older one waits; whoever finishes the older one
- * decides both. The replies run the idle hook again, which sends what
+ * waiting rounds into a free slot and builds its MaskBatch; then, without
+ * the lock (o3m_rpc_server_unlocked), the fan-out, the own blocks, the
+ * reply checks, the secure-aggregation sum, its decoding and the norm
+ * checks, which touch only the slot and read-only state (the block, the
+ * own tables); then, under the lock again, the batch is decided, round by
+ * round, and its slot freed. A batch is decided when its own fan-out is
+ * over, also before an older batch still in flight: a small batch is not
+ * held behind a large one (issue 22; a client's batch of the largest
+ * rounds used to hold every other client's decisions for its whole
+ * fan-out). Batches in flight at once were formed from calls in flight at
+ * once, whose order was never fixed. The replies run the idle hook again, which sends what
  * waits (with the calls that came meanwhile in the turns; one thread
  * instead loops until nothing waits, see ap_round_flush). Meanwhile the
  * other threads answer Rewards, queue new Recommends and send them in the
@@ -49,11 +52,14 @@
  * in flight), so a decision never sees a reward that is not durable; if
  * that commit fails (the service stops), the batch fails instead. Each
  * Recommendation carries updates, the model's reward count its decision
- * saw. Decisions are made in arrival order against the model as of the
- * rewards applied before that point, so they do not depend on the number of
- * threads for calls made one after the other; with calls in flight at once
- * the point at which a reward lands between two decisions depends on
- * timing, as it always did with concurrent callers.
+ * saw. Decisions are made in the order the batches finish, each batch's
+ * rounds in the order it took them ("Fairness"), against the model as of
+ * the rewards applied before that point, so they do not depend on the
+ * number of threads for calls made one after the other (one batch in
+ * flight at a time, decided in the calls' order); with calls in flight at
+ * once which batch a call joins, and the point at which a reward lands
+ * between two decisions, depend on timing, as they always did with
+ * concurrent callers.
  *
  * Fairness. Rounds are kept per client (the owner ap_round_submit is given:
  * the index of the caller's [client NAME] in the config), so that one
@@ -74,17 +80,16 @@
  *    client per turn, for as long as they fit), the next batch going on
  *    where this one stopped. One client's queue cannot starve another's:
  *    a client's round waits for at most one round of every other client.
- * Within a client rounds keep their arrival order. Decisions are made in
- * the order the batches were formed, round by round, so they are a
- * function of the calls and of when they were queued: calls made one after
- * the other give the same decisions whatever the number of threads.
+ * Within a client rounds keep their arrival order in the turns. The turns
+ * are a function of the calls and of when they were queued: calls made one
+ * after the other give the same decisions whatever the number of threads.
  *
  * Identical decisions: each round's own block is masked by its own
  * o3m_block_apply of K rows, each passive participant masks each query with
  * its own call of the same shape (pp_service.c), and the parties' rows are
  * added in party order, so every sum Q x is bit for bit what an unbatched
  * round computes; the policy then sees the rounds one after the other in
- * arrival order. A Reward that arrives while rounds are queued is applied at
+ * the batch's order. A Reward that arrives while rounds are queued is applied at
  * once (ap_service.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *
@@ -222,8 +227,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 
 /* Sends one batch of the waiting rounds if a slot is free (with drain set:
  * batches until none waits; then no call stays deferred after it returns),
- * and decides every batch that is done in send order (see "Pipelined
- * batches"). A round still waiting when it returns goes in a later batch:
+ * and decides it once its fan-out is over (see "Pipelined batches"). A round still waiting when it returns goes in a later batch:
  * the replies of the batches answered here are completions, after which
  * the server runs its idle hook, and so this, again; by then the calls
  * that arrived meanwhile have joined the clients' turns ("Fairness").
