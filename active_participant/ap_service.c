@@ -47,6 +47,9 @@
 /* Reward calls that may wait for one group commit: every one of them holds
  * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
 #define REWARD_SLOTS 256
+/* Clients with series of their own in the metrics (the registry's tables
+ * are fixed; a federation with more clients has the totals). */
+#define METRIC_CLIENTS 32
 /* The start-up wait of the second and later sets of passive-party clients
  * (one set per batch in flight), after the first set's full wait. */
 #define LATER_PEERS_WAIT_MS 1000
@@ -119,6 +122,9 @@ struct ap_service {
    * which the o3m_metric_* updates accept. */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
+  /* Per client (the first METRIC_CLIENTS of the config): its decisions
+   * evicted from the pending table. */
+  o3m_metric *m_client_evicted[METRIC_CLIENTS];
   /* Group commit (with ckpt and commit_each 0): the Reward calls whose
    * rewards are appended and applied but not yet synced, in arrival order,
    * each with its RewardReply.updates. reward_commit() syncs them with one
@@ -177,6 +183,10 @@ static void metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_expired, (double)st.expired);
   o3m_metric_set(s->m_rewards, (double)st.closed);
   o3m_metric_set(s->m_checkpoints, (double)s->checkpoints);
+  for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
+    ap_pending_owner_stats(s->pending, i, &st);
+    o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
+  }
 }
 
 /* Registers the AP's series in m (see ap_service_options.metrics). */
@@ -211,6 +221,16 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
     rc = o3m_metrics_series(m, &specs[i], NULL, slots[i], e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &fsync, NULL, &s->m_fsync, e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &age, NULL, &s->m_ckpt_age, e);
+  static const o3m_metric_spec client_evicted = {
+      "o3m_ap_client_pending_evicted_total",
+      "Waiting decisions of this client evicted from the pending table (by its own newer ones, "
+      "or taken back by a client below its share)",
+      O3M_METRIC_COUNTER, NULL, 0};
+  for (int i = 0; rc == 0 && i < s->n_clients && i < METRIC_CLIENTS; i++) {
+    char label[O3M_CONFIG_MAX_NAME + 16];
+    snprintf(label, sizeof label, "client=\"%s\"", s->clients[i]);
+    rc = o3m_metrics_series(m, &client_evicted, label, &s->m_client_evicted[i], e);
+  }
   if (rc == 0) o3m_metrics_mask_id(m, s->mask_id);
   return rc;
 }
