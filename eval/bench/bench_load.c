@@ -62,6 +62,7 @@ typedef struct bench {
   long calls;             /* --calls: Recommends per level (0: no limit) */
   atomic_long started;    /* Recommends started in the level */
   double reward_delay;    /* --reward-delay: seconds; < 0: off */
+  int deadline_ms;        /* --deadline-ms: per call (0: the RPC client's default) */
   /* --targets: AP replicas' addresses (default: the config's active
    * party); worker i calls targets[i % n_targets]. */
   char targets_buf[1024]; /* the list, split in place */
@@ -273,6 +274,7 @@ static int ap_client(const bench *b, int i, o3m_rpc_client **out, o3m_err *e) {
     cc.tls.server_name = o3m_config_active(b->cfg)->name;
   }
   cc.wait_for_ready = 1;
+  if (b->deadline_ms > 0) cc.deadline_ms = b->deadline_ms;
   return o3m_rpc_client_create(out, &cc, e);
 }
 
@@ -305,7 +307,7 @@ static int cmp_double(const void *a, const void *b) {
 enum {
   OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
   OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY, OPT_TARGETS, OPT_ID_BYTES,
-  OPT_CALLS, OPT_REWARD_DELAY
+  OPT_CALLS, OPT_REWARD_DELAY, OPT_DEADLINE
 };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
@@ -329,6 +331,7 @@ static const o3m_cli_option options[] = {
     [OPT_CALLS] = {"calls", "N", "stop a level after N Recommends (default: --seconds only)"},
     [OPT_REWARD_DELAY] = {"reward-delay", "S", "keep the level's decisions open, and reward "
                                                "them S seconds after it, counting NOT_FOUND"},
+    [OPT_DEADLINE] = {"deadline-ms", "MS", "each call's deadline (default 5000)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -336,7 +339,7 @@ static const o3m_cli_spec spec = {
     "--config F (--cert F --key F | --insecure) [--K 20]\n"
     "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
     "       [--items 200] [--with-reward | --rewards-only | --reward-delay S]\n"
-    "       [--id-bytes N] [--calls N]",
+    "       [--id-bytes N] [--calls N] [--deadline-ms MS]",
     "Drives a running federation's active party with Recommend calls and reports latency.",
     options, NULL};
 
@@ -364,6 +367,7 @@ int main(int argc, char **argv) {
     case OPT_REWARDS_ONLY: b.rewards_only = 1; break;
     case OPT_ID_BYTES: b.id_bytes = atoi(v); break;
     case OPT_CALLS: b.calls = atol(v); break;
+    case OPT_DEADLINE: b.deadline_ms = atoi(v); break;
     case OPT_REWARD_DELAY: b.reward_delay = atof(v); break;
     case OPT_TARGETS:
       if (strlen(v) >= sizeof b.targets_buf ||
@@ -379,9 +383,10 @@ int main(int argc, char **argv) {
   if (b.rewards_only + b.with_reward + (b.reward_delay >= 0) > 1)
     return o3m_cli_usage_error(&spec, "--with-reward, --rewards-only and --reward-delay exclude "
                                "each other");
-  if (b.id_bytes < 0 || b.id_bytes > O3M_MAX_ID || b.calls < 0)
-    return o3m_cli_usage_error(&spec, "--id-bytes: expected 0..%d; --calls: expected >= 0",
-                               O3M_MAX_ID);
+  if (b.id_bytes < 0 || b.id_bytes > O3M_MAX_ID || b.calls < 0 || b.deadline_ms < 0 ||
+      b.deadline_ms > 86400000)
+    return o3m_cli_usage_error(&spec, "--id-bytes: expected 0..%d; --calls: expected >= 0; "
+                               "--deadline-ms: expected 1..86400000", O3M_MAX_ID);
   if (!cfg_path || (!b.insecure && (!b.cert || !b.key)) || b.K < 1 || b.K > 1024 ||
       b.items < b.K || b.users < 1 || seconds <= 0)
     return o3m_cli_usage_error(&spec, "give --config and --cert and --key (or --insecure), "
