@@ -83,7 +83,8 @@ static void fed_up(void) {
            "replication = nats\nnats_servers = %s\nnats_replicas = 3\n", nats.urls);
   fed_setup s = {.table_seed = 700, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
-                 .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra};
+                 .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra,
+                 .second_client = 1};
   fed_net_prepare(&fed, &s);
   snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
   snprintf(cli_cert, sizeof cli_cert, "%s", fed_path("certs/client.pem"));
@@ -102,15 +103,19 @@ static void fed_up(void) {
 
 static void fed_down(void) { fed_cleanup(); }
 
-/* A client for a comma-separated list of replica addresses. */
-static ap_client *client_for(const char *targets) {
+/* A client for a comma-separated list of replica addresses, with the
+ * certificate of client name (NULL: FED_CLIENT). */
+static ap_client *client_as(const char *targets, const char *name) {
   ap_client_options o;
   ap_client_options_default(&o);
+  char cert[64], key[64];
+  snprintf(cert, sizeof cert, "certs/%s.pem", name ? name : FED_CLIENT);
+  snprintf(key, sizeof key, "certs/%s.key", name ? name : FED_CLIENT);
   o.target = targets;
   o.server_name = "ap";
   o.ca_file = cli_ca;
-  o.cert_file = cli_cert;
-  o.key_file = cli_key;
+  o.cert_file = name ? fed_path(cert) : cli_cert;
+  o.key_file = name ? fed_path(key) : cli_key;
   o.deadline_ms = 8000;
   ap_client *c = NULL;
   o3m_err e;
@@ -118,6 +123,8 @@ static ap_client *client_for(const char *targets) {
   cr_assert_eq(ap_client_create(&c, &o, &e), 0, "%s", o3m_err_message(&e));
   return c;
 }
+
+static ap_client *client_for(const char *targets) { return client_as(targets, NULL); }
 
 static uint64_t updates_of(ap_client *c) {
   ap_stats st;
@@ -385,6 +392,44 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
     rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
   }
+}
+
+/* A decision belongs to the client that asked for it, on every replica:
+ * the replica that made it checks its pending table, another one the
+ * owner in the decision record in the bucket (issue 22). */
+Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up,
+     .fini = fed_down, .timeout = 300) {
+  start_replica(0);
+  start_replica(1);
+  ap_client *mine = client_for(rep_addr[0]);
+  ap_client *other_a = client_as(rep_addr[0], FED_CLIENT2);
+  ap_client *other_b = client_as(rep_addr[1], FED_CLIENT2);
+  ap_client *mine_b = client_for(rep_addr[1]);
+  uint64_t seed = 31;
+  char user[16], names[4][16];
+  const char *items[4];
+  draw(&seed, user, names, items);
+  ap_recommendation rec;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_client_recommend(mine, user, 4, items, NULL, NULL, 0, &rec, &e), 0, "%s",
+               o3m_err_message(&e));
+  int rc = ap_client_reward(other_b, rec.decision, 1.0, NULL, &e);
+  cr_assert_eq(rc, O3M_EPERM, "another client's reward on the other replica: %s (%s)",
+               o3m_errname(rc), o3m_err_message(&e));
+  rc = ap_client_reward(other_a, rec.decision, 1.0, NULL, &e);
+  cr_assert_eq(rc, O3M_EPERM, "another client's reward on the same replica: %s (%s)",
+               o3m_errname(rc), o3m_err_message(&e));
+  cr_assert_eq(updates_of(mine_b), 0, "a refused reward reached the stream");
+  o3m_err_clear(&e);
+  rc = ap_client_reward(mine_b, rec.decision, 0.5, NULL, &e);
+  cr_assert_eq(rc, 0, "the owner's reward on the other replica: %s (%s)", o3m_errname(rc),
+               o3m_err_message(&e));
+  wait_updates(0, 1);
+  ap_client_destroy(mine);
+  ap_client_destroy(mine_b);
+  ap_client_destroy(other_a);
+  ap_client_destroy(other_b);
 }
 
 Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
