@@ -212,6 +212,28 @@ static void draw(uint64_t *seed, char user[16], char names[4][16], const char *i
   }
 }
 
+/* Rounds on c; returns how many failed (last: the last failure's message,
+ * if not NULL; out: the last decision, if not NULL). */
+static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len,
+                  ap_recommendation *out) {
+  int failed = 0;
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
+      failed++;
+      if (last) snprintf(last, last_len, "%s", o3m_err_message(&e));
+    } else if (out) {
+      *out = rec;
+    }
+  }
+  return failed;
+}
+
 Test(replicas, bit_identical, .init = fed_up, .fini = fed_down, .timeout = 600) {
   start_replica(0);
   start_replica(1);
@@ -406,14 +428,10 @@ Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up
   ap_client *other_b = client_as(rep_addr[1], FED_CLIENT2);
   ap_client *mine_b = client_for(rep_addr[1]);
   uint64_t seed = 31;
-  char user[16], names[4][16];
-  const char *items[4];
-  draw(&seed, user, names, items);
   ap_recommendation rec;
   o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(ap_client_recommend(mine, user, 4, items, NULL, NULL, 0, &rec, &e), 0, "%s",
-               o3m_err_message(&e));
+  char why[256] = "";
+  cr_assert_eq(rounds(mine, &seed, 1, why, sizeof why, &rec), 0, "%s", why);
   int rc = ap_client_reward(other_b, rec.decision, 1.0, NULL, &e);
   cr_assert_eq(rc, O3M_EPERM, "another client's reward on the other replica: %s (%s)",
                o3m_errname(rc), o3m_err_message(&e));
@@ -554,23 +572,6 @@ static long requests_of(const fed_proc *p) {
   return atol(at + strlen("stopped: "));
 }
 
-/* Rounds on c; returns how many failed. */
-static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len) {
-  int failed = 0;
-  for (int t = 0; t < n; t++) {
-    char user[16], names[4][16];
-    const char *items[4];
-    draw(seed, user, names, items);
-    ap_recommendation rec;
-    o3m_err e;
-    o3m_err_clear(&e);
-    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
-      failed++;
-      snprintf(last, last_len, "%s", o3m_err_message(&e));
-    }
-  }
-  return failed;
-}
 
 Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
   int port_b = fed_free_port();
@@ -601,14 +602,14 @@ Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
   ap_client *c = client_for(target);
   uint64_t seed = 21;
   /* Sequential rounds: one MaskBatch each, so both instances get some. */
-  int failed = rounds(c, &seed, 40, last, sizeof last);
+  int failed = rounds(c, &seed, 40, last, sizeof last, NULL);
   cr_assert_eq(failed, 0, "%d rounds failed with two instances: %s", failed, last);
   cr_assert_eq(fed_stop(&pp1b, SIGTERM, 20000), 0);
   long b = requests_of(&pp1b);
   /* ... and the first instance alone serves on. */
-  failed = rounds(c, &seed, 20, last, sizeof last);
+  failed = rounds(c, &seed, 20, last, sizeof last, NULL);
   cr_assert_leq(failed, 2, "%d of 20 rounds failed after an instance stopped: %s", failed, last);
-  failed = rounds(c, &seed, 20, last, sizeof last);
+  failed = rounds(c, &seed, 20, last, sizeof last, NULL);
   cr_assert_eq(failed, 0, "rounds still fail with one instance: %s", last);
   cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 20000), 0);
   long a = requests_of(&fed.proc[FED_PP1]);
