@@ -9,7 +9,8 @@
 # build before the change, then this worktree's). Each folder gets a fresh
 # local federation with mutual TLS on loopback (M = 5 parties of 20
 # columns, d = 100, 4 passive parties, secure aggregation, max_candidates
-# 1000, a state_dir for the AP), with two clients, each with its own
+# 1000, a state_dir for the AP, on each of AP_THREADS serving threads,
+# default "1 3"), with two clients, each with its own
 # certificate: "client" (the honest one) and "flood". For each folder:
 #
 #  attack 3: the honest client alone (o3m-bench-load, K = 20, 8 calls in
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/../.."
 . scripts/federation-lib.sh
 
 HONEST_S=${HONEST_S:-10}
-AP_THREADS=${AP_THREADS:-1}
+AP_THREADS_LIST=${AP_THREADS:-"1 3"}
 PENDING_CAP=${PENDING_CAP:-10000}
 HONEST_OPEN=${HONEST_OPEN:-1000}
 bins=("$@")
@@ -74,9 +75,10 @@ figures() {
        END {printf "%s %s %s %s %s\n", d, p50, p99, err, dl + 0}' "$1"
 }
 
+for AP_THREADS in $AP_THREADS_LIST; do
 for b in "${bins[@]}"; do
   bin=$(cd "$b" && pwd)
-  echo "== binaries $bin"
+  echo "== binaries $bin, AP on $AP_THREADS thread(s)"
   fair_up "$bin"
   load client --K 20 --items 1000 --concurrency 8 --seconds "$HONEST_S" >"$work/alone.out"
   read -r d0 p50_0 p99_0 e0 dl0 <<<"$(figures "$work/alone.out")"
@@ -115,4 +117,5 @@ for b in "${bins[@]}"; do
   sed -n 's/^ *rewards /  honest client rewards /p' "$work/open.out"
   fed_down
   echo
+done
 done
