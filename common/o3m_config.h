@@ -245,10 +245,11 @@ typedef struct o3m_config_policy_section {
   int max_candidates;
   int pending_capacity;
   int pending_expiry_s;
-  /* Each client's share of the AP (README "What one client can do to
-   * others"): its entries of the pending table (0 in the file means
-   * pending_capacity / clients, which the loaded config holds), its cap on
-   * Recommends in flight and the cost budget of a batch in K x d. */
+  /* Each client's share of the AP (SECURITY.md, "What one authorized
+   * client can do to others"): its entries of the pending table (0 in the
+   * file means pending_capacity / clients, which the loaded config holds),
+   * its cap on Recommends in flight and the cost budget of a batch in
+   * K x d. */
   int pending_client_share;
   int client_inflight_max;
   int batch_cost_max;
