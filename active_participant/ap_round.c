@@ -102,6 +102,8 @@ typedef struct round_owner {
   int inflight;
   int head, tail;
   int ring_prev, ring_next;
+  int batches;                /* batches in flight that hold its rounds */
+  uint64_t formed, finished;  /* the last batch counted in batches, each way */
 } round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
@@ -168,6 +170,8 @@ struct ap_round {
   int ring;                     /* the owner whose turn is next, or -1 */
   int ring_len;                 /* owners in the ring */
   int drain;                    /* flush sends until nothing waits */
+  int owner_batches_max;        /* batches in flight one owner's rounds may be in */
+  uint64_t n_formed, n_finished; /* batches formed and finished so far */
 
   /* The batches in flight: n_slots (cfg->inflight) of them. */
   batch_slot slot[AP_ROUND_MAX_INFLIGHT];
@@ -243,7 +247,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
   for (int o = 0; o < r->n_owners; o++)
-    r->owners[o] = (round_owner){0, -1, -1, -1, -1};
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -278,6 +282,9 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
+  /* With several clients and slots, one slot is kept for the others
+   * ("Fairness"). */
+  r->owner_batches_max = r->n_owners > 1 && r->n_slots > 1 ? r->n_slots - 1 : r->n_slots;
   const size_t nv = (size_t)r->batch_rows * (size_t)r->d;
   for (int b = 0; b < r->n_slots; b++) {
     batch_slot *bs = &r->slot[b];
@@ -530,12 +537,20 @@ static void batch_form(ap_round *r, batch_slot *b) {
   int n = 0, rows = 0, misses = 0;
   int64_t cost = 0;
   int o = r->ring;
+  const uint64_t id = ++r->n_formed;
   while (o >= 0 && n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
     round_owner *w = &r->owners[o];
     int next = w->ring_next;
     queued *q = &r->pool[w->head];
     int64_t c = (int64_t)q->K * r->d;
-    if (rows + q->K <= r->batch_rows && (n == 0 || cost + c <= r->cost_max)) {
+    /* An owner already in owner_batches_max batches in flight waits for
+     * one of them, unless this batch holds its rounds already. */
+    int room = w->formed == id || w->batches < r->owner_batches_max;
+    if (room && rows + q->K <= r->batch_rows && (n == 0 || cost + c <= r->cost_max)) {
+      if (w->formed != id) {
+        w->formed = id;
+        w->batches++;
+      }
       w->head = q->next;
       if (w->head < 0) {
         w->tail = -1;
@@ -731,9 +746,15 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
+  const uint64_t id = ++r->n_finished;
   for (int i = 0; i < b->n; i++) {
     queued *q = b->q[i];
-    r->owners[q->owner].inflight--;
+    round_owner *w = &r->owners[q->owner];
+    w->inflight--;
+    if (w->finished != id) {
+      w->finished = id;
+      w->batches--;
+    }
     q->next = r->free_head;
     r->free_head = (int)(q - r->pool);
   }
@@ -755,7 +776,9 @@ void ap_round_flush(ap_round *r) {
      * this hook again for what waits. */
     if (!b) return;
     batch_form(r, b);
-    O3M_ASSERT(b->n > 0);
+    /* Every owner that waits is in its most batches: one of them ends
+     * soon, and its replies run this hook again. */
+    if (b->n == 0) return;
     b->busy = 1;
     batch_build(b);
     r->st.fanouts++;

@@ -79,7 +79,12 @@
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
  *    where this one stopped. One client's queue cannot starve another's:
- *    a client's round waits for at most one round of every other client.
+ *    a client's round waits for at most one round of every other client;
+ *  - with several clients in the config and several batches in flight
+ *    (inflight > 1), one client's rounds are in at most inflight - 1 of
+ *    them: a batch slot is kept for the others, so that a client whose
+ *    large rounds would fill every slot cannot make another client's next
+ *    round wait for one of them to finish.
  * Within a client rounds keep their arrival order in the turns. The turns
  * are a function of the calls and of when they were queued: calls made one
  * after the other give the same decisions whatever the number of threads.
