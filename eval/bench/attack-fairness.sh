@@ -35,6 +35,7 @@ cd "$(dirname "$0")/../.."
 
 HONEST_S=${HONEST_S:-10}
 AP_THREADS_LIST=${AP_THREADS:-"1 3"}
+PP_THREADS=${PP_THREADS:-1}
 PENDING_CAP=${PENDING_CAP:-10000}
 HONEST_OPEN=${HONEST_OPEN:-1000}
 bins=("$@")
@@ -54,7 +55,9 @@ fair_up() {
   printf '\n[client flood]\ncert = certs/flood.pem\nkey = certs/flood.key\n' >>"$FED_CONF"
   sed -i "s/^pending_capacity = .*//; /^\[policy\]\$/a pending_capacity = $PENDING_CAP" "$FED_CONF"
   fed_start "$work" "$bin" "$FED_PMG" o3m-pmg
-  for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
+  for p in $FED_PASSIVE; do
+    FED_PASSIVE_ARGS="--threads $PP_THREADS" fed_start "$work" "$bin" "$p" o3m-passive
+  done
   FED_ACTIVE_ARGS="--threads $AP_THREADS" fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
   for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$work" "$p"; done
 }
