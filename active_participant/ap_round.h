@@ -232,11 +232,12 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 
 /* Sends one batch of the waiting rounds if a slot is free (with drain set:
  * batches until none waits; then no call stays deferred after it returns),
- * and decides it once its fan-out is over (see "Pipelined batches"). A round still waiting when it returns goes in a later batch:
- * the replies of the batches answered here are completions, after which
- * the server runs its idle hook, and so this, again; by then the calls
- * that arrived meanwhile have joined the clients' turns ("Fairness").
- * Called by the server's idle hook. */
+ * and decides it once its fan-out is over (see "Pipelined batches"). A
+ * round still waiting when it returns goes in a later batch: the replies
+ * of the batches answered here are completions, after which the server
+ * runs its idle hook, and so this, again; by then the calls that arrived
+ * meanwhile have joined the clients' turns ("Fairness"). Called by the
+ * server's idle hook. */
 void ap_round_flush(ap_round *r);
 
 typedef struct ap_round_stats {

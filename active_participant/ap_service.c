@@ -640,8 +640,8 @@ static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
 }
 
 /* Finds the decision a reward from caller (its identity, or NULL) names,
- * checks that caller owns it (owner_check) and that it was made under the
- * current mask: on success *arm, *mask_id and *x describe it (*x points into
+ * checks that caller owns it (owner_refused otherwise) and that it was
+ * made under the current mask: on success *arm, *mask_id and *x describe it (*x points into
  * the pending table, or into s->xbuf when a replica read it from the bucket:
  * valid until the next lookup). A decision this process does not hold is
  * read from the bucket when s is a replica (another replica, or this one
