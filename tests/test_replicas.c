@@ -402,16 +402,13 @@ static int test_replica(ap_replica **r, int tls, const char *ca, const char *cer
 /* n rounds alternating between the clients, each rewarded on the other. */
 static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
   for (int t = 0; t < n; t++) {
-    char user[16], names[4][16];
-    const char *items[4];
-    draw(seed, user, names, items);
     ap_recommendation rec;
     o3m_err e;
-    o3m_err_clear(&e);
-    int rc = ap_client_recommend(c[t % 2], user, 4, items, NULL, NULL, 0, &rec, &e);
-    cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
+    char why[256] = "";
+    cr_assert_eq(rounds(c[t % 2], seed, 1, why, sizeof why, &rec), 0, "round %d: %s", t, why);
     double reward = (double)(splitmix(seed) % 1000) / 1000.0;
-    rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
   }
 }
