@@ -647,8 +647,9 @@ static void retired_free_if_unread(ap_round *r) {
   }
 }
 
-int ap_round_reload_ready(const ap_round *r) {
-  return r->tables && !o3m_tables_reload_busy(r->tables);
+int ap_round_reload_busy(const ap_round *r) {
+  return r->tables && (o3m_tables_reload_busy(r->tables) ||
+                       (r->retired && tables_read(r, r->retired)));
 }
 
 int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e) {

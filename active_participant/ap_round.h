@@ -212,8 +212,10 @@ typedef struct ap_round_stats {
  * bound) with the old tables kept. */
 int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e);
 
-/* 1 when a reload may start now (the party has tables and none parses). */
-int ap_round_reload_ready(const ap_round *r);
+/* 1 while a reload cannot start (it would be refused with O3M_ESTATE): one
+ * parses, or the version the last one replaced is still read by a batch
+ * in flight; else 0. */
+int ap_round_reload_busy(const ap_round *r);
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st);
 

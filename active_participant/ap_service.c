@@ -400,11 +400,14 @@ static void service_idle(void *ctx) {
   }
   /* SIGHUP: the flag is cleared only when a reload starts, so that a
    * signal during one (the files may have changed again) gets its own. */
-  if (s->reload && *s->reload && ap_round_reload_ready(s->round)) {
+  if (s->reload && *s->reload && !ap_round_reload_busy(s->round)) {
     *s->reload = 0;
     o3m_err re;
     o3m_err_clear(&re);
-    (void)ap_round_reload(s->round, NULL, NULL, &re); /* o3m_tables logs and counts it */
+    /* A refused load is logged and counted by o3m_tables; only "nothing to
+     * reload" (no own tables) is said here. */
+    if (ap_round_reload(s->round, NULL, NULL, &re) == O3M_ESTATE)
+      o3m_log_warn("SIGHUP: %s", o3m_err_message(&re));
   }
   ap_round_flush(s->round);
   metrics_publish(s);
