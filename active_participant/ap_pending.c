@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_assert.h"
 #include "o3m_rng.h"
 
 enum { SLOT_EMPTY = 0, SLOT_WAITING, SLOT_REWARDED, SLOT_EXPIRED };
@@ -21,12 +22,28 @@ typedef struct slot {
   int64_t opened_ms;
   int arm;
   int state;
+  int owner;
+  uint32_t older, newer; /* the owner's age order, NO_SLOT at either end */
 } slot;
+
+/* One owner (a client): its slots from oldest to newest, how many it holds
+ * (in any state but empty) and its share; owners that hold more than
+ * their share are linked in the table's over list (prev/next are owner
+ * numbers, -1 at the ends). */
+typedef struct owner {
+  uint32_t oldest, newest;
+  int count, share;
+  int over, prev, next;
+  ap_pending_stats st;
+} owner;
 
 struct ap_pending {
   int capacity, d;
   int64_t expiry_ms;
-  int next;        /* the ring's next slot to (re)use */
+  int used;        /* slots taken so far: 0..used-1 (never empty again) */
+  int n_owners;
+  owner *owners;   /* n_owners */
+  int over_head;   /* first owner above its share, or -1 */
   slot *slots;     /* capacity */
   double *x;       /* capacity x d */
   uint32_t *index; /* index_mask + 1 entries: slot numbers or NO_SLOT */
@@ -50,8 +67,15 @@ static int os_ids(void *arg, uint64_t *id) { return o3m_rng_u64(arg, id); }
 
 int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
                       ap_pending_id_fn ids, void *ids_arg) {
+  return ap_pending_create_shared(out, capacity, d, expiry_ms, 1, capacity, ids, ids_arg);
+}
+
+int ap_pending_create_shared(ap_pending **out, int capacity, int d, int64_t expiry_ms,
+                             int n_owners, int share, ap_pending_id_fn ids, void *ids_arg) {
   *out = NULL;
-  if (capacity < 1 || capacity > MAX_CAPACITY || d < 1 || expiry_ms < 1) return O3M_EINVAL;
+  if (capacity < 1 || capacity > MAX_CAPACITY || d < 1 || expiry_ms < 1 || n_owners < 1 ||
+      n_owners > AP_PENDING_MAX_OWNERS || share < 0 || (int64_t)share * n_owners > capacity)
+    return O3M_EINVAL;
   ap_pending *t = calloc(1, sizeof *t);
   if (!t) return O3M_ENOMEM;
   size_t n_index = 2;
@@ -59,7 +83,8 @@ int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
   t->slots = calloc((size_t)capacity, sizeof *t->slots);
   t->x = malloc(sizeof(double) * (size_t)capacity * d);
   t->index = malloc(n_index * sizeof *t->index);
-  if (!t->slots || !t->x || !t->index) {
+  t->owners = calloc((size_t)n_owners, sizeof *t->owners);
+  if (!t->slots || !t->x || !t->index || !t->owners) {
     ap_pending_destroy(t);
     return O3M_ENOMEM;
   }
@@ -79,6 +104,11 @@ int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
   prefault(t->x, sizeof(double) * (size_t)capacity * d);
   memset(t->index, 0xff, n_index * sizeof *t->index); /* NO_SLOT everywhere */
   t->index_mask = n_index - 1;
+  for (int o = 0; o < n_owners; o++)
+    t->owners[o] = (owner){.oldest = NO_SLOT, .newest = NO_SLOT, .share = share, .prev = -1,
+                           .next = -1};
+  t->n_owners = n_owners;
+  t->over_head = -1;
   t->capacity = capacity;
   t->d = d;
   t->expiry_ms = expiry_ms;
@@ -94,6 +124,7 @@ void ap_pending_destroy(ap_pending *t) {
   free(t->slots);
   free(t->x);
   free(t->index);
+  free(t->owners);
   free(t);
 }
 
@@ -159,33 +190,99 @@ static int draw_id(ap_pending *t, uint64_t *id) {
   return O3M_ERANDOM;
 }
 
+/* Keeps owner o in the over list exactly while it holds more than its
+ * share. */
+static void over_update(ap_pending *t, int o) {
+  owner *w = &t->owners[o];
+  int over = w->count > w->share;
+  if (over == w->over) return;
+  w->over = over;
+  if (over) {
+    w->prev = -1;
+    w->next = t->over_head;
+    if (t->over_head >= 0) t->owners[t->over_head].prev = o;
+    t->over_head = o;
+  } else {
+    if (w->prev >= 0) t->owners[w->prev].next = w->next;
+    else t->over_head = w->next;
+    if (w->next >= 0) t->owners[w->next].prev = w->prev;
+    w->prev = w->next = -1;
+  }
+}
+
+/* Takes slot i (the oldest of its owner) out of its owner's age order and
+ * out of the index, counting a decision that still waited as evicted (or
+ * expired, if it was past the expiry), for the table and for its owner. */
+static void slot_release(ap_pending *t, uint32_t i, int64_t now_ms) {
+  slot *s = &t->slots[i];
+  owner *w = &t->owners[s->owner];
+  if (s->state == SLOT_WAITING) {
+    if (now_ms - s->opened_ms > t->expiry_ms) {
+      t->st.expired++;
+      w->st.expired++;
+    } else {
+      t->st.evicted++;
+      w->st.evicted++;
+    }
+    t->st.waiting--;
+    w->st.waiting--;
+  }
+  w->oldest = s->newer;
+  if (w->oldest == NO_SLOT) w->newest = NO_SLOT;
+  else t->slots[w->oldest].older = NO_SLOT;
+  w->count--;
+  over_update(t, s->owner);
+  index_delete(t, (size_t)index_find(t, s->id));
+}
+
+/* The slot a new decision of owner o takes (see "Shares" in ap_pending.h):
+ * an unused one while there are any; then o's own oldest when o holds its
+ * share or more (or no owner is above its share), else the oldest of an
+ * owner above its share. With the shares summing to at most the capacity,
+ * an owner below its share always finds one above it. */
+static uint32_t slot_take(ap_pending *t, int o, int64_t now_ms) {
+  if (t->used < t->capacity) return (uint32_t)t->used++;
+  const owner *w = &t->owners[o];
+  int v = w->count > 0 && (w->count >= w->share || t->over_head < 0) ? o : t->over_head;
+  O3M_ASSERT(v >= 0 && t->owners[v].oldest != NO_SLOT);
+  uint32_t i = t->owners[v].oldest;
+  slot_release(t, i, now_ms);
+  return i;
+}
+
 int ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
                     uint64_t *id) {
+  return ap_pending_open_as(t, 0, arm, mask_id, x, now_ms, id);
+}
+
+int ap_pending_open_as(ap_pending *t, int owner_no, int arm, uint64_t mask_id, const double *x,
+                       int64_t now_ms, uint64_t *id) {
+  if (owner_no < 0 || owner_no >= t->n_owners) return O3M_EINVAL;
   uint64_t n;
   int rc = draw_id(t, &n);
   if (rc < 0) return rc;
-  size_t i = (size_t)t->next;
+  uint32_t i = slot_take(t, owner_no, now_ms);
   slot *s = &t->slots[i];
-  if (s->state != SLOT_EMPTY) {
-    if (s->state == SLOT_WAITING) {
-      if (now_ms - s->opened_ms > t->expiry_ms)
-        t->st.expired++;
-      else
-        t->st.evicted++;
-      t->st.waiting--;
-    }
-    index_delete(t, (size_t)index_find(t, s->id));
-  }
+  owner *w = &t->owners[owner_no];
   s->id = n;
   s->mask_id = mask_id;
   s->opened_ms = now_ms;
   s->arm = arm;
   s->state = SLOT_WAITING;
-  memcpy(t->x + i * t->d, x, sizeof(double) * t->d);
-  index_insert(t, (uint32_t)i);
-  t->next = t->next + 1 == t->capacity ? 0 : t->next + 1;
+  s->owner = owner_no;
+  s->older = w->newest;
+  s->newer = NO_SLOT;
+  if (w->newest == NO_SLOT) w->oldest = i;
+  else t->slots[w->newest].newer = i;
+  w->newest = i;
+  w->count++;
+  over_update(t, owner_no);
+  memcpy(t->x + (size_t)i * t->d, x, sizeof(double) * t->d);
+  index_insert(t, i);
   t->st.opened++;
   t->st.waiting++;
+  w->st.opened++;
+  w->st.waiting++;
   *id = n;
   return O3M_OK;
 }
@@ -210,18 +307,39 @@ int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
 
 /* Ends the wait of decision id, if it still waits: its slot takes state and
  * the counter of that outcome goes up. */
-static void end_wait(ap_pending *t, uint64_t id, int state, uint64_t *count) {
+static void end_wait(ap_pending *t, uint64_t id, int state) {
   slot *s = slot_of(t, id);
   if (!s || s->state != SLOT_WAITING) return;
   s->state = state;
-  (*count)++;
+  ap_pending_stats *own = &t->owners[s->owner].st;
+  if (state == SLOT_REWARDED) {
+    t->st.closed++;
+    own->closed++;
+  } else {
+    t->st.expired++;
+    own->expired++;
+  }
   t->st.waiting--;
+  own->waiting--;
 }
 
-void ap_pending_close(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_REWARDED, &t->st.closed); }
+void ap_pending_close(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_REWARDED); }
 
-void ap_pending_expire(ap_pending *t, uint64_t id) {
-  end_wait(t, id, SLOT_EXPIRED, &t->st.expired);
+void ap_pending_expire(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_EXPIRED); }
+
+int ap_pending_owner(const ap_pending *t, uint64_t id) {
+  const slot *s = slot_of(t, id);
+  return s ? s->owner : -1;
+}
+
+int ap_pending_owners(const ap_pending *t) { return t->n_owners; }
+
+void ap_pending_owner_stats(const ap_pending *t, int owner_no, ap_pending_stats *st) {
+  if (owner_no < 0 || owner_no >= t->n_owners) {
+    memset(st, 0, sizeof *st);
+    return;
+  }
+  *st = t->owners[owner_no].st;
 }
 
 void ap_pending_stats_get(const ap_pending *t, int64_t now_ms, ap_pending_stats *st) {

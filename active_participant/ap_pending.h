@@ -13,10 +13,11 @@
  * remembers them, and ids of different runs collide only by that same
  * chance.
  *
- * Layout. The decisions live in a ring of capacity slots, which keeps the
- * order of age: opening a decision takes the next slot of the ring, and if
- * the decision in it was still waiting it is evicted (counted) - the oldest
- * decision is the one least likely to still get a reward. Beside the ring an
+ * Layout. The decisions live in capacity slots, taken in order until all
+ * were used; then opening a decision reuses the oldest slot of an owner
+ * (see "Shares"), and if the decision in it was still waiting it is evicted
+ * (counted) - the oldest decision is the one least likely to still get a
+ * reward. Beside the slots an
  * index maps id -> slot: open addressing with linear probing over a
  * power-of-two array of at least 2 x capacity entries (so it is at most half
  * full), keyed by a mixed hash of the id. A slot's id stays in the index for
@@ -25,6 +26,21 @@
  * deleted (by backward shifting, without tombstones) exactly when the ring
  * reuses the slot. Lookups of ids never issued stop at the first empty
  * entry; with the index at most half full that is about two probes.
+ *
+ * Shares. Every decision has an owner, a small integer (the AP gives each
+ * [client NAME] of the config its index), and each owner a share: entries
+ * of the table it may keep whatever the others do. The slots of each owner
+ * are linked in their age order, and the owners that hold more than their
+ * share in an over list. Once every slot has been used, a new decision of
+ * owner o takes o's own oldest slot if o holds its share or more, and else
+ * the oldest slot of an owner above its share; so a client that floods the
+ * table evicts its own oldest decisions, never those of a client within
+ * its share, while a table with room left is still used by whoever needs
+ * it (shares bound what can be taken from an owner, not what an owner may
+ * use). The shares sum to at most the capacity, so an owner below its
+ * share always finds an owner above it. With one owner whose share is the
+ * capacity (ap_pending_create) this is the plain ring: the oldest decision
+ * of the table goes first. Every step is O(1).
  *
  * Everything is allocated in ap_pending_create(); nothing per call. Not
  * thread-safe: the AP's handlers run one at a time (under the RPC layer's
@@ -64,6 +80,16 @@ int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
                       ap_pending_id_fn ids, void *ids_arg);
 void ap_pending_destroy(ap_pending *t);
 
+/* Most owners of one table. */
+#define AP_PENDING_MAX_OWNERS 65536
+
+/* The same with n_owners owners (1..AP_PENDING_MAX_OWNERS), each with
+ * share entries (see "Shares"; 0..capacity / n_owners, O3M_EINVAL
+ * otherwise). ap_pending_create is this with one owner whose share is the
+ * whole capacity. */
+int ap_pending_create_shared(ap_pending **out, int capacity, int d, int64_t expiry_ms,
+                             int n_owners, int share, ap_pending_id_fn ids, void *ids_arg);
+
 /* Opens a decision: stores arm, mask_id and the d-vector x (copied), stamped
  * now_ms, in the next slot of the ring (evicting what it held), and returns
  * its new id in *id. O3M_ERANDOM if the id source fails, or gives 0 or an
@@ -71,6 +97,16 @@ void ap_pending_destroy(ap_pending *t);
  * changed. */
 int ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, int64_t now_ms,
                     uint64_t *id);
+
+/* The same for owner (0..n_owners-1; O3M_EINVAL otherwise, nothing
+ * changed): the slot taken is chosen by the owners' shares ("Shares").
+ * ap_pending_open opens for owner 0. */
+int ap_pending_open_as(ap_pending *t, int owner, int arm, uint64_t mask_id, const double *x,
+                       int64_t now_ms, uint64_t *id);
+
+/* The owner of decision id while the table holds it (waiting, rewarded or
+ * expired), or -1 when it does not (ap_pending_peek: O3M_ENOTFOUND). */
+int ap_pending_owner(const ap_pending *t, uint64_t id);
 
 /* Looks up decision id for a reward at now_ms without changing anything:
  * O3M_ENOTFOUND if the id was never issued by this table (0 included) or
@@ -91,5 +127,10 @@ void ap_pending_close(ap_pending *t, uint64_t id);
 void ap_pending_expire(ap_pending *t, uint64_t id);
 
 void ap_pending_stats_get(const ap_pending *t, int64_t now_ms, ap_pending_stats *st);
+
+/* The number of owners, and the counts of one owner's decisions alone (all
+ * zero for an owner out of range). */
+int ap_pending_owners(const ap_pending *t);
+void ap_pending_owner_stats(const ap_pending *t, int owner, ap_pending_stats *st);
 
 #endif

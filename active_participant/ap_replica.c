@@ -413,7 +413,7 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   int64_t until = deadline_of(cfg);
   int rc = replica_names(r, cfg, e);
   if (rc) goto fail;
-  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d);
+  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d + 1 + AP_REPLICA_MAX_OWNER); /* either record */
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
   if (!r->buf || !r->x) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -469,21 +469,29 @@ static void key_of(char key[17], uint64_t decision) {
   snprintf(key, 17, "%016" PRIx64, decision);
 }
 
-int ap_replica_put_decision(ap_replica *r, uint64_t decision, int arm, uint64_t mask_id,
-                            const double *x, o3m_err *e) {
+int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
+                            uint64_t mask_id, const double *x, o3m_err *e) {
+  size_t on = strlen(owner);
+  if (on > AP_REPLICA_MAX_OWNER)
+    return o3m_err_set(e, O3M_EINVAL, "decision owner of %zu bytes, at most %d", on,
+                       AP_REPLICA_MAX_OWNER);
   unsigned char *b = r->buf;
   o3m_put_le32(b, (uint32_t)arm);
   o3m_put_le32(b + 4, (uint32_t)r->d);
   o3m_put_le64(b + 8, mask_id);
   for (int i = 0; i < r->d; i++) o3m_put_le64(b + DEC_HDR + 8 * i, o3m_double_bits(x[i]));
+  /* The owner after x (see "Record format" in ap_replica.h). */
+  unsigned char *ob = b + DEC_HDR + 8 * r->d;
+  ob[0] = (unsigned char)on;
+  memcpy(ob + 1, owner, on);
   char key[17];
   key_of(key, decision);
-  natsStatus s = kvStore_Put(NULL, r->kv, key, b, DEC_HDR + 8 * r->d);
+  natsStatus s = kvStore_Put(NULL, r->kv, key, b, DEC_HDR + 8 * r->d + 1 + (int)on);
   return s == NATS_OK ? 0 : nats_fail(e, s, "the decision record was not stored");
 }
 
-int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t *mask_id,
-                            double *x, o3m_err *e) {
+int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
+                            int *arm, uint64_t *mask_id, double *x, o3m_err *e) {
   char key[17];
   key_of(key, decision);
   kvEntry *ent = NULL;
@@ -514,10 +522,20 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t
                        (unsigned long long)decision);
   if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
   int rc = 0;
-  if (len != DEC_HDR + 8 * r->d || (int)o3m_get_le32(b + 4) != r->d) {
-    rc = o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record has %d bytes, expected %d",
-                     (unsigned long long)decision, len, DEC_HDR + 8 * r->d);
+  const int base = DEC_HDR + 8 * r->d;
+  /* Without the owner (len == base): a record of a replica from before
+   * owners were recorded. */
+  int on = len > base ? b[base] : -1;
+  if (len < base || (len > base && len != base + 1 + on) || on > AP_REPLICA_MAX_OWNER ||
+      (int)o3m_get_le32(b + 4) != r->d) {
+    rc = o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record has %d bytes, expected %d "
+                     "and its owner's name", (unsigned long long)decision, len, base);
   } else {
+    *has_owner = on >= 0;
+    if (on >= 0) {
+      memcpy(owner, b + base + 1, (size_t)on);
+      owner[on] = '\0';
+    }
     *arm = (int)o3m_get_le32(b);
     *mask_id = o3m_get_le64(b + 8);
     for (int i = 0; i < r->d; i++) x[i] = o3m_bits_double(o3m_get_le64(b + DEC_HDR + 8 * i));

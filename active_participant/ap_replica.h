@@ -32,7 +32,13 @@
  *
  * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
- * decision record in the bucket is arm i32, d u32, mask id u64, x[d].
+ * decision record in the bucket is arm i32, d u32, mask id u64, x[d], then
+ * the owner: its length u8 (0..AP_REPLICA_MAX_OWNER) and the name of the
+ * client that asked for the decision, which alone may reward it (the
+ * service checks it on every replica, as it does its own pending table's
+ * owner). A record of exactly 16 + 8 d bytes is one of a replica from
+ * before owners were recorded: it has no owner to check, and such records
+ * leave the bucket with its TTL, one pending lifetime after an upgrade.
  *
  * Who may do what. The stream and the bucket are created by an
  * administrative identity (ap_replica_setup), append-only: deletes, purges
@@ -149,14 +155,19 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
 
 /* Writes the decision record of a Recommend (see above) and waits for
  * JetStream. O3M_EUNAVAILABLE when it is not acknowledged. */
-int ap_replica_put_decision(ap_replica *r, uint64_t decision, int arm, uint64_t mask_id,
-                            const double *x, o3m_err *e);
+int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
+                            uint64_t mask_id, const double *x, o3m_err *e);
 
-/* Reads a decision record into *arm, *mask_id and x (d values).
+/* The longest owner name a decision record carries (a client name). */
+#define AP_REPLICA_MAX_OWNER 64
+
+/* Reads a decision record into *arm, *mask_id, x (d values) and, when it
+ * names one (*has_owner 1, else 0), its owner into owner
+ * (AP_REPLICA_MAX_OWNER + 1 bytes).
  * O3M_ENOTFOUND when the bucket has none (never made, or older than the
  * TTL), O3M_EUNAVAILABLE when NATS does not answer. */
-int ap_replica_get_decision(ap_replica *r, uint64_t decision, int *arm, uint64_t *mask_id,
-                            double *x, o3m_err *e);
+int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
+                            int *arm, uint64_t *mask_id, double *x, o3m_err *e);
 
 /* Appends a reward record and waits for JetStream's acknowledgement:
  * *seq is its stream sequence and *duplicate is 1 when JetStream already

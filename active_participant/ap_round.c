@@ -89,9 +89,23 @@ typedef struct queued {
   o3m_rpc_call *call;
   const O3m__V1__RecommendRequest *req;
   int K;
+  int owner; /* the client that asked (ap_round_submit) */
+  int next;  /* the owner's next waiting round, or the free list's next; -1 */
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
   int rc;    /* during a batch: 0, or why this round alone failed */
 } queued;
+
+/* One client's rounds (see "Fairness" in ap_round.h): how many it has in
+ * flight (waiting or in a batch), its waiting rounds in arrival order (pool
+ * indices, -1 when none), and its place in the ring of the clients that
+ * have waiting rounds (-1 when out of it). */
+typedef struct round_owner {
+  int inflight;
+  int head, tail;
+  int ring_prev, ring_next;
+  int batches;                /* batches in flight that hold its rounds */
+  uint64_t formed, finished;  /* the last batch counted in batches, each way */
+} round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
  * (n entries of the queue from q, which do not wrap), its own buffers and
@@ -101,9 +115,7 @@ typedef struct batch_slot {
   ap_round *r;
   ap_peers *peers;
   int busy;                     /* holds rounds (sent, not yet decided) */
-  int done;                     /* its fan-out and checks are over */
-  uint64_t seq;                 /* send order */
-  queued *q;
+  queued *q[O3M_WIRE_MAX_BATCH];  /* its rounds, in the order they are decided */
   int n, rows;
   int rc;                       /* the gather's outcome, e its message */
   o3m_err e;
@@ -130,8 +142,8 @@ struct ap_round {
   const ap_catalog *cat;
   o3m_policy *policy;
   ap_pending *pending;
-  int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
-                o3m_err *e);
+  int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
+                const double *x, o3m_err *e);
   void *record_ctx;
   int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
@@ -150,20 +162,27 @@ struct ap_round {
 
   dupset dup;
 
-  /* The queue (see ap_round.h): a ring of the deferred rounds in arrival
-   * order, from the oldest not yet decided (first); the first n_sent of the
-   * n_held are in batches in flight, the rest wait for one. Rounds are
-   * decided in that order, so the ring is freed from first. */
-  queued queue[AP_ROUND_SLOTS];
-  int first, n_held, n_sent;
-  int *arms_pool;               /* AP_ROUND_SLOTS x k_max, queue[i].arms */
+  /* The deferred rounds (see "Fairness" in ap_round.h): a pool of
+   * AP_ROUND_SLOTS entries (unused ones in a free list), each either
+   * waiting in its owner's queue or in a batch in flight. */
+  queued pool[AP_ROUND_SLOTS];
+  int free_head;                /* the free list, linked by next */
+  int n_waiting;                /* rounds in the owners' queues */
+  int *arms_pool;               /* AP_ROUND_SLOTS x k_max, pool[i].arms */
   int batch_rows;               /* most candidate rows of one MaskBatch */
+  int64_t cost_max;             /* most K x d summed over a batch's rounds */
+  int inflight_max;             /* most rounds in flight per owner */
+  round_owner *owners;          /* n_owners */
+  int n_owners;
+  int ring;                     /* the owner whose turn is next, or -1 */
+  int ring_len;                 /* owners in the ring */
+  int drain;                    /* flush sends until nothing waits */
+  int owner_batches_max;        /* batches in flight one owner's rounds may be in */
+  uint64_t n_formed, n_finished; /* batches formed and finished so far */
 
   /* The batches in flight: n_slots (cfg->inflight) of them. */
   batch_slot slot[AP_ROUND_MAX_INFLIGHT];
   int n_slots;
-  uint64_t next_seq;            /* of the next batch sent */
-  uint64_t next_decide;         /* of the next batch to decide */
 
   /* Secure aggregation (aggregation = secure with passive parties). */
   int secure, agg_scale;
@@ -214,6 +233,26 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_EINVAL, "batches in flight: %d, expected 1..%d", cfg->inflight,
                        AP_ROUND_MAX_INFLIGHT);
   }
+  if (cfg->n_owners < 1 || cfg->client_inflight_max < 1 ||
+      cfg->client_inflight_max > AP_ROUND_SLOTS || cfg->batch_cost_max < 1) {
+    ap_round_destroy(r);
+    return o3m_err_set(e, O3M_EINVAL, "clients %d, client_inflight_max %d (expected 1..%d), "
+                       "batch_cost_max %lld: out of range", cfg->n_owners,
+                       cfg->client_inflight_max, AP_ROUND_SLOTS,
+                       (long long)cfg->batch_cost_max);
+  }
+  r->drain = cfg->drain;
+  r->n_owners = cfg->n_owners;
+  r->inflight_max = cfg->client_inflight_max;
+  r->cost_max = cfg->batch_cost_max;
+  r->ring = -1;
+  r->owners = malloc(sizeof *r->owners * (size_t)r->n_owners);
+  if (!r->owners) {
+    ap_round_destroy(r);
+    return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
+  }
+  for (int o = 0; o < r->n_owners; o++)
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -248,6 +287,9 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
+  /* With several clients and slots, one slot is kept for the others
+   * ("Fairness"). */
+  r->owner_batches_max = r->n_owners > 1 && r->n_slots > 1 ? r->n_slots - 1 : r->n_slots;
   const size_t nv = (size_t)r->batch_rows * (size_t)r->d;
   for (int b = 0; b < r->n_slots; b++) {
     batch_slot *bs = &r->slot[b];
@@ -265,8 +307,11 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     }
     for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) bs->mq_ptr[i] = &bs->mq[i];
   }
-  for (int i = 0; i < AP_ROUND_SLOTS; i++)
-    r->queue[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
+  for (int i = 0; i < AP_ROUND_SLOTS; i++) {
+    r->pool[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
+    r->pool[i].next = i + 1 < AP_ROUND_SLOTS ? i + 1 : -1;
+  }
+  r->free_head = 0;
   *out = r;
   return 0;
 
@@ -301,6 +346,7 @@ void ap_round_destroy(ap_round *r) {
   o3m_tables_destroy(r->tables);
   free(r->dup.t);
   free(r->arms_pool);
+  free(r->owners);
   for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
     free(r->slot[b].X0);
     free(r->slot[b].Y);
@@ -393,22 +439,74 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   return 0;
 }
 
+/* Adds owner o to the ring of owners with waiting rounds, just before the
+ * owner whose turn is next (so it comes last in the current turn). */
+static void ring_add(ap_round *r, int o) {
+  round_owner *w = &r->owners[o];
+  if (r->ring < 0) {
+    w->ring_prev = w->ring_next = o;
+    r->ring = o;
+  } else {
+    round_owner *nx = &r->owners[r->ring];
+    w->ring_next = r->ring;
+    w->ring_prev = nx->ring_prev;
+    r->owners[nx->ring_prev].ring_next = o;
+    nx->ring_prev = o;
+  }
+  r->ring_len++;
+}
+
+/* Takes owner o out of the ring (its queue is empty). */
+static void ring_remove(ap_round *r, int o) {
+  round_owner *w = &r->owners[o];
+  if (w->ring_next == o) {
+    r->ring = -1;
+  } else {
+    r->owners[w->ring_prev].ring_next = w->ring_next;
+    r->owners[w->ring_next].ring_prev = w->ring_prev;
+    if (r->ring == o) r->ring = w->ring_next;
+  }
+  w->ring_prev = w->ring_next = -1;
+  r->ring_len--;
+}
+
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
-                    o3m_err *e) {
-  /* Every queued round holds one of Recommend's AP_ROUND_SLOTS server
-   * slots, so gRPC cannot hand over a call while the queue is full. */
-  O3M_ASSERT(r->n_held < AP_ROUND_SLOTS);
-  queued *q = &r->queue[(r->first + r->n_held) % AP_ROUND_SLOTS];
+                    int owner, const char *client, o3m_err *e) {
+  O3M_ASSERT(owner >= 0 && owner < r->n_owners);
+  round_owner *w = &r->owners[owner];
+  /* A client's share of the AP (ap_round.h, "Fairness"): refused before
+   * anything is looked at, so that a client over its share costs no
+   * validation either. */
+  if (w->inflight >= r->inflight_max) {
+    r->st.failed_rounds++;
+    r->st.over_share++;
+    return o3m_err_set(e, O3M_EFULL, "client '%s' has %d Recommend calls in flight, its cap "
+                       "([policy] client_inflight_max = %d); retry when one is answered",
+                       client ? client : "(no identity)", w->inflight, r->inflight_max);
+  }
+  /* Every waiting round holds one of Recommend's AP_ROUND_SLOTS server
+   * slots, so gRPC cannot hand over a call while the pool is empty. */
+  O3M_ASSERT(r->free_head >= 0);
+  int i = r->free_head;
+  queued *q = &r->pool[i];
   int rc = recommend_validate(r, req, q->arms, e);
   if (rc < 0) {
     r->st.failed_rounds++;
     return rc;
   }
+  r->free_head = q->next;
   q->call = call;
   q->req = req;
   q->K = (int)req->n_items;
+  q->owner = owner;
+  q->next = -1;
   q->rc = 0;
-  r->n_held++;
+  if (w->tail >= 0) r->pool[w->tail].next = i;
+  else w->head = i;
+  w->tail = i;
+  if (w->ring_next < 0) ring_add(r, owner);
+  w->inflight++;
+  r->n_waiting++;
   return O3M_RPC_DEFERRED;
 }
 
@@ -436,12 +534,60 @@ static void batch_build(batch_slot *b) {
   for (int i = 0; i < b->n; i++) {
     O3m__V1__MaskQuery *mq = &b->mq[i];
     o3m__v1__mask_query__init(mq);
-    mq->user = b->q[i].req->user;
-    mq->n_items = b->q[i].req->n_items;
-    mq->items = b->q[i].req->items;
-    b->Kb[i] = b->q[i].K;
-    b->q[i].rc = 0;
+    mq->user = b->q[i]->req->user;
+    mq->n_items = b->q[i]->req->n_items;
+    mq->items = b->q[i]->req->items;
+    b->Kb[i] = b->q[i]->K;
+    b->q[i]->rc = 0;
   }
+}
+
+/* Moves waiting rounds into slot b (under the lock; see "Fairness" in
+ * ap_round.h): the owners take turns in the ring, each giving its oldest
+ * waiting round, while the batch has room: at most O3M_WIRE_MAX_BATCH
+ * rounds, batch_rows candidate rows and cost_max in K x d (a round that
+ * costs more than cost_max goes alone). An owner whose next round does not
+ * fit is passed over (that round waits for the next batch, where it comes
+ * first in its turn); the turns stop once every owner in the ring was
+ * passed over in a row. The next batch goes on with the owner whose turn
+ * came next. */
+static void batch_form(ap_round *r, batch_slot *b) {
+  int n = 0, rows = 0, misses = 0;
+  int64_t cost = 0;
+  int o = r->ring;
+  const uint64_t id = ++r->n_formed;
+  while (o >= 0 && n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
+    round_owner *w = &r->owners[o];
+    int next = w->ring_next;
+    queued *q = &r->pool[w->head];
+    int64_t c = (int64_t)q->K * r->d;
+    /* An owner already in owner_batches_max batches in flight waits for
+     * one of them, unless this batch holds its rounds already. */
+    int room = w->formed == id || w->batches < r->owner_batches_max;
+    if (room && rows + q->K <= r->batch_rows && (n == 0 || cost + c <= r->cost_max)) {
+      if (w->formed != id) {
+        w->formed = id;
+        w->batches++;
+      }
+      w->head = q->next;
+      if (w->head < 0) {
+        w->tail = -1;
+        ring_remove(r, o);
+        if (r->ring < 0) next = -1;
+      }
+      b->q[n++] = q;
+      rows += q->K;
+      cost += c;
+      r->n_waiting--;
+      misses = 0;
+    } else {
+      misses++;
+    }
+    o = next;
+  }
+  if (o >= 0) r->ring = o;
+  b->n = n;
+  b->rows = rows;
 }
 
 /* The fan-out of slot b's batch of n rounds with rows candidates in all,
@@ -458,7 +604,7 @@ static void batch_build(batch_slot *b) {
 static void batch_gather(void *arg) {
   batch_slot *b = arg;
   const ap_round *r = b->r;
-  queued *q = b->q;
+  queued *const *q = b->q;
   const int n = b->n, rows = b->rows;
   o3m_err *e = &b->e;
   o3m_err_clear(e);
@@ -481,11 +627,11 @@ static void batch_gather(void *arg) {
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
     double *Yi = b->Y + off * (size_t)r->d;
-    q[i].rc = mask_own(r, b->own, &q[i], b->X0, Yi);
+    q[i]->rc = mask_own(r, b->own, q[i], b->X0, Yi);
     /* That round fails alone (round_decide); zeros keep the batch's sums,
      * which the other rounds' checks read, defined. */
-    if (q[i].rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i].K * (size_t)r->d);
-    off += (size_t)q[i].K;
+    if (q[i]->rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i]->K * (size_t)r->d);
+    off += (size_t)q[i]->K;
   }
   const size_t nv = (size_t)rows * (size_t)r->d;
   if (r->secure) memset(b->acc, 0, sizeof *b->acc * nv);
@@ -557,15 +703,16 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
   }
   uint64_t id;
   int arm = arms ? arms[chosen] : 0;
-  rc = ap_pending_open(r->pending, arm, r->mask_id, Y + (size_t)chosen * r->d, o3m_clock_ms(),
-                       &id);
+  rc = ap_pending_open_as(r->pending, q->owner, arm, r->mask_id, Y + (size_t)chosen * r->d,
+                          o3m_clock_ms(), &id);
   if (rc < 0) {
     o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");
     round_fail(r, q, &e);
     return;
   }
   if (r->record &&
-      (rc = r->record(r->record_ctx, id, arm, r->mask_id, Y + (size_t)chosen * r->d, &e)) < 0) {
+      (rc = r->record(r->record_ctx, id, q->owner, arm, r->mask_id, Y + (size_t)chosen * r->d,
+                      &e)) < 0) {
     ap_pending_close(r->pending, id);
     round_fail(r, q, &e);
     return;
@@ -595,47 +742,49 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   int hrc = r->before_decide ? r->before_decide(r->before_decide_ctx, &he) : 0;
   if (b->rc < 0) {
     r->st.peer_failures += (uint64_t)b->n;
-    for (int i = 0; i < b->n; i++) round_fail(r, &b->q[i], &b->e);
+    for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &b->e);
     return;
   }
   if (hrc < 0) {
-    for (int i = 0; i < b->n; i++) round_fail(r, &b->q[i], &he);
+    for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &he);
     return;
   }
   size_t off = 0;
   for (int i = 0; i < b->n; i++) {
-    round_decide(r, &b->q[i], b->Y + off * (size_t)r->d);
-    off += (size_t)b->q[i].K;
+    round_decide(r, b->q[i], b->Y + off * (size_t)r->d);
+    off += (size_t)b->q[i]->K;
   }
 }
 
-/* Decides, strictly in send order, every finished batch at the head of the
- * sequence, and frees its slot and its rounds' queue entries. A batch that
- * finished before an older one waits for it. */
-static void decide_ready(ap_round *r) {
-  for (;;) {
-    batch_slot *b = NULL;
-    for (int k = 0; k < r->n_slots; k++)
-      if (r->slot[k].busy && r->slot[k].seq == r->next_decide) b = &r->slot[k];
-    if (!b || !b->done) return;
-    /* What a decision sees (ap_round.h): no reward that is not durable
-     * (batch_decide runs the before_decide hook first). */
-    batch_decide(r, b);
-    O3M_ASSERT(b->q == &r->queue[r->first]);
-    r->first = (r->first + b->n) % AP_ROUND_SLOTS;
-    r->n_held -= b->n;
-    r->n_sent -= b->n;
-    b->busy = 0;
-    r->next_decide++;
+/* Decides batch b as soon as its fan-out is over, whether or not an older
+ * batch still waits for the passive parties (see "Pipelined batches": a
+ * small batch is not held behind a large one), and frees its slot and its
+ * rounds' pool entries. */
+static void batch_finish(ap_round *r, batch_slot *b) {
+  /* What a decision sees (ap_round.h): no reward that is not durable
+   * (batch_decide runs the before_decide hook first). */
+  batch_decide(r, b);
+  const uint64_t id = ++r->n_finished;
+  for (int i = 0; i < b->n; i++) {
+    queued *q = b->q[i];
+    round_owner *w = &r->owners[q->owner];
+    w->inflight--;
+    if (w->finished != id) {
+      w->finished = id;
+      w->batches--;
+    }
+    q->next = r->free_head;
+    r->free_head = (int)(q - r->pool);
   }
+  b->busy = 0;
 }
 
 /* ---------------------------------------------------------------- reload */
 
-/* 1 when a batch still gathering reads tables f. */
+/* 1 when a batch in flight reads tables f. */
 static int tables_read(const ap_round *r, const o3m_features *f) {
   for (int k = 0; k < r->n_slots; k++)
-    if (r->slot[k].busy && !r->slot[k].done && r->slot[k].own == f) return 1;
+    if (r->slot[k].busy && r->slot[k].own == f) return 1;
   return 0;
 }
 
@@ -671,33 +820,28 @@ int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e) {
 }
 
 void ap_round_flush(ap_round *r) {
-  while (r->n_held > r->n_sent) {
+  /* With several threads, one batch per call: its replies are completions,
+   * after which the server runs this hook again, and the calls that arrived
+   * meanwhile have then joined the turns ("Fairness"); looping until the
+   * queue is empty would keep them out while one client's many large
+   * rounds are all sent. One thread loops: its server resets its single
+   * arena only when no call is deferred (o3m_rpc.h, "Memory"). */
+  for (int sent = 0; r->n_waiting > 0 && (r->drain || sent == 0); sent++) {
     batch_slot *b = NULL;
     for (int k = 0; k < r->n_slots && !b; k++)
       if (!r->slot[k].busy) b = &r->slot[k];
-    /* Every slot is in flight: the thread that finishes one comes back
-     * here for what waits. */
+    /* Every slot is in flight: the replies of the one that finishes run
+     * this hook again for what waits. */
     if (!b) return;
-    /* The next rounds in arrival order, as many as one MaskBatch carries,
-     * without wrapping around the ring (a batch is one run of entries). */
-    int start = (r->first + r->n_sent) % AP_ROUND_SLOTS;
-    int avail = r->n_held - r->n_sent;
-    if (avail > AP_ROUND_SLOTS - start) avail = AP_ROUND_SLOTS - start;
-    int n = 0, rows = 0;
-    while (n < avail && n < O3M_WIRE_MAX_BATCH && rows + r->queue[start + n].K <= r->batch_rows)
-      rows += r->queue[start + n++].K;
+    batch_form(r, b);
+    /* Every owner that waits is in its most batches: one of them ends
+     * soon, and its replies run this hook again. */
+    if (b->n == 0) return;
     b->busy = 1;
-    b->done = 0;
-    b->seq = r->next_seq++;
-    b->q = &r->queue[start];
-    b->n = n;
-    b->rows = rows;
-    r->n_sent += n;
     batch_build(b);
     r->st.fanouts++;
     o3m_rpc_server_unlocked(r->server, batch_gather, b);
-    b->done = 1;
+    batch_finish(r, b);
     retired_free_if_unread(r);
-    decide_ready(r);
   }
 }

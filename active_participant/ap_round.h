@@ -9,7 +9,8 @@
  * batch, sent as one MaskBatch to every passive participant at once
  * (ap_peers.h); while they work the AP masks its own candidates, Y = X^0
  * (Q^0)^T; each reply is checked and added into Y; then, round by round in
- * arrival order, the policy chooses on Y, the chosen row is kept in the
+ * the batch's order (arrival order within each client, see "Fairness"),
+ * the policy chooses on Y, the chosen row is kept in the
  * pending table under a new decision id (ap_pending.h) and the call is
  * answered. The whole story, with the failures and the bounds, is in
  * ap_service.h ("A round", "Bounded inputs").
@@ -25,16 +26,20 @@
  * are in flight at once (ap_service gives max(1, threads - 1), at most
  * AP_ROUND_MAX_INFLIGHT), each in a slot with its own buffers and its own
  * clients of the passive parties (an RPC client has one call in flight).
- * ap_round_flush, under the RPC layer's lock, moves up to one batch of
- * queued rounds into a free slot (the slots' batches are numbered in send
- * order) and builds its MaskBatch; then, without the lock
- * (o3m_rpc_server_unlocked), the fan-out, the own blocks, the reply checks,
- * the secure-aggregation sum, its decoding and the norm checks, which touch
- * only the slot and read-only state (the block, the own tables); then,
- * under the lock again, the slot is marked done and every done batch at
- * the head of the send order is decided, round by round, and freed. A
- * batch done before an older one waits; whoever finishes the older one
- * decides both. Then it loops to send what queued meanwhile. Meanwhile the
+ * ap_round_flush, under the RPC layer's lock, moves one batch of
+ * waiting rounds into a free slot and builds its MaskBatch; then, without
+ * the lock (o3m_rpc_server_unlocked), the fan-out, the own blocks, the
+ * reply checks, the secure-aggregation sum, its decoding and the norm
+ * checks, which touch only the slot and read-only state (the block, the
+ * own tables); then, under the lock again, the batch is decided, round by
+ * round, and its slot freed. A batch is decided when its own fan-out is
+ * over, also before an older batch still in flight: a small batch is not
+ * held behind a large one (issue 22; a client's batch of the largest
+ * rounds used to hold every other client's decisions for its whole
+ * fan-out). Batches in flight at once were formed from calls in flight at
+ * once, whose order was never fixed. The replies run the idle hook again, which sends what
+ * waits (with the calls that came meanwhile in the turns; one thread
+ * instead loops until nothing waits, see ap_round_flush). Meanwhile the
  * other threads answer Rewards, queue new Recommends and send them in the
  * other slots. With one thread there is one slot and the order of events
  * is the one of a single serving thread. With inflight = 1 and more threads
@@ -47,18 +52,49 @@
  * in flight), so a decision never sees a reward that is not durable; if
  * that commit fails (the service stops), the batch fails instead. Each
  * Recommendation carries updates, the model's reward count its decision
- * saw. Decisions are made in arrival order against the model as of the
- * rewards applied before that point, so they do not depend on the number of
- * threads for calls made one after the other; with calls in flight at once
- * the point at which a reward lands between two decisions depends on
- * timing, as it always did with concurrent callers.
+ * saw. Decisions are made in the order the batches finish, each batch's
+ * rounds in the order it took them ("Fairness"), against the model as of
+ * the rewards applied before that point, so they do not depend on the
+ * number of threads for calls made one after the other (one batch in
+ * flight at a time, decided in the calls' order); with calls in flight at
+ * once which batch a call joins, and the point at which a reward lands
+ * between two decisions, depend on timing, as they always did with
+ * concurrent callers.
+ *
+ * Fairness. Rounds are kept per client (the owner ap_round_submit is given:
+ * the index of the caller's [client NAME] in the config), so that one
+ * client's valid but large or many requests cannot fail or delay the
+ * others' rounds:
+ *  - a cap on each client's rounds in flight (waiting or in a batch),
+ *    client_inflight_max: the call over it is refused at once with
+ *    O3M_EFULL (RESOURCE_EXHAUSTED) naming the client and the cap, and
+ *    nothing changes;
+ *  - a cost budget per batch, batch_cost_max, in K x d summed over the
+ *    batch's rounds (what the passive parties compute and send for it): a
+ *    round that does not fit waits for the next batch, where its client's
+ *    turn comes first, and a round that costs more than the whole budget
+ *    goes alone. So a batch is not slowed past the deadline by rounds of
+ *    the largest allowed size, which travel in batches of their own;
+ *  - turns: the clients with waiting rounds form a ring, and a batch is
+ *    filled by taking each client's oldest waiting round in turn (one per
+ *    client per turn, for as long as they fit), the next batch going on
+ *    where this one stopped. One client's queue cannot starve another's:
+ *    a client's round waits for at most one round of every other client;
+ *  - with several clients in the config and several batches in flight
+ *    (inflight > 1), one client's rounds are in at most inflight - 1 of
+ *    them: a batch slot is kept for the others, so that a client whose
+ *    large rounds would fill every slot cannot make another client's next
+ *    round wait for one of them to finish.
+ * Within a client rounds keep their arrival order in the turns. The turns
+ * are a function of the calls and of when they were queued: calls made one
+ * after the other give the same decisions whatever the number of threads.
  *
  * Identical decisions: each round's own block is masked by its own
  * o3m_block_apply of K rows, each passive participant masks each query with
  * its own call of the same shape (pp_service.c), and the parties' rows are
  * added in party order, so every sum Q x is bit for bit what an unbatched
  * round computes; the policy then sees the rounds one after the other in
- * arrival order. A Reward that arrives while rounds are queued is applied at
+ * the batch's order. A Reward that arrives while rounds are queued is applied at
  * once (ap_service.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *
@@ -102,7 +138,9 @@
 /* Recommend's own server slots, which is also how many rounds can wait for
  * the next fan-out: every waiting round holds a slot. Twice the load test's
  * 32 clients, so that a full batch can be answered while as many new calls
- * queue. The server must be given exactly this many (method_slots). */
+ * queue, and twice the default client_inflight_max, so that one client at
+ * its cap leaves as many for the others. The server must be given exactly
+ * this many (method_slots). */
 #define AP_ROUND_SLOTS 64
 
 /* Most batches in flight at once (see "Pipelined batches"): each slot holds
@@ -144,8 +182,8 @@ typedef struct ap_round_config {
    * it is opened in the pending table and before the Recommend is
    * answered, to store its record where every replica finds it. A failure
    * fails the round with its code and closes the decision again. */
-  int (*record)(void *ctx, uint64_t decision, int arm, uint64_t mask_id, const double *x,
-                o3m_err *e);
+  int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
+                const double *x, o3m_err *e);
   void *record_ctx;
   /* Optional: runs under the lock just before a batch is decided (see "What
    * a decision sees"). A negative code (e naming why) fails every round of
@@ -157,6 +195,16 @@ typedef struct ap_round_config {
   /* Optional: the registry of the own tables' reload counters
    * (o3m_tables.h); NULL: none. */
   o3m_metrics *metrics;
+  /* Fairness (see above): the number of clients (owners 0..n_owners-1),
+   * each client's cap on rounds in flight (1..AP_ROUND_SLOTS) and the cost
+   * budget of a batch in K x d (>= 1). */
+  int n_owners;
+  int client_inflight_max;
+  int64_t batch_cost_max;
+  /* 1 (one serving thread): ap_round_flush sends batches until no round
+   * waits, as the server resets its one arena only when no call is
+   * deferred; 0: one batch per call (see ap_round_flush). */
+  int drain;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)
@@ -174,20 +222,25 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e);
 void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
                       o3m_rpc_server *server, ap_peers *const *peers);
 
-/* A Recommend handler's work: validates req and queues the round. Returns
- * O3M_RPC_DEFERRED (call and req must stay valid until the round is
- * answered, which ap_round_flush does), or a negative code with e naming
- * the field (O3M_EINVAL) when the request is refused; then nothing is
- * queued and the failure is counted. */
+/* A Recommend handler's work for client owner (0..n_owners-1; client is its
+ * name, for messages, or NULL for a caller without identity): refuses the
+ * call when the client has client_inflight_max rounds in flight already
+ * (O3M_EFULL naming the client and the cap), validates req and queues the
+ * round. Returns O3M_RPC_DEFERRED (call and req must stay valid until the
+ * round is answered, which ap_round_flush does), or a negative code with e
+ * naming the field (O3M_EINVAL) when the request is refused; then nothing
+ * is queued and the failure is counted. */
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
-                    o3m_err *e);
+                    int owner, const char *client, o3m_err *e);
 
-/* Sends the queued rounds, in batches, while a slot is free, and decides
- * every batch that is done in send order (see "Pipelined batches"). A round
- * still queued when it returns waits for a slot: the thread that finishes
- * a batch in flight sends it. With one serving thread, no call stays
- * deferred after it returns (with more, even with one slot, another
- * thread's call returns at once while the slot is in flight). Called by the server's idle hook. */
+/* Sends one batch of the waiting rounds if a slot is free (with drain set:
+ * batches until none waits; then no call stays deferred after it returns),
+ * and decides it once its fan-out is over (see "Pipelined batches"). A
+ * round still waiting when it returns goes in a later batch: the replies
+ * of the batches answered here are completions, after which the server
+ * runs its idle hook, and so this, again; by then the calls that arrived
+ * meanwhile have joined the clients' turns ("Fairness"). Called by the
+ * server's idle hook. */
 void ap_round_flush(ap_round *r);
 
 typedef struct ap_round_stats {
@@ -195,6 +248,7 @@ typedef struct ap_round_stats {
   uint64_t failed_rounds; /* Recommend calls refused or failed */
   uint64_t peer_failures; /* rounds failed because of a passive participant */
   uint64_t fanouts;       /* batches sent to the passive participants */
+  uint64_t over_share;    /* Recommend calls refused: the client's cap was reached */
   uint64_t reloads;       /* own table reloads swapped in */
   uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
   int64_t last_reload_ms; /* Unix time of the last swap, ms (0: none) */

@@ -49,6 +49,9 @@
 /* Reward calls that may wait for one group commit: every one of them holds
  * a request slot of Reward while it waits (see "A reward" in ap_service.h). */
 #define REWARD_SLOTS 256
+/* Clients with series of their own in the metrics (the registry's tables
+ * are fixed; a federation with more clients has the totals). */
+#define METRIC_CLIENTS 32
 /* The start-up wait of the second and later sets of passive-party clients
  * (one set per batch in flight), after the first set's full wait. */
 #define LATER_PEERS_WAIT_MS 1000
@@ -104,6 +107,10 @@ struct ap_service {
   int n_peers;
   ap_pending *pending; /* decisions waiting for a reward */
   ap_round *round;     /* Recommend: queue, fan-out, decision */
+  /* The config's clients in file order: a caller's owner number in the
+   * pending table and the rounds is its index here (owner_of). */
+  char (*clients)[O3M_CONFIG_MAX_NAME + 1];
+  int n_clients;
 
   o3m_access *access; /* who may call what: ap_access below */
   volatile sig_atomic_t *reload; /* ap_service_options.reload, or NULL */
@@ -125,6 +132,9 @@ struct ap_service {
    * which the o3m_metric_* updates accept. */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
+  /* Per client (the first METRIC_CLIENTS of the config): its decisions
+   * evicted from the pending table. */
+  o3m_metric *m_client_evicted[METRIC_CLIENTS];
   /* Group commit (with ckpt and commit_each 0): the Reward calls whose
    * rewards are appended and applied but not yet synced, in arrival order,
    * each with its RewardReply.updates. reward_commit() syncs them with one
@@ -184,6 +194,10 @@ static void metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_expired, (double)st.expired);
   o3m_metric_set(s->m_rewards, (double)st.closed);
   o3m_metric_set(s->m_checkpoints, (double)s->checkpoints);
+  for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
+    ap_pending_owner_stats(s->pending, i, &st);
+    o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
+  }
 }
 
 /* Registers the AP's series in m (see ap_service_options.metrics). */
@@ -218,6 +232,16 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
     rc = o3m_metrics_series(m, &specs[i], NULL, slots[i], e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &fsync, NULL, &s->m_fsync, e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &age, NULL, &s->m_ckpt_age, e);
+  static const o3m_metric_spec client_evicted = {
+      "o3m_ap_client_pending_evicted_total",
+      "Waiting decisions of this client evicted from the pending table (by its own newer ones, "
+      "or taken back by a client below its share)",
+      O3M_METRIC_COUNTER, NULL, 0};
+  for (int i = 0; rc == 0 && i < s->n_clients && i < METRIC_CLIENTS; i++) {
+    char label[O3M_CONFIG_MAX_NAME + 16];
+    snprintf(label, sizeof label, "client=\"%s\"", s->clients[i]);
+    rc = o3m_metrics_series(m, &client_evicted, label, &s->m_client_evicted[i], e);
+  }
   if (rc == 0) o3m_metrics_mask_id(m, s->mask_id);
   return rc;
 }
@@ -244,14 +268,35 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
 
 /* ---------------------------------------------------------------- Recommend */
 
+/* The owner number of a caller identity (NULL: none): the index of its
+ * [client NAME] in the config. The access table lets only clients call
+ * Recommend and Reward, so an identity that is no client, and a caller
+ * without one (plaintext, --insecure trials, where no caller can be told
+ * from another), count as client 0. */
+static int owner_of(const ap_service *s, const char *identity) {
+  if (identity)
+    for (int i = 0; i < s->n_clients; i++)
+      if (strcmp(s->clients[i], identity) == 0) return i;
+  return 0;
+}
+
+/* The name decisions of owner number o are recorded under in the bucket
+ * (ap_replica.h): its client's name ("" in a config without clients). */
+static const char *owner_name(const ap_service *s, int o) {
+  return s->n_clients > 0 ? s->clients[o] : "";
+}
+
 /* A round is the business of ap_round.h: the handler validates and queues
  * (the call is deferred), and the server's idle hook answers every queued
- * round in batches. */
+ * round in batches. The round belongs to the calling client, which gets
+ * its share of the AP (ap_round.h, "Fairness"). */
 static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                        ProtobufCMessage *rep_, o3m_err *e) {
   (void)rep_;
   ap_service *s = ctx;
-  return ap_round_submit(s->round, call, (const O3m__V1__RecommendRequest *)req_, e);
+  const char *who = o3m_rpc_call_identity(call);
+  return ap_round_submit(s->round, call, (const O3m__V1__RecommendRequest *)req_,
+                         owner_of(s, who), who, e);
 }
 
 /* ---------------------------------------------------------------- Reward */
@@ -493,10 +538,10 @@ static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
 
 /* ap_round's record hook: the decision's masked context goes to the bucket
  * before the Recommend is answered, so any replica can take its reward. */
-static int replica_record(void *ctx, uint64_t decision, int arm, uint64_t mask_id,
+static int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                           const double *x, o3m_err *e) {
   ap_service *s = ctx;
-  return ap_replica_put_decision(s->rep, decision, arm, mask_id, x, e);
+  return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, e);
 }
 
 /* The one check of a reward's value, for a Reward call and for a record
@@ -634,30 +679,53 @@ static void replica_answer(ap_service *s) {
   s->n_rwait = k;
 }
 
-/* Finds the decision a reward names and checks it was made under the
- * current mask: on success *arm, *mask_id and *x describe it (*x points into
+/* A decision belongs to the client that asked for it: a Reward from
+ * another identity is refused (O3M_EPERM) before anything changes, so the
+ * decision stays open for its owner. */
+static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
+  return o3m_err_set(e, O3M_EPERM, "decision %llu belongs to another client: only the client "
+                     "that asked for a decision may reward it (caller '%s'); nothing changed",
+                     (unsigned long long)decision, caller ? caller : "(no identity)");
+}
+
+/* Finds the decision a reward from caller (its identity, or NULL) names,
+ * checks that caller owns it (owner_refused otherwise) and that it was
+ * made under the current mask: on success *arm, *mask_id and *x describe it (*x points into
  * the pending table, or into s->xbuf when a replica read it from the bucket:
  * valid until the next lookup). A decision this process does not hold is
  * read from the bucket when s is a replica (another replica, or this one
  * before a restart, made it); otherwise it is unknown. Every refusal sets e
  * with the decision's id; an expired decision is dropped from the table. */
-static int reward_lookup(ap_service *s, uint64_t decision, int64_t now, int *arm,
-                         uint64_t *mask_id, const double **x, o3m_err *e) {
+static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
+                         int *arm, uint64_t *mask_id, const double **x, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
+  /* The owner first: another client learns nothing else about the
+   * decision, and an expired one is not dropped on its word. */
+  const int me = owner_of(s, caller);
+  int owner = ap_pending_owner(s->pending, decision);
+  if (owner >= 0 && owner != me) return owner_refused(decision, caller, e);
   int rc = ap_pending_peek(s->pending, decision, now, arm, mask_id, x);
   switch (rc) {
   case 0: break;
-  case O3M_ENOTFOUND:
+  case O3M_ENOTFOUND: {
     if (!s->rep)
       return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
                          "pending table, or issued before a restart of the active party)", id);
-    rc = ap_replica_get_decision(s->rep, decision, arm, mask_id, s->xbuf, e);
+    char rec_owner[O3M_CONFIG_MAX_NAME + 1];
+    int has_owner;
+    rc = ap_replica_get_decision(s->rep, decision, rec_owner, &has_owner, arm, mask_id, s->xbuf,
+                                 e);
     if (rc == O3M_ENOTFOUND)
       return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
                          "pending lifetime of %d s)", id, s->expiry_s);
     if (rc < 0) return rc;
+    /* A record written before owners were recorded (has_owner 0) has
+     * none to check; such records are gone after one pending lifetime. */
+    if (has_owner && strcmp(rec_owner, owner_name(s, me)) != 0)
+      return owner_refused(decision, caller, e);
     *x = s->xbuf;
     break;
+  }
   case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
   case O3M_EEXPIRED:
     ap_pending_expire(s->pending, decision);
@@ -687,7 +755,8 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   int arm;
   uint64_t mask_id;
   const double *x;
-  int rc = reward_lookup(s, req->decision, now, &arm, &mask_id, &x, e);
+  int rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm, &mask_id, &x,
+                         e);
   if (rc < 0) return rc;
   /* A decision record from the bucket is checked like a stream record. */
   o3m_err be;
@@ -737,7 +806,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   int arm;
   uint64_t mask_id;
   const double *x;
-  rc = reward_lookup(s, req->decision, t, &arm, &mask_id, &x, e);
+  rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, e);
   if (rc < 0) return rc;
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
@@ -1127,6 +1196,7 @@ static void service_free(ap_service *s) {
   ap_round_destroy(s->round); /* before what it borrows */
   for (int b = 0; b < s->n_peers; b++) ap_peers_destroy(s->peers[b]);
   ap_pending_destroy(s->pending);
+  free(s->clients);
   o3m_block_destroy(s->block);
   o3m_policy_destroy(s->policy);
   ap_catalog_destroy(s->cat);
@@ -1210,9 +1280,22 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     goto fail;
   }
 
-  /* Decision ids come from the OS CSPRNG (ap_pending.h). */
-  rc = ap_pending_create(&s->pending, pp->pending_capacity, s->d,
-                         (int64_t)pp->pending_expiry_s * 1000, NULL, NULL);
+  /* The clients, whose index is their owner number (owner_of). */
+  s->n_clients = o3m_config_n_clients(cfg);
+  s->clients = calloc((size_t)(s->n_clients > 0 ? s->n_clients : 1), sizeof *s->clients);
+  if (!s->clients) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < s->n_clients; i++)
+    snprintf(s->clients[i], sizeof s->clients[i], "%s", o3m_config_client_at(cfg, i)->name);
+  const int n_owners = s->n_clients > 0 ? s->n_clients : 1;
+
+  /* Decision ids come from the OS CSPRNG (ap_pending.h); each client has
+   * its share of the table ([policy] pending_client_share). */
+  rc = ap_pending_create_shared(&s->pending, pp->pending_capacity, s->d,
+                                (int64_t)pp->pending_expiry_s * 1000, n_owners,
+                                pp->pending_client_share, NULL, NULL);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "pending table of %d entries: %s", pp->pending_capacity,
                      o3m_strerror(rc));
@@ -1246,6 +1329,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       /* max(1, threads - 1) batches in flight: one thread is left to take
        * calls in while the others wait for the passive parties. */
       .inflight = inflight_of(threads),
+      .n_owners = n_owners,
+      .client_inflight_max = pp->client_inflight_max,
+      .batch_cost_max = pp->batch_cost_max,
+      .drain = threads == 1,
       .before_decide = before_decide,
       .before_decide_ctx = s,
       .metrics = opt->metrics,

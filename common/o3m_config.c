@@ -356,6 +356,11 @@ static const keyspec pol_keys[] = {
      R_SEC, 0},
     {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, 31536000, 0, 0, NULL,
      R_SEC, 0},
+    {"pending_client_share", KT_INT, POL(pending_client_share), 0, 10000000, 0, 0, NULL,
+     R_SEC, 0},
+    {"client_inflight_max", KT_INT, POL(client_inflight_max), 1,
+     O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
+    {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"items", KT_PATH, POL(items), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -845,6 +850,25 @@ static int check_structure(parser *p, const section *fed) {
   return O3M_OK;
 }
 
+/* The clients' shares of the pending table need the number of clients:
+ * pending_client_share x clients may not exceed pending_capacity (0, the
+ * default, is that quotient). */
+static int check_client_shares(parser *p, const section *pol) {
+  o3m_config_policy_section *pc = &p->c->policy;
+  int n = p->c->n_clients > 0 ? p->c->n_clients : 1;
+  if (pc->pending_client_share == 0) {
+    pc->pending_client_share = pc->pending_capacity / n;
+    return O3M_OK;
+  }
+  if ((long long)pc->pending_client_share * n > pc->pending_capacity) {
+    const entry *en = find_entry(p, pol, "pending_client_share");
+    return perr(p, en ? en->line : pol->line,
+                "key 'pending_client_share': %d entries for each of %d client(s) is more than "
+                "pending_capacity (%d)", pc->pending_client_share, n, pc->pending_capacity);
+  }
+  return O3M_OK;
+}
+
 static int interpret(parser *p) {
   o3m_config *c = p->c;
   const section *fed = NULL, *pol = NULL;
@@ -876,7 +900,9 @@ static int interpret(parser *p) {
   }
   if (!fed) return perr(p, 0, "missing section [federation]");
   if (!pol) return perr(p, 0, "missing section [policy]");
-  return check_structure(p, fed);
+  int rc = check_structure(p, fed);
+  if (rc) return rc;
+  return check_client_shares(p, pol);
 }
 
 /* ------------------------------------------------------------- lifecycle */
@@ -928,6 +954,8 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->policy.max_candidates = 1000;
   c->policy.pending_capacity = 100000;
   c->policy.pending_expiry_s = 3600;
+  c->policy.client_inflight_max = 32;
+  c->policy.batch_cost_max = 65536;
   c->policy.reward_min = 0.0;
   c->policy.reward_max = 1.0;
 

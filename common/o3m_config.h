@@ -42,6 +42,11 @@
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
  *                 >= 1); max_candidates (1000, 1..1000000); pending_capacity
  *                 (100000, 1..10000000); pending_expiry_s (3600, 1..31536000);
+ *                 the clients' shares of the active party (see "Per-client
+ *                 shares" below): pending_client_share (0 = pending_capacity
+ *                 / number of clients, 0..10000000, at most that quotient),
+ *                 client_inflight_max (32, 1..O3M_CONFIG_MAX_CLIENT_INFLIGHT),
+ *                 batch_cost_max (65536, 1..2^31-1);
  *                 reward_min (0); reward_max (1, > reward_min);
  *                 items (path; required with model = disjoint, rejected with
  *                 model = shared: the catalog, one item id per line, line
@@ -118,6 +123,19 @@
  * they dialled, so a certificate may name its hosts as IP SANs for other
  * tools without any party depending on them (scripts/make-certs.sh --ip).
  *
+ * Per-client shares. Every [client NAME] gets its own share of the active
+ * party, so that one authorized client cannot fail or evict the others'
+ * requests (active_participant/ap_round.h "Fairness", ap_pending.h
+ * "Shares"): at most client_inflight_max Recommend calls in flight (waiting
+ * or in a batch; the next is RESOURCE_EXHAUSTED at once), batches of at most
+ * batch_cost_max in K x d summed over their rounds (a round above it goes
+ * alone), filled by taking the clients' rounds in turn, and
+ * pending_client_share entries of the pending table that no other client's
+ * decisions can evict. The defaults fit the load benchmark (32 calls of
+ * K = 20 at d = 100 in flight from one client, 2000 each: a batch of all of
+ * them costs 64000) and leave Recommend's 64 server slots to two clients at
+ * their caps.
+ *
  * Secure aggregation. With aggregation = secure each passive party adds
  * pairwise masks agreed with every other passive party to its fixed-point
  * part, so that the active party learns only the sum of their parts
@@ -180,6 +198,9 @@
  * (see "Bounded contexts" above). */
 #define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
 #define O3M_CONFIG_MAX_NORM_LIMIT 1e50
+/* Largest [policy] client_inflight_max: Recommend's server slots on the
+ * active party (AP_ROUND_SLOTS). */
+#define O3M_CONFIG_MAX_CLIENT_INFLIGHT 64
 /* Most serving threads a party may ask for (equal to O3M_RPC_MAX_THREADS). */
 #define O3M_CONFIG_MAX_THREADS 16
 
@@ -249,6 +270,14 @@ typedef struct o3m_config_policy_section {
   int max_candidates;
   int pending_capacity;
   int pending_expiry_s;
+  /* Each client's share of the AP (SECURITY.md, "What one authorized
+   * client can do to others"): its entries of the pending table (0 in the
+   * file means pending_capacity / clients, which the loaded config holds),
+   * its cap on Recommends in flight and the cost budget of a batch in
+   * K x d. */
+  int pending_client_share;
+  int client_inflight_max;
+  int batch_cost_max;
   double reward_min;
   double reward_max;
   const char *items;     /* path; set exactly when model is "disjoint" */

@@ -375,12 +375,16 @@ static void write_config(fed_net *n, const fed_setup *s) {
   /* The test's own identity: the only caller of Recommend, Reward, Stats. */
   append(text, sizeof text, "\n[client %s]\ncert = certs/%s.pem\nkey = certs/%s.key\n",
          FED_CLIENT, FED_CLIENT, FED_CLIENT);
+  if (s->second_client)
+    append(text, sizeof text, "\n[client %s]\ncert = certs/%s.pem\nkey = certs/%s.key\n",
+           FED_CLIENT2, FED_CLIENT2, FED_CLIENT2);
   snprintf(n->conf, sizeof n->conf, "%s", fed_write("federation.conf", text));
 }
 
 void fed_net_prepare(fed_net *n, const fed_setup *s) {
   memset(n, 0, sizeof *n);
-  fed_make_certs("certs", "pmg ap pp1 pp2 " FED_CLIENT);
+  fed_make_certs("certs", s->second_client ? "pmg ap pp1 pp2 " FED_CLIENT " " FED_CLIENT2
+                                           : "pmg ap pp1 pp2 " FED_CLIENT);
   write_tables(s);
   for (int p = 0; p < FED_N_PARTIES; p++) n->port[p] = fed_free_port();
   write_config(n, s);

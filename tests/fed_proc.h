@@ -133,6 +133,8 @@ enum { FED_PMG, FED_AP, FED_PP1, FED_PP2, FED_N_PARTIES };
 
 /* The [client NAME] of the federation and its certificate's name. */
 #define FED_CLIENT "client"
+/* The second client of fed_setup.second_client. */
+#define FED_CLIENT2 "other"
 
 
 /* "pmg", "ap", "pp1", "pp2": party names in the config, the certificate
@@ -155,6 +157,10 @@ typedef struct fed_setup {
   const char *federation_extra;
   /* pp1's instances key (more instances of pp1; NULL: none). */
   const char *pp1_instances;
+  /* Nonzero: a second client, FED_CLIENT2, with its own certificate and
+   * [client NAME] section after FED_CLIENT's (the tests of what one client
+   * can do to another). */
+  int second_client;
 } fed_setup;
 
 /* A federation: its processes, ports and config. The caller owns it (a

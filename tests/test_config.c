@@ -109,6 +109,9 @@ Test(config, valid_values_offsets_and_defaults) {
   cr_assert_eq(p->max_candidates, 1000);
   cr_assert_eq(p->pending_capacity, 100000);
   cr_assert_eq(p->pending_expiry_s, 3600);
+  cr_assert_eq(p->pending_client_share, 100000, "no clients: one share, the whole table");
+  cr_assert_eq(p->client_inflight_max, 32);
+  cr_assert_eq(p->batch_cost_max, 65536);
   cr_assert_eq(p->reward_min, 0.0);
   cr_assert_eq(p->reward_max, 1.0);
   cr_assert_null(p->items);
@@ -155,6 +158,37 @@ Test(config, valid_values_offsets_and_defaults) {
   cr_assert_null(o3m_config_party_at(c, 3));
   cr_assert_str_eq(o3m_role_name(bank->role), "passive");
   o3m_config_destroy(c);
+}
+
+/* The clients' shares of the active party (issue 22): the pending share
+ * defaults to pending_capacity / clients and may not promise more than the
+ * table holds; the caps are range-checked like every key. */
+Test(config, client_shares) {
+  static const char clients[] = "\n[client a]\n[client b]\n[client c]\n";
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, clients), "/base");
+  cr_assert_eq(o3m_config_policy(c)->pending_client_share, 33333);
+  o3m_config_destroy(c);
+  char text[8192];
+  snprintf(text, sizeof text, "%s%s",
+           line(8, "pending_capacity = 90\npending_client_share = 30\nclient_inflight_max = 4\n"
+                   "batch_cost_max = 100"),
+           clients);
+  c = parse_ok(text, "/base");
+  const o3m_config_policy_section *p = o3m_config_policy(c);
+  cr_assert_eq(p->pending_client_share, 30);
+  cr_assert_eq(p->client_inflight_max, 4);
+  cr_assert_eq(p->batch_cost_max, 100);
+  o3m_config_destroy(c);
+  snprintf(text, sizeof text, "%s%s",
+           line(8, "pending_capacity = 90\npending_client_share = 31"), clients);
+  expect_error(text, "fed.conf:9:", "'pending_client_share'", "more than pending_capacity (90)");
+  expect_error(line(8, "client_inflight_max = 0"), "fed.conf:8:", "'client_inflight_max'",
+               "1..64");
+  expect_error(line(8, "client_inflight_max = 65"), "fed.conf:8:", "'client_inflight_max'",
+               NULL);
+  expect_error(line(8, "batch_cost_max = 0"), "fed.conf:8:", "'batch_cost_max'", NULL);
+  expect_error(line(8, "pending_client_share = -1"), "fed.conf:8:", "'pending_client_share'",
+               NULL);
 }
 
 /* [client NAME]: identities that may call the active party as clients. */

@@ -8,6 +8,8 @@
  * against a plain model of the ring. */
 #include <criterion/criterion.h>
 
+#include <string.h>
+
 #include "ap_pending.h"
 
 /* A scripted id source: the values of seq in turn, then fail. */
@@ -282,4 +284,131 @@ Test(pending, bad_arguments) {
   cr_assert_null(t);
   cr_assert_eq(ap_pending_create(&t, 1, 0, 1, NULL, NULL), O3M_EINVAL);
   cr_assert_eq(ap_pending_create(&t, 1, 1, 0, NULL, NULL), O3M_EINVAL);
+}
+
+/* ------------------------------------------------------------ shares */
+
+static int peek_ok(const ap_pending *t, uint64_t id) {
+  int arm;
+  uint64_t mask;
+  const double *x;
+  return ap_pending_peek(t, id, 0, &arm, &mask, &x);
+}
+
+/* Attack 4 of issue 22 in miniature: one owner opens ten times the table
+ * while the other keeps three decisions open; the flood evicts only its
+ * own oldest decisions. */
+Test(pending, a_flooding_owner_evicts_only_its_own_decisions) {
+  ap_pending *t;
+  cr_assert_eq(ap_pending_create_shared(&t, 10, 1, 1000, 2, 5, NULL, NULL), O3M_OK);
+  double x = 1;
+  uint64_t honest[3], id;
+  for (int i = 0; i < 3; i++) cr_assert_eq(ap_pending_open_as(t, 1, 0, 1, &x, 0, &honest[i]), 0);
+  for (int i = 0; i < 100; i++) cr_assert_eq(ap_pending_open_as(t, 0, 0, 1, &x, 0, &id), 0);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(peek_ok(t, honest[i]), O3M_OK, "decision %d of owner 1 was evicted", i);
+    cr_assert_eq(ap_pending_owner(t, honest[i]), 1);
+  }
+  cr_assert_eq(ap_pending_owner(t, id), 0);
+  ap_pending_stats s0, s1, all;
+  ap_pending_owner_stats(t, 0, &s0);
+  ap_pending_owner_stats(t, 1, &s1);
+  ap_pending_stats_get(t, 0, &all);
+  cr_assert_eq(s1.evicted, 0);
+  cr_assert_eq(s1.waiting, 3);
+  cr_assert_eq(s0.evicted, 100 - 7, "owner 0 keeps the 7 slots owner 1 does not use");
+  cr_assert_eq(s0.waiting, 7);
+  cr_assert_eq(all.evicted, s0.evicted);
+  cr_assert_eq(all.waiting, 10);
+  ap_pending_destroy(t);
+}
+
+/* Shares bound what can be taken from an owner, not what it may use: an
+ * owner may fill a table nobody else uses, and another owner then takes
+ * back its share from that owner's oldest decisions, and beyond its share
+ * only its own. */
+Test(pending, shares_are_taken_back_from_an_owner_above_its_share) {
+  ap_pending *t;
+  cr_assert_eq(ap_pending_create_shared(&t, 6, 1, 1000, 2, 3, NULL, NULL), O3M_OK);
+  double x = 1;
+  uint64_t a[6], b[5];
+  for (int i = 0; i < 6; i++) cr_assert_eq(ap_pending_open_as(t, 0, 0, 1, &x, 0, &a[i]), 0);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(ap_pending_open_as(t, 1, 0, 1, &x, 0, &b[i]), 0);
+    cr_assert_eq(peek_ok(t, a[i]), O3M_ENOTFOUND, "owner 0's oldest goes first");
+    cr_assert_eq(peek_ok(t, a[i + 1]), O3M_OK);
+  }
+  /* Owner 1 at its share: its own oldest goes. */
+  cr_assert_eq(ap_pending_open_as(t, 1, 0, 1, &x, 0, &b[3]), 0);
+  cr_assert_eq(peek_ok(t, b[0]), O3M_ENOTFOUND);
+  for (int i = 3; i < 6; i++) cr_assert_eq(peek_ok(t, a[i]), O3M_OK);
+  /* A rewarded decision holds its slot until its owner's turn comes. */
+  ap_pending_close(t, b[1]);
+  cr_assert_eq(ap_pending_open_as(t, 1, 0, 1, &x, 0, &b[4]), 0);
+  cr_assert_eq(peek_ok(t, b[1]), O3M_ENOTFOUND);
+  cr_assert_eq(peek_ok(t, b[2]), O3M_OK);
+  ap_pending_stats s1;
+  ap_pending_owner_stats(t, 1, &s1);
+  cr_assert_eq(s1.evicted, 1);
+  cr_assert_eq(s1.closed, 1);
+  ap_pending_destroy(t);
+}
+
+/* Random opens of 4 owners with shares of 2 in a table of 9: a decision
+ * is only ever evicted from the opener itself or from an owner above its
+ * share, and exactly one goes per open of a full table. */
+Test(pending, no_owner_within_its_share_loses_a_decision_to_another) {
+  enum { C = 9, OWNERS = 4, SHARE = 2, STEPS = 5000 };
+  ap_pending *t;
+  cr_assert_eq(ap_pending_create_shared(&t, C, 1, 1000000, OWNERS, SHARE, NULL, NULL), O3M_OK);
+  uint64_t held[C];
+  int owner[C], n = 0;
+  int count[OWNERS] = {0};
+  uint64_t rs = 0x853c49e6748fea9bull;
+  double x = 0;
+  for (int step = 0; step < STEPS; step++) {
+    /* Owner 0 opens most, so it is mostly above its share. */
+    int o = (int)(xorshift(&rs) % 7);
+    if (o >= OWNERS) o = 0;
+    int before[OWNERS];
+    memcpy(before, count, sizeof before);
+    uint64_t id;
+    cr_assert_eq(ap_pending_open_as(t, o, 0, 1, &x, step, &id), 0);
+    int gone = 0;
+    for (int i = 0; i < n; i++) {
+      if (peek_ok(t, held[i]) == O3M_OK) continue;
+      int v = owner[i];
+      cr_assert(v == o || before[v] > SHARE, "step %d: owner %d (holding %d, share %d) lost a "
+                "decision to owner %d", step, v, before[v], SHARE, o);
+      count[v]--;
+      held[i] = held[n - 1];
+      owner[i] = owner[n - 1];
+      n--;
+      gone++;
+      i--;
+    }
+    cr_assert_eq(gone, step < C ? 0 : 1, "step %d", step);
+    held[n] = id;
+    owner[n++] = o;
+    count[o]++;
+  }
+  ap_pending_destroy(t);
+}
+
+Test(pending, bad_shares) {
+  ap_pending *t = (ap_pending *)1;
+  cr_assert_eq(ap_pending_create_shared(&t, 10, 1, 1, 0, 0, NULL, NULL), O3M_EINVAL);
+  cr_assert_null(t);
+  cr_assert_eq(ap_pending_create_shared(&t, 10, 1, 1, 3, 4, NULL, NULL), O3M_EINVAL);
+  cr_assert_eq(ap_pending_create_shared(&t, 10, 1, 1, 2, -1, NULL, NULL), O3M_EINVAL);
+  cr_assert_eq(ap_pending_create_shared(&t, 10, 1, 1, 2, 5, NULL, NULL), O3M_OK);
+  double x = 0;
+  uint64_t id;
+  cr_assert_eq(ap_pending_open_as(t, 2, 0, 1, &x, 0, &id), O3M_EINVAL);
+  cr_assert_eq(ap_pending_open_as(t, -1, 0, 1, &x, 0, &id), O3M_EINVAL);
+  ap_pending_stats st;
+  ap_pending_stats_get(t, 0, &st);
+  cr_assert_eq(st.opened, 0);
+  cr_assert_eq(ap_pending_owner(t, 12345), -1);
+  ap_pending_destroy(t);
 }

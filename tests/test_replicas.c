@@ -83,7 +83,8 @@ static void fed_up(void) {
            "replication = nats\nnats_servers = %s\nnats_replicas = 3\n", nats.urls);
   fed_setup s = {.table_seed = 700, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
-                 .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra};
+                 .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra,
+                 .second_client = 1};
   fed_net_prepare(&fed, &s);
   fed_nats_setup(&nats, fed.conf);
   snprintf(cli_ca, sizeof cli_ca, "%s", fed_path("certs/ca.pem"));
@@ -103,15 +104,19 @@ static void fed_up(void) {
 
 static void fed_down(void) { fed_cleanup(); }
 
-/* A client for a comma-separated list of replica addresses. */
-static ap_client *client_for(const char *targets) {
+/* A client for a comma-separated list of replica addresses, with the
+ * certificate of client name (NULL: FED_CLIENT). */
+static ap_client *client_as(const char *targets, const char *name) {
   ap_client_options o;
   ap_client_options_default(&o);
+  char cert[64], key[64];
+  snprintf(cert, sizeof cert, "certs/%s.pem", name ? name : FED_CLIENT);
+  snprintf(key, sizeof key, "certs/%s.key", name ? name : FED_CLIENT);
   o.target = targets;
   o.server_name = "ap";
   o.ca_file = cli_ca;
-  o.cert_file = cli_cert;
-  o.key_file = cli_key;
+  o.cert_file = name ? fed_path(cert) : cli_cert;
+  o.key_file = name ? fed_path(key) : cli_key;
   o.deadline_ms = 8000;
   ap_client *c = NULL;
   o3m_err e;
@@ -119,6 +124,8 @@ static ap_client *client_for(const char *targets) {
   cr_assert_eq(ap_client_create(&c, &o, &e), 0, "%s", o3m_err_message(&e));
   return c;
 }
+
+static ap_client *client_for(const char *targets) { return client_as(targets, NULL); }
 
 static uint64_t updates_of(ap_client *c) {
   ap_stats st;
@@ -204,6 +211,28 @@ static void draw(uint64_t *seed, char user[16], char names[4][16], const char *i
     snprintf(names[k], 16, "i%d", (first + k) % FED_ITEMS);
     items[k] = names[k];
   }
+}
+
+/* Rounds on c; returns how many failed (last: the last failure's message,
+ * if not NULL; out: the last decision, if not NULL). */
+static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len,
+                  ap_recommendation *out) {
+  int failed = 0;
+  for (int t = 0; t < n; t++) {
+    char user[16], names[4][16];
+    const char *items[4];
+    draw(seed, user, names, items);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
+      failed++;
+      if (last) snprintf(last, last_len, "%s", o3m_err_message(&e));
+    } else if (out) {
+      *out = rec;
+    }
+  }
+  return failed;
 }
 
 Test(replicas, bit_identical, .init = fed_up, .fini = fed_down, .timeout = 600) {
@@ -374,18 +403,49 @@ static int test_replica(ap_replica **r, int tls, const char *ca, const char *cer
 /* n rounds alternating between the clients, each rewarded on the other. */
 static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
   for (int t = 0; t < n; t++) {
-    char user[16], names[4][16];
-    const char *items[4];
-    draw(seed, user, names, items);
     ap_recommendation rec;
     o3m_err e;
-    o3m_err_clear(&e);
-    int rc = ap_client_recommend(c[t % 2], user, 4, items, NULL, NULL, 0, &rec, &e);
-    cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
+    char why[256] = "";
+    cr_assert_eq(rounds(c[t % 2], seed, 1, why, sizeof why, &rec), 0, "round %d: %s", t, why);
     double reward = (double)(splitmix(seed) % 1000) / 1000.0;
-    rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
   }
+}
+
+/* A decision belongs to the client that asked for it, on every replica:
+ * the replica that made it checks its pending table, another one the
+ * owner in the decision record in the bucket (issue 22). */
+Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up,
+     .fini = fed_down, .timeout = 300) {
+  start_replica(0);
+  start_replica(1);
+  ap_client *mine = client_for(rep_addr[0]);
+  ap_client *other_a = client_as(rep_addr[0], FED_CLIENT2);
+  ap_client *other_b = client_as(rep_addr[1], FED_CLIENT2);
+  ap_client *mine_b = client_for(rep_addr[1]);
+  uint64_t seed = 31;
+  ap_recommendation rec;
+  o3m_err e;
+  char why[256] = "";
+  cr_assert_eq(rounds(mine, &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  int rc = ap_client_reward(other_b, rec.decision, 1.0, NULL, &e);
+  cr_assert_eq(rc, O3M_EPERM, "another client's reward on the other replica: %s (%s)",
+               o3m_errname(rc), o3m_err_message(&e));
+  rc = ap_client_reward(other_a, rec.decision, 1.0, NULL, &e);
+  cr_assert_eq(rc, O3M_EPERM, "another client's reward on the same replica: %s (%s)",
+               o3m_errname(rc), o3m_err_message(&e));
+  cr_assert_eq(updates_of(mine_b), 0, "a refused reward reached the stream");
+  o3m_err_clear(&e);
+  rc = ap_client_reward(mine_b, rec.decision, 0.5, NULL, &e);
+  cr_assert_eq(rc, 0, "the owner's reward on the other replica: %s (%s)", o3m_errname(rc),
+               o3m_err_message(&e));
+  wait_updates(0, 1);
+  ap_client_destroy(mine);
+  ap_client_destroy(mine_b);
+  ap_client_destroy(other_a);
+  ap_client_destroy(other_b);
 }
 
 /* Starts replicas a and b, a client of each in c, and n rounds across
@@ -518,23 +578,6 @@ static long requests_of(const fed_proc *p) {
   return atol(at + strlen("stopped: "));
 }
 
-/* Rounds on c; returns how many failed. */
-static int rounds(ap_client *c, uint64_t *seed, int n, char *last, size_t last_len) {
-  int failed = 0;
-  for (int t = 0; t < n; t++) {
-    char user[16], names[4][16];
-    const char *items[4];
-    draw(seed, user, names, items);
-    ap_recommendation rec;
-    o3m_err e;
-    o3m_err_clear(&e);
-    if (ap_client_recommend(c, user, 4, items, NULL, NULL, 0, &rec, &e)) {
-      failed++;
-      snprintf(last, last_len, "%s", o3m_err_message(&e));
-    }
-  }
-  return failed;
-}
 
 Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
   int port_b = fed_free_port();
@@ -565,14 +608,14 @@ Test(replicas, pp_instances, .fini = fed_down, .timeout = 300) {
   ap_client *c = client_for(target);
   uint64_t seed = 21;
   /* Sequential rounds: one MaskBatch each, so both instances get some. */
-  int failed = rounds(c, &seed, 40, last, sizeof last);
+  int failed = rounds(c, &seed, 40, last, sizeof last, NULL);
   cr_assert_eq(failed, 0, "%d rounds failed with two instances: %s", failed, last);
   cr_assert_eq(fed_stop(&pp1b, SIGTERM, 20000), 0);
   long b = requests_of(&pp1b);
   /* ... and the first instance alone serves on. */
-  failed = rounds(c, &seed, 20, last, sizeof last);
+  failed = rounds(c, &seed, 20, last, sizeof last, NULL);
   cr_assert_leq(failed, 2, "%d of 20 rounds failed after an instance stopped: %s", failed, last);
-  failed = rounds(c, &seed, 20, last, sizeof last);
+  failed = rounds(c, &seed, 20, last, sizeof last, NULL);
   cr_assert_eq(failed, 0, "rounds still fail with one instance: %s", last);
   cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 20000), 0);
   long a = requests_of(&fed.proc[FED_PP1]);

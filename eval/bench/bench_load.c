@@ -24,6 +24,16 @@
  * level): the AP batches the Recommend calls that queue while a fan-out is
  * in flight into one MaskBatch per passive participant.
  *
+ * Options for a client that floods, or for one beside a flood (issue 22,
+ * eval/bench/attack-fairness.sh): --id-bytes pads every item id to that
+ * many bytes (the largest allowed is O3M_MAX_ID), --calls stops a level
+ * after that many Recommends, and --reward-delay S keeps every decision of
+ * the level open and, S seconds after the level, rewards each one (one at
+ * a time per client), counting those the AP no longer holds (NOT_FOUND:
+ * evicted). The errors column counts every failed call; when there were
+ * any, the line after it says how many were DEADLINE_EXCEEDED and
+ * RESOURCE_EXHAUSTED.
+ *
  * eval/bench/run-load.sh starts a federation (M = 5, d = 100) and runs this. */
 #include <errno.h>
 #include <pthread.h>
@@ -48,6 +58,11 @@ typedef struct bench {
   const o3m_config *cfg;
   const char *cert, *key;
   int insecure, K, users, items, with_reward, rewards_only;
+  int id_bytes;           /* --id-bytes: item ids padded to this length (0: as drawn) */
+  long calls;             /* --calls: Recommends per level (0: no limit) */
+  atomic_long started;    /* Recommends started in the level */
+  double reward_delay;    /* --reward-delay: seconds; < 0: off */
+  int deadline_ms;        /* --deadline-ms: per call (0: the RPC client's default) */
   /* --targets: AP replicas' addresses (default: the config's active
    * party); worker i calls targets[i % n_targets]. */
   char targets_buf[1024]; /* the list, split in place */
@@ -65,6 +80,10 @@ typedef struct worker {
   double *lat; /* seconds, measured phase only */
   long n_lat;
   long errors;
+  long deadline, exhausted; /* of errors: DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED */
+  uint64_t *held;           /* --reward-delay: the level's decisions */
+  long n_held;
+  long rewarded, not_found; /* --reward-delay: their rewards' outcomes */
   char err[256];
 } worker;
 
@@ -91,7 +110,7 @@ static long long lo_bytes(void) {
 static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage **reply,
                           uint64_t *u, o3m_err *e) {
   const bench *b = w->b;
-  char user[32], ids[1024][16];
+  char user[32], ids[1024][O3M_MAX_ID + 1];
   char *idp[1024];
   for (int k = 0; k < b->K; k++) idp[k] = ids[k];
   o3m_rng_u64(rng, u);
@@ -102,7 +121,12 @@ static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage *
     int t = perm[k];
     perm[k] = perm[j];
     perm[j] = t;
-    snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
+    int len = snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
+    /* --id-bytes: padded after the number, so that the ids stay distinct. */
+    if (len < b->id_bytes) {
+      memset(ids[k] + len, 'x', (size_t)(b->id_bytes - len));
+      ids[k][b->id_bytes] = '\0';
+    }
   }
   O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
   req.user = user;
@@ -130,6 +154,7 @@ static void *worker_main(void *arg) {
   for (int i = 0; i < b->items; i++) perm[i] = i;
   o3m_err e;
   while (atomic_load(&b->phase) < 2) {
+    if (b->calls > 0 && atomic_fetch_add(&b->started, 1) >= b->calls) break;
     ProtobufCMessage *reply;
     uint64_t u;
     int phase = atomic_load(&b->phase);
@@ -138,10 +163,14 @@ static void *worker_main(void *arg) {
     double dt = o3m_clock_s() - t0;
     if (rc) {
       w->errors++;
+      w->deadline += rc == O3M_EDEADLINE;
+      w->exhausted += rc == O3M_EFULL;
       snprintf(w->err, sizeof w->err, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
       continue;
     }
     if (phase == 1 && atomic_load(&b->phase) == 1 && w->n_lat < MAX_LAT) w->lat[w->n_lat++] = dt;
+    if (b->reward_delay >= 0 && w->n_held < MAX_LAT)
+      w->held[w->n_held++] = ((const O3m__V1__Recommendation *)reply)->decision;
     if (b->with_reward &&
         reward_once(w, ((const O3m__V1__Recommendation *)reply)->decision, (u & 1) ? 1.0 : 0.0,
                     &e))
@@ -200,6 +229,22 @@ static void *worker_rewards(void *arg) {
   return NULL;
 }
 
+/* --reward-delay: rewards every decision worker w kept, one at a time. */
+static void *worker_reward_held(void *arg) {
+  worker *w = arg;
+  o3m_err e;
+  for (long i = 0; i < w->n_held; i++) {
+    int rc = reward_once(w, w->held[i], (w->held[i] & 1) ? 1.0 : 0.0, &e);
+    if (rc == 0) w->rewarded++;
+    else if (rc == O3M_ENOTFOUND) w->not_found++;
+    else {
+      w->errors++;
+      snprintf(w->err, sizeof w->err, "Reward: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+    }
+  }
+  return NULL;
+}
+
 /* The AP's rounds and fan-outs so far (both 0 if Stats fails). */
 static void ap_counts(o3m_rpc_client *c, uint64_t *rounds, uint64_t *fanouts) {
   O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
@@ -229,6 +274,7 @@ static int ap_client(const bench *b, int i, o3m_rpc_client **out, o3m_err *e) {
     cc.tls.server_name = o3m_config_active(b->cfg)->name;
   }
   cc.wait_for_ready = 1;
+  if (b->deadline_ms > 0) cc.deadline_ms = b->deadline_ms;
   return o3m_rpc_client_create(out, &cc, e);
 }
 
@@ -260,7 +306,8 @@ static int cmp_double(const void *a, const void *b) {
 
 enum {
   OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
-  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY, OPT_TARGETS
+  OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY, OPT_TARGETS, OPT_ID_BYTES,
+  OPT_CALLS, OPT_REWARD_DELAY, OPT_DEADLINE
 };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
@@ -279,18 +326,25 @@ static const o3m_cli_option options[] = {
                           "their Rewards, timed (seconds = reward time)"},
     [OPT_TARGETS] = {"targets", "LIST", "AP replicas' addresses, comma-separated: client i "
                                         "calls address i mod n (default: the config's)"},
+    [OPT_ID_BYTES] = {"id-bytes", "N", "pad every item id to N bytes, up to 128 (default: "
+                                       "as drawn, i0..)"},
+    [OPT_CALLS] = {"calls", "N", "stop a level after N Recommends (default: --seconds only)"},
+    [OPT_REWARD_DELAY] = {"reward-delay", "S", "keep the level's decisions open, and reward "
+                                               "them S seconds after it, counting NOT_FOUND"},
+    [OPT_DEADLINE] = {"deadline-ms", "MS", "each call's deadline (default 5000)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
     "o3m-bench-load",
     "--config F (--cert F --key F | --insecure) [--K 20]\n"
     "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
-    "       [--items 200] [--with-reward | --rewards-only]",
+    "       [--items 200] [--with-reward | --rewards-only | --reward-delay S]\n"
+    "       [--id-bytes N] [--calls N] [--deadline-ms MS]",
     "Drives a running federation's active party with Recommend calls and reports latency.",
     options, NULL};
 
 int main(int argc, char **argv) {
-  bench b = {.K = 20, .users = 1000, .items = 200};
+  bench b = {.K = 20, .users = 1000, .items = 200, .reward_delay = -1};
   const char *cfg_path = NULL, *conc = "1,8,32";
   double seconds = 5, warmup = 1;
   o3m_cli cl;
@@ -311,6 +365,10 @@ int main(int argc, char **argv) {
     case OPT_ITEMS: b.items = atoi(v); break;
     case OPT_WITH_REWARD: b.with_reward = 1; break;
     case OPT_REWARDS_ONLY: b.rewards_only = 1; break;
+    case OPT_ID_BYTES: b.id_bytes = atoi(v); break;
+    case OPT_CALLS: b.calls = atol(v); break;
+    case OPT_DEADLINE: b.deadline_ms = atoi(v); break;
+    case OPT_REWARD_DELAY: b.reward_delay = atof(v); break;
     case OPT_TARGETS:
       if (strlen(v) >= sizeof b.targets_buf ||
           (b.n_targets = o3m_cli_split_list(strcpy(b.targets_buf, v), b.targets, 8)) < 0)
@@ -322,8 +380,13 @@ int main(int argc, char **argv) {
   }
   if (o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&spec, "unexpected argument '%s'", argv[o3m_cli_operands(&cl)]);
-  if (b.rewards_only && b.with_reward)
-    return o3m_cli_usage_error(&spec, "--with-reward and --rewards-only exclude each other");
+  if (b.rewards_only + b.with_reward + (b.reward_delay >= 0) > 1)
+    return o3m_cli_usage_error(&spec, "--with-reward, --rewards-only and --reward-delay exclude "
+                               "each other");
+  if (b.id_bytes < 0 || b.id_bytes > O3M_MAX_ID || b.calls < 0 || b.deadline_ms < 0 ||
+      b.deadline_ms > 86400000)
+    return o3m_cli_usage_error(&spec, "--id-bytes: expected 0..%d; --calls: expected >= 0; "
+                               "--deadline-ms: expected 1..86400000", O3M_MAX_ID);
   if (!cfg_path || (!b.insecure && (!b.cert || !b.key)) || b.K < 1 || b.K > 1024 ||
       b.items < b.K || b.users < 1 || seconds <= 0)
     return o3m_cli_usage_error(&spec, "give --config and --cert and --key (or --insecure), "
@@ -372,12 +435,14 @@ int main(int argc, char **argv) {
       ws[i].b = &b;
       ws[i].id = i;
       ws[i].lat = malloc(sizeof(double) * MAX_LAT);
+      if (b.reward_delay >= 0) ws[i].held = malloc(sizeof *ws[i].held * MAX_LAT);
       if (ap_client(&b, i, &ws[i].cli, &e)) {
         fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
         return 1;
       }
     }
     atomic_store(&b.phase, 0);
+    atomic_store(&b.started, 0);
     uint64_t rounds0 = 0, fan0 = 0, rounds1 = 0, fan1 = 0;
     long long bytes0 = 0, bytes1 = 0;
     double el = b.rewards_only ? rewards_level(&b, ws, n, seconds) : 0;
@@ -396,11 +461,13 @@ int main(int argc, char **argv) {
       el = o3m_clock_s() - t0;
       bytes1 = lo_bytes();
     }
-    long total = 0, errors = 0;
+    long total = 0, errors = 0, deadline = 0, exhausted = 0;
     for (int i = 0; i < n; i++) {
       pthread_join(ws[i].th, NULL);
       total += ws[i].n_lat;
       errors += ws[i].errors;
+      deadline += ws[i].deadline;
+      exhausted += ws[i].exhausted;
     }
     if (b.rewards_only) pthread_barrier_destroy(&b.bar);
     else ap_counts(stats_cli, &rounds1, &fan1);
@@ -423,11 +490,30 @@ int main(int argc, char **argv) {
     else
       printf("%11d %12.0f %10.3f %10.3f %10.3f %14.0f %10.3f %7ld %7.1f\n", n, total / el,
              p50 * 1e3, p99 * 1e3, mx * 1e3, per, per / payload, errors, batch);
+    if (!b.rewards_only && errors)
+      printf("%11s of the errors: %ld DEADLINE_EXCEEDED, %ld RESOURCE_EXHAUSTED\n", "", deadline,
+             exhausted);
+    if (b.reward_delay >= 0) {
+      struct timespec ts = {(time_t)b.reward_delay,
+                            (long)((b.reward_delay - (time_t)b.reward_delay) * 1e9)};
+      nanosleep(&ts, NULL);
+      long held = 0, ok = 0, nf = 0;
+      for (int i = 0; i < n; i++) pthread_create(&ws[i].th, NULL, worker_reward_held, &ws[i]);
+      for (int i = 0; i < n; i++) {
+        pthread_join(ws[i].th, NULL);
+        held += ws[i].n_held;
+        ok += ws[i].rewarded;
+        nf += ws[i].not_found;
+      }
+      printf("%11s rewards %.0f s later: %ld decisions, %ld rewarded, %ld NOT_FOUND (evicted)\n",
+             "", b.reward_delay, held, ok, nf);
+    }
     fflush(stdout);
     for (int i = 0; i < n; i++) {
       if (ws[i].errors) fprintf(stderr, "  worker %d: last error %s\n", i, ws[i].err);
       o3m_rpc_client_destroy(ws[i].cli);
       free(ws[i].lat);
+      free(ws[i].held);
     }
     free(all);
     free(ws);
