@@ -264,6 +264,25 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->theta_norm = s->theta_norm;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
+  out->reloads = s->reloads;
+  out->reloads_refused = s->reloads_refused;
+  out->last_reload_ms = s->last_reload_ms;
+  return 0;
+}
+
+int ap_client_reload(ap_client *c, int passive, ap_reload_info *out, o3m_err *e) {
+  if (!c || !out) return o3m_err_set(e, O3M_EINVAL, "reload: bad arguments");
+  O3m__V1__ReloadRequest req = O3M__V1__RELOAD_REQUEST__INIT;
+  ProtobufCMessage *m;
+  int rc = call_any(c, passive ? O3M_PATH_PASSIVE_RELOAD : O3M_PATH_ACTIVE_RELOAD, &req.base,
+                    &o3m__v1__reload_reply__descriptor, &m, e);
+  if (rc < 0) return rc;
+  const O3m__V1__ReloadReply *r = (const O3m__V1__ReloadReply *)m;
+  out->reloads = r->reloads;
+  out->refused = r->refused;
+  out->last_reload_ms = r->last_reload_ms;
+  out->users = r->users;
+  out->items = r->items;
   return 0;
 }
 

@@ -144,9 +144,26 @@ typedef struct ap_stats {
   double theta_norm;  /* shared model; 0 for disjoint */
   char algo[16];
   char model[16];
+  uint64_t reloads;         /* own table reloads swapped in */
+  uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
+  int64_t last_reload_ms;   /* Unix time of the last swap, ms (0: none) */
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);
+
+/* What a Reload answered (o3m.proto, ReloadReply). */
+typedef struct ap_reload_info {
+  uint64_t reloads;        /* swaps of the tables since the daemon started */
+  uint64_t refused;        /* reloads refused, the old tables kept */
+  int64_t last_reload_ms;  /* Unix time of the last swap, ms */
+  uint32_t users, items;   /* rows now served */
+} ap_reload_info;
+
+/* Reload of the feature tables of the daemon at the target: passive 1
+ * calls o3m.v1.Passive/Reload, 0 o3m.v1.Active/Reload. Answered only to
+ * that party's own certificate (O3M_EPERM otherwise); a bad file is the
+ * load's code (O3M_EPARSE, O3M_ERANGE, ...) with its file:line message. */
+int ap_client_reload(ap_client *c, int passive, ap_reload_info *out, o3m_err *e);
 
 typedef struct ap_info {
   int role;           /* O3m__V1__Role value: 3 = active */

@@ -23,6 +23,7 @@
 #include "o3m_wire.h"
 #include "o3m_features.h"
 #include "o3m_secagg.h"
+#include "o3m_tables.h"
 
 #include <sodium.h>
 
@@ -119,6 +120,9 @@ typedef struct batch_slot {
   int rc;                       /* the gather's outcome, e its message */
   o3m_err e;
   double *X0;                   /* k_max x d0: own features from the tables */
+  /* The own tables' version this batch reads, taken when it is sent (a
+   * reload may swap r->own meanwhile; ap_round_reload). */
+  o3m_features *own;
   double *Y;                    /* batch_rows x d: the batch's sums Q x */
   uint64_t *acc;                /* batch_rows x d: the PPs' words, summed */
   double *Ypp;                  /* batch_rows x d: their decoded sum */
@@ -145,8 +149,11 @@ struct ap_round {
   void *before_decide_ctx;
 
   /* The AP's own feature tables: NULL when the features come in the
-   * requests. */
+   * requests. tables loads and reloads them; retired is the version the
+   * last reload replaced while a batch in flight still read it. */
   o3m_features *own;
+  o3m_tables *tables;
+  o3m_features *retired;
 
   /* Set by ap_round_connect. */
   const o3m_block *block;
@@ -190,15 +197,13 @@ struct ap_round {
  * against this party's bound. */
 static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) {
   if (!cfg->user_table && !cfg->item_table) return 0;
-  int rc = o3m_features_load(&r->own, cfg->user_table, cfg->item_table, r->d0, e);
-  if (rc < 0) return rc;
-  o3m_err ne;
-  o3m_err_clear(&ne);
-  rc = o3m_features_check_norm(r->own, r->max_norm, &ne);
-  if (rc < 0)
-    return o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
-                       "rows are meant)", o3m_err_message(&ne), r->name, cfg->config_name);
-  return 0;
+  /* The code of a passive party's start and reload: the same checks and
+   * messages. The active party does not whiten (a passive party's option). */
+  const o3m_tables_config tc = {cfg->config_name, r->name,     cfg->user_table, cfg->item_table,
+                                r->d0,            0,           r->max_norm,     cfg->metrics};
+  int rc = o3m_tables_create(&r->tables, &tc, e);
+  if (rc == 0) rc = o3m_tables_load(r->tables, &r->own, e);
+  return rc;
 }
 
 int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
@@ -323,11 +328,22 @@ void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
   for (int b = 0; b < r->n_slots; b++) r->slot[b].peers = peers[b];
 }
 
-void ap_round_stats_get(const ap_round *r, ap_round_stats *st) { *st = r->st; }
+void ap_round_stats_get(const ap_round *r, ap_round_stats *st) {
+  *st = r->st;
+  if (r->tables) {
+    o3m_tables_stats ts;
+    o3m_tables_stats_get(r->tables, r->own, &ts);
+    st->reloads = ts.swaps;
+    st->reloads_refused = ts.refused;
+    st->last_reload_ms = ts.last_reload_ms;
+  }
+}
 
 void ap_round_destroy(ap_round *r) {
   if (!r) return;
   o3m_features_destroy(r->own);
+  o3m_features_destroy(r->retired);
+  o3m_tables_destroy(r->tables);
   free(r->dup.t);
   free(r->arms_pool);
   free(r->owners);
@@ -499,10 +515,11 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 /* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
  * from the request or, with unknown ids as dummies, from the own tables
  * (the AP's one lookup of its own features) through the slot's X0. */
-static int mask_own(const ap_round *r, const queued *q, double *X0buf, double *Y) {
+static int mask_own(const ap_round *r, o3m_features *own, const queued *q, double *X0buf,
+                    double *Y) {
   const double *X0 = q->req->own_features;
   if (q->req->n_own_features == 0) {
-    int rc = o3m_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
+    int rc = o3m_features_fill(own, q->req->user, q->K, (const char *const *)q->req->items,
                               X0buf, NULL, NULL);
     if (rc < 0) return rc;
     X0 = X0buf;
@@ -513,6 +530,7 @@ static int mask_own(const ap_round *r, const queued *q, double *X0buf, double *Y
 
 /* Fills slot b's MaskBatch queries from its rounds (under the lock). */
 static void batch_build(batch_slot *b) {
+  b->own = b->r->own;
   for (int i = 0; i < b->n; i++) {
     O3m__V1__MaskQuery *mq = &b->mq[i];
     o3m__v1__mask_query__init(mq);
@@ -609,7 +627,7 @@ static void batch_gather(void *arg) {
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
     double *Yi = b->Y + off * (size_t)r->d;
-    q[i]->rc = mask_own(r, q[i], b->X0, Yi);
+    q[i]->rc = mask_own(r, b->own, q[i], b->X0, Yi);
     /* That round fails alone (round_decide); zeros keep the batch's sums,
      * which the other rounds' checks read, defined. */
     if (q[i]->rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i]->K * (size_t)r->d);
@@ -761,6 +779,46 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   b->busy = 0;
 }
 
+/* ---------------------------------------------------------------- reload */
+
+/* 1 when a batch in flight reads tables f. */
+static int tables_read(const ap_round *r, const o3m_features *f) {
+  for (int k = 0; k < r->n_slots; k++)
+    if (r->slot[k].busy && r->slot[k].own == f) return 1;
+  return 0;
+}
+
+/* Frees the version a reload replaced once no batch in flight reads it. */
+static void retired_free_if_unread(ap_round *r) {
+  if (r->retired && !tables_read(r, r->retired)) {
+    o3m_features_destroy(r->retired);
+    r->retired = NULL;
+  }
+}
+
+int ap_round_reload_busy(const ap_round *r) {
+  return r->tables && (o3m_tables_reload_busy(r->tables) ||
+                       (r->retired && tables_read(r, r->retired)));
+}
+
+int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e) {
+  if (!r->tables)
+    return o3m_err_set(e, O3M_ESTATE, "party '%s' has no feature tables to reload (its own "
+                       "features come in the requests)", r->name);
+  retired_free_if_unread(r);
+  if (r->retired)
+    return o3m_err_set(e, O3M_ESTATE, "the tables replaced by the previous reload are still "
+                       "read by a batch in flight; retry");
+  o3m_features *old;
+  int rc = o3m_tables_reload(r->tables, r->server, &r->own, &old, e);
+  if (rc < 0) return rc;
+  r->retired = old;
+  retired_free_if_unread(r);
+  if (users) *users = o3m_features_n_users(r->own);
+  if (items) *items = o3m_features_n_items(r->own);
+  return 0;
+}
+
 void ap_round_flush(ap_round *r) {
   /* With several threads, one batch per call: its replies are completions,
    * after which the server runs this hook again, and the calls that arrived
@@ -784,5 +842,6 @@ void ap_round_flush(ap_round *r) {
     r->st.fanouts++;
     o3m_rpc_server_unlocked(r->server, batch_gather, b);
     batch_finish(r, b);
+    retired_free_if_unread(r);
   }
 }

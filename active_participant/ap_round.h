@@ -192,6 +192,9 @@ typedef struct ap_round_config {
   void *before_decide_ctx;
   /* Batches in flight at once, 1..AP_ROUND_MAX_INFLIGHT. */
   int inflight;
+  /* Optional: the registry of the own tables' reload counters
+   * (o3m_tables.h); NULL: none. */
+  o3m_metrics *metrics;
   /* Fairness (see above): the number of clients (owners 0..n_owners-1),
    * each client's cap on rounds in flight (1..AP_ROUND_SLOTS) and the cost
    * budget of a batch in K x d (>= 1). */
@@ -246,7 +249,27 @@ typedef struct ap_round_stats {
   uint64_t peer_failures; /* rounds failed because of a passive participant */
   uint64_t fanouts;       /* batches sent to the passive participants */
   uint64_t over_share;    /* Recommend calls refused: the client's cap was reached */
+  uint64_t reloads;       /* own table reloads swapped in */
+  uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
+  int64_t last_reload_ms; /* Unix time of the last swap, ms (0: none) */
 } ap_round_stats;
+
+/* Reloads the own tables (o3m_tables.h: parsed and checked as at a start
+ * without the server's lock, swapped with it), under the server's lock
+ * from a handler or the idle hook. Each batch reads the version that was
+ * current when it was sent, so a round never mixes two; the replaced one
+ * is freed once no batch in flight reads it. *users and *items (may be
+ * NULL) get the new tables' row counts. Errors: O3M_ESTATE when this
+ * party has no tables (its features come in the requests), while another
+ * reload parses, or while the version replaced by the previous reload is
+ * still read by a batch in flight (retry); a load's error (file:line,
+ * bound) with the old tables kept. */
+int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e);
+
+/* 1 while a reload cannot start (it would be refused with O3M_ESTATE): one
+ * parses, or the version the last one replaced is still read by a batch
+ * in flight; else 0. */
+int ap_round_reload_busy(const ap_round *r);
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st);
 

@@ -113,6 +113,7 @@ struct ap_service {
   int n_clients;
 
   o3m_access *access; /* who may call what: ap_access below */
+  volatile sig_atomic_t *reload; /* ap_service_options.reload, or NULL */
   o3m_rpc_server *server;
   int ran;
 
@@ -442,6 +443,17 @@ static void service_idle(void *ctx) {
   } else if (s->ckpt) {
     reward_commit(s);
     checkpoint_if_due(s);
+  }
+  /* SIGHUP: the flag is cleared only when a reload starts, so that a
+   * signal during one (the files may have changed again) gets its own. */
+  if (s->reload && *s->reload && !ap_round_reload_busy(s->round)) {
+    *s->reload = 0;
+    o3m_err re;
+    o3m_err_clear(&re);
+    /* A refused load is logged and counted by o3m_tables; only "nothing to
+     * reload" (no own tables) is said here. */
+    if (ap_round_reload(s->round, NULL, NULL, &re) == O3M_ESTATE)
+      o3m_log_warn("SIGHUP: %s", o3m_err_message(&re));
   }
   ap_round_flush(s->round);
   metrics_publish(s);
@@ -887,6 +899,29 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->algo = (char *)o3m_algo_name(s->algo);
   rep->model = (char *)o3m_model_name(s->model);
   rep->fanouts = rst.fanouts;
+  rep->reloads = rst.reloads;
+  rep->reloads_refused = rst.reloads_refused;
+  rep->last_reload_ms = rst.last_reload_ms;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- Reload */
+
+static int h_reload(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
+                    ProtobufCMessage *rep_, o3m_err *e) {
+  (void)call, (void)req_;
+  ap_service *s = ctx;
+  int users, items;
+  int rc = ap_round_reload(s->round, &users, &items, e);
+  if (rc < 0) return rc;
+  ap_round_stats rst;
+  ap_round_stats_get(s->round, &rst);
+  O3m__V1__ReloadReply *rep = (O3m__V1__ReloadReply *)rep_;
+  rep->reloads = rst.reloads;
+  rep->refused = rst.reloads_refused;
+  rep->last_reload_ms = rst.last_reload_ms;
+  rep->users = (uint32_t)users;
+  rep->items = (uint32_t)items;
   return 0;
 }
 
@@ -899,17 +934,22 @@ static const o3m_rpc_method ap_methods[] = {
      &o3m__v1__reward_reply__descriptor, h_reward},
     {O3M_PATH_ACTIVE_STATS, &o3m__v1__stats_request__descriptor,
      &o3m__v1__active_stats__descriptor, h_stats},
+    {O3M_PATH_ACTIVE_RELOAD, &o3m__v1__reload_request__descriptor,
+     &o3m__v1__reload_reply__descriptor, h_reload},
 };
 
 /* Recommend, Reward and Stats only for the clients the config names: a
  * party (or any other certificate of the federation CA) must not see the
  * chosen items and scores, learn whether a reward arrived or write rewards
- * into users' decisions. Info is public to the federation. */
+ * into users' decisions. Info is public to the federation. Reload of the
+ * own tables is the active party's operator's act, with its own
+ * certificate (as a passive party's); a client only reads and decides. */
 static const o3m_access_rule ap_access[] = {
     {O3M_PATH_ACTIVE_INFO, O3M_ACCESS_PARTY | O3M_ACCESS_CLIENT},
     {O3M_PATH_ACTIVE_RECOMMEND, O3M_ACCESS_CLIENT},
     {O3M_PATH_ACTIVE_REWARD, O3M_ACCESS_CLIENT},
     {O3M_PATH_ACTIVE_STATS, O3M_ACCESS_CLIENT},
+    {O3M_PATH_ACTIVE_RELOAD, O3M_ACCESS_SELF},
 };
 
 /* ================================================================ the AP's block */
@@ -1201,6 +1241,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   ap_service *s = calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(s->name, sizeof s->name, "%s", me->name);
+  s->reload = opt->reload;
   s->commit_each = opt->commit_each;
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
@@ -1307,6 +1348,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .drain = threads == 1,
       .before_decide = before_decide,
       .before_decide_ctx = s,
+      .metrics = opt->metrics,
   };
   if (replicated) {
     rcfg.record = replica_record;
@@ -1377,8 +1419,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.n_method_slots = 2;
   sc.idle = service_idle;
   sc.metrics = opt->metrics;
-  /* Replicas apply the stream also when no call arrives. */
-  sc.idle_on_timeout = replicated;
+  /* Replicas apply the stream, and SIGHUP's reload is taken, also when no
+   * call arrives. */
+  sc.idle_on_timeout = replicated || opt->reload != NULL;
   /* Callers need a certificate from the federation CA, and the access
    * policy decides what each may call: front ends and operators are
    * [client NAME]s of the config with certificates of their own. */

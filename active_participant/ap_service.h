@@ -323,6 +323,10 @@ typedef struct ap_service_options {
   /* AP replicas (the daemon's --replica NAME): required exactly when the
    * config has [federation] replication = nats; see "Replicas" above. */
   const char *replica;
+  /* A nonzero *reload (the daemon's SIGHUP flag, o3m_daemon_reload_flag)
+   * makes the idle hook, within about 100 ms, reload the own tables as
+   * Reload does (ap_round_reload) and clear it. May be NULL. */
+  volatile sig_atomic_t *reload;
 } ap_service_options;
 
 /* Defaults: party NULL (must be set), TLS, pmg_timeout_s 60, listen NULL,

@@ -10,6 +10,10 @@
  *   stats                                prints one `name=value` per line
  *   info                                 prints one `name=value` per line, the
  *                                        federation fingerprint among them
+ *   reload                               with --as PARTY (its own certificate):
+ *                                        that party's daemon reloads its
+ *                                        feature tables (as on SIGHUP);
+ *                                        prints one `name=value` per line
  *   health [--target ADDR]               prints SERVING
  *   fingerprint                          prints the canonical encoding of
  *                                        --config's shared fields and its
@@ -97,6 +101,9 @@ static const o3m_cli_spec spec = {
     "  stats                                prints one name=value per line\n"
     "  info                                 prints one name=value per line (fingerprint=:\n"
     "                                       the AP's federation fingerprint, SECURITY.md)\n"
+    "  reload                               with --config and --as PARTY: PARTY's daemon\n"
+    "                                       reloads its feature tables (as on SIGHUP);\n"
+    "                                       prints reloads=, refused=, users=, items=\n"
     "  health [--target ADDR]               prints SERVING (exit 1 if not serving)\n"
     "  fingerprint                          prints what --config's federation fingerprint\n"
     "                                       covers, then fingerprint=HEX; calls nobody\n"
@@ -316,8 +323,9 @@ static int cmd_stats(ap_client *c) {
   int rc = ap_client_stats(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
   printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
-         "model=%s\n", (unsigned long long)s.rounds, (unsigned long long)s.updates, s.pending,
-         (unsigned long long)s.expired, s.theta_norm, s.algo, s.model);
+         "model=%s\nreloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.rounds,
+         (unsigned long long)s.updates, s.pending, (unsigned long long)s.expired, s.theta_norm,
+         s.algo, s.model, (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
   return 0;
 }
 
@@ -331,6 +339,41 @@ static int cmd_info(ap_client *c) {
          "fingerprint=%s\n",
          s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name,
          s.fingerprint);
+  return 0;
+}
+
+/* The party --as names (active or passive) is the daemon called, at its
+ * address unless --target says otherwise: only its own certificate may
+ * reload its tables. */
+static int cmd_reload(ap_client *c, int passive) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  ap_reload_info r;
+  int rc = ap_client_reload(c, passive, &r, &e);
+  if (rc < 0) return fail(rc, &e);
+  printf("reloads=%llu\nrefused=%llu\nlast_reload_ms=%lld\nusers=%u\nitems=%u\n",
+         (unsigned long long)r.reloads, (unsigned long long)r.refused,
+         (long long)r.last_reload_ms, r.users, r.items);
+  return 0;
+}
+
+/* Finds the party of reload: --config's party --as names, with tables of
+ * its own to reload (role active or passive). Its address becomes the
+ * target unless one is given. Returns 0, or an exit code after a message. */
+static int reload_party(args *a, o3m_config **cfg, int *passive) {
+  if (!a->config || !a->as)
+    return o3m_cli_usage_error(&spec, "%s", "reload needs --config and --as PARTY (the party "
+                               "whose tables to reload, with its own certificate)");
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_config_load(cfg, a->config, &e);
+  if (rc < 0) return fail(rc, &e);
+  const o3m_party *p = o3m_config_party(*cfg, a->as);
+  if (!p || (p->role != O3M_ROLE_PASSIVE && p->role != O3M_ROLE_ACTIVE))
+    return o3m_cli_usage_error(&spec, "reload: --as %s is not an active or passive party of %s",
+                               a->as, a->config);
+  *passive = p->role == O3M_ROLE_PASSIVE;
+  if (!a->target) a->target = p->address;
   return 0;
 }
 
@@ -378,8 +421,9 @@ int main(int argc, char **argv) {
   int is_rec = !strcmp(a.command, "recommend"), is_rew = !strcmp(a.command, "reward");
   int is_stats = !strcmp(a.command, "stats"), is_info = !strcmp(a.command, "info");
   int is_health = !strcmp(a.command, "health"), is_fpr = !strcmp(a.command, "fingerprint");
-  int is_setup = !strcmp(a.command, "nats-setup");
-  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health && !is_fpr && !is_setup)
+  int is_setup = !strcmp(a.command, "nats-setup"), is_reload = !strcmp(a.command, "reload");
+  if (!is_rec && !is_rew && !is_stats && !is_info && !is_health && !is_fpr && !is_setup &&
+      !is_reload)
     return o3m_cli_usage_error(&spec, "unknown command '%s'", a.command);
   if ((a.user || a.items || a.arms || a.own) && !is_rec)
     return o3m_cli_usage_error(
@@ -390,6 +434,17 @@ int main(int argc, char **argv) {
                                a.command);
   if (is_fpr) return cmd_fingerprint(a.config);
   if (is_setup) return cmd_nats_setup(&a);
+  /* reload: the party's config is kept until the end (a.target may point
+   * into it). */
+  o3m_config *party_cfg = NULL;
+  int passive = 0;
+  if (is_reload) {
+    int prc = reload_party(&a, &party_cfg, &passive);
+    if (prc) {
+      o3m_config_destroy(party_cfg);
+      return prc;
+    }
+  }
   /* The connection: checked here first, so that a bad combination is a
    * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;
@@ -399,18 +454,25 @@ int main(int argc, char **argv) {
       .target = a.target, .server_name = a.server_name, .insecure = a.insecure,
       .deadline_ms = a.deadline_ms,
   };
-  if (ap_client_conn_check(&conn, &e) < 0)
+  if (ap_client_conn_check(&conn, &e) < 0) {
+    o3m_config_destroy(party_cfg);
     return o3m_cli_usage_error(&spec, "%s", o3m_err_message(&e));
+  }
   o3m_config *cfg;
   ap_client *c;
   int rc = ap_client_open(&c, &cfg, &conn, &e);
-  if (rc < 0) return fail(rc, &e);
-  if (is_rec) rc = cmd_recommend(c, &a);
+  if (rc < 0) {
+    o3m_config_destroy(party_cfg);
+    return fail(rc, &e);
+  }
+  if (is_reload) rc = cmd_reload(c, passive);
+  else if (is_rec) rc = cmd_recommend(c, &a);
   else if (is_rew) rc = cmd_reward(c, &a);
   else if (is_stats) rc = cmd_stats(c);
   else if (is_info) rc = cmd_info(c);
   else rc = cmd_health(c);
   ap_client_destroy(c);
   o3m_config_destroy(cfg);
+  o3m_config_destroy(party_cfg);
   return rc;
 }

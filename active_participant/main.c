@@ -15,7 +15,8 @@
  * generator, the model recovered from state_dir, clients of the passive
  * participants, server), writes the ready file and serves until SIGTERM or
  * SIGINT, then writes a final checkpoint, removes the ready file and exits
- * 0. Exit 1 when start-up fails or the service stopped itself (after a disk
+ * 0. SIGHUP (or o3m-cli reload) reloads the own feature tables without a
+ * restart (o3m_tables.h). Exit 1 when start-up fails or the service stopped itself (after a disk
  * error, or because its model was found damaged: the last line says which),
  * 2 for a usage error. The command line and the start-up steps are the
  * ones every daemon shares (o3m_daemon.h, o3m_cli.h); --help lists every
@@ -146,6 +147,7 @@ int main(int argc, char **argv) {
   opt.insecure = a.insecure;
   opt.stop = o3m_daemon_stop_flag();
   opt.metrics = o3m_daemon_metrics();
+  opt.reload = o3m_daemon_catch_reload_signal();
   if (opt.insecure) o3m_log_warn("--insecure: every channel is PLAINTEXT and unauthenticated");
   o3m_err e;
   o3m_err_clear(&e);

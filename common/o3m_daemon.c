@@ -248,6 +248,24 @@ static void on_stop_signal(int sig) {
 
 volatile sig_atomic_t *o3m_daemon_stop_flag(void) { return &g_stop; }
 
+/* SIGHUP's flag (see the header). */
+static volatile sig_atomic_t g_reload;
+
+static void on_reload_signal(int sig) {
+  (void)sig;
+  g_reload = 1;
+}
+
+volatile sig_atomic_t *o3m_daemon_catch_reload_signal(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_reload_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &sa, NULL);
+  return &g_reload;
+}
+
 o3m_metrics *o3m_daemon_metrics(void) { return g_metrics; }
 
 /* The readiness probe of the metrics port (o3m_httpd_set_probe): a gRPC

@@ -146,6 +146,13 @@ o3m_metrics *o3m_daemon_metrics(void);
  * services' start-up waits (their options' stop field). */
 volatile sig_atomic_t *o3m_daemon_stop_flag(void);
 
+/* Catches SIGHUP for a daemon that reloads its feature tables (o3m-passive,
+ * o3m-active; o3m_tables.h) and returns its flag: the handler only sets it
+ * (nothing else is safe in a handler), and the service's idle hook, which
+ * the RPC layer runs at least every 100 ms, does the reload and clears it.
+ * Without this call SIGHUP keeps its default action (the PMG). Call it from
+ * main() before the service serves. */
+volatile sig_atomic_t *o3m_daemon_catch_reload_signal(void);
 /* Makes shutdown(target) what a stop signal calls (it must be
  * async-signal-safe: the services' *_shutdown are). If a signal already
  * came, calls it at once, so that a stop during start-up is not lost.

@@ -17,7 +17,8 @@
  * PMG, retrying for up to --pmg-timeout-s seconds, default 60, and then
  * stored in the state_dir if there is one), then serves the Passive service
  * with mutual TLS (the party's cert and key, the federation CA) until
- * SIGTERM or SIGINT, and exits 0. A request larger than the largest
+ * SIGTERM or SIGINT, and exits 0. SIGHUP (or o3m-cli reload) reloads the
+ * feature tables without a restart (o3m_tables.h). A request larger than the largest
  * MaskBatch the AP can send under the config is refused unread
  * (RESOURCE_EXHAUSTED); a table row that could form a part above the
  * party's max_norm fails the start naming file and line. --ready-file PATH is written once the
@@ -124,6 +125,7 @@ int main(int argc, char **argv) {
                  "block travels unencrypted.");
   opt.stop = o3m_daemon_stop_flag();
   opt.metrics = o3m_daemon_metrics();
+  opt.reload = o3m_daemon_catch_reload_signal();
   o3m_err e;
   o3m_err_clear(&e);
   pp_service *svc;

@@ -16,7 +16,13 @@
  * With aggregation = secure (the config's, never the request's) MaskBatch
  * needs the AP's nonce, checks each row of Y against this party's max_norm
  * and answers only the masked words of o3m_secagg_mask (a third buffer,
- * W); Mask is refused. */
+ * W); Mask is refused.
+ *
+ * Reload (the RPC and SIGHUP through the idle hook) loads the tables anew
+ * without the server's lock and swaps s->features between two handlers
+ * (o3m_tables.h); the handlers read s->features under the lock, so a call
+ * is answered wholly from one version, and the replaced version is freed
+ * at once, as no handler can still hold it. */
 #include "pp_service.h"
 
 #include <inttypes.h>
@@ -32,6 +38,7 @@
 #include "o3m_wire.h"
 #include "o3m_features.h"
 #include "o3m_secagg.h"
+#include "o3m_tables.h"
 
 struct pp_service {
   const o3m_config *cfg;
@@ -42,7 +49,9 @@ struct pp_service {
   const char *listen;       /* pp_options.listen, read during create only */
   int slot;                 /* this party's index j */
   o3m_partition part;
-  o3m_features *features;
+  o3m_features *features;   /* the version now served (a reload swaps it) */
+  o3m_tables *tables;       /* how it is (re)loaded, the reload counters */
+  volatile sig_atomic_t *reload; /* pp_options.reload: SIGHUP's flag, or NULL */
   o3m_block *block;         /* NULL until fetched */
   uint64_t mask_id;         /* 0 until fetched */
   int max_candidates;
@@ -62,11 +71,12 @@ struct pp_service {
 
 /* ---------------------------------------------------------------- lifecycle */
 
-#define N_METHODS 4
+#define N_METHODS 5
 static const o3m_rpc_method methods[N_METHODS];
 static const o3m_access_rule access_rules[N_METHODS];
 static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err *e);
 static int secagg_setup(pp_service *s, o3m_err *e);
+static void pp_idle(void *ctx);
 
 /* Binds the server on the party's listen address with its access policy: mutual
  * TLS with the party's files unless insecure; requests beyond the largest
@@ -85,6 +95,9 @@ static int bind_server(pp_service *s, o3m_err *e) {
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
+  /* The idle hook takes SIGHUP's reload also when no call arrives. */
+  sc.idle = pp_idle;
+  sc.idle_on_timeout = s->reload != NULL;
   return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
                           methods, N_METHODS, s, e);
 }
@@ -125,6 +138,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->listen = opt->listen;
   s->slot = me->slot;
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;
+  s->reload = opt->reload;
 
   int rc;
   int m = o3m_config_n_column_parties(cfg);
@@ -140,21 +154,14 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   free(dims);
   if (rc < 0) goto fail;
 
-  o3m_err fe;
-  o3m_err_clear(&fe);
-  rc = o3m_features_load(&s->features, me->user_table, me->item_table, me->dims, &fe);
-  if (!rc && me->whiten) rc = o3m_features_whiten(s->features, &fe);
-  if (rc < 0) {
-    rc = o3m_err_set(e, rc, "%s: [party %s] user_table/item_table: %s", o3m_config_name(cfg),
-                     party, o3m_err_message(&fe));
-    goto fail;
-  }
-  rc = o3m_features_check_norm(s->features, me->max_norm, &fe);
-  if (rc < 0) {
-    rc = o3m_err_set(e, rc, "%s (the bound of [party %s] in %s; raise its max_norm if such "
-                     "rows are meant)", o3m_err_message(&fe), party, o3m_config_name(cfg));
-    goto fail;
-  }
+  /* The tables by the code a reload runs too, so that a start and a
+   * reload check the same things and say the same. */
+  const o3m_tables_config tc = {o3m_config_name(cfg), party,       me->user_table,
+                                me->item_table,       me->dims,    me->whiten,
+                                me->max_norm,         s->metrics};
+  rc = o3m_tables_create(&s->tables, &tc, e);
+  if (rc == 0) rc = o3m_tables_load(s->tables, &s->features, e);
+  if (rc < 0) goto fail;
   size_t K = (size_t)s->max_candidates;
   s->batch_rows = o3m_wire_mask_batch_rows(s->max_candidates, s->part.d);
   if (s->batch_rows < 1) {
@@ -207,6 +214,7 @@ void pp_service_destroy(pp_service *s) {
   o3m_access_destroy(s->access);
   o3m_block_destroy(s->block); /* wipes Q^j */
   o3m_features_destroy(s->features);
+  o3m_tables_destroy(s->tables); /* wipes its copy of the dummy-row key */
   o3m_secagg_destroy(s->agg); /* wipes the pair keys */
   free(s->X);
   free(s->Y);
@@ -222,9 +230,10 @@ int pp_service_run(pp_service *s) {
   pp_service_stats st;
   pp_service_stats_get(s, &st);
   o3m_log_info("stopped: %" PRIu64 " requests, %" PRIu64 " answered, %" PRIu64
-               " unknown users, %" PRIu64 " unknown items of %" PRIu64 ", %" PRIu64 " errors",
+               " unknown users, %" PRIu64 " unknown items of %" PRIu64 ", %" PRIu64 " errors, %"
+               PRIu64 " table reloads (%" PRIu64 " refused)",
                st.requests, st.lookups, st.unknown_users, st.unknown_items, st.item_lookups,
-               st.errors);
+               st.errors, st.reloads, st.reloads_refused);
   return 0;
 }
 
@@ -240,14 +249,17 @@ int pp_service_max_candidates(const pp_service *s) { return s->max_candidates; }
 const o3m_features *pp_service_features(const pp_service *s) { return s->features; }
 
 void pp_service_stats_get(const pp_service *s, pp_service_stats *out) {
-  o3m_features_stats fs;
-  o3m_features_stats_get(s->features, &fs);
+  o3m_tables_stats ts;
+  o3m_tables_stats_get(s->tables, s->features, &ts);
   out->requests = s->requests;
-  out->lookups = fs.lookups;
-  out->unknown_users = fs.unknown_users;
-  out->unknown_items = fs.unknown_items;
-  out->item_lookups = fs.item_lookups;
+  out->lookups = ts.lookups.lookups;
+  out->unknown_users = ts.lookups.unknown_users;
+  out->unknown_items = ts.lookups.unknown_items;
+  out->item_lookups = ts.lookups.item_lookups;
   out->errors = s->errors;
+  out->reloads = ts.swaps;
+  out->reloads_refused = ts.refused;
+  out->last_reload_ms = ts.last_reload_ms;
 }
 
 /* ---------------------------------------------------------------- secure aggregation */
@@ -343,6 +355,7 @@ static int fetch_block(pp_service *s, const volatile sig_atomic_t *stop, o3m_err
   }
   if (rc == 0) {
     o3m_features_set_dummy_key(s->features, key);
+    o3m_tables_set_key(s->tables, key); /* for the tables of later reloads */
     s->mask_id = o3m_block_mask_id(s->block);
   }
   explicit_bzero(key, sizeof key);
@@ -500,6 +513,51 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   reply->unknown_items = st.unknown_items;
   reply->errors = st.errors;
   reply->item_lookups = st.item_lookups;
+  reply->reloads = st.reloads;
+  reply->reloads_refused = st.reloads_refused;
+  reply->last_reload_ms = st.last_reload_ms;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- reload */
+
+/* Reloads the tables (o3m_tables_reload: parsed without the lock, swapped
+ * with it); the version replaced is freed at once, since handlers read
+ * s->features only under the lock. Under the lock. */
+static int reload(pp_service *s, o3m_err *e) {
+  o3m_features *old;
+  int rc = o3m_tables_reload(s->tables, s->server, &s->features, &old, e);
+  o3m_features_destroy(old);
+  return rc;
+}
+
+/* SIGHUP: the flag is cleared only when a reload starts, so that a signal
+ * that arrives while one parses (the files may have changed again) gets a
+ * reload of its own afterwards. */
+static void pp_idle(void *ctx) {
+  pp_service *s = ctx;
+  if (!s->reload || !*s->reload || !s->block) return;
+  if (o3m_tables_reload_busy(s->tables)) return;
+  *s->reload = 0;
+  o3m_err e;
+  o3m_err_clear(&e);
+  (void)reload(s, &e); /* logged and counted by o3m_tables_reload */
+}
+
+static int h_reload(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
+                    ProtobufCMessage *reply_, o3m_err *e) {
+  (void)call, (void)req;
+  pp_service *s = ctx;
+  int rc = reload(s, e);
+  if (rc < 0) return rc;
+  pp_service_stats st;
+  pp_service_stats_get(s, &st);
+  O3m__V1__ReloadReply *reply = (O3m__V1__ReloadReply *)reply_;
+  reply->reloads = st.reloads;
+  reply->refused = st.reloads_refused;
+  reply->last_reload_ms = st.last_reload_ms;
+  reply->users = (uint32_t)o3m_features_n_users(s->features);
+  reply->items = (uint32_t)o3m_features_n_items(s->features);
   return 0;
 }
 
@@ -512,16 +570,20 @@ static const o3m_rpc_method methods[N_METHODS] = {
      &o3m__v1__mask_batch_reply__descriptor, h_mask_batch},
     {O3M_PATH_PASSIVE_STATS, &o3m__v1__stats_request__descriptor,
      &o3m__v1__passive_stats__descriptor, h_stats},
+    {O3M_PATH_PASSIVE_RELOAD, &o3m__v1__reload_request__descriptor,
+     &o3m__v1__reload_reply__descriptor, h_reload},
 };
 
 /* Mask and MaskBatch only for the active party; Stats only for this party's
  * own certificate (its operator), never for the active party, which could
- * read the unknown-user counter around one Mask call; Info for both. */
+ * read the unknown-user counter around one Mask call; Reload, an operator's
+ * act, also only for its own certificate; Info for both. */
 static const o3m_access_rule access_rules[N_METHODS] = {
     {O3M_PATH_PASSIVE_INFO, O3M_ACCESS_ACTIVE | O3M_ACCESS_SELF},
     {O3M_PATH_PASSIVE_MASK, O3M_ACCESS_ACTIVE},
     {O3M_PATH_PASSIVE_MASK_BATCH, O3M_ACCESS_ACTIVE},
     {O3M_PATH_PASSIVE_STATS, O3M_ACCESS_SELF},
+    {O3M_PATH_PASSIVE_RELOAD, O3M_ACCESS_SELF},
 };
 
 const o3m_rpc_method *pp_service_methods(int *n) {

@@ -37,6 +37,11 @@
  *          certificate (its operator, through o3m-cli), never to the AP:
  *          the unknown-user counter read around one Mask call would tell the
  *          AP whether this party knows that user, which the dummy rows hide.
+ *   Reload the tables again from the files the config names (o3m_tables.h:
+ *          parsed and checked as at a start, swapped between two calls; a
+ *          bad file is refused with its file:line message and the old
+ *          tables keep serving), the same as SIGHUP (pp_options.reload);
+ *          only to this party's own certificate, like Stats.
  * Secure aggregation ([federation] aggregation = secure, the default; the
  * party's own config decides, never a request): at create the service also
  * derives the pair keys with every other passive party from its agg_secret
@@ -105,6 +110,10 @@ typedef struct pp_options {
    * made without the server's lock (o3m_rpc_server_unlocked), so that with
    * several threads several batches wait at once; 0: none. */
   int test_reply_delay_ms;
+  /* A nonzero *reload (the daemon's SIGHUP flag, o3m_daemon_reload_flag)
+   * makes the server's idle hook, within about 100 ms, reload the tables
+   * as Reload does and clear it. May be NULL. */
+  volatile sig_atomic_t *reload;
 } pp_options;
 
 /* The largest --test-reply-delay-ms: below the AP's usual deadline. */
@@ -117,6 +126,9 @@ typedef struct pp_service_stats {
   uint64_t unknown_items;  /* candidate items without a row */
   uint64_t item_lookups;   /* candidate items looked up */
   uint64_t errors;         /* Mask calls refused */
+  uint64_t reloads;        /* table reloads swapped in */
+  uint64_t reloads_refused; /* table reloads refused, the old tables kept */
+  int64_t last_reload_ms;  /* Unix time of the last swap, ms (0: none) */
 } pp_service_stats;
 
 /* Loads the tables of the passive party called party in cfg (its
@@ -154,7 +166,7 @@ void pp_service_shutdown(pp_service *s);
  * while pp_service_run executes on another thread. NULL is accepted. */
 void pp_service_destroy(pp_service *s);
 
-/* The method table (Info, Mask, MaskBatch, Stats) to pass to o3m_rpc_server_create
+/* The method table (Info, Mask, MaskBatch, Stats, Reload) to pass to o3m_rpc_server_create
  * with the service as ctx; *n receives its length. The table is static. */
 const o3m_rpc_method *pp_service_methods(int *n);
 
@@ -167,7 +179,7 @@ int pp_service_party(const pp_service *s);        /* this party's index j */
 int pp_service_dim(const pp_service *s);          /* d */
 int pp_service_party_dim(const pp_service *s);    /* d_j */
 int pp_service_max_candidates(const pp_service *s);
-/* The loaded tables (owned by the service), for the start-up log line. */
+/* The tables now served (owned by the service; a reload replaces them). */
 const struct o3m_features *pp_service_features(const pp_service *s);
 
 /* The counters; call it on the thread that runs the server, or after run()

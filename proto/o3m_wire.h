@@ -69,10 +69,12 @@
 #define O3M_PATH_PASSIVE_MASK "/o3m.v1.Passive/Mask"
 #define O3M_PATH_PASSIVE_MASK_BATCH "/o3m.v1.Passive/MaskBatch"
 #define O3M_PATH_PASSIVE_STATS "/o3m.v1.Passive/Stats"
+#define O3M_PATH_PASSIVE_RELOAD "/o3m.v1.Passive/Reload"
 #define O3M_PATH_ACTIVE_INFO "/o3m.v1.Active/Info"
 #define O3M_PATH_ACTIVE_RECOMMEND "/o3m.v1.Active/Recommend"
 #define O3M_PATH_ACTIVE_REWARD "/o3m.v1.Active/Reward"
 #define O3M_PATH_ACTIVE_STATS "/o3m.v1.Active/Stats"
+#define O3M_PATH_ACTIVE_RELOAD "/o3m.v1.Active/Reload"
 
 /* Checks a received matrix: rows in 1..max_rows, cols in 1..max_cols,
  * n == rows * cols and every value finite. what names the message in the

@@ -28,6 +28,7 @@
  * (configs, logs). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <pthread.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -182,10 +183,57 @@ static void expect_stats(uint64_t rounds, uint64_t updates, uint32_t pending) {
   cr_assert(eq(u32, st.pending, pending));
 }
 
-/* Runs n rounds against the federation and the central policy side by side:
- * same users and candidates, same rewards, and asserts that every decision
- * and score agree. Odd rounds pass the AP's own features in the request
+/* One round t against the federation and the central policy pol side by
+ * side: same user and candidates (drawn from r), same reward; asserts that
+ * the decision and score agree and that the federation's model then holds
+ * t + 1 rewards. Odd rounds pass the AP's own features in the request
  * instead of letting it read its tables. */
+static void lossless_round(central *c, o3m_policy *pol, const o3m_policy_config *pc, o3m_rng *r,
+                           int t) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  fed_round q;
+  fed_draw_round(r, N_USERS, &q);
+  const char *user = q.user, *const *items = q.items;
+  int K = q.K;
+  central_contexts(c, user, K, items);
+
+  const double *own = NULL;
+  size_t n_own = 0;
+  if (t % 2 == 1) {
+    cr_assert(eq(int, o3m_features_fill(c->t.ap, user, K, items, c->blk, NULL, NULL), 0));
+    own = c->blk;
+    n_own = (size_t)K * 3;
+  }
+  int arms[K_MAX];
+  uint32_t arms_u[K_MAX];
+  for (int k = 0; k < K; k++) arms_u[k] = (uint32_t)(arms[k] = atoi(items[k] + 1));
+  /* Disjoint: even rounds let the AP use its catalog, odd ones send arms. */
+  const uint32_t *send_arms = pc->model == O3M_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
+
+  ap_recommendation rec;
+  int rc = ap_client_recommend(cli, user, K, items, send_arms, own, n_own, &rec, &e);
+  cr_assert(eq(int, rc, 0), "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
+  int chosen;
+  double score;
+  cr_assert(eq(int, o3m_policy_choose(pol, K, c->X, arms, &chosen, &score), 0));
+  cr_assert(eq(int, rec.candidate, chosen), "round %d: federated chose %d, central %d", t,
+            rec.candidate, chosen);
+  cr_assert(eq(str, (char *)rec.item, (char *)items[chosen]));
+  cr_assert(le(dbl, fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score))),
+            "round %d: score %.17g vs central %.17g", t, rec.score, score);
+
+  const double *x = c->X + (size_t)chosen * D;
+  double reward = fed_click_reward(x);
+  uint64_t updates;
+  rc = ap_client_reward(cli, rec.decision, reward, &updates, &e);
+  cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
+  cr_assert(eq(u64, updates, (uint64_t)t + 1));
+  cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
+}
+
+/* Runs n rounds against the federation and the central policy side by side
+ * (lossless_round), then compares the counters and theta. */
 static void lossless_rounds(o3m_policy_config *pc, int n) {
   central c;
   fed_tables_load(&c.t);
@@ -197,46 +245,7 @@ static void lossless_rounds(o3m_policy_config *pc, int n) {
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
 
   double t0 = fed_now_s();
-  for (int t = 0; t < n; t++) {
-    fed_round q;
-    fed_draw_round(r, N_USERS, &q);
-    const char *user = q.user, *const *items = q.items;
-    int K = q.K;
-    central_contexts(&c, user, K, items);
-
-    const double *own = NULL;
-    size_t n_own = 0;
-    if (t % 2 == 1) {
-      cr_assert(eq(int, o3m_features_fill(c.t.ap, user, K, items, c.blk, NULL, NULL), 0));
-      own = c.blk;
-      n_own = (size_t)K * 3;
-    }
-    int arms[K_MAX];
-    uint32_t arms_u[K_MAX];
-    for (int k = 0; k < K; k++) arms_u[k] = (uint32_t)(arms[k] = atoi(items[k] + 1));
-    /* Disjoint: even rounds let the AP use its catalog, odd ones send arms. */
-    const uint32_t *send_arms = pc->model == O3M_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
-
-    ap_recommendation rec;
-    int rc = ap_client_recommend(cli, user, K, items, send_arms, own, n_own, &rec, &e);
-    cr_assert(eq(int, rc, 0), "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
-    int chosen;
-    double score;
-    cr_assert(eq(int, o3m_policy_choose(pol, K, c.X, arms, &chosen, &score), 0));
-    cr_assert(eq(int, rec.candidate, chosen), "round %d: federated chose %d, central %d", t,
-              rec.candidate, chosen);
-    cr_assert(eq(str, (char *)rec.item, (char *)items[chosen]));
-    cr_assert(le(dbl, fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score))),
-              "round %d: score %.17g vs central %.17g", t, rec.score, score);
-
-    const double *x = c.X + (size_t)chosen * D;
-    double reward = fed_click_reward(x);
-    uint64_t updates;
-    rc = ap_client_reward(cli, rec.decision, reward, &updates, &e);
-    cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
-    cr_assert(eq(u64, updates, (uint64_t)t + 1));
-    cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
-  }
+  for (int t = 0; t < n; t++) lossless_round(&c, pol, pc, r, t);
   double dt = fed_now_s() - t0;
   fprintf(stderr, "test_active: %d rounds (recommend + reward) in %.3f s, %.0f rounds/s\n", n, dt,
           n / dt);
@@ -1012,4 +1021,234 @@ Test(active, secure_aggregation_the_ap_receives_only_the_sum, .init = fed_up_pas
   o3m_rpc_client_destroy(c2);
   for (int j = 1; j < 3; j++) o3m_block_destroy(blk[j]);
   o3m_mask_destroy(mask);
+}
+
+/* ------------------------------------------------------------ reload under load */
+
+/* The text of table name (in fed_dir) with every feature value v replaced
+ * by 0.5 - v: new rows for the same ids. malloc'd. */
+static char *changed_table(const char *name) {
+  FILE *f = fopen(fed_path(name), "r");
+  cr_assert_not_null(f, "%s", name);
+  size_t cap = 1 << 16, len = 0;
+  char *out = malloc(cap), line[4096];
+  cr_assert_not_null(out);
+  for (int row = 0; fgets(line, sizeof line, f); row++) {
+    cr_assert_lt(len + 2 * strlen(line) + 64, cap, "table %s too large for the test", name);
+    if (row == 0) {
+      len += (size_t)sprintf(out + len, "%s", line);
+      continue;
+    }
+    char *save, *tok = strtok_r(line, ",\n", &save);
+    len += (size_t)sprintf(out + len, "%s", tok);
+    while ((tok = strtok_r(NULL, ",\n", &save)))
+      len += (size_t)sprintf(out + len, ",%.17g", 0.5 - strtod(tok, NULL));
+    out[len++] = '\n';
+  }
+  out[len] = '\0';
+  fclose(f);
+  return out;
+}
+
+/* Writes a table as an operator should before a reload: under a temporary
+ * name, then renamed over the old one, so no reload reads half a file. */
+static void replace_table(const char *name, const char *text) {
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s.new", name);
+  fed_write(tmp, text);
+  cr_assert_eq(rename(fed_path(tmp), fed_path(name)), 0, "%s", name);
+}
+
+/* A passive party's reload counters, read with its own certificate. */
+static void pp_reload_counts(int p, uint64_t *reloads, uint64_t *refused) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[p]);
+  o3m_rpc_client *c = fed_client(target, "certs", "certs", fed_party_name[p],
+                                 fed_party_name[p], 5000);
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_STATS, &req.base,
+                                        &o3m__v1__passive_stats__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  *reloads = ((const O3m__V1__PassiveStats *)m)->reloads;
+  *refused = ((const O3m__V1__PassiveStats *)m)->reloads_refused;
+  o3m_rpc_client_destroy(c);
+}
+
+/* Waits up to 5 s until party p (a passive one, or the AP) reports these
+ * reload counters. */
+static void wait_reloads(int p, uint64_t reloads, uint64_t refused) {
+  uint64_t n = 0, bad = 0;
+  for (int i = 0; i < 100; i++) {
+    if (p == FED_AP) {
+      ap_stats st;
+      o3m_err e;
+      o3m_err_clear(&e);
+      cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+      n = st.reloads, bad = st.reloads_refused;
+    } else {
+      pp_reload_counts(p, &n, &bad);
+    }
+    if (n == reloads && bad == refused) return;
+    fed_sleep_ms(50);
+  }
+  cr_assert(0, "%s: %llu reloads, %llu refused after 5 s; want %llu and %llu",
+                 fed_party_name[p], (unsigned long long)n, (unsigned long long)bad,
+                 (unsigned long long)reloads, (unsigned long long)refused);
+}
+
+#define LOAD_THREADS 3
+#define LOAD_LOG 20000
+
+/* One client of the load: Recommends without rewards (so the model the
+ * central run holds stays the same), each logged with its answer. */
+typedef struct load_round {
+  fed_round q;
+  int candidate;
+  double score;
+} load_round;
+
+typedef struct load_client {
+  pthread_t th;
+  ap_client *c;
+  unsigned seed;
+  volatile int *stop;
+  load_round *log;
+  int n, failed;
+  char why[O3M_ERRMSG_MAX + 32];
+} load_client;
+
+static void *load_loop(void *arg) {
+  load_client *l = arg;
+  o3m_rng *r;
+  if (o3m_rng_create_seeded_insecure(&r, l->seed) != 0) return NULL;
+  while (!*l->stop && l->n < LOAD_LOG) {
+    load_round *lr = &l->log[l->n];
+    fed_draw_round(r, N_USERS, &lr->q);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(l->c, lr->q.user, lr->q.K, lr->q.items, NULL, NULL, 0, &rec, &e);
+    if (rc < 0) {
+      if (!l->failed++) snprintf(l->why, sizeof l->why, "%s: %s", o3m_errname(rc), e.msg);
+      continue;
+    }
+    lr->candidate = rec.candidate;
+    lr->score = rec.score;
+    l->n++;
+  }
+  o3m_rng_destroy(r);
+  return NULL;
+}
+
+/* 1 when the federated answer of lr equals the central decision on the
+ * contexts of some mix of old and new tables, one version per party. */
+static int matches_some_version(o3m_policy *pol, const fed_tables *old, const fed_tables *new_,
+                                const load_round *lr) {
+  double X[K_MAX * D];
+  for (int mix = 0; mix < 8; mix++) {
+    fed_tables t = {mix & 1 ? new_->ap : old->ap, mix & 2 ? new_->pp1 : old->pp1,
+                    mix & 4 ? new_->pp2 : old->pp2};
+    if (fed_contexts(&t, lr->q.user, lr->q.K, lr->q.items, X) != 0) return 0;
+    int chosen;
+    double score;
+    if (o3m_policy_choose(pol, lr->q.K, X, NULL, &chosen, &score) != 0) return 0;
+    if (chosen == lr->candidate && fabs(lr->score - score) <= 1e-9 * fmax(1.0, fabs(score)))
+      return 1;
+  }
+  return 0;
+}
+
+/* Issue 23: the tables of two passive parties and of the AP are replaced
+ * while clients keep recommending: a bad file is refused and changes
+ * nothing; the good ones are swapped in by SIGHUP (pp1, the AP) and by
+ * o3m-cli reload (pp2); no round fails, every round under load equals the
+ * central decision on one version of each party's tables (never a mix
+ * within a party), and the rounds after the swaps equal the central run
+ * on the new tables. */
+Test(active, reload_under_load_fails_no_round_and_equals_central_on_the_new_tables,
+     .init = fed_up_linucb, .fini = fed_down, .timeout = 120) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  central c;
+  fed_tables_load(&c.t);
+  o3m_policy *pol;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
+  const int before = 20, after = 20;
+  for (int t = 0; t < before; t++) lossless_round(&c, pol, &pc, r, t);
+
+  static const char *const names[] = {"ap_users.csv", "pp1_users.csv", "pp2_items.csv"};
+  char *text[3];
+  for (int i = 0; i < 3; i++) text[i] = changed_table(names[i]);
+
+  volatile int stop = 0;
+  load_client lc[LOAD_THREADS];
+  for (int i = 0; i < LOAD_THREADS; i++) {
+    lc[i] = (load_client){.seed = 500u + (unsigned)i, .stop = &stop};
+    client_create(&lc[i].c, 1);
+    lc[i].log = calloc(LOAD_LOG, sizeof *lc[i].log);
+    cr_assert_not_null(lc[i].log);
+  }
+  for (int i = 0; i < LOAD_THREADS; i++)
+    cr_assert_eq(pthread_create(&lc[i].th, NULL, load_loop, &lc[i]), 0);
+  fed_sleep_ms(300);
+
+  /* A bad file first: refused, and the old rows keep serving. */
+  replace_table("pp1_users.csv", "user_id,a,b\nu0,1\n");
+  cr_assert_eq(kill(fed.proc[FED_PP1].pid, SIGHUP), 0);
+  wait_reloads(FED_PP1, 0, 1);
+  fed_sleep_ms(200);
+
+  for (int i = 0; i < 3; i++) replace_table(names[i], text[i]);
+  cr_assert_eq(kill(fed.proc[FED_PP1].pid, SIGHUP), 0);
+  cr_assert_eq(kill(fed.proc[FED_AP].pid, SIGHUP), 0);
+  char out[1024];
+  int xrc = run_cli("--as pp2 reload", out, sizeof out);
+  cr_assert_eq(xrc, 0, "o3m-cli reload: %s", out);
+  cr_assert(strstr(out, "reloads=1\n") && strstr(out, "refused=0\n"), "%s", out);
+  /* Only the party's own certificate reloads it. */
+  xrc = run_cli("--as client --target 127.0.0.1:1 reload", out, sizeof out);
+  cr_assert_eq(xrc, 2, "%s", out);
+  wait_reloads(FED_PP1, 1, 1);
+  wait_reloads(FED_AP, 1, 0);
+  fed_sleep_ms(300);
+  stop = 1;
+  int total = 0;
+  for (int i = 0; i < LOAD_THREADS; i++) {
+    pthread_join(lc[i].th, NULL);
+    ap_client_destroy(lc[i].c);
+    cr_assert_eq(lc[i].failed, 0, "load client %d: %d rounds failed, the first: %s", i,
+                 lc[i].failed, lc[i].why);
+    total += lc[i].n;
+  }
+  cr_assert_gt(total, 50, "only %d rounds under load", total);
+
+  /* Every round under load, decided on one version per party. */
+  fed_tables now;
+  fed_tables_load(&now);
+  for (int i = 0; i < LOAD_THREADS; i++)
+    for (int k = 0; k < lc[i].n; k++)
+      cr_assert(matches_some_version(pol, &c.t, &now, &lc[i].log[k]),
+                "load client %d round %d: candidate %d, score %.17g match no version of the "
+                "tables", i, k, lc[i].log[k].candidate, lc[i].log[k].score);
+  fprintf(stderr, "test_active: %d rounds under load across the reloads, none failed\n", total);
+  for (int i = 0; i < LOAD_THREADS; i++) free(lc[i].log);
+
+  /* After the swaps: the central run on the new tables. */
+  fed_tables_free(&c.t);
+  c.t = now;
+  for (int t = before; t < before + after; t++) lossless_round(&c, pol, &pc, r, t);
+  for (int i = 0; i < 3; i++) free(text[i]);
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c.t);
+  cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 5000), 0);
+  const char *log = fed_log(&fed.proc[FED_PP1]);
+  cr_assert(strstr(log, "reload refused") && strstr(log, "pp1_users.csv:2"), "%s", log);
 }

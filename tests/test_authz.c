@@ -48,7 +48,7 @@ static const char *const id_label[N_IDS] = {"pmg",    "ap",       "pp1",      "p
 /* The RPCs, rows of the matrix. */
 typedef enum {
   K_INFO, K_GET_BLOCK, K_CONFIRM, K_HEALTH, K_MASK, K_MASK_BATCH, K_PP_STATS, K_RECOMMEND,
-  K_REWARD, K_AP_STATS
+  K_REWARD, K_AP_STATS, K_RELOAD
 } kind;
 
 typedef struct row {
@@ -68,16 +68,19 @@ static const row rows[] = {
     {"pp1  Mask", FED_PP1, K_MASK, O3M_PATH_PASSIVE_MASK, BIT(ID_AP)},
     {"pp1  MaskBatch", FED_PP1, K_MASK_BATCH, O3M_PATH_PASSIVE_MASK_BATCH, BIT(ID_AP)},
     {"pp1  Stats", FED_PP1, K_PP_STATS, O3M_PATH_PASSIVE_STATS, BIT(ID_PP1)},
+    {"pp1  Reload", FED_PP1, K_RELOAD, O3M_PATH_PASSIVE_RELOAD, BIT(ID_PP1)},
     {"pp1  Health/Check", FED_PP1, K_HEALTH, O3M_RPC_HEALTH_CHECK_PATH, TLS_OK},
     {"pp2  Info", FED_PP2, K_INFO, O3M_PATH_PASSIVE_INFO, BIT(ID_AP) | BIT(ID_PP2)},
     {"pp2  Mask", FED_PP2, K_MASK, O3M_PATH_PASSIVE_MASK, BIT(ID_AP)},
     {"pp2  MaskBatch", FED_PP2, K_MASK_BATCH, O3M_PATH_PASSIVE_MASK_BATCH, BIT(ID_AP)},
     {"pp2  Stats", FED_PP2, K_PP_STATS, O3M_PATH_PASSIVE_STATS, BIT(ID_PP2)},
+    {"pp2  Reload", FED_PP2, K_RELOAD, O3M_PATH_PASSIVE_RELOAD, BIT(ID_PP2)},
     {"pp2  Health/Check", FED_PP2, K_HEALTH, O3M_RPC_HEALTH_CHECK_PATH, TLS_OK},
     {"ap   Info", FED_AP, K_INFO, O3M_PATH_ACTIVE_INFO, TLS_OK & ~BIT(ID_STRANGER)},
     {"ap   Recommend", FED_AP, K_RECOMMEND, O3M_PATH_ACTIVE_RECOMMEND, BIT(ID_CLIENT)},
     {"ap   Reward", FED_AP, K_REWARD, O3M_PATH_ACTIVE_REWARD, BIT(ID_CLIENT)},
     {"ap   Stats", FED_AP, K_AP_STATS, O3M_PATH_ACTIVE_STATS, BIT(ID_CLIENT)},
+    {"ap   Reload", FED_AP, K_RELOAD, O3M_PATH_ACTIVE_RELOAD, BIT(ID_AP)},
     {"ap   Health/Check", FED_AP, K_HEALTH, O3M_RPC_HEALTH_CHECK_PATH, TLS_OK},
 };
 #define N_ROWS ((int)(sizeof rows / sizeof rows[0]))
@@ -175,6 +178,7 @@ typedef struct request {
   O3m__V1__MaskQuery *qp[2];
   O3m__V1__MaskBatchRequest batch;
   O3m__V1__StatsRequest stats;
+  O3m__V1__ReloadRequest reload;
   O3m__V1__RecommendRequest rec;
   O3m__V1__RewardRequest reward;
 } request;
@@ -259,6 +263,10 @@ static const ProtobufCMessage *build(const row *r, int id, request *q,
     o3m__v1__stats_request__init(&q->stats);
     *reply = &o3m__v1__active_stats__descriptor;
     return &q->stats.base;
+  case K_RELOAD:
+    o3m__v1__reload_request__init(&q->reload);
+    *reply = &o3m__v1__reload_reply__descriptor;
+    return &q->reload.base;
   }
   cr_assert_fail("unknown row kind");
   return NULL;

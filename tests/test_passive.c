@@ -552,3 +552,114 @@ Test(passive, secure_aggregation_with_one_party_warns_and_refuses_per_party_requ
   fed_stop(&f.bank, SIGTERM, 5000);
   fed_stop(&f.pmg, SIGTERM, 5000);
 }
+
+/* ---------------------------------------------------------------- reload */
+
+/* Reload as the client c; *out (may be NULL) gets the reply. */
+static int reload(o3m_rpc_client *c, O3m__V1__ReloadReply *out, o3m_err *e) {
+  O3m__V1__ReloadRequest req = O3M__V1__RELOAD_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_PASSIVE_RELOAD, &req.base,
+                               &o3m__v1__reload_reply__descriptor, &m, e);
+  if (rc == 0 && out) *out = *(const O3m__V1__ReloadReply *)m;
+  return rc;
+}
+
+/* Asserts that the shop's Mask of (user, i0) is Q^bank [u[0], u[1], 10]. */
+static void assert_user_row(o3m_rpc_client *shop, uint64_t id, const double *Q, const char *user,
+                            double u0, double u1, const char *when) {
+  const char *items[] = {"i0"};
+  double y[D];
+  o3m_err e;
+  cr_assert_eq(mask(shop, id, user, items, 1, y, &e), 0, "%s: %s", when, o3m_err_message(&e));
+  double x[DJ] = {u0, u1, 10};
+  for (int r = 0; r < D; r++) {
+    double want = 0;
+    for (int c = 0; c < DJ; c++) want += Q[r * D + COL0 + c] * x[c];
+    cr_assert(fabs(y[r] - want) <= 1e-12 * (1 + fabs(want)),
+              "%s: user %s, component %d: %.17g, want %.17g", when, user, r, y[r], want);
+  }
+}
+
+/* Waits up to 5 s until the bank's Stats report `reloads` swaps and
+ * `refused` refusals (a SIGHUP is taken by the idle hook within ~100 ms). */
+static void wait_reload_counts(o3m_rpc_client *bank, uint64_t reloads, uint64_t refused) {
+  O3m__V1__PassiveStats st;
+  o3m_err e;
+  for (int i = 0; i < 100; i++) {
+    cr_assert_eq(stats(bank, &st, &e), 0, "%s", o3m_err_message(&e));
+    if (st.reloads == reloads && st.reloads_refused == refused) return;
+    sleep_ms(50);
+  }
+  cr_assert_fail("after 5 s: %llu reloads, %llu refused; want %llu and %llu",
+                 (unsigned long long)st.reloads, (unsigned long long)st.reloads_refused,
+                 (unsigned long long)reloads, (unsigned long long)refused);
+}
+
+/* Tables change without a restart (issue 23): a bad file is refused with
+ * the start's file:line message and the old rows keep serving; a good one
+ * is swapped in whole (a changed row and a new user are used at once); the
+ * Reload RPC is its operator's alone; SIGHUP does the same as the RPC; the
+ * lookup counters continue across the swap. */
+Test(passive, reload_swaps_good_tables_and_refuses_bad_ones) {
+  fed f;
+  start(&f);
+  o3m_mask *m = seeded_mask();
+  const double *Q = o3m_mask_matrix(m);
+  uint64_t id = o3m_mask_id(m);
+  o3m_rpc_client *shop = as(&f, "shop"), *bank = as(&f, "bank");
+  assert_user_row(shop, id, Q, "u0", 1.5, -2, "before any reload");
+
+  /* A ragged row on line 3: refused as a start would refuse it. */
+  fed_write("users.csv", "user_id,a,b\nu0,2.5,-1\nu1,4\n");
+  O3m__V1__ReloadReply rr;
+  o3m_err e;
+  int rc = reload(bank, &rr, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "users.csv:3") && strstr(e.msg, "[party bank] user_table/item_table"),
+            "%s", e.msg);
+  cr_assert(strstr(e.msg, "refused, old tables kept"), "%s", e.msg);
+  assert_user_row(shop, id, Q, "u0", 1.5, -2, "after a refused reload");
+  /* A row beyond the party's bound is refused like at a start. */
+  fed_write("users.csv", "user_id,a,b\nu0,2.5,-1\nu1,1e300,0\n");
+  cr_assert_eq(reload(bank, &rr, &e), O3M_ERANGE, "%s", o3m_err_message(&e));
+  cr_assert(strstr(e.msg, "users.csv:3") && strstr(e.msg, "l2 norm is above"), "%s", e.msg);
+  /* Only the party's own certificate may reload: not the active party. */
+  fed_write("users.csv", "user_id,a,b\nu0,2.5,-1\nu1,0,4\nu2,-3,0.5\nu9,7,8\n");
+  cr_assert_eq(reload(shop, &rr, &e), O3M_EPERM, "%s", o3m_err_message(&e));
+  assert_user_row(shop, id, Q, "u0", 1.5, -2, "after a refused caller");
+
+  cr_assert_eq(reload(bank, &rr, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(rr.reloads, 1);
+  cr_assert_eq(rr.refused, 2);
+  cr_assert_eq(rr.users, 4);
+  cr_assert_eq(rr.items, 2);
+  cr_assert_gt(rr.last_reload_ms, 0);
+  assert_user_row(shop, id, Q, "u0", 2.5, -1, "after the reload");
+  assert_user_row(shop, id, Q, "u9", 7, 8, "a user added by the reload");
+
+  /* SIGHUP: a bad file is refused, then a good one swapped. */
+  fed_write("users.csv", "user_id,a,b\nu0,nan,1\n");
+  cr_assert_eq(kill(f.bank.pid, SIGHUP), 0);
+  wait_reload_counts(bank, 1, 3);
+  assert_user_row(shop, id, Q, "u0", 2.5, -1, "after a refused SIGHUP");
+  fed_write("users.csv", "user_id,a,b\nu0,-4,0.25\n");
+  cr_assert_eq(kill(f.bank.pid, SIGHUP), 0);
+  wait_reload_counts(bank, 2, 3);
+  assert_user_row(shop, id, Q, "u0", -4, 0.25, "after SIGHUP");
+
+  O3m__V1__PassiveStats st;
+  cr_assert_eq(stats(bank, &st, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(st.lookups, 7, "lookups across the swaps: %llu", (unsigned long long)st.lookups);
+  o3m_rpc_client_destroy(shop);
+  o3m_rpc_client_destroy(bank);
+  o3m_mask_destroy(m);
+  cr_assert_eq(fed_stop(&f.bank, SIGTERM, 5000), 0, "%s", fed_log(&f.bank));
+  const char *log = fed_log(&f.bank);
+  cr_assert(strstr(log, "reload refused, the tables of version 0 keep serving"), "%s", log);
+  cr_assert(strstr(log, "tables reloaded (version 2"), "%s", log);
+  cr_assert(strstr(log, "2 table reloads (3 refused)"), "%s", log);
+  cr_assert_null(strstr(log, "1e300"), "a feature value reached the log:\n%s", log);
+  cr_assert_eq(fed_stop(&f.pmg, SIGTERM, 5000), 0);
+}

@@ -40,19 +40,19 @@ static int path_in(const ProtobufCServiceDescriptor *sd, const char *path) {
 Test(wire, paths_are_the_generated_methods) {
   const char *pmg[] = {O3M_PATH_PMG_INFO, O3M_PATH_PMG_GET_BLOCK, O3M_PATH_PMG_CONFIRM_BLOCK};
   const char *pp[] = {O3M_PATH_PASSIVE_INFO, O3M_PATH_PASSIVE_MASK, O3M_PATH_PASSIVE_MASK_BATCH,
-                      O3M_PATH_PASSIVE_STATS};
+                      O3M_PATH_PASSIVE_STATS, O3M_PATH_PASSIVE_RELOAD};
   const char *ap[] = {O3M_PATH_ACTIVE_INFO, O3M_PATH_ACTIVE_RECOMMEND, O3M_PATH_ACTIVE_REWARD,
-                      O3M_PATH_ACTIVE_STATS};
+                      O3M_PATH_ACTIVE_STATS, O3M_PATH_ACTIVE_RELOAD};
   for (size_t i = 0; i < 3; i++)
     cr_assert(path_in(&o3m__v1__mask_generator__descriptor, pmg[i]), "%s", pmg[i]);
-  for (size_t i = 0; i < 4; i++)
+  for (size_t i = 0; i < 5; i++)
     cr_assert(path_in(&o3m__v1__passive__descriptor, pp[i]), "%s", pp[i]);
-  for (size_t i = 0; i < 4; i++)
+  for (size_t i = 0; i < 5; i++)
     cr_assert(path_in(&o3m__v1__active__descriptor, ap[i]), "%s", ap[i]);
   /* And no method lacks a constant. */
   cr_assert(eq(uint, o3m__v1__mask_generator__descriptor.n_methods, 3));
-  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 4));
-  cr_assert(eq(uint, o3m__v1__active__descriptor.n_methods, 4));
+  cr_assert(eq(uint, o3m__v1__passive__descriptor.n_methods, 5));
+  cr_assert(eq(uint, o3m__v1__active__descriptor.n_methods, 5));
 }
 
 /* The privacy claim of the contract: nothing a passive participant
@@ -63,13 +63,18 @@ Test(wire, passive_messages_have_no_choice_or_reward_field) {
   const ProtobufCMessageDescriptor *ds[] = {
       &o3m__v1__mask_request__descriptor,       &o3m__v1__masked_contexts__descriptor,
       &o3m__v1__passive_stats__descriptor,      &o3m__v1__mask_batch_request__descriptor,
-      &o3m__v1__mask_query__descriptor,         &o3m__v1__mask_batch_reply__descriptor};
+      &o3m__v1__mask_query__descriptor,         &o3m__v1__mask_batch_reply__descriptor,
+      &o3m__v1__reload_request__descriptor,     &o3m__v1__reload_reply__descriptor};
   const char *allowed[] = {"round", "mask_id", "user", "items", "party", "rows", "cols",
                            "values", "requests", "lookups", "unknown_users",
                            "unknown_items", "errors", "item_lookups", "queries",
                            /* Protocol 4, reviewed: a fresh random value per batch drawn
                             * apart from any decision id, and the masked words. */
-                           "nonce", "scale", "masked"};
+                           "nonce", "scale", "masked",
+                           /* Table reloads, reviewed: counters and a time the
+                            * party's own operator reads (Stats, Reload). */
+                           "reloads", "reloads_refused", "last_reload_ms", "refused",
+                           "users"};
   /* Every message the Passive service's methods take or give is listed. */
   const ProtobufCServiceDescriptor *sd = &o3m__v1__passive__descriptor;
   for (unsigned m = 0; m < sd->n_methods; m++) {

@@ -1,0 +1,149 @@
+/* test_tables.c -- a party's tables loaded and reloaded (party/o3m_tables.h),
+ * in process, without a server (o3m_tables_reload with server NULL).
+ *
+ * A bad file is refused with the start's file:line message, the current
+ * tables are untouched and keep answering, and the refusal is counted; a
+ * good file is swapped in whole (a changed row and a new row answer at
+ * once), the old version is handed back to the caller, the lookup counters
+ * continue, and the dummy rows of unknown ids come from the new tables'
+ * moments under the same key. */
+#include <criterion/criterion.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "o3m_tables.h"
+
+static char tmpdir[] = "/tmp/o3m_test_tables_XXXXXX";
+static char users[600], items[600];
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  fwrite(text, 1, strlen(text), f);
+  fclose(f);
+}
+
+static void setup(void) {
+  cr_assert_not_null(mkdtemp(tmpdir));
+  snprintf(users, sizeof users, "%s/users.csv", tmpdir);
+  snprintf(items, sizeof items, "%s/items.csv", tmpdir);
+  write_file(users, "user_id,a,b\nu0,1,2\nu1,3,-1\nu2,0.5,0.5\n");
+  write_file(items, "item_id,p\ni0,10\ni1,-2\n");
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(p);
+}
+
+static void teardown(void) { nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
+
+TestSuite(tables, .init = setup, .fini = teardown);
+
+static o3m_tables *make(double max_norm) {
+  o3m_tables_config c = {"fed.conf", "bank", users, items, 3, 0, max_norm, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  for (int i = 0; i < O3M_FEATURES_KEY_BYTES; i++) key[i] = (unsigned char)(7 * i + 1);
+  o3m_tables_set_key(t, key);
+  return t;
+}
+
+/* The row [user columns, item columns] of (user, i0) in x (3 values). */
+static void row(o3m_features *f, const char *user, double *x) {
+  const char *it[] = {"i0"};
+  cr_assert_eq(o3m_features_fill(f, user, 1, it, x, NULL, NULL), 0);
+}
+
+Test(tables, a_bad_file_is_refused_and_the_old_tables_keep_answering) {
+  o3m_tables *t = make(1e4);
+  o3m_features *cur, *old;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_load(t, &cur, &e), 0, "%s", o3m_err_message(&e));
+  double x[3];
+  row(cur, "u1", x);
+  cr_assert(x[0] == 3 && x[1] == -1 && x[2] == 10);
+
+  static const char *const bad[] = {
+      "user_id,a,b\nu0,1,2\nu1,3\n",          /* ragged, line 3 */
+      "user_id,a\nu0,1\n",                     /* dims 2 instead of 3 */
+      "user_id,a,b\nu0,1,2\nu0,3,4\n",         /* a repeated id, line 3 */
+      "user_id,a,b\nu0,1,2\nu1,1e300,0\n",     /* above the bound, line 3 */
+  };
+  static const int code[] = {O3M_EPARSE, O3M_EDIM, O3M_EPARSE, O3M_ERANGE};
+  o3m_features *before = cur;
+  for (int i = 0; i < 4; i++) {
+    write_file(users, bad[i]);
+    int rc = o3m_tables_reload(t, NULL, &cur, &old, &e);
+    cr_assert_eq(rc, code[i], "file %d: %s: %s", i, o3m_errname(rc), o3m_err_message(&e));
+    cr_assert(strstr(e.msg, "refused, old tables kept"), "%s", e.msg);
+    if (i != 1) cr_assert(strstr(e.msg, "users.csv:3"), "file %d: %s", i, e.msg);
+    cr_assert_eq(cur, before, "a refused reload replaced the tables");
+    cr_assert_null(old);
+    row(cur, "u1", x);
+    cr_assert(x[0] == 3 && x[1] == -1 && x[2] == 10, "the old rows changed");
+  }
+  o3m_tables_stats st;
+  o3m_tables_stats_get(t, cur, &st);
+  cr_assert_eq(st.swaps, 0);
+  cr_assert_eq(st.refused, 4);
+  cr_assert_eq(st.last_reload_ms, 0);
+  o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
+
+Test(tables, a_good_file_is_swapped_in_whole_and_the_counters_continue) {
+  o3m_tables *t = make(1e4);
+  o3m_features *cur, *old;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_load(t, &cur, &e), 0, "%s", o3m_err_message(&e));
+  double x[3], dummy_before[3], dummy_again[3];
+  row(cur, "u1", x);
+  row(cur, "nobody", dummy_before);
+  o3m_features *first = cur;
+
+  write_file(users, "user_id,a,b\nu0,1,2\nu1,-6,4\nu2,0.5,0.5\nu9,7,8\n");
+  cr_assert_eq(o3m_tables_reload(t, NULL, &cur, &old, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(old, first, "the replaced version is handed back");
+  cr_assert_neq(cur, first);
+  /* The version handed back still answers as before until the caller frees it. */
+  row(old, "u1", x);
+  cr_assert(x[0] == 3 && x[1] == -1);
+  o3m_features_destroy(old);
+  row(cur, "u1", x);
+  cr_assert(x[0] == -6 && x[1] == 4 && x[2] == 10, "the changed row");
+  row(cur, "u9", x);
+  cr_assert(x[0] == 7 && x[1] == 8, "the new row");
+  /* An unknown id's dummy comes from the new moments, under the same key:
+   * another table gives another dummy, the same table the same one. */
+  double dummy_new[3];
+  row(cur, "nobody", dummy_new);
+  cr_assert(dummy_new[0] != dummy_before[0] || dummy_new[1] != dummy_before[1],
+            "the dummy ignores the new moments");
+  write_file(users, "user_id,a,b\nu0,1,2\nu1,3,-1\nu2,0.5,0.5\n");
+  cr_assert_eq(o3m_tables_reload(t, NULL, &cur, &old, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features_destroy(old);
+  row(cur, "nobody", dummy_again);
+  cr_assert(memcmp(dummy_again, dummy_before, sizeof dummy_again) == 0,
+            "the same table under the same key gave another dummy");
+
+  o3m_tables_stats st;
+  o3m_tables_stats_get(t, cur, &st);
+  cr_assert_eq(st.swaps, 2);
+  cr_assert_eq(st.refused, 0);
+  cr_assert_gt(st.last_reload_ms, 0);
+  /* The six fills made on each version while it was current, over three
+   * versions (the one on the replaced version after its swap is not
+   * counted: a daemon makes none). */
+  cr_assert_eq(st.lookups.lookups, 6, "%llu", (unsigned long long)st.lookups.lookups);
+  o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
