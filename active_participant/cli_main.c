@@ -275,8 +275,14 @@ static int cmd_recommend(ap_client *c, const args *a) {
     rc = fail(r_rc, &e);
     goto done;
   }
-  printf("decision=%llu item=%s candidate=%d score=%.17g\n", (unsigned long long)r.decision,
+  printf("decision=%llu item=%s candidate=%d score=%.17g", (unsigned long long)r.decision,
          r.item, r.candidate, r.score);
+  /* A degraded answer says so, with the parties that were missing. */
+  if (r.degraded) {
+    printf(" degraded=");
+    for (size_t j = 0; j < r.n_missing; j++) printf("%s%s", j ? "," : "", r.missing[j]);
+  }
+  printf("\n");
   rc = 0;
 done:
   free(items_s);
