@@ -597,7 +597,8 @@ static void batch_form(ap_round *r, batch_slot *b) {
 }
 
 /* Notes passive party j as missing from slot b's batch, for reason (a
- * degraded answer names it, ap_fallback.h). */
+ * degraded answer names it, ap_fallback.h), and opens its circuit breaker
+ * (ap_peers.h): the next batches do not wait for it. */
 static void batch_missing(batch_slot *b, int j, const char *reason) {
   if (j >= ap_peers_count(b->peers)) return;
   b->missing[b->n_missing] = (char *)ap_peers_name(b->peers, j);
@@ -634,11 +635,25 @@ static void batch_gather(void *arg) {
     br.scale = (uint32_t)r->agg_scale;
   }
 
-  int started;
+  int started = 0, rc = 0;
   b->n_missing = 0;
-  int rc = ap_peers_start(b->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
-                          &o3m__v1__mask_batch_reply__descriptor, &started, e);
-  if (rc < 0) batch_missing(b, started, o3m_errname(rc));
+  /* A party whose circuit breaker is open is not waited for: the batch
+   * goes to the local model at once (ap_peers.h). */
+  for (int j = 0; j < ap_peers_count(b->peers); j++)
+    if (ap_peers_is_open(b->peers, j)) {
+      batch_missing(b, j, "BREAKER");
+      if (rc == 0)
+        rc = o3m_err_set(e, O3M_EUNAVAILABLE, "party '%s': missing (its circuit breaker is "
+                         "open until it answers again)", ap_peers_name(b->peers, j));
+    }
+  if (rc == 0) {
+    rc = ap_peers_start(b->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
+                        &o3m__v1__mask_batch_reply__descriptor, &started, e);
+    if (rc < 0) {
+      batch_missing(b, started, o3m_errname(rc));
+      ap_peers_trip(b->peers, started);
+    }
+  }
   /* The own blocks, overlapped with the passive participants' work. */
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
@@ -662,6 +677,7 @@ static void batch_gather(void *arg) {
                                           r->secure, ap_peers_max_norm(b->peers, j), &pe);
     if (x < 0) {
       batch_missing(b, j, o3m_errname(x));
+      ap_peers_trip(b->peers, j);
       if (rc == 0)
         rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(b->peers, j),
                          o3m_err_message(&pe));

@@ -104,7 +104,8 @@
  * bit-for-bit argument above holds in both modes. A reply of the other
  * mode's form fails the batch.
  *
- * Failures: if a passive participant fails (or misses the deadline), then with a fallback (ap_fallback.h)
+ * Failures: if a passive participant fails (or misses the deadline, or its
+ * circuit breaker is open, ap_peers.h), then with a fallback (ap_fallback.h)
  * every round of the batch is decided by the local model on its own parts
  * and answered OK, degraded, naming the missing parties (under secure
  * aggregation a missing party's masks cannot cancel, and with per-party

@@ -1417,6 +1417,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
                         (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods,
                         (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
   if (rc < 0) goto fail;
+  /* With the local fallback, the circuit breakers (ap_peers.h): a missing
+   * party is not waited for until it answers again. */
+  for (int b = 0; s->fallback && b < s->n_peers; b++)
+    if ((rc = ap_peers_breaker_start(s->peers[b], &s->part, s->mask_id, e)) < 0) goto fail;
   ap_round_connect(s->round, s->block, s->mask_id, s->server, s->peers);
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "

@@ -17,7 +17,13 @@
  *    the federated decisions' rewards only, local_updates every reward, and
  *    degraded_rounds the degraded answers.
  * On the code before the fallback every round of the outage failed with
- * UNAVAILABLE naming pp2, which the first check refuses. */
+ * UNAVAILABLE naming pp2, which the first check refuses.
+ *
+ * The circuit breaker: a frozen pp2 (SIGSTOP) costs the first round a
+ * deadline, and then no round waits for it: the later degraded rounds are
+ * answered at local speed, and the probe finds pp2 back once it is
+ * thawed. Without the breaker each of those rounds waited for the whole
+ * deadline. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <signal.h>
@@ -34,6 +40,51 @@
 
 static fed_net fed;
 static ap_client *cli;
+
+/* The run's bookkeeping: the in-process local model, the tables, the
+ * counts of what the AP should have done. */
+typedef struct run {
+  fed_tables t;
+  o3m_policy *local;
+  o3m_rng *rng;
+  uint64_t rounds, federated_rewards, rewards, degraded;
+} run;
+
+/* Creates the in-process local model (LinUCB on x^0, as the config's) and
+ * the draws of a run. */
+static void run_init(run *r, unsigned seed) {
+  memset(r, 0, sizeof *r);
+  fed_tables_load(&r->t);
+  o3m_policy_config pc;
+  o3m_policy_config_default(&pc);
+  pc.algo = O3M_ALGO_LINUCB;
+  pc.model = O3M_MODEL_SHARED;
+  pc.d = D0;
+  pc.max_candidates = FED_K_MAX;
+  pc.alpha = 1.0;
+  pc.lambda = 1.0;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_policy_create(&r->local, &pc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r->rng, seed), 0));
+}
+
+/* Checks that every reward landed on the right model(s) (see above) and
+ * frees the run. */
+static void run_finish(run *r) {
+  ap_stats st;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u64, st.rounds, r->rounds));
+  cr_assert(eq(u64, st.updates, r->federated_rewards));
+  cr_assert(eq(u64, st.local_updates, r->rewards));
+  cr_assert(eq(u64, st.degraded_rounds, r->degraded));
+  cr_assert(eq(u32, st.pending, 0));
+  o3m_rng_destroy(r->rng);
+  o3m_policy_destroy(r->local);
+  fed_tables_free(&r->t);
+}
 
 static void fed_up(void) {
   fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
@@ -72,15 +123,6 @@ static void fed_down(void) {
 }
 
 TestSuite(degraded, .init = fed_up, .fini = fed_down);
-
-/* The run's bookkeeping: the in-process local model, the tables, the
- * counts of what the AP should have done. */
-typedef struct run {
-  fed_tables t;
-  o3m_policy *local;
-  o3m_rng *rng;
-  uint64_t rounds, federated_rewards, rewards, degraded;
-} run;
 
 /* One round with its reward: asserts that it is answered OK; with
  * expect_degraded 1 that it is degraded, names pp2 and equals the
@@ -129,20 +171,8 @@ static int round_once(run *r, int expect_degraded, double *seconds) {
 }
 
 Test(degraded, killed_passive_degrades_to_the_local_model_and_recovers) {
-  run r = {0};
-  fed_tables_load(&r.t);
-  o3m_policy_config pc;
-  o3m_policy_config_default(&pc);
-  pc.algo = O3M_ALGO_LINUCB;
-  pc.model = O3M_MODEL_SHARED;
-  pc.d = D0;
-  pc.max_candidates = FED_K_MAX;
-  pc.alpha = 1.0;
-  pc.lambda = 1.0;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_policy_create(&r.local, &pc, &e), 0), "%s", o3m_err_message(&e));
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r.rng, 24), 0));
+  run r;
+  run_init(&r, 24);
 
   /* Federated rounds; the local model learns them too. */
   for (int i = 0; i < 30; i++)
@@ -178,17 +208,36 @@ Test(degraded, killed_passive_degrades_to_the_local_model_and_recovers) {
     cr_assert(not(round_once(&r, 0, NULL)), "round %d after the recovery degraded", i);
   cr_log_info("outage: first degraded round %.3f s, worst after it %.3f s; federated again "
               "%.3f s after the ready file", first, worst, back);
+  run_finish(&r);
+}
 
-  /* Every reward on the right model(s). */
-  ap_stats st;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
-  cr_assert(eq(u64, st.rounds, r.rounds));
-  cr_assert(eq(u64, st.updates, r.federated_rewards));
-  cr_assert(eq(u64, st.local_updates, r.rewards));
-  cr_assert(eq(u64, st.degraded_rounds, r.degraded));
-  cr_assert(eq(u32, st.pending, 0));
-  o3m_rng_destroy(r.rng);
-  o3m_policy_destroy(r.local);
-  fed_tables_free(&r.t);
+Test(degraded, frozen_passive_costs_one_deadline_then_local_decisions) {
+  run r;
+  run_init(&r, 25);
+  for (int i = 0; i < 10; i++)
+    cr_assert(not(round_once(&r, 0, NULL)), "round %d degraded with every party up", i);
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
+  double first, worst = 0;
+  round_once(&r, 1, &first);
+  for (int i = 1; i < 10; i++) {
+    double dt;
+    round_once(&r, 1, &dt);
+    if (dt > worst) worst = dt;
+  }
+  /* The deadline is 1 s: only the first round waited for it. */
+  cr_assert(lt(dbl, worst, FED_ASAN ? 0.5 : 0.2), "a degraded round after the first took "
+            "%.3f s: the AP still waits for the frozen party", worst);
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
+  double t0 = fed_now_s(), back = -1;
+  while (fed_now_s() - t0 < 10) {
+    if (!round_once(&r, 0, NULL)) {
+      back = fed_now_s() - t0;
+      break;
+    }
+    fed_sleep_ms(20);
+  }
+  cr_assert(ge(dbl, back, 0), "no federated round within 10 s of pp2's thaw");
+  cr_log_info("frozen: first degraded round %.3f s, worst after it %.3f s; federated again "
+              "%.3f s after the thaw", first, worst, back);
+  run_finish(&r);
 }
