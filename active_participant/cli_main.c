@@ -324,6 +324,8 @@ static int cmd_stats(ap_client *c) {
   printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
          "model=%s\n", (unsigned long long)s.rounds, (unsigned long long)s.updates, s.pending,
          (unsigned long long)s.expired, s.theta_norm, s.algo, s.model);
+  printf("degraded_rounds=%llu\nlocal_updates=%llu\n", (unsigned long long)s.degraded_rounds,
+         (unsigned long long)s.local_updates);
   return 0;
 }
 
