@@ -170,6 +170,17 @@ static int round_once(run *r, int expect_degraded, double *seconds) {
   return rec.degraded;
 }
 
+/* Runs rounds (each answered OK) until one is federated again: the seconds
+ * that took, or -1 if none was within 10 s. */
+static double until_federated(run *r) {
+  double t0 = fed_now_s();
+  while (fed_now_s() - t0 < 10) {
+    if (!round_once(r, 0, NULL)) return fed_now_s() - t0;
+    fed_sleep_ms(20);
+  }
+  return -1;
+}
+
 Test(degraded, killed_passive_degrades_to_the_local_model_and_recovers) {
   run r;
   run_init(&r, 24);
@@ -194,14 +205,7 @@ Test(degraded, killed_passive_degrades_to_the_local_model_and_recovers) {
   /* pp2 back: federated rounds resume soon after its ready file. */
   fed_net_start(&fed, FED_PP2, NULL);
   fed_wait_ready(&fed.proc[FED_PP2], 20000);
-  double t0 = fed_now_s(), back = -1;
-  while (fed_now_s() - t0 < 10) {
-    if (!round_once(&r, 0, NULL)) {
-      back = fed_now_s() - t0;
-      break;
-    }
-    fed_sleep_ms(20);
-  }
+  double back = until_federated(&r);
   cr_assert(ge(dbl, back, 0), "no federated round within 10 s of pp2's ready file");
   cr_assert(lt(dbl, back, 3.0), "federated rounds came back %.3f s after pp2's ready file", back);
   for (int i = 0; i < 20; i++)
@@ -228,14 +232,7 @@ Test(degraded, frozen_passive_costs_one_deadline_then_local_decisions) {
   cr_assert(lt(dbl, worst, FED_ASAN ? 0.5 : 0.2), "a degraded round after the first took "
             "%.3f s: the AP still waits for the frozen party", worst);
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
-  double t0 = fed_now_s(), back = -1;
-  while (fed_now_s() - t0 < 10) {
-    if (!round_once(&r, 0, NULL)) {
-      back = fed_now_s() - t0;
-      break;
-    }
-    fed_sleep_ms(20);
-  }
+  double back = until_federated(&r);
   cr_assert(ge(dbl, back, 0), "no federated round within 10 s of pp2's thaw");
   cr_log_info("frozen: first degraded round %.3f s, worst after it %.3f s; federated again "
               "%.3f s after the thaw", first, worst, back);
