@@ -853,7 +853,6 @@ static void batch_decide(ap_round *r, batch_slot *b) {
     return;
   }
   if (b->rc < 0) {
-    r->st.peer_failures += (uint64_t)b->n;
     /* A party was missing: the local model decides (ap_fallback.h). A
      * failure no party is named for (the sum of the parts out of its
      * bound) still fails the batch. */
@@ -861,6 +860,7 @@ static void batch_decide(ap_round *r, batch_slot *b) {
       for (int i = 0; i < b->n; i++) round_decide_local(r, b->q[i], b);
       return;
     }
+    r->st.peer_failures += (uint64_t)b->n;
     for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &b->e);
     return;
   }

@@ -1463,11 +1463,11 @@ int ap_service_run(ap_service *s) {
   o3m_rpc_server_stats_get(s->server, &rs);
   ap_round_stats rst;
   ap_round_stats_get(s->round, &rst);
-  o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu updates=%llu "
-               "pending=%u expired=%llu evicted=%llu calls_ok=%llu calls_failed=%llu "
-               "calls_denied=%llu",
+  o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu degraded=%llu "
+               "updates=%llu pending=%u expired=%llu evicted=%llu calls_ok=%llu "
+               "calls_failed=%llu calls_denied=%llu",
                (unsigned long long)rst.rounds, (unsigned long long)rst.failed_rounds,
-               (unsigned long long)rst.peer_failures,
+               (unsigned long long)rst.peer_failures, (unsigned long long)rst.degraded,
                (unsigned long long)o3m_policy_updates(s->policy), st.waiting,
                (unsigned long long)st.expired, (unsigned long long)st.evicted,
                (unsigned long long)rs.ok, (unsigned long long)rs.failed,
