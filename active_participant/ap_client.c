@@ -232,6 +232,9 @@ int ap_client_recommend(ap_client *c, const char *user, int K, const char *const
   out->score = r->score;
   out->mask_id = r->mask_id;
   out->updates = r->updates;
+  out->degraded = r->degraded;
+  out->n_missing = r->n_missing;
+  out->missing = r->missing;
   return 0;
 }
 
@@ -262,6 +265,8 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->pending = s->pending;
   out->expired = s->expired;
   out->theta_norm = s->theta_norm;
+  out->degraded_rounds = s->degraded_rounds;
+  out->local_updates = s->local_updates;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

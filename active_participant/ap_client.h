@@ -122,6 +122,11 @@ typedef struct ap_recommendation {
   double score;
   uint64_t mask_id;
   uint64_t updates;   /* the model's reward count the decision saw */
+  /* Decided by the AP's local model because passive parties were missing
+   * (ap_fallback.h); their names, valid until the next call on c. */
+  int degraded;
+  size_t n_missing;
+  char *const *missing;
 } ap_recommendation;
 
 /* Recommend among K candidate items for user. arms: NULL, or K arm indices
@@ -142,6 +147,8 @@ typedef struct ap_stats {
   uint32_t pending;   /* decisions waiting for a reward */
   uint64_t expired;   /* decisions dropped without a reward (expired or evicted) */
   double theta_norm;  /* shared model; 0 for disjoint */
+  uint64_t degraded_rounds; /* decisions of the local model (ap_fallback.h) */
+  uint64_t local_updates;   /* rewards the local model learned */
   char algo[16];
   char model[16];
   uint64_t reloads;         /* own table reloads swapped in */

@@ -6,9 +6,12 @@
  * the two times that pace the rebuild of a channel that stays unavailable. */
 #include "ap_peers.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "o3m_clock.h"
 #include "o3m.pb-c.h"
@@ -22,6 +25,13 @@
  * pause. */
 #define WAIT_BACKOFF_FIRST_MS 100
 #define WAIT_BACKOFF_MAX_MS 2000
+/* The circuit breaker's probe (see ap_peers.h): first and largest pause
+ * between two Info calls to a party whose breaker is open, and how often
+ * the probe thread looks at the breakers. The largest pause bounds how
+ * long after a party is back the federated rounds resume. */
+#define PROBE_BACKOFF_FIRST_MS 50
+#define PROBE_BACKOFF_MAX_MS 500
+#define PROBE_TICK_MS 10
 
 typedef struct peer {
   o3m_rpc_client *client; /* NULL after a failed rebuild */
@@ -37,12 +47,25 @@ typedef struct peer {
   int ready;
   o3m_err last;
   o3m_metrics *metrics; /* ap_peers_set_metrics; NULL: not counted */
+  /* The circuit breaker (ap_peers_breaker_start): open while the party is
+   * taken as missing; set by the serving thread (ap_peers_trip), cleared
+   * by the probe thread, which sets renew first: the serving thread then
+   * rebuilds the channel before its next call (see peer_reset). */
+  atomic_int open, renew;
+  o3m_rpc_client *probe; /* the probe thread's own client */
+  int64_t probe_next_ms, probe_backoff_ms; /* the probe thread's */
 } peer;
 
 struct ap_peers {
   int n;
   peer *p; /* n entries */
   unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* the config's: peers must match it */
+  /* The circuit breaker's probe thread (ap_peers_breaker_start). */
+  int breaker;
+  pthread_t prober;
+  atomic_int stopping;
+  const o3m_partition *part;
+  uint64_t mask_id;
 };
 
 void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
@@ -58,6 +81,7 @@ static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static void peer_free(peer *p) {
   o3m_rpc_client_destroy(p->client);
+  o3m_rpc_client_destroy(p->probe);
   free(p->target);
   free(p->ca);
   free(p->cert);
@@ -236,6 +260,10 @@ int ap_peers_start(ap_peers *ps, const char *path, const ProtobufCMessage *req,
   for (*started = 0; *started < ps->n; (*started)++) {
     peer *p = &ps->p[*started];
     o3m_err_clear(&pe);
+    /* The probe found the party back: a new channel (see peer_reset). */
+    if (atomic_exchange(&p->renew, 0) && peer_reset(p, &pe) < 0)
+      o3m_log_warn("passive party '%s': cannot rebuild its channel: %s", p->name,
+                   o3m_err_message(&pe));
     int r = p->client ? o3m_rpc_client_start(p->client, path, req, reply, &pe)
                       : o3m_err_set(&pe, O3M_EUNAVAILABLE, "no channel (rebuilding failed)");
     if (r < 0) {
@@ -254,12 +282,114 @@ int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e) {
   return r;
 }
 
+/* One probe of peer p by the probe thread: Info on its own client, checked
+ * like the start-up wait's, and the mask the AP uses. 0 when the party may
+ * be asked again. */
+static int probe_once(ap_peers *ps, peer *p) {
+  O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err ce;
+  o3m_err_clear(&ce);
+  int r = p->probe ? o3m_rpc_client_call(p->probe, O3M_PATH_PASSIVE_INFO, &ir.base,
+                                         &o3m__v1__node_info__descriptor, &m, &ce)
+                   : O3M_EUNAVAILABLE;
+  if (r == 0)
+    r = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_PASSIVE, p->slot,
+                            ps->part, ps->fingerprint, &ce);
+  if (r == 0 && ((const O3m__V1__NodeInfo *)m)->mask_id != ps->mask_id) r = O3M_EMASK;
+  if (r == O3M_EUNAVAILABLE) {
+    /* A fresh channel for the next probe (see peer_reset). */
+    o3m_rpc_client_destroy(p->probe);
+    p->probe = NULL;
+    o3m_err_clear(&ce);
+    if (o3m_rpc_client_create(&p->probe, &p->cc, &ce) < 0) p->probe = NULL;
+  }
+  return r;
+}
+
+/* The probe thread: every open breaker's party is asked for its Info with
+ * a backoff (PROBE_BACKOFF_FIRST_MS doubling to PROBE_BACKOFF_MAX_MS), and
+ * its breaker closes as soon as it answers with the federation's partition,
+ * fingerprint and the AP's mask. It touches only the peers' probe clients,
+ * their probe times and the two flags. */
+static void *prober_main(void *arg) {
+  ap_peers *ps = arg;
+  const struct timespec tick = {0, PROBE_TICK_MS * 1000000L};
+  while (!atomic_load(&ps->stopping)) {
+    int64_t now = o3m_clock_ms();
+    for (int j = 0; j < ps->n; j++) {
+      peer *p = &ps->p[j];
+      if (!atomic_load(&p->open)) {
+        p->probe_next_ms = 0;
+        continue;
+      }
+      if (p->probe_next_ms == 0) {
+        p->probe_backoff_ms = PROBE_BACKOFF_FIRST_MS;
+        p->probe_next_ms = now + p->probe_backoff_ms;
+      }
+      if (now < p->probe_next_ms) continue;
+      if (probe_once(ps, p) == 0) {
+        o3m_log_info("passive party '%s' answers again: its rounds are federated again",
+                     p->name);
+        atomic_store(&p->renew, 1);
+        atomic_store(&p->open, 0);
+        p->probe_next_ms = 0;
+        continue;
+      }
+      now = o3m_clock_ms();
+      p->probe_backoff_ms = p->probe_backoff_ms * 2 > PROBE_BACKOFF_MAX_MS
+                                ? PROBE_BACKOFF_MAX_MS
+                                : p->probe_backoff_ms * 2;
+      p->probe_next_ms = now + p->probe_backoff_ms;
+    }
+    nanosleep(&tick, NULL);
+  }
+  return NULL;
+}
+
+int ap_peers_breaker_start(ap_peers *ps, const o3m_partition *part, uint64_t mask_id,
+                           o3m_err *e) {
+  if (ps->breaker || ps->n == 0) return 0;
+  ps->part = part;
+  ps->mask_id = mask_id;
+  for (int j = 0; j < ps->n; j++) {
+    peer *p = &ps->p[j];
+    o3m_err ce;
+    o3m_err_clear(&ce);
+    int rc = o3m_rpc_client_create(&p->probe, &p->cc, &ce);
+    if (rc < 0)
+      return o3m_err_set(e, rc, "passive party '%s': its probe client: %s", p->name,
+                         o3m_err_message(&ce));
+    /* A party the start-up wait did not reach is missing from the start. */
+    atomic_store(&p->open, !p->ready);
+  }
+  atomic_store(&ps->stopping, 0);
+  int rc = pthread_create(&ps->prober, NULL, prober_main, ps);
+  if (rc != 0) return o3m_err_set(e, O3M_ENOMEM, "the probe thread: %s", strerror(rc));
+  ps->breaker = 1;
+  return 0;
+}
+
+void ap_peers_trip(ap_peers *ps, int j) {
+  if (ps->breaker && j >= 0 && j < ps->n && !atomic_exchange(&ps->p[j].open, 1))
+    o3m_log_warn("passive party '%s' is missing: its rounds go to the local model until it "
+                 "answers again", ps->p[j].name);
+}
+
+int ap_peers_is_open(const ap_peers *ps, int j) {
+  return ps->breaker && atomic_load(&ps->p[j].open);
+}
+
 void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m) {
   for (int j = 0; j < ps->n; j++) ps->p[j].metrics = m;
 }
 
 void ap_peers_destroy(ap_peers *ps) {
   if (!ps) return;
+  if (ps->breaker) {
+    atomic_store(&ps->stopping, 1);
+    pthread_join(ps->prober, NULL);
+  }
   for (int j = 0; ps->p && j < ps->n; j++) peer_free(&ps->p[j]);
   free(ps->p);
   free(ps);

@@ -17,11 +17,22 @@
  * minimum interval between re-resolutions of a target), while a new
  * channel connects on its first call.
  *
- * Allocation: everything at ap_peers_create (and a rebuilt channel, which
- * gRPC allocates); a round allocates nothing here.
+ * The circuit breaker (with a fallback, ap_fallback.h): after a party fails
+ * a fan-out (ap_peers_trip) its breaker is open, and the AP stops waiting
+ * for it: the batches go straight to the local model (ap_round.c checks
+ * ap_peers_is_open before it starts a fan-out), so a degraded round costs
+ * what a local decision costs, not a deadline. A probe thread asks each
+ * open party for its Info on a client of its own, with a backoff (50 ms
+ * doubling to 500 ms), and closes the breaker as soon as the party answers
+ * with the federation's partition and fingerprint and the AP's mask; the
+ * party's channel is then rebuilt before the next fan-out (see above).
+ *
+ * Allocation: everything at ap_peers_create and ap_peers_breaker_start (and
+ * a rebuilt channel, which gRPC allocates); a round allocates nothing here.
  *
  * Threads: one thread at a time (one of the AP's serving threads, under
- * the RPC layer's lock, or the creating thread during start-up). */
+ * the RPC layer's lock, or the creating thread during start-up), besides
+ * the probe thread, which shares only the breakers' atomic flags. */
 #ifndef AP_PEERS_H
 #define AP_PEERS_H
 
@@ -98,7 +109,21 @@ int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e);
  * call that could not even start counts once, with its code). m (may be NULL: no counting) must outlive ps. */
 void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m);
 
-/* Frees every client. NULL is accepted. */
+/* Starts the circuit breaker and its probe thread (see above), after the
+ * start-up wait: a party it did not reach starts with its breaker open.
+ * part (borrowed, must outlive ps) and mask_id are what a probed party must
+ * answer. Errors: a probe client that cannot be created, or the thread
+ * (O3M_ENOMEM); ap_peers_destroy cleans up either way. */
+int ap_peers_breaker_start(ap_peers *ps, const o3m_partition *part, uint64_t mask_id,
+                           o3m_err *e);
+
+/* Opens peer j's breaker (it failed a fan-out); nothing without a breaker. */
+void ap_peers_trip(ap_peers *ps, int j);
+
+/* 1 while peer j's breaker is open. */
+int ap_peers_is_open(const ap_peers *ps, int j);
+
+/* Stops the probe thread and frees every client. NULL is accepted. */
 void ap_peers_destroy(ap_peers *ps);
 
 #endif

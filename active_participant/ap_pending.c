@@ -23,6 +23,7 @@ typedef struct slot {
   int arm;
   int state;
   int owner;
+  int degraded; /* decided by the local model (ap_pending_set_local) */
   uint32_t older, newer; /* the owner's age order, NO_SLOT at either end */
 } slot;
 
@@ -46,6 +47,8 @@ struct ap_pending {
   int over_head;   /* first owner above its share, or -1 */
   slot *slots;     /* capacity */
   double *x;       /* capacity x d */
+  int d0;          /* ap_pending_keep_local: the local part's dimension, or 0 */
+  double *x0;      /* capacity x d0, or NULL */
   uint32_t *index; /* index_mask + 1 entries: slot numbers or NO_SLOT */
   size_t index_mask;
   ap_pending_id_fn ids;
@@ -123,6 +126,7 @@ void ap_pending_destroy(ap_pending *t) {
   o3m_rng_destroy(t->os);
   free(t->slots);
   free(t->x);
+  free(t->x0);
   free(t->index);
   free(t->owners);
   free(t);
@@ -269,6 +273,7 @@ int ap_pending_open_as(ap_pending *t, int owner_no, int arm, uint64_t mask_id, c
   s->opened_ms = now_ms;
   s->arm = arm;
   s->state = SLOT_WAITING;
+  s->degraded = 0;
   s->owner = owner_no;
   s->older = w->newest;
   s->newer = NO_SLOT;
@@ -326,6 +331,30 @@ static void end_wait(ap_pending *t, uint64_t id, int state) {
 void ap_pending_close(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_REWARDED); }
 
 void ap_pending_expire(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_EXPIRED); }
+
+int ap_pending_keep_local(ap_pending *t, int d0) {
+  if (d0 < 1 || t->x0) return O3M_EINVAL;
+  t->x0 = malloc(sizeof(double) * (size_t)t->capacity * (size_t)d0);
+  if (!t->x0) return O3M_ENOMEM;
+  prefault(t->x0, sizeof(double) * (size_t)t->capacity * (size_t)d0);
+  t->d0 = d0;
+  return O3M_OK;
+}
+
+void ap_pending_set_local(ap_pending *t, uint64_t id, const double *x0, int degraded) {
+  slot *s = (slot *)slot_of(t, id);
+  if (!s || !t->x0) return;
+  memcpy(t->x0 + (size_t)(s - t->slots) * (size_t)t->d0, x0, sizeof *x0 * (size_t)t->d0);
+  s->degraded = degraded;
+}
+
+int ap_pending_local(const ap_pending *t, uint64_t id, const double **x0, int *degraded) {
+  const slot *s = slot_of(t, id);
+  if (!s || !t->x0) return O3M_ENOTFOUND;
+  *x0 = t->x0 + (size_t)(s - t->slots) * (size_t)t->d0;
+  *degraded = s->degraded;
+  return O3M_OK;
+}
 
 int ap_pending_owner(const ap_pending *t, uint64_t id) {
   const slot *s = slot_of(t, id);

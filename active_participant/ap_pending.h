@@ -104,6 +104,23 @@ int ap_pending_open(ap_pending *t, int arm, uint64_t mask_id, const double *x, i
 int ap_pending_open_as(ap_pending *t, int owner, int arm, uint64_t mask_id, const double *x,
                        int64_t now_ms, uint64_t *id);
 
+/* The local part beside each decision (the fallback model's, see
+ * ap_fallback.h): allocates a capacity x d0 side table, once, at start-up
+ * (O3M_EINVAL for d0 < 1 or a second call, O3M_ENOMEM). Without it the two
+ * calls below do nothing and find nothing. */
+int ap_pending_keep_local(ap_pending *t, int d0);
+
+/* Stores decision id's local part x0 (d0 values, copied) and whether it was
+ * decided by the local model alone (degraded: its x is not a federated
+ * context, and its reward must not reach the federated model). An id the
+ * table does not hold is ignored. Call it right after the open. */
+void ap_pending_set_local(ap_pending *t, uint64_t id, const double *x0, int degraded);
+
+/* Decision id's local part (pointing into the table, valid until the next
+ * open) and its degraded flag: O3M_ENOTFOUND if the table does not hold id
+ * or keeps no local parts. An open clears the flag. */
+int ap_pending_local(const ap_pending *t, uint64_t id, const double **x0, int *degraded);
+
 /* The owner of decision id while the table holds it (waiting, rewarded or
  * expired), or -1 when it does not (ap_pending_peek: O3M_ENOTFOUND). */
 int ap_pending_owner(const ap_pending *t, uint64_t id);

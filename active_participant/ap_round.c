@@ -9,6 +9,8 @@
  * request and the round's own storage, so a round allocates nothing. */
 #include "ap_round.h"
 
+#include "ap_fallback.h"
+
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -130,6 +132,11 @@ typedef struct batch_slot {
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
   unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
+  /* A failed fan-out: the parties that were missing, each with why (an
+   * O3M code name), for a degraded answer (ap_fallback.h). */
+  int n_missing;
+  char *missing[O3M_MAX_PARTIES];
+  const char *why[O3M_MAX_PARTIES];
 } batch_slot;
 
 struct ap_round {
@@ -142,6 +149,9 @@ struct ap_round {
   const ap_catalog *cat;
   o3m_policy *policy;
   ap_pending *pending;
+  ap_fallback *fallback; /* NULL: a failed fan-out fails its rounds */
+  double *X0lock;        /* k_max x d0: own parts read under the lock */
+  double *zero_d;        /* d zeros: a degraded decision's federated context */
   int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                 const double *x, o3m_err *e);
   void *record_ctx;
@@ -222,6 +232,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->cat = cfg->catalog;
   r->policy = cfg->policy;
   r->pending = cfg->pending;
+  r->fallback = cfg->fallback;
   r->record = cfg->record;
   r->record_ctx = cfg->record_ctx;
   r->before_decide = cfg->before_decide;
@@ -307,6 +318,17 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     }
     for (int i = 0; i < O3M_WIRE_MAX_BATCH; i++) bs->mq_ptr[i] = &bs->mq[i];
   }
+  /* The fallback's buffers (ap_fallback.h): its rounds read their own
+   * parts under the lock. */
+  if (r->fallback) {
+    r->X0lock = malloc(sizeof *r->X0lock * (size_t)r->k_max * (size_t)r->d0);
+    r->zero_d = calloc((size_t)r->d, sizeof *r->zero_d);
+    if (!r->X0lock || !r->zero_d) {
+      rc = o3m_err_set(e, O3M_ENOMEM, "fallback buffers for %d candidates: out of memory",
+                       r->k_max);
+      goto fail;
+    }
+  }
   for (int i = 0; i < AP_ROUND_SLOTS; i++) {
     r->pool[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
     r->pool[i].next = i + 1 < AP_ROUND_SLOTS ? i + 1 : -1;
@@ -347,6 +369,8 @@ void ap_round_destroy(ap_round *r) {
   free(r->dup.t);
   free(r->arms_pool);
   free(r->owners);
+  free(r->X0lock);
+  free(r->zero_d);
   for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
     free(r->slot[b].X0);
     free(r->slot[b].Y);
@@ -590,6 +614,15 @@ static void batch_form(ap_round *r, batch_slot *b) {
   b->rows = rows;
 }
 
+/* Notes passive party j as missing from slot b's batch, for reason (a
+ * degraded answer names it, ap_fallback.h), and opens its circuit breaker
+ * (ap_peers.h): the next batches do not wait for it. */
+static void batch_missing(batch_slot *b, int j, const char *reason) {
+  if (j >= ap_peers_count(b->peers)) return;
+  b->missing[b->n_missing] = (char *)ap_peers_name(b->peers, j);
+  b->why[b->n_missing++] = reason;
+}
+
 /* The fan-out of slot b's batch of n rounds with rows candidates in all,
  * run without the server's lock (it touches only the slot, its rounds'
  * requests and read-only state: the block, the own tables, the bounds):
@@ -620,9 +653,25 @@ static void batch_gather(void *arg) {
     br.scale = (uint32_t)r->agg_scale;
   }
 
-  int started;
-  int rc = ap_peers_start(b->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
-                          &o3m__v1__mask_batch_reply__descriptor, &started, e);
+  int started = 0, rc = 0;
+  b->n_missing = 0;
+  /* A party whose circuit breaker is open is not waited for: the batch
+   * goes to the local model at once (ap_peers.h). */
+  for (int j = 0; j < ap_peers_count(b->peers); j++)
+    if (ap_peers_is_open(b->peers, j)) {
+      batch_missing(b, j, "BREAKER");
+      if (rc == 0)
+        rc = o3m_err_set(e, O3M_EUNAVAILABLE, "party '%s': missing (its circuit breaker is "
+                         "open until it answers again)", ap_peers_name(b->peers, j));
+    }
+  if (rc == 0) {
+    rc = ap_peers_start(b->peers, O3M_PATH_PASSIVE_MASK_BATCH, &br.base,
+                        &o3m__v1__mask_batch_reply__descriptor, &started, e);
+    if (rc < 0) {
+      batch_missing(b, started, o3m_errname(rc));
+      ap_peers_trip(b->peers, started);
+    }
+  }
   /* The own blocks, overlapped with the passive participants' work. */
   size_t off = 0;
   for (int i = 0; rc == 0 && i < n; i++) {
@@ -645,6 +694,8 @@ static void batch_gather(void *arg) {
                                           ap_peers_slot(b->peers, j), n, b->Kb, r->d, r->mask_id,
                                           r->secure, ap_peers_max_norm(b->peers, j), &pe);
     if (x < 0) {
+      batch_missing(b, j, o3m_errname(x));
+      ap_peers_trip(b->peers, j);
       if (rc == 0)
         rc = o3m_err_set(e, x, "party '%s': %s", ap_peers_name(b->peers, j),
                          o3m_err_message(&pe));
@@ -683,6 +734,80 @@ static void round_fail(ap_round *r, queued *q, const o3m_err *why) {
   o3m_rpc_call_fail(q->call, why->code, why);
 }
 
+/* Round q's own parts X^0 (K x d0): the request's, or read from the own
+ * tables into r->X0lock (under the lock). NULL if the lookup fails. */
+static const double *own_parts(ap_round *r, const queued *q) {
+  if (q->req->n_own_features > 0) return q->req->own_features;
+  if (o3m_features_fill(r->own, q->req->user, q->K, (const char *const *)q->req->items,
+                        r->X0lock, NULL, NULL) < 0)
+    return NULL;
+  return r->X0lock;
+}
+
+/* Answers round q with its decision (every Recommendation field but the
+ * degraded ones set from the arguments). */
+static void round_answer(ap_round *r, queued *q, uint64_t id, int chosen, double score,
+                         const batch_slot *degraded_by) {
+  O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
+  rep.decision = id;
+  rep.candidate = (uint32_t)chosen;
+  rep.item = q->req->items[chosen];
+  rep.score = score;
+  rep.mask_id = r->mask_id;
+  rep.updates = o3m_policy_updates(r->policy);
+  if (degraded_by) {
+    rep.degraded = 1;
+    rep.n_missing = (size_t)degraded_by->n_missing;
+    rep.missing = (char **)degraded_by->missing;
+  }
+  /* The call is deferred, the reply is a Recommendation with every field
+   * set and a few dozen bytes (an id of at most O3M_MAX_ID, and the names
+   * of the missing parties), far below the server's message limit (the
+   * largest valid Recommend): it packs. */
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
+  O3M_ASSERT(rc == 0);
+}
+
+/* Decides round q of slot b, whose fan-out failed, with the local model
+ * (ap_fallback.h): chooses on the own parts alone, opens the decision with
+ * a zero federated context and the degraded flag (its reward reaches the
+ * local model only) and answers it degraded, naming the missing parties. */
+static void round_decide_local(ap_round *r, queued *q, const batch_slot *b) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  const double *X0 = own_parts(r, q);
+  if (!X0) {
+    o3m_err_set(&e, O3M_EINVAL, "own_features: lookup in the own tables failed");
+    round_fail(r, q, &e);
+    return;
+  }
+  const int *arms = r->model == O3M_MODEL_DISJOINT ? q->arms : NULL;
+  int chosen;
+  double score;
+  int rc = ap_fallback_choose(r->fallback, q->K, X0, arms, &chosen, &score);
+  if (rc < 0) {
+    o3m_err_set(&e, rc, "the local model could not choose among the %d candidates", q->K);
+    round_fail(r, q, &e);
+    return;
+  }
+  uint64_t id;
+  int arm = arms ? arms[chosen] : 0;
+  rc = ap_pending_open_as(r->pending, q->owner, arm, r->mask_id, r->zero_d, o3m_clock_ms(), &id);
+  if (rc < 0) {
+    o3m_err_set(&e, rc, "no decision id could be drawn from the OS random source");
+    round_fail(r, q, &e);
+    return;
+  }
+  ap_pending_set_local(r->pending, id, X0 + (size_t)chosen * (size_t)r->d0, 1);
+  for (int j = 0; j < b->n_missing; j++)
+    ap_fallback_note(r->fallback, b->missing[j], b->why[j]);
+  r->st.rounds++;
+  r->st.degraded++;
+  round_answer(r, q, id, chosen, score, b);
+}
+
 /* Chooses, opens and answers round q, whose sums Q x are the K rows at Y. */
 static void round_decide(ap_round *r, queued *q, const double *Y) {
   o3m_err e;
@@ -717,20 +842,21 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
     round_fail(r, q, &e);
     return;
   }
+  /* The local model learns from this decision's reward too: keep the
+   * chosen candidate's own part beside it. */
+  if (r->fallback) {
+    const double *x0 = q->req->own_features + (size_t)chosen * (size_t)r->d0;
+    if (q->req->n_own_features == 0) {
+      /* The round's own lookup succeeded (q->rc): the chosen row's too. */
+      char *item = q->req->items[chosen];
+      o3m_features_fill(r->own, q->req->user, 1, (const char *const *)&item, r->X0lock, NULL,
+                        NULL);
+      x0 = r->X0lock;
+    }
+    ap_pending_set_local(r->pending, id, x0, 0);
+  }
   r->st.rounds++;
-
-  O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
-  rep.decision = id;
-  rep.candidate = (uint32_t)chosen;
-  rep.item = q->req->items[chosen];
-  rep.score = score;
-  rep.mask_id = r->mask_id;
-  rep.updates = o3m_policy_updates(r->policy);
-  /* The call is deferred, the reply is a Recommendation with every field
-   * set and a few dozen bytes (an id of at most O3M_MAX_ID), far below
-   * the server's message limit (the largest valid Recommend): it packs. */
-  rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
-  O3M_ASSERT(rc == 0);
+  round_answer(r, q, id, chosen, score, NULL);
 }
 
 /* Decides slot b's rounds, in arrival order, after its fan-out (under the
@@ -740,13 +866,20 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   o3m_err he;
   o3m_err_clear(&he);
   int hrc = r->before_decide ? r->before_decide(r->before_decide_ctx, &he) : 0;
-  if (b->rc < 0) {
-    r->st.peer_failures += (uint64_t)b->n;
-    for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &b->e);
-    return;
-  }
   if (hrc < 0) {
     for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &he);
+    return;
+  }
+  if (b->rc < 0) {
+    /* A party was missing: the local model decides (ap_fallback.h). A
+     * failure no party is named for (the sum of the parts out of its
+     * bound) still fails the batch. */
+    if (r->fallback && b->n_missing > 0) {
+      for (int i = 0; i < b->n; i++) round_decide_local(r, b->q[i], b);
+      return;
+    }
+    r->st.peer_failures += (uint64_t)b->n;
+    for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &b->e);
     return;
   }
   size_t off = 0;

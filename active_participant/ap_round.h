@@ -104,8 +104,14 @@
  * bit-for-bit argument above holds in both modes. A reply of the other
  * mode's form fails the batch.
  *
- * Failures: if a passive participant fails (or misses the deadline) every
- * round of the batch fails with its code and a message naming it, and
+ * Failures: if a passive participant fails (or misses the deadline, or its
+ * circuit breaker is open, ap_peers.h), then with a fallback (ap_fallback.h)
+ * every round of the batch is decided by the local model on its own parts
+ * and answered OK, degraded, naming the missing parties (under secure
+ * aggregation a missing party's masks cannot cancel, and with per-party
+ * parts the context would lack its columns: the whole batch goes
+ * degraded); the federated model is not touched. Without one every round
+ * of the batch fails with its code and a message naming the party, and
  * nothing changes: no pending entry, no policy call, no round counted. A
  * failure of the policy, of the own tables or of the decision id fails only
  * its own round. Failed rounds are logged at most once a second.
@@ -127,6 +133,7 @@
 #include <stdint.h>
 
 #include "ap_catalog.h"
+#include "ap_fallback.h"
 #include "ap_peers.h"
 #include "ap_pending.h"
 #include "o3m_policy.h"
@@ -162,6 +169,10 @@ typedef struct ap_round_config {
   const ap_catalog *catalog; /* disjoint: ids -> arms when a request has none */
   o3m_policy *policy;        /* chooses */
   ap_pending *pending;      /* keeps each decision until its reward */
+  /* Optional ([federation] fallback = local): the local model that decides
+   * a batch whose fan-out missed a party (see "Failures"). The pending
+   * table must keep local parts (ap_pending_keep_local). */
+  ap_fallback *fallback;
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
@@ -252,6 +263,7 @@ typedef struct ap_round_stats {
   uint64_t reloads;       /* own table reloads swapped in */
   uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
   int64_t last_reload_ms; /* Unix time of the last swap, ms (0: none) */
+  uint64_t degraded;      /* decisions of the local model (included in rounds) */
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start

@@ -23,6 +23,7 @@
 
 #include "ap_catalog.h"
 #include "ap_checkpoint.h"
+#include "ap_fallback.h"
 #include "o3m_clock.h"
 #include "ap_peers.h"
 #include "ap_pending.h"
@@ -107,6 +108,7 @@ struct ap_service {
   int n_peers;
   ap_pending *pending; /* decisions waiting for a reward */
   ap_round *round;     /* Recommend: queue, fan-out, decision */
+  ap_fallback *fallback; /* the local model ([federation] fallback), or NULL */
   /* The config's clients in file order: a caller's owner number in the
    * pending table and the rounds is its index here (owner_of). */
   char (*clients)[O3M_CONFIG_MAX_NAME + 1];
@@ -821,6 +823,18 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   const double *x;
   rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, e);
   if (rc < 0) return rc;
+  /* The local model learns every reward; a degraded decision's reaches it
+   * alone, at once and in memory (ap_fallback.h): the federated model never
+   * learns from a context it did not see. */
+  const double *x0 = NULL;
+  int degraded = 0;
+  if (s->fallback && ap_pending_local(s->pending, req->decision, &x0, &degraded) < 0) x0 = NULL;
+  if (x0 && degraded) {
+    ap_fallback_update(s->fallback, arm, x0, req->reward);
+    ap_pending_close(s->pending, req->decision);
+    rep->updates = o3m_policy_updates(s->policy);
+    return 0;
+  }
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
   if (s->n_group == REWARD_SLOTS) reward_commit(s);
@@ -829,6 +843,7 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                        "are not accepted", stop_cause_text(s->stopped));
   rc = reward_append(s, req->decision, arm, x, req->reward, e);
   if (rc < 0) return rc;
+  if (x0) ap_fallback_update(s->fallback, arm, x0, req->reward);
   if (s->ckpt && !s->commit_each) {
     /* Group commit: the decision is closed now, so that a second reward
      * for it in the same group is ALREADY_EXISTS, and the call waits for
@@ -902,6 +917,12 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->reloads = rst.reloads;
   rep->reloads_refused = rst.reloads_refused;
   rep->last_reload_ms = rst.last_reload_ms;
+  rep->degraded_rounds = rst.degraded;
+  if (s->fallback) {
+    ap_fallback_stats fst;
+    ap_fallback_stats_get(s->fallback, &fst);
+    rep->local_updates = fst.updates;
+  }
   return 0;
 }
 
@@ -1093,7 +1114,10 @@ static int secure_aggregation_params(const o3m_config *cfg, agg_params *a, o3m_e
   return 0;
 }
 
-static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
+/* The federated policy and, with fallback set, the local model beside it
+ * (counting its degraded rounds in metrics, which may be NULL). */
+static int build_policy(ap_service *s, const o3m_config *cfg, int fallback, o3m_metrics *metrics,
+                        o3m_err *e) {
   const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   o3m_policy_config pc;
   o3m_policy_config_default(&pc);
@@ -1116,7 +1140,14 @@ static int build_policy(ap_service *s, const o3m_config *cfg, o3m_err *e) {
   pc.v = pp->v;
   pc.seed = pp->seed;
   pc.refactor_every = pp->refactor_every;
-  return o3m_policy_create(&s->policy, &pc, e);
+  int rc = o3m_policy_create(&s->policy, &pc, e);
+  if (rc < 0 || !fallback) return rc;
+  /* The local model: the same algorithm and kind on the own columns, with
+   * its own lambda and alpha (ap_fallback.h). */
+  pc.d = s->d0;
+  pc.lambda = pp->local_lambda;
+  pc.alpha = pp->local_alpha;
+  return ap_fallback_create(&s->fallback, &pc, metrics, e);
 }
 
 /* Connects a replica to the stream from the position after its snapshot
@@ -1207,6 +1238,7 @@ static void service_free(ap_service *s) {
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
   free(s->state_dir);
   ap_round_destroy(s->round); /* before what it borrows */
+  ap_fallback_destroy(s->fallback);
   for (int b = 0; b < s->n_peers; b++) ap_peers_destroy(s->peers[b]);
   ap_pending_destroy(s->pending);
   free(s->clients);
@@ -1284,7 +1316,13 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   rc = secure_aggregation_params(cfg, &agg, e);
   if (rc < 0) goto fail;
 
-  rc = build_policy(s, cfg, e);
+  /* The local fallback model (ap_fallback.h), when there is a passive
+   * party to miss. Not with replicas yet: their decision records and
+   * reward stream carry the federated context only, so another replica
+   * would feed a degraded decision's reward to its federated model. */
+  const int fallback = o3m_config_fallback_local(cfg) && o3m_config_n_passive(cfg) > 0 &&
+                       !replicated;
+  rc = build_policy(s, cfg, fallback, opt->metrics, e);
   if (rc < 0) goto fail;
 
   s->dims_buf = malloc(sizeof *s->dims_buf * (size_t)m);
@@ -1314,6 +1352,11 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
                      o3m_strerror(rc));
     goto fail;
   }
+  if (s->fallback && (rc = ap_pending_keep_local(s->pending, s->d0)) < 0) {
+    rc = o3m_err_set(e, rc, "the pending table's local parts (%d x %d): %s",
+                     pp->pending_capacity, s->d0, o3m_strerror(rc));
+    goto fail;
+  }
 
   /* The rounds: the own tables and every buffer a round needs. */
   ap_round_config rcfg = {
@@ -1332,6 +1375,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .catalog = s->cat,
       .policy = s->policy,
       .pending = s->pending,
+      .fallback = s->fallback,
       .user_table = me->user_table,
       .item_table = me->item_table,
       .user_required = user_required,
@@ -1429,6 +1473,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
                         (int)(sizeof ap_access / sizeof ap_access[0]), ap_methods,
                         (int)(sizeof ap_methods / sizeof ap_methods[0]), s, e);
   if (rc < 0) goto fail;
+  /* With the local fallback, the circuit breakers (ap_peers.h): a missing
+   * party is not waited for until it answers again. */
+  for (int b = 0; s->fallback && b < s->n_peers; b++)
+    if ((rc = ap_peers_breaker_start(s->peers[b], &s->part, s->mask_id, e)) < 0) goto fail;
   ap_round_connect(s->round, s->block, s->mask_id, s->server, s->peers);
 
   o3m_log_info("active party '%s' listening on %s (port %d): d = %d, %d parties, %s/%s, "
@@ -1471,11 +1519,11 @@ int ap_service_run(ap_service *s) {
   o3m_rpc_server_stats_get(s->server, &rs);
   ap_round_stats rst;
   ap_round_stats_get(s->round, &rst);
-  o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu updates=%llu "
-               "pending=%u expired=%llu evicted=%llu calls_ok=%llu calls_failed=%llu "
-               "calls_denied=%llu",
+  o3m_log_info("stopped: rounds=%llu failed_rounds=%llu peer_failures=%llu degraded=%llu "
+               "updates=%llu pending=%u expired=%llu evicted=%llu calls_ok=%llu "
+               "calls_failed=%llu calls_denied=%llu",
                (unsigned long long)rst.rounds, (unsigned long long)rst.failed_rounds,
-               (unsigned long long)rst.peer_failures,
+               (unsigned long long)rst.peer_failures, (unsigned long long)rst.degraded,
                (unsigned long long)o3m_policy_updates(s->policy), st.waiting,
                (unsigned long long)st.expired, (unsigned long long)st.evicted,
                (unsigned long long)rs.ok, (unsigned long long)rs.failed,

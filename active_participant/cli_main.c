@@ -282,8 +282,14 @@ static int cmd_recommend(ap_client *c, const args *a) {
     rc = fail(r_rc, &e);
     goto done;
   }
-  printf("decision=%llu item=%s candidate=%d score=%.17g\n", (unsigned long long)r.decision,
+  printf("decision=%llu item=%s candidate=%d score=%.17g", (unsigned long long)r.decision,
          r.item, r.candidate, r.score);
+  /* A degraded answer says so, with the parties that were missing. */
+  if (r.degraded) {
+    printf(" degraded=");
+    for (size_t j = 0; j < r.n_missing; j++) printf("%s%s", j ? "," : "", r.missing[j]);
+  }
+  printf("\n");
   rc = 0;
 done:
   free(items_s);
@@ -326,6 +332,8 @@ static int cmd_stats(ap_client *c) {
          "model=%s\nreloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.rounds,
          (unsigned long long)s.updates, s.pending, (unsigned long long)s.expired, s.theta_norm,
          s.algo, s.model, (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
+  printf("degraded_rounds=%llu\nlocal_updates=%llu\n", (unsigned long long)s.degraded_rounds,
+         (unsigned long long)s.local_updates);
   return 0;
 }
 

@@ -44,6 +44,7 @@ struct o3m_config {
   const char *metrics_clients; /* comma-separated CNs */
   o3m_config_rpc_limits rpc;
   const char *aggregation; /* "secure" or "per-party" */
+  const char *fallback;    /* "local" or "none" */
   o3m_config_replication repl;
   o3m_config_policy_section policy;
 
@@ -324,6 +325,7 @@ static const keyspec fed_keys[] = {
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"metrics_clients", KT_STR, FED(metrics_clients), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
+    {"fallback", KT_WORD, FED(fallback), 0, 0, 0, 0, "local|none", R_SEC, 0},
     {"replication", KT_WORD, FED(repl.mode), 0, 0, 0, 0, "none|nats", R_SEC, 0},
     {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -346,6 +348,8 @@ static const keyspec pol_keys[] = {
     {"model", KT_WORD, POL(model), 0, 0, 0, 0, "shared|disjoint", R_SEC, R_SEC},
     {"alpha", KT_DBL, POL(alpha), 0, 0, 0.0, 0, NULL, R_SEC, 0},
     {"lambda", KT_DBL, POL(lambda), 0, 0, 0.0, 1, NULL, R_SEC, 0},
+    {"local_alpha", KT_DBL, POL(local_alpha), 0, 0, 0.0, 0, NULL, R_SEC, 0},
+    {"local_lambda", KT_DBL, POL(local_lambda), 0, 0, 0.0, 1, NULL, R_SEC, 0},
     {"v", KT_DBL, POL(v), 0, 0, 0.0, 0, NULL, R_SEC, 0},
     {"seed", KT_U64, POL(seed), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"refactor_every", KT_INT, POL(refactor_every), 1, 2147483647, 0, 0, NULL,
@@ -682,6 +686,9 @@ static int do_policy(parser *p, const section *s) {
   if (strcmp(c->policy.model, "shared") == 0 && items)
     return perr(p, items->line,
                 "key 'items': only valid with model = disjoint");
+  /* The local model's keys default to the federated model's. */
+  if (!find_entry(p, s, "local_alpha")) c->policy.local_alpha = c->policy.alpha;
+  if (!find_entry(p, s, "local_lambda")) c->policy.local_lambda = c->policy.lambda;
   if (!(c->policy.reward_max > c->policy.reward_min)) {
     const entry *en = find_entry(p, s, "reward_max");
     if (!en) en = find_entry(p, s, "reward_min");
@@ -940,6 +947,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->rpc.connections_per_identity = O3M_CONFIG_DEFAULT_CONNECTIONS;
   c->metrics_clients = "monitor";
   c->aggregation = "secure";
+  c->fallback = "local";
   c->repl.mode = "none";
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
@@ -1069,6 +1077,7 @@ const char *o3m_config_ca(const o3m_config *c) { return c->ca; }
 const char *o3m_config_metrics_clients(const o3m_config *c) { return c->metrics_clients; }
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
 int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
+int o3m_config_fallback_local(const o3m_config *c) { return strcmp(c->fallback, "local") == 0; }
 
 const o3m_config_replication *o3m_config_replication_of(const o3m_config *c) {
   return &c->repl;

@@ -27,7 +27,11 @@
  *                 aggregation
  *                 (secure|per-party, default secure: how the active party
  *                 receives the passive parties' masked parts, see "Secure
- *                 aggregation" below); replication (none|nats, default
+ *                 aggregation" below); fallback (local|none, default
+ *                 local: the active party decides with its local model on
+ *                 its own columns when a passive party is missing, see
+ *                 active_participant/ap_fallback.h; none: such rounds
+ *                 fail); replication (none|nats, default
  *                 none), nats_servers, nats_stream, nats_bucket,
  *                 nats_replicas, nats_tls (on|off, default on),
  *                 nats_server_name (default nats): AP replicas
@@ -39,6 +43,8 @@
  *                 limits before a request is read (o3m_config_rpc).
  *   [policy]      algo (required: linucb|lints); model (required:
  *                 shared|disjoint); alpha (0.5, >= 0); lambda (1, > 0);
+ *                 local_alpha (>= 0) and local_lambda (> 0): the local
+ *                 fallback model's (default: alpha and lambda);
  *                 v (0.01, >= 0); seed (1, 0..2^64-1); refactor_every (1000,
  *                 >= 1); max_candidates (1000, 1..1000000); pending_capacity
  *                 (100000, 1..10000000); pending_expiry_s (3600, 1..31536000);
@@ -264,6 +270,8 @@ typedef struct o3m_config_policy_section {
   const char *model;     /* "shared" or "disjoint" */
   double alpha;
   double lambda;
+  double local_alpha;  /* the local fallback model's (ap_fallback.h) */
+  double local_lambda;
   double v;
   uint64_t seed;
   int refactor_every;
@@ -334,6 +342,9 @@ const char *o3m_config_metrics_clients(const o3m_config *c);
 int o3m_config_insecure(const o3m_config *c);   /* 1 if insecure = true */
 /* 1 if aggregation = secure (the default), 0 for per-party. */
 int o3m_config_secure_aggregation(const o3m_config *c);
+
+/* 1 if fallback = local (the default), 0 for none. */
+int o3m_config_fallback_local(const o3m_config *c);
 
 /* [federation] replication (AP replicas over NATS JetStream,
  * active_participant/ap_replica.h): mode "none" (the default: one AP

@@ -81,6 +81,10 @@ int eval_regret_dp_variant(const eval_regret_config *c, int i) {
   return EVAL_REGRET_RATIO0 + c->n_ratios + i;
 }
 
+int eval_regret_outage_variant(const eval_regret_config *c) {
+  return c->outage_b > 0 ? 3 + c->n_ratios + c->n_dp : -1;
+}
+
 int eval_regret_ratio_cols(double r, int d) {
   int c = (int)ceil(r * d - 1e-9);
   if (c < 1) c = 1;
@@ -132,6 +136,10 @@ static int validate(const eval_regret_config *c, o3m_err *e) {
   for (int i = 0; i < c->n_dp; i++)
     if (!(c->dp_eps[i] > 0) || !isfinite(c->dp_eps[i]))
       return o3m_err_set(e, O3M_EINVAL, "--dp-eps: %g is not a positive number", c->dp_eps[i]);
+  if ((c->outage_a || c->outage_b) &&
+      !(c->outage_a >= 1 && c->outage_a < c->outage_b && c->outage_b <= c->T + 1))
+    return o3m_err_set(e, O3M_EINVAL, "--outage: [%ld, %ld) is not a window of rounds in "
+                       "1..T + 1 = %ld", c->outage_a, c->outage_b, c->T + 1);
   if (c->n_dp && !(c->dp_delta > 0 && c->dp_delta < 1))
     return o3m_err_set(e, O3M_EINVAL, "--dp-delta: %g is not in (0, 1)", c->dp_delta);
   if (c->n_dp && (!(c->dp_clip > 0) || !isfinite(c->dp_clip)))
@@ -174,6 +182,7 @@ typedef struct seed_state {
   eval_whiten *whiten; /* NULL: no party whitens */
   o3m_policy *pol[MAX_CFG][MAX_VAR];
   o3m_policy *same[MAX_CFG];
+  o3m_policy *fallback[MAX_CFG]; /* the outage variant's local learner */
   bl_dp *dp[EVAL_REGRET_MAX_DP]; /* one mechanism per DP variant */
 } seed_state;
 
@@ -181,6 +190,7 @@ static void seed_state_free(seed_state *s, int n_cfg, int n_var) {
   for (int i = 0; i < n_cfg; i++) {
     for (int v = 0; v < n_var; v++) o3m_policy_destroy(s->pol[i][v]);
     o3m_policy_destroy(s->same[i]);
+    o3m_policy_destroy(s->fallback[i]);
   }
   for (int i = 0; i < EVAL_REGRET_MAX_DP; i++) bl_dp_destroy(s->dp[i]);
   eval_masker_destroy(s->masker);
@@ -252,6 +262,10 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
       pc.d = v < r->n_var ? r->cols[v] : c->d;
       rc = o3m_policy_create(v < r->n_var ? &s->pol[i][v] : &s->same[i], &pc, e);
     }
+    if (!rc && eval_regret_outage_variant(c) >= 0) {
+      pc.d = c->part.dims[0];
+      rc = o3m_policy_create(&s->fallback[i], &pc, e);
+    }
     if (rc) return rc;
   }
   return O3M_OK;
@@ -261,6 +275,19 @@ static int seed_state_init(seed_state *s, const eval_regret *r, uint64_t seed, o
 static void first_columns(int K, int d, int cols, const double *X, double *Y) {
   for (int k = 0; k < K; k++)
     memcpy(Y + (size_t)k * cols, X + (size_t)k * d, sizeof(double) * cols);
+}
+
+/* One round of the outage variant for configuration i (see
+ * eval_regret.h): in the window the local learner decides on X0 (the first
+ * party's columns) and learns alone; outside it the federated learner
+ * decides on Xm and both learn. The chosen arm is returned in *arm. */
+static int outage_round(seed_state *st, int i, int v, int K, int d, int d0, int missing,
+                        const double *Xm, const double *X0, const double *rew, int *arm) {
+  o3m_policy *loc = st->fallback[i], *fed = st->pol[i][v];
+  int rc = o3m_policy_choose(missing ? loc : fed, K, missing ? X0 : Xm, NULL, arm, NULL);
+  if (!rc && !missing) rc = o3m_policy_update(fed, *arm, Xm + (size_t)*arm * d, rew[*arm]);
+  if (!rc) rc = o3m_policy_update(loc, *arm, X0 + (size_t)*arm * d0, rew[*arm]);
+  return rc;
 }
 
 /* Plays one seed's T rounds; s is the seed's index. */
@@ -288,12 +315,25 @@ static int run_seed(eval_regret *r, int s, seed_state *st, double *X, double *Xp
       int dpi = v - eval_regret_dp_variant(c, 0);
       if (v == EVAL_REGRET_FEDERATED) {
         V = Xm;
-      } else if (dpi >= 0) {
+      } else if (dpi >= 0 && dpi < c->n_dp) {
         /* The passive parties' releases, shared by every configuration. */
         memcpy(Xp, X, sizeof(double) * (size_t)K * d);
         rc = bl_dp_perturb(st->dp[dpi], K, c->part.m, c->part.dims, 1, Xp, e);
         if (rc) return rc;
         V = Xp;
+      } else if (v == eval_regret_outage_variant(c)) {
+        const int d0 = c->part.dims[0];
+        const int missing = t >= c->outage_a && t < c->outage_b;
+        first_columns(K, d, d0, X, Xp);
+        for (int i = 0; i < r->n_cfg && !rc; i++) {
+          int arm;
+          rc = outage_round(st, i, v, K, d, d0, missing, Xm, Xp, rew, &arm);
+          cum[i][v] += best - exp_r[arm];
+        }
+        if (rc)
+          return o3m_err_set(e, rc, "round %ld, the outage variant: policy failed: %s", t,
+                             o3m_strerror(rc));
+        continue;
       } else if (v >= EVAL_REGRET_LOCAL) {
         first_columns(K, d, r->cols[v], X, Xp);
         V = Xp;
@@ -354,13 +394,14 @@ int eval_regret_run(eval_regret **out, const eval_regret_config *c, o3m_err *e) 
         r->model[r->n_cfg] = m == 1 ? O3M_MODEL_SHARED : O3M_MODEL_DISJOINT;
         r->n_cfg++;
       }
-  r->n_var = 3 + c->n_ratios + c->n_dp;
+  r->n_var = 3 + c->n_ratios + c->n_dp + (eval_regret_outage_variant(c) >= 0);
   r->cols[EVAL_REGRET_CENTRAL] = c->d;
   r->cols[EVAL_REGRET_FEDERATED] = c->d;
   r->cols[EVAL_REGRET_LOCAL] = c->part.dims[0];
   for (int i = 0; i < c->n_ratios; i++)
     r->cols[EVAL_REGRET_RATIO0 + i] = eval_regret_ratio_cols(c->ratios[i], c->d);
   for (int i = 0; i < c->n_dp; i++) r->cols[eval_regret_dp_variant(c, i)] = c->d;
+  if (eval_regret_outage_variant(c) >= 0) r->cols[eval_regret_outage_variant(c)] = c->d;
   r->n_steps = (int)(c->T / c->every + (c->T % c->every != 0));
   size_t ns = (size_t)r->n_steps, nseed = (size_t)c->n_seeds;
   r->step_t = malloc(ns * sizeof(long));
@@ -436,6 +477,7 @@ static void variant_name(const eval_regret *r, int v, char *buf, size_t n) {
   if (v == EVAL_REGRET_CENTRAL) snprintf(buf, n, "central");
   else if (v == EVAL_REGRET_FEDERATED) snprintf(buf, n, "federated");
   else if (v == EVAL_REGRET_LOCAL) snprintf(buf, n, "local");
+  else if (v == eval_regret_outage_variant(&r->c)) snprintf(buf, n, "outage");
   else if (v >= eval_regret_dp_variant(&r->c, 0))
     snprintf(buf, n, "dp%g", r->c.dp_eps[v - eval_regret_dp_variant(&r->c, 0)]);
   else snprintf(buf, n, "ratio%g", r->c.ratios[v - EVAL_REGRET_RATIO0]);
@@ -582,6 +624,9 @@ static void gp_regret(FILE *g, const eval_regret *r, const char *csv, const char
     variant_name(r, v, name, sizeof name);
     if (v == EVAL_REGRET_LOCAL) snprintf(name, sizeof name, "partial local (AP, %d cols)",
                                          r->cols[v]);
+    else if (v == eval_regret_outage_variant(&r->c))
+      snprintf(name, sizeof name, "federated, a party missing in rounds [%ld, %ld)",
+               r->c.outage_a, r->c.outage_b);
     else if (v >= eval_regret_dp_variant(&r->c, 0))
       snprintf(name, sizeof name, "DP eps %g over T (noised passive parties)",
                r->c.dp_eps[v - eval_regret_dp_variant(&r->c, 0)]);
@@ -697,6 +742,16 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
         gp_regret(g, r, csv, stem, title, v6, n6);
         eval_plot_append_names(list, sizeof list, stem, formats);
       }
+      if (eval_regret_outage_variant(&r->c) >= 0) {
+        /* An outage's price: between always federated and the AP alone. */
+        int vo[3] = {EVAL_REGRET_FEDERATED, eval_regret_outage_variant(&r->c),
+                     EVAL_REGRET_LOCAL};
+        snprintf(stem, sizeof stem, "outage_%s_%s", o3m_algo_name(algo), mn);
+        snprintf(title, sizeof title, "%s, %s model: a passive party missing in rounds [%ld, "
+                 "%ld) (%d seeds)", an, mn, r->c.outage_a, r->c.outage_b, r->c.n_seeds);
+        gp_regret(g, r, csv, stem, title, vo, 3);
+        eval_plot_append_names(list, sizeof list, stem, formats);
+      }
       if (r->c.n_dp > 0) {
         /* DP's price: its variants beside central, federated and local. */
         int vd[3 + EVAL_REGRET_MAX_DP], nd = 0;
@@ -798,7 +853,7 @@ enum {
   REG_D, REG_K, REG_T, REG_SEEDS, REG_FIRST_SEED, REG_PARTIES, REG_RATIOS, REG_ALGO, REG_MODEL,
   REG_ALPHA, REG_BETA, REG_V, REG_LAMBDA, REG_NOISE, REG_EVERY, REG_REFACTOR, REG_OUT_DIR,
   REG_NO_PLOTS, REG_WHITEN, REG_AGGREGATION, REG_PLOT_FORMAT, REG_DP_EPS, REG_DP_DELTA, REG_DP_CLIP,
-  REG_N
+  REG_OUTAGE, REG_N
 };
 static const o3m_cli_option regret_options[] = {
     [REG_D] = {"d", "N", "context dimension (100)"},
@@ -832,6 +887,9 @@ static const o3m_cli_option regret_options[] = {
                     "DP variants: epsilon per party over all T rounds, at most 4 (none)"},
     [REG_DP_DELTA] = {"dp-delta", "D", "DP variants' delta (1e-5)"},
     [REG_DP_CLIP] = {"dp-clip", "C", "DP variants' L2 bound of a row of a party's block (1)"},
+    [REG_OUTAGE] = {"outage", "A,B",
+                    "an outage variant: a passive party missing in rounds [A, B), decided by "
+                    "the AP's local model (none)"},
     [REG_N] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec regret_cli = {
@@ -895,6 +953,22 @@ int eval_regret_main(int argc, char **argv) {
     case REG_DP_EPS: if (!parse_dp_eps(arg, &c)) return 2; break;
     case REG_DP_DELTA: if (!opt_num("dp-delta", arg, 1e-300, 0.5, &c.dp_delta)) return 2; break;
     case REG_DP_CLIP: if (!opt_num("dp-clip", arg, 1e-9, 1e9, &c.dp_clip)) return 2; break;
+    case REG_OUTAGE: {
+      char *end;
+      errno = 0;
+      c.outage_a = strtol(arg, &end, 10);
+      int ok = end != arg && *end == ',' && !errno;
+      if (ok) {
+        const char *b = end + 1;
+        c.outage_b = strtol(b, &end, 10);
+        ok = end != b && !*end && !errno;
+      }
+      if (!ok || c.outage_a < 1 || c.outage_b <= c.outage_a) {
+        fprintf(stderr, "o3m-eval regret: --outage: '%s' is not A,B with 1 <= A < B\n", arg);
+        return 2;
+      }
+      break;
+    }
     case REG_AGGREGATION: {
       eval_aggregation ag;
       if (eval_aggregation_parse(arg, &ag)) {

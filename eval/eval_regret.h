@@ -11,6 +11,13 @@
  *               cryptographically secure generator for reproducibility);
  *   local       the active participant alone: the first party's columns only;
  *   ratio r     the first ceil(r d) columns only (the paper's partial ratio);
+ *   outage      the active participant as it runs with [federation]
+ *               fallback = local (active_participant/ap_fallback.h): the
+ *               federated learner beside a local one on the first party's
+ *               columns; rounds [outage_a, outage_b) have a passive party
+ *               missing and are decided and learned by the local learner
+ *               alone, the others by the federated one, whose rewards the
+ *               local learner learns too (only with --outage);
  *   dp eps      the full context, but every passive party (all but the first)
  *               releases its columns through the Gaussian mechanism of
  *               eval/baselines/bl_dp.h every round: rows clipped to dp_clip,
@@ -57,10 +64,11 @@
 /* Largest number of DP variants in one run. */
 #define EVAL_REGRET_MAX_DP 4
 /* Most variants of one configuration. */
-#define EVAL_REGRET_MAX_VARIANTS (3 + EVAL_REGRET_MAX_RATIOS + EVAL_REGRET_MAX_DP)
+#define EVAL_REGRET_MAX_VARIANTS (3 + EVAL_REGRET_MAX_RATIOS + EVAL_REGRET_MAX_DP + 1)
 
 /* Variant indices: 0..2 fixed, then one per partial ratio, then one per DP
- * epsilon (eval_regret_dp_variant). */
+ * epsilon (eval_regret_dp_variant), then the outage variant if any
+ * (eval_regret_outage_variant). */
 enum {
   EVAL_REGRET_CENTRAL = 0,
   EVAL_REGRET_FEDERATED = 1,
@@ -103,10 +111,16 @@ typedef struct eval_regret_config {
   double dp_eps[EVAL_REGRET_MAX_DP]; /* each > 0: the budget over all T rounds */
   double dp_delta;                   /* (1e-5) */
   double dp_clip;                    /* L2 bound of a row of a party's block (1) */
+  /* The outage variant: rounds [outage_a, outage_b) (1-based, 1 <= a < b
+   * <= T + 1) with a passive party missing; a = b = 0: no such variant. */
+  long outage_a, outage_b;
 } eval_regret_config;
 
 /* The variant index of DP epsilon i: EVAL_REGRET_RATIO0 + n_ratios + i. */
 int eval_regret_dp_variant(const eval_regret_config *c, int i);
+
+/* The outage variant's index (after the DP variants), or -1 without one. */
+int eval_regret_outage_variant(const eval_regret_config *c);
 
 /* Contexts each whitening map is estimated from. */
 #define EVAL_REGRET_WHITEN_ROWS 20000

@@ -33,6 +33,9 @@ struct o3m_engine {
 struct o3m_ap_client {
   ap_client *c;
   o3m_config *cfg; /* the loaded config the client's strings point into, or NULL */
+  /* The last recommendation's degraded answer (o3m_ap_client_degraded). */
+  int degraded;
+  char missing[256];
 };
 
 const char *o3m_version(void) { return O3M_VERSION; }
@@ -297,7 +300,22 @@ int o3m_ap_client_recommend(o3m_ap_client *c, const char *user, int K, const cha
   out->candidate = r.candidate;
   out->score = r.score;
   out->mask_id = r.mask_id;
+  c->degraded = r.degraded;
+  c->missing[0] = '\0';
+  size_t off = 0;
+  for (size_t j = 0; j < r.n_missing && off < sizeof c->missing; j++) {
+    int w = snprintf(c->missing + off, sizeof c->missing - off, "%s%s", j ? "," : "",
+                     r.missing[j]);
+    if (w < 0) break;
+    off += (size_t)w;
+  }
   return 0;
+}
+
+int o3m_ap_client_degraded(const o3m_ap_client *c, char *missing, size_t len) {
+  if (!c) return 0;
+  if (missing && len) snprintf(missing, len, "%s", c->degraded ? c->missing : "");
+  return c->degraded;
 }
 
 int o3m_ap_client_reward(o3m_ap_client *c, uint64_t decision, double reward, uint64_t *updates,

@@ -89,11 +89,14 @@ static void client_create(ap_client **out, int with_cert) {
 /* [federation] aggregation of the next federation: NULL, the default
  * (secure), unless a fixture sets it. */
 static const char *aggregation;
+/* [federation] fallback of the next federation: NULL, the default (local),
+ * unless a fixture sets it. */
+static const char *fallback_line;
 
 static void fed_prepare(const char *policy) {
   fed_setup s = {.table_seed = 100, .pp1_users = N_USERS, .deadline_ms = DEADLINE_MS,
                  .policy = policy, .pending_capacity = 1000, .state_dirs = 0,
-                 .aggregation = aggregation};
+                 .aggregation = aggregation, .federation_extra = fallback_line};
   fed_net_prepare(&fed, &s);
   char seed[16];
   snprintf(seed, sizeof seed, "%d", MASK_SEED);
@@ -122,6 +125,13 @@ static void fed_up_linucb(void) {
  * which the benchmarks compare against). */
 static void fed_up_linucb_per_party(void) {
   aggregation = "per-party";
+  fed_up_linucb();
+}
+
+/* The same with fallback = none: a missing party fails the rounds (the
+ * behaviour before the local model, still what that setting gives). */
+static void fed_up_linucb_no_fallback(void) {
+  fallback_line = "fallback = none\n";
   fed_up_linucb();
 }
 
@@ -418,7 +428,8 @@ static void recommend_eventually(ap_recommendation *rec) {
   cr_fatal("no recovery in 10 s: %s: %s", o3m_errname(rc), o3m_err_message(&e));
 }
 
-Test(active, stopped_or_killed_passive_fails_the_round_and_recovers, .init = fed_up_linucb,
+Test(active, stopped_or_killed_passive_fails_the_round_and_recovers,
+     .init = fed_up_linucb_no_fallback,
      .fini = fed_down) {
   ap_recommendation rec;
   recommend_ok(&rec);
@@ -765,7 +776,8 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
   o3m_policy_destroy(pol);
 }
 
-Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing, .init = fed_up_linucb,
+Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing,
+     .init = fed_up_linucb_no_fallback,
      .fini = fed_down) {
   ap_recommendation first, rec;
   recommend_ok(&first);

@@ -67,7 +67,11 @@ static void fed_prepare(int state_dirs) {
   fed_setup s = {.table_seed = 300, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\n",
                  .pending_capacity = 1000, .state_dirs = state_dirs,
-                 .aggregation = aggregation};
+                 .aggregation = aggregation,
+                 /* A refused part fails its rounds here, so that the
+                  * refusal shows; with the default fallback = local they
+                  * would go to the local model (test_active tests that). */
+                 .federation_extra = "fallback = none\n"};
   fed_net_prepare(&fed, &s);
 }
 

@@ -191,6 +191,33 @@ Test(config, client_shares) {
                NULL);
 }
 
+/* The local fallback model (issue 24): fallback defaults to local, and
+ * local_alpha / local_lambda to alpha / lambda; bad values are refused
+ * naming the key. */
+Test(config, fallback_and_local_model_keys) {
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  const o3m_config_policy_section *p = o3m_config_policy(c);
+  cr_assert_eq(o3m_config_fallback_local(c), 1);
+  cr_assert_eq(p->local_alpha, p->alpha);
+  cr_assert_eq(p->local_lambda, p->lambda);
+  o3m_config_destroy(c);
+  c = parse_ok(line(8, "alpha = 2\nlambda = 3"), "/base");
+  cr_assert_eq(o3m_config_policy(c)->local_alpha, 2.0);
+  cr_assert_eq(o3m_config_policy(c)->local_lambda, 3.0);
+  o3m_config_destroy(c);
+  c = parse_ok(line(8, "local_alpha = 0.25\nlocal_lambda = 4"), "/base");
+  cr_assert_eq(o3m_config_policy(c)->local_alpha, 0.25);
+  cr_assert_eq(o3m_config_policy(c)->local_lambda, 4.0);
+  o3m_config_destroy(c);
+  c = parse_ok(line(3, "ca = certs/ca.pem\nfallback = none"), "/base");
+  cr_assert_eq(o3m_config_fallback_local(c), 0);
+  o3m_config_destroy(c);
+  expect_error(line(3, "ca = certs/ca.pem\nfallback = remote"), "fed.conf:4: key 'fallback'",
+               "local|none", NULL);
+  expect_error(line(8, "local_lambda = 0"), "fed.conf:8:", "'local_lambda'", NULL);
+  expect_error(line(8, "local_alpha = -1"), "fed.conf:8:", "'local_alpha'", NULL);
+}
+
 /* [client NAME]: identities that may call the active party as clients. */
 Test(config, client_sections) {
   o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1,

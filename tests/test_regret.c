@@ -127,6 +127,45 @@ Test(regret, partial_local_worse_than_central_on_every_seed) {
   eval_regret_destroy(r);
 }
 
+/* The outage variant (issue 24): a passive party missing in a window of
+ * rounds costs regret between always federated and the AP alone; missing
+ * over the whole run it is the AP alone, decision for decision; a window
+ * outside the run's rounds changes nothing. */
+Test(regret, outage_between_federated_and_local) {
+  eval_regret_config c = small_config();
+  c.n_ratios = 0;
+  c.T = 600;
+  c.n_seeds = 3;
+  c.outage_a = 201;
+  c.outage_b = 401;
+  eval_regret *r = run(&c);
+  int v = eval_regret_outage_variant(&c);
+  cr_assert_eq(v, 3);
+  for (int k = 0; k < c.n_seeds; k++) {
+    double ff = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_FEDERATED, k);
+    double fo = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, v, k);
+    double fl = eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_LOCAL, k);
+    cr_assert(ff < fo && fo < fl, "seed %d: federated %g, outage %g, local %g", k + 1, ff, fo,
+              fl);
+  }
+  eval_regret_destroy(r);
+  c.outage_a = 1;
+  c.outage_b = c.T + 1;
+  r = run(&c);
+  for (int k = 0; k < c.n_seeds; k++)
+    cr_assert_eq(eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, v, k),
+                 eval_regret_final(r, O3M_ALGO_LINUCB, O3M_MODEL_SHARED, EVAL_REGRET_LOCAL, k));
+  eval_regret_destroy(r);
+  c.outage_a = c.T + 2;
+  c.outage_b = c.T + 3;
+  eval_regret *bad = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_regret_run(&bad, &c, &e), O3M_EINVAL);
+  cr_assert(strstr(o3m_err_message(&e), "--outage"), "%s", o3m_err_message(&e));
+  cr_assert_null(bad);
+}
+
 Test(regret, dp_costs_regret_that_o3m_does_not) {
   /* Small epsilon (1 over the T rounds): the passive parties' columns drown
    * in noise and DP's regret is far above federated's, which equals central's

@@ -19,6 +19,10 @@ class Recommendation:
     item: str
     score: float
     mask_id: int
+    # Decided by the active participant's local model because these passive
+    # parties were missing (lower quality; its reward teaches that model).
+    degraded: bool = False
+    missing: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,11 @@ class APClient:
         err = new_err()
         check(lib.o3m_ap_client_recommend(self._c, str(user).encode(), K, c_items, c_arms,
                                           c_own, n_own, out, err), err)
+        buf = ffi.new("char[256]")
+        degraded = bool(lib.o3m_ap_client_degraded(self._c, buf, 256))
+        missing = tuple(ffi.string(buf).decode().split(",")) if degraded else ()
         return Recommendation(int(out.decision), int(out.candidate), str(items[out.candidate]),
-                              float(out.score), int(out.mask_id))
+                              float(out.score), int(out.mask_id), degraded, missing)
 
     def reward(self, decision: int, reward: float) -> int:
         """Rewards a decision (once); returns the policy's update count."""

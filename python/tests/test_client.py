@@ -24,6 +24,8 @@ def test_recommend_reward_stats(federation):
             rec = c.recommend(f"u{t}", ITEMS[:4])
             assert 0 <= rec.candidate < 4 and rec.item == ITEMS[rec.candidate]
             assert np.isfinite(rec.score) and rec.mask_id != 0
+            # Every party is up: federated, not the AP's local model.
+            assert not rec.degraded and rec.missing == ()
             assert c.reward(rec.decision, 1.0) == before.updates + t + 1
         after = c.stats()
         assert after.rounds == before.rounds + 5

@@ -162,6 +162,14 @@ int o3m_ap_client_recommend(o3m_ap_client *c, const char *user, int K, const cha
                             const uint32_t *arms, const double *own_features, size_t n_own,
                             o3m_recommendation *out, o3m_err *e);
 
+/* 1 if the last successful o3m_ap_client_recommend on c was degraded: a
+ * passive party was missing and the active participant's local model
+ * decided on its own features alone (its reward teaches that model only);
+ * then missing (may be NULL; len bytes, cut to fit) gets the missing
+ * parties' names, comma-separated. 0 otherwise (missing gets ""). A
+ * function rather than a field, so o3m_recommendation keeps its layout. */
+int o3m_ap_client_degraded(const o3m_ap_client *c, char *missing, size_t len);
+
 /* Rewards a decision once; *updates (may be NULL) is the policy's update
  * count after it. O3M_ENOTFOUND / O3M_EEXPIRED for an unknown, already
  * rewarded or expired decision. */
