@@ -198,6 +198,19 @@ int o3m_features_item_cols(const o3m_features *f);
 int o3m_features_n_users(const o3m_features *f);
 int o3m_features_n_items(const o3m_features *f);
 
+/* The epoch of the user or the item table: a nonzero 64-bit value computed
+ * by o3m_features_load (and again by o3m_features_whiten) from the table's
+ * content, the first 8 bytes of a BLAKE2b hash (libsodium
+ * crypto_generichash) of its column names, ids and values as the party
+ * masks them. Two loads of the same content have the same epoch, and a
+ * table whose content changed gets another one (but for a 2^-64 chance), so
+ * a reload needs nothing more to announce its new tables. An absent table
+ * has a fixed epoch of its own. The active participant keys its cache of
+ * masked item parts on the passive parties' item epochs (MaskBatchReply).
+ * The epoch is public: it is a hash of the whole table, from which nothing
+ * about one row can be found short of guessing the whole table. */
+uint64_t o3m_features_epoch(const o3m_features *f, o3m_features_kind which);
+
 /* The id of row `row` (0-based, in file order) of the user or item table, as
  * the CSV reading gave it (quotes removed, surrounding blanks trimmed), or
  * NULL when there is no such table or row. Owned by f. */
