@@ -144,6 +144,8 @@ typedef struct ap_stats {
   double theta_norm;  /* shared model; 0 for disjoint */
   char algo[16];
   char model[16];
+  /* The AP's cache of summed item parts (ActiveStats.item_cache_*). */
+  uint64_t cache_hits, cache_misses, cache_size, cache_capacity;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

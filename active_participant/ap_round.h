@@ -198,6 +198,9 @@ typedef struct ap_round_config {
   int n_owners;
   int client_inflight_max;
   int64_t batch_cost_max;
+  /* Entries of the cache of summed item parts ([policy] item_cache,
+   * ap_itemcache.h; 0: none). */
+  int item_cache;
   /* 1 (one serving thread): ap_round_flush sends batches until no round
    * waits, as the server resets its one arena only when no call is
    * deferred; 0: one batch per call (see ap_round_flush). */
@@ -246,6 +249,12 @@ typedef struct ap_round_stats {
   uint64_t peer_failures; /* rounds failed because of a passive participant */
   uint64_t fanouts;       /* batches sent to the passive participants */
   uint64_t over_share;    /* Recommend calls refused: the client's cap was reached */
+  /* The item cache (ap_itemcache.h): lookups that found a part and that
+   * asked the parties, entries held and at most, resets (an epoch or the
+   * mask changed), and batches asked again because a reply named other
+   * epochs than their cached parts were summed under. */
+  uint64_t cache_hits, cache_misses, cache_size, cache_capacity, cache_resets;
+  uint64_t stale_retries;
 } ap_round_stats;
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st);

@@ -874,6 +874,10 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->algo = (char *)o3m_algo_name(s->algo);
   rep->model = (char *)o3m_model_name(s->model);
   rep->fanouts = rst.fanouts;
+  rep->item_cache_hits = rst.cache_hits;
+  rep->item_cache_misses = rst.cache_misses;
+  rep->item_cache_size = rst.cache_size;
+  rep->item_cache_capacity = rst.cache_capacity;
   return 0;
 }
 
@@ -1291,6 +1295,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .n_owners = n_owners,
       .client_inflight_max = pp->client_inflight_max,
       .batch_cost_max = pp->batch_cost_max,
+      .item_cache = pp->item_cache,
       .drain = threads == 1,
       .before_decide = before_decide,
       .before_decide_ctx = s,

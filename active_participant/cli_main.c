@@ -318,6 +318,10 @@ static int cmd_stats(ap_client *c) {
   printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
          "model=%s\n", (unsigned long long)s.rounds, (unsigned long long)s.updates, s.pending,
          (unsigned long long)s.expired, s.theta_norm, s.algo, s.model);
+  printf("item_cache_hits=%llu\nitem_cache_misses=%llu\nitem_cache_size=%llu\n"
+         "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
+         (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
+         (unsigned long long)s.cache_capacity);
   return 0;
 }
 

@@ -854,6 +854,43 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
   return O3M_OK;
 }
 
+int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x) {
+  if (!f || !x || (f->user.present && !user_id)) return O3M_EINVAL;
+  memset(x, 0, sizeof *x * (size_t)f->dims);
+  int uu = 0;
+  if (f->user.present) {
+    size_t decoy;
+    long r = table_find(&f->user, user_id, &decoy);
+    uu = r < 0;
+    pick_row(f, &f->user, 0, user_id, r, decoy, x);
+  }
+  atomic_fetch_add_explicit(&f->lookups, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&f->unknown_users, (uint_least64_t)uu, memory_order_relaxed);
+  return O3M_OK;
+}
+
+int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X) {
+  if (!f || K < 0 || (K > 0 && !X)) return O3M_EINVAL;
+  if (f->item.present) {
+    if (K > 0 && !item_ids) return O3M_EINVAL;
+    for (int k = 0; k < K; k++)
+      if (!item_ids[k]) return O3M_EINVAL;
+  }
+  const size_t nu = (size_t)f->user.n_cols, dims = (size_t)f->dims;
+  if (K > 0) memset(X, 0, sizeof *X * (size_t)K * dims);
+  if (!f->item.present) return O3M_OK; /* zeros, no lookup */
+  int ui = 0;
+  for (int k = 0; k < K; k++) {
+    size_t decoy;
+    long r = table_find(&f->item, item_ids[k], &decoy);
+    ui += r < 0;
+    pick_row(f, &f->item, 1, item_ids[k], r, decoy, X + (size_t)k * dims + nu);
+  }
+  atomic_fetch_add_explicit(&f->item_lookups, (uint_least64_t)K, memory_order_relaxed);
+  atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui, memory_order_relaxed);
+  return O3M_OK;
+}
+
 void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out) {
   /* atomic_load takes a non-const pointer in some C libraries. */
   o3m_features *m = (o3m_features *)f;

@@ -234,6 +234,20 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items);
 
+/* The halves of o3m_features_fill, for the factored MaskBatch (issue 23):
+ * a block x = [u, i] splits as [u, 0] + [0, i], and so does its masked
+ * part. o3m_features_fill_user writes one row of dims values into x, the
+ * user's columns (its row or its dummy, with the same-work lookup of
+ * o3m_features_fill) then zeros; with no user table it writes zeros and
+ * looks nothing up (user_id may then be NULL). It counts one lookup and,
+ * unknown, one unknown user. o3m_features_fill_items writes K >= 0 rows
+ * into X (K x dims): zeros then item ids[k]'s columns (row or dummy, same
+ * work); with no item table zeros and no lookup. It counts K item lookups
+ * and the unknown ones. O3M_EINVAL for a missing pointer (X untouched,
+ * nothing counted). Allocate nothing; thread-safe as o3m_features_fill. */
+int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x);
+int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X);
+
 /* Checks that every block this party can produce, its user row (or dummy)
  * followed by its item row (or dummy), has an l2 norm of at most max_norm
  * (> 0, finite): the party's bound of the config (o3m_config.h, "Bounded

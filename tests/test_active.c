@@ -46,6 +46,7 @@
 #include "o3m_wire.h"
 #include "o3m_features.h"
 #include "o3m_secagg.h"
+#include "eval_tables.h"
 
 #define BIN O3M_BIN_DIR
 
@@ -182,10 +183,62 @@ static void expect_stats(uint64_t rounds, uint64_t updates, uint32_t pending) {
   cr_assert(eq(u32, st.pending, pending));
 }
 
-/* Runs n rounds against the federation and the central policy side by side:
- * same users and candidates, same rewards, and asserts that every decision
- * and score agree. Odd rounds pass the AP's own features in the request
- * instead of letting it read its tables. */
+/* One round t against the federation and the central policy side by side:
+ * the same user and candidates (drawn from r), the same reward, and asserts
+ * that the decision and the score agree. Odd rounds pass the AP's own
+ * features in the request instead of letting it read its tables. With
+ * tries > 1 a Recommend that fails is sent again (a failed round changes
+ * nothing), up to tries times 100 ms apart: for a passive party that was
+ * just restarted. */
+static void lossless_round(o3m_policy_config *pc, o3m_policy *pol, central *c, o3m_rng *r, int t,
+                           int tries) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  fed_round q;
+  fed_draw_round(r, N_USERS, &q);
+  const char *user = q.user, *const *items = q.items;
+  int K = q.K;
+  central_contexts(c, user, K, items);
+
+  const double *own = NULL;
+  size_t n_own = 0;
+  if (t % 2 == 1) {
+    cr_assert(eq(int, o3m_features_fill(c->t.ap, user, K, items, c->blk, NULL, NULL), 0));
+    own = c->blk;
+    n_own = (size_t)K * 3;
+  }
+  int arms[K_MAX];
+  uint32_t arms_u[K_MAX];
+  for (int k = 0; k < K; k++) arms_u[k] = (uint32_t)(arms[k] = atoi(items[k] + 1));
+  /* Disjoint: even rounds let the AP use its catalog, odd ones send arms. */
+  const uint32_t *send_arms = pc->model == O3M_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
+
+  ap_recommendation rec;
+  int rc;
+  for (int i = 0; (rc = ap_client_recommend(cli, user, K, items, send_arms, own, n_own, &rec,
+                                            &e)) != 0 && i + 1 < tries; i++)
+    fed_sleep_ms(100);
+  cr_assert(eq(int, rc, 0), "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
+  int chosen;
+  double score;
+  cr_assert(eq(int, o3m_policy_choose(pol, K, c->X, arms, &chosen, &score), 0));
+  cr_assert(eq(int, rec.candidate, chosen), "round %d: federated chose %d, central %d", t,
+            rec.candidate, chosen);
+  cr_assert(eq(str, (char *)rec.item, (char *)items[chosen]));
+  cr_assert(le(dbl, fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score))),
+            "round %d: score %.17g vs central %.17g", t, rec.score, score);
+
+  const double *x = c->X + (size_t)chosen * D;
+  double reward = fed_click_reward(x);
+  uint64_t updates;
+  rc = ap_client_reward(cli, rec.decision, reward, &updates, &e);
+  cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
+  cr_assert(eq(u64, updates, (uint64_t)t + 1));
+  cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
+}
+
+/* Runs n rounds of lossless_round, then checks the AP's counters and, for
+ * the shared model, its theta against the central one. */
 static void lossless_rounds(o3m_policy_config *pc, int n) {
   central c;
   fed_tables_load(&c.t);
@@ -197,46 +250,7 @@ static void lossless_rounds(o3m_policy_config *pc, int n) {
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
 
   double t0 = fed_now_s();
-  for (int t = 0; t < n; t++) {
-    fed_round q;
-    fed_draw_round(r, N_USERS, &q);
-    const char *user = q.user, *const *items = q.items;
-    int K = q.K;
-    central_contexts(&c, user, K, items);
-
-    const double *own = NULL;
-    size_t n_own = 0;
-    if (t % 2 == 1) {
-      cr_assert(eq(int, o3m_features_fill(c.t.ap, user, K, items, c.blk, NULL, NULL), 0));
-      own = c.blk;
-      n_own = (size_t)K * 3;
-    }
-    int arms[K_MAX];
-    uint32_t arms_u[K_MAX];
-    for (int k = 0; k < K; k++) arms_u[k] = (uint32_t)(arms[k] = atoi(items[k] + 1));
-    /* Disjoint: even rounds let the AP use its catalog, odd ones send arms. */
-    const uint32_t *send_arms = pc->model == O3M_MODEL_DISJOINT && t % 2 == 1 ? arms_u : NULL;
-
-    ap_recommendation rec;
-    int rc = ap_client_recommend(cli, user, K, items, send_arms, own, n_own, &rec, &e);
-    cr_assert(eq(int, rc, 0), "round %d: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
-    int chosen;
-    double score;
-    cr_assert(eq(int, o3m_policy_choose(pol, K, c.X, arms, &chosen, &score), 0));
-    cr_assert(eq(int, rec.candidate, chosen), "round %d: federated chose %d, central %d", t,
-              rec.candidate, chosen);
-    cr_assert(eq(str, (char *)rec.item, (char *)items[chosen]));
-    cr_assert(le(dbl, fabs(rec.score - score), 1e-9 * fmax(1.0, fabs(score))),
-              "round %d: score %.17g vs central %.17g", t, rec.score, score);
-
-    const double *x = c.X + (size_t)chosen * D;
-    double reward = fed_click_reward(x);
-    uint64_t updates;
-    rc = ap_client_reward(cli, rec.decision, reward, &updates, &e);
-    cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
-    cr_assert(eq(u64, updates, (uint64_t)t + 1));
-    cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
-  }
+  for (int t = 0; t < n; t++) lossless_round(pc, pol, &c, r, t, 1);
   double dt = fed_now_s() - t0;
   fprintf(stderr, "test_active: %d rounds (recommend + reward) in %.3f s, %.0f rounds/s\n", n, dt,
           n / dt);
@@ -288,6 +302,85 @@ Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_li
   o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 100);
+}
+
+/* Factored batches (issue 23): the passive parties' item parts are
+ * cached by the AP, so that after a few rounds of 12 items most candidates
+ * cost no bytes; the decisions stay the central ones (above) and the cache
+ * counts its hits. */
+Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_linucb,
+     .fini = fed_down) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  lossless_rounds(&pc, 60);
+  ap_stats st;
+  o3m_err e;
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(eq(u64, st.cache_capacity, 100000));
+  cr_assert(le(u64, st.cache_size, N_ITEMS), "%llu entries of %d items",
+            (unsigned long long)st.cache_size, N_ITEMS);
+  /* At most one miss per item: only the first round that names it asks. */
+  cr_assert(le(u64, st.cache_misses, N_ITEMS), "%llu misses", (unsigned long long)st.cache_misses);
+  cr_assert(gt(u64, st.cache_hits, 200), "%llu hits", (unsigned long long)st.cache_hits);
+}
+
+/* A cache of 2 entries for rounds of up to 8 items: every batch evicts
+ * entries it asked for itself (in the middle of its own puts) and finds
+ * at most 2; the decisions stay the central ones. */
+static void fed_up_linucb_tiny_cache(void) {
+  fed_up("algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\nitem_cache = 2\n");
+}
+
+Test(active, an_item_cache_smaller_than_a_round_evicts_and_stays_central,
+     .init = fed_up_linucb_tiny_cache, .fini = fed_down) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  lossless_rounds(&pc, 40);
+  ap_stats st;
+  o3m_err e;
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(eq(u64, st.cache_capacity, 2));
+  cr_assert(le(u64, st.cache_size, 2));
+}
+
+/* A passive party's item table changes under the AP's cache (pp2 is
+ * restarted on a new table, under the same mask: its epoch changes). The
+ * AP holds item parts summed under the old epoch; the first batch after
+ * the change uses them, sees the new epoch in the replies, drops them and
+ * asks again, so that no context adds an old item part to a new one: every
+ * decision after the change equals the central one on the new table. With
+ * the epochs not checked (the batch's cached parts kept), the round after
+ * the change decides on the old items' parts and this test fails. */
+Test(active, a_changed_item_table_is_never_summed_with_cached_parts, .init = fed_up_linucb,
+     .fini = fed_down) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  central c;
+  fed_tables_load(&c.t);
+  o3m_policy *pol;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 7), 0));
+  int t = 0;
+  for (; t < 30; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  ap_stats st;
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(gt(u64, st.cache_size, 0));
+
+  fed_stop(&fed.proc[FED_PP2], SIGTERM, 5000);
+  cr_assert(eq(int, eval_tables_write_synthetic(fed_path("pp2_items.csv"), O3M_FEATURES_ITEMS,
+                                                "i", N_ITEMS, 2, 9999, &e), 0),
+            "%s", o3m_err_message(&e));
+  fed_net_start(&fed, FED_PP2, NULL);
+  wait_ready(FED_PP2);
+  fed_tables_free(&c.t);
+  fed_tables_load(&c.t);
+  for (; t < 60; t++) lossless_round(&pc, pol, &c, r, t, t == 30 ? 50 : 1);
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c.t);
 }
 
 Test(active, disjoint_lints_decisions_equal_central_draw_by_draw, .init = fed_up_lints_disjoint,
