@@ -402,12 +402,10 @@ void o3m_wire_mask_batch_fill_factored(O3m__V1__MaskBatchReply *msg, uint64_t ma
   msg->item_epoch = item_epoch;
 }
 
-int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg, int party,
-                                             int n_queries, int n_items, int d,
-                                             uint64_t mask_id, int secure, double max_norm,
-                                             o3m_err *e) {
-  if (!msg || n_queries < 1 || n_items < 0 || d < 1)
-    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+/* What every MaskBatchReply check starts with: its origin and mask, one
+ * answer per query, d columns. */
+static int reply_head_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries, int d,
+                            uint64_t mask_id, o3m_err *e) {
   int rc = check_origin("MaskBatchReply", msg->party, msg->mask_id, party, mask_id, e);
   if (rc) return rc;
   if (msg->n_rows != (size_t)n_queries)
@@ -416,6 +414,37 @@ int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg,
   if (msg->cols != (uint32_t)d)
     return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %u columns, expected %d",
                        party, msg->cols, d);
+  return 0;
+}
+
+/* The form of the mode, total rows of d: masked words when secure, else
+ * finite values (what names the reply). The norms are the caller's. */
+static int reply_body_check(const O3m__V1__MaskBatchReply *msg, int party, uint64_t total, int d,
+                            int secure, const char *what, o3m_err *e) {
+  if (secure) {
+    if (msg->n_values != 0)
+      return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: a per-party part, but "
+                         "aggregation = secure (is its config the same as ours?)", party);
+    if (msg->n_masked != total * (uint64_t)d)
+      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu masked words, "
+                         "expected %llu x %d", party, msg->n_masked, (unsigned long long)total, d);
+    return 0;
+  }
+  if (msg->n_masked != 0)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: securely aggregated words, "
+                       "but aggregation = per-party (is its config the same as ours?)", party);
+  return o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
+                               (uint32_t)total, (uint32_t)d, e);
+}
+
+int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg, int party,
+                                             int n_queries, int n_items, int d,
+                                             uint64_t mask_id, int secure, double max_norm,
+                                             o3m_err *e) {
+  if (!msg || n_queries < 1 || n_items < 0 || d < 1)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+  int rc = reply_head_check(msg, party, n_queries, d, mask_id, e);
+  if (rc) return rc;
   for (int q = 0; q < n_queries; q++)
     if (msg->rows[q] != 1)
       return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: query %d has %u user rows, "
@@ -423,24 +452,10 @@ int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg,
   if (msg->user_epoch == 0 || msg->item_epoch == 0)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: no table epochs (a party "
                        "before protocol 6?)", party);
-  const int total = n_queries + n_items;
-  if (secure) {
-    if (msg->n_values != 0)
-      return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: a per-party part, but "
-                         "aggregation = secure (is its config the same as ours?)", party);
-    if (msg->n_masked != (size_t)total * (size_t)d)
-      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu masked words, "
-                         "expected %d x %d", party, msg->n_masked, total, d);
-    return 0;
-  }
-  if (msg->n_masked != 0)
-    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: securely aggregated words, "
-                       "but aggregation = per-party (is its config the same as ours?)", party);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
-  rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
-                             (uint32_t)total, (uint32_t)d, e);
-  if (rc < 0) return rc;
+  rc = reply_body_check(msg, party, (uint64_t)(n_queries + n_items), d, secure, what, e);
+  if (rc < 0 || secure) return rc;
   /* The message names the round of a user part, or the index of an item
    * part among the request's items. */
   for (int q = 0; q < n_queries; q++) {
@@ -465,14 +480,8 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
                                     double max_norm, o3m_err *e) {
   if (!msg || !K || n_queries < 1 || d < 1)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
-  int rc = check_origin("MaskBatchReply", msg->party, msg->mask_id, party, mask_id, e);
+  int rc = reply_head_check(msg, party, n_queries, d, mask_id, e);
   if (rc) return rc;
-  if (msg->n_rows != (size_t)n_queries)
-    return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu queries answered, %d "
-                       "asked", party, msg->n_rows, n_queries);
-  if (msg->cols != (uint32_t)d)
-    return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %u columns, expected %d",
-                       party, msg->cols, d);
   uint64_t total = 0;
   for (int q = 0; q < n_queries; q++) {
     if (K[q] < 1 || msg->rows[q] != (uint32_t)K[q])
@@ -483,23 +492,10 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
   if (total > UINT32_MAX)
     return o3m_err_set(e, O3M_ERANGE, "MaskBatchReply from party %d: %llu rows", party,
                        (unsigned long long)total);
-  if (secure) {
-    if (msg->n_values != 0)
-      return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: a per-party part, but "
-                         "aggregation = secure (is its config the same as ours?)", party);
-    if (msg->n_masked != total * (uint64_t)d)
-      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %zu masked words, "
-                         "expected %llu x %d", party, msg->n_masked, (unsigned long long)total, d);
-    return 0;
-  }
-  if (msg->n_masked != 0)
-    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: securely aggregated words, "
-                       "but aggregation = per-party (is its config the same as ours?)", party);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
-  rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
-                                 (uint32_t)total, (uint32_t)d, e);
-  if (rc < 0) return rc;
+  rc = reply_body_check(msg, party, total, d, secure, what, e);
+  if (rc < 0 || secure) return rc;
   return o3m_wire_check_row_norms(what, (int)total, d, msg->values, max_norm, n_queries, K, e);
 }
 
