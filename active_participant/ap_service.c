@@ -129,6 +129,7 @@ struct ap_service {
 
   /* Metrics (see ap_service_options.metrics); every pointer may be NULL,
    * which the o3m_metric_* updates accept. */
+  o3m_metric *m_cache_hits, *m_cache_misses, *m_cache_entries; /* the item cache */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
   /* Per client (the first METRIC_CLIENTS of the config): its decisions
@@ -193,6 +194,9 @@ static void metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_expired, (double)st.expired);
   o3m_metric_set(s->m_rewards, (double)st.closed);
   o3m_metric_set(s->m_checkpoints, (double)s->checkpoints);
+  o3m_metric_set(s->m_cache_hits, (double)rst.cache_hits);
+  o3m_metric_set(s->m_cache_misses, (double)rst.cache_misses);
+  o3m_metric_set(s->m_cache_entries, (double)rst.cache_size);
   for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
     ap_pending_owner_stats(s->pending, i, &st);
     o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
@@ -215,10 +219,17 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
       {"o3m_ap_rewards_total", "Rewards applied to the model", O3M_METRIC_COUNTER, NULL, 0},
       {"o3m_ap_checkpoints_total", "Checkpoints written since start", O3M_METRIC_COUNTER, NULL,
        0},
+      {"o3m_ap_item_cache_hits_total", "Candidate items whose summed part the AP had cached",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_item_cache_misses_total", "Candidate items whose part the AP asked the PPs for",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_item_cache_entries", "Items in the AP's cache of summed item parts",
+       O3M_METRIC_GAUGE, NULL, 0},
   };
-  o3m_metric **slots[] = {&s->m_decisions, &s->m_rounds,  &s->m_failed,
-                          &s->m_pending,   &s->m_evicted, &s->m_expired,
-                          &s->m_rewards,   &s->m_checkpoints};
+  o3m_metric **slots[] = {&s->m_decisions,  &s->m_rounds,       &s->m_failed,
+                          &s->m_pending,    &s->m_evicted,      &s->m_expired,
+                          &s->m_rewards,    &s->m_checkpoints,  &s->m_cache_hits,
+                          &s->m_cache_misses, &s->m_cache_entries};
   static const o3m_metric_spec fsync = {
       "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};

@@ -324,6 +324,36 @@ Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_li
   cr_assert(gt(u64, st.cache_hits, 200), "%llu hits", (unsigned long long)st.cache_hits);
 }
 
+/* Items no party knows (i98, i99) and one only some know: every party
+ * still answers an item part for them (pp2 its dummy row, pp1, which has
+ * no item table, zeros), and the AP caches those parts like real ones: a
+ * second round naming them asks the parties for nothing new (no miss) and,
+ * with no reward in between, scores them exactly as the first did. */
+Test(active, unknown_items_get_cached_parts_like_known_ones, .init = fed_up_linucb,
+     .fini = fed_down) {
+  const char *items[] = {"i98", "i3", "i99", "i7"};
+  const char *users[] = {"u1", "u2"};
+  ap_recommendation rec;
+  ap_stats st0, st1;
+  o3m_err e;
+  double score[2];
+  for (int i = 0; i < 2; i++) {
+    if (i == 1) cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0));
+    int rc = ap_client_recommend(cli, users[0], 4, items, NULL, NULL, 0, &rec, &e);
+    cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+    score[i] = rec.score;
+  }
+  cr_assert(eq(int, ap_client_stats(cli, &st1, &e), 0));
+  cr_assert(eq(u64, st1.cache_misses, st0.cache_misses), "the second round asked again");
+  cr_assert(eq(u64, st1.cache_hits, st0.cache_hits + 4));
+  cr_assert(eq(dbl, score[0], score[1]), "%.17g vs %.17g", score[0], score[1]);
+  /* Another user on the same items: its user part is new, the items' are
+   * the cached ones. */
+  cr_assert(eq(int, ap_client_recommend(cli, users[1], 4, items, NULL, NULL, 0, &rec, &e), 0));
+  cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0));
+  cr_assert(eq(u64, st0.cache_misses, st1.cache_misses));
+}
+
 /* A cache of 2 entries for rounds of up to 8 items: every batch evicts
  * entries it asked for itself (in the middle of its own puts) and finds
  * at most 2; the decisions stay the central ones. */
