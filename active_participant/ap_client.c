@@ -267,6 +267,10 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->theta_norm = s->theta_norm;
   out->degraded_rounds = s->degraded_rounds;
   out->local_updates = s->local_updates;
+  out->cache_hits = s->item_cache_hits;
+  out->cache_misses = s->item_cache_misses;
+  out->cache_size = s->item_cache_size;
+  out->cache_capacity = s->item_cache_capacity;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

@@ -154,6 +154,8 @@ typedef struct ap_stats {
   uint64_t reloads;         /* own table reloads swapped in */
   uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
   int64_t last_reload_ms;   /* Unix time of the last swap, ms (0: none) */
+  /* The AP's cache of summed item parts (ActiveStats.item_cache_*). */
+  uint64_t cache_hits, cache_misses, cache_size, cache_capacity;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -26,6 +26,7 @@
 #include "o3m_features.h"
 #include "o3m_secagg.h"
 #include "o3m_tables.h"
+#include "ap_itemcache.h"
 
 #include <sodium.h>
 
@@ -82,6 +83,21 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
   return -1;
 }
 
+/* Finds id among the n ids already in s (added with their indices in
+ * ids): its index, or, when absent, adds it as index n and returns -1. */
+static int dupset_add(dupset *s, const char *const *ids, int n, const char *id) {
+  size_t mask = s->cap - 1;
+  uint64_t h = o3m_hash_bytes(id, strlen(id), 0);
+  for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+    dup_entry *en = &s->t[i];
+    if (en->gen != s->gen) {
+      *en = (dup_entry){s->gen, h, n};
+      return -1;
+    }
+    if (en->hash == h && strcmp(ids[en->k], id) == 0) return en->k;
+  }
+}
+
 /* ================================================================ the round */
 
 /* A Recommend call that passed validation and waits, deferred, for its
@@ -126,8 +142,24 @@ typedef struct batch_slot {
    * reload may swap r->own meanwhile; ap_round_reload). */
   o3m_features *own;
   double *Y;                    /* batch_rows x d: the batch's sums Q x */
-  uint64_t *acc;                /* batch_rows x d: the PPs' words, summed */
-  double *Ypp;                  /* batch_rows x d: their decoded sum */
+  /* The factored batch (ap_itemcache.h): the reply's rows are one user
+   * part per round then one item part per item asked (at most reply_rows
+   * = batch_rows + O3M_WIRE_MAX_BATCH). */
+  uint64_t *acc;                /* reply_rows x d: the PPs' words, summed (secure) */
+  double *P;                    /* reply_rows x d: the PPs' parts, summed and decoded */
+  double *Ypp;                  /* batch_rows x d: each candidate's U(u) + I(i) */
+  double *Ib;                   /* batch_rows x d: the batch's distinct items' I(i) */
+  const char **uniq_id;         /* batch_rows: the distinct items, first seen first */
+  int *cand;                    /* batch_rows: each candidate row's index in uniq_id */
+  char **new_items;             /* batch_rows: the items asked for (request's items) */
+  int *new_of;                  /* batch_rows: their indices in uniq_id */
+  dupset uniq;                  /* finds an item among uniq_id */
+  int n_uniq, n_new;
+  int n_epochs;                 /* the cache key's epochs when the batch was formed */
+  uint64_t epochs[AP_ITEMCACHE_MAX_PARTIES];
+  uint64_t got[AP_ITEMCACHE_MAX_PARTIES]; /* the epochs the replies named */
+  int n_got;
+  int retried;                  /* asked again: stale cached parts */
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
@@ -193,6 +225,10 @@ struct ap_round {
   /* The batches in flight: n_slots (cfg->inflight) of them. */
   batch_slot slot[AP_ROUND_MAX_INFLIGHT];
   int n_slots;
+
+  /* The cache of the passive parties' summed item parts. */
+  ap_itemcache *cache;
+  int reply_rows;               /* most rows of a factored reply */
 
   /* Secure aggregation (aggregation = secure with passive parties). */
   int secure, agg_scale;
@@ -296,6 +332,14 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     rc = o3m_err_set(e, O3M_ENOMEM, "queue for %d rounds: out of memory", AP_ROUND_SLOTS);
     goto fail;
   }
+  /* A factored reply has one user row per round besides its item rows. */
+  r->reply_rows = r->batch_rows + O3M_WIRE_MAX_BATCH;
+  if (cfg->n_pp > AP_ITEMCACHE_MAX_PARTIES) {
+    rc = o3m_err_set(e, O3M_EINVAL, "%d passive parties: the item cache keys at most %d",
+                     cfg->n_pp, AP_ITEMCACHE_MAX_PARTIES);
+    goto fail;
+  }
+  if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->d, e)) < 0) goto fail;
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
   /* With several clients and slots, one slot is kept for the others
@@ -305,13 +349,20 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   for (int b = 0; b < r->n_slots; b++) {
     batch_slot *bs = &r->slot[b];
     bs->r = r;
+    const size_t nr = (size_t)r->reply_rows * (size_t)r->d, nb = (size_t)r->batch_rows;
     bs->X0 = malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
     bs->Y = malloc(sizeof *bs->Y * nv);
-    if (r->secure) {
-      bs->acc = malloc(sizeof *bs->acc * nv);
-      bs->Ypp = malloc(sizeof *bs->Ypp * nv);
-    }
-    if (!bs->X0 || !bs->Y || (r->secure && (!bs->acc || !bs->Ypp))) {
+    if (r->secure) bs->acc = malloc(sizeof *bs->acc * nr);
+    bs->P = malloc(sizeof *bs->P * nr);
+    bs->Ypp = malloc(sizeof *bs->Ypp * nv);
+    bs->Ib = malloc(sizeof *bs->Ib * nv);
+    bs->uniq_id = malloc(sizeof *bs->uniq_id * nb);
+    bs->cand = malloc(sizeof *bs->cand * nb);
+    bs->new_items = malloc(sizeof *bs->new_items * nb);
+    bs->new_of = malloc(sizeof *bs->new_of * nb);
+    if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
+        !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
+        dupset_init(&bs->uniq, r->batch_rows) < 0) {
       rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
                        r->batch_rows);
       goto fail;
@@ -347,6 +398,8 @@ void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
   r->block = block;
   r->mask_id = mask_id;
   r->server = server;
+  /* Parts cached under another mask are never summed under this one. */
+  ap_itemcache_reset(r->cache, mask_id, 0, NULL);
   for (int b = 0; b < r->n_slots; b++) r->slot[b].peers = peers[b];
 }
 
@@ -359,6 +412,13 @@ void ap_round_stats_get(const ap_round *r, ap_round_stats *st) {
     st->reloads_refused = ts.refused;
     st->last_reload_ms = ts.last_reload_ms;
   }
+  ap_itemcache_stats cs;
+  ap_itemcache_stats_get(r->cache, &cs);
+  st->cache_hits = cs.hits;
+  st->cache_misses = cs.misses;
+  st->cache_size = cs.size;
+  st->cache_capacity = cs.capacity;
+  st->cache_resets = cs.resets;
 }
 
 void ap_round_destroy(ap_round *r) {
@@ -366,6 +426,7 @@ void ap_round_destroy(ap_round *r) {
   o3m_features_destroy(r->own);
   o3m_features_destroy(r->retired);
   o3m_tables_destroy(r->tables);
+  ap_itemcache_destroy(r->cache);
   free(r->dup.t);
   free(r->arms_pool);
   free(r->owners);
@@ -374,8 +435,16 @@ void ap_round_destroy(ap_round *r) {
   for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
     free(r->slot[b].X0);
     free(r->slot[b].Y);
-    free(r->slot[b].acc);
-    free(r->slot[b].Ypp);
+    batch_slot *bs = &r->slot[b];
+    free(bs->acc);
+    free(bs->P);
+    free(bs->Ypp);
+    free(bs->Ib);
+    free(bs->uniq_id);
+    free(bs->cand);
+    free(bs->new_items);
+    free(bs->new_of);
+    free(bs->uniq.t);
   }
   free(r);
 }
@@ -552,17 +621,53 @@ static int mask_own(const ap_round *r, o3m_features *own, const queued *q, doubl
   return 0;
 }
 
-/* Fills slot b's MaskBatch queries from its rounds (under the lock). */
-static void batch_build(batch_slot *b) {
-  b->own = b->r->own;
+/* Fills slot b's factored MaskBatch from its rounds (under the lock): one
+ * query per round with its user only; the batch's distinct items, each
+ * either found in the item cache (its I(i) copied into b->Ib, so that an
+ * eviction before the batch is decided changes nothing it sums) or asked
+ * for in the request's items. The cache key's epochs are kept: a reply
+ * that names others makes the copied parts stale (batch_gather). */
+static void batch_build(ap_round *r, batch_slot *b) {
+  b->own = r->own;
+  uint64_t mask_id;
+  b->n_epochs = ap_itemcache_key(r->cache, &mask_id, b->epochs);
+  b->uniq.gen++;
+  b->n_uniq = b->n_new = 0;
+  b->retried = 0;
+  int row = 0;
   for (int i = 0; i < b->n; i++) {
+    const O3m__V1__RecommendRequest *req = b->q[i]->req;
     O3m__V1__MaskQuery *mq = &b->mq[i];
     o3m__v1__mask_query__init(mq);
-    mq->user = b->q[i]->req->user;
-    mq->n_items = b->q[i]->req->n_items;
-    mq->items = b->q[i]->req->items;
+    mq->user = req->user;
     b->Kb[i] = b->q[i]->K;
     b->q[i]->rc = 0;
+    for (int k = 0; k < b->q[i]->K; k++) {
+      const char *id = req->items[k];
+      int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id);
+      if (u < 0) {
+        u = b->n_uniq++;
+        b->uniq_id[u] = id;
+        if (!ap_itemcache_get(r->cache, id, b->Ib + (size_t)u * (size_t)r->d)) {
+          b->new_of[b->n_new] = u;
+          b->new_items[b->n_new++] = req->items[k];
+        }
+      }
+      b->cand[row++] = u;
+    }
+  }
+}
+
+/* Puts the items slot b asked for into the cache (under the lock), after
+ * making the epochs its replies named the cache's key: a change drops
+ * every entry, so that no context sums parts of two epochs. */
+static void batch_cache(ap_round *r, batch_slot *b) {
+  if (b->rc < 0) return;
+  if (!ap_itemcache_matches(r->cache, r->mask_id, b->n_got, b->got))
+    ap_itemcache_reset(r->cache, r->mask_id, b->n_got, b->got);
+  for (int t = 0; t < b->n_new; t++) {
+    int u = b->new_of[t];
+    ap_itemcache_put(r->cache, b->uniq_id[u], b->Ib + (size_t)u * (size_t)r->d);
   }
 }
 
@@ -623,28 +728,23 @@ static void batch_missing(batch_slot *b, int j, const char *reason) {
   b->why[b->n_missing++] = reason;
 }
 
-/* The fan-out of slot b's batch of n rounds with rows candidates in all,
- * run without the server's lock (it touches only the slot, its rounds'
- * requests and read-only state: the block, the own tables, the bounds):
- * one MaskBatch to every passive participant at once, the own blocks masked
- * while they work, and every reply checked and added, so that the rows of
- * round i in b->Y (after those of rounds 0..i-1) are its sums Q x. Every
- * call that was started is finished, whatever happens, so that no client is
- * left with a call in flight. On failure b->rc is the first failing party's
- * code (in party order) and b->e names it; b->Y is then garbage, and
- * nothing else changed. A round whose own features cannot be read gets
- * q[i].rc instead. */
-static void batch_gather(void *arg) {
-  batch_slot *b = arg;
+/* One factored fan-out of slot b (without the lock): the MaskBatch with
+ * the rounds' users and the items in b->new_items to every passive party,
+ * their replies checked and summed into b->P (n user rows, then n_new
+ * item rows; decoded once when secure), the epochs they name in b->got.
+ * The own blocks are masked while the parties work when own is set. Every
+ * started call is finished. */
+static int fanout(batch_slot *b, int own, o3m_err *e) {
   const ap_round *r = b->r;
   queued *const *q = b->q;
-  const int n = b->n, rows = b->rows;
-  o3m_err *e = &b->e;
-  o3m_err_clear(e);
+  const int n = b->n, rows = n + b->n_new;
   O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
   br.mask_id = r->mask_id;
   br.n_queries = (size_t)n;
   br.queries = b->mq_ptr;
+  br.factored = 1;
+  br.n_items = (size_t)b->n_new;
+  br.items = b->new_items;
   if (r->secure) {
     /* A fresh nonce binds this batch's masks (o3m_secagg.h). */
     randombytes_buf(b->nonce, sizeof b->nonce);
@@ -652,7 +752,6 @@ static void batch_gather(void *arg) {
     br.nonce.len = sizeof b->nonce;
     br.scale = (uint32_t)r->agg_scale;
   }
-
   int started = 0, rc = 0;
   b->n_missing = 0;
   /* A party whose circuit breaker is open is not waited for: the batch
@@ -674,7 +773,7 @@ static void batch_gather(void *arg) {
   }
   /* The own blocks, overlapped with the passive participants' work. */
   size_t off = 0;
-  for (int i = 0; rc == 0 && i < n; i++) {
+  for (int i = 0; own && rc == 0 && i < n; i++) {
     double *Yi = b->Y + off * (size_t)r->d;
     q[i]->rc = mask_own(r, b->own, q[i], b->X0, Yi);
     /* That round fails alone (round_decide); zeros keep the batch's sums,
@@ -684,15 +783,18 @@ static void batch_gather(void *arg) {
   }
   const size_t nv = (size_t)rows * (size_t)r->d;
   if (r->secure) memset(b->acc, 0, sizeof *b->acc * nv);
+  else memset(b->P, 0, sizeof *b->P * nv);
+  b->n_got = started;
   o3m_err pe;
   for (int j = 0; j < started; j++) {
     ProtobufCMessage *m;
     o3m_err_clear(&pe);
     int x = ap_peers_finish(b->peers, j, &m, &pe);
     if (x == 0)
-      x = o3m_wire_mask_batch_reply_check((const O3m__V1__MaskBatchReply *)m,
-                                          ap_peers_slot(b->peers, j), n, b->Kb, r->d, r->mask_id,
-                                          r->secure, ap_peers_max_norm(b->peers, j), &pe);
+      x = o3m_wire_mask_batch_factored_reply_check((const O3m__V1__MaskBatchReply *)m,
+                                                   ap_peers_slot(b->peers, j), n, b->n_new, r->d,
+                                                   r->mask_id, r->secure,
+                                                   ap_peers_max_norm(b->peers, j), &pe);
     if (x < 0) {
       batch_missing(b, j, o3m_errname(x));
       ap_peers_trip(b->peers, j);
@@ -702,22 +804,71 @@ static void batch_gather(void *arg) {
       continue;
     }
     const O3m__V1__MaskBatchReply *rep = (const O3m__V1__MaskBatchReply *)m;
-    /* Secure: acc += the party's words (mod 2^64). Per-party: Y += Q^j x^j,
-     * every row of the batch at once. */
+    b->got[j] = rep->item_epoch;
+    /* Secure: acc += the party's words (mod 2^64). Per-party: P += its
+     * parts, every row at once. */
     if (rc == 0 && r->secure)
       o3m_secagg_add_part(nv, rep->masked, b->acc);
     else if (rc == 0)
-      o3m_axpy(rows * r->d, 1.0, rep->values, b->Y);
+      o3m_axpy(rows * r->d, 1.0, rep->values, b->P);
+  }
+  if (rc == 0 && r->secure) o3m_secagg_decode(r->agg_scale, nv, b->acc, b->P);
+  return rc;
+}
+
+/* The fan-out of slot b's batch of n rounds with rows candidates in all,
+ * run without the server's lock (it touches only the slot, its rounds'
+ * requests and read-only state: the block, the own tables, the bounds):
+ * one factored MaskBatch to every passive participant at once, the own
+ * blocks masked while they work, and every reply checked and added, so
+ * that the rows of round i in b->Y (after those of rounds 0..i-1) are its
+ * sums Q x = own part + U(u) + I(i). When the batch used cached item parts
+ * and a reply names other item epochs than those parts were summed under
+ * (a party reloaded its items), the batch is asked again with every one
+ * of its items, so that no context sums parts of two epochs; the second
+ * answer uses no cached part and is consistent whatever it names. Every
+ * call that was started is finished, whatever happens, so that no client
+ * is left with a call in flight. On failure b->rc is the first failing
+ * party's code (in party order) and b->e names it; b->Y is then garbage,
+ * and nothing else changed. A round whose own features cannot be read
+ * gets q[i].rc instead. */
+static void batch_gather(void *arg) {
+  batch_slot *b = arg;
+  const ap_round *r = b->r;
+  const int n = b->n, rows = b->rows;
+  const size_t d = (size_t)r->d;
+  o3m_err *e = &b->e;
+  o3m_err_clear(e);
+  int rc = fanout(b, 1, e);
+  if (rc == 0 && b->n_new < b->n_uniq &&
+      (b->n_epochs != b->n_got || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)b->n_got))) {
+    for (int u = 0; u < b->n_uniq; u++) {
+      b->new_of[u] = u;
+      b->new_items[u] = (char *)b->uniq_id[u];
+    }
+    b->n_new = b->n_uniq;
+    b->retried = 1;
+    rc = fanout(b, 0, e);
+  }
+  if (rc == 0) {
+    /* The new items' I(i), then every candidate's U(u) + I(i). */
+    for (int t = 0; t < b->n_new; t++)
+      memcpy(b->Ib + (size_t)b->new_of[t] * d, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
+    int row = 0;
+    for (int i = 0; i < n; i++)
+      for (int k = 0; k < b->Kb[i]; k++, row++) {
+        const double *Uq = b->P + (size_t)i * d, *Iq = b->Ib + (size_t)b->cand[row] * d;
+        double *o = b->Ypp + (size_t)row * d;
+        for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
+      }
   }
   /* Secure: only the sum of the PPs' parts decodes; it is checked against
    * their joint bound before it joins the own part, so that a hostile PP
    * can move the sum only inside the bound, as with per-party parts. */
-  if (rc == 0 && r->secure) {
-    o3m_secagg_decode(r->agg_scale, nv, b->acc, b->Ypp);
+  if (rc == 0 && r->secure)
     rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
                                   b->Ypp, r->pp_bound, n, b->Kb, e);
-    if (rc == 0) o3m_axpy(rows * r->d, 1.0, b->Ypp, b->Y);
-  }
+  if (rc == 0 && b->n_got > 0) o3m_axpy(rows * r->d, 1.0, b->Ypp, b->Y);
   /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
    * that each keep their bound but are not Q^j x^j could add up to more, so
    * the sum is checked too, before the policy sees it. */
@@ -894,6 +1045,10 @@ static void batch_decide(ap_round *r, batch_slot *b) {
  * small batch is not held behind a large one), and frees its slot and its
  * rounds' pool entries. */
 static void batch_finish(ap_round *r, batch_slot *b) {
+  /* The items are put before the rounds are answered: their ids live in
+   * the requests. */
+  batch_cache(r, b);
+  if (b->retried) r->st.stale_retries++;
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
@@ -971,7 +1126,7 @@ void ap_round_flush(ap_round *r) {
      * soon, and its replies run this hook again. */
     if (b->n == 0) return;
     b->busy = 1;
-    batch_build(b);
+    batch_build(r, b);
     r->st.fanouts++;
     o3m_rpc_server_unlocked(r->server, batch_gather, b);
     batch_finish(r, b);

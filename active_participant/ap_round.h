@@ -212,6 +212,9 @@ typedef struct ap_round_config {
   int n_owners;
   int client_inflight_max;
   int64_t batch_cost_max;
+  /* Entries of the cache of summed item parts ([policy] item_cache,
+   * ap_itemcache.h; 0: none). */
+  int item_cache;
   /* 1 (one serving thread): ap_round_flush sends batches until no round
    * waits, as the server resets its one arena only when no call is
    * deferred; 0: one batch per call (see ap_round_flush). */
@@ -264,6 +267,12 @@ typedef struct ap_round_stats {
   uint64_t reloads_refused; /* own table reloads refused, the old tables kept */
   int64_t last_reload_ms; /* Unix time of the last swap, ms (0: none) */
   uint64_t degraded;      /* decisions of the local model (included in rounds) */
+  /* The item cache (ap_itemcache.h): lookups that found a part and that
+   * asked the parties, entries held and at most, resets (an epoch or the
+   * mask changed), and batches asked again because a reply named other
+   * epochs than their cached parts were summed under. */
+  uint64_t cache_hits, cache_misses, cache_size, cache_capacity, cache_resets;
+  uint64_t stale_retries;
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start

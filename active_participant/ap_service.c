@@ -132,6 +132,7 @@ struct ap_service {
 
   /* Metrics (see ap_service_options.metrics); every pointer may be NULL,
    * which the o3m_metric_* updates accept. */
+  o3m_metric *m_cache_hits, *m_cache_misses, *m_cache_entries; /* the item cache */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
   /* Per client (the first METRIC_CLIENTS of the config): its decisions
@@ -197,6 +198,9 @@ static void metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_expired, (double)st.expired);
   o3m_metric_set(s->m_rewards, (double)st.closed);
   o3m_metric_set(s->m_checkpoints, (double)s->checkpoints);
+  o3m_metric_set(s->m_cache_hits, (double)rst.cache_hits);
+  o3m_metric_set(s->m_cache_misses, (double)rst.cache_misses);
+  o3m_metric_set(s->m_cache_entries, (double)rst.cache_size);
   for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
     ap_pending_owner_stats(s->pending, i, &st);
     o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
@@ -219,10 +223,17 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
       {"o3m_ap_rewards_total", "Rewards applied to the model", O3M_METRIC_COUNTER, NULL, 0},
       {"o3m_ap_checkpoints_total", "Checkpoints written since start", O3M_METRIC_COUNTER, NULL,
        0},
+      {"o3m_ap_item_cache_hits_total", "Candidate items whose summed part the AP had cached",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_item_cache_misses_total", "Candidate items whose part the AP asked the PPs for",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_item_cache_entries", "Items in the AP's cache of summed item parts",
+       O3M_METRIC_GAUGE, NULL, 0},
   };
-  o3m_metric **slots[] = {&s->m_decisions, &s->m_rounds,  &s->m_failed,
-                          &s->m_pending,   &s->m_evicted, &s->m_expired,
-                          &s->m_rewards,   &s->m_checkpoints};
+  o3m_metric **slots[] = {&s->m_decisions,  &s->m_rounds,       &s->m_failed,
+                          &s->m_pending,    &s->m_evicted,      &s->m_expired,
+                          &s->m_rewards,    &s->m_checkpoints,  &s->m_cache_hits,
+                          &s->m_cache_misses, &s->m_cache_entries};
   static const o3m_metric_spec fsync = {
       "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
@@ -923,6 +934,10 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
     ap_fallback_stats_get(s->fallback, &fst);
     rep->local_updates = fst.updates;
   }
+  rep->item_cache_hits = rst.cache_hits;
+  rep->item_cache_misses = rst.cache_misses;
+  rep->item_cache_size = rst.cache_size;
+  rep->item_cache_capacity = rst.cache_capacity;
   return 0;
 }
 
@@ -1389,6 +1404,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .n_owners = n_owners,
       .client_inflight_max = pp->client_inflight_max,
       .batch_cost_max = pp->batch_cost_max,
+      .item_cache = pp->item_cache,
       .drain = threads == 1,
       .before_decide = before_decide,
       .before_decide_ctx = s,

@@ -334,6 +334,10 @@ static int cmd_stats(ap_client *c) {
          s.algo, s.model, (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
   printf("degraded_rounds=%llu\nlocal_updates=%llu\n", (unsigned long long)s.degraded_rounds,
          (unsigned long long)s.local_updates);
+  printf("item_cache_hits=%llu\nitem_cache_misses=%llu\nitem_cache_size=%llu\n"
+         "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
+         (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
+         (unsigned long long)s.cache_capacity);
   return 0;
 }
 

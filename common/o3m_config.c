@@ -365,6 +365,7 @@ static const keyspec pol_keys[] = {
     {"client_inflight_max", KT_INT, POL(client_inflight_max), 1,
      O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
     {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
+    {"item_cache", KT_INT, POL(item_cache), 0, 10000000, 0, 0, NULL, R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"items", KT_PATH, POL(items), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -964,6 +965,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->policy.pending_expiry_s = 3600;
   c->policy.client_inflight_max = 32;
   c->policy.batch_cost_max = 65536;
+  c->policy.item_cache = 100000;
   c->policy.reward_min = 0.0;
   c->policy.reward_max = 1.0;
 

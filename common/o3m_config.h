@@ -53,6 +53,10 @@
  *                 / number of clients, 0..10000000, at most that quotient),
  *                 client_inflight_max (32, 1..O3M_CONFIG_MAX_CLIENT_INFLIGHT),
  *                 batch_cost_max (65536, 1..2^31-1);
+ *                 item_cache (100000, 0..10000000): the entries of the
+ *                 active party's cache of the passive parties' summed item
+ *                 parts (active_participant/ap_itemcache.h), d doubles
+ *                 each, least recently used evicted; 0 caches nothing;
  *                 reward_min (0); reward_max (1, > reward_min);
  *                 items (path; required with model = disjoint, rejected with
  *                 model = shared: the catalog, one item id per line, line
@@ -286,6 +290,8 @@ typedef struct o3m_config_policy_section {
   int pending_client_share;
   int client_inflight_max;
   int batch_cost_max;
+  /* Entries of the AP's cache of summed item parts (ap_itemcache.h). */
+  int item_cache;
   double reward_min;
   double reward_max;
   const char *items;     /* path; set exactly when model is "disjoint" */

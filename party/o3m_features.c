@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include <csv.h>
+#include <sodium.h>
 
 #include "o3m_blas.h"
 #include "o3m_hash.h"
@@ -75,6 +76,7 @@ typedef struct ft_table {
   int max_row;    /* a row that has it */
   double dummy_max_sq; /* dummy rows are drawn no longer than this (inf: any) */
   char name[NAME_SHOW_MAX + 1]; /* the file, for messages */
+  uint64_t epoch;  /* o3m_features_epoch: the hash of the content below */
   /* Capacities while loading. */
   size_t cap_rows;
   size_t ids_len;
@@ -360,6 +362,36 @@ static int table_whiten(ft_table *t) {
   free(W);
   free(x);
   return rc ? rc : table_moments(t);
+}
+
+/* The epoch of t (o3m_features_epoch): BLAKE2b-64 over the kind, the
+ * shape, the column names, and every row's id and values as they are in
+ * memory (so after whitening when the party whitens), forced nonzero.
+ * An absent table hashes its kind only, so that it too has a fixed,
+ * nonzero epoch. The values are hashed as their bytes: the epoch names the
+ * exact numbers a party masks, and a table that reads back to the same
+ * doubles keeps its epoch. */
+static void table_epoch(ft_table *t, o3m_features_kind kind) {
+  crypto_generichash_state h;
+  unsigned char out[8];
+  uint32_t hdr[3] = {(uint32_t)kind, (uint32_t)t->n_rows, (uint32_t)t->n_cols};
+  crypto_generichash_init(&h, NULL, 0, sizeof out);
+  crypto_generichash_update(&h, (const unsigned char *)"o3m-features-epoch-v1", 21);
+  crypto_generichash_update(&h, (const unsigned char *)hdr, sizeof hdr);
+  if (t->present) {
+    for (int c = 0; c < t->n_cols; c++)
+      crypto_generichash_update(&h, (const unsigned char *)t->cols[c], strlen(t->cols[c]) + 1);
+    for (int r = 0; r < t->n_rows; r++) {
+      const char *id = row_id(t, r);
+      crypto_generichash_update(&h, (const unsigned char *)id, strlen(id) + 1);
+    }
+    crypto_generichash_update(&h, (const unsigned char *)t->vals,
+                              sizeof *t->vals * (size_t)t->n_rows * (size_t)t->n_cols);
+  }
+  crypto_generichash_final(&h, out, sizeof out);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)out[i] << (8 * i);
+  t->epoch = v ? v : 1;
 }
 
 /* ------------------------------------------------------------------ loading */
@@ -693,6 +725,14 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
     o3m_features_destroy(f);
     return rc;
   }
+  /* Every load gets the epochs of its content, so a reload (a new
+   * handle) has new epochs exactly when a table's numbers changed. */
+  if (sodium_init() < 0) {
+    o3m_features_destroy(f);
+    return o3m_err_set(e, O3M_ERANDOM, "libsodium could not start (table epochs)");
+  }
+  table_epoch(&f->user, O3M_FEATURES_USERS);
+  table_epoch(&f->item, O3M_FEATURES_ITEMS);
   atomic_init(&f->lookups, 0);
   atomic_init(&f->item_lookups, 0);
   atomic_init(&f->unknown_users, 0);
@@ -715,6 +755,10 @@ int o3m_features_user_cols(const o3m_features *f) { return f->user.n_cols; }
 int o3m_features_item_cols(const o3m_features *f) { return f->item.n_cols; }
 int o3m_features_n_users(const o3m_features *f) { return f->user.n_rows; }
 int o3m_features_n_items(const o3m_features *f) { return f->item.n_rows; }
+
+uint64_t o3m_features_epoch(const o3m_features *f, o3m_features_kind which) {
+  return which == O3M_FEATURES_USERS ? f->user.epoch : f->item.epoch;
+}
 
 static const ft_table *table_of(const o3m_features *f, o3m_features_kind which) {
   const ft_table *t = which == O3M_FEATURES_USERS ? &f->user
@@ -749,6 +793,9 @@ int o3m_features_whiten(o3m_features *f, o3m_err *e) {
                             "(values beyond about 1e154)");
     if (rc) return o3m_err_set_at(e, rc, tables[i]->name, 0, "cannot whiten: out of memory");
   }
+  /* The whitened values are what the party masks: the epochs name them. */
+  table_epoch(&f->user, O3M_FEATURES_USERS);
+  table_epoch(&f->item, O3M_FEATURES_ITEMS);
   f->whitened = 1;
   o3m_err_clear(e);
   return O3M_OK;
@@ -804,6 +851,43 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
   atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui, memory_order_relaxed);
   if (unknown_user) *unknown_user = uu;
   if (unknown_items) *unknown_items = ui;
+  return O3M_OK;
+}
+
+int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x) {
+  if (!f || !x || (f->user.present && !user_id)) return O3M_EINVAL;
+  memset(x, 0, sizeof *x * (size_t)f->dims);
+  int uu = 0;
+  if (f->user.present) {
+    size_t decoy;
+    long r = table_find(&f->user, user_id, &decoy);
+    uu = r < 0;
+    pick_row(f, &f->user, 0, user_id, r, decoy, x);
+  }
+  atomic_fetch_add_explicit(&f->lookups, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&f->unknown_users, (uint_least64_t)uu, memory_order_relaxed);
+  return O3M_OK;
+}
+
+int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X) {
+  if (!f || K < 0 || (K > 0 && !X)) return O3M_EINVAL;
+  if (f->item.present) {
+    if (K > 0 && !item_ids) return O3M_EINVAL;
+    for (int k = 0; k < K; k++)
+      if (!item_ids[k]) return O3M_EINVAL;
+  }
+  const size_t nu = (size_t)f->user.n_cols, dims = (size_t)f->dims;
+  if (K > 0) memset(X, 0, sizeof *X * (size_t)K * dims);
+  if (!f->item.present) return O3M_OK; /* zeros, no lookup */
+  int ui = 0;
+  for (int k = 0; k < K; k++) {
+    size_t decoy;
+    long r = table_find(&f->item, item_ids[k], &decoy);
+    ui += r < 0;
+    pick_row(f, &f->item, 1, item_ids[k], r, decoy, X + (size_t)k * dims + nu);
+  }
+  atomic_fetch_add_explicit(&f->item_lookups, (uint_least64_t)K, memory_order_relaxed);
+  atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui, memory_order_relaxed);
   return O3M_OK;
 }
 

@@ -198,6 +198,19 @@ int o3m_features_item_cols(const o3m_features *f);
 int o3m_features_n_users(const o3m_features *f);
 int o3m_features_n_items(const o3m_features *f);
 
+/* The epoch of the user or the item table: a nonzero 64-bit value computed
+ * by o3m_features_load (and again by o3m_features_whiten) from the table's
+ * content, the first 8 bytes of a BLAKE2b hash (libsodium
+ * crypto_generichash) of its column names, ids and values as the party
+ * masks them. Two loads of the same content have the same epoch, and a
+ * table whose content changed gets another one (but for a 2^-64 chance), so
+ * a reload needs nothing more to announce its new tables. An absent table
+ * has a fixed epoch of its own. The active participant keys its cache of
+ * masked item parts on the passive parties' item epochs (MaskBatchReply).
+ * The epoch is public: it is a hash of the whole table, from which nothing
+ * about one row can be found short of guessing the whole table. */
+uint64_t o3m_features_epoch(const o3m_features *f, o3m_features_kind which);
+
 /* The id of row `row` (0-based, in file order) of the user or item table, as
  * the CSV reading gave it (quotes removed, surrounding blanks trimmed), or
  * NULL when there is no such table or row. Owned by f. */
@@ -220,6 +233,20 @@ const char *o3m_features_column(const o3m_features *f, o3m_features_kind which, 
 int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items);
+
+/* The halves of o3m_features_fill, for the factored MaskBatch (issue 23):
+ * a block x = [u, i] splits as [u, 0] + [0, i], and so does its masked
+ * part. o3m_features_fill_user writes one row of dims values into x, the
+ * user's columns (its row or its dummy, with the same-work lookup of
+ * o3m_features_fill) then zeros; with no user table it writes zeros and
+ * looks nothing up (user_id may then be NULL). It counts one lookup and,
+ * unknown, one unknown user. o3m_features_fill_items writes K >= 0 rows
+ * into X (K x dims): zeros then item ids[k]'s columns (row or dummy, same
+ * work); with no item table zeros and no lookup. It counts K item lookups
+ * and the unknown ones. O3M_EINVAL for a missing pointer (X untouched,
+ * nothing counted). Allocate nothing; thread-safe as o3m_features_fill. */
+int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x);
+int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X);
 
 /* Checks that every block this party can produce, its user row (or dummy)
  * followed by its item row (or dummy), has an l2 norm of at most max_norm

@@ -56,8 +56,9 @@ struct pp_service {
   uint64_t mask_id;         /* 0 until fetched */
   int max_candidates;
   int batch_rows;           /* most rows of one MaskBatch */
-  double *X;                /* max_candidates x d_j */
-  double *Y;                /* batch_rows x d */
+  double *X;                /* buf_rows x d_j */
+  double *Y;                /* buf_rows x d */
+  int buf_rows;             /* batch_rows + O3M_WIRE_MAX_BATCH: a factored batch's user rows too */
   uint32_t rows[O3M_WIRE_MAX_BATCH]; /* MaskBatchReply.rows */
   o3m_secagg *agg;          /* aggregation = secure; NULL for per-party */
   uint64_t *W;              /* batch_rows x d masked words (secure only) */
@@ -162,15 +163,16 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   rc = o3m_tables_create(&s->tables, &tc, e);
   if (rc == 0) rc = o3m_tables_load(s->tables, &s->features, e);
   if (rc < 0) goto fail;
-  size_t K = (size_t)s->max_candidates;
   s->batch_rows = o3m_wire_mask_batch_rows(s->max_candidates, s->part.d);
   if (s->batch_rows < 1) {
     rc = o3m_err_set(e, O3M_EINVAL, "passive: max_candidates = %d, d = %d", s->max_candidates,
                      s->part.d);
     goto fail;
   }
-  s->X = malloc(K * (size_t)me->dims * sizeof *s->X);
-  s->Y = malloc((size_t)s->batch_rows * (size_t)s->part.d * sizeof *s->Y);
+  /* A factored batch has one user row per query besides its item rows. */
+  s->buf_rows = s->batch_rows + O3M_WIRE_MAX_BATCH;
+  s->X = malloc((size_t)s->buf_rows * (size_t)me->dims * sizeof *s->X);
+  s->Y = malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->Y);
   if (!s->X || !s->Y) {
     rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d candidate rows x d = %d",
                      s->batch_rows, s->part.d);
@@ -179,7 +181,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   rc = secagg_setup(s, e);
   if (rc < 0) goto fail;
   if (s->agg) {
-    s->W = malloc((size_t)s->batch_rows * (size_t)s->part.d * sizeof *s->W);
+    s->W = malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->W);
     if (!s->W) {
       rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d masked rows", s->batch_rows);
       goto fail;
@@ -432,11 +434,65 @@ static int mask_batch_secure(pp_service *s, const O3m__V1__MaskBatchRequest *req
   return 0;
 }
 
+/* A factored batch (protocol 6, o3m.proto): one user part per query, then
+ * one item part per item the AP asked for, each masked by the same dgemm
+ * as a round's rows (a user row is [u, 0], an item row [0, i], so their
+ * parts are Q^j_U u and Q^j_I i); a half this party has no table for is
+ * zeros, looked up nowhere. Secure: every row is checked against this
+ * party's bound (each half is no longer than a block) and the words are
+ * bound to the whole request: one transcript query per user with no item,
+ * then one with no user and the items. The reply names the tables'
+ * epochs, so that the AP never sums item parts of two of them. */
+static int mask_batch_factored(pp_service *s, const O3m__V1__MaskBatchRequest *req,
+                               O3m__V1__MaskBatchReply *reply, o3m_err *e) {
+  int rc = o3m_wire_mask_batch_factored_check(req, s->mask_id, s->batch_rows, e);
+  if (rc < 0) return rc;
+  const int n = (int)req->n_queries, ni = (int)req->n_items, d = s->part.d;
+  const int dj = s->me->dims;
+  const int has_users = o3m_features_n_users(s->features) > 0;
+  const int has_items = o3m_features_n_items(s->features) > 0;
+  for (int q = 0; q < n; q++) {
+    char what[48];
+    snprintf(what, sizeof what, "MaskBatchRequest query %d", q);
+    if ((rc = o3m_wire_query_ids_check(what, req->queries[q]->user, has_users, 0, NULL, 0, e)) < 0)
+      return rc;
+  }
+  rc = o3m_wire_query_ids_check("MaskBatchRequest", NULL, 0, ni, req->items, has_items, e);
+  if (rc < 0) return rc;
+  for (int q = 0; q < n && rc == 0; q++)
+    rc = o3m_features_fill_user(s->features, req->queries[q]->user, s->X + (size_t)q * dj);
+  if (rc == 0)
+    rc = o3m_features_fill_items(s->features, ni, (const char *const *)req->items,
+                                 s->X + (size_t)n * dj);
+  if (rc < 0) return o3m_err_set(e, rc, "MaskBatchRequest: feature lookup failed");
+  const int rows = n + ni;
+  o3m_block_apply(s->block, rows, s->X, 0.0, s->Y);
+  const uint64_t ue = o3m_features_epoch(s->features, O3M_FEATURES_USERS);
+  const uint64_t ie = o3m_features_epoch(s->features, O3M_FEATURES_ITEMS);
+  if (!s->agg) {
+    o3m_wire_mask_batch_fill_factored(reply, s->mask_id, s->slot, n, ni, s->rows, d, s->Y, NULL,
+                                      ue, ie);
+    return 0;
+  }
+  rc = o3m_wire_check_row_norms("this party's masked part", rows, d, s->Y, s->me->max_norm, 0,
+                                NULL, e);
+  if (rc < 0) return rc;
+  o3m_secagg_begin(s->agg, s->mask_id, req->nonce.data, d, n + 1);
+  for (int q = 0; q < n; q++) o3m_secagg_query(s->agg, req->queries[q]->user, 0, NULL);
+  o3m_secagg_query(s->agg, NULL, ni, (const char *const *)req->items);
+  rc = o3m_secagg_mask(s->agg, (size_t)rows * (size_t)d, s->Y, s->W, e);
+  if (rc < 0) return rc;
+  o3m_wire_mask_batch_fill_factored(reply, s->mask_id, s->slot, n, ni, s->rows, d, NULL, s->W,
+                                    ue, ie);
+  return 0;
+}
+
 /* Every query in order into consecutive rows of s->Y; the first refused
  * query fails the whole batch. */
 static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
                       O3m__V1__MaskBatchReply *reply, o3m_err *e) {
-  int rc = o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates, s->batch_rows, e);
+  int rc = req->factored ? 0 : o3m_wire_mask_batch_check(req, s->mask_id, s->max_candidates,
+                                                         s->batch_rows, e);
   if (rc < 0) return rc;
   /* The mode is this party's, whatever the request asks: no downgrade. */
   if (s->agg && req->nonce.len != O3M_SECAGG_NONCE_BYTES)
@@ -448,6 +504,7 @@ static int mask_batch(pp_service *s, const O3m__V1__MaskBatchRequest *req,
                        "this party encodes at 2^-%d: their configs differ (max_norm of the "
                        "passive parties in %s)", req->scale, o3m_secagg_scale_of(s->agg),
                        o3m_config_name(s->cfg));
+  if (req->factored) return mask_batch_factored(s, req, reply, e);
   const int n = (int)req->n_queries;
   size_t off = 0;
   for (int q = 0; q < n; q++) {

@@ -356,11 +356,56 @@ void o3m_wire_mask_batch_fill_masked(O3m__V1__MaskBatchReply *msg, uint64_t mask
   msg->masked = (int64_t *)masked;
 }
 
-int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
-                                    const int *K, int d, uint64_t mask_id, int secure,
-                                    double max_norm, o3m_err *e) {
-  if (!msg || !K || n_queries < 1 || d < 1)
-    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+int o3m_wire_mask_batch_factored_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                                       int max_rows, o3m_err *e) {
+  if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest check: request is NULL");
+  if (mask_id == 0) return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: no mask installed yet");
+  if (req->mask_id != mask_id)
+    return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: mask %016llx, this party holds %016llx",
+                       (unsigned long long)req->mask_id, (unsigned long long)mask_id);
+  if (req->n_queries < 1 || req->n_queries > O3M_WIRE_MAX_BATCH)
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu queries, expected 1..%d",
+                       req->n_queries, O3M_WIRE_MAX_BATCH);
+  for (size_t q = 0; q < req->n_queries; q++) {
+    if (!req->queries[q])
+      return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: query %zu is missing", q);
+    if (req->queries[q]->n_items != 0)
+      return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: factored, but query %zu has %zu "
+                         "items (a factored batch names its items once, in items)", q,
+                         req->queries[q]->n_items);
+  }
+  if (req->n_items > (size_t)(max_rows > 0 ? max_rows : 0))
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu items, at most %d per batch",
+                       req->n_items, max_rows);
+  return 0;
+}
+
+void o3m_wire_mask_batch_fill_factored(O3m__V1__MaskBatchReply *msg, uint64_t mask_id,
+                                       int party, int n_queries, int n_items, uint32_t *rows,
+                                       int d, double *values, uint64_t *masked,
+                                       uint64_t user_epoch, uint64_t item_epoch) {
+  for (int q = 0; q < n_queries; q++) rows[q] = 1;
+  size_t n = (size_t)(n_queries + n_items) * (size_t)d;
+  msg->mask_id = mask_id;
+  msg->party = (uint32_t)party;
+  msg->cols = (uint32_t)d;
+  msg->n_rows = (size_t)n_queries;
+  msg->rows = rows;
+  if (masked) {
+    msg->n_masked = n;
+    msg->masked = (int64_t *)masked;
+  } else {
+    msg->n_values = n;
+    msg->values = values;
+  }
+  msg->user_epoch = user_epoch;
+  msg->item_epoch = item_epoch;
+}
+
+/* What every MaskBatchReply check starts with: its origin and mask, one
+ * answer per query, d columns. */
+static int reply_head_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries, int d,
+                            uint64_t mask_id, o3m_err *e) {
   int rc = check_origin("MaskBatchReply", msg->party, msg->mask_id, party, mask_id, e);
   if (rc) return rc;
   if (msg->n_rows != (size_t)n_queries)
@@ -369,16 +414,13 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
   if (msg->cols != (uint32_t)d)
     return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: %u columns, expected %d",
                        party, msg->cols, d);
-  uint64_t total = 0;
-  for (int q = 0; q < n_queries; q++) {
-    if (K[q] < 1 || msg->rows[q] != (uint32_t)K[q])
-      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: query %d has %u rows, "
-                         "expected %d", party, q, msg->rows[q], K[q]);
-    total += (uint64_t)K[q];
-  }
-  if (total > UINT32_MAX)
-    return o3m_err_set(e, O3M_ERANGE, "MaskBatchReply from party %d: %llu rows", party,
-                       (unsigned long long)total);
+  return 0;
+}
+
+/* The form of the mode, total rows of d: masked words when secure, else
+ * finite values (what names the reply). The norms are the caller's. */
+static int reply_body_check(const O3m__V1__MaskBatchReply *msg, int party, uint64_t total, int d,
+                            int secure, const char *what, o3m_err *e) {
   if (secure) {
     if (msg->n_values != 0)
       return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: a per-party part, but "
@@ -391,11 +433,69 @@ int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int part
   if (msg->n_masked != 0)
     return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: securely aggregated words, "
                        "but aggregation = per-party (is its config the same as ours?)", party);
+  return o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
+                               (uint32_t)total, (uint32_t)d, e);
+}
+
+int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg, int party,
+                                             int n_queries, int n_items, int d,
+                                             uint64_t mask_id, int secure, double max_norm,
+                                             o3m_err *e) {
+  if (!msg || n_queries < 1 || n_items < 0 || d < 1)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+  int rc = reply_head_check(msg, party, n_queries, d, mask_id, e);
+  if (rc) return rc;
+  for (int q = 0; q < n_queries; q++)
+    if (msg->rows[q] != 1)
+      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: query %d has %u user rows, "
+                         "a factored batch has 1", party, q, msg->rows[q]);
+  if (msg->user_epoch == 0 || msg->item_epoch == 0)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply from party %d: no table epochs (a party "
+                       "before protocol 6?)", party);
   char what[48];
   snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
-  rc = o3m_wire_check_matrix(what, (uint32_t)total, (uint32_t)d, msg->n_values, msg->values,
-                                 (uint32_t)total, (uint32_t)d, e);
-  if (rc < 0) return rc;
+  rc = reply_body_check(msg, party, (uint64_t)(n_queries + n_items), d, secure, what, e);
+  if (rc < 0 || secure) return rc;
+  /* The message names the round of a user part, or the index of an item
+   * part among the request's items. */
+  for (int q = 0; q < n_queries; q++) {
+    o3m_err ne;
+    if (o3m_wire_check_row_norms(what, 1, d, msg->values + (size_t)q * (size_t)d, max_norm, 0,
+                                 NULL, &ne) < 0)
+      return o3m_err_set(e, O3M_EINVAL, "%s: round %d, its user part: the l2 norm is above "
+                         "max_norm = %g", what, q, max_norm);
+  }
+  for (int t = 0; t < n_items; t++) {
+    o3m_err ne;
+    if (o3m_wire_check_row_norms(what, 1, d, msg->values + (size_t)(n_queries + t) * (size_t)d,
+                                 max_norm, 0, NULL, &ne) < 0)
+      return o3m_err_set(e, O3M_EINVAL, "%s: item %d of the request: the l2 norm is above "
+                         "max_norm = %g", what, t, max_norm);
+  }
+  return 0;
+}
+
+int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
+                                    const int *K, int d, uint64_t mask_id, int secure,
+                                    double max_norm, o3m_err *e) {
+  if (!msg || !K || n_queries < 1 || d < 1)
+    return o3m_err_set(e, O3M_EINVAL, "MaskBatchReply check: bad arguments");
+  int rc = reply_head_check(msg, party, n_queries, d, mask_id, e);
+  if (rc) return rc;
+  uint64_t total = 0;
+  for (int q = 0; q < n_queries; q++) {
+    if (K[q] < 1 || msg->rows[q] != (uint32_t)K[q])
+      return o3m_err_set(e, O3M_EDIM, "MaskBatchReply from party %d: query %d has %u rows, "
+                         "expected %d", party, q, msg->rows[q], K[q]);
+    total += (uint64_t)K[q];
+  }
+  if (total > UINT32_MAX)
+    return o3m_err_set(e, O3M_ERANGE, "MaskBatchReply from party %d: %llu rows", party,
+                       (unsigned long long)total);
+  char what[48];
+  snprintf(what, sizeof what, "MaskBatchReply from party %d", party);
+  rc = reply_body_check(msg, party, total, d, secure, what, e);
+  if (rc < 0 || secure) return rc;
   return o3m_wire_check_row_norms(what, (int)total, d, msg->values, max_norm, n_queries, K, e);
 }
 
@@ -458,7 +558,11 @@ int o3m_wire_mask_batch_reply_max_bytes(int max_candidates, int d) {
   int rows = o3m_wire_mask_batch_rows(max_candidates, d);
   if (rows < 1) return 0;
   /* One of values (doubles) and masked (sfixed64) is set; both are 8 bytes
-   * a tag each unpacked, so one bound covers either mode. */
-  return clamp_bytes(FIXED64_FIELD + 2 * (TAG + VARINT_MAX) + O3M_WIRE_MAX_BATCH * UINT32_FIELD +
-                     (double)rows * d * DOUBLE_FIELD + O3M_WIRE_SIZE_SLACK);
+   * a tag each unpacked, so one bound covers either mode. A factored batch
+   * has up to one user row per query besides its item rows, and two
+   * epochs. */
+  return clamp_bytes(3 * FIXED64_FIELD + 2 * (TAG + VARINT_MAX) +
+                     O3M_WIRE_MAX_BATCH * UINT32_FIELD +
+                     ((double)rows + O3M_WIRE_MAX_BATCH) * d * DOUBLE_FIELD +
+                     O3M_WIRE_SIZE_SLACK);
 }

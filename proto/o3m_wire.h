@@ -53,8 +53,12 @@
  * participant in secure mode must never see. 5: the federation fingerprint
  * (NodeInfo.fingerprint, BlockRequest.fingerprint; common/o3m_fingerprint.h):
  * a version-4 peer sends none, so a version-5 party could not tell whether
- * the peer's config agrees with its own. */
-#define O3M_PROTOCOL_VERSION 5
+ * the peer's config agrees with its own. 6: the factored MaskBatch
+ * (MaskBatchRequest.factored and items, MaskBatchReply.user_epoch and
+ * item_epoch; issue 23): the active participant asks for one user part per
+ * query and only the item parts it has not cached, which a version-5
+ * passive participant would refuse as queries without items. */
+#define O3M_PROTOCOL_VERSION 6
 
 /* Most queries in one MaskBatch. */
 #define O3M_WIRE_MAX_BATCH 64
@@ -240,6 +244,35 @@ void o3m_wire_mask_batch_fill_masked(O3m__V1__MaskBatchReply *msg, uint64_t mask
 int o3m_wire_mask_batch_reply_check(const O3m__V1__MaskBatchReply *msg, int party, int n_queries,
                                     const int *K, int d, uint64_t mask_id, int secure,
                                     double max_norm, o3m_err *e);
+
+/* A passive participant's check of a factored MaskBatchRequest (factored
+ * set): mask_id as o3m_wire_mask_batch_check, 1..O3M_WIRE_MAX_BATCH
+ * queries, none with items (O3M_EINVAL: the factored form carries the
+ * items once, in the request's items), and at most max_rows items
+ * (O3M_ERANGE). The ids themselves are checked by the caller with
+ * o3m_wire_query_ids_check. */
+int o3m_wire_mask_batch_factored_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                                       int max_rows, o3m_err *e);
+
+/* Fills an initialized MaskBatchReply of a factored batch: n_queries user
+ * rows (rows[q] = 1, set here in rows, n_queries entries of caller's
+ * storage) then n_items item rows of d values, or their words when masked
+ * is not NULL (values is then ignored), and the tables' epochs. */
+void o3m_wire_mask_batch_fill_factored(O3m__V1__MaskBatchReply *msg, uint64_t mask_id,
+                                       int party, int n_queries, int n_items, uint32_t *rows,
+                                       int d, double *values, uint64_t *masked,
+                                       uint64_t user_epoch, uint64_t item_epoch);
+
+/* The active participant's check of one party's reply to a factored batch
+ * of n_queries queries and n_items items: origin and mask as
+ * o3m_wire_mask_batch_reply_check, rows[q] = 1 for each query, cols = d,
+ * the form of the mode (masked words when secure, values otherwise) with
+ * (n_queries + n_items) x d entries, nonzero epochs (O3M_EINVAL: a party
+ * before protocol 6) and, per-party, each row within max_norm. */
+int o3m_wire_mask_batch_factored_reply_check(const O3m__V1__MaskBatchReply *msg, int party,
+                                             int n_queries, int n_items, int d,
+                                             uint64_t mask_id, int secure, double max_norm,
+                                             o3m_err *e);
 
 /* ---- size limits of requests ----
  *

@@ -1008,3 +1008,47 @@ Test(features, regression_audit1_dummy_above_the_bound_is_scaled_not_redrawn) {
   o3m_features_destroy(loose);
   o3m_features_destroy(tight);
 }
+
+/* The epochs the active participant keys its item cache on (issue 23):
+ * nonzero, equal for equal content (a reload of the same files keeps
+ * them), different when one value, one id or one column name changes, each
+ * table's on its own, and changed by whitening, whose values are those a
+ * party masks. */
+Test(features, epochs_follow_the_content_of_each_table) {
+  /* write_tmp's paths are reused: keep copies. */
+  char u[512], i[512];
+  snprintf(u, sizeof u, "%s", write_tmp("eu.csv", "user_id,a,b\nu0,1,2\nu1,3,4\n"));
+  snprintf(i, sizeof i, "%s", write_tmp("ei.csv", "item_id,c\ni0,5\ni1,6\n"));
+  o3m_features *f, *g;
+  load_ok(&f, u, i, 3);
+  load_ok(&g, u, i, 3);
+  uint64_t fu = o3m_features_epoch(f, O3M_FEATURES_USERS);
+  uint64_t fi = o3m_features_epoch(f, O3M_FEATURES_ITEMS);
+  cr_assert_neq(fu, 0);
+  cr_assert_neq(fi, 0);
+  cr_assert_neq(fu, fi);
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_USERS), fu, "same files, same epoch");
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_ITEMS), fi);
+  o3m_features_destroy(g);
+
+  const char *variants[] = {"item_id,c\ni0,5\ni1,6.5\n", "item_id,c\ni0,5\ni2,6\n",
+                            "item_id,z\ni0,5\ni1,6\n", "item_id,c\ni0,5\ni1,6\ni2,7\n"};
+  for (int v = 0; v < 4; v++) {
+    const char *i2 = write_tmp("ei2.csv", variants[v]);
+    load_ok(&g, u, i2, 3);
+    cr_assert_neq(o3m_features_epoch(g, O3M_FEATURES_ITEMS), fi, "variant %d", v);
+    cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_USERS), fu, "variant %d", v);
+    o3m_features_destroy(g);
+  }
+  /* A party with only user columns still names a nonzero item epoch. */
+  load_ok(&g, u, NULL, 2);
+  cr_assert_neq(o3m_features_epoch(g, O3M_FEATURES_ITEMS), 0);
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_USERS), fu);
+  o3m_features_destroy(g);
+
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_neq(o3m_features_epoch(f, O3M_FEATURES_ITEMS), fi, "whitened values, new epoch");
+  cr_assert_neq(o3m_features_epoch(f, O3M_FEATURES_USERS), fu);
+  o3m_features_destroy(f);
+}

@@ -74,7 +74,10 @@ Test(wire, passive_messages_have_no_choice_or_reward_field) {
                            /* Table reloads, reviewed: counters and a time the
                             * party's own operator reads (Stats, Reload). */
                            "reloads", "reloads_refused", "last_reload_ms", "refused",
-                           "users"};
+                           "users",
+                           /* Protocol 6, reviewed (issue 23): the factored form's flag,
+                            * and the hashes of the party's whole tables (public). */
+                           "factored", "user_epoch", "item_epoch"};
   /* Every message the Passive service's methods take or give is listed. */
   const ProtobufCServiceDescriptor *sd = &o3m__v1__passive__descriptor;
   for (unsigned m = 0; m < sd->n_methods; m++) {
@@ -602,7 +605,16 @@ Test(wire, size_limits_cover_the_largest_valid_requests) {
   packed = protobuf_c_message_get_packed_size(&rep.base);
   lim = o3m_wire_mask_batch_reply_max_bytes(KM, D);
   cr_assert(ge(int, lim, (int)packed));
-  cr_assert(le(int, lim, (int)packed + rows * D + 2 * O3M_WIRE_SIZE_SLACK));
+  /* The bound has room for a factored batch's user rows, one per query. */
+  cr_assert(le(int, lim, (int)packed + rows * D + 9 * O3M_WIRE_MAX_BATCH * D +
+                             2 * O3M_WIRE_SIZE_SLACK));
+  /* The largest factored reply: a user row per query, then as many item
+   * rows as a batch has candidates, with both epochs. */
+  static double fvals[(O3M_WIRE_MAX_BATCH + O3M_WIRE_MAX_BATCH * KM) * D];
+  O3m__V1__MaskBatchReply frep = O3M__V1__MASK_BATCH_REPLY__INIT;
+  o3m_wire_mask_batch_fill_factored(&frep, UINT64_MAX, 1000, O3M_WIRE_MAX_BATCH, rows, rws, D,
+                                    fvals, NULL, UINT64_MAX, UINT64_MAX);
+  cr_assert(ge(int, lim, (int)protobuf_c_message_get_packed_size(&frep.base)));
   cr_assert(eq(int, o3m_wire_recommend_max_bytes(0, 3), 0));
   cr_assert(eq(int, o3m_wire_recommend_max_bytes(1000000, 4096), 1 << 30));
 }

@@ -6,7 +6,8 @@
 #   $O3M_BUILD_DIR, default build/) the first time, makes a fresh
 #   /tmp/o3m-TAG.XXXXXX the first time (emptied on later calls), starts a
 #   local federation with mutual TLS on loopback there (M = 5 parties of 20
-#   columns, d = 100, 1000 users, 200 items, then FED_UP_ARGS, for example
+#   columns, d = 100, 1000 users, $BENCH_ITEMS items (default 200),
+#   max_candidates $BENCH_MAX_CANDIDATES (default 64), then FED_UP_ARGS, for example
 #   --aggregation per-party) and arranges for the federation to be stopped
 #   and the folder removed when the script exits. Stop it with fed_down
 #   before calling again. Sets bin (the binaries' folder) and work (the
@@ -31,7 +32,8 @@ bench_fed_up() {
   else
     rm -rf "${work:?}"/*
   fi
-  fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 --max-candidates 64 "$@"
+  fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items "${BENCH_ITEMS:-200}" \
+    --max-candidates "${BENCH_MAX_CANDIDATES:-64}" "$@"
 }
 
 # nats_up NAME [plain]: a 3-node nats-server cluster with JetStream on

@@ -165,6 +165,85 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
   done
 }
 
+# O3M_LOAD_KS="20 100 500" (issue 23): a K sweep, every binaries' folder
+# of O3M_LOAD_BINS (default: this build) side by side in this one run, on a
+# fresh secure federation each (M = 5, d = 100, 1000 users,
+# O3M_LOAD_ITEMS items, default 1000, max_candidates the largest K). Per K,
+# build and concurrency 1, 8, 32: o3m-bench-load's line (decisions/s,
+# latency percentiles, errors), then per decision the AP's and the 4 PPs'
+# CPU (/proc, over the level with its warm-up), the wire bytes between the
+# AP and the PPs (both directions, TLS records included: the kernel's
+# bytes_sent + bytes_received of the AP's sockets to the PPs' ports, ss -ti)
+# and, for a build that has it, the AP's item cache (o3m-cli stats). First,
+# the engine alone at each K: o3m-bench-core --sections d of the last
+# folder.
+k_sweep() {
+  local K b c n pre post bytes0 bytes1 ports items=${O3M_LOAD_ITEMS:-1000} kmax=0 bins
+  for K in $O3M_LOAD_KS; do [ "$K" -gt "$kmax" ] && kmax=$K; done
+  bins=${O3M_LOAD_BINS:-}
+  [ -n "$bins" ] || bins="${O3M_BUILD_DIR:-build}/bin"
+  for b in $bins; do bin=$(cd "$b" && pwd); done
+  # Its d = 100 row scores K = 1000 candidates (shared LinUCB); a batch of K
+  # costs K / 1000 of it, so the engine alone decides 1e6 / (that) per s.
+  echo "== engine alone ($bin/o3m-bench-core --sections d, d = 100, one thread)"
+  "$bin/o3m-bench-core" --sections d | awk -v ks="$O3M_LOAD_KS" '
+    $1 == 100 && $2 == 1000 { n = split(ks, k, " ")
+      for (i = 1; i <= n; i++)
+        printf "  K = %d: scoring %.0f us, %.0f decisions/s (1/3 of it: %.0f)\n", k[i],
+          $3 * k[i] / 1000, 1e6 / ($3 * k[i] / 1000), 1e6 / ($3 * k[i] / 1000) / 3 }'
+
+  for K in $O3M_LOAD_KS; do
+    for b in $bins; do
+      bin=$(cd "$b" && pwd)
+      echo "== K = $K, $items items, binaries $bin"
+      BENCH_ITEMS=$items BENCH_MAX_CANDIDATES=$kmax bench_fed_up load --aggregation secure
+      ports=$(awk -v pp=" $(echo $FED_PASSIVE) " '/^\[party /{n=$2; sub(/\]/,"",n)}
+        /^address/ && index(pp, " " n " ") {split($3, a, ":"); print a[2]}' "$FED_CONF")
+      for c in 1 8 32; do
+        pre="$(proc_cpu_s "$FED_ACTIVE")"
+        for p in $FED_PASSIVE; do pre="$pre $(proc_cpu_s "$p")"; done
+        bytes0=$(wire_bytes $ports)
+        n=$(targets=(""); ap_rounds)
+        "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+          --key "$work/certs/client.key" --K "$K" --concurrency "$c" --users 1000 \
+          --items "$items" "$@" >"$work/level.out" || true
+        n=$(($(targets=(""); ap_rounds) - n))
+        bytes1=$(wire_bytes $ports)
+        post="$(proc_cpu_s "$FED_ACTIVE")"
+        for p in $FED_PASSIVE; do post="$post $(proc_cpu_s "$p")"; done
+        [ "$c" = 1 ] && grep -m1 '^ *concurrency' "$work/level.out"
+        tail -n 1 "$work/level.out"
+        echo "$pre | $post" | awk -v n="$n" -v c="$c" -v wb=$((bytes1 - bytes0)) '
+          { split($0, parts, "|"); k = split(parts[1], a, " "); split(parts[2], b, " "); pp = 0
+            for (i = 2; i <= k; i++) pp += b[i] - a[i]
+            if (n < 1) n = 1
+            printf "  c = %d (%d decisions): AP CPU %.0f us, 4 PPs CPU %.0f us, wire %.0f bytes per decision\n",
+              c, n, 1e6 * (b[1] - a[1]) / n, 1e6 * pp / n, wb / n }'
+      done
+      "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+        --key "$work/certs/client.key" stats | awk -F= '/^item_cache_/ {s = s " " $1 "=" $2}
+          END { if (s != "") print "  AP" s }'
+      fed_down
+      echo
+    done
+  done
+}
+
+# Bytes sent and received so far on the established TCP sockets whose
+# peer port is one of the arguments (the AP's connections to the PPs).
+wire_bytes() {
+  local f="" p
+  for p; do f="$f${f:+ or }dport = :$p"; done
+  ss -tinH state established "( $f )" | awk '
+    { for (i = 1; i <= NF; i++) if ($i ~ /^bytes_(sent|received):/) { split($i, v, ":"); t += v[2] } }
+    END { printf "%d\n", t }'
+}
+
+if [ -n "${O3M_LOAD_KS:-}" ]; then
+  k_sweep "$@"
+  exit 0
+fi
+
 if [ -n "${O3M_LOAD_MODES:-}" ]; then
   side_by_side "$@"
   exit 0

@@ -1,0 +1,118 @@
+/* test_itemcache.c -- the AP's bounded LRU cache of summed item parts
+ * (active_participant/ap_itemcache.h, issue 23). */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ap_itemcache.h"
+#include "o3m_limits.h"
+
+#define D 3
+
+static void vec(double *v, double x) {
+  for (int c = 0; c < D; c++) v[c] = x + c;
+}
+
+Test(itemcache, least_recently_used_is_evicted_at_the_bound) {
+  ap_itemcache *c;
+  o3m_err e;
+  cr_assert(eq(int, ap_itemcache_create(&c, 3, D, &e), 0));
+  uint64_t ep[2] = {11, 22};
+  ap_itemcache_reset(c, 7, 2, ep);
+  double v[D], out[D];
+  const char *ids[] = {"a", "b", "c", "d"};
+  for (int i = 0; i < 3; i++) {
+    vec(v, i);
+    ap_itemcache_put(c, ids[i], v);
+  }
+  /* "a" becomes the most recent, so "b" is the one "d" evicts. */
+  cr_assert(eq(int, ap_itemcache_get(c, "a", out), 1));
+  cr_assert(eq(dbl, out[2], 2.0));
+  vec(v, 3);
+  ap_itemcache_put(c, "d", v);
+  cr_assert(eq(int, ap_itemcache_get(c, "b", out), 0));
+  cr_assert(eq(int, ap_itemcache_get(c, "a", out), 1));
+  cr_assert(eq(int, ap_itemcache_get(c, "c", out), 1));
+  cr_assert(eq(int, ap_itemcache_get(c, "d", out), 1));
+  cr_assert(eq(dbl, out[0], 3.0));
+  /* A put of a held id replaces its values, without an eviction. */
+  vec(v, 9);
+  ap_itemcache_put(c, "c", v);
+  cr_assert(eq(int, ap_itemcache_get(c, "c", out), 1));
+  cr_assert(eq(dbl, out[0], 9.0));
+  ap_itemcache_stats st;
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(eq(u64, st.size, 3));
+  cr_assert(eq(u64, st.capacity, 3));
+  cr_assert(eq(u64, st.evictions, 1));
+  cr_assert(eq(u64, st.hits, 5));
+  cr_assert(eq(u64, st.misses, 1));
+  ap_itemcache_destroy(c);
+}
+
+Test(itemcache, a_new_key_drops_every_entry) {
+  ap_itemcache *c;
+  o3m_err e;
+  cr_assert(eq(int, ap_itemcache_create(&c, 100, D, &e), 0));
+  uint64_t ep[2] = {11, 22}, ep2[2] = {11, 23}, mask;
+  double v[D], out[D];
+  cr_assert(eq(int, ap_itemcache_matches(c, 7, 2, ep), 0), "no key before the first reset");
+  ap_itemcache_reset(c, 7, 2, ep);
+  cr_assert(eq(int, ap_itemcache_matches(c, 7, 2, ep), 1));
+  cr_assert(eq(int, ap_itemcache_matches(c, 7, 2, ep2), 0), "one party's epoch differs");
+  cr_assert(eq(int, ap_itemcache_matches(c, 8, 2, ep), 0), "another mask");
+  cr_assert(eq(int, ap_itemcache_matches(c, 7, 1, ep), 0), "another number of parties");
+  vec(v, 1);
+  for (int i = 0; i < 50; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "i%d", i);
+    ap_itemcache_put(c, id, v);
+  }
+  ap_itemcache_reset(c, 7, 2, ep2);
+  cr_assert(eq(int, ap_itemcache_get(c, "i3", out), 0));
+  uint64_t got[2];
+  cr_assert(eq(int, ap_itemcache_key(c, &mask, got), 2));
+  cr_assert(eq(u64, mask, 7));
+  cr_assert(eq(u64, got[1], 23));
+  ap_itemcache_stats st;
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(eq(u64, st.size, 0));
+  cr_assert(eq(u64, st.resets, 1));
+  ap_itemcache_destroy(c);
+}
+
+/* Many puts through a small cache: the chains and the LRU list stay
+ * consistent (every held id is found, the bound holds), and capacity 0
+ * holds nothing. */
+Test(itemcache, churn_keeps_the_bound_and_capacity_zero_holds_nothing) {
+  ap_itemcache *c;
+  o3m_err e;
+  cr_assert(eq(int, ap_itemcache_create(&c, 17, D, &e), 0));
+  uint64_t ep = 1;
+  ap_itemcache_reset(c, 1, 1, &ep);
+  double v[D], out[D];
+  for (int i = 0; i < 5000; i++) {
+    char id[16];
+    snprintf(id, sizeof id, "x%d", (i * 7919) % 101);
+    vec(v, (i * 7919) % 101);
+    ap_itemcache_put(c, id, v);
+    cr_assert(eq(int, ap_itemcache_get(c, id, out), 1));
+    cr_assert(eq(dbl, out[0], (double)((i * 7919) % 101)));
+  }
+  ap_itemcache_stats st;
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(eq(u64, st.size, 17));
+  char longid[O3M_MAX_ID + 2];
+  memset(longid, 'z', sizeof longid - 1);
+  longid[sizeof longid - 1] = '\0';
+  ap_itemcache_put(c, longid, v);
+  cr_assert(eq(int, ap_itemcache_get(c, longid, out), 0), "an id beyond O3M_MAX_ID is not held");
+  ap_itemcache_destroy(c);
+  cr_assert(eq(int, ap_itemcache_create(&c, 0, D, &e), 0));
+  ap_itemcache_reset(c, 1, 1, &ep);
+  ap_itemcache_put(c, "a", v);
+  cr_assert(eq(int, ap_itemcache_get(c, "a", out), 0));
+  ap_itemcache_destroy(c);
+  cr_assert(eq(int, ap_itemcache_create(&c, -1, D, &e), O3M_EINVAL));
+}
