@@ -90,11 +90,16 @@
  * after the other give the same decisions whatever the number of threads.
  *
  * Identical decisions: each round's own block is masked by its own
- * o3m_block_apply of K rows, each passive participant masks each query with
- * its own call of the same shape (pp_service.c), and the parties' rows are
- * added in party order, so every sum Q x is bit for bit what an unbatched
- * round computes; the policy then sees the rounds one after the other in
- * the batch's order. A Reward that arrives while rounds are queued is applied at
+ * o3m_block_apply of K rows; the passive parties answer factored batches
+ * (protocol 6: a user part per round, an item part per item the AP has not
+ * cached), the parts are added in party order, and every candidate's
+ * context is its own part plus U(u) + I(i), whether I(i) was cached or
+ * just asked for. The split sum rounds differently from a sum of whole
+ * rows (the parts are added in another order), so a context differs from
+ * the unfactored Q x in the last bits; the decisions are the central run's
+ * (test_active at K = 20, both models, both aggregation modes), and equal
+ * whatever the batching and the number of threads (test_recovery). The
+ * policy sees the rounds one after the other in the batch's order. A Reward that arrives while rounds are queued is applied at
  * once (ap_service.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *

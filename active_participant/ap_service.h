@@ -72,8 +72,8 @@
  * batch was in flight. While the PPs work the AP masks its own candidates,
  * Y = X^0 (Q^0)^T; each PP's reply is checked (its party, our mask id, the
  * rows of every round, d columns, finite values) and added into Y, so that
- * row k of a round's Y is Q x_k, bit for bit as if the round had been sent
- * alone. If any PP fails or misses the deadline every round of the batch
+ * row k of a round's Y is Q x_k (with protocol 6 from a user part and a
+ * cached or new item part, ap_round.h "Identical decisions"). If any PP fails or misses the deadline every round of the batch
  * fails with that PP's code (UNAVAILABLE, DEADLINE, MASK, ...) and a message
  * naming it, and nothing changes: no pending entry, no policy call (so the
  * Thompson sampler does not advance), no round counted. (A PP that stays
