@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "o3m_bytes.h"
 #include "o3m_cli.h"
@@ -41,7 +42,22 @@ struct ap_replica {
   uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
+  /* Decision records in flight (ap_replica_put_decision): published
+   * asynchronously, their acknowledgements counted by on_record_ack on a
+   * libnats thread under mu; ap_replica_sync_decisions waits on cv until
+   * none is outstanding. failed counts the records JetStream did not
+   * acknowledge since the last sync, why names the first. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int sync_made;
+  int64_t outstanding, failed;
+  char why[160];
 };
+
+/* How long a decision record may wait for JetStream's acknowledgement:
+ * the library reports a record not acknowledged by then as failed, and a
+ * sync gives up a little later (RECORD_WAIT_MS + 500). */
+#define RECORD_WAIT_MS 2000
 
 /* An O3M error for a NATS status, naming what was tried. */
 static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
@@ -52,6 +68,12 @@ static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
 
 void ap_replica_destroy(ap_replica *r) {
   if (!r) return;
+  /* No acknowledgement handler may run on a freed handle: the records in
+   * flight are waited for (each is reported within RECORD_WAIT_MS). */
+  if (r->sync_made) {
+    o3m_err ignored;
+    ap_replica_sync_decisions(r, &ignored);
+  }
   if (r->sub) natsSubscription_Destroy(r->sub);
   if (r->kv) kvStore_Destroy(r->kv);
   if (r->js) jsCtx_Destroy(r->js);
@@ -59,6 +81,10 @@ void ap_replica_destroy(ap_replica *r) {
   free(r->buf);
   free(r->x);
   free(r->stream);
+  if (r->sync_made) {
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+  }
   free(r);
 }
 
@@ -286,6 +312,12 @@ int ap_replica_config_of(ap_replica_config *rc, const o3m_config *cfg, const cha
 /* The names a handle derives from cfg (the stream's subject, the bucket's
  * stream and subjects) into a zeroed r. */
 static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
+  if (pthread_mutex_init(&r->mu, NULL) != 0) return o3m_err_set(e, O3M_ENOMEM, "mutex");
+  if (pthread_cond_init(&r->cv, NULL) != 0) {
+    pthread_mutex_destroy(&r->mu);
+    return o3m_err_set(e, O3M_ENOMEM, "condition variable");
+  }
+  r->sync_made = 1;
   if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
       cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
     return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
@@ -306,6 +338,23 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   r->stream = strdup(cfg->stream);
   if (!r->stream) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   return 0;
+}
+
+/* The acknowledgement (or not) of one decision record, on a libnats
+ * thread: counted for ap_replica_sync_decisions. */
+static void on_record_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
+                          void *closure) {
+  (void)js;
+  ap_replica *r = closure;
+  pthread_mutex_lock(&r->mu);
+  if (!pa) {
+    if (r->failed++ == 0)
+      snprintf(r->why, sizeof r->why, "%s", pae && pae->ErrText ? pae->ErrText
+                                            : pae ? natsStatus_GetText(pae->Err) : "no ack");
+  }
+  if (--r->outstanding <= 0) pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  natsMsg_Destroy(msg);
 }
 
 /* Connects r to NATS (retrying until the time until, Unix ms of
@@ -365,6 +414,8 @@ static int replica_connect(ap_replica *r, const ap_replica_config *cfg, int64_t 
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 5000;
+  jo.PublishAsync.AckHandler = on_record_ack;
+  jo.PublishAsync.AckHandlerClosure = r;
   rc = 0;
   if ((s = natsConnection_JetStream(&r->js, r->nc, &jo)) != NATS_OK)
     rc = nats_fail(e, s, "JetStream context");
@@ -484,10 +535,50 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
   unsigned char *ob = b + DEC_HDR + 8 * r->d;
   ob[0] = (unsigned char)on;
   memcpy(ob + 1, owner, on);
-  char key[17];
-  key_of(key, decision);
-  natsStatus s = kvStore_Put(NULL, r->kv, key, b, DEC_HDR + 8 * r->d + 1 + (int)on);
-  return s == NATS_OK ? 0 : nats_fail(e, s, "the decision record was not stored");
+  /* What kvStore_Put sends (a message on the key's subject of the
+   * bucket's stream), without waiting: ap_replica_sync_decisions waits for
+   * the batch. */
+  char subject[sizeof r->kv_prefix + 17];
+  snprintf(subject, sizeof subject, "%s%016" PRIx64, r->kv_prefix, decision);
+  jsPubOptions po;
+  jsPubOptions_Init(&po);
+  po.MaxWait = RECORD_WAIT_MS;
+  pthread_mutex_lock(&r->mu);
+  r->outstanding++;
+  pthread_mutex_unlock(&r->mu);
+  natsStatus s = js_PublishAsync(r->js, subject, b, DEC_HDR + 8 * r->d + 1 + (int)on, &po);
+  if (s == NATS_OK) return 0;
+  pthread_mutex_lock(&r->mu);
+  if (--r->outstanding <= 0) pthread_cond_broadcast(&r->cv);
+  pthread_mutex_unlock(&r->mu);
+  return nats_fail(e, s, "the decision record was not sent");
+}
+
+int ap_replica_sync_decisions(ap_replica *r, o3m_err *e) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (RECORD_WAIT_MS + 500) / 1000;
+  until.tv_nsec += (long)((RECORD_WAIT_MS + 500) % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&r->mu);
+  int timed_out = 0;
+  while (r->outstanding > 0 && !timed_out)
+    timed_out = pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0;
+  int64_t failed = r->failed, left = r->outstanding;
+  char why[sizeof r->why];
+  memcpy(why, r->why, sizeof why);
+  r->failed = 0;
+  pthread_mutex_unlock(&r->mu);
+  if (left > 0)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: %lld decision records not acknowledged by "
+                       "JetStream within %d ms", (long long)left, RECORD_WAIT_MS + 500);
+  if (failed > 0)
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: %lld decision records were not stored: %s",
+                       (long long)failed, why);
+  return 0;
 }
 
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,

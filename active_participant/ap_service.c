@@ -532,6 +532,13 @@ static int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint
   return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, e);
 }
 
+/* ap_round's record_sync hook: every record of the batch is acknowledged
+ * by JetStream before any of its Recommends is answered. */
+static int replica_record_sync(void *ctx, o3m_err *e) {
+  ap_service *s = ctx;
+  return ap_replica_sync_decisions(s->rep, e);
+}
+
 /* The one check of a reward's value, for a Reward call and for a record
  * of the stream: finite and within [reward_min, reward_max]. 0, or
  * O3M_EINVAL with a message that names the bounds, never the value. */
@@ -1297,6 +1304,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   };
   if (replicated) {
     rcfg.record = replica_record;
+    rcfg.record_sync = replica_record_sync;
     rcfg.record_ctx = s;
     size_t cap = 1024;
     while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
