@@ -52,6 +52,11 @@ struct ap_replica {
   int sync_made;
   int64_t outstanding, failed;
   char why[160];
+  /* Reward records in flight (ap_replica_publish), likewise: their
+   * acknowledgements wait in acks (n_acks of them) for
+   * ap_replica_reward_acks; rewards_out counts those not yet acknowledged. */
+  int rewards_out, n_acks;
+  ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
 };
 
 /* How long a decision record may wait for JetStream's acknowledgement:
@@ -73,6 +78,9 @@ void ap_replica_destroy(ap_replica *r) {
   if (r->sync_made) {
     o3m_err ignored;
     ap_replica_sync_decisions(r, &ignored);
+    ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
+    int n;
+    ap_replica_reward_acks(r, acks, &n, &ignored);
   }
   if (r->sub) natsSubscription_Destroy(r->sub);
   if (r->kv) kvStore_Destroy(r->kv);
@@ -347,6 +355,21 @@ static void on_record_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pa
   (void)js;
   ap_replica *r = closure;
   pthread_mutex_lock(&r->mu);
+  if (strcmp(natsMsg_GetSubject(msg), r->subject) == 0) {
+    /* A reward record: its outcome waits for ap_replica_reward_acks (the
+     * publisher keeps rewards_out + n_acks within the array). */
+    ap_replica_ack *a = &r->acks[r->n_acks++];
+    a->decision = natsMsg_GetDataLength(msg) >= 8
+                      ? o3m_get_le64((const unsigned char *)natsMsg_GetData(msg)) : 0;
+    a->seq = pa ? pa->Sequence : 0;
+    a->duplicate = pa && pa->Duplicate;
+    a->rc = pa ? 0 : O3M_EUNAVAILABLE;
+    r->rewards_out--;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    natsMsg_Destroy(msg);
+    return;
+  }
   if (!pa) {
     if (r->failed++ == 0)
       snprintf(r->why, sizeof r->why, "%s", pae && pae->ErrText ? pae->ErrText
@@ -554,7 +577,9 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
   return nats_fail(e, s, "the decision record was not sent");
 }
 
-int ap_replica_sync_decisions(ap_replica *r, o3m_err *e) {
+/* The time a wait for acknowledgements gives up: RECORD_WAIT_MS + 500 ms
+ * from now, for pthread_cond_timedwait. */
+static struct timespec ack_deadline(void) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += (RECORD_WAIT_MS + 500) / 1000;
@@ -563,6 +588,11 @@ int ap_replica_sync_decisions(ap_replica *r, o3m_err *e) {
     until.tv_sec++;
     until.tv_nsec -= 1000000000L;
   }
+  return until;
+}
+
+int ap_replica_sync_decisions(ap_replica *r, o3m_err *e) {
+  struct timespec until = ack_deadline();
   pthread_mutex_lock(&r->mu);
   int timed_out = 0;
   while (r->outstanding > 0 && !timed_out)
@@ -637,8 +667,13 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
 }
 
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, uint64_t *seq, int *duplicate,
-                       o3m_err *e) {
+                       double reward, const double *x, o3m_err *e) {
+  pthread_mutex_lock(&r->mu);
+  int full = r->rewards_out + r->n_acks >= AP_REPLICA_MAX_REWARDS;
+  if (!full) r->rewards_out++;
+  pthread_mutex_unlock(&r->mu);
+  if (full)
+    return o3m_err_set(e, O3M_EFULL, "%d reward records wait for JetStream", AP_REPLICA_MAX_REWARDS);
   unsigned char *b = r->buf;
   o3m_put_le64(b, decision);
   o3m_put_le64(b + 8, mask_id);
@@ -651,23 +686,41 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = key; /* JetStream keeps one record per decision in the window */
-  jsPubAck *ack = NULL;
-  jsErrCode jerr = 0;
-  natsStatus s = js_Publish(&ack, r->js, r->subject, b, REC_HDR + 8 * r->d, &po, &jerr);
-  if (s != NATS_OK)
-    return nats_fail(e, s, "the reward was not acknowledged by JetStream");
-  *seq = ack->Sequence;
-  *duplicate = ack->Duplicate ? 1 : 0;
-  jsPubAck_Destroy(ack);
+  po.MaxWait = RECORD_WAIT_MS;
+  natsStatus s = js_PublishAsync(r->js, r->subject, b, REC_HDR + 8 * r->d, &po);
+  if (s == NATS_OK) return 0;
+  pthread_mutex_lock(&r->mu);
+  r->rewards_out--;
+  pthread_mutex_unlock(&r->mu);
+  return nats_fail(e, s, "the reward was not sent to JetStream");
+}
+
+int ap_replica_reward_acks(ap_replica *r, ap_replica_ack *acks, int *n, o3m_err *e) {
+  struct timespec until = ack_deadline();
+  pthread_mutex_lock(&r->mu);
+  int timed_out = 0;
+  while (r->rewards_out > 0 && !timed_out)
+    timed_out = pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0;
+  *n = r->n_acks;
+  memcpy(acks, r->acks, sizeof *acks * (size_t)r->n_acks);
+  r->n_acks = 0;
+  pthread_mutex_unlock(&r->mu);
   /* A new record goes after every record the stream held, so after every
    * one this replica applied; a lower sequence means the stream was
    * re-created under the replica. */
-  if (!*duplicate && *seq < r->next_seq)
-    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: JetStream stored "
-                       "a new record at seq %llu, this replica has applied it up to seq %llu "
-                       "(deleted and re-created?)", (unsigned long long)*seq,
-                       (unsigned long long)(r->next_seq - 1));
-  return 0;
+  int rc = 0;
+  for (int i = 0; i < *n; i++) {
+    ap_replica_ack *a = &acks[i];
+    if (a->rc == 0 && !a->duplicate && a->seq < r->next_seq) {
+      a->rc = O3M_ECORRUPT;
+      if (!rc)
+        rc = o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: JetStream stored "
+                         "a new record at seq %llu, this replica has applied it up to seq %llu "
+                         "(deleted and re-created?)", (unsigned long long)a->seq,
+                         (unsigned long long)(r->next_seq - 1));
+    }
+  }
+  return rc;
 }
 
 int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_err *e) {

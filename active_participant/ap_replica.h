@@ -178,14 +178,36 @@ int ap_replica_sync_decisions(ap_replica *r, o3m_err *e);
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
                             int *arm, uint64_t *mask_id, double *x, o3m_err *e);
 
-/* Appends a reward record and waits for JetStream's acknowledgement:
- * *seq is its stream sequence and *duplicate is 1 when JetStream already
- * held a record with this decision id (then nothing was added and *seq is
- * the original's). O3M_EUNAVAILABLE when it is not acknowledged (the
- * record may or may not be in the stream). */
+/* At most this many reward records in flight and acknowledgements not yet
+ * collected (ap_replica_publish says O3M_EFULL beyond). */
+#define AP_REPLICA_MAX_REWARDS 1024
+
+/* Sends a reward record to the stream without waiting for JetStream (a
+ * group of them is acknowledged together: ap_replica_reward_acks).
+ * O3M_EUNAVAILABLE when it cannot be sent, O3M_EFULL when
+ * AP_REPLICA_MAX_REWARDS wait already. */
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, uint64_t *seq, int *duplicate,
-                       o3m_err *e);
+                       double reward, const double *x, o3m_err *e);
+
+/* JetStream's answer to one reward record: rc 0 with seq, its stream
+ * sequence, and duplicate 1 when JetStream already held a record with
+ * this decision id (nothing was added; seq is the original's); rc
+ * O3M_EUNAVAILABLE when it was not acknowledged (the record may or may not
+ * be in the stream); O3M_ECORRUPT when its sequence is below what this
+ * replica applied (the stream was re-created). */
+typedef struct ap_replica_ack {
+  uint64_t decision, seq;
+  int duplicate;
+  int rc;
+} ap_replica_ack;
+
+/* The group commit of the reward records: waits until JetStream answered
+ * every record ap_replica_publish sent (about 2.5 s at most; what is still
+ * unanswered then comes with a later call), and copies their answers,
+ * in the order they came, to acks (AP_REPLICA_MAX_REWARDS entries), *n of
+ * them. Returns O3M_ECORRUPT (naming the sequences) when one of them says
+ * the stream moved backwards: the service must stop; else 0. */
+int ap_replica_reward_acks(ap_replica *r, ap_replica_ack *acks, int *n, o3m_err *e);
 
 /* The next record of the stream in order, waiting up to wait_ms (0: only
  * what has arrived). Returns 1 with *rec filled, 0 when nothing came, or a
