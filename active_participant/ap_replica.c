@@ -17,6 +17,7 @@
 #include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_config.h"
+#include "o3m_hash.h"
 #include "o3m_log.h"
 
 #define MAX_SERVERS 16
@@ -42,16 +43,23 @@ struct ap_replica {
   uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
-  /* Decision records in flight (ap_replica_put_decision): published
-   * asynchronously, their acknowledgements counted by on_record_ack on a
-   * libnats thread under mu; ap_replica_sync_decisions waits on cv until
-   * none is outstanding. failed counts the records JetStream did not
-   * acknowledge since the last sync, why names the first. */
+  /* mu guards what the libnats threads share with the serving thread:
+   * the open decisions (below) and the reward acknowledgements. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int sync_made;
-  int64_t outstanding, failed;
-  char why[160];
+  /* This replica's open decisions, for the lookups of the other replicas
+   * (see "Decision records" in ap_replica.h): open_mask + 1 slots of
+   * OPEN_SLOT(r) bytes (id u64, time ms i64, length u32, pad, the record),
+   * probed linearly up to OPEN_PROBES slots from the id's hash; a new one
+   * takes a free, expired or else the oldest of those. on_lookup answers
+   * from it on a libnats thread, with lbuf as its copy of one record. */
+  unsigned char *open;
+  size_t open_mask;
+  int64_t ttl_ms;
+  unsigned char *lbuf;
+  natsSubscription *lookup;
+  char lookup_subject[176];
   /* Reward records in flight (ap_replica_publish), likewise: their
    * acknowledgements wait in acks (n_acks of them) for
    * ap_replica_reward_acks; rewards_out counts those not yet acknowledged. */
@@ -59,10 +67,19 @@ struct ap_replica {
   ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
 };
 
-/* How long a decision record may wait for JetStream's acknowledgement:
- * the library reports a record not acknowledged by then as failed, and a
- * sync gives up a little later (RECORD_WAIT_MS + 500). */
+/* How long a reward record may wait for JetStream's acknowledgement: the
+ * library reports a record not acknowledged by then as failed, and
+ * ap_replica_reward_acks gives up a little later (RECORD_WAIT_MS + 500). */
 #define RECORD_WAIT_MS 2000
+
+/* The open-decision table (struct ap_replica): a slot's header, its size,
+ * the probes per id, and how long a lookup waits for the replica that
+ * holds the decision. */
+#define OPEN_HDR 24
+#define REC_MAX(d) (DEC_HDR + 8 * (size_t)(d) + 1 + AP_REPLICA_MAX_OWNER)
+#define OPEN_SLOT(r) (OPEN_HDR + REC_MAX((r)->d))
+#define OPEN_PROBES 8
+#define LOOKUP_WAIT_MS 200
 
 /* An O3M error for a NATS status, naming what was tried. */
 static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
@@ -75,20 +92,25 @@ void ap_replica_destroy(ap_replica *r) {
   if (!r) return;
   /* No acknowledgement handler may run on a freed handle: the records in
    * flight are waited for (each is reported within RECORD_WAIT_MS). */
+  /* No lookup callback after this; it may be running now: the connection's
+   * destroy below waits for it. */
+  if (r->lookup) natsSubscription_Unsubscribe(r->lookup);
   if (r->sync_made) {
     o3m_err ignored;
-    ap_replica_sync_decisions(r, &ignored);
     ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
     int n;
     ap_replica_reward_acks(r, acks, &n, &ignored);
   }
   if (r->sub) natsSubscription_Destroy(r->sub);
+  if (r->lookup) natsSubscription_Destroy(r->lookup);
   if (r->kv) kvStore_Destroy(r->kv);
   if (r->js) jsCtx_Destroy(r->js);
   if (r->nc) natsConnection_Destroy(r->nc);
   free(r->buf);
   free(r->x);
   free(r->stream);
+  free(r->open);
+  free(r->lbuf);
   if (r->sync_made) {
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
@@ -336,7 +358,9 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
   int np = snprintf(r->kv_prefix, sizeof r->kv_prefix, "$KV.%s.", cfg->bucket);
   int nb = snprintf(r->kv_subjects, sizeof r->kv_subjects, "$KV.%s.>", cfg->bucket);
-  if (ns < 0 || (size_t)ns >= sizeof r->subject)
+  int nl = snprintf(r->lookup_subject, sizeof r->lookup_subject, "%s.lookup", cfg->stream);
+  if (ns < 0 || (size_t)ns >= sizeof r->subject || nl < 0 ||
+      (size_t)nl >= sizeof r->lookup_subject)
     return o3m_err_set(e, O3M_EINVAL, "replication: stream name '%.40s...' is too long",
                        cfg->stream);
   if (nk < 0 || np < 0 || nb < 0 || (size_t)nk >= sizeof r->kv_stream ||
@@ -348,16 +372,17 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   return 0;
 }
 
-/* The acknowledgement (or not) of one decision record, on a libnats
- * thread: counted for ap_replica_sync_decisions. */
+/* JetStream's answer to one reward record, on a libnats thread: kept for
+ * ap_replica_reward_acks. */
 static void on_record_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
                           void *closure) {
   (void)js;
+  (void)pae;
   ap_replica *r = closure;
   pthread_mutex_lock(&r->mu);
   if (strcmp(natsMsg_GetSubject(msg), r->subject) == 0) {
-    /* A reward record: its outcome waits for ap_replica_reward_acks (the
-     * publisher keeps rewards_out + n_acks within the array). */
+    /* Its outcome waits for ap_replica_reward_acks (the publisher keeps
+     * rewards_out + n_acks within the array). */
     ap_replica_ack *a = &r->acks[r->n_acks++];
     a->decision = natsMsg_GetDataLength(msg) >= 8
                       ? o3m_get_le64((const unsigned char *)natsMsg_GetData(msg)) : 0;
@@ -370,12 +395,7 @@ static void on_record_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pa
     natsMsg_Destroy(msg);
     return;
   }
-  if (!pa) {
-    if (r->failed++ == 0)
-      snprintf(r->why, sizeof r->why, "%s", pae && pae->ErrText ? pae->ErrText
-                                            : pae ? natsStatus_GetText(pae->Err) : "no ack");
-  }
-  if (--r->outstanding <= 0) pthread_cond_broadcast(&r->cv);
+  /* Only reward records are published asynchronously. */
   pthread_mutex_unlock(&r->mu);
   natsMsg_Destroy(msg);
 }
@@ -480,6 +500,8 @@ done:
   return rc;
 }
 
+static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
+
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
   *out = NULL;
   ap_replica *r = calloc(1, sizeof *r);
@@ -489,11 +511,24 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   if (rc) goto fail;
   r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d + 1 + AP_REPLICA_MAX_OWNER); /* either record */
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
-  if (!r->buf || !r->x) {
+  /* The open-decision table: a power of two of slots, at least open_max. */
+  size_t slots = 64;
+  while (slots < (size_t)(cfg->open_max > 0 ? cfg->open_max : 1)) slots *= 2;
+  r->open_mask = slots - 1;
+  r->ttl_ms = cfg->ttl_ms;
+  r->open = calloc(slots, OPEN_SLOT(r));
+  r->lbuf = malloc(REC_MAX(cfg->d));
+  if (!r->buf || !r->x || !r->open || !r->lbuf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
   }
   if ((rc = replica_connect(r, cfg, until, e)) < 0) goto fail;
+  natsStatus ls = natsConnection_Subscribe(&r->lookup, r->nc, r->lookup_subject, on_lookup, r);
+  if (ls != NATS_OK) {
+    r->lookup = NULL;
+    rc = nats_fail(e, ls, "the decision lookups' subscription");
+    goto fail;
+  }
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = cfg->stream;
@@ -543,72 +578,77 @@ static void key_of(char key[17], uint64_t decision) {
   snprintf(key, 17, "%016" PRIx64, decision);
 }
 
+/* The open-decision table's slot of decision id, or NULL (under mu). */
+static unsigned char *open_find(ap_replica *r, uint64_t id, int64_t now_ms) {
+  size_t i = (size_t)o3m_hash_bytes(&id, sizeof id, 0) & r->open_mask;
+  for (int n = 0; n < OPEN_PROBES; n++, i = (i + 1) & r->open_mask) {
+    unsigned char *slot = r->open + i * OPEN_SLOT(r);
+    if (o3m_get_le64(slot) == id) {
+      int64_t t = (int64_t)o3m_get_le64(slot + 8);
+      return now_ms - t <= r->ttl_ms ? slot : NULL;
+    }
+  }
+  return NULL;
+}
+
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
                             uint64_t mask_id, const double *x, o3m_err *e) {
   size_t on = strlen(owner);
   if (on > AP_REPLICA_MAX_OWNER)
     return o3m_err_set(e, O3M_EINVAL, "decision owner of %zu bytes, at most %d", on,
                        AP_REPLICA_MAX_OWNER);
-  unsigned char *b = r->buf;
+  int64_t now = o3m_clock_ms();
+  pthread_mutex_lock(&r->mu);
+  /* A free slot, else an expired one, else the oldest of the probes. */
+  size_t i = (size_t)o3m_hash_bytes(&decision, sizeof decision, 0) & r->open_mask;
+  unsigned char *best = NULL;
+  int64_t best_t = INT64_MAX;
+  for (int n = 0; n < OPEN_PROBES; n++, i = (i + 1) & r->open_mask) {
+    unsigned char *slot = r->open + i * OPEN_SLOT(r);
+    int64_t t = o3m_get_le64(slot) == 0 ? INT64_MIN : (int64_t)o3m_get_le64(slot + 8);
+    if (t < best_t) {
+      best = slot;
+      best_t = t;
+    }
+    if (t == INT64_MIN) break;
+  }
+  unsigned char *b = best + OPEN_HDR;
   o3m_put_le32(b, (uint32_t)arm);
   o3m_put_le32(b + 4, (uint32_t)r->d);
   o3m_put_le64(b + 8, mask_id);
-  for (int i = 0; i < r->d; i++) o3m_put_le64(b + DEC_HDR + 8 * i, o3m_double_bits(x[i]));
+  for (int k = 0; k < r->d; k++) o3m_put_le64(b + DEC_HDR + 8 * k, o3m_double_bits(x[k]));
   /* The owner after x (see "Record format" in ap_replica.h). */
   unsigned char *ob = b + DEC_HDR + 8 * r->d;
   ob[0] = (unsigned char)on;
   memcpy(ob + 1, owner, on);
-  /* What kvStore_Put sends (a message on the key's subject of the
-   * bucket's stream), without waiting: ap_replica_sync_decisions waits for
-   * the batch. */
-  char subject[sizeof r->kv_prefix + 17];
-  snprintf(subject, sizeof subject, "%s%016" PRIx64, r->kv_prefix, decision);
-  jsPubOptions po;
-  jsPubOptions_Init(&po);
-  po.MaxWait = RECORD_WAIT_MS;
-  pthread_mutex_lock(&r->mu);
-  r->outstanding++;
+  o3m_put_le64(best, decision);
+  o3m_put_le64(best + 8, (uint64_t)now);
+  o3m_put_le32(best + 16, (uint32_t)(DEC_HDR + 8 * r->d + 1 + (int)on));
   pthread_mutex_unlock(&r->mu);
-  natsStatus s = js_PublishAsync(r->js, subject, b, DEC_HDR + 8 * r->d + 1 + (int)on, &po);
-  if (s == NATS_OK) return 0;
-  pthread_mutex_lock(&r->mu);
-  if (--r->outstanding <= 0) pthread_cond_broadcast(&r->cv);
-  pthread_mutex_unlock(&r->mu);
-  return nats_fail(e, s, "the decision record was not sent");
-}
-
-/* The time a wait for acknowledgements gives up: RECORD_WAIT_MS + 500 ms
- * from now, for pthread_cond_timedwait. */
-static struct timespec ack_deadline(void) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += (RECORD_WAIT_MS + 500) / 1000;
-  until.tv_nsec += (long)((RECORD_WAIT_MS + 500) % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
-  return until;
-}
-
-int ap_replica_sync_decisions(ap_replica *r, o3m_err *e) {
-  struct timespec until = ack_deadline();
-  pthread_mutex_lock(&r->mu);
-  int timed_out = 0;
-  while (r->outstanding > 0 && !timed_out)
-    timed_out = pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0;
-  int64_t failed = r->failed, left = r->outstanding;
-  char why[sizeof r->why];
-  memcpy(why, r->why, sizeof why);
-  r->failed = 0;
-  pthread_mutex_unlock(&r->mu);
-  if (left > 0)
-    return o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: %lld decision records not acknowledged by "
-                       "JetStream within %d ms", (long long)left, RECORD_WAIT_MS + 500);
-  if (failed > 0)
-    return o3m_err_set(e, O3M_EUNAVAILABLE, "NATS: %lld decision records were not stored: %s",
-                       (long long)failed, why);
   return 0;
+}
+
+/* A lookup from another replica (on a libnats thread): the 8-byte decision
+ * id; answered with its record when this replica holds it, with an empty
+ * message when not (so the asker need not wait). */
+static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure) {
+  (void)sub;
+  ap_replica *r = closure;
+  const char *reply = natsMsg_GetReply(msg);
+  if (reply && natsMsg_GetDataLength(msg) == 8) {
+    uint64_t id = o3m_get_le64((const unsigned char *)natsMsg_GetData(msg));
+    int len = 0;
+    pthread_mutex_lock(&r->mu);
+    unsigned char *slot = id ? open_find(r, id, o3m_clock_ms()) : NULL;
+    if (slot) {
+      len = (int)o3m_get_le32(slot + 16);
+      memcpy(r->lbuf, slot + OPEN_HDR, (size_t)len);
+    }
+    pthread_mutex_unlock(&r->mu);
+    /* Silent when not held: another replica may hold it. */
+    if (len > 0) natsConnection_Publish(nc, reply, r->lbuf, len);
+  }
+  natsMsg_Destroy(msg);
 }
 
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
@@ -619,27 +659,28 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
   natsMsg *m = NULL;
   const unsigned char *b = NULL;
   int len = 0;
-  natsStatus s = kvStore_Get(&ent, r->kv, key);
+  /* The replica that made the decision answers with its record; a
+   * decision no live replica holds (its replica died, or it never was)
+   * costs LOOKUP_WAIT_MS. Then the bucket, where replicas of an earlier
+   * release wrote every decision (gone one pending lifetime after the
+   * upgrade). */
+  unsigned char idb[8];
+  o3m_put_le64(idb, decision);
+  natsStatus s = natsConnection_Request(&m, r->nc, r->lookup_subject, idb, 8, LOOKUP_WAIT_MS);
   if (s == NATS_OK) {
-    b = kvEntry_Value(ent);
-    len = kvEntry_ValueLen(ent);
-  } else if (s == NATS_NOT_FOUND) {
-    /* libnats creates buckets with direct gets, which any copy of the
-     * bucket's stream answers, also one that has not yet received a record
-     * the writer's put was acknowledged for: a Reward on another replica
-     * right after the Recommend then found no decision. A miss is asked
-     * again of the stream's leader, which has every acknowledged record. */
-    char subject[sizeof r->kv_prefix + 17];
-    snprintf(subject, sizeof subject, "%s%s", r->kv_prefix, key);
-    jsErrCode jerr = 0;
-    s = js_GetLastMsg(&m, r->js, r->kv_stream, subject, NULL, &jerr);
-    if (s == NATS_OK) {
-      b = (const unsigned char *)natsMsg_GetData(m);
-      len = natsMsg_GetDataLength(m);
+    b = (const unsigned char *)natsMsg_GetData(m);
+    len = natsMsg_GetDataLength(m);
+  } else {
+    if (m) natsMsg_Destroy(m);
+    m = NULL;
+    if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {
+      b = kvEntry_Value(ent);
+      len = kvEntry_ValueLen(ent);
     }
   }
   if (s == NATS_NOT_FOUND)
-    return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every replica",
+    return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every live replica (a "
+                       "replica that died takes its open decisions with it)",
                        (unsigned long long)decision);
   if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
   int rc = 0;
@@ -693,6 +734,20 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   r->rewards_out--;
   pthread_mutex_unlock(&r->mu);
   return nats_fail(e, s, "the reward was not sent to JetStream");
+}
+
+/* The time a wait for acknowledgements gives up: RECORD_WAIT_MS + 500 ms
+ * from now, for pthread_cond_timedwait. */
+static struct timespec ack_deadline(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (RECORD_WAIT_MS + 500) / 1000;
+  until.tv_nsec += (long)((RECORD_WAIT_MS + 500) % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  return until;
 }
 
 int ap_replica_reward_acks(ap_replica *r, ap_replica_ack *acks, int *n, o3m_err *e) {

@@ -84,6 +84,7 @@ typedef struct ap_replica_config {
   const char *bucket;    /* key-value bucket of decision records */
   int replicas;          /* R: copies of the stream and the bucket (1..5) */
   int64_t ttl_ms;        /* pending-decision lifetime: bucket TTL, duplicate window */
+  int open_max;          /* open decisions this replica keeps for lookups (the pending capacity) */
   int d;                 /* context dimension */
   uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
   const char *name;      /* this replica's name, for the NATS connection */
@@ -153,19 +154,12 @@ int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, 
  * is NULL and nothing is left. */
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e);
 
-/* Sends the decision record of a Recommend (see above) without waiting
- * for JetStream: a batch's records are in flight together, and
- * ap_replica_sync_decisions waits for all of them before the batch's
- * Recommends are answered (one round trip per batch instead of one per
- * decision). O3M_EUNAVAILABLE when it cannot be sent. */
+/* Keeps the decision record of a Recommend (see "Decision records"
+ * above) in this replica's open-decision table, where the other replicas'
+ * lookups find it; nothing goes to NATS. O3M_EINVAL for an owner name
+ * longer than AP_REPLICA_MAX_OWNER. */
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
                             uint64_t mask_id, const double *x, o3m_err *e);
-
-/* Waits until JetStream acknowledged every decision record sent since the
- * last call (a majority of the bucket's copies hold them): 0, or
- * O3M_EUNAVAILABLE naming how many were refused or not acknowledged in
- * time (about 2.5 s); the caller then answers none of those decisions. */
-int ap_replica_sync_decisions(ap_replica *r, o3m_err *e);
 
 /* The longest owner name a decision record carries (a client name). */
 #define AP_REPLICA_MAX_OWNER 64

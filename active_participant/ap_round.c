@@ -92,12 +92,6 @@ typedef struct queued {
   int next;  /* the owner's next waiting round, or the free list's next; -1 */
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
   int rc;    /* during a batch: 0, or why this round alone failed */
-  /* With a record_sync hook: the decision made, whose reply waits until the
-   * batch's records are acknowledged (batch_decide); decided is 1 then. */
-  int decided, chosen;
-  uint64_t decision;
-  double score;
-  uint64_t updates;
 } queued;
 
 /* One client's rounds (see "Fairness" in ap_round.h): how many it has in
@@ -144,7 +138,6 @@ struct ap_round {
   const ap_catalog *cat;
   o3m_policy *policy;
   ap_pending *pending;
-  int (*record_sync)(void *ctx, o3m_err *e);
   int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                 const double *x, o3m_err *e);
   void *record_ctx;
@@ -225,7 +218,6 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->policy = cfg->policy;
   r->pending = cfg->pending;
   r->record = cfg->record;
-  r->record_sync = cfg->record_sync;
   r->record_ctx = cfg->record_ctx;
   r->before_decide = cfg->before_decide;
   r->before_decide_ctx = cfg->before_decide_ctx;
@@ -673,10 +665,7 @@ static void round_fail(ap_round *r, queued *q, const o3m_err *why) {
   o3m_rpc_call_fail(q->call, why->code, why);
 }
 
-static void round_reply(ap_round *r, queued *q);
-
-/* Chooses and opens round q, whose sums Q x are the K rows at Y, and
- * answers it (without a record_sync hook; with one, batch_decide does). */
+/* Chooses, opens and answers round q, whose sums Q x are the K rows at Y. */
 static void round_decide(ap_round *r, queued *q, const double *Y) {
   o3m_err e;
   o3m_err_clear(&e);
@@ -710,35 +699,20 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
     round_fail(r, q, &e);
     return;
   }
-  q->decision = id;
-  q->chosen = chosen;
-  q->score = score;
-  q->updates = o3m_policy_updates(r->policy);
-  q->decided = 1;
-  /* The records of the whole batch are acknowledged at once before any of
-   * its replies goes out (batch_decide). */
-  if (!r->record_sync) round_reply(r, q);
-}
-
-/* Answers round q with the decision round_decide made. */
-static void round_reply(ap_round *r, queued *q) {
-  o3m_err e;
-  o3m_err_clear(&e);
   r->st.rounds++;
-  q->decided = 0;
+
   O3m__V1__Recommendation rep = O3M__V1__RECOMMENDATION__INIT;
-  rep.decision = q->decision;
-  rep.candidate = (uint32_t)q->chosen;
-  rep.item = q->req->items[q->chosen];
-  rep.score = q->score;
+  rep.decision = id;
+  rep.candidate = (uint32_t)chosen;
+  rep.item = q->req->items[chosen];
+  rep.score = score;
   rep.mask_id = r->mask_id;
-  rep.updates = q->updates;
+  rep.updates = o3m_policy_updates(r->policy);
   /* The call is deferred, the reply is a Recommendation with every field
    * set and a few dozen bytes (an id of at most O3M_MAX_ID), far below
    * the server's message limit (the largest valid Recommend): it packs. */
-  int rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
+  rc = o3m_rpc_call_reply(q->call, &rep.base, &e);
   O3M_ASSERT(rc == 0);
-  (void)rc;
 }
 
 /* Decides slot b's rounds, in arrival order, after its fan-out (under the
@@ -759,26 +733,8 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   }
   size_t off = 0;
   for (int i = 0; i < b->n; i++) {
-    b->q[i]->decided = 0;
     round_decide(r, b->q[i], b->Y + off * (size_t)r->d);
     off += (size_t)b->q[i]->K;
-  }
-  if (!r->record_sync) return;
-  /* One wait for every record of the batch (ap_round.h, record_sync): a
-   * decision is answered only once any replica can take its reward. */
-  o3m_err se;
-  o3m_err_clear(&se);
-  int src = r->record_sync(r->record_ctx, &se);
-  for (int i = 0; i < b->n; i++) {
-    queued *q = b->q[i];
-    if (!q->decided) continue;
-    if (src == 0) {
-      round_reply(r, q);
-      continue;
-    }
-    q->decided = 0;
-    ap_pending_close(r->pending, q->decision);
-    round_fail(r, q, &se);
   }
 }
 

@@ -185,12 +185,6 @@ typedef struct ap_round_config {
   int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                 const double *x, o3m_err *e);
   void *record_ctx;
-  /* Optional, with record (called with record_ctx): record may then only
-   * start its write, and the batch's replies wait for this one call after
-   * every decision of the batch is recorded, so a batch costs one wait,
-   * not one per decision. A failure fails every round of the batch that
-   * was decided, with its code, and closes their decisions again. */
-  int (*record_sync)(void *ctx, o3m_err *e);
   /* Optional: runs under the lock just before a batch is decided (see "What
    * a decision sees"). A negative code (e naming why) fails every round of
    * the batch with it instead: the model may hold what must not be seen. */

@@ -527,19 +527,14 @@ static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
   a->t_ms = t_ms;
 }
 
-/* ap_round's record hook: the decision's masked context goes to the bucket
- * before the Recommend is answered, so any replica can take its reward. */
+/* ap_round's record hook: the decision's masked context is kept where
+ * every other replica can ask for it (ap_replica.h, "Decision records")
+ * before the Recommend is answered, so any live replica can take its
+ * reward. */
 static int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                           const double *x, o3m_err *e) {
   ap_service *s = ctx;
   return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, e);
-}
-
-/* ap_round's record_sync hook: every record of the batch is acknowledged
- * by JetStream before any of its Recommends is answered. */
-static int replica_record_sync(void *ctx, o3m_err *e) {
-  ap_service *s = ctx;
-  return ap_replica_sync_decisions(s->rep, e);
 }
 
 /* The one check of a reward's value, for a Reward call and for a record
@@ -1132,6 +1127,7 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
   rc_.name = s->replica;
   rc_.connect_timeout_ms = opt->pmg_timeout_s * 1000;
   rc_.ttl_ms = (int64_t)s->expiry_s * 1000;
+  rc_.open_max = o3m_config_policy(cfg)->pending_capacity;
   int rc = ap_replica_create(&s->rep, &rc_, e);
   if (rc == O3M_ECORRUPT)
     /* Never started over: that would serve a model other replicas do not
@@ -1345,7 +1341,6 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   };
   if (replicated) {
     rcfg.record = replica_record;
-    rcfg.record_sync = replica_record_sync;
     rcfg.record_ctx = s;
     size_t cap = 1024;
     while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
