@@ -13,27 +13,41 @@
  * (ap_replica_next), so every replica's model is the same function of the
  * same sequence of records: bit-identical after the same stream sequence.
  *
- * A Reward may reach a replica that did not make the decision. The masked
- * context of every decision is therefore written, before the Recommend is
- * answered, to a JetStream key-value bucket (nats_bucket, key = the
- * decision id in 16 hex digits) whose TTL is the pending-decision lifetime
- * (ap_replica_put_decision); a replica that does not find a decision in its
- * own pending table reads it there (ap_replica_get_decision). The cost is
- * one replicated write per Recommend; the alternative, routing a Reward to
- * the replica that named itself in the decision id, costs nothing per
- * Recommend but loses every open decision of a replica that dies.
+ * Decision records. A Reward may reach a replica that did not make the
+ * decision. The replica that made it keeps its record (the masked context,
+ * arm, mask and owner) in an open-decision table of its own, as many as
+ * its pending table holds, for the pending lifetime
+ * (ap_replica_put_decision), and answers the other replicas' lookups from
+ * it on the core NATS subject "<stream>.lookup" (request and reply, not
+ * stored); a replica that does not find a decision in its own pending
+ * table asks there (ap_replica_get_decision). Why not the replicated
+ * key-value bucket of issue 14: a write per Recommend, acknowledged by a
+ * majority of 3 NATS servers, cost those servers 0.6-0.9 ms of CPU per
+ * decision, more than the AP's whole decision, and a round trip under the
+ * handler lock; with lookups a Recommend costs NATS nothing. The price:
+ * the open decisions of a replica that dies die with it (a Reward for one
+ * is NOT_FOUND, "unknown to every live replica", after LOOKUP_WAIT_MS);
+ * rewards already acknowledged are in the stream and are never lost. The
+ * bucket is still read when no replica answers, for the records replicas
+ * of the previous release wrote (during a rolling upgrade).
+ *
+ * Reward records are published without waiting (ap_replica_publish); the
+ * service collects JetStream's acknowledgements once per turn of its
+ * serving thread (ap_replica_reward_acks), as the journal's group commit
+ * does with one fdatasync, and acknowledges a Reward only after JetStream
+ * acknowledged its record and this replica applied it.
  *
  * De-duplication. A record is published with the decision id as its
  * Nats-Msg-Id, and the stream's duplicate window is the pending lifetime,
- * so JetStream stores a retried reward only once (ap_replica_publish says
- * duplicate). Replicas additionally skip, when applying, a record whose
+ * so JetStream stores a retried reward only once (its acknowledgement says
+ * duplicate: ap_replica_reward_acks). Replicas additionally skip, when applying, a record whose
  * decision was already applied (the service's applied set), so a duplicate
  * that reached the stream anyway changes no model.
  *
  * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
- * decision record in the bucket is arm i32, d u32, mask id u64, x[d], then
- * the owner: its length u8 (0..AP_REPLICA_MAX_OWNER) and the name of the
+ * decision record (a lookup's answer, or the bucket's) is arm i32, d u32,
+ * mask id u64, x[d], then the owner: its length u8 (0..AP_REPLICA_MAX_OWNER) and the name of the
  * client that asked for the decision, which alone may reward it (the
  * service checks it on every replica, as it does its own pending table's
  * owner). A record of exactly 16 + 8 d bytes is one of a replica from
@@ -43,8 +57,8 @@
  * Who may do what. The stream and the bucket are created by an
  * administrative identity (ap_replica_setup), append-only: deletes, purges
  * and rollups are denied by their own configuration. The replicas' NATS
- * identity (the active party's certificate) may append to the stream, put
- * and read decision records, read the stream through ordered consumers and
+ * identity (the active party's certificate) may append to the stream, ask
+ * and answer decision lookups, put and read bucket records, read the stream through ordered consumers and
  * ask for stream info, nothing else (deploy/nats/o3m-nats.conf): a stolen
  * AP key can add records, which every replica checks (replica_bounds in
  * ap_service.c), but not remove any. A replica that finds records gone
@@ -68,7 +82,9 @@
  *
  * Threads: the handle is used by one thread at a time (the service calls it
  * under its server's lock); the NATS library runs threads of its own that
- * never touch the service. */
+ * never touch the service: they answer lookups from the open-decision
+ * table and count reward acknowledgements, both under the handle's own
+ * mutex. */
 #ifndef AP_REPLICA_H
 #define AP_REPLICA_H
 
