@@ -79,7 +79,7 @@ struct ap_replica {
 #define REC_MAX(d) (DEC_HDR + 8 * (size_t)(d) + 1 + AP_REPLICA_MAX_OWNER)
 #define OPEN_SLOT(r) (OPEN_HDR + REC_MAX((r)->d))
 #define OPEN_PROBES 8
-#define LOOKUP_WAIT_MS 200
+#define LOOKUP_WAIT_MS 500
 
 /* An O3M error for a NATS status, naming what was tried. */
 static int nats_fail(o3m_err *e, natsStatus s, const char *what) {

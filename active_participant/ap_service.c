@@ -754,8 +754,9 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
     rc = ap_replica_get_decision(s->rep, decision, rec_owner, &has_owner, arm, mask_id, s->xbuf,
                                  e);
     if (rc == O3M_ENOTFOUND)
-      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
-                         "pending lifetime of %d s)", id, s->expiry_s);
+      return o3m_err_set(e, rc, "decision %llu is unknown to every live replica (never "
+                         "issued, older than the pending lifetime of %d s, or made by a "
+                         "replica that died: its open decisions are lost)", id, s->expiry_s);
     if (rc < 0) return rc;
     /* A record written before owners were recorded (has_owner 0) has
      * none to check; such records are gone after one pending lifetime. */

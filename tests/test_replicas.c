@@ -34,6 +34,10 @@
  *     trusts another CA (the error names the CA file and the servers).
  *     Then the NATS nodes restart with certificates of a CA the federation
  *     does not trust: the o3m-active replica refuses to start and says why.
+ * (f) decisions_stay_with_their_replica (issue 24): a Recommend writes
+ *     nothing to NATS (the bucket stays empty; a Reward on another replica
+ *     gets the record by lookup); a killed replica's open decision is
+ *     NOT_FOUND on the other within 2 s, and nothing is published.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -53,6 +57,7 @@
 #include "ap_replica.h"
 #include "fed_nats.h"
 #include "fed_proc.h"
+#include "o3m_clock.h"
 #include "o3m_error.h"
 
 #define N_REPLICAS 3
@@ -893,5 +898,48 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
   cr_assert_not_null(strstr(log, "nats-setup"), "replica c:\n%s", log);
   cr_assert(!stream_seqs(admin, "O3M_REWARDS", &f, &l, &m), "a replica created the stream");
   js_close(ap_nc, ap);
+  js_close(anc, admin);
+}
+
+/* ---------------------------------------------------------------- (f) */
+
+/* Issue 24, section 3: a Recommend costs NATS nothing. Decisions made on
+ * replica a are rewarded on b through a lookup that a answers, and the
+ * bucket (which issue 14 wrote once per Recommend) stays empty. Then a
+ * dies with an open decision: on b its Reward is NOT_FOUND, naming that no
+ * live replica holds it, within 2 s (the lookup's wait, 0.5 s), and
+ * nothing reaches the stream; the open decisions of a dead replica are
+ * lost, as README "AP replicas on NATS JetStream" states. */
+Test(replicas, decisions_stay_with_their_replica, .init = fed_up, .fini = fed_down,
+     .timeout = 300) {
+  ap_client *c[2];
+  uint64_t seed = 51;
+  two_replicas(c, &seed, 10);
+  wait_updates(0, 10);
+  wait_updates(1, 10);
+  natsConnection *anc;
+  jsCtx *admin;
+  js_as(FED_NATS_ADMIN, &anc, &admin);
+  uint64_t f = 0, l = 0, m = 0;
+  cr_assert(stream_seqs(admin, "KV_O3M_DECISIONS", &f, &l, &m), "the bucket is gone");
+  cr_assert_eq(m, 0, "10 Recommends wrote %llu decision records to the bucket",
+               (unsigned long long)m);
+
+  ap_recommendation rec;
+  char why[256] = "";
+  cr_assert_eq(rounds(c[0], &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int64_t t0 = o3m_clock_ms();
+  int rc = ap_client_reward(c[1], rec.decision, 0.5, NULL, &e);
+  int64_t took = o3m_clock_ms() - t0;
+  cr_assert_eq(rc, O3M_ENOTFOUND, "the dead replica's decision on b: %s (%s)", o3m_errname(rc),
+               o3m_err_message(&e));
+  cr_assert_not_null(strstr(o3m_err_message(&e), "live replica"), "%s", o3m_err_message(&e));
+  cr_assert_lt(took, 2000, "the refusal took %lld ms", (long long)took);
+  assert_stream(admin, "O3M_REWARDS", 10, "a reward for a lost decision");
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
   js_close(anc, admin);
 }
