@@ -62,6 +62,11 @@
  * millisecond on a healthy cluster. */
 #define REPLICA_CHECK_MS 5000
 
+/* How long a replica's serving thread waits for the records of the Rewards
+ * JetStream just acknowledged to come back through its consumer
+ * (replica_acks): usually a fraction of a millisecond. */
+#define REPLICA_APPLY_WAIT_MS 100
+
 /* Why the service stopped itself. Each cause has its own words in every
  * message that reports the stop (the reward refusals, the last state line,
  * the daemon's exit line), so that an operator looks at the right thing. */
@@ -689,6 +694,18 @@ static void replica_acks(ap_service *s) {
     }
     o3m_rpc_call_fail(w->call, code, &e);
     s->rwait[i] = s->rwait[--s->n_rwait];
+  }
+  /* The records just acknowledged are on their way to this replica's
+   * consumer: wait for them here (briefly), so that their Rewards are
+   * answered in this turn rather than at the next call or poll (up to
+   * 100 ms later when every client waits for a Reward). */
+  uint64_t want = 0;
+  for (int i = 0; i < s->n_rwait; i++)
+    if (s->rwait[i].seq > want) want = s->rwait[i].seq;
+  int64_t until = o3m_clock_ms() + REPLICA_APPLY_WAIT_MS;
+  while (s->applied_seq < want && !s->stopped) {
+    int64_t left = until - o3m_clock_ms();
+    if (left <= 0 || replica_drain(s, left, 0) < 0) break;
   }
 }
 

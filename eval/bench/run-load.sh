@@ -67,6 +67,14 @@ ap_rounds() {
   echo "$sum"
 }
 
+# The model's updates so far on the first replica in targets (every
+# replica applies every reward record), or on the one AP.
+ap_updates() {
+  local t=${targets[0]:-}
+  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+    --key "$work/certs/client.key" ${t:+--target "$t"} stats | sed -n 's/^updates=//p'
+}
+
 # O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
 # (durable rewards), one fresh federation per mode, side by side in this one
 # run, for example "1:each 2:group" (today's single thread with one
@@ -165,9 +173,17 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
             printf "  NATS servers (3) at concurrency %d: %.0f us per decision; AP + NATS %.0f us\n",
               c, 1e6 * (ns[2] - ns[1]) / n, 1e6 * (b[1] - a[1] + ns[2] - ns[1]) / n }'
     done
+    npre=$(nats_cpu_s)
+    n=$(ap_updates)
     "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
       --key "$work/certs/client.key" --K 20 --concurrency 32 --users 1000 --items 200 \
       --rewards-only "${tflag[@]}" "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+    n=$(($(ap_updates) - n))
+    npost=$(nats_cpu_s)
+    # The NATS servers per reward applied (warm-up included): the stream's
+    # cost, which every Reward pays once whichever replica takes it.
+    [ "$reps" -gt 0 ] && awk -v a="$npre" -v b="$npost" -v n="$n" \
+      'BEGIN {printf "  NATS servers (3) over the rewards: %.0f us per reward (%d rewards)\n", 1e6 * (b - a) / n, n}'
     if [ "$reps" -gt 0 ]; then
       # The three NATS servers' CPU over the whole mode (every level and
       # the rewards-only run), per decision the replicas issued.
