@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "o3m_bytes.h"
 #include "o3m_cli.h"
@@ -43,11 +42,10 @@ struct ap_replica {
   uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
-  /* mu guards what the libnats threads share with the serving thread:
-   * the open decisions (below) and the reward acknowledgements. */
+  /* mu guards what a libnats thread shares with the serving thread: the
+   * open decisions (below). */
   pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int sync_made;
+  int mu_made;
   /* This replica's open decisions, for the lookups of the other replicas
    * (see "Decision records" in ap_replica.h): open_mask + 1 slots of
    * OPEN_SLOT(r) bytes (id u64, time ms i64, length u32, pad, the record),
@@ -60,17 +58,7 @@ struct ap_replica {
   unsigned char *lbuf;
   natsSubscription *lookup;
   char lookup_subject[176];
-  /* Reward records in flight (ap_replica_publish), likewise: their
-   * acknowledgements wait in acks (n_acks of them) for
-   * ap_replica_reward_acks; rewards_out counts those not yet acknowledged. */
-  int rewards_out, n_acks;
-  ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
 };
-
-/* How long a reward record may wait for JetStream's acknowledgement: the
- * library reports a record not acknowledged by then as failed, and
- * ap_replica_reward_acks gives up a little later (RECORD_WAIT_MS + 500). */
-#define RECORD_WAIT_MS 2000
 
 /* The open-decision table (struct ap_replica): a slot's header, its size,
  * the probes per id, and how long a lookup waits for the replica that
@@ -90,17 +78,10 @@ static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
 
 void ap_replica_destroy(ap_replica *r) {
   if (!r) return;
-  /* No acknowledgement handler may run on a freed handle: the records in
-   * flight are waited for (each is reported within RECORD_WAIT_MS). */
-  /* No lookup callback after this; it may be running now: the connection's
-   * destroy below waits for it. */
-  if (r->lookup) natsSubscription_Unsubscribe(r->lookup);
-  if (r->sync_made) {
-    o3m_err ignored;
-    ap_replica_ack acks[AP_REPLICA_MAX_REWARDS];
-    int n;
-    ap_replica_reward_acks(r, acks, &n, &ignored);
-  }
+  /* No lookup callback may run on a freed handle: the subscription is
+   * drained, and its end (every callback returned) waited for. */
+  if (r->lookup && natsSubscription_Drain(r->lookup) == NATS_OK)
+    natsSubscription_WaitForDrainCompletion(r->lookup, 2000);
   if (r->sub) natsSubscription_Destroy(r->sub);
   if (r->lookup) natsSubscription_Destroy(r->lookup);
   if (r->kv) kvStore_Destroy(r->kv);
@@ -111,10 +92,7 @@ void ap_replica_destroy(ap_replica *r) {
   free(r->stream);
   free(r->open);
   free(r->lbuf);
-  if (r->sync_made) {
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
-  }
+  if (r->mu_made) pthread_mutex_destroy(&r->mu);
   free(r);
 }
 
@@ -343,11 +321,7 @@ int ap_replica_config_of(ap_replica_config *rc, const o3m_config *cfg, const cha
  * stream and subjects) into a zeroed r. */
 static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
   if (pthread_mutex_init(&r->mu, NULL) != 0) return o3m_err_set(e, O3M_ENOMEM, "mutex");
-  if (pthread_cond_init(&r->cv, NULL) != 0) {
-    pthread_mutex_destroy(&r->mu);
-    return o3m_err_set(e, O3M_ENOMEM, "condition variable");
-  }
-  r->sync_made = 1;
+  r->mu_made = 1;
   if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
       cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
     return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
@@ -370,34 +344,6 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   r->stream = strdup(cfg->stream);
   if (!r->stream) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   return 0;
-}
-
-/* JetStream's answer to one reward record, on a libnats thread: kept for
- * ap_replica_reward_acks. */
-static void on_record_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae,
-                          void *closure) {
-  (void)js;
-  (void)pae;
-  ap_replica *r = closure;
-  pthread_mutex_lock(&r->mu);
-  if (strcmp(natsMsg_GetSubject(msg), r->subject) == 0) {
-    /* Its outcome waits for ap_replica_reward_acks (the publisher keeps
-     * rewards_out + n_acks within the array). */
-    ap_replica_ack *a = &r->acks[r->n_acks++];
-    a->decision = natsMsg_GetDataLength(msg) >= 8
-                      ? o3m_get_le64((const unsigned char *)natsMsg_GetData(msg)) : 0;
-    a->seq = pa ? pa->Sequence : 0;
-    a->duplicate = pa && pa->Duplicate;
-    a->rc = pa ? 0 : O3M_EUNAVAILABLE;
-    r->rewards_out--;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    natsMsg_Destroy(msg);
-    return;
-  }
-  /* Only reward records are published asynchronously. */
-  pthread_mutex_unlock(&r->mu);
-  natsMsg_Destroy(msg);
 }
 
 /* Connects r to NATS (retrying until the time until, Unix ms of
@@ -457,8 +403,6 @@ static int replica_connect(ap_replica *r, const ap_replica_config *cfg, int64_t 
   jsOptions jo;
   jsOptions_Init(&jo);
   jo.Wait = 5000;
-  jo.PublishAsync.AckHandler = on_record_ack;
-  jo.PublishAsync.AckHandlerClosure = r;
   rc = 0;
   if ((s = natsConnection_JetStream(&r->js, r->nc, &jo)) != NATS_OK)
     rc = nats_fail(e, s, "JetStream context");
@@ -708,13 +652,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
 }
 
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, o3m_err *e) {
-  pthread_mutex_lock(&r->mu);
-  int full = r->rewards_out + r->n_acks >= AP_REPLICA_MAX_REWARDS;
-  if (!full) r->rewards_out++;
-  pthread_mutex_unlock(&r->mu);
-  if (full)
-    return o3m_err_set(e, O3M_EFULL, "%d reward records wait for JetStream", AP_REPLICA_MAX_REWARDS);
+                       double reward, const double *x, uint64_t *seq, int *duplicate,
+                       o3m_err *e) {
   unsigned char *b = r->buf;
   o3m_put_le64(b, decision);
   o3m_put_le64(b + 8, mask_id);
@@ -727,55 +666,23 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   jsPubOptions po;
   jsPubOptions_Init(&po);
   po.MsgId = key; /* JetStream keeps one record per decision in the window */
-  po.MaxWait = RECORD_WAIT_MS;
-  natsStatus s = js_PublishAsync(r->js, r->subject, b, REC_HDR + 8 * r->d, &po);
-  if (s == NATS_OK) return 0;
-  pthread_mutex_lock(&r->mu);
-  r->rewards_out--;
-  pthread_mutex_unlock(&r->mu);
-  return nats_fail(e, s, "the reward was not sent to JetStream");
-}
-
-/* The time a wait for acknowledgements gives up: RECORD_WAIT_MS + 500 ms
- * from now, for pthread_cond_timedwait. */
-static struct timespec ack_deadline(void) {
-  struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += (RECORD_WAIT_MS + 500) / 1000;
-  until.tv_nsec += (long)((RECORD_WAIT_MS + 500) % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
-  return until;
-}
-
-int ap_replica_reward_acks(ap_replica *r, ap_replica_ack *acks, int *n, o3m_err *e) {
-  struct timespec until = ack_deadline();
-  pthread_mutex_lock(&r->mu);
-  int timed_out = 0;
-  while (r->rewards_out > 0 && !timed_out)
-    timed_out = pthread_cond_timedwait(&r->cv, &r->mu, &until) != 0;
-  *n = r->n_acks;
-  memcpy(acks, r->acks, sizeof *acks * (size_t)r->n_acks);
-  r->n_acks = 0;
-  pthread_mutex_unlock(&r->mu);
+  jsPubAck *ack = NULL;
+  jsErrCode jerr = 0;
+  natsStatus s = js_Publish(&ack, r->js, r->subject, b, REC_HDR + 8 * r->d, &po, &jerr);
+  if (s != NATS_OK)
+    return nats_fail(e, s, "the reward was not acknowledged by JetStream");
+  *seq = ack->Sequence;
+  *duplicate = ack->Duplicate ? 1 : 0;
+  jsPubAck_Destroy(ack);
   /* A new record goes after every record the stream held, so after every
    * one this replica applied; a lower sequence means the stream was
    * re-created under the replica. */
-  int rc = 0;
-  for (int i = 0; i < *n; i++) {
-    ap_replica_ack *a = &acks[i];
-    if (a->rc == 0 && !a->duplicate && a->seq < r->next_seq) {
-      a->rc = O3M_ECORRUPT;
-      if (!rc)
-        rc = o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: JetStream stored "
-                         "a new record at seq %llu, this replica has applied it up to seq %llu "
-                         "(deleted and re-created?)", (unsigned long long)a->seq,
-                         (unsigned long long)(r->next_seq - 1));
-    }
-  }
-  return rc;
+  if (!*duplicate && *seq < r->next_seq)
+    return o3m_err_set(e, O3M_ECORRUPT, "the reward stream moved backwards: JetStream stored "
+                       "a new record at seq %llu, this replica has applied it up to seq %llu "
+                       "(deleted and re-created?)", (unsigned long long)*seq,
+                       (unsigned long long)(r->next_seq - 1));
+  return 0;
 }
 
 int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_err *e) {

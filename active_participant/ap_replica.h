@@ -31,23 +31,18 @@
  * bucket is still read when no replica answers, for the records replicas
  * of the previous release wrote (during a rolling upgrade).
  *
- * Reward records are published without waiting (ap_replica_publish); the
- * service collects JetStream's acknowledgements once per turn of its
- * serving thread (ap_replica_reward_acks), as the journal's group commit
- * does with one fdatasync, and acknowledges a Reward only after JetStream
- * acknowledged its record and this replica applied it.
- *
  * De-duplication. A record is published with the decision id as its
  * Nats-Msg-Id, and the stream's duplicate window is the pending lifetime,
- * so JetStream stores a retried reward only once (its acknowledgement says
- * duplicate: ap_replica_reward_acks). Replicas additionally skip, when applying, a record whose
+ * so JetStream stores a retried reward only once (ap_replica_publish says
+ * duplicate). Replicas additionally skip, when applying, a record whose
  * decision was already applied (the service's applied set), so a duplicate
  * that reached the stream anyway changes no model.
  *
  * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
  * decision record (a lookup's answer, or the bucket's) is arm i32, d u32,
- * mask id u64, x[d], then the owner: its length u8 (0..AP_REPLICA_MAX_OWNER) and the name of the
+ * mask id u64, x[d], then the owner: its length u8
+ * (0..AP_REPLICA_MAX_OWNER) and the name of the
  * client that asked for the decision, which alone may reward it (the
  * service checks it on every replica, as it does its own pending table's
  * owner). A record of exactly 16 + 8 d bytes is one of a replica from
@@ -58,7 +53,8 @@
  * administrative identity (ap_replica_setup), append-only: deletes, purges
  * and rollups are denied by their own configuration. The replicas' NATS
  * identity (the active party's certificate) may append to the stream, ask
- * and answer decision lookups, put and read bucket records, read the stream through ordered consumers and
+ * and answer decision lookups, put and read bucket records, read the
+ * stream through ordered consumers and
  * ask for stream info, nothing else (deploy/nats/o3m-nats.conf): a stolen
  * AP key can add records, which every replica checks (replica_bounds in
  * ap_service.c), but not remove any. A replica that finds records gone
@@ -82,9 +78,8 @@
  *
  * Threads: the handle is used by one thread at a time (the service calls it
  * under its server's lock); the NATS library runs threads of its own that
- * never touch the service: they answer lookups from the open-decision
- * table and count reward acknowledgements, both under the handle's own
- * mutex. */
+ * never touch the service: one answers lookups from the open-decision
+ * table, under the handle's own mutex. */
 #ifndef AP_REPLICA_H
 #define AP_REPLICA_H
 
@@ -100,7 +95,7 @@ typedef struct ap_replica_config {
   const char *bucket;    /* key-value bucket of decision records */
   int replicas;          /* R: copies of the stream and the bucket (1..5) */
   int64_t ttl_ms;        /* pending-decision lifetime: bucket TTL, duplicate window */
-  int open_max;          /* open decisions this replica keeps for lookups (the pending capacity) */
+  int open_max;          /* open decisions kept for lookups (the pending capacity) */
   int d;                 /* context dimension */
   uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
   const char *name;      /* this replica's name, for the NATS connection */
@@ -188,36 +183,14 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
                             int *arm, uint64_t *mask_id, double *x, o3m_err *e);
 
-/* At most this many reward records in flight and acknowledgements not yet
- * collected (ap_replica_publish says O3M_EFULL beyond). */
-#define AP_REPLICA_MAX_REWARDS 1024
-
-/* Sends a reward record to the stream without waiting for JetStream (a
- * group of them is acknowledged together: ap_replica_reward_acks).
- * O3M_EUNAVAILABLE when it cannot be sent, O3M_EFULL when
- * AP_REPLICA_MAX_REWARDS wait already. */
+/* Appends a reward record and waits for JetStream's acknowledgement:
+ * *seq is its stream sequence and *duplicate is 1 when JetStream already
+ * held a record with this decision id (then nothing was added and *seq is
+ * the original's). O3M_EUNAVAILABLE when it is not acknowledged (the
+ * record may or may not be in the stream). */
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, o3m_err *e);
-
-/* JetStream's answer to one reward record: rc 0 with seq, its stream
- * sequence, and duplicate 1 when JetStream already held a record with
- * this decision id (nothing was added; seq is the original's); rc
- * O3M_EUNAVAILABLE when it was not acknowledged (the record may or may not
- * be in the stream); O3M_ECORRUPT when its sequence is below what this
- * replica applied (the stream was re-created). */
-typedef struct ap_replica_ack {
-  uint64_t decision, seq;
-  int duplicate;
-  int rc;
-} ap_replica_ack;
-
-/* The group commit of the reward records: waits until JetStream answered
- * every record ap_replica_publish sent (about 2.5 s at most; what is still
- * unanswered then comes with a later call), and copies their answers,
- * in the order they came, to acks (AP_REPLICA_MAX_REWARDS entries), *n of
- * them. Returns O3M_ECORRUPT (naming the sequences) when one of them says
- * the stream moved backwards: the service must stop; else 0. */
-int ap_replica_reward_acks(ap_replica *r, ap_replica_ack *acks, int *n, o3m_err *e);
+                       double reward, const double *x, uint64_t *seq, int *duplicate,
+                       o3m_err *e);
 
 /* The next record of the stream in order, waiting up to wait_ms (0: only
  * what has arrived). Returns 1 with *rec filled, 0 when nothing came, or a

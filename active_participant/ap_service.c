@@ -62,11 +62,6 @@
  * millisecond on a healthy cluster. */
 #define REPLICA_CHECK_MS 5000
 
-/* How long a replica's serving thread waits for the records of the Rewards
- * JetStream just acknowledged to come back through its consumer
- * (replica_acks): usually a fraction of a millisecond. */
-#define REPLICA_APPLY_WAIT_MS 100
-
 /* Why the service stopped itself. Each cause has its own words in every
  * message that reports the stop (the reward refusals, the last state line,
  * the daemon's exit line), so that an operator looks at the right thing. */
@@ -170,10 +165,9 @@ struct ap_service {
   double *xbuf;           /* d values: a decision record read from the bucket */
   struct replica_wait {
     o3m_rpc_call *call;
-    uint64_t decision, seq; /* seq: 0 until JetStream acknowledged the record */
+    uint64_t decision, seq;
     int rc;               /* outcome of the record's application */
   } rwait[REWARD_SLOTS];
-  ap_replica_ack *acks;   /* AP_REPLICA_MAX_REWARDS: one group's acknowledgements */
   int n_rwait;
   struct applied_slot {
     uint64_t id;
@@ -430,7 +424,6 @@ static void checkpoint_if_due(ap_service *s);
 static int replica_drain(ap_service *s, int64_t wait_ms, int max);
 static void replica_check_if_due(ap_service *s);
 static void replica_answer(ap_service *s);
-static void replica_acks(ap_service *s);
 
 /* The server's idle hook: first the rewards that queued (they are durable
  * and acknowledged before anything else happens, so a decision never sees
@@ -441,7 +434,6 @@ static void service_idle(void *ctx) {
   if (s->rep) {
     /* Replicas: the stream instead of the journal; bounded per hook so
      * that Recommends are not starved while catching up. */
-    replica_acks(s);
     replica_drain(s, 0, 4096);
     replica_answer(s);
     if (!s->stopped) replica_check_if_due(s);
@@ -596,11 +588,8 @@ static int replica_apply(ap_service *s, const ap_replica_record *r) {
   ap_pending_close(s->pending, r->decision);
   s->applied_seq = r->seq;
   if (s->ckpt) ap_checkpoint_set_position(s->ckpt, r->seq);
-  /* The Reward waiting for this record, also one whose acknowledgement
-   * has not been collected yet (seq 0: the record came first). */
   for (int i = 0; i < s->n_rwait; i++)
-    if (s->rwait[i].seq == r->seq || (s->rwait[i].seq == 0 && s->rwait[i].decision == r->decision))
-      s->rwait[i].rc = rc;
+    if (s->rwait[i].seq == r->seq) s->rwait[i].rc = rc;
   return rc;
 }
 
@@ -655,66 +644,12 @@ static int replica_drain(ap_service *s, int64_t wait_ms, int max) {
   return max;
 }
 
-/* The group commit of a replica: waits once for JetStream's answers to
- * every reward record this replica sent (ap_replica_reward_acks) and gives
- * each waiting Reward its stream sequence, or its refusal: UNAVAILABLE
- * when the record was not acknowledged (retry, here or on another
- * replica: JetStream stores a retry once), ALREADY_EXISTS for a
- * duplicate. The Rewards then wait for their records to be applied here
- * (replica_answer). */
-static void replica_acks(ap_service *s) {
-  int pending = 0;
-  for (int i = 0; i < s->n_rwait; i++) pending |= s->rwait[i].seq == 0;
-  if (!pending) return;
-  int n;
-  o3m_err ae;
-  o3m_err_clear(&ae);
-  if (ap_replica_reward_acks(s->rep, s->acks, &n, &ae) == O3M_ECORRUPT) replica_damaged(s, &ae);
-  for (int j = 0; j < n; j++) {
-    const ap_replica_ack *a = &s->acks[j];
-    int i = 0;
-    while (i < s->n_rwait && (s->rwait[i].seq != 0 || s->rwait[i].decision != a->decision)) i++;
-    if (i == s->n_rwait) continue; /* its call was answered already */
-    struct replica_wait *w = &s->rwait[i];
-    unsigned long long id = (unsigned long long)a->decision;
-    o3m_err e;
-    int code = 0;
-    if (a->rc == O3M_ECORRUPT)
-      code = o3m_err_set(&e, O3M_EUNAVAILABLE, "decision %llu: the reward stream lost records; "
-                         "this replica is stopping: retry on another", id);
-    else if (a->rc < 0)
-      code = o3m_err_set(&e, O3M_EUNAVAILABLE, "decision %llu: the reward is not acknowledged "
-                         "by JetStream; retry, on this or another replica", id);
-    else if (a->duplicate)
-      code = o3m_err_set(&e, O3M_EEXISTS, "decision %llu was already rewarded", id);
-    if (code == 0) {
-      w->seq = a->seq;
-      s->commits++;
-      continue;
-    }
-    o3m_rpc_call_fail(w->call, code, &e);
-    s->rwait[i] = s->rwait[--s->n_rwait];
-  }
-  /* The records just acknowledged are on their way to this replica's
-   * consumer: wait for them here (briefly), so that their Rewards are
-   * answered in this turn rather than at the next call or poll (up to
-   * 100 ms later when every client waits for a Reward). */
-  uint64_t want = 0;
-  for (int i = 0; i < s->n_rwait; i++)
-    if (s->rwait[i].seq > want) want = s->rwait[i].seq;
-  int64_t until = o3m_clock_ms() + REPLICA_APPLY_WAIT_MS;
-  while (s->applied_seq < want && !s->stopped) {
-    int64_t left = until - o3m_clock_ms();
-    if (left <= 0 || replica_drain(s, left, 0) < 0) break;
-  }
-}
-
 /* Answers the Rewards whose records are applied here, with the outcome. */
 static void replica_answer(ap_service *s) {
   int k = 0;
   for (int i = 0; i < s->n_rwait; i++) {
     struct replica_wait *w = &s->rwait[i];
-    if (w->seq == 0 || w->seq > s->applied_seq) {
+    if (w->seq > s->applied_seq) {
       s->rwait[k++] = *w;
       continue;
     }
@@ -796,10 +731,8 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
 }
 
 /* A Reward on a replica: checked like a local one, the decision found in
- * this replica's pending table or else in the bucket, then sent to the
- * stream; the call waits for JetStream's acknowledgement, collected for
- * every Reward of the handler's turn at once by the idle hook
- * (replica_acks), and then until this replica has applied the record (so
+ * this replica's pending table or else in the bucket, then appended to the
+ * stream; the call waits until this replica has applied the record (so
  * its reply reports the model that includes it). See ap_replica.h. */
 static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
                           o3m_err *e) {
@@ -825,16 +758,26 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
     return reward_refused(req->decision, rc, what, e);
+  uint64_t seq;
+  int dup;
   o3m_err pe;
   o3m_err_clear(&pe);
-  rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, &pe);
+  rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, &seq, &dup, &pe);
+  if (rc == O3M_ECORRUPT) {
+    replica_damaged(s, &pe);
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward stream lost records; "
+                       "this replica is stopping: retry on another", id);
+  }
   if (rc < 0)
-    return o3m_err_set(e, rc == O3M_EFULL ? rc : O3M_EUNAVAILABLE, "decision %llu: the reward "
-                       "is not acknowledged (%s); retry, on this or another replica", id,
-                       o3m_err_message(&pe));
-  /* Acknowledged with the group that the idle hook following this handler
-   * collects (replica_acks), as the journal's group commit is. */
-  s->rwait[s->n_rwait++] = (struct replica_wait){call, req->decision, 0, 0};
+    return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward is not acknowledged "
+                       "(%s); retry, on this or another replica", id, o3m_err_message(&pe));
+  if (dup) return o3m_err_set(e, O3M_EEXISTS, "decision %llu was already rewarded", id);
+  s->commits++;
+  s->rwait[s->n_rwait++] = (struct replica_wait){call, req->decision, seq, 0};
+  /* Usually the record is back within the publish's round trip: apply it
+   * now; the idle hook that follows this handler answers the call (a
+   * deferred call is never completed inside its own handler). */
+  replica_drain(s, 0, 0);
   return O3M_RPC_DEFERRED;
 }
 
@@ -1210,7 +1153,6 @@ static void service_free(ap_service *s) {
   ap_replica_destroy(s->rep);
   free(s->replica);
   free(s->xbuf);
-  free(s->acks);
   free(s->applied);
   o3m_access_destroy(s->access); /* after the server that calls it */
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
@@ -1365,10 +1307,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     s->sum_norm = rcfg.sum_norm;
     s->replica = strdup(opt->replica);
     s->xbuf = malloc(sizeof *s->xbuf * (size_t)s->d);
-    s->acks = malloc(sizeof *s->acks * AP_REPLICA_MAX_REWARDS);
     s->applied = calloc(cap, sizeof *s->applied);
     s->applied_mask = cap - 1;
-    if (!s->replica || !s->xbuf || !s->acks || !s->applied) {
+    if (!s->replica || !s->xbuf || !s->applied) {
       rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
       goto fail;
     }
