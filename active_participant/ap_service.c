@@ -159,6 +159,7 @@ struct ap_service {
   char *replica;
   uint64_t applied_seq;
   int64_t rep_checked_ms; /* the last replica_check_if_due, o3m_clock_ms */
+  int rep_suspect;        /* the last check saw lost records: the next confirms */
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
   double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
@@ -609,7 +610,11 @@ static void replica_damaged(ap_service *s, const o3m_err *why) {
 /* Every REPLICA_CHECK_MS the serving thread asks JetStream whether the
  * stream still holds what this replica applied (ap_replica_check): a
  * purge or a deletion is otherwise seen only when the next record comes,
- * or never by a replica that takes no reward. */
+ * or never by a replica that takes no reward. The replica stops only when
+ * two checks in a row, REPLICA_CHECK_MS apart, find records lost: a purge
+ * or a deletion cannot be undone, so a real loss is still there at the
+ * second, while a stream's state read once during a leader election in
+ * the NATS cluster (a node killed under load) need not be the stream's. */
 static void replica_check_if_due(ap_service *s) {
   int64_t now = o3m_clock_ms();
   if (now - s->rep_checked_ms < REPLICA_CHECK_MS) return;
@@ -617,8 +622,16 @@ static void replica_check_if_due(ap_service *s) {
   o3m_err e;
   o3m_err_clear(&e);
   int rc = ap_replica_check(s->rep, &e);
-  if (rc == O3M_ECORRUPT) replica_damaged(s, &e);
-  else if (rc < 0) o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
+  if (rc == O3M_ECORRUPT && s->rep_suspect) {
+    replica_damaged(s, &e);
+  } else if (rc == O3M_ECORRUPT) {
+    s->rep_suspect = 1;
+    o3m_log_warn("replica '%s': %s; stopping if the next check, in %d ms, finds the same",
+                 s->replica, o3m_err_message(&e), REPLICA_CHECK_MS);
+  } else {
+    s->rep_suspect = 0;
+    if (rc < 0) o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
+  }
 }
 
 /* Applies every record that has arrived (at most max, 0: no limit),

@@ -9,14 +9,17 @@
 # parties, secure aggregation, max_candidates 1000, the AP on AP_THREADS
 # threads, default 3) with two clients, each with its own certificate:
 # "flood" floods as above while "client" (K = 20, 4 in flight) makes
-# Recommends with a deadline of HONEST_DEADLINE_MS (default 500, the
-# federation's fan-out deadline_ms) for
+# Recommends with a deadline of HONEST_DEADLINE_MS (default 5000) for
 # HONEST_S (10) seconds. Fails if any of the honest client's calls failed
 # (DEADLINE_EXCEEDED above all) or none was answered. Before per-client
 # fairness, the flood's rounds shared batches with the honest ones: batches
 # of up to 20 rounds of 1000 candidates (16 MB per passive party) missed the
-# fan-out deadline and took the honest rounds with them, and the honest
-# client's p50 went from 3 ms to several hundred.
+# fan-out deadline (the federation's deadline_ms, 500) and the AP failed the
+# honest rounds in them with DEADLINE_EXCEEDED (22 of the honest client's
+# calls on the release before, with this deadline). The honest client's own
+# deadline is ten times the fan-out's so that what fails the test is what
+# the AP does to its rounds, not how slow a loaded machine (or a sanitizer
+# build) makes them; the latencies are attack-fairness.sh's to measure.
 set -euo pipefail
 BIN=${1:?usage: fairness_e2e.sh BIN_DIR}
 BIN=$(cd "$BIN" && pwd)
@@ -24,7 +27,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../scripts/federation-lib.sh
 . "$HERE/../scripts/federation-lib.sh"
 HONEST_S=${HONEST_S:-10}
-HONEST_DEADLINE_MS=${HONEST_DEADLINE_MS:-500}
+HONEST_DEADLINE_MS=${HONEST_DEADLINE_MS:-5000}
 # The load generator (its --id-bytes and --deadline-ms are new with this
 # test): LOAD_BIN, else BIN_DIR; for a run against older daemons.
 LOAD_BIN=$(cd "${LOAD_BIN:-$BIN}" && pwd)
@@ -69,10 +72,13 @@ wait "$FLOOD_PID" || true
 FLOOD_PID=
 cat "$WORK/honest.out"
 read -r answered errors <<<"$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $2, $8}' "$WORK/honest.out")"
-flood=$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $2}' "$WORK/flood.out")
-echo "fairness_e2e: honest client: $answered decisions/s, $errors failed calls; flood: $flood decisions/s"
+read -r flood flood_errors <<<"$(awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $2, $8}' "$WORK/flood.out")"
+echo "fairness_e2e: honest client: $answered decisions/s, $errors failed calls; flood: $flood decisions/s, ${flood_errors:-?} failed calls"
 [ "${errors:-x}" = 0 ] ||
   fail "the honest client had $errors failed calls under the flood: $(sort -u "$WORK/honest.err" | head -3)"
 awk -v a="$answered" 'BEGIN {exit !(a > 0)}' || fail "the honest client got no answer"
-awk -v f="${flood:-0}" 'BEGIN {exit !(f > 0)}' || fail "the flood got no answer (no flood)"
+# The flood's own rounds may miss the fan-out deadline (each goes alone, and
+# a sanitizer build is slow): what matters is that it was sent.
+awk -v f="${flood:-0}" -v e="${flood_errors:-0}" 'BEGIN {exit !(f > 0 || e > 0)}' ||
+  fail "the flood made no call (no flood)"
 echo "fairness_e2e: PASS"

@@ -192,6 +192,22 @@ const char *fed_log(const fed_proc *p) {
   return buf;
 }
 
+const char *fed_log_tail(const fed_proc *p) {
+  static char buf[6000];
+  buf[0] = '\0';
+  FILE *f = fopen(p->log, "r");
+  if (!f) return "(no log)";
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long end = ftell(f);
+    if (end > (long)sizeof buf - 1) fseek(f, end - (long)(sizeof buf - 1), SEEK_SET);
+    else rewind(f);
+  }
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
 int fed_wait_ready(fed_proc *p, int timeout_ms) {
   for (int waited = 0;; waited += 20) {
     FILE *f = fopen(p->ready, "r");

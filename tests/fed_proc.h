@@ -99,6 +99,10 @@ int fed_stop(fed_proc *p, int sig, int timeout_ms);
 /* The first bytes of p's log (static buffer), for assertion messages. */
 const char *fed_log(const fed_proc *p);
 
+/* The last bytes of p's log (another static buffer): what a process that
+ * stopped said last. */
+const char *fed_log_tail(const fed_proc *p);
+
 /* Kills every process still running and removes fed_dir(), unless
  * O3M_KEEP_TEST_DIR is set: then it says on stderr which directory it kept. */
 void fed_cleanup(void);

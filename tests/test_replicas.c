@@ -140,11 +140,18 @@ static uint64_t updates_of(ap_client *c) {
   return st.updates;
 }
 
-/* Waits until replica i has applied n rewards. */
+/* Waits until replica i has applied n rewards. A replica that does not
+ * answer fails the test with its log, which says why it stopped. */
 static void wait_updates(int i, uint64_t n) {
   ap_client *c = client_for(rep_addr[i]);
   uint64_t u = 0;
-  for (int waited = 0; (u = updates_of(c)) != n; waited += 50) {
+  for (int waited = 0;; waited += 50) {
+    ap_stats st;
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert_eq(ap_client_stats(c, &st, &e), 0, "replica %s: %s; its log:\n%s", rep_name[i],
+                 o3m_err_message(&e), fed_log_tail(&rep[i]));
+    if ((u = st.updates) == n) break;
     cr_assert_lt(waited, 20000, "replica %s: %llu updates, expected %llu", rep_name[i],
                  (unsigned long long)u, (unsigned long long)n);
     fed_sleep_ms(50);

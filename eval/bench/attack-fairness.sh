@@ -5,8 +5,9 @@
 #
 #   eval/bench/attack-fairness.sh [BIN_DIR...]
 #
-# BIN_DIRs default to O3M_FAIR_BINS, else "/work/base-bin build/bin" (the
-# build before the change, then this worktree's). Each folder gets a fresh
+# BIN_DIRs default to O3M_ATTACK_BINS, else build/bin (for example
+# "OLD/build/bin build/bin": a build before issue 22, then this one). Each
+# folder gets a fresh
 # local federation with mutual TLS on loopback (M = 5 parties of 20
 # columns, d = 100, 4 passive parties, secure aggregation, max_candidates
 # 1000, a state_dir for the AP, on each of AP_THREADS serving threads,
@@ -39,7 +40,7 @@ PP_THREADS=${PP_THREADS:-1}
 PENDING_CAP=${PENDING_CAP:-10000}
 HONEST_OPEN=${HONEST_OPEN:-1000}
 bins=("$@")
-[ ${#bins[@]} -gt 0 ] || read -ra bins <<<"${O3M_FAIR_BINS:-/work/base-bin build/bin}"
+[ ${#bins[@]} -gt 0 ] || read -ra bins <<<"${O3M_ATTACK_BINS:-build/bin}"
 
 tool=$(cd "${O3M_LOAD_TOOL:-build/bin}" && pwd)
 work=$(mktemp -d /tmp/o3m-fair.XXXXXX)

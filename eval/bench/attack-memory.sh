@@ -2,7 +2,7 @@
 # attack-memory.sh -- memory before authorization (issue 22, attack 1), before
 # and after, in one run.
 #
-#   O3M_ATTACK_BINS="/work/base-bin build/bin" eval/bench/attack-memory.sh
+#   O3M_ATTACK_BINS="OLD/build/bin build/bin" eval/bench/attack-memory.sh
 #
 # For each binaries' folder of O3M_ATTACK_BINS (default: build/bin) it starts
 # a local federation with mutual TLS on loopback (M = 5 parties of 20

@@ -5,8 +5,9 @@
 # builds side by side in one run.
 #
 #   eval/bench/attack-probes.sh [SECONDS]
-# Environment: O3M_PROBE_BINS="DIR1 DIR2" (default "/work/base-bin
-# build/bin"): the binaries' folders to compare, each already built.
+# Environment: O3M_ATTACK_BINS="DIR1 DIR2" (default build/bin; for example
+# "OLD/build/bin build/bin"): the binaries' folders to compare, each
+# already built.
 #
 # For each folder: a local federation with mutual TLS on loopback (d = 12,
 # 3 passive parties), the AP with --metrics-listen and, when the build has
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-20}
-bins=${O3M_PROBE_BINS:-/work/base-bin build/bin}
+bins=${O3M_ATTACK_BINS:-build/bin}
 . scripts/federation-lib.sh
 work=$(mktemp -d /tmp/o3m-attack-probes.XXXXXX)
 trap 'fed_down; rm -rf "$work"' EXIT

@@ -11,7 +11,7 @@
  *   delete: accepted | refused (NATS status)
  * A request NATS refuses for want of permission is never answered, so it
  * ends after the 2 s API wait ("timeout"); one the stream's configuration
- * refuses is answered with JetStream's error. eval/bench/nats-attack.sh
+ * refuses is answered with JetStream's error. eval/bench/attack-nats.sh
  * runs it before and after, with the federation around it. */
 #include <nats/nats.h>
 #include <stdio.h>

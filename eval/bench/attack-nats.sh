@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# nats-attack.sh -- issue 22, attack 2, before and after in one run: can the
+# attack-nats.sh -- issue 22, attack 2, before and after in one run: can the
 # active party's key erase the AP replicas' reward stream, and do the
 # replicas then diverge?
 #
-#   O3M_ATTACK_BINS="/work/base-bin:/path/to/old/o3m-nats.conf build/bin" \
-#     eval/bench/nats-attack.sh
+#   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
+#     eval/bench/attack-nats.sh
 #
 # For each folder of O3M_ATTACK_BINS (DIR or DIR:CONF, CONF the NATS config
 # to run, default this tree's deploy/nats/o3m-nats.conf; default folder
@@ -23,8 +23,8 @@ cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
 
 tool="${O3M_BUILD_DIR:-build}/bin/o3m-bench-nats-attack"
-[ -x "$tool" ] || { echo "nats-attack: build $tool first" >&2; exit 1; }
-command -v nats-server >/dev/null || { echo "nats-attack: apt-get install nats-server" >&2; exit 1; }
+[ -x "$tool" ] || { echo "attack-nats: build $tool first" >&2; exit 1; }
+command -v nats-server >/dev/null || { echo "attack-nats: apt-get install nats-server" >&2; exit 1; }
 
 # cli ARGS...: o3m-cli as the bench's client.
 cli() {
@@ -70,13 +70,13 @@ for entry in ${O3M_ATTACK_BINS:-build/bin}; do
   [ "$entry" = "$dir" ] || NATS_CONF=${entry#*:}
   bin=$(cd "$dir" && pwd)
   echo "== binaries $bin, NATS config $NATS_CONF"
-  [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-nats-attack.XXXXXX)
+  [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-attack-nats.XXXXXX)
   rm -rf "${nats_dir:?}"/*
   nats_up shop
   FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
 nats_servers = $NATS_URLS
 nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--replica r1" FED_BEFORE_ACTIVE=nats_setup \
-    bench_fed_up nats-attack --aggregation secure
+    bench_fed_up attack-nats --aggregation secure
   trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
   [ -s "$work/nats-setup.out" ] && echo "  setup: $(tr '\n' ' ' <"$work/nats-setup.out")" ||
     echo "  setup: none (this build's replicas create the stream)"

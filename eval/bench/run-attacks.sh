@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# run-attacks.sh -- the six attacks of issue 22, replayed against one or more
+# builds side by side in one run, each by the script that measures it:
+#
+#   attack 1  attack-memory.sh    memory held for streams no one authorized
+#   attack 2  attack-nats.sh      the AP's NATS key against the reward stream
+#   attacks 3, 4  attack-fairness.sh  one client's load against another's
+#   attack 5  attack-probes.sh    health probes under a connection flood
+#   attack 6  is a start-up refusal, not a load: test_recovery
+#             (regression_issue22_block_without_model_refuses_start_until_discarded)
+#
+#   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
+#     eval/bench/run-attacks.sh [memory] [nats] [fairness] [probes]
+#
+# Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
+# by ":" and the NATS config that build ran with (attack-nats.sh; the
+# default is this tree's deploy/nats/o3m-nats.conf). The other scripts get
+# the folders alone. OLD is a build of a commit before issue 22, for
+# example:
+#   git worktree add /tmp/o3m-old 0682d32
+#   cmake -S /tmp/o3m-old -B /tmp/o3m-old/build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+#   cmake --build /tmp/o3m-old/build -j2
+# Without arguments every script runs; name some to run only those. Run it
+# alone on the machine: the figures include latencies and throughput.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+entries=${O3M_ATTACK_BINS:-build/bin}
+dirs=""
+for e in $entries; do dirs="$dirs ${e%%:*}"; done
+dirs=${dirs# }
+which=("$@")
+[ ${#which[@]} -gt 0 ] || which=(memory nats fairness probes)
+for w in "${which[@]}"; do
+  echo "==== attack-$w.sh ($(date -u +%H:%M:%S))"
+  case "$w" in
+  memory | probes) O3M_ATTACK_BINS="$dirs" "eval/bench/attack-$w.sh" ;;
+  nats) O3M_ATTACK_BINS="$entries" eval/bench/attack-nats.sh ;;
+  fairness) O3M_ATTACK_BINS="$dirs" eval/bench/attack-fairness.sh ;;
+  *) echo "run-attacks: unknown attack '$w' (memory, nats, fairness, probes)" >&2; exit 2 ;;
+  esac
+done
