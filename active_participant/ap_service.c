@@ -163,7 +163,7 @@ struct ap_service {
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
   double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
-  double *xbuf;           /* d values: a decision record read from the bucket */
+  double *xbuf;           /* d values: a decision record from another replica */
   struct replica_wait {
     o3m_rpc_call *call;
     uint64_t decision, seq;
@@ -280,8 +280,8 @@ static int owner_of(const ap_service *s, const char *identity) {
   return 0;
 }
 
-/* The name decisions of owner number o are recorded under in the bucket
- * (ap_replica.h): its client's name ("" in a config without clients). */
+/* The name decisions of owner number o are recorded under in a decision
+ * record (ap_replica.h): its client's name ("" in a config without clients). */
 static const char *owner_name(const ap_service *s, int o) {
   return s->n_clients > 0 ? s->clients[o] : "";
 }
@@ -694,10 +694,11 @@ static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
 /* Finds the decision a reward from caller (its identity, or NULL) names,
  * checks that caller owns it (owner_refused otherwise) and that it was
  * made under the current mask: on success *arm, *mask_id and *x describe it (*x points into
- * the pending table, or into s->xbuf when a replica read it from the bucket:
+ * the pending table, or into s->xbuf when a replica got it from another:
  * valid until the next lookup). A decision this process does not hold is
- * read from the bucket when s is a replica (another replica, or this one
- * before a restart, made it); otherwise it is unknown. Every refusal sets e
+ * asked of the other replicas when s is a replica (another live replica
+ * made it; a restart loses a replica's open decisions); otherwise it is
+ * unknown. Every refusal sets e
  * with the decision's id; an expired decision is dropped from the table. */
 static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
                          int *arm, uint64_t *mask_id, const double **x, o3m_err *e) {
@@ -744,7 +745,7 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
 }
 
 /* A Reward on a replica: checked like a local one, the decision found in
- * this replica's pending table or else in the bucket, then appended to the
+ * this replica's pending table or else by lookup, then appended to the
  * stream; the call waits until this replica has applied the record (so
  * its reply reports the model that includes it). See ap_replica.h. */
 static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
@@ -762,11 +763,11 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   int rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm, &mask_id, &x,
                          e);
   if (rc < 0) return rc;
-  /* A decision record from the bucket is checked like a stream record. */
+  /* A decision record from another replica is checked like a stream record. */
   o3m_err be;
   o3m_err_clear(&be);
   if ((rc = replica_bounds(s, arm, x, req->reward, &be)) < 0)
-    return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record in the bucket is out of "
+    return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record from another replica is out of "
                        "bounds (%s); nothing changed", id, o3m_err_message(&be));
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)

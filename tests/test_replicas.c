@@ -7,7 +7,7 @@
  * nats, the reward stream with 3 copies).
  *
  * (a) bit_identical: decisions made on one replica are rewarded on the
- *     other (the decision record comes from the key-value bucket); a
+ *     other (which asks the first for the decision record); a
  *     second reward for a decision is ALREADY_EXISTS on both; after the
  *     same stream sequence the two replicas' final checkpoints hold the
  *     same policy image byte for byte. Then everything stops (NATS too)
@@ -265,7 +265,7 @@ Test(replicas, bit_identical, .init = fed_up, .fini = fed_down, .timeout = 600) 
     cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
     if (t == 0) first = rec.decision;
     double reward = (double)(splitmix(&seed) % 1000) / 1000.0;
-    /* Rewarded on the other replica: its record comes from the bucket. */
+    /* Rewarded on the other replica: it asks this one for the record. */
     rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
   }
@@ -428,7 +428,7 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
 
 /* A decision belongs to the client that asked for it, on every replica:
  * the replica that made it checks its pending table, another one the
- * owner in the decision record in the bucket (issue 22). */
+ * owner in the decision record it gets by lookup (issue 22). */
 Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up,
      .fini = fed_down, .timeout = 300) {
   start_replica(0);
