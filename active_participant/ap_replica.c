@@ -20,6 +20,7 @@
 #include "o3m_log.h"
 
 #define MAX_SERVERS 16
+#define SLOW_TAGS 8
 #define REC_HDR 32
 #define DEC_HDR 16
 
@@ -58,6 +59,13 @@ struct ap_replica {
   unsigned char *lbuf;
   natsSubscription *lookup;
   char lookup_subject[176];
+  uint64_t tag; /* this replica's tag: the low bits of its decision ids */
+  /* Replicas (by tag) that let a lookup time out, and until when their
+   * decisions' Rewards are refused at once (the serving thread's). */
+  struct slow_tag {
+    uint64_t tag;
+    int64_t until_ms;
+  } slow[SLOW_TAGS];
 };
 
 /* The open-decision table (struct ap_replica): a slot's header, its size,
@@ -67,7 +75,13 @@ struct ap_replica {
 #define REC_MAX(d) (DEC_HDR + 8 * (size_t)(d) + 1 + AP_REPLICA_MAX_OWNER)
 #define OPEN_SLOT(r) (OPEN_HDR + REC_MAX((r)->d))
 #define OPEN_PROBES 8
-#define LOOKUP_WAIT_MS 500
+#define LOOKUP_WAIT_MS 250
+/* How long the decisions of a replica that let a lookup time out (alive
+ * to NATS, yet not answering) are refused without asking it again: one
+ * client's Rewards can make the serving thread wait LOOKUP_WAIT_MS at most
+ * once per SLOW_MS for each such replica. */
+#define SLOW_MS 5000
+#define TAG_MASK ((UINT64_C(1) << AP_REPLICA_TAG_BITS) - 1)
 
 /* An O3M error for a NATS status, naming what was tried. */
 static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
@@ -332,7 +346,9 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
   int np = snprintf(r->kv_prefix, sizeof r->kv_prefix, "$KV.%s.", cfg->bucket);
   int nb = snprintf(r->kv_subjects, sizeof r->kv_subjects, "$KV.%s.>", cfg->bucket);
-  int nl = snprintf(r->lookup_subject, sizeof r->lookup_subject, "%s.lookup", cfg->stream);
+  r->tag = ap_replica_tag(cfg->name ? cfg->name : "");
+  int nl = snprintf(r->lookup_subject, sizeof r->lookup_subject, "%s.lookup.%04" PRIx64,
+                    cfg->stream, r->tag);
   if (ns < 0 || (size_t)ns >= sizeof r->subject || nl < 0 ||
       (size_t)nl >= sizeof r->lookup_subject)
     return o3m_err_set(e, O3M_EINVAL, "replication: stream name '%.40s...' is too long",
@@ -467,6 +483,21 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     goto fail;
   }
   if ((rc = replica_connect(r, cfg, until, e)) < 0) goto fail;
+  /* Two live replicas with one tag would answer each other's lookups, the
+   * one without the decision perhaps first: a name whose tag a live
+   * replica already answers on is refused. NATS answers "no responders"
+   * at once when none does. */
+  unsigned char probe[8] = {0};
+  natsMsg *pm = NULL;
+  natsStatus ps = natsConnection_Request(&pm, r->nc, r->lookup_subject, probe, 8, 1000);
+  natsMsg_Destroy(pm);
+  if (ps == NATS_OK) {
+    rc = o3m_err_set(e, O3M_EEXISTS, "replica '%s': a live replica already answers the "
+                     "decision lookups of tag %04" PRIx64 " (%s): give this replica another "
+                     "name, or stop the other one", cfg->name ? cfg->name : "",
+                     r->tag, r->lookup_subject);
+    goto fail;
+  }
   natsStatus ls = natsConnection_Subscribe(&r->lookup, r->nc, r->lookup_subject, on_lookup, r);
   if (ls != NATS_OK) {
     r->lookup = NULL;
@@ -522,6 +553,10 @@ static void key_of(char key[17], uint64_t decision) {
   snprintf(key, 17, "%016" PRIx64, decision);
 }
 
+uint64_t ap_replica_tag(const char *name) {
+  return o3m_hash_bytes(name, strlen(name), 0) & TAG_MASK;
+}
+
 /* The open-decision table's slot of decision id, or NULL (under mu). */
 static unsigned char *open_find(ap_replica *r, uint64_t id, int64_t now_ms) {
   size_t i = (size_t)o3m_hash_bytes(&id, sizeof id, 0) & r->open_mask;
@@ -572,25 +607,32 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
   return 0;
 }
 
+/* The record of decision id in this replica's open-decision table, copied
+ * to out (REC_MAX bytes): its length, or 0 when not held. */
+static int open_copy(ap_replica *r, uint64_t id, unsigned char *out) {
+  int len = 0;
+  pthread_mutex_lock(&r->mu);
+  unsigned char *slot = id ? open_find(r, id, o3m_clock_ms()) : NULL;
+  if (slot) {
+    len = (int)o3m_get_le32(slot + 16);
+    memcpy(out, slot + OPEN_HDR, (size_t)len);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return len;
+}
+
 /* A lookup from another replica (on a libnats thread): the 8-byte decision
  * id; answered with its record when this replica holds it, with an empty
- * message when not (so the asker need not wait). */
+ * message when not: only this replica subscribes to its tag's subject, so
+ * no other will answer, and the asker must not wait. */
 static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure) {
   (void)sub;
   ap_replica *r = closure;
   const char *reply = natsMsg_GetReply(msg);
   if (reply && natsMsg_GetDataLength(msg) == 8) {
     uint64_t id = o3m_get_le64((const unsigned char *)natsMsg_GetData(msg));
-    int len = 0;
-    pthread_mutex_lock(&r->mu);
-    unsigned char *slot = id ? open_find(r, id, o3m_clock_ms()) : NULL;
-    if (slot) {
-      len = (int)o3m_get_le32(slot + 16);
-      memcpy(r->lbuf, slot + OPEN_HDR, (size_t)len);
-    }
-    pthread_mutex_unlock(&r->mu);
-    /* Silent when not held: another replica may hold it. */
-    if (len > 0) natsConnection_Publish(nc, reply, r->lbuf, len);
+    int len = open_copy(r, id, r->lbuf);
+    natsConnection_Publish(nc, reply, r->lbuf, len);
   }
   natsMsg_Destroy(msg);
 }
@@ -603,29 +645,74 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
   natsMsg *m = NULL;
   const unsigned char *b = NULL;
   int len = 0;
-  /* The replica that made the decision answers with its record; a
-   * decision no live replica holds (its replica died, or it never was)
-   * costs LOOKUP_WAIT_MS. Then the bucket, where replicas of an earlier
-   * release wrote every decision (gone one pending lifetime after the
-   * upgrade). */
-  unsigned char idb[8];
-  o3m_put_le64(idb, decision);
-  natsStatus s = natsConnection_Request(&m, r->nc, r->lookup_subject, idb, 8, LOOKUP_WAIT_MS);
-  if (s == NATS_OK) {
-    b = (const unsigned char *)natsMsg_GetData(m);
-    len = natsMsg_GetDataLength(m);
+  /* The decision's id names the replica that made it (its tag): this
+   * one answers from its own table, with no NATS traffic; another is asked
+   * on its own subject and answers found or not at once; for a tag no live
+   * replica has, NATS answers "no responders" at once. Only a replica that
+   * is alive to NATS but does not answer costs a wait (LOOKUP_WAIT_MS),
+   * and then not again for SLOW_MS. No Reward waits for an answer that
+   * will not come. */
+  uint64_t tag = decision & TAG_MASK;
+  int64_t now = o3m_clock_ms();
+  natsStatus s;
+  if (tag == r->tag) {
+    len = open_copy(r, decision, r->buf);
+    b = r->buf;
+    s = len > 0 ? NATS_OK : NATS_NOT_FOUND;
+    if (s == NATS_NOT_FOUND)
+      return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu names this replica (tag %04" PRIx64
+                         "), which does not hold it", (unsigned long long)decision, tag);
   } else {
-    if (m) natsMsg_Destroy(m);
-    m = NULL;
-    if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {
-      b = kvEntry_Value(ent);
-      len = kvEntry_ValueLen(ent);
+    struct slow_tag *st = NULL;
+    for (int i = 0; i < SLOW_TAGS; i++)
+      if (r->slow[i].until_ms > now && r->slow[i].tag == tag) st = &r->slow[i];
+    if (st)
+      return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the replica that made it (tag %04"
+                         PRIx64 ") did not answer a lookup within %d ms; its decisions are "
+                         "refused for %lld ms more", (unsigned long long)decision, tag,
+                         LOOKUP_WAIT_MS, (long long)(st->until_ms - now));
+    char subject[sizeof r->lookup_subject];
+    snprintf(subject, sizeof subject, "%.*s%04" PRIx64,
+             (int)(strlen(r->lookup_subject) - 4), r->lookup_subject, tag);
+    unsigned char idb[8];
+    o3m_put_le64(idb, decision);
+    s = natsConnection_Request(&m, r->nc, subject, idb, 8, LOOKUP_WAIT_MS);
+    if (s == NATS_OK) {
+      b = (const unsigned char *)natsMsg_GetData(m);
+      len = natsMsg_GetDataLength(m);
+      if (len == 0) {
+        natsMsg_Destroy(m);
+        return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu: the live replica that made it "
+                           "(tag %04" PRIx64 ") does not hold it", (unsigned long long)decision,
+                           tag);
+      }
+    } else if (s == NATS_TIMEOUT) {
+      /* The oldest (or an expired) entry gives way. */
+      struct slow_tag *old = &r->slow[0];
+      for (int i = 1; i < SLOW_TAGS; i++)
+        if (r->slow[i].until_ms < old->until_ms) old = &r->slow[i];
+      old->tag = tag;
+      old->until_ms = now + SLOW_MS;
+      return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the replica that made it (tag %04"
+                         PRIx64 ") did not answer a lookup within %d ms",
+                         (unsigned long long)decision, tag, LOOKUP_WAIT_MS);
+    } else if (s == NATS_NO_RESPONDERS) {
+      natsMsg_Destroy(m);
+      m = NULL;
+      /* No live replica has the tag: the bucket, where replicas of the
+       * release before issue 24 wrote every decision (random ids; gone one
+       * pending lifetime after the upgrade). A direct get: answered at
+       * once. */
+      if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {
+        b = kvEntry_Value(ent);
+        len = kvEntry_ValueLen(ent);
+      } else if (s == NATS_NOT_FOUND) {
+        return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu: no live replica has its tag %04"
+                           PRIx64 " (the replica that made it died, taking its open decisions "
+                           "with it, or it never was)", (unsigned long long)decision, tag);
+      }
     }
   }
-  if (s == NATS_NOT_FOUND)
-    return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every live replica (a "
-                       "replica that died takes its open decisions with it)",
-                       (unsigned long long)decision);
   if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
   int rc = 0;
   const int base = DEC_HDR + 8 * r->d;

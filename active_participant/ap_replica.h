@@ -165,6 +165,12 @@ int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, 
  * is NULL and nothing is left. */
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e);
 
+/* Decision ids name their replica: the low AP_REPLICA_TAG_BITS bits of
+ * every id a replica draws are the tag of its name (this function), the
+ * other 48 bits random (see "Decision records" above). */
+#define AP_REPLICA_TAG_BITS 16
+uint64_t ap_replica_tag(const char *name);
+
 /* Keeps the decision record of a Recommend (see "Decision records"
  * above) in this replica's open-decision table, where the other replicas'
  * lookups find it; nothing goes to NATS. O3M_EINVAL for an owner name

@@ -29,6 +29,7 @@
 #include "ap_replica.h"
 #include "o3m_hash.h"
 #include "o3m_policy.h"
+#include "o3m_rng.h"
 #include "ap_round.h"
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
@@ -157,6 +158,8 @@ struct ap_service {
    * older than expiry_s counts as free), for apply-time de-duplication. */
   ap_replica *rep;
   char *replica;
+  o3m_rng *ids;    /* a replica's decision ids: random but for its tag */
+  uint64_t id_tag; /* ap_replica_tag of its name */
   uint64_t applied_seq;
   int64_t rep_checked_ms; /* the last replica_check_if_due, o3m_clock_ms */
   int rep_suspect;        /* the last check saw lost records: the next confirms */
@@ -525,6 +528,17 @@ static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
   a->t_ms = t_ms;
 }
 
+/* A replica's decision id source (ap_pending_id_fn): 48 random bits and
+ * the replica's tag. */
+static int tagged_id(void *ctx, uint64_t *id) {
+  ap_service *s = ctx;
+  uint64_t v;
+  int rc = o3m_rng_u64(s->ids, &v);
+  if (rc < 0) return rc;
+  *id = (v & ~(uint64_t)((UINT64_C(1) << AP_REPLICA_TAG_BITS) - 1)) | s->id_tag;
+  return 0;
+}
+
 /* ap_round's record hook: the decision's masked context is kept where
  * every other replica can ask for it (ap_replica.h, "Decision records")
  * before the Recommend is answered, so any live replica can take its
@@ -717,12 +731,16 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
                          "pending table, or issued before a restart of the active party)", id);
     char rec_owner[O3M_CONFIG_MAX_NAME + 1];
     int has_owner;
+    o3m_err le;
+    o3m_err_clear(&le);
     rc = ap_replica_get_decision(s->rep, decision, rec_owner, &has_owner, arm, mask_id, s->xbuf,
-                                 e);
+                                 &le);
     if (rc == O3M_ENOTFOUND)
       return o3m_err_set(e, rc, "decision %llu is unknown to every live replica (never "
                          "issued, older than the pending lifetime of %d s, or made by a "
-                         "replica that died: its open decisions are lost)", id, s->expiry_s);
+                         "replica that died: its open decisions are lost): %s", id, s->expiry_s,
+                         o3m_err_message(&le));
+    if (rc < 0) return o3m_err_set(e, rc, "%s", o3m_err_message(&le));
     if (rc < 0) return rc;
     /* A record written before owners were recorded (has_owner 0) has
      * none to check; such records are gone after one pending lifetime. */
@@ -1165,6 +1183,7 @@ static void service_free(ap_service *s) {
   if (!s) return;
   o3m_rpc_server_destroy(s->server);
   ap_replica_destroy(s->rep);
+  o3m_rng_destroy(s->ids);
   free(s->replica);
   free(s->xbuf);
   free(s->applied);
@@ -1268,11 +1287,21 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     snprintf(s->clients[i], sizeof s->clients[i], "%s", o3m_config_client_at(cfg, i)->name);
   const int n_owners = s->n_clients > 0 ? s->n_clients : 1;
 
-  /* Decision ids come from the OS CSPRNG (ap_pending.h); each client has
-   * its share of the table ([policy] pending_client_share). */
+  /* Decision ids come from the OS CSPRNG (ap_pending.h); a replica's
+   * carry its tag in their low bits, so that any replica can ask the one
+   * that holds a decision, and only it (ap_replica.h, "Decision records").
+   * Each client has its share of the table ([policy]
+   * pending_client_share). */
+  if (replicated) {
+    s->id_tag = ap_replica_tag(opt->replica);
+    if ((rc = o3m_rng_create_os(&s->ids)) < 0) {
+      rc = o3m_err_set(e, rc, "the decision ids' random source: %s", o3m_strerror(rc));
+      goto fail;
+    }
+  }
   rc = ap_pending_create_shared(&s->pending, pp->pending_capacity, s->d,
                                 (int64_t)pp->pending_expiry_s * 1000, n_owners,
-                                pp->pending_client_share, NULL, NULL);
+                                pp->pending_client_share, s->ids ? tagged_id : NULL, s);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "pending table of %d entries: %s", pp->pending_capacity,
                      o3m_strerror(rc));
