@@ -38,6 +38,10 @@
  *     nothing to NATS (the bucket stays empty; a Reward on another replica
  *     gets the record by lookup); a killed replica's open decision is
  *     NOT_FOUND on the other within 2 s, and nothing is published.
+ * (g) bogus_rewards_refused_at_once: a client's Rewards naming decisions no
+ *     live replica holds (random ids, ids of a killed replica) are each
+ *     NOT_FOUND within 150 ms, and another client's rounds on the same
+ *     replica meanwhile are not held up (p99 under 450 ms).
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -945,4 +949,90 @@ Test(replicas, decisions_stay_with_their_replica, .init = fed_up, .fini = fed_do
   ap_client_destroy(c[0]);
   ap_client_destroy(c[1]);
   js_close(anc, admin);
+}
+
+/* ---------------------------------------------------------------- (g) */
+
+/* The bogus client's Rewards (a thread of its own, on its own connection):
+ * ids with random tags, then ids naming the dead replica's tag; each one's
+ * time and outcome. */
+#define N_BOGUS 20
+struct bogus {
+  ap_client *c;
+  uint64_t dead_tag, seed;
+  int64_t took[2 * N_BOGUS];
+  int rc[2 * N_BOGUS];
+  char why[256];
+  volatile int done;
+};
+
+static void *bogus_rewards(void *arg) {
+  struct bogus *b = arg;
+  for (int i = 0; i < 2 * N_BOGUS; i++) {
+    uint64_t id = splitmix(&b->seed);
+    if (i >= N_BOGUS) id = (id & ~(uint64_t)0xffff) | b->dead_tag;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int64_t t0 = o3m_clock_ms();
+    b->rc[i] = ap_client_reward(b->c, id, 0.5, NULL, &e);
+    b->took[i] = o3m_clock_ms() - t0;
+    if (b->rc[i] != O3M_ENOTFOUND) snprintf(b->why, sizeof b->why, "%s", o3m_err_message(&e));
+  }
+  b->done = 1;
+  return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Hostile load: a Reward naming a decision no live replica holds (a
+ * random id, or one of a replica that died) must not make the replica
+ * wait for an answer that will not come, under its handler lock, while
+ * other clients' rounds queue behind it. One client sends such Rewards to
+ * replica b while another runs Recommend+Reward rounds on it: every bogus
+ * Reward is NOT_FOUND within 150 ms (the branch before this test waited
+ * 0.5 s for each), and the honest rounds' slowest stays under 450 ms. */
+Test(replicas, bogus_rewards_refused_at_once, .init = fed_up, .fini = fed_down, .timeout = 300) {
+  ap_client *c[2];
+  uint64_t seed = 61;
+  two_replicas(c, &seed, 4);
+  ap_recommendation rec;
+  char why[256] = "";
+  cr_assert_eq(rounds(c[0], &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
+
+  struct bogus b = {.c = client_as(rep_addr[1], FED_CLIENT2), .dead_tag = rec.decision & 0xffff,
+                    .seed = 77};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, bogus_rewards, &b), 0);
+  int64_t honest[200];
+  int n = 0;
+  while (!b.done && n < 200) {
+    int64_t t0 = o3m_clock_ms();
+    ap_recommendation r;
+    cr_assert_eq(rounds(c[1], &seed, 1, why, sizeof why, &r), 0, "%s", why);
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[1], r.decision, 0.5, NULL, &e);
+    cr_assert_eq(rc, 0, "honest reward: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+    honest[n++] = o3m_clock_ms() - t0;
+  }
+  pthread_join(th, NULL);
+  int64_t worst = 0;
+  for (int i = 0; i < 2 * N_BOGUS; i++) {
+    cr_assert_eq(b.rc[i], O3M_ENOTFOUND, "bogus reward %d: %s (%s)", i, o3m_errname(b.rc[i]),
+                 b.why);
+    if (b.took[i] > worst) worst = b.took[i];
+  }
+  qsort(honest, (size_t)n, sizeof *honest, cmp_i64);
+  int64_t p99 = n ? honest[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
+  cr_log_info("bogus rewards: slowest %lld ms of %d; honest rounds: %d, p99 %lld ms",
+              (long long)worst, 2 * N_BOGUS, n, (long long)p99);
+  cr_assert_lt(worst, 150, "a bogus Reward took %lld ms", (long long)worst);
+  cr_assert_lt(p99, 450, "the honest client's p99 round took %lld ms", (long long)p99);
+  ap_client_destroy(b.c);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
 }
