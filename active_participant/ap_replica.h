@@ -18,17 +18,24 @@
  * arm, mask and owner) in an open-decision table of its own, as many as
  * its pending table holds, for the pending lifetime
  * (ap_replica_put_decision), and answers the other replicas' lookups from
- * it on the core NATS subject "<stream>.lookup" (request and reply, not
- * stored); a replica that does not find a decision in its own pending
- * table asks there (ap_replica_get_decision). Why not the replicated
+ * it on the core NATS subject "<stream>.lookup.<tag>" (request and reply,
+ * not stored; tag: 4 hex digits of ap_replica_tag of its name, the low 16
+ * bits of every decision id it draws), found or not found at once; a
+ * replica that does not find a decision in its own pending table asks the
+ * subject of the id's tag (ap_replica_get_decision), or its own table for
+ * its own tag. No Reward waits for an answer that will not come: a tag no
+ * live replica has gets NATS's "no responders" at once; only a replica
+ * alive to NATS but silent costs LOOKUP_WAIT_MS, and its tag is then
+ * refused at once for SLOW_MS. A replica refuses to start when a live one
+ * already answers its tag. Why not the replicated
  * key-value bucket of issue 14: a write per Recommend, acknowledged by a
  * majority of 3 NATS servers, cost those servers 0.6-0.9 ms of CPU per
  * decision, more than the AP's whole decision, and a round trip under the
  * handler lock; with lookups a Recommend costs NATS nothing. The price:
  * the open decisions of a replica that dies die with it (a Reward for one
- * is NOT_FOUND, "unknown to every live replica", after LOOKUP_WAIT_MS);
+ * is NOT_FOUND, "unknown to every live replica", at once);
  * rewards already acknowledged are in the stream and are never lost. The
- * bucket is still read when no replica answers, for the records replicas
+ * bucket is still read when no replica has an id's tag, for the records replicas
  * of the previous release wrote (during a rolling upgrade).
  *
  * De-duplication. A record is published with the decision id as its

@@ -914,7 +914,7 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
  * replica a are rewarded on b through a lookup that a answers, and the
  * bucket (which issue 14 wrote once per Recommend) stays empty. Then a
  * dies with an open decision: on b its Reward is NOT_FOUND, naming that no
- * live replica holds it, within 2 s (the lookup's wait, 0.5 s), and
+ * live replica holds it, within 2 s (NATS has no responders for its tag), and
  * nothing reaches the stream; the open decisions of a dead replica are
  * lost, as README "AP replicas on NATS JetStream" states. */
 Test(replicas, decisions_stay_with_their_replica, .init = fed_up, .fini = fed_down,
