@@ -78,7 +78,7 @@ nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--replica r1" FED_BEFORE_ACTI
     sed -n 's/^decision=\([0-9]*\).*/\1/p')
   t1=$(date +%s%N)
   echo "  a cli round (Recommend on r3): $(((t1 - t0) / 1000000)) ms, decision $d"
-  kill -9 "$r3_pid"
+  { kill -9 "$r3_pid" && wait "$r3_pid"; } 2>/dev/null || true
   sleep 0.5
   : >"$work/bogus.out"
   for i in $(seq 1 "$N"); do
