@@ -28,22 +28,11 @@ cli() {
     --key "$work/certs/client.key" "$@"
 }
 
-# start_replica NAME PORT: as attack-nats.sh's.
-start_replica() {
-  FED_ACTIVE_ARGS="--replica $1 --listen 127.0.0.1:$2" fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
-  local pid=${FED_PIDS[-1]} i
-  for i in $(seq 1 300); do
-    [ -s "$work/$FED_ACTIVE.ready" ] && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
 # stats: median and maximum of the ms values on stdin.
 stats() { sort -n | awk '{v[NR]=$1} END {printf "median %d ms, max %d ms (%d)", v[int((NR+1)/2)], v[NR], NR}'; }
 
-# timed_reward TARGET ID: the ms one Reward takes, and its outcome on stderr.
+# timed_reward TARGET ID: the ms one Reward takes (its outcome goes to
+# bogus.out).
 timed_reward() {
   local t0 t1 out
   t0=$(date +%s%N)
@@ -55,23 +44,11 @@ timed_reward() {
 
 nats_dir=""
 for entry in ${O3M_ATTACK_BINS:-build/bin}; do
-  dir=${entry%%:*}
-  NATS_CONF=deploy/nats/o3m-nats.conf
-  [ "$entry" = "$dir" ] || NATS_CONF=${entry#*:}
-  bin=$(cd "$dir" && pwd)
-  echo "== binaries $bin, NATS config $NATS_CONF"
-  [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-attack-bogus.XXXXXX)
-  rm -rf "${nats_dir:?}"/*
-  nats_up shop
-  FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
-nats_servers = $NATS_URLS
-nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--replica r1" FED_BEFORE_ACTIVE=nats_setup \
-    bench_fed_up attack-bogus --aggregation secure
-  trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
+  replicas_fed_up "$entry" attack-bogus
   p2=$(fed_free_port)
   p3=$(fed_free_port)
-  start_replica r2 "$p2" || { echo "  r2 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
-  start_replica r3 "$p3" || { echo "  r3 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
+  replica_start r2 "$p2" || { echo "  r2 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
+  replica_start r3 "$p3" || { echo "  r3 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
   r3_pid=${FED_PIDS[-1]}
   t0=$(date +%s%N)
   d=$(cli --target "127.0.0.1:$p3" recommend --user u7 --items i1,i2,i3 2>/dev/null |
