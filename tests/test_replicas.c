@@ -41,7 +41,9 @@
  * (g) bogus_rewards_refused_at_once: a client's Rewards naming decisions no
  *     live replica holds (random ids, ids of a killed replica) are each
  *     NOT_FOUND within 150 ms, and another client's rounds on the same
- *     replica meanwhile are not held up (p99 under 450 ms).
+ *     replica meanwhile are not held up (p99 under 450 ms). A stopped
+ *     replica's decision: the first Reward waits for one lookup and is
+ *     UNAVAILABLE, the next are refused at once.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -1032,6 +1034,28 @@ Test(replicas, bogus_rewards_refused_at_once, .init = fed_up, .fini = fed_down, 
               (long long)worst, 2 * N_BOGUS, n, (long long)p99);
   cr_assert_lt(worst, 150, "a bogus Reward took %lld ms", (long long)worst);
   cr_assert_lt(p99, 450, "the honest client's p99 round took %lld ms", (long long)p99);
+
+  /* A replica alive to NATS but silent (stopped): the first Reward for
+   * its decision waits for the lookup (250 ms) and is UNAVAILABLE, the
+   * next ones are refused at once without asking it. */
+  start_replica(2);
+  ap_client *cc = client_for(rep_addr[2]);
+  cr_assert_eq(rounds(cc, &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(kill(rep[2].pid, SIGSTOP), 0);
+  for (int i = 0; i < 6; i++) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    int64_t t0 = o3m_clock_ms();
+    int rc = ap_client_reward(c[1], rec.decision, 0.5, NULL, &e);
+    int64_t took = o3m_clock_ms() - t0;
+    cr_log_info("reward %d for the stopped replica's decision: %s in %lld ms", i,
+                o3m_errname(rc), (long long)took);
+    cr_assert_eq(rc, O3M_EUNAVAILABLE, "reward %d: %s (%s)", i, o3m_errname(rc),
+                 o3m_err_message(&e));
+    cr_assert_lt(took, i == 0 ? 2000 : 150, "reward %d took %lld ms", i, (long long)took);
+  }
+  kill(rep[2].pid, SIGCONT);
+  ap_client_destroy(cc);
   ap_client_destroy(b.c);
   ap_client_destroy(c[0]);
   ap_client_destroy(c[1]);
