@@ -16,9 +16,11 @@
 #include "o3m_cli.h"
 #include "o3m_clock.h"
 #include "o3m_config.h"
+#include "o3m_hash.h"
 #include "o3m_log.h"
 
 #define MAX_SERVERS 16
+#define SLOW_TAGS 8
 #define REC_HDR 32
 #define DEC_HDR 16
 
@@ -41,7 +43,45 @@ struct ap_replica {
   uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
+  /* mu guards what a libnats thread shares with the serving thread: the
+   * open decisions (below). */
+  pthread_mutex_t mu;
+  int mu_made;
+  /* This replica's open decisions, for the lookups of the other replicas
+   * (see "Decision records" in ap_replica.h): open_mask + 1 slots of
+   * OPEN_SLOT(r) bytes (id u64, time ms i64, length u32, pad, the record),
+   * probed linearly up to OPEN_PROBES slots from the id's hash; a new one
+   * takes a free, expired or else the oldest of those. on_lookup answers
+   * from it on a libnats thread, with lbuf as its copy of one record. */
+  unsigned char *open;
+  size_t open_mask;
+  int64_t ttl_ms;
+  unsigned char *lbuf;
+  natsSubscription *lookup;
+  char lookup_subject[176];
+  uint64_t tag; /* this replica's tag: the low bits of its decision ids */
+  /* Replicas (by tag) that let a lookup time out, and until when their
+   * decisions' Rewards are refused at once (the serving thread's). */
+  struct slow_tag {
+    uint64_t tag;
+    int64_t until_ms;
+  } slow[SLOW_TAGS];
 };
+
+/* The open-decision table (struct ap_replica): a slot's header, its size,
+ * the probes per id, and how long a lookup waits for the replica that
+ * holds the decision. */
+#define OPEN_HDR 24
+#define REC_MAX(d) (DEC_HDR + 8 * (size_t)(d) + 1 + AP_REPLICA_MAX_OWNER)
+#define OPEN_SLOT(r) (OPEN_HDR + REC_MAX((r)->d))
+#define OPEN_PROBES 8
+#define LOOKUP_WAIT_MS 250
+/* How long the decisions of a replica that let a lookup time out (alive
+ * to NATS, yet not answering) are refused without asking it again: one
+ * client's Rewards can make the serving thread wait LOOKUP_WAIT_MS at most
+ * once per SLOW_MS for each such replica. */
+#define SLOW_MS 5000
+#define TAG_MASK ((UINT64_C(1) << AP_REPLICA_TAG_BITS) - 1)
 
 /* An O3M error for a NATS status, naming what was tried. */
 static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
@@ -52,13 +92,21 @@ static int nats_fail(o3m_err *e, natsStatus s, const char *what) {
 
 void ap_replica_destroy(ap_replica *r) {
   if (!r) return;
+  /* No lookup callback may run on a freed handle: the subscription is
+   * drained, and its end (every callback returned) waited for. */
+  if (r->lookup && natsSubscription_Drain(r->lookup) == NATS_OK)
+    natsSubscription_WaitForDrainCompletion(r->lookup, 2000);
   if (r->sub) natsSubscription_Destroy(r->sub);
+  if (r->lookup) natsSubscription_Destroy(r->lookup);
   if (r->kv) kvStore_Destroy(r->kv);
   if (r->js) jsCtx_Destroy(r->js);
   if (r->nc) natsConnection_Destroy(r->nc);
   free(r->buf);
   free(r->x);
   free(r->stream);
+  free(r->open);
+  free(r->lbuf);
+  if (r->mu_made) pthread_mutex_destroy(&r->mu);
   free(r);
 }
 
@@ -286,6 +334,8 @@ int ap_replica_config_of(ap_replica_config *rc, const o3m_config *cfg, const cha
 /* The names a handle derives from cfg (the stream's subject, the bucket's
  * stream and subjects) into a zeroed r. */
 static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e) {
+  if (pthread_mutex_init(&r->mu, NULL) != 0) return o3m_err_set(e, O3M_ENOMEM, "mutex");
+  r->mu_made = 1;
   if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
       cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
     return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
@@ -296,7 +346,11 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
   int np = snprintf(r->kv_prefix, sizeof r->kv_prefix, "$KV.%s.", cfg->bucket);
   int nb = snprintf(r->kv_subjects, sizeof r->kv_subjects, "$KV.%s.>", cfg->bucket);
-  if (ns < 0 || (size_t)ns >= sizeof r->subject)
+  r->tag = ap_replica_tag(cfg->name ? cfg->name : "");
+  int nl = snprintf(r->lookup_subject, sizeof r->lookup_subject, "%s.lookup.%04" PRIx64,
+                    cfg->stream, r->tag);
+  if (ns < 0 || (size_t)ns >= sizeof r->subject || nl < 0 ||
+      (size_t)nl >= sizeof r->lookup_subject)
     return o3m_err_set(e, O3M_EINVAL, "replication: stream name '%.40s...' is too long",
                        cfg->stream);
   if (nk < 0 || np < 0 || nb < 0 || (size_t)nk >= sizeof r->kv_stream ||
@@ -406,6 +460,8 @@ done:
   return rc;
 }
 
+static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure);
+
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
   *out = NULL;
   ap_replica *r = calloc(1, sizeof *r);
@@ -415,11 +471,39 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   if (rc) goto fail;
   r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d + 1 + AP_REPLICA_MAX_OWNER); /* either record */
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
-  if (!r->buf || !r->x) {
+  /* The open-decision table: a power of two of slots, at least open_max. */
+  size_t slots = 64;
+  while (slots < (size_t)(cfg->open_max > 0 ? cfg->open_max : 1)) slots *= 2;
+  r->open_mask = slots - 1;
+  r->ttl_ms = cfg->ttl_ms;
+  r->open = calloc(slots, OPEN_SLOT(r));
+  r->lbuf = malloc(REC_MAX(cfg->d));
+  if (!r->buf || !r->x || !r->open || !r->lbuf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
   }
   if ((rc = replica_connect(r, cfg, until, e)) < 0) goto fail;
+  /* Two live replicas with one tag would answer each other's lookups, the
+   * one without the decision perhaps first: a name whose tag a live
+   * replica already answers on is refused. NATS answers "no responders"
+   * at once when none does. */
+  unsigned char probe[8] = {0};
+  natsMsg *pm = NULL;
+  natsStatus ps = natsConnection_Request(&pm, r->nc, r->lookup_subject, probe, 8, 1000);
+  natsMsg_Destroy(pm);
+  if (ps == NATS_OK) {
+    rc = o3m_err_set(e, O3M_EEXISTS, "replica '%s': a live replica already answers the "
+                     "decision lookups of tag %04" PRIx64 " (%s): give this replica another "
+                     "name, or stop the other one", cfg->name ? cfg->name : "",
+                     r->tag, r->lookup_subject);
+    goto fail;
+  }
+  natsStatus ls = natsConnection_Subscribe(&r->lookup, r->nc, r->lookup_subject, on_lookup, r);
+  if (ls != NATS_OK) {
+    r->lookup = NULL;
+    rc = nats_fail(e, ls, "the decision lookups' subscription");
+    goto fail;
+  }
   jsSubOptions so;
   jsSubOptions_Init(&so);
   so.Stream = cfg->stream;
@@ -469,25 +553,88 @@ static void key_of(char key[17], uint64_t decision) {
   snprintf(key, 17, "%016" PRIx64, decision);
 }
 
+uint64_t ap_replica_tag(const char *name) {
+  return o3m_hash_bytes(name, strlen(name), 0) & TAG_MASK;
+}
+
+/* The open-decision table's slot of decision id, or NULL (under mu). */
+static unsigned char *open_find(ap_replica *r, uint64_t id, int64_t now_ms) {
+  size_t i = (size_t)o3m_hash_bytes(&id, sizeof id, 0) & r->open_mask;
+  for (int n = 0; n < OPEN_PROBES; n++, i = (i + 1) & r->open_mask) {
+    unsigned char *slot = r->open + i * OPEN_SLOT(r);
+    if (o3m_get_le64(slot) == id) {
+      int64_t t = (int64_t)o3m_get_le64(slot + 8);
+      return now_ms - t <= r->ttl_ms ? slot : NULL;
+    }
+  }
+  return NULL;
+}
+
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
                             uint64_t mask_id, const double *x, o3m_err *e) {
   size_t on = strlen(owner);
   if (on > AP_REPLICA_MAX_OWNER)
     return o3m_err_set(e, O3M_EINVAL, "decision owner of %zu bytes, at most %d", on,
                        AP_REPLICA_MAX_OWNER);
-  unsigned char *b = r->buf;
+  int64_t now = o3m_clock_ms();
+  pthread_mutex_lock(&r->mu);
+  /* A free slot, else an expired one, else the oldest of the probes. */
+  size_t i = (size_t)o3m_hash_bytes(&decision, sizeof decision, 0) & r->open_mask;
+  unsigned char *best = NULL;
+  int64_t best_t = INT64_MAX;
+  for (int n = 0; n < OPEN_PROBES; n++, i = (i + 1) & r->open_mask) {
+    unsigned char *slot = r->open + i * OPEN_SLOT(r);
+    int64_t t = o3m_get_le64(slot) == 0 ? INT64_MIN : (int64_t)o3m_get_le64(slot + 8);
+    if (t < best_t) {
+      best = slot;
+      best_t = t;
+    }
+    if (t == INT64_MIN) break;
+  }
+  unsigned char *b = best + OPEN_HDR;
   o3m_put_le32(b, (uint32_t)arm);
   o3m_put_le32(b + 4, (uint32_t)r->d);
   o3m_put_le64(b + 8, mask_id);
-  for (int i = 0; i < r->d; i++) o3m_put_le64(b + DEC_HDR + 8 * i, o3m_double_bits(x[i]));
+  for (int k = 0; k < r->d; k++) o3m_put_le64(b + DEC_HDR + 8 * k, o3m_double_bits(x[k]));
   /* The owner after x (see "Record format" in ap_replica.h). */
   unsigned char *ob = b + DEC_HDR + 8 * r->d;
   ob[0] = (unsigned char)on;
   memcpy(ob + 1, owner, on);
-  char key[17];
-  key_of(key, decision);
-  natsStatus s = kvStore_Put(NULL, r->kv, key, b, DEC_HDR + 8 * r->d + 1 + (int)on);
-  return s == NATS_OK ? 0 : nats_fail(e, s, "the decision record was not stored");
+  o3m_put_le64(best, decision);
+  o3m_put_le64(best + 8, (uint64_t)now);
+  o3m_put_le32(best + 16, (uint32_t)(DEC_HDR + 8 * r->d + 1 + (int)on));
+  pthread_mutex_unlock(&r->mu);
+  return 0;
+}
+
+/* The record of decision id in this replica's open-decision table, copied
+ * to out (REC_MAX bytes): its length, or 0 when not held. */
+static int open_copy(ap_replica *r, uint64_t id, unsigned char *out) {
+  int len = 0;
+  pthread_mutex_lock(&r->mu);
+  unsigned char *slot = id ? open_find(r, id, o3m_clock_ms()) : NULL;
+  if (slot) {
+    len = (int)o3m_get_le32(slot + 16);
+    memcpy(out, slot + OPEN_HDR, (size_t)len);
+  }
+  pthread_mutex_unlock(&r->mu);
+  return len;
+}
+
+/* A lookup from another replica (on a libnats thread): the 8-byte decision
+ * id; answered with its record when this replica holds it, with an empty
+ * message when not: only this replica subscribes to its tag's subject, so
+ * no other will answer, and the asker must not wait. */
+static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, void *closure) {
+  (void)sub;
+  ap_replica *r = closure;
+  const char *reply = natsMsg_GetReply(msg);
+  if (reply && natsMsg_GetDataLength(msg) == 8) {
+    uint64_t id = o3m_get_le64((const unsigned char *)natsMsg_GetData(msg));
+    int len = open_copy(r, id, r->lbuf);
+    natsConnection_Publish(nc, reply, r->lbuf, len);
+  }
+  natsMsg_Destroy(msg);
 }
 
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
@@ -498,28 +645,74 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
   natsMsg *m = NULL;
   const unsigned char *b = NULL;
   int len = 0;
-  natsStatus s = kvStore_Get(&ent, r->kv, key);
-  if (s == NATS_OK) {
-    b = kvEntry_Value(ent);
-    len = kvEntry_ValueLen(ent);
-  } else if (s == NATS_NOT_FOUND) {
-    /* libnats creates buckets with direct gets, which any copy of the
-     * bucket's stream answers, also one that has not yet received a record
-     * the writer's put was acknowledged for: a Reward on another replica
-     * right after the Recommend then found no decision. A miss is asked
-     * again of the stream's leader, which has every acknowledged record. */
-    char subject[sizeof r->kv_prefix + 17];
-    snprintf(subject, sizeof subject, "%s%s", r->kv_prefix, key);
-    jsErrCode jerr = 0;
-    s = js_GetLastMsg(&m, r->js, r->kv_stream, subject, NULL, &jerr);
+  /* The decision's id names the replica that made it (its tag): this
+   * one answers from its own table, with no NATS traffic; another is asked
+   * on its own subject and answers found or not at once; for a tag no live
+   * replica has, NATS answers "no responders" at once. Only a replica that
+   * is alive to NATS but does not answer costs a wait (LOOKUP_WAIT_MS),
+   * and then not again for SLOW_MS. No Reward waits for an answer that
+   * will not come. */
+  uint64_t tag = decision & TAG_MASK;
+  int64_t now = o3m_clock_ms();
+  natsStatus s;
+  if (tag == r->tag) {
+    len = open_copy(r, decision, r->buf);
+    b = r->buf;
+    s = len > 0 ? NATS_OK : NATS_NOT_FOUND;
+    if (s == NATS_NOT_FOUND)
+      return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu names this replica (tag %04" PRIx64
+                         "), which does not hold it", (unsigned long long)decision, tag);
+  } else {
+    struct slow_tag *st = NULL;
+    for (int i = 0; i < SLOW_TAGS; i++)
+      if (r->slow[i].until_ms > now && r->slow[i].tag == tag) st = &r->slow[i];
+    if (st)
+      return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the replica that made it (tag %04"
+                         PRIx64 ") did not answer a lookup within %d ms; its decisions are "
+                         "refused for %lld ms more", (unsigned long long)decision, tag,
+                         LOOKUP_WAIT_MS, (long long)(st->until_ms - now));
+    char subject[sizeof r->lookup_subject];
+    snprintf(subject, sizeof subject, "%.*s%04" PRIx64,
+             (int)(strlen(r->lookup_subject) - 4), r->lookup_subject, tag);
+    unsigned char idb[8];
+    o3m_put_le64(idb, decision);
+    s = natsConnection_Request(&m, r->nc, subject, idb, 8, LOOKUP_WAIT_MS);
     if (s == NATS_OK) {
       b = (const unsigned char *)natsMsg_GetData(m);
       len = natsMsg_GetDataLength(m);
+      if (len == 0) {
+        natsMsg_Destroy(m);
+        return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu: the live replica that made it "
+                           "(tag %04" PRIx64 ") does not hold it", (unsigned long long)decision,
+                           tag);
+      }
+    } else if (s == NATS_TIMEOUT) {
+      /* The oldest (or an expired) entry gives way. */
+      struct slow_tag *old = &r->slow[0];
+      for (int i = 1; i < SLOW_TAGS; i++)
+        if (r->slow[i].until_ms < old->until_ms) old = &r->slow[i];
+      old->tag = tag;
+      old->until_ms = now + SLOW_MS;
+      return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the replica that made it (tag %04"
+                         PRIx64 ") did not answer a lookup within %d ms",
+                         (unsigned long long)decision, tag, LOOKUP_WAIT_MS);
+    } else if (s == NATS_NO_RESPONDERS) {
+      natsMsg_Destroy(m);
+      m = NULL;
+      /* No live replica has the tag: the bucket, where replicas of the
+       * release before issue 24 wrote every decision (random ids; gone one
+       * pending lifetime after the upgrade). A direct get: answered at
+       * once. */
+      if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {
+        b = kvEntry_Value(ent);
+        len = kvEntry_ValueLen(ent);
+      } else if (s == NATS_NOT_FOUND) {
+        return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu: no live replica has its tag %04"
+                           PRIx64 " (the replica that made it died, taking its open decisions "
+                           "with it, or it never was)", (unsigned long long)decision, tag);
+      }
     }
   }
-  if (s == NATS_NOT_FOUND)
-    return o3m_err_set(e, O3M_ENOTFOUND, "decision %llu is unknown to every replica",
-                       (unsigned long long)decision);
   if (s != NATS_OK) return nats_fail(e, s, "the decision record could not be read");
   int rc = 0;
   const int base = DEC_HDR + 8 * r->d;

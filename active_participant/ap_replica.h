@@ -13,15 +13,30 @@
  * (ap_replica_next), so every replica's model is the same function of the
  * same sequence of records: bit-identical after the same stream sequence.
  *
- * A Reward may reach a replica that did not make the decision. The masked
- * context of every decision is therefore written, before the Recommend is
- * answered, to a JetStream key-value bucket (nats_bucket, key = the
- * decision id in 16 hex digits) whose TTL is the pending-decision lifetime
- * (ap_replica_put_decision); a replica that does not find a decision in its
- * own pending table reads it there (ap_replica_get_decision). The cost is
- * one replicated write per Recommend; the alternative, routing a Reward to
- * the replica that named itself in the decision id, costs nothing per
- * Recommend but loses every open decision of a replica that dies.
+ * Decision records. A Reward may reach a replica that did not make the
+ * decision. The replica that made it keeps its record (the masked context,
+ * arm, mask and owner) in an open-decision table of its own, as many as
+ * its pending table holds, for the pending lifetime
+ * (ap_replica_put_decision), and answers the other replicas' lookups from
+ * it on the core NATS subject "<stream>.lookup.<tag>" (request and reply,
+ * not stored; tag: 4 hex digits of ap_replica_tag of its name, the low 16
+ * bits of every decision id it draws), found or not found at once; a
+ * replica that does not find a decision in its own pending table asks the
+ * subject of the id's tag (ap_replica_get_decision), or its own table for
+ * its own tag. No Reward waits for an answer that will not come: a tag no
+ * live replica has gets NATS's "no responders" at once; only a replica
+ * alive to NATS but silent costs LOOKUP_WAIT_MS, and its tag is then
+ * refused at once for SLOW_MS. A replica refuses to start when a live one
+ * already answers its tag. Why not the replicated
+ * key-value bucket of issue 14: a write per Recommend, acknowledged by a
+ * majority of 3 NATS servers, cost those servers 0.6-0.9 ms of CPU per
+ * decision, more than the AP's whole decision, and a round trip under the
+ * handler lock; with lookups a Recommend costs NATS nothing. The price:
+ * the open decisions of a replica that dies die with it (a Reward for one
+ * is NOT_FOUND, "unknown to every live replica", at once);
+ * rewards already acknowledged are in the stream and are never lost. The
+ * bucket is still read when no replica has an id's tag, for the records replicas
+ * of the previous release wrote (during a rolling upgrade).
  *
  * De-duplication. A record is published with the decision id as its
  * Nats-Msg-Id, and the stream's duplicate window is the pending lifetime,
@@ -32,8 +47,9 @@
  *
  * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
  * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
- * decision record in the bucket is arm i32, d u32, mask id u64, x[d], then
- * the owner: its length u8 (0..AP_REPLICA_MAX_OWNER) and the name of the
+ * decision record (a lookup's answer, or the bucket's) is arm i32, d u32,
+ * mask id u64, x[d], then the owner: its length u8
+ * (0..AP_REPLICA_MAX_OWNER) and the name of the
  * client that asked for the decision, which alone may reward it (the
  * service checks it on every replica, as it does its own pending table's
  * owner). A record of exactly 16 + 8 d bytes is one of a replica from
@@ -43,8 +59,9 @@
  * Who may do what. The stream and the bucket are created by an
  * administrative identity (ap_replica_setup), append-only: deletes, purges
  * and rollups are denied by their own configuration. The replicas' NATS
- * identity (the active party's certificate) may append to the stream, put
- * and read decision records, read the stream through ordered consumers and
+ * identity (the active party's certificate) may append to the stream, ask
+ * and answer decision lookups, put and read bucket records, read the
+ * stream through ordered consumers and
  * ask for stream info, nothing else (deploy/nats/o3m-nats.conf): a stolen
  * AP key can add records, which every replica checks (replica_bounds in
  * ap_service.c), but not remove any. A replica that finds records gone
@@ -68,7 +85,8 @@
  *
  * Threads: the handle is used by one thread at a time (the service calls it
  * under its server's lock); the NATS library runs threads of its own that
- * never touch the service. */
+ * never touch the service: one answers lookups from the open-decision
+ * table, under the handle's own mutex. */
 #ifndef AP_REPLICA_H
 #define AP_REPLICA_H
 
@@ -84,6 +102,7 @@ typedef struct ap_replica_config {
   const char *bucket;    /* key-value bucket of decision records */
   int replicas;          /* R: copies of the stream and the bucket (1..5) */
   int64_t ttl_ms;        /* pending-decision lifetime: bucket TTL, duplicate window */
+  int open_max;          /* open decisions kept for lookups (the pending capacity) */
   int d;                 /* context dimension */
   uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
   const char *name;      /* this replica's name, for the NATS connection */
@@ -153,8 +172,16 @@ int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, 
  * is NULL and nothing is left. */
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e);
 
-/* Writes the decision record of a Recommend (see above) and waits for
- * JetStream. O3M_EUNAVAILABLE when it is not acknowledged. */
+/* Decision ids name their replica: the low AP_REPLICA_TAG_BITS bits of
+ * every id a replica draws are the tag of its name (this function), the
+ * other 48 bits random (see "Decision records" above). */
+#define AP_REPLICA_TAG_BITS 16
+uint64_t ap_replica_tag(const char *name);
+
+/* Keeps the decision record of a Recommend (see "Decision records"
+ * above) in this replica's open-decision table, where the other replicas'
+ * lookups find it; nothing goes to NATS. O3M_EINVAL for an owner name
+ * longer than AP_REPLICA_MAX_OWNER. */
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
                             uint64_t mask_id, const double *x, o3m_err *e);
 

@@ -30,6 +30,7 @@
 #include "ap_replica.h"
 #include "o3m_hash.h"
 #include "o3m_policy.h"
+#include "o3m_rng.h"
 #include "ap_round.h"
 #include "o3m.pb-c.h"
 #include "o3m_access.h"
@@ -161,13 +162,15 @@ struct ap_service {
    * older than expiry_s counts as free), for apply-time de-duplication. */
   ap_replica *rep;
   char *replica;
+  o3m_rng *ids;    /* a replica's decision ids: random but for its tag */
+  uint64_t id_tag; /* ap_replica_tag of its name */
   uint64_t applied_seq;
   int64_t rep_checked_ms; /* the last replica_check_if_due, o3m_clock_ms */
   int rep_suspect;        /* the last check saw lost records: the next confirms */
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
   double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
-  double *xbuf;           /* d values: a decision record read from the bucket */
+  double *xbuf;           /* d values: a decision record from another replica */
   struct replica_wait {
     o3m_rpc_call *call;
     uint64_t decision, seq;
@@ -294,8 +297,8 @@ static int owner_of(const ap_service *s, const char *identity) {
   return 0;
 }
 
-/* The name decisions of owner number o are recorded under in the bucket
- * (ap_replica.h): its client's name ("" in a config without clients). */
+/* The name decisions of owner number o are recorded under in a decision
+ * record (ap_replica.h): its client's name ("" in a config without clients). */
 static const char *owner_name(const ap_service *s, int o) {
   return s->n_clients > 0 ? s->clients[o] : "";
 }
@@ -550,8 +553,21 @@ static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
   a->t_ms = t_ms;
 }
 
-/* ap_round's record hook: the decision's masked context goes to the bucket
- * before the Recommend is answered, so any replica can take its reward. */
+/* A replica's decision id source (ap_pending_id_fn): 48 random bits and
+ * the replica's tag. */
+static int tagged_id(void *ctx, uint64_t *id) {
+  ap_service *s = ctx;
+  uint64_t v;
+  int rc = o3m_rng_u64(s->ids, &v);
+  if (rc < 0) return rc;
+  *id = (v & ~(uint64_t)((UINT64_C(1) << AP_REPLICA_TAG_BITS) - 1)) | s->id_tag;
+  return 0;
+}
+
+/* ap_round's record hook: the decision's masked context is kept where
+ * every other replica can ask for it (ap_replica.h, "Decision records")
+ * before the Recommend is answered, so any live replica can take its
+ * reward. */
 static int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                           const double *x, o3m_err *e) {
   ap_service *s = ctx;
@@ -717,10 +733,11 @@ static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
 /* Finds the decision a reward from caller (its identity, or NULL) names,
  * checks that caller owns it (owner_refused otherwise) and that it was
  * made under the current mask: on success *arm, *mask_id and *x describe it (*x points into
- * the pending table, or into s->xbuf when a replica read it from the bucket:
+ * the pending table, or into s->xbuf when a replica got it from another:
  * valid until the next lookup). A decision this process does not hold is
- * read from the bucket when s is a replica (another replica, or this one
- * before a restart, made it); otherwise it is unknown. Every refusal sets e
+ * asked of the other replicas when s is a replica (another live replica
+ * made it; a restart loses a replica's open decisions); otherwise it is
+ * unknown. Every refusal sets e
  * with the decision's id; an expired decision is dropped from the table. */
 static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
                          int *arm, uint64_t *mask_id, const double **x, o3m_err *e) {
@@ -739,11 +756,16 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
                          "pending table, or issued before a restart of the active party)", id);
     char rec_owner[O3M_CONFIG_MAX_NAME + 1];
     int has_owner;
+    o3m_err le;
+    o3m_err_clear(&le);
     rc = ap_replica_get_decision(s->rep, decision, rec_owner, &has_owner, arm, mask_id, s->xbuf,
-                                 e);
+                                 &le);
     if (rc == O3M_ENOTFOUND)
-      return o3m_err_set(e, rc, "decision %llu is unknown (never issued, or older than the "
-                         "pending lifetime of %d s)", id, s->expiry_s);
+      return o3m_err_set(e, rc, "decision %llu is unknown to every live replica (never "
+                         "issued, older than the pending lifetime of %d s, or made by a "
+                         "replica that died: its open decisions are lost): %s", id, s->expiry_s,
+                         o3m_err_message(&le));
+    if (rc < 0) return o3m_err_set(e, rc, "%s", o3m_err_message(&le));
     if (rc < 0) return rc;
     /* A record written before owners were recorded (has_owner 0) has
      * none to check; such records are gone after one pending lifetime. */
@@ -766,7 +788,7 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
 }
 
 /* A Reward on a replica: checked like a local one, the decision found in
- * this replica's pending table or else in the bucket, then appended to the
+ * this replica's pending table or else by lookup, then appended to the
  * stream; the call waits until this replica has applied the record (so
  * its reply reports the model that includes it). See ap_replica.h. */
 static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
@@ -784,11 +806,11 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   int rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm, &mask_id, &x,
                          e);
   if (rc < 0) return rc;
-  /* A decision record from the bucket is checked like a stream record. */
+  /* A decision record from another replica is checked like a stream record. */
   o3m_err be;
   o3m_err_clear(&be);
   if ((rc = replica_bounds(s, arm, x, req->reward, &be)) < 0)
-    return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record in the bucket is out of "
+    return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record from another replica is out of "
                        "bounds (%s); nothing changed", id, o3m_err_message(&be));
   const char *what;
   if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
@@ -1184,6 +1206,7 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
   rc_.name = s->replica;
   rc_.connect_timeout_ms = opt->pmg_timeout_s * 1000;
   rc_.ttl_ms = (int64_t)s->expiry_s * 1000;
+  rc_.open_max = o3m_config_policy(cfg)->pending_capacity;
   int rc = ap_replica_create(&s->rep, &rc_, e);
   if (rc == O3M_ECORRUPT)
     /* Never started over: that would serve a model other replicas do not
@@ -1246,6 +1269,7 @@ static void service_free(ap_service *s) {
   if (!s) return;
   o3m_rpc_server_destroy(s->server);
   ap_replica_destroy(s->rep);
+  o3m_rng_destroy(s->ids);
   free(s->replica);
   free(s->xbuf);
   free(s->applied);
@@ -1357,11 +1381,21 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     snprintf(s->clients[i], sizeof s->clients[i], "%s", o3m_config_client_at(cfg, i)->name);
   const int n_owners = s->n_clients > 0 ? s->n_clients : 1;
 
-  /* Decision ids come from the OS CSPRNG (ap_pending.h); each client has
-   * its share of the table ([policy] pending_client_share). */
+  /* Decision ids come from the OS CSPRNG (ap_pending.h); a replica's
+   * carry its tag in their low bits, so that any replica can ask the one
+   * that holds a decision, and only it (ap_replica.h, "Decision records").
+   * Each client has its share of the table ([policy]
+   * pending_client_share). */
+  if (replicated) {
+    s->id_tag = ap_replica_tag(opt->replica);
+    if ((rc = o3m_rng_create_os(&s->ids)) < 0) {
+      rc = o3m_err_set(e, rc, "the decision ids' random source: %s", o3m_strerror(rc));
+      goto fail;
+    }
+  }
   rc = ap_pending_create_shared(&s->pending, pp->pending_capacity, s->d,
                                 (int64_t)pp->pending_expiry_s * 1000, n_owners,
-                                pp->pending_client_share, NULL, NULL);
+                                pp->pending_client_share, s->ids ? tagged_id : NULL, s);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "pending table of %d entries: %s", pp->pending_capacity,
                      o3m_strerror(rc));

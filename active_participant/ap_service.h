@@ -256,8 +256,8 @@
  * Snapshots are written like checkpoints (--checkpoint-every/-ms) and at
  * a clean stop. Not replicated: the Thompson sampler's draws (each
  * replica draws its own, so with LinTS the replicas' samplers differ while
- * Lambda and u stay identical) and the pending table (a decision's record
- * is in the bucket instead).
+ * Lambda and u stay identical) and the pending table (the replica that
+ * made a decision serves its record to the others by lookup, ap_replica.h).
  *
  * Logging: a line at start and at stop with counters, and brief lines for
  * failed rounds (party, code; rate-limited); never a feature, a masked vector,

@@ -7,7 +7,7 @@
  * nats, the reward stream with 3 copies).
  *
  * (a) bit_identical: decisions made on one replica are rewarded on the
- *     other (the decision record comes from the key-value bucket); a
+ *     other (which asks the first for the decision record); a
  *     second reward for a decision is ALREADY_EXISTS on both; after the
  *     same stream sequence the two replicas' final checkpoints hold the
  *     same policy image byte for byte. Then everything stops (NATS too)
@@ -34,6 +34,16 @@
  *     trusts another CA (the error names the CA file and the servers).
  *     Then the NATS nodes restart with certificates of a CA the federation
  *     does not trust: the o3m-active replica refuses to start and says why.
+ * (f) decisions_stay_with_their_replica (issue 24): a Recommend writes
+ *     nothing to NATS (the bucket stays empty; a Reward on another replica
+ *     gets the record by lookup); a killed replica's open decision is
+ *     NOT_FOUND on the other within 2 s, and nothing is published.
+ * (g) bogus_rewards_refused_at_once: a client's Rewards naming decisions no
+ *     live replica holds (random ids, ids of a killed replica) are each
+ *     NOT_FOUND within 150 ms, and another client's rounds on the same
+ *     replica meanwhile are not held up (p99 under 450 ms). A stopped
+ *     replica's decision: the first Reward waits for one lookup and is
+ *     UNAVAILABLE, the next are refused at once.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -53,6 +63,7 @@
 #include "ap_replica.h"
 #include "fed_nats.h"
 #include "fed_proc.h"
+#include "o3m_clock.h"
 #include "o3m_error.h"
 
 #define N_REPLICAS 3
@@ -260,7 +271,7 @@ Test(replicas, bit_identical, .init = fed_up, .fini = fed_down, .timeout = 600) 
     cr_assert_eq(rc, 0, "round %d: %s", t, o3m_err_message(&e));
     if (t == 0) first = rec.decision;
     double reward = (double)(splitmix(&seed) % 1000) / 1000.0;
-    /* Rewarded on the other replica: its record comes from the bucket. */
+    /* Rewarded on the other replica: it asks this one for the record. */
     rc = ap_client_reward(c[(t + 1) % 2], rec.decision, reward, NULL, &e);
     cr_assert_eq(rc, 0, "round %d reward: %s: %s", t, o3m_errname(rc), o3m_err_message(&e));
   }
@@ -423,7 +434,7 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
 
 /* A decision belongs to the client that asked for it, on every replica:
  * the replica that made it checks its pending table, another one the
- * owner in the decision record in the bucket (issue 22). */
+ * owner in the decision record it gets by lookup (issue 22). */
 Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up,
      .fini = fed_down, .timeout = 300) {
   start_replica(0);
@@ -897,4 +908,155 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
   cr_assert(!stream_seqs(admin, "O3M_REWARDS", &f, &l, &m), "a replica created the stream");
   js_close(ap_nc, ap);
   js_close(anc, admin);
+}
+
+/* ---------------------------------------------------------------- (f) */
+
+/* Issue 24, section 3: a Recommend costs NATS nothing. Decisions made on
+ * replica a are rewarded on b through a lookup that a answers, and the
+ * bucket (which issue 14 wrote once per Recommend) stays empty. Then a
+ * dies with an open decision: on b its Reward is NOT_FOUND, naming that no
+ * live replica holds it, within 2 s (NATS has no responders for its tag), and
+ * nothing reaches the stream; the open decisions of a dead replica are
+ * lost, as README "AP replicas on NATS JetStream" states. */
+Test(replicas, decisions_stay_with_their_replica, .init = fed_up, .fini = fed_down,
+     .timeout = 300) {
+  ap_client *c[2];
+  uint64_t seed = 51;
+  two_replicas(c, &seed, 10);
+  wait_updates(0, 10);
+  wait_updates(1, 10);
+  natsConnection *anc;
+  jsCtx *admin;
+  js_as(FED_NATS_ADMIN, &anc, &admin);
+  uint64_t f = 0, l = 0, m = 0;
+  cr_assert(stream_seqs(admin, "KV_O3M_DECISIONS", &f, &l, &m), "the bucket is gone");
+  cr_assert_eq(m, 0, "10 Recommends wrote %llu decision records to the bucket",
+               (unsigned long long)m);
+
+  ap_recommendation rec;
+  char why[256] = "";
+  cr_assert_eq(rounds(c[0], &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int64_t t0 = o3m_clock_ms();
+  int rc = ap_client_reward(c[1], rec.decision, 0.5, NULL, &e);
+  int64_t took = o3m_clock_ms() - t0;
+  cr_assert_eq(rc, O3M_ENOTFOUND, "the dead replica's decision on b: %s (%s)", o3m_errname(rc),
+               o3m_err_message(&e));
+  cr_assert_not_null(strstr(o3m_err_message(&e), "live replica"), "%s", o3m_err_message(&e));
+  cr_assert_lt(took, 2000, "the refusal took %lld ms", (long long)took);
+  assert_stream(admin, "O3M_REWARDS", 10, "a reward for a lost decision");
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
+  js_close(anc, admin);
+}
+
+/* ---------------------------------------------------------------- (g) */
+
+/* The bogus client's Rewards (a thread of its own, on its own connection):
+ * ids with random tags, then ids naming the dead replica's tag; each one's
+ * time and outcome. */
+#define N_BOGUS 20
+struct bogus {
+  ap_client *c;
+  uint64_t dead_tag, seed;
+  int64_t took[2 * N_BOGUS];
+  int rc[2 * N_BOGUS];
+  char why[256];
+  volatile int done;
+};
+
+static void *bogus_rewards(void *arg) {
+  struct bogus *b = arg;
+  for (int i = 0; i < 2 * N_BOGUS; i++) {
+    uint64_t id = splitmix(&b->seed);
+    if (i >= N_BOGUS) id = (id & ~(uint64_t)0xffff) | b->dead_tag;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int64_t t0 = o3m_clock_ms();
+    b->rc[i] = ap_client_reward(b->c, id, 0.5, NULL, &e);
+    b->took[i] = o3m_clock_ms() - t0;
+    if (b->rc[i] != O3M_ENOTFOUND) snprintf(b->why, sizeof b->why, "%s", o3m_err_message(&e));
+  }
+  b->done = 1;
+  return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Hostile load: a Reward naming a decision no live replica holds (a
+ * random id, or one of a replica that died) must not make the replica
+ * wait for an answer that will not come, under its handler lock, while
+ * other clients' rounds queue behind it. One client sends such Rewards to
+ * replica b while another runs Recommend+Reward rounds on it: every bogus
+ * Reward is NOT_FOUND within 150 ms (the branch before this test waited
+ * 0.5 s for each), and the honest rounds' slowest stays under 450 ms. */
+Test(replicas, bogus_rewards_refused_at_once, .init = fed_up, .fini = fed_down, .timeout = 300) {
+  ap_client *c[2];
+  uint64_t seed = 61;
+  two_replicas(c, &seed, 4);
+  ap_recommendation rec;
+  char why[256] = "";
+  cr_assert_eq(rounds(c[0], &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
+
+  struct bogus b = {.c = client_as(rep_addr[1], FED_CLIENT2), .dead_tag = rec.decision & 0xffff,
+                    .seed = 77};
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, bogus_rewards, &b), 0);
+  int64_t honest[200];
+  int n = 0;
+  while (!b.done && n < 200) {
+    int64_t t0 = o3m_clock_ms();
+    ap_recommendation r;
+    cr_assert_eq(rounds(c[1], &seed, 1, why, sizeof why, &r), 0, "%s", why);
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[1], r.decision, 0.5, NULL, &e);
+    cr_assert_eq(rc, 0, "honest reward: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+    honest[n++] = o3m_clock_ms() - t0;
+  }
+  pthread_join(th, NULL);
+  int64_t worst = 0;
+  for (int i = 0; i < 2 * N_BOGUS; i++) {
+    cr_assert_eq(b.rc[i], O3M_ENOTFOUND, "bogus reward %d: %s (%s)", i, o3m_errname(b.rc[i]),
+                 b.why);
+    if (b.took[i] > worst) worst = b.took[i];
+  }
+  qsort(honest, (size_t)n, sizeof *honest, cmp_i64);
+  int64_t p99 = n ? honest[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] : 0;
+  cr_log_info("bogus rewards: slowest %lld ms of %d; honest rounds: %d, p99 %lld ms",
+              (long long)worst, 2 * N_BOGUS, n, (long long)p99);
+  cr_assert_lt(worst, 150, "a bogus Reward took %lld ms", (long long)worst);
+  cr_assert_lt(p99, 450, "the honest client's p99 round took %lld ms", (long long)p99);
+
+  /* A replica alive to NATS but silent (stopped): the first Reward for
+   * its decision waits for the lookup (250 ms) and is UNAVAILABLE, the
+   * next ones are refused at once without asking it. */
+  start_replica(2);
+  ap_client *cc = client_for(rep_addr[2]);
+  cr_assert_eq(rounds(cc, &seed, 1, why, sizeof why, &rec), 0, "%s", why);
+  cr_assert_eq(kill(rep[2].pid, SIGSTOP), 0);
+  for (int i = 0; i < 6; i++) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    int64_t t0 = o3m_clock_ms();
+    int rc = ap_client_reward(c[1], rec.decision, 0.5, NULL, &e);
+    int64_t took = o3m_clock_ms() - t0;
+    cr_log_info("reward %d for the stopped replica's decision: %s in %lld ms", i,
+                o3m_errname(rc), (long long)took);
+    cr_assert_eq(rc, O3M_EUNAVAILABLE, "reward %d: %s (%s)", i, o3m_errname(rc),
+                 o3m_err_message(&e));
+    cr_assert_lt(took, i == 0 ? 2000 : 150, "reward %d took %lld ms", i, (long long)took);
+  }
+  kill(rep[2].pid, SIGCONT);
+  ap_client_destroy(cc);
+  ap_client_destroy(b.c);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
 }

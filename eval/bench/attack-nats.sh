@@ -50,46 +50,21 @@ updates() {
   cli --target "$1" stats 2>/dev/null | sed -n 's/^updates=//p' | grep . || echo down
 }
 
-# start_replica NAME PORT: starts AP replica NAME on PORT; 0 when ready
-# within 30 s, 1 when it exited or did not become ready.
-start_replica() {
-  FED_ACTIVE_ARGS="--replica $1 --listen 127.0.0.1:$2" fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
-  local pid=${FED_PIDS[-1]} i
-  for i in $(seq 1 300); do
-    [ -s "$work/$FED_ACTIVE.ready" ] && return 0
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
 nats_dir=""
 for entry in ${O3M_ATTACK_BINS:-build/bin}; do
-  dir=${entry%%:*}
-  NATS_CONF=deploy/nats/o3m-nats.conf
-  [ "$entry" = "$dir" ] || NATS_CONF=${entry#*:}
-  bin=$(cd "$dir" && pwd)
-  echo "== binaries $bin, NATS config $NATS_CONF"
-  [ -n "$nats_dir" ] || nats_dir=$(mktemp -d /tmp/o3m-attack-nats.XXXXXX)
-  rm -rf "${nats_dir:?}"/*
-  nats_up shop
-  FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
-nats_servers = $NATS_URLS
-nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--replica r1" FED_BEFORE_ACTIVE=nats_setup \
-    bench_fed_up attack-nats --aggregation secure
-  trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
+  replicas_fed_up "$entry" attack-nats
   [ -s "$work/nats-setup.out" ] && echo "  setup: $(tr '\n' ' ' <"$work/nats-setup.out")" ||
     echo "  setup: none (this build's replicas create the stream)"
   r1=$(awk -v a="$FED_ACTIVE" '/^\[party /{n=$2; sub(/\]/,"",n)} n==a && /^address/{print $3}' "$FED_CONF")
   p2=$(fed_free_port)
   p3=$(fed_free_port)
-  start_replica r2 "$p2" || { echo "  r2 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
+  replica_start r2 "$p2" || { echo "  r2 did not start:"; tail -3 "$work/$FED_ACTIVE.log"; }
   echo "  rewards acknowledged before the attack: $(rounds 40 "$r1")"
   sleep 1
   echo "  updates before: r1 $(updates "$r1"), r2 $(updates "127.0.0.1:$p2")"
   "$tool" --config "$FED_CONF" --cert "$work/certs/$FED_ACTIVE.pem" \
     --key "$work/certs/$FED_ACTIVE.key" | sed 's/^/  with the AP key: /'
-  if start_replica r3 "$p3"; then
+  if replica_start r3 "$p3"; then
     echo "  new replica r3 started, updates $(updates "127.0.0.1:$p3")"
     echo "  rewards acknowledged through r3: $(rounds 5 "127.0.0.1:$p3")"
   else

@@ -99,3 +99,37 @@ nats_down() {
   for p in "${NATS_PIDS[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
   NATS_PIDS=()
 }
+# replicas_fed_up ENTRY NAME: for an attack script's ENTRY of
+# O3M_ATTACK_BINS (DIR, or DIR:CONF with CONF the NATS config that build
+# ran with; default this tree's deploy/nats/o3m-nats.conf): sets bin and
+# NATS_CONF, brings up a 3-node JetStream cluster (nats_up, in nats_dir,
+# made once) and the bench federation NAME (M = 5, d = 100) with AP
+# replica r1 (the setup step first), and arms the trap that stops them.
+replicas_fed_up() {
+  local dir=${1%%:*}
+  NATS_CONF=deploy/nats/o3m-nats.conf
+  [ "$1" = "$dir" ] || NATS_CONF=${1#*:}
+  bin=$(cd "$dir" && pwd)
+  echo "== binaries $bin, NATS config $NATS_CONF"
+  [ -n "${nats_dir:-}" ] || nats_dir=$(mktemp -d "/tmp/o3m-$2.XXXXXX")
+  rm -rf "${nats_dir:?}"/*
+  nats_up shop
+  FED_CA_DIR="$nats_dir/certs" FED_FEDERATION_EXTRA="replication = nats
+nats_servers = $NATS_URLS
+nats_replicas = 3" FED_AP_STATE=1 FED_ACTIVE_ARGS="--replica r1" FED_BEFORE_ACTIVE=nats_setup \
+    bench_fed_up "$2" --aggregation secure
+  trap 'nats_down; fed_down; rm -rf "${work:-/nonexistent}" ${nats_dir:+"$nats_dir"}' EXIT
+}
+# replica_start NAME PORT: starts one more AP replica NAME of the
+# federation on PORT (its pid is ${FED_PIDS[-1]}); 0 when ready within
+# 30 s, 1 when it exited or did not become ready.
+replica_start() {
+  FED_ACTIVE_ARGS="--replica $1 --listen 127.0.0.1:$2" fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
+  local pid=${FED_PIDS[-1]} i
+  for i in $(seq 1 300); do
+    [ -s "$work/$FED_ACTIVE.ready" ] && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}

@@ -49,6 +49,13 @@ proc_cpu_s() {
   done | awk -v hz="$(getconf CLK_TCK)" '{t += $12 + $13} END {printf "%.3f\n", t / hz}'
 }
 
+# CPU seconds (user + system) of the NATS servers of a replica mode so far
+# (0 without one), so that their cost per decision is counted per level.
+nats_cpu_s() {
+  [ "${#NATS_PIDS[@]}" -gt 0 ] || { echo 0; return; }
+  proc_stat "${NATS_PIDS[@]}" | awk -v hz="$(getconf CLK_TCK)" '{t += $12 + $13} END {printf "%.3f\n", t / hz}'
+}
+
 # The AP's rounds so far, summed over the replicas in targets (if any).
 ap_rounds() {
   local t sum=0 r
@@ -60,6 +67,14 @@ ap_rounds() {
   echo "$sum"
 }
 
+# The model's updates so far on the first replica in targets (every
+# replica applies every reward record), or on the one AP.
+ap_updates() {
+  local t=${targets[0]:-}
+  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
+    --key "$work/certs/client.key" ${t:+--target "$t"} stats | sed -n 's/^updates=//p'
+}
+
 # O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
 # (durable rewards), one fresh federation per mode, side by side in this one
 # run, for example "1:each 2:group" (today's single thread with one
@@ -67,7 +82,8 @@ ap_rounds() {
 # group commit). Per mode and concurrency level: decisions/s and latency
 # (Recommend only), and the CPU seconds per decision of the AP, the 4 PPs
 # together, the PMG and the load generator over the level (warm-up
-# included); then rewards/s with --rewards-only at concurrency 32.
+# included), in replica modes also the NATS servers' and AP + NATS; then
+# rewards/s with --rewards-only at concurrency 32.
 # COMMIT may also be natsN: N AP replicas ([federation] replication = nats,
 # a fresh 3-node JetStream cluster with mutual TLS and authorization,
 # stream and bucket with 3 copies), each on THREADS threads; the load's
@@ -132,6 +148,8 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
     for c in 1 8 32; do
       pre=""
       for p in $names; do pre="$pre $(proc_cpu_s "$p")"; done
+      local npre npost
+      npre=$(nats_cpu_s)
       n=$(ap_rounds)
       TIMEFORMAT='%U %S'
       { time "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
@@ -140,17 +158,32 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
       n=$(($(ap_rounds) - n))
       post=""
       for p in $names; do post="$post $(proc_cpu_s "$p")"; done
+      npost=$(nats_cpu_s)
       tail -n 1 "$work/level.out"
-      echo "$pre" "|" "$post" "|" "$(cat "$work/level.time")" | awk -v n="$n" -v c="$c" '
+      echo "$pre" "|" "$post" "|" "$(cat "$work/level.time")" | awk -v n="$n" -v c="$c" -v nats="$npre $npost" '
         { split($0, parts, "|"); split(parts[1], a, " "); split(parts[2], b, " ");
           split(parts[3], g, " "); k = length(a); pp = 0
           for (i = 3; i <= k; i++) pp += b[i] - a[i]
           printf "  CPU per decision at concurrency %d (%d decisions): AP %.0f us, PPs %.0f us, PMG %.1f us, load generator %.0f us\n",
-            c, n, 1e6 * (b[1] - a[1]) / n, 1e6 * pp / n, 1e6 * (b[2] - a[2]) / n, 1e6 * (g[1] + g[2]) / n }'
+            c, n, 1e6 * (b[1] - a[1]) / n, 1e6 * pp / n, 1e6 * (b[2] - a[2]) / n, 1e6 * (g[1] + g[2]) / n
+          # The NATS servers over the same level (replica modes): the AP side
+          # of a decision is the AP (all replicas) plus them.
+          split(nats, ns, " ")
+          if (ns[2] > ns[1])
+            printf "  NATS servers (3) at concurrency %d: %.0f us per decision; AP + NATS %.0f us\n",
+              c, 1e6 * (ns[2] - ns[1]) / n, 1e6 * (b[1] - a[1] + ns[2] - ns[1]) / n }'
     done
+    npre=$(nats_cpu_s)
+    n=$(ap_updates)
     "$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem" \
       --key "$work/certs/client.key" --K 20 --concurrency 32 --users 1000 --items 200 \
       --rewards-only "${tflag[@]}" "$@" | tail -n 1 | sed 's/^/  rewards only: /'
+    n=$(($(ap_updates) - n))
+    npost=$(nats_cpu_s)
+    # The NATS servers per reward applied (warm-up included): the stream's
+    # cost, which every Reward pays once whichever replica takes it.
+    [ "$reps" -gt 0 ] && awk -v a="$npre" -v b="$npost" -v n="$n" \
+      'BEGIN {printf "  NATS servers (3) over the rewards: %.0f us per reward (%d rewards)\n", 1e6 * (b - a) / n, n}'
     if [ "$reps" -gt 0 ]; then
       # The three NATS servers' CPU over the whole mode (every level and
       # the rewards-only run), per decision the replicas issued.
