@@ -309,8 +309,10 @@ int o3m_wire_mask_batch_rows(int max_candidates, int d) {
   return rows > INT32_MAX ? INT32_MAX : (int)rows;
 }
 
-int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
-                              int max_candidates, int max_rows, o3m_err *e) {
+/* What both forms of a MaskBatchRequest must have: the party's mask
+ * installed and named, and 1..O3M_WIRE_MAX_BATCH queries. */
+static int mask_batch_head_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                                 o3m_err *e) {
   if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest check: request is NULL");
   if (mask_id == 0) return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: no mask installed yet");
   if (req->mask_id != mask_id)
@@ -319,6 +321,13 @@ int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mas
   if (req->n_queries < 1 || req->n_queries > O3M_WIRE_MAX_BATCH)
     return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu queries, expected 1..%d",
                        req->n_queries, O3M_WIRE_MAX_BATCH);
+  return 0;
+}
+
+int o3m_wire_mask_batch_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
+                              int max_candidates, int max_rows, o3m_err *e) {
+  int rc = mask_batch_head_check(req, mask_id, e);
+  if (rc < 0) return rc;
   size_t total = 0, kmax = (size_t)(max_candidates > 0 ? max_candidates : 0);
   for (size_t q = 0; q < req->n_queries; q++) {
     const O3m__V1__MaskQuery *mq = req->queries[q];
@@ -358,14 +367,8 @@ void o3m_wire_mask_batch_fill_masked(O3m__V1__MaskBatchReply *msg, uint64_t mask
 
 int o3m_wire_mask_batch_factored_check(const O3m__V1__MaskBatchRequest *req, uint64_t mask_id,
                                        int max_rows, o3m_err *e) {
-  if (!req) return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest check: request is NULL");
-  if (mask_id == 0) return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: no mask installed yet");
-  if (req->mask_id != mask_id)
-    return o3m_err_set(e, O3M_EMASK, "MaskBatchRequest: mask %016llx, this party holds %016llx",
-                       (unsigned long long)req->mask_id, (unsigned long long)mask_id);
-  if (req->n_queries < 1 || req->n_queries > O3M_WIRE_MAX_BATCH)
-    return o3m_err_set(e, O3M_ERANGE, "MaskBatchRequest: %zu queries, expected 1..%d",
-                       req->n_queries, O3M_WIRE_MAX_BATCH);
+  int rc = mask_batch_head_check(req, mask_id, e);
+  if (rc < 0) return rc;
   for (size_t q = 0; q < req->n_queries; q++) {
     if (!req->queries[q])
       return o3m_err_set(e, O3M_EINVAL, "MaskBatchRequest: query %zu is missing", q);
