@@ -248,17 +248,26 @@ static void lossless_round(o3m_policy_config *pc, o3m_policy *pol, central *c, o
   cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
 }
 
+/* The central reference of a lossless test: c's tables, a central policy
+ * of pc and a round generator seeded with seed. */
+static void central_start(central *c, const o3m_policy_config *pc, uint64_t seed,
+                          o3m_policy **pol, o3m_rng **r) {
+  fed_tables_load(&c->t);
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_policy_create(pol, pc, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(r, seed), 0));
+}
+
 /* Runs n rounds of lossless_round, then checks the AP's counters and, for
  * the shared model, its theta against the central one. */
 static void lossless_rounds(o3m_policy_config *pc, int n) {
   central c;
-  fed_tables_load(&c.t);
   o3m_policy *pol;
+  o3m_rng *r;
+  central_start(&c, pc, 99, &pol, &r);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_policy_create(&pol, pc, &e), 0), "%s", o3m_err_message(&e));
-  o3m_rng *r;
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
 
   double t0 = fed_now_s();
   for (int t = 0; t < n; t++) lossless_round(pc, pol, &c, r, t, 1);
@@ -397,13 +406,11 @@ Test(active, a_changed_item_table_is_never_summed_with_cached_parts, .init = fed
   o3m_policy_config pc;
   linucb_config(&pc);
   central c;
-  fed_tables_load(&c.t);
   o3m_policy *pol;
+  o3m_rng *r;
+  central_start(&c, &pc, 7, &pol, &r);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
-  o3m_rng *r;
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 7), 0));
   int t = 0;
   for (; t < 30; t++) lossless_round(&pc, pol, &c, r, t, 1);
   ap_stats st;
@@ -821,13 +828,11 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
   o3m_policy_config pc;
   linucb_config(&pc);
   o3m_policy *pol;
+  central c;
+  o3m_rng *r;
+  central_start(&c, &pc, 5, &pol, &r);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
-  central c;
-  fed_tables_load(&c.t);
-  o3m_rng *r;
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 5), 0));
   o3m_rpc_client *rc_[BURST];
   for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
 
@@ -1300,13 +1305,11 @@ Test(active, reload_under_load_fails_no_round_and_equals_central_on_the_new_tabl
   o3m_policy_config pc;
   linucb_config(&pc);
   central c;
-  fed_tables_load(&c.t);
   o3m_policy *pol;
+  o3m_rng *r;
+  central_start(&c, &pc, 99, &pol, &r);
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_policy_create(&pol, &pc, &e), 0), "%s", o3m_err_message(&e));
-  o3m_rng *r;
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 99), 0));
   const int before = 20, after = 20;
   for (int t = 0; t < before; t++) lossless_round(&pc, pol, &c, r, t, 1);
 
