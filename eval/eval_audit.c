@@ -76,6 +76,7 @@ void eval_audit_input_destroy(eval_audit_input *in) {
   if (!in->borrowed) free(in->pp);
   free(in->names);
   free(in->item_col);
+  free(in->ref);
   free(in->X);
   free(in->T);
   free(in);
@@ -741,7 +742,7 @@ static int exposure(eval_audit *a, eval_audit_mode m, const eval_audit_input *in
   double *v = u + (N > GRAM_PAIRS ? N : GRAM_PAIRS);
   eval_audit_exposure *x = &a->ex[m];
   /* A whitening party's part is Q^j W x: exact for W x, not for raw x. */
-  x->exact = m == EVAL_AUDIT_PER_PARTY && in->sends_truth;
+  x->exact = m == EVAL_AUDIT_PER_PARTY && in->sends_truth && !in->ref;
   double worst = 0;
   for (int i = 0; i < N; i++) {
     u[i] = o3m_nrm2(dj, in->T + (size_t)i * dj);
@@ -782,20 +783,24 @@ typedef struct mode_ctx {
 } mode_ctx;
 
 /* Known plaintext, the audited party's columns of the first n users of
- * perm known: regress them on the observations and apply to everyone. */
+ * perm known: regress them on the observations and apply to everyone. A
+ * view shifted by an unknown offset (in->ref, eval_audit_impl.h) gets an
+ * intercept: the attacker fits the offset too. */
 static int attack_kp(mode_ctx *x, int n, double *corr) {
   const eval_audit_input *in = x->in;
-  const int N = in->N, dj = in->dj, q = x->p, rows = n > q ? n : q;
+  const int N = in->N, dj = in->dj, p = x->p, q = p + (in->ref != NULL), rows = n > q ? n : q;
   double *A = malloc(sizeof *A * (size_t)n * q), *B = calloc((size_t)rows * dj, sizeof *B);
   int rc = O3M_ENOMEM;
   if (!A || !B) goto out;
   for (int r = 0; r < n; r++) {
     int i = x->perm[r];
-    memcpy(A + (size_t)r * q, x->O + (size_t)i * q, sizeof *A * q);
+    memcpy(A + (size_t)r * q, x->O + (size_t)i * p, sizeof *A * p);
+    if (q > p) A[(size_t)r * q + p] = 1;
     memcpy(B + (size_t)r * dj, in->T + (size_t)i * dj, sizeof *B * dj);
   }
   if ((rc = lstsq(n, q, dj, A, B))) goto out;
-  o3m_gemm(N, dj, q, 1.0, x->O, B, 0.0, x->R);
+  o3m_gemm(N, dj, p, 1.0, x->O, B, 0.0, x->R);
+  for (int i = 0; q > p && i < N; i++) o3m_axpy(dj, 1.0, B + (size_t)p * dj, x->R + (size_t)i * dj);
   rc = score(N, dj, x->Tn, x->cflag, x->R, dj, 0, corr);
 out:
   free(A);
@@ -808,21 +813,25 @@ out:
 static int attack_kp_full(mode_ctx *x, int n, double *corr) {
   const eval_audit_input *in = x->in;
   const int N = in->N, dj = in->dj, d0 = in->part.dims[0], d = in->part.d, D = d - d0;
-  const int p = x->p, r1 = n > D ? n : D, r2 = p > D ? p : D;
-  double *A = malloc(sizeof *A * (size_t)n * D), *B = calloc((size_t)r1 * p, sizeof *B);
+  /* A view shifted by an unknown offset (in->ref) fits it as an intercept
+   * (row D of the solution) and takes it off before the inversion. */
+  const int p = x->p, Dc = D + (in->ref != NULL), r1 = n > Dc ? n : Dc, r2 = p > D ? p : D;
+  double *A = malloc(sizeof *A * (size_t)n * Dc), *B = calloc((size_t)r1 * p, sizeof *B);
   double *A2 = malloc(sizeof *A2 * (size_t)p * D), *B2 = calloc((size_t)r2 * N, sizeof *B2);
   int rc = O3M_ENOMEM;
   if (!A || !B || !A2 || !B2) goto out;
   for (int r = 0; r < n; r++) {
     int i = x->perm[r];
-    memcpy(A + (size_t)r * D, in->X + (size_t)i * d + d0, sizeof *A * D);
+    memcpy(A + (size_t)r * Dc, in->X + (size_t)i * d + d0, sizeof *A * D);
+    if (Dc > D) A[(size_t)r * Dc + D] = 1;
     memcpy(B + (size_t)r * p, x->O + (size_t)i * p, sizeof *B * p);
   }
-  if ((rc = lstsq(n, D, p, A, B))) goto out; /* B[0..D) = M^T, M = p x D */
+  if ((rc = lstsq(n, Dc, p, A, B))) goto out; /* B[0..D) = M^T, M = p x D */
   for (int r = 0; r < p; r++)
     for (int c = 0; c < D; c++) A2[(size_t)r * D + c] = B[(size_t)c * p + r];
   for (int i = 0; i < N; i++)
-    for (int r = 0; r < p; r++) B2[(size_t)r * N + i] = x->O[(size_t)i * p + r];
+    for (int r = 0; r < p; r++)
+      B2[(size_t)r * N + i] = x->O[(size_t)i * p + r] - (Dc > D ? B[(size_t)D * p + r] : 0);
   if ((rc = lstsq(p, D, N, A2, B2))) goto out; /* B2[0..D) = x^PP hat, D x N */
   const int off = in->part.offset[in->party] - d0;
   for (int i = 0; i < N; i++)
@@ -1046,7 +1055,7 @@ int eval_audit_run(eval_audit **out, const eval_audit_input *in, const eval_audi
     perm[k] = t;
   }
   if ((rc = dummy_rows(in, a->Nd, Xd, e))) goto out;
-  if (in->half != AUDIT_WHOLE) eval_audit__zero_other_half(in, a->Nd, Xd);
+  if (in->half != AUDIT_WHOLE) eval_audit__keep_half(in, a->Nd, Xd);
   mode_ctx x = {.in = in, .a = a, .Tn = Tn, .cflag = cflag, .perm = perm, .rng = rng, .R = R};
   for (int m = 0; m < EVAL_AUDIT_N_MODES && !rc; m++) {
     if (!(c->modes & (1 << m))) continue;
@@ -1463,7 +1472,7 @@ int eval_audit_main(int argc, char **argv) {
   double secs = o3m_clock_s() - t0;
   int status = 0;
   eval_audit_print(a, in, stdout);
-  if (fa) eval_audit_factored_print(fa, a, in, stdout);
+  if (fa) eval_audit_factored_print(fa, a, stdout);
   if (fa && eval_audit_factored_write_csv(fa, in, out_dir, &err)) {
     fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
     status = 1;
@@ -1473,7 +1482,7 @@ int eval_audit_main(int argc, char **argv) {
     status = 1;
   } else {
     printf("CSVs in %s: audit_<mode>_<attack>.csv%s\n", out_dir,
-           fa ? ", audit_factored_<mode>_<attack>.csv" : "");
+           fa ? ", audit_factored_... and audit_differenced_..." : "");
     if (plots && eval_audit_plot(a, out_dir, formats, stdout, &err)) {
       fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
       if (err.code != O3M_ENOTFOUND) status = 1;

@@ -14,10 +14,14 @@
 
 #include "eval_audit_impl.h"
 
+/* The two views of the halves: the AP's under factored batches, and what
+ * it already computes from whole rows by differencing candidates. */
+enum { FACTORED = 0, DIFFERENCED = 1, N_VIEWS = 2 };
+
 struct eval_audit_factored {
-  eval_audit *merged;
-  /* [half][mode]: the run of one mode on one half (NULL: none). */
-  eval_audit *half[2][EVAL_AUDIT_N_MODES];
+  eval_audit *merged[N_VIEWS];
+  /* [view][half][mode]: the run of one mode on one half (NULL: none). */
+  eval_audit *half[N_VIEWS][2][EVAL_AUDIT_N_MODES];
   int *hcol;       /* dj: the audited column's index within its half */
   int n_cols[2];   /* the audited party's user and item columns */
   int all_cols[2]; /* every PP's user and item columns */
@@ -25,17 +29,25 @@ struct eval_audit_factored {
   const unsigned char *item_col; /* the input's d flags */
 };
 
-void eval_audit__zero_other_half(const eval_audit_input *in, int n, double *R) {
+void eval_audit__keep_half(const eval_audit_input *in, int n, double *R) {
   const int d = in->part.d, want_item = in->half == AUDIT_ITEM_HALF;
-  for (int c = 0; c < d; c++)
-    if (in->item_col[c] != want_item)
-      for (int i = 0; i < n; i++) R[(size_t)i * d + c] = 0;
+  for (int c = 0; c < d; c++) {
+    int own = in->item_col[c] == want_item;
+    double v = !in->ref ? 0 : own ? in->ref[c] : want_item ? 0 : in->ref[c];
+    for (int i = 0; i < n; i++) {
+      double *r = R + (size_t)i * d + c;
+      if (own)
+        *r -= in->ref && want_item ? v : 0;
+      else
+        *r = v;
+    }
+  }
 }
 
 /* The input of one half: rows with the other half zero, the truth and the
  * names cut to the audited party's nh columns cols of this half. */
 static int half_input(eval_audit_input **out, const eval_audit_input *in, audit_half h,
-                      const int *cols, int nh, o3m_err *e) {
+                      int differenced, const int *cols, int nh, o3m_err *e) {
   const int N = in->N, d = in->part.d;
   eval_audit_input *o = calloc(1, sizeof *o);
   if (!o) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -47,13 +59,16 @@ static int half_input(eval_audit_input **out, const eval_audit_input *in, audit_
   o->T = malloc(sizeof *o->T * (size_t)N * nh);
   o->names = malloc(sizeof *o->names * (size_t)nh);
   o->item_col = malloc((size_t)d);
-  if (!o->X || !o->T || !o->names || !o->item_col) {
+  /* The reference row of the differenced view: audited row 0. */
+  o->ref = differenced ? malloc(sizeof *o->ref * (size_t)d) : NULL;
+  if (!o->X || !o->T || !o->names || !o->item_col || (differenced && !o->ref)) {
     eval_audit_input_destroy(o);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   memcpy(o->item_col, in->item_col, (size_t)d);
+  if (o->ref) memcpy(o->ref, in->X, sizeof *o->ref * (size_t)d);
   memcpy(o->X, in->X, sizeof *o->X * (size_t)N * d);
-  eval_audit__zero_other_half(o, N, o->X);
+  eval_audit__keep_half(o, N, o->X);
   for (int i = 0; i < N; i++)
     for (int c = 0; c < nh; c++) o->T[(size_t)i * nh + c] = in->T[(size_t)i * in->dj + cols[c]];
   for (int c = 0; c < nh; c++) o->names[c] = in->names[cols[c]];
@@ -63,9 +78,11 @@ static int half_input(eval_audit_input **out, const eval_audit_input *in, audit_
 
 void eval_audit_factored_destroy(eval_audit_factored *f) {
   if (!f) return;
-  eval_audit_destroy(f->merged);
-  for (int h = 0; h < 2; h++)
-    for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) eval_audit_destroy(f->half[h][m]);
+  for (int v = 0; v < N_VIEWS; v++) {
+    eval_audit_destroy(f->merged[v]);
+    for (int h = 0; h < 2; h++)
+      for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) eval_audit_destroy(f->half[v][h][m]);
+  }
   free(f->hcol);
   free(f);
 }
@@ -80,15 +97,16 @@ static const double *half_corr(const eval_audit *h, eval_audit_mode m, eval_audi
 }
 
 /* The merged result: whole's points, each column's figure from its half. */
-static int merge(eval_audit_factored *f, const eval_audit *whole, const eval_audit_config *c) {
+static int merge(eval_audit_factored *f, int v, const eval_audit *whole,
+                 const eval_audit_config *c) {
   eval_audit *a = calloc(1, sizeof *a);
   if (!a) return O3M_ENOMEM;
-  f->merged = a;
+  f->merged[v] = a;
   *a = *whole;
   memset(a->s, 0, sizeof a->s);
   memset(a->ex, 0, sizeof a->ex);
   a->c = *c;
-  a->tag = "audit_factored";
+  a->tag = v == FACTORED ? "audit_factored" : "audit_differenced";
   for (int m = 0; m < EVAL_AUDIT_N_MODES; m++)
     for (int s = 0; s < EVAL_AUDIT_N_SERIES; s++) {
       const series *W = &whole->s[m][s];
@@ -101,7 +119,7 @@ static int merge(eval_audit_factored *f, const eval_audit *whole, const eval_aud
         S->x[i] = W->x[i];
         for (int col = 0; col < a->dj; col++) {
           int h = f->item_col[f->party_item0 + col];
-          const double *hc = half_corr(f->half[h][m], m, s, W->x[i]);
+          const double *hc = half_corr(f->half[v][h][m], m, s, W->x[i]);
           S->corr[(size_t)i * a->dj + col] = hc ? hc[f->hcol[col]] : NAN;
         }
       }
@@ -130,28 +148,30 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
     cols[h][f->n_cols[h]++] = col;
   }
   for (int col = d0; col < d; col++) f->all_cols[in->item_col[col]]++;
-  for (int h = 0; h < 2; h++) {
-    if (!f->n_cols[h]) continue;
-    eval_audit_input *hin = NULL;
-    if ((rc = half_input(&hin, in, h ? AUDIT_ITEM_HALF : AUDIT_USER_HALF, cols[h], f->n_cols[h],
-                         e)))
-      goto out;
-    for (int m = 0; !rc && m < EVAL_AUDIT_N_MODES; m++) {
-      eval_audit_point p;
-      int np = eval_audit_n_points(whole, m, EVAL_AUDIT_KP);
-      if (!np) continue;
-      eval_audit_config hc = *c;
-      hc.modes = 1 << m;
-      for (int i = 0; i < np; i++) kp[i] = eval_audit_point_get(whole, m, EVAL_AUDIT_KP, i, &p)
-                                              ? 1 : p.x;
-      hc.kp_points = kp;
-      hc.n_kp_points = np;
-      rc = eval_audit_run(&f->half[h][m], hin, &hc, e);
+  for (int v = 0; v < N_VIEWS; v++) {
+    for (int h = 0; h < 2; h++) {
+      if (!f->n_cols[h]) continue;
+      eval_audit_input *hin = NULL;
+      if ((rc = half_input(&hin, in, h ? AUDIT_ITEM_HALF : AUDIT_USER_HALF, v == DIFFERENCED,
+                           cols[h], f->n_cols[h], e)))
+        goto out;
+      for (int m = 0; !rc && m < EVAL_AUDIT_N_MODES; m++) {
+        eval_audit_point p;
+        int np = eval_audit_n_points(whole, m, EVAL_AUDIT_KP);
+        if (!np) continue;
+        eval_audit_config hc = *c;
+        hc.modes = 1 << m;
+        for (int i = 0; i < np; i++)
+          kp[i] = eval_audit_point_get(whole, m, EVAL_AUDIT_KP, i, &p) ? 1 : p.x;
+        hc.kp_points = kp;
+        hc.n_kp_points = np;
+        rc = eval_audit_run(&f->half[v][h][m], hin, &hc, e);
+      }
+      eval_audit_input_destroy(hin);
+      if (rc) goto out;
     }
-    eval_audit_input_destroy(hin);
-    if (rc) goto out;
+    if ((rc = merge(f, v, whole, c))) goto out;
   }
-  rc = merge(f, whole, c);
 out:
   free(cols[0]);
   free(cols[1]);
@@ -165,16 +185,19 @@ out:
   return O3M_OK;
 }
 
-const eval_audit *eval_audit_factored_result(const eval_audit_factored *f) { return f->merged; }
+const eval_audit *eval_audit_factored_result(const eval_audit_factored *f, int differenced) {
+  return f->merged[differenced ? DIFFERENCED : FACTORED];
+}
 
 int eval_audit_factored_columns(const eval_audit_factored *f, int item, int all_pps) {
   return all_pps ? f->all_cols[!!item] : f->n_cols[!!item];
 }
 
-int eval_audit_factored_exposure(const eval_audit_factored *f, eval_audit_mode m, int item,
-                                 eval_audit_exposure *out) {
-  if ((unsigned)m >= EVAL_AUDIT_N_MODES || !f->half[!!item][m]) return O3M_EINVAL;
-  return eval_audit_exposure_get(f->half[!!item][m], m, out);
+int eval_audit_factored_exposure(const eval_audit_factored *f, int differenced,
+                                 eval_audit_mode m, int item, eval_audit_exposure *out) {
+  const int v = differenced ? DIFFERENCED : FACTORED;
+  if ((unsigned)m >= EVAL_AUDIT_N_MODES || !f->half[v][!!item][m]) return O3M_EINVAL;
+  return eval_audit_exposure_get(f->half[v][!!item][m], m, out);
 }
 
 /* "0.570 (0.00-1.00)" of series s at point i of a, or blanks. */
@@ -195,42 +218,50 @@ static void fmt_exposure(const eval_audit_exposure *x, char *buf, size_t n) {
 }
 
 void eval_audit_factored_print(const eval_audit_factored *f, const eval_audit *whole,
-                               const eval_audit_input *in, FILE *out) {
-  const eval_audit *a = f->merged;
-  (void)in;
+                               FILE *out) {
   fprintf(out, "\n== factored batches (protocol 6): the AP sees U(u) = sum Q^k_U u^k and "
                "I(i) = sum Q^k_I i^k apart\n"
-               "your columns: %d user, %d item; every PP's: %d user, %d item\n",
+               "your columns: %d user, %d item; every PP's: %d user, %d item\n"
+               "whole rows: one context per user (above); differenced: U(u) + I(i0) and "
+               "I(i) - I(i0), what\n  the AP computes from whole rows of every user's "
+               "candidates (i0: one item they share);\n  factored: U(u) and I(i) themselves\n",
           f->n_cols[0], f->n_cols[1], f->all_cols[0], f->all_cols[1]);
   for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) {
     if (!(whole->ran & (1 << m))) continue;
-    eval_audit_exposure wx, hx;
-    char c1[48], c2[48], c3[48];
-    eval_audit_exposure_get(whole, m, &wx);
-    fmt_exposure(&wx, c1, sizeof c1);
-    snprintf(c2, sizeof c2, "-");
-    snprintf(c3, sizeof c3, "-");
-    if (!eval_audit_factored_exposure(f, m, 0, &hx)) fmt_exposure(&hx, c2, sizeof c2);
-    if (!eval_audit_factored_exposure(f, m, 1, &hx)) fmt_exposure(&hx, c3, sizeof c3);
-    fprintf(out, "\n-- mode %s, whole rows vs factored\nnorms / Gram: whole %s; user half %s; "
-                 "item half %s\n%-10s %6s  %-22s  %-22s\n",
-            eval_audit_mode_name(m), c1, c2, c3, "attack", "n|N", "whole rows", "factored");
+    eval_audit_exposure x;
+    char c[3][48];
+    eval_audit_exposure_get(whole, m, &x);
+    fmt_exposure(&x, c[0], sizeof c[0]);
+    fprintf(out, "\n-- mode %s\nnorms / Gram: whole rows %s\n", eval_audit_mode_name(m), c[0]);
+    for (int v = 0; v < N_VIEWS; v++)
+      for (int h = 0; h < 2; h++)
+        if (!eval_audit_factored_exposure(f, v, m, h, &x)) {
+          fmt_exposure(&x, c[0], sizeof c[0]);
+          fprintf(out, "  %s, %s half: %s\n", v == FACTORED ? "factored" : "differenced",
+                  h ? "item" : "user", c[0]);
+        }
+    fprintf(out, "%-10s %6s  %-22s  %-22s  %-22s\n", "attack", "n|N", "whole rows",
+            "differenced", "factored");
     for (int s = 0; s < EVAL_AUDIT_N_SERIES; s++)
       for (int i = 0; i < eval_audit_n_points(whole, m, s); i++) {
         eval_audit_point p;
         eval_audit_point_get(whole, m, s, i, &p);
-        fmt(whole, m, s, i, c1, sizeof c1);
-        fmt(a, m, s, i, c2, sizeof c2);
-        fprintf(out, "%-10s %6d  %-22s  %-22s\n", eval_audit_series_name(s), p.x, c1, c2);
+        fmt(whole, m, s, i, c[0], sizeof c[0]);
+        fmt(f->merged[DIFFERENCED], m, s, i, c[1], sizeof c[1]);
+        fmt(f->merged[FACTORED], m, s, i, c[2], sizeof c[2]);
+        fprintf(out, "%-10s %6d  %-22s  %-22s  %-22s\n", eval_audit_series_name(s), p.x, c[0],
+                c[1], c[2]);
       }
   }
-  fprintf(out, "\nfactored: your user columns are attacked from the U(u) vectors alone, your "
-               "item columns\n  from the I(i) vectors alone; the split reveals the offset "
-               "between the halves (one\n  d-vector per mask), the differences U(u) - U(u') "
-               "and I(i) - I(i') came from the sums.\n");
+  fprintf(out, "\nfactored and differenced: your user columns are attacked from the user "
+               "halves alone, your\n  item columns from the item halves alone; what the "
+               "split adds is factored minus differenced:\n  the common offset I(i0), one "
+               "d-vector per mask.\n");
 }
 
 int eval_audit_factored_write_csv(const eval_audit_factored *f, const eval_audit_input *in,
                                   const char *dir, o3m_err *e) {
-  return eval_audit_write_csv(f->merged, in, dir, e);
+  int rc = O3M_OK;
+  for (int v = 0; !rc && v < N_VIEWS; v++) rc = eval_audit_write_csv(f->merged[v], in, dir, e);
+  return rc;
 }

@@ -41,22 +41,26 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
                             const eval_audit *whole, const eval_audit_config *c, o3m_err *e);
 void eval_audit_factored_destroy(eval_audit_factored *f);
 
-/* The factored figures in eval_audit's shape (series, points, per column);
- * its exposure is undefined: ask the halves. Valid while f lives. */
-const eval_audit *eval_audit_factored_result(const eval_audit_factored *f);
-/* The audited party's user (item = 0) or item (item = 1) columns, and over
- * all PPs. */
+/* The factored figures (differenced = 0), or those of the halves the AP
+ * computes from whole rows by differencing every user's candidates
+ * (differenced = 1: U(u) + I(i0) and I(i) - I(i0), i0 the item of audited
+ * row 0), in eval_audit's shape (series, points, per column); its exposure
+ * is undefined: ask the halves. Valid while f lives. */
+const eval_audit *eval_audit_factored_result(const eval_audit_factored *f, int differenced);
+/* The audited party's user (item = 0) or item (item = 1) columns, or every
+ * PP's (all_pps = 1). */
 int eval_audit_factored_columns(const eval_audit_factored *f, int item, int all_pps);
-/* Norms and Gram of one half (the half's U or I vectors against the audited
+/* Norms and Gram of one half of one view (its vectors against the audited
  * party's columns of that half), or O3M_EINVAL when it has none. */
-int eval_audit_factored_exposure(const eval_audit_factored *f, eval_audit_mode m, int item,
-                                 eval_audit_exposure *out);
+int eval_audit_factored_exposure(const eval_audit_factored *f, int differenced,
+                                 eval_audit_mode m, int item, eval_audit_exposure *out);
 
-/* Per mode, whole rows and factored side by side: the exposure of each
- * half and every series' points. */
+/* Per mode, whole rows, differenced and factored side by side: the
+ * exposure of each half and every series' points. */
 void eval_audit_factored_print(const eval_audit_factored *f, const eval_audit *whole,
-                               const eval_audit_input *in, FILE *out);
-/* DIR/audit_factored_<mode>_<series>.csv, as eval_audit_write_csv. */
+                               FILE *out);
+/* DIR/audit_factored_<mode>_<series>.csv and audit_differenced_..., as
+ * eval_audit_write_csv. */
 int eval_audit_factored_write_csv(const eval_audit_factored *f, const eval_audit_input *in,
                                   const char *dir, o3m_err *e);
 

@@ -37,6 +37,10 @@ struct eval_audit_input {
    * a data set's arm part), 0 for a user column. */
   unsigned char *item_col;
   audit_half half; /* AUDIT_WHOLE unless made by eval_audit_factored.c */
+  /* NULL, or (a half input) the d columns of a reference row whose item
+   * half stands in for the common offset the AP does not know without the
+   * split (see eval_audit__keep_half). */
+  double *ref;
   int borrowed;    /* 1: pp and names belong to the whole input */
 };
 
@@ -54,7 +58,13 @@ struct eval_audit {
   const char *tag; /* the CSV files' prefix: "audit" or "audit_factored" */
 };
 
-/* Zeroes, in n rows R (n x d), the columns a half input does not keep. */
-void eval_audit__zero_other_half(const eval_audit_input *in, int n, double *R);
+/* Turns n whole rows R (n x d) into what a half input's attacker sees a
+ * linear image of. Without ref, the factored halves: the other half's
+ * columns zero (U(u), or I(i)). With ref, the halves the AP already
+ * computes from whole rows by differencing candidates: a user's row with a
+ * reference item i0, U(u) + I(i0) (the item columns are ref's), and one
+ * item's difference to it, I(i) - I(i0) (ref's item columns subtracted,
+ * the user columns zero). */
+void eval_audit__keep_half(const eval_audit_input *in, int n, double *R);
 
 #endif
