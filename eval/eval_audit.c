@@ -595,8 +595,8 @@ void eval_audit_config_default(eval_audit_config *c) {
   c->ica_max_iter = 200;
   c->known_max = 0;
   c->modes = (1 << EVAL_AUDIT_N_MODES) - 1;
-  c->kp_points = NULL;
-  c->n_kp_points = 0;
+  memset(c->kp_points, 0, sizeof c->kp_points);
+  memset(c->n_kp_points, 0, sizeof c->n_kp_points);
 }
 
 const char *eval_audit_mode_name(eval_audit_mode m) {
@@ -937,10 +937,11 @@ static int run_mode(eval_audit *a, const eval_audit_input *in, eval_audit_mode m
   if (top > N) top = N;
   int ng = kp_grid(dj < top ? dj : top, need, top, grid);
   /* Given points (the factored mode's, to line up with the whole rows'). */
-  if (a->c.n_kp_points > 0) {
+  if (a->c.kp_points[m] && a->c.n_kp_points[m] > 0) {
     ng = 0;
-    for (int g = 0; g < a->c.n_kp_points && ng < N; g++)
-      if (a->c.kp_points[g] >= 1 && a->c.kp_points[g] <= N) grid[ng++] = a->c.kp_points[g];
+    for (int g = 0; g < a->c.n_kp_points[m] && ng < N; g++)
+      if (a->c.kp_points[m][g] >= 1 && a->c.kp_points[m][g] <= N)
+        grid[ng++] = a->c.kp_points[m][g];
   }
   for (int s = EVAL_AUDIT_KP; s <= EVAL_AUDIT_KP_FULL; s++) {
     if (s == EVAL_AUDIT_KP_FULL && m == EVAL_AUDIT_PER_PARTY) continue;

@@ -161,11 +161,11 @@ typedef struct eval_audit_config {
   int ica_max_iter; /* FastICA iterations (200) */
   int known_max;    /* largest n of known plaintext (0: twice the exact count) */
   int modes;        /* bit (1 << mode) per mode to run (all) */
-  /* The known-row counts n to try, instead of the grid up to known_max
-   * (NULL: the grid); eval_audit_factored_run passes the whole rows' points
-   * so that both figures stand side by side. */
-  const int *kp_points;
-  int n_kp_points;
+  /* Per mode, the known-row counts n to try instead of the grid up to
+   * known_max (NULL: the grid); eval_audit_factored_run passes the whole
+   * rows' points so that the figures stand side by side. */
+  const int *kp_points[EVAL_AUDIT_N_MODES];
+  int n_kp_points[EVAL_AUDIT_N_MODES];
 } eval_audit_config;
 
 void eval_audit_config_default(eval_audit_config *c);

@@ -20,8 +20,8 @@ enum { FACTORED = 0, DIFFERENCED = 1, N_VIEWS = 2 };
 
 struct eval_audit_factored {
   eval_audit *merged[N_VIEWS];
-  /* [view][half][mode]: the run of one mode on one half (NULL: none). */
-  eval_audit *half[N_VIEWS][2][EVAL_AUDIT_N_MODES];
+  /* [view][half]: the run on one half (NULL: no columns of it). */
+  eval_audit *half[N_VIEWS][2];
   int *hcol;       /* dj: the audited column's index within its half */
   int n_cols[2];   /* the audited party's user and item columns */
   int all_cols[2]; /* every PP's user and item columns */
@@ -80,8 +80,7 @@ void eval_audit_factored_destroy(eval_audit_factored *f) {
   if (!f) return;
   for (int v = 0; v < N_VIEWS; v++) {
     eval_audit_destroy(f->merged[v]);
-    for (int h = 0; h < 2; h++)
-      for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) eval_audit_destroy(f->half[v][h][m]);
+    for (int h = 0; h < 2; h++) eval_audit_destroy(f->half[v][h]);
   }
   free(f->hcol);
   free(f);
@@ -119,7 +118,7 @@ static int merge(eval_audit_factored *f, int v, const eval_audit *whole,
         S->x[i] = W->x[i];
         for (int col = 0; col < a->dj; col++) {
           int h = f->item_col[f->party_item0 + col];
-          const double *hc = half_corr(f->half[v][h][m], m, s, W->x[i]);
+          const double *hc = half_corr(f->half[v][h], m, s, W->x[i]);
           S->corr[(size_t)i * a->dj + col] = hc ? hc[f->hcol[col]] : NAN;
         }
       }
@@ -136,9 +135,12 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
   const int dj = in->dj, d = in->part.d, d0 = in->part.dims[0];
   eval_audit_factored *f = calloc(1, sizeof *f);
   int *cols[2] = {malloc(sizeof(int) * (size_t)dj), malloc(sizeof(int) * (size_t)dj)};
-  int *kp = malloc(sizeof *kp * (size_t)(in->N + 1));
+  int *kp[EVAL_AUDIT_N_MODES];
+  int kp_ok = 1;
+  for (int m = 0; m < EVAL_AUDIT_N_MODES; m++)
+    kp_ok &= !!(kp[m] = malloc(sizeof *kp[m] * (size_t)(in->N + 1)));
   int rc = O3M_ENOMEM;
-  if (!f || !cols[0] || !cols[1] || !kp || !(f->hcol = malloc(sizeof *f->hcol * (size_t)dj)))
+  if (!f || !cols[0] || !cols[1] || !kp_ok || !(f->hcol = malloc(sizeof *f->hcol * (size_t)dj)))
     goto out;
   f->item_col = in->item_col;
   f->party_item0 = in->part.offset[in->party];
@@ -155,18 +157,21 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
       if ((rc = half_input(&hin, in, h ? AUDIT_ITEM_HALF : AUDIT_USER_HALF, v == DIFFERENCED,
                            cols[h], f->n_cols[h], e)))
         goto out;
-      for (int m = 0; !rc && m < EVAL_AUDIT_N_MODES; m++) {
+      /* All modes in one run, as the whole rows' were, so that a half
+       * equal to the whole rows (no columns of the other half anywhere)
+       * draws the same Gram pairs and ICA starts and gives the same
+       * figures. */
+      eval_audit_config hc = *c;
+      hc.modes = whole->ran;
+      for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) {
         eval_audit_point p;
         int np = eval_audit_n_points(whole, m, EVAL_AUDIT_KP);
-        if (!np) continue;
-        eval_audit_config hc = *c;
-        hc.modes = 1 << m;
         for (int i = 0; i < np; i++)
-          kp[i] = eval_audit_point_get(whole, m, EVAL_AUDIT_KP, i, &p) ? 1 : p.x;
-        hc.kp_points = kp;
-        hc.n_kp_points = np;
-        rc = eval_audit_run(&f->half[v][h][m], hin, &hc, e);
+          kp[m][i] = eval_audit_point_get(whole, m, EVAL_AUDIT_KP, i, &p) ? 1 : p.x;
+        hc.kp_points[m] = kp[m];
+        hc.n_kp_points[m] = np;
       }
+      rc = eval_audit_run(&f->half[v][h], hin, &hc, e);
       eval_audit_input_destroy(hin);
       if (rc) goto out;
     }
@@ -175,7 +180,7 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
 out:
   free(cols[0]);
   free(cols[1]);
-  free(kp);
+  for (int m = 0; m < EVAL_AUDIT_N_MODES; m++) free(kp[m]);
   if (rc) {
     if (!e->code) o3m_err_set(e, rc, "audit, factored: %s", o3m_strerror(rc));
     eval_audit_factored_destroy(f);
@@ -196,8 +201,8 @@ int eval_audit_factored_columns(const eval_audit_factored *f, int item, int all_
 int eval_audit_factored_exposure(const eval_audit_factored *f, int differenced,
                                  eval_audit_mode m, int item, eval_audit_exposure *out) {
   const int v = differenced ? DIFFERENCED : FACTORED;
-  if ((unsigned)m >= EVAL_AUDIT_N_MODES || !f->half[v][!!item][m]) return O3M_EINVAL;
-  return eval_audit_exposure_get(f->half[v][!!item][m], m, out);
+  if ((unsigned)m >= EVAL_AUDIT_N_MODES || !f->half[v][!!item]) return O3M_EINVAL;
+  return eval_audit_exposure_get(f->half[v][!!item], m, out);
 }
 
 /* "0.570 (0.00-1.00)" of series s at point i of a, or blanks. */
