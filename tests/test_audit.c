@@ -64,14 +64,16 @@ static void write_normal(const char *name, int N, int dj, int distinct, uint64_t
   write_normal_kind(name, O3M_FEATURES_USERS, N, dj, distinct, seed, path, n);
 }
 
-/* whiten: 0 no, 1 whitened and scored on the raw x, 2 scored on W x. */
-static eval_audit_input *build_w(const char *dims, int party, const char *users, int bank,
-                                 int whiten) {
+/* whiten: 0 no, 1 whitened and scored on the raw x, 2 scored on W x;
+ * items: the audited party's item table or NULL. */
+static eval_audit_input *build_ui(const char *dims, int party, const char *users,
+                                  const char *items, int bank, int whiten) {
   eval_audit_source s;
   memset(&s, 0, sizeof s);
   cr_assert_eq(o3m_partition_parse(&s.part, dims, NULL), O3M_OK);
   s.party = party;
   s.user_table = users;
+  s.item_table = items;
   s.bank = bank;
   s.work_dir = dir;
   s.seed = 3;
@@ -82,6 +84,11 @@ static eval_audit_input *build_w(const char *dims, int party, const char *users,
   o3m_err_clear(&e);
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_OK, "%s", o3m_err_message(&e));
   return in;
+}
+
+static eval_audit_input *build_w(const char *dims, int party, const char *users, int bank,
+                                 int whiten) {
+  return build_ui(dims, party, users, NULL, bank, whiten);
 }
 
 static eval_audit_input *build(const char *dims, int party, const char *users, int bank) {
@@ -355,35 +362,31 @@ static eval_audit_input *build_factored(void) {
   char users[256], items[256];
   write_normal_kind("fu.csv", O3M_FEATURES_USERS, 300, 6, 0, 41, users, sizeof users);
   write_normal_kind("fi.csv", O3M_FEATURES_ITEMS, 300, 6, 0, 42, items, sizeof items);
-  eval_audit_source s;
-  memset(&s, 0, sizeof s);
-  cr_assert_eq(o3m_partition_parse(&s.part, "4,12,3", NULL), O3M_OK);
-  s.party = 1;
-  s.user_table = users;
-  s.item_table = items;
-  s.work_dir = dir;
-  s.seed = 3;
-  eval_audit_input *in = NULL;
+  return build_ui("4,12,3", 1, users, items, 0, 0);
+}
+
+/* The whole rows' audit of in (modes, known_max 0: the grid) into *a, and
+ * the factored one. */
+static eval_audit_factored *run_factored(const eval_audit_input *in, int modes, int known_max,
+                                         eval_audit **a) {
+  eval_audit_config c;
+  eval_audit_config_default(&c);
+  c.modes = modes;
+  c.seed = 5;
+  c.known_max = known_max;
+  eval_audit_factored *f = NULL;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_OK, "%s", o3m_err_message(&e));
-  return in;
+  cr_assert_eq(eval_audit_run(a, in, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_eq(eval_audit_factored_run(&f, in, *a, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  return f;
 }
 
 Test(audit, factored_known_plaintext_exact_at_each_halfs_columns, .init = make_dir,
      .fini = remove_dir) {
   eval_audit_input *in = build_factored();
-  eval_audit_config c;
-  eval_audit_config_default(&c);
-  c.modes = SECAGG;
-  c.seed = 5;
-  c.known_max = 300; /* every row */
   eval_audit *a = NULL;
-  eval_audit_factored *f = NULL;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(eval_audit_run(&a, in, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
-  cr_assert_eq(eval_audit_factored_run(&f, in, a, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  eval_audit_factored *f = run_factored(in, SECAGG, 300 /* every row */, &a);
   cr_assert_eq(eval_audit_factored_columns(f, 0, 0), 6);
   cr_assert_eq(eval_audit_factored_columns(f, 1, 0), 6);
   cr_assert_eq(eval_audit_factored_columns(f, 0, 1), 9);
@@ -426,9 +429,7 @@ Test(audit, factored_known_plaintext_exact_at_each_halfs_columns, .init = make_d
   cr_assert_gt(fx.norm, 0.999999, "factored item half norm corr %.6f", fx.norm);
   cr_assert_lt(wx.gram, 0.99, "whole rows Gram corr %.4f", wx.gram);
   cr_assert_lt(dx.gram, 0.99, "differenced item half Gram corr %.4f", dx.gram);
-  /* A half that is the whole rows (no item columns anywhere) is the whole
-   * rows' figures, which the per-party mode shows for the user half alone
-   * only when nobody has item columns: not here. */
+  /* A mode that did not run has no exposure to give. */
   cr_assert_eq(eval_audit_factored_exposure(f, 0, EVAL_AUDIT_PER_PARTY, 1, &fx), O3M_EINVAL);
   eval_audit_factored_destroy(f);
   eval_audit_destroy(a);
@@ -442,15 +443,8 @@ Test(audit, factored_without_item_columns_equals_whole_rows, .init = make_dir,
   char path[256];
   write_normal("t.csv", 300, 6, 1, 51, path, sizeof path);
   eval_audit_input *in = build("4,6,6", 1, path, 0);
-  eval_audit_config c;
-  eval_audit_config_default(&c);
-  c.seed = 5;
   eval_audit *a = NULL;
-  eval_audit_factored *f = NULL;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(eval_audit_run(&a, in, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
-  cr_assert_eq(eval_audit_factored_run(&f, in, a, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  eval_audit_factored *f = run_factored(in, (1 << EVAL_AUDIT_N_MODES) - 1, 0, &a);
   const eval_audit *fa = eval_audit_factored_result(f, 0);
   for (int m = 0; m < EVAL_AUDIT_N_MODES; m++)
     for (int s = 0; s < EVAL_AUDIT_N_SERIES; s++) {
