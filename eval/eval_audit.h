@@ -21,6 +21,8 @@
  *                the AP's own columns could help only through a correlation
  *                with yours, which the audit does not model (with synthetic
  *                others they are independent of your table).
+ * Under factored batches (protocol 6) the AP sees each row's user half and
+ * item half apart: eval_audit_factored.h plays the same attacks on them.
  *
  * Attacks (a strong attacker: it knows the protocol, that Q is orthogonal,
  * every dimension, and it may choose which ids to ask about). Each reports,

@@ -2,9 +2,10 @@
  *
  * Each half is audited as an input of its own: the same rows with the other
  * half's columns zero (what a party answers for a half it has no columns
- * of), and the truth cut to the audited party's columns of that half; then
- * eval_audit_run plays every attack on it, one mode at a time so that the
- * known-row counts are the whole rows' of that mode. The halves' per-column
+ * of), or for the differenced view shifted by a reference row, and the
+ * truth cut to the audited party's columns of that half; then
+ * eval_audit_run plays every attack on it, every mode in one call with each
+ * mode's known-row counts taken from the whole rows. The halves' per-column
  * figures are put back in the audited party's column order. */
 #include "eval_audit_factored.h"
 
@@ -25,27 +26,26 @@ struct eval_audit_factored {
   int *hcol;       /* dj: the audited column's index within its half */
   int n_cols[2];   /* the audited party's user and item columns */
   int all_cols[2]; /* every PP's user and item columns */
-  int party_item0; /* offset of the audited party's first column */
-  const unsigned char *item_col; /* the input's d flags */
+  int party0;      /* offset of the audited party's first column */
 };
 
 void eval_audit__keep_half(const eval_audit_input *in, int n, double *R) {
   const int d = in->part.d, want_item = in->half == AUDIT_ITEM_HALF;
   for (int c = 0; c < d; c++) {
     int own = in->item_col[c] == want_item;
-    double v = !in->ref ? 0 : own ? in->ref[c] : want_item ? 0 : in->ref[c];
     for (int i = 0; i < n; i++) {
       double *r = R + (size_t)i * d + c;
-      if (own)
-        *r -= in->ref && want_item ? v : 0;
-      else
-        *r = v;
+      if (!own)
+        *r = in->ref && !want_item ? in->ref[c] : 0; /* U(u) + I(i0), or 0 */
+      else if (in->ref && want_item)
+        *r -= in->ref[c]; /* I(i) - I(i0) */
     }
   }
 }
 
-/* The input of one half: rows with the other half zero, the truth and the
- * names cut to the audited party's nh columns cols of this half. */
+/* The input of one half: rows turned by eval_audit__keep_half (with audited
+ * row 0 as the reference when differenced), the truth and the names cut to
+ * the audited party's nh columns cols of this half. */
 static int half_input(eval_audit_input **out, const eval_audit_input *in, audit_half h,
                       int differenced, const int *cols, int nh, o3m_err *e) {
   const int N = in->N, d = in->part.d;
@@ -96,8 +96,8 @@ static const double *half_corr(const eval_audit *h, eval_audit_mode m, eval_audi
 }
 
 /* The merged result: whole's points, each column's figure from its half. */
-static int merge(eval_audit_factored *f, int v, const eval_audit *whole,
-                 const eval_audit_config *c) {
+static int merge(eval_audit_factored *f, int v, const eval_audit_input *in,
+                 const eval_audit *whole, const eval_audit_config *c) {
   eval_audit *a = calloc(1, sizeof *a);
   if (!a) return O3M_ENOMEM;
   f->merged[v] = a;
@@ -117,7 +117,7 @@ static int merge(eval_audit_factored *f, int v, const eval_audit *whole,
       for (int i = 0; i < W->n; i++, S->n++) {
         S->x[i] = W->x[i];
         for (int col = 0; col < a->dj; col++) {
-          int h = f->item_col[f->party_item0 + col];
+          int h = in->item_col[f->party0 + col];
           const double *hc = half_corr(f->half[v][h], m, s, W->x[i]);
           S->corr[(size_t)i * a->dj + col] = hc ? hc[f->hcol[col]] : NAN;
         }
@@ -142,10 +142,9 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
   int rc = O3M_ENOMEM;
   if (!f || !cols[0] || !cols[1] || !kp_ok || !(f->hcol = malloc(sizeof *f->hcol * (size_t)dj)))
     goto out;
-  f->item_col = in->item_col;
-  f->party_item0 = in->part.offset[in->party];
+  f->party0 = in->part.offset[in->party];
   for (int col = 0; col < dj; col++) {
-    int h = in->item_col[f->party_item0 + col];
+    int h = in->item_col[f->party0 + col];
     f->hcol[col] = f->n_cols[h];
     cols[h][f->n_cols[h]++] = col;
   }
@@ -175,7 +174,7 @@ int eval_audit_factored_run(eval_audit_factored **out, const eval_audit_input *i
       eval_audit_input_destroy(hin);
       if (rc) goto out;
     }
-    if ((rc = merge(f, v, whole, c))) goto out;
+    if ((rc = merge(f, v, in, whole, c))) goto out;
   }
 out:
   free(cols[0]);
