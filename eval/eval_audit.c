@@ -6,7 +6,8 @@
  * math goes through linalg/o3m_blas.h and LAPACKE (dgelsd, dsyevd,
  * dgesvd); the masking through o3m_block_apply, the routine the passive
  * participant runs. */
-#include "eval_audit.h"
+#include "eval_audit_impl.h"
+#include "eval_audit_factored.h"
 
 #include <errno.h>
 #include <math.h>
@@ -36,12 +37,6 @@
 
 /* ------------------------------------------------------------------ input */
 
-/* The ids of one table file, in file order (at most cap, 0: all). */
-typedef struct id_list {
-  int n;
-  char **ids;
-} id_list;
-
 static void id_list_free(id_list *l) {
   for (int i = 0; i < l->n; i++) free(l->ids[i]);
   free(l->ids);
@@ -67,35 +62,21 @@ static int id_list_read(id_list *l, const o3m_features *f, o3m_features_kind whi
   return O3M_OK;
 }
 
-/* One passive participant: its tables and their ids. */
-typedef struct pp_tables {
-  o3m_features *f;
-  id_list users, items;
-} pp_tables;
-
-struct eval_audit_input {
-  o3m_partition part;
-  int party, N, dj;
-  double *X;  /* N x d: the rows every party sends (party 0: the AP's own) */
-  double *T;  /* N x d_j: the audited party's raw columns, the truth */
-  pp_tables *pp; /* part.m entries; [0] unused */
-  char **names;  /* d_j column names */
-  int whitened;    /* the party whitens (o3m_features_whiten) */
-  int sends_truth; /* 1: the party's part is Q^j T (it does not whiten, or T is W x) */
-};
-
 void eval_audit_input_destroy(eval_audit_input *in) {
   if (!in) return;
-  if (in->pp)
+  /* A half input (eval_audit_factored.c) borrows the tables and names. */
+  if (in->pp && !in->borrowed)
     for (int k = 0; k < in->part.m; k++) {
       o3m_features_destroy(in->pp[k].f);
       id_list_free(&in->pp[k].users);
       id_list_free(&in->pp[k].items);
     }
-  if (in->names)
+  if (in->names && !in->borrowed)
     for (int c = 0; c < in->dj; c++) free(in->names[c]);
+  if (!in->borrowed) free(in->pp);
   free(in->names);
-  free(in->pp);
+  free(in->item_col);
+  free(in->ref);
   free(in->X);
   free(in->T);
   free(in);
@@ -123,7 +104,8 @@ static int pp_fill(const pp_tables *t, int r, double *out) {
 
 /* Reads up to rows events of a data set into *X (rows x d): the context
  * of the logged arm of each event. */
-static int read_dataset(const eval_audit_source *s, int rows, double **X, int *n, o3m_err *e) {
+static int read_dataset(const eval_audit_source *s, int rows, double **X, int *n,
+                        unsigned char *item_col, o3m_err *e) {
   char log[4096], items[4096];
   const char *dir = s->data_dir ? s->data_dir : "../shared/data";
   eval_reader *rd = NULL;
@@ -157,6 +139,12 @@ static int read_dataset(const eval_audit_source *s, int rows, double **X, int *n
     return o3m_err_set(e, O3M_EDIM, "--dims sum to %d, but the %s contexts have d = %d",
                        s->part.d, s->dataset, d);
   }
+  /* The columns of the arm part (OBD's item features) are item columns;
+   * a data set without a split (news) has user columns only. */
+  const double *C = eval_reader_item_part(rd);
+  for (int a = 0; C && a < eval_reader_arms(rd); a++)
+    for (int c = 0; c < d; c++)
+      if (C[(size_t)a * d + c] != 0) item_col[c] = 1;
   double *buf = malloc(sizeof *buf * (size_t)rows * (size_t)d);
   if (!buf) {
     eval_reader_destroy(rd);
@@ -232,13 +220,14 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
   int cap = s->rows > 0 ? s->rows : 0;
   in->dj = p->dims[j];
   if (!(in->pp = calloc((size_t)m, sizeof *in->pp)) ||
-      !(in->names = calloc((size_t)in->dj, sizeof *in->names)))
+      !(in->names = calloc((size_t)in->dj, sizeof *in->names)) ||
+      !(in->item_col = calloc((size_t)d, 1)))
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   if ((rc = eval_regret_mkdir_p(s->work_dir, e))) return rc;
 
   /* The audited party's tables. */
   if (s->dataset) {
-    if ((rc = read_dataset(s, cap ? cap : DEFAULT_ROWS, &data, &N, e))) return rc;
+    if ((rc = read_dataset(s, cap ? cap : DEFAULT_ROWS, &data, &N, in->item_col, e))) return rc;
     rc = pp_from_matrix(&in->pp[j], s, j, data, N, e);
     for (int c = 0; !rc && c < in->dj; c++) {
       char nm[16];
@@ -351,6 +340,13 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
     for (int r = 0; !rc && r < N; r++)
       if (pp_fill(&in->pp[k], r, in->X + (size_t)r * d + p->offset[k]))
         rc = o3m_err_set(e, O3M_EINVAL, "cannot fill row %d of party %d", r, k);
+  /* A party's columns after its user table's are its item table's. */
+  for (int k = 0; !rc && k < m; k++) {
+    if (!in->pp[k].f) continue;
+    int nu = 0;
+    while (nu < p->dims[k] && o3m_features_column(in->pp[k].f, O3M_FEATURES_USERS, nu)) nu++;
+    memset(in->item_col + p->offset[k] + nu, 1, (size_t)(p->dims[k] - nu));
+  }
 out:
   free(data);
   return rc;
@@ -593,25 +589,14 @@ static int score(int N, int dj, const double *Tn, const unsigned char *cflag, do
 
 /* ------------------------------------------------------------------ run */
 
-typedef struct series {
-  int n;
-  int *x;
-  double *corr; /* n x dj */
-} series;
-
-struct eval_audit {
-  int dj, d, d0, D, N, Nd, ran;
-  series s[EVAL_AUDIT_N_MODES][EVAL_AUDIT_N_SERIES];
-  eval_audit_exposure ex[EVAL_AUDIT_N_MODES];
-  eval_audit_config c;
-};
-
 void eval_audit_config_default(eval_audit_config *c) {
   c->seed = 1;
   c->dummies = 0;
   c->ica_max_iter = 200;
   c->known_max = 0;
   c->modes = (1 << EVAL_AUDIT_N_MODES) - 1;
+  memset(c->kp_points, 0, sizeof c->kp_points);
+  memset(c->n_kp_points, 0, sizeof c->n_kp_points);
 }
 
 const char *eval_audit_mode_name(eval_audit_mode m) {
@@ -757,7 +742,7 @@ static int exposure(eval_audit *a, eval_audit_mode m, const eval_audit_input *in
   double *v = u + (N > GRAM_PAIRS ? N : GRAM_PAIRS);
   eval_audit_exposure *x = &a->ex[m];
   /* A whitening party's part is Q^j W x: exact for W x, not for raw x. */
-  x->exact = m == EVAL_AUDIT_PER_PARTY && in->sends_truth;
+  x->exact = m == EVAL_AUDIT_PER_PARTY && in->sends_truth && !in->ref;
   double worst = 0;
   for (int i = 0; i < N; i++) {
     u[i] = o3m_nrm2(dj, in->T + (size_t)i * dj);
@@ -798,20 +783,24 @@ typedef struct mode_ctx {
 } mode_ctx;
 
 /* Known plaintext, the audited party's columns of the first n users of
- * perm known: regress them on the observations and apply to everyone. */
+ * perm known: regress them on the observations and apply to everyone. A
+ * view shifted by an unknown offset (in->ref, eval_audit_impl.h) gets an
+ * intercept: the attacker fits the offset too. */
 static int attack_kp(mode_ctx *x, int n, double *corr) {
   const eval_audit_input *in = x->in;
-  const int N = in->N, dj = in->dj, q = x->p, rows = n > q ? n : q;
+  const int N = in->N, dj = in->dj, p = x->p, q = p + (in->ref != NULL), rows = n > q ? n : q;
   double *A = malloc(sizeof *A * (size_t)n * q), *B = calloc((size_t)rows * dj, sizeof *B);
   int rc = O3M_ENOMEM;
   if (!A || !B) goto out;
   for (int r = 0; r < n; r++) {
     int i = x->perm[r];
-    memcpy(A + (size_t)r * q, x->O + (size_t)i * q, sizeof *A * q);
+    memcpy(A + (size_t)r * q, x->O + (size_t)i * p, sizeof *A * p);
+    if (q > p) A[(size_t)r * q + p] = 1;
     memcpy(B + (size_t)r * dj, in->T + (size_t)i * dj, sizeof *B * dj);
   }
   if ((rc = lstsq(n, q, dj, A, B))) goto out;
-  o3m_gemm(N, dj, q, 1.0, x->O, B, 0.0, x->R);
+  o3m_gemm(N, dj, p, 1.0, x->O, B, 0.0, x->R);
+  for (int i = 0; q > p && i < N; i++) o3m_axpy(dj, 1.0, B + (size_t)p * dj, x->R + (size_t)i * dj);
   rc = score(N, dj, x->Tn, x->cflag, x->R, dj, 0, corr);
 out:
   free(A);
@@ -824,21 +813,25 @@ out:
 static int attack_kp_full(mode_ctx *x, int n, double *corr) {
   const eval_audit_input *in = x->in;
   const int N = in->N, dj = in->dj, d0 = in->part.dims[0], d = in->part.d, D = d - d0;
-  const int p = x->p, r1 = n > D ? n : D, r2 = p > D ? p : D;
-  double *A = malloc(sizeof *A * (size_t)n * D), *B = calloc((size_t)r1 * p, sizeof *B);
+  /* A view shifted by an unknown offset (in->ref) fits it as an intercept
+   * (row D of the solution) and takes it off before the inversion. */
+  const int p = x->p, Dc = D + (in->ref != NULL), r1 = n > Dc ? n : Dc, r2 = p > D ? p : D;
+  double *A = malloc(sizeof *A * (size_t)n * Dc), *B = calloc((size_t)r1 * p, sizeof *B);
   double *A2 = malloc(sizeof *A2 * (size_t)p * D), *B2 = calloc((size_t)r2 * N, sizeof *B2);
   int rc = O3M_ENOMEM;
   if (!A || !B || !A2 || !B2) goto out;
   for (int r = 0; r < n; r++) {
     int i = x->perm[r];
-    memcpy(A + (size_t)r * D, in->X + (size_t)i * d + d0, sizeof *A * D);
+    memcpy(A + (size_t)r * Dc, in->X + (size_t)i * d + d0, sizeof *A * D);
+    if (Dc > D) A[(size_t)r * Dc + D] = 1;
     memcpy(B + (size_t)r * p, x->O + (size_t)i * p, sizeof *B * p);
   }
-  if ((rc = lstsq(n, D, p, A, B))) goto out; /* B[0..D) = M^T, M = p x D */
+  if ((rc = lstsq(n, Dc, p, A, B))) goto out; /* B[0..D) = M^T, M = p x D */
   for (int r = 0; r < p; r++)
     for (int c = 0; c < D; c++) A2[(size_t)r * D + c] = B[(size_t)c * p + r];
   for (int i = 0; i < N; i++)
-    for (int r = 0; r < p; r++) B2[(size_t)r * N + i] = x->O[(size_t)i * p + r];
+    for (int r = 0; r < p; r++)
+      B2[(size_t)r * N + i] = x->O[(size_t)i * p + r] - (Dc > D ? B[(size_t)D * p + r] : 0);
   if ((rc = lstsq(p, D, N, A2, B2))) goto out; /* B2[0..D) = x^PP hat, D x N */
   const int off = in->part.offset[in->party] - d0;
   for (int i = 0; i < N; i++)
@@ -943,6 +936,13 @@ static int run_mode(eval_audit *a, const eval_audit_input *in, eval_audit_mode m
   int top = a->c.known_max ? a->c.known_max : 2 * need;
   if (top > N) top = N;
   int ng = kp_grid(dj < top ? dj : top, need, top, grid);
+  /* Given points (the factored mode's, to line up with the whole rows'). */
+  if (a->c.kp_points[m] && a->c.n_kp_points[m] > 0) {
+    ng = 0;
+    for (int g = 0; g < a->c.n_kp_points[m] && ng < N; g++)
+      if (a->c.kp_points[m][g] >= 1 && a->c.kp_points[m][g] <= N)
+        grid[ng++] = a->c.kp_points[m][g];
+  }
   for (int s = EVAL_AUDIT_KP; s <= EVAL_AUDIT_KP_FULL; s++) {
     if (s == EVAL_AUDIT_KP_FULL && m == EVAL_AUDIT_PER_PARTY) continue;
     series *S2 = &a->s[m][s];
@@ -996,6 +996,7 @@ int eval_audit_run(eval_audit **out, const eval_audit_input *in, const eval_audi
   eval_audit *a = calloc(1, sizeof *a);
   if (!a) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   a->c = *c;
+  a->tag = "audit";
   a->dj = dj;
   a->d = d;
   a->d0 = d0;
@@ -1055,6 +1056,7 @@ int eval_audit_run(eval_audit **out, const eval_audit_input *in, const eval_audi
     perm[k] = t;
   }
   if ((rc = dummy_rows(in, a->Nd, Xd, e))) goto out;
+  if (in->half != AUDIT_WHOLE) eval_audit__keep_half(in, a->Nd, Xd);
   mode_ctx x = {.in = in, .a = a, .Tn = Tn, .cflag = cflag, .perm = perm, .rng = rng, .R = R};
   for (int m = 0; m < EVAL_AUDIT_N_MODES && !rc; m++) {
     if (!(c->modes & (1 << m))) continue;
@@ -1188,15 +1190,15 @@ void eval_audit_print(const eval_audit *a, const eval_audit_input *in, FILE *f) 
              "from a seeded generator (evaluation only).\n");
 }
 
-static void csv_file_name(char *buf, size_t n, eval_audit_mode m, eval_audit_series s,
-                          const char *ext) {
+static void csv_file_name(char *buf, size_t n, const char *tag, eval_audit_mode m,
+                          eval_audit_series s, const char *ext) {
   const char *mn = m == EVAL_AUDIT_PER_PARTY ? "per_party" : m == EVAL_AUDIT_SECAGG ? "secagg"
                                                                                      : "secagg_own";
   char sn[16];
   snprintf(sn, sizeof sn, "%s", eval_audit_series_name(s));
   for (char *q = sn; *q; q++)
     if (*q == '-') *q = '_';
-  snprintf(buf, n, "audit_%s_%s.%s", mn, sn, ext);
+  snprintf(buf, n, "%s_%s_%s.%s", tag, mn, sn, ext);
 }
 
 int eval_audit_write_csv(const eval_audit *a, const eval_audit_input *in, const char *dir,
@@ -1208,7 +1210,7 @@ int eval_audit_write_csv(const eval_audit *a, const eval_audit_input *in, const 
       int np = eval_audit_n_points(a, m, s);
       if (!np) continue;
       char name[64], path[4096];
-      csv_file_name(name, sizeof name, m, s, "csv");
+      csv_file_name(name, sizeof name, a->tag, m, s, "csv");
       snprintf(path, sizeof path, "%s/%s", dir, name);
       FILE *f = fopen(path, "w");
       if (!f) return o3m_err_set(e, O3M_EIO, "cannot write %s: %s", path, strerror(errno));
@@ -1259,7 +1261,7 @@ int eval_audit_plot(const eval_audit *a, const char *dir, int formats, FILE *f, 
            s <= (byN ? EVAL_AUDIT_DUMMY_ICA : EVAL_AUDIT_KP_FULL); s++) {
         if (!eval_audit_n_points(a, m, s)) continue;
         char csv[64];
-        csv_file_name(csv, sizeof csv, m, s, "csv");
+        csv_file_name(csv, sizeof csv, a->tag, m, s, "csv");
         fprintf(g, "%s  '%s' using 1:2 with linespoints lw 2 lc rgb '%s' %s title '%s'",
                 first ? "" : ", \\\n", csv, colors[s],
                 s >= EVAL_AUDIT_DUMMY_PCA || s == EVAL_AUDIT_KP_FULL ? "dt 2" : "dt 1",
@@ -1283,7 +1285,7 @@ int eval_audit_plot(const eval_audit *a, const char *dir, int formats, FILE *f, 
 
 enum {
   O_DIMS, O_PARTY, O_UT, O_IT, O_BANK, O_DS, O_DD, O_TABLE, O_USERS, O_DUMMIES, O_KNOWN, O_MODES,
-  O_ICA, O_SEED, O_OUT, O_NOPLOT, O_PLOT_FORMAT, O_WHITEN, O_SCOREW, O_COUNT
+  O_ICA, O_SEED, O_OUT, O_NOPLOT, O_PLOT_FORMAT, O_WHITEN, O_SCOREW, O_FACTORED, O_COUNT
 };
 static const o3m_cli_option audit_options[] = {
     [O_DIMS] = {"dims", "D0,D1,...", "every party's number of columns, the AP first (required)"},
@@ -1308,6 +1310,9 @@ static const o3m_cli_option audit_options[] = {
                   "you whiten your columns (config key whiten): the attacks see W x, and are "
                   "scored on your raw x"},
     [O_SCOREW] = {"score-whitened", NULL, "with --whiten: score them on your whitened values W x"},
+    [O_FACTORED] = {"factored", NULL,
+                    "also under factored batches (protocol 6: U(u) and I(i) seen apart), side "
+                    "by side"},
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec audit_cli = {
@@ -1357,7 +1362,7 @@ int eval_audit_main(int argc, char **argv) {
   enum { MAX_TABLES = 64 };
   const char *tables[MAX_TABLES];
   int n_tables = 0;
-  int plots = 1, formats = EVAL_PLOT_PNG;
+  int plots = 1, formats = EVAL_PLOT_PNG, factored = 0;
   long v = 0;
   o3m_err err;
   o3m_err_clear(&err);
@@ -1398,6 +1403,7 @@ int eval_audit_main(int argc, char **argv) {
         break;
       case O_WHITEN: src.whiten = 1; break;
       case O_SCOREW: src.score_whitened = 1; break;
+      case O_FACTORED: factored = 1; break;
     }
     if (bad) {
       fprintf(stderr, "o3m-eval audit: bad value '%s' for --%s\n", optarg_,
@@ -1457,20 +1463,34 @@ int eval_audit_main(int argc, char **argv) {
     eval_audit_input_destroy(in);
     return 1;
   }
+  eval_audit_factored *fa = NULL;
+  if (factored && eval_audit_factored_run(&fa, in, a, &cfg, &err)) {
+    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    eval_audit_destroy(a);
+    eval_audit_input_destroy(in);
+    return 1;
+  }
   double secs = o3m_clock_s() - t0;
   int status = 0;
   eval_audit_print(a, in, stdout);
+  if (fa) eval_audit_factored_print(fa, a, stdout);
+  if (fa && eval_audit_factored_write_csv(fa, in, out_dir, &err)) {
+    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    status = 1;
+  }
   if (eval_audit_write_csv(a, in, out_dir, &err)) {
     fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
     status = 1;
   } else {
-    printf("CSVs in %s: audit_<mode>_<attack>.csv\n", out_dir);
+    printf("CSVs in %s: audit_<mode>_<attack>.csv%s\n", out_dir,
+           fa ? ", audit_factored_... and audit_differenced_..." : "");
     if (plots && eval_audit_plot(a, out_dir, formats, stdout, &err)) {
       fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
       if (err.code != O3M_ENOTFOUND) status = 1;
     }
   }
   printf("runtime: %.2f s (single-threaded BLAS)\n", secs);
+  eval_audit_factored_destroy(fa);
   eval_audit_destroy(a);
   eval_audit_input_destroy(in);
   if (fflush(stdout) != 0) status = 1;

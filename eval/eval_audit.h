@@ -21,6 +21,8 @@
  *                the AP's own columns could help only through a correlation
  *                with yours, which the audit does not model (with synthetic
  *                others they are independent of your table).
+ * Under factored batches (protocol 6) the AP sees each row's user half and
+ * item half apart: eval_audit_factored.h plays the same attacks on them.
  *
  * Attacks (a strong attacker: it knows the protocol, that Q is orthogonal,
  * every dimension, and it may choose which ids to ask about). Each reports,
@@ -161,6 +163,11 @@ typedef struct eval_audit_config {
   int ica_max_iter; /* FastICA iterations (200) */
   int known_max;    /* largest n of known plaintext (0: twice the exact count) */
   int modes;        /* bit (1 << mode) per mode to run (all) */
+  /* Per mode, the known-row counts n to try instead of the grid up to
+   * known_max (NULL: the grid); eval_audit_factored_run passes the whole
+   * rows' points so that the figures stand side by side. */
+  const int *kp_points[EVAL_AUDIT_N_MODES];
+  int n_kp_points[EVAL_AUDIT_N_MODES];
 } eval_audit_config;
 
 void eval_audit_config_default(eval_audit_config *c);

@@ -93,7 +93,7 @@ check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-b
   --uniform-logging
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
-  --plot-format --whiten --score-whitened
+  --plot-format --whiten --score-whitened --factored
 check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only \
   --plot-format

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "eval_audit.h"
+#include "eval_audit_factored.h"
 #include "eval_cmds.h"
 #include "eval_tables.h"
 #include "o3m_rng.h"
@@ -36,11 +37,11 @@ static void remove_dir(void) {
   if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
 
-/* Writes N x dj normal columns to DIR/name: with distinct, column c has
- * standard deviation c + 1 and mean 10 c; otherwise all are standard
- * normal (identity covariance). */
-static void write_normal(const char *name, int N, int dj, int distinct, uint64_t seed,
-                         char *path, size_t n) {
+/* Writes N x dj normal columns to DIR/name as a table of kind: with
+ * distinct, column c has standard deviation c + 1 and mean 10 c; otherwise
+ * all are standard normal (identity covariance). */
+static void write_normal_kind(const char *name, o3m_features_kind kind, int N, int dj,
+                              int distinct, uint64_t seed, char *path, size_t n) {
   snprintf(path, n, "%s/%s", dir, name);
   double *v = malloc(sizeof *v * (size_t)N * dj);
   cr_assert_not_null(v);
@@ -52,19 +53,27 @@ static void write_normal(const char *name, int N, int dj, int distinct, uint64_t
     for (int c = 0; c < dj; c++) v[(size_t)i * dj + c] = distinct ? 10.0 * c + (c + 1) * v[(size_t)i * dj + c] : v[(size_t)i * dj + c];
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(eval_tables_write_matrix(path, O3M_FEATURES_USERS, "u", N, dj, NULL, v, &e),
+  cr_assert_eq(eval_tables_write_matrix(path, kind, kind == O3M_FEATURES_USERS ? "u" : "i", N,
+                                        dj, NULL, v, &e),
                O3M_OK, "%s", o3m_err_message(&e));
   free(v);
 }
 
-/* whiten: 0 no, 1 whitened and scored on the raw x, 2 scored on W x. */
-static eval_audit_input *build_w(const char *dims, int party, const char *users, int bank,
-                                 int whiten) {
+static void write_normal(const char *name, int N, int dj, int distinct, uint64_t seed,
+                         char *path, size_t n) {
+  write_normal_kind(name, O3M_FEATURES_USERS, N, dj, distinct, seed, path, n);
+}
+
+/* whiten: 0 no, 1 whitened and scored on the raw x, 2 scored on W x;
+ * items: the audited party's item table or NULL. */
+static eval_audit_input *build_ui(const char *dims, int party, const char *users,
+                                  const char *items, int bank, int whiten) {
   eval_audit_source s;
   memset(&s, 0, sizeof s);
   cr_assert_eq(o3m_partition_parse(&s.part, dims, NULL), O3M_OK);
   s.party = party;
   s.user_table = users;
+  s.item_table = items;
   s.bank = bank;
   s.work_dir = dir;
   s.seed = 3;
@@ -75,6 +84,11 @@ static eval_audit_input *build_w(const char *dims, int party, const char *users,
   o3m_err_clear(&e);
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_OK, "%s", o3m_err_message(&e));
   return in;
+}
+
+static eval_audit_input *build_w(const char *dims, int party, const char *users, int bank,
+                                 int whiten) {
+  return build_ui(dims, party, users, NULL, bank, whiten);
 }
 
 static eval_audit_input *build(const char *dims, int party, const char *users, int bank) {
@@ -332,4 +346,140 @@ Test(audit, refusals, .init = make_dir, .fini = remove_dir) {
   s.score_whitened = 1;
   cr_assert_eq(eval_audit_input_build(&in, &s, &e), O3M_EINVAL);
   cr_assert_not_null(strstr(o3m_err_message(&e), "--whiten"), "%s", o3m_err_message(&e));
+}
+
+/* Factored batches (issue 23): party 1 holds 6 user and 6 item columns,
+ * party 2 three user columns (synthetic, no item table), so under secure
+ * aggregation U(u) mixes 9 PP user columns and I(i) is party 1's item half
+ * alone. Whole rows are an image of all 15 PP columns: known plaintext is
+ * exact at n = D = 15 rows, not at 9. Factored, each half is attacked from
+ * its own vectors: exact at n = 9 (the user side's 9 columns; the item side
+ * needs 6), and exact with every row known; not with one row. The item
+ * half's norms and Gram are exact (it is one party's part alone), which
+ * the differenced view (the sums without the split's offset) does not
+ * give. */
+static eval_audit_input *build_factored(void) {
+  char users[256], items[256];
+  write_normal_kind("fu.csv", O3M_FEATURES_USERS, 300, 6, 0, 41, users, sizeof users);
+  write_normal_kind("fi.csv", O3M_FEATURES_ITEMS, 300, 6, 0, 42, items, sizeof items);
+  return build_ui("4,12,3", 1, users, items, 0, 0);
+}
+
+/* The whole rows' audit of in (modes, known_max 0: the grid) into *a, and
+ * the factored one. */
+static eval_audit_factored *run_factored(const eval_audit_input *in, int modes, int known_max,
+                                         eval_audit **a) {
+  eval_audit_config c;
+  eval_audit_config_default(&c);
+  c.modes = modes;
+  c.seed = 5;
+  c.known_max = known_max;
+  eval_audit_factored *f = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(eval_audit_run(a, in, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  cr_assert_eq(eval_audit_factored_run(&f, in, *a, &c, &e), O3M_OK, "%s", o3m_err_message(&e));
+  return f;
+}
+
+Test(audit, factored_known_plaintext_exact_at_each_halfs_columns, .init = make_dir,
+     .fini = remove_dir) {
+  eval_audit_input *in = build_factored();
+  eval_audit *a = NULL;
+  eval_audit_factored *f = run_factored(in, SECAGG, 300 /* every row */, &a);
+  cr_assert_eq(eval_audit_factored_columns(f, 0, 0), 6);
+  cr_assert_eq(eval_audit_factored_columns(f, 1, 0), 6);
+  cr_assert_eq(eval_audit_factored_columns(f, 0, 1), 9);
+  cr_assert_eq(eval_audit_factored_columns(f, 1, 1), 6);
+  const eval_audit *fa = eval_audit_factored_result(f, 0);
+  const eval_audit *da = eval_audit_factored_result(f, 1);
+  /* The same points as the whole rows. */
+  cr_assert_eq(eval_audit_n_points(fa, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP),
+               eval_audit_n_points(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP));
+  eval_audit_point w9 = at(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 9);
+  eval_audit_point f9 = at(fa, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 9);
+  eval_audit_point f1 = at(fa, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 1);
+  eval_audit_point fall = at(fa, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 300);
+  eval_audit_point wall = at(a, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 300);
+  fprintf(stderr, "factored audit, secagg, known plaintext: n = 9 whole %.3f (min %.3f), "
+                  "factored %.3f (min %.3f); n = 1 factored %.3f; n = 300 factored min %.4f\n",
+          w9.mean, w9.min, f9.mean, f9.min, f1.mean, fall.min);
+  cr_assert_gt(fall.min, 0.999, "factored, every row known: min |corr| %.4f", fall.min);
+  cr_assert_gt(wall.min, 0.999, "whole rows, every row known: min |corr| %.4f", wall.min);
+  cr_assert_gt(f9.min, 0.999, "factored, n = 9 = the user side's columns: min |corr| %.4f",
+               f9.min);
+  cr_assert_lt(w9.min, 0.9, "whole rows, n = 9 < D = 15: min |corr| %.4f", w9.min);
+  cr_assert_lt(f1.mean, 0.7, "factored, n = 1: mean |corr| %.3f", f1.mean);
+  cr_assert_lt(f1.min, 0.5, "factored, n = 1: min |corr| %.3f", f1.min);
+  /* Every column of the merged result comes from its half: the item
+   * columns (6..11) too. */
+  for (int col = 6; col < 12; col++) cr_assert_gt(f9.corr[col], 0.999, "item column %d", col);
+  /* The differenced view needs one row more (the offset as an intercept),
+   * and is exact with every row. */
+  eval_audit_point dall = at(da, EVAL_AUDIT_SECAGG, EVAL_AUDIT_KP, 300);
+  cr_assert_gt(dall.min, 0.999, "differenced, every row known: min |corr| %.4f", dall.min);
+  /* Norms and Gram: the item half is party 1's part alone. */
+  eval_audit_exposure wx, fx, dx;
+  cr_assert_eq(eval_audit_exposure_get(a, EVAL_AUDIT_SECAGG, &wx), O3M_OK);
+  cr_assert_eq(eval_audit_factored_exposure(f, 0, EVAL_AUDIT_SECAGG, 1, &fx), O3M_OK);
+  cr_assert_eq(eval_audit_factored_exposure(f, 1, EVAL_AUDIT_SECAGG, 1, &dx), O3M_OK);
+  fprintf(stderr, "factored audit, secagg, Gram: whole %.4f, item half differenced %.4f, "
+                  "factored %.6f\n", wx.gram, dx.gram, fx.gram);
+  cr_assert_gt(fx.gram, 0.999999, "factored item half Gram corr %.6f", fx.gram);
+  cr_assert_gt(fx.norm, 0.999999, "factored item half norm corr %.6f", fx.norm);
+  cr_assert_lt(wx.gram, 0.99, "whole rows Gram corr %.4f", wx.gram);
+  cr_assert_lt(dx.gram, 0.99, "differenced item half Gram corr %.4f", dx.gram);
+  /* A mode that did not run has no exposure to give. */
+  cr_assert_eq(eval_audit_factored_exposure(f, 0, EVAL_AUDIT_PER_PARTY, 1, &fx), O3M_EINVAL);
+  eval_audit_factored_destroy(f);
+  eval_audit_destroy(a);
+  eval_audit_input_destroy(in);
+}
+
+/* Where no party has item columns the factored figures are the whole rows'
+ * (U(u) is the whole sum): the split changes nothing it cannot. */
+Test(audit, factored_without_item_columns_equals_whole_rows, .init = make_dir,
+     .fini = remove_dir) {
+  char path[256];
+  write_normal("t.csv", 300, 6, 1, 51, path, sizeof path);
+  eval_audit_input *in = build("4,6,6", 1, path, 0);
+  eval_audit *a = NULL;
+  eval_audit_factored *f = run_factored(in, (1 << EVAL_AUDIT_N_MODES) - 1, 0, &a);
+  const eval_audit *fa = eval_audit_factored_result(f, 0);
+  for (int m = 0; m < EVAL_AUDIT_N_MODES; m++)
+    for (int s = 0; s < EVAL_AUDIT_N_SERIES; s++) {
+      int np = eval_audit_n_points(a, m, s);
+      cr_assert_eq(eval_audit_n_points(fa, m, s), np);
+      for (int i = 0; i < np; i++) {
+        eval_audit_point pw, pf;
+        eval_audit_point_get(a, m, s, i, &pw);
+        eval_audit_point_get(fa, m, s, i, &pf);
+        cr_assert_eq(pw.x, pf.x);
+        cr_assert_float_eq(pw.mean, pf.mean, 1e-9, "%s/%s at %d: whole %.4f, factored %.4f",
+                           eval_audit_mode_name(m), eval_audit_series_name(s), pw.x, pw.mean,
+                           pf.mean);
+      }
+    }
+  eval_audit_factored_destroy(f);
+  eval_audit_destroy(a);
+  eval_audit_input_destroy(in);
+}
+
+/* The command: --factored prints the side-by-side tables and writes the
+ * factored and differenced CSVs. */
+Test(audit, factored_command_writes_its_tables, .init = make_dir, .fini = remove_dir) {
+  char users[256], items[256], out[256], csv[320];
+  write_normal_kind("cu.csv", O3M_FEATURES_USERS, 100, 3, 0, 61, users, sizeof users);
+  write_normal_kind("ci.csv", O3M_FEATURES_ITEMS, 100, 2, 0, 62, items, sizeof items);
+  snprintf(out, sizeof out, "%s/out", dir);
+  char *argv[] = {"audit", "--dims", "2,5,3", "--party", "1", "--user-table", users,
+                  "--item-table", items, "--modes", "secagg", "--no-plots", "--factored",
+                  "--out", out, NULL};
+  cr_assert_eq(eval_audit_main(15, argv), 0);
+  const char *names[] = {"audit_factored_secagg_kp.csv", "audit_differenced_secagg_pca.csv",
+                         "audit_secagg_kp.csv"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(csv, sizeof csv, "%s/%s", out, names[i]);
+    cr_assert_eq(access(csv, R_OK), 0, "%s missing", csv);
+  }
 }
