@@ -300,10 +300,11 @@ static int probe_once(ap_peers *ps, peer *p) {
   if (r == O3M_EUNAVAILABLE || r == O3M_EDEADLINE) {
     /* A fresh channel for the next probe (see peer_reset). Past the
      * deadline too: a host cut off the network loses the channel's SYNs,
-     * and that connect attempt waits for the kernel's next retransmission
-     * (1, 3, 7, 15 s after the first) or gRPC's 20 s connect timeout, so a
-     * party back on the network went unseen for up to 2 s in
-     * e2e_netns_linkdown; a fresh channel dials at once. */
+     * and its one connect attempt stays in SYN-SENT through the cut and
+     * after it, until the kernel's next retransmission (a doubling
+     * backoff) or gRPC's 20 s connect timeout: the party back on the
+     * network went unseen for about 2 s in e2e_netns_linkdown. A fresh
+     * channel dials at once. */
     o3m_rpc_client_destroy(p->probe);
     p->probe = NULL;
     o3m_err_clear(&ce);
