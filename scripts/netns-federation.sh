@@ -354,7 +354,9 @@ demo)
   fed_federate "$dir" "$bin" "$rounds" "$K" $require "${gen[@]}"
   ;;
 link)
-  [ "${#args[@]}" = 2 ] && [[ "${args[1]}" =~ ^(up|down)$ ]] || die "link needs HOST and down or up"
+  if [ "${#args[@]}" != 2 ] || ! [[ "${args[1]}" =~ ^(up|down)$ ]]; then
+    die "link needs HOST and down or up"
+  fi
   load
   host_ip "${args[0]}" >/dev/null
   in_ns "${args[0]}" ip link set eth0 "${args[1]}"

@@ -30,6 +30,7 @@ BIN=$(cd "$BIN" && pwd)
 ROUNDS=${ROUNDS:-300}
 BUDGET_S=${BUDGET_S:-75}
 NAME=netns_e2e
+# shellcheck source=netns_lib.sh
 . "$(dirname "$0")/netns_lib.sh"
 
 # demo: the demo's rounds from the client's host; every decision must equal

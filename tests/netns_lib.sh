@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # netns_lib.sh -- what the tests of scripts/netns-federation.sh share;
 # sourced by netns_e2e.sh and netns_linkdown_e2e.sh after they set NAME
 # (their name in messages), BIN (the binaries) and BUDGET_S.

@@ -45,6 +45,7 @@ BACK_MAX_S=${BACK_MAX_S:-1.5}
 BUDGET_S=${BUDGET_S:-75}
 VICTIM=telco
 NAME=netns_linkdown_e2e
+# shellcheck source=netns_lib.sh
 . "$(dirname "$0")/netns_lib.sh"
 
 now_ms() { date +%s%3N; }

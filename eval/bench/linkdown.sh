@@ -21,7 +21,7 @@
 # and namespaces (it says so and stops otherwise). Run it alone on the
 # machine: the figures are times.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 bins=("$@")
 [ ${#bins[@]} -gt 0 ] || read -ra bins <<<"${O3M_LINKDOWN_BINS:-/work/cur-bin build/bin}"
 tool=$(cd "${O3M_LOAD_TOOL:-build/bin}" && pwd)
