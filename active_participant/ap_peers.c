@@ -297,8 +297,14 @@ static int probe_once(ap_peers *ps, peer *p) {
     r = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_PASSIVE, p->slot,
                             ps->part, ps->fingerprint, &ce);
   if (r == 0 && ((const O3m__V1__NodeInfo *)m)->mask_id != ps->mask_id) r = O3M_EMASK;
-  if (r == O3M_EUNAVAILABLE) {
-    /* A fresh channel for the next probe (see peer_reset). */
+  if (r == O3M_EUNAVAILABLE || r == O3M_EDEADLINE) {
+    /* A fresh channel for the next probe (see peer_reset). Past the
+     * deadline too: a host cut off the network loses the channel's SYNs,
+     * and its one connect attempt stays in SYN-SENT through the cut and
+     * after it, until the kernel's next retransmission (a doubling
+     * backoff) or gRPC's 20 s connect timeout: the party back on the
+     * network went unseen for about 2 s in e2e_netns_linkdown. A fresh
+     * channel dials at once. */
     o3m_rpc_client_destroy(p->probe);
     p->probe = NULL;
     o3m_err_clear(&ce);

@@ -26,6 +26,10 @@
  * doubling to 500 ms), and closes the breaker as soon as the party answers
  * with the federation's partition and fingerprint and the AP's mask; the
  * party's channel is then rebuilt before the next fan-out (see above).
+ * A probe that fails as unavailable or past the deadline gets a new
+ * channel too, so that each probe dials afresh: a connect attempt to a
+ * host cut off the network would wait for a SYN retransmission seconds
+ * after the host is back.
  *
  * Allocation: everything at ap_peers_create and ap_peers_breaker_start (and
  * a rebuilt channel, which gRPC allocates); a round allocates nothing here.

@@ -307,6 +307,31 @@ io_fail:
 
 /* ------------------------------------------------------------ federate */
 
+/* Adds the missing parties of a degraded answer to the comma-separated
+ * list seen (each name once), as far as it fits. */
+static void note_missing(char *seen, size_t n, const O3m__V1__Recommendation *rec) {
+  for (size_t i = 0; i < rec->n_missing; i++) {
+    const char *m = rec->missing[i];
+    size_t len = strlen(m), have = strlen(seen);
+    if (!len) continue;
+    int known = 0;
+    for (const char *s = seen; (s = strstr(s, m)); s += len)
+      if ((s == seen || s[-1] == ',') && (s[len] == ',' || s[len] == 0)) known = 1;
+    if (!known && have + len + 2 <= n) snprintf(seen + have, n - have, "%s%s", have ? "," : "", m);
+  }
+}
+
+/* One line of --trace for an answered round: when it was answered (wall
+ * clock, ms, so that a script can set it against the times it acted), 1 if
+ * degraded, and its missing parties. */
+static void trace_round(FILE *f, const O3m__V1__Recommendation *rec) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(f, "%lld %d ", (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, rec->degraded ? 1 : 0);
+  for (size_t i = 0; i < rec->n_missing; i++) fprintf(f, "%s%s", i ? "," : "", rec->missing[i]);
+  fprintf(f, "%s\n", rec->n_missing ? "" : "-");
+}
+
 typedef struct driver {
   const o3m_config *cfg;
   int d, M, K, d0;
@@ -371,7 +396,7 @@ static int driver_contexts(driver *dr, const char *user) {
 
 enum {
   FED_CONFIG, FED_TRUTH, FED_ROUNDS, FED_K, FED_SEED, FED_CERT, FED_KEY, FED_INSECURE,
-  FED_REQUIRE_MATCH, FED_N
+  FED_REQUIRE_MATCH, FED_SECONDS, FED_TRACE, FED_N
 };
 static const o3m_cli_option fed_options[] = {
     [FED_CONFIG] = {"config", "F", "the federation config (required)"},
@@ -383,7 +408,11 @@ static const o3m_cli_option fed_options[] = {
     [FED_KEY] = {"key", "F", "its private key"},
     [FED_INSECURE] = {"insecure", NULL, "plaintext (the daemons must run --insecure too)"},
     [FED_REQUIRE_MATCH] = {"require-match", NULL,
-                           "exit 1 unless every decision equals the centralized one"},
+                           "exit 1 unless every decision equals the centralized one (a "
+                           "degraded one: the AP's local model's)"},
+    [FED_SECONDS] = {"seconds", "S", "stop after S seconds even before --rounds (default: none)"},
+    [FED_TRACE] = {"trace", "F", "write one line per round to F: its wall-clock end in ms, "
+                                 "1 if degraded else 0, and the missing parties (or -)"},
     [FED_N] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec fed_cli = {
@@ -391,8 +420,8 @@ static const o3m_cli_spec fed_cli = {
     "Drives the active participant of a running federation.", fed_options, NULL};
 
 int eval_federate_main(int argc, char **argv) {
-  const char *cfg_path = NULL, *truth = NULL, *cert = NULL, *key = NULL;
-  long rounds = 3000, K = 10, seed = 7;
+  const char *cfg_path = NULL, *truth = NULL, *cert = NULL, *key = NULL, *trace_path = NULL;
+  long rounds = 3000, K = 10, seed = 7, seconds = 0;
   int insecure = 0, require_match = 0;
   o3m_cli cl;
   o3m_cli_begin(&cl, &fed_cli, argc, argv);
@@ -409,6 +438,8 @@ int eval_federate_main(int argc, char **argv) {
     case FED_KEY: key = arg; break;
     case FED_INSECURE: insecure = 1; break;
     case FED_REQUIRE_MATCH: require_match = 1; break;
+    case FED_SECONDS: if (!parse_long("seconds", arg, 1, 86400, &seconds)) return 2; break;
+    case FED_TRACE: trace_path = arg; break;
     }
   }
   if (o3m_cli_operands(&cl) != argc)
@@ -422,7 +453,8 @@ int eval_federate_main(int argc, char **argv) {
   o3m_config *cfg = NULL;
   driver dr;
   memset(&dr, 0, sizeof dr);
-  o3m_policy *central = NULL, *local = NULL;
+  o3m_policy *central = NULL, *local = NULL, *fallback = NULL;
+  FILE *trace = NULL;
   o3m_rpc_client *cli = NULL;
   o3m_rng *rng = NULL;
   int status = 1, rc;
@@ -482,6 +514,16 @@ int eval_federate_main(int argc, char **argv) {
   if ((rc = o3m_policy_create(&central, &pc, &err))) goto fail;
   pc.d = dr.d0;
   if ((rc = o3m_policy_create(&local, &pc, &err))) goto fail;
+  /* The AP's local fallback model, as the AP builds it: its own columns,
+   * its own alpha and lambda, and every reward of the AP's decisions. A
+   * degraded round must be exactly its decision. */
+  pc.alpha = pp->local_alpha;
+  pc.lambda = pp->local_lambda;
+  if ((rc = o3m_policy_create(&fallback, &pc, &err))) goto fail;
+  if (trace_path && !(trace = fopen(trace_path, "w"))) {
+    rc = o3m_err_set(&err, O3M_EIO, "--trace %s: %s", trace_path, strerror(errno));
+    goto fail;
+  }
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
   cc.target = o3m_config_active(cfg)->address;
@@ -498,7 +540,8 @@ int eval_federate_main(int argc, char **argv) {
 
   int tty = isatty(STDERR_FILENO);
   double reg_fed = 0, reg_central = 0, reg_local = 0, t0 = o3m_clock_s();
-  long match = 0;
+  long match = 0, done = 0, degraded = 0, match_degraded = 0;
+  char missing_seen[256] = "";
   int *perm = malloc(sizeof(int) * dr.n_items);
   if (!perm) {
     rc = o3m_err_set(&err, O3M_ENOMEM, "out of memory");
@@ -506,7 +549,7 @@ int eval_federate_main(int argc, char **argv) {
   }
   for (int i = 0; i < dr.n_items; i++) perm[i] = i;
   char user[32];
-  for (long t = 0; t < rounds; t++) {
+  for (long t = 0; t < rounds && !(seconds && o3m_clock_s() - t0 >= (double)seconds); t++) {
     uint64_t u;
     o3m_rng_u64(rng, &u);
     snprintf(user, sizeof user, "u%d", (int)(u % (uint64_t)dr.n_users));
@@ -530,9 +573,10 @@ int eval_federate_main(int argc, char **argv) {
       dr.click[k] = ((double)(b >> 11) / 9007199254740992.0) < dr.p[k] ? 1.0 : 0.0;
       if (dr.p[k] > best) best = dr.p[k];
     }
-    int ac, al;
+    int ac, al, ab;
     if ((rc = o3m_policy_choose(central, (int)K, dr.X, dr.arms, &ac, NULL)) ||
-        (rc = o3m_policy_choose(local, (int)K, dr.X0, dr.arms, &al, NULL))) {
+        (rc = o3m_policy_choose(local, (int)K, dr.X0, dr.arms, &al, NULL)) ||
+        (rc = o3m_policy_choose(fallback, (int)K, dr.X0, dr.arms, &ab, NULL))) {
       o3m_err_set(&err, rc, "round %ld: in-process policy failed", t);
       goto fail_perm;
     }
@@ -545,8 +589,10 @@ int eval_federate_main(int argc, char **argv) {
                                   &o3m__v1__recommendation__descriptor, &reply, &err)))
       goto fail_perm;
     const O3m__V1__Recommendation *rec = (const O3m__V1__Recommendation *)reply;
-    int af = (int)rec->candidate;
+    int af = (int)rec->candidate, deg = rec->degraded;
     uint64_t decision = rec->decision;
+    if (deg) note_missing(missing_seen, sizeof missing_seen, rec);
+    if (trace) trace_round(trace, rec);
     if (af < 0 || af >= K) {
       rc = o3m_err_set(&err, O3M_ERPC, "round %ld: candidate %d out of range", t, af);
       goto fail_perm;
@@ -557,13 +603,22 @@ int eval_federate_main(int argc, char **argv) {
     if ((rc = o3m_rpc_client_call(cli, O3M_PATH_ACTIVE_REWARD, &rw.base,
                                   &o3m__v1__reward_reply__descriptor, &reply, &err)))
       goto fail_perm;
-    o3m_policy_update(central, dr.arms[ac], dr.X + (size_t)ac * dr.d, dr.click[ac]);
+    /* The federated model learns the federated rounds only (it never saw
+     * a degraded round's context), so the centralized one does too; the
+     * local model learns every reward of the AP's decisions. */
+    if (!deg) o3m_policy_update(central, dr.arms[ac], dr.X + (size_t)ac * dr.d, dr.click[ac]);
     o3m_policy_update(local, dr.arms[al], dr.X0 + (size_t)al * dr.d0, dr.click[al]);
+    o3m_policy_update(fallback, dr.arms[af], dr.X0 + (size_t)af * dr.d0, dr.click[af]);
     reg_fed += best - dr.p[af];
     reg_central += best - dr.p[ac];
     reg_local += best - dr.p[al];
-    match += af == ac;
-    long done = t + 1;
+    if (deg) {
+      degraded++;
+      match_degraded += af == ab;
+    } else {
+      match += af == ac;
+    }
+    done = t + 1;
     if (tty ? (done % 50 == 0 || done == rounds) : (done % (rounds / 10 ? rounds / 10 : 1) == 0)) {
       double el = o3m_clock_s() - t0;
       fprintf(stderr, "%s[federate] %ld/%ld rounds  %.0f rounds/s  matched %ld%s",
@@ -571,18 +626,26 @@ int eval_federate_main(int argc, char **argv) {
     }
   }
   if (tty) fputc('\n', stderr);
-  printf("rounds                        %ld\n", rounds);
+  long federated = done - degraded;
+  printf("rounds                        %ld\n", done);
   printf("federated regret              %.3f\n", reg_fed);
   printf("centralized regret            %.3f   (in-process, all %d columns)\n", reg_central,
          dr.d);
   printf("AP-only regret                %.3f   (in-process, the AP's %d columns)\n", reg_local,
          dr.d0);
-  printf("decisions equal to central    %ld/%ld (%.2f%%)\n", match, rounds,
-         100.0 * match / rounds);
-  printf("every decision matched        %s\n", match == rounds ? "yes" : "NO");
+  /* Without an outage every round is federated and these are all rounds. */
+  printf("decisions equal to central    %ld/%ld (%.2f%%)\n", match, federated,
+         federated ? 100.0 * match / federated : 100.0);
+  if (degraded) {
+    printf("degraded rounds               %ld (missing: %s)\n", degraded, missing_seen);
+    printf("degraded equal to local model %ld/%ld (the AP's fallback on its %d columns)\n",
+           match_degraded, degraded, dr.d0);
+  }
+  int all = match == federated && match_degraded == degraded;
+  printf("every decision matched        %s\n", all ? "yes" : "NO");
   printf("wall time                     %.2f s (%.0f rounds/s, each a Recommend and a Reward)\n",
-         o3m_clock_s() - t0, rounds / (o3m_clock_s() - t0));
-  status = (require_match && match != rounds) ? 1 : 0;
+         o3m_clock_s() - t0, done / (o3m_clock_s() - t0));
+  status = (require_match && !all) ? 1 : 0;
   free(perm);
   goto done;
 fail_perm:
@@ -594,6 +657,11 @@ done:
   o3m_rng_destroy(rng);
   o3m_policy_destroy(central);
   o3m_policy_destroy(local);
+  o3m_policy_destroy(fallback);
+  if (trace && fclose(trace) != 0 && status == 0) {
+    fprintf(stderr, "o3m-eval federate: --trace %s: %s\n", trace_path, strerror(errno));
+    status = 1;
+  }
   if (dr.tables)
     for (int j = 0; j < dr.M; j++) o3m_features_destroy(dr.tables[j]);
   free(dr.tables);

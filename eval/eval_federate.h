@@ -12,6 +12,15 @@
  * columns, with the same clicks, and reports the three regrets and whether
  * every federated decision equalled the centralized one.
  *
+ * A degraded answer (Recommendation.degraded: a passive party missing, the
+ * AP decided with its local model) is checked against a third in-process
+ * policy, a copy of the AP's local model (its columns, local_alpha and
+ * local_lambda, every reward of the AP's decisions); the centralized policy
+ * then learns the federated rounds only, as the AP's federated model does,
+ * so the decisions after an outage are still compared exactly. --seconds
+ * bounds the run in time and --trace writes when each round was answered
+ * and whether it was degraded (the link-down test and benchmark read it).
+ *
  * The driver reads every party's tables: it is the experimenter's oracle, not
  * a party, which is the only way to compare against a centralized run. */
 #ifndef EVAL_FEDERATE_H

@@ -5,8 +5,10 @@
 # more"). Needs root, iproute2 and nftables (the port forward, --firewall).
 #
 #   scripts/netns-federation.sh up [--firewall] [OPTIONS] [-- gen-federation options]
-#   scripts/netns-federation.sh demo [--rounds N] [--K N] [--require-match] [OPTIONS]
+#   scripts/netns-federation.sh demo [--rounds N] [--K N] [--require-match] [OPTIONS] [-- federate options]
 #   scripts/netns-federation.sh reach FROM TO [OPTIONS]
+#   scripts/netns-federation.sh link HOST down|up [OPTIONS]
+#   scripts/netns-federation.sh cli [OPTIONS] -- o3m-cli arguments
 #   scripts/netns-federation.sh status [OPTIONS]
 #   scripts/netns-federation.sh down [OPTIONS]
 #
@@ -35,9 +37,15 @@
 # daemon inside its namespace and waits until each is ready.
 # demo: streams the demo's rounds (default 300, K = 10) from the client's
 # host through the active party, as scripts/demo.sh does, and prints the
-# federated regret beside the central run's.
+# federated regret beside the central run's. Options after -- go to
+# o3m-eval federate (for example --seconds S --trace FILE).
 # reach FROM TO: exit 0 when host FROM opens a TCP connection to party TO's
 # address within 1 s, 1 otherwise (FROM: a party or client).
+# link HOST down|up: cuts host HOST off the bridge (its eth0 down, as a
+# pulled cable: no reset reaches its peers, their packets are lost) or
+# plugs it back in (deploy/README.md, "A host cut off").
+# cli: o3m-cli from the client's host with the client's certificate (for
+# example `cli -- stats`).
 # status: the hosts, their daemons and the reachability matrix.
 # down: stops every process in the namespaces (those up started) and
 # removes the namespaces, with the bridge and veths in them, and DIR. It is
@@ -343,10 +351,23 @@ reach)
   ;;
 demo)
   load
-  fed_federate "$dir" "$bin" "$rounds" "$K" $require
+  fed_federate "$dir" "$bin" "$rounds" "$K" $require "${gen[@]}"
+  ;;
+link)
+  if [ "${#args[@]}" != 2 ] || ! [[ "${args[1]}" =~ ^(up|down)$ ]]; then
+    die "link needs HOST and down or up"
+  fi
+  load
+  host_ip "${args[0]}" >/dev/null
+  in_ns "${args[0]}" ip link set eth0 "${args[1]}"
+  ;;
+cli)
+  load
+  in_ns client "$bin/o3m-cli" --config "$dir/federation.conf" --cert "$dir/certs/client.pem" \
+    --key "$dir/certs/client.key" "${gen[@]}"
   ;;
 *)
-  echo "usage: $prog up|demo|reach FROM TO|status|down [options] (see the script's header)" >&2
+  echo "usage: $prog up|demo|reach FROM TO|link HOST down|up|cli|status|down [options] (see the script's header)" >&2
   exit 2
   ;;
 esac

@@ -74,7 +74,7 @@ check "o3m-eval gen-synthetic" --d --K --T --seed --noise-var --out
 check "o3m-eval gen-federation" --out --parties --users --items --algo --model --alpha --v \
   --seed --data-seed --deadline-ms --max-candidates --insecure --whiten --aggregation
 check "o3m-eval federate" --config --truth --rounds --K --seed --cert --key --insecure \
-  --require-match
+  --require-match --seconds --trace
 check "o3m-eval regret" --d --K --T --seeds --first-seed --parties --partial-ratios --algo \
   --model --alpha --beta --v --lambda --noise-var --every --refactor-every --out-dir --no-plots \
   --whiten --aggregation --plot-format --dp-eps --dp-delta --dp-clip

@@ -27,44 +27,11 @@
 set -euo pipefail
 BIN=${1:?usage: netns_e2e.sh BIN_DIR}
 BIN=$(cd "$BIN" && pwd)
-HERE=$(cd "$(dirname "$0")" && pwd)
-NETNS="$HERE/../scripts/netns-federation.sh"
 ROUNDS=${ROUNDS:-300}
 BUDGET_S=${BUDGET_S:-75}
-
-skip() {
-  echo "netns_e2e: SKIP: $*" >&2
-  exit 77
-}
-[ "$(id -u)" = 0 ] || skip "not root: network namespaces need CAP_SYS_ADMIN"
-command -v ip >/dev/null || skip "no ip tool (Debian package iproute2)"
-command -v nft >/dev/null || skip "no nft tool (Debian package nftables; scripts/setup-deps.sh)"
-PREFIX="t$(($$ % 1000000))"
-ip netns add "$PREFIX-probe" 2>/dev/null || skip "'ip netns add' fails here (no namespaces)"
-ip netns del "$PREFIX-probe"
-
-WORK=$(mktemp -d /tmp/o3m-netns-e2e.XXXXXX)
-DIR="$WORK/fed"
-opts=(--prefix "$PREFIX" --dir "$DIR" --bin "$BIN")
-cleanup() {
-  timeout 12 "$NETNS" down "${opts[@]}" || echo "netns_e2e: down failed" >&2
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 143' TERM INT
-
-# bounded CMD...: CMD under what is left of the budget.
-bounded() {
-  local left=$((BUDGET_S - SECONDS))
-  [ "$left" -gt 0 ] || fail "out of time (${BUDGET_S} s) before: $*"
-  timeout "$left" "$@"
-}
-
-fail() {
-  echo "netns_e2e: FAIL: $*" >&2
-  for f in "$DIR"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }; done
-  exit 1
-}
+NAME=netns_e2e
+# shellcheck source=netns_lib.sh
+. "$(dirname "$0")/netns_lib.sh"
 
 # demo: the demo's rounds from the client's host; every decision must equal
 # the central run's.
