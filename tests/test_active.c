@@ -337,8 +337,7 @@ Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_li
  * cached by the AP, so that after a few rounds of 12 items most candidates
  * cost no bytes; the decisions stay the central ones (above) and the cache
  * counts its hits. */
-Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_linucb,
-     .fini = fed_down) {
+static void cached_lossless_rounds(void) {
   o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 60);
@@ -351,6 +350,11 @@ Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_li
   /* At most one miss per item: only the first round that names it asks. */
   cr_assert(le(u64, st.cache_misses, N_ITEMS), "%llu misses", (unsigned long long)st.cache_misses);
   cr_assert(gt(u64, st.cache_hits, 200), "%llu hits", (unsigned long long)st.cache_hits);
+}
+
+Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_linucb,
+     .fini = fed_down) {
+  cached_lossless_rounds();
 }
 
 /* Items no party knows (i98, i99) and one only some know: every party
@@ -1427,6 +1431,23 @@ static void stats_now(ap_stats *st) {
   cr_assert(eq(int, ap_client_stats(cli, st, &e), 0), "stats: %s", o3m_err_message(&e));
 }
 
+/* The LinUCB central reference (central_start with seed) after 20
+ * lossless rounds, which fill the AP's item cache: the next round's t. */
+static int central_warm(o3m_policy_config *pc, central *c, uint64_t seed, o3m_policy **pol,
+                        o3m_rng **r) {
+  linucb_config(pc);
+  central_start(c, pc, seed, pol, r);
+  int t = 0;
+  for (; t < 20; t++) lossless_round(pc, *pol, c, *r, t, 1);
+  return t;
+}
+
+static void central_end(central *c, o3m_policy *pol, o3m_rng *r) {
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c->t);
+}
+
 /* The LinUCB federation with pp1's columns an item table (no user table):
  * fed_setup.pp1_items. */
 static void fed_up_linucb_pp1_items(void) {
@@ -1442,13 +1463,7 @@ static void fed_up_linucb_pp1_items(void) {
  * of this file). */
 Test(active, a_party_with_only_item_columns_decides_as_central, .init = fed_up_linucb_pp1_items,
      .fini = fed_down) {
-  o3m_policy_config pc;
-  linucb_config(&pc);
-  lossless_rounds(&pc, 60);
-  ap_stats st;
-  stats_now(&st);
-  cr_assert(le(u64, st.cache_misses, N_ITEMS), "%llu misses", (unsigned long long)st.cache_misses);
-  cr_assert(gt(u64, st.cache_hits, 200), "%llu hits", (unsigned long long)st.cache_hits);
+  cached_lossless_rounds();
 }
 
 /* Appends row (one line, no newline) to table name (in fed_dir), as an
@@ -1477,13 +1492,10 @@ static void table_add_row(const char *name, const char *row) {
 Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_policy_config pc;
-  linucb_config(&pc);
   central c;
   o3m_policy *pol;
   o3m_rng *r;
-  central_start(&c, &pc, 11, &pol, &r);
-  int t = 0;
-  for (; t < 20; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  int t = central_warm(&pc, &c, 11, &pol, &r);
   /* No reward: the central model stays the same. */
   const char *items[] = {"i12", "i1", "i2"};
   ap_recommendation rec;
@@ -1519,9 +1531,7 @@ Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
             (unsigned long long)(st1.cache_stale_retries - st0.cache_stale_retries));
   cr_assert(eq(u64, st1.cache_resets, st0.cache_resets + 1));
   cr_assert(eq(u64, st1.degraded_rounds, 0));
-  o3m_rng_destroy(r);
-  o3m_policy_destroy(pol);
-  fed_tables_free(&c.t);
+  central_end(&c, pol, r);
 }
 
 /* Parties whose replies to one batch name different epochs: pp2 reloads
@@ -1538,13 +1548,10 @@ Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
 Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_round,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_policy_config pc;
-  linucb_config(&pc);
   central c;
   o3m_policy *pol;
   o3m_rng *r;
-  central_start(&c, &pc, 17, &pol, &r);
-  int t = 0;
-  for (; t < 20; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  int t = central_warm(&pc, &c, 17, &pol, &r);
   ap_stats st0, st1;
   stats_now(&st0);
   cr_assert(gt(u64, st0.cache_size, 0));
@@ -1591,7 +1598,5 @@ Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_roun
             "no batch was asked again after pp2's reload");
   cr_assert(ge(u64, st1.cache_resets, st0.cache_resets + 1));
   cr_assert(eq(u64, st1.degraded_rounds, 0));
-  o3m_rng_destroy(r);
-  o3m_policy_destroy(pol);
-  fed_tables_free(&c.t);
+  central_end(&c, pol, r);
 }
