@@ -1589,11 +1589,18 @@ Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_roun
               lr.candidate, lr.score);
   }
   for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  ap_stats stb;
+  stats_now(&stb);
   wait_reloads(FED_PP2, 1, 0);
   fed_tables_free(&c.t);
   c.t = now;
   for (; t < 40; t++) lossless_round(&pc, pol, &c, r, t, 1);
   stats_now(&st1);
+  fprintf(stderr, "test_active: pp2 reloaded under a batch in flight: %llu batches asked again "
+          "(%llu in the burst), %llu cache resets\n",
+          (unsigned long long)(st1.cache_stale_retries - st0.cache_stale_retries),
+          (unsigned long long)(stb.cache_stale_retries - st0.cache_stale_retries),
+          (unsigned long long)(st1.cache_resets - st0.cache_resets));
   cr_assert(ge(u64, st1.cache_stale_retries, st0.cache_stale_retries + 1),
             "no batch was asked again after pp2's reload");
   cr_assert(ge(u64, st1.cache_resets, st0.cache_resets + 1));
