@@ -271,6 +271,9 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->cache_misses = s->item_cache_misses;
   out->cache_size = s->item_cache_size;
   out->cache_capacity = s->item_cache_capacity;
+  out->cache_resets = s->item_cache_resets;
+  out->cache_evictions = s->item_cache_evictions;
+  out->cache_stale_retries = s->item_cache_stale_retries;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

@@ -419,6 +419,7 @@ void ap_round_stats_get(const ap_round *r, ap_round_stats *st) {
   st->cache_size = cs.size;
   st->cache_capacity = cs.capacity;
   st->cache_resets = cs.resets;
+  st->cache_evictions = cs.evictions;
 }
 
 void ap_round_destroy(ap_round *r) {

@@ -277,7 +277,7 @@ typedef struct ap_round_stats {
    * mask changed), and batches asked again because a reply named other
    * epochs than their cached parts were summed under. */
   uint64_t cache_hits, cache_misses, cache_size, cache_capacity, cache_resets;
-  uint64_t stale_retries;
+  uint64_t cache_evictions, stale_retries;
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start

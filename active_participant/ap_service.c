@@ -960,6 +960,9 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->item_cache_misses = rst.cache_misses;
   rep->item_cache_size = rst.cache_size;
   rep->item_cache_capacity = rst.cache_capacity;
+  rep->item_cache_resets = rst.cache_resets;
+  rep->item_cache_evictions = rst.cache_evictions;
+  rep->item_cache_stale_retries = rst.stale_retries;
   return 0;
 }
 

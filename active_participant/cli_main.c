@@ -338,6 +338,9 @@ static int cmd_stats(ap_client *c) {
          "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
          (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
          (unsigned long long)s.cache_capacity);
+  printf("item_cache_resets=%llu\nitem_cache_evictions=%llu\nitem_cache_stale_retries=%llu\n",
+         (unsigned long long)s.cache_resets, (unsigned long long)s.cache_evictions,
+         (unsigned long long)s.cache_stale_retries);
   return 0;
 }
 

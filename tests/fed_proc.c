@@ -310,7 +310,13 @@ static const struct {
     {"passive", 3, "pp2_users.csv", "pp2_items.csv"},
 };
 
+/* pp1's table of the federation fed_net_prepare wrote last: its user
+ * table, or its item table with fed_setup.pp1_items (fed_tables_load reads
+ * what the parties read). */
+static int pp1_items;
+
 static void write_tables(const fed_setup *s) {
+  pp1_items = s->pp1_items;
   const struct {
     const char *file;
     o3m_features_kind kind;
@@ -319,7 +325,9 @@ static void write_tables(const fed_setup *s) {
   } t[] = {
       {"ap_users.csv", O3M_FEATURES_USERS, "u", FED_USERS, 2},
       {"ap_items.csv", O3M_FEATURES_ITEMS, "i", FED_ITEMS, 1},
-      {"pp1_users.csv", O3M_FEATURES_USERS, "u", s->pp1_users, 2},
+      {s->pp1_items ? "pp1_items.csv" : "pp1_users.csv",
+       s->pp1_items ? O3M_FEATURES_ITEMS : O3M_FEATURES_USERS, s->pp1_items ? "i" : "u",
+       s->pp1_items ? FED_ITEMS : s->pp1_users, 2},
       {"pp2_users.csv", O3M_FEATURES_USERS, "u", FED_USERS, 1},
       {"pp2_items.csv", O3M_FEATURES_ITEMS, "i", FED_ITEMS, 2},
   };
@@ -380,8 +388,10 @@ static void write_config(fed_net *n, const fed_setup *s) {
     append(text, sizeof text, "\n[party %s]\nrole = %s\naddress = 127.0.0.1:%d\n", name,
            party_conf[p].role, n->port[p]);
     if (party_conf[p].dims) append(text, sizeof text, "dims = %d\n", party_conf[p].dims);
-    if (party_conf[p].users) append(text, sizeof text, "user_table = %s\n", party_conf[p].users);
-    if (party_conf[p].items) append(text, sizeof text, "item_table = %s\n", party_conf[p].items);
+    const char *users = party_conf[p].users, *items = party_conf[p].items;
+    if (p == FED_PP1 && s->pp1_items) users = NULL, items = "pp1_items.csv";
+    if (users) append(text, sizeof text, "user_table = %s\n", users);
+    if (items) append(text, sizeof text, "item_table = %s\n", items);
     append(text, sizeof text, "cert = certs/%s.pem\nkey = certs/%s.key\n", name, name);
     if (s->state_dirs) append(text, sizeof text, "state_dir = %s_state\n", name);
     if (strcmp(party_conf[p].role, "passive") == 0) append_agg_keys(text, sizeof text, name);
@@ -430,7 +440,8 @@ void fed_tables_load(fed_tables *t) {
   o3m_err_clear(&e);
   cr_assert_eq(o3m_features_load(&t->ap, fed_path("ap_users.csv"), fed_path("ap_items.csv"), 3,
                                 &e), 0, "%s", o3m_err_message(&e));
-  cr_assert_eq(o3m_features_load(&t->pp1, fed_path("pp1_users.csv"), NULL, 2, &e), 0, "%s",
+  cr_assert_eq(o3m_features_load(&t->pp1, pp1_items ? NULL : fed_path("pp1_users.csv"),
+                                pp1_items ? fed_path("pp1_items.csv") : NULL, 2, &e), 0, "%s",
                o3m_err_message(&e));
   cr_assert_eq(o3m_features_load(&t->pp2, fed_path("pp2_users.csv"), fed_path("pp2_items.csv"),
                                 3, &e), 0, "%s", o3m_err_message(&e));

@@ -165,6 +165,11 @@ typedef struct fed_setup {
    * [client NAME] section after FED_CLIENT's (the tests of what one client
    * can do to another). */
   int second_client;
+  /* Nonzero: pp1's 2 columns are item columns (pp1_items.csv, FED_ITEMS
+   * rows) instead of user columns, so that pp1 has no user table: the
+   * federation then has a party with only item columns (issue 23's
+   * factored batches answer its user half with zeros). */
+  int pp1_items;
 } fed_setup;
 
 /* A federation: its processes, ports and config. The caller owns it (a
@@ -176,7 +181,7 @@ typedef struct fed_net {
 } fed_net;
 
 /* Writes the certificates, the feature tables (ap_users.csv, ap_items.csv,
- * pp1_users.csv, pp2_users.csv, pp2_items.csv) and catalog.txt (the items,
+ * pp1_users.csv or pp1_items.csv, pp2_users.csv, pp2_items.csv) and catalog.txt (the items,
  * one a line) into fed_dir(), picks a free port per party and writes the
  * config. Starts nothing. */
 void fed_net_prepare(fed_net *n, const fed_setup *s);

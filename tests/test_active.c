@@ -93,11 +93,14 @@ static const char *aggregation;
 /* [federation] fallback of the next federation: NULL, the default (local),
  * unless a fixture sets it. */
 static const char *fallback_line;
+/* fed_setup.pp1_items of the next federation (0: pp1 has user columns). */
+static int pp1_items;
 
 static void fed_prepare(const char *policy) {
   fed_setup s = {.table_seed = 100, .pp1_users = N_USERS, .deadline_ms = DEADLINE_MS,
                  .policy = policy, .pending_capacity = 1000, .state_dirs = 0,
-                 .aggregation = aggregation, .federation_extra = fallback_line};
+                 .aggregation = aggregation, .federation_extra = fallback_line,
+                 .pp1_items = pp1_items};
   fed_net_prepare(&fed, &s);
   char seed[16];
   snprintf(seed, sizeof seed, "%d", MASK_SEED);
@@ -195,20 +198,18 @@ static void expect_stats(uint64_t rounds, uint64_t updates, uint32_t pending) {
 }
 
 /* One round t against the federation and the central policy side by side:
- * the same user and candidates (drawn from r), the same reward, and asserts
+ * the same user and candidates (qr's), the same reward, and asserts
  * that the decision and the score agree. Odd rounds pass the AP's own
  * features in the request instead of letting it read its tables. With
  * tries > 1 a Recommend that fails is sent again (a failed round changes
  * nothing), up to tries times 100 ms apart: for a passive party that was
  * just restarted. */
-static void lossless_round(o3m_policy_config *pc, o3m_policy *pol, central *c, o3m_rng *r, int t,
-                           int tries) {
+static void lossless_round_q(o3m_policy_config *pc, o3m_policy *pol, central *c,
+                             const fed_round *qr, int t, int tries) {
   o3m_err e;
   o3m_err_clear(&e);
-  fed_round q;
-  fed_draw_round(r, N_USERS, &q);
-  const char *user = q.user, *const *items = q.items;
-  int K = q.K;
+  const char *user = qr->user, *const *items = qr->items;
+  int K = qr->K;
   central_contexts(c, user, K, items);
 
   const double *own = NULL;
@@ -246,6 +247,14 @@ static void lossless_round(o3m_policy_config *pc, o3m_policy *pol, central *c, o
   cr_assert(eq(int, rc, 0), "round %d reward: %s", t, o3m_err_message(&e));
   cr_assert(eq(u64, updates, (uint64_t)t + 1));
   cr_assert(eq(int, o3m_policy_update(pol, arms[chosen], x, reward), 0));
+}
+
+/* lossless_round_q on a round drawn from r. */
+static void lossless_round(o3m_policy_config *pc, o3m_policy *pol, central *c, o3m_rng *r, int t,
+                           int tries) {
+  fed_round q;
+  fed_draw_round(r, N_USERS, &q);
+  lossless_round_q(pc, pol, c, &q, t, tries);
 }
 
 /* The central reference of a lossless test: c's tables, a central policy
@@ -328,8 +337,7 @@ Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_li
  * cached by the AP, so that after a few rounds of 12 items most candidates
  * cost no bytes; the decisions stay the central ones (above) and the cache
  * counts its hits. */
-Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_linucb,
-     .fini = fed_down) {
+static void cached_lossless_rounds(void) {
   o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 60);
@@ -342,6 +350,11 @@ Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_li
   /* At most one miss per item: only the first round that names it asks. */
   cr_assert(le(u64, st.cache_misses, N_ITEMS), "%llu misses", (unsigned long long)st.cache_misses);
   cr_assert(gt(u64, st.cache_hits, 200), "%llu hits", (unsigned long long)st.cache_hits);
+}
+
+Test(active, item_parts_are_cached_and_decisions_stay_central, .init = fed_up_linucb,
+     .fini = fed_down) {
+  cached_lossless_rounds();
 }
 
 /* Items no party knows (i98, i99) and one only some know: every party
@@ -823,8 +836,10 @@ static void burst_send(o3m_rpc_client **c, const fed_round *b, int thaw_ms) {
   }
 }
 
-Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_linucb,
-     .fini = fed_down) {
+/* Two bursts of BURST concurrent rounds (pp2 held while they queue, so
+ * that they are batched), rewards in between, every decision checked
+ * against the central run; the fan-outs must have batched them. */
+static void concurrent_bursts(void) {
   o3m_policy_config pc;
   linucb_config(&pc);
   o3m_policy *pol;
@@ -894,6 +909,30 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
   o3m_rng_destroy(r);
   fed_tables_free(&c.t);
   o3m_policy_destroy(pol);
+}
+
+Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_linucb,
+     .fini = fed_down) {
+  concurrent_bursts();
+}
+
+/* Issue 23, a cache eviction in the middle of a batch: with item_cache = 2
+ * a batch of up to BURST rounds of up to 8 of the 12 items finds at most 2
+ * of its items cached (copied when the batch is formed) and evicts while
+ * it puts the others, and a batch in flight meanwhile sees the entries it
+ * copied evicted by another's puts; every decision is still the central
+ * one, so nothing was summed from an evicted (reused) entry. */
+Test(active, concurrent_batches_through_a_tiny_cache_evict_mid_batch_and_equal_central,
+     .init = fed_up_linucb_tiny_cache, .fini = fed_down) {
+  concurrent_bursts();
+  ap_stats st;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(le(u64, st.cache_size, 2));
+  cr_assert(gt(u64, st.cache_evictions, 2 * BURST), "%llu evictions",
+            (unsigned long long)st.cache_evictions);
+  cr_assert(gt(u64, st.cache_hits, 0), "no batch used a cached part");
 }
 
 Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing,
@@ -1381,4 +1420,190 @@ Test(active, reload_under_load_fails_no_round_and_equals_central_on_the_new_tabl
   cr_assert_eq(fed_stop(&fed.proc[FED_PP1], SIGTERM, 5000), 0);
   const char *log = fed_log(&fed.proc[FED_PP1]);
   cr_assert(strstr(log, "reload refused") && strstr(log, "pp1_users.csv:2"), "%s", log);
+}
+
+/* ------------------------------------------------------------ issue 23's corner cases */
+
+/* The AP's stats, asserted to be read. */
+static void stats_now(ap_stats *st) {
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_client_stats(cli, st, &e), 0), "stats: %s", o3m_err_message(&e));
+}
+
+/* The LinUCB central reference (central_start with seed) after 20
+ * lossless rounds, which fill the AP's item cache: the next round's t. */
+static int central_warm(o3m_policy_config *pc, central *c, uint64_t seed, o3m_policy **pol,
+                        o3m_rng **r) {
+  linucb_config(pc);
+  central_start(c, pc, seed, pol, r);
+  int t = 0;
+  for (; t < 20; t++) lossless_round(pc, *pol, c, *r, t, 1);
+  return t;
+}
+
+static void central_end(central *c, o3m_policy *pol, o3m_rng *r) {
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c->t);
+}
+
+/* The LinUCB federation with pp1's columns an item table (no user table):
+ * fed_setup.pp1_items. */
+static void fed_up_linucb_pp1_items(void) {
+  pp1_items = 1;
+  fed_up_linucb();
+}
+
+/* A party with only item columns (pp1 here, whose user half every
+ * factored reply answers with zeros, looked up nowhere) next to one with
+ * both (pp2): every decision equals the central one on the unmasked
+ * contexts, and its item parts are cached like the others. The default
+ * federation's pp1 is the party with only user columns (every other test
+ * of this file). */
+Test(active, a_party_with_only_item_columns_decides_as_central, .init = fed_up_linucb_pp1_items,
+     .fini = fed_down) {
+  cached_lossless_rounds();
+}
+
+/* Appends row (one line, no newline) to table name (in fed_dir), as an
+ * operator adds an item: the new file written beside and renamed over the
+ * old one (replace_table). */
+static void table_add_row(const char *name, const char *row) {
+  FILE *f = fopen(fed_path(name), "r");
+  cr_assert_not_null(f, "%s", name);
+  char text[1 << 14];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  cr_assert_lt(len + strlen(row) + 2, sizeof text, "table %s too large for the test", name);
+  text[len] = '\0';
+  snprintf(text + len, sizeof text - len, "%s\n", row);
+  replace_table(name, text);
+}
+
+/* An item added by a reload: i12 is first unknown to every party (its
+ * parts, pp2's dummy among them, are cached like a real item's), then
+ * pp2 and the AP reload tables that hold it. The first batch after the
+ * swap holds cached parts of the old epoch, sees pp2's new one in the
+ * replies and asks again; every round after the swap names i12 and equals
+ * the central run on the new tables, with no failed round. With the
+ * epochs not checked, the cached dummy part of i12 is summed after the
+ * swap and the first round that names it differs from the central one. */
+Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
+     .init = fed_up_linucb, .fini = fed_down) {
+  o3m_policy_config pc;
+  central c;
+  o3m_policy *pol;
+  o3m_rng *r;
+  int t = central_warm(&pc, &c, 11, &pol, &r);
+  /* No reward: the central model stays the same. */
+  const char *items[] = {"i12", "i1", "i2"};
+  ap_recommendation rec;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_client_recommend(cli, "u3", 3, items, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  ap_stats st0, st1;
+  stats_now(&st0);
+  uint64_t misses = st0.cache_misses;
+  cr_assert(eq(int, ap_client_recommend(cli, "u4", 3, items, NULL, NULL, 0, &rec, &e), 0));
+  stats_now(&st0);
+  cr_assert(eq(u64, st0.cache_misses, misses), "the unknown item's parts were not cached");
+
+  table_add_row("pp2_items.csv", "i12,0.25,-0.125");
+  table_add_row("ap_items.csv", "i12,0.375");
+  cr_assert_eq(kill(fed.proc[FED_PP2].pid, SIGHUP), 0);
+  cr_assert_eq(kill(fed.proc[FED_AP].pid, SIGHUP), 0);
+  wait_reloads(FED_PP2, 1, 0);
+  wait_reloads(FED_AP, 1, 0);
+  fed_tables_free(&c.t);
+  fed_tables_load(&c.t);
+  for (; t < 40; t++) {
+    fed_round q;
+    fed_draw_round(r, N_USERS, &q);
+    snprintf(q.names[0], sizeof q.names[0], "i12");
+    q.items[0] = q.names[0];
+    lossless_round_q(&pc, pol, &c, &q, t, 1);
+  }
+  stats_now(&st1);
+  cr_assert(eq(u64, st1.cache_stale_retries, st0.cache_stale_retries + 1),
+            "%llu batches asked again after the swap, expected 1",
+            (unsigned long long)(st1.cache_stale_retries - st0.cache_stale_retries));
+  cr_assert(eq(u64, st1.cache_resets, st0.cache_resets + 1));
+  cr_assert(eq(u64, st1.degraded_rounds, 0));
+  central_end(&c, pol, r);
+}
+
+/* Parties whose replies to one batch name different epochs: pp2 reloads
+ * new user and item tables between the AP's fan-out and its reply (it is
+ * stopped while a burst of rounds is sent, asked to reload, then
+ * continued). Whichever batch first gets pp2's new epoch beside cached
+ * parts of the old one is asked again, never summed; no round fails or is
+ * degraded; every round of the burst equals the central decision on one
+ * version of each party's tables (a context that added pp2's new user part
+ * to its old item parts matches none), and the rounds after it equal the
+ * central run on the new tables. With the epochs not checked, a batch
+ * sums pp2's new user part with its old cached item parts and this test
+ * fails. */
+Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_round,
+     .init = fed_up_linucb, .fini = fed_down) {
+  o3m_policy_config pc;
+  central c;
+  o3m_policy *pol;
+  o3m_rng *r;
+  int t = central_warm(&pc, &c, 17, &pol, &r);
+  ap_stats st0, st1;
+  stats_now(&st0);
+  cr_assert(gt(u64, st0.cache_size, 0));
+
+  static const char *const names[] = {"pp2_users.csv", "pp2_items.csv"};
+  for (int i = 0; i < 2; i++) {
+    char *text = changed_table(names[i]);
+    replace_table(names[i], text);
+    free(text);
+  }
+  o3m_rpc_client *rc_[BURST];
+  for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
+  fed_round b[BURST];
+  for (int i = 0; i < BURST; i++) fed_draw_round(r, N_USERS, &b[i]);
+  /* pp2 stopped, the burst queued (its first batch sent), the reload asked:
+   * pp2 takes it when it continues, well within the deadline. */
+  burst_send(rc_, b, 0);
+  cr_assert_eq(kill(fed.proc[FED_PP2].pid, SIGHUP), 0);
+  fed_sleep_ms(60);
+  cr_assert_eq(kill(fed.proc[FED_PP2].pid, SIGCONT), 0);
+  fed_tables now;
+  fed_tables_load(&now);
+  for (int i = 0; i < BURST; i++) {
+    ProtobufCMessage *m;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = o3m_rpc_client_finish(rc_[i], &m, &e);
+    cr_assert(eq(int, rc, 0), "round %d: %s: %s", i, o3m_errname(rc), o3m_err_message(&e));
+    const O3m__V1__Recommendation *rec = (const O3m__V1__Recommendation *)m;
+    cr_assert(eq(int, rec->degraded, 0), "round %d was decided by the local model", i);
+    load_round lr = {.q = b[i], .candidate = (int)rec->candidate, .score = rec->score};
+    for (int k = 0; k < lr.q.K; k++) lr.q.items[k] = lr.q.names[k];
+    cr_assert(matches_some_version(pol, &c.t, &now, &lr),
+              "round %d: candidate %d, score %.17g match no version of the tables", i,
+              lr.candidate, lr.score);
+  }
+  for (int i = 0; i < BURST; i++) o3m_rpc_client_destroy(rc_[i]);
+  ap_stats stb;
+  stats_now(&stb);
+  wait_reloads(FED_PP2, 1, 0);
+  fed_tables_free(&c.t);
+  c.t = now;
+  for (; t < 40; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  stats_now(&st1);
+  fprintf(stderr, "test_active: pp2 reloaded under a batch in flight: %llu batches asked again "
+          "(%llu in the burst), %llu cache resets\n",
+          (unsigned long long)(st1.cache_stale_retries - st0.cache_stale_retries),
+          (unsigned long long)(stb.cache_stale_retries - st0.cache_stale_retries),
+          (unsigned long long)(st1.cache_resets - st0.cache_resets));
+  cr_assert(ge(u64, st1.cache_stale_retries, st0.cache_stale_retries + 1),
+            "no batch was asked again after pp2's reload");
+  cr_assert(ge(u64, st1.cache_resets, st0.cache_resets + 1));
+  cr_assert(eq(u64, st1.degraded_rounds, 0));
+  central_end(&c, pol, r);
 }

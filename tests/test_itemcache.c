@@ -79,6 +79,16 @@ Test(itemcache, a_new_key_drops_every_entry) {
   ap_itemcache_stats_get(c, &st);
   cr_assert(eq(u64, st.size, 0));
   cr_assert(eq(u64, st.resets, 1));
+  /* A mask change with the same epochs (a re-key: a new AP process, whose
+   * ap_round_connect keys the cache with the new mask) drops every entry
+   * too: nothing summed under the old mask is found again. */
+  ap_itemcache_put(c, "i3", v);
+  cr_assert(eq(int, ap_itemcache_matches(c, 8, 2, ep2), 0), "another mask, the same epochs");
+  ap_itemcache_reset(c, 8, 2, ep2);
+  cr_assert(eq(int, ap_itemcache_get(c, "i3", out), 0));
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(eq(u64, st.size, 0));
+  cr_assert(eq(u64, st.resets, 2));
   ap_itemcache_destroy(c);
 }
 
@@ -116,3 +126,4 @@ Test(itemcache, churn_keeps_the_bound_and_capacity_zero_holds_nothing) {
   ap_itemcache_destroy(c);
   cr_assert(eq(int, ap_itemcache_create(&c, -1, D, &e), O3M_EINVAL));
 }
+
