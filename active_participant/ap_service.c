@@ -354,26 +354,10 @@ static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *
                      (unsigned long long)decision, what);
 }
 
-/* Appends a reward and applies it to the model: with a state_dir through
- * the journal's append buffer (ap_checkpoint_apply_reward), which is not
- * durable until reward_commit() or ap_checkpoint_sync(); without one in
- * memory only. Either way o3m_policy_update_check runs first, so a reward
- * that would poison the model is refused with nothing changed. Returns 0
- * when the reward is in the model (and, with a state_dir, in the journal's
- * buffer). */
-static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
-                         double reward, o3m_err *e) {
+/* What a journal append's failure means for the Reward call: 0, or the
+ * call's error (EIO stops the service). */
+static int journal_append_result(ap_service *s, uint64_t decision, int rc, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
-  const char *what;
-  int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
-  if (rc < 0) return reward_refused(decision, rc, what, e);
-  if (!s->ckpt) {
-    rc = o3m_policy_update(s->policy, arm, x, reward);
-    return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
-  }
-  /* apply_reward checks again (and so refuses to journal a bad update even
-   * for another caller); with w kept by the check above that costs O(d). */
-  rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
   if (rc == O3M_EUNAVAILABLE)
     return o3m_err_set(e, rc, "decision %llu: the reward journal cannot start a new segment "
                        "now (ap_journal.h); nothing changed, the decision stays open: retry",
@@ -383,11 +367,50 @@ static int reward_append(ap_service *s, uint64_t decision, int arm, const double
     o3m_err_set(&why, O3M_EIO, "a journal write failed");
     return durability_fail(s, decision, &why, e);
   }
+  return rc;
+}
+
+/* Appends a reward and applies it to the model: with a state_dir through
+ * the journal's append buffer (ap_checkpoint_apply_reward), which is not
+ * durable until reward_commit() or ap_checkpoint_sync(); without one in
+ * memory only. Either way o3m_policy_update_check runs first, so a reward
+ * that would poison the model is refused with nothing changed. x0 (may be
+ * NULL) is the decision's own part, which the local model learns too.
+ * Returns 0 when the reward is in the model (and, with a state_dir, in the
+ * journal's buffer). */
+static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                         const double *x0, double reward, o3m_err *e) {
+  unsigned long long id = (unsigned long long)decision;
+  const char *what;
+  int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
+  if (rc < 0) return reward_refused(decision, rc, what, e);
+  if (!s->ckpt) {
+    rc = o3m_policy_update(s->policy, arm, x, reward);
+    if (rc == 0 && x0) ap_fallback_update(s->fallback, arm, x0, reward);
+    return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
+  }
+  /* apply_reward checks again (and so refuses to journal a bad update even
+   * for another caller); with w kept by the check above that costs O(d). */
+  rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, x0, reward);
+  if (rc == O3M_EUNAVAILABLE || rc == O3M_EIO) return journal_append_result(s, decision, rc, e);
   /* Only an update that passed the check and still failed gets here: it is
    * journaled and replays as failed; it is made durable with the next sync,
    * and the decision stays open. */
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
   return 0;
+}
+
+/* A degraded decision's reward: the local model alone learns it, through
+ * the journal like any reward when there is a state_dir
+ * (ap_checkpoint_apply_local), so that it survives a crash. */
+static int local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
+                        double reward, o3m_err *e) {
+  if (!s->ckpt) {
+    ap_fallback_update(s->fallback, arm, x0, reward);
+    return 0;
+  }
+  return journal_append_result(
+      s, decision, ap_checkpoint_apply_local(s->ckpt, decision, arm, x0, reward), e);
 }
 
 /* One fdatasync of the journal (ap_checkpoint_sync), timed into the
@@ -857,26 +880,22 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, e);
   if (rc < 0) return rc;
   /* The local model learns every reward; a degraded decision's reaches it
-   * alone, at once and in memory (ap_fallback.h): the federated model never
-   * learns from a context it did not see. */
+   * alone (ap_fallback.h): the federated model never learns from a context
+   * it did not see. Both kinds are journaled and acknowledged alike. */
   const double *x0 = NULL;
   int degraded = 0;
   if (s->fallback && ap_pending_local(s->pending, req->decision, &x0, &degraded) < 0) x0 = NULL;
-  if (x0 && degraded) {
-    ap_fallback_update(s->fallback, arm, x0, req->reward);
-    ap_pending_close(s->pending, req->decision);
-    rep->updates = o3m_policy_updates(s->policy);
-    return 0;
-  }
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
   if (s->n_group == REWARD_SLOTS) reward_commit(s);
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
                        "are not accepted", stop_cause_text(s->stopped));
-  rc = reward_append(s, req->decision, arm, x, req->reward, e);
+  if (x0 && degraded)
+    rc = local_append(s, req->decision, arm, x0, req->reward, e);
+  else
+    rc = reward_append(s, req->decision, arm, x, x0, req->reward, e);
   if (rc < 0) return rc;
-  if (x0) ap_fallback_update(s->fallback, arm, x0, req->reward);
   if (s->ckpt && !s->commit_each) {
     /* Group commit: the decision is closed now, so that a second reward
      * for it in the same group is ALREADY_EXISTS, and the call waits for
@@ -951,11 +970,9 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->reloads_refused = rst.reloads_refused;
   rep->last_reload_ms = rst.last_reload_ms;
   rep->degraded_rounds = rst.degraded;
-  if (s->fallback) {
-    ap_fallback_stats fst;
-    ap_fallback_stats_get(s->fallback, &fst);
-    rep->local_updates = fst.updates;
-  }
+  /* The local model's own count: restored from the checkpoint and the
+   * journal like the federated one's, so it survives a restart. */
+  if (s->fallback) rep->local_updates = o3m_policy_updates(ap_fallback_policy(s->fallback));
   rep->item_cache_hits = rst.cache_hits;
   rep->item_cache_misses = rst.cache_misses;
   rep->item_cache_size = rst.cache_size;
@@ -1056,6 +1073,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
     co.state_dir = dir;
     co.mask_id = s->mask_id;
     co.external_log = 1;
+    co.local = s->fallback;
     if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
     if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
     ap_recovery_info ri;
@@ -1078,6 +1096,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
   co.mask_id = s->mask_id;
   co.salvage = opt->salvage;
   co.had_state = s->had_block && !opt->discard_state;
+  co.local = s->fallback;
   if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
   if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
   ap_recovery_info ri;

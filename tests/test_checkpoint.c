@@ -128,7 +128,7 @@ static void feed(ap_checkpoint *c, o3m_policy *live, o3m_policy *ref, uint64_t f
       cr_assert_eq(ca, cr);
     }
     crash_reward(i, cfg->d, cfg->n_arms, &arm, x, &r);
-    cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, r), O3M_OK);
+    cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, NULL, r), O3M_OK);
     if (ref) cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
     if (i % 5 == 0) cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   }
@@ -953,7 +953,7 @@ Test(checkpoint, repair_without_a_descriptor_for_a_new_segment_is_transient) {
   uint64_t i = 1;
   for (; i < 1000 && rc == O3M_OK; i++) {
     crash_reward(i, c.d, c.n_arms, &arm, x, &r);
-    rc = ap_checkpoint_apply_reward(ck, i, arm, x, r);
+    rc = ap_checkpoint_apply_reward(ck, i, arm, x, NULL, r);
   }
   size_t len;
   unsigned char *img = export_state(live, &len);
@@ -1168,7 +1168,7 @@ static void refused_before_the_journal(o3m_algo algo, o3m_model_kind model) {
   double x[12];
   for (int i = 0; i < 12; i++) x[i] = 1e153;
   int accepted = 0, rc = O3M_OK;
-  while (accepted < 100 && (rc = ap_checkpoint_apply_reward(c, 100 + accepted, 1, x, 1.0)) == 0)
+  while (accepted < 100 && (rc = ap_checkpoint_apply_reward(c, 100 + accepted, 1, x, NULL, 1.0)) == 0)
     accepted++;
   cr_assert_eq(rc, O3M_ENONFINITE, "%d rewards of 1e153 accepted, then %s", accepted,
                o3m_errname(rc));
@@ -1180,7 +1180,7 @@ static void refused_before_the_journal(o3m_algo algo, o3m_model_kind model) {
   cr_assert_eq(o3m_policy_update_check(p, 1, x, 1.0, &what), O3M_ENONFINITE);
   cr_assert(what && what[0]);
   for (int i = 0; i < 12; i++) x[i] = 1e200;
-  cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, 0.0), O3M_ENONFINITE);
+  cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, NULL, 0.0), O3M_ENONFINITE);
   cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   cr_assert_eq(ap_journal_last_seq(ap_checkpoint_journal(c)), seq, "a refused reward was "
                "journaled");

@@ -86,6 +86,8 @@ static void run_finish(run *r) {
   fed_tables_free(&r->t);
 }
 
+static void ap_client_connect(void);
+
 static void fed_up(void) {
   fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
@@ -100,6 +102,11 @@ static void fed_up(void) {
   fed_net_start(&fed, FED_AP, ap_args);
   for (int p = FED_PP1; p <= FED_PP2; p++) fed_wait_ready(&fed.proc[p], 20000);
   fed_wait_ready(&fed.proc[FED_AP], 20000);
+  ap_client_connect();
+}
+
+/* The test's client of the AP (cli). */
+static void ap_client_connect(void) {
   ap_client_options o;
   ap_client_options_default(&o);
   char target[64];
@@ -123,6 +130,30 @@ static void fed_down(void) {
 }
 
 TestSuite(degraded, .init = fed_up, .fini = fed_down);
+
+/* The AP of the durability test: a state_dir (fed_setup.state_dirs) and a
+ * checkpoint every 25 journal records, so that its local model is
+ * restored from a checkpoint and from the journal after it. */
+static const char *const ap_state_args[] = {"--pmg-timeout-s", "20", "--checkpoint-every",
+                                            "25", NULL};
+
+static void fed_up_state(void) {
+  fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
+                 .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
+                 .pending_capacity = 1000, .state_dirs = 1};
+  fed_net_prepare(&fed, &s);
+  static const char *const pmg_args[] = {"--keep-mask", NULL};
+  fed_net_start(&fed, FED_PMG, pmg_args);
+  fed_wait_ready(&fed.proc[FED_PMG], 20000);
+  fed_net_start(&fed, FED_PP1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_net_start(&fed, FED_AP, ap_state_args);
+  for (int p = FED_PP1; p <= FED_PP2; p++) fed_wait_ready(&fed.proc[p], 20000);
+  fed_wait_ready(&fed.proc[FED_AP], 20000);
+  ap_client_connect();
+}
+
+TestSuite(degraded_state, .init = fed_up_state, .fini = fed_down);
 
 /* One round with its reward: asserts that it is answered OK; with
  * expect_degraded 1 that it is degraded, names pp2 and equals the
@@ -236,5 +267,59 @@ Test(degraded, frozen_passive_costs_one_deadline_then_local_decisions) {
   cr_assert(ge(dbl, back, 0), "no federated round within 10 s of pp2's thaw");
   cr_log_info("frozen: first degraded round %.3f s, worst after it %.3f s; federated again "
               "%.3f s after the thaw", first, worst, back);
+  run_finish(&r);
+}
+
+/* Waits until the restarted AP answers Stats (the client reconnects). */
+static void until_ap_answers(ap_stats *st) {
+  o3m_err e;
+  for (int i = 0; i < 100; i++) {
+    o3m_err_clear(&e);
+    if (ap_client_stats(cli, st, &e) == 0) return;
+    fed_sleep_ms(100);
+  }
+  cr_assert(0, "the restarted AP does not answer Stats: %s", o3m_err_message(&e));
+}
+
+/* The local model is durable (issue 24, section 1): after federated
+ * rounds (whose rewards both models learn), an outage (whose rewards only
+ * the local model learns) and federated rounds again, the AP is killed
+ * with SIGKILL and restarted from its state_dir; its local model must
+ * then be the uncrashed in-process one: ActiveStats.local_updates counts
+ * every acknowledged reward, and in a second outage each degraded decision
+ * is exactly the in-process model's. On the code before, the restarted AP
+ * had a fresh local model (local_updates 0, and other decisions). */
+Test(degraded_state, local_model_survives_a_kill9_of_the_ap) {
+  run r;
+  run_init(&r, 26);
+  for (int i = 0; i < 20; i++)
+    cr_assert(not(round_once(&r, 0, NULL)), "round %d degraded with every party up", i);
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  for (int i = 0; i < 30; i++) round_once(&r, 1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(&r), 0), "no federated round within 10 s of pp2's return");
+  for (int i = 0; i < 12; i++)
+    cr_assert(not(round_once(&r, 0, NULL)), "round %d after the recovery degraded", i);
+
+  /* kill -9 and restart the AP: every reward above was acknowledged. */
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGKILL, 5000), 128 + SIGKILL));
+  fed_net_start(&fed, FED_AP, ap_state_args);
+  fed_wait_ready(&fed.proc[FED_AP], 20000);
+  ap_stats st;
+  until_ap_answers(&st);
+  cr_assert(eq(u64, st.updates, r.federated_rewards), "the federated model after the restart");
+  cr_assert(eq(u64, st.local_updates, r.rewards), "the local model after the restart has %llu "
+            "of the %llu acknowledged rewards", (unsigned long long)st.local_updates,
+            (unsigned long long)r.rewards);
+  /* The restarted AP's counters start from zero. */
+  r.rounds = r.degraded = 0;
+
+  /* A second outage: every decision is the uncrashed local model's. */
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  for (int i = 0; i < 30; i++) round_once(&r, 1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(&r), 0), "no federated round within 10 s of pp2's return");
   run_finish(&r);
 }
