@@ -1213,3 +1213,170 @@ Test(checkpoint, poisoning_reward_refused_before_journal_shared_lints) {
 Test(checkpoint, poisoning_reward_refused_before_journal_disjoint) {
   refused_before_the_journal(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
 }
+
+/* ------------------------------------------------- the local fallback model */
+
+#define LOCAL_D 4 /* the local model sees the first LOCAL_D of the d columns */
+
+static ap_fallback *make_local(void) {
+  o3m_policy_config lc;
+  config(&lc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  lc.d = LOCAL_D;
+  lc.lambda = 2.0;
+  ap_fallback *fb;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_fallback_create(&fb, &lc, NULL, &e), O3M_OK, "%s", e.msg);
+  return fb;
+}
+
+static ap_checkpoint *open_local(o3m_policy *p, ap_fallback *fb, ap_recovery_info *info) {
+  ap_checkpoint_options o;
+  ap_checkpoint_options_default(&o);
+  o.state_dir = dir;
+  o.mask_id = MASK_A;
+  o.every_ms = 0;
+  o.local = fb;
+  ap_checkpoint *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_checkpoint_open(&c, p, &o, info, &e), O3M_OK, "%s", e.msg);
+  return c;
+}
+
+/* Rewards from..to: every fourth a degraded decision's (the local model
+ * alone), the others federated (both); mirrored on ref and ref_local. */
+static void feed_local(ap_checkpoint *c, o3m_policy *ref, o3m_policy *ref_local, uint64_t from,
+                       uint64_t to) {
+  const o3m_policy_config *cfg = o3m_policy_config_of(ref);
+  double x[64];
+  for (uint64_t i = from; i <= to; i++) {
+    int arm;
+    double r;
+    crash_reward(i, cfg->d, cfg->n_arms, &arm, x, &r);
+    if (i % 4 == 0) {
+      cr_assert_eq(ap_checkpoint_apply_local(c, i, arm, x, r), O3M_OK);
+    } else {
+      cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, x, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
+    }
+    cr_assert_eq(o3m_policy_update(ref_local, arm, x, r), O3M_OK);
+  }
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+}
+
+/* The local model is restored bit for bit from a checkpoint and the
+ * journal after it: degraded rewards reach it alone, federated ones both
+ * models, each once. */
+Test(checkpoint, local_model_recovers_bit_exact_from_checkpoint_and_journal) {
+  o3m_policy_config pc;
+  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
+  ap_fallback *fb = make_local();
+  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
+  ap_checkpoint *c = open_local(p, fb, NULL);
+  feed_local(c, ref, ref_local, 1, 40);
+  write_ck(c);
+  feed_local(c, ref, ref_local, 41, 60);
+  ap_checkpoint_close(c); /* no final checkpoint: 20 rewards in the journal alone */
+
+  o3m_policy *p2 = make_policy(&pc);
+  ap_fallback *fb2 = make_local();
+  ap_recovery_info ri;
+  c = open_local(p2, fb2, &ri);
+  assert_same_state(p2, ref, "federated");
+  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
+  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(fb2)), 60);
+  cr_assert_eq(o3m_policy_updates(p2), 45);
+  cr_assert_eq(ri.local_replayed, 20);
+  cr_assert_eq(ri.local_dropped, 0);
+  ap_checkpoint_close(c);
+  ap_fallback_destroy(fb);
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p);
+  o3m_policy_destroy(p2);
+  o3m_policy_destroy(ref);
+  o3m_policy_destroy(ref_local);
+}
+
+/* A local part whose federated record never reached the journal (a crash
+ * between the two appends) is dropped at replay, as the live path never
+ * applied it. */
+Test(checkpoint, local_part_without_its_federated_record_is_dropped) {
+  o3m_policy_config pc;
+  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
+  ap_fallback *fb = make_local();
+  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
+  ap_checkpoint *c = open_local(p, fb, NULL);
+  feed_local(c, ref, ref_local, 1, 10);
+  double x[12] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+  ap_journal_record r = {.type = AP_JOURNAL_LOCAL_PAIRED, .decision = 999, .mask_id = MASK_A,
+                         .arm = 0, .reward = 1.0, .x = x};
+  cr_assert_eq(ap_journal_append(ap_checkpoint_journal(c), &r, NULL), O3M_OK);
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+  ap_checkpoint_close(c);
+
+  o3m_policy *p2 = make_policy(&pc);
+  ap_fallback *fb2 = make_local();
+  ap_recovery_info ri;
+  c = open_local(p2, fb2, &ri);
+  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
+  cr_assert_eq(ri.local_dropped, 1);
+  ap_checkpoint_close(c);
+  ap_fallback_destroy(fb);
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p);
+  o3m_policy_destroy(p2);
+  o3m_policy_destroy(ref);
+  o3m_policy_destroy(ref_local);
+}
+
+/* A version-1 checkpoint (the release before: no local image) is read:
+ * the federated model is restored, the local model starts fresh and then
+ * learns the journal after the checkpoint. */
+Test(checkpoint, version_1_checkpoint_is_read_and_the_local_model_starts_fresh) {
+  o3m_policy_config pc;
+  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
+  ap_recovery_info ri;
+  ap_checkpoint *c = open_ck(p, MASK_A, &ri, O3M_OK);
+  feed(c, p, ref, 1, 20, 0);
+  write_ck(c);
+  uint64_t seq = ap_checkpoint_seq(c);
+  ap_checkpoint_close(c);
+  /* Turn it into the earlier release's file: version 1, its header CRC. */
+  char path[512];
+  ck_path(path, sizeof path, seq, ".ckpt");
+  int fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0);
+  unsigned char h[64];
+  cr_assert_eq(pread(fd, h, 64, 0), 64);
+  cr_assert_eq(o3m_get_le32(h + 8), 2, "this release writes version 2");
+  cr_assert_eq(o3m_get_le32(h + 56), 0, "no local image without a local model");
+  o3m_put_le32(h + 8, 1);
+  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
+  cr_assert_eq(pwrite(fd, h, 64, 0), 64);
+  close(fd);
+
+  o3m_policy *p2 = make_policy(&pc);
+  ap_fallback *fb = make_local();
+  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
+  c = open_local(p2, fb, &ri);
+  assert_same_state(p2, ref, "federated");
+  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(fb)), 0);
+  feed_local(c, ref, ref_local, 21, 28);
+  ap_checkpoint_close(c);
+  ap_fallback *fb2 = make_local();
+  o3m_policy *p3 = make_policy(&pc);
+  c = open_local(p3, fb2, &ri);
+  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
+  ap_checkpoint_close(c);
+  ap_fallback_destroy(fb);
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p);
+  o3m_policy_destroy(p2);
+  o3m_policy_destroy(p3);
+  o3m_policy_destroy(ref);
+  o3m_policy_destroy(ref_local);
+}
