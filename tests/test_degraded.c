@@ -88,15 +88,22 @@ static void run_finish(run *r) {
 
 static void ap_client_connect(void);
 
+/* The AP's metrics port (--metrics-listen), which the test's client
+ * certificate may read (metrics_clients). */
+static int metrics_port;
+
 static void fed_up(void) {
   fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
-                 .pending_capacity = 1000};
+                 .pending_capacity = 1000, .federation_extra = "metrics_clients = " FED_CLIENT "\n"};
   fed_net_prepare(&fed, &s);
   static const char *const pmg_args[] = {"--keep-mask", NULL};
   fed_net_start(&fed, FED_PMG, pmg_args);
   fed_wait_ready(&fed.proc[FED_PMG], 20000);
-  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
+  static char listen[32];
+  metrics_port = fed_free_port();
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", metrics_port);
+  const char *const ap_args[] = {"--pmg-timeout-s", "20", "--metrics-listen", listen, NULL};
   fed_net_start(&fed, FED_PP1, NULL);
   fed_net_start(&fed, FED_PP2, NULL);
   fed_net_start(&fed, FED_AP, ap_args);
@@ -321,5 +328,66 @@ Test(degraded_state, local_model_survives_a_kill9_of_the_ap) {
   fed_net_start(&fed, FED_PP2, NULL);
   fed_wait_ready(&fed.proc[FED_PP2], 20000);
   cr_assert(ge(dbl, until_federated(&r), 0), "no federated round within 10 s of pp2's return");
+  run_finish(&r);
+}
+
+/* The AP's o3m_ap_degraded_rounds_total series (scraped over HTTPS with
+ * the test client's certificate): the sum for party, and that for party
+ * and reason (NULL: every reason). */
+static double degraded_metric(const char *party, const char *reason) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "curl -sf --cacert '%s' --cert '%s' --key '%s' "
+           "https://127.0.0.1:%d/metrics", fed_path("certs/ca.pem"),
+           fed_path("certs/" FED_CLIENT ".pem"), fed_path("certs/" FED_CLIENT ".key"),
+           metrics_port);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  char line[1024], want_party[96], want_reason[96];
+  snprintf(want_party, sizeof want_party, "party=\"%s\"", party);
+  snprintf(want_reason, sizeof want_reason, "reason=\"%s\"", reason ? reason : "");
+  double sum = 0;
+  int lines = 0;
+  while (fgets(line, sizeof line, f)) {
+    lines++;
+    if (strncmp(line, "o3m_ap_degraded_rounds_total{", 29) || !strstr(line, want_party) ||
+        (reason && !strstr(line, want_reason)))
+      continue;
+    const char *v = strrchr(line, ' ');
+    cr_assert_not_null(v, "%s", line);
+    sum += strtod(v + 1, NULL);
+  }
+  cr_assert(eq(int, pclose(f), 0), "curl of the AP's /metrics failed");
+  cr_assert(gt(int, lines, 0), "the AP's /metrics is empty");
+  return sum;
+}
+
+/* The degraded rounds are counted per missing party and reason
+ * (ap_fallback.h): none before the outage; during it every degraded round
+ * once for pp2, the first with the failure's code (UNAVAILABLE: nothing
+ * listens on pp2's port) and the ones after it with BREAKER (the circuit
+ * breaker is open), none for pp1; and they stop moving once pp2 is back. */
+Test(degraded, degraded_rounds_are_counted_per_party_and_reason) {
+  run r;
+  run_init(&r, 27);
+  for (int i = 0; i < 5; i++) cr_assert(not(round_once(&r, 0, NULL)));
+  cr_assert(eq(dbl, degraded_metric("pp2", NULL), 0));
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  const int n = 8;
+  for (int i = 0; i < n; i++) round_once(&r, 1, NULL);
+  double all = degraded_metric("pp2", NULL), breaker = degraded_metric("pp2", "BREAKER");
+  double unavailable = degraded_metric("pp2", "UNAVAILABLE");
+  cr_assert(eq(dbl, all, n), "pp2's degraded rounds: %g counted, %d made", all, n);
+  cr_assert(ge(dbl, unavailable, 1), "no round counted the failure's reason UNAVAILABLE");
+  cr_assert(ge(dbl, breaker, n - 2), "only %g rounds counted BREAKER", breaker);
+  cr_assert(eq(dbl, unavailable + breaker, n), "other reasons counted: %g of %d", all - breaker -
+            unavailable, n);
+  cr_assert(eq(dbl, degraded_metric("pp1", NULL), 0), "pp1 was never missing");
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(&r), 0));
+  double after = degraded_metric("pp2", NULL);
+  for (int i = 0; i < 5; i++) cr_assert(not(round_once(&r, 0, NULL)));
+  cr_assert(eq(dbl, degraded_metric("pp2", NULL), after), "federated rounds moved the counter");
+  cr_assert(eq(u64, (uint64_t)after, r.degraded));
   run_finish(&r);
 }
