@@ -67,6 +67,10 @@ struct ap_checkpoint {
   ap_journal *j;       /* NULL exactly when the log is elsewhere (opt.external_log) */
   uint64_t ext_seq;    /* external_log: position of the last applied record */
   uint64_t every_records;
+  /* Local part records (type 5) appended since the last checkpoint began:
+   * they share their reward with the record after them, so every_records
+   * counts rewards, as with one record per reward. */
+  uint64_t paired;
   int64_t every_ms;
   uint64_t ckpt_seq;   /* position of the newest checkpoint (0: none) */
   int64_t ckpt_time;   /* monotonic ms when it was written or loaded */
@@ -682,6 +686,7 @@ int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, con
               o3m_policy_update_check(ap_fallback_model(c->local), arm, x0, reward, NULL) == 0;
   if (local && (rc = append_local(c, AP_JOURNAL_LOCAL_PAIRED, decision, arm, x0, reward)))
     return rc;
+  c->paired += local;
   ap_journal_record r = {.type = AP_JOURNAL_REWARD, .decision = decision,
                          .mask_id = c->mask_id, .arm = arm, .reward = reward, .x = x};
   rc = ap_journal_append(c->j, &r, NULL);
@@ -718,7 +723,7 @@ uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
 int ap_checkpoint_due(const ap_checkpoint *c) {
   if (c->job) return 0; /* read on the serving thread, which alone sets it */
   uint64_t n = ap_checkpoint_records_since(c);
-  if (c->every_records && n >= c->every_records) return 1;
+  if (c->every_records && n - (n >= c->paired ? c->paired : n) >= c->every_records) return 1;
   return c->every_ms && n > 0 && o3m_clock_ms() - c->ckpt_time >= c->every_ms;
 }
 
@@ -785,6 +790,7 @@ int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
    * which is what lets recovery tell a journal lost after this checkpoint
    * from one that simply has nothing after it (ap_journal.h). */
   if (c->j && (rc = ap_journal_rotate(c->j, e))) return rc;
+  c->paired = 0;
   if ((rc = o3m_policy_state_export(c->p, c->snap, nfed)) ||
       (nloc && (rc = o3m_policy_state_export(ap_fallback_model(c->local), c->snap + nfed, nloc))))
     return o3m_err_set(e, rc, "checkpoint: the policy state image does not fit");

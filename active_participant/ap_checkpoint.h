@@ -134,7 +134,8 @@ typedef struct ap_checkpoint_options {
   int had_state;
   size_t segment_bytes;    /* journal segment size */
   int group_records;       /* journal append buffer, in records */
-  uint64_t every_records;  /* ap_checkpoint_due after this many records (0: off) */
+  uint64_t every_records;  /* ap_checkpoint_due after this many rewards (0: off; a
+                            * local part record does not count apart) */
   int64_t every_ms;        /* ... or after this long with >= 1 record (0: off) */
   /* 1: the log of rewards is kept elsewhere (AP replicas: the JetStream
    * stream, ap_replica.h). There is no journal: open loads the newest

@@ -4,7 +4,8 @@
  * Each reward becomes one fixed-length record holding everything the policy
  * update needs (arm, reward, the masked context x as binary64 bit patterns),
  * so replaying the log through o3m_policy_update() reproduces the model bit
- * for bit. Appends go to a buffer allocated at open and reach the file with
+ * for bit (with the AP's local model, ap_fallback.h, a second record of the
+ * same length carries its part: types 4 and 5 below). Appends go to a buffer allocated at open and reach the file with
  * pwrite(2) when the buffer fills or at ap_journal_sync(), which also calls
  * fdatasync(2): group commit. The caller appends any number of records, then
  * syncs once, then acknowledges all of them.
