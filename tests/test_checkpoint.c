@@ -94,12 +94,15 @@ static void assert_same_state(const o3m_policy *a, const o3m_policy *b, const ch
   free(y);
 }
 
-static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
+/* Opens dir, with the local model local (may be NULL). */
+static ap_checkpoint *open_ck_local(o3m_policy *p, uint64_t mask, ap_recovery_info *info,
+                                    int expect, ap_fallback *local) {
   ap_checkpoint_options o;
   ap_checkpoint_options_default(&o);
   o.state_dir = dir;
   o.mask_id = mask;
   o.every_ms = 0;
+  o.local = local;
   ap_checkpoint *c = NULL;
   o3m_err e;
   o3m_err_clear(&e);
@@ -107,6 +110,10 @@ static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *in
   cr_assert_eq(rc, expect, "open: %s, expected %s (%s)", o3m_errname(rc), o3m_errname(expect),
                e.msg);
   return c;
+}
+
+static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
+  return open_ck_local(p, mask, info, expect, NULL);
 }
 
 /* Applies rewards from..to of the crash stream to the live policy through
@@ -1231,17 +1238,7 @@ static ap_fallback *make_local(void) {
 }
 
 static ap_checkpoint *open_local(o3m_policy *p, ap_fallback *fb, ap_recovery_info *info) {
-  ap_checkpoint_options o;
-  ap_checkpoint_options_default(&o);
-  o.state_dir = dir;
-  o.mask_id = MASK_A;
-  o.every_ms = 0;
-  o.local = fb;
-  ap_checkpoint *c = NULL;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(ap_checkpoint_open(&c, p, &o, info, &e), O3M_OK, "%s", e.msg);
-  return c;
+  return open_ck_local(p, MASK_A, info, O3M_OK, fb);
 }
 
 /* Rewards from..to: every fourth a degraded decision's (the local model
@@ -1265,83 +1262,98 @@ static void feed_local(ap_checkpoint *c, o3m_policy *ref, o3m_policy *ref_local,
   cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
 }
 
+/* The policies of a local model test: the live federated policy and
+ * local model, and their in-process references. */
+typedef struct local_run {
+  o3m_policy_config pc;
+  o3m_policy *p, *ref, *ref_local;
+  ap_fallback *fb;
+} local_run;
+
+static void local_run_init(local_run *r) {
+  config(&r->pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  r->p = make_policy(&r->pc);
+  r->ref = make_policy(&r->pc);
+  r->fb = make_local();
+  r->ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(r->fb)));
+}
+
+static void local_run_free(local_run *r) {
+  ap_fallback_destroy(r->fb);
+  o3m_policy_destroy(r->p);
+  o3m_policy_destroy(r->ref);
+  o3m_policy_destroy(r->ref_local);
+}
+
+/* Opens the state_dir again on fresh policies (a restart): the
+ * recovered local model (the caller destroys it and *p2) and info. */
+static ap_fallback *reopen_local(const local_run *r, o3m_policy **p2, ap_recovery_info *ri) {
+  *p2 = make_policy(&r->pc);
+  ap_fallback *fb2 = make_local();
+  ap_checkpoint_close(open_local(*p2, fb2, ri));
+  return fb2;
+}
+
 /* The local model is restored bit for bit from a checkpoint and the
  * journal after it: degraded rewards reach it alone, federated ones both
  * models, each once. */
 Test(checkpoint, local_model_recovers_bit_exact_from_checkpoint_and_journal) {
-  o3m_policy_config pc;
-  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
-  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
-  ap_fallback *fb = make_local();
-  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
-  ap_checkpoint *c = open_local(p, fb, NULL);
-  feed_local(c, ref, ref_local, 1, 40);
+  local_run r;
+  local_run_init(&r);
+  ap_checkpoint *c = open_local(r.p, r.fb, NULL);
+  feed_local(c, r.ref, r.ref_local, 1, 40);
   write_ck(c);
-  feed_local(c, ref, ref_local, 41, 60);
+  feed_local(c, r.ref, r.ref_local, 41, 60);
   ap_checkpoint_close(c); /* no final checkpoint: 20 rewards in the journal alone */
 
-  o3m_policy *p2 = make_policy(&pc);
-  ap_fallback *fb2 = make_local();
+  o3m_policy *p2;
   ap_recovery_info ri;
-  c = open_local(p2, fb2, &ri);
-  assert_same_state(p2, ref, "federated");
-  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
+  ap_fallback *fb2 = reopen_local(&r, &p2, &ri);
+  assert_same_state(p2, r.ref, "federated");
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
   cr_assert_eq(o3m_policy_updates(ap_fallback_policy(fb2)), 60);
   cr_assert_eq(o3m_policy_updates(p2), 45);
   cr_assert_eq(ri.local_replayed, 20);
   cr_assert_eq(ri.local_dropped, 0);
-  ap_checkpoint_close(c);
-  ap_fallback_destroy(fb);
   ap_fallback_destroy(fb2);
-  o3m_policy_destroy(p);
   o3m_policy_destroy(p2);
-  o3m_policy_destroy(ref);
-  o3m_policy_destroy(ref_local);
+  local_run_free(&r);
 }
 
 /* A local part whose federated record never reached the journal (a crash
  * between the two appends) is dropped at replay, as the live path never
  * applied it. */
 Test(checkpoint, local_part_without_its_federated_record_is_dropped) {
-  o3m_policy_config pc;
-  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
-  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
-  ap_fallback *fb = make_local();
-  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
-  ap_checkpoint *c = open_local(p, fb, NULL);
-  feed_local(c, ref, ref_local, 1, 10);
+  local_run r;
+  local_run_init(&r);
+  ap_checkpoint *c = open_local(r.p, r.fb, NULL);
+  feed_local(c, r.ref, r.ref_local, 1, 10);
   double x[12] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
-  ap_journal_record r = {.type = AP_JOURNAL_LOCAL_PAIRED, .decision = 999, .mask_id = MASK_A,
-                         .arm = 0, .reward = 1.0, .x = x};
-  cr_assert_eq(ap_journal_append(ap_checkpoint_journal(c), &r, NULL), O3M_OK);
+  ap_journal_record jr = {.type = AP_JOURNAL_LOCAL_PAIRED, .decision = 999, .mask_id = MASK_A,
+                          .arm = 0, .reward = 1.0, .x = x};
+  cr_assert_eq(ap_journal_append(ap_checkpoint_journal(c), &jr, NULL), O3M_OK);
   cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   ap_checkpoint_close(c);
 
-  o3m_policy *p2 = make_policy(&pc);
-  ap_fallback *fb2 = make_local();
+  o3m_policy *p2;
   ap_recovery_info ri;
-  c = open_local(p2, fb2, &ri);
-  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
+  ap_fallback *fb2 = reopen_local(&r, &p2, &ri);
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
   cr_assert_eq(ri.local_dropped, 1);
-  ap_checkpoint_close(c);
-  ap_fallback_destroy(fb);
   ap_fallback_destroy(fb2);
-  o3m_policy_destroy(p);
   o3m_policy_destroy(p2);
-  o3m_policy_destroy(ref);
-  o3m_policy_destroy(ref_local);
+  local_run_free(&r);
 }
 
 /* A version-1 checkpoint (the release before: no local image) is read:
  * the federated model is restored, the local model starts fresh and then
  * learns the journal after the checkpoint. */
 Test(checkpoint, version_1_checkpoint_is_read_and_the_local_model_starts_fresh) {
-  o3m_policy_config pc;
-  config(&pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
-  o3m_policy *p = make_policy(&pc), *ref = make_policy(&pc);
+  local_run r;
+  local_run_init(&r);
   ap_recovery_info ri;
-  ap_checkpoint *c = open_ck(p, MASK_A, &ri, O3M_OK);
-  feed(c, p, ref, 1, 20, 0);
+  ap_checkpoint *c = open_ck(r.p, MASK_A, &ri, O3M_OK);
+  feed(c, r.p, r.ref, 1, 20, 0);
   write_ck(c);
   uint64_t seq = ap_checkpoint_seq(c);
   ap_checkpoint_close(c);
@@ -1359,24 +1371,17 @@ Test(checkpoint, version_1_checkpoint_is_read_and_the_local_model_starts_fresh) 
   cr_assert_eq(pwrite(fd, h, 64, 0), 64);
   close(fd);
 
-  o3m_policy *p2 = make_policy(&pc);
-  ap_fallback *fb = make_local();
-  o3m_policy *ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(fb)));
-  c = open_local(p2, fb, &ri);
-  assert_same_state(p2, ref, "federated");
-  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(fb)), 0);
-  feed_local(c, ref, ref_local, 21, 28);
+  o3m_policy *p2 = make_policy(&r.pc);
+  c = open_local(p2, r.fb, &ri);
+  assert_same_state(p2, r.ref, "federated");
+  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(r.fb)), 0);
+  feed_local(c, r.ref, r.ref_local, 21, 28);
   ap_checkpoint_close(c);
-  ap_fallback *fb2 = make_local();
-  o3m_policy *p3 = make_policy(&pc);
-  c = open_local(p3, fb2, &ri);
-  assert_same_state(ap_fallback_policy(fb2), ref_local, "local");
-  ap_checkpoint_close(c);
-  ap_fallback_destroy(fb);
+  o3m_policy *p3;
+  ap_fallback *fb2 = reopen_local(&r, &p3, &ri);
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
   ap_fallback_destroy(fb2);
-  o3m_policy_destroy(p);
   o3m_policy_destroy(p2);
   o3m_policy_destroy(p3);
-  o3m_policy_destroy(ref);
-  o3m_policy_destroy(ref_local);
+  local_run_free(&r);
 }

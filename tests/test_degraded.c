@@ -92,10 +92,17 @@ static void ap_client_connect(void);
  * certificate may read (metrics_clients). */
 static int metrics_port;
 
-static void fed_up(void) {
+/* The AP's options, kept for a restart: its metrics port and, with a
+ * state_dir (the durability test), a checkpoint every 25 rewards, so that
+ * its local model is restored from a checkpoint and the journal after it. */
+static const char *ap_args[8];
+
+/* The federation; state: every party with a state_dir. */
+static void fed_up_with(int state) {
   fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
-                 .pending_capacity = 1000, .federation_extra = "metrics_clients = " FED_CLIENT "\n"};
+                 .pending_capacity = 1000, .state_dirs = state,
+                 .federation_extra = "metrics_clients = " FED_CLIENT "\n"};
   fed_net_prepare(&fed, &s);
   static const char *const pmg_args[] = {"--keep-mask", NULL};
   fed_net_start(&fed, FED_PMG, pmg_args);
@@ -103,7 +110,16 @@ static void fed_up(void) {
   static char listen[32];
   metrics_port = fed_free_port();
   snprintf(listen, sizeof listen, "127.0.0.1:%d", metrics_port);
-  const char *const ap_args[] = {"--pmg-timeout-s", "20", "--metrics-listen", listen, NULL};
+  int n = 0;
+  ap_args[n++] = "--pmg-timeout-s";
+  ap_args[n++] = "20";
+  ap_args[n++] = "--metrics-listen";
+  ap_args[n++] = listen;
+  if (state) {
+    ap_args[n++] = "--checkpoint-every";
+    ap_args[n++] = "25";
+  }
+  ap_args[n] = NULL;
   fed_net_start(&fed, FED_PP1, NULL);
   fed_net_start(&fed, FED_PP2, NULL);
   fed_net_start(&fed, FED_AP, ap_args);
@@ -136,29 +152,11 @@ static void fed_down(void) {
   fed_cleanup();
 }
 
+static void fed_up(void) { fed_up_with(0); }
+
 TestSuite(degraded, .init = fed_up, .fini = fed_down);
 
-/* The AP of the durability test: a state_dir (fed_setup.state_dirs) and a
- * checkpoint every 25 journal records, so that its local model is
- * restored from a checkpoint and from the journal after it. */
-static const char *const ap_state_args[] = {"--pmg-timeout-s", "20", "--checkpoint-every",
-                                            "25", NULL};
-
-static void fed_up_state(void) {
-  fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
-                 .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
-                 .pending_capacity = 1000, .state_dirs = 1};
-  fed_net_prepare(&fed, &s);
-  static const char *const pmg_args[] = {"--keep-mask", NULL};
-  fed_net_start(&fed, FED_PMG, pmg_args);
-  fed_wait_ready(&fed.proc[FED_PMG], 20000);
-  fed_net_start(&fed, FED_PP1, NULL);
-  fed_net_start(&fed, FED_PP2, NULL);
-  fed_net_start(&fed, FED_AP, ap_state_args);
-  for (int p = FED_PP1; p <= FED_PP2; p++) fed_wait_ready(&fed.proc[p], 20000);
-  fed_wait_ready(&fed.proc[FED_AP], 20000);
-  ap_client_connect();
-}
+static void fed_up_state(void) { fed_up_with(1); }
 
 TestSuite(degraded_state, .init = fed_up_state, .fini = fed_down);
 
@@ -296,22 +294,28 @@ static void until_ap_answers(ap_stats *st) {
  * every acknowledged reward, and in a second outage each degraded decision
  * is exactly the in-process model's. On the code before, the restarted AP
  * had a fresh local model (local_updates 0, and other decisions). */
+/* pp2 killed for n rounds (each degraded and checked), then back until
+ * the rounds are federated again. */
+static void outage(run *r, int n) {
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  for (int i = 0; i < n; i++) round_once(r, 1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(r), 0), "no federated round within 10 s of pp2's return");
+}
+
 Test(degraded_state, local_model_survives_a_kill9_of_the_ap) {
   run r;
   run_init(&r, 26);
   for (int i = 0; i < 20; i++)
     cr_assert(not(round_once(&r, 0, NULL)), "round %d degraded with every party up", i);
-  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
-  for (int i = 0; i < 30; i++) round_once(&r, 1, NULL);
-  fed_net_start(&fed, FED_PP2, NULL);
-  fed_wait_ready(&fed.proc[FED_PP2], 20000);
-  cr_assert(ge(dbl, until_federated(&r), 0), "no federated round within 10 s of pp2's return");
+  outage(&r, 30);
   for (int i = 0; i < 12; i++)
     cr_assert(not(round_once(&r, 0, NULL)), "round %d after the recovery degraded", i);
 
   /* kill -9 and restart the AP: every reward above was acknowledged. */
   cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGKILL, 5000), 128 + SIGKILL));
-  fed_net_start(&fed, FED_AP, ap_state_args);
+  fed_net_start(&fed, FED_AP, ap_args);
   fed_wait_ready(&fed.proc[FED_AP], 20000);
   ap_stats st;
   until_ap_answers(&st);
@@ -323,11 +327,7 @@ Test(degraded_state, local_model_survives_a_kill9_of_the_ap) {
   r.rounds = r.degraded = 0;
 
   /* A second outage: every decision is the uncrashed local model's. */
-  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
-  for (int i = 0; i < 30; i++) round_once(&r, 1, NULL);
-  fed_net_start(&fed, FED_PP2, NULL);
-  fed_wait_ready(&fed.proc[FED_PP2], 20000);
-  cr_assert(ge(dbl, until_federated(&r), 0), "no federated round within 10 s of pp2's return");
+  outage(&r, 30);
   run_finish(&r);
 }
 
