@@ -997,8 +997,9 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
    * chosen candidate's own part beside it (and in the replica record). */
   const double *x0 = NULL;
   if (r->fallback) {
-    x0 = q->req->own_features + (size_t)chosen * (size_t)r->d0;
-    if (q->req->n_own_features == 0) {
+    if (q->req->n_own_features > 0) {
+      x0 = q->req->own_features + (size_t)chosen * (size_t)r->d0;
+    } else {
       /* The round's own lookup succeeded (q->rc): the chosen row's too. */
       char *item = q->req->items[chosen];
       o3m_features_fill(r->own, q->req->user, 1, (const char *const *)&item, r->X0lock, NULL,
