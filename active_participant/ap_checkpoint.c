@@ -30,12 +30,15 @@
 
 #define CK_MAGIC "O3MCKPT\0"
 #define CK_END "O3MCKEND"
-#define CK_VERSION 1u
+#define CK_VERSION 2u
+/* Version 1 (the release before the local model) is read too: its layout
+ * is version 2's with a local image of 0 bytes. */
+#define CK_VERSION_OLDEST 1u
 #define CK_HDR 64
 #define CK_TRAILER 16
 /* Byte offsets of the header's fields (layout in ap_checkpoint.h), used by
- * both the writer and the reader; bytes 56..59 are zero. Then the trailer's,
- * from the end of the policy state. */
+ * both the writer and the reader. Then the trailer's, from the end of the
+ * images. */
 enum ck_field {
   CK_AT_MAGIC = 0,      /* 8 bytes, CK_MAGIC */
   CK_AT_VERSION = 8,    /* le32, CK_VERSION */
@@ -45,6 +48,7 @@ enum ck_field {
   CK_AT_STATE_LEN = 32, /* le64, bytes of policy state that follow */
   CK_AT_WALL_MS = 40,   /* le64, wall clock at write, informational */
   CK_AT_UPDATES = 48,   /* le64, policy updates, informational */
+  CK_AT_LOCAL_LEN = 56, /* le32, bytes of the local model's image after it (v1: 0) */
   CK_AT_HDR_CRC = 60,   /* le32, CRC32C of bytes 0..59 */
   CK_AT_DATA_CRC = 0,   /* trailer: le32, CRC32C of the policy state */
   CK_AT_END = 8         /* trailer: 8 bytes, CK_END */
@@ -54,6 +58,8 @@ enum ck_field {
 
 struct ap_checkpoint {
   o3m_policy *p;
+  ap_fallback *local;  /* the local model (opt.local), or NULL */
+  double *xpad;        /* with local: a local record's x (d values, x^0 then zeros) */
   char *dir;
   int dirfd;
   int lockfd;
@@ -61,6 +67,10 @@ struct ap_checkpoint {
   ap_journal *j;       /* NULL exactly when the log is elsewhere (opt.external_log) */
   uint64_t ext_seq;    /* external_log: position of the last applied record */
   uint64_t every_records;
+  /* Local part records (type 5) appended since the last checkpoint began:
+   * they share their reward with the record after them, so every_records
+   * counts rewards, as with one record per reward. */
+  uint64_t paired;
   int64_t every_ms;
   uint64_t ckpt_seq;   /* position of the newest checkpoint (0: none) */
   int64_t ckpt_time;   /* monotonic ms when it was written or loaded */
@@ -71,6 +81,7 @@ struct ap_checkpoint {
    * belongs to the writer from start until collect sees done. */
   unsigned char *snap;
   size_t snap_len;
+  size_t snap_local;   /* of which the local model's image, at the end */
   pthread_t writer;
   int writer_started;
   pthread_mutex_t mu;
@@ -176,6 +187,36 @@ static int file_read(void *ctx, void *buf, size_t len) {
   return O3M_OK;
 }
 
+/* Loads the local model's image (nloc bytes at fd's offset, already
+ * checksummed) into c->local. The local model is not worth refusing to
+ * start for: a checkpoint without one (version 1, or written with the
+ * fallback off) or with one of another configuration leaves it fresh,
+ * with a warning, and the journal after the checkpoint is still replayed
+ * into it (ap_checkpoint.h). */
+static void load_local(ap_checkpoint *c, int fd, const char *name, uint64_t nloc) {
+  if (!c->local) return;
+  o3m_policy *lp = ap_fallback_model(c->local);
+  if (nloc == 0) {
+    o3m_log_warn("checkpoint %s/%s holds no local model (written by an earlier release or "
+                 "with fallback = none): the local model starts fresh and learns the rewards "
+                 "journaled after it", c->dir, name);
+    return;
+  }
+  file_source fs = {fd, nloc};
+  o3m_err pe;
+  o3m_err_clear(&pe);
+  int rc = o3m_policy_state_load(lp, file_read, &fs, &pe);
+  if (!rc && fs.left != 0)
+    rc = o3m_err_set(&pe, O3M_ECORRUPT, "%" PRIu64 " bytes left over", fs.left);
+  if (rc) {
+    o3m_policy_reset(lp);
+    o3m_log_warn("checkpoint %s/%s: its local model cannot be loaded (%s: %s; [policy] "
+                 "local_lambda or the own columns changed?): the local model starts fresh and "
+                 "learns the rewards journaled after it", c->dir, name, o3m_errname(rc),
+                 o3m_err_message(&pe));
+  }
+}
+
 /* Verifies checkpoint `seq` and, if it is intact, loads it into the policy.
  * O3M_ECORRUPT: the file is damaged or torn (the policy is untouched unless
  * the second pass failed, which the caller handles by a reset). O3M_EDIM:
@@ -196,18 +237,20 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
   }
   uint64_t size = (uint64_t)st.st_size;
   if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) || memcmp(h + CK_AT_MAGIC, CK_MAGIC, 8) ||
-      o3m_get_le32(h + CK_AT_VERSION) != CK_VERSION || o3m_get_le32(h + CK_AT_HDR_LEN) != CK_HDR ||
+      o3m_get_le32(h + CK_AT_VERSION) < CK_VERSION_OLDEST ||
+      o3m_get_le32(h + CK_AT_VERSION) > CK_VERSION || o3m_get_le32(h + CK_AT_HDR_LEN) != CK_HDR ||
       o3m_get_le32(h + CK_AT_HDR_CRC) != o3m_crc32c(0, h, CK_AT_HDR_CRC)) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
     goto out;
   }
-  uint64_t n = o3m_get_le64(h + CK_AT_STATE_LEN);
-  if (o3m_get_le64(h + CK_AT_SEQ) != seq || n > size || size != CK_HDR + n + CK_TRAILER) {
+  uint64_t nfed = o3m_get_le64(h + CK_AT_STATE_LEN), nloc = o3m_get_le32(h + CK_AT_LOCAL_LEN);
+  uint64_t n = nfed + nloc;
+  if (o3m_get_le64(h + CK_AT_SEQ) != seq || nfed > size || size != CK_HDR + n + CK_TRAILER) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: %" PRIu64 " bytes, header says %" PRIu64
                      " (torn or misnamed)", c->dir, name, size, CK_HDR + n + CK_TRAILER);
     goto out;
   }
-  /* Pass 1: checksums only. */
+  /* Pass 1: checksums only (of both images). */
   uint32_t crc = 0;
   for (uint64_t left = n; left > 0;) {
     size_t k = left < IO_BYTES ? (size_t)left : IO_BYTES;
@@ -227,7 +270,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     rc = o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: seek failed", c->dir, name);
     goto out;
   }
-  file_source fs = {fd, n};
+  file_source fs = {fd, nfed};
   o3m_err pe;
   o3m_err_clear(&pe);
   rc = o3m_policy_state_load(c->p, file_read, &fs, &pe);
@@ -237,6 +280,7 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     rc = o3m_err_set(e, rc, "checkpoint %s/%s: %s", c->dir, name, o3m_err_message(&pe));
     goto out;
   }
+  load_local(c, fd, name, nloc);
   *mask = o3m_get_le64(h + CK_AT_MASK_ID);
 out:
   close(fd);
@@ -286,13 +330,16 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t updates, o3m_err 
   ck_name(fin, seq, ".ckpt");
   size_t n = c->snap_len;
   unsigned char h[CK_HDR], t[CK_TRAILER];
+  /* The local model's image is small (d0 x d0 per model) and le32 is
+   * plenty; the federated one keeps its le64. */
   memset(h, 0, sizeof h);
   memcpy(h + CK_AT_MAGIC, CK_MAGIC, 8);
   o3m_put_le32(h + CK_AT_VERSION, CK_VERSION);
   o3m_put_le32(h + CK_AT_HDR_LEN, CK_HDR);
   o3m_put_le64(h + CK_AT_SEQ, seq);
   o3m_put_le64(h + CK_AT_MASK_ID, c->mask_id);
-  o3m_put_le64(h + CK_AT_STATE_LEN, (uint64_t)n);
+  o3m_put_le64(h + CK_AT_STATE_LEN, (uint64_t)(n - c->snap_local));
+  o3m_put_le32(h + CK_AT_LOCAL_LEN, (uint32_t)c->snap_local);
   o3m_put_le64(h + CK_AT_WALL_MS, (uint64_t)wall_ms());
   o3m_put_le64(h + CK_AT_UPDATES, updates);
   o3m_put_le32(h + CK_AT_HDR_CRC, o3m_crc32c(0, h, CK_AT_HDR_CRC));
@@ -354,10 +401,15 @@ static void *writer_main(void *arg) {
 
 typedef struct replay_ctx {
   o3m_policy *p;
+  ap_fallback *local;  /* NULL: local records are skipped */
+  double *held;        /* a type 5 record's x^0 waiting for its type 1 (d values) */
+  uint64_t held_decision; /* 0: none held */
+  int held_arm;
+  double held_reward;
   uint64_t mask_id;
   uint64_t found_mask;
   uint64_t bad_seq;
-  uint64_t refactors, update_errors;
+  uint64_t refactors, update_errors, local_applied, local_dropped;
 } replay_ctx;
 
 /* Applies one journal record exactly as the live service did: a reward
@@ -371,7 +423,28 @@ static int replay_one(void *ctx, const ap_journal_record *r) {
     x->bad_seq = r->seq;
     return O3M_EMASK;
   }
-  int rc;
+  int rc = 0;
+  if (r->type == AP_JOURNAL_LOCAL_PAIRED) {
+    /* Held until its federated record: the live service applied the two
+     * together, after both were appended, or neither. */
+    if (x->held_decision) x->local_dropped++;
+    x->held_decision = r->decision;
+    x->held_arm = r->arm;
+    x->held_reward = r->reward;
+    memcpy(x->held, r->x, sizeof(double) * (size_t)o3m_policy_config_of(x->p)->d);
+    return O3M_OK;
+  }
+  int paired = x->held_decision && r->type == AP_JOURNAL_REWARD && r->decision == x->held_decision;
+  if (x->held_decision && !paired) x->local_dropped++;
+  x->held_decision = 0;
+  if (x->local && (r->type == AP_JOURNAL_LOCAL || paired)) {
+    /* The local model skips what it could not take, as live (ap_fallback.h). */
+    const double *x0 = paired ? x->held : r->x;
+    double reward = paired ? x->held_reward : r->reward;
+    x->local_applied += (uint64_t)ap_fallback_update(x->local, paired ? x->held_arm : r->arm,
+                                                     x0, reward);
+  }
+  if (r->type == AP_JOURNAL_LOCAL) return O3M_OK;
   if (r->type == AP_JOURNAL_REWARD) {
     rc = o3m_policy_update(x->p, r->arm, r->x, r->reward);
   } else {
@@ -419,6 +492,7 @@ void ap_checkpoint_close(ap_checkpoint *c) {
   if (c->lockfd >= 0) close(c->lockfd); /* releases the flock */
   if (c->dirfd >= 0) close(c->dirfd);
   free(c->io);
+  free(c->xpad);
   free(c->dir);
   free(c);
 }
@@ -435,6 +509,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   ap_checkpoint *c = calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
   c->p = p;
+  c->local = opt->local;
   c->dirfd = c->lockfd = -1;
   pthread_mutex_init(&c->mu, NULL);
   pthread_cond_init(&c->cv, NULL);
@@ -443,9 +518,16 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   c->every_ms = opt->every_ms;
   c->dir = strdup(opt->state_dir);
   c->io = malloc(IO_BYTES);
+  const int d = o3m_policy_config_of(p)->d;
+  c->xpad = calloc((size_t)d, sizeof *c->xpad);
   uint64_t *seqs = NULL;
   int nseq = 0, rc;
-  if (!c->dir || !c->io) {
+  if (c->local && o3m_policy_config_of(ap_fallback_model(c->local))->d > d) {
+    rc = o3m_err_set(e, O3M_EINVAL, "checkpoint: the local model's d (%d) exceeds the "
+                     "federated d (%d)", o3m_policy_config_of(ap_fallback_model(c->local))->d, d);
+    goto fail;
+  }
+  if (!c->dir || !c->io || !c->xpad) {
     rc = o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
     goto fail;
   }
@@ -456,7 +538,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
     rc = o3m_err_set(e, rc, "state_dir %s: cannot list the checkpoints", c->dir);
     goto fail;
   }
-  if ((rc = o3m_policy_reset(p))) {
+  if ((rc = o3m_policy_reset(p)) || (c->local && (rc = o3m_policy_reset(ap_fallback_model(c->local))))) {
     rc = o3m_err_set(e, rc, "checkpoint: cannot reset the policy");
     goto fail;
   }
@@ -474,6 +556,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
       break;
     }
     o3m_policy_reset(p);
+    if (c->local) o3m_policy_reset(ap_fallback_model(c->local));
     if (rc != O3M_ECORRUPT) {
       rc = o3m_err_set(e, rc, "%s", o3m_err_message(&le));
       goto fail;
@@ -523,7 +606,8 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   jo.expect_segments = !loaded && (opt->had_state || info->checkpoints_rejected > 0);
   if (opt->segment_bytes) jo.segment_bytes = opt->segment_bytes;
   jo.buffer_records = opt->group_records;
-  replay_ctx rx = {.p = p, .mask_id = c->mask_id};
+  /* The held record's x^0 borrows xpad: nothing is appended during replay. */
+  replay_ctx rx = {.p = p, .local = c->local, .held = c->xpad, .mask_id = c->mask_id};
   jo.replay = replay_one;
   jo.replay_ctx = &rx;
   ap_journal_info ji;
@@ -544,6 +628,10 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   info->replayed = ji.replayed;
   info->refactors = rx.refactors;
   info->update_errors = rx.update_errors;
+  info->local_replayed = rx.local_applied;
+  /* A local part still held at the end: its federated record was never
+   * written (a crash between the two appends), and so never acknowledged. */
+  info->local_dropped = rx.local_dropped + (rx.held_decision != 0);
   info->last_seq = ji.last_seq;
   info->tail_bytes_cut = ji.tail_bytes_cut;
   info->salvaged = ji.salvaged;
@@ -551,6 +639,11 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   c->ckpt_seq = pos;
   c->ckpt_time = o3m_clock_ms();
   free(seqs);
+  if (c->local)
+    o3m_log_info("state_dir %s: the local model has %" PRIu64 " updates (%" PRIu64 " replayed "
+                 "from the journal, %" PRIu64 " unpaired local parts dropped)", c->dir,
+                 o3m_policy_updates(ap_fallback_model(c->local)), info->local_replayed,
+                 info->local_dropped);
   o3m_log_info("state_dir %s: recovered %" PRIu64 " updates: checkpoint seq %" PRIu64
                " (%d rejected), %" PRIu64 " journal records replayed (%" PRIu64 " refactors, %"
                PRIu64 " failed updates), journal at seq %" PRIu64 ", %" PRIu64 " tail bytes cut%s",
@@ -563,23 +656,57 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
 fail:
   free(seqs);
   o3m_policy_reset(p);
+  if (c->local) o3m_policy_reset(ap_fallback_model(c->local));
   ap_checkpoint_close(c);
   return rc;
 }
 
 /* ----------------------------------------------------------- reward path */
 
+/* Appends a local record (type 4 or 5) of x^0, padded to the journal's d. */
+static int append_local(ap_checkpoint *c, int type, uint64_t decision, int arm,
+                        const double *x0, double reward) {
+  int d0 = o3m_policy_config_of(ap_fallback_model(c->local))->d;
+  memcpy(c->xpad, x0, sizeof(double) * (size_t)d0);
+  ap_journal_record r = {.type = type, .decision = decision, .mask_id = c->mask_id,
+                         .arm = arm, .reward = reward, .x = c->xpad};
+  return ap_journal_append(c->j, &r, NULL);
+}
+
 int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
-                               double reward) {
+                               const double *x0, double reward) {
   /* Refused before the journal: a record is written only for an update the
    * model can take, so replay never meets a poisoned one. */
   int rc = o3m_policy_update_check(c->p, arm, x, reward, NULL);
   if (rc) return rc;
+  /* The local part goes first and only if the local model can take it; a
+   * replay holds it until the federated record, so that a crash between
+   * the two appends (or a refused second append) applies neither. */
+  int local = x0 && c->local &&
+              o3m_policy_update_check(ap_fallback_model(c->local), arm, x0, reward, NULL) == 0;
+  if (local && (rc = append_local(c, AP_JOURNAL_LOCAL_PAIRED, decision, arm, x0, reward)))
+    return rc;
+  c->paired += local;
   ap_journal_record r = {.type = AP_JOURNAL_REWARD, .decision = decision,
                          .mask_id = c->mask_id, .arm = arm, .reward = reward, .x = x};
   rc = ap_journal_append(c->j, &r, NULL);
   if (rc) return rc;
+  /* Counted as skipped when the check above failed, as in a replay. */
+  if (x0 && c->local) ap_fallback_update(c->local, arm, x0, reward);
   return o3m_policy_update(c->p, arm, x, reward);
+}
+
+int ap_checkpoint_apply_local(ap_checkpoint *c, uint64_t decision, int arm, const double *x0,
+                              double reward) {
+  if (!c->local) return O3M_EINVAL;
+  int rc = o3m_policy_update_check(ap_fallback_model(c->local), arm, x0, reward, NULL);
+  if (rc) {
+    ap_fallback_update(c->local, arm, x0, reward); /* counts the skip */
+    return O3M_OK;
+  }
+  if ((rc = append_local(c, AP_JOURNAL_LOCAL, decision, arm, x0, reward))) return rc;
+  ap_fallback_update(c->local, arm, x0, reward);
+  return O3M_OK;
 }
 
 int ap_checkpoint_sync(ap_checkpoint *c, o3m_err *e) { return ap_journal_sync(c->j, e); }
@@ -596,7 +723,7 @@ uint64_t ap_checkpoint_records_since(const ap_checkpoint *c) {
 int ap_checkpoint_due(const ap_checkpoint *c) {
   if (c->job) return 0; /* read on the serving thread, which alone sets it */
   uint64_t n = ap_checkpoint_records_since(c);
-  if (c->every_records && n >= c->every_records) return 1;
+  if (c->every_records && n - (n >= c->paired ? c->paired : n) >= c->every_records) return 1;
   return c->every_ms && n > 0 && o3m_clock_ms() - c->ckpt_time >= c->every_ms;
 }
 
@@ -640,7 +767,12 @@ int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
   if (c->job) return o3m_err_set(e, O3M_ESTATE, "a checkpoint is being written already");
   int rc = ap_checkpoint_health(c, 0, NULL, e);
   if (rc) return rc;
-  size_t n = o3m_policy_state_size(c->p);
+  size_t nfed = o3m_policy_state_size(c->p);
+  size_t nloc = c->local ? o3m_policy_state_size(ap_fallback_model(c->local)) : 0;
+  if (nloc > UINT32_MAX)
+    return o3m_err_set(e, O3M_EINVAL, "checkpoint: the local model's image of %zu bytes does "
+                       "not fit the format's 32-bit length", nloc);
+  size_t n = nfed + nloc;
   if (!c->snap || c->snap_len != n) {
     unsigned char *b = realloc(c->snap, n);
     if (!b) return o3m_err_set(e, O3M_ENOMEM, "checkpoint snapshot of %zu bytes: out of memory", n);
@@ -658,8 +790,11 @@ int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
    * which is what lets recovery tell a journal lost after this checkpoint
    * from one that simply has nothing after it (ap_journal.h). */
   if (c->j && (rc = ap_journal_rotate(c->j, e))) return rc;
-  if ((rc = o3m_policy_state_export(c->p, c->snap, n)))
+  c->paired = 0;
+  if ((rc = o3m_policy_state_export(c->p, c->snap, nfed)) ||
+      (nloc && (rc = o3m_policy_state_export(ap_fallback_model(c->local), c->snap + nfed, nloc))))
     return o3m_err_set(e, rc, "checkpoint: the policy state image does not fit");
+  c->snap_local = nloc;
   pthread_mutex_lock(&c->mu);
   c->job_seq = c->j ? ap_journal_last_seq(c->j) : c->ext_seq;
   c->job_updates = o3m_policy_updates(c->p);

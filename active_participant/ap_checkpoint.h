@@ -29,21 +29,35 @@
  * segment exists.
  * Format (little-endian):
  *    0   8  magic "O3MCKPT\0"
- *    8   4  version (1)
+ *    8   4  version (2; version 1 is read as a file with M = 0)
  *   12   4  header length (64)
  *   16   8  journal seq included (the position)
  *   24   8  mask id of the block the state was learned under
- *   32   8  length N of the policy state image
+ *   32   8  length N of the (federated) policy state image
  *   40   8  wall-clock time written, Unix ms (informational)
  *   48   8  policy update count (informational)
- *   56   4  zero
+ *   56   4  length M of the local model's image (0: none; version 1: zero)
  *   60   4  CRC32C of bytes 0..59
  *   64   N  the policy state image (o3m_policy.h documents it)
- * 64+N   4  CRC32C of the image
- * 68+N   4  zero
- * 72+N   8  magic "O3MCKEND"
- * A checkpoint is valid when the file is exactly 80 + N bytes and both CRCs
- * and magics match; the image is then trusted, and only then interpreted.
+ * 64+N   M  the local model's state image (ap_fallback.h), same format
+ * 64+N+M 4  CRC32C of both images
+ * 68+N+M 4  zero
+ * 72+N+M 8  magic "O3MCKEND"
+ * A checkpoint is valid when the file is exactly 80 + N + M bytes and both
+ * CRCs and magics match; the images are then trusted, and only then
+ * interpreted.
+ *
+ * The local model (opt.local, the fallback of ap_fallback.h) rides along:
+ * its image in the checkpoint, its rewards in the journal (record types 4
+ * and 5, ap_journal.h), so a restart restores it with every acknowledged
+ * reward. It never refuses a start: a checkpoint without its image
+ * (version 1, or written with fallback = none) or with one of another
+ * configuration (local_lambda, the own columns) leaves it fresh with a
+ * warning, and the journal records after the checkpoint are replayed into
+ * it all the same; a local record whose federated record was never written
+ * (a crash between the two appends) is dropped, as the live path dropped
+ * it. Its numerical health is not checked here (it is the fallback, and
+ * rebuilt by a fresh start at worst).
  *
  * Recovery (ap_checkpoint_open). The policy is reset; the newest valid
  * checkpoint is loaded (an invalid one is renamed to *.corrupt with a
@@ -102,6 +116,7 @@
 
 #include <stdint.h>
 
+#include "ap_fallback.h"
 #include "ap_journal.h"
 #include "o3m_policy.h"
 #include "o3m_error.h"
@@ -119,7 +134,8 @@ typedef struct ap_checkpoint_options {
   int had_state;
   size_t segment_bytes;    /* journal segment size */
   int group_records;       /* journal append buffer, in records */
-  uint64_t every_records;  /* ap_checkpoint_due after this many records (0: off) */
+  uint64_t every_records;  /* ap_checkpoint_due after this many rewards (0: off; a
+                            * local part record does not count apart) */
   int64_t every_ms;        /* ... or after this long with >= 1 record (0: off) */
   /* 1: the log of rewards is kept elsewhere (AP replicas: the JetStream
    * stream, ap_replica.h). There is no journal: open loads the newest
@@ -129,6 +145,9 @@ typedef struct ap_checkpoint_options {
    * a repairable health problem is reported but not repaired (a repair
    * made by one replica alone would make the replicas differ). */
   int external_log;
+  /* The local model (ap_fallback.h), saved and replayed beside p; NULL
+   * without the fallback. Borrowed like p. Its d must be at most p's. */
+  ap_fallback *local;
 } ap_checkpoint_options;
 
 /* Defaults: state_dir NULL (must be set), mask_id 0, salvage 0, journal
@@ -147,6 +166,8 @@ typedef struct ap_recovery_info {
   int salvaged;              /* salvage cut the journal (data after it lost) */
   uint64_t salvage_seq;      /* with salvaged: the first seq not recovered */
   uint64_t found_mask_id;    /* with O3M_EMASK: the mask id of the saved state */
+  uint64_t local_replayed;   /* local model updates replayed from the journal */
+  uint64_t local_dropped;    /* local parts whose federated record was never written */
 } ap_recovery_info;
 
 typedef struct ap_checkpoint ap_checkpoint;
@@ -184,7 +205,20 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
  * (ap_recovery_info.update_errors), as journals written before the check
  * do. Allocates nothing. */
 int ap_checkpoint_apply_reward(ap_checkpoint *c, uint64_t decision, int arm, const double *x,
-                               double reward);
+                               const double *x0, double reward);
+
+/* With opt.local: x0 (may be NULL, then the local model learns nothing)
+ * is the decision's own part; when the local model can take the update, a
+ * local part record is appended BEFORE the reward record and the local
+ * model learns it after both were appended (a replay does the same, or
+ * applies neither; see ap_checkpoint.h). ap_checkpoint_apply_local is the
+ * path of a degraded decision's reward: a local record, then the local
+ * model's update; a reward the local model cannot take is skipped (and
+ * counted) with nothing journaled and returns 0. Both: not durable until
+ * ap_checkpoint_sync; O3M_EIO / O3M_EUNAVAILABLE as above; O3M_EINVAL
+ * without opt.local. */
+int ap_checkpoint_apply_local(ap_checkpoint *c, uint64_t decision, int arm, const double *x0,
+                              double reward);
 
 /* Makes every applied reward durable (one write and one fdatasync for all
  * of them). O3M_EIO on failure: do not acknowledge, stop the service. */

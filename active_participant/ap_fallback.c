@@ -60,6 +60,8 @@ void ap_fallback_stats_get(const ap_fallback *fb, ap_fallback_stats *st) { *st =
 
 const o3m_policy *ap_fallback_policy(const ap_fallback *fb) { return fb->local; }
 
+o3m_policy *ap_fallback_model(ap_fallback *fb) { return fb->local; }
+
 void ap_fallback_destroy(ap_fallback *fb) {
   if (!fb) return;
   o3m_policy_destroy(fb->local);

@@ -19,9 +19,14 @@
  * that party's failure, or "BREAKER" while its breaker is open), and in
  * total in the round statistics.
  *
- * Durability: the local model lives in memory; a restart starts it fresh
- * (its rewards are not journaled: only federated rewards are, so that a
- * replay never feeds the federated model a degraded decision's reward).
+ * Durability: with a state_dir the local model is saved in the same
+ * checkpoint as the federated one, and its rewards go through the same
+ * journal (ap_checkpoint.h): a degraded decision's reward as a local
+ * record that a replay applies to this model alone, a federated one's as
+ * a local part paired with the federated record, applied to both. So
+ * after a crash it holds every acknowledged reward once. Replicas carry
+ * the degraded flag and x^0 in their decision records and reward stream
+ * (ap_replica.h) for the same end.
  *
  * Allocation: everything at create. Threads: under the RPC layer's lock,
  * like the policy it sits beside. */
@@ -66,6 +71,10 @@ void ap_fallback_stats_get(const ap_fallback *fb, ap_fallback_stats *st);
 
 /* The local model (for checks in tests and diagnostics). */
 const o3m_policy *ap_fallback_policy(const ap_fallback *fb);
+
+/* The same, writable: for the checkpoint module alone, which saves,
+ * loads and resets it (every update goes through ap_fallback_update). */
+o3m_policy *ap_fallback_model(ap_fallback *fb);
 
 /* NULL is accepted. */
 void ap_fallback_destroy(ap_fallback *fb);

@@ -36,7 +36,10 @@
 #define SEG_MAGIC "O3MJSEG\0"
 #define REC_MAGIC "O3MJ"
 #define REC_END "JEND"
-#define FORMAT_VERSION 2u
+#define FORMAT_VERSION 3u
+/* Version 2 (the release before the local model's records) is still read:
+ * its layout is the same, it only lacks the record types 4 and 5. */
+#define FORMAT_VERSION_OLDEST 2u
 #define TYPE_CLOSE 3
 #define HDR AP_JOURNAL_SEGMENT_HEADER
 #define NAME_MAX_LEN 64
@@ -48,7 +51,7 @@
 enum rec_field {
   REC_AT_MAGIC = 0,     /* 4 bytes, REC_MAGIC */
   REC_AT_VERSION = 4,   /* 1 byte, FORMAT_VERSION */
-  REC_AT_TYPE = 5,      /* 1 byte, reward, refactor or close */
+  REC_AT_TYPE = 5,      /* 1 byte, reward, refactor, close or local */
   REC_AT_LEN = 8,       /* le32, slot length L */
   REC_AT_D = 12,        /* le32, dimension */
   REC_AT_SEQ = 16,      /* le64 */
@@ -198,8 +201,11 @@ enum { SLOT_ZERO, SLOT_TORN, SLOT_BAD, SLOT_DATA, SLOT_CLOSE };
 static int classify(const ap_journal *j, const unsigned char *b) {
   if (b[0] == 0 && !memcmp(b, b + 1, j->L - 1)) return SLOT_ZERO;
   if (o3m_get_le32(b) == 0 || o3m_get_le32(b + j->L - REC_TAIL_END) == 0) return SLOT_TORN;
-  int ok = !memcmp(b + REC_AT_MAGIC, REC_MAGIC, 4) && b[REC_AT_VERSION] == FORMAT_VERSION &&
-           (b[REC_AT_TYPE] == AP_JOURNAL_REWARD || b[REC_AT_TYPE] == AP_JOURNAL_REFACTOR || b[REC_AT_TYPE] == TYPE_CLOSE) &&
+  int v = b[REC_AT_VERSION], t = b[REC_AT_TYPE];
+  int ok = !memcmp(b + REC_AT_MAGIC, REC_MAGIC, 4) && v >= (int)FORMAT_VERSION_OLDEST &&
+           v <= (int)FORMAT_VERSION &&
+           (t == AP_JOURNAL_REWARD || t == AP_JOURNAL_REFACTOR || t == TYPE_CLOSE ||
+            (v >= 3 && (t == AP_JOURNAL_LOCAL || t == AP_JOURNAL_LOCAL_PAIRED))) &&
            o3m_get_le32(b + REC_AT_LEN) == (uint32_t)j->L && o3m_get_le32(b + REC_AT_D) == (uint32_t)j->d &&
            !memcmp(b + j->L - REC_TAIL_END, REC_END, 4) &&
            o3m_get_le32(b + j->L - REC_TAIL_CRC) == o3m_crc32c(0, b, j->L - REC_TAIL_CRC);
@@ -442,10 +448,11 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
     goto out;
   }
   uint32_t version = o3m_get_le32(h + SEG_AT_VERSION);
-  if (version != FORMAT_VERSION) {
-    rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: format version %u, this build reads version %u "
-                     "(a journal written by %s release of o3m: use that release, or discard the "
-                     "state)", j->dir, name, (unsigned)version, FORMAT_VERSION,
+  if (version < FORMAT_VERSION_OLDEST || version > FORMAT_VERSION) {
+    rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: format version %u, this build reads versions "
+                     "%u..%u (a journal written by %s release of o3m: use that release, or "
+                     "discard the state)", j->dir, name, (unsigned)version,
+                     FORMAT_VERSION_OLDEST, FORMAT_VERSION,
                      version < FORMAT_VERSION ? "an earlier" : "a later");
     goto out;
   }
@@ -865,8 +872,9 @@ static int flush(ap_journal *j) {
 
 int ap_journal_append(ap_journal *j, const ap_journal_record *r, uint64_t *seq) {
   if (j->failed) return O3M_EIO;
-  if ((r->type != AP_JOURNAL_REWARD && r->type != AP_JOURNAL_REFACTOR) ||
-      (r->type == AP_JOURNAL_REWARD && !r->x))
+  int local = r->type == AP_JOURNAL_LOCAL || r->type == AP_JOURNAL_LOCAL_PAIRED;
+  if ((r->type != AP_JOURNAL_REWARD && r->type != AP_JOURNAL_REFACTOR && !local) ||
+      ((r->type == AP_JOURNAL_REWARD || local) && !r->x))
     return O3M_EINVAL;
   if (j->cur_written + j->fill / j->L >= j->cur_slots - 1) {
     /* No free slot but the close record's: sync (which rotates when it

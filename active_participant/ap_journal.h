@@ -4,7 +4,8 @@
  * Each reward becomes one fixed-length record holding everything the policy
  * update needs (arm, reward, the masked context x as binary64 bit patterns),
  * so replaying the log through o3m_policy_update() reproduces the model bit
- * for bit. Appends go to a buffer allocated at open and reach the file with
+ * for bit (with the AP's local model, ap_fallback.h, a second record of the
+ * same length carries its part: types 4 and 5 below). Appends go to a buffer allocated at open and reach the file with
  * pwrite(2) when the buffer fills or at ap_journal_sync(), which also calls
  * fdatasync(2): group commit. The caller appends any number of records, then
  * syncs once, then acknowledges all of them.
@@ -29,7 +30,7 @@
  *
  * Segment header, 64 bytes, little-endian:
  *    0  8  magic "O3MJSEG\0"
- *    8  4  version (2)
+ *    8  4  version (3; version 2 is read too)
  *   12  4  d, the context dimension of every record
  *   16  8  seq of the first record in this segment
  *   24  8  creation time, Unix ms (informational)
@@ -39,10 +40,17 @@
  * Record, L = 64 + 8 d bytes (every record of a journal has the same
  * length), little-endian:
  *    0  4  magic "O3MJ"          (the start marker)
- *    4  1  version (2)
+ *    4  1  version (3; 2 in segments of the release before, which have
+ *          no record of type 4 or 5)
  *    5  1  type: 1 reward, 2 refactor (o3m_policy_refactor of model `arm`,
  *          -1 = all models; replayed so that repairs are reproduced too),
- *          3 close (see "Rotation"; not handed to the replay callback)
+ *          3 close (see "Rotation"; not handed to the replay callback),
+ *          4 local reward (a degraded decision's: the AP's local model
+ *          alone learns it, ap_fallback.h), 5 local part (the local model's
+ *          share of the type 1 record of the same decision that follows
+ *          it; a replay applies the two together or, if the type 1 record
+ *          never made it to the log, neither). For types 4 and 5 x holds
+ *          the decision's own part x^0 in its first d0 values, zeros after
  *    6  2  zero
  *    8  4  record length L
  *   12  4  d
@@ -158,6 +166,8 @@
 
 #define AP_JOURNAL_REWARD 1
 #define AP_JOURNAL_REFACTOR 2
+#define AP_JOURNAL_LOCAL 4        /* a degraded decision's reward: local model only */
+#define AP_JOURNAL_LOCAL_PAIRED 5 /* the local part of the type 1 record after it */
 
 /* Sizes of the on-disk structures (see above). */
 #define AP_JOURNAL_SEGMENT_HEADER 64
@@ -168,7 +178,7 @@
  * ignored. For replay: every field is set, x points into the journal's
  * buffer and is valid only during the callback. */
 typedef struct ap_journal_record {
-  int type;          /* AP_JOURNAL_REWARD or AP_JOURNAL_REFACTOR */
+  int type;          /* AP_JOURNAL_REWARD, _REFACTOR, _LOCAL or _LOCAL_PAIRED */
   uint64_t seq;
   uint64_t decision;
   uint64_t mask_id;

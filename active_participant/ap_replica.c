@@ -37,12 +37,14 @@ struct ap_replica {
   /* The bucket's subjects, "$KV.<bucket>.>" (the setup's stream config). */
   char kv_subjects[160];
   int d;
+  int d0;             /* the local part's dimension (0: records carry none) */
   /* The stream sequence this replica applies next: one past the last
    * record ap_replica_next returned (cfg->start_seq at first). Every check
    * that the stream did not lose records compares with it. */
   uint64_t next_seq;
   unsigned char *buf; /* one encoded record */
   double *x;          /* the last record's context */
+  double *x0;         /* and its local part (d0 values) */
   /* mu guards what a libnats thread shares with the serving thread: the
    * open decisions (below). */
   pthread_mutex_t mu;
@@ -72,8 +74,10 @@ struct ap_replica {
  * the probes per id, and how long a lookup waits for the replica that
  * holds the decision. */
 #define OPEN_HDR 24
-#define REC_MAX(d) (DEC_HDR + 8 * (size_t)(d) + 1 + AP_REPLICA_MAX_OWNER)
-#define OPEN_SLOT(r) (OPEN_HDR + REC_MAX((r)->d))
+#define LOCAL_DEC(r) ((r)->d0 ? 1 + 8 * (size_t)(r)->d0 : 0) /* flags u8, x0 */
+#define LOCAL_REC(r) (8 + 8 * (size_t)(r)->d0)                /* d0 u32, flags u32, x0 */
+#define REC_MAX(r) (DEC_HDR + 8 * (size_t)(r)->d + 1 + AP_REPLICA_MAX_OWNER + LOCAL_DEC(r))
+#define OPEN_SLOT(r) (OPEN_HDR + REC_MAX(r))
 #define OPEN_PROBES 8
 #define LOOKUP_WAIT_MS 250
 /* How long the decisions of a replica that let a lookup time out (alive
@@ -103,6 +107,7 @@ void ap_replica_destroy(ap_replica *r) {
   if (r->nc) natsConnection_Destroy(r->nc);
   free(r->buf);
   free(r->x);
+  free(r->x0);
   free(r->stream);
   free(r->open);
   free(r->lbuf);
@@ -337,10 +342,12 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
   if (pthread_mutex_init(&r->mu, NULL) != 0) return o3m_err_set(e, O3M_ENOMEM, "mutex");
   r->mu_made = 1;
   if (!cfg->servers || !*cfg->servers || !cfg->stream || !cfg->bucket || cfg->replicas < 1 ||
-      cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1)
+      cfg->replicas > 5 || cfg->d < 1 || cfg->ttl_ms < 1000 || cfg->start_seq < 1 ||
+      cfg->d0 < 0 || cfg->d0 > cfg->d)
     return o3m_err_set(e, O3M_EINVAL, "replication: servers, stream and bucket are required, "
-                       "replicas in 1..5, d >= 1, ttl >= 1 s");
+                       "replicas in 1..5, d >= 1, d0 in 0..d, ttl >= 1 s");
   r->d = cfg->d;
+  r->d0 = cfg->d0;
   r->next_seq = cfg->start_seq;
   int ns = snprintf(r->subject, sizeof r->subject, "%s.rewards", cfg->stream);
   int nk = snprintf(r->kv_stream, sizeof r->kv_stream, "KV_%s", cfg->bucket);
@@ -469,16 +476,18 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
   int64_t until = deadline_of(cfg);
   int rc = replica_names(r, cfg, e);
   if (rc) goto fail;
-  r->buf = malloc(REC_HDR + 8 * (size_t)cfg->d + 1 + AP_REPLICA_MAX_OWNER); /* either record */
+  /* Either record: a stream record is REC_HDR + 8 d + LOCAL_REC, less. */
+  r->buf = malloc(REC_MAX(r) + REC_HDR + LOCAL_REC(r));
   r->x = malloc(sizeof *r->x * (size_t)cfg->d);
+  r->x0 = malloc(sizeof *r->x0 * (size_t)(cfg->d0 + 1));
   /* The open-decision table: a power of two of slots, at least open_max. */
   size_t slots = 64;
   while (slots < (size_t)(cfg->open_max > 0 ? cfg->open_max : 1)) slots *= 2;
   r->open_mask = slots - 1;
   r->ttl_ms = cfg->ttl_ms;
   r->open = calloc(slots, OPEN_SLOT(r));
-  r->lbuf = malloc(REC_MAX(cfg->d));
-  if (!r->buf || !r->x || !r->open || !r->lbuf) {
+  r->lbuf = malloc(REC_MAX(r));
+  if (!r->buf || !r->x || !r->x0 || !r->open || !r->lbuf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
   }
@@ -571,7 +580,8 @@ static unsigned char *open_find(ap_replica *r, uint64_t id, int64_t now_ms) {
 }
 
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
-                            uint64_t mask_id, const double *x, o3m_err *e) {
+                            uint64_t mask_id, const double *x, const double *x0, int degraded,
+                            o3m_err *e) {
   size_t on = strlen(owner);
   if (on > AP_REPLICA_MAX_OWNER)
     return o3m_err_set(e, O3M_EINVAL, "decision owner of %zu bytes, at most %d", on,
@@ -600,9 +610,17 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
   unsigned char *ob = b + DEC_HDR + 8 * r->d;
   ob[0] = (unsigned char)on;
   memcpy(ob + 1, owner, on);
+  /* Then the local part, when this federation keeps a local model. */
+  size_t tail = 0;
+  if (r->d0 && x0) {
+    unsigned char *lb = ob + 1 + on;
+    lb[0] = degraded ? 1 : 0;
+    for (int k = 0; k < r->d0; k++) o3m_put_le64(lb + 1 + 8 * k, o3m_double_bits(x0[k]));
+    tail = LOCAL_DEC(r);
+  }
   o3m_put_le64(best, decision);
   o3m_put_le64(best + 8, (uint64_t)now);
-  o3m_put_le32(best + 16, (uint32_t)(DEC_HDR + 8 * r->d + 1 + (int)on));
+  o3m_put_le32(best + 16, (uint32_t)(DEC_HDR + 8 * r->d + 1 + on + tail));
   pthread_mutex_unlock(&r->mu);
   return 0;
 }
@@ -638,7 +656,8 @@ static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 }
 
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
-                            int *arm, uint64_t *mask_id, double *x, o3m_err *e) {
+                            int *arm, uint64_t *mask_id, double *x, double *x0, int *has_local,
+                            int *degraded, o3m_err *e) {
   char key[17];
   key_of(key, decision);
   kvEntry *ent = NULL;
@@ -719,8 +738,10 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
   /* Without the owner (len == base): a record of a replica from before
    * owners were recorded. */
   int on = len > base ? b[base] : -1;
-  if (len < base || (len > base && len != base + 1 + on) || on > AP_REPLICA_MAX_OWNER ||
-      (int)o3m_get_le32(b + 4) != r->d) {
+  /* With the owner, optionally the local part after it. */
+  int local = on >= 0 && r->d0 && len == base + 1 + on + (int)LOCAL_DEC(r);
+  if (len < base || (len > base && len != base + 1 + on && !local) ||
+      on > AP_REPLICA_MAX_OWNER || (int)o3m_get_le32(b + 4) != r->d) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record has %d bytes, expected %d "
                      "and its owner's name", (unsigned long long)decision, len, base);
   } else {
@@ -732,6 +753,13 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
     *arm = (int)o3m_get_le32(b);
     *mask_id = o3m_get_le64(b + 8);
     for (int i = 0; i < r->d; i++) x[i] = o3m_bits_double(o3m_get_le64(b + DEC_HDR + 8 * i));
+    *has_local = local;
+    *degraded = 0;
+    if (local) {
+      const unsigned char *lb = b + base + 1 + on;
+      *degraded = lb[0] & 1;
+      for (int i = 0; i < r->d0; i++) x0[i] = o3m_bits_double(o3m_get_le64(lb + 1 + 8 * i));
+    }
   }
   if (ent) kvEntry_Destroy(ent);
   if (m) natsMsg_Destroy(m);
@@ -739,8 +767,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
 }
 
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, uint64_t *seq, int *duplicate,
-                       o3m_err *e) {
+                       double reward, const double *x, const double *x0, int degraded,
+                       uint64_t *seq, int *duplicate, o3m_err *e) {
   unsigned char *b = r->buf;
   o3m_put_le64(b, decision);
   o3m_put_le64(b + 8, mask_id);
@@ -748,6 +776,14 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   o3m_put_le32(b + 20, (uint32_t)r->d);
   o3m_put_le64(b + 24, o3m_double_bits(reward));
   for (int i = 0; i < r->d; i++) o3m_put_le64(b + REC_HDR + 8 * i, o3m_double_bits(x[i]));
+  size_t len = REC_HDR + 8 * (size_t)r->d;
+  if (r->d0 && x0) {
+    unsigned char *lb = b + len;
+    o3m_put_le32(lb, (uint32_t)r->d0);
+    o3m_put_le32(lb + 4, degraded ? 1u : 0u);
+    for (int i = 0; i < r->d0; i++) o3m_put_le64(lb + 8 + 8 * i, o3m_double_bits(x0[i]));
+    len += LOCAL_REC(r);
+  }
   char key[17];
   key_of(key, decision);
   jsPubOptions po;
@@ -755,7 +791,7 @@ int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int a
   po.MsgId = key; /* JetStream keeps one record per decision in the window */
   jsPubAck *ack = NULL;
   jsErrCode jerr = 0;
-  natsStatus s = js_Publish(&ack, r->js, r->subject, b, REC_HDR + 8 * r->d, &po, &jerr);
+  natsStatus s = js_Publish(&ack, r->js, r->subject, b, (int)len, &po, &jerr);
   if (s != NATS_OK)
     return nats_fail(e, s, "the reward was not acknowledged by JetStream");
   *seq = ack->Sequence;
@@ -783,7 +819,11 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
   int len = natsMsg_GetDataLength(m);
   if ((s = natsMsg_GetMetaData(&meta, m)) != NATS_OK) {
     rc = nats_fail(e, s, "a stream record without metadata");
-  } else if (len != REC_HDR + 8 * r->d || (int)o3m_get_le32(b + 20) != r->d) {
+  } else if ((len != REC_HDR + 8 * r->d &&
+              !(r->d0 && len == REC_HDR + 8 * r->d + (int)LOCAL_REC(r) &&
+                (int)o3m_get_le32(b + REC_HDR + 8 * r->d) == r->d0 &&
+                o3m_get_le32(b + REC_HDR + 8 * r->d + 4) <= 1)) ||
+             (int)o3m_get_le32(b + 20) != r->d) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "stream record %llu has %d bytes, expected %d (another "
                      "d, or not a reward record)", (unsigned long long)meta->Sequence.Stream,
                      len, REC_HDR + 8 * r->d);
@@ -814,6 +854,14 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
     for (int i = 0; i < r->d; i++)
       r->x[i] = o3m_bits_double(o3m_get_le64(b + REC_HDR + 8 * i));
     rec->x = r->x;
+    rec->x0 = NULL;
+    rec->degraded = 0;
+    if (len > REC_HDR + 8 * r->d) {
+      const unsigned char *lb = b + REC_HDR + 8 * r->d;
+      rec->degraded = (int)o3m_get_le32(lb + 4);
+      for (int i = 0; i < r->d0; i++) r->x0[i] = o3m_bits_double(o3m_get_le64(lb + 8 + 8 * i));
+      rec->x0 = r->x0;
+    }
   }
   jsMsgMetaData_Destroy(meta);
   natsMsg_Destroy(m);

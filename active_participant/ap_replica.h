@@ -46,13 +46,20 @@
  * that reached the stream anyway changes no model.
  *
  * Record format (little-endian): decision u64, mask id u64, arm i32, d u32,
- * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes. The
- * decision record (a lookup's answer, or the bucket's) is arm i32, d u32,
- * mask id u64, x[d], then the owner: its length u8
+ * reward f64, then x[d] f64 (the masked context), 32 + 8 d bytes; with a
+ * local model (d0 > 0, [federation] fallback = local) followed by its
+ * part: d0 u32, flags u32 (1: degraded), x^0[d0] f64. A degraded
+ * decision's record has x all zero and flag 1: every replica applies it to
+ * its local model alone, a record with flag 0 to both models, a record
+ * without the part (a replica of the release before) to the federated
+ * model alone. The decision record (a lookup's answer, or the bucket's) is
+ * arm i32, d u32, mask id u64, x[d], then the owner: its length u8
  * (0..AP_REPLICA_MAX_OWNER) and the name of the
  * client that asked for the decision, which alone may reward it (the
  * service checks it on every replica, as it does its own pending table's
- * owner). A record of exactly 16 + 8 d bytes is one of a replica from
+ * owner), then with d0 > 0 the local part: flags u8 (1: degraded),
+ * x^0[d0], so that the replica a Reward reaches learns the right model(s)
+ * whichever replica made the decision. A record of exactly 16 + 8 d bytes is one of a replica from
  * before owners were recorded: it has no owner to check, and such records
  * leave the bucket with its TTL, one pending lifetime after an upgrade.
  *
@@ -104,6 +111,7 @@ typedef struct ap_replica_config {
   int64_t ttl_ms;        /* pending-decision lifetime: bucket TTL, duplicate window */
   int open_max;          /* open decisions kept for lookups (the pending capacity) */
   int d;                 /* context dimension */
+  int d0;                /* the local model's dimension (ap_fallback.h); 0: none */
   uint64_t start_seq;    /* the first stream sequence to apply (1: all) */
   const char *name;      /* this replica's name, for the NATS connection */
   int connect_timeout_ms;
@@ -135,6 +143,11 @@ typedef struct ap_replica_record {
   int arm;
   double reward;
   const double *x;
+  /* The decision's own part x^0 (d0 values; NULL when the record has none:
+   * d0 0, or a replica of the release before) and whether the decision
+   * was degraded (the local model alone learns it; x is then zeros). */
+  const double *x0;
+  int degraded;
 } ap_replica_record;
 
 /* What ap_replica_setup did: for the stream and the bucket, 1 created, 2
@@ -183,7 +196,8 @@ uint64_t ap_replica_tag(const char *name);
  * lookups find it; nothing goes to NATS. O3M_EINVAL for an owner name
  * longer than AP_REPLICA_MAX_OWNER. */
 int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner, int arm,
-                            uint64_t mask_id, const double *x, o3m_err *e);
+                            uint64_t mask_id, const double *x, const double *x0, int degraded,
+                            o3m_err *e);
 
 /* The longest owner name a decision record carries (a client name). */
 #define AP_REPLICA_MAX_OWNER 64
@@ -194,7 +208,8 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
  * O3M_ENOTFOUND when the bucket has none (never made, or older than the
  * TTL), O3M_EUNAVAILABLE when NATS does not answer. */
 int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *has_owner,
-                            int *arm, uint64_t *mask_id, double *x, o3m_err *e);
+                            int *arm, uint64_t *mask_id, double *x, double *x0, int *has_local,
+                            int *degraded, o3m_err *e);
 
 /* Appends a reward record and waits for JetStream's acknowledgement:
  * *seq is its stream sequence and *duplicate is 1 when JetStream already
@@ -202,8 +217,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
  * the original's). O3M_EUNAVAILABLE when it is not acknowledged (the
  * record may or may not be in the stream). */
 int ap_replica_publish(ap_replica *r, uint64_t decision, uint64_t mask_id, int arm,
-                       double reward, const double *x, uint64_t *seq, int *duplicate,
-                       o3m_err *e);
+                       double reward, const double *x, const double *x0, int degraded,
+                       uint64_t *seq, int *duplicate, o3m_err *e);
 
 /* The next record of the stream in order, waiting up to wait_ms (0: only
  * what has arrived). Returns 1 with *rec filled, 0 when nothing came, or a

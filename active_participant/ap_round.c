@@ -185,7 +185,7 @@ struct ap_round {
   double *X0lock;        /* k_max x d0: own parts read under the lock */
   double *zero_d;        /* d zeros: a degraded decision's federated context */
   int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
-                const double *x, o3m_err *e);
+                const double *x, const double *x0, int degraded, o3m_err *e);
   void *record_ctx;
   int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
@@ -952,7 +952,14 @@ static void round_decide_local(ap_round *r, queued *q, const batch_slot *b) {
     round_fail(r, q, &e);
     return;
   }
-  ap_pending_set_local(r->pending, id, X0 + (size_t)chosen * (size_t)r->d0, 1);
+  const double *x0 = X0 + (size_t)chosen * (size_t)r->d0;
+  ap_pending_set_local(r->pending, id, x0, 1);
+  if (r->record &&
+      (rc = r->record(r->record_ctx, id, q->owner, arm, r->mask_id, r->zero_d, x0, 1, &e)) < 0) {
+    ap_pending_close(r->pending, id);
+    round_fail(r, q, &e);
+    return;
+  }
   for (int j = 0; j < b->n_missing; j++)
     ap_fallback_note(r->fallback, b->missing[j], b->why[j]);
   r->st.rounds++;
@@ -987,18 +994,13 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
     round_fail(r, q, &e);
     return;
   }
-  if (r->record &&
-      (rc = r->record(r->record_ctx, id, q->owner, arm, r->mask_id, Y + (size_t)chosen * r->d,
-                      &e)) < 0) {
-    ap_pending_close(r->pending, id);
-    round_fail(r, q, &e);
-    return;
-  }
   /* The local model learns from this decision's reward too: keep the
-   * chosen candidate's own part beside it. */
+   * chosen candidate's own part beside it (and in the replica record). */
+  const double *x0 = NULL;
   if (r->fallback) {
-    const double *x0 = q->req->own_features + (size_t)chosen * (size_t)r->d0;
-    if (q->req->n_own_features == 0) {
+    if (q->req->n_own_features > 0) {
+      x0 = q->req->own_features + (size_t)chosen * (size_t)r->d0;
+    } else {
       /* The round's own lookup succeeded (q->rc): the chosen row's too. */
       char *item = q->req->items[chosen];
       o3m_features_fill(r->own, q->req->user, 1, (const char *const *)&item, r->X0lock, NULL,
@@ -1006,6 +1008,13 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
       x0 = r->X0lock;
     }
     ap_pending_set_local(r->pending, id, x0, 0);
+  }
+  if (r->record &&
+      (rc = r->record(r->record_ctx, id, q->owner, arm, r->mask_id, Y + (size_t)chosen * r->d,
+                      x0, 0, &e)) < 0) {
+    ap_pending_close(r->pending, id);
+    round_fail(r, q, &e);
+    return;
   }
   r->st.rounds++;
   round_answer(r, q, id, chosen, score, NULL);

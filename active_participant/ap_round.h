@@ -196,10 +196,12 @@ typedef struct ap_round_config {
   double pp_sum_norm;
   /* Optional (AP replicas, ap_replica.h): called with every decision after
    * it is opened in the pending table and before the Recommend is
-   * answered, to store its record where every replica finds it. A failure
-   * fails the round with its code and closes the decision again. */
+   * answered, to store its record where every replica finds it, with the
+   * chosen candidate's own part x0 (NULL without the local model) and
+   * whether the local model decided it (degraded; x is then zeros). A
+   * failure fails the round with its code and closes the decision again. */
   int (*record)(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
-                const double *x, o3m_err *e);
+                const double *x, const double *x0, int degraded, o3m_err *e);
   void *record_ctx;
   /* Optional: runs under the lock just before a batch is decided (see "What
    * a decision sees"). A negative code (e naming why) fails every round of

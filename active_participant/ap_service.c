@@ -171,6 +171,7 @@ struct ap_service {
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
   double sum_norm;        /* sqrt(sum_j max_norm_j^2): the bound of a real Q x */
   double *xbuf;           /* d values: a decision record from another replica */
+  double *x0buf;          /* d0 values: its local part */
   struct replica_wait {
     o3m_rpc_call *call;
     uint64_t decision, seq;
@@ -354,26 +355,10 @@ static int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *
                      (unsigned long long)decision, what);
 }
 
-/* Appends a reward and applies it to the model: with a state_dir through
- * the journal's append buffer (ap_checkpoint_apply_reward), which is not
- * durable until reward_commit() or ap_checkpoint_sync(); without one in
- * memory only. Either way o3m_policy_update_check runs first, so a reward
- * that would poison the model is refused with nothing changed. Returns 0
- * when the reward is in the model (and, with a state_dir, in the journal's
- * buffer). */
-static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
-                         double reward, o3m_err *e) {
+/* What a journal append's failure means for the Reward call: 0, or the
+ * call's error (EIO stops the service). */
+static int journal_append_result(ap_service *s, uint64_t decision, int rc, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
-  const char *what;
-  int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
-  if (rc < 0) return reward_refused(decision, rc, what, e);
-  if (!s->ckpt) {
-    rc = o3m_policy_update(s->policy, arm, x, reward);
-    return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
-  }
-  /* apply_reward checks again (and so refuses to journal a bad update even
-   * for another caller); with w kept by the check above that costs O(d). */
-  rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, reward);
   if (rc == O3M_EUNAVAILABLE)
     return o3m_err_set(e, rc, "decision %llu: the reward journal cannot start a new segment "
                        "now (ap_journal.h); nothing changed, the decision stays open: retry",
@@ -383,11 +368,50 @@ static int reward_append(ap_service *s, uint64_t decision, int arm, const double
     o3m_err_set(&why, O3M_EIO, "a journal write failed");
     return durability_fail(s, decision, &why, e);
   }
+  return rc;
+}
+
+/* Appends a reward and applies it to the model: with a state_dir through
+ * the journal's append buffer (ap_checkpoint_apply_reward), which is not
+ * durable until reward_commit() or ap_checkpoint_sync(); without one in
+ * memory only. Either way o3m_policy_update_check runs first, so a reward
+ * that would poison the model is refused with nothing changed. x0 (may be
+ * NULL) is the decision's own part, which the local model learns too.
+ * Returns 0 when the reward is in the model (and, with a state_dir, in the
+ * journal's buffer). */
+static int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                         const double *x0, double reward, o3m_err *e) {
+  unsigned long long id = (unsigned long long)decision;
+  const char *what;
+  int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
+  if (rc < 0) return reward_refused(decision, rc, what, e);
+  if (!s->ckpt) {
+    rc = o3m_policy_update(s->policy, arm, x, reward);
+    if (rc == 0 && x0) ap_fallback_update(s->fallback, arm, x0, reward);
+    return rc < 0 ? o3m_err_set(e, rc, "decision %llu: the policy update failed", id) : 0;
+  }
+  /* apply_reward checks again (and so refuses to journal a bad update even
+   * for another caller); with w kept by the check above that costs O(d). */
+  rc = ap_checkpoint_apply_reward(s->ckpt, decision, arm, x, x0, reward);
+  if (rc == O3M_EUNAVAILABLE || rc == O3M_EIO) return journal_append_result(s, decision, rc, e);
   /* Only an update that passed the check and still failed gets here: it is
    * journaled and replays as failed; it is made durable with the next sync,
    * and the decision stays open. */
   if (rc < 0) return o3m_err_set(e, rc, "decision %llu: the policy update failed", id);
   return 0;
+}
+
+/* A degraded decision's reward: the local model alone learns it, through
+ * the journal like any reward when there is a state_dir
+ * (ap_checkpoint_apply_local), so that it survives a crash. */
+static int local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
+                        double reward, o3m_err *e) {
+  if (!s->ckpt) {
+    ap_fallback_update(s->fallback, arm, x0, reward);
+    return 0;
+  }
+  return journal_append_result(
+      s, decision, ap_checkpoint_apply_local(s->ckpt, decision, arm, x0, reward), e);
 }
 
 /* One fdatasync of the journal (ap_checkpoint_sync), timed into the
@@ -569,9 +593,10 @@ static int tagged_id(void *ctx, uint64_t *id) {
  * before the Recommend is answered, so any live replica can take its
  * reward. */
 static int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
-                          const double *x, o3m_err *e) {
+                          const double *x, const double *x0, int degraded, o3m_err *e) {
   ap_service *s = ctx;
-  return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, e);
+  return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, x0,
+                                 degraded, e);
 }
 
 /* The one check of a reward's value, for a Reward call and for a record
@@ -620,8 +645,15 @@ static int replica_apply(ap_service *s, const ap_replica_record *r) {
                  "(%llu refused so far)", s->replica, (unsigned long long)r->seq,
                  (unsigned long long)r->decision, o3m_err_message(&be),
                  (unsigned long long)s->refused);
-  } else if ((rc = o3m_policy_update_check(s->policy, r->arm, r->x, r->reward, NULL)) == 0)
+  } else if (r->degraded) {
+    /* A degraded decision's reward: the local model alone (its x is no
+     * context); a replica without the local model skips it. */
+    rc = s->fallback && r->x0 ? 0 : O3M_EINVAL;
+    if (rc == 0) ap_fallback_update(s->fallback, r->arm, r->x0, r->reward);
+  } else if ((rc = o3m_policy_update_check(s->policy, r->arm, r->x, r->reward, NULL)) == 0) {
     rc = o3m_policy_update(s->policy, r->arm, r->x, r->reward);
+    if (rc == 0 && s->fallback && r->x0) ap_fallback_update(s->fallback, r->arm, r->x0, r->reward);
+  }
   if (rc == 0) applied_add(s, r->decision, r->time_ms);
   else s->skipped++;
   /* A decision made here and rewarded through another replica. */
@@ -734,13 +766,16 @@ static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
  * checks that caller owns it (owner_refused otherwise) and that it was
  * made under the current mask: on success *arm, *mask_id and *x describe it (*x points into
  * the pending table, or into s->xbuf when a replica got it from another:
- * valid until the next lookup). A decision this process does not hold is
+ * valid until the next lookup), and with the local model *x0 its own part
+ * (NULL when unknown) and *degraded whether the local model alone decided
+ * it. A decision this process does not hold is
  * asked of the other replicas when s is a replica (another live replica
  * made it; a restart loses a replica's open decisions); otherwise it is
  * unknown. Every refusal sets e
  * with the decision's id; an expired decision is dropped from the table. */
 static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
-                         int *arm, uint64_t *mask_id, const double **x, o3m_err *e) {
+                         int *arm, uint64_t *mask_id, const double **x, const double **x0,
+                         int *degraded, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   /* The owner first: another client learns nothing else about the
    * decision, and an expired one is not dropped on its word. */
@@ -748,18 +783,22 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
   int owner = ap_pending_owner(s->pending, decision);
   if (owner >= 0 && owner != me) return owner_refused(decision, caller, e);
   int rc = ap_pending_peek(s->pending, decision, now, arm, mask_id, x);
+  *x0 = NULL;
+  *degraded = 0;
   switch (rc) {
-  case 0: break;
+  case 0:
+    if (s->fallback && ap_pending_local(s->pending, decision, x0, degraded) < 0) *x0 = NULL;
+    break;
   case O3M_ENOTFOUND: {
     if (!s->rep)
       return o3m_err_set(e, rc, "decision %llu is unknown (never issued, evicted from the "
                          "pending table, or issued before a restart of the active party)", id);
     char rec_owner[O3M_CONFIG_MAX_NAME + 1];
-    int has_owner;
+    int has_owner, has_local;
     o3m_err le;
     o3m_err_clear(&le);
     rc = ap_replica_get_decision(s->rep, decision, rec_owner, &has_owner, arm, mask_id, s->xbuf,
-                                 &le);
+                                 s->x0buf, &has_local, degraded, &le);
     if (rc == O3M_ENOTFOUND)
       return o3m_err_set(e, rc, "decision %llu is unknown to every live replica (never "
                          "issued, older than the pending lifetime of %d s, or made by a "
@@ -772,6 +811,7 @@ static int reward_lookup(ap_service *s, const char *caller, uint64_t decision, i
     if (has_owner && strcmp(rec_owner, owner_name(s, me)) != 0)
       return owner_refused(decision, caller, e);
     *x = s->xbuf;
+    if (has_local && s->fallback) *x0 = s->x0buf;
     break;
   }
   case O3M_EEXISTS: return o3m_err_set(e, rc, "decision %llu was already rewarded", id);
@@ -800,12 +840,15 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
   if (found) return o3m_err_set(e, O3M_EEXISTS, "decision %llu was already rewarded", id);
   if (s->n_rwait == REWARD_SLOTS)
     return o3m_err_set(e, O3M_EFULL, "too many rewards wait for the stream; retry");
-  int arm;
+  int arm, degraded;
   uint64_t mask_id;
-  const double *x;
+  const double *x, *x0;
   int rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm, &mask_id, &x,
-                         e);
+                         &x0, &degraded, e);
   if (rc < 0) return rc;
+  /* A degraded decision's record says so and carries x^0 (its x is zeros):
+   * every replica's local model alone learns it (replica_apply). */
+  degraded = degraded && x0;
   /* A decision record from another replica is checked like a stream record. */
   o3m_err be;
   o3m_err_clear(&be);
@@ -813,13 +856,14 @@ static int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__Rewa
     return o3m_err_set(e, O3M_ECORRUPT, "decision %llu: its record from another replica is out of "
                        "bounds (%s); nothing changed", id, o3m_err_message(&be));
   const char *what;
-  if ((rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
+  if (!degraded && (rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
     return reward_refused(req->decision, rc, what, e);
   uint64_t seq;
   int dup;
   o3m_err pe;
   o3m_err_clear(&pe);
-  rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, &seq, &dup, &pe);
+  rc = ap_replica_publish(s->rep, req->decision, mask_id, arm, req->reward, x, x0, degraded, &seq,
+                          &dup, &pe);
   if (rc == O3M_ECORRUPT) {
     replica_damaged(s, &pe);
     return o3m_err_set(e, O3M_EUNAVAILABLE, "decision %llu: the reward stream lost records; "
@@ -853,30 +897,25 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
-  const double *x;
-  rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, e);
+  const double *x, *x0;
+  int degraded;
+  rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, &x0,
+                     &degraded, e);
   if (rc < 0) return rc;
   /* The local model learns every reward; a degraded decision's reaches it
-   * alone, at once and in memory (ap_fallback.h): the federated model never
-   * learns from a context it did not see. */
-  const double *x0 = NULL;
-  int degraded = 0;
-  if (s->fallback && ap_pending_local(s->pending, req->decision, &x0, &degraded) < 0) x0 = NULL;
-  if (x0 && degraded) {
-    ap_fallback_update(s->fallback, arm, x0, req->reward);
-    ap_pending_close(s->pending, req->decision);
-    rep->updates = o3m_policy_updates(s->policy);
-    return 0;
-  }
+   * alone (ap_fallback.h): the federated model never learns from a context
+   * it did not see. Both kinds are journaled and acknowledged alike. */
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
   if (s->n_group == REWARD_SLOTS) reward_commit(s);
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
                        "are not accepted", stop_cause_text(s->stopped));
-  rc = reward_append(s, req->decision, arm, x, req->reward, e);
+  if (x0 && degraded)
+    rc = local_append(s, req->decision, arm, x0, req->reward, e);
+  else
+    rc = reward_append(s, req->decision, arm, x, x0, req->reward, e);
   if (rc < 0) return rc;
-  if (x0) ap_fallback_update(s->fallback, arm, x0, req->reward);
   if (s->ckpt && !s->commit_each) {
     /* Group commit: the decision is closed now, so that a second reward
      * for it in the same group is ALREADY_EXISTS, and the call waits for
@@ -951,11 +990,9 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->reloads_refused = rst.reloads_refused;
   rep->last_reload_ms = rst.last_reload_ms;
   rep->degraded_rounds = rst.degraded;
-  if (s->fallback) {
-    ap_fallback_stats fst;
-    ap_fallback_stats_get(s->fallback, &fst);
-    rep->local_updates = fst.updates;
-  }
+  /* The local model's own count: restored from the checkpoint and the
+   * journal like the federated one's, so it survives a restart. */
+  if (s->fallback) rep->local_updates = o3m_policy_updates(ap_fallback_policy(s->fallback));
   rep->item_cache_hits = rst.cache_hits;
   rep->item_cache_misses = rst.cache_misses;
   rep->item_cache_size = rst.cache_size;
@@ -1059,6 +1096,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
     co.state_dir = dir;
     co.mask_id = s->mask_id;
     co.external_log = 1;
+    co.local = s->fallback;
     if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
     if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
     ap_recovery_info ri;
@@ -1081,6 +1119,7 @@ static int open_state(ap_service *s, const ap_service_options *opt, o3m_err *e) 
   co.mask_id = s->mask_id;
   co.salvage = opt->salvage;
   co.had_state = s->had_block && !opt->discard_state;
+  co.local = s->fallback;
   if (opt->checkpoint_records) co.every_records = opt->checkpoint_records;
   if (opt->checkpoint_ms) co.every_ms = opt->checkpoint_ms;
   ap_recovery_info ri;
@@ -1205,6 +1244,9 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
                        o3m_err_message(&ce), me->name);
   int tls = rc_.tls;
   rc_.d = s->d;
+  /* With the local model, decision and stream records carry x^0 and the
+   * degraded flag (ap_replica.h). */
+  rc_.d0 = s->fallback ? s->d0 : 0;
   rc_.start_seq = s->applied_seq + 1;
   rc_.name = s->replica;
   rc_.connect_timeout_ms = opt->pmg_timeout_s * 1000;
@@ -1275,6 +1317,7 @@ static void service_free(ap_service *s) {
   o3m_rng_destroy(s->ids);
   free(s->replica);
   free(s->xbuf);
+  free(s->x0buf);
   free(s->applied);
   o3m_access_destroy(s->access); /* after the server that calls it */
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
@@ -1359,11 +1402,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   if (rc < 0) goto fail;
 
   /* The local fallback model (ap_fallback.h), when there is a passive
-   * party to miss. Not with replicas yet: their decision records and
-   * reward stream carry the federated context only, so another replica
-   * would feed a degraded decision's reward to its federated model. */
-  const int fallback = o3m_config_fallback_local(cfg) && o3m_config_n_passive(cfg) > 0 &&
-                       !replicated;
+   * party to miss. With replicas too: their decision records and reward
+   * stream carry x^0 and the degraded flag (ap_replica.h). */
+  const int fallback = o3m_config_fallback_local(cfg) && o3m_config_n_passive(cfg) > 0;
   rc = build_policy(s, cfg, fallback, opt->metrics, e);
   if (rc < 0) goto fail;
 
@@ -1455,9 +1496,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     s->sum_norm = rcfg.sum_norm;
     s->replica = strdup(opt->replica);
     s->xbuf = malloc(sizeof *s->xbuf * (size_t)s->d);
+    s->x0buf = malloc(sizeof *s->x0buf * (size_t)s->d0);
     s->applied = calloc(cap, sizeof *s->applied);
     s->applied_mask = cap - 1;
-    if (!s->replica || !s->xbuf || !s->applied) {
+    if (!s->replica || !s->xbuf || !s->x0buf || !s->applied) {
       rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
       goto fail;
     }

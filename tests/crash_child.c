@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
       int arm;
       double r;
       crash_reward(++id, cfg.d, cfg.n_arms, &arm, x, &r);
-      if (ap_checkpoint_apply_reward(c, id, arm, x, r)) {
+      if (ap_checkpoint_apply_reward(c, id, arm, x, NULL, r)) {
         fprintf(stderr, "crash_child: apply failed at %llu\n", (unsigned long long)id);
         return 1;
       }

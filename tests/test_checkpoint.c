@@ -94,12 +94,15 @@ static void assert_same_state(const o3m_policy *a, const o3m_policy *b, const ch
   free(y);
 }
 
-static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
+/* Opens dir, with the local model local (may be NULL). */
+static ap_checkpoint *open_ck_local(o3m_policy *p, uint64_t mask, ap_recovery_info *info,
+                                    int expect, ap_fallback *local) {
   ap_checkpoint_options o;
   ap_checkpoint_options_default(&o);
   o.state_dir = dir;
   o.mask_id = mask;
   o.every_ms = 0;
+  o.local = local;
   ap_checkpoint *c = NULL;
   o3m_err e;
   o3m_err_clear(&e);
@@ -107,6 +110,10 @@ static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *in
   cr_assert_eq(rc, expect, "open: %s, expected %s (%s)", o3m_errname(rc), o3m_errname(expect),
                e.msg);
   return c;
+}
+
+static ap_checkpoint *open_ck(o3m_policy *p, uint64_t mask, ap_recovery_info *info, int expect) {
+  return open_ck_local(p, mask, info, expect, NULL);
 }
 
 /* Applies rewards from..to of the crash stream to the live policy through
@@ -128,7 +135,7 @@ static void feed(ap_checkpoint *c, o3m_policy *live, o3m_policy *ref, uint64_t f
       cr_assert_eq(ca, cr);
     }
     crash_reward(i, cfg->d, cfg->n_arms, &arm, x, &r);
-    cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, r), O3M_OK);
+    cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, NULL, r), O3M_OK);
     if (ref) cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
     if (i % 5 == 0) cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   }
@@ -953,7 +960,7 @@ Test(checkpoint, repair_without_a_descriptor_for_a_new_segment_is_transient) {
   uint64_t i = 1;
   for (; i < 1000 && rc == O3M_OK; i++) {
     crash_reward(i, c.d, c.n_arms, &arm, x, &r);
-    rc = ap_checkpoint_apply_reward(ck, i, arm, x, r);
+    rc = ap_checkpoint_apply_reward(ck, i, arm, x, NULL, r);
   }
   size_t len;
   unsigned char *img = export_state(live, &len);
@@ -1168,7 +1175,7 @@ static void refused_before_the_journal(o3m_algo algo, o3m_model_kind model) {
   double x[12];
   for (int i = 0; i < 12; i++) x[i] = 1e153;
   int accepted = 0, rc = O3M_OK;
-  while (accepted < 100 && (rc = ap_checkpoint_apply_reward(c, 100 + accepted, 1, x, 1.0)) == 0)
+  while (accepted < 100 && (rc = ap_checkpoint_apply_reward(c, 100 + accepted, 1, x, NULL, 1.0)) == 0)
     accepted++;
   cr_assert_eq(rc, O3M_ENONFINITE, "%d rewards of 1e153 accepted, then %s", accepted,
                o3m_errname(rc));
@@ -1180,7 +1187,7 @@ static void refused_before_the_journal(o3m_algo algo, o3m_model_kind model) {
   cr_assert_eq(o3m_policy_update_check(p, 1, x, 1.0, &what), O3M_ENONFINITE);
   cr_assert(what && what[0]);
   for (int i = 0; i < 12; i++) x[i] = 1e200;
-  cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, 0.0), O3M_ENONFINITE);
+  cr_assert_eq(ap_checkpoint_apply_reward(c, 300, 2, x, NULL, 0.0), O3M_ENONFINITE);
   cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
   cr_assert_eq(ap_journal_last_seq(ap_checkpoint_journal(c)), seq, "a refused reward was "
                "journaled");
@@ -1212,4 +1219,169 @@ Test(checkpoint, poisoning_reward_refused_before_journal_shared_lints) {
 }
 Test(checkpoint, poisoning_reward_refused_before_journal_disjoint) {
   refused_before_the_journal(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
+}
+
+/* ------------------------------------------------- the local fallback model */
+
+#define LOCAL_D 4 /* the local model sees the first LOCAL_D of the d columns */
+
+static ap_fallback *make_local(void) {
+  o3m_policy_config lc;
+  config(&lc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  lc.d = LOCAL_D;
+  lc.lambda = 2.0;
+  ap_fallback *fb;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(ap_fallback_create(&fb, &lc, NULL, &e), O3M_OK, "%s", e.msg);
+  return fb;
+}
+
+static ap_checkpoint *open_local(o3m_policy *p, ap_fallback *fb, ap_recovery_info *info) {
+  return open_ck_local(p, MASK_A, info, O3M_OK, fb);
+}
+
+/* Rewards from..to: every fourth a degraded decision's (the local model
+ * alone), the others federated (both); mirrored on ref and ref_local. */
+static void feed_local(ap_checkpoint *c, o3m_policy *ref, o3m_policy *ref_local, uint64_t from,
+                       uint64_t to) {
+  const o3m_policy_config *cfg = o3m_policy_config_of(ref);
+  double x[64];
+  for (uint64_t i = from; i <= to; i++) {
+    int arm;
+    double r;
+    crash_reward(i, cfg->d, cfg->n_arms, &arm, x, &r);
+    if (i % 4 == 0) {
+      cr_assert_eq(ap_checkpoint_apply_local(c, i, arm, x, r), O3M_OK);
+    } else {
+      cr_assert_eq(ap_checkpoint_apply_reward(c, i, arm, x, x, r), O3M_OK);
+      cr_assert_eq(o3m_policy_update(ref, arm, x, r), O3M_OK);
+    }
+    cr_assert_eq(o3m_policy_update(ref_local, arm, x, r), O3M_OK);
+  }
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+}
+
+/* The policies of a local model test: the live federated policy and
+ * local model, and their in-process references. */
+typedef struct local_run {
+  o3m_policy_config pc;
+  o3m_policy *p, *ref, *ref_local;
+  ap_fallback *fb;
+} local_run;
+
+static void local_run_init(local_run *r) {
+  config(&r->pc, O3M_ALGO_LINUCB, O3M_MODEL_SHARED);
+  r->p = make_policy(&r->pc);
+  r->ref = make_policy(&r->pc);
+  r->fb = make_local();
+  r->ref_local = make_policy(o3m_policy_config_of(ap_fallback_policy(r->fb)));
+}
+
+static void local_run_free(local_run *r) {
+  ap_fallback_destroy(r->fb);
+  o3m_policy_destroy(r->p);
+  o3m_policy_destroy(r->ref);
+  o3m_policy_destroy(r->ref_local);
+}
+
+/* Opens the state_dir again on fresh policies (a restart): the
+ * recovered local model (the caller destroys it and *p2) and info. */
+static ap_fallback *reopen_local(const local_run *r, o3m_policy **p2, ap_recovery_info *ri) {
+  *p2 = make_policy(&r->pc);
+  ap_fallback *fb2 = make_local();
+  ap_checkpoint_close(open_local(*p2, fb2, ri));
+  return fb2;
+}
+
+/* The local model is restored bit for bit from a checkpoint and the
+ * journal after it: degraded rewards reach it alone, federated ones both
+ * models, each once. */
+Test(checkpoint, local_model_recovers_bit_exact_from_checkpoint_and_journal) {
+  local_run r;
+  local_run_init(&r);
+  ap_checkpoint *c = open_local(r.p, r.fb, NULL);
+  feed_local(c, r.ref, r.ref_local, 1, 40);
+  write_ck(c);
+  feed_local(c, r.ref, r.ref_local, 41, 60);
+  ap_checkpoint_close(c); /* no final checkpoint: 20 rewards in the journal alone */
+
+  o3m_policy *p2;
+  ap_recovery_info ri;
+  ap_fallback *fb2 = reopen_local(&r, &p2, &ri);
+  assert_same_state(p2, r.ref, "federated");
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
+  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(fb2)), 60);
+  cr_assert_eq(o3m_policy_updates(p2), 45);
+  cr_assert_eq(ri.local_replayed, 20);
+  cr_assert_eq(ri.local_dropped, 0);
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p2);
+  local_run_free(&r);
+}
+
+/* A local part whose federated record never reached the journal (a crash
+ * between the two appends) is dropped at replay, as the live path never
+ * applied it. */
+Test(checkpoint, local_part_without_its_federated_record_is_dropped) {
+  local_run r;
+  local_run_init(&r);
+  ap_checkpoint *c = open_local(r.p, r.fb, NULL);
+  feed_local(c, r.ref, r.ref_local, 1, 10);
+  double x[12] = {1, 2, 3, 4, 0, 0, 0, 0, 0, 0, 0, 0};
+  ap_journal_record jr = {.type = AP_JOURNAL_LOCAL_PAIRED, .decision = 999, .mask_id = MASK_A,
+                          .arm = 0, .reward = 1.0, .x = x};
+  cr_assert_eq(ap_journal_append(ap_checkpoint_journal(c), &jr, NULL), O3M_OK);
+  cr_assert_eq(ap_checkpoint_sync(c, NULL), O3M_OK);
+  ap_checkpoint_close(c);
+
+  o3m_policy *p2;
+  ap_recovery_info ri;
+  ap_fallback *fb2 = reopen_local(&r, &p2, &ri);
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
+  cr_assert_eq(ri.local_dropped, 1);
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p2);
+  local_run_free(&r);
+}
+
+/* A version-1 checkpoint (the release before: no local image) is read:
+ * the federated model is restored, the local model starts fresh and then
+ * learns the journal after the checkpoint. */
+Test(checkpoint, version_1_checkpoint_is_read_and_the_local_model_starts_fresh) {
+  local_run r;
+  local_run_init(&r);
+  ap_recovery_info ri;
+  ap_checkpoint *c = open_ck(r.p, MASK_A, &ri, O3M_OK);
+  feed(c, r.p, r.ref, 1, 20, 0);
+  write_ck(c);
+  uint64_t seq = ap_checkpoint_seq(c);
+  ap_checkpoint_close(c);
+  /* Turn it into the earlier release's file: version 1, its header CRC. */
+  char path[512];
+  ck_path(path, sizeof path, seq, ".ckpt");
+  int fd = open(path, O_RDWR);
+  cr_assert_geq(fd, 0);
+  unsigned char h[64];
+  cr_assert_eq(pread(fd, h, 64, 0), 64);
+  cr_assert_eq(o3m_get_le32(h + 8), 2, "this release writes version 2");
+  cr_assert_eq(o3m_get_le32(h + 56), 0, "no local image without a local model");
+  o3m_put_le32(h + 8, 1);
+  o3m_put_le32(h + 60, o3m_crc32c(0, h, 60));
+  cr_assert_eq(pwrite(fd, h, 64, 0), 64);
+  close(fd);
+
+  o3m_policy *p2 = make_policy(&r.pc);
+  c = open_local(p2, r.fb, &ri);
+  assert_same_state(p2, r.ref, "federated");
+  cr_assert_eq(o3m_policy_updates(ap_fallback_policy(r.fb)), 0);
+  feed_local(c, r.ref, r.ref_local, 21, 28);
+  ap_checkpoint_close(c);
+  o3m_policy *p3;
+  ap_fallback *fb2 = reopen_local(&r, &p3, &ri);
+  assert_same_state(ap_fallback_policy(fb2), r.ref_local, "local");
+  ap_fallback_destroy(fb2);
+  o3m_policy_destroy(p2);
+  o3m_policy_destroy(p3);
+  local_run_free(&r);
 }

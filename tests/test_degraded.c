@@ -86,20 +86,50 @@ static void run_finish(run *r) {
   fed_tables_free(&r->t);
 }
 
-static void fed_up(void) {
+static void ap_client_connect(void);
+
+/* The AP's metrics port (--metrics-listen), which the test's client
+ * certificate may read (metrics_clients). */
+static int metrics_port;
+
+/* The AP's options, kept for a restart: its metrics port and, with a
+ * state_dir (the durability test), a checkpoint every 25 rewards, so that
+ * its local model is restored from a checkpoint and the journal after it. */
+static const char *ap_args[8];
+
+/* The federation; state: every party with a state_dir. */
+static void fed_up_with(int state) {
   fed_setup s = {.table_seed = 500, .pp1_users = FED_USERS, .deadline_ms = 1000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\n",
-                 .pending_capacity = 1000};
+                 .pending_capacity = 1000, .state_dirs = state,
+                 .federation_extra = "metrics_clients = " FED_CLIENT "\n"};
   fed_net_prepare(&fed, &s);
   static const char *const pmg_args[] = {"--keep-mask", NULL};
   fed_net_start(&fed, FED_PMG, pmg_args);
   fed_wait_ready(&fed.proc[FED_PMG], 20000);
-  static const char *const ap_args[] = {"--pmg-timeout-s", "20", NULL};
+  static char listen[32];
+  metrics_port = fed_free_port();
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", metrics_port);
+  int n = 0;
+  ap_args[n++] = "--pmg-timeout-s";
+  ap_args[n++] = "20";
+  ap_args[n++] = "--metrics-listen";
+  ap_args[n++] = listen;
+  if (state) {
+    ap_args[n++] = "--checkpoint-every";
+    ap_args[n++] = "25";
+  }
+  ap_args[n] = NULL;
   fed_net_start(&fed, FED_PP1, NULL);
   fed_net_start(&fed, FED_PP2, NULL);
   fed_net_start(&fed, FED_AP, ap_args);
   for (int p = FED_PP1; p <= FED_PP2; p++) fed_wait_ready(&fed.proc[p], 20000);
   fed_wait_ready(&fed.proc[FED_AP], 20000);
+  ap_client_connect();
+}
+
+/* The test's client of the AP (cli). */
+static void ap_client_connect(void) {
   ap_client_options o;
   ap_client_options_default(&o);
   char target[64];
@@ -122,7 +152,13 @@ static void fed_down(void) {
   fed_cleanup();
 }
 
+static void fed_up(void) { fed_up_with(0); }
+
 TestSuite(degraded, .init = fed_up, .fini = fed_down);
+
+static void fed_up_state(void) { fed_up_with(1); }
+
+TestSuite(degraded_state, .init = fed_up_state, .fini = fed_down);
 
 /* One round with its reward: asserts that it is answered OK; with
  * expect_degraded 1 that it is degraded, names pp2 and equals the
@@ -236,5 +272,122 @@ Test(degraded, frozen_passive_costs_one_deadline_then_local_decisions) {
   cr_assert(ge(dbl, back, 0), "no federated round within 10 s of pp2's thaw");
   cr_log_info("frozen: first degraded round %.3f s, worst after it %.3f s; federated again "
               "%.3f s after the thaw", first, worst, back);
+  run_finish(&r);
+}
+
+/* Waits until the restarted AP answers Stats (the client reconnects). */
+static void until_ap_answers(ap_stats *st) {
+  o3m_err e;
+  for (int i = 0; i < 100; i++) {
+    o3m_err_clear(&e);
+    if (ap_client_stats(cli, st, &e) == 0) return;
+    fed_sleep_ms(100);
+  }
+  cr_assert(0, "the restarted AP does not answer Stats: %s", o3m_err_message(&e));
+}
+
+/* The local model is durable (issue 24, section 1): after federated
+ * rounds (whose rewards both models learn), an outage (whose rewards only
+ * the local model learns) and federated rounds again, the AP is killed
+ * with SIGKILL and restarted from its state_dir; its local model must
+ * then be the uncrashed in-process one: ActiveStats.local_updates counts
+ * every acknowledged reward, and in a second outage each degraded decision
+ * is exactly the in-process model's. On the code before, the restarted AP
+ * had a fresh local model (local_updates 0, and other decisions). */
+/* pp2 killed for n rounds (each degraded and checked), then back until
+ * the rounds are federated again. */
+static void outage(run *r, int n) {
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  for (int i = 0; i < n; i++) round_once(r, 1, NULL);
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(r), 0), "no federated round within 10 s of pp2's return");
+}
+
+Test(degraded_state, local_model_survives_a_kill9_of_the_ap) {
+  run r;
+  run_init(&r, 26);
+  for (int i = 0; i < 20; i++)
+    cr_assert(not(round_once(&r, 0, NULL)), "round %d degraded with every party up", i);
+  outage(&r, 30);
+  for (int i = 0; i < 12; i++)
+    cr_assert(not(round_once(&r, 0, NULL)), "round %d after the recovery degraded", i);
+
+  /* kill -9 and restart the AP: every reward above was acknowledged. */
+  cr_assert(eq(int, fed_stop(&fed.proc[FED_AP], SIGKILL, 5000), 128 + SIGKILL));
+  fed_net_start(&fed, FED_AP, ap_args);
+  fed_wait_ready(&fed.proc[FED_AP], 20000);
+  ap_stats st;
+  until_ap_answers(&st);
+  cr_assert(eq(u64, st.updates, r.federated_rewards), "the federated model after the restart");
+  cr_assert(eq(u64, st.local_updates, r.rewards), "the local model after the restart has %llu "
+            "of the %llu acknowledged rewards", (unsigned long long)st.local_updates,
+            (unsigned long long)r.rewards);
+  /* The restarted AP's counters start from zero. */
+  r.rounds = r.degraded = 0;
+
+  /* A second outage: every decision is the uncrashed local model's. */
+  outage(&r, 30);
+  run_finish(&r);
+}
+
+/* The AP's o3m_ap_degraded_rounds_total series (scraped over HTTPS with
+ * the test client's certificate): the sum for party, and that for party
+ * and reason (NULL: every reason). */
+static double degraded_metric(const char *party, const char *reason) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "curl -sf --cacert '%s' --cert '%s' --key '%s' "
+           "https://127.0.0.1:%d/metrics", fed_path("certs/ca.pem"),
+           fed_path("certs/" FED_CLIENT ".pem"), fed_path("certs/" FED_CLIENT ".key"),
+           metrics_port);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  char line[1024], want_party[96], want_reason[96];
+  snprintf(want_party, sizeof want_party, "party=\"%s\"", party);
+  snprintf(want_reason, sizeof want_reason, "reason=\"%s\"", reason ? reason : "");
+  double sum = 0;
+  int lines = 0;
+  while (fgets(line, sizeof line, f)) {
+    lines++;
+    if (strncmp(line, "o3m_ap_degraded_rounds_total{", 29) || !strstr(line, want_party) ||
+        (reason && !strstr(line, want_reason)))
+      continue;
+    const char *v = strrchr(line, ' ');
+    cr_assert_not_null(v, "%s", line);
+    sum += strtod(v + 1, NULL);
+  }
+  cr_assert(eq(int, pclose(f), 0), "curl of the AP's /metrics failed");
+  cr_assert(gt(int, lines, 0), "the AP's /metrics is empty");
+  return sum;
+}
+
+/* The degraded rounds are counted per missing party and reason
+ * (ap_fallback.h): none before the outage; during it every degraded round
+ * once for pp2, the first with the failure's code (UNAVAILABLE: nothing
+ * listens on pp2's port) and the ones after it with BREAKER (the circuit
+ * breaker is open), none for pp1; and they stop moving once pp2 is back. */
+Test(degraded, degraded_rounds_are_counted_per_party_and_reason) {
+  run r;
+  run_init(&r, 27);
+  for (int i = 0; i < 5; i++) cr_assert(not(round_once(&r, 0, NULL)));
+  cr_assert(eq(dbl, degraded_metric("pp2", NULL), 0));
+  fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000);
+  const int n = 8;
+  for (int i = 0; i < n; i++) round_once(&r, 1, NULL);
+  double all = degraded_metric("pp2", NULL), breaker = degraded_metric("pp2", "BREAKER");
+  double unavailable = degraded_metric("pp2", "UNAVAILABLE");
+  cr_assert(eq(dbl, all, n), "pp2's degraded rounds: %g counted, %d made", all, n);
+  cr_assert(ge(dbl, unavailable, 1), "no round counted the failure's reason UNAVAILABLE");
+  cr_assert(ge(dbl, breaker, n - 2), "only %g rounds counted BREAKER", breaker);
+  cr_assert(eq(dbl, unavailable + breaker, n), "other reasons counted: %g of %d", all - breaker -
+            unavailable, n);
+  cr_assert(eq(dbl, degraded_metric("pp1", NULL), 0), "pp1 was never missing");
+  fed_net_start(&fed, FED_PP2, NULL);
+  fed_wait_ready(&fed.proc[FED_PP2], 20000);
+  cr_assert(ge(dbl, until_federated(&r), 0));
+  double after = degraded_metric("pp2", NULL);
+  for (int i = 0; i < 5; i++) cr_assert(not(round_once(&r, 0, NULL)));
+  cr_assert(eq(dbl, degraded_metric("pp2", NULL), after), "federated rounds moved the counter");
+  cr_assert(eq(u64, (uint64_t)after, r.degraded));
   run_finish(&r);
 }

@@ -665,7 +665,7 @@ Test(journal, version_1_journal_is_refused_naming_the_release) {
     o3m_err e;
     o3m_err_clear(&e);
     cr_assert_eq(ap_journal_open(&j, &o, NULL, &e), O3M_EDIM, "%s", e.msg);
-    cr_assert_not_null(strstr(e.msg, "format version 1, this build reads version 2"), "%s",
+    cr_assert_not_null(strstr(e.msg, "format version 1, this build reads versions 2..3"), "%s",
                        e.msg);
     cr_assert_not_null(strstr(e.msg, "an earlier release of o3m"), "%s", e.msg);
     cr_assert_eq(file_size(p), SEG_BYTES);

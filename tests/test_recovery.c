@@ -818,6 +818,10 @@ static void refused_then_salvaged(const char *what, uint64_t expect) {
                st.updates, expect);
 }
 
+/* Journal records per federated reward: the local model's part, then the
+ * federated record (fallback = local, the default; ap_journal.h). */
+#define RECORDS_PER_REWARD 2
+
 /* n acknowledged rewards, then SIGKILL; returns the newest segment and
  * sets *records to the records in it. */
 static const char *rewards_then_kill(o3m_rng *r, int n, uint64_t *acked, int *records) {
@@ -837,8 +841,9 @@ Test(recovery, journal_last_record_damaged_refuses_start_until_salvage, .init = 
   uint64_t acked = 0;
   int n;
   const char *seg = rewards_then_kill(r, 20, &acked, &n);
-  cr_assert_eq(n, 20);
-  /* One byte of x[2] of reward 20, the last one acknowledged. */
+  cr_assert_eq(n, 20 * RECORDS_PER_REWARD);
+  /* One byte of x[2] of reward 20's federated record, the last one
+   * acknowledged (its local part before it is dropped with it). */
   flip_byte(seg, AP_JOURNAL_SEGMENT_HEADER + (long)(n - 1) * (long)AP_JOURNAL_RECORD_BYTES(D) +
                      56 + 16);
   refused_then_salvaged("a damaged record", acked - 1);
@@ -856,9 +861,9 @@ Test(recovery, journal_cut_at_a_record_boundary_refuses_start_until_salvage, .in
   uint64_t acked = 0;
   int n;
   const char *seg = rewards_then_kill(r, 20, &acked, &n);
-  cr_assert_eq(n, 20);
+  cr_assert_eq(n, 20 * RECORDS_PER_REWARD);
   /* The file ends after reward 17: 18..20 are gone. */
-  cr_assert_eq(truncate(seg, AP_JOURNAL_SEGMENT_HEADER + (off_t)(n - 3) *
+  cr_assert_eq(truncate(seg, AP_JOURNAL_SEGMENT_HEADER + (off_t)(n - 3 * RECORDS_PER_REWARD) *
                                  (off_t)AP_JOURNAL_RECORD_BYTES(D)), 0);
   refused_then_salvaged("cut short", acked - 3);
   o3m_rng_destroy(r);
@@ -878,7 +883,7 @@ Test(recovery, newest_journal_segment_deleted_refuses_start_until_salvage, .init
   restart(FED_AP);
   int n;
   const char *seg = rewards_then_kill(r, 5, &acked, &n);
-  cr_assert_eq(n, 5);
+  cr_assert_eq(n, 5 * RECORDS_PER_REWARD);
   cr_assert_eq(acked, 15);
   cr_assert_eq(unlink(seg), 0);
   refused_then_salvaged("is missing", 10);

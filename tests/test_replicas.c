@@ -44,6 +44,9 @@
  *     replica meanwhile are not held up (p99 under 450 ms). A stopped
  *     replica's decision: the first Reward waits for one lookup and is
  *     UNAVAILABLE, the next are refused at once.
+ * (h) degraded_rewards_reach_the_local_models_only: pp2 killed, the
+ *     replicas decide from their local models; a degraded decision's
+ *     reward, on either replica, reaches every replica's local model alone.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -476,6 +479,66 @@ static void two_replicas(ap_client *c[2], uint64_t *seed, int n) {
   rounds_across(c, seed, n);
 }
 
+/* Waits until replica i's federated model has applied updates rewards and
+ * its local model local ones. */
+static void wait_both_models(int i, uint64_t updates, uint64_t local) {
+  ap_client *c = client_for(rep_addr[i]);
+  ap_stats st;
+  for (int waited = 0;; waited += 50) {
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert_eq(ap_client_stats(c, &st, &e), 0, "replica %s: %s; its log:\n%s", rep_name[i],
+                 o3m_err_message(&e), fed_log_tail(&rep[i]));
+    if (st.updates == updates && st.local_updates == local) break;
+    cr_assert_lt(waited, 20000, "replica %s: %llu federated and %llu local updates, expected "
+                 "%llu and %llu", rep_name[i], (unsigned long long)st.updates,
+                 (unsigned long long)st.local_updates, (unsigned long long)updates,
+                 (unsigned long long)local);
+    fed_sleep_ms(50);
+  }
+  ap_client_destroy(c);
+}
+
+/* Fallback in replica mode (issue 24, section 1): with pp2 killed, the
+ * replicas answer degraded decisions from their local models, and a
+ * degraded decision's reward, whichever replica it reaches (the one that
+ * made the decision, or the other, which gets the record by lookup), goes
+ * to the stream flagged so that every replica's local model alone learns
+ * it: the federated counts stay, the local ones grow on both, and the two
+ * replicas' final snapshots (both models) are byte-identical. On the code
+ * before, replicas had no fallback and every round of the outage failed. */
+Test(replicas, degraded_rewards_reach_the_local_models_only, .init = fed_up, .fini = fed_down,
+     .timeout = 300) {
+  ap_client *c[2];
+  uint64_t seed = 71;
+  const int n = 10, m = 12;
+  two_replicas(c, &seed, n);
+  wait_both_models(0, n, n);
+  wait_both_models(1, n, n);
+  cr_assert_eq(fed_stop(&fed.proc[FED_PP2], SIGKILL, 5000), 128 + SIGKILL);
+  for (int t = 0; t < m; t++) {
+    ap_recommendation rec;
+    char why[256] = "";
+    cr_assert_eq(rounds(c[t % 2], &seed, 1, why, sizeof why, &rec), 0,
+                 "round %d of the outage failed: %s", t, why);
+    cr_assert(rec.degraded, "round %d of the outage was not degraded", t);
+    /* Rewarded on the replica that decided (even t) or on the other. */
+    int on = t % 4 < 2 ? t % 2 : (t + 1) % 2;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_reward(c[on], rec.decision, (double)(t % 3) / 2.0, NULL, &e);
+    cr_assert_eq(rc, 0, "degraded round %d's reward: %s: %s", t, o3m_errname(rc),
+                 o3m_err_message(&e));
+  }
+  wait_both_models(0, n, n + m);
+  wait_both_models(1, n, n + m);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(fed_stop(&rep[i], SIGTERM, 20000), 0, "%s", fed_log(&rep[i]));
+  assert_same_model(0, 1, "after degraded rewards");
+}
+
 Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout = 600) {
   ap_client *c[2];
   uint64_t seed = 31;
@@ -499,9 +562,9 @@ Test(replicas, forged_record_skipped, .init = fed_up, .fini = fed_down, .timeout
   }
   uint64_t seq;
   int dup;
-  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f01ull, info.mask_id, 0, 0.5, big, &seq, &dup, &e);
+  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f01ull, info.mask_id, 0, 0.5, big, NULL, 0, &seq, &dup, &e);
   cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
-  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f02ull, info.mask_id, 0, 1e3, small, &seq, &dup,
+  rc = ap_replica_publish(forger, 0x0f0f0f0f0f0f0f02ull, info.mask_id, 0, 1e3, small, NULL, 0, &seq, &dup,
                           &e);
   cr_assert_eq(rc, 0, "%s", o3m_err_message(&e));
   ap_replica_destroy(forger);

@@ -24,6 +24,12 @@
 # model + degraded rounds = rewards of the local model = rounds, pending 0.
 # The targets: 0 errors, p99 during the outage at most 5 ms, federated
 # again within 2 s of the ready file.
+# O3M_OUTAGE_KILL_AP=1: the AP gets a state_dir (durable rewards), and at
+# the end it is killed with SIGKILL and restarted from it; the figures
+# then say whether both models kept every acknowledged reward (the
+# federated model's and the local model's update counts before the kill
+# and after the restart; a build whose local model lives in memory starts
+# it at 0). Compare with O3M_OUTAGE_BINS="/work/cur-bin build/bin".
 # The load (o3m-bench-load) and o3m-cli always come from O3M_LOAD_TOOL
 # (default build/bin), the daemons from each BIN_DIR. Run it alone on the
 # machine: the figures are latencies.
@@ -39,6 +45,8 @@ bins=("$@")
 [ ${#bins[@]} -gt 0 ] || read -ra bins <<<"${O3M_OUTAGE_BINS:-/work/base-bin build/bin}"
 
 tool=$(cd "${O3M_LOAD_TOOL:-build/bin}" && pwd)
+KILL_AP=${O3M_OUTAGE_KILL_AP:-0}
+[ "$KILL_AP" = 1 ] && export FED_AP_STATE=1
 work=$(mktemp -d /tmp/o3m-outage.XXXXXX)
 trap 'fed_down; rm -rf "$work"' EXIT
 
@@ -135,6 +143,21 @@ for b in "${bins[@]}"; do
     fi
   else
     echo "  rewards: rounds $rounds, federated updates $updates, pending $pending (no local model)"
+  fi
+  if [ "$KILL_AP" = 1 ]; then
+    i=$(index_of "$FED_ACTIVE")
+    kill -9 "${FED_PIDS[$i]}"
+    wait "${FED_PIDS[$i]}" 2>/dev/null || true
+    fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
+    fed_wait "$work" "$FED_ACTIVE"
+    st=$(cli stats)
+    updates2=$(v updates) local2=$(v local_updates)
+    echo "  AP killed with SIGKILL and restarted: federated updates $updates -> $updates2, local model updates ${local_u:-none} -> ${local2:-none}"
+    if [ "$updates2" = "$updates" ] && [ -n "$local_u" ] && [ "$local2" = "$local_u" ]; then
+      echo "  both models kept every acknowledged reward across the kill -9: yes"
+    else
+      echo "  both models kept every acknowledged reward across the kill -9: NO"
+    fi
   fi
   fed_down
   echo

@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_CHECK(info.refactors <= info.replayed);
 
   double x[D] = {0.5, -0.25};
-  rc = ap_checkpoint_apply_reward(c, 42, 0, x, 1.0);
+  rc = ap_checkpoint_apply_reward(c, 42, 0, x, NULL, 1.0);
   FUZZ_CHECK(rc != O3M_EIO);
   FUZZ_CHECK(ap_checkpoint_sync(c, &e) == 0);
   int wrote = ap_checkpoint_write(c, &e) == 0;
