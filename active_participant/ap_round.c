@@ -531,7 +531,13 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
 }
 
 /* Adds owner o to the ring of owners with waiting rounds, just before the
- * owner whose turn is next (so it comes last in the current turn). */
+ * owner whose turn is next (so it comes last in the current turn), or, when
+ * that owner already had a round in the last batch formed, in its place:
+ * its turn has just been, and a client that comes back with new rounds
+ * (its previous ones answered) would otherwise wait for a second batch of
+ * a client that always has rounds waiting (issue 22, attack 3: the flood
+ * alone in the ring is always next). That owner's round then waits for
+ * this one's turn only, as for any other's. */
 static void ring_add(ap_round *r, int o) {
   round_owner *w = &r->owners[o];
   if (r->ring < 0) {
@@ -543,6 +549,7 @@ static void ring_add(ap_round *r, int o) {
     w->ring_prev = nx->ring_prev;
     r->owners[nx->ring_prev].ring_next = o;
     nx->ring_prev = o;
+    if (r->n_formed > 0 && nx->formed == r->n_formed) r->ring = o;
   }
   r->ring_len++;
 }

@@ -81,8 +81,13 @@
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
- *    where this one stopped. One client's queue cannot starve another's:
- *    a client's round waits for at most one round of every other client;
+ *    where this one stopped. A client that had no round waiting joins the
+ *    ring last in the current turn, or first when the client whose turn
+ *    is next already had a round in the last batch formed (a client that
+ *    always has rounds waiting is otherwise always next, and a returning
+ *    client would wait for two of its batches). One client's queue cannot
+ *    starve another's: a client's round waits for at most one round of
+ *    every other client;
  *  - with several clients in the config and several batches in flight
  *    (inflight > 1), one client's rounds are in at most inflight - 1 of
  *    them: a batch slot is kept for the others, so that a client whose
