@@ -28,7 +28,6 @@ cd "$(dirname "$0")/../.."
 . scripts/attack-lib.sh
 
 bins=${O3M_ATTACK_BINS:-build/bin}
-C=${O3M_ATTACK_C:-8}
 SECS=${O3M_ATTACK_SECONDS:-5}
 HOLD=$((SECS + 3))
 flood_bin=$(cd "${O3M_FLOOD_BIN:-build/bin}" && pwd)
@@ -38,8 +37,6 @@ forms=("$@")
 work=$(mktemp -d /tmp/o3m-attack-cpu.XXXXXX)
 trap 'fed_down; rm -rf "$work"' EXIT
 
-bench_figures() { awk -v c="$C" '$1 == c {printf "%d %.2f\n", $2, $4}' "$1" | tail -n 1; }
-pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%+.0f%%", 100 * (a - b) / b; else print "-"}'; }
 # CPU of process $1 so far in ms (utime + stime), or empty once it is gone.
 cpu_ms() { awk '{print ($14 + $15) * 10}' "/proc/$1/stat" 2>/dev/null || true; }
 
@@ -48,19 +45,17 @@ for b in $bins; do
   bin=$(cd "$b" && pwd)
   rm -rf "${work:?}"/*
   echo "== binaries $bin"
-  attack_fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 >/dev/null
-  honest=("$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem"
-    --key "$work/certs/client.key" --K 20 --concurrency "$C" --seconds "$SECS" --warmup 1)
-  "${honest[@]}" >/dev/null 2>&1 # warm-up: arenas, channels, the pending table
-  pp1=$(echo $FED_PASSIVE | awk '{print $1}')
+  attack_bench_up "$work" "$bin"
+  honest=("${ATTACK_HONEST[@]}")
+  pp1=$(echo "$FED_PASSIVE" | awk '{print $1}')
   for form in "${forms[@]}"; do
     case "$form" in *-pp) target=$(pid_of "$pp1") ;; *) target=$(pid_of "$FED_ACTIVE") ;; esac
     "${honest[@]}" >"$work/alone1.out" 2>&1
     c0=$(cpu_ms "$target")
     "${honest[@]}" >"$work/alone2.out" 2>&1
     cpu_alone=$(($(cpu_ms "$target") - c0))
-    read -r dps1 p991 <<<"$(bench_figures "$work/alone1.out")"
-    read -r dps2 p992 <<<"$(bench_figures "$work/alone2.out")"
+    read -r dps1 p991 _ <<<"$(attack_figures "$work/alone1.out")"
+    read -r dps2 p992 _ <<<"$(attack_figures "$work/alone2.out")"
     c0=$(cpu_ms "$target")
     (
       attack_run "$form" "$HOLD" "$flood_bin" "${honest[@]}"
@@ -87,15 +82,15 @@ for b in $bins; do
     done
     wait "$runner" || true
     cpu_attack=$(($(cpu_ms "$target") - c0))
-    read -r dps3 p993 <<<"$(bench_figures "$work/honest.out")"
+    read -r dps3 p993 _ <<<"$(attack_figures "$work/honest.out")"
     sent=$(sed -n 's/.*bytes_sent=\([0-9]*\).*/\1/p' "$work/attack.last")
     echo "$form: alone $dps1/s p99 $p991 ms, alone again $dps2/s p99 $p992 ms" \
-      "($(pct "$p992" "$p991")); under the flood $dps3/s p99 $p993 ms ($(pct "$p993" "$p991"));" \
+      "($(attack_pct "$p992" "$p991")); under the flood $dps3/s p99 $p993 ms ($(attack_pct "$p993" "$p991"));" \
       "target CPU $cpu_alone ms alone, $cpu_attack ms under the flood (same length);" \
       "h2flood CPU $fcpu ms, last busy at $(awk -v t="$last_busy" 'BEGIN {printf "%.2f", t / 4}') s," \
       "$sent bytes sent; $(cat "$work/attack.last")"
     rows+=("$(printf '%-28s %-5s %8s %8s %7s %8s %7s %9s %9s %8s %7s %10s' "$bin" "$form" \
-      "$p991" "$p992" "$(pct "$p992" "$p991")" "$p993" "$(pct "$p993" "$p991")" \
+      "$p991" "$p992" "$(attack_pct "$p992" "$p991")" "$p993" "$(attack_pct "$p993" "$p991")" \
       "$cpu_alone" "$cpu_attack" "$fcpu" \
       "$(awk -v t="$last_busy" 'BEGIN {printf "%.2f", t / 4}')" "${sent:-?}")")
   done
