@@ -71,9 +71,10 @@
  * through o3m_rpc_error_from_status(). The client's o3m_err message names the
  * target and the path.
  *
- * Memory. Each server and each client owns one arena: the request payload is
- * copied into it and unpacked with it as protobuf-c's allocator, and a
- * handler may borrow scratch space from it for its reply. It is reset at the
+ * Memory. Each client owns one arena and each server four (below). The
+ * request payload is copied into an arena and unpacked with it as
+ * protobuf-c's allocator, and a handler may borrow scratch space from it
+ * for its reply. It is reset at the
  * start of every call, never freed per call, and grows (up to a cap of ten
  * times the request limit plus 1 MiB, or arena_max_bytes) only when a message
  * is larger than any before; a reset then sizes it for what the call before
