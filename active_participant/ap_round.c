@@ -218,7 +218,6 @@ struct ap_round {
   int n_owners;
   int ring;                     /* the owner whose turn is next, or -1 */
   int ring_len;                 /* owners in the ring */
-  int drain;                    /* flush sends until nothing waits */
   int owner_batches_max;        /* batches in flight one owner's rounds may be in */
   uint64_t n_formed, n_finished; /* batches formed and finished so far */
 
@@ -288,7 +287,6 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
                        cfg->client_inflight_max, AP_ROUND_SLOTS,
                        (long long)cfg->batch_cost_max);
   }
-  r->drain = cfg->drain;
   r->n_owners = cfg->n_owners;
   r->inflight_max = cfg->client_inflight_max;
   r->cost_max = cfg->batch_cost_max;
@@ -534,7 +532,13 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
 }
 
 /* Adds owner o to the ring of owners with waiting rounds, just before the
- * owner whose turn is next (so it comes last in the current turn). */
+ * owner whose turn is next (so it comes last in the current turn), or, when
+ * that owner already had a round in the last batch formed, in its place:
+ * its turn has just been, and a client that comes back with new rounds
+ * (its previous ones answered) would otherwise wait for a second batch of
+ * a client that always has rounds waiting (issue 22, attack 3: the flood
+ * alone in the ring is always next). That owner's round then waits for
+ * this one's turn only, as for any other's. */
 static void ring_add(ap_round *r, int o) {
   round_owner *w = &r->owners[o];
   if (r->ring < 0) {
@@ -546,6 +550,7 @@ static void ring_add(ap_round *r, int o) {
     w->ring_prev = nx->ring_prev;
     r->owners[nx->ring_prev].ring_next = o;
     nx->ring_prev = o;
+    if (r->n_formed > 0 && nx->formed == r->n_formed) r->ring = o;
   }
   r->ring_len++;
 }
@@ -1118,28 +1123,28 @@ int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e) {
 }
 
 void ap_round_flush(ap_round *r) {
-  /* With several threads, one batch per call: its replies are completions,
-   * after which the server runs this hook again, and the calls that arrived
-   * meanwhile have then joined the turns ("Fairness"); looping until the
-   * queue is empty would keep them out while one client's many large
-   * rounds are all sent. One thread loops: its server resets its single
-   * arena only when no call is deferred (o3m_rpc.h, "Memory"). */
-  for (int sent = 0; r->n_waiting > 0 && (r->drain || sent == 0); sent++) {
-    batch_slot *b = NULL;
-    for (int k = 0; k < r->n_slots && !b; k++)
-      if (!r->slot[k].busy) b = &r->slot[k];
-    /* Every slot is in flight: the replies of the one that finishes run
-     * this hook again for what waits. */
-    if (!b) return;
-    batch_form(r, b);
-    /* Every owner that waits is in its most batches: one of them ends
-     * soon, and its replies run this hook again. */
-    if (b->n == 0) return;
-    b->busy = 1;
-    batch_build(r, b);
-    r->st.fanouts++;
-    o3m_rpc_server_unlocked(r->server, batch_gather, b);
-    batch_finish(r, b);
-    retired_free_if_unread(r);
-  }
+  /* One batch per call, whatever the number of threads: its replies are
+   * completions, after which the server runs this hook again, and the calls
+   * that arrived meanwhile have then joined the turns ("Fairness"). Looping
+   * until the queue is empty would keep them out while one client's many
+   * large rounds are all sent: with one thread, whose fan-out takes no new
+   * call, an honest round then waited for every flood round queued before
+   * it (issue 22, attack 3). The server's arenas are reset between batches
+   * although calls stay deferred (o3m_rpc.h, "Memory"). */
+  batch_slot *b = NULL;
+  for (int k = 0; k < r->n_slots && !b; k++)
+    if (!r->slot[k].busy) b = &r->slot[k];
+  /* Nothing waits, or every slot is in flight: the replies of the one that
+   * finishes run this hook again for what waits. */
+  if (r->n_waiting == 0 || !b) return;
+  batch_form(r, b);
+  /* Every owner that waits is in its most batches: one of them ends soon,
+   * and its replies run this hook again. */
+  if (b->n == 0) return;
+  b->busy = 1;
+  batch_build(r, b);
+  r->st.fanouts++;
+  o3m_rpc_server_unlocked(r->server, batch_gather, b);
+  batch_finish(r, b);
+  retired_free_if_unread(r);
 }

@@ -38,11 +38,14 @@
  * rounds used to hold every other client's decisions for its whole
  * fan-out). Batches in flight at once were formed from calls in flight at
  * once, whose order was never fixed. The replies run the idle hook again, which sends what
- * waits (with the calls that came meanwhile in the turns; one thread
- * instead loops until nothing waits, see ap_round_flush). Meanwhile the
+ * waits (with the calls that came meanwhile in the turns). Meanwhile the
  * other threads answer Rewards, queue new Recommends and send them in the
  * other slots. With one thread there is one slot and the order of events
- * is the one of a single serving thread. With inflight = 1 and more threads
+ * is the one of a single serving thread; it too sends one batch per run of
+ * the hook and takes the calls that came meanwhile before the next, so a
+ * round that arrives while another client's rounds are queued waits for at
+ * most the batch in flight and one turn ("Fairness"), not for every round
+ * queued before it. With inflight = 1 and more threads
  * (two threads give that) there is one slot too, but the other threads
  * still take Rewards and queue Recommends while its batch is in flight.
  *
@@ -78,8 +81,13 @@
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
- *    where this one stopped. One client's queue cannot starve another's:
- *    a client's round waits for at most one round of every other client;
+ *    where this one stopped. A client that had no round waiting joins the
+ *    ring last in the current turn, or first when the client whose turn
+ *    is next already had a round in the last batch formed (a client that
+ *    always has rounds waiting is otherwise always next, and a returning
+ *    client would wait for two of its batches). One client's queue cannot
+ *    starve another's: a client's round waits for at most one round of
+ *    every other client;
  *  - with several clients in the config and several batches in flight
  *    (inflight > 1), one client's rounds are in at most inflight - 1 of
  *    them: a batch slot is kept for the others, so that a client whose
@@ -222,10 +230,6 @@ typedef struct ap_round_config {
   /* Entries of the cache of summed item parts ([policy] item_cache,
    * ap_itemcache.h; 0: none). */
   int item_cache;
-  /* 1 (one serving thread): ap_round_flush sends batches until no round
-   * waits, as the server resets its one arena only when no call is
-   * deferred; 0: one batch per call (see ap_round_flush). */
-  int drain;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)
@@ -254,9 +258,9 @@ void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
                     int owner, const char *client, o3m_err *e);
 
-/* Sends one batch of the waiting rounds if a slot is free (with drain set:
- * batches until none waits; then no call stays deferred after it returns),
- * and decides it once its fan-out is over (see "Pipelined batches"). A
+/* Sends one batch of the waiting rounds if a slot is free, whatever the
+ * number of threads, and decides it once its fan-out is over (see
+ * "Pipelined batches"). A
  * round still waiting when it returns goes in a later batch: the replies
  * of the batches answered here are completions, after which the server
  * runs its idle hook, and so this, again; by then the calls that arrived

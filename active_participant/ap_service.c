@@ -1483,7 +1483,6 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .client_inflight_max = pp->client_inflight_max,
       .batch_cost_max = pp->batch_cost_max,
       .item_cache = pp->item_cache,
-      .drain = threads == 1,
       .before_decide = before_decide,
       .before_decide_ctx = s,
       .metrics = opt->metrics,

@@ -82,8 +82,12 @@
 #define HANDSHAKE_TIMEOUT_MS 5000
 /* Room for a TLS identity (a DNS name or URI). */
 #define IDENTITY_MAX 256
-/* Arenas of a server with more than one serving thread (one otherwise); see
- * "Memory" in o3m_rpc.h and on_call. */
+/* Arenas of a server, whatever its number of threads; see "Memory" in
+ * o3m_rpc.h and on_recv. One thread needs them too: its idle hook sends one
+ * batch of deferred calls at a time and comes back for new calls between
+ * batches, so some call is deferred at nearly every moment, and a single
+ * arena, reset only when none is, would grow for as long as the load
+ * lasts. */
 #define SERVER_ARENAS 4
 /* How often the server looks for requests past their receive deadline. */
 #define EXPIRY_EVERY_MS 50
@@ -1592,7 +1596,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->connections_cap = cfg->connections_per_identity;
   s->limit_logged = -1.0;
   s->shutdown_tag.kind = TAG_SHUTDOWN;
-  s->n_arenas = s->threads > 1 ? SERVER_ARENAS : 1;
+  s->n_arenas = SERVER_ARENAS;
   for (int i = 0; i < s->n_arenas; i++) {
     rc = arena_init(&s->arenas[i], cfg->arena_bytes,
                     cfg->arena_max_bytes ? cfg->arena_max_bytes

@@ -71,9 +71,10 @@
  * through o3m_rpc_error_from_status(). The client's o3m_err message names the
  * target and the path.
  *
- * Memory. Each server and each client owns one arena: the request payload is
- * copied into it and unpacked with it as protobuf-c's allocator, and a
- * handler may borrow scratch space from it for its reply. It is reset at the
+ * Memory. Each client owns one arena and each server four (below). The
+ * request payload is copied into an arena and unpacked with it as
+ * protobuf-c's allocator, and a handler may borrow scratch space from it
+ * for its reply. It is reset at the
  * start of every call, never freed per call, and grows (up to a cap of ten
  * times the request limit plus 1 MiB, or arena_max_bytes) only when a message
  * is larger than any before; a reset then sizes it for what the call before
@@ -89,12 +90,14 @@
  * the first call that arrives when no call is deferred; a service that kept
  * calls deferred forever would fill it up to the cap, after which new calls
  * fail with O3M_EFULL. Complete deferred calls in the idle hook. A server
- * with more than one thread has four arenas (each with the same initial
- * size and cap): a call is unpacked into the current one, which is left
+ * has four arenas (each with the same initial size and cap, taking memory
+ * only once used): a call is unpacked into the current one, which is left
  * for an arena without deferred calls (reset first) when it holds some, so
  * that calls deferred without a pause - batches in flight while the next
- * ones queue, o3m_rpc_server_unlocked - still let arenas be reset. Only
- * when all four hold deferred calls does the current one grow as above.
+ * ones queue, o3m_rpc_server_unlocked, or one thread's idle hook that
+ * completes one batch at a time and takes new calls between batches -
+ * still let arenas be reset. Only when all four hold deferred calls does
+ * the current one grow as above.
  *
  * Limits before the request is read. A call reaches the server with its
  * headers: the method path and, behind mutual TLS, the caller's
@@ -405,7 +408,7 @@ typedef struct o3m_rpc_server_stats {
   uint64_t limited;     /* refused by a per-identity limit */
   uint64_t expired;     /* cancelled: the request did not arrive in time */
   int threads;          /* serving threads running (0 before run) */
-  size_t arena_bytes;   /* current arena capacity */
+  size_t arena_bytes;   /* current capacity of the arenas, summed */
 } o3m_rpc_server_stats;
 
 /* Defaults: listen NULL (must be set), TLS, max message

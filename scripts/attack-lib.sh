@@ -22,6 +22,16 @@
 #     b-ap  headers only, a passive party's certificate on the AP, 8 x 2000;
 #     c-ap  as a-ap, but with the attacker client's certificate, which the
 #           AP answers.
+# attack_bench_up WORK BIN
+#   attack_fed_up with the attack benchmarks' federation (M = 5 parties of
+#   20 columns, 1000 users, 200 items), then one run of the honest client
+#   to warm it up (arenas, channels, the pending table). Sets
+#   ATTACK_HONEST, the honest client's command: o3m-bench-load as
+#   "client", K = 20, O3M_ATTACK_C (8) calls in flight for
+#   O3M_ATTACK_SECONDS (5) s after 1 s of warm-up.
+# attack_figures FILE: the decisions/s, p99 ms and errors of
+#   ATTACK_HONEST's output in FILE.
+# attack_pct A B: A against B in percent ("-" when B is 0).
 # rss_mb PID, pid_of NAME, addr_of NAME: helpers.
 # ATTACK_MAX_CANDIDATES (1000, the config's default max_candidates, which
 # gen-federation writes) and the AP's dims (the first party's) size the
@@ -57,6 +67,24 @@ attack_fed_up() {
   for p in $FED_PASSIVE; do fed_start "$work" "$bin" "$p" o3m-passive; done
   fed_start "$work" "$bin" "$FED_ACTIVE" o3m-active
   for p in "$FED_PMG" $FED_PASSIVE "$FED_ACTIVE"; do fed_wait "$work" "$p" || return 1; done
+}
+
+attack_bench_up() {
+  local work=$1 bin=$2
+  attack_fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 >/dev/null ||
+    return 1
+  ATTACK_HONEST=("$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem"
+    --key "$work/certs/client.key" --K 20 --concurrency "${O3M_ATTACK_C:-8}"
+    --seconds "${O3M_ATTACK_SECONDS:-5}" --warmup 1)
+  "${ATTACK_HONEST[@]}" >/dev/null 2>&1 || true
+}
+
+attack_figures() {
+  awk -v c="${O3M_ATTACK_C:-8}" '$1 == c {printf "%d %.2f %d\n", $2, $4, $8}' "$1" | tail -n 1
+}
+
+attack_pct() {
+  awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%+.0f%%", 100 * (a - b) / b; else print "-"}'
 }
 
 attack_run() {

@@ -13,12 +13,20 @@
  *  - a client could hold every Recommend slot of the AP; now a cap per
  *    client (client_inflight_max: the key did not exist, so the old AP does
  *    not start with it) refuses the call over it at once, while another
- *    client's call is still taken.
+ *    client's call is still taken;
+ *  - with one serving thread the AP sent every queued round before it took
+ *    a new call, so a client's round that arrived while another client's
+ *    rounds were queued waited for all of them (issue 22, attack 3, cause
+ *    a); now one batch per run of the idle hook, and the round waits for
+ *    the batch in flight and at most one turn of the other client.
  * The flood's effect on another client's latency needs the benchmark's
  * sizes (d = 100, K = 1000): tests/fairness_e2e.sh. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -223,4 +231,105 @@ Test(fairness, over_its_inflight_cap_a_client_is_refused_at_once_and_others_are_
   cr_assert(eq(int, finish(c[3], &e), 0), "the other client's call: %s", o3m_err_message(&e));
   for (int i = 0; i < 4; i++) o3m_rpc_client_destroy(c[i]);
   o3m_rng_destroy(r);
+}
+
+/* One serving thread, and every round alone in its batch (batch_cost_max =
+ * 1), so that the order of the batches is the order of the answers. */
+static void fair_up_one_thread(void) {
+  static const char *const ap_args[] = {"--threads", "1", NULL};
+  fair_up(1000, "batch_cost_max = 1\n", ap_args);
+}
+
+/* The flood: FLOOD_CALLS calls of the other client always in flight, each
+ * on its own thread and connection, made again as soon as answered. */
+#define FLOOD_CALLS 16
+#define HONEST_ROUNDS 40
+
+typedef struct flood_thread {
+  pthread_t th;
+  ap_client *c;
+  o3m_rng *r;
+} flood_thread;
+
+static atomic_int flood_stop;
+static atomic_uint_least64_t flood_answered, flood_failed;
+
+static void *flood_run(void *arg) {
+  flood_thread *f = arg;
+  while (!atomic_load(&flood_stop)) {
+    fed_round q;
+    fed_draw_round(f->r, FED_USERS, &q);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(f->c, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e) == 0)
+      atomic_fetch_add(&flood_answered, 1);
+    else
+      atomic_fetch_add(&flood_failed, 1);
+  }
+  return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* Attack 3's cause a in small: with one AP thread and 16 of the other
+ * client's Recommends always in flight, each of the honest client's rounds
+ * is answered after at most the flood's batch in flight when it arrived
+ * and one flood round of the turns, not after every flood round queued
+ * before it. Counted, not timed: the flood rounds answered while each
+ * honest round was in flight, whose median must be at most 3 (the old
+ * AP's single thread sent everything queued first: about 14 here). */
+Test(fairness, one_thread_answers_a_round_behind_at_most_one_turn_of_a_flood,
+     .init = fair_up_one_thread, .fini = fair_down) {
+  flood_thread f[FLOOD_CALLS];
+  atomic_store(&flood_stop, 0);
+  atomic_store(&flood_answered, 0);
+  atomic_store(&flood_failed, 0);
+  for (int i = 0; i < FLOOD_CALLS; i++) {
+    f[i].c = client_as(FED_CLIENT2);
+    cr_assert(eq(int, o3m_rng_create_seeded_insecure(&f[i].r, 100 + (uint64_t)i), 0));
+  }
+  for (int i = 0; i < FLOOD_CALLS; i++)
+    cr_assert(eq(int, pthread_create(&f[i].th, NULL, flood_run, &f[i]), 0));
+  /* Until the flood is steady: every call of it has been answered once. */
+  for (int t = 0; t < 500 && atomic_load(&flood_answered) < 4 * FLOOD_CALLS; t++)
+    fed_sleep_ms(10);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 8), 0));
+  uint64_t behind[HONEST_ROUNDS];
+  int failed = 0;
+  o3m_err fe;
+  o3m_err_clear(&fe);
+  for (int i = 0; i < HONEST_ROUNDS; i++) {
+    fed_round q;
+    fed_draw_round(r, FED_USERS, &q);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    uint64_t a0 = atomic_load(&flood_answered);
+    int rc = ap_client_recommend(honest, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
+    behind[i] = atomic_load(&flood_answered) - a0;
+    if (rc < 0 && failed++ == 0) fe = e;
+  }
+  atomic_store(&flood_stop, 1);
+  for (int i = 0; i < FLOOD_CALLS; i++) {
+    pthread_join(f[i].th, NULL);
+    ap_client_destroy(f[i].c);
+    o3m_rng_destroy(f[i].r);
+  }
+  o3m_rng_destroy(r);
+  cr_assert(eq(int, failed, 0), "%d honest rounds failed: %s", failed, o3m_err_message(&fe));
+  cr_assert(eq(u64, atomic_load(&flood_failed), 0), "the flood's calls failed");
+  qsort(behind, HONEST_ROUNDS, sizeof *behind, cmp_u64);
+  cr_log_info("flood rounds answered during an honest round: median %llu, max %llu",
+              (unsigned long long)behind[HONEST_ROUNDS / 2],
+              (unsigned long long)behind[HONEST_ROUNDS - 1]);
+  cr_assert_leq(behind[HONEST_ROUNDS / 2], 3,
+                "an honest round waited for a median of %llu flood rounds (max %llu): the AP "
+                "sent the flood's queued rounds before it",
+                (unsigned long long)behind[HONEST_ROUNDS / 2],
+                (unsigned long long)behind[HONEST_ROUNDS - 1]);
 }

@@ -31,7 +31,6 @@ cd "$(dirname "$0")/../.."
 . scripts/attack-lib.sh
 
 bins=${O3M_ATTACK_BINS:-build/bin}
-C=${O3M_ATTACK_C:-8}
 SECS=${O3M_ATTACK_SECONDS:-5}
 flood_bin=${O3M_FLOOD_BIN:-build/bin}
 if [ ! -x "$flood_bin/h2flood" ]; then
@@ -43,32 +42,27 @@ flood_bin=$(cd "$flood_bin" && pwd)
 work=$(mktemp -d /tmp/o3m-attack.XXXXXX)
 trap 'fed_down; rm -rf "$work"' EXIT
 
-# decisions/s and p99 ms of an o3m-bench-load output (its row for C).
-bench_figures() { awk -v c="$C" '$1 == c {printf "%d %.2f %d\n", $2, $4, $8}' "$1" | tail -n 1; }
-pct() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%+.0f%%", 100 * (a - b) / b; else print "-"}'; }
 
 results=()
 for b in $bins; do
   bin=$(cd "$b" && pwd)
   rm -rf "${work:?}"/*
   echo "== binaries $bin"
-  attack_fed_up "$work" "$bin" --parties 20,20,20,20,20 --users 1000 --items 200 >/dev/null
-  honest=("$bin/o3m-bench-load" --config "$FED_CONF" --cert "$work/certs/client.pem"
-    --key "$work/certs/client.key" --K 20 --concurrency "$C" --seconds "$SECS" --warmup 1)
-  "${honest[@]}" >/dev/null 2>&1 # warm-up: arenas, channels, the pending table
+  attack_bench_up "$work" "$bin"
+  honest=("${ATTACK_HONEST[@]}")
   for form in a-ap a-pp b-ap c-ap; do
     # The run alone right before the one under attack: the machine's other
     # load drifts, and each form is compared with its own neighbour.
     "${honest[@]}" >"$work/alone.out" 2>&1
-    read -r dps0 p990 err0 <<<"$(bench_figures "$work/alone.out")"
+    read -r dps0 p990 err0 <<<"$(attack_figures "$work/alone.out")"
     attack_run "$form" $((SECS + 3)) "$flood_bin" "${honest[@]}"
-    read -r dps p99 errs <<<"$(bench_figures "$work/honest.out")"
+    read -r dps p99 errs <<<"$(attack_figures "$work/honest.out")"
     echo "$form: RSS $ATTACK_IDLE -> $ATTACK_PEAK MB (after $ATTACK_AFTER); honest alone $dps0" \
-      "decisions/s, p99 $p990 ms, $err0 errors; under attack $dps ($(pct "$dps" "$dps0")), p99" \
-      "$p99 ms ($(pct "$p99" "$p990")), $errs errors; $ATTACK_OUT"
+      "decisions/s, p99 $p990 ms, $err0 errors; under attack $dps ($(attack_pct "$dps" "$dps0")), p99" \
+      "$p99 ms ($(attack_pct "$p99" "$p990")), $errs errors; $ATTACK_OUT"
     results+=("$(printf '%-24s %-5s %7s %7s %6s %8s %8s %7s %7s %7s %7s %6s' "$bin" "$form" \
       "$ATTACK_IDLE" "$ATTACK_PEAK" "+$((ATTACK_PEAK - ATTACK_IDLE))" "$dps0" "$dps" \
-      "$(pct "$dps" "$dps0")" "$p990" "$p99" "$(pct "$p99" "$p990")" "$err0/$errs")")
+      "$(attack_pct "$dps" "$dps0")" "$p990" "$p99" "$(attack_pct "$p99" "$p990")" "$err0/$errs")")
   done
   fed_down
 done

@@ -3,6 +3,7 @@
 # builds side by side in one run, each by the script that measures it:
 #
 #   attack 1  attack-memory.sh    memory held for streams no one authorized
+#             attack-cpu.sh       what its refused streams still cost (CPU)
 #   attack 2  attack-nats.sh      the AP's NATS key against the reward stream
 #   attacks 3, 4  attack-fairness.sh  one client's load against another's
 #   attack 5  attack-probes.sh    health probes under a connection flood
@@ -10,7 +11,7 @@
 #             (regression_issue22_block_without_model_refuses_start_until_discarded)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
-#     eval/bench/run-attacks.sh [memory] [nats] [fairness] [probes]
+#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes]
 #
 # Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
 # by ":" and the NATS config that build ran with (attack-nats.sh; the
@@ -33,9 +34,9 @@ which=("$@")
 for w in "${which[@]}"; do
   echo "==== attack-$w.sh ($(date -u +%H:%M:%S))"
   case "$w" in
-  memory | probes) O3M_ATTACK_BINS="$dirs" "eval/bench/attack-$w.sh" ;;
+  memory | cpu | probes) O3M_ATTACK_BINS="$dirs" "eval/bench/attack-$w.sh" ;;
   nats) O3M_ATTACK_BINS="$entries" eval/bench/attack-nats.sh ;;
   fairness) O3M_ATTACK_BINS="$dirs" eval/bench/attack-fairness.sh ;;
-  *) echo "run-attacks: unknown attack '$w' (memory, nats, fairness, probes)" >&2; exit 2 ;;
+  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes)" >&2; exit 2 ;;
   esac
 done
