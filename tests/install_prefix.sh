@@ -81,7 +81,7 @@ for daemon in o3m-pmg o3m-passive o3m-active; do
   exec_path=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")
   [ "$exec_path" = "$prefix/bin/$daemon" ] || fail "$daemon@.service: ExecStart is '$exec_path'"
   doc=$(sed -n 's|^Documentation=file://||p' "$unit")
-  [ "$doc" = "$prefix/share/doc/o3m/deploy/README.md" ] && [ -s "$doc" ] ||
+  { [ "$doc" = "$prefix/share/doc/o3m/deploy/README.md" ] && [ -s "$doc" ]; } ||
     fail "$daemon@.service: Documentation= '$doc' is not the installed deploy guide"
   if [ -n "$analyze" ]; then
     # An instance, as systemd would load it (its alias beside the template).
