@@ -22,6 +22,9 @@ PACKAGES=(
   clang libclang-rt-14-dev
   help2man
   python3-cffi python3-numpy python3-pytest
+  # `pip install ./python` offline into a venv with --system-site-packages
+  # (README "Using o3m from C and Python"; python/tests/test_install.py).
+  python3-venv python3-pip python3-setuptools python3-wheel
   # Operations (README "Operations"): the metrics and health port, sd_notify,
   # and what the ops tests run: promtool, systemd-analyze verify, curl.
   libmicrohttpd-dev libgnutls28-dev libsystemd-dev

@@ -82,7 +82,9 @@ run() {
   "$2" "$O3M_FED_CONF" "$O3M_FED_CLIENT"
 }
 export -f run
-export LD_LIBRARY_PATH="$prefix/lib"
+# No LD_LIBRARY_PATH: the dynamic consumer finds the prefix's libo3m.so by
+# the RUNPATH that o3m.pc's Libs gave it (issue 26).
+unset LD_LIBRARY_PATH
 "$src/tests/with-federation.sh" "$prefix/bin" -- bash -c \
   "run 'linked to libo3m.so' '$tmp/consumer-dynamic' && run 'linked to libo3m.a' '$tmp/consumer-static'"
 echo "install_lib: ok (prefix layout, pkg-config, dynamic and static consumers)"

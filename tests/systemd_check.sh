@@ -6,7 +6,8 @@
 #
 #  1. every unit passes `systemd-analyze verify` with no message at all
 #     (an unknown or misspelled key is only a warning there: it fails here),
-#     with its ExecStart pointed at BIN_DIR;
+#     filled in from its template deploy/systemd/*.service.in as
+#     `cmake --install` does, with BIN_DIR for the prefix's bin folder;
 #  2. every unit is Type=notify and keeps its hardening: NoNewPrivileges,
 #     ProtectSystem=strict, an empty CapabilityBoundingSet, and
 #     `systemd-analyze security --offline` rates its exposure at most 2.0;
@@ -36,10 +37,10 @@ fail() {
 
 # --- 1 and 2 -----------------------------------------------------------------
 n=0
-for unit in "$UNITS"/o3m-*@.service; do
-  name=$(basename "$unit")
+for unit in "$UNITS"/o3m-*@.service.in; do
+  name=$(basename "$unit" .in)
   inst="${name%@.service}@test.service"
-  sed "s|/usr/local/bin/|$BIN/|" "$unit" >"$WORK/$name"
+  sed -e "s|@O3M_BINDIR@|$BIN|" -e "s|@O3M_DOCDIR@|$SRC|" "$unit" >"$WORK/$name"
   ln -s "$name" "$WORK/$inst"
   out=$(systemd-analyze verify --man=no "$WORK/$inst" 2>&1) || fail "$name: systemd-analyze verify: $out"
   [ -z "$out" ] || fail "$name: systemd-analyze verify says: $out"
@@ -77,9 +78,9 @@ for line in open(conf):
 
 def command(unit, party):
     """The unit's ExecStart, with this build's paths and the instance name."""
-    text = open(os.path.join(units, unit)).read()
+    text = open(os.path.join(units, unit + ".in")).read()
     line = re.search(r"^ExecStart=(.*)$", text, re.M).group(1)
-    line = (line.replace("/usr/local/bin/", bin_dir + "/")
+    line = (line.replace("@O3M_BINDIR@/", bin_dir + "/")
                 .replace("/etc/o3m/federation.conf", conf)
                 .replace("/run/o3m/", run_dir + "/")
                 .replace("%i", party).replace("${O3M_METRICS_PORT}", "0"))

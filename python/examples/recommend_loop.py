@@ -1,7 +1,15 @@
-import os
-from o3m import APClient
+import argparse
+from o3m import APClient, O3MError
 
-client = APClient(config=os.environ["O3M_FED_CONF"], as_="client")  # as o3m-cli --config F --as client
+# By default the README's quickstart: fed.conf and its [client frontend] (o3m-cli --as frontend).
+ap = argparse.ArgumentParser(description="40 recommendations, each rewarded")
+ap.add_argument("--config", default="fed.conf", help="the federation config (default: fed.conf)")
+ap.add_argument("--as", dest="as_", default="frontend", help="the [client NAME] to call as (default: frontend)")
+args = ap.parse_args()
+try:
+    client = APClient(config=args.config, as_=args.as_)
+except O3MError as e:
+    raise SystemExit(f"recommend_loop: {e}")
 items, clicks = [f"i{k}" for k in range(10)], 0
 for t in range(40):
     rec = client.recommend(f"u{t % 20}", items)  # the federation scores every item

@@ -11,8 +11,10 @@ Where things are looked for, first hit wins:
 
 * the library: ``$O3M_LIB`` (a path to ``libo3m.so``); the prefix this
   package is installed in (``P/lib/python3/dist-packages/o3m`` next to
-  ``P/lib/libo3m.so.MAJOR``); the system's library path
-  (``ctypes.util.find_library("o3m")``);
+  ``P/lib/libo3m.so.MAJOR``); the ``libdir`` that ``pkg-config o3m``
+  names (so ``pip install ./python`` into a venv finds a prefix through
+  ``$PKG_CONFIG_PATH``, as a C program built against it would); the
+  system's library path (``ctypes.util.find_library("o3m")``);
 * the headers: ``$O3M_INCLUDE`` (the directory holding ``o3m/o3m.h``); the
   ``include`` directory beside the library's ``lib`` directory; the source
   tree this package sits in (``lib/include`` and ``common``).
@@ -22,6 +24,7 @@ from __future__ import annotations
 import ctypes.util
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Optional
 
@@ -52,11 +55,26 @@ def _find_library() -> str:
     installed = _HERE.parent.parent.parent / f"libo3m.so.{_MAJOR}"
     if installed.exists():
         return str(installed)
+    from_pc = _pkg_config_libdir()
+    if from_pc and (from_pc / f"libo3m.so.{_MAJOR}").exists():
+        return str((from_pc / f"libo3m.so.{_MAJOR}").resolve())
     found = ctypes.util.find_library("o3m")
     if found:
         return found
-    raise OSError("libo3m not found: install the library (cmake --install build) "
+    raise OSError("libo3m not found: install the library (cmake --install build), "
+                  "add its P/lib/pkgconfig to PKG_CONFIG_PATH "
                   "or set O3M_LIB to the path of libo3m.so")
+
+
+def _pkg_config_libdir() -> Optional[Path]:
+    """The libdir of ``pkg-config o3m``, or None without pkg-config or o3m.pc."""
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "o3m"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    libdir = out.stdout.strip()
+    return Path(libdir) if out.returncode == 0 and libdir else None
 
 
 def _header_dirs(lib: str) -> list[Path]:

@@ -98,7 +98,7 @@ def test_readme_example_is_the_tested_file_and_runs(federation):
         before = c.stats()
     env = dict(os.environ, PYTHONPATH=str(root / "python"))
     out = subprocess.run([sys.executable, str(root / "python" / "examples" /
-                                              "recommend_loop.py")],
+                                              "recommend_loop.py"), "--config", conf, "--as", name],
                          env=env, check=True, capture_output=True, text=True).stdout
     assert out.startswith("clicks=") and "Stats(rounds=" in out and "algo='linucb'" in out
     # The loop rewards what it was recommended: some of its 40 rewards are
@@ -110,3 +110,22 @@ def test_readme_example_is_the_tested_file_and_runs(federation):
         after = c.stats()
     assert after.updates == before.updates + 40
     assert after.theta_norm > 0 and after.theta_norm != before.theta_norm, (before, after)
+
+
+def test_readme_example_defaults_are_the_quickstarts(tmp_path):
+    """Without options the example calls as the README quickstart's client,
+    [client frontend] of fed.conf; where there is no fed.conf it says so in
+    one line, not a traceback."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    assert "[client frontend]" in readme and "--config fed.conf --as frontend" in readme
+    example = str(root / "python" / "examples" / "recommend_loop.py")
+    env = dict(os.environ, PYTHONPATH=str(root / "python"))
+    env.pop("O3M_FED_CONF", None)
+    usage = subprocess.run([sys.executable, example, "--help"], env=env, check=True,
+                           capture_output=True, text=True).stdout
+    assert "default: fed.conf" in usage and "default: frontend" in usage, usage
+    r = subprocess.run([sys.executable, example], env=env, cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.startswith("recommend_loop: ") and "fed.conf" in r.stderr, r.stderr
