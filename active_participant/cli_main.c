@@ -461,10 +461,11 @@ int main(int argc, char **argv) {
    * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;
   o3m_err_clear(&e);
+  char fix[1024] = "";
   const ap_client_conn conn = {
       .config = a.config, .as = a.as, .cert = a.cert, .key = a.key, .ca = a.ca,
       .target = a.target, .server_name = a.server_name, .insecure = a.insecure,
-      .deadline_ms = a.deadline_ms,
+      .deadline_ms = a.deadline_ms, .fix = fix, .fix_n = sizeof fix,
   };
   if (ap_client_conn_check(&conn, &e) < 0) {
     o3m_config_destroy(party_cfg);
@@ -475,7 +476,9 @@ int main(int argc, char **argv) {
   int rc = ap_client_open(&c, &cfg, &conn, &e);
   if (rc < 0) {
     o3m_config_destroy(party_cfg);
-    return fail(rc, &e);
+    rc = fail(rc, &e);
+    if (fix[0]) fprintf(stderr, "%s: %s\n", PROG, fix);
+    return rc;
   }
   if (is_reload) rc = cmd_reload(c, passive);
   else if (is_rec) rc = cmd_recommend(c, &a);
