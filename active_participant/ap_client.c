@@ -280,6 +280,8 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->cache_misses = s->item_cache_misses;
   out->cache_size = s->item_cache_size;
   out->cache_capacity = s->item_cache_capacity;
+  out->unknown_user_rounds = s->unknown_user_rounds;
+  out->unknown_item_rounds = s->unknown_item_rounds;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

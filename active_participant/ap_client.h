@@ -159,6 +159,8 @@ typedef struct ap_stats {
   int64_t last_reload_ms;   /* Unix time of the last swap, ms (0: none) */
   /* The AP's cache of summed item parts (ActiveStats.item_cache_*). */
   uint64_t cache_hits, cache_misses, cache_size, cache_capacity;
+  /* Valid rounds whose user or an item the AP's own tables lack. */
+  uint64_t unknown_user_rounds, unknown_item_rounds;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

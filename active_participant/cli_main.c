@@ -338,6 +338,8 @@ static int cmd_stats(ap_client *c) {
          "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
          (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
          (unsigned long long)s.cache_capacity);
+  printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
+         (unsigned long long)s.unknown_user_rounds, (unsigned long long)s.unknown_item_rounds);
   return 0;
 }
 
