@@ -57,6 +57,7 @@
 #include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_fingerprint.h"
+#include "o3m_wire.h"
 
 #define PROG "o3m-cli"
 
@@ -349,10 +350,10 @@ static int cmd_info(ap_client *c) {
   ap_info s;
   int rc = ap_client_info(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
-  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
+  printf("role=%s\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
          "fingerprint=%s\n",
-         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name,
-         s.fingerprint);
+         o3m_wire_role_config_name(s.role), s.protocol, s.party, s.dim, s.n_parties,
+         (unsigned long long)s.mask_id, s.name, s.fingerprint);
   return 0;
 }
 
