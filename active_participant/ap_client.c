@@ -140,6 +140,15 @@ int ap_client_open(ap_client **out, o3m_config **cfg_out, const ap_client_conn *
   if (!o.insecure && o.ca_file && o.cert_file && o.key_file) {
     rc = o3m_cert_check_party(o.ca_file, o.cert_file, o.key_file, a->as, e);
     if (rc < 0) goto fail;
+    /* A party's certificate must also carry the party name among its SANs,
+     * as its own daemon requires. A [client NAME] certificate need not:
+     * servers identify a client by its CN (proto/o3m_access.h) and never
+     * look at its SANs, so requiring one would refuse a working file. */
+    if (a->as && !o3m_config_client(cfg, a->as) &&
+        (rc = o3m_cert_check_san(o.cert_file, a->as, e)) < 0) {
+      if (a->fix && a->fix_n) o3m_cert_san_fix(a->fix, a->fix_n, o.key_file, a->as);
+      goto fail;
+    }
   }
   rc = ap_client_create(out, &o, e);
   if (rc < 0) goto fail;
@@ -274,6 +283,8 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->cache_resets = s->item_cache_resets;
   out->cache_evictions = s->item_cache_evictions;
   out->cache_stale_retries = s->item_cache_stale_retries;
+  out->unknown_user_rounds = s->unknown_user_rounds;
+  out->unknown_item_rounds = s->unknown_item_rounds;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

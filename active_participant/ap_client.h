@@ -85,6 +85,8 @@ typedef struct ap_client_conn {
   int insecure;            /* 1: plaintext, no certificates (trials only) */
   int deadline_ms;         /* per call, 1..86400000; 0 keeps the default 5000 */
   int wait_for_ready;      /* 1: a call waits (up to its deadline) for the server */
+  char *fix;               /* optional, fix_n bytes: the openssl lines that fix a party */
+  size_t fix_n;            /* certificate refused for its SANs (o3m_cert_san_fix) */
 } ap_client_conn;
 
 /* Checks the combination without touching a file: as needs config and
@@ -99,12 +101,13 @@ int ap_client_conn_check(const ap_client_conn *a, o3m_err *e);
  * the config if one is named, fills the options from it, applies the
  * overrides, checks the client's own certificate as the daemons check theirs
  * (o3m_cert_check_party: key, validity, chain to the CA, and with as the
- * CN), then creates the client. On success *out is the client and *cfg_out
- * the loaded config (NULL without one), which the caller destroys after the
- * client (the client's strings point into it). On failure both are NULL and
- * nothing is left allocated; the error is the check's, the config loader's
- * (O3M_IO, O3M_PARSE, ...), the certificate check's (O3M_TLS) or
- * ap_client_create's. */
+ * CN; with as naming a party, also its name among the SANs,
+ * o3m_cert_check_san, the fix then in a->fix), then creates the client. On
+ * success *out is the client and *cfg_out the loaded config (NULL without
+ * one), which the caller destroys after the client (the client's strings
+ * point into it). On failure both are NULL and nothing is left allocated;
+ * the error is the check's, the config loader's (O3M_IO, O3M_PARSE, ...),
+ * the certificate check's (O3M_TLS) or ap_client_create's. */
 int ap_client_open(ap_client **out, o3m_config **cfg_out, const ap_client_conn *a, o3m_err *e);
 
 /* Creates the client (gRPC connects lazily, at the first call). Errors:
@@ -158,6 +161,8 @@ typedef struct ap_stats {
   uint64_t cache_hits, cache_misses, cache_size, cache_capacity;
   /* Its resets, LRU evictions and batches asked again on stale epochs. */
   uint64_t cache_resets, cache_evictions, cache_stale_retries;
+  /* Valid rounds whose user or an item the AP's own tables lack. */
+  uint64_t unknown_user_rounds, unknown_item_rounds;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -190,6 +190,8 @@ struct ap_round {
   int (*before_decide)(void *ctx, o3m_err *e);
   void *before_decide_ctx;
 
+  int refuse_unknown_items; /* [policy] unknown_items = refuse */
+
   /* The AP's own feature tables: NULL when the features come in the
    * requests. tables loads and reloads them; retired is the version the
    * last reload replaced while a batch in flight still read it. */
@@ -256,6 +258,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   ap_round *r = calloc(1, sizeof *r);
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(r->name, sizeof r->name, "%s", cfg->party);
+  r->refuse_unknown_items = cfg->refuse_unknown_items;
   r->d = cfg->d;
   r->d0 = cfg->d0;
   r->k_max = cfg->k_max;
@@ -472,6 +475,24 @@ static void warn_round(ap_round *r, const o3m_err *e) {
  * the disjoint model's arm of each candidate into arms (k_max entries). The
  * own features are read later, by the batch: from the request, or from the
  * own tables (which have a row, or a dummy, for every id). */
+/* Unknown ids, as far as the AP's own tables tell (see "Unknown ids" in
+ * ap_round.h): counts the round when its user or one of its items is not
+ * in them and, with unknown_items = refuse, refuses a round with an unknown
+ * item (O3M_ENOTFOUND naming it) before anything is queued or asked. */
+static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int K, o3m_err *e) {
+  if (!r->own) return 0;
+  if (req->user && req->user[0] && o3m_features_find(r->own, O3M_FEATURES_USERS, req->user) == -1)
+    r->st.unknown_user_rounds++;
+  int k = 0;
+  while (k < K && o3m_features_find(r->own, O3M_FEATURES_ITEMS, req->items[k]) != -1) k++;
+  if (k == K) return 0;
+  r->st.unknown_item_rounds++;
+  if (!r->refuse_unknown_items) return 0;
+  return o3m_err_set(e, O3M_ENOTFOUND, "items[%d] '%.64s' is not in the item table of the "
+                     "active party '%s' ([policy] unknown_items = refuse)", k, req->items[k],
+                     r->name);
+}
+
 static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int *arms,
                               o3m_err *e) {
   if (req->n_items < 1 || req->n_items > (size_t)r->k_max)
@@ -497,6 +518,8 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   int dup = dupset_find(&r->dup, K, req->items, &first);
   if (dup >= 0)
     return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
+  rc = own_ids_check(r, req, K, e);
+  if (rc < 0) return rc;
 
   if (req->n_own_features > 0) {
     if (req->n_own_features != (size_t)K * (size_t)r->d0)

@@ -129,6 +129,17 @@
  * failure of the policy, of the own tables or of the decision id fails only
  * its own round. Failed rounds are logged at most once a second.
  *
+ * Unknown ids. A passive party answers an id its tables lack with the id's
+ * dummy row and never says so (party/o3m_features.h "Dummy rows"), so the
+ * AP can tell an unknown id only by its own tables: a valid round whose
+ * user is not in the AP's user table counts in unknown_user_rounds, one
+ * with an item not in its item table in unknown_item_rounds (both 0 when
+ * the AP has no tables, its features then coming in the requests). With
+ * [policy] unknown_items = refuse (which needs an item table on the AP) a
+ * round with such an item is refused with O3M_ENOTFOUND naming it, and
+ * nothing is queued, asked or changed; with serve (the default) it is
+ * decided as before, with the PPs' dummies for what they lack.
+ *
  * The round owns the AP's own feature tables (its one lookup of them is
  * here: loaded at create, read by the batch) and every buffer a round needs,
  * sized at create for max_candidates candidates and the largest batch, per
@@ -189,6 +200,10 @@ typedef struct ap_round_config {
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
+  /* [policy] unknown_items = refuse: a round with an item that the own
+   * item table does not hold is refused with O3M_ENOTFOUND ("Unknown
+   * ids"). */
+  int refuse_unknown_items;
   /* Set when some party of the federation (this one or a passive one) has
    * a user table: a Recommend must then name a non-empty user, which that
    * party's MaskBatch check requires too (o3m_wire_query_ids_check). */
@@ -284,6 +299,9 @@ typedef struct ap_round_stats {
    * epochs than their cached parts were summed under. */
   uint64_t cache_hits, cache_misses, cache_size, cache_capacity, cache_resets;
   uint64_t cache_evictions, stale_retries;
+  /* Valid Recommend calls whose user, or one of whose items, is not in the
+   * AP's own user or item table ("Unknown ids"); 0 without own tables. */
+  uint64_t unknown_user_rounds, unknown_item_rounds;
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start

@@ -134,6 +134,7 @@ struct ap_service {
   /* Metrics (see ap_service_options.metrics); every pointer may be NULL,
    * which the o3m_metric_* updates accept. */
   o3m_metric *m_cache_hits, *m_cache_misses, *m_cache_entries; /* the item cache */
+  o3m_metric *m_unknown_users, *m_unknown_items; /* ap_round.h "Unknown ids" */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
   /* Per client (the first METRIC_CLIENTS of the config): its decisions
@@ -205,6 +206,8 @@ static void metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_cache_hits, (double)rst.cache_hits);
   o3m_metric_set(s->m_cache_misses, (double)rst.cache_misses);
   o3m_metric_set(s->m_cache_entries, (double)rst.cache_size);
+  o3m_metric_set(s->m_unknown_users, (double)rst.unknown_user_rounds);
+  o3m_metric_set(s->m_unknown_items, (double)rst.unknown_item_rounds);
   for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
     ap_pending_owner_stats(s->pending, i, &st);
     o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
@@ -233,11 +236,18 @@ static int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
        O3M_METRIC_COUNTER, NULL, 0},
       {"o3m_ap_item_cache_entries", "Items in the AP's cache of summed item parts",
        O3M_METRIC_GAUGE, NULL, 0},
+      {"o3m_ap_unknown_user_rounds_total",
+       "Valid Recommend calls whose user the AP's own user table lacks (the PPs never say)",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_unknown_item_rounds_total",
+       "Valid Recommend calls with an item the AP's own item table lacks (the PPs never say)",
+       O3M_METRIC_COUNTER, NULL, 0},
   };
   o3m_metric **slots[] = {&s->m_decisions,  &s->m_rounds,       &s->m_failed,
                           &s->m_pending,    &s->m_evicted,      &s->m_expired,
                           &s->m_rewards,    &s->m_checkpoints,  &s->m_cache_hits,
-                          &s->m_cache_misses, &s->m_cache_entries};
+                          &s->m_cache_misses, &s->m_cache_entries, &s->m_unknown_users,
+                          &s->m_unknown_items};
   static const o3m_metric_spec fsync = {
       "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
@@ -1000,6 +1010,8 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->item_cache_resets = rst.cache_resets;
   rep->item_cache_evictions = rst.cache_evictions;
   rep->item_cache_stale_retries = rst.stale_retries;
+  rep->unknown_user_rounds = rst.unknown_user_rounds;
+  rep->unknown_item_rounds = rst.unknown_item_rounds;
   return 0;
 }
 
@@ -1471,6 +1483,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .fallback = s->fallback,
       .user_table = me->user_table,
       .item_table = me->item_table,
+      .refuse_unknown_items = strcmp(o3m_config_policy(cfg)->unknown_items, "refuse") == 0,
       .user_required = user_required,
       .secure = agg.secure,
       .agg_scale = agg.scale,

@@ -57,6 +57,7 @@
 #include "o3m_cli.h"
 #include "o3m_config.h"
 #include "o3m_fingerprint.h"
+#include "o3m_wire.h"
 
 #define PROG "o3m-cli"
 
@@ -341,6 +342,8 @@ static int cmd_stats(ap_client *c) {
   printf("item_cache_resets=%llu\nitem_cache_evictions=%llu\nitem_cache_stale_retries=%llu\n",
          (unsigned long long)s.cache_resets, (unsigned long long)s.cache_evictions,
          (unsigned long long)s.cache_stale_retries);
+  printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
+         (unsigned long long)s.unknown_user_rounds, (unsigned long long)s.unknown_item_rounds);
   return 0;
 }
 
@@ -350,10 +353,10 @@ static int cmd_info(ap_client *c) {
   ap_info s;
   int rc = ap_client_info(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
-  printf("role=%d\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
+  printf("role=%s\nprotocol=%u\nparty=%u\ndim=%u\nparties=%u\nmask_id=%016llx\nname=%s\n"
          "fingerprint=%s\n",
-         s.role, s.protocol, s.party, s.dim, s.n_parties, (unsigned long long)s.mask_id, s.name,
-         s.fingerprint);
+         o3m_wire_role_config_name(s.role), s.protocol, s.party, s.dim, s.n_parties,
+         (unsigned long long)s.mask_id, s.name, s.fingerprint);
   return 0;
 }
 
@@ -464,10 +467,11 @@ int main(int argc, char **argv) {
    * usage error (exit 2), then opened by the code the library shares. */
   o3m_err e;
   o3m_err_clear(&e);
+  char fix[1024] = "";
   const ap_client_conn conn = {
       .config = a.config, .as = a.as, .cert = a.cert, .key = a.key, .ca = a.ca,
       .target = a.target, .server_name = a.server_name, .insecure = a.insecure,
-      .deadline_ms = a.deadline_ms,
+      .deadline_ms = a.deadline_ms, .fix = fix, .fix_n = sizeof fix,
   };
   if (ap_client_conn_check(&conn, &e) < 0) {
     o3m_config_destroy(party_cfg);
@@ -478,7 +482,9 @@ int main(int argc, char **argv) {
   int rc = ap_client_open(&c, &cfg, &conn, &e);
   if (rc < 0) {
     o3m_config_destroy(party_cfg);
-    return fail(rc, &e);
+    rc = fail(rc, &e);
+    if (fix[0]) fprintf(stderr, "%s: %s\n", PROG, fix);
+    return rc;
   }
   if (is_reload) rc = cmd_reload(c, passive);
   else if (is_rec) rc = cmd_recommend(c, &a);

@@ -10,6 +10,7 @@
 
 #include "o3m_bytes.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -268,4 +269,82 @@ int o3m_cert_check_party(const char *ca_file, const char *cert_file, const char 
   if (rc == O3M_OK && party) rc = check_name(&t, cert_file, party, e);
   tls_set_free(&t);
   return rc;
+}
+
+/* "DNS:localhost, IP:127.0.0.1" (cut with "..." when it does not fit), or
+ * "none" for a certificate without a subjectAltName extension. Only DNS
+ * and IP entries are spelled out; the others are counted as "other". */
+static void list_sans(const GENERAL_NAMES *sans, char *buf, size_t n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  int count = sans ? sk_GENERAL_NAME_num(sans) : 0;
+  for (int i = 0; i < count && used + 1 < n; i++) {
+    const GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+    char one[80];
+    if (g->type == GEN_DNS) {
+      const unsigned char *d = ASN1_STRING_get0_data(g->d.dNSName);
+      int len = ASN1_STRING_length(g->d.dNSName);
+      int k = 0;
+      one[k++] = 'D', one[k++] = 'N', one[k++] = 'S', one[k++] = ':';
+      for (int j = 0; j < len && k < 70; j++)
+        one[k++] = (d[j] >= 0x20 && d[j] < 0x7f) ? (char)d[j] : '?';
+      one[k] = '\0';
+    } else if (g->type == GEN_IPADD) {
+      const unsigned char *d = ASN1_STRING_get0_data(g->d.iPAddress);
+      int len = ASN1_STRING_length(g->d.iPAddress);
+      char ip[INET6_ADDRSTRLEN] = "?";
+      if (len == 4) inet_ntop(AF_INET, d, ip, sizeof ip);
+      else if (len == 16) inet_ntop(AF_INET6, d, ip, sizeof ip);
+      snprintf(one, sizeof one, "IP:%s", ip);
+    } else {
+      snprintf(one, sizeof one, "other");
+    }
+    int w = snprintf(buf + used, n - used, "%s%s", i ? ", " : "", one);
+    if (w < 0 || (size_t)w >= n - used) {
+      if (n > 4) snprintf(buf + n - 4, 4, "...");
+      return;
+    }
+    used += (size_t)w;
+  }
+  if (count == 0) snprintf(buf, n, "none");
+}
+
+int o3m_cert_check_san(const char *cert_file, const char *name, o3m_err *e) {
+  if (!cert_file || !name) return o3m_err_set(e, O3M_EINVAL, "certificate file or name is NULL");
+  tls_set t;
+  int rc = load_files(NULL, cert_file, NULL, &t, e);
+  if (rc < 0) {
+    tls_set_free(&t);
+    return rc;
+  }
+  /* What gRPC's check on the other end compares: a name that reads as an
+   * IP address against the IP entries, any other against the DNS entries
+   * (wildcards as TLS allows them). The subject CN is never consulted:
+   * RFC 6125 retired it as a host name, and gRPC uses it only when a
+   * certificate has no subjectAltName at all. */
+  unsigned char bin[16];
+  int is_ip = inet_pton(AF_INET, name, bin) == 1 || inet_pton(AF_INET6, name, bin) == 1;
+  int ok = is_ip ? X509_check_ip_asc(t.cert, name, 0) == 1
+                 : X509_check_host(t.cert, name, 0, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, NULL) == 1;
+  if (!ok) {
+    GENERAL_NAMES *sans = X509_get_ext_d2i(t.cert, NID_subject_alt_name, NULL, NULL);
+    char have[128];
+    list_sans(sans, have, sizeof have);
+    GENERAL_NAMES_free(sans);
+    rc = o3m_err_set(e, O3M_ETLS, "certificate %s has SANs %s but not %s:%s, the name every "
+                     "peer checks", cert_file, have, is_ip ? "IP" : "DNS", name);
+  }
+  tls_set_free(&t);
+  return rc;
+}
+
+void o3m_cert_san_fix(char *buf, size_t n, const char *key_file, const char *name) {
+  snprintf(buf, n,
+           "to fix: make a request with the name, openssl req -new -key %s -subj /CN=%s "
+           "-addext 'subjectAltName = DNS:%s' -addext 'extendedKeyUsage = serverAuth, "
+           "clientAuth' -out %s.csr, and have the federation CA sign it keeping the "
+           "extensions (openssl x509 -req -in %s.csr -CA ca.pem -CAkey ca.key "
+           "-copy_extensions copy -days 825 -sha256 -out %s.pem; scripts/make-certs.sh "
+           "does both)",
+           key_file, name, name, name, name, name);
 }

@@ -34,6 +34,8 @@
 #ifndef O3M_CERT_H
 #define O3M_CERT_H
 
+#include <stddef.h>
+
 #include "o3m_error.h"
 
 /* Checks the files that are not NULL: ca_file must hold at least one PEM
@@ -62,5 +64,24 @@ int o3m_cert_check_files(const char *ca_file, const char *cert_file, const char 
  *   has no CN, or more than one). */
 int o3m_cert_check_party(const char *ca_file, const char *cert_file, const char *key_file,
                          const char *party, o3m_err *e);
+
+/* The name check peers make in the TLS handshake, made at start: the
+ * certificate's subjectAltName must carry name, as a DNS entry (or an IP
+ * entry when name reads as an IP address). Every o3m client dials a party
+ * with the party name as the TLS server name (o3m_rpc_client_config
+ * tls.server_name), so a party certificate without it passes every check
+ * above and then fails every call with "Peer name NAME is not in peer
+ * certificate". The CN is not consulted. Message:
+ *   "certificate FILE has SANs DNS:localhost, IP:127.0.0.1 but not
+ *   DNS:NAME, the name every peer checks" ("SANs none" without the
+ *   extension). O3M_ETLS, or a file error as o3m_cert_check_files. */
+int o3m_cert_check_san(const char *cert_file, const char *name, o3m_err *e);
+
+/* The fix for a failed o3m_cert_check_san, for the operator: the openssl
+ * lines that make a certificate request with the name from the party's key
+ * (key_file) and sign it with the federation CA, keeping its extensions.
+ * Longer than an o3m_err message can hold, so callers print it on a line
+ * of its own; buf of 1024 bytes holds it with paths of 200. */
+void o3m_cert_san_fix(char *buf, size_t n, const char *key_file, const char *name);
 
 #endif

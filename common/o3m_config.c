@@ -366,6 +366,7 @@ static const keyspec pol_keys[] = {
      O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
     {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
     {"item_cache", KT_INT, POL(item_cache), 0, 10000000, 0, 0, NULL, R_SEC, 0},
+    {"unknown_items", KT_WORD, POL(unknown_items), 0, 0, 0, 0, "serve|refuse", R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"items", KT_PATH, POL(items), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -858,6 +859,19 @@ static int check_structure(parser *p, const section *fed) {
   return O3M_OK;
 }
 
+/* unknown_items = refuse needs an item table on the active party: its own
+ * table is all the AP can tell an unknown item by, since a passive party
+ * answers one with a dummy row and never says so. */
+static int check_unknown_items(parser *p, const section *pol) {
+  if (strcmp(p->c->policy.unknown_items, "refuse") != 0 || p->c->active->item_table)
+    return O3M_OK;
+  const entry *en = find_entry(p, pol, "unknown_items");
+  return perr(p, en ? en->line : pol->line,
+              "key 'unknown_items': refuse needs an item_table in [party %s], the active "
+              "party: it is the only table the active party can tell an unknown item by",
+              p->c->active->name);
+}
+
 /* The clients' shares of the pending table need the number of clients:
  * pending_client_share x clients may not exceed pending_capacity (0, the
  * default, is that quotient). */
@@ -909,6 +923,8 @@ static int interpret(parser *p) {
   if (!fed) return perr(p, 0, "missing section [federation]");
   if (!pol) return perr(p, 0, "missing section [policy]");
   int rc = check_structure(p, fed);
+  if (rc) return rc;
+  rc = check_unknown_items(p, pol);
   if (rc) return rc;
   return check_client_shares(p, pol);
 }
@@ -966,6 +982,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->policy.client_inflight_max = 32;
   c->policy.batch_cost_max = 65536;
   c->policy.item_cache = 100000;
+  c->policy.unknown_items = "serve";
   c->policy.reward_min = 0.0;
   c->policy.reward_max = 1.0;
 

@@ -57,6 +57,14 @@
  *                 active party's cache of the passive parties' summed item
  *                 parts (active_participant/ap_itemcache.h), d doubles
  *                 each, least recently used evicted; 0 caches nothing;
+ *                 unknown_items (serve|refuse, default serve: a
+ *                 Recommend naming an item that the active party's own
+ *                 item table lacks is decided, the passive parties using
+ *                 their dummy rows, as always; refuse: it is refused with
+ *                 NOT_FOUND naming the item and nothing changes; refuse
+ *                 needs an item_table on the active party, the only table
+ *                 the AP can tell an unknown item by, since a passive party
+ *                 never says; active_participant/ap_round.h "Unknown ids");
  *                 reward_min (0); reward_max (1, > reward_min);
  *                 items (path; required with model = disjoint, rejected with
  *                 model = shared: the catalog, one item id per line, line
@@ -292,6 +300,10 @@ typedef struct o3m_config_policy_section {
   int batch_cost_max;
   /* Entries of the AP's cache of summed item parts (ap_itemcache.h). */
   int item_cache;
+  /* "serve" or "refuse": what the AP does with a Recommend naming an item
+   * its own item table lacks (active_participant/ap_round.h "Unknown
+   * ids"). */
+  const char *unknown_items;
   double reward_min;
   double reward_max;
   const char *items;     /* path; set exactly when model is "disjoint" */

@@ -117,10 +117,23 @@ static int check_tls_file(const o3m_config *cfg, const char *section, const char
  * chains to the federation CA for TLS server and client use, and names the
  * party (o3m_cert_check_party). The message is prefixed with the config and
  * the party's section, as the other start-up errors are. */
+/* The openssl lines that fix a certificate without the party name among
+ * its SANs, set by check_tls_material and printed by o3m_daemon_start
+ * after the error: they do not fit in an o3m_err message. Start-up runs on
+ * one thread, once. */
+static char g_san_fix[1024];
+
 static int check_tls_material(const o3m_config *cfg, const o3m_party *me, o3m_err *e) {
   o3m_err why;
   o3m_err_clear(&why);
   int rc = o3m_cert_check_party(o3m_config_ca(cfg), me->cert, me->key, me->name, &why);
+  /* Every peer dials the party by its name (tls.server_name), so without
+   * it among the SANs the daemon would start, the PMG would hand out the
+   * blocks, and every call would then fail in the handshake. */
+  if (rc == O3M_OK) {
+    rc = o3m_cert_check_san(me->cert, me->name, &why);
+    if (rc < 0) o3m_cert_san_fix(g_san_fix, sizeof g_san_fix, me->key, me->name);
+  }
   if (rc < 0)
     return o3m_err_set(e, rc, "%s: [party %s]: %s", o3m_config_name(cfg), me->name,
                        o3m_err_message(&why));
@@ -565,8 +578,12 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   }
   /* The config, the party's role and its TLS files (o3m_cert), before any
    * peer is contacted. */
-  if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) < 0)
-    return o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+  if (o3m_daemon_load_party(cfg_out, me_out, a->config, a->party, role, prog, a->insecure, &e) <
+      0) {
+    int rc = o3m_cli_fail(prog, "%s", o3m_err_message(&e));
+    if (g_san_fix[0]) fprintf(stderr, "%s: %s\n", prog, g_san_fix);
+    return rc;
+  }
   /* The probe port before the service: it answers "not ready" meanwhile. */
   /* Over HTTPS with the party's own certificate unless --insecure; the
    * names that may read /metrics come from the config. */

@@ -1447,7 +1447,6 @@ int eval_audit_main(int argc, char **argv) {
   }
   if (!src.seed) src.seed = cfg.seed;
   src.work_dir = out_dir;
-  o3m_blas_single_thread();
   double t0 = o3m_clock_s();
   eval_audit_input *in = NULL;
   int rc = eval_audit_input_build(&in, &src, &err);

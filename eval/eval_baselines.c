@@ -744,7 +744,6 @@ int eval_baselines_main(int argc, char **argv) {
       return o3m_cli_usage_error(&ble_cli, "--N %d exceeds the sweep's d = 50", o.Ns[i]);
   if (!o.small && !o.large && !o.sweep)
     return o3m_cli_usage_error(&ble_cli, "--settings names nothing to run");
-  o3m_blas_single_thread();
   o3m_err err;
   o3m_err_clear(&err);
   if (eval_regret_mkdir_p(o.out_dir, &err))

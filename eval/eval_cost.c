@@ -546,7 +546,6 @@ int eval_cost_main(int argc, char **argv) {
       fprintf(stderr, "o3m-eval cost: --d %d is smaller than --M %d\n", o.ds[i], o.M);
       return 2;
     }
-  o3m_blas_single_thread();
   o3m_err err;
   o3m_err_clear(&err);
   FILE *f5 = NULL, *fc = NULL;

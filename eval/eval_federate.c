@@ -447,7 +447,6 @@ int eval_federate_main(int argc, char **argv) {
   if (!cfg_path || !truth || (!insecure && (!cert || !key)))
     return o3m_cli_usage_error(&fed_cli, "give --config, --truth and --cert and --key "
                                "(or --insecure)");
-  o3m_blas_single_thread();
   o3m_err err;
   o3m_err_clear(&err);
   o3m_config *cfg = NULL;

@@ -666,9 +666,6 @@ int eval_hannun_main(int argc, char **argv) {
   if (o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&hannun_cli, "unexpected argument '%s'",
                                argv[o3m_cli_operands(&cl)]);
-  /* Tiny BLAS calls: OpenBLAS's threads would only add overhead to the
-   * plaintext learner. */
-  o3m_blas_single_thread();
   if (cfg.T < 0) cfg.T = cfg.full ? 2000 : 300;
   if (cfg.T_data < 0) cfg.T_data = cfg.full ? 10000 : 1500;
   printf("o3m-eval hannun: Hannun et al.'s private learner, %s setting, seed %llu\n\n",

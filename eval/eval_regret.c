@@ -994,7 +994,6 @@ int eval_regret_main(int argc, char **argv) {
   } else if (c.d != 100) {
     o3m_partition_even(&c.part, c.d, c.d < 5 ? c.d : 5, NULL);
   }
-  o3m_blas_single_thread();
   double t_start = o3m_clock_s();
   eval_regret *r = NULL;
   int rc = eval_regret_run(&r, &c, &err);

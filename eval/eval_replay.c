@@ -575,7 +575,6 @@ int eval_replay_run(eval_reader *rd, const eval_replay_config *cfg, eval_replay_
     replay_free(&R);
     return rc;
   }
-  o3m_blas_single_thread();
   double cpu0 = thread_cpu();
   progress pg = {cfg->progress, 0, o3m_clock_s(), o3m_clock_s()};
   uint64_t events = 0, stride = BATCH, next_mark = BATCH;

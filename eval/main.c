@@ -1,4 +1,6 @@
 /* main.c -- o3m-eval: dispatches to one subcommand (see eval_cmds.h).
+ * `o3m-eval --threads N COMMAND ...` lets BLAS use N threads (1..256);
+ * without it every command runs BLAS single-threaded (see main).
  * Every subcommand describes its options in its own o3m_cli_spec (o3m_cli.h,
  * prog "o3m-eval COMMAND"), so `o3m-eval COMMAND --help` lists them all and
  * `o3m-eval COMMAND --version` works; --version here prints the release and
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "eval_cmds.h"
+#include "o3m_blas.h"
 #include "o3m_cli.h"
 
 #define PROG "o3m-eval"
@@ -34,8 +37,11 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: " PROG " COMMAND [options]   (" PROG " COMMAND --help lists its options)\n"
-             "       " PROG " --help | --version\n\ncommands:\n");
+  fprintf(f, "usage: " PROG " [--threads N] COMMAND [options]   (" PROG
+             " COMMAND --help lists its options)\n"
+             "       " PROG " --help | --version\n\n"
+             "--threads N lets BLAS use N threads (1..256, default 1: single-threaded)\n\n"
+             "commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
   fprintf(f, "\nexit codes: %d ok, %d runtime failure, %d usage error\n", O3M_CLI_EXIT_OK,
@@ -55,6 +61,25 @@ int main(int argc, char **argv) {
     o3m_cli_version(PROG, stdout);
     return O3M_CLI_EXIT_OK;
   }
+  /* BLAS single-threaded unless asked: the commands' matrices are small,
+   * and OpenBLAS's own threads only spun in sched_yield around each call
+   * (p2b took 10 times its CPU time in wall time on a loaded machine). One
+   * place for every command, so that none can forget it. */
+  long long threads = 1;
+  if (!strcmp(argv[1], "--threads")) {
+    if (argc < 3 || o3m_cli_parse_long(argv[2], 1, 256, &threads) < 0) {
+      fprintf(stderr, PROG ": --threads takes a number of threads in 1..256, got '%s'\n",
+              argc < 3 ? "" : argv[2]);
+      return O3M_CLI_EXIT_USAGE;
+    }
+    argc -= 2;
+    argv += 2;
+    if (argc < 2) {
+      usage(stderr);
+      return O3M_CLI_EXIT_USAGE;
+    }
+  }
+  o3m_blas_threads((int)threads);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
   fprintf(stderr, PROG ": unknown %s '%s'\n", argv[1][0] == '-' ? "option" : "command", argv[1]);

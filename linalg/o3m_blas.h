@@ -32,6 +32,10 @@
  * run one request per thread. */
 static inline void o3m_blas_single_thread(void) { openblas_set_num_threads(1); }
 
+/* Lets OpenBLAS use n threads (n >= 1) for the calling process, for a
+ * command whose operator asks for more (o3m-eval --threads). */
+static inline void o3m_blas_threads(int n) { openblas_set_num_threads(n); }
+
 /* x . y */
 static inline double o3m_dot(int n, const double *x, const double *y) {
   return cblas_ddot(n, x, 1, y, 1);

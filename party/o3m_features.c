@@ -771,6 +771,12 @@ const char *o3m_features_row_id(const o3m_features *f, o3m_features_kind which, 
   return t && row >= 0 && row < t->n_rows ? row_id(t, row) : NULL;
 }
 
+int o3m_features_find(const o3m_features *f, o3m_features_kind which, const char *id) {
+  const ft_table *t = table_of(f, which);
+  if (!t) return -2;
+  return id ? (int)table_find(t, id, NULL) : -1;
+}
+
 const char *o3m_features_column(const o3m_features *f, o3m_features_kind which, int c) {
   const ft_table *t = table_of(f, which);
   return t && c >= 0 && c < t->n_cols ? t->cols[c] : NULL;

@@ -216,6 +216,14 @@ uint64_t o3m_features_epoch(const o3m_features *f, o3m_features_kind which);
  * NULL when there is no such table or row. Owned by f. */
 const char *o3m_features_row_id(const o3m_features *f, o3m_features_kind which, int row);
 
+/* The row of id in the user or item table (0-based), -1 when the table
+ * does not hold it (or id is NULL), -2 when there is no such table. For the
+ * active party, which may tell its operator what its own tables lack
+ * (active_participant/ap_round.h "Unknown ids"); unlike fill, its time
+ * depends on whether the id is known, so a passive party never calls it on
+ * a query. */
+int o3m_features_find(const o3m_features *f, o3m_features_kind which, const char *id);
+
 /* The name of feature column c (0-based, header order, the id column not
  * counted) of the user or item table, or NULL. Owned by f. */
 const char *o3m_features_column(const o3m_features *f, o3m_features_kind which, int c);

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <openssl/evp.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,6 +55,21 @@ int o3m_secagg_parse_hex(const char *hex, unsigned char pk[O3M_SECAGG_KEY_BYTES]
   return 0;
 }
 
+/* The message for a key file whose folder is missing, naming the folder
+ * and the command that makes it. The folder is not created here: a typo in
+ * the path would otherwise put the secret key where no config points, and
+ * the folder's owner and mode are the operator's to choose. */
+static int missing_folder(const char *path, o3m_err *e) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  return o3m_err_set(e, O3M_EIO, "agg secret key %s: the folder %s does not exist; create it "
+                     "first (mkdir -p -m 700 %s)", path, dir, dir);
+}
+
 int o3m_secagg_keygen(const char *path, unsigned char pk[O3M_SECAGG_KEY_BYTES], o3m_err *e) {
   int rc = init(e);
   if (rc < 0) return rc;
@@ -64,6 +80,7 @@ int o3m_secagg_keygen(const char *path, unsigned char pk[O3M_SECAGG_KEY_BYTES], 
   if (fd < 0) {
     int err = errno;
     sodium_free(sk);
+    if (err == ENOENT) return missing_folder(path, e);
     return o3m_err_set(e, err == EEXIST ? O3M_EEXISTS : O3M_EIO, "agg secret key %s: %s%s", path,
                        strerror(err), err == EEXIST ? " (never overwritten; remove it first)" : "");
   }

@@ -82,8 +82,9 @@ typedef struct o3m_secagg o3m_secagg;
 
 /* Draws a new X25519 key pair from the OS, writes the secret key (32 raw
  * bytes) to a new file at path (O_EXCL, mode 0600: an existing file is
- * O3M_EEXISTS, never overwritten) and gives its public key in pk. The
- * secret key is wiped from memory before return. Errors: O3M_EEXISTS,
+ * O3M_EEXISTS, never overwritten; a missing folder is O3M_EIO naming it
+ * and the mkdir that makes it, nothing is created) and gives its public
+ * key in pk. The secret key is wiped from memory before return. Errors: O3M_EEXISTS,
  * O3M_EIO, O3M_ERANDOM (libsodium could not start). */
 int o3m_secagg_keygen(const char *path, unsigned char pk[O3M_SECAGG_KEY_BYTES], o3m_err *e);
 

@@ -176,6 +176,12 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
   }
   char who[160];
   describe(r ? r->allow : 0, who, sizeof who);
+  /* A certificate of the CA that the config does not name is most often a
+   * new front end whose section was forgotten: say which one to add. */
+  if (identity && !classes && r && (r->allow & O3M_ACCESS_CLIENT))
+    return o3m_err_set(e, O3M_EPERM, "it is answered only to %s; certificate CN '%.64s' is "
+                       "none: add a section [client %.64s] to the federation config", who,
+                       identity, identity);
   return o3m_err_set(e, O3M_EPERM, "it is answered %s%s", r && r->allow ? "only to " : "to ",
                      who);
 }

@@ -835,6 +835,12 @@ static void grpc_log_to_o3m(gpr_log_func_args *args) {
   const char *msg = args->message ? args->message : "";
   size_t n = strlen(msg);
   while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) n--;
+  /* A failed bind: gRPC logs its whole error tree (some 600 characters)
+   * before o3m_rpc_server_create reports the same failure as "listen ADDR:
+   * address in use (...)". The operator needs only the latter; the tree
+   * stays available at debug level. */
+  if (level == O3M_LOG_ERROR && strstr(msg, "No address added out of total"))
+    level = O3M_LOG_DEBUG;
   o3m_log(level, "grpc %s:%d: %.*s", file, args->line, (int)n, msg);
 }
 

@@ -151,8 +151,10 @@
  * lines (gpr_log) through o3m_log (o3m_rpc_route_grpc_log), so they carry
  * the daemon's tag, level filter and format (--log-format json) instead of
  * going raw to stderr; gRPC's severities DEBUG, INFO and ERROR map to the
- * same o3m levels. (gRPC still filters by its own GRPC_VERBOSITY first,
- * ERROR by default.)
+ * same o3m levels, except the error tree gRPC logs for a bind that failed,
+ * which goes to DEBUG: o3m_rpc_server_create reports that failure itself
+ * ("listen ADDR: address in use"). (gRPC still filters by its own
+ * GRPC_VERBOSITY first, ERROR by default.)
  *
  * Shutdown follows gRPC's order: server shutdown-and-notify, drain, cancel
  * what is left after a grace period, destroy the server, then shut down,

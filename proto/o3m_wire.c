@@ -88,6 +88,15 @@ static const char *role_name(O3m__V1__Role r) {
   }
 }
 
+const char *o3m_wire_role_config_name(int role) {
+  switch (role) {
+  case O3M__V1__ROLE__ROLE_MASK_GENERATOR: return "pmg";
+  case O3M__V1__ROLE__ROLE_PASSIVE: return "passive";
+  case O3M__V1__ROLE__ROLE_ACTIVE: return "active";
+  default: return "unspecified";
+  }
+}
+
 int o3m_wire_info_check(const O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, const unsigned char *fingerprint, o3m_err *e) {
   if (!msg || !partition_ok(p) || !fingerprint)

@@ -112,6 +112,11 @@ void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,
                         const char *name, const unsigned char *fingerprint);
 
+/* A NodeInfo role as the config spells it ("pmg", "passive", "active"),
+ * so that an operator reads what the [party NAME] role key says; any other
+ * value is "unspecified". Never NULL. */
+const char *o3m_wire_role_config_name(int role);
+
 /* Checks a peer's NodeInfo at start-up: same protocol version, the expected
  * role, the expected party (party < 0: any), exactly the partition p and
  * then the same federation fingerprint as ours (fingerprint,

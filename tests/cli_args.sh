@@ -68,6 +68,13 @@ for cmd in simulate gen-synthetic gen-federation federate regret cost baselines 
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
+# Issue 26: BLAS threads are one option before the command (default 1),
+# listed by --help, and a count out of 1..256 is a usage error naming it.
+grep -q -e "--threads N lets BLAS use N threads" "$out" || fail "o3m-eval --help lacks --threads"
+"$bin/o3m-eval" --threads 0 p2b >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q -e "--threads takes a number of threads in 1..256, got '0'" "$out" ||
+  fail "o3m-eval --threads 0 exits $rc: $(cat "$out")"
 check "o3m-eval simulate" --algo --model --alpha --lambda --v --seed --refactor-every \
   --parties --mask-seed-insecure --aggregation
 check "o3m-eval gen-synthetic" --d --K --T --seed --noise-var --out

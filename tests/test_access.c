@@ -126,3 +126,25 @@ Test(access, decisions_and_their_messages) {
   cr_assert_eq(o3m_access_refused(a), 6);
   o3m_access_destroy(a);
 }
+
+/* Issue 26: a certificate of the CA that the config does not name (a new
+ * front end whose section was forgotten) was told only who a method is
+ * answered to. Now the refusal names the section to add, with its CN. A
+ * known identity of the wrong role is not told to add one. */
+Test(access, an_unknown_certificate_is_told_which_section_to_add) {
+  static const o3m_access_rule rules[] = {{"/t.S/A", O3M_ACCESS_CLIENT},
+                                          {"/t.S/B", O3M_ACCESS_ACTIVE | O3M_ACCESS_SELF}};
+  o3m_access *a;
+  o3m_err e;
+  cr_assert_eq(o3m_access_create(&a, cfg, "bank", rules, 2, methods, 2, &e), 0);
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/A", "frontend2", &e), O3M_EPERM);
+  cr_assert(strstr(e.msg, "answered only to the configured clients; certificate CN 'frontend2' "
+                          "is none: add a section [client frontend2] to the federation config"),
+            "%s", e.msg);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/A", "shop", &e), O3M_EPERM);
+  cr_assert_null(strstr(e.msg, "[client"), "%s", e.msg);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/B", "mallory", &e), O3M_EPERM);
+  cr_assert_null(strstr(e.msg, "[client"), "a client could not call it either: %s", e.msg);
+  o3m_access_destroy(a);
+}

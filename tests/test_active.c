@@ -1607,3 +1607,56 @@ Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_roun
   cr_assert(eq(u64, st1.degraded_rounds, 0));
   central_end(&c, pol, r);
 }
+
+/* Issue 26: unknown ids, as the AP's own tables tell (ap_round.h "Unknown
+ * ids"). Under the default (serve) a round with items the AP's item table
+ * lacks is decided as before and counted, as is one whose user its user
+ * table lacks; a round of known ids counts nothing. */
+Test(active, unknown_ids_are_served_and_counted_by_default, .init = fed_up_linucb,
+     .fini = fed_down) {
+  const char *unknown[] = {"i98", "i3", "i99"};
+  const char *known[] = {"i1", "i2"};
+  ap_recommendation rec;
+  ap_stats st0, st1;
+  o3m_err e;
+  cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0), "%s", o3m_err_message(&e));
+  int rc = ap_client_recommend(cli, "u1", 3, unknown, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  rc = ap_client_recommend(cli, "u1", 2, known, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  rc = ap_client_recommend(cli, "nobody", 2, known, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(eq(int, ap_client_stats(cli, &st1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u64, st1.rounds, st0.rounds + 3));
+  cr_assert(eq(u64, st1.unknown_item_rounds, st0.unknown_item_rounds + 1));
+  cr_assert(eq(u64, st1.unknown_user_rounds, st0.unknown_user_rounds + 1));
+}
+
+/* With [policy] unknown_items = refuse the same round is NOT_FOUND naming
+ * the first unknown item, and nothing changes: no decision, nothing
+ * pending; it is still counted. Known items are served. */
+static void fed_up_linucb_refuse_unknown(void) {
+  fed_up("algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\nunknown_items = refuse\n");
+}
+
+Test(active, unknown_items_refuse_answers_not_found_naming_the_item,
+     .init = fed_up_linucb_refuse_unknown, .fini = fed_down) {
+  const char *unknown[] = {"i3", "i98", "i99"};
+  const char *known[] = {"i1", "i2"};
+  ap_recommendation rec;
+  ap_stats st0, st1;
+  o3m_err e;
+  cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0), "%s", o3m_err_message(&e));
+  o3m_err_clear(&e);
+  int rc = ap_client_recommend(cli, "u1", 3, unknown, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, O3M_ENOTFOUND), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "items[1] 'i98' is not in the item table of the "
+                                        "active party 'ap'") != NULL,
+            "%s", o3m_err_message(&e));
+  cr_assert(eq(int, ap_client_stats(cli, &st1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u64, st1.rounds, st0.rounds), "a refused round was decided");
+  cr_assert(eq(u32, st1.pending, st0.pending));
+  cr_assert(eq(u64, st1.unknown_item_rounds, st0.unknown_item_rounds + 1));
+  rc = ap_client_recommend(cli, "u1", 2, known, NULL, NULL, 0, &rec, &e);
+  cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+}

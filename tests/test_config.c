@@ -898,3 +898,25 @@ Test(config, rpc_limits) {
   expect_error(variant(11, 10, "rpc_connections_per_identity = 4"), "fed.conf:11:",
                "rpc_connections_per_identity", NULL);
 }
+
+/* Issue 26: [policy] unknown_items is serve by default; refuse is taken
+ * when the active party has an item table and refused, naming the key and
+ * the party, when it has none (its table is all the AP can tell an unknown
+ * item by); another word is refused naming the choices. */
+Test(config, unknown_items_key) {
+  o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
+  cr_assert_str_eq(o3m_config_policy(c)->unknown_items, "serve");
+  o3m_config_destroy(c);
+  c = parse_ok(variant(8, 19, "unknown_items = refuse\n\n[party pmg]\nrole = pmg\n"
+                              "address = 127.0.0.1:50050\ncert = certs/pmg.pem\n"
+                              "key = certs/pmg.key\n\n[party shop]\nrole = active\n"
+                              "address = 127.0.0.1:50051\ndims = 6\n"
+                              "item_table = data/shop_items.csv"),
+               "/base");
+  cr_assert_str_eq(o3m_config_policy(c)->unknown_items, "refuse");
+  o3m_config_destroy(c);
+  expect_error(line(8, "unknown_items = refuse"), "fed.conf:8: key 'unknown_items'",
+               "refuse needs an item_table in [party shop], the active party", NULL);
+  expect_error(line(8, "unknown_items = drop"), "fed.conf:8: key 'unknown_items'",
+               "serve|refuse", NULL);
+}

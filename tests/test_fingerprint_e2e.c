@@ -177,6 +177,8 @@ Test(fingerprint_e2e, ap_refuses_a_pp_whose_config_differs) {
   const char *out = cli(args);
   snprintf(want, sizeof want, "\nfingerprint=%s", shared);
   cr_assert(not(eq(ptr, strstr(out, want), NULL)), "want '%s' in:\n%s", want, out);
+  /* Issue 26: the role as the config spells it, not the wire's number. */
+  cr_assert(not(eq(ptr, strstr(out, "role=active\n"), NULL)), "want 'role=active' in:\n%s", out);
 
   /* pp1 restarts from its stored block (the PMG is not asked) with the
    * other copy; the AP, restarting, checks every PP's Info. */

@@ -17,6 +17,15 @@
 #include "test_dir.h"
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
+#include "o3m_blas.h"
+
+/* o3m-eval's main makes BLAS single-threaded for every command (issue 26);
+ * these tests call the commands in process, so they do it themselves. */
+static void single_blas(void) { o3m_blas_single_thread(); }
+TestSuite(replay, .init = single_blas);
+TestSuite(replay_cmd, .init = single_blas);
+TestSuite(replay_criteo, .init = single_blas);
+TestSuite(replay_files, .init = single_blas);
 #include "eval_reader.h"
 #include "eval_replay.h"
 #include "eval_replay_out.h"

@@ -332,3 +332,25 @@ Test(secagg, regression_audit8_the_deploy_guides_agg_secret_is_readable_by_the_d
   unlink(other);
   rmdir(dir);
 }
+
+/* Issue 26: `o3m-passive --agg-keygen state/bank/agg.key` before the folder
+ * existed said only "No such file or directory". Now the message names the
+ * missing folder and the mkdir that makes it, and nothing is created. */
+Test(secagg, keygen_into_a_missing_folder_names_the_folder) {
+  char dir[] = "/tmp/o3m-secagg-XXXXXX";
+  cr_assert_not_null(mkdtemp(dir));
+  char folder[64], path[128], want[256];
+  snprintf(folder, sizeof folder, "%s/bank", dir);
+  snprintf(path, sizeof path, "%s/agg.key", folder);
+  snprintf(want, sizeof want, "the folder %s does not exist; create it first (mkdir -p -m 700 %s)",
+           folder, folder);
+  unsigned char pk[O3M_SECAGG_KEY_BYTES];
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_secagg_keygen(path, pk, &e), O3M_EIO, "%s", o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), path) && strstr(o3m_err_message(&e), want), "%s",
+            o3m_err_message(&e));
+  struct stat st;
+  cr_assert_neq(stat(folder, &st), 0, "the folder was created");
+  cr_assert_eq(rmdir(dir), 0);
+}

@@ -156,8 +156,13 @@ void o3m_ap_client_close(o3m_ap_client *c);
 /* Recommends one of K candidate items for user. arms: NULL, or K arm
  * indices (disjoint model). own_features: NULL (n_own = 0) or the active
  * party's own feature rows of the candidates, K x d_0 row-major. Errors are
- * the active participant's (O3M_EINVAL, O3M_ENOTFOUND for an unknown user or
- * item, O3M_EUNAVAILABLE, O3M_EDEADLINE, O3M_EPERM, ...) with its message. */
+ * the active participant's (O3M_EINVAL, O3M_EUNAVAILABLE, O3M_EDEADLINE,
+ * O3M_EPERM, ...) with its message. An unknown user or item is not an
+ * error by default: the passive parties answer it with dummy rows and never
+ * say, and the round is decided ([policy] unknown_items = serve). Under
+ * unknown_items = refuse an item that the active party's own item table
+ * lacks is O3M_ENOTFOUND naming it, and nothing changes. An unknown user is
+ * never refused (only counted on the active party's metrics). */
 int o3m_ap_client_recommend(o3m_ap_client *c, const char *user, int K, const char *const *items,
                             const uint32_t *arms, const double *own_features, size_t n_own,
                             o3m_recommendation *out, o3m_err *e);
