@@ -1345,20 +1345,7 @@ static void section_g(const bench_opts *o) {
       }
       eval_synth_destroy(s);
       for (int v = 0; v < 2; v++) {
-        o3m_policy_config cfg;
-        o3m_policy_config_default(&cfg);
-        cfg.algo = algo;
-        cfg.d = d;
-        cfg.max_candidates = K;
-        cfg.alpha = ALPHA;
-        cfg.v = TS_V;
-        o3m_err e;
-        o3m_err_clear(&e);
-        int rc = o3m_policy_create(&g[v].pol, &cfg, &e);
-        if (rc) {
-          fprintf(stderr, "o3m-bench-core: %s\n", o3m_err_message(&e));
-          exit(1);
-        }
+        g[v].pol = make_policy(algo, O3M_MODEL_SHARED, d, K, 1);
         warm_updates(g[v].pol, NULL, NULL, d, o->warm_updates, 8100 + K);
         g[v].K = K;
         g[v].d = d;
