@@ -163,6 +163,7 @@ typedef struct batch_slot {
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
+  o3m_policy_round pr[O3M_WIRE_MAX_BATCH]; /* the rounds' choices (batch_decide) */
   unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
   /* A failed fan-out: the parties that were missing, each with why (an
    * O3M code name), for a degraded answer (ap_fallback.h). */
@@ -995,8 +996,9 @@ static void round_decide_local(ap_round *r, queued *q, const batch_slot *b) {
   round_answer(r, q, id, chosen, score, b);
 }
 
-/* Chooses, opens and answers round q, whose sums Q x are the K rows at Y. */
-static void round_decide(ap_round *r, queued *q, const double *Y) {
+/* Opens and answers round q, whose sums Q x are the K rows at Y and whose
+ * choice the policy made in pc (batch_decide). */
+static void round_decide(ap_round *r, queued *q, const double *Y, const o3m_policy_round *pc) {
   o3m_err e;
   o3m_err_clear(&e);
   if (q->rc < 0) {
@@ -1004,10 +1006,9 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
     round_fail(r, q, &e);
     return;
   }
-  const int *arms = r->model == O3M_MODEL_DISJOINT ? q->arms : NULL;
-  int chosen;
-  double score;
-  int rc = o3m_policy_choose(r->policy, q->K, Y, arms, &chosen, &score);
+  const int *arms = pc->arms;
+  int chosen = pc->chosen, rc = pc->rc;
+  double score = pc->score;
   if (rc < 0) {
     o3m_err_set(&e, rc, "the policy could not choose among the %d candidates", q->K);
     round_fail(r, q, &e);
@@ -1050,7 +1051,13 @@ static void round_decide(ap_round *r, queued *q, const double *Y) {
 
 /* Decides slot b's rounds, in arrival order, after its fan-out (under the
  * lock): every round fails if the fan-out failed, or if the before_decide
- * hook refuses (What a decision sees, ap_round.h). */
+ * hook refuses (What a decision sees, ap_round.h). The policy chooses for
+ * all rounds at once (o3m_policy_choose_batch: one scoring call for the
+ * shared model), which is exactly choosing round by round: the model
+ * cannot change between them, since no reward is applied while the lock
+ * is held, and opening, recording and answering a decision do not touch
+ * the policy. A round whose own lookup failed is passed with K = 0, which
+ * the policy refuses without a draw, as it was never asked before. */
 static void batch_decide(ap_round *r, batch_slot *b) {
   o3m_err he;
   o3m_err_clear(&he);
@@ -1073,7 +1080,17 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   }
   size_t off = 0;
   for (int i = 0; i < b->n; i++) {
-    round_decide(r, b->q[i], b->Y + off * (size_t)r->d);
+    const queued *q = b->q[i];
+    b->pr[i] = (o3m_policy_round){.K = q->rc < 0 ? 0 : q->K,
+                                  .X = b->Y + off * (size_t)r->d,
+                                  .arms = r->model == O3M_MODEL_DISJOINT ? q->arms : NULL};
+    off += (size_t)q->K;
+  }
+  int rc = o3m_policy_choose_batch(r->policy, b->n, b->pr);
+  O3M_ASSERT(rc == O3M_OK);
+  off = 0;
+  for (int i = 0; i < b->n; i++) {
+    round_decide(r, b->q[i], b->Y + off * (size_t)r->d, &b->pr[i]);
     off += (size_t)b->q[i]->K;
   }
 }

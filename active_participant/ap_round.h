@@ -107,7 +107,11 @@
  * the unfactored Q x in the last bits; the decisions are the central run's
  * (test_active at K = 20, both models, both aggregation modes), and equal
  * whatever the batching and the number of threads (test_recovery). The
- * policy sees the rounds one after the other in the batch's order. A Reward that arrives while rounds are queued is applied at
+ * policy sees the rounds one after the other in the batch's order: it
+ * chooses for all of them with one o3m_policy_choose_batch (one scoring
+ * call for the shared model), which is exactly that, since no reward is
+ * applied between the rounds of one batch. A Reward that arrives while
+ * rounds are queued is applied at
  * once (ap_service.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *

@@ -152,6 +152,14 @@ static inline void o3m_trsm_right_upper(int m, int d, const double *U, double *B
               B, d);
 }
 
+/* B = B U^{-T}, U upper triangular d x d, B is m x d. Row k of the result is
+ * (U^{-1} b_k)^T: m triangular solves o3m_trsv_upper at once (with z_k ~
+ * N(0, I) in the rows, m draws of N(0, (U^T U)^{-1})). */
+static inline void o3m_trsm_right_upper_t(int m, int d, const double *U, double *B) {
+  cblas_dtrsm(CblasRowMajor, CblasRight, CblasUpper, CblasTrans, CblasNonUnit, m, d, 1.0, U, d,
+              B, d);
+}
+
 /* B = B T, T upper triangular d x d (only its upper triangle and diagonal
  * are read), B is m x d. With T the upper triangle of a symmetric S, row k
  * of the result dotted with b_k is (b_k^T S b_k + sum_i S_ii b_ki^2) / 2:

@@ -29,7 +29,8 @@
  *
  * Costs per round (K candidates, dimension d): shared LinUCB scores all K
  * with one dtrmm on the upper triangle of Lambda^{-1} (K d^2 flops) and
- * updates by Sherman-Morrison (O(d^2)); shared
+ * updates by Sherman-Morrison (O(d^2)); o3m_policy_choose_batch scores the
+ * candidates of many rounds with that one dtrmm; shared
  * LinTS keeps a Cholesky factor updated in O(d^2) and samples mu with one
  * triangular solve, O(K d + d^2); disjoint models cost O(K d^2). Every
  * refactor_every updates (per arm for disjoint) the inverse or factor is
@@ -91,6 +92,49 @@ const o3m_policy_config *o3m_policy_config_of(const o3m_policy *p);
  * (including the sampler) is unchanged on error. */
 int o3m_policy_choose(o3m_policy *p, int K, const double *X, const int *arms, int *chosen,
                      double *score);
+
+/* One round of o3m_policy_choose_batch: the arguments of one
+ * o3m_policy_choose call (in) and what it would have given (out). */
+typedef struct o3m_policy_round {
+  int K;            /* in: candidates (0 refuses the round, as choose does) */
+  const double *X;  /* in: K x d row-major, as for choose */
+  const int *arms;  /* in: as for choose (disjoint model only) */
+  int chosen;       /* out, when rc is 0 */
+  double score;     /* out, when rc is 0 */
+  int rc;           /* out: what o3m_policy_choose would have returned */
+} o3m_policy_round;
+
+/* Most rounds one scoring call of o3m_policy_choose_batch takes; a longer
+ * batch is scored in several calls (same decisions). */
+#define O3M_POLICY_BATCH_ROUNDS 64
+
+/* Most bytes of candidates (rows x d doubles) one scoring call of
+ * o3m_policy_choose_batch takes, so that they stay in a core's cache
+ * between their passes; a round larger than that is scored alone. The
+ * workspace is sized for it at create (at most this much more than
+ * max_candidates needs). */
+#define O3M_POLICY_BATCH_BYTES (256 * 1024)
+
+/* Chooses for n rounds against one model state, exactly as n calls of
+ * o3m_policy_choose(p, rounds[i].K, rounds[i].X, rounds[i].arms, ...) in
+ * the order i = 0..n-1 with no update between them: the same chosen
+ * indices, the same scores up to rounding (the batch's BLAS calls may sum
+ * in another order; within 1e-12 relative), the same per-round errors, and
+ * the same sampler state afterwards (LinTS draws each round's numbers in
+ * round order; a refused round draws nothing, and a round that fails after
+ * drawing gives its draws back, as choose does). The point is speed: the
+ * shared model scores the valid rounds' candidates together, up to
+ * O3M_POLICY_BATCH_BYTES of them and O3M_POLICY_BATCH_ROUNDS rounds per
+ * call: LinUCB
+ * with one dgemv for the means and one dtrmm for all the widths, LinTS
+ * with one triangular solve (dtrsm) for every round's mu, then one dgemv
+ * per round for its scores (a single dgemm of all candidates against all
+ * the rounds' mu would compute n times the scores needed). The disjoint
+ * model, whose candidates each read their own arm's inverse, and a batch
+ * of one round are chosen round by round. Returns O3M_EINVAL for n < 0 or
+ * rounds NULL with n > 0 (nothing done), else O3M_OK: each round's
+ * outcome is in its rc. Allocates nothing. */
+int o3m_policy_choose_batch(o3m_policy *p, int n, o3m_policy_round *rounds);
 
 /* Per-candidate quantities without sampling, for tests and diagnostics:
  * mean[k] = x_k^T theta and var[k] = x_k^T Lambda^{-1} x_k (the squared LinUCB

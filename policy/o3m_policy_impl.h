@@ -37,13 +37,21 @@ struct o3m_policy {
   int *since_refactor; /* per model */
   uint64_t updates;
   o3m_rng *rng;
-  /* workspace, sized at create */
-  double *W;     /* max_candidates x d */
-  double *mean;  /* max_candidates */
-  double *var;   /* max_candidates */
-  double *score; /* max_candidates */
+  /* workspace, sized at create; rows = max(max_candidates, batch_rows) */
+  int batch_rows; /* O3M_POLICY_BATCH_BYTES of rows of d doubles (>= 1) */
+  double *W;     /* rows x d */
+  double *mean;  /* rows */
+  double *var;   /* rows */
+  double *score; /* rows */
   double *z;     /* max(d, max_candidates) */
   double *work;  /* d */
+  /* o3m_policy_choose_batch: the rounds of one scoring call, each one's
+   * first row in W, its draws (shared LinTS: one row of Z each) and the
+   * sampler state before them. */
+  double *Z;     /* O3M_POLICY_BATCH_ROUNDS x d, shared LinTS only */
+  int bidx[O3M_POLICY_BATCH_ROUNDS];
+  int boff[O3M_POLICY_BATCH_ROUNDS];
+  o3m_rng_state bstate[O3M_POLICY_BATCH_ROUNDS];
   /* the chosen candidate's x and w = Ainv_a x (see o3m_policy.c) */
   double *kept_x, *kept_w;
   int kept_arm; /* -1: nothing kept */

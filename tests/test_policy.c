@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "o3m_policy.h"
+#include "o3m_rng.h"
 #include "policy_env.h"
 
 #define ND 100
@@ -525,4 +526,172 @@ Test(policy, regression_failed_lints_choice_leaves_sampler_unchanged) {
     o3m_policy_destroy(p);
     o3m_policy_destroy(twin);
   }
+}
+
+/* ---------------------------------------------------------------- batches */
+
+/* o3m_policy_choose_batch against the per-round calls it stands for: two
+ * twins with one config, one choosing each batch with one call, the other
+ * round by round in order; both learn the same rewards between batches.
+ * Every round must get the same rc, index and score (to 1e-12 relative),
+ * and after every batch the twins' state images (sampler included) must be
+ * equal byte for byte, so that a batch path drawing in another order,
+ * scoring a round against another round's draws or keeping the draws of a
+ * failed round fails here. The batches mix K from 1 to max_candidates,
+ * refused rounds (K = 0, a NaN, a bad arm) that must draw nothing, and
+ * more rows and rounds than one scoring call takes (O3M_POLICY_BATCH_BYTES
+ * is 163 rows at d = 200; O3M_POLICY_BATCH_ROUNDS), so they are scored in
+ * several calls. With
+ * huge set, some rounds have contexts of 1e300: they pass the input check
+ * and their sampled scores overflow (v = 1e10), so LinTS must give their
+ * draws back to the rounds after them. */
+enum { BD = 200, BK = 25, BMAX = 80, BN = 14 };
+
+typedef struct batch_twins {
+  o3m_policy *batch, *round;
+  o3m_rng *data;
+  double X[BMAX * BK * BD];
+  int arms[BMAX * BK];
+  o3m_policy_round r[BMAX];
+  unsigned char *img_a, *img_b;
+  size_t img_len;
+} batch_twins;
+
+static void twins_init(batch_twins *t, o3m_algo algo, o3m_model_kind model, double v) {
+  o3m_policy_config c;
+  o3m_policy_config_default(&c);
+  c.algo = algo;
+  c.model = model;
+  c.d = BD;
+  c.n_arms = 7;
+  c.max_candidates = BK;
+  c.v = v;
+  c.seed = 42;
+  c.refactor_every = 50;
+  o3m_err e;
+  cr_assert_eq(o3m_policy_create(&t->batch, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_policy_create(&t->round, &c, &e), O3M_OK, "%s", e.msg);
+  cr_assert_eq(o3m_rng_create_seeded_insecure(&t->data, 7), O3M_OK);
+  t->img_len = o3m_policy_state_size(t->batch);
+  t->img_a = malloc(t->img_len);
+  t->img_b = malloc(t->img_len);
+  cr_assert(t->img_a && t->img_b);
+}
+
+static void twins_free(batch_twins *t) {
+  o3m_policy_destroy(t->batch);
+  o3m_policy_destroy(t->round);
+  o3m_rng_destroy(t->data);
+  free(t->img_a);
+  free(t->img_b);
+}
+
+/* Fills n rounds of batch number b: K cycling over 1..BK, every 7th round
+ * refused for one of three reasons, and with huge every 5th round's
+ * contexts 1e300. */
+static void twins_rounds(batch_twins *t, int b, int n, int huge) {
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    int K = 1 + (i * 11 + b * 5) % BK;
+    double *X = t->X + off * BD;
+    int *arms = t->arms + off;
+    cr_assert_eq(o3m_rng_gaussian(t->data, X, (long)K * BD), O3M_OK);
+    for (int k = 0; k < K; k++) arms[k] = (i + k + b) % 7;
+    t->r[i] = (o3m_policy_round){.K = K, .X = X, .arms = arms, .chosen = -1, .rc = 99};
+    if (i % 7 == 3) {
+      int why = (i / 7 + b) % 3;
+      if (why == 0) t->r[i].K = 0;
+      else if (why == 1) X[(size_t)(K - 1) * BD] = NAN;
+      else arms[0] = 7;
+    } else if (huge && i % 5 == 1) {
+      for (int k = 0; k < K * BD; k++) X[k] = 1e300 / BD;
+    }
+    off += (size_t)K;
+  }
+}
+
+static void twins_run(o3m_algo algo, o3m_model_kind model, double v, int huge) {
+  batch_twins *t = calloc(1, sizeof *t);
+  cr_assert(t);
+  twins_init(t, algo, model, v);
+  const char *an = o3m_algo_name(algo), *mn = o3m_model_name(model);
+  const int lens[BN] = {2, 3, 1, 8, 5, 80, 4, 2, 70, 0, 6, 65, 3, 9};
+  int failed = 0, chose = 0, overflowed = 0;
+  for (int b = 0; b < BN; b++) {
+    int n = lens[b];
+    twins_rounds(t, b, n, huge);
+    cr_assert_eq(o3m_policy_choose_batch(t->batch, n, t->r), O3M_OK);
+    for (int i = 0; i < n; i++) {
+      const o3m_policy_round *q = &t->r[i];
+      int ch = -1;
+      double sc = 0;
+      int rc = o3m_policy_choose(t->round, q->K, q->X, q->arms, &ch, &sc);
+      cr_assert_eq(q->rc, rc, "%s %s batch %d round %d: rc %d, per round %d", an, mn, b, i,
+                   q->rc, rc);
+      if (rc) {
+        failed++;
+        /* a huge round's scores overflowed after its draws */
+        if (huge && i % 5 == 1 && i % 7 != 3) overflowed++;
+        continue;
+      }
+      chose++;
+      cr_assert_eq(q->chosen, ch, "%s %s batch %d round %d: chose %d, per round %d", an, mn, b,
+                   i, q->chosen, ch);
+      double rel = fabs(q->score - sc) / fmax(1.0, fabs(sc));
+      cr_assert_leq(rel, 1e-12, "%s %s batch %d round %d: score %.17g, per round %.17g", an,
+                    mn, b, i, q->score, sc);
+    }
+    cr_assert_eq(o3m_policy_state_export(t->batch, t->img_a, t->img_len), O3M_OK);
+    cr_assert_eq(o3m_policy_state_export(t->round, t->img_b, t->img_len), O3M_OK);
+    cr_assert(memcmp(t->img_a, t->img_b, t->img_len) == 0,
+              "%s %s after batch %d: the state images differ (sampler or model)", an, mn, b);
+    /* Both learn the same rewards: each chosen context, rewarded with its
+     * first coordinate's sign, so theta and the factor move between
+     * batches. */
+    for (int i = 0; i < n; i++) {
+      const o3m_policy_round *q = &t->r[i];
+      if (q->rc) continue;
+      const double *x = q->X + (size_t)q->chosen * BD;
+      if (fabs(x[0]) > 1e100) continue; /* a huge round's: no update takes it */
+      int arm = q->arms[q->chosen];
+      double rw = x[0] > 0 ? 1.0 : 0.0;
+      cr_assert_eq(o3m_policy_update(t->batch, arm, x, rw), O3M_OK);
+      cr_assert_eq(o3m_policy_update(t->round, arm, x, rw), O3M_OK);
+    }
+  }
+  cr_assert_gt(chose, 100);
+  cr_assert_gt(failed, 10);
+  if (huge) cr_assert_gt(overflowed, 5, "%s %s: no round failed after drawing", an, mn);
+  twins_free(t);
+  free(t);
+}
+
+Test(batch, linucb_shared_equals_per_round_calls) {
+  twins_run(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 0.01, 0);
+}
+
+Test(batch, lints_shared_equals_per_round_calls_and_sampler) {
+  twins_run(O3M_ALGO_LINTS, O3M_MODEL_SHARED, 0.01, 0);
+}
+
+Test(batch, lints_shared_failed_round_gives_its_draws_back) {
+  twins_run(O3M_ALGO_LINTS, O3M_MODEL_SHARED, 1e10, 1);
+}
+
+Test(batch, linucb_shared_huge_contexts_fail_alone) {
+  twins_run(O3M_ALGO_LINUCB, O3M_MODEL_SHARED, 0.01, 1);
+}
+
+Test(batch, disjoint_models_equal_per_round_calls) {
+  twins_run(O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT, 0.01, 0);
+  twins_run(O3M_ALGO_LINTS, O3M_MODEL_DISJOINT, 0.01, 0);
+}
+
+Test(batch, bad_arguments_are_refused) {
+  o3m_policy *p = small_policy(O3M_ALGO_LINTS, O3M_MODEL_SHARED, 1000);
+  o3m_policy_round r;
+  cr_assert_eq(o3m_policy_choose_batch(p, -1, &r), O3M_EINVAL);
+  cr_assert_eq(o3m_policy_choose_batch(p, 2, NULL), O3M_EINVAL);
+  cr_assert_eq(o3m_policy_choose_batch(p, 0, NULL), O3M_OK);
+  o3m_policy_destroy(p);
 }

@@ -13,7 +13,10 @@
  *       scoring step reaches at K = 1000;
  *   (e) secure aggregation against per-party parts;
  *   (f) a passive participant's feature lookup of a user it holds against
- *       one it does not (audit finding 1: the two must take the same time).
+ *       one it does not (audit finding 1: the two must take the same time);
+ *   (g) the AP's scoring of a batch of rounds with one call
+ *       (o3m_policy_choose_batch) against one o3m_policy_choose per round
+ *       (issue 23), shared LinUCB and LinTS, d = 100, K = 20, 100, 500.
  *
  * Machines are noisy, so every comparison interleaves its variants: short
  * batches of rounds alternate between the variants in A B B A order, each
@@ -82,7 +85,7 @@ static const int D_DIMS[] = {100, 200, 500};
 
 typedef struct bench_opts {
   int quick;
-  char sections[8]; /* subset of "abcdef" */
+  char sections[8]; /* subset of "abcdefg" */
   int pairs;        /* A-B pairs per cell, (a) and (b) */
   double cell_s;    /* time budget of one cell of (a) or (b) */
   int warm_updates; /* warm-up updates before timing, (a) (b) (d) */
@@ -1279,6 +1282,106 @@ static void section_f(const bench_opts *o, bench_summary *sum) {
   o3m_features_destroy(f);
 }
 
+/* ---- (g) one scoring call per batch vs one per round ---- */
+
+/* The AP decides a batch's rounds against one model state (no reward lands
+ * between them), so the shared model can score all of their candidates
+ * with one BLAS call (o3m_policy_choose_batch). Both variants choose for
+ * the same G_ROUNDS rounds of K candidates at d = 100 on twin policies
+ * warmed alike: one o3m_policy_choose per round, or one batch call. No
+ * update, so the state stays put and the decisions must agree (LinTS too:
+ * the twins draw the same numbers, in the same order, call for call). */
+#define G_ROUNDS 32
+static const int G_KS[] = {20, 100, 500};
+
+typedef struct g_state {
+  o3m_policy *pol;
+  int K, d, batch;
+  const double *X; /* G_ROUNDS x K x d */
+  o3m_policy_round r[G_ROUNDS];
+  int *dec, ndec;
+} g_state;
+
+/* B batches of G_ROUNDS rounds of one variant; seconds per batch (the
+ * unit calibrate_pair sizes B in). */
+static double g_batch(void *v, int B, int record) {
+  g_state *g = v;
+  double t0 = o3m_clock_s();
+  for (int b = 0; b < B; b++) {
+    if (g->batch) {
+      int rc = o3m_policy_choose_batch(g->pol, G_ROUNDS, g->r);
+      for (int i = 0; !rc && i < G_ROUNDS; i++) rc = g->r[i].rc;
+      if (rc) die(rc, "o3m_policy_choose_batch");
+    } else {
+      for (int i = 0; i < G_ROUNDS; i++) {
+        o3m_policy_round *q = &g->r[i];
+        int rc = o3m_policy_choose(g->pol, q->K, q->X, NULL, &q->chosen, &q->score);
+        if (rc) die(rc, "o3m_policy_choose");
+      }
+    }
+    if (record)
+      for (int i = 0; i < G_ROUNDS; i++) g->dec[g->ndec++] = g->r[i].chosen;
+  }
+  return (o3m_clock_s() - t0) / B;
+}
+
+static void section_g(const bench_opts *o) {
+  const int d = 100, NK = NELEM(G_KS);
+  printf("\n(g) The AP's scoring of a batch of %d rounds: one o3m_policy_choose per round vs\n"
+         "    one o3m_policy_choose_batch (issue 23), d = %d, shared model, no update in\n"
+         "    between (as within one AP batch). Twin policies warmed with %d updates;\n"
+         "    interleaved, medians over %d pairs of batches; us per round.\n",
+         G_ROUNDS, d, o->warm_updates, o->pairs);
+  printf("  %-7s %5s %14s %14s %9s   %s\n", "algo", "K", "per round us", "batch us", "speedup",
+         "same decisions");
+  for (int a = 0; a < 2; a++) {
+    o3m_algo algo = a == 0 ? O3M_ALGO_LINUCB : O3M_ALGO_LINTS;
+    for (int ki = 0; ki < NK; ki++) {
+      int K = G_KS[ki];
+      g_state g[2];
+      double *X = xmalloc(sizeof(double) * G_ROUNDS * (size_t)K * d);
+      eval_synth *s = make_synth(d, K, 8000 + K);
+      for (int i = 0; i < G_ROUNDS; i++) {
+        int rc = eval_synth_round(s, X + (size_t)i * K * d, NULL, NULL);
+        if (rc) die(rc, "contexts");
+      }
+      eval_synth_destroy(s);
+      for (int v = 0; v < 2; v++) {
+        g[v].pol = make_policy(algo, O3M_MODEL_SHARED, d, K, 1);
+        warm_updates(g[v].pol, NULL, NULL, d, o->warm_updates, 8100 + K);
+        g[v].K = K;
+        g[v].d = d;
+        g[v].batch = v;
+        g[v].X = X;
+        g[v].ndec = 0;
+        for (int i = 0; i < G_ROUNDS; i++)
+          g[v].r[i] = (o3m_policy_round){.K = K, .X = X + (size_t)i * K * d};
+      }
+      int np = o->pairs;
+      double *ta = xmalloc(sizeof(double) * np), *tb = xmalloc(sizeof(double) * np);
+      double *ra = xmalloc(sizeof(double) * np);
+      int B = calibrate_pair(g_batch, &g[0], &g[1], o->cell_s / (2.0 * np));
+      for (int v = 0; v < 2; v++) g[v].dec = xmalloc(sizeof(int) * (size_t)B * np * G_ROUNDS);
+      run_pairs(g_batch, &g[0], &g[1], np, B, ta, tb, ra);
+      /* ra is batch / per round; the speedup is its inverse. */
+      double t0 = median(ta, np) / G_ROUNDS, t1 = median(tb, np) / G_ROUNDS, r = median(ra, np);
+      char same[64];
+      same_label(same, sizeof same, count_mismatch(g[0].dec, g[1].dec, g[0].ndec), g[0].ndec);
+      printf("  %-7s %5d %14.2f %14.2f %8.2fx   %s\n", o3m_algo_name(algo), K, t0 * 1e6,
+             t1 * 1e6, 1.0 / r, same);
+      fflush(stdout);
+      for (int v = 0; v < 2; v++) {
+        o3m_policy_destroy(g[v].pol);
+        free(g[v].dec);
+      }
+      free(ta);
+      free(tb);
+      free(ra);
+      free(X);
+    }
+  }
+}
+
 /* ---- driver ---- */
 
 /* A number macro as a string, for the help text. */
@@ -1288,13 +1391,13 @@ static void section_f(const bench_opts *o, bench_summary *sum) {
 enum { OPT_QUICK, OPT_SECTIONS, OPT_POOL_MB };
 static const o3m_cli_option options[] = {
     [OPT_QUICK] = {"quick", NULL, "few repeats: a smoke run of a few seconds"},
-    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcdef)"},
+    [OPT_SECTIONS] = {"sections", "LIST", "run only these sections (default abcdefg)"},
     [OPT_POOL_MB] = {"pool-mb", "N", "(a): cap in MB of the replayed pool of rounds, 1..4096 "
                                      "(default " STR(POOL_MB_DEFAULT) "; 64+: from memory)"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
-    "o3m-bench-core", "[--quick] [--sections abcdef] [--pool-mb N]",
+    "o3m-bench-core", "[--quick] [--sections abcdefg] [--pool-mb N]",
     "Benchmarks the bandit engine (see eval/bench/README.md).", options,
     "sections:\n"
     "  a  per-round time, central vs masked (M = " STR(N_PARTIES) "), shared LinUCB and LinTS\n"
@@ -1303,6 +1406,7 @@ static const o3m_cli_spec spec = {
     "  d  scoring GFLOP/s as a fraction of the dgemm rate\n"
     "  e  secure aggregation vs per-party parts (PP per MaskBatch, AP round)\n"
     "  f  PP feature lookup time, known vs unknown user (should be 1.0)\n"
+    "  g  scoring a batch of rounds with one call vs one call per round (issue 23)\n"
     "exit 0 whether targets are met or not.\n"};
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }
@@ -1321,7 +1425,7 @@ static double load_average(void) {
 }
 
 int main(int argc, char **argv) {
-  bench_opts o = {.quick = 0, .sections = "abcdef"};
+  bench_opts o = {.quick = 0, .sections = "abcdefg"};
   double pool_mb = POOL_MB_DEFAULT;
   o3m_cli cl;
   o3m_cli_begin(&cl, &spec, argc, argv);
@@ -1331,8 +1435,8 @@ int main(int argc, char **argv) {
     if (i == OPT_QUICK) {
       o.quick = 1;
     } else if (i == OPT_SECTIONS) {
-      if (!*v || strlen(v) > 6 || strspn(v, "abcdef") != strlen(v))
-        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcdef", v);
+      if (!*v || strlen(v) > 7 || strspn(v, "abcdefg") != strlen(v))
+        return o3m_cli_usage_error(&spec, "--sections: '%s' is not a subset of abcdefg", v);
       snprintf(o.sections, sizeof o.sections, "%s", v);
     } else if (i == OPT_POOL_MB) {
       char *end;
@@ -1379,6 +1483,7 @@ int main(int argc, char **argv) {
   if (strchr(o.sections, 'd')) section_d(&o);
   if (strchr(o.sections, 'e')) section_e(&o, &sum);
   if (strchr(o.sections, 'f')) section_f(&o, &sum);
+  if (strchr(o.sections, 'g')) section_g(&o);
 
   printf("\ntargets\n");
   if (strchr(o.sections, 'a'))
