@@ -4,7 +4,9 @@
  * (O3M_MAX_ID + 1 bytes each), a chain link for the hash buckets and the
  * two links of the LRU list. Buckets are at least twice the capacity, so
  * chains are short; an evicted entry is unlinked from its chain (a walk of
- * that chain) and reused. */
+ * that chain) and reused. Clients choose the ids, so the buckets come from
+ * a keyed hash under a key of this cache's own (o3m_hash.h): nobody can
+ * pick ids that pile up in one chain. */
 #include "ap_itemcache.h"
 
 #include <stdlib.h>
@@ -27,6 +29,7 @@ struct ap_itemcache {
   uint64_t mask_id;
   int n_epochs;
   uint64_t epochs[AP_ITEMCACHE_MAX_PARTIES];
+  o3m_hash_key key; /* the buckets' hash key, random per cache */
   ap_itemcache_stats st;
 };
 
@@ -39,6 +42,10 @@ int ap_itemcache_create(ap_itemcache **out, int capacity, int d, o3m_err *e) {
   c->cap = capacity;
   c->d = d;
   c->head = c->tail = -1;
+  if (o3m_hash_key_new(&c->key) < 0) {
+    free(c);
+    return o3m_err_set(e, O3M_ERANDOM, "item cache: libsodium failed to initialize");
+  }
   c->n_buckets = 16;
   while (c->n_buckets < 2 * (size_t)capacity) c->n_buckets <<= 1;
   size_t n = capacity > 0 ? (size_t)capacity : 1;
@@ -67,6 +74,7 @@ void ap_itemcache_destroy(ap_itemcache *c) {
   free(c->prev);
   free(c->next);
   free(c->bucket);
+  o3m_hash_key_wipe(&c->key);
   free(c);
 }
 
@@ -95,14 +103,21 @@ int ap_itemcache_key(const ap_itemcache *c, uint64_t *mask_id, uint64_t *epochs)
 }
 
 static size_t bucket_of(const ap_itemcache *c, const char *id, size_t len) {
-  return (size_t)o3m_hash_bytes(id, len, 0) & (c->n_buckets - 1);
+  return (size_t)o3m_hash_keyed(&c->key, id, len) & (c->n_buckets - 1);
 }
 
-static int find(const ap_itemcache *c, const char *id, size_t len, size_t *b) {
+/* The entry of id, or -1; *b gets its bucket. Counts the longest chain
+ * walked (ap_itemcache_stats.longest_chain). */
+static int find(ap_itemcache *c, const char *id, size_t len, size_t *b) {
   *b = bucket_of(c, id, len);
-  for (int i = c->bucket[*b]; i >= 0; i = c->chain[i])
-    if (strcmp(c->ids + (size_t)i * ID_SLOT, id) == 0) return i;
-  return -1;
+  uint64_t walked = 0;
+  int i = c->bucket[*b];
+  for (; i >= 0; i = c->chain[i]) {
+    walked++;
+    if (strcmp(c->ids + (size_t)i * ID_SLOT, id) == 0) break;
+  }
+  if (walked > c->st.longest_chain) c->st.longest_chain = walked;
+  return i;
 }
 
 static void lru_unlink(ap_itemcache *c, int i) {

@@ -41,6 +41,9 @@ typedef struct ap_itemcache ap_itemcache;
 typedef struct ap_itemcache_stats {
   uint64_t hits, misses, evictions, resets;
   uint64_t size, capacity;
+  /* The most entries one lookup compared (its bucket's chain) since the
+   * cache was made: a few at most, whatever ids the clients choose. */
+  uint64_t longest_chain;
 } ap_itemcache_stats;
 
 /* A cache of capacity (>= 0) entries of d (>= 1) values. O3M_EINVAL,

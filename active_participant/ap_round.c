@@ -38,7 +38,10 @@
 /* Finds duplicate item ids in one request in O(K): an open-addressing table
  * with linear probing, at least twice as large as max_candidates. Entries
  * carry the round's generation number, so the table is never cleared: an
- * entry of an older generation counts as empty. */
+ * entry of an older generation counts as empty. The ids are
+ * the client's, so the hash is keyed (o3m_hash.h), under a key of this
+ * table's own: no one can choose ids that share a probe run and turn the
+ * check into O(K^2). */
 typedef struct dup_entry {
   uint64_t gen;
   uint64_t hash;
@@ -49,13 +52,21 @@ typedef struct dupset {
   dup_entry *t;
   size_t cap; /* power of two */
   uint64_t gen;
+  o3m_hash_key key;
 } dupset;
 
 static int dupset_init(dupset *s, int k_max) {
   s->cap = 16;
   while (s->cap < 2 * (size_t)k_max) s->cap <<= 1;
+  if (o3m_hash_key_new(&s->key) < 0) return O3M_ERANDOM;
   s->t = calloc(s->cap, sizeof *s->t);
   return s->t ? 0 : O3M_ENOMEM;
+}
+
+static void dupset_free(dupset *s) {
+  free(s->t);
+  s->t = NULL;
+  o3m_hash_key_wipe(&s->key);
 }
 
 /* Returns -1 if the K ids are distinct, else the index of the first id that
@@ -64,7 +75,7 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
   s->gen++;
   size_t mask = s->cap - 1;
   for (int k = 0; k < K; k++) {
-    uint64_t h = o3m_hash_bytes(ids[k], strlen(ids[k]), 0);
+    uint64_t h = o3m_hash_keyed(&s->key, ids[k], strlen(ids[k]));
     size_t i = (size_t)h & mask;
     for (;; i = (i + 1) & mask) {
       dup_entry *en = &s->t[i];
@@ -87,7 +98,7 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
  * ids): its index, or, when absent, adds it as index n and returns -1. */
 static int dupset_add(dupset *s, const char *const *ids, int n, const char *id) {
   size_t mask = s->cap - 1;
-  uint64_t h = o3m_hash_bytes(id, strlen(id), 0);
+  uint64_t h = o3m_hash_keyed(&s->key, id, strlen(id));
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     dup_entry *en = &s->t[i];
     if (en->gen != s->gen) {
@@ -430,7 +441,7 @@ void ap_round_destroy(ap_round *r) {
   o3m_features_destroy(r->retired);
   o3m_tables_destroy(r->tables);
   ap_itemcache_destroy(r->cache);
-  free(r->dup.t);
+  dupset_free(&r->dup);
   free(r->arms_pool);
   free(r->owners);
   free(r->X0lock);
@@ -447,7 +458,7 @@ void ap_round_destroy(ap_round *r) {
     free(bs->cand);
     free(bs->new_items);
     free(bs->new_of);
-    free(bs->uniq.t);
+    dupset_free(&bs->uniq);
   }
   free(r);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ap_itemcache.h"
+#include "o3m_hash.h"
 #include "o3m_limits.h"
 
 #define D 3
@@ -127,3 +128,43 @@ Test(itemcache, churn_keeps_the_bound_and_capacity_zero_holds_nothing) {
   cr_assert(eq(int, ap_itemcache_create(&c, -1, D, &e), O3M_EINVAL));
 }
 
+
+/* Hash flooding: a client names the items, and every item it names (an
+ * unknown one too) is cached. Ids that all fall into the bucket of a real
+ * item under the unkeyed table hash (o3m_hash_bytes, which anyone can
+ * compute) are found here by search, as an attacker would find them
+ * offline, and put into the cache. Its buckets come from a keyed hash with
+ * a key of its own, so they spread, and a lookup of the real item compares
+ * a few entries, not all of them. With the buckets of the unkeyed hash
+ * every one of these ids would share the real item's chain. */
+Test(itemcache, ids_chosen_to_collide_do_not_share_one_chain) {
+  enum { CAP = 256, N = 200 };
+  size_t n_buckets = 16; /* as ap_itemcache_create sizes them */
+  while (n_buckets < 2 * (size_t)CAP) n_buckets <<= 1;
+  const char *target = "i1";
+  uint64_t want = o3m_hash_bytes(target, strlen(target), 0) & (n_buckets - 1);
+  static char ids[N][24];
+  int n = 0;
+  for (unsigned u = 0; n < N; u++) {
+    char id[24];
+    snprintf(id, sizeof id, "x%u", u);
+    if ((o3m_hash_bytes(id, strlen(id), 0) & (n_buckets - 1)) == want) memcpy(ids[n++], id, sizeof id);
+  }
+  ap_itemcache *c;
+  o3m_err e;
+  cr_assert(eq(int, ap_itemcache_create(&c, CAP, D, &e), 0));
+  uint64_t ep[1] = {1};
+  ap_itemcache_reset(c, 7, 1, ep);
+  double v[D], out[D];
+  vec(v, 1);
+  ap_itemcache_put(c, target, v);
+  for (int i = 0; i < N; i++) ap_itemcache_put(c, ids[i], v);
+  for (int i = 0; i < N; i++) cr_assert(eq(int, ap_itemcache_get(c, ids[i], out), 1));
+  cr_assert(eq(int, ap_itemcache_get(c, target, out), 1));
+  ap_itemcache_stats st;
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(le(u64, st.longest_chain, 12),
+            "a lookup compared %llu entries: the chosen ids share one chain",
+            (unsigned long long)st.longest_chain);
+  ap_itemcache_destroy(c);
+}
