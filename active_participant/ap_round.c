@@ -20,7 +20,7 @@
 #include "o3m_clock.h"
 #include "o3m_assert.h"
 #include "o3m_blas.h"
-#include "o3m_hash.h"
+#include "o3m_hash_keyed.h"
 #include "o3m_log.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
@@ -39,7 +39,7 @@
  * with linear probing, at least twice as large as max_candidates. Entries
  * carry the round's generation number, so the table is never cleared: an
  * entry of an older generation counts as empty. The ids are
- * the client's, so the hash is keyed (o3m_hash.h), under a key of this
+ * the client's, so the hash is keyed (o3m_hash_keyed.h), under a key of this
  * table's own: no one can choose ids that share a probe run and turn the
  * check into O(K^2). */
 typedef struct dup_entry {
