@@ -20,7 +20,8 @@
  * gets mu + Sigma^{1/2} z, the table's mean plus the symmetric square root
  * of its covariance (both computed at load, linalg/o3m_moments.h) times a
  * vector z of standard normals from a splitmix64 stream seeded with
- * SipHash-2-4(key, id); bytes 0..15 of the key key the user table, 16..31
+ * SipHash-2-4(key, id) (libsodium's crypto_shorthash through
+ * crypto/o3m_hash_keyed.h); bytes 0..15 of the key key the user table, 16..31
  * the item table, so a user and an item with the same id get unrelated
  * rows. SipHash is a pseudo-random function: without the key the dummies
  * of different ids look like independent draws from N(mu, Sigma), and the
@@ -48,6 +49,7 @@
 
 #include "o3m_blas.h"
 #include "o3m_hash.h"
+#include "o3m_hash_keyed.h"
 #include "o3m_moments.h"
 #include "o3m_splitmix.h"
 
@@ -87,9 +89,10 @@ struct o3m_features {
   ft_table user;
   ft_table item;
   int dims;
-  /* SipHash keys of the dummy rows: [0] the user table, [1] the item table;
-   * used only once has_key is set (o3m_features_set_dummy_key). */
-  uint64_t dummy_key[2][2];
+  /* Keyed-hash keys of the dummy rows (crypto/o3m_hash_keyed.h): [0] the
+   * user table, [1] the item table; used only once has_key is set
+   * (o3m_features_set_dummy_key). */
+  o3m_hash_key dummy_key[2];
   int has_key;
   int whitened;     /* o3m_features_whiten ran */
   int norm_checked; /* o3m_features_check_norm ran (whitening must come before) */
@@ -170,63 +173,10 @@ static void table_free(ft_table *t) {
 
 /* ------------------------------------------------------------------ random */
 
-#define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
-
-#define SIPROUND(v0, v1, v2, v3) \
-  do {                           \
-    v0 += v1;                    \
-    v1 = ROTL64(v1, 13);         \
-    v1 ^= v0;                    \
-    v0 = ROTL64(v0, 32);         \
-    v2 += v3;                    \
-    v3 = ROTL64(v3, 16);         \
-    v3 ^= v2;                    \
-    v0 += v3;                    \
-    v3 = ROTL64(v3, 21);         \
-    v3 ^= v0;                    \
-    v2 += v1;                    \
-    v1 = ROTL64(v1, 17);         \
-    v1 ^= v2;                    \
-    v2 = ROTL64(v2, 32);         \
-  } while (0)
-
-/* SipHash-2-4 of n bytes under the 128-bit key k (k[0] = the key's first 8
- * bytes read little-endian, k[1] the next 8), as specified by Aumasson and
- * Bernstein; the bytes are read little-endian whatever the host's order, so
- * a key gives the same dummies on every machine. */
-static uint64_t siphash24(const uint64_t k[2], const unsigned char *in, size_t n) {
-  uint64_t v0 = 0x736f6d6570736575ull ^ k[0];
-  uint64_t v1 = 0x646f72616e646f6dull ^ k[1];
-  uint64_t v2 = 0x6c7967656e657261ull ^ k[0];
-  uint64_t v3 = 0x7465646279746573ull ^ k[1];
-  const size_t full = n & ~(size_t)7;
-  for (size_t i = 0; i < full; i += 8) {
-    uint64_t m = 0;
-    for (int b = 0; b < 8; b++) m |= (uint64_t)in[i + (size_t)b] << (8 * b);
-    v3 ^= m;
-    SIPROUND(v0, v1, v2, v3);
-    SIPROUND(v0, v1, v2, v3);
-    v0 ^= m;
-  }
-  uint64_t last = (uint64_t)(n & 0xff) << 56;
-  for (size_t i = full; i < n; i++) last |= (uint64_t)in[i] << (8 * (i - full));
-  v3 ^= last;
-  SIPROUND(v0, v1, v2, v3);
-  SIPROUND(v0, v1, v2, v3);
-  v0 ^= last;
-  v2 ^= 0xff;
-  for (int r = 0; r < 4; r++) SIPROUND(v0, v1, v2, v3);
-  return v0 ^ v1 ^ v2 ^ v3;
-}
-
-/* Splits 32 key bytes into the two SipHash keys (little-endian words). */
+/* Splits 32 key bytes into the two keyed-hash keys. */
 static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
-  for (int t = 0; t < 2; t++)
-    for (int w = 0; w < 2; w++) {
-      uint64_t x = 0;
-      for (int b = 0; b < 8; b++) x |= (uint64_t)key[16 * t + 8 * w + b] << (8 * b);
-      f->dummy_key[t][w] = x;
-    }
+  memcpy(f->dummy_key[0].k, key, sizeof f->dummy_key[0].k);
+  memcpy(f->dummy_key[1].k, key + sizeof f->dummy_key[0].k, sizeof f->dummy_key[1].k);
 }
 
 /* A dummy drawn above its table's bound is scaled onto the bound times
@@ -256,9 +206,9 @@ static inline double select_double(uint64_t pick, double a, double b) {
 
 /* Writes the dummy row of id into out[0..t->n_cols):
  * mu + Sigma^{1/2} z = mu + sum_k z_k (row k of the symmetric root), z drawn
- * from the stream that SipHash(key, id) seeds, so nothing but out is
- * written. Ids are compared as byte strings everywhere, so the hash covers
- * exactly the bytes up to the NUL.
+ * from the stream that SipHash(key, id) seeds (o3m_hash_keyed), so nothing
+ * but out is written. Ids are compared as byte strings everywhere, so the
+ * hash covers exactly the bytes up to the NUL.
  *
  * A dummy must stay inside the party's norm bound (o3m_features_check_norm
  * sets t->dummy_max_sq, at least the table's largest real row). The work
@@ -273,8 +223,8 @@ static inline double select_double(uint64_t pick, double a, double b) {
  * moved onto it; with a bound far above the real rows (the default) that
  * practically never happens. A draw whose squared norm overflows gets
  * c = 0, the zero row. */
-static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, double *out) {
-  uint64_t s = siphash24(key, (const unsigned char *)id, strlen(id));
+static void dummy_row(const ft_table *t, const o3m_hash_key *key, const char *id, double *out) {
+  uint64_t s = o3m_hash_keyed(key, id, strlen(id));
   const int n = t->n_cols;
   double z[2];
   memcpy(out, t->means, sizeof *out * (size_t)n);
@@ -302,7 +252,7 @@ static void dummy_row(const ft_table *t, const uint64_t key[2], const char *id, 
 static void pick_row(const o3m_features *f, const ft_table *t, int which, const char *id, long r,
                      size_t decoy, double *out) {
   if (f->has_key)
-    dummy_row(t, f->dummy_key[which], id, out);
+    dummy_row(t, &f->dummy_key[which], id, out);
   else
     memcpy(out, t->means, sizeof *out * (size_t)t->n_cols);
   uint64_t known = r >= 0;
@@ -744,7 +694,8 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
 
 void o3m_features_destroy(o3m_features *f) {
   if (!f) return;
-  explicit_bzero(f->dummy_key, sizeof f->dummy_key);
+  o3m_hash_key_wipe(&f->dummy_key[0]);
+  o3m_hash_key_wipe(&f->dummy_key[1]);
   table_free(&f->user);
   table_free(&f->item);
   free(f);
