@@ -42,7 +42,8 @@ int o3m_pem_read(const char *what, const char *path, int secret, char **out, siz
   *out = NULL;
   if (len) *len = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return o3m_err_set(e, O3M_ETLS, "%s %s: cannot read: %s", what, path, strerror(errno));
+  if (fd < 0)
+    return o3m_err_set(e, O3M_ETLS, "%s %s: cannot read: %s", what, path, strerror(errno));
   if (secret) {
     int rc = o3m_secret_file_check(what, path, fd, NULL, e);
     if (rc < 0) {
