@@ -176,7 +176,7 @@
  * queue, and twice the default client_inflight_max, so that one client at
  * its cap leaves as many for the others. The server must be given exactly
  * this many (method_slots). */
-#define AP_ROUND_SLOTS 64
+#define AP_ROUND_SLOTS O3M_MAX_CLIENT_INFLIGHT
 
 /* Most batches in flight at once (see "Pipelined batches"): each slot holds
  * a few batch buffers and one client per passive party. Beyond a few the
