@@ -81,6 +81,10 @@
  * start-up with d doubles per entry. */
 #define O3M_MAX_ITEM_CACHE 10000000
 
+/* Largest [policy] pending_expiry_s: a year, beyond any reward worth
+ * waiting for. */
+#define O3M_MAX_PENDING_EXPIRY_S 31536000
+
 /* Most owners (clients plus the shared pool) of one pending table: above
  * O3M_MAX_CLIENTS with room to spare for a caller that shares it finer. */
 #define O3M_MAX_PENDING_OWNERS 65536
@@ -88,6 +92,16 @@
 /* Most queries in one MaskBatch: the rounds the active party sends a
  * passive party in one call, which sizes the buffers of a batch slot. */
 #define O3M_MAX_WIRE_BATCH 64
+
+/* Bytes of masked values one MaskBatch may aim for: the row budget of
+ * o3m_wire_mask_batch_rows keeps a reply of d-vectors near this size, a
+ * quarter of the default message limit. */
+#define O3M_MAX_WIRE_BATCH_BYTES (16 << 20)
+
+/* Most batches the active party has in flight at once: each holds a few
+ * batch buffers and one client per passive party, and beyond a few the
+ * gain is nil on a machine whose cores the parties share. */
+#define O3M_MAX_INFLIGHT_BATCHES 4
 
 /* Most serving threads a party may ask for ([party] threads), which is also
  * the most one RPC server runs: beyond a handful the parties' shared cores,
@@ -97,6 +111,10 @@
 /* Largest [federation] deadline_ms, the active party's deadline for one
  * round's passive parts: an hour, beyond any useful wait for a round. */
 #define O3M_MAX_ROUND_DEADLINE_MS 3600000
+
+/* Largest nats_replicas: NATS JetStream keeps at most five copies of a
+ * stream or bucket. */
+#define O3M_MAX_NATS_REPLICAS 5
 
 /* ---- gRPC: what a caller can make a daemon hold ---- */
 
