@@ -320,7 +320,7 @@ typedef struct keyspec {
 
 static const keyspec fed_keys[] = {
     {"d", KT_INT, FED(d), 1, O3M_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
-    {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
+    {"deadline_ms", KT_INT, FED(deadline_ms), 1, O3M_MAX_ROUND_DEADLINE_MS, 0, 0, NULL, R_SEC, 0},
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"metrics_clients", KT_STR, FED(metrics_clients), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -330,13 +330,13 @@ static const keyspec fed_keys[] = {
     {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
-    {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
+    {"nats_replicas", KT_INT, FED(repl.replicas), 1, O3M_MAX_NATS_REPLICAS, 0, 0, NULL, R_SEC, 0},
     {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
     {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"rpc_streams_per_connection", KT_INT, FED(rpc.streams_per_connection), 1,
      O3M_CONFIG_MAX_STREAMS, 0, 0, NULL, R_SEC, 0},
-    {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, 86400000, 0, 0, NULL,
-     R_SEC, 0},
+    {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, O3M_MAX_DEADLINE_MS, 0, 0,
+     NULL, R_SEC, 0},
     {"rpc_receiving_per_identity", KT_INT, FED(rpc.receiving_per_identity), 0,
      O3M_CONFIG_MAX_RECEIVING, 0, 0, NULL, R_SEC, 0},
     {"rpc_connections_per_identity", KT_INT, FED(rpc.connections_per_identity), 1,
@@ -356,16 +356,16 @@ static const keyspec pol_keys[] = {
      R_SEC, 0},
     {"max_candidates", KT_INT, POL(max_candidates), 1, O3M_MAX_CANDIDATES, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_capacity", KT_INT, POL(pending_capacity), 1, 10000000, 0, 0, NULL,
+    {"pending_capacity", KT_INT, POL(pending_capacity), 1, O3M_MAX_PENDING_CAPACITY, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, 31536000, 0, 0, NULL,
+    {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, O3M_MAX_PENDING_EXPIRY_S, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_client_share", KT_INT, POL(pending_client_share), 0, 10000000, 0, 0, NULL,
-     R_SEC, 0},
+    {"pending_client_share", KT_INT, POL(pending_client_share), 0, O3M_MAX_PENDING_CAPACITY, 0,
+     0, NULL, R_SEC, 0},
     {"client_inflight_max", KT_INT, POL(client_inflight_max), 1,
      O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
     {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
-    {"item_cache", KT_INT, POL(item_cache), 0, 10000000, 0, 0, NULL, R_SEC, 0},
+    {"item_cache", KT_INT, POL(item_cache), 0, O3M_MAX_ITEM_CACHE, 0, 0, NULL, R_SEC, 0},
     {"unknown_items", KT_WORD, POL(unknown_items), 0, 0, 0, 0, "serve|refuse", R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
@@ -957,7 +957,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
     o3m_config_destroy(c);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
-  c->deadline_ms = 200;
+  c->deadline_ms = O3M_DEFAULT_DEADLINE_MS;
   c->rpc.streams_per_connection = O3M_CONFIG_DEFAULT_STREAMS;
   c->rpc.receive_timeout_ms = O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS;
   c->rpc.receiving_per_identity = 0;
@@ -968,23 +968,23 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->repl.mode = "none";
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
-  c->repl.replicas = 3;
+  c->repl.replicas = O3M_DEFAULT_NATS_REPLICAS;
   c->repl.tls = "on";
   c->repl.server_name = "nats";
-  c->policy.alpha = 0.5;
-  c->policy.lambda = 1.0;
-  c->policy.v = 0.01;
-  c->policy.seed = 1;
-  c->policy.refactor_every = 1000;
-  c->policy.max_candidates = 1000;
-  c->policy.pending_capacity = 100000;
-  c->policy.pending_expiry_s = 3600;
-  c->policy.client_inflight_max = 32;
-  c->policy.batch_cost_max = 65536;
-  c->policy.item_cache = 100000;
+  c->policy.alpha = O3M_DEFAULT_ALPHA;
+  c->policy.lambda = O3M_DEFAULT_LAMBDA;
+  c->policy.v = O3M_DEFAULT_V;
+  c->policy.seed = O3M_DEFAULT_SEED;
+  c->policy.refactor_every = O3M_DEFAULT_REFACTOR_EVERY;
+  c->policy.max_candidates = O3M_DEFAULT_MAX_CANDIDATES;
+  c->policy.pending_capacity = O3M_DEFAULT_PENDING_CAPACITY;
+  c->policy.pending_expiry_s = O3M_DEFAULT_PENDING_EXPIRY_S;
+  c->policy.client_inflight_max = O3M_DEFAULT_CLIENT_INFLIGHT;
+  c->policy.batch_cost_max = O3M_DEFAULT_BATCH_COST;
+  c->policy.item_cache = O3M_DEFAULT_ITEM_CACHE;
   c->policy.unknown_items = "serve";
-  c->policy.reward_min = 0.0;
-  c->policy.reward_max = 1.0;
+  c->policy.reward_min = O3M_DEFAULT_REWARD_MIN;
+  c->policy.reward_max = O3M_DEFAULT_REWARD_MAX;
 
   parser p = {.c = c, .e = e};
   int rc = split_lines(&p);

@@ -481,7 +481,7 @@ int eval_cost_main(int argc, char **argv) {
         return 2;
       }
       break;
-    case COST_K: if (!parse_list("K", arg, 1, 100000, o.Ks, &o.nK)) return 2; break;
+    case COST_K: if (!parse_list("K", arg, 1, O3M_EVAL_MAX_K, o.Ks, &o.nK)) return 2; break;
     case COST_D: if (!parse_list("d", arg, 1, O3M_MAX_DIM, o.ds, &o.nd)) return 2; break;
     case COST_M: {
       int n, v[COST_MAX_LIST];

@@ -131,8 +131,9 @@ static const o3m_cli_spec gen_cli = {
 
 int eval_gen_federation_main(int argc, char **argv) {
   const char *out = NULL, *parties = "20,20,20,20,20", *algo = "linucb", *model = "shared";
-  long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500, maxk = 1000;
-  double alpha = 0.5, v = 0.01;
+  long users = 1000, items = 100, seed = 1, data_seed = 1, deadline = 500;
+  long maxk = O3M_DEFAULT_MAX_CANDIDATES;
+  double alpha = O3M_DEFAULT_ALPHA, v = O3M_DEFAULT_V;
   int insecure = 0, whiten = 0;
   const char *aggregation = "secure";
   o3m_cli cl;
@@ -144,7 +145,7 @@ int eval_gen_federation_main(int argc, char **argv) {
     case GEN_OUT: out = arg; break;
     case GEN_PARTIES: parties = arg; break;
     case GEN_USERS: if (!parse_long("users", arg, 1, 10000000, &users)) return 2; break;
-    case GEN_ITEMS: if (!parse_long("items", arg, 1, 1000000, &items)) return 2; break;
+    case GEN_ITEMS: if (!parse_long("items", arg, 1, O3M_MAX_ARMS, &items)) return 2; break;
     case GEN_ALGO: algo = arg; break;
     case GEN_MODEL: model = arg; break;
     case GEN_ALPHA: if (!parse_double("alpha", arg, &alpha)) return 2; break;
@@ -154,10 +155,10 @@ int eval_gen_federation_main(int argc, char **argv) {
       if (!parse_long("data-seed", arg, 0, __LONG_MAX__, &data_seed)) return 2;
       break;
     case GEN_DEADLINE:
-      if (!parse_long("deadline-ms", arg, 1, 3600000, &deadline)) return 2;
+      if (!parse_long("deadline-ms", arg, 1, O3M_MAX_ROUND_DEADLINE_MS, &deadline)) return 2;
       break;
     case GEN_MAX_K:
-      if (!parse_long("max-candidates", arg, 1, 1000000, &maxk)) return 2;
+      if (!parse_long("max-candidates", arg, 1, O3M_MAX_CANDIDATES, &maxk)) return 2;
       break;
     case GEN_INSECURE: insecure = 1; break;
     case GEN_WHITEN: whiten = 1; break;
@@ -432,7 +433,7 @@ int eval_federate_main(int argc, char **argv) {
     case FED_CONFIG: cfg_path = arg; break;
     case FED_TRUTH: truth = arg; break;
     case FED_ROUNDS: if (!parse_long("rounds", arg, 1, 100000000, &rounds)) return 2; break;
-    case FED_K: if (!parse_long("K", arg, 1, 100000, &K)) return 2; break;
+    case FED_K: if (!parse_long("K", arg, 1, O3M_EVAL_MAX_K, &K)) return 2; break;
     case FED_SEED: if (!parse_long("seed", arg, 0, __LONG_MAX__, &seed)) return 2; break;
     case FED_CERT: cert = arg; break;
     case FED_KEY: key = arg; break;

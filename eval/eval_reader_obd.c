@@ -55,7 +55,7 @@
 
 #define OBD_MAX_FIELDS 256
 #define OBD_MAX_USER_COLS 16
-#define OBD_MAX_ITEMS 100000
+#define OBD_MAX_ITEMS O3M_EVAL_MAX_K
 #define OBD_MAX_ITEM_COLS 64
 
 typedef struct obd_reader {

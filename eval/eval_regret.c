@@ -62,10 +62,10 @@ void eval_regret_config_default(eval_regret_config *c) {
   c->n_seeds = 5;
   c->first_seed = 1;
   c->noise_var = 0.05;
-  c->alpha = 0.5;
-  c->v = 0.01;
-  c->lambda = 1.0;
-  c->refactor_every = 1000;
+  c->alpha = O3M_DEFAULT_ALPHA;
+  c->v = O3M_DEFAULT_V;
+  c->lambda = O3M_DEFAULT_LAMBDA;
+  c->refactor_every = O3M_DEFAULT_REFACTOR_EVERY;
   o3m_partition_parse(&c->part, "20,20,20,20,20", NULL);
   c->n_ratios = 2;
   c->ratios[0] = 0.2;
@@ -108,8 +108,8 @@ void eval_regret_destroy(eval_regret *r) {
 static int validate(const eval_regret_config *c, o3m_err *e) {
   if (c->d < 1 || c->d > O3M_MAX_DIM)
     return o3m_err_set(e, O3M_EINVAL, "--d: %d, expected 1..%d", c->d, O3M_MAX_DIM);
-  if (c->K < 1 || c->K > 100000)
-    return o3m_err_set(e, O3M_EINVAL, "--K: %d, expected 1..100000", c->K);
+  if (c->K < 1 || c->K > O3M_EVAL_MAX_K)
+    return o3m_err_set(e, O3M_EINVAL, "--K: %d, expected 1..%d", c->K, O3M_EVAL_MAX_K);
   if (c->T < 1) return o3m_err_set(e, O3M_EINVAL, "--T: %ld, expected >= 1", c->T);
   if (c->n_seeds < 1 || c->n_seeds > 10000)
     return o3m_err_set(e, O3M_EINVAL, "--seeds: %d, expected 1..10000", c->n_seeds);
@@ -915,7 +915,7 @@ int eval_regret_main(int argc, char **argv) {
     switch (ch) {
     case O3M_CLI_STOP: return cl.exit_code;
     case REG_D: if (!opt_int("d", arg, 1, O3M_MAX_DIM, &lv)) return 2; c.d = (int)lv; break;
-    case REG_K: if (!opt_int("K", arg, 1, 100000, &lv)) return 2; c.K = (int)lv; break;
+    case REG_K: if (!opt_int("K", arg, 1, O3M_EVAL_MAX_K, &lv)) return 2; c.K = (int)lv; break;
     case REG_T: if (!opt_int("T", arg, 1, 1000000000, &c.T)) return 2; break;
     case REG_SEEDS: if (!opt_int("seeds", arg, 1, 10000, &lv)) return 2; c.n_seeds = (int)lv; break;
     case REG_FIRST_SEED:

@@ -231,7 +231,7 @@ int eval_gen_synthetic_main(int argc, char **argv) {
     switch (c) {
     case O3M_CLI_STOP: return cl.exit_code;
     case GEN_D: if (!opt_long("d", arg, 1, 4096, &lv)) return 2; sc.d = (int)lv; break;
-    case GEN_K: if (!opt_long("K", arg, 1, 100000, &lv)) return 2; sc.K = (int)lv; break;
+    case GEN_K: if (!opt_long("K", arg, 1, O3M_EVAL_MAX_K, &lv)) return 2; sc.K = (int)lv; break;
     case GEN_T: if (!opt_long("T", arg, 1, 100000000, &T)) return 2; break;
     case GEN_SEED:
       if (!opt_long("seed", arg, 0, __LONG_MAX__, &lv)) return 2;

@@ -19,8 +19,9 @@
 #include <stdio.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
-#define EVAL_STREAM_MAX_ARMS 100000
+#define EVAL_STREAM_MAX_ARMS O3M_EVAL_MAX_K
 
 typedef struct eval_stream eval_stream;
 

@@ -23,9 +23,8 @@
 #include "o3m_seal.h"
 #include "o3m_wire.h"
 
-/* Largest request read: its requests (Info, GetBlock, ConfirmBlock) are a
- * few dozen bytes, so anything much larger is refused unread. */
-#define PMG_MAX_REQUEST 4096
+/* Largest request read (o3m_limits.h says why). */
+#define PMG_MAX_REQUEST O3M_MAX_PMG_REQUEST
 
 struct pmg_service {
   const o3m_config *cfg;

@@ -85,12 +85,12 @@ void o3m_policy_config_default(o3m_policy_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->algo = O3M_ALGO_LINUCB;
   cfg->model = O3M_MODEL_SHARED;
-  cfg->max_candidates = 1000;
-  cfg->lambda = 1.0;
-  cfg->alpha = 0.5;
-  cfg->v = 0.01;
-  cfg->seed = 1;
-  cfg->refactor_every = 1000;
+  cfg->max_candidates = O3M_DEFAULT_MAX_CANDIDATES;
+  cfg->lambda = O3M_DEFAULT_LAMBDA;
+  cfg->alpha = O3M_DEFAULT_ALPHA;
+  cfg->v = O3M_DEFAULT_V;
+  cfg->seed = O3M_DEFAULT_SEED;
+  cfg->refactor_every = O3M_DEFAULT_REFACTOR_EVERY;
 }
 
 int o3m_algo_parse(const char *s, o3m_algo *out) {

@@ -190,17 +190,6 @@ uint64_t o3m_access_refused(const o3m_access *a) {
   return atomic_load_explicit(&((o3m_access *)a)->refused, memory_order_relaxed);
 }
 
-/* The config's ranges of the limits are the RPC layer's (common/ cannot
- * include proto/). */
-_Static_assert(O3M_CONFIG_MAX_STREAMS == O3M_RPC_MAX_STREAMS, "rpc_streams_per_connection range");
-_Static_assert(O3M_CONFIG_MAX_RECEIVING == O3M_RPC_MAX_SLOTS - 2, "rpc_receiving_per_identity range");
-_Static_assert(O3M_CONFIG_MAX_CONNECTIONS == O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY,
-               "rpc_connections_per_identity range");
-_Static_assert(O3M_CONFIG_DEFAULT_STREAMS == O3M_RPC_DEFAULT_STREAMS &&
-                   O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS == O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS &&
-                   O3M_CONFIG_DEFAULT_CONNECTIONS == O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY,
-               "the config's defaults are the RPC layer's");
-
 int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_config *sc,
                      const o3m_config *cfg, const o3m_party *me, const o3m_access_rule *rules,
                      int n_rules, const o3m_rpc_method *methods, int n_methods, void *ctx,

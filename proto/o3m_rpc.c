@@ -61,13 +61,13 @@
 #include "o3m_log.h"
 
 /* Largest PEM file read for TLS. */
-#define PEM_MAX (1 << 20)
+#define PEM_MAX O3M_MAX_PEM_FILE
 /* Longest accepted method path. */
-#define PATH_MAX_LEN 255
+#define PATH_MAX_LEN O3M_MAX_METHOD_PATH
 /* Upper bounds on configuration values. */
-#define MAX_MESSAGE_LIMIT (1 << 30)
-#define MAX_METHODS 64
-#define MAX_DEADLINE_MS 86400000
+#define MAX_MESSAGE_LIMIT O3M_MAX_MESSAGE
+#define MAX_METHODS O3M_MAX_METHODS
+#define MAX_DEADLINE_MS O3M_MAX_DEADLINE_MS
 /* Poll period of the server loop, which bounds how late a shutdown request
  * is noticed. */
 #define POLL_MS 100
@@ -101,6 +101,7 @@
  * calls of one identity never hold all of a method's slots and the
  * others' calls (and the refusals) still find one. */
 #define SLOTS_BEYOND_CAP 2
+_Static_assert(O3M_MAX_RECEIVING == O3M_MAX_METHOD_SLOTS - SLOTS_BEYOND_CAP, "receive cap range");
 
 /* ================================================================ status */
 
