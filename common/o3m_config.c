@@ -396,6 +396,43 @@ static const keyspec client_keys[] = {
     {"key", KT_PATH, CLI(key), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
 
+/* The tables above in the order o3m_config_key_at lists them, with the
+ * section each one reads. */
+static const struct {
+  const char *section;
+  const keyspec *keys;
+} key_tables[] = {{"federation", fed_keys},
+                  {"policy", pol_keys},
+                  {"party", party_keys},
+                  {"client", client_keys}};
+
+/* "pmg,active,passive" or the part of it that roles names; "" for R_SEC. */
+static const char *roles_text(unsigned roles) {
+  static const char *const texts[8] = {"", "pmg", "active", "pmg,active",
+                                       "passive", "pmg,passive", "active,passive",
+                                       "pmg,active,passive"};
+  return texts[(roles >> 1) & 7u];
+}
+
+int o3m_config_key_at(int i, o3m_config_key *out) {
+  if (i < 0) return 0;
+  for (size_t t = 0; t < sizeof key_tables / sizeof key_tables[0]; t++) {
+    const keyspec *k = key_tables[t].keys;
+    int n = 0;
+    while (k[n].key) n++;
+    if (i < n) {
+      out->section = key_tables[t].section;
+      out->key = k[i].key;
+      out->roles = roles_text(k[i].roles);
+      out->required = roles_text(k[i].req);
+      if (k[i].req == R_SEC) out->required = "yes";
+      return 1;
+    }
+    i -= n;
+  }
+  return 0;
+}
+
 static const keyspec *find_spec(const keyspec *t, const char *key) {
   for (; t->key; t++)
     if (strcmp(t->key, key) == 0) return t;
