@@ -10,7 +10,9 @@
 # Checks, in this order:
 #  1. a passive party started before the mask generator answers /healthz
 #     200 and /readyz 503 while it waits for its block, then 200;
-#  2. every daemon's /metrics passes `promtool check metrics`; /metrics
+#  2. every daemon's /metrics passes `promtool check metrics` and has
+#     o3m_build_info (release, commit, protocol, role, party) and the
+#     process_* series with plausible values (issue 26); /metrics
 #     is refused (403) without a client certificate, with one of another
 #     name than metrics_clients allows, and with a "monitor" certificate
 #     of another CA (audit finding 3);
@@ -192,6 +194,39 @@ for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
 done
 [ -n "${O3M_OPS_SAVE:-}" ] && cp "$WORK/scrape-$AP_PORT.txt" "$O3M_OPS_SAVE"
 echo "ops_e2e: promtool check metrics passes for the AP, a PP and the PMG"
+
+# --- 2b: build_info and process metrics -------------------------------------
+# Every daemon names its release, commit, protocol, role and party, and
+# shows its process under the names of Prometheus' process collector.
+read -r _ VERSION _ <<<"$("$BIN/o3m-pmg" --version)"
+PROTOCOL=$("$BIN/o3m-pmg" --version | sed -n 's/.*(protocol \([0-9]*\)).*/\1/p')
+# check_self PORT ROLE PARTY
+check_self() {
+  local f="$WORK/scrape-$1.txt"
+  grep -qE "^o3m_build_info\{version=\"$VERSION\",commit=\"([0-9a-f]+|unknown)\",protocol=\"$PROTOCOL\",role=\"$2\",party=\"$3\"\} 1\$" "$f" ||
+    fail "no o3m_build_info of $VERSION, protocol $PROTOCOL, role $2, party $3 on port $1: $(grep build_info "$f" || true)"
+  python3 - "$f" <<'PY' || fail "the process metrics of $3 (port $1)"
+import sys, time
+v = {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    if line.startswith("process_"):
+        name, value = line.split()
+        v[name] = float(value)
+want = ["process_cpu_seconds_total", "process_resident_memory_bytes",
+        "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+        "process_start_time_seconds"]
+missing = [n for n in want if n not in v]
+assert not missing, f"missing {missing}"
+assert 0 <= v["process_cpu_seconds_total"] < 3600, v
+assert 1 << 20 < v["process_resident_memory_bytes"] <= v["process_virtual_memory_bytes"], v
+assert 3 <= v["process_open_fds"] <= v["process_max_fds"], v
+assert time.time() - 600 < v["process_start_time_seconds"] <= time.time() + 1, v
+PY
+}
+check_self "$AP_PORT" active "$FED_ACTIVE"
+check_self "$PP_PORT" passive "$FIRST_PP"
+check_self "$PMG_PORT" pmg "$FED_PMG"
+echo "ops_e2e: o3m_build_info ($VERSION, protocol $PROTOCOL, role, party) and process_* on every daemon"
 for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
   [ "$(status "$port" /metrics)" = 403 ] || fail "/metrics on port $port without a client certificate is $(status "$port" /metrics), not 403"
   [ "$(status "$port" /metrics --cert "$WORK/certs/client.pem" --key "$WORK/certs/client.key")" = 403 ] ||
