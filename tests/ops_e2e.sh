@@ -29,6 +29,9 @@
 #     answering 127.0.0.1 within 2 s, and the port drops every one of them
 #     (12 at once, over the 4 allowed per address; 4 once their request has
 #     taken 10 s);
+#  9. with a passive party stopped, the AP counts degraded rounds for it,
+#     and every metric deploy/'s Grafana dashboard and Prometheus alert
+#     rules use is in the daemons' scrapes (monitoring_names.py);
 #  7. bad options are refused with a message naming them: a metrics port
 #     that is taken (exit 1), a malformed address, an unknown log level or
 #     format (exit 2).
@@ -316,6 +319,32 @@ read -r slow_at_once slow_dropped <"$WORK/slowloris.txt"
 echo "ops_e2e: slowloris: /healthz failed $slow_fail of $slow_n times; the port dropped $slow_at_once of 16 trickling connections at once, $slow_dropped within 14 s"
 [ "$slow_fail" = 0 ] || fail "/healthz did not answer $slow_fail of $slow_n times during the slowloris"
 [ "$slow_dropped" = 16 ] || fail "the port still held $((16 - slow_dropped)) trickling connections after 14 s"
+
+# --- 9: the dashboard and alerts of deploy/ use only exported metrics ---------------
+# A passive party stops, so that the AP's degraded rounds and failed calls
+# to it, which the alerts watch, exist too; then every metric name of
+# deploy/prometheus/o3m-alerts.yml and deploy/grafana/o3m-dashboard.json
+# must be in a scrape of the AP, a PP or the PMG (tests/monitoring_names.py).
+LAST_PP=
+for p in $FED_PASSIVE; do [ "$p" = "$FIRST_PP" ] || LAST_PP=$p; done
+for i in "${!FED_NAMES[@]}"; do
+  if [ "${FED_NAMES[$i]}" = "$LAST_PP" ]; then
+    kill "${FED_PIDS[$i]}"
+    wait "${FED_PIDS[$i]}" 2>/dev/null || true
+    FED_PIDS[$i]=
+  fi
+done
+"${CLI[@]}" recommend --user "$USER_ID" --items "$ITEMS" >/dev/null || fail "a recommend without $LAST_PP failed"
+for i in $(seq 1 100); do
+  scrape "$AP_PORT" >"$WORK/scrape-degraded.txt" || fail "cannot scrape the AP"
+  grep -q "^o3m_ap_degraded_rounds_total{party=\"$LAST_PP\"" "$WORK/scrape-degraded.txt" && break
+  sleep 0.1
+done
+grep -q "^o3m_ap_degraded_rounds_total{party=\"$LAST_PP\"" "$WORK/scrape-degraded.txt" ||
+  fail "no degraded round counted for $LAST_PP after it stopped"
+python3 "$HERE/monitoring_names.py" "$HERE/.." "$WORK/scrape-degraded.txt" \
+  "$WORK/scrape-$AP_PORT.txt" "$WORK/scrape-$PP_PORT.txt" "$WORK/scrape-$PMG_PORT.txt" ||
+  fail "deploy/'s dashboard or alerts name a metric the daemons do not export"
 
 # --- 5: logs --------------------------------------------------------------------
 fed_down
