@@ -284,9 +284,12 @@ int o3m_metrics_process(o3m_metrics *m, const char *role, const char *party, o3m
     return o3m_err_set(e, O3M_EINVAL, "o3m_build_info: role and party must be 1..64 characters "
                        "from [A-Za-z0-9_.-]");
   char labels[O3M_METRICS_LABELS_MAX];
-  snprintf(labels, sizeof labels,
-           "version=\"%s\",commit=\"%s\",protocol=\"%d\",role=\"%s\",party=\"%s\"",
-           O3M_VERSION, O3M_GIT_COMMIT, O3M_VERSION_PROTOCOL, role, party);
+  int n = snprintf(labels, sizeof labels,
+                   "version=\"%s\",commit=\"%s\",protocol=\"%d\",role=\"%s\",party=\"%s\"",
+                   O3M_VERSION, O3M_GIT_COMMIT, O3M_VERSION_PROTOCOL, role, party);
+  if (n < 0 || (size_t)n >= sizeof labels)
+    return o3m_err_set(e, O3M_EINVAL, "o3m_build_info: the labels of party %s do not fit in %d "
+                       "characters", party, O3M_METRICS_LABELS_MAX - 1);
   o3m_metric *s;
   int rc = o3m_metrics_series(m, &build, labels, &s, e);
   if (rc < 0) return rc;

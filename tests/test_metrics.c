@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "o3m_config.h"
 #include "o3m_httpd.h"
 #include "o3m_metrics.h"
 #include "o3m_probesock.h"
@@ -176,6 +177,11 @@ Test(metrics, build_info_and_process_families_describe_the_daemon) {
   free(text);
   cr_expect_eq(o3m_metrics_process(m, "pass ive", "bank", NULL), O3M_EINVAL);
   cr_expect_eq(o3m_metrics_process(m, "passive", "", NULL), O3M_EINVAL);
+  /* The longest party name the config allows still fits the labels. */
+  char longest[O3M_CONFIG_MAX_NAME + 1];
+  memset(longest, 'p', O3M_CONFIG_MAX_NAME);
+  longest[O3M_CONFIG_MAX_NAME] = '\0';
+  cr_expect_eq(o3m_metrics_process(m, "passive", longest, NULL), O3M_OK);
   o3m_metrics_destroy(m);
 }
 
