@@ -331,7 +331,7 @@ for i in "${!FED_NAMES[@]}"; do
   if [ "${FED_NAMES[$i]}" = "$LAST_PP" ]; then
     kill "${FED_PIDS[$i]}"
     wait "${FED_PIDS[$i]}" 2>/dev/null || true
-    FED_PIDS[$i]=
+    FED_PIDS[i]=
   fi
 done
 "${CLI[@]}" recommend --user "$USER_ID" --items "$ITEMS" >/dev/null || fail "a recommend without $LAST_PP failed"
