@@ -318,6 +318,8 @@ typedef struct keyspec {
 #define PTY(f) offsetof(o3m_party, f)
 #define CLI(f) offsetof(o3m_client, f)
 
+/* The key tables. Every key here needs its row in docs/configuration.md,
+ * which o3m.conf(5) is made from: tests/config_doc.sh fails otherwise. */
 static const keyspec fed_keys[] = {
     {"d", KT_INT, FED(d), 1, O3M_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
     {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
