@@ -318,6 +318,8 @@ typedef struct keyspec {
 #define PTY(f) offsetof(o3m_party, f)
 #define CLI(f) offsetof(o3m_client, f)
 
+/* The key tables. Every key here needs its row in docs/configuration.md,
+ * which o3m.conf(5) is made from: tests/config_doc.sh fails otherwise. */
 static const keyspec fed_keys[] = {
     {"d", KT_INT, FED(d), 1, O3M_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
     {"deadline_ms", KT_INT, FED(deadline_ms), 1, O3M_MAX_ROUND_DEADLINE_MS, 0, 0, NULL, R_SEC, 0},
@@ -395,6 +397,43 @@ static const keyspec client_keys[] = {
     {"cert", KT_PATH, CLI(cert), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"key", KT_PATH, CLI(key), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+/* The tables above in the order o3m_config_key_at lists them, with the
+ * section each one reads. */
+static const struct {
+  const char *section;
+  const keyspec *keys;
+} key_tables[] = {{"federation", fed_keys},
+                  {"policy", pol_keys},
+                  {"party", party_keys},
+                  {"client", client_keys}};
+
+/* "pmg,active,passive" or the part of it that roles names; "" for R_SEC. */
+static const char *roles_text(unsigned roles) {
+  static const char *const texts[8] = {"", "pmg", "active", "pmg,active",
+                                       "passive", "pmg,passive", "active,passive",
+                                       "pmg,active,passive"};
+  return texts[(roles >> 1) & 7u];
+}
+
+int o3m_config_key_at(int i, o3m_config_key *out) {
+  if (i < 0) return 0;
+  for (size_t t = 0; t < sizeof key_tables / sizeof key_tables[0]; t++) {
+    const keyspec *k = key_tables[t].keys;
+    int n = 0;
+    while (k[n].key) n++;
+    if (i < n) {
+      out->section = key_tables[t].section;
+      out->key = k[i].key;
+      out->roles = roles_text(k[i].roles);
+      out->required = roles_text(k[i].req);
+      if (k[i].req == R_SEC) out->required = "yes";
+      return 1;
+    }
+    i -= n;
+  }
+  return 0;
+}
 
 static const keyspec *find_spec(const keyspec *t, const char *key) {
   for (; t->key; t++)

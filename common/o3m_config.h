@@ -427,4 +427,24 @@ const char *o3m_config_base_dir(const o3m_config *c);
  * pointer lives as long as c. */
 const unsigned char *o3m_config_fingerprint(const o3m_config *c);
 
+/* One key the parser accepts, from its own tables (so that the
+ * configuration reference, docs/configuration.md, and o3m.conf(5) can be
+ * checked against what the parser really reads; tests/config_doc.sh).
+ * section is "federation", "policy", "party" or "client"; roles, for a
+ * party key, the roles that may set it ("pmg,active,passive", "passive",
+ * ...; "" elsewhere); required is "yes" for a required key of the other
+ * sections, the roles that must set it for a party key, "" when optional
+ * (a key required only in some cases, like ca or items, is ""). The
+ * strings are static. */
+typedef struct o3m_config_key {
+  const char *section;
+  const char *key;
+  const char *roles;
+  const char *required;
+} o3m_config_key;
+
+/* Fills *out with the i-th key (0-based, sections in the order above, keys
+ * in table order) and returns 1, or returns 0 when i is out of range. */
+int o3m_config_key_at(int i, o3m_config_key *out);
+
 #endif

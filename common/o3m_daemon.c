@@ -480,11 +480,13 @@ static void watchdog_stop(pthread_t t) {
 
 /* Starts the metrics port on addr (NULL: none) and the probe socket at
  * probe (NULL: none) with a new registry: HTTPS with tls, or plain HTTP
- * with tls NULL. */
+ * with tls NULL. The registry starts with the daemon's build_info and
+ * process series (o3m_metrics_process), which every daemon shows alike. */
 static int metrics_start(const char *addr, const char *probe, const o3m_httpd_tls *tls,
-                         o3m_err *e) {
+                         o3m_role role, const char *party, o3m_err *e) {
   o3m_httpd *h = NULL;
   int rc = o3m_metrics_create(&g_metrics, e);
+  if (rc == O3M_OK) rc = o3m_metrics_process(g_metrics, o3m_role_name(role), party, e);
   if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, probe, g_metrics, tls, e);
   g_httpd = h;
   if (rc < 0) {
@@ -597,7 +599,8 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   }
   atexit(probe_forget);
   if ((a->metrics_listen || a->probe_socket) &&
-      metrics_start(a->metrics_listen, a->probe_socket, a->insecure ? NULL : &tls, &e) < 0) {
+      metrics_start(a->metrics_listen, a->probe_socket, a->insecure ? NULL : &tls, role,
+                    a->party, &e) < 0) {
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;
     *me_out = NULL;
