@@ -30,7 +30,7 @@ static const struct {
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"ope", eval_ope_main, "off-policy estimates (IPW, SNIPW, DM, DR) of a frozen policy"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
-    {"audit", eval_audit_main, "what the AP could learn from your feature table"},
+    {"audit", eval_audit_main, "alias of o3m-audit: what the AP could learn from your table"},
     {"hannun", eval_hannun_main, "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
     {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
     {"samba", eval_samba_main, "Samba: secure vs plain federated K-armed bandits (issue 16)"},

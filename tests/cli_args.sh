@@ -101,6 +101,19 @@ check "o3m-eval ope" --format --input --item-context --obd-position --obd-user-b
 check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
   --plot-format --whiten --score-whitened --factored
+# The audit is an operator's tool of its own, o3m-audit, with the same
+# options; `o3m-eval audit` is its alias and its messages keep that name.
+check o3m-audit --dims --party --user-table --item-table --bank --dataset --data-dir \
+  --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
+  --plot-format --whiten --score-whitened --factored
+"$bin/o3m-audit" --party x >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^o3m-audit: bad value 'x' for --party" "$out" ||
+  fail "o3m-audit --party x exits $rc without its message"
+"$bin/o3m-eval" audit --party x >"$out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "^o3m-eval audit: bad value 'x' for --party" "$out" ||
+  fail "o3m-eval audit --party x exits $rc without its message"
 check "o3m-eval gen-criteo" --rows --seed --out
 check "o3m-eval hannun" --full --T --T-data --epsilon --seed --data-dir --out --no-plots --only \
   --plot-format

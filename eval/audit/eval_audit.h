@@ -220,4 +220,10 @@ int eval_audit_write_csv(const eval_audit *a, const eval_audit_input *in, const 
  * O3M_ENOTFOUND when gnuplot is missing. */
 int eval_audit_plot(const eval_audit *a, const char *dir, int formats, FILE *f, o3m_err *e);
 
+/* The command line of o3m-audit, with main()'s signature and its exit
+ * status (0 ok, 1 runtime failure, 2 usage error); `o3m-eval audit`
+ * (eval_audit_main, eval_cmds.h) is the same command under the name
+ * "o3m-eval audit". */
+int eval_audit_tool_main(int argc, char **argv);
+
 #endif

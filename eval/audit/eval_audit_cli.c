@@ -45,7 +45,7 @@ static const o3m_cli_option audit_options[] = {
     [O_COUNT] = {NULL, NULL, NULL},
 };
 static const o3m_cli_spec audit_cli = {
-    "o3m-eval audit",
+    "o3m-audit",
     "--dims D0,D1,... --party J (--user-table CSV [--item-table CSV] | --item-table CSV\n"
     "       | --bank | --dataset news|obd) [options]",
     "What the active participant (AP, party 0) could learn about party J's columns,\n"
@@ -55,7 +55,8 @@ static const o3m_cli_spec audit_cli = {
     "norms/Gram exposure. Per column |corr| true vs recovered; tables on stdout,\n"
     "CSVs and plots (PNG, or --plot-format) in --out.",
     audit_options,
-    "Other parties' columns: --table, else their slice of --dataset, else standard normal.\n"};
+    "Other parties' columns: --table, else their slice of --dataset, else standard normal.\n"
+    "`o3m-eval audit` is an alias of o3m-audit: the same code and options.\n"};
 
 static int parse_modes(const char *s, int *out) {
   char buf[256];
@@ -80,7 +81,10 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
-int eval_audit_main(int argc, char **argv) {
+/* The command under the name prog, which prefixes its help and messages. */
+static int audit_main(const char *prog, int argc, char **argv) {
+  o3m_cli_spec spec = audit_cli;
+  spec.prog = prog;
   eval_audit_source src;
   memset(&src, 0, sizeof src);
   src.party = -1;
@@ -96,7 +100,7 @@ int eval_audit_main(int argc, char **argv) {
   o3m_err err;
   o3m_err_clear(&err);
   o3m_cli cl;
-  o3m_cli_begin(&cl, &audit_cli, argc, argv);
+  o3m_cli_begin(&cl, &spec, argc, argv);
   const char *optarg_;
   for (int ch; (ch = o3m_cli_next(&cl, &optarg_)) != O3M_CLI_END;) {
     int bad = 0;
@@ -126,7 +130,7 @@ int eval_audit_main(int argc, char **argv) {
       case O_NOPLOT: plots = 0; break;
       case O_PLOT_FORMAT:
         if (eval_plot_formats_parse(optarg_, &formats, &err)) {
-          fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+          fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
           return 2;
         }
         break;
@@ -135,18 +139,17 @@ int eval_audit_main(int argc, char **argv) {
       case O_FACTORED: factored = 1; break;
     }
     if (bad) {
-      fprintf(stderr, "o3m-eval audit: bad value '%s' for --%s\n", optarg_,
-              audit_options[ch].name);
+      fprintf(stderr, "%s: bad value '%s' for --%s\n", prog, optarg_, audit_options[ch].name);
       return 2;
     }
   }
   if (o3m_cli_operands(&cl) < argc)
-    return o3m_cli_usage_error(&audit_cli, "unexpected argument '%s'",
+    return o3m_cli_usage_error(&spec, "unexpected argument '%s'",
                                argv[o3m_cli_operands(&cl)]);
   if (!dims || src.party < 0)
-    return o3m_cli_usage_error(&audit_cli, "--dims and --party are required");
+    return o3m_cli_usage_error(&spec, "--dims and --party are required");
   if (o3m_partition_parse(&src.part, dims, &err)) {
-    fprintf(stderr, "o3m-eval audit: --dims: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: --dims: %s\n", prog, o3m_err_message(&err));
     return 2;
   }
   /* --table K=PATH: party K's own user table instead of synthetic columns. */
@@ -154,7 +157,7 @@ int eval_audit_main(int argc, char **argv) {
   if (n_tables) {
     others = calloc((size_t)src.part.m, sizeof *others);
     if (!others) {
-      fprintf(stderr, "o3m-eval audit: out of memory\n");
+      fprintf(stderr, "%s: out of memory\n", prog);
       return 1;
     }
     for (int t = 0; t < n_tables; t++) {
@@ -165,8 +168,8 @@ int eval_audit_main(int argc, char **argv) {
                tables[t]);
       if (len >= sizeof num || parse_int(num, 0, src.part.m - 1, &v) || v == src.party ||
           !eq[1]) {
-        fprintf(stderr, "o3m-eval audit: --table '%s': expected K=PATH with K another "
-                        "party (0..%d, not %d)\n", tables[t], src.part.m - 1, src.party);
+        fprintf(stderr, "%s: --table '%s': expected K=PATH with K another party (0..%d, not %d)\n",
+                prog, tables[t], src.part.m - 1, src.party);
         free(others);
         return 2;
       }
@@ -181,19 +184,19 @@ int eval_audit_main(int argc, char **argv) {
   int rc = eval_audit_input_build(&in, &src, &err);
   free(others);
   if (rc) {
-    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
     return rc == O3M_EINVAL || rc == O3M_EDIM ? 2 : 1;
   }
   eval_audit *a = NULL;
   rc = eval_audit_run(&a, in, &cfg, &err);
   if (rc) {
-    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
     eval_audit_input_destroy(in);
     return 1;
   }
   eval_audit_factored *fa = NULL;
   if (factored && eval_audit_factored_run(&fa, in, a, &cfg, &err)) {
-    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
     eval_audit_destroy(a);
     eval_audit_input_destroy(in);
     return 1;
@@ -203,17 +206,17 @@ int eval_audit_main(int argc, char **argv) {
   eval_audit_print(a, in, stdout);
   if (fa) eval_audit_factored_print(fa, a, stdout);
   if (fa && eval_audit_factored_write_csv(fa, in, out_dir, &err)) {
-    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
     status = 1;
   }
   if (eval_audit_write_csv(a, in, out_dir, &err)) {
-    fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+    fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
     status = 1;
   } else {
     printf("CSVs in %s: audit_<mode>_<attack>.csv%s\n", out_dir,
            fa ? ", audit_factored_... and audit_differenced_..." : "");
     if (plots && eval_audit_plot(a, out_dir, formats, stdout, &err)) {
-      fprintf(stderr, "o3m-eval audit: %s\n", o3m_err_message(&err));
+      fprintf(stderr, "%s: %s\n", prog, o3m_err_message(&err));
       if (err.code != O3M_ENOTFOUND) status = 1;
     }
   }
@@ -224,3 +227,7 @@ int eval_audit_main(int argc, char **argv) {
   if (fflush(stdout) != 0) status = 1;
   return status;
 }
+
+int eval_audit_main(int argc, char **argv) { return audit_main("o3m-eval audit", argc, argv); }
+
+int eval_audit_tool_main(int argc, char **argv) { return audit_main("o3m-audit", argc, argv); }
