@@ -72,15 +72,6 @@ static int parse_modes(const char *s, int *out) {
   return *out ? 0 : -1;
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < lo || v > hi) return -1;
-  *out = v;
-  return 0;
-}
-
 /* The command under the name prog, which prefixes its help and messages. */
 static int audit_main(const char *prog, int argc, char **argv) {
   o3m_cli_spec spec = audit_cli;
@@ -96,7 +87,7 @@ static int audit_main(const char *prog, int argc, char **argv) {
   const char *tables[MAX_TABLES];
   int n_tables = 0;
   int plots = 1, formats = EVAL_PLOT_PNG, factored = 0;
-  long v = 0;
+  long long v = 0;
   o3m_err err;
   o3m_err_clear(&err);
   o3m_cli cl;
@@ -107,23 +98,38 @@ static int audit_main(const char *prog, int argc, char **argv) {
     switch (ch) {
       case O3M_CLI_STOP: return cl.exit_code;
       case O_DIMS: dims = optarg_; break;
-      case O_PARTY: bad = parse_int(optarg_, 1, O3M_MAX_PARTIES - 1, &v); src.party = (int)v; break;
+      case O_PARTY:
+        bad = o3m_cli_parse_long(optarg_, 1, O3M_MAX_PARTIES - 1, &v);
+        src.party = (int)v;
+        break;
       case O_UT: src.user_table = optarg_; break;
       case O_IT: src.item_table = optarg_; break;
       case O_BANK: src.bank = 1; break;
       case O_DS: src.dataset = optarg_; bad = strcmp(optarg_, "news") && strcmp(optarg_, "obd"); break;
       case O_DD: src.data_dir = optarg_; break;
-      case O_USERS: bad = parse_int(optarg_, 2, O3M_FEATURES_MAX_ROWS, &v); src.rows = (int)v; break;
-      case O_DUMMIES: bad = parse_int(optarg_, 2, 10000000, &v); cfg.dummies = (int)v; break;
+      case O_USERS:
+        bad = o3m_cli_parse_long(optarg_, 2, O3M_FEATURES_MAX_ROWS, &v);
+        src.rows = (int)v;
+        break;
+      case O_DUMMIES:
+        bad = o3m_cli_parse_long(optarg_, 2, 10000000, &v);
+        cfg.dummies = (int)v;
+        break;
       case O_MODES: bad = parse_modes(optarg_, &cfg.modes); break;
-      case O_ICA: bad = parse_int(optarg_, 1, 100000, &v); cfg.ica_max_iter = (int)v; break;
-      case O_KNOWN: bad = parse_int(optarg_, 1, 1000000, &v); cfg.known_max = (int)v; break;
+      case O_ICA:
+        bad = o3m_cli_parse_long(optarg_, 1, 100000, &v);
+        cfg.ica_max_iter = (int)v;
+        break;
+      case O_KNOWN:
+        bad = o3m_cli_parse_long(optarg_, 1, 1000000, &v);
+        cfg.known_max = (int)v;
+        break;
       case O_TABLE:
         bad = n_tables == MAX_TABLES || !strchr(optarg_, '=');
         if (!bad) tables[n_tables++] = optarg_;
         break;
       case O_SEED:
-        bad = parse_int(optarg_, 0, __LONG_MAX__, &v);
+        bad = o3m_cli_parse_long(optarg_, 0, __LONG_MAX__, &v);
         cfg.seed = src.seed = (uint64_t)v;
         break;
       case O_OUT: out_dir = optarg_; break;
@@ -166,7 +172,7 @@ static int audit_main(const char *prog, int argc, char **argv) {
       size_t len = (size_t)(eq - tables[t]);
       snprintf(num, sizeof num, "%.*s", (int)(len < sizeof num ? len : sizeof num - 1),
                tables[t]);
-      if (len >= sizeof num || parse_int(num, 0, src.part.m - 1, &v) || v == src.party ||
+      if (len >= sizeof num || o3m_cli_parse_long(num, 0, src.part.m - 1, &v) || v == src.party ||
           !eq[1]) {
         fprintf(stderr, "%s: --table '%s': expected K=PATH with K another party (0..%d, not %d)\n",
                 prog, tables[t], src.part.m - 1, src.party);
