@@ -17,7 +17,7 @@
  *                     the statistic on Q x with the masked model Q theta,
  *                     Q Ainv Q^T. Mask generation and the model's change of
  *                     basis are the offline part.
- *   mpc               bl_mpc_round (eval/baselines/bl_mpc.h).
+ *   mpc               bl_mpc_round (eval/peers/mpc/bl_mpc.h).
  *   he                bl_he_round (bl_he.h), Paillier with a 2048-bit n.
  *   dp                bl_dp_round (bl_dp.h), Gaussian mechanism, zCDP.
  *
