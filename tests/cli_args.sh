@@ -106,14 +106,12 @@ check "o3m-eval audit" --dims --party --user-table --item-table --bank --dataset
 check o3m-audit --dims --party --user-table --item-table --bank --dataset --data-dir \
   --table --users --dummies --known-max --modes --ica-iter --seed --out --no-plots \
   --plot-format --whiten --score-whitened --factored
-"$bin/o3m-audit" --party x >"$out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "^o3m-audit: bad value 'x' for --party" "$out" ||
-  fail "o3m-audit --party x exits $rc without its message"
-"$bin/o3m-eval" audit --party x >"$out" 2>&1
-rc=$?
-[ $rc -eq 2 ] && grep -q "^o3m-eval audit: bad value 'x' for --party" "$out" ||
-  fail "o3m-eval audit --party x exits $rc without its message"
+for prog in o3m-audit "o3m-eval audit"; do
+  "$bin"/$prog --party x >"$out" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q "^$prog: bad value 'x' for --party" "$out" ||
+    fail "$prog --party x exits $rc without its message"
+done
 check "o3m-eval gen-criteo" --rows --seed --out
 if [ "$peers" = ON ]; then
   check "o3m-eval baselines" --settings --d --K --N --mechanisms --he-max-K --he-budget \
