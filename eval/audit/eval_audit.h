@@ -1,5 +1,6 @@
-/* eval_audit.h -- `o3m-eval audit`: what the active participant (AP) could
- * learn about one passive participant's (PP's) feature columns.
+/* eval_audit.h -- `o3m-audit` (alias `o3m-eval audit`): what the active
+ * participant (AP) could learn about one passive participant's (PP's)
+ * feature columns.
  *
  * A department runs it on its own table before it joins. Everything is
  * simulated in one process from the mathematics of the protocol: one mask Q
