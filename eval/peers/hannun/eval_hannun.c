@@ -1,6 +1,6 @@
 /*
  * eval_hannun.c -- `o3m-eval hannun`: Hannun, Knott and van der Maaten's
- * private epsilon-greedy learner (eval/baselines/bl_hannun.h) measured
+ * private epsilon-greedy learner (eval/peers/hannun/bl_hannun.h) measured
  * against the plaintext learner, their headline figures printed beside ours
  * (issue 12, section 2).
  *

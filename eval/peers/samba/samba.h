@@ -19,7 +19,7 @@
  *           over the masked values), returns K encrypted pulling bits;
  *   Ctrl    un-permutes and hands DO_i its bit; the DO whose bit is 1 pulls.
  * At the end each DO sends E(s_i), Paillier under the DC's key (2048 bits,
- * eval/baselines/bl_paillier.h); the Controller multiplies them (adds the
+ * eval/peers/paillier/bl_paillier.h); the Controller multiplies them (adds the
  * plaintexts) and the DC decrypts sum_i s_i.
  *
  * Plain means the standard, non-federated algorithm with the same random

@@ -778,27 +778,8 @@ int eval_regret_plot(const eval_regret *r, const char *dir, int formats, FILE *f
 
 /* ---- the subcommand ---- */
 
-static int opt_num(const char *name, const char *s, double lo, double hi, double *out) {
-  if (o3m_cli_parse_double(s, lo, hi, out)) {
-    fprintf(stderr, "o3m-eval regret: --%s: '%s' is not a number in [%g, %g]\n", name, s, lo,
-            hi);
-    return 0;
-  }
-  return 1;
-}
-
-static int opt_int(const char *name, const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end || errno || v < lo || v > hi) {
-    fprintf(stderr, "o3m-eval regret: --%s: '%s' is not an integer in %ld..%ld\n", name, s, lo,
-            hi);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
+/* The options' messages' prefix. */
+#define REGRET "o3m-eval regret"
 
 /* "a,b,c" of numbers in (0, 1]. */
 static int parse_ratios(const char *s, eval_regret_config *c) {
@@ -907,19 +888,31 @@ int eval_regret_main(int argc, char **argv) {
   eval_regret_config_default(&c);
   const char *parties = NULL, *out_dir = "eval-out/regret";
   int plots = 1, formats = EVAL_PLOT_PNG;
-  long lv;
+  long long lv;
   o3m_cli cl;
   o3m_cli_begin(&cl, &regret_cli, argc, argv);
   const char *arg;
   for (int ch; (ch = o3m_cli_next(&cl, &arg)) != O3M_CLI_END;) {
     switch (ch) {
     case O3M_CLI_STOP: return cl.exit_code;
-    case REG_D: if (!opt_int("d", arg, 1, O3M_MAX_DIM, &lv)) return 2; c.d = (int)lv; break;
-    case REG_K: if (!opt_int("K", arg, 1, O3M_EVAL_MAX_K, &lv)) return 2; c.K = (int)lv; break;
-    case REG_T: if (!opt_int("T", arg, 1, 1000000000, &c.T)) return 2; break;
-    case REG_SEEDS: if (!opt_int("seeds", arg, 1, 10000, &lv)) return 2; c.n_seeds = (int)lv; break;
+    case REG_D:
+      if (o3m_cli_opt_long(REGRET, "d", arg, 1, O3M_MAX_DIM, &lv)) return 2;
+      c.d = (int)lv;
+      break;
+    case REG_K:
+      if (o3m_cli_opt_long(REGRET, "K", arg, 1, O3M_EVAL_MAX_K, &lv)) return 2;
+      c.K = (int)lv;
+      break;
+    case REG_T:
+      if (o3m_cli_opt_long(REGRET, "T", arg, 1, 1000000000, &lv)) return 2;
+      c.T = (long)lv;
+      break;
+    case REG_SEEDS:
+      if (o3m_cli_opt_long(REGRET, "seeds", arg, 1, 10000, &lv)) return 2;
+      c.n_seeds = (int)lv;
+      break;
     case REG_FIRST_SEED:
-      if (!opt_int("first-seed", arg, 0, __LONG_MAX__, &lv)) return 2;
+      if (o3m_cli_opt_long(REGRET, "first-seed", arg, 0, __LONG_MAX__, &lv)) return 2;
       c.first_seed = (uint64_t)lv;
       break;
     case REG_PARTIES: parties = arg; break;
@@ -927,16 +920,20 @@ int eval_regret_main(int argc, char **argv) {
     case REG_ALGO: if (!parse_set("algo", arg, "linucb", "lints", &c.algos)) return 2; break;
     case REG_MODEL: if (!parse_set("model", arg, "shared", "disjoint", &c.models)) return 2; break;
     case REG_ALPHA:
-    case REG_BETA: if (!opt_num("alpha", arg, 0, 1e6, &c.alpha)) return 2; break;
-    case REG_V: if (!opt_num("v", arg, 0, 1e6, &c.v)) return 2; break;
-    case REG_LAMBDA: if (!opt_num("lambda", arg, 1e-12, 1e12, &c.lambda)) return 2; break;
-    case REG_NOISE: if (!opt_num("noise-var", arg, 0, 1e6, &c.noise_var)) return 2; break;
+    case REG_BETA: if (o3m_cli_opt_double(REGRET, "alpha", arg, 0, 1e6, &c.alpha)) return 2; break;
+    case REG_V: if (o3m_cli_opt_double(REGRET, "v", arg, 0, 1e6, &c.v)) return 2; break;
+    case REG_LAMBDA:
+      if (o3m_cli_opt_double(REGRET, "lambda", arg, 1e-12, 1e12, &c.lambda)) return 2;
+      break;
+    case REG_NOISE:
+      if (o3m_cli_opt_double(REGRET, "noise-var", arg, 0, 1e6, &c.noise_var)) return 2;
+      break;
     case REG_EVERY:
-      if (!opt_int("every", arg, 1, 1000000000, &lv)) return 2;
+      if (o3m_cli_opt_long(REGRET, "every", arg, 1, 1000000000, &lv)) return 2;
       c.every = (int)lv;
       break;
     case REG_REFACTOR:
-      if (!opt_int("refactor-every", arg, 1, 1000000000, &lv)) return 2;
+      if (o3m_cli_opt_long(REGRET, "refactor-every", arg, 1, 1000000000, &lv)) return 2;
       c.refactor_every = (int)lv;
       break;
     case REG_OUT_DIR: out_dir = arg; break;
@@ -951,8 +948,12 @@ int eval_regret_main(int argc, char **argv) {
       break;
     }
     case REG_DP_EPS: if (!parse_dp_eps(arg, &c)) return 2; break;
-    case REG_DP_DELTA: if (!opt_num("dp-delta", arg, 1e-300, 0.5, &c.dp_delta)) return 2; break;
-    case REG_DP_CLIP: if (!opt_num("dp-clip", arg, 1e-9, 1e9, &c.dp_clip)) return 2; break;
+    case REG_DP_DELTA:
+      if (o3m_cli_opt_double(REGRET, "dp-delta", arg, 1e-300, 0.5, &c.dp_delta)) return 2;
+      break;
+    case REG_DP_CLIP:
+      if (o3m_cli_opt_double(REGRET, "dp-clip", arg, 1e-9, 1e9, &c.dp_clip)) return 2;
+      break;
     case REG_OUTAGE: {
       char *end;
       errno = 0;

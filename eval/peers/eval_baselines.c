@@ -17,7 +17,7 @@
  *                     the statistic on Q x with the masked model Q theta,
  *                     Q Ainv Q^T. Mask generation and the model's change of
  *                     basis are the offline part.
- *   mpc               bl_mpc_round (eval/baselines/bl_mpc.h).
+ *   mpc               bl_mpc_round (eval/peers/mpc/bl_mpc.h).
  *   he                bl_he_round (bl_he.h), Paillier with a 2048-bit n.
  *   dp                bl_dp_round (bl_dp.h), Gaussian mechanism, zCDP.
  *
@@ -572,23 +572,13 @@ static int run_all(const ble_opts *o, o3m_err *e) {
   return 0;
 }
 
+/* The options' messages' prefix. */
+#define BASELINES "o3m-eval baselines"
+
 /* "a,b,c" of integers in lo..hi into out (at most BLE_MAX_LIST): 1, or 0 after
  * the message naming the option and the entry. */
 static int parse_list(const char *opt, const char *s, int lo, int hi, int *out, int *n) {
   return (*n = o3m_cli_parse_int_list("o3m-eval baselines", opt, s, lo, hi, out, BLE_MAX_LIST)) > 0;
-}
-
-static int parse_double(const char *opt, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "o3m-eval baselines: --%s: '%s' is not a number in [%g, %g]\n", opt, s, lo,
-            hi);
-    return 0;
-  }
-  *out = v;
-  return 1;
 }
 
 enum {
@@ -693,7 +683,9 @@ int eval_baselines_main(int argc, char **argv) {
         return o3m_cli_usage_error(&ble_cli, "--he-max-K: '%s' is not an integer in 1..10000", arg);
       o.he_max_K = (int)ll;
       break;
-    case BO_HE_BUDGET: if (!parse_double("he-budget", arg, 0, 1e6, &o.he_budget)) return 2; break;
+    case BO_HE_BUDGET:
+      if (o3m_cli_opt_double(BASELINES, "he-budget", arg, 0, 1e6, &o.he_budget)) return 2;
+      break;
     case BO_MPC_MAX_N:
       if (o3m_cli_parse_long(arg, 1, O3M_MAX_PARTIES, &ll))
         return o3m_cli_usage_error(&ble_cli, "--mpc-max-N: '%s' is not an integer in 1..%d", arg,
@@ -706,17 +698,23 @@ int eval_baselines_main(int argc, char **argv) {
                                    O3M_MAX_PARTIES);
       o.sec_max_N = (int)ll;
       break;
-    case BO_DP_EPS: if (!parse_double("dp-eps", arg, 1e-6, 1e9, &o.dp_eps)) return 2; break;
+    case BO_DP_EPS:
+      if (o3m_cli_opt_double(BASELINES, "dp-eps", arg, 1e-6, 1e9, &o.dp_eps)) return 2;
+      break;
     case BO_DP_DELTA:
-      if (!parse_double("dp-delta", arg, 1e-300, 0.5, &o.dp_delta)) return 2;
+      if (o3m_cli_opt_double(BASELINES, "dp-delta", arg, 1e-300, 0.5, &o.dp_delta)) return 2;
       break;
     case BO_DP_T:
       if (o3m_cli_parse_long(arg, 1, 1000000000, &ll))
         return o3m_cli_usage_error(&ble_cli, "--dp-T: '%s' is not an integer in 1..1e9", arg);
       o.dp_T = (long)ll;
       break;
-    case BO_DP_CLIP: if (!parse_double("dp-clip", arg, 1e-9, 1e9, &o.dp_clip)) return 2; break;
-    case BO_MIN_TIME: if (!parse_double("min-time", arg, 0, 600, &o.min_time)) return 2; break;
+    case BO_DP_CLIP:
+      if (o3m_cli_opt_double(BASELINES, "dp-clip", arg, 1e-9, 1e9, &o.dp_clip)) return 2;
+      break;
+    case BO_MIN_TIME:
+      if (o3m_cli_opt_double(BASELINES, "min-time", arg, 0, 600, &o.min_time)) return 2;
+      break;
     case BO_SEED:
       if (o3m_cli_parse_u64(arg, &u))
         return o3m_cli_usage_error(&ble_cli, "--seed: '%s' is not an unsigned integer", arg);

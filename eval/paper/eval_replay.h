@@ -22,7 +22,7 @@
  *              baseline of relative CTR = CTR / CTR_random.
  *   dp eps     (n_dp of them, none by default) the full context, but every
  *              party other than the first releases its columns through the
- *              Gaussian mechanism of eval/baselines/bl_dp.h on every event:
+ *              Gaussian mechanism of eval/peers/dp/bl_dp.h on every event:
  *              rows clipped to dp_clip, sigma calibrated so that dp_T events
  *              together are (eps, dp_delta)-DP per party (zCDP). The learner
  *              chooses and updates on the released contexts. Seeded noise

@@ -142,7 +142,7 @@ static const o3m_cli_spec gen_cli = {
     "Writes N synthetic rows in the Kaggle Criteo train.txt format.", gen_options,
     "The format is tab-separated: label, I1..I13, C1..C26 as 8 hex digits; some\n"
     "fields empty = missing. The label depends weakly on the categorical bucket\n"
-    "counts and on I1 (see eval/eval_gen_criteo.c), so replay policies differ in CTR.\n"};
+    "counts and on I1 (see eval/paper/eval_gen_criteo.c), so replay policies differ in CTR.\n"};
 
 int eval_gen_criteo_main(int argc, char **argv) {
   long long rows = -1;

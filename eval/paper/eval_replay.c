@@ -19,6 +19,7 @@
 #include "eval_replay.h"
 
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -775,14 +776,6 @@ static const o3m_cli_spec replay_cli = {
     "(CSV and plot) to --out-dir.",
     replay_options, NULL};
 
-static int parse_ll_arg(const char *s, long long *out) {
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (!*s || *end) return -1;
-  *out = v;
-  return 0;
-}
-
 /* "a,b" of positive epsilons into cfg->dp_eps. */
 static int parse_dp_eps(const char *s, eval_replay_config *cfg) {
   int n = o3m_cli_parse_double_list(s, DBL_TRUE_MIN, DBL_MAX, cfg->dp_eps, EVAL_REPLAY_MAX_DP);
@@ -907,17 +900,17 @@ int eval_replay_main(int argc, char **argv) {
       case O_FORMAT: bad = eval_format_parse(a, &fmt_) != 0; break;
       case O_INPUT: input = a; break;
       case O_ITEMS: items = a; break;
-      case O_OBDPOS: bad = parse_ll_arg(a, &ll) || ll < 0 || ll > 1000; obd.position = (int)ll; break;
-      case O_OBDB: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 4096; obd.user_buckets = (int)ll; break;
+      case O_OBDPOS: bad = o3m_cli_parse_long(a, 0, 1000, &ll); obd.position = (int)ll; break;
+      case O_OBDB: bad = o3m_cli_parse_long(a, 1, 4096, &ll); obd.user_buckets = (int)ll; break;
       case O_SIN: stats_in = a; break;
       case O_SOUT: stats_out = a; break;
-      case O_SROWS: bad = parse_ll_arg(a, &stats_rows) || stats_rows < 1; break;
-      case O_ARMS: bad = parse_ll_arg(a, &arms) || arms < 1 || arms > EVAL_CRITEO_MAX_ARMS; break;
+      case O_SROWS: bad = o3m_cli_parse_long(a, 1, LLONG_MAX, &stats_rows); break;
+      case O_ARMS: bad = o3m_cli_parse_long(a, 1, EVAL_CRITEO_MAX_ARMS, &arms); break;
       case O_TR: bad = eval_criteo_transform_parse(a, &tr) != 0; have_tr = 1; break;
-      case O_LIMIT: bad = parse_ll_arg(a, &cfg.limit) || cfg.limit < 1; break;
+      case O_LIMIT: bad = o3m_cli_parse_long(a, 1, LLONG_MAX, &cfg.limit); break;
       case O_PARTIES: parties = a; break;
       case O_RATIO: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &ratio) || !(ratio > 0 && ratio <= 1); have_ratio = 1; break;
-      case O_MSEED: bad = parse_ll_arg(a, &ll); cfg.mask_seed = (uint64_t)ll; break;
+      case O_MSEED: bad = o3m_cli_parse_long(a, LLONG_MIN, LLONG_MAX, &ll); cfg.mask_seed = (uint64_t)ll; break;
       case O_AGG: {
         eval_aggregation g;
         bad = eval_aggregation_parse(a, &g) != 0;
@@ -929,11 +922,11 @@ int eval_replay_main(int argc, char **argv) {
       case O_ALPHA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.alpha) || cfg.policy.alpha < 0; have_alpha = 1; break;
       case O_LAMBDA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.lambda) || !(cfg.policy.lambda > 0); break;
       case O_V: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.policy.v) || cfg.policy.v < 0; break;
-      case O_SEED: bad = parse_ll_arg(a, &ll); cfg.policy.seed = (uint64_t)ll; break;
-      case O_NRAND: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > EVAL_REPLAY_MAX_RANDOM; cfg.n_random = (int)ll; break;
-      case O_RSEED: bad = parse_ll_arg(a, &ll); cfg.random_seed = (uint64_t)ll; break;
+      case O_SEED: bad = o3m_cli_parse_long(a, LLONG_MIN, LLONG_MAX, &ll); cfg.policy.seed = (uint64_t)ll; break;
+      case O_NRAND: bad = o3m_cli_parse_long(a, 1, EVAL_REPLAY_MAX_RANDOM, &ll); cfg.n_random = (int)ll; break;
+      case O_RSEED: bad = o3m_cli_parse_long(a, LLONG_MIN, LLONG_MAX, &ll); cfg.random_seed = (uint64_t)ll; break;
       case O_VARIANTS: bad = parse_variants(a, &cfg.variants) != 0; break;
-      case O_THREADS: bad = parse_ll_arg(a, &ll) || ll < 1 || ll > 2; cfg.threads = (int)ll; break;
+      case O_THREADS: bad = o3m_cli_parse_long(a, 1, 2, &ll); cfg.threads = (int)ll; break;
       case O_WHITEN: whiten = a; break;
       case O_OUT_DIR: out_dir = a; break;
       case O_RUN_NAME: bad = !*a || strchr(a, '/') != NULL; run_name = a; break;
@@ -943,7 +936,7 @@ int eval_replay_main(int argc, char **argv) {
       case O_DP_EPS: bad = parse_dp_eps(a, &cfg) != 0; break;
       case O_DP_DELTA: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_delta) || !(cfg.dp_delta > 0 && cfg.dp_delta < 1); break;
       case O_DP_CLIP: bad = o3m_cli_parse_double(a, -DBL_MAX, DBL_MAX, &cfg.dp_clip) || !(cfg.dp_clip > 0); break;
-      case O_DP_T: bad = parse_ll_arg(a, &cfg.dp_T) || cfg.dp_T < 1; break;
+      case O_DP_T: bad = o3m_cli_parse_long(a, 1, LLONG_MAX, &cfg.dp_T); break;
     }
     if (bad) {
       fprintf(stderr, "replay: bad value '%s' for --%s\n", a, replay_options[c].name);

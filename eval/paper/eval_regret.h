@@ -20,7 +20,7 @@
  *               local learner learns too (only with --outage);
  *   dp eps      the full context, but every passive party (all but the first)
  *               releases its columns through the Gaussian mechanism of
- *               eval/baselines/bl_dp.h every round: rows clipped to dp_clip,
+ *               eval/peers/dp/bl_dp.h every round: rows clipped to dp_clip,
  *               noise calibrated so that the T rounds together are
  *               (eps, dp_delta)-DP per party by zCDP composition. The learner
  *               chooses and updates on the released contexts; regret is on

@@ -1,5 +1,6 @@
-/* eval_audit.h -- `o3m-eval audit`: what the active participant (AP) could
- * learn about one passive participant's (PP's) feature columns.
+/* eval_audit.h -- `o3m-audit` (alias `o3m-eval audit`): what the active
+ * participant (AP) could learn about one passive participant's (PP's)
+ * feature columns.
  *
  * A department runs it on its own table before it joins. Everything is
  * simulated in one process from the mathematics of the protocol: one mask Q
@@ -219,5 +220,11 @@ int eval_audit_write_csv(const eval_audit *a, const eval_audit_input *in, const 
  * the eval_plot.h set `formats` (listed on f). As eval_plot_render:
  * O3M_ENOTFOUND when gnuplot is missing. */
 int eval_audit_plot(const eval_audit *a, const char *dir, int formats, FILE *f, o3m_err *e);
+
+/* The command line of o3m-audit, with main()'s signature and its exit
+ * status (0 ok, 1 runtime failure, 2 usage error); `o3m-eval audit`
+ * (eval_audit_main, eval_cmds.h) is the same command under the name
+ * "o3m-eval audit". */
+int eval_audit_tool_main(int argc, char **argv);
 
 #endif

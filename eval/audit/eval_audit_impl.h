@@ -1,11 +1,15 @@
-/* eval_audit_impl.h -- what eval_audit.c and eval_audit_factored.c share
- * (not for callers): the input and the result, so that the factored mode
- * can run the same attacks on one half of every row and put the halves'
- * figures back together in a result of the same shape. */
+/* eval_audit_impl.h -- what the audit's files share (not for callers): the
+ * input and the result, so that the input, the attacks and the writers each
+ * have a file, and the factored mode (eval_audit_factored.c) can run the
+ * same attacks on one half of every row and put the halves' figures back
+ * together in a result of the same shape. */
 #ifndef EVAL_AUDIT_IMPL_H
 #define EVAL_AUDIT_IMPL_H
 
 #include "eval_audit.h"
+
+/* Pairs of users sampled for the Gram exposure. */
+#define GRAM_PAIRS 4000
 
 /* The ids of one table file, in file order (at most cap, 0: all). */
 typedef struct id_list {
