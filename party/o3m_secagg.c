@@ -7,6 +7,7 @@
  * memory. Streams are generated in chunks on the stack, so a batch of any
  * size needs no allocation. */
 #include "o3m_secagg.h"
+#include "o3m_alloc.h"
 
 #include "o3m_bytes.h"
 
@@ -127,10 +128,10 @@ void o3m_secagg_destroy(o3m_secagg *s) {
   if (s->pair) sodium_free(s->pair); /* wipes */
   if (s->tr) {
     sodium_memzero(s->tr, sizeof *s->tr);
-    free(s->tr);
+    o3m_free(s->tr);
   }
   EVP_CIPHER_CTX_free(s->aes); /* cleanses the key schedule */
-  free(s);
+  o3m_free(s);
 }
 
 int o3m_secagg_create_from_key(o3m_secagg **out, int n,
@@ -148,7 +149,7 @@ int o3m_secagg_create_from_key(o3m_secagg **out, int n,
   if (n > 1 && sodium_memcmp(pk, pks[me], sizeof pk) != 0)
     return o3m_err_set(e, O3M_EINVAL, "the agg secret key does not belong to the agg_public "
                        "configured for passive party %d", me);
-  o3m_secagg *s = calloc(1, sizeof *s);
+  o3m_secagg *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "secagg: out of memory");
   s->n = n;
   s->me = me;

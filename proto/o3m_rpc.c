@@ -30,6 +30,7 @@
  * the idle hook sees everything that was ready as one batch (or, under a
  * flood, what came in IDLE_EVERY completions). */
 #include "o3m_rpc.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -189,7 +190,7 @@ typedef struct arena {
 #define CHUNK_HDR ((sizeof(arena_chunk) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN)
 
 static arena_chunk *chunk_new(size_t cap) {
-  arena_chunk *ch = malloc(CHUNK_HDR + cap);
+  arena_chunk *ch = o3m_malloc(CHUNK_HDR + cap);
   if (!ch) return NULL;
   ch->next = NULL;
   ch->cap = cap;
@@ -211,7 +212,7 @@ static void arena_release(arena *a) {
   arena_chunk *ch = a->head;
   while (ch) {
     arena_chunk *next = ch->next;
-    free(ch);
+    o3m_free(ch);
     ch = next;
   }
   a->head = NULL;
@@ -399,7 +400,7 @@ static int read_pem(const char *path, const char *what, int secret, char **out, 
       return rc;
     }
   }
-  char *buf = malloc(PEM_MAX + 1);
+  char *buf = o3m_malloc(PEM_MAX + 1);
   if (!buf) {
     fclose(f);
     return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
@@ -408,15 +409,15 @@ static int read_pem(const char *path, const char *what, int secret, char **out, 
   int bad = ferror(f);
   fclose(f);
   if (bad) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_ETLS, "%s %s: read error", what, path);
   }
   if (n > PEM_MAX) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_ETLS, "%s %s: larger than %d bytes", what, path, PEM_MAX);
   }
   if (n == 0) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_ETLS, "%s %s: empty file", what, path);
   }
   buf[n] = '\0';
@@ -431,9 +432,9 @@ typedef struct pem_set {
 static void pem_free(pem_set *p) {
   /* Private keys are wiped before their memory goes back to malloc. */
   if (p->key) explicit_bzero(p->key, strlen(p->key));
-  free(p->ca);
-  free(p->cert);
-  free(p->key);
+  o3m_free(p->ca);
+  o3m_free(p->cert);
+  o3m_free(p->key);
   p->ca = p->cert = p->key = NULL;
 }
 
@@ -1560,16 +1561,16 @@ static void server_free(o3m_rpc_server *s) {
       grpc_metadata_array_destroy(&s->slots[i].md);
       if (!s->slots[i].me) grpc_call_details_destroy(&s->slots[i].details);
     }
-    free(s->slots);
+    o3m_free(s->slots);
   }
   if (s->methods) {
-    for (int i = 0; i < s->n_methods; i++) free(s->methods[i].reply);
-    free(s->methods);
+    for (int i = 0; i < s->n_methods; i++) o3m_free(s->methods[i].reply);
+    o3m_free(s->methods);
   }
   for (int i = 0; i < SERVER_ARENAS; i++) arena_release(&s->arenas[i]);
   if (s->grpc_inited) grpc_shutdown();
   pthread_mutex_destroy(&s->mu);
-  free(s);
+  o3m_free(s);
 }
 
 int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg,
@@ -1580,12 +1581,12 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   int rc = server_check(cfg, methods, n_methods, e);
   if (rc < 0) return rc;
 
-  o3m_rpc_server *s = calloc(1, sizeof *s);
+  o3m_rpc_server *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
   atomic_init(&s->stop, 0);
   atomic_init(&s->threads_running, 0);
   if (pthread_mutex_init(&s->mu, NULL) != 0) {
-    free(s);
+    o3m_free(s);
     return o3m_err_set(e, O3M_ENOMEM, "server: cannot create its lock");
   }
   s->threads = cfg->threads ? cfg->threads : 1;
@@ -1621,11 +1622,11 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   for (int i = 0; i < n_methods; i++)
     if (strcmp(methods[i].path, O3M_RPC_HEALTH_CHECK_PATH) == 0) with_health = 0;
   s->n_methods = n_methods + with_health;
-  s->methods = calloc((size_t)s->n_methods, sizeof *s->methods);
+  s->methods = o3m_calloc((size_t)s->n_methods, sizeof *s->methods);
   s->n_slots = 1;
   for (int i = 0; i < s->n_methods; i++)
     s->n_slots += slots_for(cfg, i < n_methods ? methods[i].path : health_method.path);
-  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+  s->slots = o3m_calloc((size_t)s->n_slots, sizeof *s->slots);
   if (!s->methods || !s->slots) {
     rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
     goto fail;
@@ -1633,7 +1634,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   for (int i = 0; i < s->n_methods; i++) {
     const o3m_rpc_method *m = i < n_methods ? &methods[i] : &health_method;
     s->methods[i].m = m;
-    s->methods[i].reply = calloc(1, m->reply->sizeof_message);
+    s->methods[i].reply = o3m_calloc(1, m->reply->sizeof_message);
     if (!s->methods[i].reply) {
       rc = o3m_err_set(e, O3M_ENOMEM, "reply storage for %s: out of memory", m->path);
       goto fail;
@@ -1860,13 +1861,13 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   int rc = client_check(cfg, e);
   if (rc < 0) return rc;
 
-  o3m_rpc_client *c = calloc(1, sizeof *c);
+  o3m_rpc_client *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
   c->tag.kind = TAG_CLIENT;
   c->deadline_ms = cfg->deadline_ms;
   c->max_message = cfg->max_message_bytes;
   c->wait_for_ready = cfg->wait_for_ready != 0;
-  c->target = strdup(cfg->target);
+  c->target = o3m_strdup(cfg->target);
   if (!c->target) {
     rc = o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
     goto fail_client;
@@ -1904,9 +1905,9 @@ fail_grpc:
   grpc_shutdown();
   arena_release(&c->arena);
 fail_target:
-  free(c->target);
+  o3m_free(c->target);
 fail_client:
-  free(c);
+  o3m_free(c);
   return rc;
 }
 
@@ -1953,8 +1954,8 @@ void o3m_rpc_client_destroy(o3m_rpc_client *c) {
   grpc_completion_queue_destroy(c->cq);
   grpc_shutdown();
   arena_release(&c->arena);
-  free(c->target);
-  free(c);
+  o3m_free(c->target);
+  o3m_free(c);
 }
 
 int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
