@@ -17,6 +17,7 @@
  * record. */
 #include "ap_journal.h"
 #include "o3m_alloc.h"
+#include "o3m_assert.h"
 #include "o3m_bytes.h"
 #include "o3m_limits.h"
 
@@ -309,6 +310,8 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
  * current segment; takes ownership of fd. */
 static void set_current(ap_journal *j, int fd, uint64_t first, uint64_t nslots,
                         uint64_t written) {
+  /* The current segment is the last of the list, and its close slot is free. */
+  O3M_ASSERT(j->nsegs > 0 && j->segs[j->nsegs - 1] == first && written < nslots);
   if (j->fd >= 0) close(j->fd);
   j->fd = fd;
   j->cur_first = first;
@@ -324,6 +327,7 @@ static int start_segment(ap_journal *j, uint64_t first, o3m_err *e) {
   int rc = create_segment(j, first, &fd, &renamed, e);
   if (rc) return rc;
   if (j->nsegs && j->segs[j->nsegs - 1] == first) j->nsegs--; /* replaced by the new one */
+  O3M_ASSERT(j->nsegs == 0 || j->segs[j->nsegs - 1] < first);
   if ((rc = push_seg(j, first))) {
     close(fd);
     return o3m_err_set(e, rc, "journal %s: out of memory", j->dir);
@@ -350,6 +354,7 @@ static int switch_segment(ap_journal *j, o3m_err *e) {
     if (renamed) j->failed = O3M_EIO;
     return rc;
   }
+  O3M_ASSERT(j->nsegs > 0 && j->segs[j->nsegs - 1] < next); /* the list stays ascending */
   if ((rc = push_seg(j, next))) {
     close(fd);
     j->failed = O3M_EIO;
@@ -867,6 +872,7 @@ static int flush(ap_journal *j) {
     return O3M_EIO;
   }
   j->cur_written += j->fill / j->L;
+  O3M_ASSERT(j->cur_written < j->cur_slots); /* the last slot is the close record's */
   j->fill = 0;
   return O3M_OK;
 }
@@ -970,6 +976,7 @@ int ap_journal_prune(ap_journal *j, uint64_t upto, o3m_err *e) {
   }
   memmove(j->segs, j->segs + done, sizeof *j->segs * (size_t)(j->nsegs - done));
   j->nsegs -= done;
+  O3M_ASSERT(j->nsegs >= 1); /* the current segment is never pruned */
   if (fsync(j->dirfd) && !rc)
     rc = o3m_err_set(e, O3M_EIO, "journal %s: cannot fsync the directory", j->dir);
   return rc;

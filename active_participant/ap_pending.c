@@ -221,7 +221,9 @@ static void over_update(ap_pending *t, int o) {
 static void slot_release(ap_pending *t, uint32_t i, int64_t now_ms) {
   slot *s = &t->slots[i];
   owner *w = &t->owners[s->owner];
+  O3M_ASSERT(s->state != SLOT_EMPTY && w->oldest == i && w->count > 0);
   if (s->state == SLOT_WAITING) {
+    O3M_ASSERT(t->st.waiting > 0 && w->st.waiting > 0);
     if (now_ms - s->opened_ms > t->expiry_ms) {
       t->st.expired++;
       w->st.expired++;
@@ -316,6 +318,7 @@ int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
 static void end_wait(ap_pending *t, uint64_t id, int state) {
   slot *s = slot_of(t, id);
   if (!s || s->state != SLOT_WAITING) return;
+  O3M_ASSERT((state == SLOT_REWARDED || state == SLOT_EXPIRED) && t->st.waiting > 0);
   s->state = state;
   ap_pending_stats *own = &t->owners[s->owner].st;
   if (state == SLOT_REWARDED) {

@@ -1119,12 +1119,15 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
+  O3M_ASSERT(b->busy && r->n_finished < r->n_formed);
   const uint64_t id = ++r->n_finished;
   for (int i = 0; i < b->n; i++) {
     queued *q = b->q[i];
     round_owner *w = &r->owners[q->owner];
+    O3M_ASSERT(w->inflight > 0);
     w->inflight--;
     if (w->finished != id) {
+      O3M_ASSERT(w->batches > 0);
       w->finished = id;
       w->batches--;
     }
@@ -1193,6 +1196,7 @@ void ap_round_flush(ap_round *r) {
   /* Every owner that waits is in its most batches: one of them ends soon,
    * and its replies run this hook again. */
   if (b->n == 0) return;
+  O3M_ASSERT(!b->busy && b->n <= O3M_WIRE_MAX_BATCH);
   b->busy = 1;
   batch_build(r, b);
   r->st.fanouts++;

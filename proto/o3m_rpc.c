@@ -31,6 +31,7 @@
  * flood, what came in IDLE_EVERY completions). */
 #include "o3m_rpc.h"
 #include "o3m_alloc.h"
+#include "o3m_assert.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -1037,6 +1038,7 @@ static void slot_clean(struct o3m_rpc_call *sl) {
   sl->cancelled = 0;
   sl->receiving = sl->expired = sl->live = 0;
   if (sl->deferred) {
+    O3M_ASSERT(sl->srv->n_deferred > 0 && sl->srv->arena_deferred[sl->arena_ix] > 0);
     sl->srv->n_deferred--;
     sl->srv->arena_deferred[sl->arena_ix]--;
   }
@@ -1046,6 +1048,8 @@ static void slot_clean(struct o3m_rpc_call *sl) {
 static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   grpc_call_error ce;
   if (s->stopping) return;
+  /* A slot is requested only once it is clean: no batch of it is pending. */
+  O3M_ASSERT(!sl->requested && !sl->receiving && !sl->replying && !sl->deferred && !sl->call);
   if (sl->me)
     /* No payload: the call is matched on its headers, and its body is read
      * only after on_call let it in (slot_receive). */
@@ -1096,6 +1100,7 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
   ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   ops[n++].data.recv_close_on_server.cancelled = &sl->cancelled;
 
+  O3M_ASSERT(!sl->replying && !sl->receiving && !sl->deferred);
   grpc_call_error ce = grpc_call_start_batch(sl->call, ops, n, &sl->on_reply, NULL);
   if (ce != GRPC_CALL_OK) {
     count(&s->n_internal);
@@ -1204,6 +1209,7 @@ static void slot_receive(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_MESSAGE;
   op.data.recv_message.recv_message = &sl->payload;
+  O3M_ASSERT(!sl->requested && !sl->receiving && !sl->live);
   sl->live = 1;
   sl->recv_by = after_ms(s->receive_timeout_ms);
   grpc_call_error ce = grpc_call_start_batch(sl->call, &op, 1, &sl->on_recv, NULL);
@@ -1240,6 +1246,7 @@ static void expire_receives(o3m_rpc_server *s) {
  * caller's limits before a byte of its body is read (see "Limits before
  * the request is read" in o3m_rpc.h); then start reading it. */
 static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  O3M_ASSERT(sl->requested);
   sl->requested = 0;
   if (s->metrics) sl->arrived = o3m_clock_s();
   if (!success) {
@@ -1294,6 +1301,7 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 /* The request of sl was read (or its stream ended first): decode, run the
  * handler, reply. */
 static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  O3M_ASSERT(sl->receiving);
   sl->receiving = 0;
   if (sl->expired || !success) {
     /* Cancelled by the receive deadline, by the caller or by shutdown:
@@ -1335,6 +1343,7 @@ static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     rc = m->handler(s->ctx, sl, req, reply, &err);
     handler_arena = -1;
     if (rc == O3M_RPC_DEFERRED) {
+      O3M_ASSERT(!sl->deferred);
       sl->deferred = 1;
       s->n_deferred++;
       s->arena_deferred[sl->arena_ix]++;
@@ -1362,6 +1371,7 @@ static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 
 /* Ends the deferred state of sl before its reply goes out. */
 static void undefer(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  O3M_ASSERT(sl->deferred && s->n_deferred > 0 && s->arena_deferred[sl->arena_ix] > 0);
   sl->deferred = 0;
   s->n_deferred--;
   s->arena_deferred[sl->arena_ix]--;
@@ -1418,6 +1428,7 @@ static void fail_deferred(o3m_rpc_server *s) {
 }
 
 static void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  O3M_ASSERT(sl->replying);
   sl->replying = 0;
   slot_clean(sl);
   slot_request(s, sl);
