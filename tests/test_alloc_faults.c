@@ -22,6 +22,7 @@
  * tests. */
 #include <criterion/criterion.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,12 +38,14 @@
 #include "ap_peers.h"
 #include "ap_pending.h"
 #include "ap_round.h"
+#include "ap_service.h"
 #include "o3m_access.h"
 #include "o3m_alloc.h"
 #include "o3m_blas.h"
 #include "o3m_block_store.h"
 #include "o3m_config.h"
 #include "o3m_features.h"
+#include "o3m_limits.h"
 #include "o3m_mask.h"
 #include "o3m_metrics.h"
 #include "o3m_policy.h"
@@ -51,6 +54,7 @@
 #include "o3m_tables.h"
 #include "o3m_wire.h"
 #include "pmg_service.h"
+#include "pp_service.h"
 
 static char dir[64];
 
@@ -100,7 +104,9 @@ typedef int (*attempt_fn)(void *ctx, o3m_err *e);
 /* Runs f with the n-th allocation failing for n = 1, 2, ... until a call
  * reaches no failure, and returns how many failure points it exercised.
  * enomem_only: every failure must be reported as O3M_ENOMEM. */
-static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_only) {
+static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_only,
+                        attempt_fn after) {
+  long tolerated = 0;
   for (long n = 1;; n++) {
     o3m_err e;
     o3m_err_clear(&e);
@@ -108,14 +114,26 @@ static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_on
     int rc = f(ctx, &e);
     long failed = o3m_alloc_failed();
     o3m_alloc_fail_nth(0);
+    /* What failed must leave the object usable: after runs without failures. */
+    if (after) {
+      o3m_err e2;
+      o3m_err_clear(&e2);
+      int rc2 = after(ctx, &e2);
+      cr_assert_eq(rc2, O3M_OK, "%s: after allocation %ld failed (%s), the next call failed: %s (%s)",
+                   what, n, o3m_errname(rc), o3m_errname(rc2), o3m_err_message(&e2));
+    }
     if (!failed) {
       cr_assert_eq(rc, O3M_OK, "%s: failed without an allocation failure: %s (%s)", what,
                    o3m_errname(rc), o3m_err_message(&e));
-      fprintf(stderr, "%s: %ld allocation failure points\n", what, n - 1);
+      fprintf(stderr, "%s: %ld allocation failure points (%ld of them tolerated)\n", what,
+              n - 1, tolerated);
       cr_assert_gt(n, 1, "%s allocates nothing: the sweep tests nothing", what);
       return n - 1;
     }
-    if (rc == O3M_OK) continue; /* tolerated: f used the handle */
+    if (rc == O3M_OK) { /* tolerated: f used the handle */
+      tolerated++;
+      continue;
+    }
     cr_assert_lt(rc, 0, "%s: allocation %ld failed, returned %d", what, n, rc);
     if (enomem_only)
       cr_assert_eq(rc, O3M_ENOMEM, "%s: allocation %ld failed, reported as %s (%s)", what, n,
@@ -126,7 +144,7 @@ static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_on
 }
 
 static long sweep(const char *what, attempt_fn f, void *ctx) {
-  return sweep_codes(what, f, ctx, 1);
+  return sweep_codes(what, f, ctx, 1, NULL);
 }
 
 static void write_file(const char *name, const char *text) {
@@ -707,21 +725,186 @@ static int try_pmg(void *ctx, o3m_err *e) {
   return rc;
 }
 
-Test(alloc, pmg) {
+/* A federation of a PMG, the AP and one PP on Unix sockets of the test's
+ * directory, plaintext. */
+static o3m_config *fed_conf(void) {
   char text[1024];
   snprintf(text, sizeof text,
-           "[federation]\nd = 4\ninsecure = true\n[policy]\nalgo = linucb\nmodel = shared\n"
+           "[federation]\nd = 4\ninsecure = true\naggregation = per-party\n"
+           "[policy]\nalgo = linucb\nmodel = shared\n"
            "[party pmg]\nrole = pmg\naddress = unix:%s/pmg.sock\n"
            "[party shop]\nrole = active\naddress = unix:%s/ap.sock\ndims = 2\n"
+           "state_dir = %s/shop\n"
            "[party bank]\nrole = passive\naddress = unix:%s/pp.sock\ndims = 2\n"
-           "user_table = u.csv\n",
-           dir, dir, dir);
+           "user_table = %s/users2.csv\nstate_dir = %s/bank\n",
+           dir, dir, dir, dir, dir, dir);
+  write_file("users2.csv", "user_id,a,b\nu0,1,2\nu1,-1,0.5\n");
   o3m_config *cfg;
   o3m_err e;
   cr_assert_eq(o3m_config_parse_string(&cfg, text, NULL, "t.conf", &e), 0, "%s",
                o3m_err_message(&e));
+  return cfg;
+}
+
+static void *pmg_thread(void *s) {
+  pmg_service_run(s);
+  return NULL;
+}
+
+static void *pp_thread(void *s) {
+  pp_service_run(s);
+  return NULL;
+}
+
+/* The passive party's service: loads its tables, loads its block from its
+ * state_dir (stored by a first start before the sweep, from the PMG that
+ * runs in a thread) and binds its server. */
+/* The active party's service: its policy, pending table, checkpoint and
+ * journal (recovered from its state_dir), peers, round engine and server,
+ * with its block loaded from the state_dir as the PP's. */
+static int try_ap(void *ctx, o3m_err *e) {
+  const o3m_config *cfg = ctx;
+  ap_service_options o;
+  ap_service_options_default(&o);
+  o.party = "shop";
+  o.insecure = 1;
+  o.pmg_timeout_s = 5;
+  o.threads = 2;
+  ap_service *s = NULL;
+  int rc = ap_service_create(&s, cfg, &o, e);
+  if (rc < 0) {
+    cr_assert_null(s);
+    return rc;
+  }
+  ap_service_destroy(s);
+  return rc;
+}
+
+/* A client of the AP in this process: a Recommend and the Reward of its
+ * decision, through the AP's handlers, its fan-out to the PP's Mask
+ * handler, the replies and the journal; the countdown hits whichever
+ * thread allocates next. */
+typedef struct call_ctx {
+  ap_client *client;
+  const o3m_config *cfg;
+} call_ctx;
+
+enum { BIG_K = 1000 };
+
+/* A small round, then one of BIG_K candidates with the longest ids, whose
+ * messages outgrow every arena on the way (the AP's request, its MaskBatch
+ * at the PP, the replies), each rewarded. */
+static int try_calls(void *ctx, o3m_err *e) {
+  call_ctx *c = ctx;
+  static char ids[BIG_K][O3M_MAX_ID + 1];
+  static const char *items[BIG_K];
+  static double own[BIG_K * 2];
+  for (int k = 0; k < BIG_K; k++) {
+    snprintf(ids[k], sizeof ids[k], "%0*d", O3M_MAX_ID, k);
+    items[k] = ids[k];
+    own[2 * k] = 0.001 * k;
+    own[2 * k + 1] = -0.5;
+  }
+  const int sizes[2] = {2, BIG_K};
+  for (int i = 0; i < 2; i++) {
+    ap_recommendation rec;
+    int rc = ap_client_recommend(c->client, "u1", sizes[i], items, NULL, own,
+                                 (size_t)sizes[i] * 2, &rec, e);
+    if (rc < 0) return rc;
+    cr_assert(rec.candidate >= 0 && rec.candidate < sizes[i]);
+    rc = ap_client_reward(c->client, rec.decision, 1.0, NULL, e);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+static void *ap_thread(void *s) {
+  ap_service_run(s);
+  return NULL;
+}
+
+/* A fresh AP serving (its arenas at their initial size), a fresh client
+ * and try_calls; the PMG and the PP keep serving across attempts. */
+static int try_live(void *ctx, o3m_err *e) {
+  call_ctx *c = ctx;
+  ap_service_options apo;
+  ap_service_options_default(&apo);
+  apo.party = "shop";
+  apo.insecure = 1;
+  apo.pmg_timeout_s = 5;
+  apo.threads = 2;
+  ap_service *ap = NULL;
+  int rc = ap_service_create(&ap, c->cfg, &apo, e);
+  if (rc < 0) return rc;
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, ap_thread, ap), 0);
+  char target[96];
+  snprintf(target, sizeof target, "unix:%s/ap.sock", dir);
+  ap_client_options co;
+  ap_client_options_default(&co);
+  co.target = target;
+  co.insecure = 1;
+  co.deadline_ms = 5000;
+  co.wait_for_ready = 1;
+  rc = ap_client_create(&c->client, &co, e);
+  if (rc == 0) rc = try_calls(c, e);
+  ap_client_destroy(c->client);
+  c->client = NULL;
+  ap_service_shutdown(ap);
+  pthread_join(th, NULL);
+  ap_service_destroy(ap);
+  return rc;
+}
+
+static int try_pp(void *ctx, o3m_err *e) {
+  const o3m_config *cfg = ctx;
+  pp_options o = {.insecure = 1, .pmg_timeout_s = 5, .threads = 1};
+  pp_service *s = NULL;
+  int rc = pp_service_create(&s, cfg, "bank", &o, e);
+  if (rc < 0) {
+    cr_assert_null(s);
+    return rc;
+  }
+  pp_service_destroy(s);
+  return rc;
+}
+
+Test(alloc, services) {
+  o3m_config *cfg = fed_conf();
   long total = sweep("pmg_service_create", try_pmg, cfg);
+
+  pmg_options po = {.insecure = 1, .keep_mask = 1, .seeded = 1, .seed = 3};
+  pmg_service *pmg;
+  o3m_err e;
+  cr_assert_eq(pmg_service_create(&pmg, cfg, &po, &e), O3M_OK, "%s", o3m_err_message(&e));
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, pmg_thread, pmg), 0);
+  cr_assert_eq(try_pp(cfg, &e), O3M_OK, "first start: %s", o3m_err_message(&e));
+  total += sweep("pp_service_create", try_pp, cfg);
+  /* The AP's start-up waits for its peers: the PP serves meanwhile. */
+  pp_options ppo = {.insecure = 1, .pmg_timeout_s = 5, .threads = 1};
+  pp_service *pp;
+  cr_assert_eq(pp_service_create(&pp, cfg, "bank", &ppo, &e), O3M_OK, "%s", o3m_err_message(&e));
+  pthread_t pth;
+  cr_assert_eq(pthread_create(&pth, NULL, pp_thread, pp), 0);
+  cr_assert_eq(try_ap(cfg, &e), O3M_OK, "first start: %s", o3m_err_message(&e));
+  total += sweep("ap_service_create", try_ap, cfg);
+
+  /* The request paths, with the three services serving. A failure may
+   * reach the client as another code than O3M_ENOMEM (the server's
+   * arena full is O3M_EFULL, a PP that could not answer makes the round
+   * O3M_EUNAVAILABLE), so any error with a message passes; the PP must
+   * serve the next attempt as before. */
+  call_ctx cc = {.cfg = cfg};
+  cr_assert_eq(try_live(&cc, &e), O3M_OK, "first calls: %s", o3m_err_message(&e));
+  total += sweep_codes("AP start + Recommend + Reward", try_live, &cc, 0, try_live);
+  pp_service_shutdown(pp);
+  pthread_join(pth, NULL);
+  pp_service_destroy(pp);
+  pmg_service_shutdown(pmg);
+  pthread_join(th, NULL);
+  pmg_service_destroy(pmg);
   o3m_config_destroy(cfg);
   no_leaks();
-  fprintf(stderr, "pmg: %ld failure points\n", total);
+  fprintf(stderr, "services: %ld failure points\n", total);
 }
