@@ -21,7 +21,6 @@
  * blocks from a running PMG at create: they are left to the end-to-end
  * tests. */
 #include <criterion/criterion.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -55,13 +54,9 @@
 #include "o3m_wire.h"
 #include "pmg_service.h"
 #include "pp_service.h"
+#include "test_dir.h"
 
 static char dir[64];
-
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb, (void)flag, (void)ftw;
-  return remove(p);
-}
 
 static void make_dir(void) {
   o3m_blas_single_thread();
@@ -92,7 +87,7 @@ static void no_leaks(void) {
 
 static void drop_dir(void) {
   o3m_alloc_fail_nth(0);
-  nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  test_dir_remove(dir);
 }
 
 TestSuite(alloc, .init = make_dir, .fini = drop_dir);
