@@ -3,7 +3,7 @@
  * stored before the hook and read after it, so a thread that sees a hook
  * sees its argument. The countdown is a third atomic, decremented by every
  * allocation while its hook is set; the allocation that takes it from 1 to 0
- * is the one that fails. */
+ * is the one that fails (and, in the persistent mode, every one after). */
 #include "o3m_alloc.h"
 
 #include <errno.h>
@@ -55,20 +55,26 @@ void o3m_alloc_set_hook(o3m_alloc_hook hook, void *ud) {
 /* The countdown's hook: counts every allocation, fails the one that takes
  * the countdown from 1 to 0. */
 static int countdown_hook(void *ud, size_t size) {
-  (void)ud;
+  const int persistent = ud != NULL;
   (void)size;
   atomic_fetch_add(&g_count, 1);
-  if (atomic_fetch_sub(&g_countdown, 1) != 1) return 0;
+  long left = atomic_fetch_sub(&g_countdown, 1);
+  if (persistent ? left > 1 : left != 1) return 0;
   atomic_fetch_add(&g_failed, 1);
   return 1;
 }
 
-void o3m_alloc_fail_nth(long n) {
+/* The hook's argument says which mode: NULL one-shot, non-NULL persistent. */
+static void countdown(long n, void *persistent) {
   o3m_alloc_set_hook(NULL, NULL);
   if (n <= 0) return;
   atomic_store(&g_countdown, n);
-  o3m_alloc_set_hook(countdown_hook, NULL);
+  o3m_alloc_set_hook(countdown_hook, persistent);
 }
+
+void o3m_alloc_fail_nth(long n) { countdown(n, NULL); }
+
+void o3m_alloc_fail_from(long n) { countdown(n, &g_countdown); }
 
 long o3m_alloc_count(void) { return atomic_load(&g_count); }
 

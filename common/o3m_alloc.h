@@ -51,8 +51,13 @@ void o3m_alloc_set_hook(o3m_alloc_hook hook, void *ud);
  * the n-th allocation from now fails and every other one succeeds; n = 0
  * removes it (o3m_alloc_set_hook(NULL, NULL) does too). Both reset the
  * counters below. o3m_alloc_count is the number of allocations asked for
- * since, o3m_alloc_failed the number the countdown made fail (0 or 1). */
+ * since, o3m_alloc_failed the number the countdown made fail (0 or 1, or
+ * any number with o3m_alloc_fail_from). */
 void o3m_alloc_fail_nth(long n);
+/* The same, except that every allocation after the n-th fails too (SQLite's
+ * persistent mode): a caller that retries a failed allocation with a
+ * smaller size, as libcsv does, is then seen failing as well. */
+void o3m_alloc_fail_from(long n);
 long o3m_alloc_count(void);
 long o3m_alloc_failed(void);
 
