@@ -641,6 +641,9 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
     return lerr(&L, O3M_ENOMEM, 0, "out of memory");
   }
   csv_set_term_func(&csv, is_term);
+  /* libcsv's field buffer grows through the project's allocator too. */
+  csv_set_realloc_func(&csv, o3m_realloc);
+  csv_set_free_func(&csv, o3m_free);
   table_reader R;
   memset(&R, 0, sizeof R);
   R.L = &L;
@@ -674,12 +677,19 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
       }
     }
     size_t done = csv_parse(&csv, p, len, on_field, on_row, &R);
+    /* libcsv stops short when it cannot grow its field buffer, too: that
+     * is no quoting error. */
+    if (!R.rc && done < len && csv_error(&csv) == CSV_ENOMEM)
+      R.rc = lerr(&L, O3M_ENOMEM, R.line, "out of memory");
     if (!R.rc && done < len)
       R.rc = o3m_err_set(e, O3M_EPARSE, "%s:%ld:%zu: malformed CSV quoting (a quote inside "
                          "an unquoted field, or text after a closing quote)", L.name, R.line,
                          done + skip + 1);
   }
   if (!R.rc && ferror(f)) R.rc = lerr(&L, O3M_EIO, R.line, "read error");
+  /* getline's -1 without end of file or a read error: it could not grow
+   * buf. The rows after would be lost, not the file ended. */
+  if (!R.rc && !feof(f)) R.rc = lerr(&L, O3M_ENOMEM, R.line + 1, "out of memory");
   if (!R.rc && csv_fini(&csv, on_field, on_row, &R) != 0 && !R.rc)
     R.rc = lerr(&L, O3M_EPARSE, R.row_line, "unterminated quoted field (the row begins here)");
   if (!R.rc && !R.have_header) R.rc = lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
