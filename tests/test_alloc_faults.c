@@ -3,7 +3,8 @@
  *
  * For each constructor the sweep makes the 1st, 2nd, ... allocation from
  * the call on fail (o3m_alloc_fail_nth), until a call goes through without
- * reaching the failing one. A call that hit the failure must return a
+ * reaching the failing one; then again with every allocation after the
+ * n-th failing too (o3m_alloc_fail_from). A call that hit the failure must return a
  * negative code with a message (O3M_ENOMEM unless the constructor documents
  * turning it into another), leave *out NULL and everything freed; a call
  * that succeeded although an allocation failed (an optional buffer given
@@ -100,12 +101,15 @@ typedef int (*attempt_fn)(void *ctx, o3m_err *e);
  * reaches no failure, and returns how many failure points it exercised.
  * enomem_only: every failure must be reported as O3M_ENOMEM. */
 static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_only,
-                        attempt_fn after) {
+                        attempt_fn after, int persistent) {
   long tolerated = 0;
   for (long n = 1;; n++) {
     o3m_err e;
     o3m_err_clear(&e);
-    o3m_alloc_fail_nth(n);
+    if (persistent)
+      o3m_alloc_fail_from(n);
+    else
+      o3m_alloc_fail_nth(n);
     int rc = f(ctx, &e);
     long failed = o3m_alloc_failed();
     o3m_alloc_fail_nth(0);
@@ -120,8 +124,8 @@ static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_on
     if (!failed) {
       cr_assert_eq(rc, O3M_OK, "%s: failed without an allocation failure: %s (%s)", what,
                    o3m_errname(rc), o3m_err_message(&e));
-      fprintf(stderr, "%s: %ld allocation failure points (%ld of them tolerated)\n", what,
-              n - 1, tolerated);
+      fprintf(stderr, "%s%s: %ld allocation failure points (%ld of them tolerated)\n", what,
+              persistent ? " (persistent)" : "", n - 1, tolerated);
       cr_assert_gt(n, 1, "%s allocates nothing: the sweep tests nothing", what);
       return n - 1;
     }
@@ -138,8 +142,10 @@ static long sweep_codes(const char *what, attempt_fn f, void *ctx, int enomem_on
   }
 }
 
+/* Both modes: the n-th allocation failing alone, then with every later
+ * one (a caller that retries smaller, as libcsv does, fails then too). */
 static long sweep(const char *what, attempt_fn f, void *ctx) {
-  return sweep_codes(what, f, ctx, 1, NULL);
+  return sweep_codes(what, f, ctx, 1, NULL, 0) + sweep_codes(what, f, ctx, 1, NULL, 1);
 }
 
 static void write_file(const char *name, const char *text) {
@@ -892,7 +898,7 @@ Test(alloc, services) {
    * serve the next attempt as before. */
   call_ctx cc = {.cfg = cfg};
   cr_assert_eq(try_live(&cc, &e), O3M_OK, "first calls: %s", o3m_err_message(&e));
-  total += sweep_codes("AP start + Recommend + Reward", try_live, &cc, 0, try_live);
+  total += sweep_codes("AP start + Recommend + Reward", try_live, &cc, 0, try_live, 0);
   pp_service_shutdown(pp);
   pthread_join(pth, NULL);
   pp_service_destroy(pp);
