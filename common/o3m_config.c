@@ -13,6 +13,7 @@
  * Only resolved paths that need a directory prefix are allocated separately;
  * they are kept in a list and freed with the config. */
 #include "o3m_config.h"
+#include "o3m_alloc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -177,7 +178,7 @@ static int push_section(parser *p, int kind, const char *name, int line) {
   }
   if (p->n_secs == p->cap_secs) {
     int cap = p->cap_secs ? 2 * p->cap_secs : 8;
-    section *ns = realloc(p->secs, (size_t)cap * sizeof *ns);
+    section *ns = o3m_realloc(p->secs, (size_t)cap * sizeof *ns);
     if (!ns) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     p->secs = ns;
     p->cap_secs = cap;
@@ -195,7 +196,7 @@ static int push_entry(parser *p, const char *key, const char *value,
                   p->ents[i].line);
   if (p->n_ents == p->cap_ents) {
     int cap = p->cap_ents ? 2 * p->cap_ents : 32;
-    entry *ne = realloc(p->ents, (size_t)cap * sizeof *ne);
+    entry *ne = o3m_realloc(p->ents, (size_t)cap * sizeof *ne);
     if (!ne) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     p->ents = ne;
     p->cap_ents = cap;
@@ -577,14 +578,14 @@ static int resolve_path(parser *p, const char *v, const char **out) {
   }
   if (c->n_owned == c->cap_owned) {
     int cap = c->cap_owned ? 2 * c->cap_owned : 16;
-    char **no = realloc(c->owned, (size_t)cap * sizeof *no);
+    char **no = o3m_realloc(c->owned, (size_t)cap * sizeof *no);
     if (!no) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     c->owned = no;
     c->cap_owned = cap;
   }
   size_t bn = strlen(c->base_dir), vn = strlen(v);
   int slash = bn > 0 && c->base_dir[bn - 1] != '/';
-  char *s = malloc(bn + (size_t)slash + vn + 1);
+  char *s = o3m_malloc(bn + (size_t)slash + vn + 1);
   if (!s) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   memcpy(s, c->base_dir, bn);
   if (slash) s[bn] = '/';
@@ -881,8 +882,8 @@ static int check_structure(parser *p, const section *fed) {
                     "every passive party with aggregation = secure, the default, and 2 or more "
                     "passive parties; o3m-passive --agg-keygen FILE prints it)", pt->name);
     }
-  c->column = malloc((size_t)c->n_parties * sizeof *c->column);
-  c->passive = malloc((size_t)c->n_parties * sizeof *c->passive);
+  c->column = o3m_malloc((size_t)c->n_parties * sizeof *c->column);
+  c->passive = o3m_malloc((size_t)c->n_parties * sizeof *c->passive);
   if (!c->column || !c->passive)
     return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   int col = 0;
@@ -934,11 +935,11 @@ static int interpret(parser *p) {
   o3m_config *c = p->c;
   const section *fed = NULL, *pol = NULL;
   if (p->n_party_secs > 0) {
-    c->parties = calloc((size_t)p->n_party_secs, sizeof *c->parties);
+    c->parties = o3m_calloc((size_t)p->n_party_secs, sizeof *c->parties);
     if (!c->parties) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   }
   if (p->n_client_secs > 0) {
-    c->clients = calloc((size_t)p->n_client_secs, sizeof *c->clients);
+    c->clients = o3m_calloc((size_t)p->n_client_secs, sizeof *c->clients);
     if (!c->clients) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   }
   for (int i = 0; i < p->n_secs; i++) {
@@ -974,24 +975,24 @@ static int interpret(parser *p) {
 static int parse_owned(o3m_config **out, char *text, const char *base_dir,
                        const char *name, o3m_err *e) {
   *out = NULL;
-  o3m_config *c = calloc(1, sizeof *c);
+  o3m_config *c = o3m_calloc(1, sizeof *c);
   if (!c) {
-    free(text);
+    o3m_free(text);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   c->text = text;
   if (!name) name = "<config>";
   size_t nn = strlen(name);
   if (nn > NAME_SHOW_MAX) {
-    c->name = malloc(NAME_SHOW_MAX + 1);
+    c->name = o3m_malloc(NAME_SHOW_MAX + 1);
     if (c->name) {
       memcpy(c->name, "...", 3);
       memcpy(c->name + 3, name + nn - (NAME_SHOW_MAX - 3), NAME_SHOW_MAX - 2);
     }
   } else {
-    c->name = strdup(name);
+    c->name = o3m_strdup(name);
   }
-  c->base_dir = strdup(base_dir && *base_dir ? base_dir : ".");
+  c->base_dir = o3m_strdup(base_dir && *base_dir ? base_dir : ".");
   if (!c->name || !c->base_dir) {
     o3m_config_destroy(c);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -1028,8 +1029,8 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   parser p = {.c = c, .e = e};
   int rc = split_lines(&p);
   if (!rc) rc = interpret(&p);
-  free(p.ents);
-  free(p.secs);
+  o3m_free(p.ents);
+  o3m_free(p.secs);
   if (!rc) rc = o3m_fingerprint_compute(c, c->fingerprint, e);
   if (rc) {
     o3m_config_destroy(c);
@@ -1046,7 +1047,7 @@ int o3m_config_parse_string(o3m_config **out, const char *text,
   if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: out is NULL");
   *out = NULL;
   if (!text) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: text is NULL");
-  char *copy = strdup(text);
+  char *copy = o3m_strdup(text);
   if (!copy) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   return parse_owned(out, copy, base_dir, name_for_messages, e);
 }
@@ -1057,7 +1058,7 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   if (!path) return o3m_err_set(e, O3M_EINVAL, "o3m_config_load: path is NULL");
   FILE *f = fopen(path, "rb");
   if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = malloc(O3M_CONFIG_MAX_FILE + 2);
+  char *buf = o3m_malloc(O3M_CONFIG_MAX_FILE + 2);
   if (!buf) {
     fclose(f);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -1066,11 +1067,11 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   int rd_err = ferror(f);
   fclose(f);
   if (rd_err) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EIO, "%s: read error", path);
   }
   if (n > O3M_CONFIG_MAX_FILE) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EPARSE, "%s: larger than %d bytes", path,
                        O3M_CONFIG_MAX_FILE);
   }
@@ -1078,43 +1079,43 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   if (memchr(buf, '\0', n)) {
     int line = 1;
     for (const char *q = buf; *q; q++) line += *q == '\n';
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EPARSE, "%s:%d: NUL byte in file", path, line);
   }
-  char *shrunk = realloc(buf, n + 1);
+  char *shrunk = o3m_realloc(buf, n + 1);
   if (shrunk) buf = shrunk;
 
   /* The directory part of path: "." without a slash, "/" for "/x". */
   const char *slash = strrchr(path, '/');
   char *dir;
   if (!slash) {
-    dir = strdup(".");
+    dir = o3m_strdup(".");
   } else if (slash == path) {
-    dir = strdup("/");
+    dir = o3m_strdup("/");
   } else {
-    dir = strndup(path, (size_t)(slash - path));
+    dir = o3m_strndup(path, (size_t)(slash - path));
   }
   if (!dir) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   int rc = parse_owned(out, buf, dir, path, e);
-  free(dir);
+  o3m_free(dir);
   return rc;
 }
 
 void o3m_config_destroy(o3m_config *c) {
   if (!c) return;
-  for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
-  free(c->owned);
-  free(c->column);
-  free(c->passive);
-  free(c->parties);
-  free(c->clients);
-  free(c->text);
-  free(c->base_dir);
-  free(c->name);
-  free(c);
+  for (int i = 0; i < c->n_owned; i++) o3m_free(c->owned[i]);
+  o3m_free(c->owned);
+  o3m_free(c->column);
+  o3m_free(c->passive);
+  o3m_free(c->parties);
+  o3m_free(c->clients);
+  o3m_free(c->text);
+  o3m_free(c->base_dir);
+  o3m_free(c->name);
+  o3m_free(c);
 }
 
 /* ------------------------------------------------------------- accessors */

@@ -1,5 +1,6 @@
 /* o3m_daemon.c -- see o3m_daemon.h. */
 #include "o3m_daemon.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -305,11 +306,11 @@ static probe_state g_probe;
 #define PROBE_DEADLINE_MS 1000
 
 static void probe_forget(void) {
-  free(g_probe.ca);
-  free(g_probe.cert);
-  free(g_probe.key);
-  free(g_probe.name);
-  free(g_probe.address);
+  o3m_free(g_probe.ca);
+  o3m_free(g_probe.cert);
+  o3m_free(g_probe.key);
+  o3m_free(g_probe.name);
+  o3m_free(g_probe.address);
   memset(&g_probe, 0, sizeof g_probe);
 }
 
@@ -317,13 +318,13 @@ static void probe_forget(void) {
 static int probe_remember(const o3m_config *cfg, const o3m_party *me, int insecure, o3m_err *e) {
   g_probe.insecure = insecure;
   g_probe.watch_deadline_ms = o3m_config_deadline_ms(cfg) + 1000;
-  g_probe.address = strdup(me->listen);
+  g_probe.address = o3m_strdup(me->listen);
   int ok = g_probe.address != NULL;
   if (!insecure) {
-    g_probe.ca = strdup(o3m_config_ca(cfg));
-    g_probe.cert = strdup(me->cert);
-    g_probe.key = strdup(me->key);
-    g_probe.name = strdup(me->name);
+    g_probe.ca = o3m_strdup(o3m_config_ca(cfg));
+    g_probe.cert = o3m_strdup(me->cert);
+    g_probe.key = o3m_strdup(me->key);
+    g_probe.name = o3m_strdup(me->name);
     ok = ok && g_probe.ca && g_probe.cert && g_probe.key && g_probe.name;
   }
   if (ok) return O3M_OK;

@@ -8,6 +8,7 @@
  * A rendered histogram may be a few observations apart between its buckets,
  * sum and count when it races an update: Prometheus tolerates that. */
 #include "o3m_metrics.h"
+#include "o3m_alloc.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -67,10 +68,10 @@ static void atomic_add_double(_Atomic uint64_t *a, double v) {
 
 int o3m_metrics_create(o3m_metrics **out, o3m_err *e) {
   *out = NULL;
-  o3m_metrics *m = calloc(1, sizeof *m);
+  o3m_metrics *m = o3m_calloc(1, sizeof *m);
   if (!m) return o3m_err_set(e, O3M_ENOMEM, "metrics registry: out of memory");
   if (pthread_mutex_init(&m->lock, NULL) != 0) {
-    free(m);
+    o3m_free(m);
     return o3m_err_set(e, O3M_ENOMEM, "metrics registry: cannot create its mutex");
   }
   *out = m;
@@ -80,7 +81,7 @@ int o3m_metrics_create(o3m_metrics **out, o3m_err *e) {
 void o3m_metrics_destroy(o3m_metrics *m) {
   if (!m) return;
   pthread_mutex_destroy(&m->lock);
-  free(m);
+  o3m_free(m);
 }
 
 static int name_ok(const char *n) {
@@ -323,7 +324,7 @@ static void put(textbuf *t, const char *fmt, ...) {
       return;
     }
     size_t cap = 2 * t->cap + (size_t)n;
-    char *p = realloc(t->p, cap);
+    char *p = o3m_realloc(t->p, cap);
     if (!p) {
       t->failed = 1;
       return;
@@ -458,7 +459,7 @@ int o3m_metrics_render(o3m_metrics *m, char **text, size_t *len, o3m_err *e) {
   static const char *types[] = {"counter", "gauge", "gauge", "histogram"};
   *text = NULL;
   *len = 0;
-  textbuf t = {malloc(4096), 0, 4096, 0};
+  textbuf t = {o3m_malloc(4096), 0, 4096, 0};
   if (!t.p) return o3m_err_set(e, O3M_ENOMEM, "metrics: out of memory rendering");
   t.p[0] = '\0';
   uint64_t now = o3m_clock_ns();
@@ -472,7 +473,7 @@ int o3m_metrics_render(o3m_metrics *m, char **text, size_t *len, o3m_err *e) {
   pthread_mutex_unlock(&m->lock);
   if (atomic_load(&m->process)) render_process(&t);
   if (t.failed) {
-    free(t.p);
+    o3m_free(t.p);
     return o3m_err_set(e, O3M_ENOMEM, "metrics: out of memory rendering");
   }
   *text = t.p;

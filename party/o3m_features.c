@@ -34,6 +34,7 @@
  * (linalg/o3m_moments.h); the largest row and the moments of the dummies
  * are then computed again from the whitened rows, and W is wiped. */
 #include "o3m_features.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -147,24 +148,24 @@ static int index_reserve(ft_table *t) {
   if (cap >= need) return O3M_OK;
   size_t ncap = cap ? 2 * cap : 64;
   while (ncap < need) ncap *= 2;
-  ft_slot *ns = calloc(ncap, sizeof *ns);
+  ft_slot *ns = o3m_calloc(ncap, sizeof *ns);
   if (!ns) return O3M_ENOMEM;
   for (int r = 0; r < t->n_rows; r++) slot_put(ns, ncap - 1, row_id(t, r), r);
-  free(t->slots);
+  o3m_free(t->slots);
   t->slots = ns;
   t->mask = ncap - 1;
   return O3M_OK;
 }
 
 static void table_free(ft_table *t) {
-  free(t->vals);
-  free(t->means);
-  free(t->root);
-  free(t->ids);
-  free(t->header);
-  free(t->cols);
-  free(t->id_off);
-  free(t->slots);
+  o3m_free(t->vals);
+  o3m_free(t->means);
+  o3m_free(t->root);
+  o3m_free(t->ids);
+  o3m_free(t->header);
+  o3m_free(t->cols);
+  o3m_free(t->id_off);
+  o3m_free(t->slots);
   memset(t, 0, sizeof *t);
 }
 
@@ -320,9 +321,9 @@ static void pick_row(const o3m_features *f, const ft_table *t, int which, const 
  * only failure. */
 static int table_moments(ft_table *t) {
   const size_t n = (size_t)t->n_cols;
-  if (!t->means) t->means = malloc(sizeof *t->means * n);
-  if (!t->root) t->root = malloc(sizeof *t->root * n * n);
-  double *V = malloc(sizeof *V * n * n), *lambda = malloc(sizeof *lambda * n);
+  if (!t->means) t->means = o3m_malloc(sizeof *t->means * n);
+  if (!t->root) t->root = o3m_malloc(sizeof *t->root * n * n);
+  double *V = o3m_malloc(sizeof *V * n * n), *lambda = o3m_malloc(sizeof *lambda * n);
   int rc = t->means && t->root && V && lambda ? O3M_OK : O3M_ENOMEM;
   if (!rc) rc = o3m_moments_eig(t->n_rows, t->n_cols, t->vals, t->n_cols, t->means, V, lambda);
   if (rc == O3M_ENONFINITE) {
@@ -331,8 +332,8 @@ static int table_moments(ft_table *t) {
   } else if (!rc) {
     rc = o3m_moments_root(t->n_cols, V, lambda, 0, t->root);
   }
-  free(V);
-  free(lambda);
+  o3m_free(V);
+  o3m_free(lambda);
   return rc == O3M_OK ? O3M_OK : O3M_ENOMEM;
 }
 
@@ -350,7 +351,7 @@ static void note_max_row(ft_table *t, int r) {
  * rows may be partly transformed. */
 static int table_whiten(ft_table *t) {
   const int n = t->n_cols;
-  double *W = malloc(sizeof *W * (size_t)n * (size_t)n), *x = malloc(sizeof *x * (size_t)n);
+  double *W = o3m_malloc(sizeof *W * (size_t)n * (size_t)n), *x = o3m_malloc(sizeof *x * (size_t)n);
   int rc = W && x ? o3m_moments_whitener(t->n_rows, n, t->vals, n, W) : O3M_ENOMEM;
   for (int r = 0; !rc && r < t->n_rows; r++) {
     double *row = t->vals + (size_t)r * (size_t)n;
@@ -359,8 +360,8 @@ static int table_whiten(ft_table *t) {
     note_max_row(t, r);
   }
   if (W) explicit_bzero(W, sizeof *W * (size_t)n * (size_t)n);
-  free(W);
-  free(x);
+  o3m_free(W);
+  o3m_free(x);
   return rc ? rc : table_moments(t);
 }
 
@@ -452,7 +453,7 @@ static int grow_bytes(char **buf, size_t *cap, size_t need, size_t first) {
     if (nc > SIZE_MAX / 2) return O3M_ENOMEM;
     nc *= 2;
   }
-  char *nb = realloc(*buf, nc);
+  char *nb = o3m_realloc(*buf, nc);
   if (!nb) return O3M_ENOMEM;
   *buf = nb;
   *cap = nc;
@@ -471,7 +472,7 @@ static void on_field(void *s, size_t len, void *data) {
   }
   if (F->n == F->cap_n) {
     int nc = F->cap_n ? 2 * F->cap_n : 16;
-    size_t *no = realloc(F->off, sizeof *no * (size_t)nc);
+    size_t *no = o3m_realloc(F->off, sizeof *no * (size_t)nc);
     if (!no) {
       R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
       return;
@@ -509,8 +510,8 @@ static int parse_header(table_reader *R) {
   /* The names are kept with the table (o3m_features_column); table_free
    * releases them, also after a failure. */
   ft_table *t = R->t;
-  t->header = malloc(R->fields.len);
-  R->names = t->cols = malloc((size_t)(nf - 1) * sizeof *t->cols);
+  t->header = o3m_malloc(R->fields.len);
+  R->names = t->cols = o3m_malloc((size_t)(nf - 1) * sizeof *t->cols);
   if (!t->header || !t->cols) return lerr(L, O3M_ENOMEM, 0, "out of memory");
   memcpy(t->header, R->fields.buf, R->fields.len);
   for (int c = 0; c < nf - 1; c++) {
@@ -531,10 +532,10 @@ static int table_reserve(ft_table *t, size_t idlen) {
   if ((size_t)t->n_rows == t->cap_rows) {
     size_t cap = t->cap_rows ? 2 * t->cap_rows : 256;
     if (cap > SIZE_MAX / sizeof(double) / (size_t)t->n_cols) return O3M_ENOMEM;
-    double *nv = realloc(t->vals, cap * (size_t)t->n_cols * sizeof *nv);
+    double *nv = o3m_realloc(t->vals, cap * (size_t)t->n_cols * sizeof *nv);
     if (!nv) return O3M_ENOMEM;
     t->vals = nv;
-    size_t *no = realloc(t->id_off, cap * sizeof *no);
+    size_t *no = o3m_realloc(t->id_off, cap * sizeof *no);
     if (!no) return O3M_ENOMEM;
     t->id_off = no;
     t->cap_rows = cap;
@@ -640,6 +641,9 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
     return lerr(&L, O3M_ENOMEM, 0, "out of memory");
   }
   csv_set_term_func(&csv, is_term);
+  /* libcsv's field buffer grows through the project's allocator too. */
+  csv_set_realloc_func(&csv, o3m_realloc);
+  csv_set_free_func(&csv, o3m_free);
   table_reader R;
   memset(&R, 0, sizeof R);
   R.L = &L;
@@ -673,12 +677,19 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
       }
     }
     size_t done = csv_parse(&csv, p, len, on_field, on_row, &R);
+    /* libcsv stops short when it cannot grow its field buffer, too: that
+     * is no quoting error. */
+    if (!R.rc && done < len && csv_error(&csv) == CSV_ENOMEM)
+      R.rc = lerr(&L, O3M_ENOMEM, R.line, "out of memory");
     if (!R.rc && done < len)
       R.rc = o3m_err_set(e, O3M_EPARSE, "%s:%ld:%zu: malformed CSV quoting (a quote inside "
                          "an unquoted field, or text after a closing quote)", L.name, R.line,
                          done + skip + 1);
   }
   if (!R.rc && ferror(f)) R.rc = lerr(&L, O3M_EIO, R.line, "read error");
+  /* getline's -1 without end of file or a read error: it could not grow
+   * buf. The rows after would be lost, not the file ended. */
+  if (!R.rc && !feof(f)) R.rc = lerr(&L, O3M_ENOMEM, R.line + 1, "out of memory");
   if (!R.rc && csv_fini(&csv, on_field, on_row, &R) != 0 && !R.rc)
     R.rc = lerr(&L, O3M_EPARSE, R.row_line, "unterminated quoted field (the row begins here)");
   if (!R.rc && !R.have_header) R.rc = lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
@@ -688,9 +699,9 @@ static int table_load(ft_table *t, const char *path, o3m_features_kind kind,
    * hold are drawn from. */
   if (!R.rc && table_moments(t)) R.rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
   csv_free(&csv);
-  free(R.fields.buf);
-  free(R.fields.off);
-  free(buf);
+  o3m_free(R.fields.buf);
+  o3m_free(R.fields.off);
+  o3m_free(buf);
   fclose(f);
   return R.rc;
 }
@@ -706,7 +717,7 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
     return o3m_err_set(e, O3M_EINVAL,
                        "o3m_features_load: expected_dims %d is not positive",
                        expected_dims);
-  o3m_features *f = calloc(1, sizeof *f);
+  o3m_features *f = o3m_calloc(1, sizeof *f);
   if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc = O3M_OK;
   if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, e);
@@ -747,7 +758,7 @@ void o3m_features_destroy(o3m_features *f) {
   explicit_bzero(f->dummy_key, sizeof f->dummy_key);
   table_free(&f->user);
   table_free(&f->item);
-  free(f);
+  o3m_free(f);
 }
 
 int o3m_features_dims(const o3m_features *f) { return f->dims; }
