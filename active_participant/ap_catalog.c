@@ -5,6 +5,7 @@
  * arm + 1 (0 = empty) with linear probing, twice as large as the catalog
  * (rounded up to a power of two) so that a probe ends soon. */
 #include "ap_catalog.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -25,10 +26,10 @@ static uint64_t hash_str(const char *s) { return o3m_hash_bytes(s, strlen(s), 0)
 
 void ap_catalog_destroy(ap_catalog *c) {
   if (!c) return;
-  free(c->text);
-  free(c->ids);
-  free(c->index);
-  free(c);
+  o3m_free(c->text);
+  o3m_free(c->ids);
+  o3m_free(c->index);
+  o3m_free(c);
 }
 
 int ap_catalog_size(const ap_catalog *c) { return c->n; }
@@ -51,7 +52,7 @@ static int read_whole(const char *path, char **buf_out, size_t *len_out, o3m_err
   if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open the items catalog: %s", path,
                              strerror(errno));
   size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap + 1);
+  char *buf = o3m_malloc(cap + 1);
   int rc = 0;
   if (!buf) {
     fclose(f);
@@ -64,7 +65,7 @@ static int read_whole(const char *path, char **buf_out, size_t *len_out, o3m_err
                          AP_CATALOG_MAX_FILE);
         break;
       }
-      char *nb = realloc(buf, 2 * cap + 1);
+      char *nb = o3m_realloc(buf, 2 * cap + 1);
       if (!nb) {
         rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
         break;
@@ -81,7 +82,7 @@ static int read_whole(const char *path, char **buf_out, size_t *len_out, o3m_err
   }
   fclose(f);
   if (rc < 0) {
-    free(buf);
+    o3m_free(buf);
     return rc;
   }
   buf[len] = '\0';
@@ -119,7 +120,7 @@ static int index_lines(ap_catalog *c, const char *path, size_t len, int n, o3m_e
 
 int ap_catalog_load(ap_catalog **out, const char *path, int max_arms, o3m_err *e) {
   *out = NULL;
-  ap_catalog *c = calloc(1, sizeof *c);
+  ap_catalog *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
   size_t len = 0;
   int rc = read_whole(path, &c->text, &len, e);
@@ -139,10 +140,10 @@ int ap_catalog_load(ap_catalog **out, const char *path, int max_arms, o3m_err *e
                      max_arms);
     goto fail;
   }
-  c->ids = malloc(sizeof *c->ids * (size_t)n);
+  c->ids = o3m_malloc(sizeof *c->ids * (size_t)n);
   c->cap = 16;
   while (c->cap < 2 * (size_t)n) c->cap <<= 1;
-  c->index = calloc(c->cap, sizeof *c->index);
+  c->index = o3m_calloc(c->cap, sizeof *c->index);
   if (!c->ids || !c->index) {
     rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
     goto fail;

@@ -23,7 +23,7 @@
 /* Largest catalog file read. Item ids are at most O3M_MAX_ID bytes
  * (o3m_limits.h), the limit of the feature tables, so that every catalog id
  * can also be a table id. */
-#define AP_CATALOG_MAX_FILE (256u << 20)
+#define AP_CATALOG_MAX_FILE O3M_MAX_CATALOG_FILE
 
 typedef struct ap_catalog ap_catalog;
 

@@ -10,6 +10,7 @@
  * only once it is known to be intact (a flipped bit in the policy header
  * must read as corruption, never as a configuration mismatch). */
 #include "ap_checkpoint.h"
+#include "o3m_alloc.h"
 #include "o3m_bytes.h"
 
 #include <dirent.h>
@@ -149,7 +150,7 @@ static int list_ckpts(int dirfd, int clean_tmp, uint64_t **out, int *n) {
     if (!o3m_parse_seq_name(de->d_name, "ap-ckpt-", ".ckpt", &seq)) continue;
     if (cnt == cap) {
       int nc = cap ? 2 * cap : 8;
-      uint64_t *na = realloc(a, sizeof *a * (size_t)nc);
+      uint64_t *na = o3m_realloc(a, sizeof *a * (size_t)nc);
       if (!na) {
         rc = O3M_ENOMEM;
         break;
@@ -161,7 +162,7 @@ static int list_ckpts(int dirfd, int clean_tmp, uint64_t **out, int *n) {
   }
   closedir(dh);
   if (rc) {
-    free(a);
+    o3m_free(a);
     return rc;
   }
   if (cnt > 1) qsort(a, (size_t)cnt, sizeof *a, cmp_desc);
@@ -487,14 +488,14 @@ void ap_checkpoint_close(ap_checkpoint *c) {
   }
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
-  free(c->snap);
+  o3m_free(c->snap);
   ap_journal_close(c->j);
   if (c->lockfd >= 0) close(c->lockfd); /* releases the flock */
   if (c->dirfd >= 0) close(c->dirfd);
-  free(c->io);
-  free(c->xpad);
-  free(c->dir);
-  free(c);
+  o3m_free(c->io);
+  o3m_free(c->xpad);
+  o3m_free(c->dir);
+  o3m_free(c);
 }
 
 int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_options *opt,
@@ -506,7 +507,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   if (!opt->state_dir || !*opt->state_dir || opt->group_records < 1 || opt->every_ms < 0)
     return o3m_err_set(e, O3M_EINVAL, "checkpoint: options: state_dir must be set, "
                        "group_records >= 1, every_ms >= 0");
-  ap_checkpoint *c = calloc(1, sizeof *c);
+  ap_checkpoint *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "checkpoint: out of memory");
   c->p = p;
   c->local = opt->local;
@@ -516,10 +517,10 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   c->mask_id = opt->mask_id;
   c->every_records = opt->every_records;
   c->every_ms = opt->every_ms;
-  c->dir = strdup(opt->state_dir);
-  c->io = malloc(IO_BYTES);
+  c->dir = o3m_strdup(opt->state_dir);
+  c->io = o3m_malloc(IO_BYTES);
   const int d = o3m_policy_config_of(p)->d;
-  c->xpad = calloc((size_t)d, sizeof *c->xpad);
+  c->xpad = o3m_calloc((size_t)d, sizeof *c->xpad);
   uint64_t *seqs = NULL;
   int nseq = 0, rc;
   if (c->local && o3m_policy_config_of(ap_fallback_model(c->local))->d > d) {
@@ -588,7 +589,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
     c->ext_seq = info->last_seq = pos;
     c->ckpt_seq = pos;
     c->ckpt_time = o3m_clock_ms();
-    free(seqs);
+    o3m_free(seqs);
     o3m_log_info("state_dir %s: loaded %" PRIu64 " updates from the snapshot at log position %"
                  PRIu64 " (%d rejected)", c->dir, o3m_policy_updates(p), pos,
                  info->checkpoints_rejected);
@@ -638,7 +639,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   info->salvage_seq = ji.salvage_seq;
   c->ckpt_seq = pos;
   c->ckpt_time = o3m_clock_ms();
-  free(seqs);
+  o3m_free(seqs);
   if (c->local)
     o3m_log_info("state_dir %s: the local model has %" PRIu64 " updates (%" PRIu64 " replayed "
                  "from the journal, %" PRIu64 " unpaired local parts dropped)", c->dir,
@@ -654,7 +655,7 @@ int ap_checkpoint_open(ap_checkpoint **out, o3m_policy *p, const ap_checkpoint_o
   return O3M_OK;
 
 fail:
-  free(seqs);
+  o3m_free(seqs);
   o3m_policy_reset(p);
   if (c->local) o3m_policy_reset(ap_fallback_model(c->local));
   ap_checkpoint_close(c);
@@ -774,7 +775,7 @@ int ap_checkpoint_start(ap_checkpoint *c, o3m_err *e) {
                        "not fit the format's 32-bit length", nloc);
   size_t n = nfed + nloc;
   if (!c->snap || c->snap_len != n) {
-    unsigned char *b = realloc(c->snap, n);
+    unsigned char *b = o3m_realloc(c->snap, n);
     if (!b) return o3m_err_set(e, O3M_ENOMEM, "checkpoint snapshot of %zu bytes: out of memory", n);
     c->snap = b;
     c->snap_len = n;
@@ -838,7 +839,7 @@ int ap_checkpoint_collect(ap_checkpoint *c, int wait, int *done, o3m_err *e) {
   if (n > 2 && fsync(c->dirfd) && !rc)
     rc = o3m_err_set(e, O3M_EIO, "state_dir %s: cannot fsync", c->dir);
   if (!rc && n >= 2 && c->j) rc = ap_journal_prune(c->j, seqs[1], e);
-  free(seqs);
+  o3m_free(seqs);
   return rc;
 }
 

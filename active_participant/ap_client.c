@@ -5,6 +5,7 @@
  * call and copies what the caller needs out of the reply, which lives in the
  * RPC client's arena until the next call. */
 #include "ap_client.h"
+#include "o3m_alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,12 +185,12 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   }
   if (o->deadline_ms > 0) cc.deadline_ms = o->deadline_ms;
   cc.wait_for_ready = o->wait_for_ready;
-  ap_client *c = calloc(1, sizeof *c);
+  ap_client *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   char *targets[MAX_TARGETS];
   int n = o3m_cli_split_list(list, targets, MAX_TARGETS);
   if (n < 0) {
-    free(c);
+    o3m_free(c);
     return o3m_err_set(e, O3M_EINVAL, "target '%s': address %d is empty or one too many (at "
                        "most %d addresses, comma-separated)", o->target, -n, MAX_TARGETS);
   }
@@ -209,7 +210,7 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
 void ap_client_destroy(ap_client *c) {
   if (!c) return;
   for (int i = 0; i < c->n; i++) o3m_rpc_client_destroy(c->rpcs[i]);
-  free(c);
+  o3m_free(c);
 }
 
 int ap_client_recommend(ap_client *c, const char *user, int K, const char *const *items,

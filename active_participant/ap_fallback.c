@@ -1,6 +1,7 @@
 /* ap_fallback.c -- the active participant's local model (see
  * ap_fallback.h). */
 #include "ap_fallback.h"
+#include "o3m_alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,13 @@ struct ap_fallback {
 int ap_fallback_create(ap_fallback **out, const o3m_policy_config *pc, o3m_metrics *m,
                        o3m_err *e) {
   *out = NULL;
-  ap_fallback *fb = calloc(1, sizeof *fb);
+  ap_fallback *fb = o3m_calloc(1, sizeof *fb);
   if (!fb) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   o3m_err pe;
   o3m_err_clear(&pe);
   int rc = o3m_policy_create(&fb->local, pc, &pe);
   if (rc < 0) {
-    free(fb);
+    o3m_free(fb);
     return o3m_err_set(e, rc, "the local model: %s", o3m_err_message(&pe));
   }
   fb->metrics = m;
@@ -65,5 +66,5 @@ o3m_policy *ap_fallback_model(ap_fallback *fb) { return fb->local; }
 void ap_fallback_destroy(ap_fallback *fb) {
   if (!fb) return;
   o3m_policy_destroy(fb->local);
-  free(fb);
+  o3m_free(fb);
 }

@@ -8,6 +8,7 @@
  * a keyed hash under a key of this cache's own (o3m_hash_keyed.h): nobody can
  * pick ids that pile up in one chain. */
 #include "ap_itemcache.h"
+#include "o3m_alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -37,24 +38,24 @@ int ap_itemcache_create(ap_itemcache **out, int capacity, int d, o3m_err *e) {
   *out = NULL;
   if (capacity < 0 || d < 1)
     return o3m_err_set(e, O3M_EINVAL, "item cache: capacity %d, d %d", capacity, d);
-  ap_itemcache *c = calloc(1, sizeof *c);
+  ap_itemcache *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "item cache: out of memory");
   c->cap = capacity;
   c->d = d;
   c->head = c->tail = -1;
   if (o3m_hash_key_new(&c->key) < 0) {
-    free(c);
+    o3m_free(c);
     return o3m_err_set(e, O3M_ERANDOM, "item cache: libsodium failed to initialize");
   }
   c->n_buckets = 16;
   while (c->n_buckets < 2 * (size_t)capacity) c->n_buckets <<= 1;
   size_t n = capacity > 0 ? (size_t)capacity : 1;
-  c->vals = calloc(n * (size_t)d, sizeof *c->vals);
-  c->ids = calloc(n, ID_SLOT);
-  c->chain = malloc(n * sizeof *c->chain);
-  c->prev = malloc(n * sizeof *c->prev);
-  c->next = malloc(n * sizeof *c->next);
-  c->bucket = malloc(c->n_buckets * sizeof *c->bucket);
+  c->vals = o3m_calloc(n * (size_t)d, sizeof *c->vals);
+  c->ids = o3m_calloc(n, ID_SLOT);
+  c->chain = o3m_malloc(n * sizeof *c->chain);
+  c->prev = o3m_malloc(n * sizeof *c->prev);
+  c->next = o3m_malloc(n * sizeof *c->next);
+  c->bucket = o3m_malloc(c->n_buckets * sizeof *c->bucket);
   if (!c->vals || !c->ids || !c->chain || !c->prev || !c->next || !c->bucket) {
     ap_itemcache_destroy(c);
     return o3m_err_set(e, O3M_ENOMEM, "item cache of %d entries x d = %d: out of memory",
@@ -68,14 +69,14 @@ int ap_itemcache_create(ap_itemcache **out, int capacity, int d, o3m_err *e) {
 
 void ap_itemcache_destroy(ap_itemcache *c) {
   if (!c) return;
-  free(c->vals);
-  free(c->ids);
-  free(c->chain);
-  free(c->prev);
-  free(c->next);
-  free(c->bucket);
+  o3m_free(c->vals);
+  o3m_free(c->ids);
+  o3m_free(c->chain);
+  o3m_free(c->prev);
+  o3m_free(c->next);
+  o3m_free(c->bucket);
   o3m_hash_key_wipe(&c->key);
-  free(c);
+  o3m_free(c);
 }
 
 void ap_itemcache_reset(ap_itemcache *c, uint64_t mask_id, int n, const uint64_t *epochs) {

@@ -32,9 +32,10 @@
 #include <stdint.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
 /* Most passive parties whose epochs make a key. */
-#define AP_ITEMCACHE_MAX_PARTIES 64
+#define AP_ITEMCACHE_MAX_PARTIES O3M_MAX_CACHED_PARTIES
 
 typedef struct ap_itemcache ap_itemcache;
 

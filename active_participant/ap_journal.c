@@ -16,6 +16,8 @@
  * ap_journal_open() write: the torn cut, the salvage, the missing close
  * record. */
 #include "ap_journal.h"
+#include "o3m_alloc.h"
+#include "o3m_assert.h"
 #include "o3m_bytes.h"
 #include "o3m_limits.h"
 
@@ -132,7 +134,7 @@ static uint64_t rotate_point(uint64_t nslots) {
 static int push_seg(ap_journal *j, uint64_t first) {
   if (j->nsegs == j->segcap) {
     int nc = j->segcap ? 2 * j->segcap : 16;
-    uint64_t *ns = realloc(j->segs, sizeof *ns * (size_t)nc);
+    uint64_t *ns = o3m_realloc(j->segs, sizeof *ns * (size_t)nc);
     if (!ns) return O3M_ENOMEM;
     j->segs = ns;
     j->segcap = nc;
@@ -308,6 +310,8 @@ static int create_segment(ap_journal *j, uint64_t first, int *fd, int *renamed, 
  * current segment; takes ownership of fd. */
 static void set_current(ap_journal *j, int fd, uint64_t first, uint64_t nslots,
                         uint64_t written) {
+  /* The current segment is the last of the list, and its close slot is free. */
+  O3M_ASSERT(j->nsegs > 0 && j->segs[j->nsegs - 1] == first && written < nslots);
   if (j->fd >= 0) close(j->fd);
   j->fd = fd;
   j->cur_first = first;
@@ -323,6 +327,7 @@ static int start_segment(ap_journal *j, uint64_t first, o3m_err *e) {
   int rc = create_segment(j, first, &fd, &renamed, e);
   if (rc) return rc;
   if (j->nsegs && j->segs[j->nsegs - 1] == first) j->nsegs--; /* replaced by the new one */
+  O3M_ASSERT(j->nsegs == 0 || j->segs[j->nsegs - 1] < first);
   if ((rc = push_seg(j, first))) {
     close(fd);
     return o3m_err_set(e, rc, "journal %s: out of memory", j->dir);
@@ -349,6 +354,7 @@ static int switch_segment(ap_journal *j, o3m_err *e) {
     if (renamed) j->failed = O3M_EIO;
     return rc;
   }
+  O3M_ASSERT(j->nsegs > 0 && j->segs[j->nsegs - 1] < next); /* the list stays ascending */
   if ((rc = push_seg(j, next))) {
     close(fd);
     j->failed = O3M_EIO;
@@ -759,11 +765,11 @@ void ap_journal_close(ap_journal *j) {
   }
   if (j->fd >= 0) close(j->fd);
   if (j->dirfd >= 0) close(j->dirfd);
-  free(j->dir);
-  free(j->buf);
-  free(j->segs);
-  free(j->xbuf);
-  free(j);
+  o3m_free(j->dir);
+  o3m_free(j->buf);
+  o3m_free(j->segs);
+  o3m_free(j->xbuf);
+  o3m_free(j);
 }
 
 int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_info *info_,
@@ -776,7 +782,7 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
       opt->segment_bytes < HDR + 2 * AP_JOURNAL_RECORD_BYTES(opt->d))
     return o3m_err_set(e, O3M_EINVAL, "journal: options: dir must be set, d in 1..%d, "
                        "buffer_records >= 1, segment_bytes >= %d + 2 records", O3M_MAX_DIM, HDR);
-  ap_journal *j = calloc(1, sizeof *j);
+  ap_journal *j = o3m_calloc(1, sizeof *j);
   if (!j) return o3m_err_set(e, O3M_ENOMEM, "journal: out of memory");
   j->fd = -1;
   j->dirfd = -1;
@@ -784,9 +790,9 @@ int ap_journal_open(ap_journal **out, const ap_journal_options *opt, ap_journal_
   j->L = AP_JOURNAL_RECORD_BYTES(opt->d);
   j->nslots = (opt->segment_bytes - HDR) / j->L;
   j->cap = (size_t)opt->buffer_records * j->L;
-  j->dir = strdup(opt->dir);
-  j->buf = malloc(j->cap);
-  j->xbuf = malloc(sizeof(double) * (size_t)opt->d);
+  j->dir = o3m_strdup(opt->dir);
+  j->buf = o3m_malloc(j->cap);
+  j->xbuf = o3m_malloc(sizeof(double) * (size_t)opt->d);
   int rc = O3M_OK;
   if (!j->dir || !j->buf || !j->xbuf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "journal: out of memory for a %zu-byte buffer", j->cap);
@@ -866,6 +872,7 @@ static int flush(ap_journal *j) {
     return O3M_EIO;
   }
   j->cur_written += j->fill / j->L;
+  O3M_ASSERT(j->cur_written < j->cur_slots); /* the last slot is the close record's */
   j->fill = 0;
   return O3M_OK;
 }
@@ -969,6 +976,7 @@ int ap_journal_prune(ap_journal *j, uint64_t upto, o3m_err *e) {
   }
   memmove(j->segs, j->segs + done, sizeof *j->segs * (size_t)(j->nsegs - done));
   j->nsegs -= done;
+  O3M_ASSERT(j->nsegs >= 1); /* the current segment is never pruned */
   if (fsync(j->dirfd) && !rc)
     rc = o3m_err_set(e, O3M_EIO, "journal %s: cannot fsync the directory", j->dir);
   return rc;

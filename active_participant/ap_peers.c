@@ -5,6 +5,7 @@
  * points to (so that peer_reset can build a new client at any time), and
  * the two times that pace the rebuild of a channel that stays unavailable. */
 #include "ap_peers.h"
+#include "o3m_alloc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -77,15 +78,15 @@ void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const
   cc->tls.server_name = peer_party->name;
 }
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static char *dup_or_null(const char *s) { return s ? o3m_strdup(s) : NULL; }
 
 static void peer_free(peer *p) {
   o3m_rpc_client_destroy(p->client);
   o3m_rpc_client_destroy(p->probe);
-  free(p->target);
-  free(p->ca);
-  free(p->cert);
-  free(p->key);
+  o3m_free(p->target);
+  o3m_free(p->ca);
+  o3m_free(p->cert);
+  o3m_free(p->key);
   memset(p, 0, sizeof *p);
 }
 
@@ -140,10 +141,10 @@ static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const 
   /* Several instances of the party: one channel over all of them. */
   if (pp->instances) {
     size_t n = strlen("ipv4:") + strlen(pp->address) + 1 + strlen(pp->instances) + 1;
-    if ((p->target = malloc(n))) snprintf(p->target, n, "ipv4:%s,%s", pp->address, pp->instances);
+    if ((p->target = o3m_malloc(n))) snprintf(p->target, n, "ipv4:%s,%s", pp->address, pp->instances);
     p->cc.round_robin = 1;
   } else {
-    p->target = strdup(pp->address);
+    p->target = o3m_strdup(pp->address);
   }
   p->ca = dup_or_null(p->cc.tls.ca_file);
   p->cert = dup_or_null(p->cc.tls.cert_file);
@@ -168,11 +169,11 @@ static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const 
 int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, int insecure,
                     o3m_err *e) {
   *out = NULL;
-  ap_peers *ps = calloc(1, sizeof *ps);
+  ap_peers *ps = o3m_calloc(1, sizeof *ps);
   if (!ps) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int n = o3m_config_n_passive(cfg);
-  if (n > 0 && !(ps->p = calloc((size_t)n, sizeof *ps->p))) {
-    free(ps);
+  if (n > 0 && !(ps->p = o3m_calloc((size_t)n, sizeof *ps->p))) {
+    o3m_free(ps);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   ps->n = n;
@@ -397,6 +398,6 @@ void ap_peers_destroy(ap_peers *ps) {
     pthread_join(ps->prober, NULL);
   }
   for (int j = 0; ps->p && j < ps->n; j++) peer_free(&ps->p[j]);
-  free(ps->p);
-  free(ps);
+  o3m_free(ps->p);
+  o3m_free(ps);
 }

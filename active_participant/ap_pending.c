@@ -4,6 +4,7 @@
  * entry is read from the slot it names, so the index costs 4 bytes per
  * entry and an entry can never disagree with its slot. */
 #include "ap_pending.h"
+#include "o3m_alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -79,14 +80,14 @@ int ap_pending_create_shared(ap_pending **out, int capacity, int d, int64_t expi
   if (capacity < 1 || capacity > MAX_CAPACITY || d < 1 || expiry_ms < 1 || n_owners < 1 ||
       n_owners > AP_PENDING_MAX_OWNERS || share < 0 || (int64_t)share * n_owners > capacity)
     return O3M_EINVAL;
-  ap_pending *t = calloc(1, sizeof *t);
+  ap_pending *t = o3m_calloc(1, sizeof *t);
   if (!t) return O3M_ENOMEM;
   size_t n_index = 2;
   while (n_index < 2 * (size_t)capacity) n_index *= 2;
-  t->slots = calloc((size_t)capacity, sizeof *t->slots);
-  t->x = malloc(sizeof(double) * (size_t)capacity * d);
-  t->index = malloc(n_index * sizeof *t->index);
-  t->owners = calloc((size_t)n_owners, sizeof *t->owners);
+  t->slots = o3m_calloc((size_t)capacity, sizeof *t->slots);
+  t->x = o3m_malloc(sizeof(double) * (size_t)capacity * d);
+  t->index = o3m_malloc(n_index * sizeof *t->index);
+  t->owners = o3m_calloc((size_t)n_owners, sizeof *t->owners);
   if (!t->slots || !t->x || !t->index || !t->owners) {
     ap_pending_destroy(t);
     return O3M_ENOMEM;
@@ -124,12 +125,12 @@ int ap_pending_create_shared(ap_pending **out, int capacity, int d, int64_t expi
 void ap_pending_destroy(ap_pending *t) {
   if (!t) return;
   o3m_rng_destroy(t->os);
-  free(t->slots);
-  free(t->x);
-  free(t->x0);
-  free(t->index);
-  free(t->owners);
-  free(t);
+  o3m_free(t->slots);
+  o3m_free(t->x);
+  o3m_free(t->x0);
+  o3m_free(t->index);
+  o3m_free(t->owners);
+  o3m_free(t);
 }
 
 /* The home entry of id: the splitmix64 finalizer spreads any ids (a test's
@@ -220,7 +221,9 @@ static void over_update(ap_pending *t, int o) {
 static void slot_release(ap_pending *t, uint32_t i, int64_t now_ms) {
   slot *s = &t->slots[i];
   owner *w = &t->owners[s->owner];
+  O3M_ASSERT(s->state != SLOT_EMPTY && w->oldest == i && w->count > 0);
   if (s->state == SLOT_WAITING) {
+    O3M_ASSERT(t->st.waiting > 0 && w->st.waiting > 0);
     if (now_ms - s->opened_ms > t->expiry_ms) {
       t->st.expired++;
       w->st.expired++;
@@ -315,6 +318,7 @@ int ap_pending_peek(const ap_pending *t, uint64_t id, int64_t now_ms, int *arm,
 static void end_wait(ap_pending *t, uint64_t id, int state) {
   slot *s = slot_of(t, id);
   if (!s || s->state != SLOT_WAITING) return;
+  O3M_ASSERT((state == SLOT_REWARDED || state == SLOT_EXPIRED) && t->st.waiting > 0);
   s->state = state;
   ap_pending_stats *own = &t->owners[s->owner].st;
   if (state == SLOT_REWARDED) {
@@ -334,7 +338,7 @@ void ap_pending_expire(ap_pending *t, uint64_t id) { end_wait(t, id, SLOT_EXPIRE
 
 int ap_pending_keep_local(ap_pending *t, int d0) {
   if (d0 < 1 || t->x0) return O3M_EINVAL;
-  t->x0 = malloc(sizeof(double) * (size_t)t->capacity * (size_t)d0);
+  t->x0 = o3m_malloc(sizeof(double) * (size_t)t->capacity * (size_t)d0);
   if (!t->x0) return O3M_ENOMEM;
   prefault(t->x0, sizeof(double) * (size_t)t->capacity * (size_t)d0);
   t->d0 = d0;

@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
 typedef struct ap_pending ap_pending;
 
@@ -81,7 +82,7 @@ int ap_pending_create(ap_pending **out, int capacity, int d, int64_t expiry_ms,
 void ap_pending_destroy(ap_pending *t);
 
 /* Most owners of one table. */
-#define AP_PENDING_MAX_OWNERS 65536
+#define AP_PENDING_MAX_OWNERS O3M_MAX_PENDING_OWNERS
 
 /* The same with n_owners owners (1..AP_PENDING_MAX_OWNERS), each with
  * share entries (see "Shares"; 0..capacity / n_owners, O3M_EINVAL

@@ -4,6 +4,7 @@
  * consumer, and encodes the two record formats. Buffers for one record are
  * allocated at create; nothing is allocated per call except by libnats. */
 #include "ap_replica.h"
+#include "o3m_alloc.h"
 
 #include <inttypes.h>
 #include <nats/nats.h>
@@ -105,14 +106,14 @@ void ap_replica_destroy(ap_replica *r) {
   if (r->kv) kvStore_Destroy(r->kv);
   if (r->js) jsCtx_Destroy(r->js);
   if (r->nc) natsConnection_Destroy(r->nc);
-  free(r->buf);
-  free(r->x);
-  free(r->x0);
-  free(r->stream);
-  free(r->open);
-  free(r->lbuf);
+  o3m_free(r->buf);
+  o3m_free(r->x);
+  o3m_free(r->x0);
+  o3m_free(r->stream);
+  o3m_free(r->open);
+  o3m_free(r->lbuf);
   if (r->mu_made) pthread_mutex_destroy(&r->mu);
-  free(r);
+  o3m_free(r);
 }
 
 static pthread_once_t library_once = PTHREAD_ONCE_INIT;
@@ -364,7 +365,7 @@ static int replica_names(ap_replica *r, const ap_replica_config *cfg, o3m_err *e
       (size_t)np + 16 >= sizeof r->kv_prefix || (size_t)nb >= sizeof r->kv_subjects)
     return o3m_err_set(e, O3M_EINVAL, "replication: bucket name '%.40s...' is too long",
                        cfg->bucket);
-  r->stream = strdup(cfg->stream);
+  r->stream = o3m_strdup(cfg->stream);
   if (!r->stream) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   return 0;
 }
@@ -440,7 +441,7 @@ static int64_t deadline_of(const ap_replica_config *cfg) {
 
 int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, o3m_err *e) {
   memset(info, 0, sizeof *info);
-  ap_replica *r = calloc(1, sizeof *r);
+  ap_replica *r = o3m_calloc(1, sizeof *r);
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int64_t until = deadline_of(cfg);
   int rc = replica_names(r, cfg, e);
@@ -471,22 +472,22 @@ static void on_lookup(natsConnection *nc, natsSubscription *sub, natsMsg *msg, v
 
 int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e) {
   *out = NULL;
-  ap_replica *r = calloc(1, sizeof *r);
+  ap_replica *r = o3m_calloc(1, sizeof *r);
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int64_t until = deadline_of(cfg);
   int rc = replica_names(r, cfg, e);
   if (rc) goto fail;
   /* Either record: a stream record is REC_HDR + 8 d + LOCAL_REC, less. */
-  r->buf = malloc(REC_MAX(r) + REC_HDR + LOCAL_REC(r));
-  r->x = malloc(sizeof *r->x * (size_t)cfg->d);
-  r->x0 = malloc(sizeof *r->x0 * (size_t)(cfg->d0 + 1));
+  r->buf = o3m_malloc(REC_MAX(r) + REC_HDR + LOCAL_REC(r));
+  r->x = o3m_malloc(sizeof *r->x * (size_t)cfg->d);
+  r->x0 = o3m_malloc(sizeof *r->x0 * (size_t)(cfg->d0 + 1));
   /* The open-decision table: a power of two of slots, at least open_max. */
   size_t slots = 64;
   while (slots < (size_t)(cfg->open_max > 0 ? cfg->open_max : 1)) slots *= 2;
   r->open_mask = slots - 1;
   r->ttl_ms = cfg->ttl_ms;
-  r->open = calloc(slots, OPEN_SLOT(r));
-  r->lbuf = malloc(REC_MAX(r));
+  r->open = o3m_calloc(slots, OPEN_SLOT(r));
+  r->lbuf = o3m_malloc(REC_MAX(r));
   if (!r->buf || !r->x || !r->x0 || !r->open || !r->lbuf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;

@@ -100,6 +100,7 @@
 #include <stdint.h>
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 
 typedef struct ap_replica ap_replica;
 
@@ -199,8 +200,11 @@ int ap_replica_put_decision(ap_replica *r, uint64_t decision, const char *owner,
                             uint64_t mask_id, const double *x, const double *x0, int degraded,
                             o3m_err *e);
 
-/* The longest owner name a decision record carries (a client name). */
+/* The longest owner name a decision record carries (a client name): a
+ * field of the record format, which must hold every name the config
+ * accepts. */
 #define AP_REPLICA_MAX_OWNER 64
+_Static_assert(AP_REPLICA_MAX_OWNER >= O3M_MAX_NAME, "every client name fits a decision record");
 
 /* Reads a decision record into *arm, *mask_id, x (d values) and, when it
  * names one (*has_owner 1, else 0), its owner into owner

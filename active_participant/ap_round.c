@@ -8,6 +8,7 @@
  * until a deferred Recommend is answered) and point the reply into the
  * request and the round's own storage, so a round allocates nothing. */
 #include "ap_round.h"
+#include "o3m_alloc.h"
 
 #include "ap_fallback.h"
 
@@ -59,12 +60,12 @@ static int dupset_init(dupset *s, int k_max) {
   s->cap = 16;
   while (s->cap < 2 * (size_t)k_max) s->cap <<= 1;
   if (o3m_hash_key_new(&s->key) < 0) return O3M_ERANDOM;
-  s->t = calloc(s->cap, sizeof *s->t);
+  s->t = o3m_calloc(s->cap, sizeof *s->t);
   return s->t ? 0 : O3M_ENOMEM;
 }
 
 static void dupset_free(dupset *s) {
-  free(s->t);
+  o3m_free(s->t);
   s->t = NULL;
   o3m_hash_key_wipe(&s->key);
 }
@@ -267,7 +268,7 @@ static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) 
 
 int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   *out = NULL;
-  ap_round *r = calloc(1, sizeof *r);
+  ap_round *r = o3m_calloc(1, sizeof *r);
   if (!r) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(r->name, sizeof r->name, "%s", cfg->party);
   r->refuse_unknown_items = cfg->refuse_unknown_items;
@@ -306,7 +307,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->inflight_max = cfg->client_inflight_max;
   r->cost_max = cfg->batch_cost_max;
   r->ring = -1;
-  r->owners = malloc(sizeof *r->owners * (size_t)r->n_owners);
+  r->owners = o3m_malloc(sizeof *r->owners * (size_t)r->n_owners);
   if (!r->owners) {
     ap_round_destroy(r);
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
@@ -340,7 +341,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     rc = o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d with d = %d", r->k_max, r->d);
     goto fail;
   }
-  r->arms_pool = malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
+  r->arms_pool = o3m_malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
   if (!r->arms_pool) {
     rc = o3m_err_set(e, O3M_ENOMEM, "queue for %d rounds: out of memory", AP_ROUND_SLOTS);
     goto fail;
@@ -363,16 +364,16 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     batch_slot *bs = &r->slot[b];
     bs->r = r;
     const size_t nr = (size_t)r->reply_rows * (size_t)r->d, nb = (size_t)r->batch_rows;
-    bs->X0 = malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
-    bs->Y = malloc(sizeof *bs->Y * nv);
-    if (r->secure) bs->acc = malloc(sizeof *bs->acc * nr);
-    bs->P = malloc(sizeof *bs->P * nr);
-    bs->Ypp = malloc(sizeof *bs->Ypp * nv);
-    bs->Ib = malloc(sizeof *bs->Ib * nv);
-    bs->uniq_id = malloc(sizeof *bs->uniq_id * nb);
-    bs->cand = malloc(sizeof *bs->cand * nb);
-    bs->new_items = malloc(sizeof *bs->new_items * nb);
-    bs->new_of = malloc(sizeof *bs->new_of * nb);
+    bs->X0 = o3m_malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
+    bs->Y = o3m_malloc(sizeof *bs->Y * nv);
+    if (r->secure) bs->acc = o3m_malloc(sizeof *bs->acc * nr);
+    bs->P = o3m_malloc(sizeof *bs->P * nr);
+    bs->Ypp = o3m_malloc(sizeof *bs->Ypp * nv);
+    bs->Ib = o3m_malloc(sizeof *bs->Ib * nv);
+    bs->uniq_id = o3m_malloc(sizeof *bs->uniq_id * nb);
+    bs->cand = o3m_malloc(sizeof *bs->cand * nb);
+    bs->new_items = o3m_malloc(sizeof *bs->new_items * nb);
+    bs->new_of = o3m_malloc(sizeof *bs->new_of * nb);
     if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
         !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
         dupset_init(&bs->uniq, r->batch_rows) < 0) {
@@ -385,8 +386,8 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   /* The fallback's buffers (ap_fallback.h): its rounds read their own
    * parts under the lock. */
   if (r->fallback) {
-    r->X0lock = malloc(sizeof *r->X0lock * (size_t)r->k_max * (size_t)r->d0);
-    r->zero_d = calloc((size_t)r->d, sizeof *r->zero_d);
+    r->X0lock = o3m_malloc(sizeof *r->X0lock * (size_t)r->k_max * (size_t)r->d0);
+    r->zero_d = o3m_calloc((size_t)r->d, sizeof *r->zero_d);
     if (!r->X0lock || !r->zero_d) {
       rc = o3m_err_set(e, O3M_ENOMEM, "fallback buffers for %d candidates: out of memory",
                        r->k_max);
@@ -442,25 +443,25 @@ void ap_round_destroy(ap_round *r) {
   o3m_tables_destroy(r->tables);
   ap_itemcache_destroy(r->cache);
   dupset_free(&r->dup);
-  free(r->arms_pool);
-  free(r->owners);
-  free(r->X0lock);
-  free(r->zero_d);
+  o3m_free(r->arms_pool);
+  o3m_free(r->owners);
+  o3m_free(r->X0lock);
+  o3m_free(r->zero_d);
   for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
-    free(r->slot[b].X0);
-    free(r->slot[b].Y);
+    o3m_free(r->slot[b].X0);
+    o3m_free(r->slot[b].Y);
     batch_slot *bs = &r->slot[b];
-    free(bs->acc);
-    free(bs->P);
-    free(bs->Ypp);
-    free(bs->Ib);
-    free(bs->uniq_id);
-    free(bs->cand);
-    free(bs->new_items);
-    free(bs->new_of);
+    o3m_free(bs->acc);
+    o3m_free(bs->P);
+    o3m_free(bs->Ypp);
+    o3m_free(bs->Ib);
+    o3m_free(bs->uniq_id);
+    o3m_free(bs->cand);
+    o3m_free(bs->new_items);
+    o3m_free(bs->new_of);
     dupset_free(&bs->uniq);
   }
-  free(r);
+  o3m_free(r);
 }
 
 /* Logs a failed round at most once per WARN_PERIOD_MS, with the number of
@@ -1118,12 +1119,15 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
+  O3M_ASSERT(b->busy && r->n_finished < r->n_formed);
   const uint64_t id = ++r->n_finished;
   for (int i = 0; i < b->n; i++) {
     queued *q = b->q[i];
     round_owner *w = &r->owners[q->owner];
+    O3M_ASSERT(w->inflight > 0);
     w->inflight--;
     if (w->finished != id) {
+      O3M_ASSERT(w->batches > 0);
       w->finished = id;
       w->batches--;
     }
@@ -1192,6 +1196,7 @@ void ap_round_flush(ap_round *r) {
   /* Every owner that waits is in its most batches: one of them ends soon,
    * and its replies run this hook again. */
   if (b->n == 0) return;
+  O3M_ASSERT(!b->busy && b->n <= O3M_WIRE_MAX_BATCH);
   b->busy = 1;
   batch_build(r, b);
   r->st.fanouts++;

@@ -176,12 +176,11 @@
  * queue, and twice the default client_inflight_max, so that one client at
  * its cap leaves as many for the others. The server must be given exactly
  * this many (method_slots). */
-#define AP_ROUND_SLOTS 64
+#define AP_ROUND_SLOTS O3M_MAX_CLIENT_INFLIGHT
 
-/* Most batches in flight at once (see "Pipelined batches"): each slot holds
- * a few batch buffers and one client per passive party. Beyond a few the
- * gain is nil on a machine whose cores the parties share. */
-#define AP_ROUND_MAX_INFLIGHT 4
+/* Most batches in flight at once (see "Pipelined batches"; o3m_limits.h
+ * says why). */
+#define AP_ROUND_MAX_INFLIGHT O3M_MAX_INFLIGHT_BATCHES
 
 typedef struct ap_round ap_round;
 

@@ -10,6 +10,7 @@
  * decision). The service owns them and creates them all at create, so
  * nothing is allocated per request. */
 #include "ap_service.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -1327,23 +1328,23 @@ static void service_free(ap_service *s) {
   o3m_rpc_server_destroy(s->server);
   ap_replica_destroy(s->rep);
   o3m_rng_destroy(s->ids);
-  free(s->replica);
-  free(s->xbuf);
-  free(s->x0buf);
-  free(s->applied);
+  o3m_free(s->replica);
+  o3m_free(s->xbuf);
+  o3m_free(s->x0buf);
+  o3m_free(s->applied);
   o3m_access_destroy(s->access); /* after the server that calls it */
   ap_checkpoint_close(s->ckpt); /* syncs; before the policy it borrows */
-  free(s->state_dir);
+  o3m_free(s->state_dir);
   ap_round_destroy(s->round); /* before what it borrows */
   ap_fallback_destroy(s->fallback);
   for (int b = 0; b < s->n_peers; b++) ap_peers_destroy(s->peers[b]);
   ap_pending_destroy(s->pending);
-  free(s->clients);
+  o3m_free(s->clients);
   o3m_block_destroy(s->block);
   o3m_policy_destroy(s->policy);
   ap_catalog_destroy(s->cat);
-  free(s->dims_buf);
-  free(s);
+  o3m_free(s->dims_buf);
+  o3m_free(s);
 }
 
 int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_options *opt,
@@ -1367,7 +1368,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     return o3m_err_set(e, O3M_EINVAL, "party '%s': TLS needs ca, cert and key in %s (or run with "
                        "--insecure)", me->name, o3m_config_name(cfg));
 
-  ap_service *s = calloc(1, sizeof *s);
+  ap_service *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   snprintf(s->name, sizeof s->name, "%s", me->name);
   s->reload = opt->reload;
@@ -1384,7 +1385,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   const o3m_config_replication *repl = o3m_config_replication_of(cfg);
   int replicated = strcmp(repl->mode, "nats") == 0;
   if (replicated != (opt->replica != NULL)) {
-    free(s);
+    o3m_free(s);
     return o3m_err_set(e, O3M_EINVAL, replicated ? "%s has replication = nats: name this "
                        "replica (--replica NAME)" : "--replica needs replication = nats in "
                        "[federation] of %s", o3m_config_name(cfg));
@@ -1420,7 +1421,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   rc = build_policy(s, cfg, fallback, opt->metrics, e);
   if (rc < 0) goto fail;
 
-  s->dims_buf = malloc(sizeof *s->dims_buf * (size_t)m);
+  s->dims_buf = o3m_malloc(sizeof *s->dims_buf * (size_t)m);
   if (!s->dims_buf) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
@@ -1428,7 +1429,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
 
   /* The clients, whose index is their owner number (owner_of). */
   s->n_clients = o3m_config_n_clients(cfg);
-  s->clients = calloc((size_t)(s->n_clients > 0 ? s->n_clients : 1), sizeof *s->clients);
+  s->clients = o3m_calloc((size_t)(s->n_clients > 0 ? s->n_clients : 1), sizeof *s->clients);
   if (!s->clients) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
@@ -1506,10 +1507,10 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     size_t cap = 1024;
     while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
     s->sum_norm = rcfg.sum_norm;
-    s->replica = strdup(opt->replica);
-    s->xbuf = malloc(sizeof *s->xbuf * (size_t)s->d);
-    s->x0buf = malloc(sizeof *s->x0buf * (size_t)s->d0);
-    s->applied = calloc(cap, sizeof *s->applied);
+    s->replica = o3m_strdup(opt->replica);
+    s->xbuf = o3m_malloc(sizeof *s->xbuf * (size_t)s->d);
+    s->x0buf = o3m_malloc(sizeof *s->x0buf * (size_t)s->d0);
+    s->applied = o3m_calloc(cap, sizeof *s->applied);
     s->applied_mask = cap - 1;
     if (!s->replica || !s->xbuf || !s->x0buf || !s->applied) {
       rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -1519,7 +1520,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   rc = ap_round_create(&s->round, &rcfg, e);
   if (rc < 0) goto fail;
 
-  if (me->state_dir && !(s->state_dir = strdup(me->state_dir))) {
+  if (me->state_dir && !(s->state_dir = o3m_strdup(me->state_dir))) {
     rc = o3m_err_set(e, O3M_ENOMEM, "out of memory");
     goto fail;
   }

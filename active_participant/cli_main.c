@@ -53,6 +53,7 @@
 #include <string.h>
 
 #include "ap_client.h"
+#include "o3m_alloc.h"
 #include "ap_replica.h"
 #include "o3m_cli.h"
 #include "o3m_config.h"
@@ -126,7 +127,7 @@ typedef struct args {
 static int split_list(char *s, char ***out, int *n) {
   int count = 1;
   for (char *p = s; *p; p++) count += *p == ',';
-  char **v = malloc(sizeof *v * (size_t)count);
+  char **v = o3m_malloc(sizeof *v * (size_t)count);
   *out = v;
   if (!v) return -1;
   *n = o3m_cli_split_list(s, v, count);
@@ -175,7 +176,7 @@ static int cmd_fingerprint(const char *config) {
     o3m_fingerprint_hex(o3m_config_fingerprint(cfg), hex);
     fwrite(text, 1, len, stdout);
     printf("fingerprint=%s\n", hex);
-    free(text);
+    o3m_free(text);
   }
   o3m_config_destroy(cfg);
   return rc < 0 ? fail(rc, &e) : 0;
@@ -221,8 +222,8 @@ static int cmd_nats_setup(const args *a) {
 static int cmd_recommend(ap_client *c, const args *a) {
   if (!a->user || !a->items)
     return o3m_cli_usage_error(&spec, "%s needs --user and --items", "recommend");
-  char *items_s = strdup(a->items), *arms_s = a->arms ? strdup(a->arms) : NULL;
-  char *own_s = a->own ? strdup(a->own) : NULL;
+  char *items_s = o3m_strdup(a->items), *arms_s = a->arms ? o3m_strdup(a->arms) : NULL;
+  char *own_s = a->own ? o3m_strdup(a->own) : NULL;
   char **items = NULL, **arm_v = NULL, **own_v = NULL;
   uint32_t *arms = NULL;
   double *own = NULL;
@@ -251,7 +252,7 @@ static int cmd_recommend(ap_client *c, const args *a) {
       rc = o3m_cli_usage_error(&spec, "%s: --arms needs one arm per item", "recommend");
       goto done;
     }
-    arms = malloc(sizeof *arms * (size_t)K);
+    arms = o3m_malloc(sizeof *arms * (size_t)K);
     for (int k = 0; arms && k < K; k++) {
       uint64_t v;
       if (parse_u64(arm_v[k], &v) < 0 || v > UINT32_MAX) {
@@ -262,7 +263,7 @@ static int cmd_recommend(ap_client *c, const args *a) {
     }
   }
   if (own_v) {
-    own = malloc(sizeof *own * (size_t)n_own);
+    own = o3m_malloc(sizeof *own * (size_t)n_own);
     for (int i = 0; own && i < n_own; i++)
       if (parse_double(own_v[i], &own[i]) < 0) {
         rc = o3m_cli_usage_error(&spec, "recommend: bad own feature '%s'", own_v[i]);
@@ -293,14 +294,14 @@ static int cmd_recommend(ap_client *c, const args *a) {
   printf("\n");
   rc = 0;
 done:
-  free(items_s);
-  free(arms_s);
-  free(own_s);
-  free(items);
-  free(arm_v);
-  free(own_v);
-  free(arms);
-  free(own);
+  o3m_free(items_s);
+  o3m_free(arms_s);
+  o3m_free(own_s);
+  o3m_free(items);
+  o3m_free(arm_v);
+  o3m_free(own_v);
+  o3m_free(arms);
+  o3m_free(own);
   return rc;
 }
 

@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -197,4 +198,21 @@ int o3m_cli_parse_u64(const char *s, unsigned long long *out) {
   if (errno || *end) return -1;
   *out = v;
   return 0;
+}
+
+int o3m_cli_opt_long(const char *prog, const char *opt, const char *s, long long lo,
+                     long long hi, long long *out) {
+  if (!o3m_cli_parse_long(s, lo, hi, out)) return 0;
+  fprintf(stderr, "%s: --%s: '%s' is not an integer in %lld..%lld\n", prog, opt, s, lo, hi);
+  return -1;
+}
+
+int o3m_cli_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi,
+                       double *out) {
+  if (!o3m_cli_parse_double(s, lo, hi, out)) return 0;
+  if (lo == -DBL_MAX && hi == DBL_MAX)
+    fprintf(stderr, "%s: --%s: '%s' is not a number\n", prog, opt, s);
+  else
+    fprintf(stderr, "%s: --%s: '%s' is not a number in [%g, %g]\n", prog, opt, s, lo, hi);
+  return -1;
 }

@@ -145,4 +145,15 @@ int o3m_cli_split_list(char *s, char **out, int max);
  * sign) into *out: 0, or -1 (nothing stored). */
 int o3m_cli_parse_u64(const char *s, unsigned long long *out);
 
+/* o3m_cli_parse_long for the value s of option --opt: 0, or -1 (nothing
+ * stored) after "PROG: --OPT: 'S' is not an integer in LO..HI" on stderr. */
+int o3m_cli_opt_long(const char *prog, const char *opt, const char *s, long long lo,
+                     long long hi, long long *out);
+
+/* o3m_cli_parse_double for the value s of option --opt: 0, or -1 (nothing
+ * stored) after "PROG: --OPT: 'S' is not a number in [LO, HI]" on stderr,
+ * or "... is not a number" when the bounds are -DBL_MAX and DBL_MAX. */
+int o3m_cli_opt_double(const char *prog, const char *opt, const char *s, double lo, double hi,
+                       double *out);
+
 #endif

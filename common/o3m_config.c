@@ -13,6 +13,7 @@
  * Only resolved paths that need a directory prefix are allocated separately;
  * they are kept in a list and freed with the config. */
 #include "o3m_config.h"
+#include "o3m_alloc.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -177,7 +178,7 @@ static int push_section(parser *p, int kind, const char *name, int line) {
   }
   if (p->n_secs == p->cap_secs) {
     int cap = p->cap_secs ? 2 * p->cap_secs : 8;
-    section *ns = realloc(p->secs, (size_t)cap * sizeof *ns);
+    section *ns = o3m_realloc(p->secs, (size_t)cap * sizeof *ns);
     if (!ns) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     p->secs = ns;
     p->cap_secs = cap;
@@ -195,7 +196,7 @@ static int push_entry(parser *p, const char *key, const char *value,
                   p->ents[i].line);
   if (p->n_ents == p->cap_ents) {
     int cap = p->cap_ents ? 2 * p->cap_ents : 32;
-    entry *ne = realloc(p->ents, (size_t)cap * sizeof *ne);
+    entry *ne = o3m_realloc(p->ents, (size_t)cap * sizeof *ne);
     if (!ne) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     p->ents = ne;
     p->cap_ents = cap;
@@ -318,9 +319,11 @@ typedef struct keyspec {
 #define PTY(f) offsetof(o3m_party, f)
 #define CLI(f) offsetof(o3m_client, f)
 
+/* The key tables. Every key here needs its row in docs/configuration.md,
+ * which o3m.conf(5) is made from: tests/config_doc.sh fails otherwise. */
 static const keyspec fed_keys[] = {
     {"d", KT_INT, FED(d), 1, O3M_MAX_DIM, 0, 0, NULL, R_SEC, R_SEC},
-    {"deadline_ms", KT_INT, FED(deadline_ms), 1, 3600000, 0, 0, NULL, R_SEC, 0},
+    {"deadline_ms", KT_INT, FED(deadline_ms), 1, O3M_MAX_ROUND_DEADLINE_MS, 0, 0, NULL, R_SEC, 0},
     {"ca", KT_PATH, FED(ca), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"insecure", KT_BOOL, FED(insecure), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"metrics_clients", KT_STR, FED(metrics_clients), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -330,13 +333,13 @@ static const keyspec fed_keys[] = {
     {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_bucket", KT_STR, FED(repl.bucket), 0, 0, 0, 0, NULL, R_SEC, 0},
-    {"nats_replicas", KT_INT, FED(repl.replicas), 1, 5, 0, 0, NULL, R_SEC, 0},
+    {"nats_replicas", KT_INT, FED(repl.replicas), 1, O3M_MAX_NATS_REPLICAS, 0, 0, NULL, R_SEC, 0},
     {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
     {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"rpc_streams_per_connection", KT_INT, FED(rpc.streams_per_connection), 1,
      O3M_CONFIG_MAX_STREAMS, 0, 0, NULL, R_SEC, 0},
-    {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, 86400000, 0, 0, NULL,
-     R_SEC, 0},
+    {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, O3M_MAX_DEADLINE_MS, 0, 0,
+     NULL, R_SEC, 0},
     {"rpc_receiving_per_identity", KT_INT, FED(rpc.receiving_per_identity), 0,
      O3M_CONFIG_MAX_RECEIVING, 0, 0, NULL, R_SEC, 0},
     {"rpc_connections_per_identity", KT_INT, FED(rpc.connections_per_identity), 1,
@@ -356,16 +359,16 @@ static const keyspec pol_keys[] = {
      R_SEC, 0},
     {"max_candidates", KT_INT, POL(max_candidates), 1, O3M_MAX_CANDIDATES, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_capacity", KT_INT, POL(pending_capacity), 1, 10000000, 0, 0, NULL,
+    {"pending_capacity", KT_INT, POL(pending_capacity), 1, O3M_MAX_PENDING_CAPACITY, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, 31536000, 0, 0, NULL,
+    {"pending_expiry_s", KT_INT, POL(pending_expiry_s), 1, O3M_MAX_PENDING_EXPIRY_S, 0, 0, NULL,
      R_SEC, 0},
-    {"pending_client_share", KT_INT, POL(pending_client_share), 0, 10000000, 0, 0, NULL,
-     R_SEC, 0},
+    {"pending_client_share", KT_INT, POL(pending_client_share), 0, O3M_MAX_PENDING_CAPACITY, 0,
+     0, NULL, R_SEC, 0},
     {"client_inflight_max", KT_INT, POL(client_inflight_max), 1,
      O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
     {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
-    {"item_cache", KT_INT, POL(item_cache), 0, 10000000, 0, 0, NULL, R_SEC, 0},
+    {"item_cache", KT_INT, POL(item_cache), 0, O3M_MAX_ITEM_CACHE, 0, 0, NULL, R_SEC, 0},
     {"unknown_items", KT_WORD, POL(unknown_items), 0, 0, 0, 0, "serve|refuse", R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
     {"reward_max", KT_DBL, POL(reward_max), 0, 0, NOB, 0, NULL, R_SEC, 0},
@@ -395,6 +398,43 @@ static const keyspec client_keys[] = {
     {"cert", KT_PATH, CLI(cert), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"key", KT_PATH, CLI(key), 0, 0, 0, 0, NULL, R_SEC, 0},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, 0, 0}};
+
+/* The tables above in the order o3m_config_key_at lists them, with the
+ * section each one reads. */
+static const struct {
+  const char *section;
+  const keyspec *keys;
+} key_tables[] = {{"federation", fed_keys},
+                  {"policy", pol_keys},
+                  {"party", party_keys},
+                  {"client", client_keys}};
+
+/* "pmg,active,passive" or the part of it that roles names; "" for R_SEC. */
+static const char *roles_text(unsigned roles) {
+  static const char *const texts[8] = {"", "pmg", "active", "pmg,active",
+                                       "passive", "pmg,passive", "active,passive",
+                                       "pmg,active,passive"};
+  return texts[(roles >> 1) & 7u];
+}
+
+int o3m_config_key_at(int i, o3m_config_key *out) {
+  if (i < 0) return 0;
+  for (size_t t = 0; t < sizeof key_tables / sizeof key_tables[0]; t++) {
+    const keyspec *k = key_tables[t].keys;
+    int n = 0;
+    while (k[n].key) n++;
+    if (i < n) {
+      out->section = key_tables[t].section;
+      out->key = k[i].key;
+      out->roles = roles_text(k[i].roles);
+      out->required = roles_text(k[i].req);
+      if (k[i].req == R_SEC) out->required = "yes";
+      return 1;
+    }
+    i -= n;
+  }
+  return 0;
+}
 
 static const keyspec *find_spec(const keyspec *t, const char *key) {
   for (; t->key; t++)
@@ -538,14 +578,14 @@ static int resolve_path(parser *p, const char *v, const char **out) {
   }
   if (c->n_owned == c->cap_owned) {
     int cap = c->cap_owned ? 2 * c->cap_owned : 16;
-    char **no = realloc(c->owned, (size_t)cap * sizeof *no);
+    char **no = o3m_realloc(c->owned, (size_t)cap * sizeof *no);
     if (!no) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
     c->owned = no;
     c->cap_owned = cap;
   }
   size_t bn = strlen(c->base_dir), vn = strlen(v);
   int slash = bn > 0 && c->base_dir[bn - 1] != '/';
-  char *s = malloc(bn + (size_t)slash + vn + 1);
+  char *s = o3m_malloc(bn + (size_t)slash + vn + 1);
   if (!s) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   memcpy(s, c->base_dir, bn);
   if (slash) s[bn] = '/';
@@ -842,8 +882,8 @@ static int check_structure(parser *p, const section *fed) {
                     "every passive party with aggregation = secure, the default, and 2 or more "
                     "passive parties; o3m-passive --agg-keygen FILE prints it)", pt->name);
     }
-  c->column = malloc((size_t)c->n_parties * sizeof *c->column);
-  c->passive = malloc((size_t)c->n_parties * sizeof *c->passive);
+  c->column = o3m_malloc((size_t)c->n_parties * sizeof *c->column);
+  c->passive = o3m_malloc((size_t)c->n_parties * sizeof *c->passive);
   if (!c->column || !c->passive)
     return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   int col = 0;
@@ -895,11 +935,11 @@ static int interpret(parser *p) {
   o3m_config *c = p->c;
   const section *fed = NULL, *pol = NULL;
   if (p->n_party_secs > 0) {
-    c->parties = calloc((size_t)p->n_party_secs, sizeof *c->parties);
+    c->parties = o3m_calloc((size_t)p->n_party_secs, sizeof *c->parties);
     if (!c->parties) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   }
   if (p->n_client_secs > 0) {
-    c->clients = calloc((size_t)p->n_client_secs, sizeof *c->clients);
+    c->clients = o3m_calloc((size_t)p->n_client_secs, sizeof *c->clients);
     if (!c->clients) return o3m_err_set(p->e, O3M_ENOMEM, "out of memory");
   }
   for (int i = 0; i < p->n_secs; i++) {
@@ -935,29 +975,29 @@ static int interpret(parser *p) {
 static int parse_owned(o3m_config **out, char *text, const char *base_dir,
                        const char *name, o3m_err *e) {
   *out = NULL;
-  o3m_config *c = calloc(1, sizeof *c);
+  o3m_config *c = o3m_calloc(1, sizeof *c);
   if (!c) {
-    free(text);
+    o3m_free(text);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   c->text = text;
   if (!name) name = "<config>";
   size_t nn = strlen(name);
   if (nn > NAME_SHOW_MAX) {
-    c->name = malloc(NAME_SHOW_MAX + 1);
+    c->name = o3m_malloc(NAME_SHOW_MAX + 1);
     if (c->name) {
       memcpy(c->name, "...", 3);
       memcpy(c->name + 3, name + nn - (NAME_SHOW_MAX - 3), NAME_SHOW_MAX - 2);
     }
   } else {
-    c->name = strdup(name);
+    c->name = o3m_strdup(name);
   }
-  c->base_dir = strdup(base_dir && *base_dir ? base_dir : ".");
+  c->base_dir = o3m_strdup(base_dir && *base_dir ? base_dir : ".");
   if (!c->name || !c->base_dir) {
     o3m_config_destroy(c);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
-  c->deadline_ms = 200;
+  c->deadline_ms = O3M_DEFAULT_DEADLINE_MS;
   c->rpc.streams_per_connection = O3M_CONFIG_DEFAULT_STREAMS;
   c->rpc.receive_timeout_ms = O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS;
   c->rpc.receiving_per_identity = 0;
@@ -968,29 +1008,29 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->repl.mode = "none";
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
-  c->repl.replicas = 3;
+  c->repl.replicas = O3M_DEFAULT_NATS_REPLICAS;
   c->repl.tls = "on";
   c->repl.server_name = "nats";
-  c->policy.alpha = 0.5;
-  c->policy.lambda = 1.0;
-  c->policy.v = 0.01;
-  c->policy.seed = 1;
-  c->policy.refactor_every = 1000;
-  c->policy.max_candidates = 1000;
-  c->policy.pending_capacity = 100000;
-  c->policy.pending_expiry_s = 3600;
-  c->policy.client_inflight_max = 32;
-  c->policy.batch_cost_max = 65536;
-  c->policy.item_cache = 100000;
+  c->policy.alpha = O3M_DEFAULT_ALPHA;
+  c->policy.lambda = O3M_DEFAULT_LAMBDA;
+  c->policy.v = O3M_DEFAULT_V;
+  c->policy.seed = O3M_DEFAULT_SEED;
+  c->policy.refactor_every = O3M_DEFAULT_REFACTOR_EVERY;
+  c->policy.max_candidates = O3M_DEFAULT_MAX_CANDIDATES;
+  c->policy.pending_capacity = O3M_DEFAULT_PENDING_CAPACITY;
+  c->policy.pending_expiry_s = O3M_DEFAULT_PENDING_EXPIRY_S;
+  c->policy.client_inflight_max = O3M_DEFAULT_CLIENT_INFLIGHT;
+  c->policy.batch_cost_max = O3M_DEFAULT_BATCH_COST;
+  c->policy.item_cache = O3M_DEFAULT_ITEM_CACHE;
   c->policy.unknown_items = "serve";
-  c->policy.reward_min = 0.0;
-  c->policy.reward_max = 1.0;
+  c->policy.reward_min = O3M_DEFAULT_REWARD_MIN;
+  c->policy.reward_max = O3M_DEFAULT_REWARD_MAX;
 
   parser p = {.c = c, .e = e};
   int rc = split_lines(&p);
   if (!rc) rc = interpret(&p);
-  free(p.ents);
-  free(p.secs);
+  o3m_free(p.ents);
+  o3m_free(p.secs);
   if (!rc) rc = o3m_fingerprint_compute(c, c->fingerprint, e);
   if (rc) {
     o3m_config_destroy(c);
@@ -1007,7 +1047,7 @@ int o3m_config_parse_string(o3m_config **out, const char *text,
   if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: out is NULL");
   *out = NULL;
   if (!text) return o3m_err_set(e, O3M_EINVAL, "o3m_config_parse_string: text is NULL");
-  char *copy = strdup(text);
+  char *copy = o3m_strdup(text);
   if (!copy) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   return parse_owned(out, copy, base_dir, name_for_messages, e);
 }
@@ -1018,7 +1058,7 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   if (!path) return o3m_err_set(e, O3M_EINVAL, "o3m_config_load: path is NULL");
   FILE *f = fopen(path, "rb");
   if (!f) return o3m_err_set(e, O3M_EIO, "%s: cannot open: %s", path, strerror(errno));
-  char *buf = malloc(O3M_CONFIG_MAX_FILE + 2);
+  char *buf = o3m_malloc(O3M_CONFIG_MAX_FILE + 2);
   if (!buf) {
     fclose(f);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
@@ -1027,11 +1067,11 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   int rd_err = ferror(f);
   fclose(f);
   if (rd_err) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EIO, "%s: read error", path);
   }
   if (n > O3M_CONFIG_MAX_FILE) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EPARSE, "%s: larger than %d bytes", path,
                        O3M_CONFIG_MAX_FILE);
   }
@@ -1039,43 +1079,43 @@ int o3m_config_load(o3m_config **out, const char *path, o3m_err *e) {
   if (memchr(buf, '\0', n)) {
     int line = 1;
     for (const char *q = buf; *q; q++) line += *q == '\n';
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_EPARSE, "%s:%d: NUL byte in file", path, line);
   }
-  char *shrunk = realloc(buf, n + 1);
+  char *shrunk = o3m_realloc(buf, n + 1);
   if (shrunk) buf = shrunk;
 
   /* The directory part of path: "." without a slash, "/" for "/x". */
   const char *slash = strrchr(path, '/');
   char *dir;
   if (!slash) {
-    dir = strdup(".");
+    dir = o3m_strdup(".");
   } else if (slash == path) {
-    dir = strdup("/");
+    dir = o3m_strdup("/");
   } else {
-    dir = strndup(path, (size_t)(slash - path));
+    dir = o3m_strndup(path, (size_t)(slash - path));
   }
   if (!dir) {
-    free(buf);
+    o3m_free(buf);
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   int rc = parse_owned(out, buf, dir, path, e);
-  free(dir);
+  o3m_free(dir);
   return rc;
 }
 
 void o3m_config_destroy(o3m_config *c) {
   if (!c) return;
-  for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
-  free(c->owned);
-  free(c->column);
-  free(c->passive);
-  free(c->parties);
-  free(c->clients);
-  free(c->text);
-  free(c->base_dir);
-  free(c->name);
-  free(c);
+  for (int i = 0; i < c->n_owned; i++) o3m_free(c->owned[i]);
+  o3m_free(c->owned);
+  o3m_free(c->column);
+  o3m_free(c->passive);
+  o3m_free(c->parties);
+  o3m_free(c->clients);
+  o3m_free(c->text);
+  o3m_free(c->base_dir);
+  o3m_free(c->name);
+  o3m_free(c);
 }
 
 /* ------------------------------------------------------------- accessors */

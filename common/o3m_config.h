@@ -201,26 +201,20 @@
 
 #include <stdint.h>
 
+#include "o3m_defaults.h"
 #include "o3m_error.h"
 #include "o3m_limits.h"
 
-/* Largest number of party sections. */
-#define O3M_CONFIG_MAX_PARTIES 1024
-/* Largest number of client sections. */
-#define O3M_CONFIG_MAX_CLIENTS 1024
-/* Longest party or client name in bytes. */
-#define O3M_CONFIG_MAX_NAME 64
-/* Largest config file accepted by o3m_config_load. */
-#define O3M_CONFIG_MAX_FILE (1 << 20)
-/* max_norm of a party that does not set it, and the largest value allowed
- * (see "Bounded contexts" above). */
-#define O3M_CONFIG_DEFAULT_MAX_NORM 1e4
-#define O3M_CONFIG_MAX_NORM_LIMIT 1e50
-/* Largest [policy] client_inflight_max: Recommend's server slots on the
- * active party (AP_ROUND_SLOTS). */
-#define O3M_CONFIG_MAX_CLIENT_INFLIGHT 64
-/* Most serving threads a party may ask for (equal to O3M_RPC_MAX_THREADS). */
-#define O3M_CONFIG_MAX_THREADS 16
+/* The config's names of limits and defaults whose values live in
+ * o3m_limits.h and o3m_defaults.h (see there why each). */
+#define O3M_CONFIG_MAX_PARTIES O3M_MAX_PARTIES
+#define O3M_CONFIG_MAX_CLIENTS O3M_MAX_CLIENTS
+#define O3M_CONFIG_MAX_NAME O3M_MAX_NAME
+#define O3M_CONFIG_MAX_FILE O3M_MAX_CONFIG_FILE
+#define O3M_CONFIG_DEFAULT_MAX_NORM O3M_DEFAULT_MAX_NORM
+#define O3M_CONFIG_MAX_NORM_LIMIT O3M_MAX_NORM_LIMIT
+#define O3M_CONFIG_MAX_CLIENT_INFLIGHT O3M_MAX_CLIENT_INFLIGHT
+#define O3M_CONFIG_MAX_THREADS O3M_MAX_THREADS
 
 typedef enum o3m_role {
   O3M_ROLE_PMG = 1,
@@ -342,12 +336,12 @@ const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
  * read"; README "Limits before authorization"). One set for the whole
  * federation: they bound what any caller can make a daemon hold, whatever
  * its role. */
-#define O3M_CONFIG_DEFAULT_STREAMS 64
-#define O3M_CONFIG_MAX_STREAMS 4096
-#define O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS 10000
-#define O3M_CONFIG_MAX_RECEIVING 254
-#define O3M_CONFIG_DEFAULT_CONNECTIONS 64
-#define O3M_CONFIG_MAX_CONNECTIONS 1024
+#define O3M_CONFIG_DEFAULT_STREAMS O3M_DEFAULT_STREAMS
+#define O3M_CONFIG_MAX_STREAMS O3M_MAX_STREAMS
+#define O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS O3M_DEFAULT_RECEIVE_TIMEOUT_MS
+#define O3M_CONFIG_MAX_RECEIVING O3M_MAX_RECEIVING
+#define O3M_CONFIG_DEFAULT_CONNECTIONS O3M_DEFAULT_CONNECTIONS_PER_IDENTITY
+#define O3M_CONFIG_MAX_CONNECTIONS O3M_MAX_CONNECTIONS_PER_IDENTITY
 typedef struct o3m_config_rpc_limits {
   int streams_per_connection;   /* HTTP/2 streams open at once per connection */
   int receive_timeout_ms;       /* to receive a whole request once let in; 0: none */
@@ -432,5 +426,25 @@ const char *o3m_config_base_dir(const o3m_config *c);
  * load (common/o3m_fingerprint.h: which fields it covers and why); the
  * pointer lives as long as c. */
 const unsigned char *o3m_config_fingerprint(const o3m_config *c);
+
+/* One key the parser accepts, from its own tables (so that the
+ * configuration reference, docs/configuration.md, and o3m.conf(5) can be
+ * checked against what the parser really reads; tests/config_doc.sh).
+ * section is "federation", "policy", "party" or "client"; roles, for a
+ * party key, the roles that may set it ("pmg,active,passive", "passive",
+ * ...; "" elsewhere); required is "yes" for a required key of the other
+ * sections, the roles that must set it for a party key, "" when optional
+ * (a key required only in some cases, like ca or items, is ""). The
+ * strings are static. */
+typedef struct o3m_config_key {
+  const char *section;
+  const char *key;
+  const char *roles;
+  const char *required;
+} o3m_config_key;
+
+/* Fills *out with the i-th key (0-based, sections in the order above, keys
+ * in table order) and returns 1, or returns 0 when i is out of range. */
+int o3m_config_key_at(int i, o3m_config_key *out);
 
 #endif

@@ -1,5 +1,6 @@
 /* o3m_daemon.c -- see o3m_daemon.h. */
 #include "o3m_daemon.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -305,11 +306,11 @@ static probe_state g_probe;
 #define PROBE_DEADLINE_MS 1000
 
 static void probe_forget(void) {
-  free(g_probe.ca);
-  free(g_probe.cert);
-  free(g_probe.key);
-  free(g_probe.name);
-  free(g_probe.address);
+  o3m_free(g_probe.ca);
+  o3m_free(g_probe.cert);
+  o3m_free(g_probe.key);
+  o3m_free(g_probe.name);
+  o3m_free(g_probe.address);
   memset(&g_probe, 0, sizeof g_probe);
 }
 
@@ -317,13 +318,13 @@ static void probe_forget(void) {
 static int probe_remember(const o3m_config *cfg, const o3m_party *me, int insecure, o3m_err *e) {
   g_probe.insecure = insecure;
   g_probe.watch_deadline_ms = o3m_config_deadline_ms(cfg) + 1000;
-  g_probe.address = strdup(me->listen);
+  g_probe.address = o3m_strdup(me->listen);
   int ok = g_probe.address != NULL;
   if (!insecure) {
-    g_probe.ca = strdup(o3m_config_ca(cfg));
-    g_probe.cert = strdup(me->cert);
-    g_probe.key = strdup(me->key);
-    g_probe.name = strdup(me->name);
+    g_probe.ca = o3m_strdup(o3m_config_ca(cfg));
+    g_probe.cert = o3m_strdup(me->cert);
+    g_probe.key = o3m_strdup(me->key);
+    g_probe.name = o3m_strdup(me->name);
     ok = ok && g_probe.ca && g_probe.cert && g_probe.key && g_probe.name;
   }
   if (ok) return O3M_OK;
@@ -480,11 +481,13 @@ static void watchdog_stop(pthread_t t) {
 
 /* Starts the metrics port on addr (NULL: none) and the probe socket at
  * probe (NULL: none) with a new registry: HTTPS with tls, or plain HTTP
- * with tls NULL. */
+ * with tls NULL. The registry starts with the daemon's build_info and
+ * process series (o3m_metrics_process), which every daemon shows alike. */
 static int metrics_start(const char *addr, const char *probe, const o3m_httpd_tls *tls,
-                         o3m_err *e) {
+                         o3m_role role, const char *party, o3m_err *e) {
   o3m_httpd *h = NULL;
   int rc = o3m_metrics_create(&g_metrics, e);
+  if (rc == O3M_OK) rc = o3m_metrics_process(g_metrics, o3m_role_name(role), party, e);
   if (rc == O3M_OK) rc = o3m_httpd_start(&h, addr, probe, g_metrics, tls, e);
   g_httpd = h;
   if (rc < 0) {
@@ -597,7 +600,8 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   }
   atexit(probe_forget);
   if ((a->metrics_listen || a->probe_socket) &&
-      metrics_start(a->metrics_listen, a->probe_socket, a->insecure ? NULL : &tls, &e) < 0) {
+      metrics_start(a->metrics_listen, a->probe_socket, a->insecure ? NULL : &tls, role,
+                    a->party, &e) < 0) {
     o3m_config_destroy(*cfg_out);
     *cfg_out = NULL;
     *me_out = NULL;

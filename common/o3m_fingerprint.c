@@ -5,6 +5,7 @@
  * most O3M_CONFIG_MAX_NAME characters), then hashed with libsodium's
  * crypto_generichash (BLAKE2b) to 32 bytes. */
 #include "o3m_fingerprint.h"
+#include "o3m_alloc.h"
 
 #include <sodium.h>
 #include <stdarg.h>
@@ -43,7 +44,7 @@ int o3m_fingerprint_canonical(const o3m_config *c, char **out, size_t *len, o3m_
   if (!c) return o3m_err_set(e, O3M_EINVAL, "fingerprint: config is NULL");
   int m = o3m_config_n_column_parties(c);
   text t = {.cap = (size_t)(m + 5) * LINE_MAX_BYTES};
-  t.buf = malloc(t.cap);
+  t.buf = o3m_malloc(t.cap);
   if (!t.buf) return o3m_err_set(e, O3M_ENOMEM, "fingerprint: out of memory");
   int rc = put(&t, "o3m-federation-fingerprint-v2\n");
   if (!rc) rc = put(&t, "d=%d\n", o3m_config_d(c));
@@ -66,7 +67,7 @@ int o3m_fingerprint_canonical(const o3m_config *c, char **out, size_t *len, o3m_
              o3m_role_name(p->role), p->dims, p->max_norm, key, tables);
   }
   if (rc) {
-    free(t.buf);
+    o3m_free(t.buf);
     return o3m_err_set(e, rc, "fingerprint: the canonical encoding overflows its buffer");
   }
   *out = t.buf;
@@ -85,7 +86,7 @@ int o3m_fingerprint_compute(const o3m_config *c, unsigned char out[O3M_FINGERPRI
   int rc = o3m_fingerprint_canonical(c, &txt, &n, e);
   if (rc < 0) return rc;
   crypto_generichash(out, O3M_FINGERPRINT_BYTES, (const unsigned char *)txt, n, NULL, 0);
-  free(txt);
+  o3m_free(txt);
   return 0;
 }
 

@@ -4,6 +4,7 @@
  * known at once; libmicrohttpd owns the socket from then on and closes it
  * when the daemon stops. */
 #include "o3m_httpd.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -250,7 +251,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return reply_text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot render the metrics\n");
   struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
   if (!r) {
-    free(text);
+    o3m_free(text);
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
@@ -326,14 +327,14 @@ static int bind_addr(const char *addr, int *fd_out, int *port_out, o3m_err *e) {
 /* Frees h and what it holds, the key wiped first. */
 static void httpd_free(o3m_httpd *h) {
   if (h->pem_key) gnutls_memset(h->pem_key, 0, h->key_len);
-  free(h->pem_key);
-  free(h->pem_cert);
-  free(h->pem_ca);
-  free(h->clients);
+  o3m_free(h->pem_key);
+  o3m_free(h->pem_cert);
+  o3m_free(h->pem_ca);
+  o3m_free(h->clients);
   pthread_mutex_destroy(&h->probe_lock);
   pthread_mutex_destroy(&h->conn_lock);
   pthread_cond_destroy(&h->conn_cv);
-  free(h);
+  o3m_free(h);
 }
 
 /* Loads tls into h: the PEM texts and the list ",a,b,". */
@@ -341,7 +342,7 @@ static int load_tls(o3m_httpd *h, const o3m_httpd_tls *tls, o3m_err *e) {
   if (!tls->ca_file || !tls->cert_file || !tls->key_file)
     return o3m_err_set(e, O3M_EINVAL, "metrics listen: HTTPS needs the CA, certificate and key");
   const char *list = tls->clients ? tls->clients : "";
-  h->clients = malloc(strlen(list) + 3);
+  h->clients = o3m_malloc(strlen(list) + 3);
   if (!h->clients) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
   /* ",a,b," with the blanks around names dropped. */
   char *w = h->clients;
@@ -410,22 +411,22 @@ int o3m_httpd_start(o3m_httpd **out, const char *listen_addr, const char *probe_
   if (!metrics) return o3m_err_set(e, O3M_EINVAL, "metrics listen: no registry");
   if (!listen_addr && !probe_socket)
     return o3m_err_set(e, O3M_EINVAL, "metrics listen: neither an address nor a probe socket");
-  o3m_httpd *h = calloc(1, sizeof *h);
+  o3m_httpd *h = o3m_calloc(1, sizeof *h);
   if (!h) return o3m_err_set(e, O3M_ENOMEM, "metrics listen: out of memory");
   h->metrics = metrics;
   if (pthread_mutex_init(&h->probe_lock, NULL) != 0) {
-    free(h);
+    o3m_free(h);
     return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
   }
   if (pthread_mutex_init(&h->conn_lock, NULL) != 0) {
     pthread_mutex_destroy(&h->probe_lock);
-    free(h);
+    o3m_free(h);
     return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a mutex");
   }
   if (pthread_cond_init(&h->conn_cv, NULL) != 0) {
     pthread_mutex_destroy(&h->conn_lock);
     pthread_mutex_destroy(&h->probe_lock);
-    free(h);
+    o3m_free(h);
     return o3m_err_set(e, O3M_ENOMEM, "metrics listen: cannot create a condition variable");
   }
   int rc = listen_addr ? tcp_start(h, listen_addr, tls, e) : O3M_OK;

@@ -47,16 +47,17 @@
 #define O3M_HTTPD_H
 
 #include "o3m_error.h"
+#include "o3m_limits.h"
 #include "o3m_metrics.h"
 
-#define O3M_HTTPD_MAX_CONNECTIONS 64
+#define O3M_HTTPD_MAX_CONNECTIONS O3M_MAX_HTTPD_CONNECTIONS
 #define O3M_HTTPD_TIMEOUT_S 5
 /* Connections at a time from one address, and how long one request may
  * take from the connection's start (or the end of its previous request)
  * to its answer however busy the client keeps it: slowloris (audit finding
  * 5). */
-#define O3M_HTTPD_MAX_PER_ADDRESS 4
-#define O3M_HTTPD_REQUEST_MAX_S 10
+#define O3M_HTTPD_MAX_PER_ADDRESS O3M_MAX_HTTPD_PER_ADDRESS
+#define O3M_HTTPD_REQUEST_MAX_S O3M_MAX_HTTPD_REQUEST_S
 /* How long /readyz reuses the probe's last answer. */
 #define O3M_HTTPD_PROBE_CACHE_MS 1500
 /* The default listen address's host. */

@@ -8,7 +8,9 @@
  * A rendered histogram may be a few observations apart between its buckets,
  * sum and count when it races an update: Prometheus tolerates that. */
 #include "o3m_metrics.h"
+#include "o3m_alloc.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,9 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "o3m_bytes.h"
 #include "o3m_clock.h"
+#include "o3m_config.h"
+#include "o3m_version.h"
 
 const double o3m_metrics_latency_bounds[O3M_METRICS_LATENCY_N] = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
@@ -49,6 +55,7 @@ struct o3m_metrics {
   int n_families;
   o3m_metric series[O3M_METRICS_MAX_SERIES];
   int n_series;
+  _Atomic int process; /* render the process_* families (o3m_metrics_process) */
 };
 
 /* Adds v to the double whose bits a holds. */
@@ -61,10 +68,10 @@ static void atomic_add_double(_Atomic uint64_t *a, double v) {
 
 int o3m_metrics_create(o3m_metrics **out, o3m_err *e) {
   *out = NULL;
-  o3m_metrics *m = calloc(1, sizeof *m);
+  o3m_metrics *m = o3m_calloc(1, sizeof *m);
   if (!m) return o3m_err_set(e, O3M_ENOMEM, "metrics registry: out of memory");
   if (pthread_mutex_init(&m->lock, NULL) != 0) {
-    free(m);
+    o3m_free(m);
     return o3m_err_set(e, O3M_ENOMEM, "metrics registry: cannot create its mutex");
   }
   *out = m;
@@ -74,7 +81,7 @@ int o3m_metrics_create(o3m_metrics **out, o3m_err *e) {
 void o3m_metrics_destroy(o3m_metrics *m) {
   if (!m) return;
   pthread_mutex_destroy(&m->lock);
-  free(m);
+  o3m_free(m);
 }
 
 static int name_ok(const char *n) {
@@ -256,6 +263,42 @@ void o3m_metrics_rpc_observe(o3m_metrics *m, o3m_metrics_rpc_method *cache, cons
   o3m_metric_observe(cache->duration, seconds);
 }
 
+/* 1 when s is 1..O3M_CONFIG_MAX_NAME characters of [A-Za-z0-9_.-], the
+ * config's names: a label value that needs no escaping. */
+static int label_word_ok(const char *s) {
+  size_t n = s ? strlen(s) : 0;
+  if (n == 0 || n > O3M_CONFIG_MAX_NAME) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || *s == '.' || *s == '-'))
+      return 0;
+  return 1;
+}
+
+int o3m_metrics_process(o3m_metrics *m, const char *role, const char *party, o3m_err *e) {
+  static const o3m_metric_spec build = {
+      "o3m_build_info",
+      "The daemon's release, git commit, wire protocol, role and party (value always 1)",
+      O3M_METRIC_GAUGE, NULL, 0};
+  if (!m) return o3m_err_set(e, O3M_EINVAL, "metrics: no registry");
+  if (!label_word_ok(role) || !label_word_ok(party))
+    return o3m_err_set(e, O3M_EINVAL, "o3m_build_info: role and party must be 1..64 characters "
+                       "from [A-Za-z0-9_.-]");
+  char labels[O3M_METRICS_LABELS_MAX];
+  int n = snprintf(labels, sizeof labels,
+                   "version=\"%s\",commit=\"%s\",protocol=\"%d\",role=\"%s\",party=\"%s\"",
+                   O3M_VERSION, O3M_GIT_COMMIT, O3M_VERSION_PROTOCOL, role, party);
+  if (n < 0 || (size_t)n >= sizeof labels)
+    return o3m_err_set(e, O3M_EINVAL, "o3m_build_info: the labels of party %s do not fit in %d "
+                       "characters", party, O3M_METRICS_LABELS_MAX - 1);
+  o3m_metric *s;
+  int rc = o3m_metrics_series(m, &build, labels, &s, e);
+  if (rc < 0) return rc;
+  o3m_metric_set(s, 1);
+  atomic_store(&m->process, 1);
+  return O3M_OK;
+}
+
 /* ---------------------------------------------------------------- render */
 
 typedef struct textbuf {
@@ -281,7 +324,7 @@ static void put(textbuf *t, const char *fmt, ...) {
       return;
     }
     size_t cap = 2 * t->cap + (size_t)n;
-    char *p = realloc(t->p, cap);
+    char *p = o3m_realloc(t->p, cap);
     if (!p) {
       t->failed = 1;
       return;
@@ -343,11 +386,80 @@ static void render_series(textbuf *t, const family *f, o3m_metric *s, uint64_t n
   put(t, "\n");
 }
 
+/* One process_* family with one sample. */
+static void put_process(textbuf *t, const char *name, const char *type, const char *help,
+                        double v) {
+  put(t, "# HELP %s %s\n# TYPE %s %s\n%s ", name, help, name, type, name);
+  put_value(t, v);
+  put(t, "\n");
+}
+
+/* The process families from /proc/self (Linux). Fields of
+ * /proc/self/stat after the command's closing parenthesis, counted from 3
+ * as proc(5) does: utime 14, stime 15, starttime 22 (clock ticks after
+ * boot), vsize 23 (bytes), rss 24 (pages). The boot time is /proc/stat's
+ * btime. */
+static void render_process(textbuf *t) {
+  long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+  char buf[1024];
+  FILE *f = fopen("/proc/self/stat", "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = '\0';
+  const char *q = strrchr(buf, ')');
+  unsigned long long v[25] = {0};
+  int got = 0;
+  if (q && tick > 0) {
+    q++;
+    for (int field = 3; field <= 24 && *q; field++) {
+      while (*q == ' ') q++;
+      char *end;
+      v[field] = strtoull(q, &end, 10);
+      if (end == q) v[field] = 0; /* the state letter, field 3 */
+      while (*end && *end != ' ') end++;
+      q = end;
+      got = field;
+    }
+  }
+  if (got == 24) {
+    put_process(t, "process_cpu_seconds_total", "counter",
+                "Total user and system CPU time spent in seconds",
+                (double)(v[14] + v[15]) / (double)tick);
+    put_process(t, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes",
+                (double)v[23]);
+    if (page > 0)
+      put_process(t, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes",
+                  (double)v[24] * (double)page);
+    unsigned long long btime = 0;
+    f = fopen("/proc/stat", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+      if (sscanf(line, "btime %llu", &btime) == 1) break;
+    if (f) fclose(f);
+    if (btime > 0)
+      put_process(t, "process_start_time_seconds", "gauge",
+                  "Start time of the process since unix epoch in seconds",
+                  (double)btime + (double)v[22] / (double)tick);
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d) {
+    long fds = 0;
+    for (struct dirent *de; (de = readdir(d));) fds += de->d_name[0] != '.';
+    closedir(d);
+    put_process(t, "process_open_fds", "gauge", "Number of open file descriptors.",
+                (double)(fds > 0 ? fds - 1 : 0)); /* less the one opendir holds */
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    put_process(t, "process_max_fds", "gauge", "Maximum number of open file descriptors.",
+                (double)rl.rlim_cur);
+}
+
 int o3m_metrics_render(o3m_metrics *m, char **text, size_t *len, o3m_err *e) {
   static const char *types[] = {"counter", "gauge", "gauge", "histogram"};
   *text = NULL;
   *len = 0;
-  textbuf t = {malloc(4096), 0, 4096, 0};
+  textbuf t = {o3m_malloc(4096), 0, 4096, 0};
   if (!t.p) return o3m_err_set(e, O3M_ENOMEM, "metrics: out of memory rendering");
   t.p[0] = '\0';
   uint64_t now = o3m_clock_ns();
@@ -359,8 +471,9 @@ int o3m_metrics_render(o3m_metrics *m, char **text, size_t *len, o3m_err *e) {
     for (int j = f->first; j >= 0; j = m->series[j].next) render_series(&t, f, &m->series[j], now);
   }
   pthread_mutex_unlock(&m->lock);
+  if (atomic_load(&m->process)) render_process(&t);
   if (t.failed) {
-    free(t.p);
+    o3m_free(t.p);
     return o3m_err_set(e, O3M_ENOMEM, "metrics: out of memory rendering");
   }
   *text = t.p;

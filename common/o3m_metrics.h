@@ -129,6 +129,20 @@ typedef struct o3m_metrics_rpc_method {
 void o3m_metrics_rpc_observe(o3m_metrics *m, o3m_metrics_rpc_method *cache, const char *path,
                              int code, double seconds);
 
+/* What every daemon's /metrics says about the daemon itself (issue 26):
+ * registers o3m_build_info{version,commit,protocol,role,party} = 1 (the
+ * release, the git commit cmake was run on or "unknown", the wire protocol,
+ * the party's role and name: all public, every peer sees them in Info)
+ * and makes every later render end with the process families under the
+ * names of Prometheus' own process collector, read from /proc/self at
+ * render time: process_cpu_seconds_total, process_resident_memory_bytes,
+ * process_virtual_memory_bytes, process_open_fds, process_max_fds and
+ * process_start_time_seconds (Unix time). role and party are [A-Za-z0-9_.-]
+ * (the config's names), so no label needs escaping. A value /proc does not
+ * give is left out of that render. O3M_EINVAL (a name with other
+ * characters), the errors of o3m_metrics_series. */
+int o3m_metrics_process(o3m_metrics *m, const char *role, const char *party, o3m_err *e);
+
 /* Renders every family in registration order as Prometheus text. *text is
  * malloc'd and NUL-terminated (the caller frees it), *len its length.
  * O3M_ENOMEM. Thread-safe. */

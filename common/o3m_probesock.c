@@ -3,6 +3,7 @@
  * connections; every descriptor is non-blocking, so a caller that stops
  * reading or writing costs a slot until its deadline, never the thread. */
 #include "o3m_probesock.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,7 +226,7 @@ int o3m_probesock_start(o3m_probesock **out, const char *path, o3m_probesock_ans
     return o3m_err_set(e, O3M_EINVAL, "probe socket '%s': %s", path ? path : "(null)",
                        plen == 0 ? "empty path"
                                  : "longer than a unix socket path may be (107 bytes)");
-  o3m_probesock *p = calloc(1, sizeof *p);
+  o3m_probesock *p = o3m_calloc(1, sizeof *p);
   if (!p) return o3m_err_set(e, O3M_ENOMEM, "probe socket: out of memory");
   memcpy(p->path, path, plen + 1);
   p->answer = answer;
@@ -245,7 +246,7 @@ int o3m_probesock_start(o3m_probesock **out, const char *path, o3m_probesock_ans
     }
     if (p->wake[0] >= 0) close(p->wake[0]);
     if (p->wake[1] >= 0) close(p->wake[1]);
-    free(p);
+    o3m_free(p);
     return rc;
   }
   *out = p;
@@ -263,5 +264,5 @@ void o3m_probesock_stop(o3m_probesock *p) {
   /* Only our own file: a successor may have replaced it meanwhile. */
   struct stat st;
   if (lstat(p->path, &st) == 0 && st.st_dev == p->dev && st.st_ino == p->ino) unlink(p->path);
-  free(p);
+  o3m_free(p);
 }

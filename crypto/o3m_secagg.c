@@ -7,6 +7,8 @@
  * memory. Streams are generated in chunks on the stack, so a batch of any
  * size needs no allocation. */
 #include "o3m_secagg.h"
+#include "o3m_alloc.h"
+#include "o3m_assert.h"
 
 #include "o3m_bytes.h"
 
@@ -34,6 +36,9 @@ struct o3m_secagg {
   unsigned char *pair;            /* n x 32 bytes, sodium_malloc; own row unused */
   crypto_generichash_state *tr;   /* the batch's transcript, 64-byte aligned */
   EVP_CIPHER_CTX *aes;            /* AES-256-CTR, rekeyed per stream */
+  /* Queries the begun batch still expects before its mask; -1: no batch
+   * begun (the order of "Use" in o3m_secagg.h). */
+  int queries_left;
 };
 
 static int init(o3m_err *e) {
@@ -127,10 +132,10 @@ void o3m_secagg_destroy(o3m_secagg *s) {
   if (s->pair) sodium_free(s->pair); /* wipes */
   if (s->tr) {
     sodium_memzero(s->tr, sizeof *s->tr);
-    free(s->tr);
+    o3m_free(s->tr);
   }
   EVP_CIPHER_CTX_free(s->aes); /* cleanses the key schedule */
-  free(s);
+  o3m_free(s);
 }
 
 int o3m_secagg_create_from_key(o3m_secagg **out, int n,
@@ -148,11 +153,12 @@ int o3m_secagg_create_from_key(o3m_secagg **out, int n,
   if (n > 1 && sodium_memcmp(pk, pks[me], sizeof pk) != 0)
     return o3m_err_set(e, O3M_EINVAL, "the agg secret key does not belong to the agg_public "
                        "configured for passive party %d", me);
-  o3m_secagg *s = calloc(1, sizeof *s);
+  o3m_secagg *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "secagg: out of memory");
   s->n = n;
   s->me = me;
   s->scale = scale;
+  s->queries_left = -1;
   s->pair = sodium_malloc((size_t)n * O3M_SECAGG_KEY_BYTES);
   s->tr = aligned_alloc(64, (sizeof *s->tr + 63) / 64 * 64);
   s->aes = EVP_CIPHER_CTX_new();
@@ -258,6 +264,8 @@ static void put_str(crypto_generichash_state *st, const char *str) {
 
 void o3m_secagg_begin(o3m_secagg *s, uint64_t mask_id,
                       const unsigned char nonce[O3M_SECAGG_NONCE_BYTES], int d, int n_queries) {
+  O3M_ASSERT(n_queries >= 0);
+  s->queries_left = n_queries;
   crypto_generichash_init(s->tr, NULL, 0, O3M_SECAGG_KEY_BYTES);
   crypto_generichash_update(s->tr, (const unsigned char *)TRANSCRIPT_DOMAIN,
                             sizeof TRANSCRIPT_DOMAIN - 1);
@@ -270,12 +278,15 @@ void o3m_secagg_begin(o3m_secagg *s, uint64_t mask_id,
 }
 
 void o3m_secagg_query(o3m_secagg *s, const char *user, int n_items, const char *const *items) {
+  O3M_ASSERT(s->queries_left > 0);
+  s->queries_left--;
   put_str(s->tr, user);
   put_u32(s->tr, (uint32_t)n_items);
   for (int k = 0; k < n_items; k++) put_str(s->tr, items[k]);
 }
 
 int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_err *e) {
+  O3M_ASSERT(scale >= O3M_SECAGG_MIN_SCALE && scale <= O3M_SECAGG_MAX_SCALE);
   const double f = ldexp(1.0, scale);
   for (size_t i = 0; i < n; i++) {
     double x = v[i] * f; /* exact: a power of two (no value here is subnormal after it) */
@@ -339,6 +350,9 @@ static int add_stream(EVP_CIPHER_CTX *aes, uint64_t *out, size_t n, const unsign
 }
 
 int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m_err *e) {
+  /* Every query of the batch is in the transcript, which this ends. */
+  O3M_ASSERT(s->queries_left == 0);
+  s->queries_left = -1;
   unsigned char T[O3M_SECAGG_KEY_BYTES];
   crypto_generichash_final(s->tr, T, sizeof T);
   int rc = o3m_secagg_encode(s->scale, n, v, out, e);
@@ -372,6 +386,7 @@ static inline double decode_word(uint64_t u, double f) {
 }
 
 void o3m_secagg_decode(int scale, size_t n, const uint64_t *restrict acc, double *restrict out) {
+  O3M_ASSERT(scale >= O3M_SECAGG_MIN_SCALE && scale <= O3M_SECAGG_MAX_SCALE);
   const double f = ldexp(1.0, -scale); /* exact: a power of two */
   size_t i = 0;
   for (; i + BLOCK_WORDS <= n; i += BLOCK_WORDS)

@@ -15,6 +15,20 @@
 
 #define PROG "o3m-eval"
 
+/* The peer systems' commands, or where the build left them out
+ * (-DO3M_BUILD_PEERS=OFF, for a machine without GMP) one that says so. */
+#ifdef O3M_BUILD_PEERS
+#define PEER(fn) fn
+#else
+static int peer_not_built(int argc, char **argv) {
+  (void)argc;
+  fprintf(stderr, PROG ": '%s' was not built: this build has no peer systems "
+                  "(configure with -DO3M_BUILD_PEERS=ON, which needs GMP)\n", argv[0]);
+  return O3M_CLI_EXIT_FAILURE;
+}
+#define PEER(fn) peer_not_built
+#endif
+
 static const struct {
   const char *name;
   int (*fn)(int, char **);
@@ -26,14 +40,15 @@ static const struct {
     {"federate", eval_federate_main, "drive a running federation; compare with central"},
     {"regret", eval_regret_main, "the paper's synthetic regret experiment (Fig. 4, 6)"},
     {"cost", eval_cost_main, "measured cost federated vs central (Fig. 5, app. C.3)"},
-    {"baselines", eval_baselines_main, "O3M beside MPC, HE and DP on one round, measured"},
+    {"baselines", PEER(eval_baselines_main), "O3M beside MPC, HE and DP on one round, measured"},
     {"replay", eval_replay_main, "replay logged data (news10k, OBD, Criteo): relative CTR"},
     {"ope", eval_ope_main, "off-policy estimates (IPW, SNIPW, DM, DR) of a frozen policy"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
-    {"audit", eval_audit_main, "what the AP could learn from your feature table"},
-    {"hannun", eval_hannun_main, "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
-    {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
-    {"samba", eval_samba_main, "Samba: secure vs plain federated K-armed bandits (issue 16)"},
+    {"audit", eval_audit_main, "alias of o3m-audit: what the AP could learn from your table"},
+    {"hannun", PEER(eval_hannun_main),
+     "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
+    {"p2b", PEER(eval_p2b_main), "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
+    {"samba", PEER(eval_samba_main), "Samba: secure vs plain federated K-armed bandits (issue 16)"},
 };
 
 static void usage(FILE *f) {
@@ -42,8 +57,16 @@ static void usage(FILE *f) {
              "       " PROG " --help | --version\n\n"
              "--threads N lets BLAS use N threads (1..256, default 1: single-threaded)\n\n"
              "commands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+#ifndef O3M_BUILD_PEERS
+    if (commands[i].fn == peer_not_built) {
+      fprintf(f, "  %-14s (not built: O3M_BUILD_PEERS=OFF) %s\n", commands[i].name,
+              commands[i].help);
+      continue;
+    }
+#endif
     fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+  }
   fprintf(f, "\nexit codes: %d ok, %d runtime failure, %d usage error\n", O3M_CLI_EXIT_OK,
           O3M_CLI_EXIT_FAILURE, O3M_CLI_EXIT_USAGE);
 }

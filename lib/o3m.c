@@ -15,6 +15,7 @@
  * (lib/o3m.map); the static one carries the internal modules' names too,
  * which callers must not use. */
 #include "o3m/o3m.h"
+#include "o3m_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -141,11 +142,11 @@ int o3m_engine_create(o3m_engine **out, const char *const *options, o3m_err *e) 
   if (cfg.d == 0) return o3m_err_set(e, O3M_EINVAL, "%s", "option d (the dimension) is required");
   if (cfg.model == O3M_MODEL_DISJOINT && cfg.n_arms == 0)
     return o3m_err_set(e, O3M_EINVAL, "%s", "model=disjoint needs option n_arms");
-  o3m_engine *g = calloc(1, sizeof *g);
+  o3m_engine *g = o3m_calloc(1, sizeof *g);
   if (!g) return o3m_err_set(e, O3M_ENOMEM, "%s", "no memory for the engine");
   rc = o3m_policy_create(&g->p, &cfg, e);
   if (rc < 0) {
-    free(g);
+    o3m_free(g);
     return rc;
   }
   *out = g;
@@ -155,7 +156,7 @@ int o3m_engine_create(o3m_engine **out, const char *const *options, o3m_err *e) 
 void o3m_engine_destroy(o3m_engine *g) {
   if (!g) return;
   o3m_policy_destroy(g->p);
-  free(g);
+  o3m_free(g);
 }
 
 int o3m_engine_dim(const o3m_engine *g) { return o3m_policy_config_of(g->p)->d; }
@@ -270,11 +271,11 @@ int o3m_ap_client_open(o3m_ap_client **out, const char *const *options, o3m_err 
   memset(&conn, 0, sizeof conn);
   int rc = opt_each(options, client_opt, &conn, e);
   if (rc < 0) return rc;
-  o3m_ap_client *c = calloc(1, sizeof *c);
+  o3m_ap_client *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "%s", "no memory for the client");
   rc = ap_client_open(&c->c, &c->cfg, &conn, e);
   if (rc < 0) {
-    free(c);
+    o3m_free(c);
     return rc;
   }
   *out = c;
@@ -285,7 +286,7 @@ void o3m_ap_client_close(o3m_ap_client *c) {
   if (!c) return;
   ap_client_destroy(c->c);
   o3m_config_destroy(c->cfg);
-  free(c);
+  o3m_free(c);
 }
 
 int o3m_ap_client_recommend(o3m_ap_client *c, const char *user, int K, const char *const *items,

@@ -9,6 +9,7 @@
  * Q^T Q = I). The Gaussian start makes Q Haar-distributed up to the signs the
  * procedure fixes, which is all O3M needs: a Q the AP cannot guess. */
 #include "o3m_mask.h"
+#include "o3m_alloc.h"
 
 #include <errno.h>
 #include <math.h>
@@ -123,11 +124,11 @@ int o3m_mask_is_signed_permutation(const double *Q, int d, double tol) {
 static int mask_alloc(o3m_mask **out, int d) {
   *out = NULL;
   if (d < 1 || d > O3M_MAX_DIM) return O3M_EINVAL;
-  o3m_mask *m = calloc(1, sizeof *m);
+  o3m_mask *m = o3m_calloc(1, sizeof *m);
   if (!m) return O3M_ENOMEM;
-  m->q = malloc(sizeof(double) * (size_t)d * d);
+  m->q = o3m_malloc(sizeof(double) * (size_t)d * d);
   if (!m->q) {
-    free(m);
+    o3m_free(m);
     return O3M_ENOMEM;
   }
   m->d = d;
@@ -180,8 +181,8 @@ int o3m_mask_from_matrix(o3m_mask **out, int d, const double *Q, uint64_t id) {
 void o3m_mask_destroy(o3m_mask *m) {
   if (!m) return;
   o3m_mask_forget(m);
-  free(m->q);
-  free(m);
+  o3m_free(m->q);
+  o3m_free(m);
 }
 
 void o3m_mask_forget(o3m_mask *m) {
@@ -197,11 +198,11 @@ const double *o3m_mask_matrix(const o3m_mask *m) { return m->q; }
 static int block_alloc(o3m_block **out, int d, int dj, uint64_t mask_id) {
   *out = NULL;
   if (d < 1 || d > O3M_MAX_DIM || dj < 1 || dj > d) return O3M_EINVAL;
-  o3m_block *b = calloc(1, sizeof *b);
+  o3m_block *b = o3m_calloc(1, sizeof *b);
   if (!b) return O3M_ENOMEM;
-  b->q = malloc(sizeof(double) * (size_t)d * dj);
+  b->q = o3m_malloc(sizeof(double) * (size_t)d * dj);
   if (!b->q) {
-    free(b);
+    o3m_free(b);
     return O3M_ENOMEM;
   }
   b->d = d;
@@ -240,8 +241,8 @@ int o3m_block_create(o3m_block **out, int d, int dj, const double *data, uint64_
 void o3m_block_destroy(o3m_block *b) {
   if (!b) return;
   explicit_bzero(b->q, sizeof(double) * (size_t)b->d * b->dj);
-  free(b->q);
-  free(b);
+  o3m_free(b->q);
+  o3m_free(b);
 }
 
 size_t o3m_block_le_bytes(int d, int dj) { return 8 * (size_t)d * (size_t)dj; }

@@ -23,8 +23,6 @@
 #include "o3m_limits.h"
 #include "o3m_rng.h"
 
-/* Largest number of parties in a partition. */
-#define O3M_MAX_PARTIES 1024
 
 typedef struct o3m_mask o3m_mask;
 typedef struct o3m_block o3m_block;

@@ -3,6 +3,7 @@
  * The covariance is accumulated over blocks of CHUNK centred rows with one
  * dsyrk per block, so the scratch space is CHUNK x d whatever n is. */
 #include "o3m_moments.h"
+#include "o3m_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -16,11 +17,11 @@
 int o3m_moments_eig(int n, int d, const double *X, int ldx, double *mean, double *V,
                     double *lambda) {
   if (n < 1 || d < 1 || ldx < d || !X || !mean || !V || !lambda) return O3M_EINVAL;
-  double *buf = malloc(sizeof *buf * (size_t)CHUNK * (size_t)d);
-  double *S = calloc((size_t)d * (size_t)d, sizeof *S);
+  double *buf = o3m_malloc(sizeof *buf * (size_t)CHUNK * (size_t)d);
+  double *S = o3m_calloc((size_t)d * (size_t)d, sizeof *S);
   if (!buf || !S) {
-    free(buf);
-    free(S);
+    o3m_free(buf);
+    o3m_free(S);
     return O3M_ENOMEM;
   }
   memset(mean, 0, sizeof *mean * (size_t)d);
@@ -36,7 +37,7 @@ int o3m_moments_eig(int n, int d, const double *X, int ldx, double *mean, double
     }
     o3m_syrk_t(d, k, 1.0 / n, buf, S);
   }
-  free(buf);
+  o3m_free(buf);
   int rc = O3M_OK;
   for (int i = 0; i < d && !rc; i++)
     for (int j = i; j < d; j++)
@@ -50,13 +51,13 @@ int o3m_moments_eig(int n, int d, const double *X, int ldx, double *mean, double
       if (!(lambda[i] > 0)) lambda[i] = 0;
     memcpy(V, S, sizeof *V * (size_t)d * (size_t)d);
   }
-  free(S);
+  o3m_free(S);
   return rc;
 }
 
 int o3m_moments_root(int d, const double *V, const double *lambda, int inverse, double *out) {
   if (d < 1 || !V || !lambda || !out) return O3M_EINVAL;
-  double *B = malloc(sizeof *B * (size_t)d * (size_t)d);
+  double *B = o3m_malloc(sizeof *B * (size_t)d * (size_t)d);
   if (!B) return O3M_ENOMEM;
   double top = lambda[d - 1]; /* ascending: the largest */
   /* B = V diag(h): column k of V scaled by h_k. */
@@ -76,20 +77,20 @@ int o3m_moments_root(int d, const double *V, const double *lambda, int inverse, 
       double m = 0.5 * (out[(size_t)i * d + j] + out[(size_t)j * d + i]);
       out[(size_t)i * d + j] = out[(size_t)j * d + i] = m;
     }
-  free(B);
+  o3m_free(B);
   return O3M_OK;
 }
 
 int o3m_moments_whitener(int n, int d, const double *X, int ldx, double *W) {
   if (n < 1 || d < 1 || !W) return O3M_EINVAL;
-  double *mean = malloc(sizeof *mean * (size_t)d);
-  double *lambda = malloc(sizeof *lambda * (size_t)d);
-  double *V = malloc(sizeof *V * (size_t)d * (size_t)d);
+  double *mean = o3m_malloc(sizeof *mean * (size_t)d);
+  double *lambda = o3m_malloc(sizeof *lambda * (size_t)d);
+  double *V = o3m_malloc(sizeof *V * (size_t)d * (size_t)d);
   int rc = mean && lambda && V ? O3M_OK : O3M_ENOMEM;
   if (!rc) rc = o3m_moments_eig(n, d, X, ldx, mean, V, lambda);
   if (!rc) rc = o3m_moments_root(d, V, lambda, 1, W);
-  free(mean);
-  free(lambda);
-  free(V);
+  o3m_free(mean);
+  o3m_free(lambda);
+  o3m_free(V);
   return rc;
 }

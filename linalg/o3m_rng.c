@@ -5,6 +5,7 @@
  * Vigna) with its state expanded from the seed by splitmix64. Both feed the
  * same Marsaglia polar transform for Gaussians. */
 #include "o3m_rng.h"
+#include "o3m_alloc.h"
 #include "o3m_splitmix.h"
 
 #include <errno.h>
@@ -70,12 +71,12 @@ static inline int next_u64(o3m_rng *r, uint64_t *out) {
 
 int o3m_rng_create_os(o3m_rng **out) {
   *out = NULL;
-  o3m_rng *r = calloc(1, sizeof *r);
+  o3m_rng *r = o3m_calloc(1, sizeof *r);
   if (!r) return O3M_ENOMEM;
   r->kind = O3M_RNG_OS;
   int rc = os_fill(r->buf, sizeof r->buf);
   if (rc) {
-    free(r);
+    o3m_free(r);
     return rc;
   }
   *out = r;
@@ -84,7 +85,7 @@ int o3m_rng_create_os(o3m_rng **out) {
 
 int o3m_rng_create_seeded_insecure(o3m_rng **out, uint64_t seed) {
   *out = NULL;
-  o3m_rng *r = calloc(1, sizeof *r);
+  o3m_rng *r = o3m_calloc(1, sizeof *r);
   if (!r) return O3M_ENOMEM;
   r->kind = O3M_RNG_SEEDED;
   uint64_t x = seed;
@@ -96,7 +97,7 @@ int o3m_rng_create_seeded_insecure(o3m_rng **out, uint64_t seed) {
 void o3m_rng_destroy(o3m_rng *r) {
   if (!r) return;
   explicit_bzero(r, sizeof *r);
-  free(r);
+  o3m_free(r);
 }
 
 o3m_rng_kind o3m_rng_kind_of(const o3m_rng *r) { return r->kind; }

@@ -9,6 +9,7 @@
  * held block values or the secret is wiped with explicit_bzero before it is
  * freed. */
 #include "o3m_block_store.h"
+#include "o3m_alloc.h"
 #include "o3m_bytes.h"
 
 #include <errno.h>
@@ -59,7 +60,7 @@ const char *o3m_block_store_path(const char *state_dir, char *buf, size_t len) {
 static void wipe_free(unsigned char *b, size_t n) {
   if (!b) return;
   explicit_bzero(b, n);
-  free(b);
+  o3m_free(b);
 }
 
 int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
@@ -73,7 +74,7 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
                        id->d, id->dj);
   size_t nv = (size_t)d * (size_t)dj;
   size_t len = BS_HDR + 8 * nv + secret_len + BS_TRAILER;
-  unsigned char *buf = calloc(1, len);
+  unsigned char *buf = o3m_calloc(1, len);
   if (!buf) return o3m_err_set(e, O3M_ENOMEM, "block store: out of memory");
 
   memcpy(buf + BS_AT_MAGIC, BS_MAGIC, 8);
@@ -169,7 +170,7 @@ static int read_all(const char *path, unsigned char **out, size_t *len, o3m_err 
                        (long long)st.st_size, BS_RECOVER);
   }
   size_t n = (size_t)st.st_size;
-  unsigned char *buf = malloc(n);
+  unsigned char *buf = o3m_malloc(n);
   if (!buf) {
     close(fd);
     return o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);

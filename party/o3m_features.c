@@ -10,18 +10,19 @@
 
 #include <sodium.h>
 
+#include "o3m_alloc.h"
 #include "o3m_features_internal.h"
 
 /* Frees what t holds and zeroes it; a partly loaded table is fine. */
 static void table_free(ft_table *t) {
-  free(t->vals);
-  free(t->means);
-  free(t->root);
-  free(t->ids);
-  free(t->header);
-  free(t->cols);
-  free(t->id_off);
-  free(t->slots);
+  o3m_free(t->vals);
+  o3m_free(t->means);
+  o3m_free(t->root);
+  o3m_free(t->ids);
+  o3m_free(t->header);
+  o3m_free(t->cols);
+  o3m_free(t->id_off);
+  o3m_free(t->slots);
   memset(t, 0, sizeof *t);
 }
 
@@ -66,7 +67,7 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
     return o3m_err_set(e, O3M_EINVAL,
                        "o3m_features_load: expected_dims %d is not positive",
                        expected_dims);
-  o3m_features *f = calloc(1, sizeof *f);
+  o3m_features *f = o3m_calloc(1, sizeof *f);
   if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc = O3M_OK;
   if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, e);
@@ -108,7 +109,7 @@ void o3m_features_destroy(o3m_features *f) {
   o3m_hash_key_wipe(&f->dummy_key[1]);
   table_free(&f->user);
   table_free(&f->item);
-  free(f);
+  o3m_free(f);
 }
 
 int o3m_features_dims(const o3m_features *f) { return f->dims; }

@@ -139,7 +139,7 @@
  * the largest context dimension (o3m_limits.h). Ids are at most O3M_MAX_ID. */
 #define O3M_FEATURES_MAX_COLS O3M_MAX_DIM
 /* Most rows of one table. */
-#define O3M_FEATURES_MAX_ROWS (INT_MAX / 2)
+#define O3M_FEATURES_MAX_ROWS O3M_MAX_TABLE_ROWS
 
 typedef struct o3m_features o3m_features;
 

@@ -16,6 +16,7 @@
 
 #include <csv.h>
 
+#include "o3m_alloc.h"
 #include "o3m_features_internal.h"
 
 /* ------------------------------------------------------------------ loading */
@@ -76,7 +77,7 @@ static int grow_bytes(char **buf, size_t *cap, size_t need, size_t first) {
     if (nc > SIZE_MAX / 2) return O3M_ENOMEM;
     nc *= 2;
   }
-  char *nb = realloc(*buf, nc);
+  char *nb = o3m_realloc(*buf, nc);
   if (!nb) return O3M_ENOMEM;
   *buf = nb;
   *cap = nc;
@@ -95,7 +96,7 @@ static void on_field(void *s, size_t len, void *data) {
   }
   if (F->n == F->cap_n) {
     int nc = F->cap_n ? 2 * F->cap_n : 16;
-    size_t *no = realloc(F->off, sizeof *no * (size_t)nc);
+    size_t *no = o3m_realloc(F->off, sizeof *no * (size_t)nc);
     if (!no) {
       R->rc = lerr(R->L, O3M_ENOMEM, 0, "out of memory");
       return;
@@ -133,8 +134,8 @@ static int parse_header(table_reader *R) {
   /* The names are kept with the table (o3m_features_column); table_free
    * releases them, also after a failure. */
   ft_table *t = R->t;
-  t->header = malloc(R->fields.len);
-  R->names = t->cols = malloc((size_t)(nf - 1) * sizeof *t->cols);
+  t->header = o3m_malloc(R->fields.len);
+  R->names = t->cols = o3m_malloc((size_t)(nf - 1) * sizeof *t->cols);
   if (!t->header || !t->cols) return lerr(L, O3M_ENOMEM, 0, "out of memory");
   memcpy(t->header, R->fields.buf, R->fields.len);
   for (int c = 0; c < nf - 1; c++) {
@@ -155,10 +156,10 @@ static int table_reserve(ft_table *t, size_t idlen) {
   if ((size_t)t->n_rows == t->cap_rows) {
     size_t cap = t->cap_rows ? 2 * t->cap_rows : 256;
     if (cap > SIZE_MAX / sizeof(double) / (size_t)t->n_cols) return O3M_ENOMEM;
-    double *nv = realloc(t->vals, cap * (size_t)t->n_cols * sizeof *nv);
+    double *nv = o3m_realloc(t->vals, cap * (size_t)t->n_cols * sizeof *nv);
     if (!nv) return O3M_ENOMEM;
     t->vals = nv;
-    size_t *no = realloc(t->id_off, cap * sizeof *no);
+    size_t *no = o3m_realloc(t->id_off, cap * sizeof *no);
     if (!no) return O3M_ENOMEM;
     t->id_off = no;
     t->cap_rows = cap;
@@ -264,6 +265,9 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
     return lerr(&L, O3M_ENOMEM, 0, "out of memory");
   }
   csv_set_term_func(&csv, is_term);
+  /* libcsv's field buffer grows through the project's allocator too. */
+  csv_set_realloc_func(&csv, o3m_realloc);
+  csv_set_free_func(&csv, o3m_free);
   table_reader R;
   memset(&R, 0, sizeof R);
   R.L = &L;
@@ -297,12 +301,19 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
       }
     }
     size_t done = csv_parse(&csv, p, len, on_field, on_row, &R);
+    /* libcsv stops short when it cannot grow its field buffer, too: that
+     * is no quoting error. */
+    if (!R.rc && done < len && csv_error(&csv) == CSV_ENOMEM)
+      R.rc = lerr(&L, O3M_ENOMEM, R.line, "out of memory");
     if (!R.rc && done < len)
       R.rc = o3m_err_set(e, O3M_EPARSE, "%s:%ld:%zu: malformed CSV quoting (a quote inside "
                          "an unquoted field, or text after a closing quote)", L.name, R.line,
                          done + skip + 1);
   }
   if (!R.rc && ferror(f)) R.rc = lerr(&L, O3M_EIO, R.line, "read error");
+  /* getline's -1 without end of file or a read error: it could not grow
+   * buf. The rows after would be lost, not the file ended. */
+  if (!R.rc && !feof(f)) R.rc = lerr(&L, O3M_ENOMEM, R.line + 1, "out of memory");
   if (!R.rc && csv_fini(&csv, on_field, on_row, &R) != 0 && !R.rc)
     R.rc = lerr(&L, O3M_EPARSE, R.row_line, "unterminated quoted field (the row begins here)");
   if (!R.rc && !R.have_header) R.rc = lerr(&L, O3M_EPARSE, 1, "missing header (empty file)");
@@ -312,9 +323,9 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
    * hold are drawn from. */
   if (!R.rc && table_moments(t)) R.rc = lerr(&L, O3M_ENOMEM, 0, "out of memory");
   csv_free(&csv);
-  free(R.fields.buf);
-  free(R.fields.off);
-  free(buf);
+  o3m_free(R.fields.buf);
+  o3m_free(R.fields.off);
+  o3m_free(buf);
   fclose(f);
   return R.rc;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "o3m_alloc.h"
 #include "o3m_features_internal.h"
 #include "o3m_hash.h"
 
@@ -58,10 +59,10 @@ int index_reserve(ft_table *t) {
   if (cap >= need) return O3M_OK;
   size_t ncap = cap ? 2 * cap : 64;
   while (ncap < need) ncap *= 2;
-  ft_slot *ns = calloc(ncap, sizeof *ns);
+  ft_slot *ns = o3m_calloc(ncap, sizeof *ns);
   if (!ns) return O3M_ENOMEM;
   for (int r = 0; r < t->n_rows; r++) slot_put(ns, ncap - 1, row_id(t, r), r);
-  free(t->slots);
+  o3m_free(t->slots);
   t->slots = ns;
   t->mask = ncap - 1;
   return O3M_OK;

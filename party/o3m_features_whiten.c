@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "o3m_blas.h"
+#include "o3m_alloc.h"
 #include "o3m_features_internal.h"
 #include "o3m_moments.h"
 
@@ -20,9 +21,9 @@
  * only failure. */
 int table_moments(ft_table *t) {
   const size_t n = (size_t)t->n_cols;
-  if (!t->means) t->means = malloc(sizeof *t->means * n);
-  if (!t->root) t->root = malloc(sizeof *t->root * n * n);
-  double *V = malloc(sizeof *V * n * n), *lambda = malloc(sizeof *lambda * n);
+  if (!t->means) t->means = o3m_malloc(sizeof *t->means * n);
+  if (!t->root) t->root = o3m_malloc(sizeof *t->root * n * n);
+  double *V = o3m_malloc(sizeof *V * n * n), *lambda = o3m_malloc(sizeof *lambda * n);
   int rc = t->means && t->root && V && lambda ? O3M_OK : O3M_ENOMEM;
   if (!rc) rc = o3m_moments_eig(t->n_rows, t->n_cols, t->vals, t->n_cols, t->means, V, lambda);
   if (rc == O3M_ENONFINITE) {
@@ -31,8 +32,8 @@ int table_moments(ft_table *t) {
   } else if (!rc) {
     rc = o3m_moments_root(t->n_cols, V, lambda, 0, t->root);
   }
-  free(V);
-  free(lambda);
+  o3m_free(V);
+  o3m_free(lambda);
   return rc == O3M_OK ? O3M_OK : O3M_ENOMEM;
 }
 
@@ -50,7 +51,7 @@ void note_max_row(ft_table *t, int r) {
  * rows may be partly transformed. */
 static int table_whiten(ft_table *t) {
   const int n = t->n_cols;
-  double *W = malloc(sizeof *W * (size_t)n * (size_t)n), *x = malloc(sizeof *x * (size_t)n);
+  double *W = o3m_malloc(sizeof *W * (size_t)n * (size_t)n), *x = o3m_malloc(sizeof *x * (size_t)n);
   int rc = W && x ? o3m_moments_whitener(t->n_rows, n, t->vals, n, W) : O3M_ENOMEM;
   for (int r = 0; !rc && r < t->n_rows; r++) {
     double *row = t->vals + (size_t)r * (size_t)n;
@@ -59,8 +60,8 @@ static int table_whiten(ft_table *t) {
     note_max_row(t, r);
   }
   if (W) explicit_bzero(W, sizeof *W * (size_t)n * (size_t)n);
-  free(W);
-  free(x);
+  o3m_free(W);
+  o3m_free(x);
   return rc ? rc : table_moments(t);
 }
 

@@ -1,6 +1,7 @@
 /* o3m_tables.c -- loading and reloading a party's feature tables (see
  * o3m_tables.h). */
 #include "o3m_tables.h"
+#include "o3m_alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ struct o3m_tables {
 
 static char *dup_or_null(const char *s, int *failed) {
   if (!s) return NULL;
-  char *d = strdup(s);
+  char *d = o3m_strdup(s);
   if (!d) *failed = 1;
   return d;
 }
@@ -32,7 +33,7 @@ int o3m_tables_create(o3m_tables **out, const o3m_tables_config *c, o3m_err *e) 
   *out = NULL;
   if (!c || (!c->user_table && !c->item_table) || c->dims < 1)
     return o3m_err_set(e, O3M_EINVAL, "o3m_tables_create: no table or dims < 1");
-  o3m_tables *t = calloc(1, sizeof *t);
+  o3m_tables *t = o3m_calloc(1, sizeof *t);
   if (!t) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int failed = 0;
   t->config_name = dup_or_null(c->config_name ? c->config_name : "the config", &failed);
@@ -73,11 +74,11 @@ int o3m_tables_create(o3m_tables **out, const o3m_tables_config *c, o3m_err *e) 
 void o3m_tables_destroy(o3m_tables *t) {
   if (!t) return;
   explicit_bzero(t->key, sizeof t->key);
-  free(t->config_name);
-  free(t->party);
-  free(t->user_table);
-  free(t->item_table);
-  free(t);
+  o3m_free(t->config_name);
+  o3m_free(t->party);
+  o3m_free(t->user_table);
+  o3m_free(t->item_table);
+  o3m_free(t);
 }
 
 void o3m_tables_set_key(o3m_tables *t, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {

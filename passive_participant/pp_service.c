@@ -24,6 +24,7 @@
  * is answered wholly from one version, and the replaced version is freed
  * at once, as no handler can still hold it. */
 #include "pp_service.h"
+#include "o3m_alloc.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -127,7 +128,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
     return o3m_err_set(e, O3M_EINVAL, "test reply delay must be in 0..%d ms, got %d",
                        PP_MAX_TEST_DELAY_MS, opt->test_reply_delay_ms);
 
-  pp_service *s = calloc(1, sizeof *s);
+  pp_service *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   s->cfg = cfg;
   s->me = me;
@@ -143,16 +144,16 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
 
   int rc;
   int m = o3m_config_n_column_parties(cfg);
-  int *dims = calloc((size_t)m, sizeof *dims);
-  s->dims_buf = calloc((size_t)m, sizeof *s->dims_buf);
+  int *dims = o3m_calloc((size_t)m, sizeof *dims);
+  s->dims_buf = o3m_calloc((size_t)m, sizeof *s->dims_buf);
   if (!dims || !s->dims_buf) {
-    free(dims);
+    o3m_free(dims);
     rc = o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
     goto fail;
   }
   for (int j = 0; j < m; j++) dims[j] = o3m_config_column_party(cfg, j)->dims;
   rc = o3m_partition_from_dims(&s->part, m, dims, e);
-  free(dims);
+  o3m_free(dims);
   if (rc < 0) goto fail;
 
   /* The tables by the code a reload runs too, so that a start and a
@@ -171,8 +172,8 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   }
   /* A factored batch has one user row per query besides its item rows. */
   s->buf_rows = s->batch_rows + O3M_WIRE_MAX_BATCH;
-  s->X = malloc((size_t)s->buf_rows * (size_t)me->dims * sizeof *s->X);
-  s->Y = malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->Y);
+  s->X = o3m_malloc((size_t)s->buf_rows * (size_t)me->dims * sizeof *s->X);
+  s->Y = o3m_malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->Y);
   if (!s->X || !s->Y) {
     rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d candidate rows x d = %d",
                      s->batch_rows, s->part.d);
@@ -181,7 +182,7 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   rc = secagg_setup(s, e);
   if (rc < 0) goto fail;
   if (s->agg) {
-    s->W = malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->W);
+    s->W = o3m_malloc((size_t)s->buf_rows * (size_t)s->part.d * sizeof *s->W);
     if (!s->W) {
       rc = o3m_err_set(e, O3M_ENOMEM, "passive: no memory for %d masked rows", s->batch_rows);
       goto fail;
@@ -218,11 +219,11 @@ void pp_service_destroy(pp_service *s) {
   o3m_features_destroy(s->features);
   o3m_tables_destroy(s->tables); /* wipes its copy of the dummy-row key */
   o3m_secagg_destroy(s->agg); /* wipes the pair keys */
-  free(s->X);
-  free(s->Y);
-  free(s->W);
-  free(s->dims_buf);
-  free(s);
+  o3m_free(s->X);
+  o3m_free(s->Y);
+  o3m_free(s->W);
+  o3m_free(s->dims_buf);
+  o3m_free(s);
 }
 
 int pp_service_port(const pp_service *s) { return o3m_rpc_server_port(s->server); }
@@ -276,7 +277,7 @@ static int secagg_setup(pp_service *s, o3m_err *e) {
   if (!o3m_config_secure_aggregation(cfg)) return 0;
   int n = o3m_config_n_passive(cfg), me = -1;
   double norms[O3M_CONFIG_MAX_PARTIES];
-  unsigned char(*pks)[O3M_SECAGG_KEY_BYTES] = calloc((size_t)n, sizeof *pks);
+  unsigned char(*pks)[O3M_SECAGG_KEY_BYTES] = o3m_calloc((size_t)n, sizeof *pks);
   if (!pks) return o3m_err_set(e, O3M_ENOMEM, "passive: out of memory");
   for (int i = 0; i < n; i++) {
     const o3m_party *p = o3m_config_passive(cfg, i);
@@ -294,7 +295,7 @@ static int secagg_setup(pp_service *s, o3m_err *e) {
                  "exactly (aggregation = secure in %s)", o3m_config_name(cfg));
     rc = o3m_secagg_create(&s->agg, 1, NULL, 0, NULL, scale, &ae);
   } else if (!s->me->agg_secret) {
-    free(pks);
+    o3m_free(pks);
     return o3m_err_set(e, O3M_EINVAL, "%s:%d: [party %s]: missing key 'agg_secret' (the secret "
                        "key file of secure aggregation, needed by this party's daemon with "
                        "aggregation = secure; o3m-passive --agg-keygen FILE writes one)",
@@ -306,7 +307,7 @@ static int secagg_setup(pp_service *s, o3m_err *e) {
   if (rc < 0)
     rc = o3m_err_set(e, rc, "%s: [party %s]: %s", o3m_config_name(cfg), s->me->name,
                      o3m_err_message(&ae));
-  free(pks);
+  o3m_free(pks);
   if (rc == 0)
     o3m_log_info("secure aggregation among %d passive parties, fixed point 2^-%d (worst-case "
                  "decoding error %.3g per component)", n, scale, o3m_secagg_max_error(n, scale));

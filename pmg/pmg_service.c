@@ -12,6 +12,7 @@
  * refused GetBlock is either a misconfiguration or an attack and the
  * operator should see both. */
 #include "pmg_service.h"
+#include "o3m_alloc.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -23,9 +24,8 @@
 #include "o3m_seal.h"
 #include "o3m_wire.h"
 
-/* Largest request read: its requests (Info, GetBlock, ConfirmBlock) are a
- * few dozen bytes, so anything much larger is refused unread. */
-#define PMG_MAX_REQUEST 4096
+/* Largest request read (o3m_limits.h says why). */
+#define PMG_MAX_REQUEST O3M_MAX_PMG_REQUEST
 
 struct pmg_service {
   const o3m_config *cfg;
@@ -107,7 +107,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
     return o3m_err_set(e, O3M_EINVAL, "%s: %d column parties, expected 1..%d",
                        o3m_config_name(cfg), m, O3M_MAX_PARTIES);
 
-  pmg_service *s = calloc(1, sizeof *s);
+  pmg_service *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
   s->cfg = cfg;
   s->me = o3m_config_pmg(cfg);
@@ -115,12 +115,12 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   s->insecure = opt->insecure != 0;
   s->keep_mask = opt->keep_mask != 0;
   s->metrics = opt->metrics;
-  s->blocks = calloc((size_t)m, sizeof *s->blocks);
-  s->names = calloc((size_t)m, sizeof *s->names);
-  s->served = calloc((size_t)m, 1);
-  s->confirmed = calloc((size_t)m, 1);
-  s->dims_buf = calloc((size_t)m, sizeof *s->dims_buf);
-  int *dims = calloc((size_t)m, sizeof *dims);
+  s->blocks = o3m_calloc((size_t)m, sizeof *s->blocks);
+  s->names = o3m_calloc((size_t)m, sizeof *s->names);
+  s->served = o3m_calloc((size_t)m, 1);
+  s->confirmed = o3m_calloc((size_t)m, 1);
+  s->dims_buf = o3m_calloc((size_t)m, sizeof *s->dims_buf);
+  int *dims = o3m_calloc((size_t)m, sizeof *dims);
   o3m_rng *rng = NULL;
   int rc;
   if (!s->blocks || !s->names || !s->served || !s->confirmed || !s->dims_buf || !dims) {
@@ -162,15 +162,15 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
   int widest = 0;
   for (int j = 0; j < m; j++)
     if (s->part.dims[j] > widest) widest = s->part.dims[j];
-  s->seal_scratch = malloc(o3m_block_le_bytes(s->part.d, widest));
-  s->sealed = malloc(o3m_seal_block_bytes(s->part.d, widest));
+  s->seal_scratch = o3m_malloc(o3m_block_le_bytes(s->part.d, widest));
+  s->sealed = o3m_malloc(o3m_seal_block_bytes(s->part.d, widest));
   if (!s->seal_scratch || !s->sealed) {
     rc = o3m_err_set(e, O3M_ENOMEM, "pmg: out of memory");
     goto fail;
   }
   o3m_rng_destroy(rng);
   rng = NULL;
-  free(dims);
+  o3m_free(dims);
   dims = NULL;
   /* Drawing Q and cutting the blocks left values of Q in this thread's
    * vector registers, which every thread created later (gRPC starts its
@@ -192,7 +192,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
 
 fail:
   o3m_rng_destroy(rng);
-  free(dims);
+  o3m_free(dims);
   pmg_service_destroy(s);
   return rc;
 }
@@ -204,14 +204,14 @@ void pmg_service_destroy(pmg_service *s) {
   if (s->blocks)
     for (int j = 0; j < s->part.m; j++) o3m_block_destroy(s->blocks[j]); /* wiped first */
   o3m_mask_destroy(s->mask); /* wipes Q first */
-  free(s->seal_scratch);     /* wiped after every use */
-  free(s->sealed);
-  free(s->blocks);
-  free(s->names);
-  free(s->served);
-  free(s->confirmed);
-  free(s->dims_buf);
-  free(s);
+  o3m_free(s->seal_scratch);     /* wiped after every use */
+  o3m_free(s->sealed);
+  o3m_free(s->blocks);
+  o3m_free(s->names);
+  o3m_free(s->served);
+  o3m_free(s->confirmed);
+  o3m_free(s->dims_buf);
+  o3m_free(s);
 }
 
 int pmg_service_port(const pmg_service *s) { return o3m_rpc_server_port(s->server); }

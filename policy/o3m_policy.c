@@ -68,6 +68,7 @@
  * from the per-candidate mean and variance, which are invariant, so with the
  * same seed its decisions are equal draw by draw as well. */
 #include "o3m_policy.h"
+#include "o3m_alloc.h"
 
 #include <float.h>
 #include <math.h>
@@ -85,12 +86,12 @@ void o3m_policy_config_default(o3m_policy_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->algo = O3M_ALGO_LINUCB;
   cfg->model = O3M_MODEL_SHARED;
-  cfg->max_candidates = 1000;
-  cfg->lambda = 1.0;
-  cfg->alpha = 0.5;
-  cfg->v = 0.01;
-  cfg->seed = 1;
-  cfg->refactor_every = 1000;
+  cfg->max_candidates = O3M_DEFAULT_MAX_CANDIDATES;
+  cfg->lambda = O3M_DEFAULT_LAMBDA;
+  cfg->alpha = O3M_DEFAULT_ALPHA;
+  cfg->v = O3M_DEFAULT_V;
+  cfg->seed = O3M_DEFAULT_SEED;
+  cfg->refactor_every = O3M_DEFAULT_REFACTOR_EVERY;
 }
 
 int o3m_algo_parse(const char *s, o3m_algo *out) {
@@ -206,7 +207,7 @@ int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e
   *out = NULL;
   int rc = validate(cfg, e);
   if (rc) return rc;
-  o3m_policy *p = calloc(1, sizeof *p);
+  o3m_policy *p = o3m_calloc(1, sizeof *p);
   if (!p) return o3m_err_set(e, O3M_ENOMEM, "policy: out of memory");
   p->cfg = *cfg;
   p->d = cfg->d;
@@ -218,23 +219,23 @@ int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e
   p->batch_rows = (int)(O3M_POLICY_BATCH_BYTES / (sizeof(double) * d));
   if (p->batch_rows < 1) p->batch_rows = 1;
   size_t rows = kmax > (size_t)p->batch_rows ? kmax : (size_t)p->batch_rows;
-  p->lambda_m = calloc(n * d * d, sizeof(double));
-  p->held = calloc(n * LAMBDA_BLOCK * d, sizeof(double));
-  p->n_held = calloc(n, sizeof(int));
-  p->fac = calloc(n * d * d, sizeof(double));
-  if (cfg->model == O3M_MODEL_DISJOINT) p->scratch = malloc(d * d * sizeof(double));
-  p->u = calloc(n * d, sizeof(double));
-  p->theta = calloc(n * d, sizeof(double));
-  p->since_refactor = calloc(n, sizeof(int));
-  p->W = malloc(rows * d * sizeof(double));
-  p->mean = malloc(rows * sizeof(double));
-  p->var = malloc(rows * sizeof(double));
-  p->score = malloc(rows * sizeof(double));
-  if (p->use_chol) p->Z = malloc((size_t)O3M_POLICY_BATCH_ROUNDS * d * sizeof(double));
-  p->z = malloc(zlen * sizeof(double));
-  p->work = malloc(d * sizeof(double));
-  p->kept_x = malloc(d * sizeof(double));
-  p->kept_w = malloc(d * sizeof(double));
+  p->lambda_m = o3m_calloc(n * d * d, sizeof(double));
+  p->held = o3m_calloc(n * LAMBDA_BLOCK * d, sizeof(double));
+  p->n_held = o3m_calloc(n, sizeof(int));
+  p->fac = o3m_calloc(n * d * d, sizeof(double));
+  if (cfg->model == O3M_MODEL_DISJOINT) p->scratch = o3m_malloc(d * d * sizeof(double));
+  p->u = o3m_calloc(n * d, sizeof(double));
+  p->theta = o3m_calloc(n * d, sizeof(double));
+  p->since_refactor = o3m_calloc(n, sizeof(int));
+  p->W = o3m_malloc(rows * d * sizeof(double));
+  p->mean = o3m_malloc(rows * sizeof(double));
+  p->var = o3m_malloc(rows * sizeof(double));
+  p->score = o3m_malloc(rows * sizeof(double));
+  if (p->use_chol) p->Z = o3m_malloc((size_t)O3M_POLICY_BATCH_ROUNDS * d * sizeof(double));
+  p->z = o3m_malloc(zlen * sizeof(double));
+  p->work = o3m_malloc(d * sizeof(double));
+  p->kept_x = o3m_malloc(d * sizeof(double));
+  p->kept_w = o3m_malloc(d * sizeof(double));
   p->kept_arm = -1;
   if (!p->lambda_m || !p->held || !p->n_held || !p->fac ||
       (cfg->model == O3M_MODEL_DISJOINT && !p->scratch) || !p->u || !p->theta ||
@@ -256,24 +257,24 @@ int o3m_policy_create(o3m_policy **out, const o3m_policy_config *cfg, o3m_err *e
 void o3m_policy_destroy(o3m_policy *p) {
   if (!p) return;
   o3m_rng_destroy(p->rng);
-  free(p->lambda_m);
-  free(p->held);
-  free(p->n_held);
-  free(p->fac);
-  free(p->scratch);
-  free(p->u);
-  free(p->theta);
-  free(p->since_refactor);
-  free(p->W);
-  free(p->mean);
-  free(p->var);
-  free(p->score);
-  free(p->z);
-  free(p->work);
-  free(p->kept_x);
-  free(p->kept_w);
-  free(p->Z);
-  free(p);
+  o3m_free(p->lambda_m);
+  o3m_free(p->held);
+  o3m_free(p->n_held);
+  o3m_free(p->fac);
+  o3m_free(p->scratch);
+  o3m_free(p->u);
+  o3m_free(p->theta);
+  o3m_free(p->since_refactor);
+  o3m_free(p->W);
+  o3m_free(p->mean);
+  o3m_free(p->var);
+  o3m_free(p->score);
+  o3m_free(p->z);
+  o3m_free(p->work);
+  o3m_free(p->kept_x);
+  o3m_free(p->kept_w);
+  o3m_free(p->Z);
+  o3m_free(p);
 }
 
 const o3m_policy_config *o3m_policy_config_of(const o3m_policy *p) { return &p->cfg; }

@@ -44,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "o3m_defaults.h"
 #include "o3m_error.h"
 
 #define O3M_POLICY_TIE_RTOL 1e-10
@@ -66,9 +67,9 @@ typedef struct o3m_policy_config {
 
 typedef struct o3m_policy o3m_policy;
 
-/* Fills cfg with the defaults: linucb, shared, lambda 1, alpha 0.5, v 0.01,
- * seed 1, refactor_every 1000, max_candidates 1000. d and n_arms are 0 and
- * must be set. */
+/* Fills cfg with the defaults: linucb, shared, and o3m_defaults.h's lambda
+ * 1, alpha 0.5, v 0.01, seed 1, refactor_every 1000, max_candidates 1000.
+ * d and n_arms are 0 and must be set. */
 void o3m_policy_config_default(o3m_policy_config *cfg);
 
 /* Parses "linucb"/"lints" and "shared"/"disjoint". O3M_EINVAL otherwise. */

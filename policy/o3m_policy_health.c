@@ -7,6 +7,7 @@
  * from Lambda and u after the same soundness test of the statistics, so
  * damaged statistics are never made to look healthy. */
 #include "o3m_policy.h"
+#include "o3m_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -165,7 +166,7 @@ int o3m_policy_health_check(o3m_policy *p, int flags, o3m_policy_health *h) {
   h->max_residual = 0;
   double *scratch = NULL;
   if (flags & O3M_POLICY_HEALTH_DEEP) {
-    scratch = malloc(sizeof(double) * (size_t)p->d * p->d);
+    scratch = o3m_malloc(sizeof(double) * (size_t)p->d * p->d);
     if (!scratch) return O3M_ENOMEM;
   }
   for (int m = 0; m < p->n_models; m++) {
@@ -182,7 +183,7 @@ int o3m_policy_health_check(o3m_policy *p, int flags, o3m_policy_health *h) {
       h->code = worse(h->code, rc);
     }
   }
-  free(scratch);
+  o3m_free(scratch);
   return h->code;
 }
 

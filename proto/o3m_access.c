@@ -6,6 +6,7 @@
  * and of the identity among the names (linear: a federation has a handful
  * of each, and the lookup allocates nothing). */
 #include "o3m_access.h"
+#include "o3m_alloc.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -74,9 +75,9 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
     if (!found)
       return o3m_err_set(e, O3M_EINVAL, "method %s has no access rule", methods[m].path);
   }
-  o3m_access *a = calloc(1, sizeof *a);
+  o3m_access *a = o3m_calloc(1, sizeof *a);
   int n_parties = o3m_config_n_parties(cfg), n_clients = o3m_config_n_clients(cfg);
-  if (a) a->names = calloc((size_t)(n_parties + n_clients), sizeof *a->names);
+  if (a) a->names = o3m_calloc((size_t)(n_parties + n_clients), sizeof *a->names);
   if (!a || !a->names) {
     o3m_access_destroy(a);
     return o3m_err_set(e, O3M_ENOMEM, "access policy: out of memory");
@@ -105,8 +106,8 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
 
 void o3m_access_destroy(o3m_access *a) {
   if (!a) return;
-  free(a->names);
-  free(a);
+  o3m_free(a->names);
+  o3m_free(a);
 }
 
 void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc) {
@@ -189,17 +190,6 @@ int o3m_access_authorize(void *ctx, o3m_rpc_call *call, const char *path, const 
 uint64_t o3m_access_refused(const o3m_access *a) {
   return atomic_load_explicit(&((o3m_access *)a)->refused, memory_order_relaxed);
 }
-
-/* The config's ranges of the limits are the RPC layer's (common/ cannot
- * include proto/). */
-_Static_assert(O3M_CONFIG_MAX_STREAMS == O3M_RPC_MAX_STREAMS, "rpc_streams_per_connection range");
-_Static_assert(O3M_CONFIG_MAX_RECEIVING == O3M_RPC_MAX_SLOTS - 2, "rpc_receiving_per_identity range");
-_Static_assert(O3M_CONFIG_MAX_CONNECTIONS == O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY,
-               "rpc_connections_per_identity range");
-_Static_assert(O3M_CONFIG_DEFAULT_STREAMS == O3M_RPC_DEFAULT_STREAMS &&
-                   O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS == O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS &&
-                   O3M_CONFIG_DEFAULT_CONNECTIONS == O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY,
-               "the config's defaults are the RPC layer's");
 
 int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_config *sc,
                      const o3m_config *cfg, const o3m_party *me, const o3m_access_rule *rules,

@@ -30,6 +30,8 @@
  * the idle hook sees everything that was ready as one batch (or, under a
  * flood, what came in IDLE_EVERY completions). */
 #include "o3m_rpc.h"
+#include "o3m_alloc.h"
+#include "o3m_assert.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -62,11 +64,11 @@
 #include "o3m_log.h"
 
 /* Longest accepted method path. */
-#define PATH_MAX_LEN 255
+#define PATH_MAX_LEN O3M_MAX_METHOD_PATH
 /* Upper bounds on configuration values. */
-#define MAX_MESSAGE_LIMIT (1 << 30)
-#define MAX_METHODS 64
-#define MAX_DEADLINE_MS 86400000
+#define MAX_MESSAGE_LIMIT O3M_MAX_MESSAGE
+#define MAX_METHODS O3M_MAX_METHODS
+#define MAX_DEADLINE_MS O3M_MAX_DEADLINE_MS
 /* Poll period of the server loop, which bounds how late a shutdown request
  * is noticed. */
 #define POLL_MS 100
@@ -100,6 +102,7 @@
  * calls of one identity never hold all of a method's slots and the
  * others' calls (and the refusals) still find one. */
 #define SLOTS_BEYOND_CAP 2
+_Static_assert(O3M_MAX_RECEIVING == O3M_MAX_METHOD_SLOTS - SLOTS_BEYOND_CAP, "receive cap range");
 
 /* ================================================================ status */
 
@@ -188,7 +191,7 @@ typedef struct arena {
 #define CHUNK_HDR ((sizeof(arena_chunk) + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN)
 
 static arena_chunk *chunk_new(size_t cap) {
-  arena_chunk *ch = malloc(CHUNK_HDR + cap);
+  arena_chunk *ch = o3m_malloc(CHUNK_HDR + cap);
   if (!ch) return NULL;
   ch->next = NULL;
   ch->cap = cap;
@@ -210,7 +213,7 @@ static void arena_release(arena *a) {
   arena_chunk *ch = a->head;
   while (ch) {
     arena_chunk *next = ch->next;
-    free(ch);
+    o3m_free(ch);
     ch = next;
   }
   a->head = NULL;
@@ -998,6 +1001,7 @@ static void slot_clean(struct o3m_rpc_call *sl) {
   sl->cancelled = 0;
   sl->receiving = sl->expired = sl->live = 0;
   if (sl->deferred) {
+    O3M_ASSERT(sl->srv->n_deferred > 0 && sl->srv->arena_deferred[sl->arena_ix] > 0);
     sl->srv->n_deferred--;
     sl->srv->arena_deferred[sl->arena_ix]--;
   }
@@ -1007,6 +1011,8 @@ static void slot_clean(struct o3m_rpc_call *sl) {
 static void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   grpc_call_error ce;
   if (s->stopping) return;
+  /* A slot is requested only once it is clean: no batch of it is pending. */
+  O3M_ASSERT(!sl->requested && !sl->receiving && !sl->replying && !sl->deferred && !sl->call);
   if (sl->me)
     /* No payload: the call is matched on its headers, and its body is read
      * only after on_call let it in (slot_receive). */
@@ -1057,6 +1063,7 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
   ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
   ops[n++].data.recv_close_on_server.cancelled = &sl->cancelled;
 
+  O3M_ASSERT(!sl->replying && !sl->receiving && !sl->deferred);
   grpc_call_error ce = grpc_call_start_batch(sl->call, ops, n, &sl->on_reply, NULL);
   if (ce != GRPC_CALL_OK) {
     count(&s->n_internal);
@@ -1165,6 +1172,7 @@ static void slot_receive(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   memset(&op, 0, sizeof op);
   op.op = GRPC_OP_RECV_MESSAGE;
   op.data.recv_message.recv_message = &sl->payload;
+  O3M_ASSERT(!sl->requested && !sl->receiving && !sl->live);
   sl->live = 1;
   sl->recv_by = after_ms(s->receive_timeout_ms);
   grpc_call_error ce = grpc_call_start_batch(sl->call, &op, 1, &sl->on_recv, NULL);
@@ -1201,6 +1209,7 @@ static void expire_receives(o3m_rpc_server *s) {
  * caller's limits before a byte of its body is read (see "Limits before
  * the request is read" in o3m_rpc.h); then start reading it. */
 static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  O3M_ASSERT(sl->requested);
   sl->requested = 0;
   if (s->metrics) sl->arrived = o3m_clock_s();
   if (!success) {
@@ -1255,6 +1264,7 @@ static void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 /* The request of sl was read (or its stream ended first): decode, run the
  * handler, reply. */
 static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+  O3M_ASSERT(sl->receiving);
   sl->receiving = 0;
   if (sl->expired || !success) {
     /* Cancelled by the receive deadline, by the caller or by shutdown:
@@ -1296,6 +1306,7 @@ static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
     rc = m->handler(s->ctx, sl, req, reply, &err);
     handler_arena = -1;
     if (rc == O3M_RPC_DEFERRED) {
+      O3M_ASSERT(!sl->deferred);
       sl->deferred = 1;
       s->n_deferred++;
       s->arena_deferred[sl->arena_ix]++;
@@ -1323,6 +1334,7 @@ static void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 
 /* Ends the deferred state of sl before its reply goes out. */
 static void undefer(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  O3M_ASSERT(sl->deferred && s->n_deferred > 0 && s->arena_deferred[sl->arena_ix] > 0);
   sl->deferred = 0;
   s->n_deferred--;
   s->arena_deferred[sl->arena_ix]--;
@@ -1379,6 +1391,7 @@ static void fail_deferred(o3m_rpc_server *s) {
 }
 
 static void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+  O3M_ASSERT(sl->replying);
   sl->replying = 0;
   slot_clean(sl);
   slot_request(s, sl);
@@ -1522,16 +1535,16 @@ static void server_free(o3m_rpc_server *s) {
       grpc_metadata_array_destroy(&s->slots[i].md);
       if (!s->slots[i].me) grpc_call_details_destroy(&s->slots[i].details);
     }
-    free(s->slots);
+    o3m_free(s->slots);
   }
   if (s->methods) {
-    for (int i = 0; i < s->n_methods; i++) free(s->methods[i].reply);
-    free(s->methods);
+    for (int i = 0; i < s->n_methods; i++) o3m_free(s->methods[i].reply);
+    o3m_free(s->methods);
   }
   for (int i = 0; i < SERVER_ARENAS; i++) arena_release(&s->arenas[i]);
   if (s->grpc_inited) grpc_shutdown();
   pthread_mutex_destroy(&s->mu);
-  free(s);
+  o3m_free(s);
 }
 
 int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg,
@@ -1542,12 +1555,12 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   int rc = server_check(cfg, methods, n_methods, e);
   if (rc < 0) return rc;
 
-  o3m_rpc_server *s = calloc(1, sizeof *s);
+  o3m_rpc_server *s = o3m_calloc(1, sizeof *s);
   if (!s) return o3m_err_set(e, O3M_ENOMEM, "server: out of memory");
   atomic_init(&s->stop, 0);
   atomic_init(&s->threads_running, 0);
   if (pthread_mutex_init(&s->mu, NULL) != 0) {
-    free(s);
+    o3m_free(s);
     return o3m_err_set(e, O3M_ENOMEM, "server: cannot create its lock");
   }
   s->threads = cfg->threads ? cfg->threads : 1;
@@ -1583,11 +1596,11 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   for (int i = 0; i < n_methods; i++)
     if (strcmp(methods[i].path, O3M_RPC_HEALTH_CHECK_PATH) == 0) with_health = 0;
   s->n_methods = n_methods + with_health;
-  s->methods = calloc((size_t)s->n_methods, sizeof *s->methods);
+  s->methods = o3m_calloc((size_t)s->n_methods, sizeof *s->methods);
   s->n_slots = 1;
   for (int i = 0; i < s->n_methods; i++)
     s->n_slots += slots_for(cfg, i < n_methods ? methods[i].path : health_method.path);
-  s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+  s->slots = o3m_calloc((size_t)s->n_slots, sizeof *s->slots);
   if (!s->methods || !s->slots) {
     rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
     goto fail;
@@ -1595,7 +1608,7 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   for (int i = 0; i < s->n_methods; i++) {
     const o3m_rpc_method *m = i < n_methods ? &methods[i] : &health_method;
     s->methods[i].m = m;
-    s->methods[i].reply = calloc(1, m->reply->sizeof_message);
+    s->methods[i].reply = o3m_calloc(1, m->reply->sizeof_message);
     if (!s->methods[i].reply) {
       rc = o3m_err_set(e, O3M_ENOMEM, "reply storage for %s: out of memory", m->path);
       goto fail;
@@ -1822,13 +1835,13 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   int rc = client_check(cfg, e);
   if (rc < 0) return rc;
 
-  o3m_rpc_client *c = calloc(1, sizeof *c);
+  o3m_rpc_client *c = o3m_calloc(1, sizeof *c);
   if (!c) return o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
   c->tag.kind = TAG_CLIENT;
   c->deadline_ms = cfg->deadline_ms;
   c->max_message = cfg->max_message_bytes;
   c->wait_for_ready = cfg->wait_for_ready != 0;
-  c->target = strdup(cfg->target);
+  c->target = o3m_strdup(cfg->target);
   if (!c->target) {
     rc = o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
     goto fail_client;
@@ -1866,9 +1879,9 @@ fail_grpc:
   grpc_shutdown();
   arena_release(&c->arena);
 fail_target:
-  free(c->target);
+  o3m_free(c->target);
 fail_client:
-  free(c);
+  o3m_free(c);
   return rc;
 }
 
@@ -1915,8 +1928,8 @@ void o3m_rpc_client_destroy(o3m_rpc_client *c) {
   grpc_completion_queue_destroy(c->cq);
   grpc_shutdown();
   arena_release(&c->arena);
-  free(c->target);
-  free(c);
+  o3m_free(c->target);
+  o3m_free(c);
 }
 
 int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,

@@ -173,10 +173,9 @@
 #include "o3m_error.h"
 #include "o3m_metrics.h"
 
-/* Largest message accepted or sent, unless configured otherwise: 64 MiB,
- * room for K = 2048 candidates of d = O3M_MAX_DIM = 4096 as float64. gRPC's
- * own default (4 MiB) would reject d = K = 1000, the paper's example. */
-#define O3M_RPC_DEFAULT_MAX_MESSAGE (64 << 20)
+/* Largest message accepted or sent, unless configured otherwise
+ * (o3m_defaults.h says why 64 MiB). */
+#define O3M_RPC_DEFAULT_MAX_MESSAGE O3M_DEFAULT_MAX_MESSAGE
 /* A daemon server's idle_close_ms (see o3m_rpc_server_config). */
 #define O3M_RPC_DAEMON_IDLE_CLOSE_MS 10000
 /* Initial arena size of a server or client. */
@@ -187,27 +186,24 @@
  * while a handler runs. */
 #define O3M_RPC_DEFAULT_SLOTS 4
 /* Most request slots one method may have. */
-#define O3M_RPC_MAX_SLOTS 256
+#define O3M_RPC_MAX_SLOTS O3M_MAX_METHOD_SLOTS
 /* Streams one connection may have open at once, unless configured
- * otherwise: an o3m_rpc_client has one call in flight, a daemon's own
- * channel to a peer a few; 64 leaves room for any gRPC client that
- * multiplexes its calls over one connection. */
-#define O3M_RPC_DEFAULT_STREAMS 64
-#define O3M_RPC_MAX_STREAMS 4096
+ * otherwise, and the most it may be configured to. */
+#define O3M_RPC_DEFAULT_STREAMS O3M_DEFAULT_STREAMS
+#define O3M_RPC_MAX_STREAMS O3M_MAX_STREAMS
 /* How long a call that was let in may take to deliver its whole request,
  * unless configured otherwise. */
-#define O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS 10000
+#define O3M_RPC_DEFAULT_RECEIVE_TIMEOUT_MS O3M_DEFAULT_RECEIVE_TIMEOUT_MS
 /* Connections per identity, unless configured otherwise. Every
  * o3m_rpc_client has a connection of its own (gRPC does not share them
  * between channels whose credentials differ, and each client makes its
- * own): o3m-bench-load at concurrency 32 opens 33 (one per thread and its
- * stats client), a front end as many as its pool of clients. */
-#define O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY 64
-#define O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY 1024
+ * own). */
+#define O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY O3M_DEFAULT_CONNECTIONS_PER_IDENTITY
+#define O3M_RPC_MAX_CONNECTIONS_PER_IDENTITY O3M_MAX_CONNECTIONS_PER_IDENTITY
 /* Largest header block (metadata) of one request. */
-#define O3M_RPC_MAX_METADATA_BYTES (16 << 10)
+#define O3M_RPC_MAX_METADATA_BYTES O3M_MAX_METADATA_BYTES
 /* Most serving threads of one server. */
-#define O3M_RPC_MAX_THREADS 16
+#define O3M_RPC_MAX_THREADS O3M_MAX_THREADS
 /* How long shutdown lets calls in flight finish before cancelling them. */
 #define O3M_RPC_SHUTDOWN_GRACE_MS 1000
 /* The built-in health method; request and reply are

@@ -61,10 +61,10 @@
 #define O3M_PROTOCOL_VERSION 6
 
 /* Most queries in one MaskBatch. */
-#define O3M_WIRE_MAX_BATCH 64
+#define O3M_WIRE_MAX_BATCH O3M_MAX_WIRE_BATCH
 /* Bytes of masked values a MaskBatch may aim for: the row budget of
  * o3m_wire_mask_batch_rows keeps a reply of d-vectors near this size. */
-#define O3M_WIRE_BATCH_BYTES (16 << 20)
+#define O3M_WIRE_BATCH_BYTES O3M_MAX_WIRE_BATCH_BYTES
 
 #define O3M_PATH_PMG_INFO "/o3m.v1.MaskGenerator/Info"
 #define O3M_PATH_PMG_GET_BLOCK "/o3m.v1.MaskGenerator/GetBlock"

@@ -11,6 +11,8 @@ PACKAGES=(
   libsodium-dev
   libcsv-dev
   libcriterion-dev
+  # libgmp-dev: only the Paillier peer (eval/peers/paillier); a build with
+  # -DO3M_BUILD_PEERS=OFF does without it.
   libssl-dev libgmp-dev
   # tests/h2flood: raw HTTP/2 streams for the memory-before-authorization test.
   libnghttp2-dev

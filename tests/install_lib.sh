@@ -27,7 +27,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 version=$(cat "$src/VERSION")
 major=${version%%.*}
 
-for p in o3m-pmg o3m-passive o3m-active o3m-cli o3m-eval; do
+for p in o3m-pmg o3m-passive o3m-active o3m-cli o3m-eval o3m-audit; do
   [ -x "$prefix/bin/$p" ] || fail "$p is not installed in bin/"
   out=$("$prefix/bin/$p" --version)
   case "$out" in "$p $version "*) ;; *) fail "$p --version printed '$out', not '$p $version ...'" ;; esac

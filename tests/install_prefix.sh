@@ -13,7 +13,10 @@
 #     ExecStart names the installed daemon, Documentation= an installed
 #     file (share/doc/o3m/deploy/README.md), no @PLACEHOLDER@ is left, and
 #     each passes `systemd-analyze verify` with no message at all (skipped,
-#     saying so, when systemd-analyze is missing).
+#     saying so, when systemd-analyze is missing);
+#  4. o3m.conf(5) is in share/man/man5 and renders without roff warnings,
+#     and the configuration reference, the Grafana dashboard and the
+#     Prometheus alert rules are in share/doc/o3m.
 # CFLAGS go to the program's compile (a sanitizer build's -fsanitize, which
 # a program linking the instrumented library needs).
 set -euo pipefail
@@ -92,4 +95,18 @@ for daemon in o3m-pmg o3m-passive o3m-active; do
   fi
 done
 echo "install_prefix: the 3 units name $prefix/bin and the installed guide${analyze:+; systemd-analyze verify clean}"
+
+# --- 4 -------------------------------------------------------------------------
+man5="$prefix/share/man/man5/o3m.conf.5"
+[ -s "$man5" ] || fail "share/man/man5/o3m.conf.5 is not installed"
+if command -v man >/dev/null; then
+  out=$(MANWIDTH=100 man --warnings -l "$man5" 2>"$tmp/man.err") || fail "man -l o3m.conf.5: $(cat "$tmp/man.err")"
+  [ ! -s "$tmp/man.err" ] || fail "o3m.conf(5) has roff warnings: $(cat "$tmp/man.err")"
+  echo "$out" | grep -q 'rpc_connections_per_identity' || fail "o3m.conf(5) does not render its keys"
+fi
+for f in share/doc/o3m/configuration.md share/doc/o3m/deploy/grafana/o3m-dashboard.json \
+  share/doc/o3m/deploy/prometheus/o3m-alerts.yml; do
+  [ -s "$prefix/$f" ] || fail "$f is not installed"
+done
+echo "install_prefix: o3m.conf(5), the configuration reference, the dashboard and the alert rules are installed"
 echo "install_prefix: ok"

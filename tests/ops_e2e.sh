@@ -10,7 +10,9 @@
 # Checks, in this order:
 #  1. a passive party started before the mask generator answers /healthz
 #     200 and /readyz 503 while it waits for its block, then 200;
-#  2. every daemon's /metrics passes `promtool check metrics`; /metrics
+#  2. every daemon's /metrics passes `promtool check metrics` and has
+#     o3m_build_info (release, commit, protocol, role, party) and the
+#     process_* series with plausible values (issue 26); /metrics
 #     is refused (403) without a client certificate, with one of another
 #     name than metrics_clients allows, and with a "monitor" certificate
 #     of another CA (audit finding 3);
@@ -27,6 +29,9 @@
 #     answering 127.0.0.1 within 2 s, and the port drops every one of them
 #     (12 at once, over the 4 allowed per address; 4 once their request has
 #     taken 10 s);
+#  9. with a passive party stopped, the AP counts degraded rounds for it,
+#     and every metric deploy/'s Grafana dashboard and Prometheus alert
+#     rules use is in the daemons' scrapes (monitoring_names.py);
 #  7. bad options are refused with a message naming them: a metrics port
 #     that is taken (exit 1), a malformed address, an unknown log level or
 #     format (exit 2).
@@ -192,6 +197,39 @@ for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
 done
 [ -n "${O3M_OPS_SAVE:-}" ] && cp "$WORK/scrape-$AP_PORT.txt" "$O3M_OPS_SAVE"
 echo "ops_e2e: promtool check metrics passes for the AP, a PP and the PMG"
+
+# --- 2b: build_info and process metrics -------------------------------------
+# Every daemon names its release, commit, protocol, role and party, and
+# shows its process under the names of Prometheus' process collector.
+read -r _ VERSION _ <<<"$("$BIN/o3m-pmg" --version)"
+PROTOCOL=$("$BIN/o3m-pmg" --version | sed -n 's/.*(protocol \([0-9]*\)).*/\1/p')
+# check_self PORT ROLE PARTY
+check_self() {
+  local f="$WORK/scrape-$1.txt"
+  grep -qE "^o3m_build_info\{version=\"$VERSION\",commit=\"([0-9a-f]+|unknown)\",protocol=\"$PROTOCOL\",role=\"$2\",party=\"$3\"\} 1\$" "$f" ||
+    fail "no o3m_build_info of $VERSION, protocol $PROTOCOL, role $2, party $3 on port $1: $(grep build_info "$f" || true)"
+  python3 - "$f" <<'PY' || fail "the process metrics of $3 (port $1)"
+import sys, time
+v = {}
+for line in open(sys.argv[1], encoding="utf-8"):
+    if line.startswith("process_"):
+        name, value = line.split()
+        v[name] = float(value)
+want = ["process_cpu_seconds_total", "process_resident_memory_bytes",
+        "process_virtual_memory_bytes", "process_open_fds", "process_max_fds",
+        "process_start_time_seconds"]
+missing = [n for n in want if n not in v]
+assert not missing, f"missing {missing}"
+assert 0 <= v["process_cpu_seconds_total"] < 3600, v
+assert 1 << 20 < v["process_resident_memory_bytes"] <= v["process_virtual_memory_bytes"], v
+assert 3 <= v["process_open_fds"] <= v["process_max_fds"], v
+assert time.time() - 600 < v["process_start_time_seconds"] <= time.time() + 1, v
+PY
+}
+check_self "$AP_PORT" active "$FED_ACTIVE"
+check_self "$PP_PORT" passive "$FIRST_PP"
+check_self "$PMG_PORT" pmg "$FED_PMG"
+echo "ops_e2e: o3m_build_info ($VERSION, protocol $PROTOCOL, role, party) and process_* on every daemon"
 for port in "$AP_PORT" "$PP_PORT" "$PMG_PORT"; do
   [ "$(status "$port" /metrics)" = 403 ] || fail "/metrics on port $port without a client certificate is $(status "$port" /metrics), not 403"
   [ "$(status "$port" /metrics --cert "$WORK/certs/client.pem" --key "$WORK/certs/client.key")" = 403 ] ||
@@ -281,6 +319,32 @@ read -r slow_at_once slow_dropped <"$WORK/slowloris.txt"
 echo "ops_e2e: slowloris: /healthz failed $slow_fail of $slow_n times; the port dropped $slow_at_once of 16 trickling connections at once, $slow_dropped within 14 s"
 [ "$slow_fail" = 0 ] || fail "/healthz did not answer $slow_fail of $slow_n times during the slowloris"
 [ "$slow_dropped" = 16 ] || fail "the port still held $((16 - slow_dropped)) trickling connections after 14 s"
+
+# --- 9: the dashboard and alerts of deploy/ use only exported metrics ---------------
+# A passive party stops, so that the AP's degraded rounds and failed calls
+# to it, which the alerts watch, exist too; then every metric name of
+# deploy/prometheus/o3m-alerts.yml and deploy/grafana/o3m-dashboard.json
+# must be in a scrape of the AP, a PP or the PMG (tests/monitoring_names.py).
+LAST_PP=
+for p in $FED_PASSIVE; do [ "$p" = "$FIRST_PP" ] || LAST_PP=$p; done
+for i in "${!FED_NAMES[@]}"; do
+  if [ "${FED_NAMES[$i]}" = "$LAST_PP" ]; then
+    kill "${FED_PIDS[$i]}"
+    wait "${FED_PIDS[$i]}" 2>/dev/null || true
+    FED_PIDS[i]=
+  fi
+done
+"${CLI[@]}" recommend --user "$USER_ID" --items "$ITEMS" >/dev/null || fail "a recommend without $LAST_PP failed"
+for i in $(seq 1 100); do
+  scrape "$AP_PORT" >"$WORK/scrape-degraded.txt" || fail "cannot scrape the AP"
+  grep -q "^o3m_ap_degraded_rounds_total{party=\"$LAST_PP\"" "$WORK/scrape-degraded.txt" && break
+  sleep 0.1
+done
+grep -q "^o3m_ap_degraded_rounds_total{party=\"$LAST_PP\"" "$WORK/scrape-degraded.txt" ||
+  fail "no degraded round counted for $LAST_PP after it stopped"
+python3 "$HERE/monitoring_names.py" "$HERE/.." "$WORK/scrape-degraded.txt" \
+  "$WORK/scrape-$AP_PORT.txt" "$WORK/scrape-$PP_PORT.txt" "$WORK/scrape-$PMG_PORT.txt" ||
+  fail "deploy/'s dashboard or alerts name a metric the daemons do not export"
 
 # --- 5: logs --------------------------------------------------------------------
 fed_down

@@ -1,4 +1,4 @@
-/* test_dp.c -- the DP baseline (eval/baselines/bl_dp.h) and its zCDP
+/* test_dp.c -- the DP baseline (eval/peers/dp/bl_dp.h) and its zCDP
  * accountant (bl_dp_accountant.h).
  *
  * Known values, worked out independently from the formulas of Bun and

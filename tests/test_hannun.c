@@ -1,5 +1,5 @@
 /*
- * test_hannun: Hannun et al.'s private learner (eval/baselines/bl_hannun.h)
+ * test_hannun: Hannun et al.'s private learner (eval/peers/hannun/bl_hannun.h)
  * against plaintext: the reciprocal over the paper's range, the argmax with
  * random tie-breaking, and whole runs that must choose the arms the
  * plaintext learner chooses given the same dealer samples.

@@ -1,4 +1,4 @@
-/* test_he.c -- the HE baseline (eval/baselines/bl_he.h): the statistic
+/* test_he.c -- the HE baseline (eval/peers/he/bl_he.h): the statistic
  * computed under Paillier with one masking round equals the plaintext one
  * up to the fixed point, bytes, rounds and operation counts are exactly
  * what the protocol sends and does, and the refusals (a non-positive-

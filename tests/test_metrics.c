@@ -17,9 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "o3m_config.h"
 #include "o3m_httpd.h"
 #include "o3m_metrics.h"
 #include "o3m_probesock.h"
+#include "o3m_version.h"
 
 static o3m_metrics *new_registry(void) {
   o3m_metrics *m;
@@ -140,6 +142,47 @@ Test(metrics, updates_accept_null) {
   o3m_metrics_mask_id(NULL, 1);
   o3m_metrics_rpc_observe(NULL, NULL, "/a/b", 0, 0.1);
   cr_assert_float_eq(o3m_metric_value(NULL), 0.0, 0);
+}
+
+/* The value of the sample line that starts with prefix, or -1. */
+static double sample(const char *text, const char *prefix) {
+  size_t n = strlen(prefix);
+  for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+    if (strncmp(l, prefix, n) == 0 && l[n] == ' ') return strtod(l + n + 1, NULL);
+  return -1;
+}
+
+Test(metrics, build_info_and_process_families_describe_the_daemon) {
+  o3m_metrics *m = new_registry();
+  char *text = render(m);
+  cr_assert_null(strstr(text, "process_"), "no process families before o3m_metrics_process");
+  free(text);
+  cr_assert_eq(o3m_metrics_process(m, "passive", "bank", NULL), O3M_OK);
+  text = render(m);
+  char want[256];
+  snprintf(want, sizeof want,
+           "o3m_build_info{version=\"%s\",commit=\"%s\",protocol=\"%d\",role=\"passive\","
+           "party=\"bank\"}", O3M_VERSION, O3M_GIT_COMMIT, O3M_VERSION_PROTOCOL);
+  cr_expect_eq(sample(text, want), 1.0, "%s", text);
+  cr_expect(strstr(text, "# TYPE process_cpu_seconds_total counter\n"), "%s", text);
+  cr_expect_geq(sample(text, "process_cpu_seconds_total"), 0.0);
+  double rss = sample(text, "process_resident_memory_bytes");
+  cr_expect(rss > 4096 && rss < 1e12, "resident memory %g", rss);
+  cr_expect_geq(sample(text, "process_virtual_memory_bytes"), rss);
+  /* This test has stdin, stdout and stderr open at least. */
+  cr_expect_geq(sample(text, "process_open_fds"), 3.0);
+  cr_expect_geq(sample(text, "process_max_fds"), sample(text, "process_open_fds"));
+  double start = sample(text, "process_start_time_seconds"), now = (double)time(NULL);
+  cr_expect(start > now - 3600 && start <= now + 1, "start %f, now %f", start, now);
+  free(text);
+  cr_expect_eq(o3m_metrics_process(m, "pass ive", "bank", NULL), O3M_EINVAL);
+  cr_expect_eq(o3m_metrics_process(m, "passive", "", NULL), O3M_EINVAL);
+  /* The longest party name the config allows still fits the labels. */
+  char longest[O3M_CONFIG_MAX_NAME + 1];
+  memset(longest, 'p', O3M_CONFIG_MAX_NAME);
+  longest[O3M_CONFIG_MAX_NAME] = '\0';
+  cr_expect_eq(o3m_metrics_process(m, "passive", longest, NULL), O3M_OK);
+  o3m_metrics_destroy(m);
 }
 
 Test(metrics, rpc_observer_counts_by_method_and_code) {

@@ -1,5 +1,5 @@
 /*
- * test_mpc: the MPC baseline's layer (eval/baselines/bl_mpc.h) against
+ * test_mpc: the MPC baseline's layer (eval/peers/mpc/bl_mpc.h) against
  * plaintext: sharing and opening, Beaver products, matrix products, the
  * truncation's error bound, comparisons, the dealer's samples, and one
  * LinUCB round's statistic, with the byte and round counts the header

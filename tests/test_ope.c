@@ -1,4 +1,4 @@
-/* test_ope.c -- the off-policy estimators (eval/eval_ope.c).
+/* test_ope.c -- the off-policy estimators (eval/paper/eval_ope.c).
  *
  * The estimators are checked on a four-row log whose every value is worked
  * out by hand in the comments, then a whole run (a frozen greedy learner on

@@ -1,4 +1,4 @@
-/* test_p2b.c -- P2B (eval/p2b): the privacy accounting against the paper's
+/* test_p2b.c -- P2B (eval/peers/p2b): the privacy accounting against the paper's
  * figures, the shuffler's threshold and shuffle, the k-means encoder, the
  * context normalization, and the experiment's cold / warm ordering on a
  * data set where the label is a function of the context and on P2B's

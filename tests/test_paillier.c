@@ -1,4 +1,4 @@
-/* test_paillier.c -- the Paillier module (eval/baselines/bl_paillier.h).
+/* test_paillier.c -- the Paillier module (eval/peers/paillier/bl_paillier.h).
  *
  * Known answers on a tiny key, p = 17, q = 19 (n = 323, n^2 = 104329,
  * g = n + 1), each ciphertext worked out by hand from c = (1 + m n) r^n mod

@@ -1,4 +1,4 @@
-/* test_samba.c -- Samba (eval/samba): AES-256-GCM against the published
+/* test_samba.c -- Samba (eval/peers/samba): AES-256-GCM against the published
  * known answers (McGrew and Viega's GCM test cases 13, 14 and 16, the
  * AES-256 ones), tamper detection, and the protocol: for every algorithm
  * the secure run returns exactly the plain cumulative reward and pull

@@ -1,5 +1,5 @@
 /* fuzz_stream.c -- libFuzzer target for the full-information stream reader
- * (eval/eval_stream.h).
+ * (eval/paper/eval_stream.h).
  *
  * The input is the file: it is put in a memfd and read round by round until
  * the end or the first error. Each round is checked against what the reader
