@@ -15,12 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "o3m_alloc.h"
 #include "o3m_bytes.h"
 
 void o3m_pem_free(char *pem, size_t len) {
   if (!pem) return;
   sodium_memzero(pem, len);
-  free(pem);
+  o3m_free(pem);
 }
 
 /* Reads fd into buf (cap bytes) until the end of the file or cap bytes;
@@ -51,12 +52,12 @@ int o3m_pem_read(const char *what, const char *path, int secret, char **out, siz
       return rc;
     }
   }
-  char *buf = malloc((size_t)O3M_PEM_MAX + 1);
+  char *buf = o3m_malloc((size_t)O3M_MAX_PEM_FILE + 1);
   if (!buf) {
     close(fd);
     return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
   }
-  ssize_t got = read_upto(fd, buf, (size_t)O3M_PEM_MAX + 1);
+  ssize_t got = read_upto(fd, buf, (size_t)O3M_MAX_PEM_FILE + 1);
   int err = errno;
   close(fd);
   int rc = O3M_OK;
@@ -64,11 +65,12 @@ int o3m_pem_read(const char *what, const char *path, int secret, char **out, siz
     rc = o3m_err_set(e, O3M_ETLS, "%s %s: read error: %s", what, path, strerror(err));
   else if (got == 0)
     rc = o3m_err_set(e, O3M_ETLS, "%s %s: empty file", what, path);
-  else if (got > O3M_PEM_MAX)
-    rc = o3m_err_set(e, O3M_ETLS, "%s %s: larger than %d bytes", what, path, O3M_PEM_MAX);
+  else if (got > O3M_MAX_PEM_FILE)
+    rc = o3m_err_set(e, O3M_ETLS, "%s %s: larger than %d bytes", what, path,
+                     O3M_MAX_PEM_FILE);
   char *text = NULL;
   if (rc == O3M_OK) {
-    text = malloc((size_t)got + 1);
+    text = o3m_malloc((size_t)got + 1);
     if (!text) rc = o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
   }
   if (rc == O3M_OK) {

@@ -13,20 +13,18 @@
 #include <stddef.h>
 
 #include "o3m_error.h"
-
-/* The largest PEM file read: 1 MiB holds a CA bundle of a few hundred
- * certificates, and a larger file is a mistake (a wrong path). */
-#define O3M_PEM_MAX (1 << 20)
+#include "o3m_limits.h"
 
 /* Reads the file path whole into a new NUL-terminated string *out of *len
  * bytes (len may be NULL); free it with o3m_pem_free. what names the file
  * in messages ("key", "tls.ca_file", "metrics listen: ca"). A secret file
  * (a private key) must first pass o3m_secret_file_check (common/o3m_bytes.h)
  * on the descriptor opened. Errors, each naming what and path: O3M_ETLS
- * "cannot read: REASON", "empty file", "larger than O3M_PEM_MAX bytes" or
- * "read error"; O3M_EPERM from the secret check; O3M_ENOMEM. On failure
- * *out is NULL and nothing read is left in memory. The contents are not
- * parsed: that is the caller's library's business (OpenSSL, gRPC, GnuTLS). */
+ * "cannot read: REASON", "empty file", "larger than O3M_MAX_PEM_FILE bytes"
+ * (o3m_limits.h) or "read error"; O3M_EPERM from the secret check;
+ * O3M_ENOMEM. On failure *out is NULL and nothing read is left in memory.
+ * The contents are not parsed: that is the caller's library's business
+ * (OpenSSL, gRPC, GnuTLS). */
 int o3m_pem_read(const char *what, const char *path, int secret, char **out, size_t *len,
                  o3m_err *e);
 

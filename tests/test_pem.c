@@ -1,7 +1,7 @@
 /* test_pem.c -- the one PEM file reader (crypto/o3m_pem.h): a file is read
  * whole and NUL-terminated; a missing, empty or too large file, and a key
  * that others may read, are refused with the file named; the cap is the
- * same O3M_PEM_MAX for every reader (the start-up check reads through it
+ * same O3M_MAX_PEM_FILE for every reader (the start-up check reads through it
  * too: a file one byte over the cap is refused there, naming it). */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -49,11 +49,11 @@ Test(pem, reads_a_file_whole_and_refuses_what_it_must) {
   o3m_pem_free(t, len);
 
   /* Exactly the cap is read; one byte more is refused, naming the file. */
-  p = put("max.pem", NULL, O3M_PEM_MAX, 'A', 0644);
+  p = put("max.pem", NULL, O3M_MAX_PEM_FILE, 'A', 0644);
   cr_assert_eq(o3m_pem_read("ca", p, 0, &t, &len, &e), O3M_OK, "%s", e.msg);
-  cr_assert_eq(len, (size_t)O3M_PEM_MAX);
+  cr_assert_eq(len, (size_t)O3M_MAX_PEM_FILE);
   o3m_pem_free(t, len);
-  p = put("big.pem", NULL, (size_t)O3M_PEM_MAX + 1, 'A', 0644);
+  p = put("big.pem", NULL, (size_t)O3M_MAX_PEM_FILE + 1, 'A', 0644);
   cr_assert_eq(o3m_pem_read("ca", p, 0, &t, &len, &e), O3M_ETLS);
   cr_assert_null(t);
   cr_assert_not_null(strstr(e.msg, "big.pem"), "%s", e.msg);
