@@ -242,7 +242,7 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
       return o3m_err_set(e, O3M_EDEADLINE, "replica '%s': caught up to stream seq %llu of "
                          "%llu only", s->replica, (unsigned long long)s->applied_seq,
                          (unsigned long long)last);
-    rc = replica_drain(s, 200, 0);
+    rc = ap_service__replica_drain(s, 200, 0);
     if (rc < 0) return o3m_err_set(e, rc, "replica '%s': the reward stream failed at seq %llu",
                                    s->replica, (unsigned long long)s->applied_seq);
   }
@@ -269,13 +269,13 @@ static int inflight_of(int threads) {
  * Replicas apply only rewards the stream already holds. */
 static int before_decide(void *ctx, o3m_err *e) {
   ap_service *s = ctx;
-  if (!s->rep && s->ckpt) reward_commit(s);
+  if (!s->rep && s->ckpt) ap_service__reward_commit(s);
   /* A failed commit (or an earlier failure) stopped the service: the model
    * then holds rewards that are not durable (or is damaged), and a batch
    * that comes back from its fan-out meanwhile is not decided on it. */
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; no "
-                       "decision is made", stop_cause_text(s->stopped));
+                       "decision is made", ap_service__stop_cause_text(s->stopped));
   return 0;
 }
 
@@ -409,7 +409,8 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   }
   rc = ap_pending_create_shared(&s->pending, pp->pending_capacity, s->d,
                                 (int64_t)pp->pending_expiry_s * 1000, n_owners,
-                                pp->pending_client_share, s->ids ? tagged_id : NULL, s);
+                                pp->pending_client_share, s->ids ? ap_service__tagged_id : NULL,
+                                s);
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "pending table of %d entries: %s", pp->pending_capacity,
                      o3m_strerror(rc));
@@ -459,7 +460,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .metrics = opt->metrics,
   };
   if (replicated) {
-    rcfg.record = replica_record;
+    rcfg.record = ap_service__replica_record;
     rcfg.record_ctx = s;
     size_t cap = 1024;
     while (cap < 2 * (size_t)pp->pending_capacity && cap < ((size_t)1 << 22)) cap *= 2;
@@ -503,7 +504,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     }
   }
   if (opt->metrics) {
-    rc = metrics_register(s, opt->metrics, e);
+    rc = ap_service__metrics_register(s, opt->metrics, e);
     if (rc < 0) goto fail;
   }
 
@@ -526,7 +527,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       {O3M_PATH_ACTIVE_RECOMMEND, AP_ROUND_SLOTS}, {O3M_PATH_ACTIVE_REWARD, REWARD_SLOTS}};
   sc.method_slots = deferred_slots;
   sc.n_method_slots = 2;
-  sc.idle = service_idle;
+  sc.idle = ap_service__service_idle;
   sc.metrics = opt->metrics;
   /* Replicas apply the stream, and SIGHUP's reload is taken, also when no
    * call arrives. */
@@ -562,8 +563,8 @@ int ap_service_run(ap_service *s) {
   s->ran = 1;
   int rc = o3m_rpc_server_run(s->server);
   /* A periodic checkpoint still being written is finished first. */
-  if (s->ckpt) checkpoint_collect(s, 1);
-  if (s->ckpt && !s->stopped) checkpoint_now(s, "final");
+  if (s->ckpt) ap_service__checkpoint_collect(s, 1);
+  if (s->ckpt && !s->stopped) ap_service__checkpoint_now(s, "final");
   if (s->ckpt)
     o3m_log_info("state: %llu rewards acknowledged in %llu commits (%s), %llu checkpoints "
                  "written, %llu failed, journal at seq %llu%s%s",
@@ -574,7 +575,7 @@ int ap_service_run(ap_service *s) {
                  (unsigned long long)(s->rep ? s->applied_seq
                                              : ap_journal_synced_seq(ap_checkpoint_journal(s->ckpt))),
                  s->stopped ? ", STOPPED AFTER " : "",
-                 s->stopped ? stop_cause_text(s->stopped) : "");
+                 s->stopped ? ap_service__stop_cause_text(s->stopped) : "");
   if (rc == 0 && s->stopped)
     rc = s->stopped == STOP_DISK ? O3M_EIO : s->stopped == STOP_STREAM ? O3M_ENOTFOUND
                                                                        : O3M_ECORRUPT;

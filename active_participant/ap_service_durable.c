@@ -4,7 +4,7 @@
  * a damaged model (see "States" in ap_service.h and ap_service_impl.h). */
 #include "ap_service_impl.h"
 
-const char *stop_cause_text(stop_cause c) {
+const char *ap_service__stop_cause_text(stop_cause c) {
   switch (c) {
   case STOP_DISK: return "a disk error (the reward journal failed)";
   case STOP_DAMAGED: return "damage to the model in memory (its checkpoint was refused)";
@@ -31,7 +31,7 @@ static void service_stop(ap_service *s, stop_cause cause) {
  * restart recovers from disk) and answers this reward with UNAVAILABLE: it
  * was not acknowledged, and it may or may not be found in the model after
  * the restart. */
-int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e) {
+int ap_service__durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e) {
   if (!s->stopped)
     o3m_log_error("the reward journal failed: %s; no more rewards are accepted and the active "
                   "party is stopping (restart it to recover from %s)", o3m_err_message(why),
@@ -46,7 +46,7 @@ int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_er
  * refused it): nothing was changed or journaled, and the decision stays
  * open (a retry meets the same refusal until the decision expires; another
  * reward value may pass). */
-int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e) {
+int ap_service__reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e) {
   return o3m_err_set(e, rc, "decision %llu: refused, the model would become non-finite or "
                      "singular (%s); nothing changed, the decision stays open",
                      (unsigned long long)decision, what);
@@ -63,25 +63,25 @@ static int journal_append_result(ap_service *s, uint64_t decision, int rc, o3m_e
   if (rc == O3M_EIO) {
     o3m_err why;
     o3m_err_set(&why, O3M_EIO, "a journal write failed");
-    return durability_fail(s, decision, &why, e);
+    return ap_service__durability_fail(s, decision, &why, e);
   }
   return rc;
 }
 
 /* Appends a reward and applies it to the model: with a state_dir through
  * the journal's append buffer (ap_checkpoint_apply_reward), which is not
- * durable until reward_commit() or ap_checkpoint_sync(); without one in
+ * durable until ap_service__reward_commit() or ap_checkpoint_sync(); without one in
  * memory only. Either way o3m_policy_update_check runs first, so a reward
  * that would poison the model is refused with nothing changed. x0 (may be
  * NULL) is the decision's own part, which the local model learns too.
  * Returns 0 when the reward is in the model (and, with a state_dir, in the
  * journal's buffer). */
-int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
-                         const double *x0, double reward, o3m_err *e) {
+int ap_service__reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                              const double *x0, double reward, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   const char *what;
   int rc = o3m_policy_update_check(s->policy, arm, x, reward, &what);
-  if (rc < 0) return reward_refused(decision, rc, what, e);
+  if (rc < 0) return ap_service__reward_refused(decision, rc, what, e);
   if (!s->ckpt) {
     rc = o3m_policy_update(s->policy, arm, x, reward);
     if (rc == 0 && x0) ap_fallback_update(s->fallback, arm, x0, reward);
@@ -101,8 +101,8 @@ int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
 /* A degraded decision's reward: the local model alone learns it, through
  * the journal like any reward when there is a state_dir
  * (ap_checkpoint_apply_local), so that it survives a crash. */
-int local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
-                        double reward, o3m_err *e) {
+int ap_service__local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
+                             double reward, o3m_err *e) {
   if (!s->ckpt) {
     ap_fallback_update(s->fallback, arm, x0, reward);
     return 0;
@@ -113,7 +113,7 @@ int local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
 
 /* One fdatasync of the journal (ap_checkpoint_sync), timed into the
  * journal fdatasync latency histogram. */
-int journal_sync(ap_service *s, o3m_err *e) {
+int ap_service__journal_sync(ap_service *s, o3m_err *e) {
   double t0 = o3m_clock_s();
   int rc = ap_checkpoint_sync(s->ckpt, e);
   o3m_metric_observe(s->m_fsync, o3m_clock_s() - t0);
@@ -126,21 +126,21 @@ int journal_sync(ap_service *s, o3m_err *e) {
  * s->group, that is every Reward that arrived since the previous commit,
  * while it ran included; then each is answered with its RewardReply.updates,
  * in arrival order. If the sync fails, none is acknowledged: each gets
- * UNAVAILABLE and the service stops (durability_fail), so a group is
+ * UNAVAILABLE and the service stops (ap_service__durability_fail), so a group is
  * durable whole or, after the restart, as the prefix the disk kept. Runs
  * on the serving thread: from the idle hook before any queued Recommend is
  * decided, and from h_reward when the group is full. */
-void reward_commit(ap_service *s) {
+void ap_service__reward_commit(ap_service *s) {
   if (s->n_group == 0) return;
   o3m_err se;
   o3m_err_clear(&se);
-  int rc = journal_sync(s, &se);
+  int rc = ap_service__journal_sync(s, &se);
   for (int i = 0; i < s->n_group; i++) {
     struct reward_wait *w = &s->group[i];
     if (rc < 0) {
       o3m_err e;
       o3m_err_clear(&e);
-      int code = durability_fail(s, w->decision, &se, &e);
+      int code = ap_service__durability_fail(s, w->decision, &se, &e);
       o3m_rpc_call_fail(w->call, code, &e);
       continue;
     }
@@ -159,18 +159,18 @@ void reward_commit(ap_service *s) {
  * and acknowledged before anything else happens, so a decision never sees
  * a reward that is not durable), then a due checkpoint, then the queued
  * Recommends in batches (ap_round.h). */
-void service_idle(void *ctx) {
+void ap_service__service_idle(void *ctx) {
   ap_service *s = ctx;
   if (s->rep) {
     /* Replicas: the stream instead of the journal; bounded per hook so
      * that Recommends are not starved while catching up. */
-    replica_drain(s, 0, 4096);
-    replica_answer(s);
-    if (!s->stopped) replica_check_if_due(s);
-    if (s->ckpt) checkpoint_if_due(s);
+    ap_service__replica_drain(s, 0, 4096);
+    ap_service__replica_answer(s);
+    if (!s->stopped) ap_service__replica_check_if_due(s);
+    if (s->ckpt) ap_service__checkpoint_if_due(s);
   } else if (s->ckpt) {
-    reward_commit(s);
-    checkpoint_if_due(s);
+    ap_service__reward_commit(s);
+    ap_service__checkpoint_if_due(s);
   }
   /* SIGHUP: the flag is cleared only when a reload starts, so that a
    * signal during one (the files may have changed again) gets its own. */
@@ -184,7 +184,7 @@ void service_idle(void *ctx) {
       o3m_log_warn("SIGHUP: %s", o3m_err_message(&re));
   }
   ap_round_flush(s->round);
-  metrics_publish(s);
+  ap_service__metrics_publish(s);
 }
 
 /* The outcome of a checkpoint (why: "periodic" or "final"). A file error
@@ -216,7 +216,7 @@ static void checkpoint_result(ap_service *s, const char *why, int rc, const o3m_
     o3m_err why_;
     o3m_err_set(&why_, O3M_EIO, "%s", o3m_err_message(ce));
     o3m_err ignored;
-    durability_fail(s, 0, &why_, &ignored);
+    ap_service__durability_fail(s, 0, &why_, &ignored);
     return;
   }
   o3m_log_warn("%s checkpoint failed (%s: %s); the journal still holds every reward, retrying "
@@ -224,7 +224,7 @@ static void checkpoint_result(ap_service *s, const char *why, int rc, const o3m_
 }
 
 /* Writes a checkpoint and waits for it (the final one). */
-void checkpoint_now(ap_service *s, const char *why) {
+void ap_service__checkpoint_now(ap_service *s, const char *why) {
   o3m_err ce;
   o3m_err_clear(&ce);
   int rc = ap_checkpoint_write(s->ckpt, &ce);
@@ -234,7 +234,7 @@ void checkpoint_now(ap_service *s, const char *why) {
 /* Collects a periodic checkpoint written off the serving thread, if one
  * finished (or, with wait, once it finishes), and reports its outcome;
  * does nothing when none was started. */
-void checkpoint_collect(ap_service *s, int wait) {
+void ap_service__checkpoint_collect(ap_service *s, int wait) {
   o3m_err ce;
   o3m_err_clear(&ce);
   int done, rc = ap_checkpoint_collect(s->ckpt, wait, &done, &ce);
@@ -246,8 +246,8 @@ void checkpoint_collect(ap_service *s, int wait) {
  * is started from a snapshot of the model as of the last journaled reward;
  * the serving threads only pay for the journal rotation and the copy of
  * the state. */
-void checkpoint_if_due(ap_service *s) {
-  checkpoint_collect(s, 0);
+void ap_service__checkpoint_if_due(ap_service *s) {
+  ap_service__checkpoint_collect(s, 0);
   if (s->stopped || !ap_checkpoint_due(s->ckpt) || o3m_clock_ms() < s->ckpt_retry_ms) return;
   o3m_err ce;
   o3m_err_clear(&ce);

@@ -33,7 +33,7 @@ static int owner_of(const ap_service *s, const char *identity) {
 
 /* The name decisions of owner number o are recorded under in a decision
  * record (ap_replica.h): its client's name ("" in a config without clients). */
-const char *owner_name(const ap_service *s, int o) {
+const char *ap_service__owner_name(const ap_service *s, int o) {
   return s->n_clients > 0 ? s->clients[o] : "";
 }
 
@@ -70,9 +70,9 @@ static int owner_refused(uint64_t decision, const char *caller, o3m_err *e) {
  * made it; a restart loses a replica's open decisions); otherwise it is
  * unknown. Every refusal sets e
  * with the decision's id; an expired decision is dropped from the table. */
-int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
-                         int *arm, uint64_t *mask_id, const double **x, const double **x0,
-                         int *degraded, o3m_err *e) {
+int ap_service__reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
+                              int *arm, uint64_t *mask_id, const double **x, const double **x0,
+                              int *degraded, o3m_err *e) {
   unsigned long long id = (unsigned long long)decision;
   /* The owner first: another client learns nothing else about the
    * decision, and an expired one is not dropped on its word. */
@@ -105,7 +105,7 @@ int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t 
     if (rc < 0) return rc;
     /* A record written before owners were recorded (has_owner 0) has
      * none to check; such records are gone after one pending lifetime. */
-    if (has_owner && strcmp(rec_owner, owner_name(s, me)) != 0)
+    if (has_owner && strcmp(rec_owner, ap_service__owner_name(s, me)) != 0)
       return owner_refused(decision, caller, e);
     *x = s->xbuf;
     if (has_local && s->fallback) *x0 = s->x0buf;
@@ -132,36 +132,36 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
 
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
-                       "are not accepted", stop_cause_text(s->stopped));
-  int rc = reward_check(s, req->reward, e);
+                       "are not accepted", ap_service__stop_cause_text(s->stopped));
+  int rc = ap_service__reward_check(s, req->reward, e);
   if (rc < 0) return rc;
-  if (s->rep) return replica_reward(s, call, req, e);
+  if (s->rep) return ap_service__replica_reward(s, call, req, e);
   int64_t t = o3m_clock_ms();
   int arm;
   uint64_t mask_id;
   const double *x, *x0;
   int degraded;
-  rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm, &mask_id, &x, &x0,
-                     &degraded, e);
+  rc = ap_service__reward_lookup(s, o3m_rpc_call_identity(call), req->decision, t, &arm,
+                                 &mask_id, &x, &x0, &degraded, e);
   if (rc < 0) return rc;
   /* The local model learns every reward; a degraded decision's reaches it
    * alone (ap_fallback.h): the federated model never learns from a context
    * it did not see. Both kinds are journaled and acknowledged alike. */
   /* A full group is committed first; with REWARD_SLOTS request slots of
    * Reward that happens only when calls of another path filled slots. */
-  if (s->n_group == REWARD_SLOTS) reward_commit(s);
+  if (s->n_group == REWARD_SLOTS) ap_service__reward_commit(s);
   if (s->stopped)
     return o3m_err_set(e, O3M_EUNAVAILABLE, "the active party is stopping after %s; rewards "
-                       "are not accepted", stop_cause_text(s->stopped));
+                       "are not accepted", ap_service__stop_cause_text(s->stopped));
   if (x0 && degraded)
-    rc = local_append(s, req->decision, arm, x0, req->reward, e);
+    rc = ap_service__local_append(s, req->decision, arm, x0, req->reward, e);
   else
-    rc = reward_append(s, req->decision, arm, x, x0, req->reward, e);
+    rc = ap_service__reward_append(s, req->decision, arm, x, x0, req->reward, e);
   if (rc < 0) return rc;
   if (s->ckpt && !s->commit_each) {
     /* Group commit: the decision is closed now, so that a second reward
      * for it in the same group is ALREADY_EXISTS, and the call waits for
-     * reward_commit() (if that fails the service stops and accepts no
+     * ap_service__reward_commit() (if that fails the service stops and accepts no
      * reward again). */
     ap_pending_close(s->pending, req->decision);
     s->group[s->n_group++] = (struct reward_wait){call, req->decision,
@@ -173,14 +173,14 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
      * commit (kept for the side-by-side benchmark). */
     o3m_err se;
     o3m_err_clear(&se);
-    rc = journal_sync(s, &se);
-    if (rc < 0) return durability_fail(s, req->decision, &se, e);
+    rc = ap_service__journal_sync(s, &se);
+    if (rc < 0) return ap_service__durability_fail(s, req->decision, &se, e);
     s->commits++;
     s->committed++;
   }
   ap_pending_close(s->pending, req->decision);
   rep->updates = o3m_policy_updates(s->policy);
-  if (s->ckpt) checkpoint_if_due(s);
+  if (s->ckpt) ap_service__checkpoint_if_due(s);
   return 0;
 }
 

@@ -65,7 +65,7 @@
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
 /* How often a replica asks JetStream whether its stream lost records
- * (replica_check_if_due): one stream info request, well under a
+ * (ap_service__replica_check_if_due): one stream info request, well under a
  * millisecond on a healthy cluster. */
 #define REPLICA_CHECK_MS 5000
 
@@ -120,7 +120,7 @@ struct ap_service {
   int had_block; /* state_dir held the block before this start: it had a model */
   ap_checkpoint *ckpt;
   /* Why the service stopped itself (refusing rewards meanwhile), or
-   * STOP_NONE; see stop_cause_text and "States" in ap_service.h. */
+   * STOP_NONE; see ap_service__stop_cause_text and "States" in ap_service.h. */
   stop_cause stopped;
   int64_t ckpt_retry_ms;    /* no periodic checkpoint before this (after a failure) */
   uint64_t checkpoints;     /* written since start */
@@ -137,7 +137,7 @@ struct ap_service {
   o3m_metric *m_client_evicted[METRIC_CLIENTS];
   /* Group commit (with ckpt and commit_each 0): the Reward calls whose
    * rewards are appended and applied but not yet synced, in arrival order,
-   * each with its RewardReply.updates. reward_commit() syncs them with one
+   * each with its RewardReply.updates. ap_service__reward_commit() syncs them with one
    * fdatasync and answers them all. */
   int commit_each;
   struct reward_wait {
@@ -161,7 +161,7 @@ struct ap_service {
   o3m_rng *ids;    /* a replica's decision ids: random but for its tag */
   uint64_t id_tag; /* ap_replica_tag of its name */
   uint64_t applied_seq;
-  int64_t rep_checked_ms; /* the last replica_check_if_due, o3m_clock_ms */
+  int64_t rep_checked_ms; /* the last ap_service__replica_check_if_due, o3m_clock_ms */
   int rep_suspect;        /* the last check saw lost records: the next confirms */
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */
@@ -183,12 +183,12 @@ struct ap_service {
 
 /* A periodic checkpoint when one is due, after the rewards are durable (a
  * due checkpoint delays only the calls that wait behind it). */
-void checkpoint_if_due(ap_service *s);
+void ap_service__checkpoint_if_due(ap_service *s);
 /* AP replicas: apply what the stream brought, answer the Rewards it
  * settles (below, "AP replicas"). */
-int replica_drain(ap_service *s, int64_t wait_ms, int max);
-void replica_check_if_due(ap_service *s);
-void replica_answer(ap_service *s);
+int ap_service__replica_drain(ap_service *s, int64_t wait_ms, int max);
+void ap_service__replica_check_if_due(ap_service *s);
+void ap_service__replica_answer(ap_service *s);
 
 
 /* ap_service_handlers.c */
@@ -196,35 +196,35 @@ void replica_answer(ap_service *s);
  * definitions). */
 extern const o3m_rpc_method ap_methods[5];
 extern const o3m_access_rule ap_access[5];
-const char *owner_name(const ap_service *s, int o);
-int reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
-                         int *arm, uint64_t *mask_id, const double **x, const double **x0,
-                         int *degraded, o3m_err *e);
+const char *ap_service__owner_name(const ap_service *s, int o);
+int ap_service__reward_lookup(ap_service *s, const char *caller, uint64_t decision, int64_t now,
+                              int *arm, uint64_t *mask_id, const double **x, const double **x0,
+                              int *degraded, o3m_err *e);
 
 /* ap_service_durable.c */
-const char *stop_cause_text(stop_cause c);
-int durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e);
-int reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e);
-int reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
-                         const double *x0, double reward, o3m_err *e);
-int local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
-                        double reward, o3m_err *e);
-int journal_sync(ap_service *s, o3m_err *e);
-void reward_commit(ap_service *s);
-void service_idle(void *ctx);
-void checkpoint_now(ap_service *s, const char *why);
-void checkpoint_collect(ap_service *s, int wait);
+const char *ap_service__stop_cause_text(stop_cause c);
+int ap_service__durability_fail(ap_service *s, uint64_t decision, const o3m_err *why, o3m_err *e);
+int ap_service__reward_refused(uint64_t decision, int rc, const char *what, o3m_err *e);
+int ap_service__reward_append(ap_service *s, uint64_t decision, int arm, const double *x,
+                              const double *x0, double reward, o3m_err *e);
+int ap_service__local_append(ap_service *s, uint64_t decision, int arm, const double *x0,
+                             double reward, o3m_err *e);
+int ap_service__journal_sync(ap_service *s, o3m_err *e);
+void ap_service__reward_commit(ap_service *s);
+void ap_service__service_idle(void *ctx);
+void ap_service__checkpoint_now(ap_service *s, const char *why);
+void ap_service__checkpoint_collect(ap_service *s, int wait);
 
 /* ap_service_replica.c */
-int tagged_id(void *ctx, uint64_t *id);
-int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
-                          const double *x, const double *x0, int degraded, o3m_err *e);
-int reward_check(const ap_service *s, double reward, o3m_err *e);
-int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
-                          o3m_err *e);
+int ap_service__tagged_id(void *ctx, uint64_t *id);
+int ap_service__replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
+                               const double *x, const double *x0, int degraded, o3m_err *e);
+int ap_service__reward_check(const ap_service *s, double reward, o3m_err *e);
+int ap_service__replica_reward(ap_service *s, o3m_rpc_call *call,
+                               const O3m__V1__RewardRequest *req, o3m_err *e);
 
 /* ap_service_metrics.c */
-void metrics_publish(ap_service *s);
-int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e);
+void ap_service__metrics_publish(ap_service *s);
+int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e);
 
 #endif

@@ -5,7 +5,7 @@
 /* Copies the service's own running totals into the metrics: after every
  * drain of the serving thread (the idle hook) and every reward. Reading
  * them is a few loads; the totals stay where the service keeps them. */
-void metrics_publish(ap_service *s) {
+void ap_service__metrics_publish(ap_service *s) {
   if (!s->m_decisions) return;
   ap_pending_stats st;
   ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
@@ -31,7 +31,7 @@ void metrics_publish(ap_service *s) {
 }
 
 /* Registers the AP's series in m (see ap_service_options.metrics). */
-int metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
+int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
   static const o3m_metric_spec specs[] = {
       {"o3m_ap_decisions_total", "Decisions issued (answered Recommend calls)",
        O3M_METRIC_COUNTER, NULL, 0},

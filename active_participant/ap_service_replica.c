@@ -39,7 +39,7 @@ static void applied_add(ap_service *s, uint64_t id, int64_t t_ms) {
 
 /* A replica's decision id source (ap_pending_id_fn): 48 random bits and
  * the replica's tag. */
-int tagged_id(void *ctx, uint64_t *id) {
+int ap_service__tagged_id(void *ctx, uint64_t *id) {
   ap_service *s = ctx;
   uint64_t v;
   int rc = o3m_rng_u64(s->ids, &v);
@@ -52,17 +52,17 @@ int tagged_id(void *ctx, uint64_t *id) {
  * every other replica can ask for it (ap_replica.h, "Decision records")
  * before the Recommend is answered, so any live replica can take its
  * reward. */
-int replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
-                          const double *x, const double *x0, int degraded, o3m_err *e) {
+int ap_service__replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
+                               const double *x, const double *x0, int degraded, o3m_err *e) {
   ap_service *s = ctx;
-  return ap_replica_put_decision(s->rep, decision, owner_name(s, owner), arm, mask_id, x, x0,
-                                 degraded, e);
+  return ap_replica_put_decision(s->rep, decision, ap_service__owner_name(s, owner), arm, mask_id,
+                                 x, x0, degraded, e);
 }
 
 /* The one check of a reward's value, for a Reward call and for a record
  * of the stream: finite and within [reward_min, reward_max]. 0, or
  * O3M_EINVAL with a message that names the bounds, never the value. */
-int reward_check(const ap_service *s, double reward, o3m_err *e) {
+int ap_service__reward_check(const ap_service *s, double reward, o3m_err *e) {
   if (!isfinite(reward) || reward < s->reward_min || reward > s->reward_max)
     return o3m_err_set(e, O3M_EINVAL, "reward is not a finite value in [%g, %g]", s->reward_min,
                        s->reward_max);
@@ -81,7 +81,7 @@ int reward_check(const ap_service *s, double reward, o3m_err *e) {
 static int replica_bounds(ap_service *s, int arm, const double *x, double reward, o3m_err *e) {
   if (s->n_arms > 0 && (arm < 0 || arm >= s->n_arms))
     return o3m_err_set(e, O3M_EINVAL, "arm outside 0..%d", s->n_arms - 1);
-  int rc = reward_check(s, reward, e);
+  int rc = ap_service__reward_check(s, reward, e);
   if (rc < 0) return rc;
   return o3m_wire_check_row_norms("masked context", 1, s->d, x, s->sum_norm, 0, NULL, e);
 }
@@ -146,7 +146,7 @@ static void replica_damaged(ap_service *s, const o3m_err *why) {
  * or a deletion cannot be undone, so a real loss is still there at the
  * second, while a stream's state read once during a leader election in
  * the NATS cluster (a node killed under load) need not be the stream's. */
-void replica_check_if_due(ap_service *s) {
+void ap_service__replica_check_if_due(ap_service *s) {
   int64_t now = o3m_clock_ms();
   if (now - s->rep_checked_ms < REPLICA_CHECK_MS) return;
   s->rep_checked_ms = now;
@@ -168,7 +168,7 @@ void replica_check_if_due(ap_service *s) {
 /* Applies every record that has arrived (at most max, 0: no limit),
  * waiting up to wait_ms for the first. A record that does not parse stops
  * the service: skipping it would let the replicas differ. */
-int replica_drain(ap_service *s, int64_t wait_ms, int max) {
+int ap_service__replica_drain(ap_service *s, int64_t wait_ms, int max) {
   for (int n = 0; max == 0 || n < max; n++) {
     ap_replica_record r;
     o3m_err e;
@@ -189,7 +189,7 @@ int replica_drain(ap_service *s, int64_t wait_ms, int max) {
 }
 
 /* Answers the Rewards whose records are applied here, with the outcome. */
-void replica_answer(ap_service *s) {
+void ap_service__replica_answer(ap_service *s) {
   int k = 0;
   for (int i = 0; i < s->n_rwait; i++) {
     struct replica_wait *w = &s->rwait[i];
@@ -217,8 +217,8 @@ void replica_answer(ap_service *s) {
  * this replica's pending table or else by lookup, then appended to the
  * stream; the call waits until this replica has applied the record (so
  * its reply reports the model that includes it). See ap_replica.h. */
-int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardRequest *req,
-                          o3m_err *e) {
+int ap_service__replica_reward(ap_service *s, o3m_rpc_call *call,
+                               const O3m__V1__RewardRequest *req, o3m_err *e) {
   unsigned long long id = (unsigned long long)req->decision;
   int found;
   int64_t now = o3m_clock_ms();
@@ -229,8 +229,8 @@ int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardReque
   int arm, degraded;
   uint64_t mask_id;
   const double *x, *x0;
-  int rc = reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm, &mask_id, &x,
-                         &x0, &degraded, e);
+  int rc = ap_service__reward_lookup(s, o3m_rpc_call_identity(call), req->decision, now, &arm,
+                                     &mask_id, &x, &x0, &degraded, e);
   if (rc < 0) return rc;
   /* A degraded decision's record says so and carries x^0 (its x is zeros):
    * every replica's local model alone learns it (replica_apply). */
@@ -243,7 +243,7 @@ int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardReque
                        "bounds (%s); nothing changed", id, o3m_err_message(&be));
   const char *what;
   if (!degraded && (rc = o3m_policy_update_check(s->policy, arm, x, req->reward, &what)) < 0)
-    return reward_refused(req->decision, rc, what, e);
+    return ap_service__reward_refused(req->decision, rc, what, e);
   uint64_t seq;
   int dup;
   o3m_err pe;
@@ -264,7 +264,7 @@ int replica_reward(ap_service *s, o3m_rpc_call *call, const O3m__V1__RewardReque
   /* Usually the record is back within the publish's round trip: apply it
    * now; the idle hook that follows this handler answers the call (a
    * deferred call is never completed inside its own handler). */
-  replica_drain(s, 0, 0);
+  ap_service__replica_drain(s, 0, 0);
   return O3M_RPC_DEFERRED;
 }
 

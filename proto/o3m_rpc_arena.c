@@ -17,7 +17,7 @@ static arena_chunk *chunk_new(size_t cap) {
   return ch;
 }
 
-int arena_init(arena *a, size_t initial, size_t cap) {
+int o3m_rpc__arena_init(arena *a, size_t initial, size_t cap) {
   a->head = chunk_new(initial);
   if (!a->head) return O3M_ENOMEM;
   a->total = initial;
@@ -27,7 +27,7 @@ int arena_init(arena *a, size_t initial, size_t cap) {
   return 0;
 }
 
-void arena_release(arena *a) {
+void o3m_rpc__arena_release(arena *a) {
   arena_chunk *ch = a->head;
   while (ch) {
     arena_chunk *next = ch->next;
@@ -47,14 +47,14 @@ void arena_release(arena *a) {
  * second reset after it, not for good). If the new block cannot be
  * allocated the chunks are kept as they are (only the head is used until
  * the next reset), so a reset never fails. */
-void arena_reset(arena *a) {
+void o3m_rpc__arena_reset(arena *a) {
   size_t used = 0;
   for (arena_chunk *ch = a->head; ch; ch = ch->next) used += ch->used;
   size_t need = used > a->initial ? used : a->initial;
   if (a->head && (a->head->next || a->total / 2 > need)) {
     arena_chunk *one = chunk_new(need);
     if (one) {
-      arena_release(a);
+      o3m_rpc__arena_release(a);
       a->head = one;
       a->total = one->cap;
     }
@@ -63,7 +63,7 @@ void arena_reset(arena *a) {
   a->exhausted = 0;
 }
 
-void *arena_alloc(arena *a, size_t n) {
+void *o3m_rpc__arena_alloc(arena *a, size_t n) {
   if (n == 0) n = 1;
   if (n > SIZE_MAX / 2) {
     a->exhausted = 1;
@@ -96,7 +96,7 @@ void *arena_alloc(arena *a, size_t n) {
 
 /* protobuf-c's allocator interface over an arena; free is a no-op because
  * the arena is reset as a whole. */
-static void *pb_arena_alloc(void *data, size_t n) { return arena_alloc(data, n); }
+static void *pb_arena_alloc(void *data, size_t n) { return o3m_rpc__arena_alloc(data, n); }
 
 static void pb_arena_free(void *data, void *p) {
   (void)data;
@@ -109,8 +109,8 @@ static void pb_arena_free(void *data, void *p) {
  * grpc_byte_buffer_destroy). The packed bytes are written straight into the
  * slice that gRPC sends, so there is no extra copy. O3M_ERANGE if the packed
  * size exceeds max. */
-int pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
-                        o3m_err *e) {
+int o3m_rpc__pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
+                          o3m_err *e) {
   size_t n = protobuf_c_message_get_packed_size(m);
   if (n > max)
     return o3m_err_set(e, O3M_ERANGE, "%s of %zu bytes exceeds the message limit of %zu",
@@ -137,8 +137,8 @@ int pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
  * reader that holds the peeked slice (its own decompressed copy, if the
  * payload was compressed) is destroyed only after the unpack. O3M_EFULL
  * when the arena cap is reached, O3M_EPARSE when the bytes do not decode. */
-int unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
-                          ProtobufCMessage **out, o3m_err *e) {
+int o3m_rpc__unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                            ProtobufCMessage **out, o3m_err *e) {
   grpc_byte_buffer_reader r, r2;
   grpc_slice *s;
   size_t len = 0, pieces = 0;
@@ -157,8 +157,8 @@ int unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescrip
   }
   /* The copy's room is taken even when there is nothing to copy, so that
    * how gRPC happened to slice a payload does not change how much of the
-   * arena a message takes (arena_reset sizes the arena by that). */
-  uint8_t *copy = arena_alloc(a, len);
+   * arena a message takes (o3m_rpc__arena_reset sizes the arena by that). */
+  uint8_t *copy = o3m_rpc__arena_alloc(a, len);
   if (!copy) {
     rc = o3m_err_set(e, O3M_EFULL, "%s of %zu bytes does not fit the arena", desc->name, len);
     goto done;
@@ -199,7 +199,7 @@ done:
   return rc;
 }
 
-int descriptor_ok(const ProtobufCMessageDescriptor *d) {
+int o3m_rpc__descriptor_ok(const ProtobufCMessageDescriptor *d) {
   return d && d->magic == PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC;
 }
 

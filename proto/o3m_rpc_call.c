@@ -11,20 +11,20 @@
 static _Thread_local int handler_arena = -1;
 
 /* Publishes the arenas' capacity for o3m_rpc_server_stats (under s->mu). */
-void arena_publish(o3m_rpc_server *s) {
+void o3m_rpc__arena_publish(o3m_rpc_server *s) {
   size_t total = 0;
   for (int i = 0; i < s->n_arenas; i++) total += s->arenas[i].total;
   atomic_store_explicit(&s->arena_total, total, memory_order_relaxed);
 }
 
 
-gpr_timespec after_ms(int64_t ms) {
+gpr_timespec o3m_rpc__after_ms(int64_t ms) {
   return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(ms, GPR_TIMESPAN));
 }
 
 /* Drops everything a call left in a slot so the slot can be requested
  * again. */
-void slot_clean(struct o3m_rpc_call *sl) {
+void o3m_rpc__slot_clean(struct o3m_rpc_call *sl) {
   if (sl->payload) grpc_byte_buffer_destroy(sl->payload);
   if (sl->reply) grpc_byte_buffer_destroy(sl->reply);
   sl->payload = sl->reply = NULL;
@@ -50,7 +50,7 @@ void slot_clean(struct o3m_rpc_call *sl) {
   sl->deferred = 0;
 }
 
-void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+void o3m_rpc__slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   grpc_call_error ce;
   if (s->stopping) return;
   if (sl->me)
@@ -63,7 +63,7 @@ void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
     ce = grpc_server_request_call(s->server, &sl->call, &sl->details, &sl->md, s->cq, s->cq,
                                   &sl->on_call);
   if (ce != GRPC_CALL_OK) {
-    count(&s->n_internal);
+    o3m_rpc__count(&s->n_internal);
     return;
   }
   sl->requested = 1;
@@ -105,9 +105,9 @@ static void slot_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_c
 
   grpc_call_error ce = grpc_call_start_batch(sl->call, ops, n, &sl->on_reply, NULL);
   if (ce != GRPC_CALL_OK) {
-    count(&s->n_internal);
-    slot_clean(sl);
-    slot_request(s, sl);
+    o3m_rpc__count(&s->n_internal);
+    o3m_rpc__slot_clean(sl);
+    o3m_rpc__slot_request(s, sl);
     return;
   }
   sl->replying = 1;
@@ -128,15 +128,15 @@ static void slot_refuse(o3m_rpc_server *s, struct o3m_rpc_call *sl, grpc_status_
     o3m_metrics_rpc_observe(s->metrics, &sl->me->series, sl->me->m->path, code,
                             o3m_clock_s() - sl->arrived);
   grpc_call_cancel_with_status(sl->call, status, msg, NULL);
-  slot_clean(sl);
-  slot_request(s, sl);
+  o3m_rpc__slot_clean(sl);
+  o3m_rpc__slot_request(s, sl);
 }
 
 /* Refuses sl by a limit (RESOURCE_EXHAUSTED), counted in limited and
  * logged at WARN at most once a second, so that a flood cannot flood the
  * log. */
 static void refuse_limited(o3m_rpc_server *s, struct o3m_rpc_call *sl, const char *msg) {
-  count(&s->n_limited);
+  o3m_rpc__count(&s->n_limited);
   double now = o3m_clock_s();
   if (now - s->limit_logged >= 1.0) {
     if (s->limit_unlogged > 0)
@@ -212,10 +212,10 @@ static void slot_receive(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   op.op = GRPC_OP_RECV_MESSAGE;
   op.data.recv_message.recv_message = &sl->payload;
   sl->live = 1;
-  sl->recv_by = after_ms(s->receive_timeout_ms);
+  sl->recv_by = o3m_rpc__after_ms(s->receive_timeout_ms);
   grpc_call_error ce = grpc_call_start_batch(sl->call, &op, 1, &sl->on_recv, NULL);
   if (ce != GRPC_CALL_OK) {
-    count(&s->n_internal);
+    o3m_rpc__count(&s->n_internal);
     slot_refuse(s, sl, GRPC_STATUS_INTERNAL, O3M_ERPC, "cannot read the request");
     return;
   }
@@ -227,7 +227,7 @@ static void slot_receive(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
  * receive_timeout_ms of its acceptance (DEADLINE_EXCEEDED); its receive
  * batch then completes and on_recv frees the slot. Looks at most every
  * EXPIRY_EVERY_MS. */
-void expire_receives(o3m_rpc_server *s) {
+void o3m_rpc__expire_receives(o3m_rpc_server *s) {
   gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
   if (gpr_time_cmp(now, s->next_expiry) < 0) return;
   s->next_expiry = gpr_time_add(now, gpr_time_from_millis(EXPIRY_EVERY_MS, GPR_TIMESPAN));
@@ -238,7 +238,7 @@ void expire_receives(o3m_rpc_server *s) {
     snprintf(msg, sizeof msg, "the request was not received whole within %d ms",
              s->receive_timeout_ms);
     sl->expired = 1;
-    count(&s->n_expired);
+    o3m_rpc__count(&s->n_expired);
     grpc_call_cancel_with_status(sl->call, GRPC_STATUS_DEADLINE_EXCEEDED, msg, NULL);
   }
 }
@@ -246,12 +246,12 @@ void expire_receives(o3m_rpc_server *s) {
 /* A call arrived in sl, with its headers only: authorize it and check its
  * caller's limits before a byte of its body is read (see "Limits before
  * the request is read" in o3m_rpc.h); then start reading it. */
-void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+void o3m_rpc__on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   sl->requested = 0;
   if (s->metrics) sl->arrived = o3m_clock_s();
   if (!success) {
     /* The request was withdrawn because the server is shutting down. */
-    slot_clean(sl);
+    o3m_rpc__slot_clean(sl);
     return;
   }
   if (!sl->me) {
@@ -261,7 +261,7 @@ void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
                        ? PATH_MAX_LEN
                        : GRPC_SLICE_LENGTH(sl->details.method)),
              (const char *)GRPC_SLICE_START_PTR(sl->details.method));
-    count(&s->n_unknown);
+    o3m_rpc__count(&s->n_unknown);
     slot_refuse(s, sl, GRPC_STATUS_UNIMPLEMENTED, 0, msg);
     return;
   }
@@ -274,7 +274,7 @@ void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   /* Authorization comes first: a refused call is not even read. */
   const char *id = NULL;
   if (s->authorize || s->receiving_cap > 0) id = o3m_rpc_call_identity(sl);
-  if (s->authorize && m != &health_method) {
+  if (s->authorize && m != &o3m_rpc__health_method) {
     o3m_err err;
     o3m_err_clear(&err);
     if (s->authorize(s->authorize_ctx, sl, m->path, id, &err) != 0) {
@@ -282,7 +282,7 @@ void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
       snprintf(msg, sizeof msg, "%s%.64s%s may not call %s%s%s",
                id ? "certificate '" : "a caller without a verified certificate", id ? id : "",
                id ? "'" : "", m->path, err.msg[0] ? ": " : "", err.msg);
-      count(&s->n_denied);
+      o3m_rpc__count(&s->n_denied);
       slot_refuse(s, sl, GRPC_STATUS_PERMISSION_DENIED, O3M_EPERM, msg);
       return;
     }
@@ -300,13 +300,13 @@ void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
 
 /* The request of sl was read (or its stream ended first): decode, run the
  * handler, reply. */
-void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
+void o3m_rpc__on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
   sl->receiving = 0;
   if (sl->expired || !success) {
     /* Cancelled by the receive deadline, by the caller or by shutdown:
      * nobody is left to answer. */
-    slot_clean(sl);
-    slot_request(s, sl);
+    o3m_rpc__slot_clean(sl);
+    o3m_rpc__slot_request(s, sl);
     return;
   }
   const o3m_rpc_method *m = sl->me->m;
@@ -327,14 +327,14 @@ void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
         break;
       }
   arena *a = &s->arenas[s->cur_arena];
-  if (s->arena_deferred[s->cur_arena] == 0) arena_reset(a);
+  if (s->arena_deferred[s->cur_arena] == 0) o3m_rpc__arena_reset(a);
   sl->arena_ix = s->cur_arena;
   if (!sl->payload)
     rc = o3m_err_set(&err, O3M_EPARSE, "%s: the request carries no message", m->path);
   else
-    rc = unpack_message(a, sl->payload, m->request, &req, &err);
+    rc = o3m_rpc__unpack_message(a, sl->payload, m->request, &req, &err);
   if (rc < 0) {
-    count(&s->n_malformed);
+    o3m_rpc__count(&s->n_malformed);
   } else {
     ProtobufCMessage *reply = sl->me->reply;
     protobuf_c_message_init(m->reply, reply);
@@ -345,22 +345,22 @@ void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success) {
       sl->deferred = 1;
       s->n_deferred++;
       s->arena_deferred[sl->arena_ix]++;
-      count(&s->n_deferred_total);
-      arena_publish(s);
+      o3m_rpc__count(&s->n_deferred_total);
+      o3m_rpc__arena_publish(s);
       return;
     }
     if (rc > 0) rc = o3m_err_set(&err, O3M_ESTATE, "%s: handler returned %d", m->path, rc);
     if (rc == 0 && !protobuf_c_message_check(reply)) {
-      count(&s->n_internal);
+      o3m_rpc__count(&s->n_internal);
       rc = o3m_err_set(&err, O3M_ECORRUPT, "%s: the handler built an incomplete reply", m->path);
     }
-    if (rc == 0) rc = pack_message(reply, (size_t)s->max_message, &sl->reply, &err);
-    if (rc < 0) count(&s->n_failed);
+    if (rc == 0) rc = o3m_rpc__pack_message(reply, (size_t)s->max_message, &sl->reply, &err);
+    if (rc < 0) o3m_rpc__count(&s->n_failed);
   }
-  arena_publish(s);
+  o3m_rpc__arena_publish(s);
 
   if (rc == 0) {
-    count(&s->n_ok);
+    o3m_rpc__count(&s->n_ok);
     slot_reply(s, sl, GRPC_STATUS_OK, 0, NULL);
   } else {
     slot_reply(s, sl, o3m_rpc_status_from_error(rc), rc, o3m_err_message(&err));
@@ -386,18 +386,18 @@ int o3m_rpc_call_reply(o3m_rpc_call *c, const ProtobufCMessage *reply, o3m_err *
     rc = o3m_err_set(&err, O3M_EINVAL, "%s: the deferred reply is not a %s", m->path,
                      m->reply->name);
   else if (!protobuf_c_message_check(reply)) {
-    count(&s->n_internal);
+    o3m_rpc__count(&s->n_internal);
     rc = o3m_err_set(&err, O3M_ECORRUPT, "%s: the service built an incomplete reply", m->path);
   } else {
-    rc = pack_message(reply, (size_t)s->max_message, &c->reply, &err);
+    rc = o3m_rpc__pack_message(reply, (size_t)s->max_message, &c->reply, &err);
   }
   undefer(s, c);
   if (rc == 0) {
-    count(&s->n_ok);
+    o3m_rpc__count(&s->n_ok);
     slot_reply(s, c, GRPC_STATUS_OK, 0, NULL);
     return 0;
   }
-  count(&s->n_failed);
+  o3m_rpc__count(&s->n_failed);
   slot_reply(s, c, o3m_rpc_status_from_error(rc), rc, o3m_err_message(&err));
   if (e) *e = err;
   return rc;
@@ -409,13 +409,13 @@ int o3m_rpc_call_fail(o3m_rpc_call *c, int code, const o3m_err *why) {
   if (code >= 0) code = O3M_ESTATE;
   const char *msg = why && why->msg[0] ? why->msg : o3m_strerror(code);
   undefer(s, c);
-  count(&s->n_failed);
+  o3m_rpc__count(&s->n_failed);
   slot_reply(s, c, o3m_rpc_status_from_error(code), code, msg);
   return 0;
 }
 
 /* Fails every call that is still deferred (at the end of a shutdown). */
-void fail_deferred(o3m_rpc_server *s) {
+void o3m_rpc__fail_deferred(o3m_rpc_server *s) {
   for (int i = 0; i < s->n_slots && s->n_deferred > 0; i++)
     if (s->slots[i].deferred) {
       o3m_err why;
@@ -424,10 +424,10 @@ void fail_deferred(o3m_rpc_server *s) {
     }
 }
 
-void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
+void o3m_rpc__on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl) {
   sl->replying = 0;
-  slot_clean(sl);
-  slot_request(s, sl);
+  o3m_rpc__slot_clean(sl);
+  o3m_rpc__slot_request(s, sl);
 }
 const char *o3m_rpc_call_method(const o3m_rpc_call *c) { return c->me ? c->me->m->path : ""; }
 
@@ -465,7 +465,7 @@ const char *o3m_rpc_call_identity(o3m_rpc_call *c) {
 }
 
 void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) {
-  return arena_alloc(&c->srv->arenas[c->arena_ix], n);
+  return o3m_rpc__arena_alloc(&c->srv->arenas[c->arena_ix], n);
 }
 
 /* The calling handler's arena (the current one from the idle hook) is

@@ -35,14 +35,14 @@ void o3m_rpc_client_config_default(o3m_rpc_client_config *cfg) {
 static int client_check(const o3m_rpc_client_config *cfg, o3m_err *e) {
   if (!cfg) return o3m_err_set(e, O3M_EINVAL, "client config is NULL");
   if (!cfg->target || !cfg->target[0]) return o3m_err_set(e, O3M_EINVAL, "target is not set");
-  if (cfg->insecure && !tls_empty(&cfg->tls))
+  if (cfg->insecure && !o3m_rpc__tls_empty(&cfg->tls))
     return o3m_err_set(e, O3M_EINVAL, "insecure and tls settings are exclusive");
   if (!cfg->tls.cert_file != !cfg->tls.key_file)
     return o3m_err_set(e, O3M_EINVAL, "tls.cert_file and tls.key_file go together");
   if (cfg->deadline_ms < 1 || cfg->deadline_ms > MAX_DEADLINE_MS)
     return o3m_err_set(e, O3M_EINVAL, "deadline_ms must be in 1..%d, got %d", MAX_DEADLINE_MS,
                        cfg->deadline_ms);
-  return check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
+  return o3m_rpc__check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
 }
 
 int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg,
@@ -63,7 +63,8 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
     rc = o3m_err_set(e, O3M_ENOMEM, "client: out of memory");
     goto fail_client;
   }
-  rc = arena_init(&c->arena, cfg->arena_bytes, arena_cap_for(cfg->max_message_bytes));
+  rc = o3m_rpc__arena_init(&c->arena, cfg->arena_bytes,
+                           o3m_rpc__arena_cap_for(cfg->max_message_bytes));
   if (rc < 0) {
     rc = o3m_err_set(e, rc, "client arena of %zu bytes: out of memory", cfg->arena_bytes);
     goto fail_target;
@@ -71,11 +72,11 @@ int o3m_rpc_client_create(o3m_rpc_client **out, const o3m_rpc_client_config *cfg
   o3m_rpc_route_grpc_log();
   grpc_init();
   grpc_channel_credentials *creds;
-  rc = make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);
+  rc = o3m_rpc__make_credentials(cfg->insecure, &cfg->tls, NULL, &creds, e);
   if (rc < 0) goto fail_grpc;
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1, cfg->tls.server_name, 0,
-                 cfg->round_robin, 0);
+  o3m_rpc__chan_args_fill(&ca, cfg->max_message_bytes, cfg->max_message_bytes, 1,
+                          cfg->tls.server_name, 0, cfg->round_robin, 0);
   c->ch = grpc_channel_create(cfg->target, creds, &ca.args);
   grpc_channel_credentials_release(creds);
   if (!c->ch) {
@@ -94,7 +95,7 @@ fail_channel:
   grpc_channel_destroy(c->ch);
 fail_grpc:
   grpc_shutdown();
-  arena_release(&c->arena);
+  o3m_rpc__arena_release(&c->arena);
 fail_target:
   free(c->target);
 fail_client:
@@ -144,14 +145,14 @@ void o3m_rpc_client_destroy(o3m_rpc_client *c) {
   }
   grpc_completion_queue_destroy(c->cq);
   grpc_shutdown();
-  arena_release(&c->arena);
+  o3m_rpc__arena_release(&c->arena);
   free(c->target);
   free(c);
 }
 
 int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMessage *req,
                          const ProtobufCMessageDescriptor *reply_desc, o3m_err *e) {
-  if (!c || !path || !req || !descriptor_ok(reply_desc))
+  if (!c || !path || !req || !o3m_rpc__descriptor_ok(reply_desc))
     return o3m_err_set(e, O3M_EINVAL, "client call: NULL client, path, request or descriptor");
   if (path[0] != '/' || strlen(path) > PATH_MAX_LEN)
     return o3m_err_set(e, O3M_EINVAL, "method path must start with '/' and be at most %d "
@@ -163,14 +164,14 @@ int o3m_rpc_client_start(o3m_rpc_client *c, const char *path, const ProtobufCMes
     return o3m_err_set(e, O3M_EINVAL, "%s%s: the %s request is incomplete", c->target, path,
                        req->descriptor->name);
 
-  arena_reset(&c->arena);
+  o3m_rpc__arena_reset(&c->arena);
   grpc_byte_buffer *send;
-  int rc = pack_message(req, (size_t)c->max_message, &send, e);
+  int rc = o3m_rpc__pack_message(req, (size_t)c->max_message, &send, e);
   if (rc < 0) return rc;
 
   c->call = grpc_channel_create_call(c->ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
                                      grpc_slice_from_static_string(path), NULL,
-                                     after_ms(c->deadline_ms), NULL);
+                                     o3m_rpc__after_ms(c->deadline_ms), NULL);
   if (!c->call) {
     grpc_byte_buffer_destroy(send);
     return o3m_err_set(e, O3M_ERPC, "%s%s: cannot create the call", c->target, path);
@@ -256,7 +257,7 @@ int o3m_rpc_client_finish(o3m_rpc_client *c, ProtobufCMessage **reply, o3m_err *
     o3m_err inner;
     o3m_err_clear(&inner);
     ProtobufCMessage *m;
-    rc = unpack_message(&c->arena, c->recv, c->reply_desc, &m, &inner);
+    rc = o3m_rpc__unpack_message(&c->arena, c->recv, c->reply_desc, &m, &inner);
     if (rc < 0)
       o3m_err_set(e, rc, "%s%s: %s", c->target, path, o3m_err_message(&inner));
     else

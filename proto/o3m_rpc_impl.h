@@ -184,7 +184,7 @@ struct o3m_rpc_server {
   int receive_timeout_ms;
   int receiving_cap;         /* per identity; 0 with no identity caps */
   int connections_cap;       /* per identity */
-  gpr_timespec next_expiry;  /* when expire_receives looks again */
+  gpr_timespec next_expiry;  /* when o3m_rpc__expire_receives looks again */
   double limit_logged;       /* o3m_clock_s() of the last limit WARN */
   uint64_t limit_unlogged;   /* refusals by a limit not logged since */
   void *ctx;
@@ -193,7 +193,7 @@ struct o3m_rpc_server {
   struct o3m_rpc_call *slots;
   int n_slots;
   /* Requests are unpacked into arenas[cur_arena]; arena_deferred[i] counts
-   * the deferred calls whose requests live in arenas[i] (see on_call). */
+   * the deferred calls whose requests live in arenas[i] (see o3m_rpc__on_call). */
   arena arenas[SERVER_ARENAS];
   int n_arenas, cur_arena;
   int arena_deferred[SERVER_ARENAS];
@@ -215,43 +215,43 @@ struct o3m_rpc_server {
 
 
 /* o3m_rpc_arena.c */
-int arena_init(arena *a, size_t initial, size_t cap);
-void arena_release(arena *a);
-void arena_reset(arena *a);
-void *arena_alloc(arena *a, size_t n);
-int pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
-                        o3m_err *e);
-int unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
-                          ProtobufCMessage **out, o3m_err *e);
-int descriptor_ok(const ProtobufCMessageDescriptor *d);
+int o3m_rpc__arena_init(arena *a, size_t initial, size_t cap);
+void o3m_rpc__arena_release(arena *a);
+void o3m_rpc__arena_reset(arena *a);
+void *o3m_rpc__arena_alloc(arena *a, size_t n);
+int o3m_rpc__pack_message(const ProtobufCMessage *m, size_t max, grpc_byte_buffer **out,
+                          o3m_err *e);
+int o3m_rpc__unpack_message(arena *a, grpc_byte_buffer *bb, const ProtobufCMessageDescriptor *desc,
+                            ProtobufCMessage **out, o3m_err *e);
+int o3m_rpc__descriptor_ok(const ProtobufCMessageDescriptor *d);
 
 /* o3m_rpc_tls.c */
-int tls_empty(const o3m_rpc_tls *t);
-void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name, int idle_close_ms, int round_robin,
-                           int streams);
-int check_limits(int max_message, size_t arena_bytes, o3m_err *e);
-size_t arena_cap_for(int max_message);
-int make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_credentials **sout,
-                            grpc_channel_credentials **cout, o3m_err *e);
+int o3m_rpc__tls_empty(const o3m_rpc_tls *t);
+void o3m_rpc__chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
+                             const char *server_name, int idle_close_ms, int round_robin,
+                             int streams);
+int o3m_rpc__check_limits(int max_message, size_t arena_bytes, o3m_err *e);
+size_t o3m_rpc__arena_cap_for(int max_message);
+int o3m_rpc__make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_credentials **sout,
+                              grpc_channel_credentials **cout, o3m_err *e);
 
 /* o3m_rpc_listen.c */
-int unix_check_free(const char *addr, o3m_err *e);
-int listen_error(const char *addr, o3m_err *e);
+int o3m_rpc__unix_check_free(const char *addr, o3m_err *e);
+int o3m_rpc__listen_error(const char *addr, o3m_err *e);
 
 /* o3m_rpc_server.c */
-extern const o3m_rpc_method health_method;
-void count(atomic_uint_least64_t *c);
+extern const o3m_rpc_method o3m_rpc__health_method;
+void o3m_rpc__count(atomic_uint_least64_t *c);
 
 /* o3m_rpc_call.c */
-void arena_publish(o3m_rpc_server *s);
-gpr_timespec after_ms(int64_t ms);
-void slot_clean(struct o3m_rpc_call *sl);
-void slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl);
-void expire_receives(o3m_rpc_server *s);
-void on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success);
-void on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success);
-void fail_deferred(o3m_rpc_server *s);
-void on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl);
+void o3m_rpc__arena_publish(o3m_rpc_server *s);
+gpr_timespec o3m_rpc__after_ms(int64_t ms);
+void o3m_rpc__slot_clean(struct o3m_rpc_call *sl);
+void o3m_rpc__slot_request(o3m_rpc_server *s, struct o3m_rpc_call *sl);
+void o3m_rpc__expire_receives(o3m_rpc_server *s);
+void o3m_rpc__on_call(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success);
+void o3m_rpc__on_recv(o3m_rpc_server *s, struct o3m_rpc_call *sl, int success);
+void o3m_rpc__fail_deferred(o3m_rpc_server *s);
+void o3m_rpc__on_reply(o3m_rpc_server *s, struct o3m_rpc_call *sl);
 
 #endif

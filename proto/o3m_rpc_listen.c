@@ -41,7 +41,7 @@ static int unix_sockaddr(const char *path, struct sockaddr_un *sa) {
  * accepts, the address is in use (O3M_EIO, "listen ADDRESS: address in use
  * (another process serves on PATH)"). A stale file (connection refused) or
  * no file is left to gRPC. Other addresses pass. */
-int unix_check_free(const char *addr, o3m_err *e) {
+int o3m_rpc__unix_check_free(const char *addr, o3m_err *e) {
   const char *path = unix_path_of(addr);
   struct sockaddr_un sa;
   if (!path || unix_sockaddr(path, &sa) != 0) return 0;
@@ -103,7 +103,7 @@ static int probe_tcp(const char *host, const char *port, int *gai) {
  * HOST being a name, an IPv4 address, a bracketed IPv6 address or empty
  * (another form gets a message without a cause). Returns O3M_EIO with "listen ADDRESS: CAUSE", for example "listen
  * 127.0.0.1:7002: address in use (another process holds port 7002)". */
-int listen_error(const char *addr, o3m_err *e) {
+int o3m_rpc__listen_error(const char *addr, o3m_err *e) {
   char cause[160], host[256], port[16];
   const char *rest = addr, *path = unix_path_of(addr);
   int err = 0, gai = 0;

@@ -38,7 +38,7 @@ static int health_check(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *r
   return 0;
 }
 
-const o3m_rpc_method health_method = {
+const o3m_rpc_method o3m_rpc__health_method = {
     O3M_RPC_HEALTH_CHECK_PATH, &grpc__health__v1__health_check_request__descriptor,
     &grpc__health__v1__health_check_response__descriptor, health_check};
 
@@ -53,14 +53,16 @@ void o3m_rpc_server_config_default(o3m_rpc_server_config *cfg) {
   cfg->connections_per_identity = O3M_RPC_DEFAULT_CONNECTIONS_PER_IDENTITY;
 }
 
-void count(atomic_uint_least64_t *c) { atomic_fetch_add_explicit(c, 1, memory_order_relaxed); }
+void o3m_rpc__count(atomic_uint_least64_t *c) {
+  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
 
 static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *methods,
                         int n_methods, o3m_err *e) {
   if (!cfg) return o3m_err_set(e, O3M_EINVAL, "server config is NULL");
   if (!cfg->listen || !cfg->listen[0])
     return o3m_err_set(e, O3M_EINVAL, "listen address is not set");
-  if (cfg->insecure && !tls_empty(&cfg->tls))
+  if (cfg->insecure && !o3m_rpc__tls_empty(&cfg->tls))
     return o3m_err_set(e, O3M_EINVAL, "insecure and tls settings are exclusive");
   if (!cfg->insecure && (!cfg->tls.cert_file || !cfg->tls.key_file))
     return o3m_err_set(e, O3M_EINVAL,
@@ -73,7 +75,7 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
   if (cfg->authorize && !cfg->insecure && !cfg->tls.ca_file)
     return o3m_err_set(e, O3M_EINVAL,
                        "an authorization hook needs client certificates (tls.ca_file)");
-  int rc = check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
+  int rc = o3m_rpc__check_limits(cfg->max_message_bytes, cfg->arena_bytes, e);
   if (rc < 0) return rc;
   if (cfg->max_receive_bytes < 0 || cfg->max_receive_bytes > cfg->max_message_bytes)
     return o3m_err_set(e, O3M_EINVAL, "max_receive_bytes must be in 0..max_message_bytes (%d), "
@@ -111,7 +113,7 @@ static int server_check(const o3m_rpc_server_config *cfg, const o3m_rpc_method *
     if (!m->path || m->path[0] != '/' || strlen(m->path) > PATH_MAX_LEN)
       return o3m_err_set(e, O3M_EINVAL, "method %d: path must start with '/' and be at most %d "
                          "characters", i, PATH_MAX_LEN);
-    if (!descriptor_ok(m->request) || !descriptor_ok(m->reply))
+    if (!o3m_rpc__descriptor_ok(m->request) || !o3m_rpc__descriptor_ok(m->reply))
       return o3m_err_set(e, O3M_EINVAL, "method %s: request or reply descriptor is missing",
                          m->path);
     if (!m->handler) return o3m_err_set(e, O3M_EINVAL, "method %s: handler is NULL", m->path);
@@ -171,15 +173,15 @@ static void server_dispatch(o3m_rpc_server *s, grpc_event ev, int *shutdown_done
   case TAG_SHUTDOWN: *shutdown_done = 1; break;
   case TAG_CALL:
     s->outstanding--;
-    on_call(s, t->slot, ev.success);
+    o3m_rpc__on_call(s, t->slot, ev.success);
     break;
   case TAG_RECV:
     s->outstanding--;
-    on_recv(s, t->slot, ev.success);
+    o3m_rpc__on_recv(s, t->slot, ev.success);
     break;
   case TAG_REPLY:
     s->outstanding--;
-    on_reply(s, t->slot);
+    o3m_rpc__on_reply(s, t->slot);
     break;
   case TAG_CLIENT: break;
   }
@@ -200,14 +202,14 @@ static void serve_loop(o3m_rpc_server *s) {
       s->stopping = 1;
       grpc_server_shutdown_and_notify(s->server, s->cq, &s->shutdown_tag);
       s->shutdown_sent = 1;
-      s->grace_end = after_ms(O3M_RPC_SHUTDOWN_GRACE_MS);
+      s->grace_end = o3m_rpc__after_ms(O3M_RPC_SHUTDOWN_GRACE_MS);
     }
     if (s->shutdown_sent && !s->cancelled &&
         gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), s->grace_end) > 0) {
       grpc_server_cancel_all_calls(s->server);
       s->cancelled = 1;
     }
-    if (s->receive_timeout_ms > 0) expire_receives(s);
+    if (s->receive_timeout_ms > 0) o3m_rpc__expire_receives(s);
     if (s->shutdown_done && s->outstanding == 0 && s->n_deferred == 0) s->finished = 1;
     int finished = s->finished, busy = s->busy;
     pthread_mutex_unlock(&s->mu);
@@ -215,11 +217,11 @@ static void serve_loop(o3m_rpc_server *s) {
     /* After an event, look again without blocking: the hook runs only once
      * the queue is empty. */
     grpc_event ev = grpc_completion_queue_next(
-        s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : after_ms(POLL_MS), NULL);
+        s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : o3m_rpc__after_ms(POLL_MS), NULL);
     pthread_mutex_lock(&s->mu);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
       if ((s->busy || s->idle_on_timeout) && s->idle && s->serving) {
-        count(&s->n_idle);
+        o3m_rpc__count(&s->n_idle);
         s->idle(s->ctx);
       }
       s->busy = 0;
@@ -229,7 +231,7 @@ static void serve_loop(o3m_rpc_server *s) {
        * still owns would be completed twice; it comes back within its
        * own bound (the AP's: the passive parties' deadline). */
       if (s->cancelled && s->n_deferred > 0 && s->released == 0) {
-        fail_deferred(s);
+        o3m_rpc__fail_deferred(s);
         s->busy = 1;
       }
     } else if (ev.type == GRPC_QUEUE_SHUTDOWN) {
@@ -237,7 +239,7 @@ static void serve_loop(o3m_rpc_server *s) {
     } else {
       server_dispatch(s, ev, &s->shutdown_done);
       if (++s->busy >= IDLE_EVERY && s->idle && s->serving) {
-        count(&s->n_idle);
+        o3m_rpc__count(&s->n_idle);
         s->idle(s->ctx);
         s->busy = 1; /* the queue was not seen empty: look again, then run it */
       }
@@ -274,7 +276,7 @@ static void server_teardown(o3m_rpc_server *s) {
   /* Deferred slots owe no tag; their calls are released before the server
    * goes (normally there are none left: see server_serve). */
   for (int i = 0; s->slots && s->grpc_inited && i < s->n_slots; i++)
-    if (s->slots[i].deferred) slot_clean(&s->slots[i]);
+    if (s->slots[i].deferred) o3m_rpc__slot_clean(&s->slots[i]);
   if (s->server) grpc_server_destroy(s->server);
   s->server = NULL;
   if (s->cq) {
@@ -286,7 +288,7 @@ static void server_teardown(o3m_rpc_server *s) {
       rpc_tag *t = ev.tag;
       if (t->kind == TAG_CALL || t->kind == TAG_RECV || t->kind == TAG_REPLY) {
         t->slot->requested = t->slot->replying = t->slot->receiving = 0;
-        slot_clean(t->slot);
+        o3m_rpc__slot_clean(t->slot);
       }
     }
     grpc_completion_queue_destroy(s->cq);
@@ -299,7 +301,7 @@ static void server_free(o3m_rpc_server *s) {
   if (s->slots) {
     /* Slots hold gRPC objects only once gRPC is initialized. */
     for (int i = 0; s->grpc_inited && i < s->n_slots; i++) {
-      slot_clean(&s->slots[i]);
+      o3m_rpc__slot_clean(&s->slots[i]);
       grpc_metadata_array_destroy(&s->slots[i].md);
       if (!s->slots[i].me) grpc_call_details_destroy(&s->slots[i].details);
     }
@@ -309,7 +311,7 @@ static void server_free(o3m_rpc_server *s) {
     for (int i = 0; i < s->n_methods; i++) free(s->methods[i].reply);
     free(s->methods);
   }
-  for (int i = 0; i < SERVER_ARENAS; i++) arena_release(&s->arenas[i]);
+  for (int i = 0; i < SERVER_ARENAS; i++) o3m_rpc__arena_release(&s->arenas[i]);
   if (s->grpc_inited) grpc_shutdown();
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -347,16 +349,16 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->shutdown_tag.kind = TAG_SHUTDOWN;
   s->n_arenas = SERVER_ARENAS;
   for (int i = 0; i < s->n_arenas; i++) {
-    rc = arena_init(&s->arenas[i], cfg->arena_bytes,
-                    cfg->arena_max_bytes ? cfg->arena_max_bytes
-                                         : arena_cap_for(receive_limit(cfg)));
+    rc = o3m_rpc__arena_init(&s->arenas[i], cfg->arena_bytes,
+                             cfg->arena_max_bytes ? cfg->arena_max_bytes
+                                         : o3m_rpc__arena_cap_for(receive_limit(cfg)));
     if (rc < 0) {
       rc = o3m_err_set(e, rc, "server arena of %zu bytes: out of memory", cfg->arena_bytes);
       goto fail;
     }
   }
   atomic_init(&s->arena_total, 0);
-  arena_publish(s);
+  o3m_rpc__arena_publish(s);
 
   /* The daemon's table, then the health check unless the table has its
    * own. */
@@ -367,14 +369,14 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->methods = calloc((size_t)s->n_methods, sizeof *s->methods);
   s->n_slots = 1;
   for (int i = 0; i < s->n_methods; i++)
-    s->n_slots += slots_for(cfg, i < n_methods ? methods[i].path : health_method.path);
+    s->n_slots += slots_for(cfg, i < n_methods ? methods[i].path : o3m_rpc__health_method.path);
   s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
   if (!s->methods || !s->slots) {
     rc = o3m_err_set(e, O3M_ENOMEM, "server tables: out of memory");
     goto fail;
   }
   for (int i = 0; i < s->n_methods; i++) {
-    const o3m_rpc_method *m = i < n_methods ? &methods[i] : &health_method;
+    const o3m_rpc_method *m = i < n_methods ? &methods[i] : &o3m_rpc__health_method;
     s->methods[i].m = m;
     s->methods[i].reply = calloc(1, m->reply->sizeof_message);
     if (!s->methods[i].reply) {
@@ -404,8 +406,8 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   s->grpc_inited = 1;
   s->cq = grpc_completion_queue_create_for_next(NULL);
   chan_args ca;
-  chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL, cfg->idle_close_ms, 0,
-                 cfg->streams_per_connection);
+  o3m_rpc__chan_args_fill(&ca, cfg->max_message_bytes, receive_limit(cfg), 0, NULL,
+                          cfg->idle_close_ms, 0, cfg->streams_per_connection);
   s->server = grpc_server_create(&ca.args, NULL);
   if (!s->cq || !s->server) {
     rc = o3m_err_set(e, O3M_ENOMEM, "cannot create the gRPC server");
@@ -422,9 +424,9 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
     }
   }
   grpc_server_credentials *creds;
-  rc = make_credentials(cfg->insecure, &cfg->tls, &creds, NULL, e);
+  rc = o3m_rpc__make_credentials(cfg->insecure, &cfg->tls, &creds, NULL, e);
   if (rc < 0) goto fail;
-  rc = unix_check_free(cfg->listen, e);
+  rc = o3m_rpc__unix_check_free(cfg->listen, e);
   if (rc < 0) {
     grpc_server_credentials_release(creds);
     goto fail;
@@ -434,12 +436,12 @@ int o3m_rpc_server_create(o3m_rpc_server **out, const o3m_rpc_server_config *cfg
   if (s->port <= 0) {
     /* The TLS files passed o3m_cert_check_files above, so this is the
      * address. */
-    rc = listen_error(cfg->listen, e);
+    rc = o3m_rpc__listen_error(cfg->listen, e);
     goto fail;
   }
   grpc_server_start(s->server);
   s->started = 1;
-  for (int i = 0; i < s->n_slots; i++) slot_request(s, &s->slots[i]);
+  for (int i = 0; i < s->n_slots; i++) o3m_rpc__slot_request(s, &s->slots[i]);
   if (atomic_load(&s->n_internal) > 0) {
     rc = o3m_err_set(e, O3M_ERPC, "gRPC refused to queue call requests");
     goto fail;

@@ -74,7 +74,7 @@ fail:
   return rc;
 }
 
-int tls_empty(const o3m_rpc_tls *t) {
+int o3m_rpc__tls_empty(const o3m_rpc_tls *t) {
   return !t->ca_file && !t->cert_file && !t->key_file && !t->server_name;
 }
 
@@ -92,9 +92,9 @@ static void arg_str(chan_args *ca, int *n, const char *key, const char *value) {
   ca->arg[(*n)++].value.string = (char *)value;
 }
 
-void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
-                           const char *server_name, int idle_close_ms, int round_robin,
-                           int streams) {
+void o3m_rpc__chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
+                             const char *server_name, int idle_close_ms, int round_robin,
+                             int streams) {
   int n = 0;
   arg_int(ca, &n, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, max_receive);
   arg_int(ca, &n, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, max_message);
@@ -126,7 +126,7 @@ void chan_args_fill(chan_args *ca, int max_message, int max_receive, int client,
   ca->args.args = ca->arg;
 }
 
-int check_limits(int max_message, size_t arena_bytes, o3m_err *e) {
+int o3m_rpc__check_limits(int max_message, size_t arena_bytes, o3m_err *e) {
   if (max_message < 1 || max_message > MAX_MESSAGE_LIMIT)
     return o3m_err_set(e, O3M_EINVAL, "max_message_bytes must be in 1..%d, got %d",
                        MAX_MESSAGE_LIMIT, max_message);
@@ -138,7 +138,7 @@ int check_limits(int max_message, size_t arena_bytes, o3m_err *e) {
 /* The arena cap: the raw copy of the largest message plus its unpacked
  * form, which for a message of many tiny strings or sub-messages can be
  * several times its wire size. */
-size_t arena_cap_for(int max_message) {
+size_t o3m_rpc__arena_cap_for(int max_message) {
   return (size_t)max_message * 10 + ((size_t)1 << 20);
 }
 
@@ -150,8 +150,8 @@ o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me) {
 /* The transport credentials of a server (sout) or a client (cout): exactly
  * one of the two is not NULL. Plaintext when insecure, else TLS from the PEM
  * files of tls. On failure the credentials pointer is left NULL. */
-int make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_credentials **sout,
-                            grpc_channel_credentials **cout, o3m_err *e) {
+int o3m_rpc__make_credentials(int insecure, const o3m_rpc_tls *tls, grpc_server_credentials **sout,
+                              grpc_channel_credentials **cout, o3m_err *e) {
   if (sout) *sout = NULL;
   if (cout) *cout = NULL;
   int made;
