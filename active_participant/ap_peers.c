@@ -53,7 +53,8 @@ typedef struct peer {
    * rebuilds the channel before its next call (see peer_reset). */
   atomic_int open, renew;
   o3m_rpc_client *probe; /* the probe thread's own client */
-  int64_t probe_next_ms, probe_backoff_ms; /* the probe thread's */
+  int64_t probe_next_ms; /* the probe thread's, with its backoff */
+  o3m_backoff probe_backoff;
 } peer;
 
 struct ap_peers {
@@ -190,8 +191,8 @@ int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, 
 
 int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_ms,
                         volatile sig_atomic_t *stop, o3m_err *e) {
-  int64_t t0 = o3m_clock_ms();
-  int64_t backoff = WAIT_BACKOFF_FIRST_MS;
+  o3m_backoff bo;
+  o3m_backoff_start(&bo, WAIT_BACKOFF_FIRST_MS, WAIT_BACKOFF_MAX_MS, budget_ms);
   int missing = ps->n, rc = 0;
   O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
   for (int j = 0; j < ps->n; j++) {
@@ -228,8 +229,7 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
       }
     }
     if (rc < 0 || missing == 0) break;
-    int64_t left = budget_ms - (o3m_clock_ms() - t0);
-    if (left <= 0) {
+    if (o3m_backoff_left(&bo) <= 0) {
       for (int j = 0; j < ps->n; j++)
         if (!ps->p[j].ready)
           o3m_log_warn("passive party '%s' is not reachable; its rounds fail until it is "
@@ -237,11 +237,10 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
                        o3m_err_message(&ps->p[j].last));
       break;
     }
-    if (o3m_clock_sleep_unless_stopped(backoff < left ? backoff : left, stop)) {
+    if (o3m_backoff_sleep(&bo, stop)) {
       rc = o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the passive parties");
       break;
     }
-    backoff = backoff * 2 > WAIT_BACKOFF_MAX_MS ? WAIT_BACKOFF_MAX_MS : backoff * 2;
   }
   return rc;
 }
@@ -330,8 +329,9 @@ static void *prober_main(void *arg) {
         continue;
       }
       if (p->probe_next_ms == 0) {
-        p->probe_backoff_ms = PROBE_BACKOFF_FIRST_MS;
-        p->probe_next_ms = now + p->probe_backoff_ms;
+        o3m_backoff_start(&p->probe_backoff, PROBE_BACKOFF_FIRST_MS, PROBE_BACKOFF_MAX_MS,
+                          O3M_BACKOFF_UNBOUNDED);
+        p->probe_next_ms = now + o3m_backoff_next(&p->probe_backoff);
       }
       if (now < p->probe_next_ms) continue;
       if (probe_once(ps, p) == 0) {
@@ -343,10 +343,7 @@ static void *prober_main(void *arg) {
         continue;
       }
       now = o3m_clock_ms();
-      p->probe_backoff_ms = p->probe_backoff_ms * 2 > PROBE_BACKOFF_MAX_MS
-                                ? PROBE_BACKOFF_MAX_MS
-                                : p->probe_backoff_ms * 2;
-      p->probe_next_ms = now + p->probe_backoff_ms;
+      p->probe_next_ms = now + o3m_backoff_next(&p->probe_backoff);
     }
     nanosleep(&tick, NULL);
   }
