@@ -69,15 +69,6 @@ struct ap_peers {
   uint64_t mask_id;
 };
 
-void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
-                         const o3m_party *peer_party, int insecure) {
-  cc->insecure = insecure;
-  if (insecure) return;
-  cc->tls = o3m_rpc_tls_of_party(cfg, me);
-  /* Peers' certificates name the party, not the host it runs on. */
-  cc->tls.server_name = peer_party->name;
-}
-
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 static void peer_free(peer *p) {
@@ -137,7 +128,7 @@ static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const 
   p->slot = pp->slot;
   p->max_norm = pp->max_norm;
   o3m_rpc_client_config_default(&p->cc);
-  ap_peers_client_tls(&p->cc, cfg, me, pp, insecure);
+  o3m_rpc_client_secure(&p->cc, insecure, o3m_rpc_tls_to_party(cfg, me, pp));
   /* Several instances of the party: one channel over all of them. */
   if (pp->instances) {
     size_t n = strlen("ipv4:") + strlen(pp->address) + 1 + strlen(pp->instances) + 1;

@@ -24,12 +24,7 @@ static int pmg_client(const o3m_party_block_options *o, int deadline_ms, o3m_rpc
   o3m_rpc_client_config_default(&cc);
   cc.target = pmg->address;
   cc.deadline_ms = deadline_ms;
-  cc.insecure = o->insecure;
-  if (!o->insecure) {
-    cc.tls = o3m_rpc_tls_of_party(o->cfg, o->me);
-    /* Peers' certificates name the party, not the host it runs on. */
-    cc.tls.server_name = pmg->name;
-  }
+  o3m_rpc_client_secure(&cc, o->insecure, o3m_rpc_tls_to_party(o->cfg, o->me, pmg));
   return o3m_rpc_client_create(c, &cc, e);
 }
 

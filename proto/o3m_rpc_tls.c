@@ -147,6 +147,19 @@ o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me) {
   return t;
 }
 
+o3m_rpc_tls o3m_rpc_tls_to_party(const o3m_config *cfg, const o3m_party *me,
+                                 const o3m_party *peer) {
+  o3m_rpc_tls t = o3m_rpc_tls_of_party(cfg, me);
+  t.server_name = peer->name;
+  return t;
+}
+
+void o3m_rpc_client_secure(o3m_rpc_client_config *cc, int insecure, o3m_rpc_tls tls) {
+  static const o3m_rpc_tls none;
+  cc->insecure = insecure;
+  cc->tls = insecure ? none : tls;
+}
+
 /* The transport credentials of a server (sout) or a client (cout): exactly
  * one of the two is not NULL. Plaintext when insecure, else TLS from the PEM
  * files of tls. On failure the credentials pointer is left NULL. */
