@@ -1,14 +1,15 @@
-/* ap_service.c -- the active participant's service (see ap_service.h).
+/* ap_service.c -- the active participant's service (see ap_service.h): its
+ * set-up and lifecycle.
  *
- * The four handlers with their method and access tables, the durability
- * glue (rewards through the journal, checkpoints, the stop after a disk
- * error or a damaged model), the AP's block (party/o3m_party_block.h, at
- * one spot, "the AP's block" below) and the lifecycle (create, run, shutdown,
- * destroy). The parts with state of their own are modules: the items
- * catalog (ap_catalog.h), the clients of the passive participants
- * (ap_peers.h) and the rounds (ap_round.h: validation, queue, fan-out and
- * decision). The service owns them and creates them all at create, so
- * nothing is allocated per request. */
+ * The AP's block (party/o3m_party_block.h, at one spot, "the AP's block"
+ * below), the recovery of the durable state, the policy, the replicas'
+ * start and the create that builds them all, then run, shutdown and
+ * destroy. The handlers, the durability, the replicas' glue and the
+ * metrics are in the files ap_service_impl.h lists. The parts with state
+ * of their own are modules: the items catalog (ap_catalog.h), the clients
+ * of the passive participants (ap_peers.h) and the rounds (ap_round.h:
+ * validation, queue, fan-out and decision). The service owns them and
+ * creates them all at create, so nothing is allocated per request. */
 #include "ap_service_impl.h"
 
 void ap_service_options_default(ap_service_options *opt) {

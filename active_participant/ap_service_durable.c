@@ -14,8 +14,6 @@ const char *ap_service__stop_cause_text(stop_cause c) {
   return "no error";
 }
 
-/* ---------------------------------------------------------------- Reward */
-
 /* SERVING -> STOPPING (see "States" in ap_service.h): the first cause
  * stays, and the server is asked to stop. Both causes come from the journal
  * or a checkpoint, so only a durable service gets here. */

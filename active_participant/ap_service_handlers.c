@@ -50,6 +50,8 @@ static int h_recommend(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *re
                          owner_of(s, who), who, e);
 }
 
+/* ---------------------------------------------------------------- Reward */
+
 /* A decision belongs to the client that asked for it: a Reward from
  * another identity is refused (O3M_EPERM) before anything changes, so the
  * decision stays open for its owner. */

@@ -110,7 +110,7 @@ struct ap_service {
   char (*clients)[O3M_CONFIG_MAX_NAME + 1];
   int n_clients;
 
-  o3m_access *access; /* who may call what: ap_access below */
+  o3m_access *access; /* who may call what: ap_access (ap_service_handlers.c) */
   volatile sig_atomic_t *reload; /* ap_service_options.reload, or NULL */
   o3m_rpc_server *server;
   int ran;
@@ -181,16 +181,6 @@ struct ap_service {
   size_t applied_mask;
 };
 
-/* A periodic checkpoint when one is due, after the rewards are durable (a
- * due checkpoint delays only the calls that wait behind it). */
-void ap_service__checkpoint_if_due(ap_service *s);
-/* AP replicas: apply what the stream brought, answer the Rewards it
- * settles (below, "AP replicas"). */
-int ap_service__replica_drain(ap_service *s, int64_t wait_ms, int max);
-void ap_service__replica_check_if_due(ap_service *s);
-void ap_service__replica_answer(ap_service *s);
-
-
 /* ap_service_handlers.c */
 /* The methods and who may call them (the sizes are checked against the
  * definitions). */
@@ -214,8 +204,16 @@ void ap_service__reward_commit(ap_service *s);
 void ap_service__service_idle(void *ctx);
 void ap_service__checkpoint_now(ap_service *s, const char *why);
 void ap_service__checkpoint_collect(ap_service *s, int wait);
+/* A periodic checkpoint when one is due, after the rewards are durable (a
+ * due checkpoint delays only the calls that wait behind it). */
+void ap_service__checkpoint_if_due(ap_service *s);
 
 /* ap_service_replica.c */
+/* Apply what the stream brought, check it for lost records, answer the
+ * Rewards it settles. */
+int ap_service__replica_drain(ap_service *s, int64_t wait_ms, int max);
+void ap_service__replica_check_if_due(ap_service *s);
+void ap_service__replica_answer(ap_service *s);
 int ap_service__tagged_id(void *ctx, uint64_t *id);
 int ap_service__replica_record(void *ctx, uint64_t decision, int owner, int arm, uint64_t mask_id,
                                const double *x, const double *x0, int degraded, o3m_err *e);

@@ -1,34 +1,7 @@
-/* o3m_rpc.c -- unary RPC over the gRPC C core (see o3m_rpc.h).
- *
- * The file has five parts: the status mapping, the arena that backs
- * protobuf-c unpacking, message packing and unpacking over gRPC byte
- * buffers, the server (slots, the completion-queue loop of its threads, shutdown, and the
- * built-in grpc.health.v1 Check method) and the client (one call in flight
- * per client, started and finished separately).
- *
- * Server slots. Each method has slots_per_method slots (or its own number
- * from method_slots, and at least one identity's receive cap plus
- * SLOTS_BEYOND_CAP), plus one generic slot for unknown paths. A slot is
- * requested (gRPC will fill it with the next call, matched on its headers,
- * and post its on_call tag), receiving (the call was let in and its
- * RECV_MESSAGE batch is in flight and will post on_recv, or is cancelled
- * by the receive deadline and then posts it), deferred (its handler
- * returned O3M_RPC_DEFERRED; no tag is owed until the service completes
- * the call) or replying (its reply batch is in flight and will post
- * on_reply); when the reply completes the slot is cleaned and requested
- * again. A call refused on its headers (authorization, a limit, an unknown
- * path) had no batch started: it is cancelled with its status, cleaned and
- * requested again at once (slot_refuse), so it owes no tag. Slots, the arena and the outstanding-tag and deferred
- * counts are touched only under the server's lock (held by the serving
- * thread that handles an event); only the stop flag and the statistics are
- * atomic.
- *
- * The loop. completion_queue_next blocks (for at most POLL_MS, to notice a
- * stop) only when the previous event was followed by an empty queue and the
- * idle hook has run; after an event it polls again with a deadline in the
- * past, which gRPC answers after one non-blocking pass over its sockets. So
- * the idle hook sees everything that was ready as one batch (or, under a
- * flood, what came in IDLE_EVERY completions). */
+/* o3m_rpc.c -- unary RPC over the gRPC C core (see o3m_rpc.h): the mapping
+ * between O3M's error codes and gRPC status codes, and gRPC's own log lines
+ * routed through o3m_log. The rest of the layer is in the files that
+ * o3m_rpc_impl.h lists, one per concern. */
 #include "o3m_rpc_impl.h"
 
 /* ================================================================ status */

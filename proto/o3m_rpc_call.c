@@ -1,7 +1,24 @@
 /* o3m_rpc_call.c -- a server's calls: each slot from requested through
  * receiving, deferred and replying back to requested, the per-identity
- * limits checked before a request is read, the handler run and the reply
- * (see "Server slots" in o3m_rpc.c and o3m_rpc_impl.h). */
+ * limits checked before a request is read, the handler run and the reply,
+ * the one place of a server's gRPC batches (see o3m_rpc_impl.h).
+ *
+ * Server slots. Each method has slots_per_method slots (or its own number
+ * from method_slots, and at least one identity's receive cap plus
+ * SLOTS_BEYOND_CAP), plus one generic slot for unknown paths. A slot is
+ * requested (gRPC will fill it with the next call, matched on its headers,
+ * and post its on_call tag), receiving (the call was let in and its
+ * RECV_MESSAGE batch is in flight and will post on_recv, or is cancelled
+ * by the receive deadline and then posts it), deferred (its handler
+ * returned O3M_RPC_DEFERRED; no tag is owed until the service completes
+ * the call) or replying (its reply batch is in flight and will post
+ * on_reply); when the reply completes the slot is cleaned and requested
+ * again. A call refused on its headers (authorization, a limit, an unknown
+ * path) had no batch started: it is cancelled with its status, cleaned and
+ * requested again at once (slot_refuse), so it owes no tag. Slots, the
+ * arenas and the outstanding-tag and deferred counts are touched only under
+ * the server's lock (held by the serving thread that handles an event);
+ * only the stop flag and the statistics are atomic. */
 #include "o3m_rpc_impl.h"
 
 /* The arena of the request whose handler runs on this thread, -1 when

@@ -69,7 +69,7 @@
 /* Room for a TLS identity (a DNS name or URI). */
 #define IDENTITY_MAX 256
 /* Arenas of a server, whatever its number of threads; see "Memory" in
- * o3m_rpc.h and on_recv. One thread needs them too: its idle hook sends one
+ * o3m_rpc.h and o3m_rpc__on_recv. One thread needs them too: its idle hook sends one
  * batch of deferred calls at a time and comes back for new calls between
  * batches, so some call is deferred at nearly every moment, and a single
  * arena, reset only when none is, would grow for as long as the load
@@ -161,7 +161,7 @@ struct o3m_rpc_call {
   char *peer;                /* gpr_malloc'd by gRPC */
   int identity_state;        /* 0 not looked up, 1 found, -1 none */
   char identity[IDENTITY_MAX];
-  double arrived;            /* o3m_clock_s() when on_call took it (metrics only) */
+  double arrived;            /* o3m_clock_s() when o3m_rpc__on_call took it (metrics only) */
   int arena_ix;              /* the server arena its request was unpacked in */
 };
 

@@ -1,8 +1,14 @@
 /* o3m_rpc_server.c -- a server's configuration, set-up, serving loop,
  * shutdown and statistics, and the grpc.health.v1 Check method every server
- * answers (see o3m_rpc_impl.h; its calls are in o3m_rpc_call.c). */
+ * answers (see o3m_rpc_impl.h; its calls are in o3m_rpc_call.c).
+ *
+ * The loop. completion_queue_next blocks (for at most POLL_MS, to notice a
+ * stop) only when the previous event was followed by an empty queue and the
+ * idle hook has run; after an event it polls again with a deadline in the
+ * past, which gRPC answers after one non-blocking pass over its sockets. So
+ * the idle hook sees everything that was ready as one batch (or, under a
+ * flood, what came in IDLE_EVERY completions). */
 #include "o3m_rpc_impl.h"
-
 
 /* ================================================================ server */
 

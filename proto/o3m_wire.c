@@ -542,7 +542,7 @@ int o3m_wire_recommend_check(const O3m__V1__RecommendRequest *req, int max_candi
 #define UINT32_FIELD (TAG + 5)
 #define FIXED64_FIELD (TAG + 8)
 
-/* The RPC layer accepts messages of at most 1 GiB (o3m_rpc.c); a config
+/* The RPC layer accepts messages of at most 1 GiB (o3m_rpc_impl.h); a config
  * whose largest message is larger still gets a server, whose limit then
  * cuts the largest requests. */
 #define BYTES_MAX (1 << 30)
