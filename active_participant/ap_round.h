@@ -112,7 +112,7 @@
  * call for the shared model), which is exactly that, since no reward is
  * applied between the rounds of one batch. A Reward that arrives while
  * rounds are queued is applied at
- * once (ap_service.c), before those rounds are chosen, as it would be if
+ * once (ap_service_handlers.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *
  * Secure aggregation (aggregation = secure, the default): the AP adds the
