@@ -17,7 +17,8 @@
  * item parts of two epochs of one party.
  *
  * Bounds. At most capacity entries (the config's item_cache), each d
- * doubles and one id of at most O3M_MAX_ID bytes, allocated at create
+ * doubles (the round's entry width: 2d + 1 when it keeps the AP's own item
+ * part and its known flag beside I(i), ap_round.h "Own parts") and one id of at most O3M_MAX_ID bytes, allocated at create
  * (calloc: pages are touched as entries fill); a put into a full cache
  * evicts the least recently used entry. Capacity 0 holds nothing: every
  * item is asked for every time (still factored).

@@ -122,6 +122,7 @@ typedef struct queued {
   int next;  /* the owner's next waiting round, or the free list's next; -1 */
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
   int rc;    /* during a batch: 0, or why this round alone failed */
+  int unknown_items; /* during a batch: an item not in the own item table */
 } queued;
 
 /* One client's rounds (see "Fairness" in ap_round.h): how many it has in
@@ -148,7 +149,7 @@ typedef struct batch_slot {
   int n, rows;
   int rc;                       /* the gather's outcome, e its message */
   o3m_err e;
-  double *X0;                   /* k_max x d0: own features from the tables */
+  double *X0;                   /* batch_rows x d0: own features from the tables */
   /* The own tables' version this batch reads, taken when it is sent (a
    * reload may swap r->own meanwhile; ap_round_reload). */
   o3m_features *own;
@@ -159,7 +160,14 @@ typedef struct batch_slot {
   uint64_t *acc;                /* reply_rows x d: the PPs' words, summed (secure) */
   double *P;                    /* reply_rows x d: the PPs' parts, summed and decoded */
   double *Ypp;                  /* batch_rows x d: each candidate's U(u) + I(i) */
-  double *Ib;                   /* batch_rows x d: the batch's distinct items' I(i) */
+  /* batch_rows x cw: the batch's distinct items' cache entries, I(i) then,
+   * with own tables, the own item part and its known flag (ap_round.h
+   * "Own parts"). */
+  double *Ib;
+  double *Uown;                 /* O3M_WIRE_MAX_BATCH x d: each round's own user part */
+  double *Town;                 /* batch_rows x d: the new items' own parts */
+  unsigned char *known;         /* batch_rows: the new items' known flags */
+  uint64_t own_epoch;           /* own: the item epoch of the tables read */
   const char **uniq_id;         /* batch_rows: the distinct items, first seen first */
   int *cand;                    /* batch_rows: each candidate row's index in uniq_id */
   char **new_items;             /* batch_rows: the items asked for (request's items) */
@@ -168,7 +176,8 @@ typedef struct batch_slot {
   int n_uniq, n_new;
   int n_epochs;                 /* the cache key's epochs when the batch was formed */
   uint64_t epochs[AP_ITEMCACHE_MAX_PARTIES];
-  uint64_t got[AP_ITEMCACHE_MAX_PARTIES]; /* the epochs the replies named */
+  /* The epochs the replies named, then, with own tables, own_epoch. */
+  uint64_t got[AP_ITEMCACHE_MAX_PARTIES];
   int n_got;
   int retried;                  /* asked again: stale cached parts */
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
@@ -210,6 +219,10 @@ struct ap_round {
   o3m_features *own;
   o3m_tables *tables;
   o3m_features *retired;
+  /* With own tables, a round's own part is factored like the passive
+   * parties' and its item half cached beside theirs ("Own parts" in
+   * ap_round.h): cw = 2d + 1 values per cache entry, else d. */
+  int own_fact, cw;
 
   /* Set by ap_round_connect. */
   const o3m_block *block;
@@ -347,12 +360,15 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   /* A factored reply has one user row per round besides its item rows. */
   r->reply_rows = r->batch_rows + O3M_WIRE_MAX_BATCH;
-  if (cfg->n_pp > AP_ITEMCACHE_MAX_PARTIES) {
+  r->own_fact = r->own != NULL;
+  r->cw = r->own_fact ? 2 * r->d + 1 : r->d;
+  /* The key: one epoch per passive party, and the own item epoch. */
+  if (cfg->n_pp + r->own_fact > AP_ITEMCACHE_MAX_PARTIES) {
     rc = o3m_err_set(e, O3M_EINVAL, "%d passive parties: the item cache keys at most %d",
-                     cfg->n_pp, AP_ITEMCACHE_MAX_PARTIES);
+                     cfg->n_pp, AP_ITEMCACHE_MAX_PARTIES - r->own_fact);
     goto fail;
   }
-  if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->d, e)) < 0) goto fail;
+  if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->cw, e)) < 0) goto fail;
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
   /* With several clients and slots, one slot is kept for the others
@@ -363,17 +379,21 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     batch_slot *bs = &r->slot[b];
     bs->r = r;
     const size_t nr = (size_t)r->reply_rows * (size_t)r->d, nb = (size_t)r->batch_rows;
-    bs->X0 = malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
+    bs->X0 = malloc(sizeof *bs->X0 * nb * (size_t)r->d0);
     bs->Y = malloc(sizeof *bs->Y * nv);
     if (r->secure) bs->acc = malloc(sizeof *bs->acc * nr);
     bs->P = malloc(sizeof *bs->P * nr);
     bs->Ypp = malloc(sizeof *bs->Ypp * nv);
-    bs->Ib = malloc(sizeof *bs->Ib * nv);
+    bs->Ib = malloc(sizeof *bs->Ib * nb * (size_t)r->cw);
+    bs->Uown = malloc(sizeof *bs->Uown * O3M_WIRE_MAX_BATCH * (size_t)r->d);
+    bs->Town = malloc(sizeof *bs->Town * nv);
+    bs->known = malloc(nb);
     bs->uniq_id = malloc(sizeof *bs->uniq_id * nb);
     bs->cand = malloc(sizeof *bs->cand * nb);
     bs->new_items = malloc(sizeof *bs->new_items * nb);
     bs->new_of = malloc(sizeof *bs->new_of * nb);
     if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
+        !bs->Uown || !bs->Town || !bs->known ||
         !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
         dupset_init(&bs->uniq, r->batch_rows) < 0) {
       rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
@@ -454,6 +474,9 @@ void ap_round_destroy(ap_round *r) {
     free(bs->P);
     free(bs->Ypp);
     free(bs->Ib);
+    free(bs->Uown);
+    free(bs->Town);
+    free(bs->known);
     free(bs->uniq_id);
     free(bs->cand);
     free(bs->new_items);
@@ -495,11 +518,14 @@ static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int 
   if (!r->own) return 0;
   if (req->user && req->user[0] && o3m_features_find(r->own, O3M_FEATURES_USERS, req->user) == -1)
     r->st.unknown_user_rounds++;
+  /* Under serve the items are counted from the batch's own lookups
+   * (batch_finish), so that each costs one lookup, or none when its own
+   * part is cached; only a refusal must know before the round is queued. */
+  if (!r->refuse_unknown_items) return 0;
   int k = 0;
   while (k < K && o3m_features_find(r->own, O3M_FEATURES_ITEMS, req->items[k]) != -1) k++;
   if (k == K) return 0;
   r->st.unknown_item_rounds++;
-  if (!r->refuse_unknown_items) return 0;
   return o3m_err_set(e, O3M_ENOTFOUND, "items[%d] '%.64s' is not in the item table of the "
                      "active party '%s' ([policy] unknown_items = refuse)", k, req->items[k],
                      r->name);
@@ -646,20 +672,49 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 
 /* ---------------------------------------------------------------- the batch */
 
-/* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
- * from the request or, with unknown ids as dummies, from the own tables
- * (the AP's one lookup of its own features) through the slot's X0. */
-static int mask_own(const ap_round *r, o3m_features *own, const queued *q, double *X0buf,
-                    double *Y) {
-  const double *X0 = q->req->own_features;
-  if (q->req->n_own_features == 0) {
-    int rc = o3m_features_fill(own, q->req->user, q->K, (const char *const *)q->req->items,
-                              X0buf, NULL, NULL);
-    if (rc < 0) return rc;
-    X0 = X0buf;
+/* 1 when round q's own part is factored (ap_round.h "Own parts"): the AP
+ * has tables and the request brings no own features. */
+static int own_factored(const ap_round *r, const queued *q) {
+  return r->own_fact && q->req->n_own_features == 0;
+}
+
+/* The own parts of slot b's rounds (without the lock, while the passive
+ * parties work): a factored round's user part Q^0 [u^0, 0] into b->Uown
+ * (its item parts are the cache's or the new items' below), another
+ * round's whole block X^0 (Q^0)^T from the request into its rows of b->Y;
+ * then, with own tables, every new item's part Q^0 [0, i^0] and whether
+ * the own item table holds it, into its entry of b->Ib. A round whose
+ * lookup fails gets q->rc and zeros. */
+static void own_parts_mask(batch_slot *b) {
+  const ap_round *r = b->r;
+  const size_t d = (size_t)r->d;
+  size_t off = 0;
+  for (int i = 0; i < b->n; i++) {
+    queued *q = b->q[i];
+    if (own_factored(r, q)) {
+      q->rc = o3m_features_fill_user(b->own, q->req->user, b->X0);
+      if (q->rc == 0) o3m_block_apply(r->block, 1, b->X0, 0.0, b->Uown + (size_t)i * d);
+      else memset(b->Uown + (size_t)i * d, 0, sizeof *b->Uown * d);
+    } else {
+      o3m_block_apply(r->block, q->K, q->req->own_features, 0.0, b->Y + off * d);
+    }
+    off += (size_t)q->K;
   }
-  o3m_block_apply(r->block, q->K, X0, 0.0, Y);
-  return 0;
+  if (!r->own_fact || b->n_new == 0) return;
+  int rc = o3m_features_fill_items_known(b->own, b->n_new, (const char *const *)b->new_items,
+                                         b->X0, b->known);
+  if (rc < 0) {
+    for (int i = 0; i < b->n; i++) b->q[i]->rc = rc;
+    memset(b->Town, 0, sizeof *b->Town * (size_t)b->n_new * d);
+    memset(b->known, 1, (size_t)b->n_new);
+  } else {
+    o3m_block_apply(r->block, b->n_new, b->X0, 0.0, b->Town);
+  }
+  for (int t = 0; t < b->n_new; t++) {
+    double *en = b->Ib + (size_t)b->new_of[t] * (size_t)r->cw;
+    memcpy(en + d, b->Town + (size_t)t * d, sizeof *en * d);
+    en[2 * d] = b->known[t];
+  }
 }
 
 /* Fills slot b's factored MaskBatch from its rounds (under the lock): one
@@ -672,6 +727,16 @@ static void batch_build(ap_round *r, batch_slot *b) {
   b->own = r->own;
   uint64_t mask_id;
   b->n_epochs = ap_itemcache_key(r->cache, &mask_id, b->epochs);
+  /* The own item parts cached were masked from other own tables (a reload
+   * swapped them): every entry goes, as when a passive party's epoch
+   * changes, before any is read. */
+  if (r->own_fact) {
+    b->own_epoch = o3m_features_epoch(b->own, O3M_FEATURES_ITEMS);
+    if (b->n_epochs > 0 && b->epochs[b->n_epochs - 1] != b->own_epoch) {
+      b->epochs[b->n_epochs - 1] = b->own_epoch;
+      ap_itemcache_reset(r->cache, r->mask_id, b->n_epochs, b->epochs);
+    }
+  }
   b->uniq.gen++;
   b->n_uniq = b->n_new = 0;
   b->retried = 0;
@@ -683,13 +748,14 @@ static void batch_build(ap_round *r, batch_slot *b) {
     mq->user = req->user;
     b->Kb[i] = b->q[i]->K;
     b->q[i]->rc = 0;
+    b->q[i]->unknown_items = 0;
     for (int k = 0; k < b->q[i]->K; k++) {
       const char *id = req->items[k];
       int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id);
       if (u < 0) {
         u = b->n_uniq++;
         b->uniq_id[u] = id;
-        if (!ap_itemcache_get(r->cache, id, b->Ib + (size_t)u * (size_t)r->d)) {
+        if (!ap_itemcache_get(r->cache, id, b->Ib + (size_t)u * (size_t)r->cw)) {
           b->new_of[b->n_new] = u;
           b->new_items[b->n_new++] = req->items[k];
         }
@@ -704,11 +770,12 @@ static void batch_build(ap_round *r, batch_slot *b) {
  * every entry, so that no context sums parts of two epochs. */
 static void batch_cache(ap_round *r, batch_slot *b) {
   if (b->rc < 0) return;
-  if (!ap_itemcache_matches(r->cache, r->mask_id, b->n_got, b->got))
-    ap_itemcache_reset(r->cache, r->mask_id, b->n_got, b->got);
+  const int nk = b->n_got + r->own_fact;
+  if (!ap_itemcache_matches(r->cache, r->mask_id, nk, b->got))
+    ap_itemcache_reset(r->cache, r->mask_id, nk, b->got);
   for (int t = 0; t < b->n_new; t++) {
     int u = b->new_of[t];
-    ap_itemcache_put(r->cache, b->uniq_id[u], b->Ib + (size_t)u * (size_t)r->d);
+    ap_itemcache_put(r->cache, b->uniq_id[u], b->Ib + (size_t)u * (size_t)r->cw);
   }
 }
 
@@ -777,7 +844,6 @@ static void batch_missing(batch_slot *b, int j, const char *reason) {
  * started call is finished. */
 static int fanout(batch_slot *b, int own, o3m_err *e) {
   const ap_round *r = b->r;
-  queued *const *q = b->q;
   const int n = b->n, rows = n + b->n_new;
   O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
   br.mask_id = r->mask_id;
@@ -812,20 +878,13 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
       ap_peers_trip(b->peers, started);
     }
   }
-  /* The own blocks, overlapped with the passive participants' work. */
-  size_t off = 0;
-  for (int i = 0; own && rc == 0 && i < n; i++) {
-    double *Yi = b->Y + off * (size_t)r->d;
-    q[i]->rc = mask_own(r, b->own, q[i], b->X0, Yi);
-    /* That round fails alone (round_decide); zeros keep the batch's sums,
-     * which the other rounds' checks read, defined. */
-    if (q[i]->rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i]->K * (size_t)r->d);
-    off += (size_t)q[i]->K;
-  }
+  /* The own parts, overlapped with the passive participants' work. */
+  if (own && rc == 0) own_parts_mask(b);
   const size_t nv = (size_t)rows * (size_t)r->d;
   if (r->secure) memset(b->acc, 0, sizeof *b->acc * nv);
   else memset(b->P, 0, sizeof *b->P * nv);
   b->n_got = started;
+  if (r->own_fact) b->got[started] = b->own_epoch;
   o3m_err pe;
   for (int j = 0; j < started; j++) {
     ProtobufCMessage *m;
@@ -881,8 +940,11 @@ static void batch_gather(void *arg) {
   o3m_err *e = &b->e;
   o3m_err_clear(e);
   int rc = fanout(b, 1, e);
+  /* The key the replies make: the passive parties' epochs and the own one,
+   * which batch_build already made the cache's. */
+  const int nk = b->n_got + r->own_fact;
   if (rc == 0 && b->n_new < b->n_uniq &&
-      (b->n_epochs != b->n_got || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)b->n_got))) {
+      (b->n_epochs != nk || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)nk))) {
     for (int u = 0; u < b->n_uniq; u++) {
       b->new_of[u] = u;
       b->new_items[u] = (char *)b->uniq_id[u];
@@ -892,24 +954,43 @@ static void batch_gather(void *arg) {
     rc = fanout(b, 0, e);
   }
   if (rc == 0) {
-    /* The new items' I(i), then every candidate's U(u) + I(i). */
+    /* The new items' I(i), then, in one pass, every candidate's U(u) +
+     * I(i) (kept for the check below) and its context: that plus its own
+     * user and item parts, or plus the own block already in Y. */
+    const size_t cw = (size_t)r->cw;
     for (int t = 0; t < b->n_new; t++)
-      memcpy(b->Ib + (size_t)b->new_of[t] * d, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
+      memcpy(b->Ib + (size_t)b->new_of[t] * cw, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
     int row = 0;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+      const int fact = own_factored(r, b->q[i]);
+      const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
+      int unknown = 0;
       for (int k = 0; k < b->Kb[i]; k++, row++) {
-        const double *Uq = b->P + (size_t)i * d, *Iq = b->Ib + (size_t)b->cand[row] * d;
-        double *o = b->Ypp + (size_t)row * d;
-        for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
+        const double *Iq = b->Ib + (size_t)b->cand[row] * cw;
+        double *o = b->Ypp + (size_t)row * d, *y = b->Y + (size_t)row * d;
+        if (fact) {
+          const double *Io = Iq + d;
+          for (size_t c = 0; c < d; c++) {
+            o[c] = Uq[c] + Iq[c];
+            y[c] = o[c] + Uo[c] + Io[c];
+          }
+        } else {
+          for (size_t c = 0; c < d; c++) {
+            o[c] = Uq[c] + Iq[c];
+            y[c] += o[c];
+          }
+        }
+        if (r->own_fact) unknown |= Iq[2 * d] == 0.0;
       }
+      b->q[i]->unknown_items = unknown;
+    }
   }
   /* Secure: only the sum of the PPs' parts decodes; it is checked against
-   * their joint bound before it joins the own part, so that a hostile PP
-   * can move the sum only inside the bound, as with per-party parts. */
+   * their joint bound, so that a hostile PP can move the sum only inside
+   * the bound, as with per-party parts. */
   if (rc == 0 && r->secure)
     rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
                                   b->Ypp, r->pp_bound, n, b->Kb, e);
-  if (rc == 0 && b->n_got > 0) o3m_axpy(rows * r->d, 1.0, b->Ypp, b->Y);
   /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
    * that each keep their bound but are not Q^j x^j could add up to more, so
    * the sum is checked too, before the policy sees it. */
@@ -1115,6 +1196,11 @@ static void batch_finish(ap_round *r, batch_slot *b) {
    * the requests. */
   batch_cache(r, b);
   if (b->retried) r->st.stale_retries++;
+  /* Under serve, the rounds whose items the own lookups (or the cached
+   * flags) found missing from the own item table ("Unknown ids"); refuse
+   * counted them at submit. Counted before the rounds are answered. */
+  if (b->rc == 0 && !r->refuse_unknown_items)
+    for (int i = 0; i < b->n; i++) r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
