@@ -135,20 +135,25 @@ static void lru_push_front(ap_itemcache *c, int i) {
   if (c->tail < 0) c->tail = i;
 }
 
-int ap_itemcache_get(ap_itemcache *c, const char *id, double *out) {
+const double *ap_itemcache_ref(ap_itemcache *c, const char *id) {
   size_t len = strlen(id), b;
   int i = c->size > 0 && len <= O3M_MAX_ID ? find(c, id, len, &b) : -1;
   if (i < 0) {
     c->st.misses++;
-    return 0;
+    return NULL;
   }
-  memcpy(out, c->vals + (size_t)i * (size_t)c->d, sizeof *out * (size_t)c->d);
   if (c->head != i) {
     lru_unlink(c, i);
     lru_push_front(c, i);
   }
   c->st.hits++;
-  return 1;
+  return c->vals + (size_t)i * (size_t)c->d;
+}
+
+int ap_itemcache_get(ap_itemcache *c, const char *id, double *out) {
+  const double *v = ap_itemcache_ref(c, id);
+  if (v) memcpy(out, v, sizeof *out * (size_t)c->d);
+  return v != NULL;
 }
 
 /* Unlinks entry i from its bucket's chain. */

@@ -51,6 +51,7 @@ typedef struct dup_entry {
 typedef struct dupset {
   dup_entry *t;
   size_t cap; /* power of two */
+  size_t mask; /* this generation's: a prefix of t twice its ids (dupset_begin) */
   uint64_t gen;
   o3m_hash_key key;
 } dupset;
@@ -63,6 +64,17 @@ static int dupset_init(dupset *s, int k_max) {
   return s->t ? 0 : O3M_ENOMEM;
 }
 
+/* Starts a new generation for at most n ids: it uses the prefix of the
+ * table at least twice as large, so that a round of 20 ids probes a few
+ * hundred bytes rather than a table sized for the largest batch, which
+ * does not stay in the cache (the prefix's older entries count as empty). */
+static void dupset_begin(dupset *s, int n) {
+  s->gen++;
+  size_t m = 16;
+  while (m < 2 * (size_t)n && m < s->cap) m <<= 1;
+  s->mask = m - 1;
+}
+
 static void dupset_free(dupset *s) {
   free(s->t);
   s->t = NULL;
@@ -72,8 +84,8 @@ static void dupset_free(dupset *s) {
 /* Returns -1 if the K ids are distinct, else the index of the first id that
  * repeats an earlier one, with that earlier index in *first. */
 static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
-  s->gen++;
-  size_t mask = s->cap - 1;
+  dupset_begin(s, K);
+  const size_t mask = s->mask;
   for (int k = 0; k < K; k++) {
     uint64_t h = o3m_hash_keyed(&s->key, ids[k], strlen(ids[k]));
     size_t i = (size_t)h & mask;
@@ -95,9 +107,10 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
 }
 
 /* Finds id among the n ids already in s (added with their indices in
- * ids): its index, or, when absent, adds it as index n and returns -1. */
+ * ids, since dupset_begin for at least n + 1 ids): its index, or, when
+ * absent, adds it as index n and returns -1. */
 static int dupset_add(dupset *s, const char *const *ids, int n, const char *id) {
-  size_t mask = s->cap - 1;
+  const size_t mask = s->mask;
   uint64_t h = o3m_hash_keyed(&s->key, id, strlen(id));
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     dup_entry *en = &s->t[i];
@@ -164,6 +177,9 @@ typedef struct batch_slot {
    * with own tables, the own item part and its known flag (ap_round.h
    * "Own parts"). */
   double *Ib;
+  /* batch_rows: each distinct item's entry, its row of Ib or, with one
+   * batch in flight, the cache's own (ap_itemcache_ref). */
+  const double **ent;
   double *Uown;                 /* O3M_WIRE_MAX_BATCH x d: each round's own user part */
   double *Town;                 /* batch_rows x d: the new items' own parts */
   unsigned char *known;         /* batch_rows: the new items' known flags */
@@ -388,12 +404,13 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     bs->Uown = malloc(sizeof *bs->Uown * O3M_WIRE_MAX_BATCH * (size_t)r->d);
     bs->Town = malloc(sizeof *bs->Town * nv);
     bs->known = malloc(nb);
+    bs->ent = malloc(sizeof *bs->ent * nb);
     bs->uniq_id = malloc(sizeof *bs->uniq_id * nb);
     bs->cand = malloc(sizeof *bs->cand * nb);
     bs->new_items = malloc(sizeof *bs->new_items * nb);
     bs->new_of = malloc(sizeof *bs->new_of * nb);
     if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
-        !bs->Uown || !bs->Town || !bs->known ||
+        !bs->Uown || !bs->Town || !bs->known || !bs->ent ||
         !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
         dupset_init(&bs->uniq, r->batch_rows) < 0) {
       rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
@@ -477,6 +494,7 @@ void ap_round_destroy(ap_round *r) {
     free(bs->Uown);
     free(bs->Town);
     free(bs->known);
+    free(bs->ent);
     free(bs->uniq_id);
     free(bs->cand);
     free(bs->new_items);
@@ -737,7 +755,7 @@ static void batch_build(ap_round *r, batch_slot *b) {
       ap_itemcache_reset(r->cache, r->mask_id, b->n_epochs, b->epochs);
     }
   }
-  b->uniq.gen++;
+  dupset_begin(&b->uniq, b->rows);
   b->n_uniq = b->n_new = 0;
   b->retried = 0;
   int row = 0;
@@ -755,7 +773,13 @@ static void batch_build(ap_round *r, batch_slot *b) {
       if (u < 0) {
         u = b->n_uniq++;
         b->uniq_id[u] = id;
-        if (!ap_itemcache_get(r->cache, id, b->Ib + (size_t)u * (size_t)r->cw)) {
+        double *en = b->Ib + (size_t)u * (size_t)r->cw;
+        /* With one slot nothing puts or resets before this batch's sums
+         * are made (ap_itemcache.h, Threads): no copy. */
+        const double *c = r->n_slots == 1 ? ap_itemcache_ref(r->cache, id)
+                                          : ap_itemcache_get(r->cache, id, en) ? en : NULL;
+        b->ent[u] = c ? c : en;
+        if (!c) {
           b->new_of[b->n_new] = u;
           b->new_items[b->n_new++] = req->items[k];
         }
@@ -945,9 +969,17 @@ static void batch_gather(void *arg) {
   const int nk = b->n_got + r->own_fact;
   if (rc == 0 && b->n_new < b->n_uniq &&
       (b->n_epochs != nk || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)nk))) {
+    const size_t cw = (size_t)r->cw;
     for (int u = 0; u < b->n_uniq; u++) {
       b->new_of[u] = u;
       b->new_items[u] = (char *)b->uniq_id[u];
+      /* Every item's row of Ib gets the new answer; the own half of one
+       * read in the cache is still valid (its own epoch is the key's). */
+      double *en = b->Ib + (size_t)u * cw;
+      if (b->ent[u] != en) {
+        memcpy(en + d, b->ent[u] + d, sizeof *en * (cw - d));
+        b->ent[u] = en;
+      }
     }
     b->n_new = b->n_uniq;
     b->retried = 1;
@@ -966,7 +998,7 @@ static void batch_gather(void *arg) {
       const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
       int unknown = 0;
       for (int k = 0; k < b->Kb[i]; k++, row++) {
-        const double *Iq = b->Ib + (size_t)b->cand[row] * cw;
+        const double *Iq = b->ent[b->cand[row]];
         double *o = b->Ypp + (size_t)row * d, *y = b->Y + (size_t)row * d;
         if (fact) {
           const double *Io = Iq + d;
