@@ -940,11 +940,86 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
   return rc;
 }
 
+/* Every candidate's U(u) + I(i), the passive parties' sum, into b->Ypp
+ * (for the message of a failed check only: batch_contexts checks each row
+ * as it makes it). */
+static void pp_sums(batch_slot *b) {
+  const size_t d = (size_t)b->r->d;
+  int row = 0;
+  for (int i = 0; i < b->n; i++)
+    for (int k = 0; k < b->Kb[i]; k++, row++) {
+      const double *Uq = b->P + (size_t)i * d, *Iq = b->ent[b->cand[row]];
+      double *o = b->Ypp + (size_t)row * d;
+      for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
+    }
+}
+
+/* After a fan-out that succeeded: the new items' I(i) into their entries,
+ * then, in one pass, every candidate's context into b->Y: U(u) + I(i)
+ * plus its own user and item parts, or plus the own block already there
+ * (own_parts_mask), with each round's unknown_items from the entries'
+ * flags. Each row is checked while it is in the cache, against the
+ * bounds of o3m_wire_check_row_norms: secure, U(u) + I(i), the only sum
+ * that decodes, against the passive parties' joint bound (so that a hostile
+ * PP can move the sum only inside it, as with per-party parts), and the
+ * whole context against sum_norm (honest parts sum to ||Q x|| = ||x|| <=
+ * sqrt(sum_j max_norm_j^2); parts that each keep their bound but are not
+ * Q^j x^j could add up to more). On a failure that check runs again over
+ * all rows, for its message. */
+static int batch_contexts(batch_slot *b, o3m_err *e) {
+  const ap_round *r = b->r;
+  const size_t d = (size_t)r->d, cw = (size_t)r->cw;
+  const int n = b->n;
+  for (int t = 0; t < b->n_new; t++)
+    memcpy(b->Ib + (size_t)b->new_of[t] * cw, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
+  const double lim_pp = r->secure ? o3m_wire_norm_limit2(r->pp_bound) : 0.0;
+  const double lim_sum = o3m_wire_norm_limit2(r->sum_norm);
+  double *o = b->Ypp; /* the row's U(u) + I(i), while it is checked */
+  int over_pp = 0, over_sum = 0, row = 0;
+  for (int i = 0; i < n; i++) {
+    const int fact = own_factored(r, b->q[i]);
+    const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
+    int unknown = 0;
+    for (int k = 0; k < b->Kb[i]; k++, row++) {
+      const double *Iq = b->ent[b->cand[row]];
+      double *y = b->Y + (size_t)row * d;
+      if (fact) {
+        const double *Io = Iq + d;
+        for (size_t c = 0; c < d; c++) {
+          o[c] = Uq[c] + Iq[c];
+          y[c] = o[c] + Uo[c] + Io[c];
+        }
+      } else {
+        for (size_t c = 0; c < d; c++) {
+          o[c] = Uq[c] + Iq[c];
+          y[c] += o[c];
+        }
+      }
+      /* Not <=: a NaN fails too. */
+      if (r->secure && !(o3m_dot(r->d, o, o) <= lim_pp)) over_pp = 1;
+      if (!(o3m_dot(r->d, y, y) <= lim_sum)) over_sum = 1;
+      if (r->own_fact) unknown |= Iq[2 * d] == 0.0;
+    }
+    b->q[i]->unknown_items = unknown;
+  }
+  const int rows = b->rows;
+  if (over_pp) {
+    pp_sums(b);
+    int rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows,
+                                      r->d, b->Ypp, r->pp_bound, n, b->Kb, e);
+    if (rc < 0) return rc;
+  }
+  if (over_sum)
+    return o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
+                                    r->sum_norm, n, b->Kb, e);
+  return 0;
+}
+
 /* The fan-out of slot b's batch of n rounds with rows candidates in all,
  * run without the server's lock (it touches only the slot, its rounds'
  * requests and read-only state: the block, the own tables, the bounds):
  * one factored MaskBatch to every passive participant at once, the own
- * blocks masked while they work, and every reply checked and added, so
+ * parts masked while they work, and every reply checked and added, so
  * that the rows of round i in b->Y (after those of rounds 0..i-1) are its
  * sums Q x = own part + U(u) + I(i). When the batch used cached item parts
  * and a reply names other item epochs than those parts were summed under
@@ -959,7 +1034,6 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
 static void batch_gather(void *arg) {
   batch_slot *b = arg;
   const ap_round *r = b->r;
-  const int n = b->n, rows = b->rows;
   const size_t d = (size_t)r->d;
   o3m_err *e = &b->e;
   o3m_err_clear(e);
@@ -985,50 +1059,7 @@ static void batch_gather(void *arg) {
     b->retried = 1;
     rc = fanout(b, 0, e);
   }
-  if (rc == 0) {
-    /* The new items' I(i), then, in one pass, every candidate's U(u) +
-     * I(i) (kept for the check below) and its context: that plus its own
-     * user and item parts, or plus the own block already in Y. */
-    const size_t cw = (size_t)r->cw;
-    for (int t = 0; t < b->n_new; t++)
-      memcpy(b->Ib + (size_t)b->new_of[t] * cw, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
-    int row = 0;
-    for (int i = 0; i < n; i++) {
-      const int fact = own_factored(r, b->q[i]);
-      const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
-      int unknown = 0;
-      for (int k = 0; k < b->Kb[i]; k++, row++) {
-        const double *Iq = b->ent[b->cand[row]];
-        double *o = b->Ypp + (size_t)row * d, *y = b->Y + (size_t)row * d;
-        if (fact) {
-          const double *Io = Iq + d;
-          for (size_t c = 0; c < d; c++) {
-            o[c] = Uq[c] + Iq[c];
-            y[c] = o[c] + Uo[c] + Io[c];
-          }
-        } else {
-          for (size_t c = 0; c < d; c++) {
-            o[c] = Uq[c] + Iq[c];
-            y[c] += o[c];
-          }
-        }
-        if (r->own_fact) unknown |= Iq[2 * d] == 0.0;
-      }
-      b->q[i]->unknown_items = unknown;
-    }
-  }
-  /* Secure: only the sum of the PPs' parts decodes; it is checked against
-   * their joint bound, so that a hostile PP can move the sum only inside
-   * the bound, as with per-party parts. */
-  if (rc == 0 && r->secure)
-    rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
-                                  b->Ypp, r->pp_bound, n, b->Kb, e);
-  /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
-   * that each keep their bound but are not Q^j x^j could add up to more, so
-   * the sum is checked too, before the policy sees it. */
-  if (rc == 0)
-    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
-                                  r->sum_norm, n, b->Kb, e);
+  if (rc == 0) rc = batch_contexts(b, e);
   b->rc = rc;
 }
 
