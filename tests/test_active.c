@@ -1503,6 +1503,16 @@ static void rounds_naming(o3m_policy_config *pc, o3m_policy *pol, central *c, o3
   }
 }
 
+/* Adds row to party p's table file, reloads p (its first reload) and the
+ * central run's tables. */
+static void reload_with_row(central *c, int p, const char *file, const char *row) {
+  table_add_row(file, row);
+  cr_assert_eq(kill(fed.proc[p].pid, SIGHUP), 0);
+  wait_reloads(p, 1, 0);
+  fed_tables_free(&c->t);
+  fed_tables_load(&c->t);
+}
+
 Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_policy_config pc;
@@ -1525,11 +1535,7 @@ Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
   cr_assert(eq(u64, st0.cache_misses, misses), "the unknown item's parts were not cached");
 
   /* pp2 first: the AP's own cached part of i12 (its means) stays valid. */
-  table_add_row("pp2_items.csv", "i12,0.25,-0.125");
-  cr_assert_eq(kill(fed.proc[FED_PP2].pid, SIGHUP), 0);
-  wait_reloads(FED_PP2, 1, 0);
-  fed_tables_free(&c.t);
-  fed_tables_load(&c.t);
+  reload_with_row(&c, FED_PP2, "pp2_items.csv", "i12,0.25,-0.125");
   rounds_naming(&pc, pol, &c, r, "i12", t, t + 15);
   t += 15;
   stats_now(&st1);
@@ -1539,11 +1545,7 @@ Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
   cr_assert(eq(u64, st1.cache_resets, st0.cache_resets + 1));
 
   /* Then the AP: its own part of i12 is now its row, not its means. */
-  table_add_row("ap_items.csv", "i12,0.375");
-  cr_assert_eq(kill(fed.proc[FED_AP].pid, SIGHUP), 0);
-  wait_reloads(FED_AP, 1, 0);
-  fed_tables_free(&c.t);
-  fed_tables_load(&c.t);
+  reload_with_row(&c, FED_AP, "ap_items.csv", "i12,0.375");
   rounds_naming(&pc, pol, &c, r, "i12", t, t + 15);
   stats_now(&st2);
   cr_assert(eq(u64, st2.cache_stale_retries, st1.cache_stale_retries),
