@@ -76,6 +76,13 @@ int ap_itemcache_get(ap_itemcache *c, const char *id, double *out);
  * in flight). */
 const double *ap_itemcache_ref(ap_itemcache *c, const char *id);
 
+/* The cache's keyed hash of id (o3m_hash.h, under this cache's random
+ * key), and ap_itemcache_ref given it: a caller that hashes the same ids
+ * for tables of its own (the round's duplicate sets) hashes each id once.
+ * id must be at most O3M_MAX_ID bytes. */
+uint64_t ap_itemcache_hash(const ap_itemcache *c, const char *id);
+const double *ap_itemcache_ref_hashed(ap_itemcache *c, const char *id, uint64_t h);
+
 /* Stores id's d values (replacing its entry if present), evicting the
  * least recently used entry when full; does nothing with capacity 0 or an
  * id longer than O3M_MAX_ID. */

@@ -20,7 +20,6 @@
 #include "o3m_clock.h"
 #include "o3m_assert.h"
 #include "o3m_blas.h"
-#include "o3m_hash.h"
 #include "o3m_log.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
@@ -39,9 +38,11 @@
  * with linear probing, at least twice as large as max_candidates. Entries
  * carry the round's generation number, so the table is never cleared: an
  * entry of an older generation counts as empty. The ids are
- * the client's, so the hash is keyed (o3m_hash.h), under a key of this
- * table's own: no one can choose ids that share a probe run and turn the
- * check into O(K^2). */
+ * the client's, so the hash is keyed (o3m_hash.h): the callers give each
+ * id's hash under the item cache's random key (ap_itemcache_hash), which
+ * also finds it in the cache, so that an id is hashed once per round: no
+ * one can choose ids that share a probe run and turn the check into
+ * O(K^2). */
 typedef struct dup_entry {
   uint64_t gen;
   uint64_t hash;
@@ -53,13 +54,11 @@ typedef struct dupset {
   size_t cap; /* power of two */
   size_t mask; /* this generation's: a prefix of t twice its ids (dupset_begin) */
   uint64_t gen;
-  o3m_hash_key key;
 } dupset;
 
 static int dupset_init(dupset *s, int k_max) {
   s->cap = 16;
   while (s->cap < 2 * (size_t)k_max) s->cap <<= 1;
-  if (o3m_hash_key_new(&s->key) < 0) return O3M_ERANDOM;
   s->t = calloc(s->cap, sizeof *s->t);
   return s->t ? 0 : O3M_ENOMEM;
 }
@@ -78,16 +77,16 @@ static void dupset_begin(dupset *s, int n) {
 static void dupset_free(dupset *s) {
   free(s->t);
   s->t = NULL;
-  o3m_hash_key_wipe(&s->key);
 }
 
-/* Returns -1 if the K ids are distinct, else the index of the first id that
- * repeats an earlier one, with that earlier index in *first. */
-static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
+/* Returns -1 if the K ids (with their hashes) are distinct, else the index
+ * of the first id that repeats an earlier one, with that earlier index in
+ * *first. */
+static int dupset_find(dupset *s, int K, char *const *ids, const uint64_t *hashes, int *first) {
   dupset_begin(s, K);
   const size_t mask = s->mask;
   for (int k = 0; k < K; k++) {
-    uint64_t h = o3m_hash_keyed(&s->key, ids[k], strlen(ids[k]));
+    uint64_t h = hashes[k];
     size_t i = (size_t)h & mask;
     for (;; i = (i + 1) & mask) {
       dup_entry *en = &s->t[i];
@@ -109,9 +108,8 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
 /* Finds id among the n ids already in s (added with their indices in
  * ids, since dupset_begin for at least n + 1 ids): its index, or, when
  * absent, adds it as index n and returns -1. */
-static int dupset_add(dupset *s, const char *const *ids, int n, const char *id) {
+static int dupset_add(dupset *s, const char *const *ids, int n, const char *id, uint64_t h) {
   const size_t mask = s->mask;
-  uint64_t h = o3m_hash_keyed(&s->key, id, strlen(id));
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     dup_entry *en = &s->t[i];
     if (en->gen != s->gen) {
@@ -134,6 +132,7 @@ typedef struct queued {
   int owner; /* the client that asked (ap_round_submit) */
   int next;  /* the owner's next waiting round, or the free list's next; -1 */
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
+  uint64_t *hash; /* k_max entries: each item id's ap_itemcache_hash */
   int rc;    /* during a batch: 0, or why this round alone failed */
   int unknown_items; /* during a batch: an item not in the own item table */
 } queued;
@@ -254,6 +253,7 @@ struct ap_round {
   int free_head;                /* the free list, linked by next */
   int n_waiting;                /* rounds in the owners' queues */
   int *arms_pool;               /* AP_ROUND_SLOTS x k_max, pool[i].arms */
+  uint64_t *hash_pool;          /* AP_ROUND_SLOTS x k_max, pool[i].hash */
   int batch_rows;               /* most candidate rows of one MaskBatch */
   int64_t cost_max;             /* most K x d summed over a batch's rounds */
   int inflight_max;             /* most rounds in flight per owner */
@@ -370,7 +370,8 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     goto fail;
   }
   r->arms_pool = malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
-  if (!r->arms_pool) {
+  r->hash_pool = malloc(sizeof *r->hash_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
+  if (!r->arms_pool || !r->hash_pool) {
     rc = o3m_err_set(e, O3M_ENOMEM, "queue for %d rounds: out of memory", AP_ROUND_SLOTS);
     goto fail;
   }
@@ -432,6 +433,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   for (int i = 0; i < AP_ROUND_SLOTS; i++) {
     r->pool[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
+    r->pool[i].hash = r->hash_pool + (size_t)i * (size_t)r->k_max;
     r->pool[i].next = i + 1 < AP_ROUND_SLOTS ? i + 1 : -1;
   }
   r->free_head = 0;
@@ -480,6 +482,7 @@ void ap_round_destroy(ap_round *r) {
   ap_itemcache_destroy(r->cache);
   dupset_free(&r->dup);
   free(r->arms_pool);
+  free(r->hash_pool);
   free(r->owners);
   free(r->X0lock);
   free(r->zero_d);
@@ -550,7 +553,7 @@ static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int 
 }
 
 static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int *arms,
-                              o3m_err *e) {
+                              uint64_t *hashes, o3m_err *e) {
   if (req->n_items < 1 || req->n_items > (size_t)r->k_max)
     return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
                        r->k_max);
@@ -570,8 +573,11 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   rc = o3m_wire_query_ids_check("RecommendRequest", req->user, r->user_required, K, req->items,
                                 1, e);
   if (rc < 0) return rc;
+  /* Each id hashed once (its length checked above): the duplicate sets and
+   * the item cache use it. */
+  for (int k = 0; k < K; k++) hashes[k] = ap_itemcache_hash(r->cache, req->items[k]);
   int first;
-  int dup = dupset_find(&r->dup, K, req->items, &first);
+  int dup = dupset_find(&r->dup, K, req->items, hashes, &first);
   if (dup >= 0)
     return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
   rc = own_ids_check(r, req, K, e);
@@ -667,7 +673,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   O3M_ASSERT(r->free_head >= 0);
   int i = r->free_head;
   queued *q = &r->pool[i];
-  int rc = recommend_validate(r, req, q->arms, e);
+  int rc = recommend_validate(r, req, q->arms, q->hash, e);
   if (rc < 0) {
     r->st.failed_rounds++;
     return rc;
@@ -706,18 +712,23 @@ static int own_factored(const ap_round *r, const queued *q) {
 static void own_parts_mask(batch_slot *b) {
   const ap_round *r = b->r;
   const size_t d = (size_t)r->d;
+  const size_t d0 = (size_t)r->d0;
   size_t off = 0;
   for (int i = 0; i < b->n; i++) {
     queued *q = b->q[i];
+    double *x = b->X0 + (size_t)i * d0;
     if (own_factored(r, q)) {
-      q->rc = o3m_features_fill_user(b->own, q->req->user, b->X0);
-      if (q->rc == 0) o3m_block_apply(r->block, 1, b->X0, 0.0, b->Uown + (size_t)i * d);
-      else memset(b->Uown + (size_t)i * d, 0, sizeof *b->Uown * d);
+      q->rc = o3m_features_fill_user(b->own, q->req->user, x);
+      if (q->rc < 0) memset(x, 0, sizeof *x * d0);
     } else {
+      if (r->own_fact) memset(x, 0, sizeof *x * d0); /* its Uown row is not read */
       o3m_block_apply(r->block, q->K, q->req->own_features, 0.0, b->Y + off * d);
     }
     off += (size_t)q->K;
   }
+  /* The user parts of the whole batch in one call: a call per round packed
+   * the block again for one row each time. */
+  if (r->own_fact) o3m_block_apply(r->block, b->n, b->X0, 0.0, b->Uown);
   if (!r->own_fact || b->n_new == 0) return;
   int rc = o3m_features_fill_items_known(b->own, b->n_new, (const char *const *)b->new_items,
                                          b->X0, b->known);
@@ -769,15 +780,20 @@ static void batch_build(ap_round *r, batch_slot *b) {
     b->q[i]->unknown_items = 0;
     for (int k = 0; k < b->q[i]->K; k++) {
       const char *id = req->items[k];
-      int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id);
+      const uint64_t h = b->q[i]->hash[k];
+      int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id, h);
       if (u < 0) {
         u = b->n_uniq++;
         b->uniq_id[u] = id;
         double *en = b->Ib + (size_t)u * (size_t)r->cw;
         /* With one slot nothing puts or resets before this batch's sums
-         * are made (ap_itemcache.h, Threads): no copy. */
-        const double *c = r->n_slots == 1 ? ap_itemcache_ref(r->cache, id)
-                                          : ap_itemcache_get(r->cache, id, en) ? en : NULL;
+         * are made (ap_itemcache.h, Threads): the entry is read in place;
+         * with several it is copied. */
+        const double *c = ap_itemcache_ref_hashed(r->cache, id, h);
+        if (c && r->n_slots > 1) {
+          memcpy(en, c, sizeof *en * (size_t)r->cw);
+          c = en;
+        }
         b->ent[u] = c ? c : en;
         if (!c) {
           b->new_of[b->n_new] = u;
