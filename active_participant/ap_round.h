@@ -7,8 +7,9 @@
  * ap_round_flush, the server's idle hook, answers everything queued: up to
  * O3M_WIRE_MAX_BATCH rounds and o3m_wire_mask_batch_rows candidates form a
  * batch, sent as one MaskBatch to every passive participant at once
- * (ap_peers.h); while they work the AP masks its own candidates, Y = X^0
- * (Q^0)^T; each reply is checked and added into Y; then, round by round in
+ * (ap_peers.h); while they work the AP masks its own parts (see "Own
+ * parts"); the replies are checked and summed, and each candidate's
+ * context made in one pass into Y; then, round by round in
  * the batch's order (arrival order within each client, see "Fairness"),
  * the policy chooses on Y, the chosen row is kept in the
  * pending table under a new decision id (ap_pending.h) and the call is
