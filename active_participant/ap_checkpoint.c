@@ -35,14 +35,15 @@
 /* Version 1 (the release before the local model) is read too: its layout
  * is version 2's with a local image of 0 bytes. */
 #define CK_VERSION_OLDEST 1u
-#define CK_HDR 64
+#define CK_HDR O3M_FILE_HDR
 #define CK_TRAILER 16
 /* Byte offsets of the header's fields (layout in ap_checkpoint.h), used by
- * both the writer and the reader. Then the trailer's, from the end of the
- * images. */
+ * both the writer and the reader; magic, version and CRC are framed and
+ * checked by o3m_file_hdr (o3m_bytes.h). Then the trailer's, from the end of
+ * the images. */
 enum ck_field {
-  CK_AT_MAGIC = 0,      /* 8 bytes, CK_MAGIC */
-  CK_AT_VERSION = 8,    /* le32, CK_VERSION */
+  CK_AT_MAGIC = O3M_FILE_HDR_AT_MAGIC,     /* 8 bytes, CK_MAGIC */
+  CK_AT_VERSION = O3M_FILE_HDR_AT_VERSION, /* le32, CK_VERSION */
   CK_AT_HDR_LEN = 12,   /* le32, CK_HDR */
   CK_AT_SEQ = 16,       /* le64, journal sequence number covered */
   CK_AT_MASK_ID = 24,   /* le64 */
@@ -50,7 +51,7 @@ enum ck_field {
   CK_AT_WALL_MS = 40,   /* le64, wall clock at write, informational */
   CK_AT_UPDATES = 48,   /* le64, policy updates, informational */
   CK_AT_LOCAL_LEN = 56, /* le32, bytes of the local model's image after it (v1: 0) */
-  CK_AT_HDR_CRC = 60,   /* le32, CRC32C of bytes 0..59 */
+  CK_AT_HDR_CRC = O3M_FILE_HDR_AT_CRC, /* le32, CRC32C of bytes 0..59 */
   CK_AT_DATA_CRC = 0,   /* trailer: le32, CRC32C of the policy state */
   CK_AT_END = 8         /* trailer: 8 bytes, CK_END */
 };
@@ -237,10 +238,11 @@ static int load_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t *mask, o3m_err *e)
     goto out;
   }
   uint64_t size = (uint64_t)st.st_size;
-  if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) || memcmp(h + CK_AT_MAGIC, CK_MAGIC, 8) ||
-      o3m_get_le32(h + CK_AT_VERSION) < CK_VERSION_OLDEST ||
-      o3m_get_le32(h + CK_AT_VERSION) > CK_VERSION || o3m_get_le32(h + CK_AT_HDR_LEN) != CK_HDR ||
-      o3m_get_le32(h + CK_AT_HDR_CRC) != o3m_crc32c(0, h, CK_AT_HDR_CRC)) {
+  uint32_t version;
+  if (size < CK_HDR + CK_TRAILER || o3m_read_full(fd, h, CK_HDR) ||
+      o3m_file_hdr_check(h, CK_MAGIC, &version) != O3M_FILE_HDR_OK ||
+      version < CK_VERSION_OLDEST || version > CK_VERSION ||
+      o3m_get_le32(h + CK_AT_HDR_LEN) != CK_HDR) {
     rc = o3m_err_set(e, O3M_ECORRUPT, "checkpoint %s/%s: bad header", c->dir, name);
     goto out;
   }
@@ -333,9 +335,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t updates, o3m_err 
   unsigned char h[CK_HDR], t[CK_TRAILER];
   /* The local model's image is small (d0 x d0 per model) and le32 is
    * plenty; the federated one keeps its le64. */
-  memset(h, 0, sizeof h);
-  memcpy(h + CK_AT_MAGIC, CK_MAGIC, 8);
-  o3m_put_le32(h + CK_AT_VERSION, CK_VERSION);
+  o3m_file_hdr_begin(h, CK_MAGIC, CK_VERSION);
   o3m_put_le32(h + CK_AT_HDR_LEN, CK_HDR);
   o3m_put_le64(h + CK_AT_SEQ, seq);
   o3m_put_le64(h + CK_AT_MASK_ID, c->mask_id);
@@ -343,7 +343,7 @@ static int write_ckpt(ap_checkpoint *c, uint64_t seq, uint64_t updates, o3m_err 
   o3m_put_le32(h + CK_AT_LOCAL_LEN, (uint32_t)c->snap_local);
   o3m_put_le64(h + CK_AT_WALL_MS, (uint64_t)wall_ms());
   o3m_put_le64(h + CK_AT_UPDATES, updates);
-  o3m_put_le32(h + CK_AT_HDR_CRC, o3m_crc32c(0, h, CK_AT_HDR_CRC));
+  o3m_file_hdr_seal(h);
   int fd = openat(c->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0)
     return o3m_err_set(e, O3M_EIO, "checkpoint %s/%s: cannot create: %s", c->dir, tmp,

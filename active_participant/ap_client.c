@@ -176,13 +176,8 @@ int ap_client_create(ap_client **out, const ap_client_options *o, o3m_err *e) {
   snprintf(list, sizeof list, "%s", o->target);
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
-  cc.insecure = o->insecure;
-  if (!o->insecure) {
-    cc.tls.ca_file = o->ca_file;
-    cc.tls.cert_file = o->cert_file;
-    cc.tls.key_file = o->key_file;
-    cc.tls.server_name = o->server_name;
-  }
+  o3m_rpc_client_secure(&cc, o->insecure,
+                        (o3m_rpc_tls){o->ca_file, o->cert_file, o->key_file, o->server_name});
   if (o->deadline_ms > 0) cc.deadline_ms = o->deadline_ms;
   cc.wait_for_ready = o->wait_for_ready;
   ap_client *c = o3m_calloc(1, sizeof *c);

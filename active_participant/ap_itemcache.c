@@ -103,14 +103,18 @@ int ap_itemcache_key(const ap_itemcache *c, uint64_t *mask_id, uint64_t *epochs)
   return c->n_epochs;
 }
 
+uint64_t ap_itemcache_hash(const ap_itemcache *c, const char *id) {
+  return o3m_hash_keyed(&c->key, id, strlen(id));
+}
+
 static size_t bucket_of(const ap_itemcache *c, const char *id, size_t len) {
   return (size_t)o3m_hash_keyed(&c->key, id, len) & (c->n_buckets - 1);
 }
 
-/* The entry of id, or -1; *b gets its bucket. Counts the longest chain
- * walked (ap_itemcache_stats.longest_chain). */
-static int find(ap_itemcache *c, const char *id, size_t len, size_t *b) {
-  *b = bucket_of(c, id, len);
+/* The entry of id, whose hash is h, or -1; *b gets its bucket. Counts the
+ * longest chain walked (ap_itemcache_stats.longest_chain). */
+static int find_hashed(ap_itemcache *c, const char *id, uint64_t h, size_t *b) {
+  *b = (size_t)h & (c->n_buckets - 1);
   uint64_t walked = 0;
   int i = c->bucket[*b];
   for (; i >= 0; i = c->chain[i]) {
@@ -119,6 +123,10 @@ static int find(ap_itemcache *c, const char *id, size_t len, size_t *b) {
   }
   if (walked > c->st.longest_chain) c->st.longest_chain = walked;
   return i;
+}
+
+static int find(ap_itemcache *c, const char *id, size_t len, size_t *b) {
+  return find_hashed(c, id, o3m_hash_keyed(&c->key, id, len), b);
 }
 
 static void lru_unlink(ap_itemcache *c, int i) {
@@ -136,20 +144,34 @@ static void lru_push_front(ap_itemcache *c, int i) {
   if (c->tail < 0) c->tail = i;
 }
 
-int ap_itemcache_get(ap_itemcache *c, const char *id, double *out) {
-  size_t len = strlen(id), b;
-  int i = c->size > 0 && len <= O3M_MAX_ID ? find(c, id, len, &b) : -1;
+const double *ap_itemcache_ref_hashed(ap_itemcache *c, const char *id, uint64_t h) {
+  size_t b;
+  int i = c->size > 0 ? find_hashed(c, id, h, &b) : -1;
   if (i < 0) {
     c->st.misses++;
-    return 0;
+    return NULL;
   }
-  memcpy(out, c->vals + (size_t)i * (size_t)c->d, sizeof *out * (size_t)c->d);
   if (c->head != i) {
     lru_unlink(c, i);
     lru_push_front(c, i);
   }
   c->st.hits++;
-  return 1;
+  return c->vals + (size_t)i * (size_t)c->d;
+}
+
+const double *ap_itemcache_ref(ap_itemcache *c, const char *id) {
+  size_t len = strlen(id);
+  if (len > O3M_MAX_ID) {
+    c->st.misses++;
+    return NULL;
+  }
+  return ap_itemcache_ref_hashed(c, id, o3m_hash_keyed(&c->key, id, len));
+}
+
+int ap_itemcache_get(ap_itemcache *c, const char *id, double *out) {
+  const double *v = ap_itemcache_ref(c, id);
+  if (v) memcpy(out, v, sizeof *out * (size_t)c->d);
+  return v != NULL;
 }
 
 /* Unlinks entry i from its bucket's chain. */

@@ -17,15 +17,18 @@
  * item parts of two epochs of one party.
  *
  * Bounds. At most capacity entries (the config's item_cache), each d
- * doubles and one id of at most O3M_MAX_ID bytes, allocated at create
+ * doubles (the round's entry width: 2d + 1 when it keeps the AP's own item
+ * part and its known flag beside I(i), ap_round.h "Own parts") and one id of at most O3M_MAX_ID bytes, allocated at create
  * (calloc: pages are touched as entries fill); a put into a full cache
  * evicts the least recently used entry. Capacity 0 holds nothing: every
  * item is asked for every time (still factored).
  *
  * Threads: none of its own; the round uses it under the RPC layer's lock
  * only (get while a batch is formed, put and reset when it is decided), and
- * a batch copies the parts it uses, so an eviction while a batch is in
- * flight changes nothing it sums. */
+ * with several batches in flight a batch copies the parts it uses, so an
+ * eviction while it is in flight changes nothing it sums; with one, no put
+ * or reset can happen before its sums are made, and it reads the entries
+ * in place (ap_itemcache_ref). */
 #ifndef AP_ITEMCACHE_H
 #define AP_ITEMCACHE_H
 
@@ -67,6 +70,19 @@ int ap_itemcache_key(const ap_itemcache *c, uint64_t *mask_id, uint64_t *epochs)
 /* Copies id's d values into out and makes it the most recently used: 1;
  * or 0 when absent (out untouched). Counts a hit or a miss. */
 int ap_itemcache_get(ap_itemcache *c, const char *id, double *out);
+
+/* ap_itemcache_get without the copy: id's d values in the cache, or NULL
+ * when absent. The pointer is valid until the next put or reset: for a
+ * caller that knows none happens while it reads (the round with one batch
+ * in flight). */
+const double *ap_itemcache_ref(ap_itemcache *c, const char *id);
+
+/* The cache's keyed hash of id (o3m_hash.h, under this cache's random
+ * key), and ap_itemcache_ref given it: a caller that hashes the same ids
+ * for tables of its own (the round's duplicate sets) hashes each id once.
+ * id must be at most O3M_MAX_ID bytes. */
+uint64_t ap_itemcache_hash(const ap_itemcache *c, const char *id);
+const double *ap_itemcache_ref_hashed(ap_itemcache *c, const char *id, uint64_t h);
 
 /* Stores id's d values (replacing its entry if present), evicting the
  * least recently used entry when full; does nothing with capacity 0 or an

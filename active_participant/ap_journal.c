@@ -44,6 +44,7 @@
 #define FORMAT_VERSION_OLDEST 2u
 #define TYPE_CLOSE 3
 #define HDR AP_JOURNAL_SEGMENT_HEADER
+_Static_assert(HDR == O3M_FILE_HDR, "a segment header is an o3m_file_hdr");
 #define NAME_MAX_LEN 64
 #define ASIDE_LEN (NAME_MAX_LEN + 24)
 
@@ -67,15 +68,16 @@ enum rec_field {
 };
 
 /* Byte offsets of a segment header's fields (HDR bytes), used by both the
- * writer and the segment check. */
+ * writer and the segment check; magic, version and CRC are framed and
+ * checked by o3m_file_hdr (o3m_bytes.h). */
 enum seg_field {
-  SEG_AT_MAGIC = 0,    /* 8 bytes, SEG_MAGIC */
-  SEG_AT_VERSION = 8,  /* le32, FORMAT_VERSION */
+  SEG_AT_MAGIC = O3M_FILE_HDR_AT_MAGIC,     /* 8 bytes, SEG_MAGIC */
+  SEG_AT_VERSION = O3M_FILE_HDR_AT_VERSION, /* le32, FORMAT_VERSION */
   SEG_AT_D = 12,       /* le32, dimension */
   SEG_AT_FIRST = 16,   /* le64, first seq */
   SEG_AT_WALL_MS = 24, /* le64, wall clock at creation, informational */
   SEG_AT_NSLOTS = 32,  /* le64, slots in the segment */
-  SEG_AT_HDR_CRC = 60  /* le32, CRC32C of bytes 0..59 */
+  SEG_AT_HDR_CRC = O3M_FILE_HDR_AT_CRC /* le32, CRC32C of bytes 0..59 */
 };
 
 /* ------------------------------------------------------------------ handle */
@@ -248,14 +250,12 @@ static const unsigned char *slot_get(ap_journal *j, slot_reader *r, uint64_t k) 
 /* ----------------------------------------------------------------- segments */
 
 static void encode_seg_header(const ap_journal *j, unsigned char *h, uint64_t first) {
-  memset(h, 0, HDR);
-  memcpy(h + SEG_AT_MAGIC, SEG_MAGIC, 8);
-  o3m_put_le32(h + SEG_AT_VERSION, FORMAT_VERSION);
+  o3m_file_hdr_begin(h, SEG_MAGIC, FORMAT_VERSION);
   o3m_put_le32(h + SEG_AT_D, (uint32_t)j->d);
   o3m_put_le64(h + SEG_AT_FIRST, first);
   o3m_put_le64(h + SEG_AT_WALL_MS, (uint64_t)wall_ms());
   o3m_put_le64(h + SEG_AT_NSLOTS, j->nslots);
-  o3m_put_le32(h + SEG_AT_HDR_CRC, o3m_crc32c(0, h, SEG_AT_HDR_CRC));
+  o3m_file_hdr_seal(h);
 }
 
 /* Gives file fd its full length as a sparse file: unwritten slots are a
@@ -448,12 +448,12 @@ static int scan_segment(ap_journal *j, const ap_journal_options *opt, int i, uin
   int rc = O3M_OK;
   uint64_t size = (uint64_t)sb.st_size, n = 0;
   unsigned char h[HDR];
-  if (size < HDR || o3m_pread_full(fd, h, HDR, 0) || memcmp(h + SEG_AT_MAGIC, SEG_MAGIC, 8) ||
-      o3m_get_le32(h + SEG_AT_HDR_CRC) != o3m_crc32c(0, h, SEG_AT_HDR_CRC)) {
+  uint32_t version;
+  if (size < HDR || o3m_pread_full(fd, h, HDR, 0) ||
+      o3m_file_hdr_check(h, SEG_MAGIC, &version) != O3M_FILE_HDR_OK) {
     stop_at(st, i, 0, *next, "a damaged segment header");
     goto out;
   }
-  uint32_t version = o3m_get_le32(h + SEG_AT_VERSION);
   if (version < FORMAT_VERSION_OLDEST || version > FORMAT_VERSION) {
     rc = o3m_err_set(e, O3M_EDIM, "journal %s/%s: format version %u, this build reads versions "
                      "%u..%u (a journal written by %s release of o3m: use that release, or "

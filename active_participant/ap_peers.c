@@ -54,7 +54,8 @@ typedef struct peer {
    * rebuilds the channel before its next call (see peer_reset). */
   atomic_int open, renew;
   o3m_rpc_client *probe; /* the probe thread's own client */
-  int64_t probe_next_ms, probe_backoff_ms; /* the probe thread's */
+  int64_t probe_next_ms; /* the probe thread's, with its backoff */
+  o3m_backoff probe_backoff;
 } peer;
 
 struct ap_peers {
@@ -68,15 +69,6 @@ struct ap_peers {
   const o3m_partition *part;
   uint64_t mask_id;
 };
-
-void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
-                         const o3m_party *peer_party, int insecure) {
-  cc->insecure = insecure;
-  if (insecure) return;
-  cc->tls = o3m_rpc_tls_of_party(cfg, me);
-  /* Peers' certificates name the party, not the host it runs on. */
-  cc->tls.server_name = peer_party->name;
-}
 
 static char *dup_or_null(const char *s) { return s ? o3m_strdup(s) : NULL; }
 
@@ -137,7 +129,7 @@ static int peer_init(peer *p, const o3m_config *cfg, const o3m_party *me, const 
   p->slot = pp->slot;
   p->max_norm = pp->max_norm;
   o3m_rpc_client_config_default(&p->cc);
-  ap_peers_client_tls(&p->cc, cfg, me, pp, insecure);
+  o3m_rpc_client_secure(&p->cc, insecure, o3m_rpc_tls_to_party(cfg, me, pp));
   /* Several instances of the party: one channel over all of them. */
   if (pp->instances) {
     size_t n = strlen("ipv4:") + strlen(pp->address) + 1 + strlen(pp->instances) + 1;
@@ -191,8 +183,8 @@ int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, 
 
 int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_ms,
                         volatile sig_atomic_t *stop, o3m_err *e) {
-  int64_t t0 = o3m_clock_ms();
-  int64_t backoff = WAIT_BACKOFF_FIRST_MS;
+  o3m_backoff bo;
+  o3m_backoff_start(&bo, WAIT_BACKOFF_FIRST_MS, WAIT_BACKOFF_MAX_MS, budget_ms);
   int missing = ps->n, rc = 0;
   O3m__V1__InfoRequest ir = O3M__V1__INFO_REQUEST__INIT;
   for (int j = 0; j < ps->n; j++) {
@@ -229,8 +221,7 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
       }
     }
     if (rc < 0 || missing == 0) break;
-    int64_t left = budget_ms - (o3m_clock_ms() - t0);
-    if (left <= 0) {
+    if (o3m_backoff_left(&bo) <= 0) {
       for (int j = 0; j < ps->n; j++)
         if (!ps->p[j].ready)
           o3m_log_warn("passive party '%s' is not reachable; its rounds fail until it is "
@@ -238,11 +229,10 @@ int ap_peers_wait_ready(ap_peers *ps, const o3m_partition *part, int64_t budget_
                        o3m_err_message(&ps->p[j].last));
       break;
     }
-    if (o3m_clock_sleep_unless_stopped(backoff < left ? backoff : left, stop)) {
+    if (o3m_backoff_sleep(&bo, stop)) {
       rc = o3m_err_set(e, O3M_ESTATE, "stopped while waiting for the passive parties");
       break;
     }
-    backoff = backoff * 2 > WAIT_BACKOFF_MAX_MS ? WAIT_BACKOFF_MAX_MS : backoff * 2;
   }
   return rc;
 }
@@ -331,8 +321,9 @@ static void *prober_main(void *arg) {
         continue;
       }
       if (p->probe_next_ms == 0) {
-        p->probe_backoff_ms = PROBE_BACKOFF_FIRST_MS;
-        p->probe_next_ms = now + p->probe_backoff_ms;
+        o3m_backoff_start(&p->probe_backoff, PROBE_BACKOFF_FIRST_MS, PROBE_BACKOFF_MAX_MS,
+                          O3M_BACKOFF_UNBOUNDED);
+        p->probe_next_ms = now + o3m_backoff_next(&p->probe_backoff);
       }
       if (now < p->probe_next_ms) continue;
       if (probe_once(ps, p) == 0) {
@@ -344,10 +335,7 @@ static void *prober_main(void *arg) {
         continue;
       }
       now = o3m_clock_ms();
-      p->probe_backoff_ms = p->probe_backoff_ms * 2 > PROBE_BACKOFF_MAX_MS
-                                ? PROBE_BACKOFF_MAX_MS
-                                : p->probe_backoff_ms * 2;
-      p->probe_next_ms = now + p->probe_backoff_ms;
+      p->probe_next_ms = now + o3m_backoff_next(&p->probe_backoff);
     }
     nanosleep(&tick, NULL);
   }

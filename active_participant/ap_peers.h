@@ -51,13 +51,6 @@
 
 typedef struct ap_peers ap_peers;
 
-/* TLS settings of party me as a client of party peer (every field but
- * insecure left alone when insecure). The strings belong to cfg. Peers'
- * certificates name the party, not the host it runs on, so server_name is
- * the peer's party name. Also used for the mask generator. */
-void ap_peers_client_tls(o3m_rpc_client_config *cc, const o3m_config *cfg, const o3m_party *me,
-                         const o3m_party *peer, int insecure);
-
 /* Creates one client per passive party of cfg, as party me (TLS unless
  * insecure), with the federation deadline. No call is made. cfg is only
  * read during the call. Errors: O3M_ENOMEM, or a client that cannot be

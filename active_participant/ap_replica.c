@@ -262,7 +262,7 @@ static int stream_state(ap_replica *r, const char *name, const char *what, uint6
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
   /* A short wait: the serving thread asks this every REPLICA_CHECK_MS
-   * (ap_service.c), and a cluster that does not answer within a second is
+   * (ap_service_replica.c), and a cluster that does not answer within a second is
    * asked again at the next check (or, at start, the next attempt). */
   jsOptions jo;
   jsOptions_Init(&jo);

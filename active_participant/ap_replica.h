@@ -71,7 +71,7 @@
  * stream through ordered consumers and
  * ask for stream info, nothing else (deploy/nats/o3m-nats.conf): a stolen
  * AP key can add records, which every replica checks (replica_bounds in
- * ap_service.c), but not remove any. A replica that finds records gone
+ * ap_service_replica.c), but not remove any. A replica that finds records gone
  * anyway (a purge by the administrative identity, a re-created stream)
  * refuses to start or stops (ap_replica_check, ap_replica_next).
  *

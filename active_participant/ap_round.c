@@ -21,7 +21,6 @@
 #include "o3m_clock.h"
 #include "o3m_assert.h"
 #include "o3m_blas.h"
-#include "o3m_hash_keyed.h"
 #include "o3m_log.h"
 #include "o3m_wire.h"
 #include "o3m_features.h"
@@ -40,9 +39,11 @@
  * with linear probing, at least twice as large as max_candidates. Entries
  * carry the round's generation number, so the table is never cleared: an
  * entry of an older generation counts as empty. The ids are
- * the client's, so the hash is keyed (o3m_hash_keyed.h), under a key of this
- * table's own: no one can choose ids that share a probe run and turn the
- * check into O(K^2). */
+ * the client's, so the hash is keyed (o3m_hash_keyed.h): the callers give each
+ * id's hash under the item cache's random key (ap_itemcache_hash), which
+ * also finds it in the cache, so that an id is hashed once per round: no
+ * one can choose ids that share a probe run and turn the check into
+ * O(K^2). */
 typedef struct dup_entry {
   uint64_t gen;
   uint64_t hash;
@@ -52,31 +53,41 @@ typedef struct dup_entry {
 typedef struct dupset {
   dup_entry *t;
   size_t cap; /* power of two */
+  size_t mask; /* this generation's: a prefix of t twice its ids (dupset_begin) */
   uint64_t gen;
-  o3m_hash_key key;
 } dupset;
 
 static int dupset_init(dupset *s, int k_max) {
   s->cap = 16;
   while (s->cap < 2 * (size_t)k_max) s->cap <<= 1;
-  if (o3m_hash_key_new(&s->key) < 0) return O3M_ERANDOM;
   s->t = o3m_calloc(s->cap, sizeof *s->t);
   return s->t ? 0 : O3M_ENOMEM;
+}
+
+/* Starts a new generation for at most n ids: it uses the prefix of the
+ * table at least twice as large, so that a round of 20 ids probes a few
+ * hundred bytes rather than a table sized for the largest batch, which
+ * does not stay in the cache (the prefix's older entries count as empty). */
+static void dupset_begin(dupset *s, int n) {
+  s->gen++;
+  size_t m = 16;
+  while (m < 2 * (size_t)n && m < s->cap) m <<= 1;
+  s->mask = m - 1;
 }
 
 static void dupset_free(dupset *s) {
   o3m_free(s->t);
   s->t = NULL;
-  o3m_hash_key_wipe(&s->key);
 }
 
-/* Returns -1 if the K ids are distinct, else the index of the first id that
- * repeats an earlier one, with that earlier index in *first. */
-static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
-  s->gen++;
-  size_t mask = s->cap - 1;
+/* Returns -1 if the K ids (with their hashes) are distinct, else the index
+ * of the first id that repeats an earlier one, with that earlier index in
+ * *first. */
+static int dupset_find(dupset *s, int K, char *const *ids, const uint64_t *hashes, int *first) {
+  dupset_begin(s, K);
+  const size_t mask = s->mask;
   for (int k = 0; k < K; k++) {
-    uint64_t h = o3m_hash_keyed(&s->key, ids[k], strlen(ids[k]));
+    uint64_t h = hashes[k];
     size_t i = (size_t)h & mask;
     for (;; i = (i + 1) & mask) {
       dup_entry *en = &s->t[i];
@@ -96,10 +107,10 @@ static int dupset_find(dupset *s, int K, char *const *ids, int *first) {
 }
 
 /* Finds id among the n ids already in s (added with their indices in
- * ids): its index, or, when absent, adds it as index n and returns -1. */
-static int dupset_add(dupset *s, const char *const *ids, int n, const char *id) {
-  size_t mask = s->cap - 1;
-  uint64_t h = o3m_hash_keyed(&s->key, id, strlen(id));
+ * ids, since dupset_begin for at least n + 1 ids): its index, or, when
+ * absent, adds it as index n and returns -1. */
+static int dupset_add(dupset *s, const char *const *ids, int n, const char *id, uint64_t h) {
+  const size_t mask = s->mask;
   for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
     dup_entry *en = &s->t[i];
     if (en->gen != s->gen) {
@@ -122,7 +133,9 @@ typedef struct queued {
   int owner; /* the client that asked (ap_round_submit) */
   int next;  /* the owner's next waiting round, or the free list's next; -1 */
   int *arms; /* k_max entries: the disjoint model's arm of each candidate */
+  uint64_t *hash; /* k_max entries: each item id's ap_itemcache_hash */
   int rc;    /* during a batch: 0, or why this round alone failed */
+  int unknown_items; /* during a batch: an item not in the own item table */
 } queued;
 
 /* One client's rounds (see "Fairness" in ap_round.h): how many it has in
@@ -149,7 +162,7 @@ typedef struct batch_slot {
   int n, rows;
   int rc;                       /* the gather's outcome, e its message */
   o3m_err e;
-  double *X0;                   /* k_max x d0: own features from the tables */
+  double *X0;                   /* batch_rows x d0: own features from the tables */
   /* The own tables' version this batch reads, taken when it is sent (a
    * reload may swap r->own meanwhile; ap_round_reload). */
   o3m_features *own;
@@ -160,7 +173,17 @@ typedef struct batch_slot {
   uint64_t *acc;                /* reply_rows x d: the PPs' words, summed (secure) */
   double *P;                    /* reply_rows x d: the PPs' parts, summed and decoded */
   double *Ypp;                  /* batch_rows x d: each candidate's U(u) + I(i) */
-  double *Ib;                   /* batch_rows x d: the batch's distinct items' I(i) */
+  /* batch_rows x cw: the batch's distinct items' cache entries, I(i) then,
+   * with own tables, the own item part and its known flag (ap_round.h
+   * "Own parts"). */
+  double *Ib;
+  /* batch_rows: each distinct item's entry, its row of Ib or, with one
+   * batch in flight, the cache's own (ap_itemcache_ref). */
+  const double **ent;
+  double *Uown;                 /* O3M_WIRE_MAX_BATCH x d: each round's own user part */
+  double *Town;                 /* batch_rows x d: the new items' own parts */
+  unsigned char *known;         /* batch_rows: the new items' known flags */
+  uint64_t own_epoch;           /* own: the item epoch of the tables read */
   const char **uniq_id;         /* batch_rows: the distinct items, first seen first */
   int *cand;                    /* batch_rows: each candidate row's index in uniq_id */
   char **new_items;             /* batch_rows: the items asked for (request's items) */
@@ -169,7 +192,8 @@ typedef struct batch_slot {
   int n_uniq, n_new;
   int n_epochs;                 /* the cache key's epochs when the batch was formed */
   uint64_t epochs[AP_ITEMCACHE_MAX_PARTIES];
-  uint64_t got[AP_ITEMCACHE_MAX_PARTIES]; /* the epochs the replies named */
+  /* The epochs the replies named, then, with own tables, own_epoch. */
+  uint64_t got[AP_ITEMCACHE_MAX_PARTIES];
   int n_got;
   int retried;                  /* asked again: stale cached parts */
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
@@ -211,6 +235,10 @@ struct ap_round {
   o3m_features *own;
   o3m_tables *tables;
   o3m_features *retired;
+  /* With own tables, a round's own part is factored like the passive
+   * parties' and its item half cached beside theirs ("Own parts" in
+   * ap_round.h): cw = 2d + 1 values per cache entry, else d. */
+  int own_fact, cw;
 
   /* Set by ap_round_connect. */
   const o3m_block *block;
@@ -226,6 +254,7 @@ struct ap_round {
   int free_head;                /* the free list, linked by next */
   int n_waiting;                /* rounds in the owners' queues */
   int *arms_pool;               /* AP_ROUND_SLOTS x k_max, pool[i].arms */
+  uint64_t *hash_pool;          /* AP_ROUND_SLOTS x k_max, pool[i].hash */
   int batch_rows;               /* most candidate rows of one MaskBatch */
   int64_t cost_max;             /* most K x d summed over a batch's rounds */
   int inflight_max;             /* most rounds in flight per owner */
@@ -342,18 +371,22 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     goto fail;
   }
   r->arms_pool = o3m_malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
-  if (!r->arms_pool) {
+  r->hash_pool = o3m_malloc(sizeof *r->hash_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
+  if (!r->arms_pool || !r->hash_pool) {
     rc = o3m_err_set(e, O3M_ENOMEM, "queue for %d rounds: out of memory", AP_ROUND_SLOTS);
     goto fail;
   }
   /* A factored reply has one user row per round besides its item rows. */
   r->reply_rows = r->batch_rows + O3M_WIRE_MAX_BATCH;
-  if (cfg->n_pp > AP_ITEMCACHE_MAX_PARTIES) {
+  r->own_fact = r->own != NULL;
+  r->cw = r->own_fact ? 2 * r->d + 1 : r->d;
+  /* The key: one epoch per passive party, and the own item epoch. */
+  if (cfg->n_pp + r->own_fact > AP_ITEMCACHE_MAX_PARTIES) {
     rc = o3m_err_set(e, O3M_EINVAL, "%d passive parties: the item cache keys at most %d",
-                     cfg->n_pp, AP_ITEMCACHE_MAX_PARTIES);
+                     cfg->n_pp, AP_ITEMCACHE_MAX_PARTIES - r->own_fact);
     goto fail;
   }
-  if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->d, e)) < 0) goto fail;
+  if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->cw, e)) < 0) goto fail;
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
   /* With several clients and slots, one slot is kept for the others
@@ -364,17 +397,22 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     batch_slot *bs = &r->slot[b];
     bs->r = r;
     const size_t nr = (size_t)r->reply_rows * (size_t)r->d, nb = (size_t)r->batch_rows;
-    bs->X0 = o3m_malloc(sizeof *bs->X0 * (size_t)r->k_max * (size_t)r->d0);
+    bs->X0 = o3m_malloc(sizeof *bs->X0 * nb * (size_t)r->d0);
     bs->Y = o3m_malloc(sizeof *bs->Y * nv);
     if (r->secure) bs->acc = o3m_malloc(sizeof *bs->acc * nr);
     bs->P = o3m_malloc(sizeof *bs->P * nr);
     bs->Ypp = o3m_malloc(sizeof *bs->Ypp * nv);
-    bs->Ib = o3m_malloc(sizeof *bs->Ib * nv);
+    bs->Ib = o3m_malloc(sizeof *bs->Ib * nb * (size_t)r->cw);
+    bs->Uown = o3m_malloc(sizeof *bs->Uown * O3M_WIRE_MAX_BATCH * (size_t)r->d);
+    bs->Town = o3m_malloc(sizeof *bs->Town * nv);
+    bs->known = o3m_malloc(nb);
+    bs->ent = o3m_malloc(sizeof *bs->ent * nb);
     bs->uniq_id = o3m_malloc(sizeof *bs->uniq_id * nb);
     bs->cand = o3m_malloc(sizeof *bs->cand * nb);
     bs->new_items = o3m_malloc(sizeof *bs->new_items * nb);
     bs->new_of = o3m_malloc(sizeof *bs->new_of * nb);
     if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
+        !bs->Uown || !bs->Town || !bs->known || !bs->ent ||
         !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
         dupset_init(&bs->uniq, r->batch_rows) < 0) {
       rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
@@ -396,6 +434,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   }
   for (int i = 0; i < AP_ROUND_SLOTS; i++) {
     r->pool[i].arms = r->arms_pool + (size_t)i * (size_t)r->k_max;
+    r->pool[i].hash = r->hash_pool + (size_t)i * (size_t)r->k_max;
     r->pool[i].next = i + 1 < AP_ROUND_SLOTS ? i + 1 : -1;
   }
   r->free_head = 0;
@@ -444,6 +483,7 @@ void ap_round_destroy(ap_round *r) {
   ap_itemcache_destroy(r->cache);
   dupset_free(&r->dup);
   o3m_free(r->arms_pool);
+  o3m_free(r->hash_pool);
   o3m_free(r->owners);
   o3m_free(r->X0lock);
   o3m_free(r->zero_d);
@@ -455,6 +495,10 @@ void ap_round_destroy(ap_round *r) {
     o3m_free(bs->P);
     o3m_free(bs->Ypp);
     o3m_free(bs->Ib);
+    o3m_free(bs->Uown);
+    o3m_free(bs->Town);
+    o3m_free(bs->known);
+    o3m_free(bs->ent);
     o3m_free(bs->uniq_id);
     o3m_free(bs->cand);
     o3m_free(bs->new_items);
@@ -496,18 +540,21 @@ static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int 
   if (!r->own) return 0;
   if (req->user && req->user[0] && o3m_features_find(r->own, O3M_FEATURES_USERS, req->user) == -1)
     r->st.unknown_user_rounds++;
+  /* Under serve the items are counted from the batch's own lookups
+   * (batch_finish), so that each costs one lookup, or none when its own
+   * part is cached; only a refusal must know before the round is queued. */
+  if (!r->refuse_unknown_items) return 0;
   int k = 0;
   while (k < K && o3m_features_find(r->own, O3M_FEATURES_ITEMS, req->items[k]) != -1) k++;
   if (k == K) return 0;
   r->st.unknown_item_rounds++;
-  if (!r->refuse_unknown_items) return 0;
   return o3m_err_set(e, O3M_ENOTFOUND, "items[%d] '%.64s' is not in the item table of the "
                      "active party '%s' ([policy] unknown_items = refuse)", k, req->items[k],
                      r->name);
 }
 
 static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int *arms,
-                              o3m_err *e) {
+                              uint64_t *hashes, o3m_err *e) {
   if (req->n_items < 1 || req->n_items > (size_t)r->k_max)
     return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
                        r->k_max);
@@ -527,8 +574,11 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   rc = o3m_wire_query_ids_check("RecommendRequest", req->user, r->user_required, K, req->items,
                                 1, e);
   if (rc < 0) return rc;
+  /* Each id hashed once (its length checked above): the duplicate sets and
+   * the item cache use it. */
+  for (int k = 0; k < K; k++) hashes[k] = ap_itemcache_hash(r->cache, req->items[k]);
   int first;
-  int dup = dupset_find(&r->dup, K, req->items, &first);
+  int dup = dupset_find(&r->dup, K, req->items, hashes, &first);
   if (dup >= 0)
     return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
   rc = own_ids_check(r, req, K, e);
@@ -624,7 +674,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   O3M_ASSERT(r->free_head >= 0);
   int i = r->free_head;
   queued *q = &r->pool[i];
-  int rc = recommend_validate(r, req, q->arms, e);
+  int rc = recommend_validate(r, req, q->arms, q->hash, e);
   if (rc < 0) {
     r->st.failed_rounds++;
     return rc;
@@ -647,20 +697,54 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
 
 /* ---------------------------------------------------------------- the batch */
 
-/* Masks the own block of round q into Y (K x d): Y = X^0 (Q^0)^T, with X^0
- * from the request or, with unknown ids as dummies, from the own tables
- * (the AP's one lookup of its own features) through the slot's X0. */
-static int mask_own(const ap_round *r, o3m_features *own, const queued *q, double *X0buf,
-                    double *Y) {
-  const double *X0 = q->req->own_features;
-  if (q->req->n_own_features == 0) {
-    int rc = o3m_features_fill(own, q->req->user, q->K, (const char *const *)q->req->items,
-                              X0buf, NULL, NULL);
-    if (rc < 0) return rc;
-    X0 = X0buf;
+/* 1 when round q's own part is factored (ap_round.h "Own parts"): the AP
+ * has tables and the request brings no own features. */
+static int own_factored(const ap_round *r, const queued *q) {
+  return r->own_fact && q->req->n_own_features == 0;
+}
+
+/* The own parts of slot b's rounds (without the lock, while the passive
+ * parties work): a factored round's user part Q^0 [u^0, 0] into b->Uown
+ * (its item parts are the cache's or the new items' below), another
+ * round's whole block X^0 (Q^0)^T from the request into its rows of b->Y;
+ * then, with own tables, every new item's part Q^0 [0, i^0] and whether
+ * the own item table holds it, into its entry of b->Ib. A round whose
+ * lookup fails gets q->rc and zeros. */
+static void own_parts_mask(batch_slot *b) {
+  const ap_round *r = b->r;
+  const size_t d = (size_t)r->d;
+  const size_t d0 = (size_t)r->d0;
+  size_t off = 0;
+  for (int i = 0; i < b->n; i++) {
+    queued *q = b->q[i];
+    double *x = b->X0 + (size_t)i * d0;
+    if (own_factored(r, q)) {
+      q->rc = o3m_features_fill_user(b->own, q->req->user, x);
+      if (q->rc < 0) memset(x, 0, sizeof *x * d0);
+    } else {
+      if (r->own_fact) memset(x, 0, sizeof *x * d0); /* its Uown row is not read */
+      o3m_block_apply(r->block, q->K, q->req->own_features, 0.0, b->Y + off * d);
+    }
+    off += (size_t)q->K;
   }
-  o3m_block_apply(r->block, q->K, X0, 0.0, Y);
-  return 0;
+  /* The user parts of the whole batch in one call: a call per round packed
+   * the block again for one row each time. */
+  if (r->own_fact) o3m_block_apply(r->block, b->n, b->X0, 0.0, b->Uown);
+  if (!r->own_fact || b->n_new == 0) return;
+  int rc = o3m_features_fill_items_known(b->own, b->n_new, (const char *const *)b->new_items,
+                                         b->X0, b->known);
+  if (rc < 0) {
+    for (int i = 0; i < b->n; i++) b->q[i]->rc = rc;
+    memset(b->Town, 0, sizeof *b->Town * (size_t)b->n_new * d);
+    memset(b->known, 1, (size_t)b->n_new);
+  } else {
+    o3m_block_apply(r->block, b->n_new, b->X0, 0.0, b->Town);
+  }
+  for (int t = 0; t < b->n_new; t++) {
+    double *en = b->Ib + (size_t)b->new_of[t] * (size_t)r->cw;
+    memcpy(en + d, b->Town + (size_t)t * d, sizeof *en * d);
+    en[2 * d] = b->known[t];
+  }
 }
 
 /* Fills slot b's factored MaskBatch from its rounds (under the lock): one
@@ -673,7 +757,17 @@ static void batch_build(ap_round *r, batch_slot *b) {
   b->own = r->own;
   uint64_t mask_id;
   b->n_epochs = ap_itemcache_key(r->cache, &mask_id, b->epochs);
-  b->uniq.gen++;
+  /* The own item parts cached were masked from other own tables (a reload
+   * swapped them): every entry goes, as when a passive party's epoch
+   * changes, before any is read. */
+  if (r->own_fact) {
+    b->own_epoch = o3m_features_epoch(b->own, O3M_FEATURES_ITEMS);
+    if (b->n_epochs > 0 && b->epochs[b->n_epochs - 1] != b->own_epoch) {
+      b->epochs[b->n_epochs - 1] = b->own_epoch;
+      ap_itemcache_reset(r->cache, r->mask_id, b->n_epochs, b->epochs);
+    }
+  }
+  dupset_begin(&b->uniq, b->rows);
   b->n_uniq = b->n_new = 0;
   b->retried = 0;
   int row = 0;
@@ -684,13 +778,25 @@ static void batch_build(ap_round *r, batch_slot *b) {
     mq->user = req->user;
     b->Kb[i] = b->q[i]->K;
     b->q[i]->rc = 0;
+    b->q[i]->unknown_items = 0;
     for (int k = 0; k < b->q[i]->K; k++) {
       const char *id = req->items[k];
-      int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id);
+      const uint64_t h = b->q[i]->hash[k];
+      int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id, h);
       if (u < 0) {
         u = b->n_uniq++;
         b->uniq_id[u] = id;
-        if (!ap_itemcache_get(r->cache, id, b->Ib + (size_t)u * (size_t)r->d)) {
+        double *en = b->Ib + (size_t)u * (size_t)r->cw;
+        /* With one slot nothing puts or resets before this batch's sums
+         * are made (ap_itemcache.h, Threads): the entry is read in place;
+         * with several it is copied. */
+        const double *c = ap_itemcache_ref_hashed(r->cache, id, h);
+        if (c && r->n_slots > 1) {
+          memcpy(en, c, sizeof *en * (size_t)r->cw);
+          c = en;
+        }
+        b->ent[u] = c ? c : en;
+        if (!c) {
           b->new_of[b->n_new] = u;
           b->new_items[b->n_new++] = req->items[k];
         }
@@ -705,11 +811,12 @@ static void batch_build(ap_round *r, batch_slot *b) {
  * every entry, so that no context sums parts of two epochs. */
 static void batch_cache(ap_round *r, batch_slot *b) {
   if (b->rc < 0) return;
-  if (!ap_itemcache_matches(r->cache, r->mask_id, b->n_got, b->got))
-    ap_itemcache_reset(r->cache, r->mask_id, b->n_got, b->got);
+  const int nk = b->n_got + r->own_fact;
+  if (!ap_itemcache_matches(r->cache, r->mask_id, nk, b->got))
+    ap_itemcache_reset(r->cache, r->mask_id, nk, b->got);
   for (int t = 0; t < b->n_new; t++) {
     int u = b->new_of[t];
-    ap_itemcache_put(r->cache, b->uniq_id[u], b->Ib + (size_t)u * (size_t)r->d);
+    ap_itemcache_put(r->cache, b->uniq_id[u], b->Ib + (size_t)u * (size_t)r->cw);
   }
 }
 
@@ -778,7 +885,6 @@ static void batch_missing(batch_slot *b, int j, const char *reason) {
  * started call is finished. */
 static int fanout(batch_slot *b, int own, o3m_err *e) {
   const ap_round *r = b->r;
-  queued *const *q = b->q;
   const int n = b->n, rows = n + b->n_new;
   O3m__V1__MaskBatchRequest br = O3M__V1__MASK_BATCH_REQUEST__INIT;
   br.mask_id = r->mask_id;
@@ -813,20 +919,13 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
       ap_peers_trip(b->peers, started);
     }
   }
-  /* The own blocks, overlapped with the passive participants' work. */
-  size_t off = 0;
-  for (int i = 0; own && rc == 0 && i < n; i++) {
-    double *Yi = b->Y + off * (size_t)r->d;
-    q[i]->rc = mask_own(r, b->own, q[i], b->X0, Yi);
-    /* That round fails alone (round_decide); zeros keep the batch's sums,
-     * which the other rounds' checks read, defined. */
-    if (q[i]->rc < 0) memset(Yi, 0, sizeof *Yi * (size_t)q[i]->K * (size_t)r->d);
-    off += (size_t)q[i]->K;
-  }
+  /* The own parts, overlapped with the passive participants' work. */
+  if (own && rc == 0) own_parts_mask(b);
   const size_t nv = (size_t)rows * (size_t)r->d;
   if (r->secure) memset(b->acc, 0, sizeof *b->acc * nv);
   else memset(b->P, 0, sizeof *b->P * nv);
   b->n_got = started;
+  if (r->own_fact) b->got[started] = b->own_epoch;
   o3m_err pe;
   for (int j = 0; j < started; j++) {
     ProtobufCMessage *m;
@@ -858,11 +957,86 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
   return rc;
 }
 
+/* Every candidate's U(u) + I(i), the passive parties' sum, into b->Ypp
+ * (for the message of a failed check only: batch_contexts checks each row
+ * as it makes it). */
+static void pp_sums(batch_slot *b) {
+  const size_t d = (size_t)b->r->d;
+  int row = 0;
+  for (int i = 0; i < b->n; i++)
+    for (int k = 0; k < b->Kb[i]; k++, row++) {
+      const double *Uq = b->P + (size_t)i * d, *Iq = b->ent[b->cand[row]];
+      double *o = b->Ypp + (size_t)row * d;
+      for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
+    }
+}
+
+/* After a fan-out that succeeded: the new items' I(i) into their entries,
+ * then, in one pass, every candidate's context into b->Y: U(u) + I(i)
+ * plus its own user and item parts, or plus the own block already there
+ * (own_parts_mask), with each round's unknown_items from the entries'
+ * flags. Each row is checked while it is in the cache, against the
+ * bounds of o3m_wire_check_row_norms: secure, U(u) + I(i), the only sum
+ * that decodes, against the passive parties' joint bound (so that a hostile
+ * PP can move the sum only inside it, as with per-party parts), and the
+ * whole context against sum_norm (honest parts sum to ||Q x|| = ||x|| <=
+ * sqrt(sum_j max_norm_j^2); parts that each keep their bound but are not
+ * Q^j x^j could add up to more). On a failure that check runs again over
+ * all rows, for its message. */
+static int batch_contexts(batch_slot *b, o3m_err *e) {
+  const ap_round *r = b->r;
+  const size_t d = (size_t)r->d, cw = (size_t)r->cw;
+  const int n = b->n;
+  for (int t = 0; t < b->n_new; t++)
+    memcpy(b->Ib + (size_t)b->new_of[t] * cw, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
+  const double lim_pp = r->secure ? o3m_wire_norm_limit2(r->pp_bound) : 0.0;
+  const double lim_sum = o3m_wire_norm_limit2(r->sum_norm);
+  double *o = b->Ypp; /* the row's U(u) + I(i), while it is checked */
+  int over_pp = 0, over_sum = 0, row = 0;
+  for (int i = 0; i < n; i++) {
+    const int fact = own_factored(r, b->q[i]);
+    const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
+    int unknown = 0;
+    for (int k = 0; k < b->Kb[i]; k++, row++) {
+      const double *Iq = b->ent[b->cand[row]];
+      double *y = b->Y + (size_t)row * d;
+      if (fact) {
+        const double *Io = Iq + d;
+        for (size_t c = 0; c < d; c++) {
+          o[c] = Uq[c] + Iq[c];
+          y[c] = o[c] + Uo[c] + Io[c];
+        }
+      } else {
+        for (size_t c = 0; c < d; c++) {
+          o[c] = Uq[c] + Iq[c];
+          y[c] += o[c];
+        }
+      }
+      /* Not <=: a NaN fails too. */
+      if (r->secure && !(o3m_dot(r->d, o, o) <= lim_pp)) over_pp = 1;
+      if (!(o3m_dot(r->d, y, y) <= lim_sum)) over_sum = 1;
+      if (r->own_fact) unknown |= Iq[2 * d] == 0.0;
+    }
+    b->q[i]->unknown_items = unknown;
+  }
+  const int rows = b->rows;
+  if (over_pp) {
+    pp_sums(b);
+    int rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows,
+                                      r->d, b->Ypp, r->pp_bound, n, b->Kb, e);
+    if (rc < 0) return rc;
+  }
+  if (over_sum)
+    return o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
+                                    r->sum_norm, n, b->Kb, e);
+  return 0;
+}
+
 /* The fan-out of slot b's batch of n rounds with rows candidates in all,
  * run without the server's lock (it touches only the slot, its rounds'
  * requests and read-only state: the block, the own tables, the bounds):
  * one factored MaskBatch to every passive participant at once, the own
- * blocks masked while they work, and every reply checked and added, so
+ * parts masked while they work, and every reply checked and added, so
  * that the rows of round i in b->Y (after those of rounds 0..i-1) are its
  * sums Q x = own part + U(u) + I(i). When the batch used cached item parts
  * and a reply names other item epochs than those parts were summed under
@@ -877,46 +1051,32 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
 static void batch_gather(void *arg) {
   batch_slot *b = arg;
   const ap_round *r = b->r;
-  const int n = b->n, rows = b->rows;
   const size_t d = (size_t)r->d;
   o3m_err *e = &b->e;
   o3m_err_clear(e);
   int rc = fanout(b, 1, e);
+  /* The key the replies make: the passive parties' epochs and the own one,
+   * which batch_build already made the cache's. */
+  const int nk = b->n_got + r->own_fact;
   if (rc == 0 && b->n_new < b->n_uniq &&
-      (b->n_epochs != b->n_got || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)b->n_got))) {
+      (b->n_epochs != nk || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)nk))) {
+    const size_t cw = (size_t)r->cw;
     for (int u = 0; u < b->n_uniq; u++) {
       b->new_of[u] = u;
       b->new_items[u] = (char *)b->uniq_id[u];
+      /* Every item's row of Ib gets the new answer; the own half of one
+       * read in the cache is still valid (its own epoch is the key's). */
+      double *en = b->Ib + (size_t)u * cw;
+      if (b->ent[u] != en) {
+        memcpy(en + d, b->ent[u] + d, sizeof *en * (cw - d));
+        b->ent[u] = en;
+      }
     }
     b->n_new = b->n_uniq;
     b->retried = 1;
     rc = fanout(b, 0, e);
   }
-  if (rc == 0) {
-    /* The new items' I(i), then every candidate's U(u) + I(i). */
-    for (int t = 0; t < b->n_new; t++)
-      memcpy(b->Ib + (size_t)b->new_of[t] * d, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
-    int row = 0;
-    for (int i = 0; i < n; i++)
-      for (int k = 0; k < b->Kb[i]; k++, row++) {
-        const double *Uq = b->P + (size_t)i * d, *Iq = b->Ib + (size_t)b->cand[row] * d;
-        double *o = b->Ypp + (size_t)row * d;
-        for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
-      }
-  }
-  /* Secure: only the sum of the PPs' parts decodes; it is checked against
-   * their joint bound before it joins the own part, so that a hostile PP
-   * can move the sum only inside the bound, as with per-party parts. */
-  if (rc == 0 && r->secure)
-    rc = o3m_wire_check_row_norms("the decoded sum of the passive parties' parts", rows, r->d,
-                                  b->Ypp, r->pp_bound, n, b->Kb, e);
-  if (rc == 0 && b->n_got > 0) o3m_axpy(rows * r->d, 1.0, b->Ypp, b->Y);
-  /* Honest parts sum to ||Q x|| = ||x|| <= sqrt(sum_j max_norm_j^2); parts
-   * that each keep their bound but are not Q^j x^j could add up to more, so
-   * the sum is checked too, before the policy sees it. */
-  if (rc == 0)
-    rc = o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
-                                  r->sum_norm, n, b->Kb, e);
+  if (rc == 0) rc = batch_contexts(b, e);
   b->rc = rc;
 }
 
@@ -1116,6 +1276,11 @@ static void batch_finish(ap_round *r, batch_slot *b) {
    * the requests. */
   batch_cache(r, b);
   if (b->retried) r->st.stale_retries++;
+  /* Under serve, the rounds whose items the own lookups (or the cached
+   * flags) found missing from the own item table ("Unknown ids"); refuse
+   * counted them at submit. Counted before the rounds are answered. */
+  if (b->rc == 0 && !r->refuse_unknown_items)
+    for (int i = 0; i < b->n; i++) r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);

@@ -7,8 +7,9 @@
  * ap_round_flush, the server's idle hook, answers everything queued: up to
  * O3M_WIRE_MAX_BATCH rounds and o3m_wire_mask_batch_rows candidates form a
  * batch, sent as one MaskBatch to every passive participant at once
- * (ap_peers.h); while they work the AP masks its own candidates, Y = X^0
- * (Q^0)^T; each reply is checked and added into Y; then, round by round in
+ * (ap_peers.h); while they work the AP masks its own parts (see "Own
+ * parts"); the replies are checked and summed, and each candidate's
+ * context made in one pass into Y; then, round by round in
  * the batch's order (arrival order within each client, see "Fairness"),
  * the policy chooses on Y, the chosen row is kept in the
  * pending table under a new decision id (ap_pending.h) and the call is
@@ -97,12 +98,24 @@
  * are a function of the calls and of when they were queued: calls made one
  * after the other give the same decisions whatever the number of threads.
  *
- * Identical decisions: each round's own block is masked by its own
- * o3m_block_apply of K rows; the passive parties answer factored batches
+ * Own parts. With own tables the AP splits its own part as the passive
+ * parties split theirs: Q^0 x^0 = Q^0 [u^0, 0] + Q^0 [0, i^0]. Per round it
+ * masks its user part once; the item part of an item is masked once per
+ * mask and own item table and kept in the item cache beside the passive
+ * parties' I(i), with whether the own item table holds the item (the
+ * entry's last value). The cache's key holds the own item epoch after the
+ * passive parties' epochs, and a batch formed after an own reload drops
+ * every entry first, so no context adds an own item part of other tables.
+ * A request that brings its own features has its whole block masked as
+ * before. So a candidate whose item is cached costs the AP no lookup and no
+ * masking, only one pass that adds its four parts straight into the
+ * scoring matrix.
+ *
+ * Identical decisions: the passive parties answer factored batches
  * (protocol 6: a user part per round, an item part per item the AP has not
  * cached), the parts are added in party order, and every candidate's
- * context is its own part plus U(u) + I(i), whether I(i) was cached or
- * just asked for. The split sum rounds differently from a sum of whole
+ * context is U(u) + I(i) plus its own parts, whether they were cached or
+ * just computed. The split sum rounds differently from a sum of whole
  * rows (the parts are added in another order), so a context differs from
  * the unfactored Q x in the last bits; the decisions are the central run's
  * (test_active at K = 20, both models, both aggregation modes), and equal
@@ -112,7 +125,7 @@
  * call for the shared model), which is exactly that, since no reward is
  * applied between the rounds of one batch. A Reward that arrives while
  * rounds are queued is applied at
- * once (ap_service.c), before those rounds are chosen, as it would be if
+ * once (ap_service_handlers.c), before those rounds are chosen, as it would be if
  * they had arrived after it.
  *
  * Secure aggregation (aggregation = secure, the default): the AP adds the
@@ -142,7 +155,11 @@
  * [policy] unknown_items = refuse (which needs an item table on the AP) a
  * round with such an item is refused with O3M_ENOTFOUND naming it, and
  * nothing is queued, asked or changed; with serve (the default) it is
- * decided as before, with the PPs' dummies for what they lack.
+ * decided as before, with the PPs' dummies for what they lack. Under serve
+ * the items are not looked up at submit: a round is counted, just before
+ * it is answered, from the lookups that masked its new items' own parts
+ * and the flags cached with the others (a round of a batch whose fan-out
+ * failed is not counted); only refuse looks its items up at submit.
  *
  * The round owns the AP's own feature tables (its one lookup of them is
  * here: loaded at create, read by the batch) and every buffer a round needs,

@@ -3,15 +3,19 @@
  * The active participant (AP) is party 0 of the federation. It owns the
  * bandit policy, a column block of its own features and the decisions that
  * wait for a reward. One ap_service holds all of that plus the gRPC server of
- * the Active service (Info, Recommend, Reward, Stats) and one RPC client per
+ * the Active service (Info, Recommend, Reward, Stats, Reload) and one RPC client per
  * passive participant (PP).
  *
- * Files. This header tells the whole story; the code is in four modules.
- * ap_service.c: the handlers with their method and access tables, the
- * durability glue (rewards through the journal and their group commit,
- * checkpoints, the stop after
- * a disk error or a damaged model), the AP's block (fetch_block and
- * install_block, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
+ * Files. This header tells the whole story. The service is five files that
+ * share ap_service_impl.h: ap_service.c (the AP's block, install_block at
+ * one spot, the recovery of the state, create and the lifecycle),
+ * ap_service_handlers.c (the handlers with their method and access tables),
+ * ap_service_durable.c (rewards through the journal and their group
+ * commit, checkpoints, the idle hook, the stop after a disk error or a
+ * damaged model), ap_service_replica.c (a replica's side: records applied
+ * from the stream, the applied-decision ring, a replica's Reward) and
+ * ap_service_metrics.c. The modules it owns: ap_pending, ap_journal and
+ * ap_checkpoint (see "Durable state"); ap_catalog.[ch]: the disjoint
  * model's items catalog. ap_peers.[ch]: the clients of the PPs, the rebuild
  * of a channel that stays unavailable and the start-up wait for their Info.
  * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out
@@ -57,9 +61,10 @@
  *
  * Who may call. Recommend, Reward and Stats are answered only to the
  * clients the config names ([client NAME], by the common name of their
- * certificate); Info to every party and client. The RPC layer refuses
+ * certificate); Info to every party and client; Reload only to the active
+ * party's own certificate (its operator's act). The RPC layer refuses
  * everyone else with PERMISSION_DENIED before a request is read (the table
- * ap_access in ap_service.c; o3m_access.h), so a refused call changes
+ * ap_access in ap_service_handlers.c; o3m_access.h), so a refused call changes
  * nothing. With insecure there are no identities and everyone may call.
  *
  * A round (Recommend; ap_round.h). The request is validated completely before anything

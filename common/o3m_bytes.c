@@ -45,6 +45,25 @@ uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len) {
   return ~c;
 }
 
+void o3m_file_hdr_begin(unsigned char *h, const char *magic, uint32_t version) {
+  memset(h, 0, O3M_FILE_HDR);
+  memcpy(h + O3M_FILE_HDR_AT_MAGIC, magic, 8);
+  o3m_put_le32(h + O3M_FILE_HDR_AT_VERSION, version);
+}
+
+void o3m_file_hdr_seal(unsigned char *h) {
+  o3m_put_le32(h + O3M_FILE_HDR_AT_CRC, o3m_crc32c(0, h, O3M_FILE_HDR_AT_CRC));
+}
+
+o3m_file_hdr_state o3m_file_hdr_check(const unsigned char *h, const char *magic,
+                                      uint32_t *version) {
+  *version = o3m_get_le32(h + O3M_FILE_HDR_AT_VERSION);
+  if (memcmp(h + O3M_FILE_HDR_AT_MAGIC, magic, 8) != 0) return O3M_FILE_HDR_BAD_MAGIC;
+  if (o3m_get_le32(h + O3M_FILE_HDR_AT_CRC) != o3m_crc32c(0, h, O3M_FILE_HDR_AT_CRC))
+    return O3M_FILE_HDR_BAD_CRC;
+  return O3M_FILE_HDR_OK;
+}
+
 /* The one loop behind o3m_write_full, o3m_read_full, o3m_pwrite_full and
  * o3m_pread_full: moves len bytes between fd and p, at offset off when at is
  * nonzero (pread/pwrite) or at the file position otherwise, retrying short

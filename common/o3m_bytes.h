@@ -54,6 +54,37 @@ static inline double o3m_bits_double(uint64_t v) {
  * o3m_crc32c(0, "123456789", 9) = 0xE3069283. Thread-safe. */
 uint32_t o3m_crc32c(uint32_t crc, const void *buf, size_t len);
 
+/* The 64-byte header that opens a checkpoint, a stored block and a journal
+ * segment: an 8-byte magic at 0, the format version (le32) at 8, the
+ * format's own fields in bytes 12..59 (zero where it has none) and the
+ * CRC32C of bytes 0..59 (le32) at 60. Each format keeps its own magic,
+ * version and fields; this is where they are framed and checked. */
+#define O3M_FILE_HDR 64
+#define O3M_FILE_HDR_AT_MAGIC 0
+#define O3M_FILE_HDR_AT_VERSION 8
+#define O3M_FILE_HDR_AT_CRC 60
+
+/* Starts header h (O3M_FILE_HDR bytes): zeros, then magic (8 bytes) and
+ * version. The format writes its fields next, then o3m_file_hdr_seal. */
+void o3m_file_hdr_begin(unsigned char *h, const char *magic, uint32_t version);
+
+/* Writes the CRC32C of bytes 0..59 of h at 60, after the last field. */
+void o3m_file_hdr_seal(unsigned char *h);
+
+/* What o3m_file_hdr_check found, in the order it looks. */
+typedef enum o3m_file_hdr_state {
+  O3M_FILE_HDR_OK = 0,
+  O3M_FILE_HDR_BAD_MAGIC, /* not this format's magic */
+  O3M_FILE_HDR_BAD_CRC    /* the magic, but bytes 0..59 fail their CRC */
+} o3m_file_hdr_state;
+
+/* Checks h's magic against magic (8 bytes), then its CRC, and sets
+ * *version to the version it declares (whatever the outcome; it is to be
+ * trusted only with O3M_FILE_HDR_OK). Which versions to read is the
+ * format's business. */
+o3m_file_hdr_state o3m_file_hdr_check(const unsigned char *h, const char *magic,
+                                      uint32_t *version);
+
 /* Writes all len bytes to fd, retrying short writes and EINTR. 0, or -1 with
  * errno set. */
 int o3m_write_full(int fd, const void *buf, size_t len);

@@ -56,7 +56,8 @@
  *                 item_cache (100000, 0..10000000): the entries of the
  *                 active party's cache of the passive parties' summed item
  *                 parts (active_participant/ap_itemcache.h), d doubles
- *                 each, least recently used evicted; 0 caches nothing;
+ *                 each (2d + 1 with own tables: its own item part and
+ *                 flag too), least recently used evicted; 0 caches nothing;
  *                 unknown_items (serve|refuse, default serve: a
  *                 Recommend naming an item that the active party's own
  *                 item table lacks is decided, the passive parties using

@@ -370,13 +370,7 @@ static int probe_health_locked(probe_state *p, int deadline_ms) {
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
   cc.target = p->target;
-  cc.insecure = p->insecure;
-  if (!p->insecure) {
-    cc.tls.ca_file = p->ca;
-    cc.tls.cert_file = p->cert;
-    cc.tls.key_file = p->key;
-    cc.tls.server_name = p->name;
-  }
+  o3m_rpc_client_secure(&cc, p->insecure, (o3m_rpc_tls){p->ca, p->cert, p->key, p->name});
   cc.deadline_ms = deadline_ms;
   cc.max_message_bytes = 4096;
   cc.arena_bytes = 4096;

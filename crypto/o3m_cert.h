@@ -10,7 +10,7 @@
  *                         certificate, the key file an unencrypted private
  *                         key) and the key belongs to the certificate. The
  *                         RPC layer runs it for every server and client it
- *                         creates (proto/o3m_rpc.c), so a credential problem
+ *                         creates (proto/o3m_rpc_tls.c), so a credential problem
  *                         is never mistaken for a listen problem.
  *   o3m_cert_check_party  the file checks, then: the certificate is valid
  *                         now, chains to the federation CA for both TLS

@@ -24,14 +24,15 @@
 #define BS_MAGIC "O3MBLK\0\0"
 #define BS_END "O3MBKEND"
 #define BS_VERSION 1u
-#define BS_HDR 64
+#define BS_HDR O3M_FILE_HDR
 #define BS_TRAILER 16
 /* Byte offsets of the header's fields (layout in o3m_block_store.h), used by
- * both save and load; bytes 44..59 are zero. Then the trailer's, from the end
- * of the values and secret. */
+ * both save and load; bytes 44..59 are zero; magic, version and CRC are
+ * framed and checked by o3m_file_hdr (o3m_bytes.h). Then the trailer's, from
+ * the end of the values and secret. */
 enum bs_field {
-  BS_AT_MAGIC = 0,       /* 8 bytes, BS_MAGIC */
-  BS_AT_VERSION = 8,     /* le32, BS_VERSION */
+  BS_AT_MAGIC = O3M_FILE_HDR_AT_MAGIC,     /* 8 bytes, BS_MAGIC */
+  BS_AT_VERSION = O3M_FILE_HDR_AT_VERSION, /* le32, BS_VERSION */
   BS_AT_HDR_LEN = 12,    /* le32, BS_HDR */
   BS_AT_MASK_ID = 16,    /* le64 */
   BS_AT_D = 24,          /* le32 */
@@ -39,7 +40,7 @@ enum bs_field {
   BS_AT_PARTY = 32,      /* le32 */
   BS_AT_COL0 = 36,       /* le32 */
   BS_AT_SECRET_LEN = 40, /* le32 */
-  BS_AT_HDR_CRC = 60,    /* le32, CRC32C of bytes 0..59 */
+  BS_AT_HDR_CRC = O3M_FILE_HDR_AT_CRC, /* le32, CRC32C of bytes 0..59 */
   BS_AT_DATA_CRC = 0,    /* trailer: le32, CRC32C of values and secret */
   BS_AT_ZERO = 4,        /* trailer: le32, zero */
   BS_AT_END = 8          /* trailer: 8 bytes, BS_END */
@@ -77,8 +78,7 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
   unsigned char *buf = o3m_calloc(1, len);
   if (!buf) return o3m_err_set(e, O3M_ENOMEM, "block store: out of memory");
 
-  memcpy(buf + BS_AT_MAGIC, BS_MAGIC, 8);
-  o3m_put_le32(buf + BS_AT_VERSION, BS_VERSION);
+  o3m_file_hdr_begin(buf, BS_MAGIC, BS_VERSION);
   o3m_put_le32(buf + BS_AT_HDR_LEN, BS_HDR);
   o3m_put_le64(buf + BS_AT_MASK_ID, o3m_block_mask_id(b));
   o3m_put_le32(buf + BS_AT_D, (uint32_t)d);
@@ -86,7 +86,7 @@ int o3m_block_store_save(const char *state_dir, const o3m_block_store_id *id,
   o3m_put_le32(buf + BS_AT_PARTY, (uint32_t)id->party);
   o3m_put_le32(buf + BS_AT_COL0, (uint32_t)id->col0);
   o3m_put_le32(buf + BS_AT_SECRET_LEN, (uint32_t)secret_len);
-  o3m_put_le32(buf + BS_AT_HDR_CRC, o3m_crc32c(0, buf, BS_AT_HDR_CRC));
+  o3m_file_hdr_seal(buf);
   o3m_block_write_le(b, buf + BS_HDR);
   if (secret_len) memcpy(buf + BS_HDR + 8 * nv, secret, secret_len);
   size_t body = 8 * nv + secret_len;
@@ -216,9 +216,11 @@ int o3m_block_store_load(const char *state_dir, const o3m_block_store_id *id, o3
 
   const char *bad = NULL;
   uint32_t d = o3m_get_le32(buf + BS_AT_D), dj = o3m_get_le32(buf + BS_AT_DJ), slen = o3m_get_le32(buf + BS_AT_SECRET_LEN);
-  if (memcmp(buf + BS_AT_MAGIC, BS_MAGIC, 8) != 0) bad = "bad magic";
-  else if (o3m_get_le32(buf + BS_AT_HDR_CRC) != o3m_crc32c(0, buf, BS_AT_HDR_CRC)) bad = "header CRC mismatch";
-  else if (o3m_get_le32(buf + BS_AT_VERSION) != BS_VERSION) bad = "unknown version";
+  uint32_t version;
+  o3m_file_hdr_state hs = o3m_file_hdr_check(buf, BS_MAGIC, &version);
+  if (hs == O3M_FILE_HDR_BAD_MAGIC) bad = "bad magic";
+  else if (hs == O3M_FILE_HDR_BAD_CRC) bad = "header CRC mismatch";
+  else if (version != BS_VERSION) bad = "unknown version";
   else if (o3m_get_le32(buf + BS_AT_HDR_LEN) != BS_HDR) bad = "bad header length";
   else if (d < 1 || d > O3M_MAX_DIM || dj < 1 || dj > d || slen > O3M_BLOCK_STORE_SECRET_MAX)
     bad = "impossible shape";

@@ -207,7 +207,10 @@ int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x) {
   return O3M_OK;
 }
 
-int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X) {
+/* o3m_features_fill_items, and, when known is not NULL, known[k] = 1 when
+ * item_ids[k] is in the item table (or there is none), else 0. */
+static int fill_items(o3m_features *f, int K, const char *const *item_ids, double *X,
+                      unsigned char *known) {
   if (!f || K < 0 || (K > 0 && !X)) return O3M_EINVAL;
   if (f->item.present) {
     if (K > 0 && !item_ids) return O3M_EINVAL;
@@ -216,17 +219,28 @@ int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids,
   }
   const size_t nu = (size_t)f->user.n_cols, dims = (size_t)f->dims;
   if (K > 0) memset(X, 0, sizeof *X * (size_t)K * dims);
+  if (known && K > 0) memset(known, 1, (size_t)K);
   if (!f->item.present) return O3M_OK; /* zeros, no lookup */
   int ui = 0;
   for (int k = 0; k < K; k++) {
     size_t decoy;
     long r = table_find(&f->item, item_ids[k], &decoy);
     ui += r < 0;
+    if (known) known[k] = r >= 0;
     pick_row(f, &f->item, 1, item_ids[k], r, decoy, X + (size_t)k * dims + nu);
   }
   atomic_fetch_add_explicit(&f->item_lookups, (uint_least64_t)K, memory_order_relaxed);
   atomic_fetch_add_explicit(&f->unknown_items, (uint_least64_t)ui, memory_order_relaxed);
   return O3M_OK;
+}
+
+int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X) {
+  return fill_items(f, K, item_ids, X, NULL);
+}
+
+int o3m_features_fill_items_known(o3m_features *f, int K, const char *const *item_ids,
+                                  double *X, unsigned char *known) {
+  return fill_items(f, K, item_ids, X, known);
 }
 
 void o3m_features_stats_get(const o3m_features *f, o3m_features_stats *out) {

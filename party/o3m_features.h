@@ -258,6 +258,15 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
 int o3m_features_fill_user(o3m_features *f, const char *user_id, double *x);
 int o3m_features_fill_items(o3m_features *f, int K, const char *const *item_ids, double *X);
 
+/* o3m_features_fill_items that also tells, from the same lookups, which
+ * ids the item table holds: known[k] (K bytes) is 1 when item_ids[k] is in
+ * it (or there is no item table), else 0. For the active party, whose item
+ * parts are cached with that flag so that its unknown-id counts need no
+ * second lookup (active_participant/ap_round.h "Unknown ids"); like
+ * o3m_features_find, never for a passive party's queries. */
+int o3m_features_fill_items_known(o3m_features *f, int K, const char *const *item_ids,
+                                  double *X, unsigned char *known);
+
 /* Checks that every block this party can produce, its user row (or dummy)
  * followed by its item row (or dummy), has an l2 norm of at most max_norm
  * (> 0, finite): the party's bound of the config (o3m_config.h, "Bounded

@@ -24,12 +24,7 @@ static int pmg_client(const o3m_party_block_options *o, int deadline_ms, o3m_rpc
   o3m_rpc_client_config_default(&cc);
   cc.target = pmg->address;
   cc.deadline_ms = deadline_ms;
-  cc.insecure = o->insecure;
-  if (!o->insecure) {
-    cc.tls = o3m_rpc_tls_of_party(o->cfg, o->me);
-    /* Peers' certificates name the party, not the host it runs on. */
-    cc.tls.server_name = pmg->name;
-  }
+  o3m_rpc_client_secure(&cc, o->insecure, o3m_rpc_tls_to_party(o->cfg, o->me, pmg));
   return o3m_rpc_client_create(c, &cc, e);
 }
 
@@ -139,12 +134,13 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
                  secret_len ? " and the dummy-row key are" : " is",
                  secret_len ? ", and its unknown ids then get new dummy rows" : "");
   }
-  const int64_t give_up = o3m_clock_ms() + 1000 * (int64_t)o->timeout_s;
-  int64_t delay = O3M_PARTY_BLOCK_DELAY0_MS;
+  o3m_backoff bo;
+  o3m_backoff_start(&bo, O3M_PARTY_BLOCK_DELAY0_MS, O3M_PARTY_BLOCK_DELAY_MAX_MS,
+                    1000 * (int64_t)o->timeout_s);
   o3m_block *blk = NULL;
   int rc = 0;
   for (int phase = 0, attempt = 1; phase < 2; attempt++) {
-    int64_t left = give_up - o3m_clock_ms();
+    int64_t left = o3m_backoff_left(&bo);
     int call_ms = left < O3M_PARTY_BLOCK_CALL_MS ? (int)(left > 1 ? left : 1)
                                                  : O3M_PARTY_BLOCK_CALL_MS;
     o3m_err ae;
@@ -158,7 +154,7 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
     if (rc == 0) {
       phase++;
       attempt = 0;
-      delay = O3M_PARTY_BLOCK_DELAY0_MS;
+      o3m_backoff_reset(&bo);
       continue;
     }
     const char *what = phase == 0 ? "fetching the block" : "confirming the block";
@@ -167,14 +163,13 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
                   pmg->address, o3m_err_message(&ae));
       goto fail;
     }
-    left = give_up - o3m_clock_ms();
-    if (left <= 0) {
+    if (o3m_backoff_left(&bo) <= 0) {
       o3m_err_set(e, rc, "%s from the mask generator %s at %s: gave up after %d s and %d "
                   "attempts; last error: %s", what, pmg->name, pmg->address, o->timeout_s,
                   attempt, o3m_err_message(&ae));
       goto fail;
     }
-    int64_t wait = delay < left ? delay : left;
+    int64_t wait = o3m_backoff_next(&bo);
     /* The first failure says why in full; later ones only repeat the code. */
     if (attempt == 1)
       o3m_log_warn("%s from %s at %s failed (%s: %s); retrying with backoff for up to %d s",
@@ -187,7 +182,6 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
       rc = o3m_err_set(e, O3M_ESTATE, "stopped while %s", what);
       goto fail;
     }
-    delay = delay * 2 < O3M_PARTY_BLOCK_DELAY_MAX_MS ? delay * 2 : O3M_PARTY_BLOCK_DELAY_MAX_MS;
   }
   log_block(blk, o, "installed", dir ? "from the mask generator, stored in state_dir and confirmed"
                             : "from the mask generator and confirmed");

@@ -2,7 +2,8 @@
  *
  * Each daemon states its access policy as a small table of rules
  * {path, allow}, one per method of its method table, next to that table
- * (pmg_service_access, pp_service_access, the AP's table in ap_service.c).
+ * (pmg_service_access, pp_service_access, the AP's ap_access in
+ * ap_service_handlers.c).
  * allow is a set of caller classes:
  *
  *   O3M_ACCESS_PMG, O3M_ACCESS_ACTIVE, O3M_ACCESS_PASSIVE

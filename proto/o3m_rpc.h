@@ -257,6 +257,12 @@ typedef struct o3m_rpc_tls {
  * The strings belong to cfg. */
 o3m_rpc_tls o3m_rpc_tls_of_party(const o3m_config *cfg, const o3m_party *me);
 
+/* Party me's files as a client of party peer: o3m_rpc_tls_of_party with
+ * server_name set to peer's name, since peers' certificates name the party,
+ * not the host it runs on. The strings belong to cfg. */
+o3m_rpc_tls o3m_rpc_tls_to_party(const o3m_config *cfg, const o3m_party *me,
+                                 const o3m_party *peer);
+
 /* ------------------------------------------------------------ server */
 
 typedef struct o3m_rpc_server o3m_rpc_server;
@@ -549,6 +555,12 @@ typedef struct o3m_rpc_client_config {
  * O3M_RPC_DEFAULT_DEADLINE_MS, max message O3M_RPC_DEFAULT_MAX_MESSAGE,
  * arena O3M_RPC_DEFAULT_ARENA, wait_for_ready 0. */
 void o3m_rpc_client_config_default(o3m_rpc_client_config *cfg);
+
+/* Sets how client cc secures its channel, the one way every O3M client
+ * does: plaintext when insecure (its tls then left empty, as
+ * o3m_rpc_client_create requires), else TLS with tls. The strings are not
+ * copied: they must outlive o3m_rpc_client_create. */
+void o3m_rpc_client_secure(o3m_rpc_client_config *cc, int insecure, o3m_rpc_tls tls);
 
 /* Validates cfg, reads the TLS files and creates the channel (gRPC connects
  * lazily, on the first call) and the arena. Errors as for server_create

@@ -28,14 +28,18 @@ int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t
   return 0;
 }
 
+double o3m_wire_norm_limit2(double max_norm) {
+  double lim = max_norm * (1.0 + O3M_WIRE_NORM_RTOL);
+  return lim * lim;
+}
+
 int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double *v,
                              double max_norm, int n_blocks, const int *block_rows, o3m_err *e) {
   if (!what || rows < 0 || cols < 1 || (rows > 0 && !v) || !(max_norm > 0))
     return o3m_err_set(e, O3M_EINVAL, "row norm check: bad arguments");
   /* Squares of values beyond about 1e154 overflow to infinity, which is
    * above any bound: no scaling is needed to refuse them. */
-  double lim = max_norm * (1.0 + O3M_WIRE_NORM_RTOL);
-  double lim2 = lim * lim;
+  double lim2 = o3m_wire_norm_limit2(max_norm);
   int block = 0, first = 0; /* the block of row r and its first row */
   for (int r = 0; r < rows; r++) {
     while (n_blocks > 0 && block < n_blocks - 1 && r >= first + block_rows[block])

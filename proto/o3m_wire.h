@@ -99,6 +99,12 @@ int o3m_wire_check_matrix(const char *what, uint32_t rows, uint32_t cols, size_t
  * with "what: round i, candidate k: the l2 norm is above max_norm = B",
  * never a value or the norm. This is how the active participant keeps the
  * context bounded (o3m_config.h, "Bounded contexts"). */
+/* The square of the largest norm that check accepts for max_norm: a row
+ * x passes when o3m_dot(cols, x, x) <= it, which lets a caller check each
+ * row as it writes it and call the check for the message only when one
+ * fails. */
+double o3m_wire_norm_limit2(double max_norm);
+
 int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double *v,
                              double max_norm, int n_blocks, const int *block_rows, o3m_err *e);
 

@@ -1482,13 +1482,37 @@ static void table_add_row(const char *name, const char *row) {
 }
 
 /* An item added by a reload: i12 is first unknown to every party (its
- * parts, pp2's dummy among them, are cached like a real item's), then
- * pp2 and the AP reload tables that hold it. The first batch after the
- * swap holds cached parts of the old epoch, sees pp2's new one in the
- * replies and asks again; every round after the swap names i12 and equals
- * the central run on the new tables, with no failed round. With the
- * epochs not checked, the cached dummy part of i12 is summed after the
- * swap and the first round that names it differs from the central one. */
+ * parts, pp2's dummy and the AP's own among them, are cached like a real
+ * item's), then pp2 reloads a table that holds it, and later the AP. The
+ * first batch after pp2's swap holds cached parts of the old epoch, sees
+ * pp2's new one in the replies and asks again; the AP's own swap drops
+ * every entry before its next batch reads one (its own item epoch is in
+ * the cache's key), so nothing is asked again. Every round after each
+ * swap names i12 and equals the central run on the tables of that moment,
+ * with no failed round. With the epochs not checked, the cached dummy part
+ * of i12 (pp2's, or the AP's own) is summed after the swap and the first
+ * round that names it differs from the central one. */
+static void rounds_naming(o3m_policy_config *pc, o3m_policy *pol, central *c, o3m_rng *r,
+                          const char *item, int t0, int t1) {
+  for (int t = t0; t < t1; t++) {
+    fed_round q;
+    fed_draw_round(r, N_USERS, &q);
+    snprintf(q.names[0], sizeof q.names[0], "%s", item);
+    q.items[0] = q.names[0];
+    lossless_round_q(pc, pol, c, &q, t, 1);
+  }
+}
+
+/* Adds row to party p's table file, reloads p (its first reload) and the
+ * central run's tables. */
+static void reload_with_row(central *c, int p, const char *file, const char *row) {
+  table_add_row(file, row);
+  cr_assert_eq(kill(fed.proc[p].pid, SIGHUP), 0);
+  wait_reloads(p, 1, 0);
+  fed_tables_free(&c->t);
+  fed_tables_load(&c->t);
+}
+
 Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_policy_config pc;
@@ -1503,34 +1527,31 @@ Test(active, an_item_added_by_a_reload_is_asked_for_and_decides_as_central,
   o3m_err_clear(&e);
   int rc = ap_client_recommend(cli, "u3", 3, items, NULL, NULL, 0, &rec, &e);
   cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
-  ap_stats st0, st1;
+  ap_stats st0, st1, st2;
   stats_now(&st0);
   uint64_t misses = st0.cache_misses;
   cr_assert(eq(int, ap_client_recommend(cli, "u4", 3, items, NULL, NULL, 0, &rec, &e), 0));
   stats_now(&st0);
   cr_assert(eq(u64, st0.cache_misses, misses), "the unknown item's parts were not cached");
 
-  table_add_row("pp2_items.csv", "i12,0.25,-0.125");
-  table_add_row("ap_items.csv", "i12,0.375");
-  cr_assert_eq(kill(fed.proc[FED_PP2].pid, SIGHUP), 0);
-  cr_assert_eq(kill(fed.proc[FED_AP].pid, SIGHUP), 0);
-  wait_reloads(FED_PP2, 1, 0);
-  wait_reloads(FED_AP, 1, 0);
-  fed_tables_free(&c.t);
-  fed_tables_load(&c.t);
-  for (; t < 40; t++) {
-    fed_round q;
-    fed_draw_round(r, N_USERS, &q);
-    snprintf(q.names[0], sizeof q.names[0], "i12");
-    q.items[0] = q.names[0];
-    lossless_round_q(&pc, pol, &c, &q, t, 1);
-  }
+  /* pp2 first: the AP's own cached part of i12 (its means) stays valid. */
+  reload_with_row(&c, FED_PP2, "pp2_items.csv", "i12,0.25,-0.125");
+  rounds_naming(&pc, pol, &c, r, "i12", t, t + 15);
+  t += 15;
   stats_now(&st1);
   cr_assert(eq(u64, st1.cache_stale_retries, st0.cache_stale_retries + 1),
-            "%llu batches asked again after the swap, expected 1",
+            "%llu batches asked again after pp2's swap, expected 1",
             (unsigned long long)(st1.cache_stale_retries - st0.cache_stale_retries));
   cr_assert(eq(u64, st1.cache_resets, st0.cache_resets + 1));
-  cr_assert(eq(u64, st1.degraded_rounds, 0));
+
+  /* Then the AP: its own part of i12 is now its row, not its means. */
+  reload_with_row(&c, FED_AP, "ap_items.csv", "i12,0.375");
+  rounds_naming(&pc, pol, &c, r, "i12", t, t + 15);
+  stats_now(&st2);
+  cr_assert(eq(u64, st2.cache_stale_retries, st1.cache_stale_retries),
+            "the AP's own swap asked a batch again");
+  cr_assert(eq(u64, st2.cache_resets, st1.cache_resets + 1));
+  cr_assert(eq(u64, st2.degraded_rounds, 0));
   central_end(&c, pol, r);
 }
 

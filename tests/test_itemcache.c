@@ -168,3 +168,33 @@ Test(itemcache, ids_chosen_to_collide_do_not_share_one_chain) {
             (unsigned long long)st.longest_chain);
   ap_itemcache_destroy(c);
 }
+
+/* ap_itemcache_ref reads an entry in place: the values a get would copy,
+ * counted and made most recent like a get, NULL for an absent id. */
+Test(itemcache, ref_reads_the_entry_in_place_and_counts_like_get) {
+  ap_itemcache *c;
+  o3m_err e;
+  cr_assert(eq(int, ap_itemcache_create(&c, 2, D, &e), 0));
+  uint64_t ep[1] = {5};
+  ap_itemcache_reset(c, 7, 1, ep);
+  double v[D];
+  vec(v, 1);
+  ap_itemcache_put(c, "a", v);
+  vec(v, 2);
+  ap_itemcache_put(c, "b", v);
+  cr_assert(ap_itemcache_ref(c, "z") == NULL);
+  const double *a = ap_itemcache_ref(c, "a");
+  cr_assert(a != NULL);
+  cr_assert(eq(dbl, a[0], 1.0));
+  cr_assert(eq(dbl, a[D - 1], 1.0 + D - 1));
+  /* "a" is now the most recent: a third id evicts "b". */
+  vec(v, 3);
+  ap_itemcache_put(c, "c", v);
+  cr_assert(ap_itemcache_ref(c, "b") == NULL);
+  cr_assert(ap_itemcache_ref(c, "a") != NULL);
+  ap_itemcache_stats st;
+  ap_itemcache_stats_get(c, &st);
+  cr_assert(eq(u64, st.hits, 2));
+  cr_assert(eq(u64, st.misses, 2));
+  ap_itemcache_destroy(c);
+}
