@@ -31,9 +31,9 @@ static const struct {
     {"ope", eval_ope_main, "off-policy estimates (IPW, SNIPW, DM, DR) of a frozen policy"},
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
     {"audit", eval_audit_main, "what the AP could learn from your feature table"},
-    {"hannun", eval_hannun_main, "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
-    {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
-    {"samba", eval_samba_main, "Samba: secure vs plain federated K-armed bandits (issue 16)"},
+    {"hannun", eval_hannun_main, "Hannun et al.'s private MPC learner vs plaintext"},
+    {"p2b", eval_p2b_main, "P2B: cold vs shuffled-warm vs central local agents"},
+    {"samba", eval_samba_main, "Samba: secure vs plain federated K-armed bandits"},
 };
 
 static void usage(FILE *f) {

@@ -497,7 +497,7 @@ static void chan_args_fill(chan_args *ca, int max_message, int max_receive, int 
     /* A connection that has not finished its TLS handshake within
      * HANDSHAKE_TIMEOUT_MS is closed (gRPC's default is 120 s), so idle
      * connections that never start TLS give their descriptors back soon
-     * (audit finding 2). */
+     * (else a flood of them exhausts the file descriptors). */
     arg_int(ca, &n, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS);
     /* Bounds on what one connection may hold before any call is let in
      * ("Limits before the request is read" in o3m_rpc.h): this many
