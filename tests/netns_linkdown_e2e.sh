@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # netns_linkdown_e2e.sh -- a host of the federation cut off the network and
-# plugged back in (issue 24, sections 1 and 2), with every party on a host
+# plugged back in (degraded, then federated again), with every party on a host
 # of its own (scripts/netns-federation.sh up --firewall: network
 # namespaces on a bridge, the deploy guide's nftables rules).
 #

@@ -1,5 +1,4 @@
-/* test_bounds.c -- bounded inputs and oversized requests, end to end
- * (issue 9, items 2 and 3).
+/* test_bounds.c -- bounded inputs and oversized requests, end to end.
  *
  * Every test starts the real daemons of fed_proc.h's federation (o3m-pmg,
  * o3m-active "ap" with 3 columns, o3m-passive "pp1" and "pp2") on loopback
@@ -605,7 +604,7 @@ Test(bounds, masked_part_above_party_bound_refused) {
   cr_assert(eq(int, rc, O3M_EINVAL), "Recommend: %s: %s", o3m_errname(rc),
             o3m_err_message(&e));
   cr_assert(not(eq(ptr, strstr(e.msg, "party 'pp1'"), NULL)), "message: %s", e.msg);
-  /* Factored batches (issue 23): the hostile part is the round's user part. */
+  /* Factored batches: the hostile part is the round's user part. */
   cr_assert(not(eq(ptr, strstr(e.msg, "round 0, its user part"), NULL)), "message: %s", e.msg);
   ap_numbers st = ap_stats_of(c);
   cr_assert(eq(u64, st.rounds, before.rounds));

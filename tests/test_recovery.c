@@ -890,7 +890,7 @@ Test(recovery, newest_journal_segment_deleted_refuses_start_until_salvage, .init
   o3m_rng_destroy(r);
 }
 
-/* Issue 22, attack 6: the AP's state_dir keeps its block, but its
+/* No silent fresh start: the AP's state_dir keeps its block, but its
  * checkpoints and journal are gone (deleted, or a restore that missed
  * them). Before, the AP started a fresh model with an INFO line; now it
  * refuses, naming --discard-state, which then starts a fresh model under
