@@ -681,7 +681,7 @@ Test(active, cli_commands_and_exit_codes, .init = fed_up_linucb, .fini = fed_dow
  * sent to a PP's port is refused at the handshake (the PP's certificate is
  * a valid federation certificate, but for pp1), and a TLS client that names
  * no server is refused before it connects. */
-Test(active, regression_audit9_a_client_aimed_at_a_passive_port_is_refused,
+Test(active, regression_a_client_aimed_at_a_passive_port_is_refused,
      .init = fed_up_linucb, .fini = fed_down) {
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_PP1]);
@@ -979,7 +979,7 @@ Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing,
  * the concurrent honest rounds batched with it. Now the AP refuses it at
  * once (o3m_wire_query_ids_check, the PPs' own check) and the honest rounds
  * of the same burst succeed. */
-Test(active, regression_audit4_empty_user_is_refused_and_fails_no_concurrent_round,
+Test(active, regression_empty_user_is_refused_and_fails_no_concurrent_round,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_rpc_client *rc_[BURST];
   for (int i = 0; i < BURST; i++) rc_[i] = raw_client();

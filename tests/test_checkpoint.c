@@ -455,7 +455,7 @@ static int open_had_state(o3m_policy *p, int had_state, int salvage, ap_checkpoi
  * creates nothing. So does a state_dir whose only checkpoints are damaged
  * and whose journal is gone. A brand-new state_dir (had_state 0) and the
  * one a discard emptied still open fresh. */
-Test(checkpoint, regression_issue22_a_state_dir_that_had_a_model_never_starts_fresh) {
+Test(checkpoint, regression_a_state_dir_that_had_a_model_never_starts_fresh) {
   o3m_policy_config c;
   config(&c, O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
   o3m_policy *live = make_policy(&c), *ref = make_policy(&c);

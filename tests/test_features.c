@@ -968,7 +968,7 @@ Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
  * tight-bound dummy is the loose-bound dummy times a factor below 1, with
  * its norm at the bound, and a dummy inside the bound is unchanged bit for
  * bit. */
-Test(features, regression_audit1_dummy_above_the_bound_is_scaled_not_redrawn) {
+Test(features, regression_dummy_above_the_bound_is_scaled_not_redrawn) {
   const char *u = write_tmp("su.csv", "user_id,a,b\nu0,1,0\nu1,0,1\nu2,3,4\nu3,-1,1\n");
   o3m_features *loose, *tight;
   load_ok(&loose, u, NULL, 2);

@@ -313,7 +313,7 @@ static ap_journal *open_j_logged(collected *c, ap_journal_info *info, char *log,
  * a disk zeroed is cut like a crash's torn write, since nothing in the file
  * tells them apart; the warning says what is known, and no longer that it
  * was never acknowledged. */
-Test(journal, regression_issue22_the_torn_cut_does_not_claim_the_record_was_unacknowledged) {
+Test(journal, regression_the_torn_cut_does_not_claim_the_record_was_unacknowledged) {
   collected c;
   ap_journal_info info;
   ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);

@@ -307,7 +307,7 @@ static int create_as_nobody(const char *path, const unsigned char (*pks)[32]) {
  * root:o3m 0640, which the daemon (user o3m) refuses, so a PP set up by the
  * guide did not start. The guide's commands now: keygen as root (mode 0600),
  * then chown to the daemon's user; here nobody plays o3m. */
-Test(secagg, regression_audit8_the_deploy_guides_agg_secret_is_readable_by_the_daemon) {
+Test(secagg, regression_the_deploy_guides_agg_secret_is_readable_by_the_daemon) {
   if (geteuid() != 0) cr_skip_test("needs root to switch to the user nobody");
   char dir[] = "/tmp/o3m-secagg-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));

@@ -268,7 +268,7 @@ Test(startup, a_key_of_another_certificate_is_refused) {
  * accepted. Now the daemon exits 1 naming the key file, its mode and the
  * fix; in process, the RPC layer refuses it for a server and a client with
  * O3M_EPERM. */
-Test(startup, regression_audit8_a_group_readable_key_is_refused_naming_chmod) {
+Test(startup, regression_a_group_readable_key_is_refused_naming_chmod) {
   prepare();
   sh("chmod %s certs/%s.key", "640", "pp2");
   static const char *const expect[] = {"certs/pp2.key: mode 640 lets group or others read it",

@@ -8,7 +8,7 @@
 #   attacks 3, 4  attack-fairness.sh  one client's load against another's
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
-#             (regression_issue22_block_without_model_refuses_start_until_discarded)
+#             (regression_block_without_model_refuses_start_until_discarded)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
 #     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes]
