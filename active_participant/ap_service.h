@@ -6,12 +6,12 @@
  * the Active service (Info, Recommend, Reward, Stats) and one RPC client per
  * passive participant (PP).
  *
- * Files. This header tells the whole story; the code is in four modules.
+ * Files. This header tells the whole story; the code is in five modules.
  * ap_service.c: the handlers with their method and access tables, the
  * durability glue (rewards through the journal and their group commit,
  * checkpoints, the stop after
- * a disk error or a damaged model), the AP's block (fetch_block and
- * install_block, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
+ * a disk error or a damaged model), the AP's block (install_block over
+ * o3m_party_block_obtain, one spot) and the lifecycle. ap_catalog.[ch]: the disjoint
  * model's items catalog. ap_peers.[ch]: the clients of the PPs, the rebuild
  * of a channel that stays unavailable and the start-up wait for their Info.
  * ap_round.[ch]: a Recommend's validation, the queue, the batched fan-out

@@ -1,10 +1,11 @@
 /* o3m_rpc.c -- unary RPC over the gRPC C core (see o3m_rpc.h).
  *
- * The file has five parts: the status mapping, the arena that backs
+ * The file has seven parts: the status mapping, the arena that backs
  * protobuf-c unpacking, message packing and unpacking over gRPC byte
- * buffers, the server (slots, the completion-queue loop of its threads, shutdown, and the
- * built-in grpc.health.v1 Check method) and the client (one call in flight
- * per client, started and finished separately).
+ * buffers, the TLS credentials, the listening port, the server (slots, the
+ * completion-queue loop of its threads, shutdown, and the built-in
+ * grpc.health.v1 Check method) and the client (one call in flight per
+ * client, started and finished separately).
  *
  * Server slots. Each method has slots_per_method slots (or its own number
  * from method_slots, and at least one identity's receive cap plus
