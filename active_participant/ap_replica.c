@@ -718,8 +718,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
     } else if (s == NATS_NO_RESPONDERS) {
       natsMsg_Destroy(m);
       m = NULL;
-      /* No live replica has the tag: the bucket, where replicas before
-       * decisions stayed with their replica wrote every decision (random ids; gone one
+      /* No live replica has the tag: the bucket, where older replicas
+       * wrote every decision (random ids; gone one
        * pending lifetime after the upgrade). A direct get: answered at
        * once. */
       if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {

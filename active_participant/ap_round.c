@@ -1180,7 +1180,7 @@ void ap_round_flush(ap_round *r) {
    * until the queue is empty would keep them out while one client's many
    * large rounds are all sent: with one thread, whose fan-out takes no new
    * call, an honest round then waited for every flood round queued before
-   * it (one client's flood failed others' rounds). The server's arenas are reset between batches
+   * it (so one client's flood failed others' rounds). The server's arenas are reset between batches
    * although calls stay deferred (o3m_rpc.h, "Memory"). */
   batch_slot *b = NULL;
   for (int k = 0; k < r->n_slots && !b; k++)
