@@ -5,7 +5,7 @@
  * with mutual TLS and talks to them as an attacker with a federation
  * certificate ("client") would.
  *
- * Suite bounds (item 2): the issue's attack, a Recommend whose own features
+ * Suite bounds: the poisoning attack, a Recommend whose own features
  * are 1e150 followed by a Reward, is refused with INVALID_ARGUMENT naming
  * the party, no passive party hears of it, the model (Stats: updates,
  * theta_norm) is unchanged, the AP keeps checkpointing, and a restart
@@ -23,7 +23,7 @@
  * an honest federation does; a row whose decoded sum stays inside the bound
  * is answered (the bound limits a hostile party; it cannot unmask it).
  *
- * Suite oversize (item 3): after warm-up traffic, oversized requests (a
+ * Suite oversize: after warm-up traffic, oversized requests (a
  * 60 MB user id, a user id one byte over the limit, too many items, a huge
  * own_features) are sent again and again, with legitimate rounds between
  * them: each gets RESOURCE_EXHAUSTED or INVALID_ARGUMENT, the legitimate
@@ -213,7 +213,7 @@ static int ckpts_reaching(o3m_rpc_client *c, int want) {
   return n;
 }
 
-/* ------------------------------------------------------------ item 2 */
+/* ------------------------------------------------------------ bounds */
 
 TestSuite(bounds, .fini = fed_down, .timeout = 240);
 
@@ -611,7 +611,7 @@ Test(bounds, masked_part_above_party_bound_refused) {
   o3m_rpc_client_destroy(c);
 }
 
-/* ------------------------------------------------------------ item 3 */
+/* ------------------------------------------------------------ oversize */
 
 TestSuite(oversize, .fini = fed_down, .timeout = 600);
 
