@@ -3,7 +3,7 @@
  * What it is for. Every round each passive participant (PP) j sends its
  * masked part Q^j x^j to the active participant (AP). Sent alone, a part
  * reveals ||x^j||, every inner product between users on party j's columns
- * and, over many rounds, Q^j itself (issue 11). With secure aggregation the
+ * and, over many rounds, Q^j itself. With secure aggregation the
  * AP receives from each PP a vector that looks uniformly random and learns
  * only the sum over the PPs of their parts, which it adds to its own part.
  *
@@ -149,7 +149,7 @@ void o3m_secagg_query(o3m_secagg *s, const char *user, int n_items, const char *
  * After it, a new batch needs o3m_secagg_begin. */
 int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m_err *e);
 
-/* Encodes n values at scale s without any mask: llround(v 2^s). O3M_ERANGE
+/* Encodes n values at scale s without any mask: llrint(v 2^s), ties to even. O3M_ERANGE
  * as o3m_secagg_mask. For tests and o3m_secagg_mask itself. */
 int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_err *e);
 
