@@ -98,8 +98,8 @@ int ap_client_conn_check(const ap_client_conn *a, o3m_err *e) {
     return o3m_err_set(e, O3M_EINVAL, "%s", "give --config or --target");
   /* Every party's certificate chains to the federation CA, and trial ones
    * also name localhost and 127.0.0.1: checked against the target's host,
-   * any party's certificate would pass for the active party's (audit
-   * finding 9). So the name is the config's active party or given. */
+   * any party's certificate would pass for the active party's. So the
+   * name is the config's active party or given. */
   if (!a->insecure && !a->config && !(a->server_name && *a->server_name))
     return o3m_err_set(e, O3M_EINVAL, "%s",
                        "give --server-name NAME (the active party's name, which its "

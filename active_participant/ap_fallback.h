@@ -1,5 +1,5 @@
 /* ap_fallback.h -- the active participant's local model: the fallback that
- * decides a round when the federation cannot (issue 24, section 1).
+ * decides a round when the federation cannot (a department's outage).
  *
  * Beside the federated model, which sees the masked sums Q x of every
  * party's features, the AP keeps a model of the same algorithm and kind on

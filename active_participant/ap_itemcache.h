@@ -1,6 +1,6 @@
 /* ap_itemcache.h -- the active participant's cache of summed item parts.
  *
- * Why (issue 23). A passive party's vector for (user u, item i) is its
+ * Why a cache. A passive party's vector for (user u, item i) is its
  * user columns then its item columns, so the sum over the passive parties
  * of their masked parts splits: S(u, i) = U(u) + I(i). The item half I(i)
  * is the same for every user under one mask and one version of every

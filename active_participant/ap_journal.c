@@ -894,8 +894,8 @@ int ap_journal_append(ap_journal *j, const ap_journal_record *r, uint64_t *seq) 
       /* The sync succeeded and the new segment failed before its rename
        * (no descriptor left, EMFILE; a full disk): nothing on disk changed,
        * so this record is refused and the next append tries again, rather
-       * than stopping the journal for a cause that may pass (audit finding
-       * 7). */
+       * than stopping the journal for a cause that may pass (a connection
+       * flood's EMFILE once stopped it for good). */
       o3m_log_warn("journal %s: segment full and no new one yet: %s; refusing the record, "
                    "retrying at the next one", j->dir, o3m_err_message(&re));
       return O3M_EUNAVAILABLE;

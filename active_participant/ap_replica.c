@@ -130,7 +130,7 @@ void ap_replica_library_close(void) {
   /* The library's global state (its threads, its timers) goes, so that a
    * leak checker sees nothing at exit. Not after TLS: libnats 3.4 (Debian's)
    * frees OpenSSL's compression method stack on close without clearing it,
-   * and OpenSSL's own cleanup at exit frees it again (nats.c issue 904; seen
+   * and OpenSSL's own cleanup at exit frees it again (github.com/nats-io/nats.c/issues/904; seen
    * here as "malloc_consolidate(): unaligned fastbin chunk" at exit). Its
    * state then stays reachable until exit, which leak checkers accept. */
   if (library_opened && !library_tls) nats_CloseAndWait(2000);
@@ -719,8 +719,8 @@ int ap_replica_get_decision(ap_replica *r, uint64_t decision, char *owner, int *
     } else if (s == NATS_NO_RESPONDERS) {
       natsMsg_Destroy(m);
       m = NULL;
-      /* No live replica has the tag: the bucket, where replicas of the
-       * release before issue 24 wrote every decision (random ids; gone one
+      /* No live replica has the tag: the bucket, where older replicas
+       * wrote every decision (random ids; gone one
        * pending lifetime after the upgrade). A direct get: answered at
        * once. */
       if ((s = kvStore_Get(&ent, r->kv, key)) == NATS_OK) {

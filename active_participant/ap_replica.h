@@ -28,7 +28,7 @@
  * alive to NATS but silent costs LOOKUP_WAIT_MS, and its tag is then
  * refused at once for SLOW_MS. A replica refuses to start when a live one
  * already answers its tag. Why not the replicated
- * key-value bucket of issue 14: a write per Recommend, acknowledged by a
+ * key-value bucket of the first replicas: a write per Recommend, acknowledged by a
  * majority of 3 NATS servers, cost those servers 0.6-0.9 ms of CPU per
  * decision, more than the AP's whole decision, and a round trip under the
  * handler lock; with lookups a Recommend costs NATS nothing. The price:

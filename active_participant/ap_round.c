@@ -570,7 +570,7 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
    * where some party has a user table, an empty item, an id longer than
    * any table holds), here, before any is asked: a query a passive party
    * refuses would fail its whole MaskBatch, every other client's round in
-   * it too (audit finding 4). */
+   * it too. */
   rc = o3m_wire_query_ids_check("RecommendRequest", req->user, r->user_required, K, req->items,
                                 1, e);
   if (rc < 0) return rc;
@@ -622,7 +622,7 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
  * that owner already had a round in the last batch formed, in its place:
  * its turn has just been, and a client that comes back with new rounds
  * (its previous ones answered) would otherwise wait for a second batch of
- * a client that always has rounds waiting (issue 22, attack 3: the flood
+ * a client that always has rounds waiting (a flooding client: the flood
  * alone in the ring is always next). That owner's round then waits for
  * this one's turn only, as for any other's. */
 static void ring_add(ap_round *r, int o) {
@@ -1349,7 +1349,7 @@ void ap_round_flush(ap_round *r) {
    * until the queue is empty would keep them out while one client's many
    * large rounds are all sent: with one thread, whose fan-out takes no new
    * call, an honest round then waited for every flood round queued before
-   * it (issue 22, attack 3). The server's arenas are reset between batches
+   * it (so one client's flood failed others' rounds). The server's arenas are reset between batches
    * although calls stay deferred (o3m_rpc.h, "Memory"). */
   batch_slot *b = NULL;
   for (int k = 0; k < r->n_slots && !b; k++)

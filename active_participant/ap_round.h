@@ -35,7 +35,7 @@
  * own tables); then, under the lock again, the batch is decided, round by
  * round, and its slot freed. A batch is decided when its own fan-out is
  * over, also before an older batch still in flight: a small batch is not
- * held behind a large one (issue 22; a client's batch of the largest
+ * held behind a large one (a client's batch of the largest
  * rounds used to hold every other client's decisions for its whole
  * fan-out). Batches in flight at once were formed from calls in flight at
  * once, whose order was never fixed. The replies run the idle hook again, which sends what

@@ -33,7 +33,8 @@ static int install_block(ap_service *s, const o3m_config *cfg, const o3m_party *
                          const ap_service_options *opt, o3m_err *e) {
   o3m_party_block_options o = {cfg, me, &s->part, opt->insecure, opt->pmg_timeout_s, opt->stop};
   /* A block stored by an earlier run means that run learned a model here
-   * too, which open_state must then find (issue 22, attack 6). */
+   * too, which open_state must then find rather than start a fresh model
+   * silently. */
   if (me->state_dir) {
     char path[4096];
     struct stat st;

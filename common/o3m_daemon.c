@@ -408,7 +408,7 @@ static void metrics_at_exit(void) {
  * environment): while the daemon serves, a thread makes the same health
  * check as /readyz every third of the interval and sends WATCHDOG=1 only
  * when it answers. A daemon whose gRPC port stopped accepting (gRPC 1.51
- * after EMFILE, audit finding 2) so misses the watchdog, and systemd kills
+ * after EMFILE in a connection flood) so misses the watchdog, and systemd kills
  * and restarts it. The watchdog's check waits longer than /readyz's: up to
  * the federation's deadline plus a second (at most a third of the
  * interval), because a serving thread may be busy for a whole fan-out to a
@@ -565,7 +565,7 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
   /* Before any key, table, block or model is read: no core file, no ptrace. */
   if (o3m_daemon_protect_memory(&e) < 0)
     return o3m_cli_fail(prog, "refusing to start: %s", o3m_err_message(&e));
-  /* As many connections as the hard limit allows (audit finding 2): a
+  /* As many connections as the hard limit allows: a
    * flood of idle connections must take far more than the soft default of
    * 1024 to make accept() fail. A limit that cannot be read or raised is
    * logged, not fatal: the daemon still works within the lower one. */

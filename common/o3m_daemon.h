@@ -36,7 +36,7 @@
  * /healthz and /readyz on a unix socket (o3m_probesock.h), with or without
  * --metrics-listen: the probe path an orchestrator on the host should use,
  * since a connection flood on the TCP metrics port, which anyone who
- * reaches it may open, cannot fill it (issue 22, attack 5).
+ * reaches it may open, cannot fill it (the probes stay answered).
  * o3m_daemon_serve marks the daemon ready
  * there and tells systemd (sd_notify READY=1, with NOTIFY_SOCKET set: a
  * Type=notify unit, deploy/), and STOPPING=1 when it stops serving. The
@@ -127,7 +127,7 @@ int o3m_daemon_start(const char *prog, const o3m_daemon_args *a, o3m_role role, 
  * name: listen is the address the service listens on (NULL: the party's
  * listen key, else its address; a wildcard host is probed on the loopback) and
  * port the port it bound. So a daemon whose gRPC port accepts no connection
- * (out of file descriptors, audit finding 2) is not reported ready. Under a
+ * (out of file descriptors after a connection flood) is not reported ready. Under a
  * systemd watchdog (WATCHDOG_USEC, WatchdogSec= in the unit) a thread makes
  * the same check every third of the interval and sends WATCHDOG=1 only when
  * it answers, so that systemd restarts such a daemon. A ready file that cannot be written is reported as "PROG:
@@ -178,14 +178,14 @@ int o3m_daemon_protect_memory(o3m_err *e);
 /* Raises the soft limit on open files (RLIMIT_NOFILE) to the hard limit
  * and logs the limit in force ("open-file limit: 65536"): every connection
  * is a file descriptor, and the soft default of 1024 let 60 idle TCP
- * connections make a daemon with a low limit refuse every caller (audit
- * finding 2; the systemd units set LimitNOFILE=65536). o3m_daemon_start
+ * connections make a daemon with a low limit refuse every caller (the
+ * systemd units set LimitNOFILE=65536). o3m_daemon_start
  * calls it; a failure there is logged as a warning. O3M_EIO naming the call
  * and its errno. */
 int o3m_daemon_raise_nofile(o3m_err *e);
 
 /* Memory that a burst of large messages made resident goes back to the
- * kernel (issue 9: a 60 MB request once kept the AP at 1.2 GB for good).
+ * kernel (a 60 MB request once kept the AP at 1.2 GB for good).
  * gRPC reads a message into many small slices before its size check
  * refuses it, and glibc keeps freed small chunks on its heaps; so this
  * fixes malloc's mmap threshold at O3M_DAEMON_MMAP_THRESHOLD (large buffers

@@ -162,8 +162,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* The reaper: once a second, shuts down every connection whose request
  * (or TLS handshake, or the wait for its first request) has taken more
- * than O3M_HTTPD_REQUEST_MAX_S, however slowly it trickles bytes in (audit
- * finding 5: the inactivity timeout alone let 16 sockets sending a header
+ * than O3M_HTTPD_REQUEST_MAX_S, however slowly it trickles bytes in (a
+ * slowloris: the inactivity timeout alone let 16 sockets sending a header
  * line every 3 s hold the port). shutdown() wakes libmicrohttpd's poll,
  * which then closes the connection itself. */
 static void *reaper_main(void *arg) {

@@ -14,14 +14,13 @@
  *                 503 "not ready" before that (the AP waiting for its mask
  *                 and its passive parties, a PP for its block), after a
  *                 stop began, and while the probe fails (a daemon out of
- *                 file descriptors accepts no gRPC connection, audit
- *                 finding 2)
+ *                 file descriptors accepts no gRPC connection)
  *
  * HEAD is answered like GET; any other method gets 405, any other path 404.
  * The probes need no client certificate: an orchestrator's probe cannot
  * present the federation's certificates. /metrics does: its counters and
- * histograms show when each call and each reward arrived (audit finding
- * 3), which a passive party's operator could match with the MaskBatch calls
+ * histograms show when each call and each reward arrived, which a passive
+ * party's operator could match with the MaskBatch calls
  * it served (SECURITY.md "Metrics"). What it reveals is otherwise what
  * o3m_metrics.h allows: counts, durations, the mask id, readiness; no
  * feature, id, item, score, reward or model value. It listens on 127.0.0.1
@@ -29,7 +28,7 @@
  *
  * Since the port takes a TLS handshake from anyone who reaches it before
  * any certificate is shown, anyone can also fill its connection limits
- * with handshakes that never finish (issue 22, attack 5): the probe socket
+ * with handshakes that never finish, blinding the probes: the probe socket
  * (o3m_probesock.h, o3m_httpd_start's probe_socket), answered by its own
  * thread from the same ready flag and probe, is the probe path no such
  * flood reaches, and the one an orchestrator on the host should use.
@@ -54,8 +53,7 @@
 #define O3M_HTTPD_TIMEOUT_S 5
 /* Connections at a time from one address, and how long one request may
  * take from the connection's start (or the end of its previous request)
- * to its answer however busy the client keeps it: slowloris (audit finding
- * 5). */
+ * to its answer however busy the client keeps it: slowloris. */
 #define O3M_HTTPD_MAX_PER_ADDRESS O3M_MAX_HTTPD_PER_ADDRESS
 #define O3M_HTTPD_REQUEST_MAX_S O3M_MAX_HTTPD_REQUEST_S
 /* How long /readyz reuses the probe's last answer. */

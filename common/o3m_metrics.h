@@ -129,7 +129,7 @@ typedef struct o3m_metrics_rpc_method {
 void o3m_metrics_rpc_observe(o3m_metrics *m, o3m_metrics_rpc_method *cache, const char *path,
                              int code, double seconds);
 
-/* What every daemon's /metrics says about the daemon itself (issue 26):
+/* What every daemon's /metrics says about the daemon itself:
  * registers o3m_build_info{version,commit,protocol,role,party} = 1 (the
  * release, the git commit cmake was run on or "unknown", the wire protocol,
  * the party's role and name: all public, every peer sees them in Info)

@@ -2,7 +2,7 @@
  * local orchestrator (systemd, a kubelet exec probe, a monitoring agent on
  * the host), apart from the metrics port (o3m_httpd.h).
  *
- * Why a socket of its own (issue 22, attack 5): the metrics port is TCP and
+ * Why a socket of its own (so that no flood can blind the probes): the metrics port is TCP and
  * answers anyone who reaches it before any certificate is shown, within
  * connection limits (O3M_HTTPD_MAX_CONNECTIONS in all, a few per address).
  * Partial TLS handshakes from 64 local addresses, held open and reconnected

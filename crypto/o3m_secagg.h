@@ -3,7 +3,7 @@
  * What it is for. Every round each passive participant (PP) j sends its
  * masked part Q^j x^j to the active participant (AP). Sent alone, a part
  * reveals ||x^j||, every inner product between users on party j's columns
- * and, over many rounds, Q^j itself (issue 11). With secure aggregation the
+ * and, over many rounds, Q^j itself. With secure aggregation the
  * AP receives from each PP a vector that looks uniformly random and learns
  * only the sum over the PPs of their parts, which it adds to its own part.
  *

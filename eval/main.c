@@ -46,9 +46,9 @@ static const struct {
     {"gen-criteo", eval_gen_criteo_main, "write synthetic rows in the Kaggle Criteo format"},
     {"audit", eval_audit_main, "alias of o3m-audit: what the AP could learn from your table"},
     {"hannun", PEER(eval_hannun_main),
-     "Hannun et al.'s private MPC learner vs plaintext (issue 12)"},
-    {"p2b", PEER(eval_p2b_main), "P2B: cold vs shuffled-warm vs central local agents (issue 16)"},
-    {"samba", PEER(eval_samba_main), "Samba: secure vs plain federated K-armed bandits (issue 16)"},
+     "Hannun et al.'s private MPC learner vs plaintext"},
+    {"p2b", PEER(eval_p2b_main), "P2B: cold vs shuffled-warm vs central local agents"},
+    {"samba", PEER(eval_samba_main), "Samba: secure vs plain federated K-armed bandits"},
 };
 
 static void usage(FILE *f) {

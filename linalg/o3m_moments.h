@@ -16,8 +16,8 @@
  *     O3M_MOMENTS_RTOL * lambda_max and w_i = 1 for the others (directions
  *     the table does not vary along, where 1/sqrt would be infinite or pure
  *     rounding noise), so W is always invertible. W Sigma W is the identity
- *     on the table's varying directions: the optional defence of issue 11,
- *     item 4, used by party/o3m_features and by o3m-eval (one
+ *     on the table's varying directions: the optional whitening defence,
+ *     used by party/o3m_features and by o3m-eval (one
  *     implementation).
  *
  * Both maps are symmetric and do not depend on the sign or the choice of

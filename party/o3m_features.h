@@ -50,10 +50,10 @@
  * user table and 16..31 for the item table. Without the
  * key, rows of different ids look like independent draws from N(mu, Sigma).
  *
- * Why the full covariance (issue 11): the AP sees the part Q^j x^j of every
+ * Why the full covariance: the AP sees the part Q^j x^j of every
  * dummy, so the covariance of dummy parts is Q^j C Q^jT, C the dummies' own
  * covariance, and PCA of that traffic yields Q^j times the eigenvectors of
- * C. Dummies drawn column by column (the construction before issue 11)
+ * C. Dummies drawn column by column (the earlier construction)
  * have a diagonal C, whose eigenvectors are the coordinate axes: PCA on the
  * parts of a few thousand unknown ids handed the AP the columns of Q^j and
  * then every real row. Dummies with C = Sigma give it the eigenvectors of
@@ -82,7 +82,7 @@
  * far above the real rows (the default) that practically never happens.
  * Unknown lookups are counted either way.
  *
- * Timing (audit finding 1). A lookup takes the same time whether or not
+ * Timing. A lookup takes the same time whether or not
  * the table holds the id: fill computes the dummy of every id, known or
  * not, reads one row of the table for every id (the id's own, or for an
  * unknown id a decoy row its hash picks), and selects between the two
@@ -92,8 +92,8 @@
  * was redrawn up to 32 times: those few dummies changed once (SECURITY.md,
  * "Unknown users").
  *
- * Whitening, a party's option (`whiten = true`, o3m_config.h; issue 11,
- * item 4). Even with such dummies the AP can run PCA on a party's real
+ * Whitening, a party's option (`whiten = true`, o3m_config.h). Even with
+ * such dummies the AP can run PCA on a party's real
  * parts: their covariance Q^j Sigma Q^jT has the eigenvectors Q^j v, so a
  * party whose columns have distinct spreads shows the AP how its mask block
  * is oriented. o3m_features_whiten replaces every row x of each table by
@@ -244,7 +244,7 @@ int o3m_features_fill(o3m_features *f, const char *user_id, int K,
                      const char *const *item_ids, double *X,
                      int *unknown_user, int *unknown_items);
 
-/* The halves of o3m_features_fill, for the factored MaskBatch (issue 23):
+/* The halves of o3m_features_fill, for the factored MaskBatch (protocol 6):
  * a block x = [u, i] splits as [u, 0] + [0, i], and so does its masked
  * part. o3m_features_fill_user writes one row of dims values into x, the
  * user's columns (its row or its dummy, with the same-work lookup of

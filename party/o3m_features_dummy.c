@@ -37,8 +37,8 @@ static void set_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BY
 #define DUMMY_SHRINK (1.0 - 1e-9)
 
 /* a when pick is 1, b when pick is 0, bit for bit and without a branch:
- * the lookup must not take a different path for a known id (audit
- * finding 1). */
+ * the lookup must not take a different path for a known id, or its time
+ * would tell which ids the table holds. */
 static inline double select_double(uint64_t pick, double a, double b) {
   uint64_t ua, ub, m = (uint64_t)0 - pick;
   memcpy(&ua, &a, sizeof ua);
@@ -57,8 +57,8 @@ static inline double select_double(uint64_t pick, double a, double b) {
  *
  * A dummy must stay inside the party's norm bound (o3m_features_check_norm
  * sets t->dummy_max_sq, at least the table's largest real row). The work
- * is the same for every id, so that its time tells nothing (audit finding
- * 1): one draw, then a scaling by c = 1 for a draw inside the bound and
+ * is the same for every id, so that its time tells nothing about which
+ * ids are known: one draw, then a scaling by c = 1 for a draw inside the bound and
  * c = DUMMY_SHRINK sqrt(dummy_max_sq / ||draw||^2) for one above it,
  * chosen without a branch. Multiplying by 1 is exact, so a draw inside the
  * bound is the dummy bit for bit; one above it is pulled radially onto the
@@ -92,7 +92,7 @@ static void dummy_row(const ft_table *t, const o3m_hash_key *key, const char *id
  * every id, known or not, and a row of the table is read for every id too
  * (for an unknown id the decoy row table_find picked, then discarded); the
  * two are selected without a branch, so the work does not depend on
- * whether t holds id (audit finding 1). A present table has at least one
+ * whether t holds id (a timing channel otherwise). A present table has at least one
  * row. */
 void pick_row(const o3m_features *f, const ft_table *t, int which, const char *id, long r,
                      size_t decoy, double *out) {

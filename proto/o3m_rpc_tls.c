@@ -70,8 +70,7 @@ void o3m_rpc__chan_args_fill(chan_args *ca, int max_message, int max_receive, in
     if (idle_close_ms > 0) arg_int(ca, &n, GRPC_ARG_MAX_CONNECTION_IDLE_MS, idle_close_ms);
     /* A connection that has not finished its TLS handshake within
      * HANDSHAKE_TIMEOUT_MS is closed (gRPC's default is 120 s), so idle
-     * connections that never start TLS give their descriptors back soon
-     * (audit finding 2). */
+     * connections that never start TLS give their descriptors back soon. */
     arg_int(ca, &n, GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, HANDSHAKE_TIMEOUT_MS);
     /* Bounds on what one connection may hold before any call is let in
      * ("Limits before the request is read" in o3m_rpc.h): this many

@@ -55,7 +55,7 @@
  * a version-4 peer sends none, so a version-5 party could not tell whether
  * the peer's config agrees with its own. 6: the factored MaskBatch
  * (MaskBatchRequest.factored and items, MaskBatchReply.user_epoch and
- * item_epoch; issue 23): the active participant asks for one user part per
+ * item_epoch): the active participant asks for one user part per
  * query and only the item parts it has not cached, which a version-5
  * passive participant would refuse as queries without items. */
 #define O3M_PROTOCOL_VERSION 6
@@ -183,7 +183,7 @@ int o3m_wire_get_block(o3m_rpc_client *c, const o3m_partition *p, int party,
  * a MaskBatchRequest), checked alike by the active participant before it
  * asks anyone and by each passive participant, so that no query a passive
  * participant would refuse can pass the active one's check (a refused
- * MaskBatch fails every round batched in it; audit finding 4). With
+ * MaskBatch fails every round batched in it, other clients' too). With
  * check_user, user must be non-empty; with check_items, each of the K
  * items must be non-empty (items may be NULL without check_items). Any id
  * given must be at most O3M_MAX_ID bytes (never read past it). The

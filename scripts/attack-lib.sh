@@ -1,4 +1,4 @@
-# attack-lib.sh -- attack 1 of issue 22 ("memory before authorization")
+# attack-lib.sh -- the attack "memory before authorization"
 # against a local federation started with scripts/federation-lib.sh;
 # sourced by tests/h2flood_e2e.sh and eval/bench/attack-memory.sh after
 # federation-lib.sh.

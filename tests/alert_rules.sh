@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# alert_rules.sh -- the deploy/ monitoring files are well formed (issue 26):
+# alert_rules.sh -- the deploy/ monitoring files are well formed:
 # `promtool check rules` on deploy/prometheus/o3m-alerts.yml, `promtool test
 # rules` with o3m-alerts.test.yml (synthetic series that fire alerts), and
 # the Grafana dashboard is JSON whose every panel target has an expression.

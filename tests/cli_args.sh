@@ -71,7 +71,7 @@ for cmd in simulate gen-synthetic gen-federation federate regret cost baselines 
   grep -q "^  $cmd " "$out" ||
     fail "o3m-eval --help does not list $cmd"
 done
-# Issue 26: BLAS threads are one option before the command (default 1),
+# BLAS threads are one option before the command (default 1),
 # listed by --help, and a count out of 1..256 is a usage error naming it.
 grep -q -e "--threads N lets BLAS use N threads" "$out" || fail "o3m-eval --help lacks --threads"
 "$bin/o3m-eval" --threads 0 p2b >"$out" 2>&1

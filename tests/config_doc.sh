@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # config_doc.sh -- the configuration reference cannot drift from the parser
-# (issue 26). config_keys lists every (section, key) the parser accepts from
+# config_keys lists every (section, key) the parser accepts from
 # its own tables (o3m_config_key_at); this checks that
 #  1. docs/configuration.md has a table row for each of them under its
 #     section's heading, and no row for a key the parser does not accept;

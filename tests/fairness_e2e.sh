@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fairness_e2e.sh -- attack 3 of issue 22 end to end: one client's valid
+# fairness_e2e.sh -- one client's flood against another, end to end: its valid
 # Recommends of the largest allowed size (K = 1000, 128-byte ids, 16 in
 # flight) must not make another client's rounds miss their deadline.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fdflood_e2e.sh -- a flood of idle TCP connections against the active
-# participant's gRPC port (audit finding 2), end to end with the real
+# participant's gRPC port, end to end with the real
 # daemons and mutual TLS.
 #
 #   fdflood_e2e.sh BIN_DIR

@@ -167,7 +167,7 @@ typedef struct fed_setup {
   int second_client;
   /* Nonzero: pp1's 2 columns are item columns (pp1_items.csv, FED_ITEMS
    * rows) instead of user columns, so that pp1 has no user table: the
-   * federation then has a party with only item columns (issue 23's
+   * federation then has a party with only item columns (the
    * factored batches answer its user half with zeros). */
   int pp1_items;
 } fed_setup;

@@ -1,4 +1,4 @@
-/* h2flood.c -- replays attack 1 of issue 22 ("memory before authorization")
+/* h2flood.c -- replays the attack "memory before authorization"
  * against an o3m daemon, at the HTTP/2 level, where a gRPC client cannot go:
  * a gRPC client always sends a whole message, and this sends streams that
  * never finish.

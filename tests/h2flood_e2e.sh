@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# h2flood_e2e.sh -- memory before authorization (issue 22, attack 1), end to
+# h2flood_e2e.sh -- memory before authorization, end to
 # end with the real daemons and mutual TLS.
 #
 #   h2flood_e2e.sh BIN_DIR
@@ -17,7 +17,7 @@
 # before, and that the honest client ("client", o3m-bench-load at
 # concurrency 4 for 3 s) gets answers meanwhile without a single error; for
 # c) also that no stream was left open at the end (the receive deadline cut
-# them). Today's code (before issue 22) buffers every stream: the AP grows
+# them). Code that authorizes only complete messages buffers every stream: the AP grows
 # by about 650 MB in a). Exit 0 when every check passes.
 set -euo pipefail
 BIN=${1:?usage: h2flood_e2e.sh BIN_DIR}

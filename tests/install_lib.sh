@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install_lib.sh BUILD_DIR SOURCE_DIR CC [CFLAGS...]
 #
-# The installed library from a user's side (issue 13, section 1): installs
+# The installed library from a user's side: installs
 # BUILD_DIR into a temporary prefix with `cmake --install`, checks what
 # landed there (the five programs and their --version, libo3m.so with its
 # soname, libo3m.a, the headers, o3m.pc, the man pages), then builds
@@ -83,7 +83,7 @@ run() {
 }
 export -f run
 # No LD_LIBRARY_PATH: the dynamic consumer finds the prefix's libo3m.so by
-# the RUNPATH that o3m.pc's Libs gave it (issue 26).
+# the RUNPATH that o3m.pc's Libs gave it.
 unset LD_LIBRARY_PATH
 "$src/tests/with-federation.sh" "$prefix/bin" -- bash -c \
   "run 'linked to libo3m.so' '$tmp/consumer-dynamic' && run 'linked to libo3m.a' '$tmp/consumer-static'"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # install_prefix.sh BUILD_DIR CC [CFLAGS...]
 #
-# A self-contained prefix (issue 26): installs BUILD_DIR with
+# A self-contained prefix: installs BUILD_DIR with
 # `cmake --install --prefix` into a temporary folder (not /usr/local) and
 # checks, with LD_LIBRARY_PATH unset everywhere, that
 #  1. the installed programs run (bin/o3m-cli --help) and a program built

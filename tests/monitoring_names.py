@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """monitoring_names.py -- every metric the deploy/ dashboard and alert rules
-use is one the daemons export (issue 26).
+use is one the daemons export.
 
     monitoring_names.py SOURCE_DIR SCRAPE...
 

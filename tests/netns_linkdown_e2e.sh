@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # netns_linkdown_e2e.sh -- a host of the federation cut off the network and
-# plugged back in (issue 24, sections 1 and 2), with every party on a host
+# plugged back in (degraded, then federated again), with every party on a host
 # of its own (scripts/netns-federation.sh up --firewall: network
 # namespaces on a bridge, the deploy guide's nftables rules).
 #
@@ -22,7 +22,7 @@
 #    coming back, and every later round is federated: the breaker's probe
 #    asks at most every 500 ms, a probe waits at most the 0.5 s deadline,
 #    and each probe that failed dials on a fresh channel (ap_peers.h), so
-#    about 1 s plus a handshake; the issue's bound is 2 s;
+#    about 1 s plus a handshake; the requirement was 2 s;
 #  - every federated decision, after the cut too, equals the centralized
 #    policy's fed the federated rounds' rewards, and every degraded one the
 #    AP's local model's fed every reward (the driver's --require-match);

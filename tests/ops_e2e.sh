@@ -12,10 +12,10 @@
 #     200 and /readyz 503 while it waits for its block, then 200;
 #  2. every daemon's /metrics passes `promtool check metrics` and has
 #     o3m_build_info (release, commit, protocol, role, party) and the
-#     process_* series with plausible values (issue 26); /metrics
+#     process_* series with plausible values; /metrics
 #     is refused (403) without a client certificate, with one of another
 #     name than metrics_clients allows, and with a "monitor" certificate
-#     of another CA (audit finding 3);
+#     of another CA;
 #  3. after recommend/reward calls through o3m-cli the AP's decisions,
 #     rewards, Recommend and Reward latency counts, calls to each passive
 #     party and the passive parties' Mask call counts have moved;
@@ -24,7 +24,7 @@
 #     core's own lines among them (routed through o3m_log), and a passive
 #     party with --log-level warn wrote no INFO line;
 #  6. the metrics reveal no decision id, user or item of the calls made;
-#  8. slowloris (audit finding 5): 16 connections from 127.0.0.2 that
+#  8. slowloris: 16 connections from 127.0.0.2 that
 #     trickle a request header line every 3 s do not keep /healthz from
 #     answering 127.0.0.1 within 2 s, and the port drops every one of them
 #     (12 at once, over the 4 allowed per address; 4 once their request has

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# probe_e2e.sh -- issue 22, attack 5 end to end: the health probes of a
+# probe_e2e.sh -- blinding the probes, end to end: the health probes of a
 # serving active participant stay answered while its metrics port is
 # flooded with TLS handshakes that never finish.
 #
@@ -20,7 +20,7 @@
 #  3. after the flood the HTTPS port answers /healthz again, and the AP
 #     still serves Info;
 #  4. a stop removes the socket file.
-# Against binaries without --probe-socket (before issue 22) the AP does not
+# Against binaries without --probe-socket (0.4.0 and earlier) the AP does not
 # start and check 1 fails.
 set -euo pipefail
 BIN=${1:?usage: probe_e2e.sh BIN_DIR}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""probe_flood.py -- issue 22, attack 5: fill a daemon's metrics port with
+"""probe_flood.py -- blind the probes: fill a daemon's metrics port with
 TLS handshakes that never finish, from many local source addresses, and
 reconnect every connection the server cuts, so that its connection limits
 stay full.

@@ -127,7 +127,7 @@ Test(access, decisions_and_their_messages) {
   o3m_access_destroy(a);
 }
 
-/* Issue 26: a certificate of the CA that the config does not name (a new
+/* A certificate of the CA that the config does not name (a new
  * front end whose section was forgotten) was told only who a method is
  * answered to. Now the refusal names the section to add, with its CN. A
  * known identity of the wrong role is not told to add one. */

@@ -333,7 +333,7 @@ Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_li
   lossless_rounds(&pc, 100);
 }
 
-/* Factored batches (issue 23): the passive parties' item parts are
+/* Factored batches: the passive parties' item parts are
  * cached by the AP, so that after a few rounds of 12 items most candidates
  * cost no bytes; the decisions stay the central ones (above) and the cache
  * counts its hits. */
@@ -675,13 +675,13 @@ Test(active, cli_commands_and_exit_codes, .init = fed_up_linucb, .fini = fed_dow
   cr_assert(eq(int, run_cli("stats", out, sizeof out), 2));
 }
 
-/* Audit finding 9: every trial certificate names localhost and 127.0.0.1,
+/* Every trial certificate names localhost and 127.0.0.1,
  * so a client that checked the target's host accepted any party of the
  * federation as the AP. Clients now expect the AP's party name: a client
  * sent to a PP's port is refused at the handshake (the PP's certificate is
  * a valid federation certificate, but for pp1), and a TLS client that names
  * no server is refused before it connects. */
-Test(active, regression_audit9_a_client_aimed_at_a_passive_port_is_refused,
+Test(active, regression_a_client_aimed_at_a_passive_port_is_refused,
      .init = fed_up_linucb, .fini = fed_down) {
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_PP1]);
@@ -916,7 +916,7 @@ Test(active, concurrent_rounds_are_batched_and_equal_central, .init = fed_up_lin
   concurrent_bursts();
 }
 
-/* Issue 23, a cache eviction in the middle of a batch: with item_cache = 2
+/* A cache eviction in the middle of a batch: with item_cache = 2
  * a batch of up to BURST rounds of up to 8 of the 12 items finds at most 2
  * of its items cached (copied when the batch is formed) and evicts while
  * it puts the others, and a batch in flight meanwhile sees the entries it
@@ -973,13 +973,13 @@ Test(active, failing_passive_fails_the_whole_batch_and_changes_nothing,
   o3m_rng_destroy(r);
 }
 
-/* Audit finding 4: the AP checked a user's length but not that it was
+/* The AP once checked a user's length but not that it was
  * non-empty, the PPs refuse a MaskBatch over one empty user, and a failed
  * batch fails every round in it: one client's Recommend with user "" failed
  * the concurrent honest rounds batched with it. Now the AP refuses it at
  * once (o3m_wire_query_ids_check, the PPs' own check) and the honest rounds
  * of the same burst succeed. */
-Test(active, regression_audit4_empty_user_is_refused_and_fails_no_concurrent_round,
+Test(active, regression_empty_user_is_refused_and_fails_no_concurrent_round,
      .init = fed_up_linucb, .fini = fed_down) {
   o3m_rpc_client *rc_[BURST];
   for (int i = 0; i < BURST; i++) rc_[i] = raw_client();
@@ -1332,7 +1332,7 @@ static int matches_some_version(o3m_policy *pol, const fed_tables *old, const fe
   return 0;
 }
 
-/* Issue 23: the tables of two passive parties and of the AP are replaced
+/* The tables of two passive parties and of the AP are replaced
  * while clients keep recommending: a bad file is refused and changes
  * nothing; the good ones are swapped in by SIGHUP (pp1, the AP) and by
  * o3m-cli reload (pp2); no round fails, every round under load equals the
@@ -1422,7 +1422,7 @@ Test(active, reload_under_load_fails_no_round_and_equals_central_on_the_new_tabl
   cr_assert(strstr(log, "reload refused") && strstr(log, "pp1_users.csv:2"), "%s", log);
 }
 
-/* ------------------------------------------------------------ issue 23's corner cases */
+/* ------------------------------------------ factored batches' corner cases */
 
 /* The AP's stats, asserted to be read. */
 static void stats_now(ap_stats *st) {
@@ -1629,7 +1629,7 @@ Test(active, a_reload_between_fan_out_and_reply_is_asked_again_and_fails_no_roun
   central_end(&c, pol, r);
 }
 
-/* Issue 26: unknown ids, as the AP's own tables tell (ap_round.h "Unknown
+/* Unknown ids, as the AP's own tables tell (ap_round.h "Unknown
  * ids"). Under the default (serve) a round with items the AP's item table
  * lacks is decided as before and counted, as is one whose user its user
  * table lacks; a round of known ids counts nothing. */

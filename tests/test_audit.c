@@ -5,7 +5,7 @@
  * columns of distinct standard deviations 1..d_j (PCA recovers each one from
  * the per-party parts), standard normal columns (identity covariance: PCA
  * only finds a random rotation of them) and the bank-like demo table. The
- * dummy-row test states issue 11's requirement (the attack on dummy rows
+ * dummy-row test states the dummy rows' requirement (the attack on dummy rows
  * does no better than on real traffic); the whitening test, that the
  * defence takes PCA's advantage away. */
 #include <criterion/criterion.h>
@@ -231,7 +231,7 @@ Test(audit, other_party_table_is_used_and_large_scales_hide_norms, .init = make_
   cr_assert_lt(fabs(x[1].norm), 0.2, "large-scale others: corr of norms %.3f", x[1].norm);
 }
 
-/* The whitening defence (issue 11, item 4): on independent columns of
+/* The whitening defence: on independent columns of
  * distinct spreads PCA of the per-party parts finds every column (the test
  * above); once the party whitens, the parts are isotropic in its subspace
  * and PCA finds only a random rotation, while the truth stays the raw
@@ -274,7 +274,7 @@ Test(audit, whitening_defeats_pca_per_party, .init = make_dir, .fini = remove_di
   eval_audit_destroy(aw);
   eval_audit_input_destroy(inw);
   /* Through the command line as well, with the shared --plot-format: the
-   * plots in the formats asked for, and only those (issue 15's audit). */
+   * plots in the formats asked for, and only those. */
   char out[128], plot[192];
   snprintf(out, sizeof out, "%s/cli", dir);
   char *argv[] = {"audit", "--user-table", path, "--dims", "4,6,6", "--party", "1",
@@ -299,7 +299,7 @@ Test(audit, whitening_defeats_pca_per_party, .init = make_dir, .fini = remove_di
   }
 }
 
-/* Issue 11, item 2: dummy rows drawn as mu + Sigma^{1/2} z from the table's
+/* Dummy rows drawn as mu + Sigma^{1/2} z from the table's
  * full covariance teach PCA no more than real traffic. (Per-column dummies,
  * N(mean_c, sd_c^2) each, handed the bank's columns over: this test was an
  * expected failure until they were replaced.) */
@@ -348,7 +348,7 @@ Test(audit, refusals, .init = make_dir, .fini = remove_dir) {
   cr_assert_not_null(strstr(o3m_err_message(&e), "--whiten"), "%s", o3m_err_message(&e));
 }
 
-/* Factored batches (issue 23): party 1 holds 6 user and 6 item columns,
+/* Factored batches: party 1 holds 6 user and 6 item columns,
  * party 2 three user columns (synthetic, no item table), so under secure
  * aggregation U(u) mixes 9 PP user columns and I(i) is party 1's item half
  * alone. Whole rows are an image of all 15 PP columns: known plaintext is

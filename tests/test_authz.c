@@ -1,4 +1,4 @@
-/* test_authz.c -- who may call what, end to end (issue 9, item 1).
+/* test_authz.c -- who may call what, end to end.
  *
  * Starts the real federation of fed_proc.h (o3m-pmg, o3m-active "ap", two
  * o3m-passive "pp1" and "pp2", mutual TLS on loopback; the config names one

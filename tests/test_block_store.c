@@ -210,11 +210,11 @@ Test(block_store, save_refuses_a_block_of_another_shape) {
   o3m_block_destroy(b);
 }
 
-/* Audit finding 8 and its state_dir note: a stored block readable by group
+/* Secret files and state_dirs others may read: a stored block readable by group
  * or others was loaded with a warning, and an existing state_dir looser
  * than 0700 was used as it was. Both are now refused with O3M_EPERM naming
  * the path and the chmod that fixes it, for load and for save. */
-Test(block_store, regression_audit8_a_loose_block_file_or_state_dir_is_refused) {
+Test(block_store, regression_a_loose_block_file_or_state_dir_is_refused) {
   o3m_block *b = make_block(8), *l = NULL;
   unsigned char key[32] = {1}, got[32];
   size_t n;

@@ -1,12 +1,11 @@
-/* test_bounds.c -- bounded inputs and oversized requests, end to end
- * (issue 9, items 2 and 3).
+/* test_bounds.c -- bounded inputs and oversized requests, end to end.
  *
  * Every test starts the real daemons of fed_proc.h's federation (o3m-pmg,
  * o3m-active "ap" with 3 columns, o3m-passive "pp1" and "pp2") on loopback
  * with mutual TLS and talks to them as an attacker with a federation
  * certificate ("client") would.
  *
- * Suite bounds (item 2): the issue's attack, a Recommend whose own features
+ * Suite bounds: the poisoning attack, a Recommend whose own features
  * are 1e150 followed by a Reward, is refused with INVALID_ARGUMENT naming
  * the party, no passive party hears of it, the model (Stats: updates,
  * theta_norm) is unchanged, the AP keeps checkpointing, and a restart
@@ -24,7 +23,7 @@
  * an honest federation does; a row whose decoded sum stays inside the bound
  * is answered (the bound limits a hostile party; it cannot unmask it).
  *
- * Suite oversize (item 3): after warm-up traffic, oversized requests (a
+ * Suite oversize: after warm-up traffic, oversized requests (a
  * 60 MB user id, a user id one byte over the limit, too many items, a huge
  * own_features) are sent again and again, with legitimate rounds between
  * them: each gets RESOURCE_EXHAUSTED or INVALID_ARGUMENT, the legitimate
@@ -214,7 +213,7 @@ static int ckpts_reaching(o3m_rpc_client *c, int want) {
   return n;
 }
 
-/* ------------------------------------------------------------ item 2 */
+/* ------------------------------------------------------------ bounds */
 
 TestSuite(bounds, .fini = fed_down, .timeout = 240);
 
@@ -605,14 +604,14 @@ Test(bounds, masked_part_above_party_bound_refused) {
   cr_assert(eq(int, rc, O3M_EINVAL), "Recommend: %s: %s", o3m_errname(rc),
             o3m_err_message(&e));
   cr_assert(not(eq(ptr, strstr(e.msg, "party 'pp1'"), NULL)), "message: %s", e.msg);
-  /* Factored batches (issue 23): the hostile part is the round's user part. */
+  /* Factored batches: the hostile part is the round's user part. */
   cr_assert(not(eq(ptr, strstr(e.msg, "round 0, its user part"), NULL)), "message: %s", e.msg);
   ap_numbers st = ap_stats_of(c);
   cr_assert(eq(u64, st.rounds, before.rounds));
   o3m_rpc_client_destroy(c);
 }
 
-/* ------------------------------------------------------------ item 3 */
+/* ------------------------------------------------------------ oversize */
 
 TestSuite(oversize, .fini = fed_down, .timeout = 600);
 

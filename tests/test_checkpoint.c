@@ -449,13 +449,13 @@ static int open_had_state(o3m_policy *p, int had_state, int salvage, ap_checkpoi
   return rc;
 }
 
-/* Issue 22, attack 6: a state_dir that held the AP's block from an earlier
+/* No silent fresh start: a state_dir that held the AP's block from an earlier
  * run had a model; with its checkpoints and journal gone, open refuses
  * instead of starting a fresh model with an INFO line, salvage or not, and
  * creates nothing. So does a state_dir whose only checkpoints are damaged
  * and whose journal is gone. A brand-new state_dir (had_state 0) and the
  * one a discard emptied still open fresh. */
-Test(checkpoint, regression_issue22_a_state_dir_that_had_a_model_never_starts_fresh) {
+Test(checkpoint, regression_a_state_dir_that_had_a_model_never_starts_fresh) {
   o3m_policy_config c;
   config(&c, O3M_ALGO_LINUCB, O3M_MODEL_DISJOINT);
   o3m_policy *live = make_policy(&c), *ref = make_policy(&c);
@@ -929,7 +929,7 @@ Test(checkpoint, repair_is_journaled_and_replays_bit_exact) {
 }
 
 /* A health repair that meets a full journal segment and no descriptor for
- * a new one (EMFILE during a connection flood, audit finding 7) is refused
+ * a new one (EMFILE during a connection flood) is refused
  * as transient: O3M_EUNAVAILABLE with a message that says so (it used to
  * say the journal had failed, while the journal goes on), nothing
  * journaled or repaired; once descriptors are back the repair is made. */
@@ -1160,7 +1160,7 @@ static void crash_run(int kind, int default_iters) {
 Test(checkpoint, crash_sigkill_disjoint_lints, .timeout = 280) { crash_run(0, 3); }
 Test(checkpoint, crash_sigkill_shared_lints, .timeout = 280) { crash_run(1, 3); }
 
-/* Issue 9: a reward that would poison the model is refused BEFORE the
+/* A reward that would poison the model is refused BEFORE the
  * journal: nothing is written, the model is unchanged, checkpoints keep
  * working, and a restart replays nothing poisoned. Rewards with x = 1e153
  * (x . x is finite) are applied while the model can take them, and the

@@ -160,7 +160,7 @@ Test(config, valid_values_offsets_and_defaults) {
   o3m_config_destroy(c);
 }
 
-/* The clients' shares of the active party (issue 22): the pending share
+/* The clients' shares of the active party: the pending share
  * defaults to pending_capacity / clients and may not promise more than the
  * table holds; the caps are range-checked like every key. */
 Test(config, client_shares) {
@@ -191,7 +191,7 @@ Test(config, client_shares) {
                NULL);
 }
 
-/* The local fallback model (issue 24): fallback defaults to local, and
+/* The local fallback model: fallback defaults to local, and
  * local_alpha / local_lambda to alpha / lambda; bad values are refused
  * naming the key. */
 Test(config, fallback_and_local_model_keys) {
@@ -577,7 +577,7 @@ Test(config, max_norm_per_party) {
   expect_error(line(14, "max_norm = 10"), "fed.conf:14:", "'max_norm'", "pmg");
 }
 
-/* whiten (issue 11): per passive party, default false, a strict boolean,
+/* whiten: per passive party, default false, a strict boolean,
  * refused for the pmg and for the active party (whitening hides a party's
  * columns from the AP; the AP's own columns need no hiding from itself, and
  * its features that come inside a Recommend could not be whitened alike). */
@@ -810,7 +810,7 @@ Test(config, the_readme_example_loads) {
   o3m_config_destroy(c);
 }
 
-/* Issue 14: AP replicas ([federation] replication) and instances of a
+/* AP replicas ([federation] replication) and instances of a
  * passive party (the instances key, IPv4 literals only). */
 Test(config, replication_and_instances) {
   o3m_config *c = parse_ok(line(3, "ca = certs/ca.pem\nreplication = nats\nnats_servers = "
@@ -867,7 +867,7 @@ Test(config, nats_tls_off_only_on_loopback) {
   expect_error(line(3, text), "on|off", NULL, NULL);
 }
 
-/* [federation] rpc_*: the limits before a request is read (issue 22). */
+/* [federation] rpc_*: the limits before a request is read. */
 Test(config, rpc_limits) {
   o3m_config *c = parse_ok(variant(NBASE + 1, NBASE + 1, ""), "/base");
   const o3m_config_rpc_limits *l = o3m_config_rpc(c);
@@ -899,7 +899,7 @@ Test(config, rpc_limits) {
                "rpc_connections_per_identity", NULL);
 }
 
-/* Issue 26: [policy] unknown_items is serve by default; refuse is taken
+/* [policy] unknown_items is serve by default; refuse is taken
  * when the active party has an item table and refused, naming the key and
  * the party, when it has none (its table is all the AP can tell an unknown
  * item by); another word is refused naming the choices. */

@@ -37,7 +37,7 @@ static double unif(unsigned long long *st) {
   return (double)(*st >> 11) / 9007199254740992.0;
 }
 
-/* The bug of issue 15: load that falls on some repetitions only (here
+/* A past bug: load that falls on some repetitions only (here
  * spikes of up to 50 times the work on a random tenth of them, in any of the
  * three parts) must not put a part above the whole. Every repetition does
  * the statistics' work and more in its choose + update (c >= b), and the

@@ -1,5 +1,5 @@
 /* test_degraded.c -- a department's outage does not stop the
- * recommendations (issue 24, section 1), end to end.
+ * recommendations, end to end.
  *
  * The AP tests' federation (fed_proc.h: o3m-pmg, o3m-active and two
  * o3m-passive on loopback with mutual TLS, secure aggregation, the default
@@ -286,7 +286,7 @@ static void until_ap_answers(ap_stats *st) {
   cr_assert(0, "the restarted AP does not answer Stats: %s", o3m_err_message(&e));
 }
 
-/* The local model is durable (issue 24, section 1): after federated
+/* The local model is durable: after federated
  * rounds (whose rewards both models learn), an outage (whose rewards only
  * the local model learns) and federated rounds again, the AP is killed
  * with SIGKILL and restarted from its state_dir; its local model must

@@ -1,5 +1,5 @@
-/* test_fairness.c -- what one authorized client can do to another (issue
- * 22, attacks 3 and 4), end to end with the real daemons.
+/* test_fairness.c -- what one authorized client can do to another (fail
+ * its rounds, evict its decisions), end to end with the real daemons.
  *
  * The AP tests' federation (fed_proc.h) with a second client, FED_CLIENT2
  * ("other"), that has its own certificate and [client NAME] section. Each
@@ -16,9 +16,10 @@
  *    client's call is still taken;
  *  - with one serving thread the AP sent every queued round before it took
  *    a new call, so a client's round that arrived while another client's
- *    rounds were queued waited for all of them (issue 22, attack 3, cause
- *    a); now one batch per run of the idle hook, and the round waits for
- *    the batch in flight and at most one turn of the other client.
+ *    rounds were queued waited for all of them (the first cause of one
+ *    client's flood failing others' rounds); now one batch per run of the
+ *    idle hook, and the round waits for the batch in flight and at most
+ *    one turn of the other client.
  * The flood's effect on another client's latency needs the benchmark's
  * sizes (d = 100, K = 1000): tests/fairness_e2e.sh. */
 #include <criterion/criterion.h>

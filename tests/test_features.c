@@ -7,8 +7,8 @@
  * same row, different ids different rows, the rows depend on the secret key,
  * and over many ids their columns have the table's mean and standard
  * deviation, and their covariance is the table's full covariance, so PCA of
- * dummies finds the table's eigenvectors rather than the coordinate axes
- * (issue 11). A whitened table's rows, dummies and rotated parts have
+ * dummies finds the table's eigenvectors rather than the coordinate axes.
+ * A whitened table's rows, dummies and rotated parts have
  * identity covariance, the map is linear and finite on a singular table,
  * and it must precede the norm bound, which then holds for whitened rows. Malformed tables are written to a
  * temporary directory, one per error class, and each must fail with a
@@ -350,7 +350,7 @@ Test(features, dummy_columns_follow_the_table_mean_and_sd, .timeout = 60) {
 
 /* ------------------------------------------------ dummies that teach nothing */
 
-/* Issue 11, item 2: the AP sees the masked part Q^j x^j of every dummy, so
+/* The AP sees the masked part Q^j x^j of every dummy, so
  * the covariance of dummy parts is Q^j C Q^jT with C the dummies' own
  * covariance, and PCA of that traffic gives the eigenvectors Q^j v of C.
  * Dummies drawn column by column have a diagonal C: its eigenvectors are
@@ -478,7 +478,7 @@ Test(features, dummy_pca_sees_the_tables_eigenvectors_not_the_axes, .timeout = 6
 
 /* ------------------------------------------------------------ whitening */
 
-/* Issue 11, item 4: a whitened party's rows, and so its dummies and its
+/* A whitened party's rows, and so its dummies and its
  * parts Q^j x^j, have identity covariance: PCA of its traffic sees an
  * isotropic cloud. The map is linear (no centering) and the norm bound
  * applies to the whitened rows. */
@@ -753,7 +753,7 @@ Test(features, lenient_where_documented) {
 /* What pandas (to_csv with quoting=csv.QUOTE_ALL or QUOTE_NONNUMERIC) and
  * spreadsheets export: a UTF-8 byte order mark, CRLF, quoted names, ids and
  * numbers, spaces after commas, blank lines, a comma and doubled quotes
- * inside a quoted id. Regression test for issue 13 section 5 (such files were
+ * inside a quoted id. Regression test (such files were once
  * refused). */
 Test(features, pandas_and_spreadsheet_exports_are_accepted) {
   const char *p = write_tmp("pandas.csv",
@@ -963,7 +963,7 @@ Test(features, concurrent_fills_count_exactly, .timeout = 60) {
   o3m_features_destroy(f);
 }
 
-/* The party's norm bound (issue 9): the worst block pairs the largest user
+/* The party's norm bound: the worst block pairs the largest user
  * row with the largest item row; above the bound the load is refused with
  * the file and line of the larger row, never a value; and dummy rows stay
  * inside the bound, however tight. */
@@ -1009,14 +1009,14 @@ Test(features, norm_bound_names_file_and_line_and_holds_for_dummies) {
   o3m_features_destroy(f);
 }
 
-/* Audit finding 1: a dummy drawn above its table's share of the bound was
+/* A dummy drawn above its table's share of the bound was once
  * redrawn from the id's stream (up to 32 times, then the means), so an
  * unknown id's lookup took a time that depended on the id. Now every dummy
  * is one draw, and one above the bound is scaled radially onto it: the
  * tight-bound dummy is the loose-bound dummy times a factor below 1, with
  * its norm at the bound, and a dummy inside the bound is unchanged bit for
  * bit. */
-Test(features, regression_audit1_dummy_above_the_bound_is_scaled_not_redrawn) {
+Test(features, regression_dummy_above_the_bound_is_scaled_not_redrawn) {
   const char *u = write_tmp("su.csv", "user_id,a,b\nu0,1,0\nu1,0,1\nu2,3,4\nu3,-1,1\n");
   o3m_features *loose, *tight;
   load_ok(&loose, u, NULL, 2);
@@ -1057,7 +1057,7 @@ Test(features, regression_audit1_dummy_above_the_bound_is_scaled_not_redrawn) {
   o3m_features_destroy(tight);
 }
 
-/* The epochs the active participant keys its item cache on (issue 23):
+/* The epochs the active participant keys its item cache on:
  * nonzero, equal for equal content (a reload of the same files keeps
  * them), different when one value, one id or one column name changes, each
  * table's on its own, and changed by whitening, whose values are those a

@@ -1,6 +1,6 @@
-/* test_fingerprint_e2e.c -- the federation fingerprint end to end (audit
- * finding 6; common/o3m_fingerprint.h, SECURITY.md "Federation
- * fingerprint").
+/* test_fingerprint_e2e.c -- the federation fingerprint end to end, so that
+ * inconsistent copies of the config are refused at start
+ * (common/o3m_fingerprint.h, SECURITY.md "Federation fingerprint").
  *
  * The attack: a config author hands pp1 a copy of federation.conf in which
  * pp2's agg_public is another key (one the author holds), which would remove
@@ -177,7 +177,7 @@ Test(fingerprint_e2e, ap_refuses_a_pp_whose_config_differs) {
   const char *out = cli(args);
   snprintf(want, sizeof want, "\nfingerprint=%s", shared);
   cr_assert(not(eq(ptr, strstr(out, want), NULL)), "want '%s' in:\n%s", want, out);
-  /* Issue 26: the role as the config spells it, not the wire's number. */
+  /* The role as the config spells it, not the wire's number. */
   cr_assert(not(eq(ptr, strstr(out, "role=active\n"), NULL)), "want 'role=active' in:\n%s", out);
 
   /* pp1 restarts from its stored block (the PMG is not asked) with the

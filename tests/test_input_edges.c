@@ -1,4 +1,4 @@
-/* test_input_edges.c -- the input edges of issue 15 (item 6), one test per
+/* test_input_edges.c -- the input edges of the offline readers, one test per
  * case, each checked in `simulate`'s stream reader (eval_stream) and in the
  * replay readers (eval_reader_*): every case is either accepted by both or
  * refused by both with an error naming the file and line (and the value).

@@ -1,5 +1,5 @@
 /* test_itemcache.c -- the AP's bounded LRU cache of summed item parts
- * (active_participant/ap_itemcache.h, issue 23). */
+ * (active_participant/ap_itemcache.h). */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>

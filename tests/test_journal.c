@@ -309,11 +309,11 @@ static ap_journal *open_j_logged(collected *c, ap_journal_info *info, char *log,
   return j;
 }
 
-/* Issue 22, attack 6: a synced (acknowledged) last record whose end marker
+/* A synced (acknowledged) last record whose end marker
  * a disk zeroed is cut like a crash's torn write, since nothing in the file
  * tells them apart; the warning says what is known, and no longer that it
  * was never acknowledged. */
-Test(journal, regression_issue22_the_torn_cut_does_not_claim_the_record_was_unacknowledged) {
+Test(journal, regression_the_torn_cut_does_not_claim_the_record_was_unacknowledged) {
   collected c;
   ap_journal_info info;
   ap_journal *j = open_j(0, 0, &c, &info, O3M_OK);
@@ -876,7 +876,7 @@ Test(journal, write_failure_fails_the_journal_and_recovery_cuts_it) {
  * connections) when a segment must be started. A rotation fails with the
  * journal still working; an append into a full segment is refused with
  * O3M_EUNAVAILABLE and nothing appended; once descriptors are back both
- * work and every record replays (audit finding 7: this used to fail the
+ * work and every record replays (this used to fail the
  * journal, and so stop the active party, for good). */
 Test(journal, no_descriptor_for_a_new_segment_is_transient) {
   ap_journal_options o;

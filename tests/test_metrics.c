@@ -295,7 +295,7 @@ Test(probesock, answers_the_two_probes_and_nothing_else, .init = make_sock_dir,
   o3m_metrics_destroy(m);
 }
 
-/* Issue 22, attack 5 on the socket itself: four times as many connections
+/* The probes' blinding flood on the socket itself: four times as many connections
  * as it has slots, none sending a byte; a new probe still gets its answer
  * within 1 s (the oldest silent one makes room), again and again. */
 Test(probesock, a_probe_is_answered_past_a_flood_of_silent_connections,

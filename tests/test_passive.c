@@ -597,7 +597,7 @@ static void wait_reload_counts(o3m_rpc_client *bank, uint64_t reloads, uint64_t 
                  (unsigned long long)reloads, (unsigned long long)refused);
 }
 
-/* Tables change without a restart (issue 23): a bad file is refused with
+/* Tables change without a restart: a bad file is refused with
  * the start's file:line message and the old rows keep serving; a good one
  * is swapped in whole (a changed row and a new user are used at once); the
  * Reload RPC is its operator's alone; SIGHUP does the same as the RPC; the

@@ -87,7 +87,7 @@ Test(pending, expiry_and_eviction_are_counted) {
   ap_pending_destroy(t);
 }
 
-/* Issue 9: decision ids were consecutive numbers from a random base, so one
+/* Decision ids were once consecutive numbers from a random base, so one
  * id named every other. From the OS source they must be nonzero, distinct,
  * never a neighbour of the previous one, and spread over the whole 64-bit
  * range (each bit set in about half of them). */
@@ -295,8 +295,8 @@ static int peek_ok(const ap_pending *t, uint64_t id) {
   return ap_pending_peek(t, id, 0, &arm, &mask, &x);
 }
 
-/* Attack 4 of issue 22 in miniature: one owner opens ten times the table
- * while the other keeps three decisions open; the flood evicts only its
+/* One client evicting the others' decisions, in miniature: one owner opens
+ * ten times the table while the other keeps three decisions open; the flood evicts only its
  * own oldest decisions. */
 Test(pending, a_flooding_owner_evicts_only_its_own_decisions) {
   ap_pending *t;

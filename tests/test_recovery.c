@@ -890,13 +890,13 @@ Test(recovery, newest_journal_segment_deleted_refuses_start_until_salvage, .init
   o3m_rng_destroy(r);
 }
 
-/* Issue 22, attack 6: the AP's state_dir keeps its block, but its
+/* No silent fresh start: the AP's state_dir keeps its block, but its
  * checkpoints and journal are gone (deleted, or a restore that missed
  * them). Before, the AP started a fresh model with an INFO line; now it
  * refuses, naming --discard-state, which then starts a fresh model under
  * the stored block. (A brand-new state_dir starting fresh is what every
  * fed_up does.) */
-Test(recovery, regression_issue22_block_without_model_refuses_start_until_discarded,
+Test(recovery, regression_block_without_model_refuses_start_until_discarded,
      .init = fed_up, .fini = fed_down) {
   o3m_rng *r;
   cr_assert_eq(o3m_rng_create_seeded_insecure(&r, 19), 0);

@@ -64,7 +64,7 @@ Test(regret, linucb_federated_equals_central) {
   eval_regret_destroy(r);
 }
 
-/* Issue 11, item 4: with parties whitening their columns, federated LinUCB
+/* With parties whitening their columns, federated LinUCB
  * still decides as the central learner on the whitened contexts in every
  * round; the whitening does change what is learned (another regret), and a
  * bad party list is refused. */
@@ -127,7 +127,7 @@ Test(regret, partial_local_worse_than_central_on_every_seed) {
   eval_regret_destroy(r);
 }
 
-/* The outage variant (issue 24): a passive party missing in a window of
+/* The outage variant: a passive party missing in a window of
  * rounds costs regret between always federated and the AP alone; missing
  * over the whole run it is the AP alone, decision for decision; a window
  * outside the run's rounds changes nothing. */

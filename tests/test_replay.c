@@ -19,7 +19,7 @@
 #include "eval_criteo_prep.h"
 #include "o3m_blas.h"
 
-/* o3m-eval's main makes BLAS single-threaded for every command (issue 26);
+/* o3m-eval's main makes BLAS single-threaded for every command;
  * these tests call the commands in process, so they do it themselves. */
 static void single_blas(void) { o3m_blas_single_thread(); }
 TestSuite(replay, .init = single_blas);
@@ -242,7 +242,7 @@ Test(replay_criteo, one_and_two_threads_agree, .init = gen_setup, .fini = gen_te
   for (int s = 0; s < 5; s++) cr_assert_eq(r1.random[s].matched, r2.random[s].matched);
 }
 
-/* Issue 12, section 3: DP learners see the passive party's columns through
+/* DP learners see the passive party's columns through
  * the Gaussian mechanism. At a tiny epsilon they lose the CTR that central
  * (and federated, equal to it) earns; at a huge one they decide almost as
  * central; they run on the calling thread, so one and two threads agree. */
@@ -277,7 +277,7 @@ Test(replay_criteo, dp_variants_cost_ctr, .init = gen_setup, .fini = gen_teardow
   cr_assert_gt(rh.rel, rc.rel - 0.05, "DP eps 1e12 rel CTR %g, central %g", rh.rel, rc.rel);
 }
 
-/* Issue 11, item 4: with every party whitening its columns (maps from the
+/* With every party whitening its columns (maps from the
  * first rows, the arm parts whitened once since W (w + c) = W w + W c),
  * federated LinUCB still decides as central on the whitened contexts, and
  * the whitening changes what central learns. */
@@ -372,7 +372,7 @@ Test(replay_cmd, runs_and_reuses_criteo_statistics) {
   unlink(stats);
 }
 
-/* ---- result files (issue 15 item 4) ---- */
+/* ---- result files ---- */
 
 /* Reads a whole small file into a NUL-terminated buffer (freed by the caller). */
 static char *slurp(const char *path) {
@@ -495,7 +495,7 @@ Test(replay_files, csv_json_and_curve_match_the_stdout_totals) {
   test_dir_remove(dir);
 }
 
-/* Issue 15's files with --dp-eps: every DP variant has its row in the CSV,
+/* The result files with --dp-eps: every DP variant has its row in the CSV,
  * its entry in the JSON and its columns in the curve, named by its epsilon,
  * and they hold the totals of its stdout row. */
 Test(replay_files, dp_variants_are_in_the_files_with_the_stdout_totals) {

@@ -1,5 +1,5 @@
-/* test_replicas.c -- AP replicas over NATS JetStream, end to end (issue 14,
- * section 2; active_participant/ap_replica.h).
+/* test_replicas.c -- AP replicas over NATS JetStream, end to end
+ * (active_participant/ap_replica.h).
  *
  * Real processes on loopback: a 3-node nats-server cluster with JetStream
  * (fed_nats.h), the mask generator, two passive parties and two or three
@@ -34,7 +34,7 @@
  *     trusts another CA (the error names the CA file and the servers).
  *     Then the NATS nodes restart with certificates of a CA the federation
  *     does not trust: the o3m-active replica refuses to start and says why.
- * (f) decisions_stay_with_their_replica (issue 24): a Recommend writes
+ * (f) decisions_stay_with_their_replica: a Recommend writes
  *     nothing to NATS (the bucket stays empty; a Reward on another replica
  *     gets the record by lookup); a killed replica's open decision is
  *     NOT_FOUND on the other within 2 s, and nothing is published.
@@ -437,7 +437,7 @@ static void rounds_across(ap_client *c[2], uint64_t *seed, int n) {
 
 /* A decision belongs to the client that asked for it, on every replica:
  * the replica that made it checks its pending table, another one the
- * owner in the decision record it gets by lookup (issue 22). */
+ * owner in the decision record it gets by lookup. */
 Test(replicas, a_decision_belongs_to_its_client_on_every_replica, .init = fed_up,
      .fini = fed_down, .timeout = 300) {
   start_replica(0);
@@ -499,7 +499,7 @@ static void wait_both_models(int i, uint64_t updates, uint64_t local) {
   ap_client_destroy(c);
 }
 
-/* Fallback in replica mode (issue 24, section 1): with pp2 killed, the
+/* Fallback in replica mode: with pp2 killed, the
  * replicas answer degraded decisions from their local models, and a
  * degraded decision's reward, whichever replica it reaches (the one that
  * made the decision, or the other, which gets the record by lookup), goes
@@ -763,7 +763,7 @@ static void assert_stream(jsCtx *admin, const char *stream, uint64_t last, const
             (unsigned long long)l, (unsigned long long)m, (unsigned long long)last);
 }
 
-/* Issue 22, attack 2: the thief of the active party's key connects to NATS
+/* The thief of the active party's key connects to NATS
  * as the replicas do and tries to erase the reward stream's history (and
  * the open decisions): purge, delete, a message delete, a stream update
  * that would allow purges, a rollup header (a purge by publishing), a
@@ -975,9 +975,9 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
 
 /* ---------------------------------------------------------------- (f) */
 
-/* Issue 24, section 3: a Recommend costs NATS nothing. Decisions made on
+/* A Recommend costs NATS nothing. Decisions made on
  * replica a are rewarded on b through a lookup that a answers, and the
- * bucket (which issue 14 wrote once per Recommend) stays empty. Then a
+ * bucket (which the first replicas wrote once per Recommend) stays empty. Then a
  * dies with an open decision: on b its Reward is NOT_FOUND, naming that no
  * live replica holds it, within 2 s (NATS has no responders for its tag), and
  * nothing reaches the stream; the open decisions of a dead replica are

@@ -844,7 +844,7 @@ Test(rpc, arenas_stop_growing_after_warm_up, .timeout = 60) {
   stop_server(&f);
 }
 
-/* Issue 9: one oversized message must not keep an arena large for good.
+/* One oversized message must not keep an arena large for good.
  * After a call with a 120 kB reply, small calls bring the client's arena
  * and the server's back to their initial size by the second reset. */
 Test(rpc, arenas_give_memory_back_after_a_large_message, .timeout = 60) {
@@ -987,7 +987,7 @@ Test(rpc, bad_configurations_are_named, .timeout = 30) {
   cr_assert(eq(int, create_err(&cfg, svc_methods, N_METHODS, &e), O3M_EINVAL));
   cfg.tls.ca_file = NULL;
 
-  /* The limits before a request is read (issue 22), each named. */
+  /* The limits before a request is read, each named. */
   static const struct {
     int streams, timeout, receiving, connections;
     const char *field;
@@ -1220,7 +1220,7 @@ static int gate_authorize(void *ctx, o3m_rpc_call *call, const char *path, const
   return o3m_err_set(e, O3M_EPERM, "the test says no");
 }
 
-/* Issue 22: an identity may have calls on connections_per_identity
+/* An identity may have calls on connections_per_identity
  * connections at once; a call on a further one is refused at once with
  * RESOURCE_EXHAUSTED naming the identity, counted in limited, and the same
  * connection is let in again once the identity's other calls are done.
@@ -1286,7 +1286,7 @@ Test(rpc_tls, connections_per_identity_are_capped, .timeout = 60) {
   sh("rm -rf %s", dir);
 }
 
-/* Issue 9: the hook decides every call before the request is read and
+/* The hook decides every call before the request is read and
  * before any handler runs; a refusal is PERMISSION_DENIED naming the caller
  * and the method, counted, and nothing else happens. The health check does
  * not ask it. */

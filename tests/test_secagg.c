@@ -303,11 +303,11 @@ static int create_as_nobody(const char *path, const unsigned char (*pks)[32]) {
   return code == 100 ? 1000 : code == 0 ? 0 : code == 1 ? O3M_EPERM : O3M_EIO;
 }
 
-/* Audit finding 8: deploy/README.md told operators to make agg_secret
+/* deploy/README.md once told operators to make agg_secret
  * root:o3m 0640, which the daemon (user o3m) refuses, so a PP set up by the
  * guide did not start. The guide's commands now: keygen as root (mode 0600),
  * then chown to the daemon's user; here nobody plays o3m. */
-Test(secagg, regression_audit8_the_deploy_guides_agg_secret_is_readable_by_the_daemon) {
+Test(secagg, regression_the_deploy_guides_agg_secret_is_readable_by_the_daemon) {
   if (geteuid() != 0) cr_skip_test("needs root to switch to the user nobody");
   char dir[] = "/tmp/o3m-secagg-XXXXXX";
   cr_assert_not_null(mkdtemp(dir));
@@ -333,7 +333,7 @@ Test(secagg, regression_audit8_the_deploy_guides_agg_secret_is_readable_by_the_d
   rmdir(dir);
 }
 
-/* Issue 26: `o3m-passive --agg-keygen state/bank/agg.key` before the folder
+/* `o3m-passive --agg-keygen state/bank/agg.key` before the folder
  * existed said only "No such file or directory". Now the message names the
  * missing folder and the mkdir that makes it, and nothing is created. */
 Test(secagg, keygen_into_a_missing_folder_names_the_folder) {

@@ -1,4 +1,4 @@
-/* test_secrets.c -- secrets do not outlive their use (issue 9, item 4).
+/* test_secrets.c -- secrets do not outlive their use.
  *
  * End to end, against the real daemons:
  *

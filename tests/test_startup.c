@@ -1,4 +1,4 @@
-/* test_startup.c -- what a daemon refuses at start (issue 9, items 5 and 6).
+/* test_startup.c -- what a daemon refuses at start.
  *
  * One daemon per port: a second daemon of the same config exits 1 at once
  * with "address in use" and the port, and the first one keeps serving
@@ -115,7 +115,7 @@ static void assert_second_refused(int p, fed_proc *second) {
   cr_assert(strstr(fed_log(second), port), "no \"%s\" in:\n%s", port, fed_log(second));
   /* A listen error, not a TLS one. */
   cr_assert_null(strstr(fed_log(second), "certificate"), "%s", fed_log(second));
-  /* Issue 26: only the clear message, not gRPC's error tree of the same
+  /* Only the clear message, not gRPC's error tree of the same
    * bind before it (about 600 characters at ERROR). */
   cr_assert_null(strstr(fed_log(second), "No address added"), "%s", fed_log(second));
 }
@@ -264,11 +264,11 @@ Test(startup, a_key_of_another_certificate_is_refused) {
   assert_refused(FED_PP1, NULL, expect);
 }
 
-/* Audit finding 8: a private key that group or others may read was
+/* A private key that group or others may read was once
  * accepted. Now the daemon exits 1 naming the key file, its mode and the
  * fix; in process, the RPC layer refuses it for a server and a client with
  * O3M_EPERM. */
-Test(startup, regression_audit8_a_group_readable_key_is_refused_naming_chmod) {
+Test(startup, regression_a_group_readable_key_is_refused_naming_chmod) {
   prepare();
   sh("chmod %s certs/%s.key", "640", "pp2");
   static const char *const expect[] = {"certs/pp2.key: mode 640 lets group or others read it",
@@ -398,7 +398,7 @@ Test(startup, the_cli_checks_its_client_certificate) {
   cr_assert(strstr(out, "client.pem expired: valid until 2021-12-31"), "%s", out);
 }
 
-/* Issue 26: a certificate of the right CN and CA whose SANs leave out the
+/* A certificate of the right CN and CA whose SANs leave out the
  * party name passed every start-up check; the PMG then handed out the
  * blocks and every call failed in the handshake ("Peer name pp1 is not in
  * peer certificate"), since peers dial a party by its name. Now each daemon

@@ -75,7 +75,7 @@ Test(wire, passive_messages_have_no_choice_or_reward_field) {
                             * party's own operator reads (Stats, Reload). */
                            "reloads", "reloads_refused", "last_reload_ms", "refused",
                            "users",
-                           /* Protocol 6, reviewed (issue 23): the factored form's flag,
+                           /* Protocol 6, reviewed: the factored form's flag,
                             * and the hashes of the party's whole tables (public). */
                            "factored", "user_epoch", "item_epoch"};
   /* Every message the Passive service's methods take or give is listed. */
@@ -511,7 +511,7 @@ Test(wire, mask_batch_reply_forms_follow_the_aggregation_mode) {
   cr_assert(has(e.msg, "a per-party part, but aggregation = secure"), "%s", e.msg);
 }
 
-/* The party's norm bound (issue 9): each row of a masked part is Q^j x^j,
+/* The party's norm bound: each row of a masked part is Q^j x^j,
  * whose norm is ||x^j||. The rows here have norms 1, 3.61, 6.40, 9.22 and
  * 12.04; the last is query 1's candidate 1. */
 Test(wire, masked_rows_above_the_party_bound_are_refused) {
@@ -641,7 +641,7 @@ Test(wire, recommend_check) {
   cr_assert(eq(int, o3m_wire_recommend_check(&r, 10, 5, &e), O3M_ERANGE));
 }
 
-/* Audit finding 4: one check of a query's ids for both sides, so that the
+/* One check of a query's ids for both sides, so that the
  * AP refuses whatever a PP would refuse (an empty user where a user table
  * exists, an empty item, an id longer than a table holds). */
 Test(wire, query_ids_check_refuses_what_a_passive_party_refuses) {

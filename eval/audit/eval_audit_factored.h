@@ -1,5 +1,5 @@
 /* eval_audit_factored.h -- `o3m-eval audit --factored`: the same attacks as
- * eval_audit.h under factored batches (protocol 6, issue 23), beside the
+ * eval_audit.h under factored batches (protocol 6), beside the
  * whole-row figures.
  *
  * Under factored batches a party's part splits into its user half and its

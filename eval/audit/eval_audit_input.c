@@ -298,7 +298,7 @@ static int build(eval_audit_input *in, const eval_audit_source *s, o3m_err *e) {
     if (pp_fill(&in->pp[j], r, in->T + (size_t)r * in->dj))
       rc = o3m_err_set(e, O3M_EINVAL, "cannot fill row %d of the audited table", r);
 
-  /* The whitening defence (issue 11, item 4), the audited department's
+  /* The whitening defence, the audited department's
    * own choice: its handle sends W x instead of x from here on (and its
    * dummies come from the whitened moments), while T above stays the raw
    * values the attacks are scored against. The other PPs' handles are

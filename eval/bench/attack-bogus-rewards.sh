@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attack-bogus-rewards.sh -- issue 24's review finding, before and after in
+# attack-bogus-rewards.sh -- Rewards for unknown decisions, before and after in
 # one run: how long does an AP replica take to refuse a Reward naming a
 # decision no live replica holds? Each such Reward held the replica's
 # serving thread (under the handler lock) for as long as it took.

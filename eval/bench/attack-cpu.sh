@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# attack-cpu.sh -- where attack 1a of issue 22 still costs the honest client:
+# attack-cpu.sh -- where memory before authorization (form a) still costs
+# the honest client:
 # the CPU the target daemon and the attacker (tests/h2flood) spend, beside
 # the spread of the honest figures between two runs without any attack.
 #

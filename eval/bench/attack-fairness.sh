@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# attack-fairness.sh -- attacks 3 and 4 of issue 22 (what one authorized
-# client can do to another), replayed against two builds side by side in
+# attack-fairness.sh -- one client failing others' rounds and evicting their
+# decisions (what one authorized client can do to another), replayed against two builds side by side in
 # one run.
 #
 #   eval/bench/attack-fairness.sh [BIN_DIR...]
 #
 # BIN_DIRs default to O3M_ATTACK_BINS, else build/bin (for example
-# "OLD/build/bin build/bin": a build before issue 22, then this one). Each
+# "OLD/build/bin build/bin": a build without per-client fairness, then this one). Each
 # folder gets a fresh
 # local federation with mutual TLS on loopback (M = 5 parties of 20
 # columns, d = 100, 4 passive parties, secure aggregation, max_candidates

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attack-memory.sh -- memory before authorization (issue 22, attack 1), before
+# attack-memory.sh -- memory before authorization, before
 # and after, in one run.
 #
 #   O3M_ATTACK_BINS="OLD/build/bin build/bin" eval/bench/attack-memory.sh

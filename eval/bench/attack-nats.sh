@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attack-nats.sh -- issue 22, attack 2, before and after in one run: can the
+# attack-nats.sh -- a stolen AP key against NATS, before and after in one run: can the
 # active party's key erase the AP replicas' reward stream, and do the
 # replicas then diverge?
 #

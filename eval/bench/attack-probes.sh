@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# attack-probes.sh -- issue 22, attack 5, measured: how many health probes
+# attack-probes.sh -- blinding the probes, measured: how many health probes
 # of a serving active participant are answered within 1 s while its
 # metrics port is flooded with TLS handshakes that never finish, for two
 # builds side by side in one run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# audit-factored.sh -- issue 23's privacy audit of factored batches: the
+# audit-factored.sh -- the privacy audit of factored batches: the
 # AP's attacks (known plaintext, PCA, FastICA, on real traffic and on dummy
 # rows, norms and Gram) on the audit's data sets, with whole rows (what the
 # AP saw before protocol 6), the halves it could already compute by

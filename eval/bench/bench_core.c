@@ -1,6 +1,6 @@
 /* bench_core.c -- o3m-bench-core: the numerical core's benchmark.
  *
- * One run measures, side by side, what issue 2 asks of the bandit engine:
+ * One run measures, side by side, what the bandit engine must deliver:
  *
  *   (a) the active participant's per-round time on masked contexts against a
  *       central learner's on raw ones (shared LinUCB, the paper's VFUCB, as
@@ -13,10 +13,11 @@
  *       scoring step reaches at K = 1000;
  *   (e) secure aggregation against per-party parts;
  *   (f) a passive participant's feature lookup of a user it holds against
- *       one it does not (audit finding 1: the two must take the same time);
+ *       one it does not (the two must take the same time, or the time
+ *       tells which ids a party holds);
  *   (g) the AP's scoring of a batch of rounds with one call
- *       (o3m_policy_choose_batch) against one o3m_policy_choose per round
- *       (issue 23), shared LinUCB and LinTS, d = 100, K = 20, 100, 500.
+ *       (o3m_policy_choose_batch) against one o3m_policy_choose per round,
+ *       shared LinUCB and LinTS, d = 100, K = 20, 100, 500.
  *
  * Machines are noisy, so every comparison interleaves its variants: short
  * batches of rounds alternate between the variants in A B B A order, each
@@ -1173,7 +1174,7 @@ static void section_e(const bench_opts *o, bench_summary *sum) {
   free(W);
 }
 
-/* ---- (f) feature lookup: known vs unknown user (audit finding 1) ---- */
+/* ---- (f) feature lookup: known vs unknown user (same time, no timing channel) ---- */
 
 #define F_USERS 1000 /* rows of the user table */
 #define F_COLS 100   /* its columns: the audit's 100 user columns at a PP */
@@ -1270,7 +1271,7 @@ static double f_case(o3m_features *f, int items, int n) {
  * shows. */
 static void section_f(const bench_opts *o, bench_summary *sum) {
   const int n = o->quick ? 2000 : 40000;
-  printf("\n(f) Feature lookup, known vs unknown ids (audit finding 1): a table of %d rows x %d\n"
+  printf("\n(f) Feature lookup, known vs unknown ids (must match): a table of %d rows x %d\n"
          "    columns, K = %d, dummy-row key and norm bound set; %d queries each, timed one\n"
          "    by one, interleaved; nanoseconds per o3m_features_fill.\n",
          F_USERS, F_COLS, F_K, n);
@@ -1328,7 +1329,7 @@ static double g_batch(void *v, int B, int record) {
 static void section_g(const bench_opts *o) {
   const int d = 100, NK = NELEM(G_KS);
   printf("\n(g) The AP's scoring of a batch of %d rounds: one o3m_policy_choose per round vs\n"
-         "    one o3m_policy_choose_batch (issue 23), d = %d, shared model, no update in\n"
+         "    one o3m_policy_choose_batch, d = %d, shared model, no update in\n"
          "    between (as within one AP batch). Twin policies warmed with %d updates;\n"
          "    interleaved, medians over %d pairs of batches; us per round.\n",
          G_ROUNDS, d, o->warm_updates, o->pairs);
@@ -1406,7 +1407,7 @@ static const o3m_cli_spec spec = {
     "  d  scoring GFLOP/s as a fraction of the dgemm rate\n"
     "  e  secure aggregation vs per-party parts (PP per MaskBatch, AP round)\n"
     "  f  PP feature lookup time, known vs unknown user (should be 1.0)\n"
-    "  g  scoring a batch of rounds with one call vs one call per round (issue 23)\n"
+    "  g  scoring a batch of rounds with one call vs one call per round\n"
     "exit 0 whether targets are met or not.\n"};
 
 static const char *pass(int ok) { return ok ? "PASS" : "MISS"; }

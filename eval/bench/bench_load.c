@@ -6,7 +6,7 @@
  * flight at a time (concurrency C). A decision is one Recommend (the AP's
  * fan-out to every passive participant, the summation and the policy); with
  * --with-reward each decision is followed by its Reward on the same thread.
- * With --rewards-only the run measures Rewards alone: all clients issue 100
+ * With --rewards-only the run measures Rewards alone: all clients send 100
  * Recommends each (untimed), meet at a barrier, send the 100 Rewards of
  * those decisions one at a time each (timed: rewards/s and latency per
  * Reward), meet again, and so on until the reward phases add up to
@@ -24,8 +24,8 @@
  * level): the AP batches the Recommend calls that queue while a fan-out is
  * in flight into one MaskBatch per passive participant.
  *
- * Options for a client that floods, or for one beside a flood (issue 22,
- * eval/bench/attack-fairness.sh): --id-bytes pads every item id to that
+ * Options for a client that floods, or for one beside a flood
+ * (eval/bench/attack-fairness.sh): --id-bytes pads every item id to that
  * many bytes (the largest allowed is O3M_MAX_ID), --calls stops a level
  * after that many Recommends, and --reward-delay S keeps every decision of
  * the level open and, S seconds after the level, rewards each one (one at

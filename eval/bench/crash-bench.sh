@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The AP crash benchmark (issue 5): a real federation on loopback (o3m-pmg,
+# The AP crash benchmark: a real federation on loopback (o3m-pmg,
 # two o3m-passive, o3m-active, each with a state_dir; mutual TLS), four
 # client threads driving recommend + reward, and o3m-active killed with
 # SIGKILL at KILLS random moments (default 25) and restarted each time. After

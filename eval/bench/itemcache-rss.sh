@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # itemcache-rss.sh -- the active participant's memory once its item cache is
-# full (issue 23, "Memory"), for one or more builds side by side in one run.
+# full, for one or more builds side by side in one run.
 #
 #   O3M_RSS_BINS="/work/cur-bin build/bin" eval/bench/itemcache-rss.sh
 #

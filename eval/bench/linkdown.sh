@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # linkdown.sh -- a host cut off the network for 10 s and plugged back in,
-# under the client's load, across network namespaces (issue 24, section
-# 2), replayed against two builds side by side in one run.
+# under the client's load, across network namespaces, replayed against
+# two builds side by side in one run.
 #
 #   eval/bench/linkdown.sh [BIN_DIR...]
 #

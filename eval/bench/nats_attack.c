@@ -1,4 +1,4 @@
-/* nats_attack.c -- o3m-bench-nats-attack: issue 22's attack 2 against a
+/* nats_attack.c -- o3m-bench-nats-attack: a purge or delete of the reward stream against a
  * running AP replica cluster's JetStream, with a given identity (the
  * active party's certificate, as a thief of its key would connect).
  *

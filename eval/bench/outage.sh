@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# outage.sh -- a department's outage under load (issue 24, section 1),
+# outage.sh -- a department's outage under load,
 # replayed against two builds side by side in one run.
 #
 #   eval/bench/outage.sh [BIN_DIR...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# p2b-threads.sh -- issue 26: `o3m-eval p2b` took about 10 times its CPU
+# p2b-threads.sh -- `o3m-eval p2b` once took about 10 times its CPU
 # time in wall time, its small BLAS calls handed to a multi-threaded
 # OpenBLAS whose idle threads spun in sched_yield. Since then o3m-eval runs
 # BLAS single-threaded in every command unless --threads N says otherwise.

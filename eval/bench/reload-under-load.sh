@@ -2,7 +2,7 @@
 # reload-under-load.sh [BIN] -- o3m-bench-load (c = 8, K = 10, 6 s) against
 # a small local federation (tests/with-federation.sh: the AP "shop" with
 # tables of its own, the passive party "bank") while `o3m-cli reload` swaps
-# the tables of both every 0.2 s (issue 23). Prints how many reloads were
+# the tables of both every 0.2 s. Prints how many reloads were
 # answered and the load's table: its errors column must be 0. BIN defaults
 # to build/bin. Not a timed test; a check an operator can repeat.
 set -euo pipefail

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run-attacks.sh -- the six attacks of issue 22, replayed against one or more
-# builds side by side in one run, each by the script that measures it:
+# run-attacks.sh -- six attacks on a federation's daemons (the table below),
+# replayed against one or more builds side by side in one run, each by the script that measures it:
 #
 #   attack 1  attack-memory.sh    memory held for streams no one authorized
 #             attack-cpu.sh       what its refused streams still cost (CPU)
@@ -8,7 +8,7 @@
 #   attacks 3, 4  attack-fairness.sh  one client's load against another's
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
-#             (regression_issue22_block_without_model_refuses_start_until_discarded)
+#             (regression_block_without_model_refuses_start_until_discarded)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
 #     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes]
@@ -16,7 +16,7 @@
 # Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
 # by ":" and the NATS config that build ran with (attack-nats.sh; the
 # default is this tree's deploy/nats/o3m-nats.conf). The other scripts get
-# the folders alone. OLD is a build of a commit before issue 22, for
+# the folders alone. OLD is a build of a commit without these defences, for
 # example:
 #   git worktree add /tmp/o3m-old 0682d32
 #   cmake -S /tmp/o3m-old -B /tmp/o3m-old/build -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -7,15 +7,15 @@
 # O3M_AGGREGATION=secure|per-party|both (default both) picks the
 # federation's [federation] aggregation; with both, the two modes run one
 # after the other in this one run (secure first), each on a fresh
-# federation, for the side-by-side figures of issue 11.
+# federation, for secure aggregation's cost side by side.
 #
 # O3M_METRICS=off|on|both (default off): whether every daemon serves its
 # metrics port (--metrics-listen 127.0.0.1:0, README "Metrics and health");
 # with both, each aggregation mode runs without and then with it, on fresh
-# federations, for the metrics' overhead side by side (issue 13).
+# federations, for the metrics' overhead side by side.
 # O3M_LOAD_MODES (below, at side_by_side) instead compares AP serving modes
 # (threads, group commit, AP replicas on NATS JetStream) with durable
-# rewards, for issue 14.
+# rewards.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
@@ -75,7 +75,7 @@ ap_updates() {
     --key "$work/certs/client.key" ${t:+--target "$t"} stats | sed -n 's/^updates=//p'
 }
 
-# O3M_LOAD_MODES="THREADS:COMMIT ..." (issue 14): the AP with a state_dir
+# O3M_LOAD_MODES="THREADS:COMMIT ...": the AP with a state_dir
 # (durable rewards), one fresh federation per mode, side by side in this one
 # run, for example "1:each 2:group" (today's single thread with one
 # fdatasync per reward, then two serving threads in the AP and every PP with
@@ -198,7 +198,7 @@ nats_tls = $([ -n "$plain" ] && echo off || echo on)" FED_AP_STATE=1 FED_ACTIVE_
   done
 }
 
-# O3M_LOAD_KS="20 100 500" (issue 23): a K sweep, every binaries' folder
+# O3M_LOAD_KS="20 100 500": a K sweep, every binaries' folder
 # of O3M_LOAD_BINS (default: this build) side by side in this one run, on a
 # fresh secure federation each (M = 5, d = 100, 1000 users,
 # O3M_LOAD_ITEMS items, default 1000, max_candidates the largest K). Per K,

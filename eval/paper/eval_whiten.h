@@ -1,4 +1,4 @@
-/* eval_whiten.h -- the whitening defence (issue 11, item 4) for offline runs.
+/* eval_whiten.h -- the whitening defence for offline runs.
  *
  * `o3m-eval regret --whiten` and `o3m-eval replay --whiten` let chosen
  * parties whiten their own columns as the daemons do with `whiten = true`

@@ -1,5 +1,5 @@
 /* eval_baselines.c -- `o3m-eval baselines`: O3M beside MPC, HE and DP on
- * the same round statistic (issue 12).
+ * the same round statistic.
  *
  * For every setting (the paper's small d 100, K 20, N 5 and large d 500,
  * K 10, N 500 of appendix C.3, then a sweep over d, K and N) one bl_round
@@ -615,7 +615,7 @@ static const o3m_cli_spec ble_cli = {
     "o3m-eval baselines", "[options]",
     "Measures one LinUCB round's statistic under O3M (per-party and secure aggregation),\n"
     "MPC, HE (Paillier) and DP on the same inputs: time, error vs plaintext, bytes, rounds,\n"
-    "beside the paper's appendix C.3 figures (issue 12).",
+    "beside the paper's appendix C.3 figures.",
     ble_options,
     "HE at the large setting (d 500, N 500) is extrapolated from measured per-operation\n"
     "times, and MPC and secure aggregation there are not run by default (--mpc-max-N,\n"

@@ -77,7 +77,7 @@ def test_option_combinations_as_o3m_cli():
         o3m.APClient(cert="c.pem", target="127.0.0.1:1")
     with pytest.raises(o3m.O3MError, match="give --as NAME"):
         o3m.APClient(target="127.0.0.1:1")
-    # Audit finding 9: without a config, TLS needs the AP's party name, or any
+    # Without a config, TLS needs the AP's party name, or any
     # party's trial certificate (it names 127.0.0.1) would pass for the AP's.
     with pytest.raises(o3m.O3MError, match="give --server-name NAME") as e:
         o3m.APClient(cert="c.pem", key="c.key", ca="ca.pem", target="127.0.0.1:1")

@@ -1,4 +1,4 @@
-"""The package as a user installs it (issue 26): `pip install ./python`
+"""The package as a user installs it: `pip install ./python`
 offline into a venv made with --system-site-packages, with the library of a
 `cmake --install` prefix found through pkg-config, used from outside the
 source tree.

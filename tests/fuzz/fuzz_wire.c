@@ -83,7 +83,7 @@ static void setup(void) {
     abort();
   }
 
-  /* The AP draws decision ids from the OS; the harness issues 100, 101, 102
+  /* The AP draws decision ids from the OS; the harness hands out 100, 101, 102
    * so that the seed corpus can name an open and a rewarded decision. */
   if (ap_pending_create(&g_pending, 4, FUZZ_D, 1000, fixed_ids, NULL) != 0) fuzz_die("pending");
   double x[FUZZ_D] = {1, 2, 3, 4, 5, 6};

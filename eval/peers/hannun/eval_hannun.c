@@ -1,8 +1,7 @@
 /*
  * eval_hannun.c -- `o3m-eval hannun`: Hannun, Knott and van der Maaten's
  * private epsilon-greedy learner (eval/peers/hannun/bl_hannun.h) measured
- * against the plaintext learner, their headline figures printed beside ours
- * (issue 12, section 2).
+ * against the plaintext learner, their headline figures printed beside ours.
  *
  *   1. Table 1: rounds and slowdown of addition, multiplication, reciprocal
  *      and argmax at |P| = 2, |A| = 100 (one vector of |A| values).

@@ -1,6 +1,6 @@
 /*
  * bl_mpc: additive secret sharing over Z/2^64 between N parties with a
- * trusted dealer, the MPC baseline of issue 12 and the layer Hannun et al.'s
+ * trusted dealer, the MPC baseline of `o3m-eval baselines` and the layer Hannun et al.'s
  * private learner (bl_hannun.h) runs on.
  *
  * A real value v is encoded in fixed point with F fractional bits (the

@@ -39,7 +39,7 @@
 
 #include "o3m_error.h"
 
-/* The modulus size the baselines use, as O3M's paper and the issue state. */
+/* The modulus size the baselines use, as O3M's paper states. */
 #define BL_PAILLIER_BITS 2048
 /* The smallest modulus keygen accepts (tests only: nothing this small is
  * secure). */
