@@ -111,6 +111,25 @@ fi
 
 BENCH=$here/eval/bench
 fail=0
+# What a figure depends on beyond its command: the commit, the machine, its
+# load and the OpenBLAS kernel. The kernel matters: OpenBLAS picks its code
+# for the CPU at load time, and P2B's k-means assignments (ties on a grid of
+# contexts broken by the last bit of a BLAS distance) differ between kernels
+# (4,131 released tuples with SkylakeX's, 4,113 with Haswell's or Zen's).
+# OPENBLAS_CORETYPE=NAME reproduces another machine's figures.
+if [ "$LIST" = 0 ]; then
+  mkdir -p "$OUT"
+  {
+    echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    echo "commit: $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "programs: $BIN ($("$BIN/o3m-eval" --version 2>&1 | head -1))"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) cores"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "openblas kernel: $(OPENBLAS_VERBOSE=2 "$BIN/o3m-eval" --version 2>&1 |
+      sed -n 's/^Core: //p' | head -1)${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}"
+  } >"$OUT/machine.txt"
+  cat "$OUT/machine.txt"
+fi
 while IFS='|' read -r group name where cmd; do
   [ -n "$group" ] || continue
   selected "$group" "$name" || continue
