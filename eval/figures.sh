@@ -10,7 +10,9 @@
 # shows up the next time the script runs. tests/test_figures.sh runs --list
 # and checks that every command's program, subcommand and options still exist,
 # so the table cannot rot silently; the runs themselves are too slow for CI
-# (the whole table takes about an hour on two shared cores).
+# (on two shared cores: hannun --full 80 s, the p2b group 80 s with the
+# sweeps, the obd group 25 s; regret, cost, baselines, samba and the bench
+# group take longer, the load and attack benchmarks several minutes each).
 #
 # usage: eval/figures.sh [--bin DIR] [--data DIR] [--out DIR] [--only G1,G2,..] [--list]
 #   --bin DIR    the programs (build/bin)
