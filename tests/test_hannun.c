@@ -203,3 +203,54 @@ Test(hannun, command_writes_table1) {
   remove(path);
   rmdir(dir);
 }
+
+/* The learner section reports the agreement with the plaintext learner as a
+ * count over the iterations, in the table's summary line and the CSV, never
+ * as a rounded percentage (9,999 of 10,000 printed as 100.0% hid a flipped
+ * decision). 20 synthetic iterations, seed 1: every arm the same. */
+Test(hannun, agreement_is_an_exact_count) {
+  char dir[64];
+  snprintf(dir, sizeof dir, "/tmp/o3m_hannun_XXXXXX");
+  cr_assert_not_null(mkdtemp(dir));
+  char out[128], path[128], line[512];
+  snprintf(out, sizeof out, "%s/stdout.txt", dir);
+  fflush(stdout);
+  int saved = dup(1);
+  FILE *o = fopen(out, "w");
+  cr_assert(saved >= 0 && o);
+  dup2(fileno(o), 1);
+  char *argv[] = {"hannun", "--only", "learner", "--T", "20", "--T-data", "30", "--no-plots",
+                  "--data-dir", "/nonexistent", "--out", dir, NULL};
+  int rc = eval_hannun_main(12, argv);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  fclose(o);
+  cr_assert_eq(rc, 0);
+  FILE *f = fopen(out, "r");
+  cr_assert_not_null(f);
+  int summary = 0, percent = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strstr(line, "Same arm as the plaintext learner (iterations): synthetic 20/20"))
+      summary = 1;
+    if (strstr(line, "synthetic (classes)") && strchr(line, '%')) percent = 1;
+  }
+  fclose(f);
+  cr_expect(summary, "no summary line with the count 20/20 in %s", out);
+  cr_expect(!percent, "the table still prints the agreement as a percentage");
+  snprintf(path, sizeof path, "%s/hannun_learner.csv", dir);
+  f = fopen(path, "r");
+  cr_assert_not_null(f, "no %s", path);
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  cr_expect(strstr(line, ",same_arm_fraction,same_arm_iters\n") != NULL, "header: %s", line);
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  const char *last = strrchr(line, ',');
+  cr_expect(!strncmp(line, "synthetic (classes),", 20) && last && atoi(last + 1) == 20,
+            "synthetic row: %s", line);
+  fclose(f);
+  remove(path);
+  remove(out);
+  snprintf(path, sizeof path, "%s/hannun_table1.csv", dir);
+  remove(path);
+  rmdir(dir);
+}

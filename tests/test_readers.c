@@ -6,6 +6,8 @@
  * skip where the format allows one. Malformed files are written to temporary
  * files by the tests themselves. */
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "eval_cmds.h"
 #include "eval_criteo_prep.h"
 #include "eval_reader.h"
+#include "o3m_limits.h"
 
 #define FIX(name) O3M_SOURCE_DIR "/tests/data/eval/" name
 
@@ -210,10 +213,9 @@ Test(obd, fixture_values) {
   cr_assert_eq(ev.line, 2);
   cr_assert_eq(ev.arm, 2);
   cr_assert_eq(ev.reward, 1.0);
-  /* User slots, FNV-1a-64 + splitmix64 finalizer salted by the column, mod 4
-   * (worked out with an independent script): u0a -> 1, u1a -> 1, u2a -> 3,
-   * u3a -> 3. */
-  const int slot_a[4] = {1, 1, 3, 3};
+  /* User slots: each column's values in order of first appearance among the
+   * rows used (position 1), so every value of this first row takes slot 0. */
+  const int slot_a[4] = {0, 0, 0, 0};
   for (int c = 0; c < 4; c++)
     for (int b = 0; b < 4; b++)
       cr_assert_eq(ev.w[c * 4 + b], b == slot_a[c] ? 1.0 : 0.0, "column %d bucket %d", c, b);
@@ -225,8 +227,9 @@ Test(obd, fixture_values) {
   cr_assert_eq(ev.line, 4);
   cr_assert_eq(ev.arm, 1);
   cr_assert_eq(ev.reward, 0.0);
-  /* u0b -> 1, u1a -> 1, u2b -> 2, u3a -> 3. */
-  const int slot_b[4] = {1, 1, 2, 3};
+  /* u0b and u2b are new (slot 1), u1a and u3a seen (slot 0). A 4-way hash
+   * put u0a and u0b in one bucket; here they stay apart. */
+  const int slot_b[4] = {1, 0, 1, 0};
   for (int c = 0; c < 4; c++)
     for (int b = 0; b < 4; b++)
       cr_assert_eq(ev.w[c * 4 + b], b == slot_b[c] ? 1.0 : 0.0, "column %d bucket %d", c, b);
@@ -241,6 +244,154 @@ Test(obd, all_positions) {
   cr_assert_eq(drain(r, &e), 4);
   cr_assert_eq(eval_reader_skipped(r), 0);
   eval_reader_destroy(r);
+}
+
+/* A column with more distinct values than slots is refused, naming the
+ * column, the line and the option, instead of merging two values. */
+Test(obd, more_values_than_slots) {
+  eval_reader *r = open_obd(0, 1);
+  eval_event ev;
+  o3m_err e;
+  cr_assert_eq(eval_reader_next(r, &ev, &e), 1, "%s", e.msg);
+  cr_assert_eq(eval_reader_next(r, &ev, &e), 1, "%s", e.msg);
+  cr_assert_eq(eval_reader_next(r, &ev, &e), O3M_ERANGE);
+  cr_expect(strstr(e.msg, "obd_log.csv:4: user_feature_0 has more than 1 distinct values "
+                          "('u0b' is value 2); raise --obd-user-buckets"), "%s", e.msg);
+  eval_reader_destroy(r);
+}
+
+/* Splits a CSV line in place at commas into at most n fields; returns the
+ * count. */
+static int split_csv(char *line, char **f, int n) {
+  int k = 0;
+  for (char *p = line; k < n;) {
+    f[k++] = p;
+    char *c = strchr(p, ',');
+    if (!c) break;
+    *c = '\0';
+    p = c + 1;
+  }
+  return k;
+}
+
+#define OBD_B 16
+#define OBD_MAX_VAL 128
+
+/* Reads one campaign's log (position 0: every row) through the reader and,
+ * beside it, as plain CSV, and checks for every user_feature column that two
+ * distinct raw values never share a one-hot slot and one value always takes
+ * the same slot; then that two items whose raw features differ get different
+ * item parts. Returns the number of rows checked. */
+static long check_campaign(const char *log, const char *items) {
+  eval_obd_options o;
+  eval_obd_options_default(&o);
+  o.position = 0;
+  o.user_buckets = OBD_B;
+  eval_reader *r;
+  o3m_err e;
+  cr_assert_eq(eval_reader_open_obd(&r, log, items, &o, &e), 0, "%s", e.msg);
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f);
+  static char line[1 << 16];
+  char *fld[256];
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  line[strcspn(line, "\r\n")] = '\0';
+  int nf = split_csv(line, fld, 256), ucol[16], nu = 0;
+  for (int i = 0; i < nf && nu < 16; i++)
+    if (!strncmp(fld[i], "user_feature_", 13)) ucol[nu++] = i;
+  cr_assert_gt(nu, 0, "%s has no user_feature column", log);
+  static char seen[16][OBD_B][OBD_MAX_VAL];
+  memset(seen, 0, sizeof seen);
+  long rows = 0;
+  eval_event ev;
+  int rc;
+  while ((rc = eval_reader_next(r, &ev, &e)) == 1) {
+    cr_assert_not_null(fgets(line, sizeof line, f), "%s ends before the reader", log);
+    line[strcspn(line, "\r\n")] = '\0';
+    cr_assert_eq(split_csv(line, fld, 256), nf);
+    for (int j = 0; j < nu; j++) {
+      const char *v = fld[ucol[j]];
+      int slot = -1, set = 0;
+      for (int b = 0; b < OBD_B; b++)
+        if (ev.w[j * OBD_B + b] != 0.0) slot = b, set++;
+      cr_assert_eq(set, *v ? 1 : 0, "%s:%lld: column %d sets %d slots", log, ev.line, j, set);
+      if (!*v) continue;
+      cr_assert_lt(strlen(v), OBD_MAX_VAL);
+      for (int b = 0; b < OBD_B; b++)
+        if (b != slot)
+          cr_assert(strcmp(seen[j][b], v), "%s:%lld: column %d value %s in slot %d and %d", log,
+                    ev.line, j, v, b, slot);
+      if (!seen[j][slot][0]) strcpy(seen[j][slot], v);
+      cr_assert_str_eq(seen[j][slot], v, "%s:%lld: column %d: values %s and %s share slot %d",
+                       log, ev.line, j, seen[j][slot], v, slot);
+    }
+    rows++;
+  }
+  cr_assert_eq(rc, 0, "%s", e.msg);
+  fclose(f);
+  /* Items: distinct raw rows (without the item_id and index columns) must get
+   * distinct item parts. */
+  f = fopen(items, "r");
+  cr_assert_not_null(f);
+  static char raw[O3M_EVAL_MAX_K][1024];
+  int K = eval_reader_arms(r), d = eval_reader_dim(r), n = 0;
+  const double *C = eval_reader_item_part(r);
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  while (n < K && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    char *p = strchr(line, ',');
+    p = p ? strchr(p + 1, ',') : NULL; /* past the index and item_id */
+    cr_assert_not_null(p);
+    snprintf(raw[n++], sizeof raw[0], "%s", p + 1);
+  }
+  fclose(f);
+  cr_assert_eq(n, K);
+  for (int a = 0; a < K; a++)
+    for (int b = a + 1; b < K; b++)
+      if (strcmp(raw[a], raw[b]))
+        cr_assert(memcmp(C + (size_t)a * d, C + (size_t)b * d, sizeof(double) * d),
+                  "%s: items %d and %d differ in the table but not in their encoding", items, a,
+                  b);
+  eval_reader_destroy(r);
+  return rows;
+}
+
+/* Every Open Bandit campaign in the shared data directory (../shared/data
+ * from the project root, or $O3M_DATA_DIR; a folder obd-* holding
+ * item_context.csv and one log CSV) is encoded without collisions: the
+ * distinct raw values of each user and item column map to distinct
+ * encodings. Skipped, saying so, when no campaign is there. */
+Test(obd, shared_campaigns_encode_distinct_values_apart) {
+  const char *dir = getenv("O3M_DATA_DIR");
+  if (!dir) dir = O3M_SOURCE_DIR "/../shared/data";
+  DIR *top = opendir(dir);
+  if (!top) cr_skip_test("%s not found: set O3M_DATA_DIR to the shared data directory", dir);
+  int campaigns = 0;
+  struct dirent *c;
+  while ((c = readdir(top))) {
+    if (strncmp(c->d_name, "obd-", 4)) continue;
+    char sub[4096], items[4096 + 32], log[4096 + 256];
+    snprintf(sub, sizeof sub, "%s/%s", dir, c->d_name);
+    snprintf(items, sizeof items, "%s/item_context.csv", sub);
+    DIR *dd = opendir(sub);
+    if (!dd || access(items, R_OK)) {
+      if (dd) closedir(dd);
+      continue;
+    }
+    struct dirent *f;
+    while ((f = readdir(dd))) {
+      size_t l = strlen(f->d_name);
+      if (l < 5 || strcmp(f->d_name + l - 4, ".csv") || !strcmp(f->d_name, "item_context.csv"))
+        continue;
+      snprintf(log, sizeof log, "%s/%s", sub, f->d_name);
+      long rows = check_campaign(log, items);
+      cr_log_info("%s: %ld rows, no two values share a slot", log, rows);
+      campaigns++;
+    }
+    closedir(dd);
+  }
+  closedir(top);
+  if (!campaigns) cr_skip_test("no obd-*/ campaign with item_context.csv in %s", dir);
 }
 
 static void obd_expect_error(const char *log_text, const char *items_path, const char *needle,

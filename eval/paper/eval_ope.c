@@ -263,7 +263,7 @@ static const o3m_cli_option ope_options[] = {
     [O_ITEMS] = {"item-context", "FILE", "obd: item_context.csv (required)"},
     [O_OBDPOS] = {"obd-position", "P", "obd: position used, 1..3, or 0 for all (default 1)"},
     [O_OBDB] = {"obd-user-buckets", "B",
-                "obd: hash buckets per user feature column (default 16)"},
+                "obd: one-hot slots per user feature column, one per distinct value (default 16)"},
     [O_TRAIN] = {"train", "N", "the first N events train policy and reward model (default 1000)"},
     [O_LIMIT] = {"limit", "N", "evaluate at most N events after them (default: to the end)"},
     [O_ALGO] = {"algo", "linucb|lints", "policy (default linucb; lints: one sample per row)"},

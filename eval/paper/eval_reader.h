@@ -110,7 +110,8 @@ int eval_reader_open_news(eval_reader **out, const char *path, o3m_err *e);
 /* Open Bandit Dataset. */
 typedef struct eval_obd_options {
   int position;     /* the one position used, 1..3; 0 = every position */
-  int user_buckets; /* hash buckets per user feature column (default 16) */
+  int user_buckets; /* one-hot slots per user feature column, one per distinct value in
+                     * order of first appearance (default 16; more values: an error) */
 } eval_obd_options;
 
 void eval_obd_options_default(eval_obd_options *o);

@@ -16,14 +16,20 @@
  *   - Arms are the items: K = number of rows of the item table, whose
  *     item_id must be exactly 0..K-1 (34 in the shipped campaign).
  *   - User features: each user_feature_* column is a categorical value (a
- *     hex digest). Each column gets user_buckets one-hot slots (default 16)
- *     and a value v of column j sets slot j * B + (H(v, j) mod B), H being
- *     FNV-1a-64 salted with j and finalized with splitmix64. Hashing rather
- *     than a learned vocabulary keeps the reader one-pass and the dimension
- *     fixed before the log is read; with 3, 5, 9 and 8 distinct values per
- *     column in the men campaign, 16 buckets make collisions rare (each one
- *     merges two user groups, it does not break anything). An empty value
- *     leaves its column's slots at zero.
+ *     hex digest). Each column gets user_buckets one-hot slots (default 16),
+ *     one per distinct value, given in order of first appearance in the log:
+ *     the k-th distinct value of column j sets slot j * B + k. A value never
+ *     shares a slot with another, so no two user groups are merged (a 16-way
+ *     hash did merge them: 8 of the 9 values of user_feature_2 in the men
+ *     campaign fell into 6 buckets, about 30% of the rows sharing a slot with
+ *     another group). The slots are fixed before the log is read, so the
+ *     reader stays one-pass and the dimension is known at open (4 B user
+ *     columns); a column with more than B distinct values is an error naming
+ *     the column and the line, not a silent merge (the men campaign has 3, 5,
+ *     9 and 8). Order of first appearance makes the encoding depend on the
+ *     log: a state saved by ope --state-out fits the same log read again (as
+ *     --state-in does), not another campaign's. An empty value leaves its
+ *     column's slots at zero.
  *   - Item features: item_feature_0 is numeric and is min-max scaled over
  *     the items to [0, 1] (0 if constant); every other item_feature_* column
  *     is categorical and one-hot encoded with its exact vocabulary, in order
@@ -57,6 +63,8 @@
 #define OBD_MAX_USER_COLS 16
 #define OBD_MAX_ITEMS O3M_EVAL_MAX_K
 #define OBD_MAX_ITEM_COLS 64
+#define OBD_MAX_USER_VALUE 64 /* bytes of one user feature value (OBD's: 32) */
+#define OBD_MAX_COL_NAME 32
 
 typedef struct obd_reader {
   eval_reader base;
@@ -65,7 +73,15 @@ typedef struct obd_reader {
   int col_item, col_pos, col_click, col_ps; /* col_ps -1: no propensity_score */
   int n_user;
   int col_user[OBD_MAX_USER_COLS];
+  char user_name[OBD_MAX_USER_COLS][OBD_MAX_COL_NAME];
   int d_user;
+  /* The vocabulary of each user column, slot k of column j at j * B + k:
+   * its value (NUL-terminated, OBD_MAX_USER_VALUE + 1 bytes each) and the
+   * value's hash, compared first so that a row costs a string comparison
+   * only on a match. */
+  int n_vocab[OBD_MAX_USER_COLS];
+  char *vocab;
+  uint64_t *vocab_hash;
   char *fields[OBD_MAX_FIELDS + 1];
 } obd_reader;
 
@@ -75,6 +91,34 @@ void eval_obd_options_default(eval_obd_options *o) {
 }
 
 static int has_quote(const char *s) { return strchr(s, '"') != NULL; }
+
+/* The slot of value v (vl bytes) in user column j: its index in the column's
+ * vocabulary, appended on first appearance. Returns the slot, or a (negative)
+ * error code with e set when the value is too long or the column has no free
+ * slot. */
+static int user_slot(obd_reader *o, int j, const char *v, size_t vl, o3m_err *e) {
+  eval_lines *L = &o->base.lines;
+  const int B = o->opt.user_buckets;
+  uint64_t h = o3m_hash_bytes(v, vl, (uint64_t)j);
+  for (int k = 0; k < o->n_vocab[j]; k++) {
+    size_t at = (size_t)j * B + k;
+    if (o->vocab_hash[at] == h && !strcmp(o->vocab + at * (OBD_MAX_USER_VALUE + 1), v))
+      return k;
+  }
+  if (vl > OBD_MAX_USER_VALUE)
+    return o3m_err_set(e, O3M_EPARSE, "%s:%lld: %s value of %zu bytes, longer than %d",
+                       L->path, L->line, o->user_name[j], vl, OBD_MAX_USER_VALUE);
+  if (o->n_vocab[j] == B)
+    return o3m_err_set(e, O3M_ERANGE, "%s:%lld: %s has more than %d distinct values ('%.40s' "
+                       "is value %d); raise --obd-user-buckets (at most 4096) so that each "
+                       "value keeps its own slot", L->path, L->line, o->user_name[j], B, v,
+                       B + 1);
+  int k = o->n_vocab[j]++;
+  size_t at = (size_t)j * B + k;
+  memcpy(o->vocab + at * (OBD_MAX_USER_VALUE + 1), v, vl + 1);
+  o->vocab_hash[at] = h;
+  return k;
+}
 
 static int obd_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   obd_reader *o = (obd_reader *)r;
@@ -119,7 +163,10 @@ static int obd_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   for (int j = 0; j < o->n_user; j++) {
     const char *v = o->fields[o->col_user[j]];
     size_t vl = strlen(v);
-    if (vl) r->w[j * B + (int)(o3m_hash_bytes(v, vl, (uint64_t)j) % (uint64_t)B)] = 1.0;
+    if (!vl) continue;
+    int k = user_slot(o, j, v, vl, e);
+    if (k < 0) return k;
+    r->w[j * B + k] = 1.0;
   }
   if (!r->no_matrix) {
     memcpy(r->X, r->C, sizeof(double) * (size_t)K * d);
@@ -132,7 +179,12 @@ static int obd_parse(eval_reader *r, char *line, eval_event *ev, o3m_err *e) {
   return 1;
 }
 
-static void obd_destroy(eval_reader *r) { free(r); }
+static void obd_destroy(eval_reader *r) {
+  obd_reader *o = (obd_reader *)r;
+  free(o->vocab);
+  free(o->vocab_hash);
+  free(r);
+}
 
 static const eval_reader_ops obd_ops = {obd_parse, obd_destroy};
 
@@ -319,6 +371,7 @@ int eval_reader_open_obd(eval_reader **out, const char *path, const char *item_p
                          OBD_MAX_USER_COLS);
         goto fail;
       }
+      snprintf(o->user_name[o->n_user], OBD_MAX_COL_NAME, "%s", h);
       o->col_user[o->n_user++] = i;
     }
   }
@@ -339,7 +392,9 @@ int eval_reader_open_obd(eval_reader **out, const char *path, const char *item_p
   r->X = malloc(sizeof(double) * Kd);
   r->C = calloc(Kd, sizeof(double));
   r->w = calloc((size_t)r->d, sizeof(double));
-  if (!r->X || !r->C || !r->w) {
+  o->vocab = malloc((size_t)o->d_user * (OBD_MAX_USER_VALUE + 1));
+  o->vocab_hash = malloc(sizeof(uint64_t) * (size_t)o->d_user);
+  if (!r->X || !r->C || !r->w || (o->d_user && (!o->vocab || !o->vocab_hash))) {
     rc = o3m_err_set(e, O3M_ENOMEM, "%s: out of memory", path);
     goto fail;
   }
@@ -362,8 +417,8 @@ int eval_reader_open_obd(eval_reader **out, const char *path, const char *item_p
   if (opt->position) snprintf(pos, sizeof pos, "%d", opt->position);
   snprintf(r->desc, sizeof r->desc,
            "obd: %d items as arms, position %s, context = [%d user one-hot (%d columns x %d "
-           "buckets) ; %d item features]", t.K, pos, o->d_user, o->n_user, opt->user_buckets,
-           d_item);
+           "slots, one per value) ; %d item features]", t.K, pos, o->d_user, o->n_user,
+           opt->user_buckets, d_item);
   item_table_free(&t);
   *out = r;
   return O3M_OK;

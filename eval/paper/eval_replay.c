@@ -723,7 +723,7 @@ static const o3m_cli_option replay_options[] = {
     [O_ITEMS] = {"item-context", "FILE", "obd: item_context.csv (required for obd)"},
     [O_OBDPOS] = {"obd-position", "P", "obd: position used, 1..3, or 0 for all (default 1)"},
     [O_OBDB] = {"obd-user-buckets", "B",
-                "obd: hash buckets per user feature column (default 16)"},
+                "obd: one-hot slots per user feature column, one per distinct value (default 16)"},
     [O_SIN] = {"stats-in", "FILE", "criteo: reuse preprocessing statistics"},
     [O_SOUT] = {"stats-out", "FILE", "criteo: write the statistics computed by this run"},
     [O_SROWS] = {"stats-rows", "N",
