@@ -5,7 +5,7 @@
  * two links of the LRU list. Buckets are at least twice the capacity, so
  * chains are short; an evicted entry is unlinked from its chain (a walk of
  * that chain) and reused. Clients choose the ids, so the buckets come from
- * a keyed hash under a key of this cache's own (o3m_hash.h): nobody can
+ * a keyed hash under a key of this cache's own (o3m_hash_keyed.h): nobody can
  * pick ids that pile up in one chain. */
 #include "ap_itemcache.h"
 #include "o3m_alloc.h"
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "o3m_hash.h"
+#include "o3m_hash_keyed.h"
 #include "o3m_limits.h"
 
 #define ID_SLOT (O3M_MAX_ID + 1)

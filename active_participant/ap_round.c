@@ -39,7 +39,7 @@
  * with linear probing, at least twice as large as max_candidates. Entries
  * carry the round's generation number, so the table is never cleared: an
  * entry of an older generation counts as empty. The ids are
- * the client's, so the hash is keyed (o3m_hash.h): the callers give each
+ * the client's, so the hash is keyed (o3m_hash_keyed.h): the callers give each
  * id's hash under the item cache's random key (ap_itemcache_hash), which
  * also finds it in the cache, so that an id is hashed once per round: no
  * one can choose ids that share a probe run and turn the check into

@@ -158,7 +158,7 @@
  * Secure aggregation. With aggregation = secure each passive party adds
  * pairwise masks agreed with every other passive party to its fixed-point
  * part, so that the active party learns only the sum of their parts
- * (party/o3m_secagg.h). The public keys are pinned here, which is what
+ * (crypto/o3m_secagg.h). The public keys are pinned here, which is what
  * authenticates them: the active party never relays them. o3m-passive
  * --agg-keygen FILE writes a secret key file and prints the agg_public line.
  * With per-party the active party receives every part on its own (the

@@ -209,7 +209,7 @@ void o3m_daemon_catch_stop_signals(void (*handler)(int), int restart);
  * [party PARTY], which must have the given role; prog ("o3m-pmg") names the
  * daemon in the role message. Unless insecure, the federation's ca and the
  * party's cert and key must then be set and readable by this process, and
- * pass o3m_cert_check_party (common/o3m_cert.h): the key is the
+ * pass o3m_cert_check_party (crypto/o3m_cert.h): the key is the
  * certificate's, the certificate is valid now, chains to the ca for TLS
  * server and client use and has CN = PARTY. So a daemon with unusable TLS
  * material refuses to start instead of failing its first call.

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "o3m_bytes.h"
+#include "o3m_pem.h"
 #include "o3m_probesock.h"
 
 struct o3m_httpd {
@@ -323,39 +324,6 @@ static int bind_addr(const char *addr, int *fd_out, int *port_out, o3m_err *e) {
   return O3M_OK;
 }
 
-/* Reads a PEM file of at most O3M_HTTPD_PEM_MAX bytes into a new string
- * (*len its length). */
-static int read_pem(const char *what, const char *path, char **out, size_t *len, o3m_err *e) {
-  *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    return o3m_err_set(e, O3M_ETLS, "metrics listen: %s %s: %s", what, path, strerror(err));
-  }
-  if (st.st_size <= 0 || st.st_size > O3M_HTTPD_PEM_MAX) {
-    close(fd);
-    return o3m_err_set(e, O3M_ETLS, "metrics listen: %s %s: %lld bytes, not 1..%d", what, path,
-                       (long long)st.st_size, O3M_HTTPD_PEM_MAX);
-  }
-  char *buf = o3m_malloc((size_t)st.st_size + 1);
-  if (!buf) {
-    close(fd);
-    return o3m_err_set(e, O3M_ENOMEM, "metrics listen: %s: out of memory", what);
-  }
-  int rc = o3m_read_full(fd, buf, (size_t)st.st_size);
-  close(fd);
-  if (rc != 0) {
-    o3m_free(buf);
-    return o3m_err_set(e, O3M_ETLS, "metrics listen: %s %s: read error", what, path);
-  }
-  buf[st.st_size] = '\0';
-  *out = buf;
-  if (len) *len = (size_t)st.st_size;
-  return O3M_OK;
-}
-
 /* Frees h and what it holds, the key wiped first. */
 static void httpd_free(o3m_httpd *h) {
   if (h->pem_key) gnutls_memset(h->pem_key, 0, h->key_len);
@@ -383,9 +351,11 @@ static int load_tls(o3m_httpd *h, const o3m_httpd_tls *tls, o3m_err *e) {
     if (*p != ' ' && *p != '\t' && !(*p == ',' && w[-1] == ',')) *w++ = *p;
   if (w[-1] != ',') *w++ = ',';
   *w = '\0';
-  int rc = read_pem("ca", tls->ca_file, &h->pem_ca, NULL, e);
-  if (rc == O3M_OK) rc = read_pem("cert", tls->cert_file, &h->pem_cert, NULL, e);
-  if (rc == O3M_OK) rc = read_pem("key", tls->key_file, &h->pem_key, &h->key_len, e);
+  int rc = o3m_pem_read("metrics listen: ca", tls->ca_file, 0, &h->pem_ca, NULL, e);
+  if (rc == O3M_OK)
+    rc = o3m_pem_read("metrics listen: cert", tls->cert_file, 0, &h->pem_cert, NULL, e);
+  if (rc == O3M_OK)
+    rc = o3m_pem_read("metrics listen: key", tls->key_file, 1, &h->pem_key, &h->key_len, e);
   h->tls = rc == O3M_OK;
   return rc;
 }

@@ -58,8 +58,6 @@
 #define O3M_HTTPD_REQUEST_MAX_S O3M_MAX_HTTPD_REQUEST_S
 /* How long /readyz reuses the probe's last answer. */
 #define O3M_HTTPD_PROBE_CACHE_MS 1500
-/* The largest PEM file the port reads. */
-#define O3M_HTTPD_PEM_MAX O3M_MAX_PEM_FILE
 /* The default listen address's host. */
 #define O3M_HTTPD_DEFAULT_HOST "127.0.0.1"
 
@@ -82,7 +80,9 @@ typedef struct o3m_httpd_tls {
  * probe; listen may then be NULL (no TCP port, tls unused). Errors:
  * O3M_EINVAL (both NULL, listen is not HOST:PORT, the host does not
  * resolve, a TLS file missing from tls), O3M_ETLS ("metrics listen: key
- * PATH: CAUSE" for a file that cannot be read), O3M_EIO ("metrics listen
+ * PATH: CAUSE" for a file that cannot be read, crypto/o3m_pem.h),
+ * O3M_EPERM (a key file others may read, which the daemon's start-up
+ * check of its TLS files refuses first), O3M_EIO ("metrics listen
  * ADDR: CAUSE" when the address cannot be bound, or the server does not
  * start), o3m_probesock_start's errors ("probe socket PATH: ..."),
  * O3M_ENOMEM. *out is NULL on failure and nothing listens. */

@@ -178,7 +178,9 @@
 #define O3M_MAX_CONFIG_FILE (1 << 20)
 
 /* Largest PEM file (CA bundle, certificate chain, key) read for TLS, by the
- * gRPC layer and the metrics port alike: a long chain is a few kilobytes. */
+ * one PEM reader (crypto/o3m_pem.h) that the start-up check of the TLS
+ * files, the gRPC layer and the metrics port share: a long chain is a few
+ * kilobytes. */
 #define O3M_MAX_PEM_FILE (1 << 20)
 
 /* Largest catalog file the active party reads: O3M_MAX_ARMS ids of at most

@@ -45,7 +45,9 @@
  * its rows, Sigma^{1/2} = V diag(sqrt(lambda)) V^T its symmetric square
  * root (both computed once at load, linalg/o3m_moments.h; a singular table
  * is fine) and z a vector of standard normals from a generator seeded with
- * a keyed hash (SipHash-2-4) of the id under that 256-bit key. Without the
+ * a keyed hash (SipHash-2-4, libsodium's crypto_shorthash: its 8 bytes
+ * read little-endian) of the id under that 256-bit key, bytes 0..15 for the
+ * user table and 16..31 for the item table. Without the
  * key, rows of different ids look like independent draws from N(mu, Sigma).
  *
  * Why the full covariance: the AP sees the part Q^j x^j of every

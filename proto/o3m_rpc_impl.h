@@ -48,8 +48,6 @@
 #include "o3m_limits.h"
 #include "o3m_log.h"
 
-/* Largest PEM file read for TLS. */
-#define PEM_MAX O3M_MAX_PEM_FILE
 /* Longest accepted method path. */
 #define PATH_MAX_LEN O3M_MAX_METHOD_PATH
 /* Upper bounds on configuration values. */

@@ -2,48 +2,9 @@
  * from PEM files checked first, or plaintext) and the channel arguments
  * both sides set (see o3m_rpc_impl.h). */
 #include "o3m_rpc_impl.h"
-#include "o3m_alloc.h"
+#include "o3m_pem.h"
 
 /* ================================================================ TLS */
-
-/* Reads a PEM file into a new NUL-terminated string (freed by the caller).
- * A secret one (the private key) must pass o3m_secret_file_check on the
- * file opened: owned by this user, mode 0600 or stricter. */
-static int read_pem(const char *path, const char *what, int secret, char **out, o3m_err *e) {
-  *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return o3m_err_set(e, O3M_ETLS, "%s %s: %s", what, path, strerror(errno));
-  if (secret) {
-    int rc = o3m_secret_file_check(what, path, fileno(f), NULL, e);
-    if (rc < 0) {
-      fclose(f);
-      return rc;
-    }
-  }
-  char *buf = o3m_malloc(PEM_MAX + 1);
-  if (!buf) {
-    fclose(f);
-    return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
-  }
-  size_t n = fread(buf, 1, PEM_MAX + 1, f);
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    o3m_free(buf);
-    return o3m_err_set(e, O3M_ETLS, "%s %s: read error", what, path);
-  }
-  if (n > PEM_MAX) {
-    o3m_free(buf);
-    return o3m_err_set(e, O3M_ETLS, "%s %s: larger than %d bytes", what, path, PEM_MAX);
-  }
-  if (n == 0) {
-    o3m_free(buf);
-    return o3m_err_set(e, O3M_ETLS, "%s %s: empty file", what, path);
-  }
-  buf[n] = '\0';
-  *out = buf;
-  return 0;
-}
 
 typedef struct pem_set {
   char *ca, *cert, *key;
@@ -51,10 +12,9 @@ typedef struct pem_set {
 
 static void pem_free(pem_set *p) {
   /* Private keys are wiped before their memory goes back to malloc. */
-  if (p->key) explicit_bzero(p->key, strlen(p->key));
-  o3m_free(p->ca);
-  o3m_free(p->cert);
-  o3m_free(p->key);
+  o3m_pem_free(p->ca, p->ca ? strlen(p->ca) : 0);
+  o3m_pem_free(p->cert, p->cert ? strlen(p->cert) : 0);
+  o3m_pem_free(p->key, p->key ? strlen(p->key) : 0);
   p->ca = p->cert = p->key = NULL;
 }
 
@@ -66,9 +26,12 @@ static int pem_load(const o3m_rpc_tls *t, pem_set *p, o3m_err *e) {
   memset(p, 0, sizeof *p);
   int rc = o3m_cert_check_files(t->ca_file, t->cert_file, t->key_file, e);
   if (rc < 0) return rc;
-  if (t->ca_file && (rc = read_pem(t->ca_file, "tls.ca_file", 0, &p->ca, e)) < 0) goto fail;
-  if (t->cert_file && (rc = read_pem(t->cert_file, "tls.cert_file", 0, &p->cert, e)) < 0) goto fail;
-  if (t->key_file && (rc = read_pem(t->key_file, "tls.key_file", 1, &p->key, e)) < 0) goto fail;
+  if (t->ca_file && (rc = o3m_pem_read("tls.ca_file", t->ca_file, 0, &p->ca, NULL, e)) < 0)
+    goto fail;
+  if (t->cert_file && (rc = o3m_pem_read("tls.cert_file", t->cert_file, 0, &p->cert, NULL, e)) < 0)
+    goto fail;
+  if (t->key_file && (rc = o3m_pem_read("tls.key_file", t->key_file, 1, &p->key, NULL, e)) < 0)
+    goto fail;
   return 0;
 fail:
   pem_free(p);

@@ -47,7 +47,7 @@
  * a key the fetching party sends (BlockRequest.public_key, Block.sealed;
  * o3m_seal.h): a version-2 generator would send it in the clear, a
  * version-2 party could not open it. Peers of another version are refused
- * at start-up (Info). 4: secure aggregation (party/o3m_secagg.h):
+ * at start-up (Info). 4: secure aggregation (crypto/o3m_secagg.h):
  * MaskBatchRequest.nonce and MaskBatchReply.masked; a version-3 passive
  * participant would answer per-party parts, which a version-4 active
  * participant in secure mode must never see. 5: the federation fingerprint

@@ -28,6 +28,7 @@
 #include "eval_tables.h"
 #include "o3m_blas.h"
 #include "o3m_features.h"
+#include "o3m_hash_keyed.h"
 #include "o3m_splitmix.h"
 
 #define USERS O3M_SOURCE_DIR "/tests/data/users.csv"
@@ -235,6 +236,53 @@ Test(features, regression_unknown_user_dummy_is_stable_per_id_and_distinct_acros
   cr_assert(rows_equal(a, b, 3), "the user key changed with an item-key byte");
   cr_assert(!rows_equal(a + 5 + 3, b + 5 + 3, 2), "the item dummy ignores the key");
   o3m_features_destroy(g);
+  o3m_features_destroy(f);
+}
+
+/* The dummy row of an id is the one its definition gives
+ * (o3m_features.h, "Dummy rows"): the table's mean plus its covariance
+ * root times standard normals from the splitmix64 stream seeded with
+ * SipHash-2-4 of the id, under key bytes 0..15 for users and 16..31 for
+ * items, the hash's 8 bytes read little-endian. With one column the root is
+ * the standard deviation s, so (dummy - mean) / z is s for every id; a seed
+ * made any other way (another key half, another byte order, another hash)
+ * gives unrelated z and breaks the ratio. Checked against the reference
+ * SipHash of libsodium, so it pins the rows the hand-written SipHash gave
+ * before and libsodium's keyed hash gives now: the same. */
+Test(features, dummy_rows_are_seeded_by_siphash_of_the_id) {
+  const char *u = write_tmp("u1.csv", "user_id,x\nu1,1\nu2,2\nu3,4\nu4,9\n");
+  const char *i = write_tmp("i1.csv", "item_id,y\ni1,-1\ni2,3\ni3,5\n");
+  o3m_features *f;
+  load_ok(&f, u, i, 2);
+  unsigned char key[O3M_FEATURES_KEY_BYTES];
+  for (int b = 0; b < O3M_FEATURES_KEY_BYTES; b++) key[b] = (unsigned char)(11 * b + 5);
+  o3m_features_set_dummy_key(f, key);
+  o3m_hash_key uk, ik;
+  memcpy(uk.k, key, sizeof uk.k);
+  memcpy(ik.k, key + 16, sizeof ik.k);
+  const double umean = 4.0, imean = 7.0 / 3;
+  /* Ids of 0 to 23 bytes: SipHash's last-block padding and full blocks. */
+  const char *ids[] = {"", "a", "stranger", "stranger-1", "a-longer-unknown-id-0123"};
+  double ru = NAN, ri = NAN;
+  for (size_t n = 0; n < sizeof ids / sizeof *ids; n++) {
+    double x[2], X[2], z[2];
+    cr_assert_eq(o3m_features_fill_user(f, ids[n], x), O3M_OK);
+    cr_assert_eq(o3m_features_fill_items(f, 1, &ids[n], X), O3M_OK);
+    uint64_t s = o3m_hash_keyed(&uk, ids[n], strlen(ids[n]));
+    o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
+    double r = (x[0] - umean) / z[0];
+    s = o3m_hash_keyed(&ik, ids[n], strlen(ids[n]));
+    o3m_splitmix64_gauss2(&s, &z[0], &z[1]);
+    double q = (X[1] - imean) / z[0];
+    if (n == 0) {
+      ru = r;
+      ri = q;
+      cr_assert_gt(ru, 0.5, "user sd %g", ru);
+      cr_assert_gt(ri, 0.5, "item sd %g", ri);
+    }
+    cr_assert_lt(fabs(r - ru), 1e-12 * ru, "user '%s': %.17g vs %.17g", ids[n], r, ru);
+    cr_assert_lt(fabs(q - ri), 1e-12 * ri, "item '%s': %.17g vs %.17g", ids[n], q, ri);
+  }
   o3m_features_destroy(f);
 }
 

@@ -1,4 +1,4 @@
-/* test_secagg.c -- the secure aggregation module (party/o3m_secagg.h): the
+/* test_secagg.c -- the secure aggregation module (crypto/o3m_secagg.h): the
  * masks of all passive parties cancel exactly in the sum and only there, a
  * party asked something else breaks every row, the decoding error stays
  * inside the stated bound, the scale, and the refusals (key file modes,

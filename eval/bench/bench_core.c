@@ -913,7 +913,7 @@ static void section_d(const bench_opts *o) {
 /* The issue-11 budget at d = 100, K = 20, M = 5 (the AP and 4 passive
  * parties): a passive participant's work per MaskBatch of one round and
  * the AP's round, each with per-party parts (today's protocol) and with
- * secure aggregation (party/o3m_secagg.h), interleaved as in (a).
+ * secure aggregation (crypto/o3m_secagg.h), interleaved as in (a).
  *
  * PP, per-party: cut its columns, Y = X^j (Q^j)^T, fill and pack the
  * MaskBatchReply (what the RPC layer then sends). PP, secure: the same

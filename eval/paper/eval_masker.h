@@ -11,7 +11,7 @@
  *    protocol);
  *  - EVAL_AGG_SECURE (the daemons' default): every passive party's part is
  *    encoded in fixed point and masked with real pairwise masks
- *    (party/o3m_secagg.h, keys drawn in memory, a fresh nonce per round),
+ *    (crypto/o3m_secagg.h, keys drawn in memory, a fresh nonce per round),
  *    their words are summed in Z/2^64 and decoded once, then added to the
  *    active party's part: the arithmetic of o3m-active with o3m-passive
  *    daemons whose max_norm is the default (O3M_CONFIG_DEFAULT_MAX_NORM),

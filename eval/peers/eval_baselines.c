@@ -13,7 +13,7 @@
  *   o3m-pp / o3m-sec  O3M's round: the parties mask their blocks
  *                     (eval_masker, the routine of the passive daemon) and
  *                     the AP sums them, per party as float64 or through
- *                     secure aggregation (party/o3m_secagg), then computes
+ *                     secure aggregation (crypto/o3m_secagg), then computes
  *                     the statistic on Q x with the masked model Q theta,
  *                     Q Ainv Q^T. Mask generation and the model's change of
  *                     basis are the offline part.

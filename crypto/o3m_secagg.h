@@ -149,8 +149,9 @@ void o3m_secagg_query(o3m_secagg *s, const char *user, int n_items, const char *
  * After it, a new batch needs o3m_secagg_begin. */
 int o3m_secagg_mask(o3m_secagg *s, size_t n, const double *v, uint64_t *out, o3m_err *e);
 
-/* Encodes n values at scale s without any mask: llrint(v 2^s), ties to even. O3M_ERANGE
- * as o3m_secagg_mask. For tests and o3m_secagg_mask itself. */
+/* Encodes n values at scale s without any mask: llrint(v 2^s), the nearest
+ * integer with ties to even (not llround, which rounds ties away from 0).
+ * O3M_ERANGE as o3m_secagg_mask. For tests and o3m_secagg_mask itself. */
 int o3m_secagg_encode(int scale, size_t n, const double *v, uint64_t *out, o3m_err *e);
 
 /* acc[i] += part[i] modulo 2^64 for i < n (a PP's words as received).

@@ -20,9 +20,10 @@
  *                         Every daemon runs it at start, through
  *                         o3m_daemon_load_party, unless --insecure.
  *
- * The module lives in common/ (not proto/) because o3m_daemon_load_party,
- * which sits below the RPC layer, must call it, and the RPC layer can call
- * down into common but not the other way round.
+ * The module lives in crypto/, below the RPC layer, which runs the file
+ * checks before it hands the files to gRPC (proto/o3m_rpc.c), and below the
+ * daemons' start-up (o3m_daemon_load_party). The files are read through
+ * the one PEM reader (o3m_pem.h) and its cap.
  *
  * Every failure is O3M_ETLS, except O3M_ENOMEM when OpenSSL cannot allocate
  * and O3M_EINVAL for a NULL argument that is required; the message names

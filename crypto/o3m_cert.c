@@ -8,7 +8,7 @@
  * the library. */
 #include "o3m_cert.h"
 
-#include "o3m_bytes.h"
+#include "o3m_pem.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,26 +49,24 @@ static const char *ssl_reason(void) {
   return r ? r : "not PEM";
 }
 
-/* Opens path for reading; on failure e says "WHAT FILE: cannot read: ...".
- * fopen, not BIO_new_file, so that errno is the cause. A secret file (the
- * private key) must also pass o3m_secret_file_check: owned by this user,
- * mode 0600 or stricter (O3M_EPERM naming the fix). */
+/* Reads path (o3m_pem_read: the cap, and for a secret file, the private
+ * key, o3m_secret_file_check) into a memory BIO for OpenSSL to parse; on
+ * failure e says "WHAT FILE: cannot read: ..." and the like. The text is
+ * wiped once copied, and a memory BIO wipes its own copy when freed. */
 static int open_pem(const char *what, const char *path, int secret, BIO **out, o3m_err *e) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return o3m_err_set(e, O3M_ETLS, "%s %s: cannot read: %s", what, path, strerror(errno));
-  if (secret) {
-    int rc = o3m_secret_file_check(what, path, fileno(f), NULL, e);
-    if (rc < 0) {
-      fclose(f);
-      return rc;
-    }
+  char *text;
+  size_t len;
+  int rc = o3m_pem_read(what, path, secret, &text, &len, e);
+  if (rc < 0) return rc;
+  BIO *b = BIO_new(BIO_s_mem());
+  if (b && BIO_write(b, text, (int)len) != (int)len) {
+    BIO_free(b);
+    b = NULL;
   }
-  *out = BIO_new_fp(f, BIO_CLOSE);
-  if (!*out) {
-    fclose(f);
-    return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
-  }
+  o3m_pem_free(text, len);
+  if (!b) return o3m_err_set(e, O3M_ENOMEM, "%s %s: out of memory", what, path);
+  *out = b;
   return O3M_OK;
 }
 
