@@ -166,7 +166,7 @@ static int tls_options(natsOptions *no, const ap_replica_config *cfg, o3m_err *e
 
 /* The configuration of the reward stream: R copies on file storage, a
  * duplicate window of ttl_ms, no limits (the stream is the model's
- * history; see the README on its growth) and append-only: no message
+ * history; see docs/scaling.md on its growth) and append-only: no message
  * delete, no purge, no rollup (a rollup is a purge by header), so that
  * even an identity allowed the whole JetStream API cannot shorten it. */
 static void reward_stream_config(jsStreamConfig *sc, const char **subjects,

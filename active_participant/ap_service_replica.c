@@ -132,8 +132,9 @@ static int replica_apply(ap_service *s, const ap_replica_record *r) {
 static void replica_damaged(ap_service *s, const o3m_err *why) {
   if (!s->stopped)
     o3m_log_error("replica '%s': %s; stopping (the stream must hold every record this "
-                  "replica applied; see README, \"AP replicas on NATS JetStream\")", s->replica,
-                  o3m_err_message(why));
+                  "replica applied; see docs/scaling.md, \"AP replicas on NATS "
+                  "JetStream\")",
+                  s->replica, o3m_err_message(why));
   if (!s->stopped) s->stopped = STOP_STREAM;
   o3m_rpc_server_shutdown(s->server);
 }

@@ -334,9 +334,9 @@ int o3m_config_deadline_ms(const o3m_config *c);
 const char *o3m_config_ca(const o3m_config *c); /* path, or NULL */
 /* [federation] rpc_*: the limits every daemon's gRPC server applies before
  * it reads a request (proto/o3m_rpc.h, "Limits before the request is
- * read"; README "Limits before authorization"). One set for the whole
- * federation: they bound what any caller can make a daemon hold, whatever
- * its role. */
+ * read"; docs/federation.md, "Limits before authorization"). One set for
+ * the whole federation: they bound what any caller can make a daemon hold,
+ * whatever its role. */
 #define O3M_CONFIG_DEFAULT_STREAMS O3M_DEFAULT_STREAMS
 #define O3M_CONFIG_MAX_STREAMS O3M_MAX_STREAMS
 #define O3M_CONFIG_DEFAULT_RECEIVE_TIMEOUT_MS O3M_DEFAULT_RECEIVE_TIMEOUT_MS

@@ -25,7 +25,7 @@
  * services get the registry as an option, so tests that build several
  * services in one process pass their own or none.
  *
- * Operations (README "Operations"). --log-level and --log-format set the
+ * Operations (docs/operations.md). --log-level and --log-format set the
  * log (o3m_log.h). --metrics-listen ADDR starts the process's metrics and
  * health port (o3m_httpd.h: HTTPS with the party's certificate, /metrics
  * only to the config's metrics_clients; plain HTTP with --insecure) during

@@ -110,7 +110,7 @@
  * with respect to the whitened features, that is, its decisions equal a
  * central learner's on W x, not on the raw x; LinUCB's ridge penalty
  * lambda ||theta||^2 is not invariant under a non-orthogonal W, so the
- * regret changes (README, "Whitening: what it costs"). It does not hide
+ * regret changes (docs/evaluation/whitening.md). It does not hide
  * everything: independent non-Gaussian columns stay independent
  * non-Gaussian sources after whitening, and ICA can still separate them
  * (up to sign and order). Whitening scales up the mean along directions of

@@ -7,8 +7,8 @@
 # caller through the TLS handshake, and the daemons decide by the name what
 # it may call. The monitoring host that scrapes the daemons' /metrics needs
 # one too, named monitor (`make-certs.sh OUTDIR monitor`): the name that
-# [federation] metrics_clients allows by default (README "Metrics and
-# health"); it needs no [client NAME] section.
+# [federation] metrics_clients allows by default (docs/operations.md,
+# "Metrics and health"); it needs no [client NAME] section.
 #
 # OUTDIR/ca.pem and OUTDIR/ca.key are created when absent (an existing CA is
 # reused, so parties can be added later). For each NAME the script writes

@@ -25,12 +25,16 @@ PACKAGES=(
   help2man
   python3-cffi python3-numpy python3-pytest
   # `pip install ./python` offline into a venv with --system-site-packages
-  # (README "Using o3m from C and Python"; python/tests/test_install.py).
+  # (docs/install.md, "Python: pip install"; python/tests/test_install.py).
   python3-venv python3-pip python3-setuptools python3-wheel
-  # Operations (README "Operations"): the metrics and health port, sd_notify,
+  # Operations (docs/operations.md): the metrics and health port, sd_notify,
   # and what the ops tests run: promtool, systemd-analyze verify, curl.
   libmicrohttpd-dev libgnutls28-dev libsystemd-dev
   prometheus systemd curl python3
+  # The documentation site (mkdocs.yml): mkdocs build --strict in CI and the
+  # test docs_site; pymdownx.snippets includes SECURITY.md and the other
+  # root files into their pages.
+  mkdocs python3-pymdownx
 )
 
 missing=()

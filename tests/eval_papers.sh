@@ -2,8 +2,8 @@
 # eval_papers.sh BIN_DIR -- the other papers' systems through o3m-eval:
 # `p2b` on generated Criteo rows and on the synthetic setting,
 # `samba` with its sweeps, CSV and plot script. Each must run, print the
-# figures the README quotes (epsilon 0.693, the three settings; the secure
-# reward equal to the plain one for every algorithm), and refuse bad input
+# figures docs/evaluation/ quotes (epsilon 0.693, the three settings; the
+# secure reward equal to the plain one for every algorithm), and refuse bad input
 # with exit code 2. Registered with CTest as test_eval_papers.
 set -u
 bin=$1

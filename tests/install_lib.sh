@@ -52,7 +52,7 @@ fi
 
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 [ "$(pkg-config --modversion o3m)" = "$version" ] || fail "pkg-config --modversion o3m is not $version"
-# The dynamic build, exactly as the README says.
+# The dynamic build, exactly as docs/install.md says.
 # shellcheck disable=SC2046
 "$cc" "${extra[@]}" -o "$tmp/consumer-dynamic" "$src/tests/install_consumer.c" \
   $(pkg-config --cflags --libs o3m) -lm

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ops_e2e.sh -- the daemons' operations surface, end to end (README
-# "Operations"): the real o3m-pmg, o3m-passive and o3m-active with mutual
+# ops_e2e.sh -- the daemons' operations surface, end to end
+# (docs/operations.md): the real o3m-pmg, o3m-passive and o3m-active with mutual
 # TLS, each with --metrics-listen, scraped over HTTPS the way Prometheus
 # (with the "monitor" client certificate) and an orchestrator's probes
 # (without one) do.

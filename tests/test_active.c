@@ -662,8 +662,8 @@ Test(active, cli_commands_and_exit_codes, .init = fed_up_linucb, .fini = fed_dow
   cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
   cr_assert(eq(str, out, "SERVING\n"));
 
-  /* The README's form: the target's party is found in the config, so its
-   * certificate name need not be given. */
+  /* The form of docs/federation.md's o3m-cli examples: the target's party
+   * is found in the config, so its certificate name need not be given. */
   snprintf(args, sizeof args, "--as ap health --target 127.0.0.1:%d", fed.port[FED_PP1]);
   cr_assert(eq(int, run_cli(args, out, sizeof out), 0), "%s", out);
   cr_assert(eq(str, out, "SERVING\n"));

@@ -243,7 +243,7 @@ Test(audit, whitening_defeats_pca_per_party, .init = make_dir, .fini = remove_di
   eval_audit *a[2] = {run(in[0], PER_PARTY), run(in[1], PER_PARTY)};
   /* 500 of the 1000 users: on all of them the whitened parts' sample
    * covariance is the identity to rounding, and the eigenvectors of that
-   * degenerate matrix are set by rounding noise (README, "o3m-eval audit"). */
+   * degenerate matrix are set by rounding noise (docs/evaluation/audit.md). */
   eval_audit_point raw = at(a[0], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 500);
   eval_audit_point wh = at(a[1], EVAL_AUDIT_PER_PARTY, EVAL_AUDIT_PCA, 500);
   fprintf(stderr, "PCA per party, 6 independent normal columns of sd 1..6, 500 users: mean "

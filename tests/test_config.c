@@ -785,18 +785,19 @@ Test(config, random_mutations_do_not_crash) {
   cr_assert_gt(n_err, 0);
 }
 
-/* The README's config example is what a new user pastes first: it must load
- * as it stands (it once said d = 100 over two parties of 20 columns). The
- * block is the first ```ini fence of README.md. */
+/* The annotated config example is what a new user reads first after the
+ * quickstart (whose own config the test quickstart runs): it must load as it
+ * stands (it once said d = 100 over two parties of 20 columns). The block is
+ * the first ```ini fence of docs/federation.md. */
 Test(config, the_readme_example_loads) {
-  FILE *f = fopen(O3M_SOURCE_DIR "/README.md", "rb");
+  FILE *f = fopen(O3M_SOURCE_DIR "/docs/federation.md", "rb");
   cr_assert_not_null(f);
   static char buf[1 << 20];
   size_t n = fread(buf, 1, sizeof buf - 1, f);
   fclose(f);
   buf[n] = '\0';
   char *start = strstr(buf, "```ini\n");
-  cr_assert_not_null(start, "README.md has no ```ini block");
+  cr_assert_not_null(start, "docs/federation.md has no ```ini block");
   start += strlen("```ini\n");
   char *end = strstr(start, "```");
   cr_assert_not_null(end);
@@ -804,7 +805,7 @@ Test(config, the_readme_example_loads) {
   o3m_config *c = NULL;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert_eq(o3m_config_parse_string(&c, start, NULL, "README.md", &e), 0, "%s", e.msg);
+  cr_assert_eq(o3m_config_parse_string(&c, start, NULL, "docs/federation.md", &e), 0, "%s", e.msg);
   cr_assert_eq(o3m_config_d(c), 40);
   cr_assert_not_null(o3m_config_party(c, "bank"));
   o3m_config_destroy(c);

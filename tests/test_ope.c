@@ -232,8 +232,8 @@ Test(ope_run, a_log_without_propensities_is_refused) {
   cleanup();
 }
 
-/* The README's first `o3m-eval ope` run on the shipped Open Bandit sample
- * (../shared/data from the project root, or $O3M_DATA_DIR): the counts and
+/* The first `o3m-eval ope` run of docs/evaluation/ope.md on the shipped
+ * Open Bandit sample (../shared/data from the project root, or $O3M_DATA_DIR): the counts and
  * the dm and dr values it prints. Skipped when the data is not there (a
  * fresh clone alone does not have it). */
 Test(ope_run, readme_figures_on_the_shipped_obd_sample) {

@@ -981,7 +981,7 @@ Test(replicas, lost_records_refused, .init = fed_up, .fini = fed_down, .timeout 
  * dies with an open decision: on b its Reward is NOT_FOUND, naming that no
  * live replica holds it, within 2 s (NATS has no responders for its tag), and
  * nothing reaches the stream; the open decisions of a dead replica are
- * lost, as README "AP replicas on NATS JetStream" states. */
+ * lost, as docs/scaling.md, "AP replicas on NATS JetStream", states. */
 Test(replicas, decisions_stay_with_their_replica, .init = fed_up, .fini = fed_down,
      .timeout = 300) {
   ap_client *c[2];

@@ -10,8 +10,8 @@
 # federation, for secure aggregation's cost side by side.
 #
 # O3M_METRICS=off|on|both (default off): whether every daemon serves its
-# metrics port (--metrics-listen 127.0.0.1:0, README "Metrics and health");
-# with both, each aggregation mode runs without and then with it, on fresh
+# metrics port (--metrics-listen 127.0.0.1:0; docs/operations.md, "Metrics
+# and health"); with both, each aggregation mode runs without and then with it, on fresh
 # federations, for the metrics' overhead side by side.
 # O3M_LOAD_MODES (below, at side_by_side) instead compares AP serving modes
 # (threads, group commit, AP replicas on NATS JetStream) with durable

@@ -287,7 +287,7 @@ static const o3m_cli_spec ope_cli = {
     ope_options,
     "The policy and a per-arm ridge reward model are fitted on every row of the\n"
     "training prefix, then frozen. Intervals: value +- 1.96 se, se from the\n"
-    "estimator's per-row terms (delta method for snipw). See README, `o3m-eval ope`."};
+    "estimator's per-row terms (delta method for snipw). See docs/evaluation/ope.md."};
 
 int eval_ope_main(int argc, char **argv) {
   eval_ope_config cfg;

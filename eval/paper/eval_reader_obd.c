@@ -7,8 +7,8 @@
  * their order does not matter. Plain CSV without quoting (the OBD files have
  * none); a quote character is an error.
  *
- * Choices (the data set leaves them to the user; documented here and in the
- * README):
+ * Choices (the data set leaves them to the user; documented here and in
+ * docs/evaluation/replay.md):
  *   - Positions. The logging policy fills three slots per impression; only
  *     rows at one position (default 1, eval_obd_options.position) are used,
  *     so that every event is one decision among all items. Rows at other

@@ -14,8 +14,8 @@
  * Costs per event for K = 40, d = 39 (Criteo): a shared-LinUCB choose is one
  * K x d x d dtrmm (o3m_policy.c), about 60 kflop; the masking of the additively split
  * context is d x d (one row), building the candidate matrices K x d adds,
- * parsing about 200 bytes. The choose calls dominate; see the README for
- * measured rates. */
+ * parsing about 200 bytes. The choose calls dominate; see
+ * docs/evaluation/replay.md for measured rates. */
 #include "eval_replay.h"
 
 #include <float.h>

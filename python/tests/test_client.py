@@ -88,11 +88,11 @@ def test_option_combinations_as_o3m_cli():
 
 
 def test_readme_example_is_the_tested_file_and_runs(federation):
-    """The README's Python loop is examples/recommend_loop.py, verbatim."""
+    """The Python loop of docs/library.md is examples/recommend_loop.py, verbatim."""
     root = Path(__file__).resolve().parents[2]
     example = (root / "python" / "examples" / "recommend_loop.py").read_text()
-    readme = (root / "README.md").read_text()
-    assert "```python\n" + example + "```" in readme
+    page = (root / "docs" / "library.md").read_text()
+    assert "```python\n" + example + "```" in page
     conf, name = federation
     with o3m.APClient(config=conf, as_=name) as c:
         before = c.stats()

@@ -99,7 +99,7 @@ def test_installed_package_without_a_library_says_where_to_look(installed):
 
 
 def test_installed_package_runs_the_example(installed, federation):
-    """The README's loop, run by the venv's python against the federation."""
+    """The loop of docs/library.md, run by the venv's python against the federation."""
     conf, name = federation
     r = subprocess.run([installed["python"], str(ROOT / "python" / "examples" / "recommend_loop.py"),
                         "--config", conf, "--as", name], env=installed["env"],

@@ -11,7 +11,7 @@
  *     1 with probability clamp(beta (F_a(x) + sigma z), 0, 1), z ~ N(0, 1),
  *     W fixed (Glorot-uniform W, zero b, TensorFlow's default initializer).
  *     Two choices the paper's text and its artifact disagree on are fields
- *     of the environment (see the README's P2B section for the figures):
+ *     of the environment (see docs/evaluation/p2b.md for the figures):
  *       map: F = softmax(W x + b), the paper's equation 4, or F = W x + b,
  *         the artifact's linear Dense layer that produced its figures (a
  *         negative F then pays nothing, so arms differ by far more);
