@@ -47,49 +47,49 @@ done
 # programs' folder, $D the data folder, $O the entry's own output folder and
 # $BENCH eval/bench. Commands are written as the docs quote them.
 FIGURES=$(cat <<'EOF'
-hannun|quick|README "o3m-eval hannun" tables (Table 1, whole learner)|$BIN/o3m-eval hannun --data-dir $D --out $O
-hannun|full|README "o3m-eval hannun", the --full bullet (same arm per data set)|$BIN/o3m-eval hannun --full --data-dir $D --out $O
-p2b|synthetic|README "P2B" table, row synthetic (shared / released / dropped, rewards)|$BIN/o3m-eval p2b
-p2b|sweep|README "P2B" table, row 100,000 participants and Fig. 4 top|$BIN/o3m-eval p2b --sweep
-p2b|sweep-warm-shared|README "P2B", Fig. 4 top as the artifact runs it|$BIN/o3m-eval p2b --sweep --warm shared
-p2b|softmax-grid|README "P2B" ablation, the paper's text|$BIN/o3m-eval p2b --map softmax --contexts grid --sigma 0.1
-p2b|linear-grid|README "P2B" ablation, the artifact's map|$BIN/o3m-eval p2b --map linear --contexts grid --sigma 0.1
-p2b|grid|README "P2B" ablation, grid contexts|$BIN/o3m-eval p2b --contexts grid
-p2b|warm-shared|README "P2B" ablation, the artifact's warm agent|$BIN/o3m-eval p2b --warm shared
-p2b|softmax|README "P2B" ablation, softmax map alone|$BIN/o3m-eval p2b --map softmax
-p2b|criteo-sample|README "P2B" table, the 200-row Criteo sample|$BIN/o3m-eval p2b --setting criteo --criteo $D/criteo/criteo_sample.csv
-p2b|criteo-gen|README "P2B" table, generated Criteo rows at k = 32|$BIN/o3m-eval gen-criteo --rows 200000 --seed 1 --out $O/criteo.tsv && $BIN/o3m-eval p2b --setting criteo --criteo $O/criteo.tsv
-p2b|criteo-gen-k128|README "P2B" table, generated Criteo rows at k = 128|$BIN/o3m-eval gen-criteo --rows 200000 --seed 1 --out $O/criteo.tsv && $BIN/o3m-eval p2b --setting criteo --criteo $O/criteo.tsv --k 128
-obd|replay-pos1|README "o3m-eval replay" (OBD position 1 matched, clicks) and the whitening table|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --out-dir $O
-obd|replay-pos1-whiten|README whitening table, OBD position 1 with --whiten all|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --whiten all --out-dir $O
-obd|replay-all|README whitening table, OBD all positions|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --obd-position 0 --out-dir $O
-obd|replay-all-whiten|README whitening table, OBD all positions with --whiten all|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --obd-position 0 --whiten all --out-dir $O
-obd|ope|README "o3m-eval ope", the first run's table|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv
-obd|ope-frozen|README "o3m-eval ope", the frozen disjoint policy (state out, then in)|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --state-out $O/frozen.state && $BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --state-in $O/frozen.state
-obd|replay-pos1-disjoint|README "o3m-eval replay", OBD position 1 matched rows (LinUCB disjoint)|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --model disjoint --out-dir $O
-obd|ope-pos0-shared|README "o3m-eval ope" table, position 0, train 5000, LinUCB shared|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000
-obd|ope-pos0-greedy-disjoint|README "o3m-eval ope" table, position 0, train 5000, greedy disjoint|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --alpha 0
-obd|ope-pos0-lints-shared|README "o3m-eval ope" table, position 0, train 5000, LinTS shared|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --algo lints
-obd|audit|README "o3m-audit" table, rows obd|$BIN/o3m-eval audit --dataset obd --data-dir $D --dims 32,32,28 --party 1 --out $O
+hannun|quick|docs/evaluation/hannun.md tables (Table 1, whole learner)|$BIN/o3m-eval hannun --data-dir $D --out $O
+hannun|full|docs/evaluation/hannun.md, the --full bullet (same arm per data set)|$BIN/o3m-eval hannun --full --data-dir $D --out $O
+p2b|synthetic|docs/evaluation/p2b.md table, row synthetic (shared / released / dropped, rewards)|$BIN/o3m-eval p2b
+p2b|sweep|docs/evaluation/p2b.md table, row 100,000 participants and Fig. 4 top|$BIN/o3m-eval p2b --sweep
+p2b|sweep-warm-shared|docs/evaluation/p2b.md, Fig. 4 top as the artifact runs it|$BIN/o3m-eval p2b --sweep --warm shared
+p2b|softmax-grid|docs/evaluation/p2b.md ablation, the paper's text|$BIN/o3m-eval p2b --map softmax --contexts grid --sigma 0.1
+p2b|linear-grid|docs/evaluation/p2b.md ablation, the artifact's map|$BIN/o3m-eval p2b --map linear --contexts grid --sigma 0.1
+p2b|grid|docs/evaluation/p2b.md ablation, grid contexts|$BIN/o3m-eval p2b --contexts grid
+p2b|warm-shared|docs/evaluation/p2b.md ablation, the artifact's warm agent|$BIN/o3m-eval p2b --warm shared
+p2b|softmax|docs/evaluation/p2b.md ablation, softmax map alone|$BIN/o3m-eval p2b --map softmax
+p2b|criteo-sample|docs/evaluation/p2b.md table, the 200-row Criteo sample|$BIN/o3m-eval p2b --setting criteo --criteo $D/criteo/criteo_sample.csv
+p2b|criteo-gen|docs/evaluation/p2b.md table, generated Criteo rows at k = 32|$BIN/o3m-eval gen-criteo --rows 200000 --seed 1 --out $O/criteo.tsv && $BIN/o3m-eval p2b --setting criteo --criteo $O/criteo.tsv
+p2b|criteo-gen-k128|docs/evaluation/p2b.md table, generated Criteo rows at k = 128|$BIN/o3m-eval gen-criteo --rows 200000 --seed 1 --out $O/criteo.tsv && $BIN/o3m-eval p2b --setting criteo --criteo $O/criteo.tsv --k 128
+obd|replay-pos1|docs/evaluation/replay.md (OBD position 1 matched, clicks) and the whitening table|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --out-dir $O
+obd|replay-pos1-whiten|docs/evaluation/whitening.md, OBD position 1 with --whiten all|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --whiten all --out-dir $O
+obd|replay-all|docs/evaluation/whitening.md, OBD all positions|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --obd-position 0 --out-dir $O
+obd|replay-all-whiten|docs/evaluation/whitening.md, OBD all positions with --whiten all|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --obd-position 0 --whiten all --out-dir $O
+obd|ope|docs/evaluation/ope.md, the first run's table|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv
+obd|ope-frozen|docs/evaluation/ope.md, the frozen disjoint policy (state out, then in)|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --state-out $O/frozen.state && $BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --state-in $O/frozen.state
+obd|replay-pos1-disjoint|docs/evaluation/replay.md, OBD position 1 matched rows (LinUCB disjoint)|$BIN/o3m-eval replay --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --parties 64,28 --model disjoint --out-dir $O
+obd|ope-pos0-shared|docs/evaluation/ope.md table, position 0, train 5000, LinUCB shared|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000
+obd|ope-pos0-greedy-disjoint|docs/evaluation/ope.md table, position 0, train 5000, greedy disjoint|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --model disjoint --alpha 0
+obd|ope-pos0-lints-shared|docs/evaluation/ope.md table, position 0, train 5000, LinTS shared|$BIN/o3m-eval ope --format obd --input $D/obd-random-men/men.csv --item-context $D/obd-random-men/item_context.csv --obd-position 0 --train 5000 --algo lints
+obd|audit|docs/evaluation/audit.md table, rows obd|$BIN/o3m-eval audit --dataset obd --data-dir $D --dims 32,32,28 --party 1 --out $O
 obd|audit-factored|eval/bench/README audit of factored batches (bank, OBD, news)|OPENBLAS_NUM_THREADS=1 $BENCH/audit-factored.sh $BIN $D
-replay|news|README "o3m-eval replay" table, news10k LinUCB shared|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --out-dir $O
-replay|news-disjoint|README "o3m-eval replay" table, news10k LinUCB disjoint|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --model disjoint --out-dir $O
-replay|news-whiten|README whitening table, news10k|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --whiten all --out-dir $O
-replay|criteo-sample|README "o3m-eval replay", the 200-row Criteo sample|$BIN/o3m-eval replay --format criteo-csv --input $D/criteo/criteo_sample.csv --out-dir $O
-replay|ope-news|README "o3m-eval ope" on news10k with uniform logging|$BIN/o3m-eval ope --format news --uniform-logging --input $D/news10k/dataset.txt
-regret|paper|README "o3m-eval regret" (Fig. 4, 6)|$BIN/o3m-eval regret --out-dir $O
-regret|both|README "o3m-eval regret", the disjoint model too|$BIN/o3m-eval regret --model both --out-dir $O
-regret|dp|README "o3m-eval regret", DP learners|$BIN/o3m-eval regret --dp-eps 100,1e6,1e8 --out-dir $O
-regret|outage|README "o3m-eval regret", a passive party's outage|$BIN/o3m-eval regret --partial-ratios none --outage 2001,3001 --out-dir $O
-regret|whiten|README whitening table, regret rows|$BIN/o3m-eval regret --algo linucb --seeds 20 --no-plots --whiten all
-cost|paper|README "o3m-eval cost" (Fig. 5, app. C.3)|$BIN/o3m-eval cost --out-dir $O
-baselines|all|README "o3m-eval baselines" tables|$BIN/o3m-eval baselines --out-dir $O
-samba|default|README "o3m-eval samba" table|$BIN/o3m-eval samba
-audit|bank|README "o3m-audit" table, rows bank|$BIN/o3m-eval audit --bank --dims 10,20,20 --party 1 --out $O
-audit|news|README "o3m-audit" table, rows news|$BIN/o3m-eval audit --dataset news --data-dir $D --dims 4,3,3 --party 1 --out $O
+replay|news|docs/evaluation/replay.md table, news10k LinUCB shared|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --out-dir $O
+replay|news-disjoint|docs/evaluation/replay.md table, news10k LinUCB disjoint|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --model disjoint --out-dir $O
+replay|news-whiten|docs/evaluation/whitening.md, news10k|$BIN/o3m-eval replay --format news --input $D/news10k/dataset.txt --parties 5,5 --whiten all --out-dir $O
+replay|criteo-sample|docs/evaluation/replay.md, the 200-row Criteo sample|$BIN/o3m-eval replay --format criteo-csv --input $D/criteo/criteo_sample.csv --out-dir $O
+replay|ope-news|docs/evaluation/ope.md on news10k with uniform logging|$BIN/o3m-eval ope --format news --uniform-logging --input $D/news10k/dataset.txt
+regret|paper|docs/evaluation/regret.md (Fig. 4, 6)|$BIN/o3m-eval regret --out-dir $O
+regret|both|docs/evaluation/regret.md, the disjoint model too|$BIN/o3m-eval regret --model both --out-dir $O
+regret|dp|docs/evaluation/regret.md, DP learners|$BIN/o3m-eval regret --dp-eps 100,1e6,1e8 --out-dir $O
+regret|outage|docs/evaluation/regret.md, a passive party's outage|$BIN/o3m-eval regret --partial-ratios none --outage 2001,3001 --out-dir $O
+regret|whiten|docs/evaluation/whitening.md, regret rows|$BIN/o3m-eval regret --algo linucb --seeds 20 --no-plots --whiten all
+cost|paper|docs/evaluation/cost.md (Fig. 5, app. C.3)|$BIN/o3m-eval cost --out-dir $O
+baselines|all|docs/evaluation/baselines.md tables|$BIN/o3m-eval baselines --out-dir $O
+samba|default|docs/evaluation/samba.md table|$BIN/o3m-eval samba
+audit|bank|docs/evaluation/audit.md table, rows bank|$BIN/o3m-eval audit --bank --dims 10,20,20 --party 1 --out $O
+audit|news|docs/evaluation/audit.md table, rows news|$BIN/o3m-eval audit --dataset news --data-dir $D --dims 4,3,3 --party 1 --out $O
 bench|p2b-threads|eval/bench/README, p2b wall time against CPU time|$BENCH/p2b-threads.sh --users 14285
 bench|attacks|eval/bench/README, the attack figures|$BENCH/run-attacks.sh
-bench|load|eval/bench/README and README load tables|$BENCH/run-load.sh --seconds 4 --warmup 1
+bench|load|eval/bench/README.md and docs/benchmarks/index.md load tables|$BENCH/run-load.sh --seconds 4 --warmup 1
 EOF
 )
 
