@@ -51,7 +51,7 @@
  * MaskBatchRequest.nonce and MaskBatchReply.masked; a version-3 passive
  * participant would answer per-party parts, which a version-4 active
  * participant in secure mode must never see. 5: the federation fingerprint
- * (NodeInfo.fingerprint, BlockRequest.fingerprint; common/o3m_fingerprint.h):
+ * (NodeInfo.fingerprint, BlockRequest.fingerprint; crypto/o3m_fingerprint.h):
  * a version-4 peer sends none, so a version-5 party could not tell whether
  * the peer's config agrees with its own. 6: the factored MaskBatch
  * (MaskBatchRequest.factored and items, MaskBatchReply.user_epoch and

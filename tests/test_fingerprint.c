@@ -1,4 +1,4 @@
-/* test_fingerprint.c -- the federation fingerprint (common/o3m_fingerprint.h).
+/* test_fingerprint.c -- the federation fingerprint (crypto/o3m_fingerprint.h).
  *
  * BASE is a three-party federation (pmg, the active shop, the passive bank
  * and telco with agg_public keys). The canonical encoding of BASE is pinned
