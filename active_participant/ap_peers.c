@@ -169,13 +169,12 @@ int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, 
     return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   }
   ps->n = n;
-  memcpy(ps->fingerprint, o3m_config_fingerprint(cfg), sizeof ps->fingerprint);
-  for (int j = 0; j < n; j++) {
-    int rc = peer_init(&ps->p[j], cfg, me, o3m_config_passive(cfg, j), insecure, e);
-    if (rc < 0) {
-      ap_peers_destroy(ps);
-      return rc;
-    }
+  int rc = o3m_fingerprint_compute(cfg, ps->fingerprint, e);
+  for (int j = 0; j < n && rc == 0; j++)
+    rc = peer_init(&ps->p[j], cfg, me, o3m_config_passive(cfg, j), insecure, e);
+  if (rc < 0) {
+    ap_peers_destroy(ps);
+    return rc;
   }
   *out = ps;
   return 0;

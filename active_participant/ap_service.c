@@ -336,7 +336,6 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   s->d = o3m_config_d(cfg);
   s->d0 = me->dims;
   s->slot = me->slot;
-  memcpy(s->fingerprint, o3m_config_fingerprint(cfg), sizeof s->fingerprint);
   const o3m_config_policy_section *pp = o3m_config_policy(cfg);
   s->k_max = pp->max_candidates;
   s->reward_min = pp->reward_min;
@@ -369,6 +368,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
     user_required |= cp->user_table != NULL;
   }
   int rc = o3m_partition_from_dims(&s->part, m, dims, e);
+  if (rc == 0) rc = o3m_fingerprint_compute(cfg, s->fingerprint, e);
   if (rc < 0) goto fail;
   agg_params agg;
   rc = secure_aggregation_params(cfg, &agg, e);

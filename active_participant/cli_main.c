@@ -168,12 +168,14 @@ static int cmd_fingerprint(const char *config) {
   o3m_config *cfg;
   int rc = o3m_config_load(&cfg, config, &e);
   if (rc < 0) return fail(rc, &e);
-  char *text;
+  char *text = NULL;
   size_t len;
-  rc = o3m_fingerprint_canonical(cfg, &text, &len, &e);
+  unsigned char fp[O3M_FINGERPRINT_BYTES];
+  rc = o3m_fingerprint_compute(cfg, fp, &e);
+  if (rc == 0) rc = o3m_fingerprint_canonical(cfg, &text, &len, &e);
   if (rc == 0) {
     char hex[O3M_FINGERPRINT_HEX];
-    o3m_fingerprint_hex(o3m_config_fingerprint(cfg), hex);
+    o3m_fingerprint_hex(fp, hex);
     fwrite(text, 1, len, stdout);
     printf("fingerprint=%s\n", hex);
     o3m_free(text);

@@ -24,8 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "o3m_fingerprint.h"
-
 /* A name for messages longer than this is shortened from the left, so that
  * "name:line: key 'k': ..." always fits in O3M_ERRMSG_MAX. */
 #define NAME_SHOW_MAX 96
@@ -63,10 +61,6 @@ struct o3m_config {
   char **owned; /* allocated path strings */
   int n_owned;
   int cap_owned;
-
-  /* The federation fingerprint of the loaded config (o3m_fingerprint.h),
-   * computed once at load since the config never changes. */
-  unsigned char fingerprint[O3M_FINGERPRINT_BYTES];
 };
 
 /* ---------------------------------------------------------------- pass 1 */
@@ -1031,7 +1025,6 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   if (!rc) rc = interpret(&p);
   o3m_free(p.ents);
   o3m_free(p.secs);
-  if (!rc) rc = o3m_fingerprint_compute(c, c->fingerprint, e);
   if (rc) {
     o3m_config_destroy(c);
     return rc;
@@ -1184,5 +1177,3 @@ const o3m_party *o3m_config_column_party(const o3m_config *c, int slot) {
 
 const char *o3m_config_name(const o3m_config *c) { return c->name; }
 const char *o3m_config_base_dir(const o3m_config *c) { return c->base_dir; }
-
-const unsigned char *o3m_config_fingerprint(const o3m_config *c) { return c->fingerprint; }

@@ -423,11 +423,6 @@ const o3m_party *o3m_config_column_party(const o3m_config *c, int slot);
 const char *o3m_config_name(const o3m_config *c);
 const char *o3m_config_base_dir(const o3m_config *c);
 
-/* The federation fingerprint of c, O3M_FINGERPRINT_BYTES bytes computed at
- * load (common/o3m_fingerprint.h: which fields it covers and why); the
- * pointer lives as long as c. */
-const unsigned char *o3m_config_fingerprint(const o3m_config *c);
-
 /* One key the parser accepts, from its own tables (so that the
  * configuration reference, docs/configuration.md, and o3m.conf(5) can be
  * checked against what the parser really reads; tests/config_doc.sh).

@@ -170,9 +170,15 @@ int o3m_daemon_load_party(o3m_config **cfg_out, const o3m_party **me_out,
   }
   /* Operators compare this line across parties out of band (SECURITY.md,
    * "Federation fingerprint"); parties that call each other compare it
-   * themselves. */
+   * themselves, each service computing its own copy from cfg. */
+  unsigned char bin[O3M_FINGERPRINT_BYTES];
+  rc = o3m_fingerprint_compute(cfg, bin, e);
+  if (rc < 0) {
+    o3m_config_destroy(cfg);
+    return rc;
+  }
   char fp[O3M_FINGERPRINT_HEX];
-  o3m_fingerprint_hex(o3m_config_fingerprint(cfg), fp);
+  o3m_fingerprint_hex(bin, fp);
   o3m_log_info("federation fingerprint: %.*s... (%s; full: %s)", O3M_FINGERPRINT_SHORT, fp,
                o3m_config_name(cfg), fp);
   *cfg_out = cfg;

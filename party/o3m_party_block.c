@@ -28,10 +28,11 @@ static int pmg_client(const o3m_party_block_options *o, int deadline_ms, o3m_rpc
   return o3m_rpc_client_create(c, &cc, e);
 }
 
-/* Phase 0, one attempt: Info, checked against the config, then GetBlock
- * sealed to a key pair drawn for it (o3m_wire_get_block). */
-static int fetch_once(const o3m_party_block_options *o, int deadline_ms, o3m_block **out,
-                      o3m_err *e) {
+/* Phase 0, one attempt: Info, checked against the config (fp is its
+ * fingerprint), then GetBlock sealed to a key pair drawn for it
+ * (o3m_wire_get_block). */
+static int fetch_once(const o3m_party_block_options *o, const unsigned char *fp, int deadline_ms,
+                      o3m_block **out, o3m_err *e) {
   o3m_rpc_client *c;
   int rc = pmg_client(o, deadline_ms, &c, e);
   if (rc < 0) return rc;
@@ -43,13 +44,13 @@ static int fetch_once(const o3m_party_block_options *o, int deadline_ms, o3m_blo
     o3m_err ie;
     o3m_err_clear(&ie);
     rc = o3m_wire_info_check((const O3m__V1__NodeInfo *)m, O3M__V1__ROLE__ROLE_MASK_GENERATOR, -1,
-                             o->part, o3m_config_fingerprint(o->cfg), &ie);
+                             o->part, fp, &ie);
     if (rc < 0)
       o3m_err_set(e, rc, "it disagrees with %s: %s", o3m_config_name(o->cfg),
                   o3m_err_message(&ie));
   }
   if (rc == 0)
-    rc = o3m_wire_get_block(c, o->part, o->me->slot, o3m_config_fingerprint(o->cfg), out, e);
+    rc = o3m_wire_get_block(c, o->part, o->me->slot, fp, out, e);
   o3m_rpc_client_destroy(c);
   return rc;
 }
@@ -138,14 +139,16 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
   o3m_backoff_start(&bo, O3M_PARTY_BLOCK_DELAY0_MS, O3M_PARTY_BLOCK_DELAY_MAX_MS,
                     1000 * (int64_t)o->timeout_s);
   o3m_block *blk = NULL;
-  int rc = 0;
+  unsigned char fp[O3M_FINGERPRINT_BYTES];
+  int rc = o3m_fingerprint_compute(o->cfg, fp, e);
+  if (rc < 0) return rc;
   for (int phase = 0, attempt = 1; phase < 2; attempt++) {
     int64_t left = o3m_backoff_left(&bo);
     int call_ms = left < O3M_PARTY_BLOCK_CALL_MS ? (int)(left > 1 ? left : 1)
                                                  : O3M_PARTY_BLOCK_CALL_MS;
     o3m_err ae;
     o3m_err_clear(&ae);
-    rc = phase == 0 ? fetch_once(o, call_ms, &blk, &ae)
+    rc = phase == 0 ? fetch_once(o, fp, call_ms, &blk, &ae)
                     : confirm_once(o, call_ms, o3m_block_mask_id(blk), &ae);
     /* Stored before it is confirmed (see the header). */
     if (rc == 0 && phase == 0 && dir &&

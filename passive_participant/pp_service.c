@@ -64,6 +64,7 @@ struct pp_service {
   o3m_secagg *agg;          /* aggregation = secure; NULL for per-party */
   uint64_t *W;              /* batch_rows x d masked words (secure only) */
   uint32_t *dims_buf;       /* M entries, Info's storage */
+  unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* of cfg, computed at creation */
   uint64_t requests, errors;
   o3m_access *access;       /* the server's caller checks */
   o3m_rpc_server *server;
@@ -142,7 +143,8 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
   s->max_candidates = o3m_config_policy(cfg)->max_candidates;
   s->reload = opt->reload;
 
-  int rc;
+  int rc = o3m_fingerprint_compute(cfg, s->fingerprint, e);
+  if (rc < 0) goto fail;
   int m = o3m_config_n_column_parties(cfg);
   int *dims = o3m_calloc((size_t)m, sizeof *dims);
   s->dims_buf = o3m_calloc((size_t)m, sizeof *s->dims_buf);
@@ -372,7 +374,7 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   (void)call, (void)req, (void)e;
   pp_service *s = ctx;
   o3m_wire_info_fill((O3m__V1__NodeInfo *)reply, O3M__V1__ROLE__ROLE_PASSIVE, s->slot, &s->part,
-                     s->dims_buf, s->mask_id, s->me->name, o3m_config_fingerprint(s->cfg));
+                     s->dims_buf, s->mask_id, s->me->name, s->fingerprint);
   return 0;
 }
 

@@ -43,6 +43,7 @@ struct pmg_service {
   unsigned char *served;     /* M flags: block handed out at least once */
   unsigned char *confirmed;  /* M flags */
   uint32_t *dims_buf;        /* M entries, Info's storage */
+  unsigned char fingerprint[O3M_FINGERPRINT_BYTES]; /* of cfg, computed at creation */
   /* GetBlock's buffers, sized for the widest block at creation: the
    * plaintext that o3m_seal_block writes and wipes, and the sealed box the
    * reply points at (ciphertext: nothing secret survives in it). */
@@ -133,6 +134,7 @@ int pmg_service_create(pmg_service **out, const o3m_config *cfg, const pmg_optio
     dims[j] = p->dims;
   }
   rc = o3m_partition_from_dims(&s->part, m, dims, e);
+  if (rc == 0) rc = o3m_fingerprint_compute(cfg, s->fingerprint, e);
   if (rc < 0) goto fail;
   if (s->part.d != o3m_config_d(cfg)) {
     rc = o3m_err_set(e, O3M_EDIM, "%s: dims add up to %d, d is %d", o3m_config_name(cfg),
@@ -265,7 +267,7 @@ static int h_info(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
   (void)call, (void)req, (void)e;
   pmg_service *s = ctx;
   o3m_wire_info_fill((O3m__V1__NodeInfo *)reply, O3M__V1__ROLE__ROLE_MASK_GENERATOR, 0, &s->part,
-                     s->dims_buf, s->mask_id, s->name, o3m_config_fingerprint(s->cfg));
+                     s->dims_buf, s->mask_id, s->name, s->fingerprint);
   return 0;
 }
 
@@ -275,7 +277,7 @@ static int get_block(pmg_service *s, o3m_rpc_call *call, const O3m__V1__BlockReq
   if (req->party < (uint32_t)s->part.m &&
       (rc = check_caller(s, call, (int)req->party, "GetBlock", e)) < 0)
     return rc;
-  if ((rc = o3m_wire_block_request_check(req, &s->part, o3m_config_fingerprint(s->cfg), e)) < 0) {
+  if ((rc = o3m_wire_block_request_check(req, &s->part, s->fingerprint, e)) < 0) {
     /* A differing fingerprint is a config that differs from ours in a
      * shared field (a swapped key, an extra party): worth a warning. */
     if (rc == O3M_ESTATE)

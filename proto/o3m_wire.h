@@ -51,7 +51,7 @@
  * MaskBatchRequest.nonce and MaskBatchReply.masked; a version-3 passive
  * participant would answer per-party parts, which a version-4 active
  * participant in secure mode must never see. 5: the federation fingerprint
- * (NodeInfo.fingerprint, BlockRequest.fingerprint; common/o3m_fingerprint.h):
+ * (NodeInfo.fingerprint, BlockRequest.fingerprint; crypto/o3m_fingerprint.h):
  * a version-4 peer sends none, so a version-5 party could not tell whether
  * the peer's config agrees with its own. 6: the factored MaskBatch
  * (MaskBatchRequest.factored and items, MaskBatchReply.user_epoch and
@@ -112,7 +112,7 @@ int o3m_wire_check_row_norms(const char *what, int rows, int cols, const double 
 
 /* Fills an initialized NodeInfo. dims_buf (p->m entries, caller's storage)
  * receives the partition; name may be NULL. For the mask generator pass
- * party 0. fingerprint (O3M_FINGERPRINT_BYTES, o3m_config_fingerprint) is
+ * party 0. fingerprint (O3M_FINGERPRINT_BYTES, o3m_fingerprint_compute) is
  * borrowed by the message and must outlive its packing. */
 void o3m_wire_info_fill(O3m__V1__NodeInfo *msg, O3m__V1__Role role, int party,
                         const o3m_partition *p, uint32_t *dims_buf, uint64_t mask_id,

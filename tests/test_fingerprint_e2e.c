@@ -1,6 +1,6 @@
 /* test_fingerprint_e2e.c -- the federation fingerprint end to end, so that
  * inconsistent copies of the config are refused at start
- * (common/o3m_fingerprint.h, SECURITY.md "Federation fingerprint").
+ * (crypto/o3m_fingerprint.h, SECURITY.md "Federation fingerprint").
  *
  * The attack: a config author hands pp1 a copy of federation.conf in which
  * pp2's agg_public is another key (one the author holds), which would remove

@@ -81,7 +81,10 @@ struct o3m_config;
 int o3m_fingerprint_canonical(const struct o3m_config *c, char **out, size_t *len, o3m_err *e);
 
 /* out = BLAKE2b-256 of the canonical encoding of c. O3M_ENOMEM, or
- * O3M_ERANDOM when libsodium cannot be initialized; out is then zeroed. */
+ * O3M_ERANDOM when libsodium cannot be initialized; out is then zeroed.
+ * The config loader (common/, below this library) does not call it: each
+ * user computes it once from its loaded config, at creation, and keeps it,
+ * as the config never changes. */
 int o3m_fingerprint_compute(const struct o3m_config *c, unsigned char out[O3M_FINGERPRINT_BYTES],
                             o3m_err *e);
 
