@@ -326,8 +326,7 @@ static int bind_addr(const char *addr, int *fd_out, int *port_out, o3m_err *e) {
 
 /* Frees h and what it holds, the key wiped first. */
 static void httpd_free(o3m_httpd *h) {
-  if (h->pem_key) gnutls_memset(h->pem_key, 0, h->key_len);
-  o3m_free(h->pem_key);
+  o3m_pem_free(h->pem_key, h->key_len);
   o3m_free(h->pem_cert);
   o3m_free(h->pem_ca);
   o3m_free(h->clients);
