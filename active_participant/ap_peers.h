@@ -45,6 +45,7 @@
 
 #include "o3m_config.h"
 #include "o3m_error.h"
+#include "o3m_fingerprint.h"
 #include "o3m_mask.h"
 #include "o3m_metrics.h"
 #include "o3m_rpc.h"
@@ -52,13 +53,15 @@
 typedef struct ap_peers ap_peers;
 
 /* Creates one client per passive party of cfg, as party me (TLS unless
- * insecure), with the federation deadline. No call is made. cfg is only
- * read during the call. Errors: O3M_ENOMEM, or a client that cannot be
+ * insecure), with the federation deadline. fingerprint is the federation
+ * fingerprint of cfg (o3m_fingerprint_compute, done once by the caller);
+ * every peer's must equal it. No call is made. cfg and fingerprint are
+ * only read during the call. Errors: O3M_ENOMEM, or a client that cannot be
  * created (its code, naming the party). On failure *out is NULL and
  * nothing is left allocated. A federation without passive parties gives an
  * empty set. */
 int ap_peers_create(ap_peers **out, const o3m_config *cfg, const o3m_party *me, int insecure,
-                    o3m_err *e);
+                    const unsigned char fingerprint[O3M_FINGERPRINT_BYTES], o3m_err *e);
 
 /* The start-up wait. Info goes to every peer in parallel, again and again
  * (backoff 100 ms doubling to 2 s) until each has answered or budget_ms is

@@ -496,7 +496,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
    * wait. The later ones find the parties up and answer at once; a party
    * the first set gave up on costs them at most LATER_PEERS_WAIT_MS each. */
   for (; s->n_peers < rcfg.inflight; s->n_peers++) {
-    rc = ap_peers_create(&s->peers[s->n_peers], cfg, me, opt->insecure, e);
+    rc = ap_peers_create(&s->peers[s->n_peers], cfg, me, opt->insecure, s->fingerprint, e);
     if (rc < 0) goto fail;
     if (opt->metrics) ap_peers_set_metrics(s->peers[s->n_peers], opt->metrics);
     int64_t budget = s->n_peers == 0 ? (int64_t)opt->pmg_timeout_s * 1000 : LATER_PEERS_WAIT_MS;

@@ -598,10 +598,17 @@ static o3m_config *load_conf(void) {
   return c;
 }
 
+/* A config and its fingerprint, computed before the sweep as the AP's
+ * service does before it creates its peer sets. */
+typedef struct {
+  const o3m_config *cfg;
+  unsigned char fp[O3M_FINGERPRINT_BYTES];
+} peers_ctx;
+
 static int try_peers(void *ctx, o3m_err *e) {
-  const o3m_config *cfg = ctx;
+  const peers_ctx *pc = ctx;
   ap_peers *ps = NULL;
-  int rc = ap_peers_create(&ps, cfg, o3m_config_party(cfg, "shop"), 1, e);
+  int rc = ap_peers_create(&ps, pc->cfg, o3m_config_party(pc->cfg, "shop"), 1, pc->fp, e);
   if (rc < 0) {
     cr_assert_null(ps);
     return rc;
@@ -690,7 +697,10 @@ static int try_round(void *ctx, o3m_err *e) {
 Test(alloc, ap_federation) {
   write_tables();
   o3m_config *cfg = load_conf();
-  long total = sweep("ap_peers_create", try_peers, cfg);
+  peers_ctx pctx = {.cfg = cfg};
+  o3m_err fe;
+  cr_assert_eq(o3m_fingerprint_compute(cfg, pctx.fp, &fe), 0, "%s", o3m_err_message(&fe));
+  long total = sweep("ap_peers_create", try_peers, &pctx);
   total += sweep("ap_client_create", try_client, NULL);
   total += sweep("o3m_access_create", try_access, cfg);
   o3m_config_destroy(cfg);
