@@ -281,6 +281,8 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->cache_stale_retries = s->item_cache_stale_retries;
   out->unknown_user_rounds = s->unknown_user_rounds;
   out->unknown_item_rounds = s->unknown_item_rounds;
+  out->sliced_rounds = s->sliced_rounds;
+  out->slice_restarts = s->slice_restarts;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

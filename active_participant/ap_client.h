@@ -163,6 +163,9 @@ typedef struct ap_stats {
   uint64_t cache_resets, cache_evictions, cache_stale_retries;
   /* Valid rounds whose user or an item the AP's own tables lack. */
   uint64_t unknown_user_rounds, unknown_item_rounds;
+  /* Rounds gathered in slices, and slices gathered again on an epoch
+   * change (ActiveStats.sliced_rounds, slice_restarts). */
+  uint64_t sliced_rounds, slice_restarts;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -148,6 +148,7 @@ typedef struct round_owner {
   int ring_prev, ring_next;
   int batches;                /* batches in flight that hold its rounds */
   uint64_t formed, finished;  /* the last batch counted in batches, each way */
+  int64_t last_ms;            /* when it last queued a round (o3m_clock_ms) */
 } round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
@@ -199,6 +200,12 @@ typedef struct batch_slot {
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
+  /* Each round's first candidate in the batch (0 but for a slice), and
+   * whether the batch decides it: every round but a slice before the last
+   * ("Slices" in ap_round.h). sliced marks the sliced round's entry. */
+  int k0[O3M_WIRE_MAX_BATCH];
+  unsigned char fin[O3M_WIRE_MAX_BATCH];
+  int sliced;                   /* its index among q, or -1 */
   o3m_policy_round pr[O3M_WIRE_MAX_BATCH]; /* the rounds' choices (batch_decide) */
   unsigned char nonce[O3M_SECAGG_NONCE_BYTES]; /* the batch's, fresh each time */
   /* A failed fan-out: the parties that were missing, each with why (an
@@ -257,6 +264,17 @@ struct ap_round {
   uint64_t *hash_pool;          /* AP_ROUND_SLOTS x k_max, pool[i].hash */
   int batch_rows;               /* most candidate rows of one MaskBatch */
   int64_t cost_max;             /* most K x d summed over a batch's rounds */
+  /* The round gathered in slices ("Slices" in ap_round.h), NULL when none:
+   * the next slice's first candidate, whether a slice of it is in flight,
+   * its contexts (k_max x d), its user parts from the first slice (the
+   * passive parties' and the own one, d each) and the cache key its first
+   * slice's replies named. */
+  int slice_k;                  /* most candidates of a slice, >= 1 */
+  queued *big;
+  int big_next, big_busy;
+  double *bigY, *bigU, *bigUo;
+  int big_nk;
+  uint64_t big_key[AP_ITEMCACHE_MAX_PARTIES];
   int inflight_max;             /* most rounds in flight per owner */
   round_owner *owners;          /* n_owners */
   int n_owners;
@@ -325,16 +343,20 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
                        AP_ROUND_MAX_INFLIGHT);
   }
   if (cfg->n_owners < 1 || cfg->client_inflight_max < 1 ||
-      cfg->client_inflight_max > AP_ROUND_SLOTS || cfg->batch_cost_max < 1) {
+      cfg->client_inflight_max > AP_ROUND_SLOTS || cfg->batch_cost_max < 1 ||
+      cfg->slice_cost_max < 1) {
     ap_round_destroy(r);
     return o3m_err_set(e, O3M_EINVAL, "clients %d, client_inflight_max %d (expected 1..%d), "
-                       "batch_cost_max %lld: out of range", cfg->n_owners,
+                       "batch_cost_max %lld, slice_cost_max %lld: out of range", cfg->n_owners,
                        cfg->client_inflight_max, AP_ROUND_SLOTS,
-                       (long long)cfg->batch_cost_max);
+                       (long long)cfg->batch_cost_max, (long long)cfg->slice_cost_max);
   }
   r->n_owners = cfg->n_owners;
   r->inflight_max = cfg->client_inflight_max;
   r->cost_max = cfg->batch_cost_max;
+  /* A slice has at least one candidate, and fewer than a whole round. */
+  int64_t sk = cfg->slice_cost_max / (cfg->d > 0 ? cfg->d : 1);
+  r->slice_k = sk < 1 ? 1 : sk > cfg->k_max ? cfg->k_max : (int)sk;
   r->ring = -1;
   r->owners = o3m_malloc(sizeof *r->owners * (size_t)r->n_owners);
   if (!r->owners) {
@@ -342,7 +364,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
   for (int o = 0; o < r->n_owners; o++)
-    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0};
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -368,6 +390,13 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->batch_rows = o3m_wire_mask_batch_rows(r->k_max, r->d);
   if (r->batch_rows < r->k_max) {
     rc = o3m_err_set(e, O3M_EINVAL, "[policy] max_candidates = %d with d = %d", r->k_max, r->d);
+    goto fail;
+  }
+  r->bigY = o3m_malloc(sizeof *r->bigY * (size_t)r->k_max * (size_t)r->d);
+  r->bigU = o3m_malloc(sizeof *r->bigU * (size_t)r->d);
+  r->bigUo = o3m_calloc((size_t)r->d, sizeof *r->bigUo);
+  if (!r->bigY || !r->bigU || !r->bigUo) {
+    rc = o3m_err_set(e, O3M_ENOMEM, "slice buffers for %d candidates: out of memory", r->k_max);
     goto fail;
   }
   r->arms_pool = o3m_malloc(sizeof *r->arms_pool * (size_t)AP_ROUND_SLOTS * (size_t)r->k_max);
@@ -484,6 +513,9 @@ void ap_round_destroy(ap_round *r) {
   dupset_free(&r->dup);
   o3m_free(r->arms_pool);
   o3m_free(r->hash_pool);
+  o3m_free(r->bigY);
+  o3m_free(r->bigU);
+  o3m_free(r->bigUo);
   o3m_free(r->owners);
   o3m_free(r->X0lock);
   o3m_free(r->zero_d);
@@ -690,6 +722,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   else w->head = i;
   w->tail = i;
   if (w->ring_next < 0) ring_add(r, owner);
+  w->last_ms = o3m_clock_ms();
   w->inflight++;
   r->n_waiting++;
   return O3M_RPC_DEFERRED;
@@ -719,13 +752,21 @@ static void own_parts_mask(batch_slot *b) {
     queued *q = b->q[i];
     double *x = b->X0 + (size_t)i * d0;
     if (own_factored(r, q)) {
-      q->rc = o3m_features_fill_user(b->own, q->req->user, x);
-      if (q->rc < 0) memset(x, 0, sizeof *x * d0);
+      /* A slice's earlier failure stays (its round fails when decided). */
+      int rc = o3m_features_fill_user(b->own, q->req->user, x);
+      if (rc < 0) {
+        q->rc = rc;
+        memset(x, 0, sizeof *x * d0);
+      }
     } else {
+      /* A request's own features are masked whole (round_take never
+       * slices such a round); without any, a slice's rows are zeroed. */
       if (r->own_fact) memset(x, 0, sizeof *x * d0); /* its Uown row is not read */
-      o3m_block_apply(r->block, q->K, q->req->own_features, 0.0, b->Y + off * d);
+      const double *X = q->req->own_features;
+      o3m_block_apply(r->block, b->Kb[i], X ? X + (size_t)b->k0[i] * d0 : NULL, 0.0,
+                      b->Y + off * d);
     }
-    off += (size_t)q->K;
+    off += (size_t)b->Kb[i];
   }
   /* The user parts of the whole batch in one call: a call per round packed
    * the block again for one row each time. */
@@ -776,10 +817,13 @@ static void batch_build(ap_round *r, batch_slot *b) {
     O3m__V1__MaskQuery *mq = &b->mq[i];
     o3m__v1__mask_query__init(mq);
     mq->user = req->user;
-    b->Kb[i] = b->q[i]->K;
-    b->q[i]->rc = 0;
-    b->q[i]->unknown_items = 0;
-    for (int k = 0; k < b->q[i]->K; k++) {
+    /* A round's outcome starts with its first candidates (batch_form set
+     * Kb and k0: the whole round, or a slice). */
+    if (b->k0[i] == 0) {
+      b->q[i]->rc = 0;
+      b->q[i]->unknown_items = 0;
+    }
+    for (int k = b->k0[i]; k < b->k0[i] + b->Kb[i]; k++) {
       const char *id = req->items[k];
       const uint64_t h = b->q[i]->hash[k];
       int u = dupset_add(&b->uniq, b->uniq_id, b->n_uniq, id, h);
@@ -820,43 +864,108 @@ static void batch_cache(ap_round *r, batch_slot *b) {
   }
 }
 
+/* 1 when an owner other than o is active (AP_ROUND_ACTIVE_MS in
+ * ap_round.h): it has a round in flight or asked one lately. */
+static int others_active(const ap_round *r, int o, int64_t now) {
+  for (int x = 0; x < r->n_owners; x++)
+    if (x != o && (r->owners[x].inflight > 0 || now - r->owners[x].last_ms < AP_ROUND_ACTIVE_MS))
+      return 1;
+  return 0;
+}
+
+/* How many candidates of round q (owner o's oldest waiting round) batch b
+ * takes, with rows and cost already in it, from candidate *k0 on: q whole
+ * when it fits (as before slices existed), a slice of it ("Slices" in
+ * ap_round.h), or 0 when it waits for a later batch. took_big: the batch
+ * holds a slice already. */
+static int round_take(ap_round *r, const queued *q, int o, int n, int rows, int64_t cost,
+                      int took_big, int64_t now, int *k0) {
+  const int64_t c = (int64_t)q->K * r->d;
+  *k0 = 0;
+  const int room_rows = r->batch_rows - rows;
+  /* A slice fits what is left of the batch's budget, or goes alone. */
+  int room_k = room_rows;
+  if (n > 0) {
+    int64_t rk = (r->cost_max - cost) / r->d;
+    if (rk < room_k) room_k = rk < 0 ? 0 : (int)rk;
+  }
+  if (r->big == q) {
+    if (took_big || r->big_busy) return 0;
+    int s = q->K - r->big_next;
+    /* Alone now: the rest in as few slices as the budget allows. */
+    if (others_active(r, o, now) && s > r->slice_k) s = r->slice_k;
+    if (s > room_k) s = room_k;
+    *k0 = r->big_next;
+    return s;
+  }
+  const int whole = q->K <= room_rows && (n == 0 || cost + c <= r->cost_max);
+  /* Sliced: larger than a slice, the others active, its own parts from the
+   * tables (a request's own features are masked whole, as one call). One
+   * round is sliced at a time: while another is, this one goes whole if
+   * it fits the batch's budget beside others, and waits if not. */
+  if (c > (int64_t)r->slice_k * r->d && q->req->n_own_features == 0 &&
+      others_active(r, o, now)) {
+    if (!r->big && !took_big) return r->slice_k < room_k ? r->slice_k : room_k;
+    return whole && c <= r->cost_max ? q->K : 0;
+  }
+  return whole ? q->K : 0;
+}
+
 /* Moves waiting rounds into slot b (under the lock; see "Fairness" in
  * ap_round.h): the owners take turns in the ring, each giving its oldest
  * waiting round, while the batch has room: at most O3M_WIRE_MAX_BATCH
  * rounds, batch_rows candidate rows and cost_max in K x d (a round that
- * costs more than cost_max goes alone). An owner whose next round does not
- * fit is passed over (that round waits for the next batch, where it comes
- * first in its turn); the turns stop once every owner in the ring was
- * passed over in a row. The next batch goes on with the owner whose turn
- * came next. */
+ * costs more than cost_max goes alone, or in slices: round_take). An owner
+ * whose next round does not fit is passed over (that round waits for the
+ * next batch, where it comes first in its turn); the turns stop once every
+ * owner in the ring was passed over in a row. The next batch goes on with
+ * the owner whose turn came next. A sliced round stays at its owner's head
+ * until the batch of its last slice is decided (batch_finish). */
 static void batch_form(ap_round *r, batch_slot *b) {
-  int n = 0, rows = 0, misses = 0;
+  int n = 0, rows = 0, misses = 0, took_big = 0;
   int64_t cost = 0;
   int o = r->ring;
   const uint64_t id = ++r->n_formed;
+  const int64_t now = o3m_clock_ms();
+  b->sliced = -1;
   while (o >= 0 && n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
     round_owner *w = &r->owners[o];
     int next = w->ring_next;
     queued *q = &r->pool[w->head];
-    int64_t c = (int64_t)q->K * r->d;
     /* An owner already in owner_batches_max batches in flight waits for
      * one of them, unless this batch holds its rounds already. */
     int room = w->formed == id || w->batches < r->owner_batches_max;
-    if (room && rows + q->K <= r->batch_rows && (n == 0 || cost + c <= r->cost_max)) {
+    int k0 = 0, s = room ? round_take(r, q, o, n, rows, cost, took_big, now, &k0) : 0;
+    if (s > 0) {
       if (w->formed != id) {
         w->formed = id;
         w->batches++;
       }
-      w->head = q->next;
-      if (w->head < 0) {
-        w->tail = -1;
-        ring_remove(r, o);
-        if (r->ring < 0) next = -1;
+      if (r->big == q || s < q->K) {
+        /* A slice: the round stays at its owner's head. */
+        if (!r->big) {
+          r->big = q;
+          r->big_next = 0;
+        }
+        r->big_next = k0 + s;
+        r->big_busy = 1;
+        took_big = 1;
+        b->sliced = n;
+      } else {
+        w->head = q->next;
+        if (w->head < 0) {
+          w->tail = -1;
+          ring_remove(r, o);
+          if (r->ring < 0) next = -1;
+        }
+        r->n_waiting--;
       }
+      b->k0[n] = k0;
+      b->Kb[n] = s;
+      b->fin[n] = k0 + s == q->K;
       b->q[n++] = q;
-      rows += q->K;
-      cost += c;
-      r->n_waiting--;
+      rows += s;
+      cost += (int64_t)s * r->d;
       misses = 0;
     } else {
       misses++;
@@ -957,6 +1066,14 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
   return rc;
 }
 
+/* Round i's U(u), the passive parties' summed user part: its row of the
+ * replies, or for a slice after the first the first slice's ("Slices" in
+ * ap_round.h). */
+static const double *user_part(const batch_slot *b, int i) {
+  if (i == b->sliced && b->k0[i] > 0) return b->r->bigU;
+  return b->P + (size_t)i * (size_t)b->r->d;
+}
+
 /* Every candidate's U(u) + I(i), the passive parties' sum, into b->Ypp
  * (for the message of a failed check only: batch_contexts checks each row
  * as it makes it). */
@@ -965,7 +1082,7 @@ static void pp_sums(batch_slot *b) {
   int row = 0;
   for (int i = 0; i < b->n; i++)
     for (int k = 0; k < b->Kb[i]; k++, row++) {
-      const double *Uq = b->P + (size_t)i * d, *Iq = b->ent[b->cand[row]];
+      const double *Uq = user_part(b, i), *Iq = b->ent[b->cand[row]];
       double *o = b->Ypp + (size_t)row * d;
       for (size_t c = 0; c < d; c++) o[c] = Uq[c] + Iq[c];
     }
@@ -995,7 +1112,8 @@ static int batch_contexts(batch_slot *b, o3m_err *e) {
   int over_pp = 0, over_sum = 0, row = 0;
   for (int i = 0; i < n; i++) {
     const int fact = own_factored(r, b->q[i]);
-    const double *Uq = b->P + (size_t)i * d, *Uo = b->Uown + (size_t)i * d;
+    const double *Uq = user_part(b, i), *Uo = b->Uown + (size_t)i * d;
+    if (i == b->sliced && b->k0[i] > 0) Uo = r->bigUo;
     int unknown = 0;
     for (int k = 0; k < b->Kb[i]; k++, row++) {
       const double *Iq = b->ent[b->cand[row]];
@@ -1017,7 +1135,7 @@ static int batch_contexts(batch_slot *b, o3m_err *e) {
       if (!(o3m_dot(r->d, y, y) <= lim_sum)) over_sum = 1;
       if (r->own_fact) unknown |= Iq[2 * d] == 0.0;
     }
-    b->q[i]->unknown_items = unknown;
+    b->q[i]->unknown_items |= unknown;
   }
   const int rows = b->rows;
   if (over_pp) {
@@ -1030,6 +1148,23 @@ static int batch_contexts(batch_slot *b, o3m_err *e) {
     return o3m_wire_check_row_norms("the sum of the parties' masked parts", rows, r->d, b->Y,
                                     r->sum_norm, n, b->Kb, e);
   return 0;
+}
+
+/* Keeps what slot b gathered of the sliced round ("Slices" in ap_round.h):
+ * its contexts into their rows of r->bigY and, from its first slice, its
+ * user parts for the later ones. Only the slot that holds the round's one
+ * slice in flight writes these. */
+static void slice_keep(batch_slot *b) {
+  const ap_round *r = b->r;
+  const size_t d = (size_t)r->d;
+  const int i = b->sliced;
+  size_t off = 0;
+  for (int j = 0; j < i; j++) off += (size_t)b->Kb[j];
+  memcpy(r->bigY + (size_t)b->k0[i] * d, b->Y + off * d, sizeof *r->bigY * (size_t)b->Kb[i] * d);
+  if (b->k0[i] == 0) {
+    memcpy(r->bigU, b->P + (size_t)i * d, sizeof *r->bigU * d);
+    if (own_factored(r, b->q[i])) memcpy(r->bigUo, b->Uown + (size_t)i * d, sizeof *r->bigUo * d);
+  }
 }
 
 /* The fan-out of slot b's batch of n rounds with rows candidates in all,
@@ -1077,6 +1212,7 @@ static void batch_gather(void *arg) {
     rc = fanout(b, 0, e);
   }
   if (rc == 0) rc = batch_contexts(b, e);
+  if (rc == 0 && b->sliced >= 0) slice_keep(b);
   b->rc = rc;
 }
 
@@ -1234,6 +1370,8 @@ static void batch_decide(ap_round *r, batch_slot *b) {
   o3m_err he;
   o3m_err_clear(&he);
   int hrc = r->before_decide ? r->before_decide(r->before_decide_ctx, &he) : 0;
+  /* A failed batch ends all its rounds, a sliced one too ("Slices"). */
+  if (hrc < 0 || b->rc < 0) memset(b->fin, 1, (size_t)b->n);
   if (hrc < 0) {
     for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &he);
     return;
@@ -1250,21 +1388,56 @@ static void batch_decide(ap_round *r, batch_slot *b) {
     for (int i = 0; i < b->n; i++) round_fail(r, b->q[i], &b->e);
     return;
   }
+  /* A slice before the last is passed with K = 0 too, and not decided;
+   * the last one's round is scored on all its rows, gathered in r->bigY. */
   size_t off = 0;
   for (int i = 0; i < b->n; i++) {
     const queued *q = b->q[i];
-    b->pr[i] = (o3m_policy_round){.K = q->rc < 0 ? 0 : q->K,
-                                  .X = b->Y + off * (size_t)r->d,
+    const double *X = i == b->sliced ? r->bigY : b->Y + off * (size_t)r->d;
+    b->pr[i] = (o3m_policy_round){.K = q->rc < 0 || !b->fin[i] ? 0 : q->K,
+                                  .X = X,
                                   .arms = r->model == O3M_MODEL_DISJOINT ? q->arms : NULL};
-    off += (size_t)q->K;
+    off += (size_t)b->Kb[i];
   }
   int rc = o3m_policy_choose_batch(r->policy, b->n, b->pr);
   O3M_ASSERT(rc == O3M_OK);
-  off = 0;
-  for (int i = 0; i < b->n; i++) {
-    round_decide(r, b->q[i], b->Y + off * (size_t)r->d, &b->pr[i]);
-    off += (size_t)b->q[i]->K;
+  for (int i = 0; i < b->n; i++)
+    if (b->fin[i]) round_decide(r, b->q[i], b->pr[i].X, &b->pr[i]);
+}
+
+/* After the fan-out of a batch that holds a slice (under the lock): the
+ * first slice's replies name the epochs every later slice must name; when
+ * a later one names others (a party reloaded its items, or the AP its own
+ * tables), its round is not decided but gathered again from its first
+ * slice, so that no context of it sums parts of two epochs ("Slices" in
+ * ap_round.h). */
+static void slice_check(ap_round *r, batch_slot *b) {
+  const int i = b->sliced;
+  if (i < 0 || b->rc < 0) return;
+  const int nk = b->n_got + r->own_fact;
+  if (b->k0[i] == 0) {
+    r->big_nk = nk;
+    memcpy(r->big_key, b->got, sizeof *b->got * (size_t)nk);
+  } else if (r->big_nk != nk || memcmp(r->big_key, b->got, sizeof *b->got * (size_t)nk)) {
+    b->fin[i] = 0;
+    r->big_next = 0;
+    r->st.slice_restarts++;
   }
+}
+
+/* Takes round q, which its batch ended, from the head of its owner's
+ * queue, where it stayed while it was gathered in slices. */
+static void slice_done(ap_round *r, queued *q) {
+  round_owner *w = &r->owners[q->owner];
+  O3M_ASSERT(r->big == q && w->head == (int)(q - r->pool));
+  w->head = q->next;
+  if (w->head < 0) {
+    w->tail = -1;
+    ring_remove(r, q->owner);
+  }
+  r->n_waiting--;
+  r->big = NULL;
+  r->st.sliced_rounds++;
 }
 
 /* Decides batch b as soon as its fan-out is over, whether or not an older
@@ -1279,23 +1452,29 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   /* Under serve, the rounds whose items the own lookups (or the cached
    * flags) found missing from the own item table ("Unknown ids"); refuse
    * counted them at submit. Counted before the rounds are answered. */
+  slice_check(r, b);
   if (b->rc == 0 && !r->refuse_unknown_items)
-    for (int i = 0; i < b->n; i++) r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
+    for (int i = 0; i < b->n; i++)
+      if (b->fin[i]) r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);
   O3M_ASSERT(b->busy && r->n_finished < r->n_formed);
   const uint64_t id = ++r->n_finished;
+  if (b->sliced >= 0) r->big_busy = 0;
   for (int i = 0; i < b->n; i++) {
     queued *q = b->q[i];
     round_owner *w = &r->owners[q->owner];
-    O3M_ASSERT(w->inflight > 0);
-    w->inflight--;
     if (w->finished != id) {
       O3M_ASSERT(w->batches > 0);
       w->finished = id;
       w->batches--;
     }
+    /* A slice before the last: the round waits at its owner's head. */
+    if (!b->fin[i]) continue;
+    if (i == b->sliced) slice_done(r, q);
+    O3M_ASSERT(w->inflight > 0);
+    w->inflight--;
     q->next = r->free_head;
     r->free_head = (int)(q - r->pool);
   }
@@ -1368,4 +1547,7 @@ void ap_round_flush(ap_round *r) {
   o3m_rpc_server_unlocked(r->server, batch_gather, b);
   batch_finish(r, b);
   retired_free_if_unread(r);
+  /* A batch that answered nothing (a slice) brings no completion that
+   * would run this hook again for what waits. */
+  if (r->n_waiting > 0) o3m_rpc_server_idle_again(r->server);
 }

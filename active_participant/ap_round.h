@@ -77,8 +77,21 @@
  *    batch's rounds (what the passive parties compute and send for it): a
  *    round that does not fit waits for the next batch, where its client's
  *    turn comes first, and a round that costs more than the whole budget
- *    goes alone. So a batch is not slowed past the deadline by rounds of
- *    the largest allowed size, which travel in batches of their own;
+ *    goes alone, or in slices (below). So a batch is not slowed past the
+ *    deadline by rounds of the largest allowed size;
+ *  - slices: while other clients are active (a round of theirs in flight,
+ *    or one asked within the last AP_ROUND_ACTIVE_MS), a round that costs
+ *    more than slice_cost_max is gathered in slices of at most that many
+ *    K x d, one slice per batch, in the batches that carry the others'
+ *    rounds; it is decided in the batch of its last slice, on all its
+ *    candidates at once, as if it had been gathered whole (see "Slices").
+ *    A batch cannot be interrupted once it is sent, so with one serving
+ *    thread a small round that arrives during another client's round of
+ *    the largest size waits for one slice of it, not for the whole round.
+ *    One round is sliced at a time; meanwhile another client's round
+ *    larger than a slice goes whole if it fits the batch's budget beside
+ *    the others' rounds, and waits if not. A client alone keeps whole
+ *    rounds (no slice costs it a fan-out more);
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
@@ -97,6 +110,20 @@
  * Within a client rounds keep their arrival order in the turns. The turns
  * are a function of the calls and of when they were queued: calls made one
  * after the other give the same decisions whatever the number of threads.
+ *
+ * Slices. A sliced round stays at the head of its client's queue until it
+ * is decided, and one slice of it is in flight at a time. Its user part
+ * (the passive parties' U(u) and the own Q^0 [u^0, 0]) is taken from its
+ * first slice's replies and reused by the later ones, its contexts are
+ * gathered into a buffer of max_candidates rows, and the item epochs of
+ * every slice must be those of the first (the cache key, "Identical
+ * decisions" below): when a party reloaded its items or the AP its own
+ * tables in between, the round is gathered again from its first slice.
+ * Each context row is the same sum, in the same order, as when the round
+ * is gathered whole, and the policy scores all its rows in one call: the
+ * decision is the one the round would have had whole. A batch whose
+ * fan-out fails ends its sliced round as it ends its other rounds (failed,
+ * or decided by the local model on the request's own parts).
  *
  * Own parts. With own tables the AP splits its own part as the passive
  * parties split theirs: Q^0 x^0 = Q^0 [u^0, 0] + Q^0 [0, i^0]. Per round it
@@ -199,6 +226,12 @@
  * says why). */
 #define AP_ROUND_MAX_INFLIGHT O3M_MAX_INFLIGHT_BATCHES
 
+/* A client that asked a round within this many ms, or has one in flight,
+ * is active: while one is, another client's large rounds are sliced
+ * ("Fairness"). A second spans a closed-loop client's gap between its
+ * answers and its next calls many times over. */
+#define AP_ROUND_ACTIVE_MS 1000
+
 typedef struct ap_round ap_round;
 
 typedef struct ap_round_config {
@@ -262,6 +295,9 @@ typedef struct ap_round_config {
   int n_owners;
   int client_inflight_max;
   int64_t batch_cost_max;
+  /* The most K x d one round costing more adds to a batch while other
+   * clients are active ("Slices", >= 1). */
+  int64_t slice_cost_max;
   /* Entries of the cache of summed item parts ([policy] item_cache,
    * ap_itemcache.h; 0: none). */
   int item_cache;
@@ -322,6 +358,9 @@ typedef struct ap_round_stats {
   /* Valid Recommend calls whose user, or one of whose items, is not in the
    * AP's own user or item table ("Unknown ids"); 0 without own tables. */
   uint64_t unknown_user_rounds, unknown_item_rounds;
+  /* Rounds decided after being gathered in slices, and slices gathered
+   * again from a round's first because an epoch changed ("Slices"). */
+  uint64_t sliced_rounds, slice_restarts;
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start

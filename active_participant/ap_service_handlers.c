@@ -222,6 +222,8 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->item_cache_stale_retries = rst.stale_retries;
   rep->unknown_user_rounds = rst.unknown_user_rounds;
   rep->unknown_item_rounds = rst.unknown_item_rounds;
+  rep->sliced_rounds = rst.sliced_rounds;
+  rep->slice_restarts = rst.slice_restarts;
   return 0;
 }
 

@@ -130,6 +130,7 @@ struct ap_service {
    * which the o3m_metric_* updates accept. */
   o3m_metric *m_cache_hits, *m_cache_misses, *m_cache_entries; /* the item cache */
   o3m_metric *m_unknown_users, *m_unknown_items; /* ap_round.h "Unknown ids" */
+  o3m_metric *m_sliced;         /* ap_round.h "Slices" */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
   /* Per client (the first METRIC_CLIENTS of the config): its decisions

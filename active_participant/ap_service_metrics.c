@@ -24,6 +24,7 @@ void ap_service__metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_cache_entries, (double)rst.cache_size);
   o3m_metric_set(s->m_unknown_users, (double)rst.unknown_user_rounds);
   o3m_metric_set(s->m_unknown_items, (double)rst.unknown_item_rounds);
+  o3m_metric_set(s->m_sliced, (double)rst.sliced_rounds);
   for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
     ap_pending_owner_stats(s->pending, i, &st);
     o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
@@ -58,12 +59,15 @@ int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
       {"o3m_ap_unknown_item_rounds_total",
        "Valid Recommend calls with an item the AP's own item table lacks (the PPs never say)",
        O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_sliced_rounds_total",
+       "Recommend rounds gathered in slices while other clients were active (slice_cost_max)",
+       O3M_METRIC_COUNTER, NULL, 0},
   };
   o3m_metric **slots[] = {&s->m_decisions,  &s->m_rounds,       &s->m_failed,
                           &s->m_pending,    &s->m_evicted,      &s->m_expired,
                           &s->m_rewards,    &s->m_checkpoints,  &s->m_cache_hits,
                           &s->m_cache_misses, &s->m_cache_entries, &s->m_unknown_users,
-                          &s->m_unknown_items};
+                          &s->m_unknown_items, &s->m_sliced};
   static const o3m_metric_spec fsync = {
       "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};

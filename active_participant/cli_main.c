@@ -347,6 +347,8 @@ static int cmd_stats(ap_client *c) {
          (unsigned long long)s.cache_stale_retries);
   printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
          (unsigned long long)s.unknown_user_rounds, (unsigned long long)s.unknown_item_rounds);
+  printf("sliced_rounds=%llu\nslice_restarts=%llu\n", (unsigned long long)s.sliced_rounds,
+         (unsigned long long)s.slice_restarts);
   return 0;
 }
 

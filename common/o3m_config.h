@@ -52,7 +52,8 @@
  *                 shares" below): pending_client_share (0 = pending_capacity
  *                 / number of clients, 0..10000000, at most that quotient),
  *                 client_inflight_max (32, 1..O3M_CONFIG_MAX_CLIENT_INFLIGHT),
- *                 batch_cost_max (65536, 1..2^31-1);
+ *                 batch_cost_max (65536, 1..2^31-1); slice_cost_max
+ *                 (16384, 1..2^31-1);
  *                 item_cache (100000, 0..10000000): the entries of the
  *                 active party's cache of the passive parties' summed item
  *                 parts (active_participant/ap_itemcache.h), d doubles
@@ -148,7 +149,9 @@
  * "Shares"): at most client_inflight_max Recommend calls in flight (waiting
  * or in a batch; the next is RESOURCE_EXHAUSTED at once), batches of at most
  * batch_cost_max in K x d summed over their rounds (a round above it goes
- * alone), filled by taking the clients' rounds in turn, and
+ * alone, or, while other clients are active, is gathered in slices of at
+ * most slice_cost_max over several batches and decided once whole), filled
+ * by taking the clients' rounds in turn, and
  * pending_client_share entries of the pending table that no other client's
  * decisions can evict. The defaults fit the load benchmark (32 calls of
  * K = 20 at d = 100 in flight from one client, 2000 each: a batch of all of
@@ -288,11 +291,12 @@ typedef struct o3m_config_policy_section {
   /* Each client's share of the AP (SECURITY.md, "What one authorized
    * client can do to others"): its entries of the pending table (0 in the
    * file means pending_capacity / clients, which the loaded config holds),
-   * its cap on Recommends in flight and the cost budget of a batch in
-   * K x d. */
+   * its cap on Recommends in flight, the cost budget of a batch in K x d
+   * and the most a larger round adds to one batch (gathered in slices). */
   int pending_client_share;
   int client_inflight_max;
   int batch_cost_max;
+  int slice_cost_max;
   /* Entries of the AP's cache of summed item parts (ap_itemcache.h). */
   int item_cache;
   /* "serve" or "refuse": what the AP does with a Recommend naming an item

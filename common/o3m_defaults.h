@@ -44,6 +44,13 @@
  * clients at their caps (o3m_config.h, "Per-client shares"). */
 #define O3M_DEFAULT_CLIENT_INFLIGHT 32
 #define O3M_DEFAULT_BATCH_COST 65536
+/* The most K x d a round costing more adds to one batch while other
+ * clients are active: such a round is gathered in slices over several
+ * batches (active_participant/ap_round.h, "Fairness"), so that a round of
+ * the largest allowed size holds another client's round for about a tenth
+ * of its cost. 16384 is 163 candidates at d = 100, about as much work as
+ * the 8 rounds of K = 20 a client of the attack benchmark has in flight. */
+#define O3M_DEFAULT_SLICE_COST 16384
 /* Item parts cached by the active party (d doubles each). */
 #define O3M_DEFAULT_ITEM_CACHE 100000
 /* Range of a reward: a click or a conversion. */

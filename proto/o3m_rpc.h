@@ -526,6 +526,13 @@ int o3m_rpc_call_fail(o3m_rpc_call *c, int code, const o3m_err *why);
  * deferred. */
 void o3m_rpc_server_unlocked(o3m_rpc_server *s, void (*fn)(void *), void *arg);
 
+/* From the idle hook of s only: run the hook again once the queue is
+ * empty, as if a completion had been handled, even when none comes. For a
+ * hook that does part of its work per run, so that calls arriving
+ * meanwhile are taken between the parts, and whose part completed no call
+ * (the active participant's slice of a large round, ap_round.h). */
+void o3m_rpc_server_idle_again(o3m_rpc_server *s);
+
 /* ------------------------------------------------------------ client */
 
 typedef struct o3m_rpc_client o3m_rpc_client;

@@ -499,6 +499,8 @@ void *o3m_rpc_call_alloc(o3m_rpc_call *c, size_t n) {
 /* The calling handler's arena (the current one from the idle hook) is
  * pinned like one holding a deferred call, so that the handler's request
  * stays valid while other threads unpack into another arena. */
+void o3m_rpc_server_idle_again(o3m_rpc_server *s) { s->busy = 1; }
+
 void o3m_rpc_server_unlocked(o3m_rpc_server *s, void (*fn)(void *), void *arg) {
   int a = handler_arena >= 0 ? handler_arena : s->cur_arena;
   s->arena_deferred[a]++;

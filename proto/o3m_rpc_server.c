@@ -227,11 +227,13 @@ static void serve_loop(o3m_rpc_server *s) {
         s->cq, busy ? gpr_inf_past(GPR_CLOCK_MONOTONIC) : o3m_rpc__after_ms(POLL_MS), NULL);
     pthread_mutex_lock(&s->mu);
     if (ev.type == GRPC_QUEUE_TIMEOUT) {
-      if ((s->busy || s->idle_on_timeout) && s->idle && s->serving) {
+      const int run = (s->busy || s->idle_on_timeout) && s->idle && s->serving;
+      /* Cleared first: the hook may ask to run again (idle_again). */
+      s->busy = 0;
+      if (run) {
         o3m_rpc__count(&s->n_idle);
         s->idle(s->ctx);
       }
-      s->busy = 0;
       /* The service had its chance with every deferred call: after the
        * grace period what is left fails, so that shutdown can finish. Not
        * while a thread is released (o3m_rpc_server_unlocked): calls it

@@ -29,6 +29,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -66,7 +67,7 @@ static ap_client *cli;
 
 static void wait_ready(int p) { fed_wait_ready(&fed.proc[p], 20000); }
 
-static void client_create(ap_client **out, int with_cert) {
+static void client_create_as(ap_client **out, int with_cert, const char *name) {
   ap_client_options o;
   ap_client_options_default(&o);
   char target[64];
@@ -74,14 +75,21 @@ static void client_create(ap_client **out, int with_cert) {
   o.target = target;
   o.server_name = "ap";
   o.ca_file = fed_path("certs/ca.pem");
+  char cert[64], key[64];
+  snprintf(cert, sizeof cert, "certs/%s.pem", name);
+  snprintf(key, sizeof key, "certs/%s.key", name);
   if (with_cert) {
-    o.cert_file = fed_path("certs/client.pem");
-    o.key_file = fed_path("certs/client.key");
+    o.cert_file = fed_path(cert);
+    o.key_file = fed_path(key);
   }
   o.deadline_ms = 5000;
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert(eq(int, ap_client_create(out, &o, &e), 0), "%s", o3m_err_message(&e));
+}
+
+static void client_create(ap_client **out, int with_cert) {
+  client_create_as(out, with_cert, FED_CLIENT);
 }
 
 /* Certificates, tables, config and the mask generator (seeded, so the test
@@ -95,12 +103,14 @@ static const char *aggregation;
 static const char *fallback_line;
 /* fed_setup.pp1_items of the next federation (0: pp1 has user columns). */
 static int pp1_items;
+/* fed_setup.second_client of the next federation (0: one client). */
+static int second_client;
 
 static void fed_prepare(const char *policy) {
   fed_setup s = {.table_seed = 100, .pp1_users = N_USERS, .deadline_ms = DEADLINE_MS,
                  .policy = policy, .pending_capacity = 1000, .state_dirs = 0,
                  .aggregation = aggregation, .federation_extra = fallback_line,
-                 .pp1_items = pp1_items};
+                 .pp1_items = pp1_items, .second_client = second_client};
   fed_net_prepare(&fed, &s);
   char seed[16];
   snprintf(seed, sizeof seed, "%d", MASK_SEED);
@@ -144,6 +154,15 @@ static void fed_up_ap_first(void) {
   static const char *const ap_args[] = {"--pmg-timeout-s", "15", NULL};
   fed_prepare("algo = linucb\nmodel = shared\n");
   fed_net_start(&fed, FED_AP, ap_args);
+}
+
+/* Slices (ap_round.h "Fairness"): slice_cost_max = 8 is one candidate at
+ * d = 8, so while the second client is active every round of K >= 2 whose
+ * own parts come from the AP's tables is gathered one candidate per batch,
+ * over K batches, and decided in the last. */
+static void fed_up_sliced(void) {
+  second_client = 1;
+  fed_up("algo = linucb\nmodel = shared\nalpha = 1.0\nlambda = 1\nslice_cost_max = 8\n");
 }
 
 static void fed_up_lints_disjoint(void) {
@@ -324,6 +343,70 @@ Test(active, linucb_decisions_equal_central_for_200_rounds, .init = fed_up_linuc
   o3m_policy_config pc;
   linucb_config(&pc);
   lossless_rounds(&pc, 200);
+}
+
+/* The second client of fed_up_sliced, making Recommends (never rewarded,
+ * so the model learns only from the first client's rounds) until stopped:
+ * it keeps the first client's rounds sliced. */
+static atomic_int other_stop;
+static atomic_int other_answered;
+
+static void *other_loop(void *arg) {
+  ap_client *c = arg;
+  o3m_rng *r;
+  if (o3m_rng_create_seeded_insecure(&r, 31) != 0) return NULL;
+  while (!atomic_load(&other_stop)) {
+    fed_round q;
+    fed_draw_round(r, N_USERS, &q);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (ap_client_recommend(c, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e) == 0)
+      atomic_fetch_add(&other_answered, 1);
+  }
+  o3m_rng_destroy(r);
+  return NULL;
+}
+
+/* Rounds gathered in slices, one candidate per batch, with their user part
+ * from the first slice and their contexts from K batches, choose exactly
+ * what the central run chooses; the AP counts them. Without the second
+ * client nothing would be sliced (the count check). */
+Test(active, sliced_rounds_equal_central_while_another_client_is_active, .init = fed_up_sliced,
+     .fini = fed_down) {
+  ap_client *other;
+  client_create_as(&other, 1, FED_CLIENT2);
+  atomic_store(&other_stop, 0);
+  atomic_store(&other_answered, 0);
+  pthread_t th;
+  cr_assert(eq(int, pthread_create(&th, NULL, other_loop, other), 0));
+  for (int t = 0; t < 200 && atomic_load(&other_answered) == 0; t++) fed_sleep_ms(10);
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  central c;
+  o3m_policy *pol;
+  o3m_rng *r;
+  central_start(&c, &pc, 123, &pol, &r);
+  const int n = 60;
+  for (int t = 0; t < n; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  atomic_store(&other_stop, 1);
+  pthread_join(th, NULL);
+  ap_client_destroy(other);
+  ap_stats st;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(u64, st.updates, (uint64_t)n));
+  /* Half the first client's rounds read the AP's tables (the odd ones
+   * bring their own features, which are masked whole); the second
+   * client's are sliced too. */
+  cr_assert(ge(u64, st.sliced_rounds, (uint64_t)n / 2),
+            "%llu rounds were sliced of %d and the other client's %d",
+            (unsigned long long)st.sliced_rounds, n, atomic_load(&other_answered));
+  cr_assert(eq(u64, st.slice_restarts, 0));
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c.t);
 }
 
 Test(active, linucb_decisions_equal_central_in_per_party_mode, .init = fed_up_linucb_per_party,

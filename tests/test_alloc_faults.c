@@ -683,6 +683,7 @@ static int try_round(void *ctx, o3m_err *e) {
                          .n_owners = 1,
                          .client_inflight_max = 4,
                          .batch_cost_max = 1000,
+                         .slice_cost_max = 1000,
                          .item_cache = c->item_cache};
   ap_round *r = NULL;
   int rc = ap_round_create(&r, &rc_, e);

@@ -19,7 +19,12 @@
  *    rounds were queued waited for all of them (the first cause of one
  *    client's flood failing others' rounds); now one batch per run of the
  *    idle hook, and the round waits for the batch in flight and at most
- *    one turn of the other client.
+ *    one turn of the other client;
+ *  - a round larger than the batch budget went whole, alone in its batch,
+ *    and a round of another client that arrived meanwhile waited for all of
+ *    it; now, while other clients are active, it is gathered in slices of
+ *    slice_cost_max, and the other client's round is answered after one
+ *    slice.
  * The flood's effect on another client's latency needs the benchmark's
  * sizes (d = 100, K = 1000): tests/fairness_e2e.sh. */
 #include <criterion/criterion.h>
@@ -333,4 +338,107 @@ Test(fairness, one_thread_answers_a_round_behind_at_most_one_turn_of_a_flood,
                 "sent the flood's queued rounds before it",
                 (unsigned long long)behind[HONEST_ROUNDS / 2],
                 (unsigned long long)behind[HONEST_ROUNDS - 1]);
+}
+
+/* One serving thread and slices of one candidate (slice_cost_max = 8 at
+ * d = 8). */
+static void fair_up_sliced(void) {
+  static const char *const ap_args[] = {"--threads", "1", NULL};
+  fair_up(1000, "slice_cost_max = 8\n", ap_args);
+}
+
+/* The AP's fan-outs and sliced rounds so far, asked by raw client c. */
+static void active_stats(o3m_rpc_client *c, uint64_t *fanouts, uint64_t *sliced) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
+                                        &o3m__v1__active_stats__descriptor, &m, &e), 0),
+            "%s", o3m_err_message(&e));
+  *fanouts = ((const O3m__V1__ActiveStats *)m)->fanouts;
+  *sliced = ((const O3m__V1__ActiveStats *)m)->sliced_rounds;
+}
+
+/* Finishes the call of raw client c on its own thread and notes when. */
+typedef struct finisher {
+  pthread_t th;
+  o3m_rpc_client *c;
+  int rc;
+  double at;
+  o3m_err e;
+} finisher;
+
+static void *finish_run(void *arg) {
+  finisher *f = arg;
+  f->rc = finish(f->c, &f->e);
+  f->at = fed_now_s();
+  return NULL;
+}
+
+/* Attack 3's cause b in small: the other client's round of the largest
+ * size (K = 8) is in flight, held by a frozen passive party, when a round
+ * of the honest client (active a moment before) arrives. Its slice of one
+ * candidate is in flight, not the whole round: the honest round goes in
+ * the next batch with the second slice and is answered while the large
+ * round still has six slices to gather, which is then decided whole. Before
+ * slices the large round's batch held all of it, and it was answered
+ * first. Ordered, not timed: the large round is answered six fan-outs
+ * after the honest one. */
+Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
+     .init = fair_up_sliced, .fini = fair_down) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  o3m_rpc_client *mine = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
+  o3m_rpc_client *big = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
+  o3m_rng *r;
+  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 9), 0));
+  o3m_err e;
+  /* Connected and active: one round each. */
+  start_recommend(mine, r);
+  cr_assert(eq(int, finish(mine, &e), 0), "%s", o3m_err_message(&e));
+  start_recommend(big, r);
+  cr_assert(eq(int, finish(big, &e), 0), "%s", o3m_err_message(&e));
+  o3m_rpc_client *sc = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
+  uint64_t fan0, sliced0, fan, sliced;
+  active_stats(sc, &fan0, &sliced0);
+
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
+  /* The large round: every item. */
+  static const char *const all[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
+  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
+  req.user = "u1";
+  req.n_items = 8;
+  req.items = (char **)all;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_start(big, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
+                                         &o3m__v1__recommendation__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+  fed_sleep_ms(300);
+  /* The honest round: two items. */
+  O3m__V1__RecommendRequest small = O3M__V1__RECOMMEND_REQUEST__INIT;
+  small.user = "u2";
+  small.n_items = 2;
+  small.items = (char **)all;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_start(mine, O3M_PATH_ACTIVE_RECOMMEND, &small.base,
+                                         &o3m__v1__recommendation__descriptor, &e), 0),
+            "%s", o3m_err_message(&e));
+  finisher f[2] = {{.c = big}, {.c = mine}};
+  for (int i = 0; i < 2; i++) cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
+  fed_sleep_ms(200);
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
+  for (int i = 0; i < 2; i++) pthread_join(f[i].th, NULL);
+  cr_assert(eq(int, f[0].rc, 0), "the large round: %s", o3m_err_message(&f[0].e));
+  cr_assert(eq(int, f[1].rc, 0), "the honest round: %s", o3m_err_message(&f[1].e));
+  cr_assert_lt(f[1].at, f[0].at, "the honest round was answered %.1f ms after the large one: it "
+               "waited for all of it", 1e3 * (f[1].at - f[0].at));
+  active_stats(sc, &fan, &sliced);
+  cr_assert(eq(u64, sliced - sliced0, 1));
+  /* The large round's 8 slices, the honest round in the second. */
+  cr_assert(eq(u64, fan - fan0, 8), "%llu fan-outs", (unsigned long long)(fan - fan0));
+  o3m_rpc_client_destroy(sc);
+  o3m_rpc_client_destroy(mine);
+  o3m_rpc_client_destroy(big);
+  o3m_rng_destroy(r);
 }

@@ -17,8 +17,11 @@
 #   2. right after, the attack with h2flood, held for the run plus 3 s, and
 #      the same honest run meanwhile: the target daemon's RSS before (idle)
 #      and at its peak (sampled every 0.25 s), what the server answered the
-#      flood, and the honest decisions/s and p99 against step 1.
-# The table's errors column is "alone/under attack".
+#      flood, and the honest decisions/s and p99 against step 1;
+#   steps 1 and 2 O3M_ATTACK_REPEAT (5) times in turn; the figures of each
+#   side are the medians of its runs (every run's p99 is printed too), the
+#   RSS peak the highest of all.
+# The table's errors column is "alone/under attack", summed over the runs.
 # The target: RSS within +50 MB of idle, honest decisions/s and p99 within
 # 20% of the run alone. h2flood comes from O3M_FLOOD_BIN (default build/bin,
 # built there if missing), whichever daemons are measured. Run it alone on
@@ -32,6 +35,10 @@ cd "$(dirname "$0")/../.."
 
 bins=${O3M_ATTACK_BINS:-build/bin}
 SECS=${O3M_ATTACK_SECONDS:-5}
+REPEAT=${O3M_ATTACK_REPEAT:-5}
+
+# The median of its numeric arguments (the lower one of the middle two).
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 flood_bin=${O3M_FLOOD_BIN:-build/bin}
 if [ ! -x "$flood_bin/h2flood" ]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -51,17 +58,31 @@ for b in $bins; do
   attack_bench_up "$work" "$bin"
   honest=("${ATTACK_HONEST[@]}")
   for form in a-ap a-pp b-ap c-ap; do
-    # The run alone right before the one under attack: the machine's other
-    # load drifts, and each form is compared with its own neighbour.
-    "${honest[@]}" >"$work/alone.out" 2>&1
-    read -r dps0 p990 err0 <<<"$(attack_figures "$work/alone.out")"
-    attack_run "$form" $((SECS + 3)) "$flood_bin" "${honest[@]}"
-    read -r dps p99 errs <<<"$(attack_figures "$work/honest.out")"
-    echo "$form: RSS $ATTACK_IDLE -> $ATTACK_PEAK MB (after $ATTACK_AFTER); honest alone $dps0" \
-      "decisions/s, p99 $p990 ms, $err0 errors; under attack $dps ($(attack_pct "$dps" "$dps0")), p99" \
-      "$p99 ms ($(attack_pct "$p99" "$p990")), $errs errors; $ATTACK_OUT"
+    # REPEAT pairs, each run alone right before the one under attack: the
+    # machine's own spread between two honest runs is as large as what
+    # the attack was measured to cost, so each side is the median of its
+    # REPEAT runs, and the pairs alternate so that a drift of the machine's
+    # other load falls on both.
+    a_dps=() a_p99=() x_dps=() x_p99=()
+    err0=0 errs=0 peak=0 idle=0
+    for ((i = 0; i < REPEAT; i++)); do
+      "${honest[@]}" >"$work/alone.out" 2>&1
+      read -r d p e <<<"$(attack_figures "$work/alone.out")"
+      a_dps+=("$d") a_p99+=("$p") err0=$((err0 + e))
+      attack_run "$form" $((SECS + 3)) "$flood_bin" "${honest[@]}"
+      read -r d p e <<<"$(attack_figures "$work/honest.out")"
+      x_dps+=("$d") x_p99+=("$p") errs=$((errs + e))
+      [ "$i" -eq 0 ] && idle=$ATTACK_IDLE
+      [ "$ATTACK_PEAK" -gt "$peak" ] && peak=$ATTACK_PEAK
+    done
+    dps0=$(median "${a_dps[@]}") p990=$(median "${a_p99[@]}")
+    dps=$(median "${x_dps[@]}") p99=$(median "${x_p99[@]}")
+    echo "$form: RSS $idle -> $peak MB (after $ATTACK_AFTER); honest alone (median of $REPEAT:" \
+      "${a_p99[*]} ms) $dps0 decisions/s, p99 $p990 ms, $err0 errors; under attack" \
+      "(${x_p99[*]} ms) $dps ($(attack_pct "$dps" "$dps0")), p99 $p99 ms" \
+      "($(attack_pct "$p99" "$p990")), $errs errors; $ATTACK_OUT"
     results+=("$(printf '%-24s %-5s %7s %7s %6s %8s %8s %7s %7s %7s %7s %6s' "$bin" "$form" \
-      "$ATTACK_IDLE" "$ATTACK_PEAK" "+$((ATTACK_PEAK - ATTACK_IDLE))" "$dps0" "$dps" \
+      "$idle" "$peak" "+$((peak - idle))" "$dps0" "$dps" \
       "$(attack_pct "$dps" "$dps0")" "$p990" "$p99" "$(attack_pct "$p99" "$p990")" "$err0/$errs")")
   done
   fed_down
