@@ -5,6 +5,8 @@
  * its own. */
 #include "fed_proc.h"
 #include "o3m_secagg.h"
+#include "o3m.pb-c.h"
+#include "o3m_wire.h"
 #include "eval_tables.h"
 
 #include <arpa/inet.h>
@@ -291,6 +293,17 @@ o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *c
   int rc = o3m_rpc_client_create(&c, &cfg, &e);
   cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
   return c;
+}
+
+const O3m__V1__ActiveStats *fed_active_stats(o3m_rpc_client *c) {
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
+                               &o3m__v1__active_stats__descriptor, &m, &e);
+  cr_assert_eq(rc, 0, "Stats: %s", o3m_err_message(&e));
+  return (const O3m__V1__ActiveStats *)m;
 }
 
 /* ------------------------------------------------------------ the AP tests' federation */

@@ -114,6 +114,10 @@ void fed_cleanup(void);
 o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
                            const char *name, const char *server_name, int deadline_ms);
 
+/* The AP's ActiveStats, asked by client c (asserts that the call
+ * succeeds); the message lives until c's next call. */
+const struct O3m__V1__ActiveStats *fed_active_stats(o3m_rpc_client *c);
+
 /* Seconds on the monotonic clock, for timing. */
 double fed_now_s(void);
 

@@ -879,16 +879,7 @@ static o3m_rpc_client *raw_client(void) {
   return c;
 }
 
-static uint64_t fanouts(o3m_rpc_client *c) {
-  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
-  ProtobufCMessage *m;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
-                                        &o3m__v1__active_stats__descriptor, &m, &e), 0),
-            "%s", o3m_err_message(&e));
-  return ((const O3m__V1__ActiveStats *)m)->fanouts;
-}
+static uint64_t fanouts(o3m_rpc_client *c) { return fed_active_stats(c)->fanouts; }
 
 enum { BURST = 8 };
 

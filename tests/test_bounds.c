@@ -144,14 +144,7 @@ typedef struct ap_numbers {
 } ap_numbers;
 
 static ap_numbers ap_stats_of(o3m_rpc_client *c) {
-  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
-  ProtobufCMessage *m;
-  o3m_err e;
-  o3m_err_clear(&e);
-  int rc = o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
-                               &o3m__v1__active_stats__descriptor, &m, &e);
-  cr_assert(eq(int, rc, 0), "AP Stats: %s", o3m_err_message(&e));
-  const O3m__V1__ActiveStats *st = (const O3m__V1__ActiveStats *)m;
+  const O3m__V1__ActiveStats *st = fed_active_stats(c);
   ap_numbers n = {st->rounds, st->updates, st->theta_norm};
   return n;
 }

@@ -175,19 +175,25 @@ Test(fairness, a_reward_from_another_client_is_permission_denied_and_the_owners_
   o3m_rng_destroy(r);
 }
 
-/* Starts a Recommend on raw client c (answered later with finish). */
-static void start_recommend(o3m_rpc_client *c, o3m_rng *r) {
-  static fed_round q; /* the request is packed at start */
-  fed_draw_round(r, FED_USERS, &q);
+/* Starts a Recommend of user and items[0..K-1] on raw client c (answered
+ * later with finish; the request is packed at start). */
+static void start_items(o3m_rpc_client *c, const char *user, int K, const char *const *items) {
   O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
-  req.user = q.user;
-  req.n_items = (size_t)q.K;
-  req.items = (char **)q.items;
+  req.user = (char *)user;
+  req.n_items = (size_t)K;
+  req.items = (char **)items;
   o3m_err e;
   o3m_err_clear(&e);
   cr_assert(eq(int, o3m_rpc_client_start(c, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
                                          &o3m__v1__recommendation__descriptor, &e), 0),
             "%s", o3m_err_message(&e));
+}
+
+/* Starts a Recommend of a round drawn from r on raw client c. */
+static void start_recommend(o3m_rpc_client *c, o3m_rng *r) {
+  static fed_round q;
+  fed_draw_round(r, FED_USERS, &q);
+  start_items(c, q.user, q.K, q.items);
 }
 
 static int finish(o3m_rpc_client *c, o3m_err *e) {
@@ -347,19 +353,6 @@ static void fair_up_sliced(void) {
   fair_up(1000, "slice_cost_max = 8\n", ap_args);
 }
 
-/* The AP's fan-outs and sliced rounds so far, asked by raw client c. */
-static void active_stats(o3m_rpc_client *c, uint64_t *fanouts, uint64_t *sliced) {
-  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
-  ProtobufCMessage *m;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_ACTIVE_STATS, &req.base,
-                                        &o3m__v1__active_stats__descriptor, &m, &e), 0),
-            "%s", o3m_err_message(&e));
-  *fanouts = ((const O3m__V1__ActiveStats *)m)->fanouts;
-  *sliced = ((const O3m__V1__ActiveStats *)m)->sliced_rounds;
-}
-
 /* Finishes the call of raw client c on its own thread and notes when. */
 typedef struct finisher {
   pthread_t th;
@@ -400,30 +393,14 @@ Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
   start_recommend(big, r);
   cr_assert(eq(int, finish(big, &e), 0), "%s", o3m_err_message(&e));
   o3m_rpc_client *sc = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
-  uint64_t fan0, sliced0, fan, sliced;
-  active_stats(sc, &fan0, &sliced0);
+  uint64_t fan0 = fed_active_stats(sc)->fanouts, sliced0 = fed_active_stats(sc)->sliced_rounds;
 
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
-  /* The large round: every item. */
+  /* The large round: every item; then the honest round: two of them. */
   static const char *const all[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
-  O3m__V1__RecommendRequest req = O3M__V1__RECOMMEND_REQUEST__INIT;
-  req.user = "u1";
-  req.n_items = 8;
-  req.items = (char **)all;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_start(big, O3M_PATH_ACTIVE_RECOMMEND, &req.base,
-                                         &o3m__v1__recommendation__descriptor, &e), 0),
-            "%s", o3m_err_message(&e));
+  start_items(big, "u1", 8, all);
   fed_sleep_ms(300);
-  /* The honest round: two items. */
-  O3m__V1__RecommendRequest small = O3M__V1__RECOMMEND_REQUEST__INIT;
-  small.user = "u2";
-  small.n_items = 2;
-  small.items = (char **)all;
-  o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_start(mine, O3M_PATH_ACTIVE_RECOMMEND, &small.base,
-                                         &o3m__v1__recommendation__descriptor, &e), 0),
-            "%s", o3m_err_message(&e));
+  start_items(mine, "u2", 2, all);
   finisher f[2] = {{.c = big}, {.c = mine}};
   for (int i = 0; i < 2; i++) cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
   fed_sleep_ms(200);
@@ -433,7 +410,7 @@ Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
   cr_assert(eq(int, f[1].rc, 0), "the honest round: %s", o3m_err_message(&f[1].e));
   cr_assert_lt(f[1].at, f[0].at, "the honest round was answered %.1f ms after the large one: it "
                "waited for all of it", 1e3 * (f[1].at - f[0].at));
-  active_stats(sc, &fan, &sliced);
+  uint64_t fan = fed_active_stats(sc)->fanouts, sliced = fed_active_stats(sc)->sliced_rounds;
   cr_assert(eq(u64, sliced - sliced0, 1));
   /* The large round's 8 slices, the honest round in the second. */
   cr_assert(eq(u64, fan - fan0, 8), "%llu fan-outs", (unsigned long long)(fan - fan0));
