@@ -90,8 +90,10 @@
  *    the largest size waits for one slice of it, not for the whole round.
  *    One round is sliced at a time; meanwhile another client's round
  *    larger than a slice goes whole if it fits the batch's budget beside
- *    the others' rounds, and waits if not. A client alone keeps whole
- *    rounds (no slice costs it a fan-out more);
+ *    the others' rounds, and waits if not; such waiting rounds take the
+ *    slicing in the clients' turns, so that one client's stream of large
+ *    rounds cannot keep it. A client alone keeps whole rounds (no slice
+ *    costs it a fan-out more);
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on

@@ -24,7 +24,7 @@
  *    and a round of another client that arrived meanwhile waited for all of
  *    it; now, while other clients are active, it is gathered in slices of
  *    slice_cost_max, and the other client's round is answered after one
- *    slice.
+ *    slice; two clients whose rounds can only be sliced take turns at it.
  * The flood's effect on another client's latency needs the benchmark's
  * sizes (d = 100, K = 1000): tests/fairness_e2e.sh. */
 #include <criterion/criterion.h>
@@ -418,4 +418,57 @@ Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
   o3m_rpc_client_destroy(mine);
   o3m_rpc_client_destroy(big);
   o3m_rng_destroy(r);
+}
+
+/* Slices of one candidate, and batches too small for a whole round of
+ * K = 8 (batch_cost_max = 32 is K = 4 at d = 8): a round of that size can
+ * only be sliced, one at a time. */
+static void fair_up_sliced_only(void) {
+  static const char *const ap_args[] = {"--threads", "1", NULL};
+  fair_up(1000, "slice_cost_max = 8\nbatch_cost_max = 32\n", ap_args);
+}
+
+/* Two clients that both send rounds that can only be sliced: while the
+ * other client's first round is sliced, this client's round waits for the
+ * slicing, and it is sliced next, before the other client's second round,
+ * which was queued after it: the slicing passes from client to client,
+ * one client cannot keep it. Ordered, not timed. */
+Test(fairness, two_clients_of_large_rounds_take_turns_at_being_sliced,
+     .init = fair_up_sliced_only, .fini = fair_down) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  o3m_rpc_client *a1 = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
+  o3m_rpc_client *a2 = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
+  o3m_rpc_client *b1 = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
+  o3m_err e;
+  static const char *const all[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
+  /* Connected and active: a small round each. */
+  start_items(a1, "u1", 2, all);
+  cr_assert(eq(int, finish(a1, &e), 0), "%s", o3m_err_message(&e));
+  start_items(a2, "u1", 2, all);
+  cr_assert(eq(int, finish(a2, &e), 0), "%s", o3m_err_message(&e));
+  start_items(b1, "u2", 2, all);
+  cr_assert(eq(int, finish(b1, &e), 0), "%s", o3m_err_message(&e));
+
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
+  start_items(a1, "u1", 8, all);
+  fed_sleep_ms(200);
+  start_items(b1, "u2", 8, all);
+  fed_sleep_ms(100);
+  start_items(a2, "u3", 8, all);
+  fed_sleep_ms(100);
+  finisher f[3] = {{.c = a1}, {.c = b1}, {.c = a2}};
+  for (int i = 0; i < 3; i++)
+    cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
+  cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
+  for (int i = 0; i < 3; i++) pthread_join(f[i].th, NULL);
+  for (int i = 0; i < 3; i++)
+    cr_assert(eq(int, f[i].rc, 0), "round %d: %s", i, o3m_err_message(&f[i].e));
+  cr_assert_lt(f[0].at, f[1].at, "the first large round was not answered first");
+  cr_assert_lt(f[1].at, f[2].at, "the other client's second large round was sliced before "
+               "this client's round, which waited for it (%.1f ms after)",
+               1e3 * (f[1].at - f[2].at));
+  o3m_rpc_client_destroy(a1);
+  o3m_rpc_client_destroy(a2);
+  o3m_rpc_client_destroy(b1);
 }
