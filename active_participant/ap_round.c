@@ -864,22 +864,19 @@ static void batch_cache(ap_round *r, batch_slot *b) {
   }
 }
 
-/* 1 when an owner other than o is active (AP_ROUND_ACTIVE_MS in
- * ap_round.h): it has a round in flight or asked one lately. */
-static int others_active(const ap_round *r, int o, int64_t now) {
-  for (int x = 0; x < r->n_owners; x++)
-    if (x != o && (r->owners[x].inflight > 0 || now - r->owners[x].last_ms < AP_ROUND_ACTIVE_MS))
-      return 1;
-  return 0;
+/* 1 when owner o is active (AP_ROUND_ACTIVE_MS in ap_round.h): it has a
+ * round in flight or asked one lately. */
+static int owner_active(const ap_round *r, int o, int64_t now) {
+  return r->owners[o].inflight > 0 || now - r->owners[o].last_ms < AP_ROUND_ACTIVE_MS;
 }
 
 /* How many candidates of round q (owner o's oldest waiting round) batch b
  * takes, with rows and cost already in it, from candidate *k0 on: q whole
  * when it fits (as before slices existed), a slice of it ("Slices" in
  * ap_round.h), or 0 when it waits for a later batch. took_big: the batch
- * holds a slice already. */
-static int round_take(ap_round *r, const queued *q, int o, int n, int rows, int64_t cost,
-                      int took_big, int64_t now, int *k0) {
+ * holds a slice already; others: another owner is active. */
+static int round_take(ap_round *r, const queued *q, int n, int rows, int64_t cost, int took_big,
+                      int others, int *k0) {
   const int64_t c = (int64_t)q->K * r->d;
   *k0 = 0;
   const int room_rows = r->batch_rows - rows;
@@ -893,7 +890,7 @@ static int round_take(ap_round *r, const queued *q, int o, int n, int rows, int6
     if (took_big || r->big_busy) return 0;
     int s = q->K - r->big_next;
     /* Alone now: the rest in as few slices as the budget allows. */
-    if (others_active(r, o, now) && s > r->slice_k) s = r->slice_k;
+    if (others && s > r->slice_k) s = r->slice_k;
     if (s > room_k) s = room_k;
     *k0 = r->big_next;
     return s;
@@ -903,8 +900,7 @@ static int round_take(ap_round *r, const queued *q, int o, int n, int rows, int6
    * tables (a request's own features are masked whole, as one call). One
    * round is sliced at a time: while another is, this one goes whole if
    * it fits the batch's budget beside others, and waits if not. */
-  if (c > (int64_t)r->slice_k * r->d && q->req->n_own_features == 0 &&
-      others_active(r, o, now)) {
+  if (c > (int64_t)r->slice_k * r->d && q->req->n_own_features == 0 && others) {
     if (!r->big && !took_big) return r->slice_k < room_k ? r->slice_k : room_k;
     return whole && c <= r->cost_max ? q->K : 0;
   }
@@ -926,7 +922,10 @@ static void batch_form(ap_round *r, batch_slot *b) {
   int64_t cost = 0;
   int o = r->ring;
   const uint64_t id = ++r->n_formed;
+  /* The active owners, counted once: nothing here changes who is. */
   const int64_t now = o3m_clock_ms();
+  int n_active = 0;
+  for (int x = 0; x < r->n_owners; x++) n_active += owner_active(r, x, now);
   b->sliced = -1;
   while (o >= 0 && n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
     round_owner *w = &r->owners[o];
@@ -935,7 +934,8 @@ static void batch_form(ap_round *r, batch_slot *b) {
     /* An owner already in owner_batches_max batches in flight waits for
      * one of them, unless this batch holds its rounds already. */
     int room = w->formed == id || w->batches < r->owner_batches_max;
-    int k0 = 0, s = room ? round_take(r, q, o, n, rows, cost, took_big, now, &k0) : 0;
+    const int others = n_active - owner_active(r, o, now) > 0;
+    int k0 = 0, s = room ? round_take(r, q, n, rows, cost, took_big, others, &k0) : 0;
     if (s > 0) {
       if (w->formed != id) {
         w->formed = id;
