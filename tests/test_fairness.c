@@ -196,10 +196,27 @@ static void start_recommend(o3m_rpc_client *c, o3m_rng *r) {
   start_items(c, q.user, q.K, q.items);
 }
 
+/* A raw client of the AP as client name (FED_CLIENT or FED_CLIENT2). */
+static o3m_rpc_client *raw_as(const char *name) {
+  char target[64];
+  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
+  return fed_client(target, "certs", "certs", name, "ap", 10000);
+}
+
+/* The items of the slice tests' rounds: a round of K takes the first K. */
+static const char *const items8[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
+
 static int finish(o3m_rpc_client *c, o3m_err *e) {
   ProtobufCMessage *m;
   o3m_err_clear(e);
   return o3m_rpc_client_finish(c, &m, e);
+}
+
+/* A Recommend of user and the first K of items8 on raw client c, answered. */
+static void answered(o3m_rpc_client *c, const char *user, int K) {
+  o3m_err e;
+  start_items(c, user, K, items8);
+  cr_assert(eq(int, finish(c, &e), 0), "%s", o3m_err_message(&e));
 }
 
 /* client_inflight_max = 2: with pp2 frozen, two Recommends of one client
@@ -207,11 +224,9 @@ static int finish(o3m_rpc_client *c, o3m_err *e) {
  * cap, while the other client's is taken and answered once pp2 is back. */
 Test(fairness, over_its_inflight_cap_a_client_is_refused_at_once_and_others_are_not,
      .init = fair_up_capped, .fini = fair_down) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
   o3m_rpc_client *c[4];
-  for (int i = 0; i < 3; i++) c[i] = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
-  c[3] = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
+  for (int i = 0; i < 3; i++) c[i] = raw_as(FED_CLIENT);
+  c[3] = raw_as(FED_CLIENT2);
   o3m_rng *r;
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 7), 0));
   /* Connected before pp2 stops, so that the calls only queue at the AP. */
@@ -380,27 +395,18 @@ static void *finish_run(void *arg) {
  * after the honest one. */
 Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
      .init = fair_up_sliced, .fini = fair_down) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
-  o3m_rpc_client *mine = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
-  o3m_rpc_client *big = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
-  o3m_rng *r;
-  cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 9), 0));
-  o3m_err e;
+  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
   /* Connected and active: one round each. */
-  start_recommend(mine, r);
-  cr_assert(eq(int, finish(mine, &e), 0), "%s", o3m_err_message(&e));
-  start_recommend(big, r);
-  cr_assert(eq(int, finish(big, &e), 0), "%s", o3m_err_message(&e));
-  o3m_rpc_client *sc = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
-  uint64_t fan0 = fed_active_stats(sc)->fanouts, sliced0 = fed_active_stats(sc)->sliced_rounds;
+  answered(mine, "u2", 2);
+  answered(big, "u1", 2);
+  const O3m__V1__ActiveStats *st = fed_active_stats(sc);
+  uint64_t fan0 = st->fanouts, sliced0 = st->sliced_rounds;
 
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
   /* The large round: every item; then the honest round: two of them. */
-  static const char *const all[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
-  start_items(big, "u1", 8, all);
+  start_items(big, "u1", 8, items8);
   fed_sleep_ms(300);
-  start_items(mine, "u2", 2, all);
+  start_items(mine, "u2", 2, items8);
   finisher f[2] = {{.c = big}, {.c = mine}};
   for (int i = 0; i < 2; i++) cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
   fed_sleep_ms(200);
@@ -410,14 +416,14 @@ Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
   cr_assert(eq(int, f[1].rc, 0), "the honest round: %s", o3m_err_message(&f[1].e));
   cr_assert_lt(f[1].at, f[0].at, "the honest round was answered %.1f ms after the large one: it "
                "waited for all of it", 1e3 * (f[1].at - f[0].at));
-  uint64_t fan = fed_active_stats(sc)->fanouts, sliced = fed_active_stats(sc)->sliced_rounds;
-  cr_assert(eq(u64, sliced - sliced0, 1));
+  st = fed_active_stats(sc);
+  cr_assert(eq(u64, st->sliced_rounds - sliced0, 1));
   /* The large round's 8 slices, the honest round in the second. */
-  cr_assert(eq(u64, fan - fan0, 8), "%llu fan-outs", (unsigned long long)(fan - fan0));
+  cr_assert(eq(u64, st->fanouts - fan0, 8), "%llu fan-outs",
+            (unsigned long long)(st->fanouts - fan0));
   o3m_rpc_client_destroy(sc);
   o3m_rpc_client_destroy(mine);
   o3m_rpc_client_destroy(big);
-  o3m_rng_destroy(r);
 }
 
 /* Slices of one candidate, and batches too small for a whole round of
@@ -435,27 +441,18 @@ static void fair_up_sliced_only(void) {
  * one client cannot keep it. Ordered, not timed. */
 Test(fairness, two_clients_of_large_rounds_take_turns_at_being_sliced,
      .init = fair_up_sliced_only, .fini = fair_down) {
-  char target[64];
-  snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
-  o3m_rpc_client *a1 = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
-  o3m_rpc_client *a2 = fed_client(target, "certs", "certs", FED_CLIENT2, "ap", 10000);
-  o3m_rpc_client *b1 = fed_client(target, "certs", "certs", FED_CLIENT, "ap", 10000);
-  o3m_err e;
-  static const char *const all[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
+  o3m_rpc_client *a1 = raw_as(FED_CLIENT2), *a2 = raw_as(FED_CLIENT2), *b1 = raw_as(FED_CLIENT);
   /* Connected and active: a small round each. */
-  start_items(a1, "u1", 2, all);
-  cr_assert(eq(int, finish(a1, &e), 0), "%s", o3m_err_message(&e));
-  start_items(a2, "u1", 2, all);
-  cr_assert(eq(int, finish(a2, &e), 0), "%s", o3m_err_message(&e));
-  start_items(b1, "u2", 2, all);
-  cr_assert(eq(int, finish(b1, &e), 0), "%s", o3m_err_message(&e));
+  answered(a1, "u1", 2);
+  answered(a2, "u1", 2);
+  answered(b1, "u2", 2);
 
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
-  start_items(a1, "u1", 8, all);
+  start_items(a1, "u1", 8, items8);
   fed_sleep_ms(200);
-  start_items(b1, "u2", 8, all);
+  start_items(b1, "u2", 8, items8);
   fed_sleep_ms(100);
-  start_items(a2, "u3", 8, all);
+  start_items(a2, "u3", 8, items8);
   fed_sleep_ms(100);
   finisher f[3] = {{.c = a1}, {.c = b1}, {.c = a2}};
   for (int i = 0; i < 3; i++)
