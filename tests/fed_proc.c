@@ -509,3 +509,50 @@ double fed_click_reward(const double *x) {
   for (int i = 0; i < FED_D; i++) z += theta[i] * x[i];
   return 1.0 / (1.0 + exp(-z));
 }
+
+/* ------------------------------------------------------------ waiting on conditions */
+
+/* The backoff of fed_wait_until. */
+#include "o3m_clock.h"
+
+void fed_wait_until(int (*cond)(void *arg), void *arg, int deadline_ms, const char *what) {
+  o3m_backoff b;
+  o3m_backoff_start(&b, 1, 50, deadline_ms);
+  double t0 = fed_now_s();
+  while (!cond(arg)) {
+    if (o3m_backoff_left(&b) <= 0) {
+      if (cond(arg)) return;
+      cr_assert_fail("gave up after %.0f ms waiting for %s", 1e3 * (fed_now_s() - t0), what);
+    }
+    fed_sleep_ms((int)o3m_backoff_next(&b));
+  }
+}
+
+o3m_rpc_client *fed_client_ready(const char *target, const char *ca_dir, const char *cert_dir,
+                                 const char *name, const char *server_name, int deadline_ms) {
+  static char ca[512], pem[512], key[512];
+  o3m_rpc_client_config cfg;
+  o3m_rpc_client_config_default(&cfg);
+  cfg.target = target;
+  cfg.deadline_ms = deadline_ms;
+  cfg.wait_for_ready = 1;
+  if (!ca_dir) {
+    cfg.insecure = 1;
+  } else {
+    snprintf(ca, sizeof ca, "%s/%s/ca.pem", fed_dir(), ca_dir);
+    cfg.tls.ca_file = ca;
+    cfg.tls.server_name = server_name;
+    if (name) {
+      snprintf(pem, sizeof pem, "%s/%s/%s.pem", fed_dir(), cert_dir, name);
+      snprintf(key, sizeof key, "%s/%s/%s.key", fed_dir(), cert_dir, name);
+      cfg.tls.cert_file = pem;
+      cfg.tls.key_file = key;
+    }
+  }
+  o3m_rpc_client *c = NULL;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_rpc_client_create(&c, &cfg, &e);
+  cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
+  return c;
+}

@@ -233,4 +233,26 @@ void fed_draw_round(o3m_rng *r, int n_users, fed_round *q);
  * theta times the unmasked context x (FED_D values). */
 double fed_click_reward(const double *x);
 
+/* ------------------------------------------------------------------------
+ * Waiting on conditions. A test orders its events by waiting for what the
+ * daemons show (a Stats counter, a ready file, a log line), never by a
+ * sleep; these helpers poll with a deadline and fail the test naming what
+ * they waited for. */
+
+/* Polls cond(arg) until it returns nonzero, pausing 1 ms at first and
+ * doubling up to 50 ms (o3m_backoff), and fails the test if deadline_ms
+ * pass first: "gave up after D ms waiting for WHAT". what is a phrase that
+ * completes "waiting for" ("pp1 to be asked for the first slice"). cond is
+ * called at least once, and once more after the deadline, so that a
+ * condition met while the last pause ran still counts. */
+void fed_wait_until(int (*cond)(void *arg), void *arg, int deadline_ms, const char *what);
+
+/* fed_client with wait_for_ready set: a call waits (up to its deadline) for
+ * the connection instead of failing at once while gRPC backs off after a
+ * failed connect. What a test's client of a daemon that is already ready
+ * wants: on a loaded machine a first connect can fail, and without it
+ * every call on that channel fails until the reconnect backoff ends. */
+o3m_rpc_client *fed_client_ready(const char *target, const char *ca_dir, const char *cert_dir,
+                                 const char *name, const char *server_name, int deadline_ms);
+
 #endif
