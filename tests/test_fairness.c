@@ -39,11 +39,14 @@
 #include "ap_client.h"
 #include "fed_proc.h"
 #include "o3m.pb-c.h"
+#include "o3m_clock.h"
 #include "o3m_rng.h"
 #include "o3m_rpc.h"
 #include "o3m_wire.h"
 
 #define DEADLINE_MS 3000
+/* How long a test waits for a condition (fed_wait_until). */
+#define WAIT_MS 20000
 
 static fed_net fed;
 static ap_client *honest, *other;
@@ -61,6 +64,10 @@ static ap_client *client_as(const char *name) {
   o.cert_file = fed_path(cert);
   o.key_file = fed_path(key);
   o.deadline_ms = 10000;
+  /* The AP is ready when a test starts: a first connect that fails on a
+   * loaded machine must make the call wait for the reconnect, not fail it
+   * and every call after it until gRPC's reconnect backoff ends. */
+  o.wait_for_ready = 1;
   ap_client *c;
   o3m_err e;
   o3m_err_clear(&e);
@@ -196,11 +203,12 @@ static void start_recommend(o3m_rpc_client *c, o3m_rng *r) {
   start_items(c, q.user, q.K, q.items);
 }
 
-/* A raw client of the AP as client name (FED_CLIENT or FED_CLIENT2). */
+/* A raw client of the AP as client name (FED_CLIENT or FED_CLIENT2),
+ * waiting for the connection as client_as's do. */
 static o3m_rpc_client *raw_as(const char *name) {
   char target[64];
   snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_AP]);
-  return fed_client(target, "certs", "certs", name, "ap", 10000);
+  return fed_client_ready(target, "certs", "certs", name, "ap", 10000);
 }
 
 /* The items of the slice tests' rounds: a round of K takes the first K. */
@@ -278,23 +286,88 @@ typedef struct flood_thread {
   o3m_rng *r;
 } flood_thread;
 
-static atomic_int flood_stop;
-static atomic_uint_least64_t flood_answered, flood_failed;
+/* What a test's calls got: answered, failed in transport (the AP was not
+ * reached or did not answer within the deadline: UNAVAILABLE, DEADLINE,
+ * a call that did not complete) or refused by the AP (any other code: the
+ * AP answered with an error); and the first error of each kind, so that a
+ * failure names its cause. */
+typedef struct call_tally {
+  atomic_uint_least64_t answered, transport, refused;
+  pthread_mutex_t mu;
+  char first_transport[256], first_refused[256];
+} call_tally;
 
+static int transport_failure(int rc) {
+  return rc == O3M_EUNAVAILABLE || rc == O3M_EDEADLINE || rc == O3M_ERPC;
+}
+
+static void tally_init(call_tally *t) {
+  atomic_store(&t->answered, 0);
+  atomic_store(&t->transport, 0);
+  atomic_store(&t->refused, 0);
+  pthread_mutex_init(&t->mu, NULL);
+  t->first_transport[0] = t->first_refused[0] = '\0';
+}
+
+/* Counts one call's outcome: rc and, when it failed, e. */
+static void tally_note(call_tally *t, int rc, const o3m_err *e) {
+  if (rc == 0) {
+    atomic_fetch_add(&t->answered, 1);
+    return;
+  }
+  int transport = transport_failure(rc);
+  atomic_fetch_add(transport ? &t->transport : &t->refused, 1);
+  char *first = transport ? t->first_transport : t->first_refused;
+  pthread_mutex_lock(&t->mu);
+  if (!first[0])
+    snprintf(first, sizeof t->first_transport, "%s: %s", o3m_errname(rc), o3m_err_message(e));
+  pthread_mutex_unlock(&t->mu);
+}
+
+/* Fails the test if any call of t failed, naming the first error of each
+ * kind; once the threads that count into t are joined. who names the
+ * calls ("the flood's", "the honest client's"). */
+static void tally_assert_none_failed(call_tally *t, const char *who) {
+  uint64_t tr = atomic_load(&t->transport), rf = atomic_load(&t->refused);
+  uint64_t all = tr + rf + atomic_load(&t->answered);
+  cr_assert(tr == 0 && rf == 0,
+            "%s calls failed: %llu of %llu in transport (first: %s), %llu refused by the AP "
+            "(first: %s)", who, (unsigned long long)tr, (unsigned long long)all,
+            tr ? t->first_transport : "-", (unsigned long long)rf, rf ? t->first_refused : "-");
+}
+
+static atomic_int flood_stop;
+static call_tally flood;
+
+/* One flood call after the other; after a failure it backs off (10 ms,
+ * doubling to 500 ms), so that a channel that cannot reach the AP is not
+ * spun on. */
 static void *flood_run(void *arg) {
   flood_thread *f = arg;
+  o3m_backoff b;
+  o3m_backoff_start(&b, 10, 500, O3M_BACKOFF_UNBOUNDED);
   while (!atomic_load(&flood_stop)) {
     fed_round q;
     fed_draw_round(f->r, FED_USERS, &q);
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
-    if (ap_client_recommend(f->c, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e) == 0)
-      atomic_fetch_add(&flood_answered, 1);
+    int rc = ap_client_recommend(f->c, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
+    tally_note(&flood, rc, &e);
+    if (rc == 0)
+      o3m_backoff_reset(&b);
     else
-      atomic_fetch_add(&flood_failed, 1);
+      fed_sleep_ms((int)o3m_backoff_next(&b));
   }
   return NULL;
+}
+
+/* The flood is steady (every call of it answered four times), or a call
+ * of it failed (the test then says why). */
+static int flood_steady_cond(void *arg) {
+  (void)arg;
+  return atomic_load(&flood.answered) >= 4 * FLOOD_CALLS || atomic_load(&flood.transport) > 0 ||
+         atomic_load(&flood.refused) > 0;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -313,33 +386,31 @@ Test(fairness, one_thread_answers_a_round_behind_at_most_one_turn_of_a_flood,
      .init = fair_up_one_thread, .fini = fair_down) {
   flood_thread f[FLOOD_CALLS];
   atomic_store(&flood_stop, 0);
-  atomic_store(&flood_answered, 0);
-  atomic_store(&flood_failed, 0);
+  tally_init(&flood);
   for (int i = 0; i < FLOOD_CALLS; i++) {
     f[i].c = client_as(FED_CLIENT2);
     cr_assert(eq(int, o3m_rng_create_seeded_insecure(&f[i].r, 100 + (uint64_t)i), 0));
   }
   for (int i = 0; i < FLOOD_CALLS; i++)
     cr_assert(eq(int, pthread_create(&f[i].th, NULL, flood_run, &f[i]), 0));
-  /* Until the flood is steady: every call of it has been answered once. */
-  for (int t = 0; t < 500 && atomic_load(&flood_answered) < 4 * FLOOD_CALLS; t++)
-    fed_sleep_ms(10);
+  /* Until the flood is steady: every call of it has been answered four
+   * times. A flood call that failed stops the wait, and the test says why. */
+  fed_wait_until(flood_steady_cond, NULL, WAIT_MS, "every flood call to be answered 4 times");
   o3m_rng *r;
   cr_assert(eq(int, o3m_rng_create_seeded_insecure(&r, 8), 0));
   uint64_t behind[HONEST_ROUNDS];
-  int failed = 0;
-  o3m_err fe;
-  o3m_err_clear(&fe);
+  call_tally mine;
+  tally_init(&mine);
   for (int i = 0; i < HONEST_ROUNDS; i++) {
     fed_round q;
     fed_draw_round(r, FED_USERS, &q);
     ap_recommendation rec;
     o3m_err e;
     o3m_err_clear(&e);
-    uint64_t a0 = atomic_load(&flood_answered);
+    uint64_t a0 = atomic_load(&flood.answered);
     int rc = ap_client_recommend(honest, q.user, q.K, q.items, NULL, NULL, 0, &rec, &e);
-    behind[i] = atomic_load(&flood_answered) - a0;
-    if (rc < 0 && failed++ == 0) fe = e;
+    behind[i] = atomic_load(&flood.answered) - a0;
+    tally_note(&mine, rc, &e);
   }
   atomic_store(&flood_stop, 1);
   for (int i = 0; i < FLOOD_CALLS; i++) {
@@ -348,8 +419,8 @@ Test(fairness, one_thread_answers_a_round_behind_at_most_one_turn_of_a_flood,
     o3m_rng_destroy(f[i].r);
   }
   o3m_rng_destroy(r);
-  cr_assert(eq(int, failed, 0), "%d honest rounds failed: %s", failed, o3m_err_message(&fe));
-  cr_assert(eq(u64, atomic_load(&flood_failed), 0), "the flood's calls failed");
+  tally_assert_none_failed(&flood, "the flood's");
+  tally_assert_none_failed(&mine, "the honest client's");
   qsort(behind, HONEST_ROUNDS, sizeof *behind, cmp_u64);
   cr_log_info("flood rounds answered during an honest round: median %llu, max %llu",
               (unsigned long long)behind[HONEST_ROUNDS / 2],
