@@ -45,11 +45,19 @@
 #include "o3m_wire.h"
 
 #define DEADLINE_MS 3000
+/* The federation's deadline in the tests that freeze pp2 (SIGSTOP) and
+ * wait for conditions meanwhile: long, so that on a loaded machine a round
+ * held by the frozen party is still answered by it once it runs again,
+ * rather than decided without it. */
+#define FROZEN_DEADLINE_MS 20000
 /* How long a test waits for a condition (fed_wait_until). */
 #define WAIT_MS 20000
 
 static fed_net fed;
 static ap_client *honest, *other;
+/* pp1's Stats, as pp1 (pp1_requests makes it at its first call). */
+static o3m_rpc_client *pp1_stats;
+static uint64_t pp1_requests(void);
 
 static ap_client *client_as(const char *name) {
   ap_client_options o;
@@ -76,11 +84,13 @@ static ap_client *client_as(const char *name) {
 }
 
 /* The federation with both clients, the pending table of pending_capacity
- * entries, more [policy] lines and the AP's extra arguments. */
-static void fair_up(int pending_capacity, const char *policy_extra, const char *const *ap_args) {
+ * entries, more [policy] lines, the AP's extra arguments and the
+ * federation's deadline. */
+static void fair_up(int pending_capacity, const char *policy_extra, const char *const *ap_args,
+                    int deadline_ms) {
   char policy[256];
   snprintf(policy, sizeof policy, "algo = linucb\nmodel = shared\n%s", policy_extra);
-  fed_setup s = {.table_seed = 300, .pp1_users = FED_USERS, .deadline_ms = DEADLINE_MS,
+  fed_setup s = {.table_seed = 300, .pp1_users = FED_USERS, .deadline_ms = deadline_ms,
                  .policy = policy, .pending_capacity = pending_capacity, .second_client = 1};
   fed_net_prepare(&fed, &s);
   fed_net_start(&fed, FED_PMG, NULL);
@@ -92,20 +102,27 @@ static void fair_up(int pending_capacity, const char *policy_extra, const char *
   fed_wait_ready(&fed.proc[FED_AP], 20000);
   honest = client_as(FED_CLIENT);
   other = client_as(FED_CLIENT2);
+  /* pp1's Stats client connects now, so that a test's later reads, made
+   * between steps it orders, are one call each. */
+  (void)pp1_requests();
 }
 
-static void fair_up_small_table(void) { fair_up(40, "", NULL); }
+static void fair_up_small_table(void) { fair_up(40, "", NULL, DEADLINE_MS); }
 
 static void fair_up_capped(void) {
-  /* Three threads: two batches in flight while a third thread takes calls. */
-  static const char *const ap_args[] = {"--threads", "3", NULL};
-  fair_up(1000, "client_inflight_max = 2\n", ap_args);
+  /* Four threads: three batches in flight (the client's two rounds and the
+   * other client's, each maybe alone in its batch) while a fourth thread
+   * takes calls. */
+  static const char *const ap_args[] = {"--threads", "4", NULL};
+  fair_up(1000, "client_inflight_max = 2\n", ap_args, FROZEN_DEADLINE_MS);
 }
 
 static void fair_down(void) {
   ap_client_destroy(honest);
   ap_client_destroy(other);
   honest = other = NULL;
+  o3m_rpc_client_destroy(pp1_stats);
+  pp1_stats = NULL;
   for (int p = FED_N_PARTIES - 1; p >= 0; p--) fed_stop(&fed.proc[p], SIGTERM, 5000);
   fed_cleanup();
 }
@@ -211,6 +228,61 @@ static o3m_rpc_client *raw_as(const char *name) {
   return fed_client_ready(target, "certs", "certs", name, "ap", 10000);
 }
 
+/* ---- the conditions the tests wait on instead of sleeping ----
+ * pp1 counts every query of a MaskBatch (PassiveStats.requests), one per
+ * round or slice the AP has sent, as soon as it arrives: with pp2 frozen
+ * it shows which rounds the AP has fanned out. A round whose user the AP's
+ * own table lacks is counted in ActiveStats.unknown_user_rounds the moment
+ * the AP takes the call, before it is queued: it shows a round that waits
+ * at the AP for a free batch slot. Stats is answered while a batch is in
+ * flight only with a second serving thread, so the tests that wait on it
+ * run at least two. */
+
+/* A user that no party's table has (each answers with its dummy row). */
+#define LATE_USER "late-user"
+
+/* pp1's PassiveStats.requests, read with its own certificate. */
+static uint64_t pp1_requests(void) {
+  if (!pp1_stats) {
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", fed.port[FED_PP1]);
+    pp1_stats = fed_client_ready(target, "certs", "certs", "pp1", "pp1", 5000);
+  }
+  o3m_rpc_client *c = pp1_stats;
+  O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
+  ProtobufCMessage *m;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, o3m_rpc_client_call(c, O3M_PATH_PASSIVE_STATS, &req.base,
+                                        &o3m__v1__passive_stats__descriptor, &m, &e), 0),
+            "pp1's Stats: %s", o3m_err_message(&e));
+  return ((const O3m__V1__PassiveStats *)m)->requests;
+}
+
+static int pp1_asked_cond(void *arg) { return pp1_requests() >= *(const uint64_t *)arg; }
+
+/* Waits until pp1 has been asked for at least n queries since it started. */
+static void wait_pp1_asked(uint64_t n, const char *what) {
+  fed_wait_until(pp1_asked_cond, &n, WAIT_MS, what);
+}
+
+typedef struct unknown_users_at_least {
+  o3m_rpc_client *stats; /* a client of the identity whose rounds count */
+  uint64_t n;
+} unknown_users_at_least;
+
+static int unknown_users_cond(void *arg) {
+  const unknown_users_at_least *u = arg;
+  return fed_active_stats(u->stats)->unknown_user_rounds >= u->n;
+}
+
+/* Waits until the Stats that client stats reads show one round of an
+ * unknown user more than before (a value read earlier with it). */
+static void wait_ap_took(o3m_rpc_client *stats, uint64_t before, const char *what) {
+  unknown_users_at_least u = {stats, before + 1};
+  fed_wait_until(unknown_users_cond, &u, WAIT_MS, what);
+}
+
 /* The items of the slice tests' rounds: a round of K takes the first K. */
 static const char *const items8[] = {"i0", "i1", "i2", "i3", "i4", "i5", "i6", "i7"};
 
@@ -218,6 +290,17 @@ static int finish(o3m_rpc_client *c, o3m_err *e) {
   ProtobufCMessage *m;
   o3m_err_clear(e);
   return o3m_rpc_client_finish(c, &m, e);
+}
+
+/* Finishes a Recommend on raw client c: 0 when it was answered by every
+ * party (not degraded), 1 when decided without some (degraded), or the
+ * error. */
+static int finish_federated(o3m_rpc_client *c, o3m_err *e) {
+  ProtobufCMessage *m;
+  o3m_err_clear(e);
+  int rc = o3m_rpc_client_finish(c, &m, e);
+  if (rc < 0) return rc;
+  return ((const O3m__V1__Recommendation *)m)->degraded ? 1 : 0;
 }
 
 /* A Recommend of user and the first K of items8 on raw client c, answered. */
@@ -229,7 +312,11 @@ static void answered(o3m_rpc_client *c, const char *user, int K) {
 
 /* client_inflight_max = 2: with pp2 frozen, two Recommends of one client
  * are in flight; its third is refused at once, naming the client and the
- * cap, while the other client's is taken and answered once pp2 is back. */
+ * cap, while the other client's is taken and answered once pp2 is back.
+ * "At once" is an order, not a time: the refusal comes back while the two
+ * rounds still wait for the frozen party, which then answers them (a
+ * refusal that waited for them would find them decided without pp2, or
+ * miss the client's deadline first). */
 Test(fairness, over_its_inflight_cap_a_client_is_refused_at_once_and_others_are_not,
      .init = fair_up_capped, .fini = fair_down) {
   o3m_rpc_client *c[4];
@@ -243,27 +330,31 @@ Test(fairness, over_its_inflight_cap_a_client_is_refused_at_once_and_others_are_
     start_recommend(c[i], r);
     cr_assert(eq(int, finish(c[i], &e), 0), "%s", o3m_err_message(&e));
   }
+  uint64_t asked = pp1_requests();
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
   start_recommend(c[0], r);
   start_recommend(c[1], r);
-  fed_sleep_ms(300);
-  double t0 = fed_now_s();
+  wait_pp1_asked(asked + 2, "the AP to send the client's two rounds (pp1's requests)");
   start_recommend(c[2], r);
   o3m_err e;
   int rc = finish(c[2], &e);
-  double dt = fed_now_s() - t0;
   cr_assert(eq(int, rc, O3M_EFULL), "third call in flight: %s (%s)", o3m_errname(rc),
             o3m_err_message(&e));
   cr_assert(strstr(o3m_err_message(&e), "client 'client'") != NULL &&
                 strstr(o3m_err_message(&e), "client_inflight_max = 2") != NULL,
             "%s", o3m_err_message(&e));
-  cr_assert_lt(dt, 1.0, "the refusal took %.2f s: it waited for the frozen party", dt);
   start_recommend(c[3], r);
-  fed_sleep_ms(200);
+  wait_pp1_asked(asked + 3, "the AP to send the other client's round (pp1's requests)");
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
-  cr_assert(eq(int, finish(c[0], &e), 0), "%s", o3m_err_message(&e));
-  cr_assert(eq(int, finish(c[1], &e), 0), "%s", o3m_err_message(&e));
-  cr_assert(eq(int, finish(c[3], &e), 0), "the other client's call: %s", o3m_err_message(&e));
+  for (int i = 0; i < 2; i++) {
+    rc = finish_federated(c[i], &e);
+    cr_assert(eq(int, rc, 0), "the client's round %d: %s: the refusal of its third came after "
+              "the frozen party's deadline, not at once (%s)", i,
+              rc == 1 ? "decided without pp2" : o3m_errname(rc), o3m_err_message(&e));
+  }
+  rc = finish_federated(c[3], &e);
+  cr_assert(eq(int, rc, 0), "the other client's call: %s (%s)",
+            rc == 1 ? "decided without pp2" : o3m_errname(rc), o3m_err_message(&e));
   for (int i = 0; i < 4; i++) o3m_rpc_client_destroy(c[i]);
   o3m_rng_destroy(r);
 }
@@ -272,7 +363,7 @@ Test(fairness, over_its_inflight_cap_a_client_is_refused_at_once_and_others_are_
  * 1), so that the order of the batches is the order of the answers. */
 static void fair_up_one_thread(void) {
   static const char *const ap_args[] = {"--threads", "1", NULL};
-  fair_up(1000, "batch_cost_max = 1\n", ap_args);
+  fair_up(1000, "batch_cost_max = 1\n", ap_args, DEADLINE_MS);
 }
 
 /* The flood: FLOOD_CALLS calls of the other client always in flight, each
@@ -432,11 +523,14 @@ Test(fairness, one_thread_answers_a_round_behind_at_most_one_turn_of_a_flood,
                 (unsigned long long)behind[HONEST_ROUNDS - 1]);
 }
 
-/* One serving thread and slices of one candidate (slice_cost_max = 8 at
- * d = 8). */
+/* One batch in flight at a time and slices of one candidate
+ * (slice_cost_max = 8 at d = 8). Two serving threads give one batch slot,
+ * as one thread does, and the second thread takes calls while a batch is
+ * in flight, so the test can see a round taken (wait_ap_took) before the
+ * batch ends: with one thread nothing shows a call that waits for it. */
 static void fair_up_sliced(void) {
-  static const char *const ap_args[] = {"--threads", "1", NULL};
-  fair_up(1000, "slice_cost_max = 8\n", ap_args);
+  static const char *const ap_args[] = {"--threads", "2", NULL};
+  fair_up(1000, "slice_cost_max = 8\n", ap_args, FROZEN_DEADLINE_MS);
 }
 
 /* Finishes the call of raw client c on its own thread and notes when. */
@@ -463,24 +557,28 @@ static void *finish_run(void *arg) {
  * round still has six slices to gather, which is then decided whole. Before
  * slices the large round's batch held all of it, and it was answered
  * first. Ordered, not timed: the large round is answered six fan-outs
- * after the honest one. */
+ * after the honest one. Each step waits for the AP to have taken the last
+ * call: pp1 asked for the first slice, then the honest round (of a user
+ * the AP does not know) counted. */
 Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
      .init = fair_up_sliced, .fini = fair_down) {
   o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
-  /* Connected and active: one round each. */
-  answered(mine, "u2", 2);
+  /* Connected and active: one round each, the honest client's last, so
+   * that it is still active when the large round arrives. */
   answered(big, "u1", 2);
+  answered(mine, "u2", 2);
   const O3m__V1__ActiveStats *st = fed_active_stats(sc);
-  uint64_t fan0 = st->fanouts, sliced0 = st->sliced_rounds;
+  uint64_t fan0 = st->fanouts, sliced0 = st->sliced_rounds, unknown0 = st->unknown_user_rounds;
+  uint64_t asked = pp1_requests();
 
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
   /* The large round: every item; then the honest round: two of them. */
   start_items(big, "u1", 8, items8);
-  fed_sleep_ms(300);
-  start_items(mine, "u2", 2, items8);
+  wait_pp1_asked(asked + 1, "the AP to send the large round's first slice (pp1's requests)");
+  start_items(mine, LATE_USER, 2, items8);
+  wait_ap_took(sc, unknown0, "the AP to take the honest round (unknown_user_rounds)");
   finisher f[2] = {{.c = big}, {.c = mine}};
   for (int i = 0; i < 2; i++) cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
-  fed_sleep_ms(200);
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGCONT), 0));
   for (int i = 0; i < 2; i++) pthread_join(f[i].th, NULL);
   cr_assert(eq(int, f[0].rc, 0), "the large round: %s", o3m_err_message(&f[0].e));
@@ -501,30 +599,39 @@ Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
  * K = 8 (batch_cost_max = 32 is K = 4 at d = 8): a round of that size can
  * only be sliced, one at a time. */
 static void fair_up_sliced_only(void) {
-  static const char *const ap_args[] = {"--threads", "1", NULL};
-  fair_up(1000, "slice_cost_max = 8\nbatch_cost_max = 32\n", ap_args);
+  /* Two threads, one batch slot: as fair_up_sliced. */
+  static const char *const ap_args[] = {"--threads", "2", NULL};
+  fair_up(1000, "slice_cost_max = 8\nbatch_cost_max = 32\n", ap_args, FROZEN_DEADLINE_MS);
 }
 
 /* Two clients that both send rounds that can only be sliced: while the
  * other client's first round is sliced, this client's round waits for the
  * slicing, and it is sliced next, before the other client's second round,
  * which was queued after it: the slicing passes from client to client,
- * one client cannot keep it. Ordered, not timed. */
+ * one client cannot keep it. Ordered, not timed; each round is sent once
+ * the AP has taken the one before (pp1 asked for the first slice, then
+ * each later round, of a user the AP does not know, counted). */
 Test(fairness, two_clients_of_large_rounds_take_turns_at_being_sliced,
      .init = fair_up_sliced_only, .fini = fair_down) {
   o3m_rpc_client *a1 = raw_as(FED_CLIENT2), *a2 = raw_as(FED_CLIENT2), *b1 = raw_as(FED_CLIENT);
+  /* Stats as each client: the unknown users of each one's rounds. */
+  o3m_rpc_client *sa = raw_as(FED_CLIENT2), *sb = raw_as(FED_CLIENT);
   /* Connected and active: a small round each. */
   answered(a1, "u1", 2);
   answered(a2, "u1", 2);
   answered(b1, "u2", 2);
+  uint64_t asked = pp1_requests();
+  uint64_t unknown_b = fed_active_stats(sb)->unknown_user_rounds;
 
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
   start_items(a1, "u1", 8, items8);
-  fed_sleep_ms(200);
-  start_items(b1, "u2", 8, items8);
-  fed_sleep_ms(100);
-  start_items(a2, "u3", 8, items8);
-  fed_sleep_ms(100);
+  wait_pp1_asked(asked + 1, "the AP to send the first large round's first slice (pp1's requests)");
+  start_items(b1, LATE_USER, 8, items8);
+  wait_ap_took(sb, unknown_b, "the AP to take this client's large round (unknown_user_rounds)");
+  uint64_t unknown_a = fed_active_stats(sa)->unknown_user_rounds;
+  start_items(a2, LATE_USER, 8, items8);
+  wait_ap_took(sa, unknown_a,
+               "the AP to take the other client's second large round (unknown_user_rounds)");
   finisher f[3] = {{.c = a1}, {.c = b1}, {.c = a2}};
   for (int i = 0; i < 3; i++)
     cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
@@ -536,6 +643,8 @@ Test(fairness, two_clients_of_large_rounds_take_turns_at_being_sliced,
   cr_assert_lt(f[1].at, f[2].at, "the other client's second large round was sliced before "
                "this client's round, which waited for it (%.1f ms after)",
                1e3 * (f[1].at - f[2].at));
+  o3m_rpc_client_destroy(sa);
+  o3m_rpc_client_destroy(sb);
   o3m_rpc_client_destroy(a1);
   o3m_rpc_client_destroy(a2);
   o3m_rpc_client_destroy(b1);
