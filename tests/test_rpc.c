@@ -12,6 +12,7 @@
 #include <criterion/new/assert.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,9 @@ typedef struct svc {
   int inside;   /* handlers of h_sleep running now */
   int overlaps; /* times one started while another ran */
   o3m_rpc_server *srv; /* for h_released */
+  /* h_gate: set by the handler when it starts, and by the test when the
+   * handler may return. */
+  atomic_int gate_entered, gate_open;
 } svc;
 
 static double value_of(int party, int k, int i) { return party * 1e6 + k * 1000.0 + i + 0.25; }
@@ -74,6 +78,30 @@ static int h_sleep(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, P
   struct timespec ts = {s->sleep_ms / 1000, (long)(s->sleep_ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
   s->inside--;
+  return 0;
+}
+
+/* Longest that h_gate and the test wait for each other. */
+#define GATE_WAIT_MS 10000
+
+static void pause_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Says it started, then returns once the test opens the gate: an order
+ * the test sets, not a duration. O3M_ESTATE if the gate stays shut for
+ * GATE_WAIT_MS. */
+static int h_gate(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req, ProtobufCMessage *rep,
+                  o3m_err *e) {
+  (void)call, (void)req, (void)rep;
+  svc *s = ctx;
+  s->calls++;
+  atomic_store(&s->gate_entered, 1);
+  for (int t = 0; !atomic_load(&s->gate_open); t++) {
+    if (t >= GATE_WAIT_MS) return o3m_err_set(e, O3M_ESTATE, "the test never opened the gate");
+    pause_ms(1);
+  }
   return 0;
 }
 
@@ -147,6 +175,7 @@ static const o3m_rpc_method svc_methods[] = {
     {O3M_PATH_PASSIVE_INFO, &o3m__v1__info_request__descriptor, &o3m__v1__node_info__descriptor,
      h_who},
     {"/test.Slow/Sleep", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_sleep},
+    {"/test.Slow/Gate", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor, h_gate},
     {"/test.Slow/Released", &o3m__v1__info_request__descriptor, &o3m__v1__ack__descriptor,
      h_released},
     {"/test.Slow/ReleasedTwice", &o3m__v1__mask_request__descriptor, &o3m__v1__ack__descriptor,
@@ -939,21 +968,25 @@ Test(rpc, shutdown_is_prompt_and_frees_the_port, .timeout = 30) {
   o3m_rpc_client_destroy(NULL);
 }
 
-/* Shutdown while a handler runs: that call still gets its reply. */
+/* Shutdown while a handler runs: that call still gets its reply. The
+ * handler holds the call until the test, which waits for it to start, has
+ * asked for the shutdown. */
 Test(rpc, shutdown_lets_the_running_call_finish, .timeout = 30) {
   server_fx f;
   start_server(&f, 1, 3);
-  f.ctx.sleep_ms = 300;
   o3m_rpc_client *c = make_client(f.target, 5000);
   O3m__V1__InfoRequest req = O3M__V1__INFO_REQUEST__INIT;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, o3m_rpc_client_start(c, "/test.Slow/Sleep", &req.base,
+  cr_assert(eq(int, o3m_rpc_client_start(c, "/test.Slow/Gate", &req.base,
                                          &o3m__v1__ack__descriptor, &e),
                0));
-  struct timespec ts = {0, 100 * 1000000L};
-  nanosleep(&ts, NULL);
+  for (int t = 0; !atomic_load(&f.ctx.gate_entered); t++) {
+    cr_assert(lt(int, t, GATE_WAIT_MS), "the handler did not start within %d ms", GATE_WAIT_MS);
+    pause_ms(1);
+  }
   o3m_rpc_server_shutdown(f.srv);
+  atomic_store(&f.ctx.gate_open, 1);
   ProtobufCMessage *m;
   int rc = o3m_rpc_client_finish(c, &m, &e);
   cr_assert(eq(int, rc, 0), "%s", o3m_err_message(&e));
