@@ -49,7 +49,17 @@ typedef struct ap_client_options {
   int wait_for_ready;      /* 1: a call waits (up to its deadline) for the server */
 } ap_client_options;
 
-/* Everything NULL/0 except deadline_ms = 5000. */
+/* Everything NULL/0 except deadline_ms = 5000. wait_for_ready stays 0 on
+ * purpose: a call to an AP that cannot be reached fails at once with
+ * O3M_EUNAVAILABLE, so that a serving program can fall back within its own
+ * latency budget instead of waiting out the deadline, a list of replicas
+ * fails over at once, and a health probe says "down" without waiting. The
+ * price: after a failed connect, also a transient one on a loaded machine,
+ * every call on that client fails at once until gRPC's reconnect backoff
+ * ends (about 1 s at first, at most 2 s: o3m_rpc caps it). A program that
+ * would rather wait, such as one started beside the AP, or a test of a
+ * daemon that is already up, sets wait_for_ready = 1 (the installed
+ * library's and the Python client's wait-for-ready option). */
 void ap_client_options_default(ap_client_options *o);
 
 /* Fills the connection fields from a federation config: target = the active
