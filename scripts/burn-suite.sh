@@ -63,7 +63,7 @@ done
 echo "burn-suite: $runs run(s) of ctest ${sel[*]:-(every test)} beside $burners busy loop(s);" \
      "logs in $logs"
 
-declare -A ctest_fail crit_fail
+declare -A ctest_fail=() crit_fail=()
 passed=0 failed=0
 for ((r = 1; r <= runs; r++)); do
   log="$logs/run-$r.log"
