@@ -122,7 +122,10 @@ int o3m_engine_state_import(o3m_engine *g, const void *buf, size_t len, o3m_err 
  *   target=ADDR       call ADDR instead of the active party
  *   server-name=NAME  expect NAME in the server's certificate
  *   deadline-ms=N     give up a call after N ms (5000)
- *   wait-for-ready=1  a call waits (up to its deadline) for the server
+ *   wait-for-ready=1  a call waits (up to its deadline) for the server;
+ *                     by default it fails at once (O3M_EUNAVAILABLE) while
+ *                     the server cannot be reached, and for up to 2 s
+ *                     after a failed connect, so a program can fall back
  *   insecure=1        plaintext gRPC, no certificates (trials only)
  * As with o3m-cli: config and as, or cert, key and ca, or insecure. The
  * client's certificate is checked when the client is opened (O3M_ETLS
