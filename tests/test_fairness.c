@@ -395,7 +395,8 @@ static void *finish_run(void *arg) {
  * after the honest one. */
 Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
      .init = fair_up_sliced, .fini = fair_down) {
-  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
+  /* sc reads Stats as the AP's operator: fan-outs and slices are federation-wide. */
+  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as("ap");
   /* Connected and active: one round each. */
   answered(mine, "u2", 2);
   answered(big, "u1", 2);
