@@ -291,6 +291,7 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->per_client = s->per_client;
   snprintf(out->client, sizeof out->client, "%s", s->client ? s->client : "");
   out->rewards = s->rewards;
+  out->fanouts = s->fanouts;
   return 0;
 }
 

@@ -173,6 +173,7 @@ typedef struct ap_stats {
   int per_client;
   char client[O3M_CONFIG_MAX_NAME + 1];
   uint64_t rewards; /* rewards applied: the client's own, or all of them */
+  uint64_t fanouts; /* MaskBatch fan-outs (the operator's view only) */
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -362,8 +362,8 @@ static int cmd_stats(ap_client *c) {
            "or a name of metrics_clients)\n", s.client);
     return 0;
   }
-  printf("reloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.reloads,
-         (unsigned long long)s.reloads_refused);
+  printf("fanouts=%llu\nreloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.fanouts,
+         (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
   printf("item_cache_hits=%llu\nitem_cache_misses=%llu\nitem_cache_size=%llu\n"
          "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
          (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
