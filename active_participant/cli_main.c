@@ -348,10 +348,10 @@ static int cmd_stats(ap_client *c) {
     printf("view=client\nclient=%s\n", s.client);
   else
     printf("view=federation\n");
-  printf("rounds=%llu\nupdates=%llu\nrewards=%llu\npending=%u\nexpired=%llu\n"
-         "theta_norm=%.17g\nalgo=%s\nmodel=%s\n", (unsigned long long)s.rounds,
-         (unsigned long long)s.updates, (unsigned long long)s.rewards, s.pending,
-         (unsigned long long)s.expired, s.theta_norm, s.algo, s.model);
+  printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
+         "model=%s\nrewards=%llu\n", (unsigned long long)s.rounds, (unsigned long long)s.updates,
+         s.pending, (unsigned long long)s.expired, s.theta_norm, s.algo, s.model,
+         (unsigned long long)s.rewards);
   printf("degraded_rounds=%llu\nlocal_updates=%llu\n", (unsigned long long)s.degraded_rounds,
          (unsigned long long)s.local_updates);
   printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
