@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "ap_client.h"
 #include "fed_proc.h"
@@ -220,4 +221,38 @@ Test(stats_view, a_refused_reward_of_another_clients_decision_moves_nothing_it_r
   cr_assert(eq(u64, b1.rewards, 0));
   ap_client_destroy(a);
   ap_client_destroy(b);
+}
+
+/* o3m-cli --config CONF ARGS, its stdout and stderr in out; the exit code. */
+static int run_cli(const char *args, char *out, size_t out_len) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s/o3m-cli --config %s %s 2>&1", O3M_BIN_DIR, fed.conf, args);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  size_t n = fread(out, 1, out_len - 1, p);
+  out[n] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* o3m-cli stats says whose counters it prints: a client's own view leaves
+ * the federation-wide lines out, the operator's (--as the AP) has them. */
+Test(stats_view, o3m_cli_stats_says_which_view_it_prints) {
+  char out[4096];
+  cr_assert(eq(int, run_cli("--as " FED_CLIENT " recommend --user u1 --items i0,i1", out,
+                            sizeof out), 0), "%s", out);
+  cr_assert(eq(int, run_cli("--as " FED_CLIENT " stats", out, sizeof out), 0), "%s", out);
+  const char *mine = "view=client\nclient=" FED_CLIENT "\nrounds=1\n";
+  cr_assert(strncmp(out, mine, strlen(mine)) == 0, "%s", out);
+  cr_assert_null(strstr(out, "item_cache_hits="), "%s", out);
+  cr_assert_null(strstr(out, "fanouts="), "%s", out);
+  cr_assert_not_null(strstr(out, "\nnote=the counters of client " FED_CLIENT "'s own calls"),
+                     "%s", out);
+  cr_assert(eq(int, run_cli("--as " FED_CLIENT2 " stats", out, sizeof out), 0), "%s", out);
+  cr_assert_not_null(strstr(out, "view=client\nclient=" FED_CLIENT2 "\nrounds=0\n"), "%s", out);
+  cr_assert(eq(int, run_cli("--as ap stats", out, sizeof out), 0), "%s", out);
+  const char *all = "view=federation\nrounds=1\n";
+  cr_assert(strncmp(out, all, strlen(all)) == 0, "%s", out);
+  cr_assert_not_null(strstr(out, "\nitem_cache_misses=2\n"), "%s", out);
+  cr_assert_not_null(strstr(out, "\nfanouts=1\n"), "%s", out);
 }
