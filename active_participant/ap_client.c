@@ -288,6 +288,10 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->reloads = s->reloads;
   out->reloads_refused = s->reloads_refused;
   out->last_reload_ms = s->last_reload_ms;
+  out->per_client = s->per_client;
+  snprintf(out->client, sizeof out->client, "%s", s->client ? s->client : "");
+  out->rewards = s->rewards;
+  out->fanouts = s->fanouts;
   return 0;
 }
 

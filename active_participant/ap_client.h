@@ -176,6 +176,14 @@ typedef struct ap_stats {
   /* Rounds gathered in slices, and slices gathered again on an epoch
    * change (ActiveStats.sliced_rounds, slice_restarts). */
   uint64_t sliced_rounds, slice_restarts;
+  /* Who the counters are of (ActiveStats.per_client): 1 when the AP
+   * answered this client's own view (client its [client NAME]; the
+   * federation-wide fields above are then 0), 0 for the operator's whole
+   * view (and from an AP older than the split). */
+  int per_client;
+  char client[O3M_CONFIG_MAX_NAME + 1];
+  uint64_t rewards; /* rewards applied: the client's own, or all of them */
+  uint64_t fanouts; /* MaskBatch fan-outs (the operator's view only) */
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -277,6 +277,7 @@ struct ap_round {
   uint64_t big_key[AP_ITEMCACHE_MAX_PARTIES];
   int inflight_max;             /* most rounds in flight per owner */
   round_owner *owners;          /* n_owners */
+  ap_round_client_stats *cst;   /* n_owners: each client's own counters */
   int n_owners;
   int ring;                     /* the owner whose turn is next, or -1 */
   int ring_len;                 /* owners in the ring */
@@ -359,7 +360,8 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->slice_k = sk < 1 ? 1 : sk > cfg->k_max ? cfg->k_max : (int)sk;
   r->ring = -1;
   r->owners = o3m_malloc(sizeof *r->owners * (size_t)r->n_owners);
-  if (!r->owners) {
+  r->cst = o3m_calloc((size_t)r->n_owners, sizeof *r->cst);
+  if (!r->owners || !r->cst) {
     ap_round_destroy(r);
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
@@ -485,6 +487,14 @@ void ap_round_connect(ap_round *r, const o3m_block *block, uint64_t mask_id,
   for (int b = 0; b < r->n_slots; b++) r->slot[b].peers = peers[b];
 }
 
+void ap_round_client_stats_get(const ap_round *r, int owner, ap_round_client_stats *st) {
+  if (owner < 0 || owner >= r->n_owners) {
+    memset(st, 0, sizeof *st);
+    return;
+  }
+  *st = r->cst[owner];
+}
+
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st) {
   *st = r->st;
   if (r->tables) {
@@ -517,6 +527,7 @@ void ap_round_destroy(ap_round *r) {
   o3m_free(r->bigU);
   o3m_free(r->bigUo);
   o3m_free(r->owners);
+  o3m_free(r->cst);
   o3m_free(r->X0lock);
   o3m_free(r->zero_d);
   for (int b = 0; b < AP_ROUND_MAX_INFLIGHT; b++) {
@@ -568,10 +579,14 @@ static void warn_round(ap_round *r, const o3m_err *e) {
  * ap_round.h): counts the round when its user or one of its items is not
  * in them and, with unknown_items = refuse, refuses a round with an unknown
  * item (O3M_ENOTFOUND naming it) before anything is queued or asked. */
-static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int K, o3m_err *e) {
+static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int K, int owner,
+                         o3m_err *e) {
   if (!r->own) return 0;
-  if (req->user && req->user[0] && o3m_features_find(r->own, O3M_FEATURES_USERS, req->user) == -1)
+  if (req->user && req->user[0] &&
+      o3m_features_find(r->own, O3M_FEATURES_USERS, req->user) == -1) {
     r->st.unknown_user_rounds++;
+    r->cst[owner].unknown_user_rounds++;
+  }
   /* Under serve the items are counted from the batch's own lookups
    * (batch_finish), so that each costs one lookup, or none when its own
    * part is cached; only a refusal must know before the round is queued. */
@@ -580,13 +595,14 @@ static int own_ids_check(ap_round *r, const O3m__V1__RecommendRequest *req, int 
   while (k < K && o3m_features_find(r->own, O3M_FEATURES_ITEMS, req->items[k]) != -1) k++;
   if (k == K) return 0;
   r->st.unknown_item_rounds++;
+  r->cst[owner].unknown_item_rounds++;
   return o3m_err_set(e, O3M_ENOTFOUND, "items[%d] '%.64s' is not in the item table of the "
                      "active party '%s' ([policy] unknown_items = refuse)", k, req->items[k],
                      r->name);
 }
 
-static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int *arms,
-                              uint64_t *hashes, o3m_err *e) {
+static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req, int owner,
+                              int *arms, uint64_t *hashes, o3m_err *e) {
   if (req->n_items < 1 || req->n_items > (size_t)r->k_max)
     return o3m_err_set(e, O3M_EINVAL, "items: %zu candidates, expected 1..%d", req->n_items,
                        r->k_max);
@@ -613,7 +629,7 @@ static int recommend_validate(ap_round *r, const O3m__V1__RecommendRequest *req,
   int dup = dupset_find(&r->dup, K, req->items, hashes, &first);
   if (dup >= 0)
     return o3m_err_set(e, O3M_EINVAL, "items[%d] duplicates items[%d]", dup, first);
-  rc = own_ids_check(r, req, K, e);
+  rc = own_ids_check(r, req, K, owner, e);
   if (rc < 0) return rc;
 
   if (req->n_own_features > 0) {
@@ -706,7 +722,7 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   O3M_ASSERT(r->free_head >= 0);
   int i = r->free_head;
   queued *q = &r->pool[i];
-  int rc = recommend_validate(r, req, q->arms, q->hash, e);
+  int rc = recommend_validate(r, req, owner, q->arms, q->hash, e);
   if (rc < 0) {
     r->st.failed_rounds++;
     return rc;
@@ -1301,6 +1317,8 @@ static void round_decide_local(ap_round *r, queued *q, const batch_slot *b) {
     ap_fallback_note(r->fallback, b->missing[j], b->why[j]);
   r->st.rounds++;
   r->st.degraded++;
+  r->cst[q->owner].rounds++;
+  r->cst[q->owner].degraded++;
   round_answer(r, q, id, chosen, score, b);
 }
 
@@ -1354,6 +1372,7 @@ static void round_decide(ap_round *r, queued *q, const double *Y, const o3m_poli
     return;
   }
   r->st.rounds++;
+  r->cst[q->owner].rounds++;
   round_answer(r, q, id, chosen, score, NULL);
 }
 
@@ -1455,7 +1474,10 @@ static void batch_finish(ap_round *r, batch_slot *b) {
   slice_check(r, b);
   if (b->rc == 0 && !r->refuse_unknown_items)
     for (int i = 0; i < b->n; i++)
-      if (b->fin[i]) r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
+      if (b->fin[i]) {
+        r->st.unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
+        r->cst[b->q[i]->owner].unknown_item_rounds += (uint64_t)b->q[i]->unknown_items;
+      }
   /* What a decision sees (ap_round.h): no reward that is not durable
    * (batch_decide runs the before_decide hook first). */
   batch_decide(r, b);

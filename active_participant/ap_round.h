@@ -365,6 +365,20 @@ typedef struct ap_round_stats {
   uint64_t sliced_rounds, slice_restarts;
 } ap_round_stats;
 
+/* One client's own counters, the part of ap_round_stats its calls alone
+ * move: what the AP's Stats shows a client (ap_service.h; SECURITY.md,
+ * "Stats by who asks"), where the totals above would tell it about the
+ * other clients' calls. Counted where the totals are, in a table of
+ * n_owners entries made at create: nothing is allocated per request. */
+typedef struct ap_round_client_stats {
+  uint64_t rounds;        /* its decisions issued */
+  uint64_t degraded;      /* its decisions of the local model */
+  uint64_t unknown_user_rounds, unknown_item_rounds; /* its rounds with an unknown id */
+} ap_round_client_stats;
+
+/* The counters of client owner (0..n_owners-1; all zero out of range). */
+void ap_round_client_stats_get(const ap_round *r, int owner, ap_round_client_stats *st);
+
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start
  * without the server's lock, swapped with it), under the server's lock
  * from a handler or the idle hook. Each batch reads the version that was

@@ -188,31 +188,64 @@ static int h_reward(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
 
 /* ---------------------------------------------------------------- Stats */
 
+/* Whether a Stats caller gets the whole view: the operator identities (the
+ * AP's own certificate, a name of metrics_clients) do, and so does any
+ * caller under --insecure, where no identity is checked (the access hook
+ * is not even asked). A [client NAME] gets its own view. */
+static int stats_operator(const ap_service *s, const char *identity) {
+  return !identity || (o3m_access_classes(s->access, identity) & O3M_ACCESS_OPERATOR) != 0;
+}
+
+/* Stats by who asks (SECURITY.md): the federation-wide counters, the item
+ * cache's among them, move with every client's calls, so a client reading
+ * them learns whether another client asked for an id (a cache hit, an
+ * unknown item) and how much it asks. A client is answered its own rounds,
+ * decisions, rewards and unknown ids (o3m.proto, ActiveStats.per_client)
+ * and the shared model's counts, which every Recommendation and
+ * RewardReply already carries; the operator is answered everything. */
 static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                    ProtobufCMessage *rep_, o3m_err *e) {
-  (void)call, (void)req_, (void)e;
+  (void)req_, (void)e;
   ap_service *s = ctx;
   O3m__V1__ActiveStats *rep = (O3m__V1__ActiveStats *)rep_;
-  ap_pending_stats st;
-  ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
-  ap_round_stats rst;
-  ap_round_stats_get(s->round, &rst);
-  rep->rounds = rst.rounds;
+  const char *who = o3m_rpc_call_identity(call);
   rep->updates = o3m_policy_updates(s->policy);
-  rep->pending = st.waiting;
-  rep->expired = st.expired + st.evicted;
   rep->theta_norm = s->model == O3M_MODEL_SHARED ? o3m_policy_theta_norm(s->policy, 0) : 0.0;
   /* protobuf-c packs but never writes through these pointers. */
   rep->algo = (char *)o3m_algo_name(s->algo);
   rep->model = (char *)o3m_model_name(s->model);
+  /* The local model's own count: restored from the checkpoint and the
+   * journal like the federated one's, so it survives a restart. */
+  if (s->fallback) rep->local_updates = o3m_policy_updates(ap_fallback_policy(s->fallback));
+  ap_pending_stats st;
+  if (!stats_operator(s, who)) {
+    const int me = owner_of(s, who);
+    ap_round_client_stats cst;
+    ap_round_client_stats_get(s->round, me, &cst);
+    ap_pending_owner_stats(s->pending, me, &st);
+    rep->per_client = 1;
+    rep->client = (char *)ap_service__owner_name(s, me);
+    rep->rounds = cst.rounds;
+    rep->degraded_rounds = cst.degraded;
+    rep->unknown_user_rounds = cst.unknown_user_rounds;
+    rep->unknown_item_rounds = cst.unknown_item_rounds;
+    rep->pending = st.waiting;
+    rep->expired = st.expired + st.evicted;
+    rep->rewards = st.closed;
+    return 0;
+  }
+  ap_pending_stats_get(s->pending, o3m_clock_ms(), &st);
+  ap_round_stats rst;
+  ap_round_stats_get(s->round, &rst);
+  rep->rounds = rst.rounds;
+  rep->pending = st.waiting;
+  rep->expired = st.expired + st.evicted;
+  rep->rewards = st.closed;
   rep->fanouts = rst.fanouts;
   rep->reloads = rst.reloads;
   rep->reloads_refused = rst.reloads_refused;
   rep->last_reload_ms = rst.last_reload_ms;
   rep->degraded_rounds = rst.degraded;
-  /* The local model's own count: restored from the checkpoint and the
-   * journal like the federated one's, so it survives a restart. */
-  if (s->fallback) rep->local_updates = o3m_policy_updates(ap_fallback_policy(s->fallback));
   rep->item_cache_hits = rst.cache_hits;
   rep->item_cache_misses = rst.cache_misses;
   rep->item_cache_size = rst.cache_size;
@@ -260,17 +293,19 @@ const o3m_rpc_method ap_methods[] = {
      &o3m__v1__reload_reply__descriptor, h_reload},
 };
 
-/* Recommend, Reward and Stats only for the clients the config names: a
- * party (or any other certificate of the federation CA) must not see the
- * chosen items and scores, learn whether a reward arrived or write rewards
- * into users' decisions. Info is public to the federation. Reload of the
- * own tables is the active party's operator's act, with its own
- * certificate (as a passive party's); a client only reads and decides. */
+/* Recommend and Reward only for the clients the config names: a party (or
+ * any other certificate of the federation CA) must not see the chosen
+ * items and scores, learn whether a reward arrived or write rewards into
+ * users' decisions. Stats for the clients (each its own view) and the
+ * operator identities (the whole view, h_stats). Info is public to the
+ * federation. Reload of the own tables is the active party's operator's
+ * act, with its own certificate (as a passive party's); a client only
+ * reads and decides. */
 const o3m_access_rule ap_access[] = {
     {O3M_PATH_ACTIVE_INFO, O3M_ACCESS_PARTY | O3M_ACCESS_CLIENT},
     {O3M_PATH_ACTIVE_RECOMMEND, O3M_ACCESS_CLIENT},
     {O3M_PATH_ACTIVE_REWARD, O3M_ACCESS_CLIENT},
-    {O3M_PATH_ACTIVE_STATS, O3M_ACCESS_CLIENT},
+    {O3M_PATH_ACTIVE_STATS, O3M_ACCESS_CLIENT | O3M_ACCESS_OPERATOR},
     {O3M_PATH_ACTIVE_RELOAD, O3M_ACCESS_SELF},
 };
 

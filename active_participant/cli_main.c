@@ -7,7 +7,10 @@
  *   recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]
  *             prints `decision=<id> item=<item> candidate=<k> score=<s>`
  *   reward --decision ID --reward R      prints `updates=<n>`
- *   stats                                prints one `name=value` per line
+ *   stats                                prints one `name=value` per line,
+ *                                        view=client (a client's own
+ *                                        counters) or view=federation
+ *                                        (the operator's: --as the AP)
  *   info                                 prints one `name=value` per line, the
  *                                        federation fingerprint among them
  *   reload                               with --as PARTY (its own certificate):
@@ -29,8 +32,10 @@
  * The connection comes from the config (the active party's address and
  * name, the federation CA, and with --as NAME the cert and key of that
  * [client NAME] or [party NAME]) or from the explicit options, which
- * override it. recommend, reward and stats are answered only to a client
- * named in the config ([client NAME]); info and health also to a party.
+ * override it. recommend and reward are answered only to a client named in
+ * the config ([client NAME]); stats to a client (its own counters) and to
+ * the active party's own certificate or a metrics_clients name (all of
+ * them); info and health also to a party.
  * --target overrides the address (health can so probe any daemon; a comma-
  * separated list of AP replicas fails over, ap_client.h); when it
  * is the address of a party of the config, that party's certificate name is
@@ -100,7 +105,10 @@ static const o3m_cli_spec spec = {
     "  recommend --user U --items a,b,c [--arms 0,1,2] [--own-features 1,2,3,...]\n"
     "            prints decision=<id> item=<item> candidate=<k> score=<s>\n"
     "  reward --decision ID --reward R      prints updates=<n>\n"
-    "  stats                                prints one name=value per line\n"
+    "  stats                                prints one name=value per line: view=client\n"
+    "                                       (a client's own counters) or view=federation\n"
+    "                                       (all of them: --as the active party, or a\n"
+    "                                       metrics_clients name)\n"
     "  info                                 prints one name=value per line (fingerprint=:\n"
     "                                       the AP's federation fingerprint, SECURITY.md)\n"
     "  reload                               with --config and --as PARTY: PARTY's daemon\n"
@@ -326,18 +334,36 @@ static int cmd_reward(ap_client *c, const args *a) {
   return 0;
 }
 
+/* Prints what the AP answered. The first line says whose counters they
+ * are: view=client with client=NAME for a client's own view, in which the
+ * federation-wide counters are not sent and so not printed; view=federation
+ * for the operator's (the AP's own certificate, metrics_clients). */
 static int cmd_stats(ap_client *c) {
   o3m_err e;
   o3m_err_clear(&e);
   ap_stats s;
   int rc = ap_client_stats(c, &s, &e);
   if (rc < 0) return fail(rc, &e);
+  if (s.per_client)
+    printf("view=client\nclient=%s\n", s.client);
+  else
+    printf("view=federation\n");
   printf("rounds=%llu\nupdates=%llu\npending=%u\nexpired=%llu\ntheta_norm=%.17g\nalgo=%s\n"
-         "model=%s\nreloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.rounds,
-         (unsigned long long)s.updates, s.pending, (unsigned long long)s.expired, s.theta_norm,
-         s.algo, s.model, (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
+         "model=%s\nrewards=%llu\n", (unsigned long long)s.rounds, (unsigned long long)s.updates,
+         s.pending, (unsigned long long)s.expired, s.theta_norm, s.algo, s.model,
+         (unsigned long long)s.rewards);
   printf("degraded_rounds=%llu\nlocal_updates=%llu\n", (unsigned long long)s.degraded_rounds,
          (unsigned long long)s.local_updates);
+  printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
+         (unsigned long long)s.unknown_user_rounds, (unsigned long long)s.unknown_item_rounds);
+  if (s.per_client) {
+    printf("note=the counters of client %s's own calls; the federation-wide and item cache "
+           "counters are answered only to the operator (the active party's own certificate "
+           "or a name of metrics_clients)\n", s.client);
+    return 0;
+  }
+  printf("fanouts=%llu\nreloads=%llu\nreloads_refused=%llu\n", (unsigned long long)s.fanouts,
+         (unsigned long long)s.reloads, (unsigned long long)s.reloads_refused);
   printf("item_cache_hits=%llu\nitem_cache_misses=%llu\nitem_cache_size=%llu\n"
          "item_cache_capacity=%llu\n", (unsigned long long)s.cache_hits,
          (unsigned long long)s.cache_misses, (unsigned long long)s.cache_size,
@@ -345,8 +371,6 @@ static int cmd_stats(ap_client *c) {
   printf("item_cache_resets=%llu\nitem_cache_evictions=%llu\nitem_cache_stale_retries=%llu\n",
          (unsigned long long)s.cache_resets, (unsigned long long)s.cache_evictions,
          (unsigned long long)s.cache_stale_retries);
-  printf("unknown_user_rounds=%llu\nunknown_item_rounds=%llu\n",
-         (unsigned long long)s.unknown_user_rounds, (unsigned long long)s.unknown_item_rounds);
   printf("sliced_rounds=%llu\nslice_restarts=%llu\n", (unsigned long long)s.sliced_rounds,
          (unsigned long long)s.slice_restarts);
   return 0;

@@ -37,6 +37,9 @@ struct o3m_ap_client {
   /* The last recommendation's degraded answer (o3m_ap_client_degraded). */
   int degraded;
   char missing[256];
+  /* The last Stats answer's view (o3m_ap_client_stats_per_client). */
+  int per_client;
+  char client[O3M_CONFIG_MAX_NAME + 1];
 };
 
 const char *o3m_version(void) { return O3M_VERSION; }
@@ -340,7 +343,15 @@ int o3m_ap_client_stats(o3m_ap_client *c, o3m_stats *out, o3m_err *e) {
                  "o3m_stats names are as long as ap_stats'");
   memcpy(out->algo, s.algo, sizeof out->algo);
   memcpy(out->model, s.model, sizeof out->model);
+  c->per_client = s.per_client;
+  snprintf(c->client, sizeof c->client, "%s", s.per_client ? s.client : "");
   return 0;
+}
+
+int o3m_ap_client_stats_per_client(const o3m_ap_client *c, char *client, size_t len) {
+  if (!c) return 0;
+  if (client && len) snprintf(client, len, "%s", c->per_client ? c->client : "");
+  return c->per_client;
 }
 
 int o3m_ap_client_health(o3m_ap_client *c, int *serving, o3m_err *e) {

@@ -26,7 +26,7 @@ typedef struct named {
 } named;
 
 struct o3m_access {
-  named *names;  /* every party and client of the config */
+  named *names;  /* every party, client and metrics client of the config */
   int n_names;
   const o3m_access_rule *rules;
   int n_rules;
@@ -41,6 +41,51 @@ static const o3m_access_rule *rule_of(const o3m_access *a, const char *path) {
   return NULL;
 }
 
+/* The names of a metrics_clients list ("a, b"): comma-separated, blanks
+ * around them dropped, empty ones skipped. monitor_next copies the next one
+ * of *p into name (cut to O3M_CONFIG_MAX_NAME: a longer name matches no
+ * certificate the config can name either) and returns 0 at the end. */
+static int monitor_next(const char **p, char name[O3M_CONFIG_MAX_NAME + 1]) {
+  for (;;) {
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t' || *s == ',') s++;
+    if (!*s) {
+      *p = s;
+      return 0;
+    }
+    const char *end = s;
+    while (*end && *end != ',') end++;
+    *p = end;
+    const char *last = end;
+    while (last > s && (last[-1] == ' ' || last[-1] == '\t')) last--;
+    size_t len = (size_t)(last - s);
+    if (len == 0 || len > O3M_CONFIG_MAX_NAME) continue;
+    memcpy(name, s, len);
+    name[len] = '\0';
+    return 1;
+  }
+}
+
+static int monitor_count(const char *list) {
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  int n = 0;
+  for (const char *p = list ? list : ""; monitor_next(&p, name);) n++;
+  return n;
+}
+
+/* Marks every metrics client MONITOR: a name the config already has (a
+ * party or a client listed as a reader of /metrics too) keeps its classes
+ * and gains this one, any other is added with it alone. */
+static void monitors_add(o3m_access *a, const char *list) {
+  char name[O3M_CONFIG_MAX_NAME + 1];
+  for (const char *p = list ? list : ""; monitor_next(&p, name);) {
+    int i = 0;
+    while (i < a->n_names && strcmp(a->names[i].name, name) != 0) i++;
+    if (i == a->n_names) snprintf(a->names[a->n_names++].name, sizeof a->names[i].name, "%s", name);
+    a->names[i].classes |= O3M_ACCESS_MONITOR;
+  }
+}
+
 int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
                       const o3m_access_rule *rules, int n_rules, const o3m_rpc_method *methods,
                       int n_methods, o3m_err *e) {
@@ -52,7 +97,7 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
   if (!o3m_config_party(cfg, self))
     return o3m_err_set(e, O3M_EINVAL, "access policy: '%s' is not a party of %s", self,
                        o3m_config_name(cfg));
-  const unsigned all = O3M_ACCESS_PARTY | O3M_ACCESS_CLIENT | O3M_ACCESS_SELF;
+  const unsigned all = O3M_ACCESS_PARTY | O3M_ACCESS_CLIENT | O3M_ACCESS_OPERATOR;
   for (int i = 0; i < n_rules; i++) {
     const o3m_access_rule *r = &rules[i];
     if (!r->path || r->path[0] != '/')
@@ -77,7 +122,9 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
   }
   o3m_access *a = o3m_calloc(1, sizeof *a);
   int n_parties = o3m_config_n_parties(cfg), n_clients = o3m_config_n_clients(cfg);
-  if (a) a->names = o3m_calloc((size_t)(n_parties + n_clients), sizeof *a->names);
+  const char *monitors = o3m_config_metrics_clients(cfg);
+  int n_monitors = monitor_count(monitors);
+  if (a) a->names = o3m_calloc((size_t)(n_parties + n_clients + n_monitors), sizeof *a->names);
   if (!a || !a->names) {
     o3m_access_destroy(a);
     return o3m_err_set(e, O3M_ENOMEM, "access policy: out of memory");
@@ -97,6 +144,7 @@ int o3m_access_create(o3m_access **out, const o3m_config *cfg, const char *self,
     snprintf(n->name, sizeof n->name, "%s", o3m_config_client_at(cfg, i)->name);
     n->classes = O3M_ACCESS_CLIENT;
   }
+  monitors_add(a, monitors);
   a->rules = rules;
   a->n_rules = n_rules;
   atomic_init(&a->refused, 0);
@@ -117,7 +165,8 @@ void o3m_access_install(o3m_access *a, o3m_rpc_server_config *sc) {
 
 unsigned o3m_access_classes(const o3m_access *a, const char *identity) {
   if (!identity) return 0;
-  /* Names are unique across parties and clients (o3m_config.h). */
+  /* Names are unique across parties and clients (o3m_config.h), and a
+   * metrics client's name is merged into theirs (monitors_add). */
   for (int i = 0; i < a->n_names; i++)
     if (strcmp(a->names[i].name, identity) == 0) return a->names[i].classes;
   return 0;
@@ -133,7 +182,8 @@ static void describe(unsigned allow, char *buf, size_t n) {
                {O3M_ACCESS_ACTIVE, "the active party"},
                {O3M_ACCESS_PASSIVE, "the passive parties"},
                {O3M_ACCESS_CLIENT, "the configured clients"},
-               {O3M_ACCESS_SELF, "this party itself"}};
+               {O3M_ACCESS_SELF, "this party itself"},
+               {O3M_ACCESS_MONITOR, "the metrics_clients"}};
   const size_t n_names = sizeof names / sizeof names[0];
   size_t left = 0, len = 0;
   for (size_t i = 0; i < n_names; i++) left += (allow & names[i].bit) != 0;

@@ -9,11 +9,15 @@
  *   O3M_ACCESS_PMG, O3M_ACCESS_ACTIVE, O3M_ACCESS_PASSIVE
  *                      a party of the federation config with that role;
  *   O3M_ACCESS_CLIENT  a [client NAME] of the config;
- *   O3M_ACCESS_SELF    the daemon's own party.
+ *   O3M_ACCESS_SELF    the daemon's own party;
+ *   O3M_ACCESS_MONITOR a name of [federation] metrics_clients (the
+ *                      identities that may read /metrics); with SELF, the
+ *                      operator identities (the AP's whole Stats).
  *
  * A caller's classes come from its identity, the common name of its
- * verified certificate (o3m_rpc_call_identity), looked up among the parties
- * and the clients of the config. An identity that names neither (a
+ * verified certificate (o3m_rpc_call_identity), looked up among the parties,
+ * the clients and the metrics_clients of the config (a name may be in
+ * several: its classes are the union). An identity that names neither (a
  * certificate the CA signed for someone else) and a caller without an
  * identity belong to no class and may call nothing. A path without a rule
  * is refused as well, and o3m_access_create checks that the rules and the
@@ -51,6 +55,9 @@
 #define O3M_ACCESS_PASSIVE (1u << 2)
 #define O3M_ACCESS_CLIENT (1u << 3)
 #define O3M_ACCESS_SELF (1u << 4)
+#define O3M_ACCESS_MONITOR (1u << 5)
+/* Who operates a daemon: its own certificate and the metrics readers. */
+#define O3M_ACCESS_OPERATOR (O3M_ACCESS_SELF | O3M_ACCESS_MONITOR)
 /* The parties that own columns of x. */
 #define O3M_ACCESS_COLUMN (O3M_ACCESS_ACTIVE | O3M_ACCESS_PASSIVE)
 /* Every party of the config. */
@@ -98,7 +105,7 @@ int o3m_access_serve(o3m_rpc_server **srv, o3m_access **acc, o3m_rpc_server_conf
                      o3m_err *e);
 
 /* The classes (O3M_ACCESS_* bits) of identity; 0 for NULL or an identity
- * that names no party and no client. */
+ * that names no party, no client and no metrics client. */
 unsigned o3m_access_classes(const o3m_access *a, const char *identity);
 
 /* The hook itself (an o3m_rpc_authorize_fn; ctx is the o3m_access). 0 when

@@ -6,6 +6,7 @@
  * create refuses tables that do not match the methods one to one. The
  * policies of the real daemons are exercised end to end in test_authz.c. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "o3m_access.h"
@@ -146,5 +147,42 @@ Test(access, an_unknown_certificate_is_told_which_section_to_add) {
   cr_assert_null(strstr(e.msg, "[client"), "%s", e.msg);
   cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/B", "mallory", &e), O3M_EPERM);
   cr_assert_null(strstr(e.msg, "[client"), "a client could not call it either: %s", e.msg);
+  o3m_access_destroy(a);
+}
+
+/* The names of [federation] metrics_clients are the MONITOR class: one
+ * the config has no other section for gets it alone, a client or a party
+ * listed there keeps its classes and gains it. Blanks and empty names of
+ * the list are skipped. With the default list, "monitor" is the one. */
+Test(access, metrics_clients_are_monitors) {
+  static const o3m_access_rule rules[] = {{"/t.S/A", O3M_ACCESS_CLIENT | O3M_ACCESS_OPERATOR},
+                                          {"/t.S/B", O3M_ACCESS_CLIENT}};
+  o3m_access *a;
+  o3m_err e;
+  cr_assert_eq(o3m_access_create(&a, cfg, "shop", rules, 2, methods, 2, &e), 0, "%s",
+               o3m_err_message(&e));
+  cr_assert_eq(o3m_access_classes(a, "monitor"), O3M_ACCESS_MONITOR);
+  o3m_access_destroy(a);
+
+  char text[1024];
+  const char *head = "[federation]\n";
+  cr_assert_eq(strncmp(CONF, head, strlen(head)), 0);
+  snprintf(text, sizeof text, "%smetrics_clients = prom1 ,ops,, shop  \n%s", head,
+           CONF + strlen(head));
+  o3m_config *c2;
+  cr_assert_eq(o3m_config_parse_string(&c2, text, NULL, "t.conf", &e), 0, "%s",
+               o3m_err_message(&e));
+  cr_assert_eq(o3m_access_create(&a, c2, "shop", rules, 2, methods, 2, &e), 0, "%s",
+               o3m_err_message(&e));
+  o3m_config_destroy(c2);
+  cr_assert_eq(o3m_access_classes(a, "prom1"), O3M_ACCESS_MONITOR);
+  cr_assert_eq(o3m_access_classes(a, "ops"), O3M_ACCESS_CLIENT | O3M_ACCESS_MONITOR);
+  cr_assert_eq(o3m_access_classes(a, "shop"),
+               O3M_ACCESS_ACTIVE | O3M_ACCESS_SELF | O3M_ACCESS_MONITOR);
+  cr_assert_eq(o3m_access_classes(a, "monitor"), 0, "the list replaces the default");
+  cr_assert_eq(o3m_access_classes(a, ""), 0);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/A", "prom1", &e), 0);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/B", "prom1", &e), O3M_EPERM);
+  cr_assert_eq(o3m_access_authorize(a, NULL, "/t.S/A", "frontend", &e), 0);
   o3m_access_destroy(a);
 }

@@ -62,6 +62,10 @@
 
 static fed_net fed;
 static ap_client *cli;
+/* The AP's operator (its own certificate): Stats answers it the
+ * federation-wide counters (the item cache, fan-outs, slices, reloads),
+ * which a client's own view leaves out (SECURITY.md). */
+static ap_client *op;
 
 /* ------------------------------------------------------------ federation */
 
@@ -90,6 +94,16 @@ static void client_create_as(ap_client **out, int with_cert, const char *name) {
 
 static void client_create(ap_client **out, int with_cert) {
   client_create_as(out, with_cert, FED_CLIENT);
+}
+
+/* The AP's counters as its operator reads them. */
+static ap_stats op_stats(void) {
+  ap_stats st;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0), "Stats as the operator: %s",
+            o3m_err_message(&e));
+  return st;
 }
 
 /* Certificates, tables, config and the mask generator (seeded, so the test
@@ -129,6 +143,7 @@ static void fed_up(const char *policy) {
   wait_ready(FED_PP2);
   wait_ready(FED_AP);
   client_create(&cli, 1);
+  client_create_as(&op, 1, "ap");
 }
 
 static void fed_up_linucb(void) {
@@ -177,6 +192,8 @@ static void fed_up_lints_disjoint(void) {
  * directory. */
 static void fed_down(void) {
   ap_client_destroy(cli);
+  ap_client_destroy(op);
+  op = NULL;
   cli = NULL;
   for (int p = FED_N_PARTIES - 1; p >= 0; p--) fed_stop(&fed.proc[p], SIGTERM, 5000);
   fed_cleanup();
@@ -395,7 +412,7 @@ Test(active, sliced_rounds_equal_central_while_another_client_is_active, .init =
   ap_stats st;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0), "%s", o3m_err_message(&e));
   cr_assert(eq(u64, st.updates, (uint64_t)n));
   /* Half the first client's rounds read the AP's tables (the odd ones
    * bring their own features, which are masked whole); the second
@@ -426,7 +443,7 @@ static void cached_lossless_rounds(void) {
   lossless_rounds(&pc, 60);
   ap_stats st;
   o3m_err e;
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0));
   cr_assert(eq(u64, st.cache_capacity, 100000));
   cr_assert(le(u64, st.cache_size, N_ITEMS), "%llu entries of %d items",
             (unsigned long long)st.cache_size, N_ITEMS);
@@ -454,19 +471,19 @@ Test(active, unknown_items_get_cached_parts_like_known_ones, .init = fed_up_linu
   o3m_err e;
   double score[2];
   for (int i = 0; i < 2; i++) {
-    if (i == 1) cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0));
+    if (i == 1) cr_assert(eq(int, ap_client_stats(op, &st0, &e), 0));
     int rc = ap_client_recommend(cli, users[0], 4, items, NULL, NULL, 0, &rec, &e);
     cr_assert(eq(int, rc, 0), "%s: %s", o3m_errname(rc), o3m_err_message(&e));
     score[i] = rec.score;
   }
-  cr_assert(eq(int, ap_client_stats(cli, &st1, &e), 0));
+  cr_assert(eq(int, ap_client_stats(op, &st1, &e), 0));
   cr_assert(eq(u64, st1.cache_misses, st0.cache_misses), "the second round asked again");
   cr_assert(eq(u64, st1.cache_hits, st0.cache_hits + 4));
   cr_assert(eq(dbl, score[0], score[1]), "%.17g vs %.17g", score[0], score[1]);
   /* Another user on the same items: its user part is new, the items' are
    * the cached ones. */
   cr_assert(eq(int, ap_client_recommend(cli, users[1], 4, items, NULL, NULL, 0, &rec, &e), 0));
-  cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0));
+  cr_assert(eq(int, ap_client_stats(op, &st0, &e), 0));
   cr_assert(eq(u64, st0.cache_misses, st1.cache_misses));
 }
 
@@ -484,7 +501,7 @@ Test(active, an_item_cache_smaller_than_a_round_evicts_and_stays_central,
   lossless_rounds(&pc, 40);
   ap_stats st;
   o3m_err e;
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0));
   cr_assert(eq(u64, st.cache_capacity, 2));
   cr_assert(le(u64, st.cache_size, 2));
 }
@@ -510,7 +527,7 @@ Test(active, a_changed_item_table_is_never_summed_with_cached_parts, .init = fed
   int t = 0;
   for (; t < 30; t++) lossless_round(&pc, pol, &c, r, t, 1);
   ap_stats st;
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0));
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0));
   cr_assert(gt(u64, st.cache_size, 0));
 
   fed_stop(&fed.proc[FED_PP2], SIGTERM, 5000);
@@ -855,6 +872,7 @@ Test(active, passive_started_after_the_ap_is_used_within_seconds, .init = fed_up
   double dt = fed_now_s() - t0;
   cr_assert(lt(dbl, dt, 3.0), "the AP became ready %.3f s after its passive parties", dt);
   client_create(&cli, 1);
+  client_create_as(&op, 1, "ap");
   ap_recommendation rec;
   recommend_ok(&rec);
   expect_stats(1, 0, 1);
@@ -879,7 +897,10 @@ static o3m_rpc_client *raw_client(void) {
   return c;
 }
 
-static uint64_t fanouts(o3m_rpc_client *c) { return fed_active_stats(c)->fanouts; }
+static uint64_t fanouts(o3m_rpc_client *c) {
+  (void)c;
+  return op_stats().fanouts;
+}
 
 enum { BURST = 8 };
 
@@ -1002,7 +1023,7 @@ Test(active, concurrent_batches_through_a_tiny_cache_evict_mid_batch_and_equal_c
   ap_stats st;
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(eq(int, ap_client_stats(op, &st, &e), 0), "%s", o3m_err_message(&e));
   cr_assert(le(u64, st.cache_size, 2));
   cr_assert(gt(u64, st.cache_evictions, 2 * BURST), "%llu evictions",
             (unsigned long long)st.cache_evictions);
@@ -1331,7 +1352,7 @@ static void wait_reloads(int p, uint64_t reloads, uint64_t refused) {
       ap_stats st;
       o3m_err e;
       o3m_err_clear(&e);
-      cr_assert(eq(int, ap_client_stats(cli, &st, &e), 0), "%s", o3m_err_message(&e));
+      cr_assert(eq(int, ap_client_stats(op, &st, &e), 0), "%s", o3m_err_message(&e));
       n = st.reloads, bad = st.reloads_refused;
     } else {
       pp_reload_counts(p, &n, &bad);
@@ -1502,7 +1523,7 @@ Test(active, reload_under_load_fails_no_round_and_equals_central_on_the_new_tabl
 static void stats_now(ap_stats *st) {
   o3m_err e;
   o3m_err_clear(&e);
-  cr_assert(eq(int, ap_client_stats(cli, st, &e), 0), "stats: %s", o3m_err_message(&e));
+  cr_assert(eq(int, ap_client_stats(op, st, &e), 0), "stats: %s", o3m_err_message(&e));
 }
 
 /* The LinUCB central reference (central_start with seed) after 20
@@ -1780,7 +1801,7 @@ Test(active, an_item_reload_between_slices_regathers_the_round, .init = fed_up_s
   o3m_err e;
   int done = 0;
   for (int attempt = 0; attempt < 3 && !done; attempt++) {
-    uint64_t restarts0 = fed_active_stats(c)->slice_restarts;
+    uint64_t restarts0 = op_stats().slice_restarts;
     ap_recommendation orec;
     o3m_err_clear(&e);
     cr_assert(eq(int, ap_client_recommend(other, "u3", 2, all, NULL, NULL, 0, &orec, &e), 0),
@@ -1825,7 +1846,7 @@ Test(active, an_item_reload_between_slices_regathers_the_round, .init = fed_up_s
       fprintf(stderr, "test_active: attempt %d missed the deadline; again\n", attempt);
       continue;
     }
-    cr_assert(gt(u64, fed_active_stats(c)->slice_restarts, restarts0),
+    cr_assert(gt(u64, op_stats().slice_restarts, restarts0),
               "the round was not gathered again after pp2's reload");
     cr_assert(eq(int, (int)rec->candidate, 0), "federated chose %u, central 0 (%s) on the new "
               "table", rec->candidate, items[0]);

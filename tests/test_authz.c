@@ -17,8 +17,8 @@
  *   TLS     UNAVAILABLE: the handshake refused the caller.
  *
  * The matrix is printed (stderr). Then: the denied Recommend and Reward
- * calls changed nothing (the AP's counters, read as the client, moved only
- * by the client's own calls, and every decision a denied caller tried to
+ * calls changed nothing (the AP's counters, read as its operator, moved
+ * only by the client's own calls, and every decision a denied caller tried to
  * reward is still open); decision ids are not consecutive and spread over
  * the 64-bit range; the MaskQuery and MaskRequest a PP receives have no
  * field that could carry a decision id, and no decision id appears in a
@@ -79,7 +79,7 @@ static const row rows[] = {
     {"ap   Info", FED_AP, K_INFO, O3M_PATH_ACTIVE_INFO, TLS_OK & ~BIT(ID_STRANGER)},
     {"ap   Recommend", FED_AP, K_RECOMMEND, O3M_PATH_ACTIVE_RECOMMEND, BIT(ID_CLIENT)},
     {"ap   Reward", FED_AP, K_REWARD, O3M_PATH_ACTIVE_REWARD, BIT(ID_CLIENT)},
-    {"ap   Stats", FED_AP, K_AP_STATS, O3M_PATH_ACTIVE_STATS, BIT(ID_CLIENT)},
+    {"ap   Stats", FED_AP, K_AP_STATS, O3M_PATH_ACTIVE_STATS, BIT(ID_CLIENT) | BIT(ID_AP)},
     {"ap   Reload", FED_AP, K_RELOAD, O3M_PATH_ACTIVE_RELOAD, BIT(ID_AP)},
     {"ap   Health/Check", FED_AP, K_HEALTH, O3M_RPC_HEALTH_CHECK_PATH, TLS_OK},
 };
@@ -279,14 +279,15 @@ static int call(int id, int p, const char *path, const ProtobufCMessage *req,
   return o3m_rpc_client_call(client_of(id, p), path, req, reply_desc, reply, e);
 }
 
-/* The client's view of the AP's counters. */
+/* The AP's counters as its operator (its own certificate) reads them: the
+ * whole federation's, fan-outs included (a client reads its own only). */
 static O3m__V1__ActiveStats ap_stats(void) {
   O3m__V1__StatsRequest req = O3M__V1__STATS_REQUEST__INIT;
   ProtobufCMessage *m;
   o3m_err e;
-  int rc = call(ID_CLIENT, FED_AP, O3M_PATH_ACTIVE_STATS, &req.base,
+  int rc = call(ID_AP, FED_AP, O3M_PATH_ACTIVE_STATS, &req.base,
                 &o3m__v1__active_stats__descriptor, &m, &e);
-  cr_assert_eq(rc, 0, "Stats as the client: %s", o3m_err_message(&e));
+  cr_assert_eq(rc, 0, "Stats as the AP's operator: %s", o3m_err_message(&e));
   return *(const O3m__V1__ActiveStats *)m;
 }
 

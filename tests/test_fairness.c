@@ -562,7 +562,9 @@ static void *finish_run(void *arg) {
  * the AP does not know) counted. */
 Test(fairness, a_round_arriving_behind_a_large_one_waits_for_a_slice_of_it,
      .init = fair_up_sliced, .fini = fair_down) {
-  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
+  /* sc reads Stats as the AP's operator: fan-outs, slices and unknown
+   * users are federation-wide. */
+  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as("ap");
   /* Connected and active: one round each, the honest client's last, so
    * that it is still active when the large round arrives. */
   answered(big, "u1", 2);

@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "o3m.pb-c.h"
@@ -259,8 +260,12 @@ static void ap_counts(o3m_rpc_client *c, uint64_t *rounds, uint64_t *fanouts) {
 }
 
 /* A client of the active participant with the load client's certificate
- * (plaintext with --insecure), waiting for the AP to be ready. */
-static int ap_client(const bench *b, int i, o3m_rpc_client **out, o3m_err *e) {
+ * (plaintext with --insecure), waiting for the AP to be ready; with
+ * as_operator set, with the active party's own certificate instead when the
+ * config names readable files for it: the AP answers the fan-outs, which
+ * give the batch column, only to its operator (a client's Stats are its
+ * own, SECURITY.md "Stats by who asks"). */
+static int ap_client(const bench *b, int i, int as_operator, o3m_rpc_client **out, o3m_err *e) {
   o3m_rpc_client_config cc;
   o3m_rpc_client_config_default(&cc);
   cc.target = b->n_targets ? b->targets[i % b->n_targets] : o3m_config_active(b->cfg)->address;
@@ -269,6 +274,12 @@ static int ap_client(const bench *b, int i, o3m_rpc_client **out, o3m_err *e) {
     cc.tls.ca_file = o3m_config_ca(b->cfg);
     cc.tls.cert_file = b->cert;
     cc.tls.key_file = b->key;
+    const o3m_party *ap = o3m_config_active(b->cfg);
+    if (as_operator && ap->cert && ap->key && access(ap->cert, R_OK) == 0 &&
+        access(ap->key, R_OK) == 0) {
+      cc.tls.cert_file = ap->cert;
+      cc.tls.key_file = ap->key;
+    }
     /* Certificates name parties: a replica at another address presents
      * the active party's certificate. */
     cc.tls.server_name = o3m_config_active(b->cfg)->name;
@@ -417,7 +428,7 @@ int main(int argc, char **argv) {
   /* Stats go through a client of their own (a client carries one call at
    * a time, and the workers' clients are busy). */
   o3m_rpc_client *stats_cli;
-  if (ap_client(&b, 0, &stats_cli, &e)) {
+  if (ap_client(&b, 0, 1, &stats_cli, &e)) {
     fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
     return 1;
   }
@@ -436,7 +447,7 @@ int main(int argc, char **argv) {
       ws[i].id = i;
       ws[i].lat = malloc(sizeof(double) * MAX_LAT);
       if (b.reward_delay >= 0) ws[i].held = malloc(sizeof *ws[i].held * MAX_LAT);
-      if (ap_client(&b, i, &ws[i].cli, &e)) {
+      if (ap_client(&b, i, 0, &ws[i].cli, &e)) {
         fprintf(stderr, "o3m-bench-load: %s\n", e.msg);
         return 1;
       }

@@ -36,8 +36,8 @@ rss_mb() { awk '/^VmRSS:/ {printf "%.1f\n", $2 / 1024}' "/proc/$1/status"; }
 
 # The AP's item_cache_size now (empty for a build without the cache).
 cache_size() {
-  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-    --key "$work/certs/client.key" stats 2>/dev/null | sed -n 's/^item_cache_size=//p'
+  "$bin/o3m-cli" --config "$FED_CONF" --as "$FED_ACTIVE" \
+    stats 2>/dev/null | sed -n 's/^item_cache_size=//p'
 }
 
 results=()
@@ -69,8 +69,8 @@ for b in $bins; do
   wait "$load" || true
   after=$(rss_mb "$ap")
   tail -n 1 "$work/load.out"
-  "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-    --key "$work/certs/client.key" stats | awk -F= '/^item_cache_|^rounds=/ {s = s " " $1 "=" $2}
+  "$bin/o3m-cli" --config "$FED_CONF" --as "$FED_ACTIVE" \
+    stats | awk -F= '/^item_cache_|^rounds=/ {s = s " " $1 "=" $2}
       END { print "  AP" s }'
   change=$(awk -v a="$after" -v b="$at_bound" 'BEGIN {if (b != "-") printf "%+.1f%%", 100 * (a - b) / b; else print "-"}')
   echo "  RSS idle $idle MB, at bound $at_bound MB (after $t_bound s), peak $peak MB, after $after MB ($change)"

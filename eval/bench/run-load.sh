@@ -253,8 +253,8 @@ k_sweep() {
             printf "  c = %d (%d decisions): AP CPU %.0f us, 4 PPs CPU %.0f us, wire %.0f bytes per decision\n",
               c, n, 1e6 * (b[1] - a[1]) / n, 1e6 * pp / n, wb / n }'
       done
-      "$bin/o3m-cli" --config "$FED_CONF" --cert "$work/certs/client.pem" \
-        --key "$work/certs/client.key" stats | awk -F= '/^item_cache_/ {s = s " " $1 "=" $2}
+      "$bin/o3m-cli" --config "$FED_CONF" --as "$FED_ACTIVE" \
+        stats | awk -F= '/^item_cache_/ {s = s " " $1 "=" $2}
           END { if (s != "") print "  AP" s }'
       fed_down
       echo

@@ -27,7 +27,12 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Stats:
-    """The active participant's counters."""
+    """The active participant's counters. A client is answered its own view
+    (``per_client`` true, ``client`` its name): ``rounds``, ``pending`` and
+    ``expired`` count its own decisions alone, ``updates`` and ``theta_norm``
+    are the shared model's. The operator (the active party's own certificate
+    or a name of ``metrics_clients``) is answered the whole federation's
+    (``per_client`` false). See SECURITY.md, "Stats by who asks"."""
     rounds: int
     updates: int
     pending: int
@@ -35,6 +40,8 @@ class Stats:
     theta_norm: float
     algo: str
     model: str
+    per_client: bool = False
+    client: str = ""
 
 
 class APClient:
@@ -120,9 +127,12 @@ class APClient:
         s = ffi.new("o3m_stats *")
         err = new_err()
         check(lib.o3m_ap_client_stats(self._c, s, err), err)
+        buf = ffi.new("char[]", 256)
+        per_client = bool(lib.o3m_ap_client_stats_per_client(self._c, buf, 256))
         return Stats(int(s.rounds), int(s.updates), int(s.pending), int(s.expired),
                      float(s.theta_norm), ffi.string(s.algo).decode(),
-                     ffi.string(s.model).decode())
+                     ffi.string(s.model).decode(), per_client,
+                     ffi.string(buf).decode() if per_client else "")
 
     def health(self) -> bool:
         """True when the server answers the gRPC health check SERVING."""

@@ -20,6 +20,8 @@ def test_recommend_reward_stats(federation):
         assert c.health()
         before = c.stats()
         assert (before.algo, before.model) == ("linucb", "shared")
+        # A client is answered its own counters (SECURITY.md, "Stats by who asks").
+        assert before.per_client and before.client == name
         for t in range(5):
             rec = c.recommend(f"u{t}", ITEMS[:4])
             assert 0 <= rec.candidate < 4 and rec.item == ITEMS[rec.candidate]

@@ -184,7 +184,19 @@ int o3m_ap_client_degraded(const o3m_ap_client *c, char *missing, size_t len);
 int o3m_ap_client_reward(o3m_ap_client *c, uint64_t decision, double reward, uint64_t *updates,
                          o3m_err *e);
 
+/* The active participant's counters. A [client NAME] is answered its own
+ * view: rounds, pending and expired count its own decisions alone, updates
+ * and theta_norm are the shared model's (SECURITY.md, "Stats by who
+ * asks"); the operator (the active party's own certificate, a name of
+ * [federation] metrics_clients) is answered the whole federation's. */
 int o3m_ap_client_stats(o3m_ap_client *c, o3m_stats *out, o3m_err *e);
+
+/* 1 if the last successful o3m_ap_client_stats on c was a client's own
+ * view; then client (may be NULL; len bytes, cut to fit) gets the client's
+ * name. 0 for the whole federation's view (client gets ""), also before
+ * any call and from an active participant older than the split. A
+ * function rather than a field, so o3m_stats keeps its layout. */
+int o3m_ap_client_stats_per_client(const o3m_ap_client *c, char *client, size_t len);
 
 /* The standard gRPC health check of the server: *serving is 1 or 0. */
 int o3m_ap_client_health(o3m_ap_client *c, int *serving, o3m_err *e);
