@@ -44,7 +44,7 @@ static void teardown(void) { nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
 TestSuite(tables, .init = setup, .fini = teardown);
 
 static o3m_tables *make(double max_norm) {
-  o3m_tables_config c = {"fed.conf", "bank", users, items, 3, 0, max_norm, NULL};
+  o3m_tables_config c = {"fed.conf", "bank", users, items, 3, 0, max_norm, 0, NULL};
   o3m_tables *t;
   o3m_err e;
   o3m_err_clear(&e);
