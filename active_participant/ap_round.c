@@ -165,7 +165,7 @@ typedef struct batch_slot {
   o3m_err e;
   double *X0;                   /* batch_rows x d0: own features from the tables */
   /* The own tables' version this batch reads, taken when it is sent (a
-   * reload may swap r->own meanwhile; ap_round_reload). */
+   * reload may swap r->own meanwhile; ap_round_reload_poll). */
   o3m_features *own;
   double *Y;                    /* batch_rows x d: the batch's sums Q x */
   /* The factored batch (ap_itemcache.h): the reply's rows are one user
