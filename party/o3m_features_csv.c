@@ -318,8 +318,7 @@ static int table_open(loader *L, const char *path, const o3m_features_read *rd, 
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return lerr(L, O3M_EINVAL, 0, "is %s, not a regular file: a table must be a regular file "
-                "(a symlink to one is fine)", file_kind(st.st_mode));
+    return lerr(L, O3M_EINVAL, 0, "is %s, not a regular file", file_kind(st.st_mode));
   }
   if ((uint64_t)st.st_size > max) {
     close(fd);
