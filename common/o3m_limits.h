@@ -198,6 +198,13 @@
  * memory, and a value above this is a typo rather than a table. */
 #define O3M_MAX_TABLE_BYTES (1ull << 40)
 
+/* Longest line of a feature table file: a row of O3M_MAX_DIM values at 17
+ * significant digits is about 100 KiB, and a tenfold margin leaves room
+ * for quoting and spaces. A longer run of bytes without a line end (a
+ * sparse file of zeros under table_bytes_max) is refused as it is read,
+ * so that one "line" cannot hold the file's size in memory. */
+#define O3M_MAX_TABLE_LINE (1 << 20)
+
 /* How long a daemon's shutdown waits for its table loader thread, which
  * may be inside read() of a slow file (a hung network mount), before it
  * leaves the thread behind and exits anyway: well inside the shutdown

@@ -253,7 +253,9 @@ typedef struct capped_file {
   int fd;
   uint64_t read, max;
   const atomic_int *stop;
+  uint64_t run; /* bytes since the last line end */
   int over;    /* the file held more than max bytes */
+  int long_line; /* a line ran longer than O3M_MAX_TABLE_LINE */
   int stopped; /* *stop was seen */
 } capped_file;
 
@@ -275,6 +277,13 @@ static ssize_t capped_read(void *cookie, char *buf, size_t size) {
     c->read += (uint64_t)n;
     if (c->read > c->max) {
       c->over = 1;
+      errno = EFBIG;
+      return -1;
+    }
+    const char *nl = memrchr(buf, '\n', (size_t)n);
+    c->run = nl ? (uint64_t)(buf + n - nl - 1) : c->run + (uint64_t)n;
+    if (c->run > O3M_MAX_TABLE_LINE) {
+      c->long_line = 1;
       errno = EFBIG;
       return -1;
     }
@@ -332,7 +341,7 @@ static int table_open(loader *L, const char *path, const o3m_features_read *rd, 
     close(fd);
     return lerr(L, O3M_EIO, 0, "cannot make the descriptor blocking: %s", strerror(err));
   }
-  *c = (capped_file){fd, 0, max, rd ? rd->stop : NULL, 0, 0};
+  *c = (capped_file){.fd = fd, .max = max, .stop = rd ? rd->stop : NULL};
   static const cookie_io_functions_t io = {capped_read, NULL, NULL, capped_close};
   FILE *f = fopencookie(c, "r", io);
   if (!f) {
@@ -422,6 +431,9 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
     R.rc = lerr(&L, O3M_ERANGE, R.line, "more than %s = %llu bytes read (the file grew while "
                 "it was read, or reports no size): raise %s if the table is meant to be this "
                 "large", key, (unsigned long long)cap.max, key);
+  } else if (cap.long_line) {
+    R.rc = lerr(&L, O3M_EPARSE, 0, "a line longer than %d bytes: not a feature table",
+                O3M_MAX_TABLE_LINE);
   } else if (cap.stopped) {
     R.rc = lerr(&L, O3M_ESTATE, R.line, "reading stopped: the daemon is shutting down");
   }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "o3m_tables.h"
 
@@ -226,4 +227,27 @@ Test(tables, a_fifo_or_a_directory_is_refused_naming_what_it_is) {
     cr_assert(strstr(o3m_err_message(&e), "not a regular file"), "%s", o3m_err_message(&e));
     o3m_tables_destroy(t);
   }
+}
+
+/* A file under table_bytes_max without a line end (a sparse file of
+ * zeros) is refused once a line passes O3M_MAX_TABLE_LINE, so that one
+ * line cannot hold the whole file in memory. */
+Test(tables, a_file_without_line_ends_is_refused_at_the_line_limit) {
+  char sparse[700];
+  snprintf(sparse, sizeof sparse, "%s/zeros.csv", tmpdir);
+  FILE *f = fopen(sparse, "w");
+  cr_assert_not_null(f);
+  cr_assert_eq(ftruncate(fileno(f), 256LL << 20), 0);
+  fclose(f);
+  o3m_tables_config c = {"fed.conf", "bank", sparse, NULL, 3, 0, 1e4, 0, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *cur = NULL;
+  int rc = o3m_tables_load(t, &cur, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "zeros.csv: a line longer than 1048576 bytes"), "%s",
+            o3m_err_message(&e));
+  o3m_tables_destroy(t);
 }
