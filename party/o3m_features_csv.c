@@ -331,9 +331,9 @@ static int table_open(loader *L, const char *path, const o3m_features_read *rd, 
   }
   if ((uint64_t)st.st_size > max) {
     close(fd);
-    return lerr(L, O3M_ERANGE, 0, "%llu bytes, more than %s = %llu: raise %s if the table is "
-                "meant to be this large", (unsigned long long)st.st_size, key,
-                (unsigned long long)max, key);
+    return lerr(L, O3M_ERANGE, 0, "%llu bytes, more than %s = %llu (raise it if the table is "
+                "meant to be this large)", (unsigned long long)st.st_size, key,
+                (unsigned long long)max);
   }
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
@@ -429,8 +429,8 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
   if (cap.over) {
     const char *key = rd && rd->limit_key ? rd->limit_key : "table_bytes_max";
     R.rc = lerr(&L, O3M_ERANGE, R.line, "more than %s = %llu bytes read (the file grew while "
-                "it was read, or reports no size): raise %s if the table is meant to be this "
-                "large", key, (unsigned long long)cap.max, key);
+                "it was read, or reports no size; raise it if the table is meant to be this "
+                "large)", key, (unsigned long long)cap.max);
   } else if (cap.long_line) {
     R.rc = lerr(&L, O3M_EPARSE, 0, "a line longer than %d bytes: not a feature table",
                 O3M_MAX_TABLE_LINE);
