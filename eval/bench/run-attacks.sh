@@ -10,7 +10,7 @@
 #   attack 6  is a start-up refusal, not a load: test_recovery
 #             (regression_block_without_model_refuses_start_until_discarded)
 #   attack 7  reload-under-load.sh --fifo  a passive party's table path
-#             turned into a FIFO, reloaded under load (issue 32, item 4)
+#             turned into a FIFO, reloaded under load
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
 #     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes] [reload]
