@@ -165,7 +165,7 @@ typedef struct batch_slot {
   o3m_err e;
   double *X0;                   /* batch_rows x d0: own features from the tables */
   /* The own tables' version this batch reads, taken when it is sent (a
-   * reload may swap r->own meanwhile; ap_round_reload). */
+   * reload may swap r->own meanwhile; ap_round_reload_poll). */
   o3m_features *own;
   double *Y;                    /* batch_rows x d: the batch's sums Q x */
   /* The factored batch (ap_itemcache.h): the reply's rows are one user
@@ -308,7 +308,8 @@ static int own_tables_load(ap_round *r, const ap_round_config *cfg, o3m_err *e) 
   /* The code of a passive party's start and reload: the same checks and
    * messages. The active party does not whiten (a passive party's option). */
   const o3m_tables_config tc = {cfg->config_name, r->name,     cfg->user_table, cfg->item_table,
-                                r->d0,            0,           r->max_norm,     cfg->metrics};
+                                r->d0,            0,           r->max_norm,
+                                cfg->table_bytes_max,          cfg->metrics};
   int rc = o3m_tables_create(&r->tables, &tc, e);
   if (rc == 0) rc = o3m_tables_load(r->tables, &r->own, e);
   return rc;
@@ -1520,27 +1521,25 @@ static void retired_free_if_unread(ap_round *r) {
   }
 }
 
-int ap_round_reload_busy(const ap_round *r) {
-  return r->tables && (o3m_tables_reload_busy(r->tables) ||
-                       (r->retired && tables_read(r, r->retired)));
-}
-
-int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e) {
+int ap_round_reload_start(ap_round *r, int coalesce, o3m_err *e) {
   if (!r->tables)
     return o3m_err_set(e, O3M_ESTATE, "party '%s' has no feature tables to reload (its own "
                        "features come in the requests)", r->name);
+  return o3m_tables_reload_start(r->tables, coalesce, e);
+}
+
+int ap_round_reload_poll(ap_round *r, int *users, int *items, o3m_err *e) {
+  if (!r->tables) return 0;
   retired_free_if_unread(r);
-  if (r->retired)
-    return o3m_err_set(e, O3M_ESTATE, "the tables replaced by the previous reload are still "
-                       "read by a batch in flight; retry");
+  if (r->retired) return 0; /* the finished load waits for the batch that reads it */
   o3m_features *old;
-  int rc = o3m_tables_reload(r->tables, r->server, &r->own, &old, e);
-  if (rc < 0) return rc;
+  int rc = o3m_tables_reload_poll(r->tables, &r->own, &old, e);
+  if (rc <= 0) return rc;
   r->retired = old;
   retired_free_if_unread(r);
   if (users) *users = o3m_features_n_users(r->own);
   if (items) *items = o3m_features_n_items(r->own);
-  return 0;
+  return 1;
 }
 
 void ap_round_flush(ap_round *r) {

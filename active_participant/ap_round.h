@@ -255,6 +255,7 @@ typedef struct ap_round_config {
   /* The own feature tables (either may be NULL; both NULL: the features
    * come in the requests). */
   const char *user_table, *item_table;
+  uint64_t table_bytes_max;  /* the party's table_bytes_max (0: the default) */
   /* [policy] unknown_items = refuse: a round with an item that the own
    * item table does not hold is refused with O3M_ENOTFOUND ("Unknown
    * ids"). */
@@ -379,22 +380,23 @@ typedef struct ap_round_client_stats {
 /* The counters of client owner (0..n_owners-1; all zero out of range). */
 void ap_round_client_stats_get(const ap_round *r, int owner, ap_round_client_stats *st);
 
-/* Reloads the own tables (o3m_tables.h: parsed and checked as at a start
- * without the server's lock, swapped with it), under the server's lock
- * from a handler or the idle hook. Each batch reads the version that was
- * current when it was sent, so a round never mixes two; the replaced one
- * is freed once no batch in flight reads it. *users and *items (may be
- * NULL) get the new tables' row counts. Errors: O3M_ESTATE when this
- * party has no tables (its features come in the requests), while another
- * reload parses, or while the version replaced by the previous reload is
- * still read by a batch in flight (retry); a load's error (file:line,
- * bound) with the old tables kept. */
-int ap_round_reload(ap_round *r, int *users, int *items, o3m_err *e);
+/* Asks for a reload of the own tables (o3m_tables.h: parsed and checked
+ * as at a start on the tables' loader thread, never on a serving thread)
+ * and returns at once: 0 started, 1 coalesced with one under way (coalesce
+ * set: SIGHUP), O3M_ESTATE when this party has no tables (its features
+ * come in the requests) or, with coalesce 0 (the Reload RPC), while
+ * another reload is under way. */
+int ap_round_reload_start(ap_round *r, int coalesce, o3m_err *e);
 
-/* 1 while a reload cannot start (it would be refused with O3M_ESTATE): one
- * parses, or the version the last one replaced is still read by a batch
- * in flight; else 0. */
-int ap_round_reload_busy(const ap_round *r);
+/* From the idle hook, never blocking: swaps a finished load in between
+ * batches (1; *users and *items, may be NULL, get the new row counts), or
+ * counts its refusal (the load's code, e its file:line or bound message,
+ * the old tables kept), or 0 when nothing finished. Each batch reads the
+ * version that was current when it was sent, so a round never mixes two;
+ * a finished load waits while the version the previous one replaced is
+ * still read by a batch in flight, and a replaced one is freed once no
+ * batch reads it. */
+int ap_round_reload_poll(ap_round *r, int *users, int *items, o3m_err *e);
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st);
 

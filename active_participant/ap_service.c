@@ -445,6 +445,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .fallback = s->fallback,
       .user_table = me->user_table,
       .item_table = me->item_table,
+      .table_bytes_max = me->table_bytes_max,
       .refuse_unknown_items = strcmp(o3m_config_policy(cfg)->unknown_items, "refuse") == 0,
       .user_required = user_required,
       .secure = agg.secure,
@@ -533,9 +534,9 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
   sc.n_method_slots = 2;
   sc.idle = ap_service__service_idle;
   sc.metrics = opt->metrics;
-  /* Replicas apply the stream, and SIGHUP's reload is taken, also when no
-   * call arrives. */
-  sc.idle_on_timeout = replicated || opt->reload != NULL;
+  /* Replicas apply the stream, SIGHUP's reload is taken and a finished
+   * reload of the own tables swapped in, also when no call arrives. */
+  sc.idle_on_timeout = replicated || opt->reload != NULL || me->user_table || me->item_table;
   /* Callers need a certificate from the federation CA, and the access
    * policy decides what each may call: front ends and operators are
    * [client NAME]s of the config with certificates of their own. */

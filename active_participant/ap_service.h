@@ -329,8 +329,9 @@ typedef struct ap_service_options {
    * config has [federation] replication = nats; see "Replicas" above. */
   const char *replica;
   /* A nonzero *reload (the daemon's SIGHUP flag, o3m_daemon_reload_flag)
-   * makes the idle hook, within about 100 ms, reload the own tables as
-   * Reload does (ap_round_reload) and clear it. May be NULL. */
+   * makes the idle hook, within about 100 ms, ask for a reload of the own
+   * tables as Reload does (ap_round_reload_start, coalesced with one under
+   * way) and clear it. May be NULL. */
   volatile sig_atomic_t *reload;
 } ap_service_options;
 

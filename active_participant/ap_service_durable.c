@@ -170,15 +170,16 @@ void ap_service__service_idle(void *ctx) {
     ap_service__reward_commit(s);
     ap_service__checkpoint_if_due(s);
   }
-  /* SIGHUP: the flag is cleared only when a reload starts, so that a
-   * signal during one (the files may have changed again) gets its own. */
-  if (s->reload && *s->reload && !ap_round_reload_busy(s->round)) {
+  /* A finished reload of the own tables is swapped in between batches;
+   * SIGHUP asks for one, coalesced with one under way (one more follows). */
+  ap_service__reload_take(s);
+  if (s->reload && *s->reload) {
     *s->reload = 0;
     o3m_err re;
     o3m_err_clear(&re);
     /* A refused load is logged and counted by o3m_tables; only "nothing to
      * reload" (no own tables) is said here. */
-    if (ap_round_reload(s->round, NULL, NULL, &re) == O3M_ESTATE)
+    if (ap_round_reload_start(s->round, 1, &re) == O3M_ESTATE)
       o3m_log_warn("SIGHUP: %s", o3m_err_message(&re));
   }
   ap_round_flush(s->round);

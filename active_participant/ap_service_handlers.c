@@ -262,22 +262,46 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
 
 /* ---------------------------------------------------------------- Reload */
 
+/* The operator's Reload: refused while another reload is under way, else
+ * answered once its load is swapped in or refused (deferred until then;
+ * ap_service__reload_take answers it from the idle hook). */
 static int h_reload(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
                     ProtobufCMessage *rep_, o3m_err *e) {
-  (void)call, (void)req_;
+  (void)req_, (void)rep_;
   ap_service *s = ctx;
-  int users, items;
-  int rc = ap_round_reload(s->round, &users, &items, e);
+  if (s->reload_call)
+    return o3m_err_set(e, O3M_ESTATE, "a reload of the feature tables is already under way");
+  int rc = ap_round_reload_start(s->round, 0, e);
   if (rc < 0) return rc;
+  s->reload_call = call;
+  return O3M_RPC_DEFERRED;
+}
+
+void ap_service__reload_take(ap_service *s) {
+  int users = 0, items = 0;
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = ap_round_reload_poll(s->round, &users, &items, &e);
+  if (rc == 0) return;
+  o3m_rpc_call *call = s->reload_call;
+  if (!call) return;
+  /* After a shutdown failed the deferred call, its slot is no longer
+   * deferred and reply/fail refuse it (no other call of the method is
+   * deferred meanwhile: h_reload refuses while reload_call is set). */
+  s->reload_call = NULL;
+  if (rc < 0) {
+    (void)o3m_rpc_call_fail(call, rc, &e);
+    return;
+  }
   ap_round_stats rst;
   ap_round_stats_get(s->round, &rst);
-  O3m__V1__ReloadReply *rep = (O3m__V1__ReloadReply *)rep_;
-  rep->reloads = rst.reloads;
-  rep->refused = rst.reloads_refused;
-  rep->last_reload_ms = rst.last_reload_ms;
-  rep->users = (uint32_t)users;
-  rep->items = (uint32_t)items;
-  return 0;
+  O3m__V1__ReloadReply rep = O3M__V1__RELOAD_REPLY__INIT;
+  rep.reloads = rst.reloads;
+  rep.refused = rst.reloads_refused;
+  rep.last_reload_ms = rst.last_reload_ms;
+  rep.users = (uint32_t)users;
+  rep.items = (uint32_t)items;
+  (void)o3m_rpc_call_reply(call, &rep.base, NULL);
 }
 
 const o3m_rpc_method ap_methods[] = {

@@ -112,6 +112,7 @@ struct ap_service {
 
   o3m_access *access; /* who may call what: ap_access (ap_service_handlers.c) */
   volatile sig_atomic_t *reload; /* ap_service_options.reload, or NULL */
+  o3m_rpc_call *reload_call;     /* the Reload call waiting for its load, or NULL */
   o3m_rpc_server *server;
   int ran;
 
@@ -203,6 +204,10 @@ int ap_service__local_append(ap_service *s, uint64_t decision, int arm, const do
 int ap_service__journal_sync(ap_service *s, o3m_err *e);
 void ap_service__reward_commit(ap_service *s);
 void ap_service__service_idle(void *ctx);
+/* From the idle hook: swaps a finished reload of the own tables in, or
+ * counts its refusal, and answers the Reload call that waits for it
+ * (ap_service_handlers.c). */
+void ap_service__reload_take(ap_service *s);
 void ap_service__checkpoint_now(ap_service *s, const char *why);
 void ap_service__checkpoint_collect(ap_service *s, int wait);
 /* A periodic checkpoint when one is due, after the rewards are durable (a

@@ -384,6 +384,7 @@ static const keyspec party_keys[] = {
     {"instances", KT_STR, PTY(instances), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"max_norm", KT_DBL, PTY(max_norm), 0, 0, 0.0, 1, NULL, R_DATA, 0},
     {"whiten", KT_BOOL, PTY(whiten), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
+    {"table_bytes_max", KT_U64, PTY(table_bytes_max), 0, 0, 0, 0, NULL, R_DATA, 0},
     {"threads", KT_INT, PTY(threads), 1, O3M_CONFIG_MAX_THREADS, 0, 0, NULL, R_DATA, 0},
     {"agg_public", KT_HEX32, PTY(agg_public), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
     {"agg_secret", KT_PATH, PTY(agg_secret), 0, 0, 0, 0, NULL, R_PASSIVE, 0},
@@ -747,6 +748,7 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
   pt->slot = -1;
   pt->max_norm = O3M_CONFIG_DEFAULT_MAX_NORM;
   pt->threads = 1;
+  pt->table_bytes_max = O3M_CONFIG_DEFAULT_TABLE_BYTES_MAX;
   /* The role decides which keys are allowed, so it is read first. */
   const entry *role = find_entry(p, s, "role");
   if (!role) return perr(p, s->line, "%s: missing required key 'role'", label);
@@ -760,6 +762,13 @@ static int do_party(parser *p, const section *s, o3m_party *pt) {
     char shown[VALUE_SHOW_MAX + 4];
     return perr(p, mn->line, "key 'max_norm': expected a number > 0 and <= %g, got '%s'",
                 O3M_CONFIG_MAX_NORM_LIMIT, show(shown, mn->value));
+  }
+  const entry *tb = find_entry(p, s, "table_bytes_max");
+  if (tb && (pt->table_bytes_max < 1 || pt->table_bytes_max > O3M_CONFIG_MAX_TABLE_BYTES)) {
+    char shown[VALUE_SHOW_MAX + 4];
+    return perr(p, tb->line, "key 'table_bytes_max': expected a number of bytes in 1..%llu, "
+                "got '%s'", (unsigned long long)O3M_CONFIG_MAX_TABLE_BYTES,
+                show(shown, tb->value));
   }
   /* Without listen the daemon binds the address its peers dial, which is
    * what every party on one host or on a flat network wants. */

@@ -85,7 +85,10 @@
  *                 active party may have none when its features come in the
  *                 requests); max_norm (O3M_CONFIG_DEFAULT_MAX_NORM, a number
  *                 > 0 and <= O3M_CONFIG_MAX_NORM_LIMIT; see "Bounded
- *                 contexts" below); threads (1..O3M_CONFIG_MAX_THREADS,
+ *                 contexts" below); table_bytes_max (bytes, the largest
+ *                 table file a load or reload reads, 1..O3M_CONFIG_MAX_TABLE_BYTES,
+ *                 default O3M_CONFIG_DEFAULT_TABLE_BYTES_MAX; party/o3m_tables.h);
+ *                 threads (1..O3M_CONFIG_MAX_THREADS,
  *                 default 1: the threads its daemon serves on, which a
  *                 --threads option overrides; proto/o3m_rpc.h "Threads");
  *                 instances (passive only: more instances of the party,
@@ -217,6 +220,8 @@
 #define O3M_CONFIG_MAX_FILE O3M_MAX_CONFIG_FILE
 #define O3M_CONFIG_DEFAULT_MAX_NORM O3M_DEFAULT_MAX_NORM
 #define O3M_CONFIG_MAX_NORM_LIMIT O3M_MAX_NORM_LIMIT
+#define O3M_CONFIG_DEFAULT_TABLE_BYTES_MAX O3M_DEFAULT_TABLE_BYTES_MAX
+#define O3M_CONFIG_MAX_TABLE_BYTES O3M_MAX_TABLE_BYTES
 #define O3M_CONFIG_MAX_CLIENT_INFLIGHT O3M_MAX_CLIENT_INFLIGHT
 #define O3M_CONFIG_MAX_THREADS O3M_MAX_THREADS
 
@@ -255,6 +260,7 @@ typedef struct o3m_party {
   const char *state_dir;  /* path or NULL */
   double max_norm;        /* bound on ||x^j|| (O3M_CONFIG_DEFAULT_MAX_NORM if not set) */
   int whiten;             /* whiten = true: whiten the own tables (o3m_features_whiten) */
+  uint64_t table_bytes_max; /* largest table file read, bytes (O3M_CONFIG_DEFAULT_TABLE_BYTES_MAX) */
   int threads;            /* serving threads, 1..O3M_CONFIG_MAX_THREADS (1 if not set) */
   int has_agg_public;     /* 1 if agg_public was given (passive parties only) */
   unsigned char agg_public[32]; /* X25519 public key for secure aggregation */

@@ -64,6 +64,10 @@
 /* max_norm of a party that does not set it (o3m_config.h, "Bounded
  * contexts", says why 1e4). */
 #define O3M_DEFAULT_MAX_NORM 1e4
+/* table_bytes_max of a party that does not set it: 4 GiB per table file,
+ * room for millions of rows, and still a bound on what one file can make
+ * the party read and hold (docs/configuration.md). */
+#define O3M_DEFAULT_TABLE_BYTES_MAX (4ull << 30)
 /* Copies of the replicated stream and bucket with replication = nats. */
 #define O3M_DEFAULT_NATS_REPLICAS 3
 
@@ -91,6 +95,7 @@ _Static_assert(O3M_DEFAULT_ITEM_CACHE <= O3M_MAX_ITEM_CACHE, "item_cache");
 _Static_assert(2 * O3M_DEFAULT_CLIENT_INFLIGHT <= O3M_MAX_CLIENT_INFLIGHT, "client_inflight_max");
 _Static_assert(O3M_DEFAULT_PENDING_EXPIRY_S <= O3M_MAX_PENDING_EXPIRY_S, "pending_expiry_s");
 _Static_assert(O3M_DEFAULT_DEADLINE_MS <= O3M_MAX_ROUND_DEADLINE_MS, "deadline_ms");
+_Static_assert(O3M_DEFAULT_TABLE_BYTES_MAX <= O3M_MAX_TABLE_BYTES, "table_bytes_max");
 _Static_assert(O3M_DEFAULT_NATS_REPLICAS <= O3M_MAX_NATS_REPLICAS, "nats_replicas");
 _Static_assert(O3M_DEFAULT_MAX_MESSAGE <= O3M_MAX_MESSAGE, "max_message");
 _Static_assert(O3M_MAX_WIRE_BATCH_BYTES <= O3M_DEFAULT_MAX_MESSAGE, "a batch's reply fits a message");

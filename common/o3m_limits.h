@@ -191,6 +191,26 @@
  * half of INT_MAX leaves room for the table's growth by doubling. */
 #define O3M_MAX_TABLE_ROWS (INT_MAX / 2)
 
+/* Largest table_bytes_max a party may set: 1 TiB. A table of
+ * O3M_MAX_TABLE_ROWS rows of a few columns is far below it; the key exists
+ * so that a path that points at something endless (a growing file, a
+ * /proc-style file of size 0 that never ends) cannot take the party's
+ * memory, and a value above this is a typo rather than a table. */
+#define O3M_MAX_TABLE_BYTES (1ull << 40)
+
+/* Longest line of a feature table file: a row of O3M_MAX_DIM values at 17
+ * significant digits is about 100 KiB, and a tenfold margin leaves room
+ * for quoting and spaces. A longer run of bytes without a line end (a
+ * sparse file of zeros under table_bytes_max) is refused as it is read,
+ * so that one "line" cannot hold the file's size in memory. */
+#define O3M_MAX_TABLE_LINE (1 << 20)
+
+/* How long a daemon's shutdown waits for its table loader thread, which
+ * may be inside read() of a slow file (a hung network mount), before it
+ * leaves the thread behind and exits anyway: well inside the shutdown
+ * deadline of a service manager (systemd's 90 s) and of the tests. */
+#define O3M_TABLES_STOP_WAIT_MS 2000
+
 /* ---- o3m-eval's input ---- */
 
 /* Largest magnitude of a number o3m-eval reads from a data file (a stream

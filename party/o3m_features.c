@@ -58,6 +58,11 @@ void table_epoch(ft_table *t, o3m_features_kind kind) {
 
 int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e) {
+  return o3m_features_load_with(out, user_csv, item_csv, expected_dims, NULL, e);
+}
+
+int o3m_features_load_with(o3m_features **out, const char *user_csv, const char *item_csv,
+                           int expected_dims, const o3m_features_read *rd, o3m_err *e) {
   if (!out) return o3m_err_set(e, O3M_EINVAL, "o3m_features_load: out is NULL");
   *out = NULL;
   if (!user_csv && !item_csv)
@@ -70,8 +75,8 @@ int o3m_features_load(o3m_features **out, const char *user_csv,
   o3m_features *f = o3m_calloc(1, sizeof *f);
   if (!f) return o3m_err_set(e, O3M_ENOMEM, "out of memory");
   int rc = O3M_OK;
-  if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, e);
-  if (!rc && item_csv) rc = table_load(&f->item, item_csv, O3M_FEATURES_ITEMS, e);
+  if (user_csv) rc = table_load(&f->user, user_csv, O3M_FEATURES_USERS, rd, e);
+  if (!rc && item_csv) rc = table_load(&f->item, item_csv, O3M_FEATURES_ITEMS, rd, e);
   if (rc) {
     o3m_features_destroy(f);
     return rc;

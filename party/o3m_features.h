@@ -127,6 +127,7 @@
 #define O3M_FEATURES_H
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "o3m_config.h"
@@ -167,6 +168,26 @@ typedef struct o3m_features_stats {
  * ids get the column means until o3m_features_set_dummy_key. */
 int o3m_features_load(o3m_features **out, const char *user_csv,
                      const char *item_csv, int expected_dims, o3m_err *e);
+
+/* How o3m_features_load_with reads a table file. The path is opened
+ * (O_NONBLOCK, so that a FIFO does not wait for a writer) and the
+ * descriptor, not the path, must be a regular file: a FIFO, a device
+ * (/dev/zero), a directory or a socket is refused with O3M_EINVAL naming
+ * the path and what it is. The file is read up to max_bytes: a size above
+ * it (st_size) is refused before a byte is read, and so is a file that
+ * turns out longer while it is read (it grew, or it reports size 0 like a
+ * /proc file), with O3M_ERANGE naming limit_key. stop, when set, ends a
+ * read between two blocks with O3M_ESTATE (a daemon's shutdown). */
+typedef struct o3m_features_read {
+  uint64_t max_bytes;     /* 0: O3M_DEFAULT_TABLE_BYTES_MAX */
+  const char *limit_key;  /* the setting to raise, for messages; NULL: "table_bytes_max" */
+  const atomic_int *stop; /* NULL: none */
+} o3m_features_read;
+
+/* o3m_features_load with rd's checks of the files (rd NULL: the defaults,
+ * which o3m_features_load uses). */
+int o3m_features_load_with(o3m_features **out, const char *user_csv, const char *item_csv,
+                           int expected_dims, const o3m_features_read *rd, o3m_err *e);
 
 /* NULL is accepted. The key is wiped. */
 void o3m_features_destroy(o3m_features *f);

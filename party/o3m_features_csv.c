@@ -1,18 +1,23 @@
 /* o3m_features_csv.c -- reading one CSV feature table
  * (o3m_features_internal.h).
  *
- * A table is read line by line with getline(3) and cut into fields by
+ * A table is opened only when it is a regular file, and read through a
+ * stream that counts its bytes against the party's table_bytes_max
+ * (table_open). It is read line by line with getline(3) and cut into fields by
  * libcsv (quoting, trimming; see table_load): the header fixes the number of
  * columns, each row is checked completely before it is appended, and its id
  * goes into the hash index at once, so a duplicate id is reported at the line
  * where it happens. Values, ids and the index grow by doubling while
  * loading and never change afterwards. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <csv.h>
 
@@ -240,6 +245,113 @@ static void on_row(int c, void *data) {
  * a stray CR inside a field is data, as it was before libcsv. */
 static int is_term(unsigned char c) { return c == '\n'; }
 
+/* ------------------------------------------------------------------ the file */
+
+/* What a stream of a table file reads through (fopencookie): the
+ * descriptor, the bytes read so far against the cap, and the stop flag. */
+typedef struct capped_file {
+  int fd;
+  uint64_t read, max;
+  const atomic_int *stop;
+  uint64_t run; /* bytes since the last line end */
+  int over;    /* the file held more than max bytes */
+  int long_line; /* a line ran longer than O3M_MAX_TABLE_LINE */
+  int stopped; /* *stop was seen */
+} capped_file;
+
+static ssize_t capped_read(void *cookie, char *buf, size_t size) {
+  capped_file *c = cookie;
+  if (c->stop && atomic_load(c->stop)) {
+    c->stopped = 1;
+    errno = ECANCELED;
+    return -1;
+  }
+  /* One byte more than the cap may be asked for, so that a file of exactly
+   * max bytes passes and one of max + 1 is seen. */
+  uint64_t room = c->max - c->read + 1;
+  if (size > room) size = (size_t)room;
+  ssize_t n;
+  do n = read(c->fd, buf, size);
+  while (n < 0 && errno == EINTR);
+  if (n > 0) {
+    c->read += (uint64_t)n;
+    if (c->read > c->max) {
+      c->over = 1;
+      errno = EFBIG;
+      return -1;
+    }
+    const char *nl = memrchr(buf, '\n', (size_t)n);
+    c->run = nl ? (uint64_t)(buf + n - nl - 1) : c->run + (uint64_t)n;
+    if (c->run > O3M_MAX_TABLE_LINE) {
+      c->long_line = 1;
+      errno = EFBIG;
+      return -1;
+    }
+  }
+  return n;
+}
+
+static int capped_close(void *cookie) {
+  capped_file *c = cookie;
+  return close(c->fd);
+}
+
+/* What st_mode is, for the message that refuses it. */
+static const char *file_kind(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+  if (S_ISCHR(m)) return "a character device";
+  if (S_ISBLK(m)) return "a block device";
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+/* Opens path as a table file under rd's checks (o3m_features_read): the
+ * descriptor is opened without waiting (O_NONBLOCK: a FIFO with no writer
+ * would block open), checked to be a regular file (fstat of the
+ * descriptor, so that the path cannot be swapped between the check and the
+ * read), put back to blocking, checked against the cap by its size, and
+ * wrapped in a stream that counts every byte read against the cap. */
+static int table_open(loader *L, const char *path, const o3m_features_read *rd, capped_file *c,
+                      FILE **out) {
+  *out = NULL;
+  const uint64_t max = rd && rd->max_bytes ? rd->max_bytes : O3M_DEFAULT_TABLE_BYTES_MAX;
+  const char *key = rd && rd->limit_key ? rd->limit_key : "table_bytes_max";
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return lerr(L, O3M_EIO, 0, "cannot open: %s", strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    return lerr(L, O3M_EIO, 0, "cannot stat: %s", strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return lerr(L, O3M_EINVAL, 0, "is %s, not a regular file", file_kind(st.st_mode));
+  }
+  if ((uint64_t)st.st_size > max) {
+    close(fd);
+    return lerr(L, O3M_ERANGE, 0, "%llu bytes, more than %s = %llu (raise it if the table is "
+                "meant to be this large)", (unsigned long long)st.st_size, key,
+                (unsigned long long)max);
+  }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    close(fd);
+    return lerr(L, O3M_EIO, 0, "cannot make the descriptor blocking: %s", strerror(err));
+  }
+  *c = (capped_file){.fd = fd, .max = max, .stop = rd ? rd->stop : NULL};
+  static const cookie_io_functions_t io = {capped_read, NULL, NULL, capped_close};
+  FILE *f = fopencookie(c, "r", io);
+  if (!f) {
+    close(fd);
+    return lerr(L, O3M_ENOMEM, 0, "out of memory");
+  }
+  *out = f;
+  return O3M_OK;
+}
+
 /* Loads one table into t (zeroed by the caller). On failure t holds partial
  * allocations that table_free releases.
  *
@@ -252,13 +364,15 @@ static int is_term(unsigned char c) { return c == '\n'; }
  * spaces and tabs around unquoted fields. A UTF-8 byte order mark at the
  * start of the file is skipped. Blank lines are skipped by libcsv. */
 int table_load(ft_table *t, const char *path, o3m_features_kind kind,
-                      o3m_err *e) {
+               const o3m_features_read *rd, o3m_err *e) {
   loader L;
   loader_init(&L, path, e);
   snprintf(t->name, sizeof t->name, "%s", L.name);
   t->dummy_max_sq = INFINITY;
-  FILE *f = fopen(path, "r");
-  if (!f) return lerr(&L, O3M_EIO, 0, "cannot open: %s", strerror(errno));
+  capped_file cap;
+  FILE *f;
+  int orc = table_open(&L, path, rd, &cap, &f);
+  if (orc) return orc;
   struct csv_parser csv;
   if (csv_init(&csv, CSV_STRICT | CSV_STRICT_FINI) != 0) {
     fclose(f);
@@ -309,6 +423,19 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
       R.rc = o3m_err_set(e, O3M_EPARSE, "%s:%ld:%zu: malformed CSV quoting (a quote inside "
                          "an unquoted field, or text after a closing quote)", L.name, R.line,
                          done + skip + 1);
+  }
+  /* The cap and the stop override whatever the cut-off last line made the
+   * parser say. */
+  if (cap.over) {
+    const char *key = rd && rd->limit_key ? rd->limit_key : "table_bytes_max";
+    R.rc = lerr(&L, O3M_ERANGE, R.line, "more than %s = %llu bytes read (the file grew while "
+                "it was read, or reports no size; raise it if the table is meant to be this "
+                "large)", key, (unsigned long long)cap.max);
+  } else if (cap.long_line) {
+    R.rc = lerr(&L, O3M_EPARSE, 0, "a line longer than %d bytes: not a feature table",
+                O3M_MAX_TABLE_LINE);
+  } else if (cap.stopped) {
+    R.rc = lerr(&L, O3M_ESTATE, R.line, "reading stopped: the daemon is shutting down");
   }
   if (!R.rc && ferror(f)) R.rc = lerr(&L, O3M_EIO, R.line, "read error");
   /* getline's -1 without end of file or a read error: it could not grow

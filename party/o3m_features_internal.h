@@ -86,7 +86,9 @@ void slot_put(ft_slot *slots, size_t mask, const char *id, int row);
 int index_reserve(ft_table *t);
 
 /* o3m_features_csv.c */
-int table_load(ft_table *t, const char *path, o3m_features_kind kind, o3m_err *e);
+/* rd: the checks of the file (o3m_features_read; NULL: the defaults). */
+int table_load(ft_table *t, const char *path, o3m_features_kind kind,
+               const o3m_features_read *rd, o3m_err *e);
 
 /* o3m_features_dummy.c */
 void pick_row(const o3m_features *f, const ft_table *t, int which, const char *id, long r,

@@ -18,11 +18,13 @@
  * and answers only the masked words of o3m_secagg_mask (a third buffer,
  * W); Mask is refused.
  *
- * Reload (the RPC and SIGHUP through the idle hook) loads the tables anew
- * without the server's lock and swaps s->features between two handlers
- * (o3m_tables.h); the handlers read s->features under the lock, so a call
- * is answered wholly from one version, and the replaced version is freed
- * at once, as no handler can still hold it. */
+ * Reload (the RPC and SIGHUP) loads the tables anew on the tables' loader
+ * thread, never on a serving thread, and the idle hook (run at least
+ * every 100 ms) swaps s->features between two handlers when the load is
+ * whole (o3m_tables.h); the handlers read s->features under the lock, so a
+ * call is answered wholly from one version, and the replaced version is
+ * freed at once, as no handler can still hold it. The Reload call is
+ * answered when its load is swapped in or refused (a deferred call). */
 #include "pp_service.h"
 #include "o3m_alloc.h"
 
@@ -52,6 +54,7 @@ struct pp_service {
   o3m_partition part;
   o3m_features *features;   /* the version now served (a reload swaps it) */
   o3m_tables *tables;       /* how it is (re)loaded, the reload counters */
+  o3m_rpc_call *reload_call; /* the Reload call waiting for its load, or NULL */
   volatile sig_atomic_t *reload; /* pp_options.reload: SIGHUP's flag, or NULL */
   o3m_block *block;         /* NULL until fetched */
   uint64_t mask_id;         /* 0 until fetched */
@@ -98,9 +101,10 @@ static int bind_server(pp_service *s, o3m_err *e) {
   sc.max_receive_bytes = o3m_wire_mask_batch_max_bytes(s->max_candidates, s->part.d);
   sc.max_message_bytes = o3m_wire_mask_batch_reply_max_bytes(s->max_candidates, s->part.d);
   if (sc.max_receive_bytes > sc.max_message_bytes) sc.max_message_bytes = sc.max_receive_bytes;
-  /* The idle hook takes SIGHUP's reload also when no call arrives. */
+  /* The idle hook takes SIGHUP's reload, and swaps a finished load in,
+   * also when no call arrives. */
   sc.idle = pp_idle;
-  sc.idle_on_timeout = s->reload != NULL;
+  sc.idle_on_timeout = 1;
   return o3m_access_serve(&s->server, &s->access, &sc, s->cfg, s->me, access_rules, N_METHODS,
                           methods, N_METHODS, s, e);
 }
@@ -162,7 +166,8 @@ int pp_service_create(pp_service **out, const o3m_config *cfg, const char *party
    * reload check the same things and say the same. */
   const o3m_tables_config tc = {o3m_config_name(cfg), party,       me->user_table,
                                 me->item_table,       me->dims,    me->whiten,
-                                me->max_norm,         s->metrics};
+                                me->max_norm,         me->table_bytes_max,
+                                s->metrics};
   rc = o3m_tables_create(&s->tables, &tc, e);
   if (rc == 0) rc = o3m_tables_load(s->tables, &s->features, e);
   if (rc < 0) goto fail;
@@ -581,44 +586,59 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
 
 /* ---------------------------------------------------------------- reload */
 
-/* Reloads the tables (o3m_tables_reload: parsed without the lock, swapped
- * with it); the version replaced is freed at once, since handlers read
- * s->features only under the lock. Under the lock. */
-static int reload(pp_service *s, o3m_err *e) {
+/* Swaps a finished load in (o3m_tables_reload_poll); the version replaced
+ * is freed at once, since handlers read s->features only under the lock.
+ * A Reload call that waits for the load is answered with its outcome. */
+static void reload_take(pp_service *s) {
   o3m_features *old;
-  int rc = o3m_tables_reload(s->tables, s->server, &s->features, &old, e);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int rc = o3m_tables_reload_poll(s->tables, &s->features, &old, &e);
+  if (rc == 0) return; /* nothing finished */
   o3m_features_destroy(old);
-  return rc;
+  o3m_rpc_call *call = s->reload_call;
+  if (!call) return;
+  s->reload_call = NULL;
+  if (rc < 0) {
+    (void)o3m_rpc_call_fail(call, rc, &e);
+    return;
+  }
+  pp_service_stats st;
+  pp_service_stats_get(s, &st);
+  O3m__V1__ReloadReply reply = O3M__V1__RELOAD_REPLY__INIT;
+  reply.reloads = st.reloads;
+  reply.refused = st.reloads_refused;
+  reply.last_reload_ms = st.last_reload_ms;
+  reply.users = (uint32_t)o3m_features_n_users(s->features);
+  reply.items = (uint32_t)o3m_features_n_items(s->features);
+  (void)o3m_rpc_call_reply(call, &reply.base, NULL);
 }
 
-/* SIGHUP: the flag is cleared only when a reload starts, so that a signal
- * that arrives while one parses (the files may have changed again) gets a
- * reload of its own afterwards. */
+/* The idle hook: a finished load is swapped in first; then SIGHUP asks for
+ * a reload, coalesced with one under way (one more follows it). */
 static void pp_idle(void *ctx) {
   pp_service *s = ctx;
+  reload_take(s);
   if (!s->reload || !*s->reload || !s->block) return;
-  if (o3m_tables_reload_busy(s->tables)) return;
   *s->reload = 0;
   o3m_err e;
   o3m_err_clear(&e);
-  (void)reload(s, &e); /* logged and counted by o3m_tables_reload */
+  (void)o3m_tables_reload_start(s->tables, 1, &e); /* the outcome is logged */
 }
 
+/* The operator's Reload: refused while another reload is under way (a
+ * SIGHUP's, or another call's), else answered once its load is swapped in
+ * or refused (deferred until then; the idle hook answers it). */
 static int h_reload(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req,
                     ProtobufCMessage *reply_, o3m_err *e) {
-  (void)call, (void)req;
+  (void)req, (void)reply_;
   pp_service *s = ctx;
-  int rc = reload(s, e);
+  if (s->reload_call)
+    return o3m_err_set(e, O3M_ESTATE, "a reload of the feature tables is already under way");
+  int rc = o3m_tables_reload_start(s->tables, 0, e);
   if (rc < 0) return rc;
-  pp_service_stats st;
-  pp_service_stats_get(s, &st);
-  O3m__V1__ReloadReply *reply = (O3m__V1__ReloadReply *)reply_;
-  reply->reloads = st.reloads;
-  reply->refused = st.reloads_refused;
-  reply->last_reload_ms = st.last_reload_ms;
-  reply->users = (uint32_t)o3m_features_n_users(s->features);
-  reply->items = (uint32_t)o3m_features_n_items(s->features);
-  return 0;
+  s->reload_call = call;
+  return O3M_RPC_DEFERRED;
 }
 
 static const o3m_rpc_method methods[N_METHODS] = {

@@ -38,10 +38,14 @@
  *          the unknown-user counter read around one Mask call would tell the
  *          AP whether this party knows that user, which the dummy rows hide.
  *   Reload the tables again from the files the config names (o3m_tables.h:
- *          parsed and checked as at a start, swapped between two calls; a
- *          bad file is refused with its file:line message and the old
- *          tables keep serving), the same as SIGHUP (pp_options.reload);
- *          only to this party's own certificate, like Stats.
+ *          parsed and checked as at a start on the tables' loader thread,
+ *          swapped between two calls; a bad file, or a path that is no
+ *          regular file or holds more than table_bytes_max, is refused
+ *          with its message and the old tables keep serving), answered
+ *          once swapped or refused; refused (O3M_ESTATE) while another
+ *          reload runs. The same as SIGHUP (pp_options.reload), which is
+ *          coalesced instead. Only to this party's own certificate, like
+ *          Stats.
  * Secure aggregation ([federation] aggregation = secure, the default; the
  * party's own config decides, never a request): at create the service also
  * derives the pair keys with every other passive party from its agg_secret
@@ -111,8 +115,9 @@ typedef struct pp_options {
    * several threads several batches wait at once; 0: none. */
   int test_reply_delay_ms;
   /* A nonzero *reload (the daemon's SIGHUP flag, o3m_daemon_reload_flag)
-   * makes the server's idle hook, within about 100 ms, reload the tables
-   * as Reload does and clear it. May be NULL. */
+   * makes the server's idle hook, within about 100 ms, ask for a reload of
+   * the tables as Reload does (coalesced with one under way) and clear it.
+   * May be NULL. */
   volatile sig_atomic_t *reload;
 } pp_options;
 

@@ -6,13 +6,18 @@
  * good file is swapped in whole (a changed row and a new row answer at
  * once), the old version is handed back to the caller, the lookup counters
  * continue, and the dummy rows of unknown ids come from the new tables'
- * moments under the same key. */
+ * moments under the same key. A path that is no regular file, or a file
+ * longer than table_bytes_max, is refused naming what it is or the key; a
+ * second reload asked while one runs is coalesced or refused. */
 #include <criterion/criterion.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "o3m_tables.h"
 
@@ -44,7 +49,7 @@ static void teardown(void) { nftw(tmpdir, rm_entry, 8, FTW_DEPTH | FTW_PHYS); }
 TestSuite(tables, .init = setup, .fini = teardown);
 
 static o3m_tables *make(double max_norm) {
-  o3m_tables_config c = {"fed.conf", "bank", users, items, 3, 0, max_norm, NULL};
+  o3m_tables_config c = {"fed.conf", "bank", users, items, 3, 0, max_norm, 0, NULL};
   o3m_tables *t;
   o3m_err e;
   o3m_err_clear(&e);
@@ -145,5 +150,104 @@ Test(tables, a_good_file_is_swapped_in_whole_and_the_counters_continue) {
    * counted: a daemon makes none). */
   cr_assert_eq(st.lookups.lookups, 6, "%llu", (unsigned long long)st.lookups.lookups);
   o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
+
+/* A file that reports no size (st_size 0, like every /proc file) is
+ * counted while it is read: past table_bytes_max it is refused naming the
+ * key, before it can take the party's memory. A start's load says the
+ * same. */
+Test(tables, a_file_longer_than_table_bytes_max_is_refused_while_it_is_read) {
+  o3m_tables_config c = {"fed.conf", "bank", "/proc/self/smaps", NULL, 3, 0, 1e4, 64, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *cur = NULL;
+  int rc = o3m_tables_load(t, &cur, &e);
+  cr_assert_eq(rc, O3M_ERANGE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "table_bytes_max of [party bank] in fed.conf = 64"),
+            "%s", o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "/proc/self/smaps"), "%s", o3m_err_message(&e));
+  cr_assert_null(cur);
+  o3m_tables_destroy(t);
+}
+
+/* A second reload asked while one runs: from SIGHUP (coalesce) it is kept
+ * as exactly one more, which starts when the first is taken; from the RPC
+ * (no coalesce) it is refused. Nothing is swapped before a poll. */
+Test(tables, a_second_reload_is_coalesced_into_one_more_or_refused) {
+  o3m_tables *t = make(1e4);
+  o3m_features *cur, *old;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_load(t, &cur, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *first = cur;
+  cr_assert_eq(o3m_tables_reload_start(t, 1, &e), 0, "%s", o3m_err_message(&e));
+  cr_assert_eq(o3m_tables_reload_start(t, 1, &e), 1);
+  cr_assert_eq(o3m_tables_reload_start(t, 1, &e), 1);
+  cr_assert_eq(o3m_tables_reload_start(t, 0, &e), O3M_ESTATE);
+  cr_assert(strstr(o3m_err_message(&e), "already under way"), "%s", o3m_err_message(&e));
+  cr_assert_eq(cur, first, "swapped before a poll");
+  /* Two swaps in all, however many signals came meanwhile. */
+  int swaps = 0;
+  for (int i = 0; i < 2000 && (swaps < 2 || o3m_tables_reload_busy(t)); i++) {
+    int rc = o3m_tables_reload_poll(t, &cur, &old, &e);
+    cr_assert_geq(rc, 0, "%s", o3m_err_message(&e));
+    if (rc == 1) {
+      o3m_features_destroy(old);
+      swaps++;
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  cr_assert_eq(swaps, 2);
+  cr_assert_eq(o3m_tables_reload_busy(t), 0);
+  o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
+
+/* A table path that names no regular file is refused at once, naming what
+ * it is: a FIFO with no writer does not block the load. */
+Test(tables, a_fifo_or_a_directory_is_refused_naming_what_it_is) {
+  char fifo[700];
+  snprintf(fifo, sizeof fifo, "%s/fifo.csv", tmpdir);
+  cr_assert_eq(mkfifo(fifo, 0600), 0);
+  const char *paths[] = {fifo, tmpdir, "/dev/zero"};
+  const char *kinds[] = {"a FIFO (named pipe)", "a directory", "a character device"};
+  for (int i = 0; i < 3; i++) {
+    o3m_tables_config c = {"fed.conf", "bank", users, paths[i], 3, 0, 1e4, 0, NULL};
+    o3m_tables *t;
+    o3m_err e;
+    o3m_err_clear(&e);
+    cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+    o3m_features *cur = NULL;
+    cr_assert_eq(o3m_tables_load(t, &cur, &e), O3M_EINVAL, "%s", o3m_err_message(&e));
+    cr_assert(strstr(o3m_err_message(&e), kinds[i]), "%s", o3m_err_message(&e));
+    cr_assert(strstr(o3m_err_message(&e), "not a regular file"), "%s", o3m_err_message(&e));
+    o3m_tables_destroy(t);
+  }
+}
+
+/* A file under table_bytes_max without a line end (a sparse file of
+ * zeros) is refused once a line passes O3M_MAX_TABLE_LINE, so that one
+ * line cannot hold the whole file in memory. */
+Test(tables, a_file_without_line_ends_is_refused_at_the_line_limit) {
+  char sparse[700];
+  snprintf(sparse, sizeof sparse, "%s/zeros.csv", tmpdir);
+  FILE *f = fopen(sparse, "w");
+  cr_assert_not_null(f);
+  cr_assert_eq(ftruncate(fileno(f), 256LL << 20), 0);
+  fclose(f);
+  o3m_tables_config c = {"fed.conf", "bank", sparse, NULL, 3, 0, 1e4, 0, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *cur = NULL;
+  int rc = o3m_tables_load(t, &cur, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "zeros.csv: a line longer than 1048576 bytes"), "%s",
+            o3m_err_message(&e));
   o3m_tables_destroy(t);
 }

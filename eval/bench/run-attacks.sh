@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-attacks.sh -- six attacks on a federation's daemons (the table below),
+# run-attacks.sh -- seven attacks on a federation's daemons (the table below),
 # replayed against one or more builds side by side in one run, each by the script that measures it:
 #
 #   attack 1  attack-memory.sh    memory held for streams no one authorized
@@ -9,9 +9,11 @@
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
 #             (regression_block_without_model_refuses_start_until_discarded)
+#   attack 7  reload-under-load.sh --fifo  a passive party's table path
+#             turned into a FIFO, reloaded under load
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
-#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes]
+#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes] [reload]
 #
 # Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
 # by ":" and the NATS config that build ran with (attack-nats.sh; the
@@ -37,6 +39,12 @@ for w in "${which[@]}"; do
   memory | cpu | probes) O3M_ATTACK_BINS="$dirs" "eval/bench/attack-$w.sh" ;;
   nats) O3M_ATTACK_BINS="$entries" eval/bench/attack-nats.sh ;;
   fairness) O3M_ATTACK_BINS="$dirs" eval/bench/attack-fairness.sh ;;
-  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes)" >&2; exit 2 ;;
+  reload)
+    for d in $dirs; do
+      echo "== $d"
+      eval/bench/reload-under-load.sh --fifo "$d" || echo "(exit $?)"
+    done
+    ;;
+  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes, reload)" >&2; exit 2 ;;
   esac
 done
