@@ -4,7 +4,7 @@ The thread test runs in a child process, so that a crash of the library (an
 abort on a reply freed twice, as one shared client did before its lock) is
 this test's failure with the child's signal and last words rather than the
 end of the whole pytest run. Its size: O3M_PY_THREAD_CALLS calls per thread
-(default 2500: 20,000 calls, about 11 s, so that the CTest test
+(default 1000: 8,000 calls, about 5 s, so that the CTest test
 python_package stays within its time; 10,000 a thread, 80,000 calls, run by
 hand: eval/bench/README.md)."""
 import os
@@ -21,7 +21,7 @@ import o3m
 from o3m._native import ffi, lib, new_err
 
 THREADS = 8
-CALLS = int(os.environ.get("O3M_PY_THREAD_CALLS", "2500"))
+CALLS = int(os.environ.get("O3M_PY_THREAD_CALLS", "1000"))
 
 CHILD = textwrap.dedent("""
     import sys, threading, time
