@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <nats/nats.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,10 @@ struct ap_replica {
   natsSubscription *sub;
   char *stream;       /* a copy of cfg->stream */
   char subject[160];
+  /* The reward stream's settings that can drop records, as the last
+   * stream info read them (stream_limits): their number and names. */
+  int limits;
+  char limits_what[AP_REPLICA_LIMITS_TEXT];
   /* The bucket's stream and the subject prefix of its keys, for the read
    * from the stream's leader (ap_replica_get_decision). */
   char kv_stream[160], kv_prefix[160];
@@ -212,29 +217,87 @@ static int append_only(const jsStreamConfig *c) {
   return c->DenyDelete && c->DenyPurge && !c->AllowRollup;
 }
 
+/* Appends one more setting to the list in what (len bytes, cut to fit),
+ * after a comma unless it is the first. */
+static void limit_add(char *what, size_t len, int *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void limit_add(char *what, size_t len, int *n, const char *fmt, ...) {
+  size_t off = strlen(what);
+  if ((*n)++ && off + 2 < len) {
+    memcpy(what + off, ", ", 3);
+    off += 2;
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  if (off < len) vsnprintf(what + off, len - off, fmt, ap);
+  va_end(ap);
+}
+
+/* The settings of the reward stream's configuration c that can drop
+ * records without a delete or a purge: every limit (a count, a size, an
+ * age, a count per subject), whatever the discard policy (discard old
+ * erases the oldest records; discard new refuses every reward once the
+ * stream is full, and a per-subject limit may erase records even so), and
+ * a retention other than limits (interest or work queue: records leave
+ * once consumed). Returns their number (0: none), and names them with
+ * their values and the discard policy in what (len bytes, cut to fit):
+ * "max_msgs = 2, discard old". */
+static int stream_limits(const jsStreamConfig *c, char *what, size_t len) {
+  int n = 0;
+  what[0] = '\0';
+  if (c->Retention != js_LimitsPolicy)
+    limit_add(what, len, &n, "retention = %s",
+              c->Retention == js_InterestPolicy ? "interest" : "workqueue");
+  if (c->MaxMsgs > 0) limit_add(what, len, &n, "max_msgs = %lld", (long long)c->MaxMsgs);
+  if (c->MaxBytes > 0) limit_add(what, len, &n, "max_bytes = %lld", (long long)c->MaxBytes);
+  if (c->MaxAge > 0)
+    limit_add(what, len, &n, "max_age = %lld s", (long long)(c->MaxAge / 1000000000));
+  if (c->MaxMsgsPerSubject > 0)
+    limit_add(what, len, &n, "max_msgs_per_subject = %lld", (long long)c->MaxMsgsPerSubject);
+  if (n && (c->MaxMsgs > 0 || c->MaxBytes > 0 || c->MaxAge > 0 || c->MaxMsgsPerSubject > 0)) {
+    int k = n; /* the policy is said, not counted */
+    limit_add(what, len, &k, "discard %s", c->Discard == js_DiscardNew ? "new" : "old");
+  }
+  return n;
+}
+
 /* Administrative: creates a stream, or makes an existing one append-only
- * (its other settings, the records included, stay). *made is 1 when it was
- * created, 2 when it was changed, 0 when it was already so; *first and
- * *last are its sequences. */
-static int setup_stream(ap_replica *r, jsStreamConfig *want, int *made, uint64_t *first,
-                        uint64_t *last, o3m_err *e) {
+ * and, with unlimited (the reward stream), removes its limits that can drop
+ * records (stream_limits; a retention other than limits cannot be changed
+ * and is refused by JetStream, named in the error). Its other settings,
+ * the records included, stay. *made is 1 when it was created, 2 when it
+ * was made append-only, 3 when only limits were removed, 0 when it was
+ * already so; *first and *last are its sequences. */
+static int setup_stream(ap_replica *r, jsStreamConfig *want, int unlimited, int *made,
+                        uint64_t *first, uint64_t *last, o3m_err *e) {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  char what[256];
+  char what[256 + AP_REPLICA_LIMITS_TEXT], limits[AP_REPLICA_LIMITS_TEXT];
   natsStatus s = js_GetStreamInfo(&si, r->js, want->Name, NULL, &jerr);
   *made = 0;
-  if (s == NATS_OK && !append_only(si->Config)) {
+  int limited = s == NATS_OK && unlimited && stream_limits(si->Config, limits, sizeof limits);
+  if (s == NATS_OK && (!append_only(si->Config) || limited)) {
     jsStreamConfig c = *si->Config;
+    *made = append_only(&c) ? 3 : 2;
     c.DenyDelete = true;
     c.DenyPurge = true;
     c.AllowRollup = false;
+    if (limited) {
+      c.MaxMsgs = -1;
+      c.MaxBytes = -1;
+      c.MaxAge = 0;
+      c.MaxMsgsPerSubject = -1;
+    }
     jsStreamInfo *ui = NULL;
     s = js_UpdateStream(&ui, r->js, &c, NULL, &jerr);
     jsStreamInfo_Destroy(si);
     si = ui;
-    *made = 2;
-    snprintf(what, sizeof what, "cannot make stream '%s' append-only (error %d)", want->Name,
-             (int)jerr);
+    if (limited)
+      snprintf(what, sizeof what, "cannot make stream '%s' append-only without limits (it has "
+               "%s; error %d)", want->Name, limits, (int)jerr);
+    else
+      snprintf(what, sizeof what, "cannot make stream '%s' append-only (error %d)", want->Name,
+               (int)jerr);
   } else if (s != NATS_OK && jerr == JSStreamNotFoundErr) {
     s = js_AddStream(&si, r->js, want, NULL, &jerr);
     *made = 1;
@@ -261,7 +324,7 @@ static int stream_state(ap_replica *r, const char *name, const char *what, uint6
                         uint64_t *last, o3m_err *e) {
   jsStreamInfo *si = NULL;
   jsErrCode jerr = 0;
-  /* A short wait: the serving thread asks this every REPLICA_CHECK_MS
+  /* A short wait: the serving thread asks this every nats_check_ms
    * (ap_service_replica.c), and a cluster that does not answer within a second is
    * asked again at the next check (or, at start, the next attempt). */
   jsOptions jo;
@@ -279,6 +342,8 @@ static int stream_state(ap_replica *r, const char *name, const char *what, uint6
   int ok = append_only(si->Config);
   *first = si->State.FirstSeq;
   *last = si->State.LastSeq;
+  if (!strcmp(name, r->stream))
+    r->limits = stream_limits(si->Config, r->limits_what, sizeof r->limits_what);
   jsStreamInfo_Destroy(si);
   if (!ok)
     return o3m_err_set(e, O3M_EPERM, "the %s '%s' allows deletes or purges; make it "
@@ -309,6 +374,11 @@ int ap_replica_check(ap_replica *r, o3m_err *e) {
                        (unsigned long long)(first - 1), (unsigned long long)first,
                        (unsigned long long)last);
   return rc;
+}
+
+int ap_replica_limits(const ap_replica *r, char *what, size_t len) {
+  if (what && len) snprintf(what, len, "%s", r->limits ? r->limits_what : "");
+  return r->limits;
 }
 
 int ap_replica_config_of(ap_replica_config *rc, const o3m_config *cfg, const char *cert,
@@ -456,9 +526,9 @@ int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, 
    * connect timeout. */
   do {
     o3m_err_clear(e);
-    rc = setup_stream(r, &rs, &info->stream_made, &info->first_seq, &info->last_seq, e);
+    rc = setup_stream(r, &rs, 1, &info->stream_made, &info->first_seq, &info->last_seq, e);
     uint64_t f, l;
-    if (!rc) rc = setup_stream(r, &bs, &info->bucket_made, &f, &l, e);
+    if (!rc) rc = setup_stream(r, &bs, 0, &info->bucket_made, &f, &l, e);
     if (!rc) break;
     o3m_log_warn("%s; retrying", o3m_err_message(e));
     nats_Sleep(500);
@@ -533,6 +603,15 @@ int ap_replica_create(ap_replica **out, const ap_replica_config *cfg, o3m_err *e
     o3m_err_clear(e);
     uint64_t f, l;
     rc = ap_replica_check(r, e);
+    /* A limit is named first: records it already erased are what a
+     * new replica then finds lost. */
+    if (r->limits && (rc == 0 || rc == O3M_ECORRUPT || rc == O3M_EPERM)) {
+      char also[O3M_ERRMSG_MAX];
+      snprintf(also, sizeof also, "%s", rc ? o3m_err_message(e) : "");
+      rc = o3m_err_set(e, rc == O3M_ECORRUPT ? rc : O3M_EPERM, "the reward stream '%s' may "
+                       "drop records (%s); remove the limits: %s%s%s", r->stream,
+                       r->limits_what, SETUP_CMD, *also ? "; and " : "", also);
+    }
     if (!rc) rc = stream_state(r, r->kv_stream, "decision bucket", &f, &l, e);
     if (!rc) {
       natsStatus s = js_KeyValue(&r->kv, r->js, cfg->bucket);

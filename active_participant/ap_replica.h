@@ -73,7 +73,15 @@
  * AP key can add records, which every replica checks (replica_bounds in
  * ap_service_replica.c), but not remove any. A replica that finds records gone
  * anyway (a purge by the administrative identity, a re-created stream)
- * refuses to start or stops (ap_replica_check, ap_replica_next).
+ * refuses to start or stops (ap_replica_check, ap_replica_next). The
+ * administrative identity can still set a limit (max_msgs, max_bytes,
+ * max_age, max_msgs_per_subject) or another retention, with which
+ * JetStream itself drops records (max_msgs = 2 erases all but the last
+ * two at once): a replica refuses to start over such a stream, and a
+ * running one reads the configuration at every check and reports a limit
+ * (ap_replica_limits) without stopping, since the records it applied are
+ * in its model and only new replicas would lack them. nats-setup removes
+ * the limits.
  *
  * Transport. With tls = 1 (the default, [federation] nats_tls = on) the
  * connection is TLS with mutual authentication: the replica trusts ca (the
@@ -97,6 +105,7 @@
 #ifndef AP_REPLICA_H
 #define AP_REPLICA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "o3m_error.h"
@@ -152,8 +161,9 @@ typedef struct ap_replica_record {
 } ap_replica_record;
 
 /* What ap_replica_setup did: for the stream and the bucket, 1 created, 2
- * made append-only (it existed, allowing deletes or purges), 0 already
- * so; and the stream's first and last sequences. */
+ * made append-only (it existed, allowing deletes or purges), 3 the reward
+ * stream's limits removed (ap_replica_limits), 0 already so; and the
+ * stream's first and last sequences. */
 typedef struct ap_replica_setup_info {
   int stream_made, bucket_made;
   uint64_t first_seq, last_seq;
@@ -167,7 +177,9 @@ typedef struct ap_replica_setup_info {
  * TTL, append-only: deletes, purges and rollups denied in their own
  * configuration, so that no identity can shorten them without first
  * changing that. An existing one keeps its records and settings and is
- * made append-only if it was not. Idempotent. d and start_seq are not
+ * made append-only if it was not; the reward stream's limits that can
+ * drop records are removed (a retention other than limits cannot be, and
+ * is an error naming it). Idempotent. d and start_seq are not
  * used (any valid value). Errors as ap_replica_create's. */
 int ap_replica_setup(const ap_replica_config *cfg, ap_replica_setup_info *info, o3m_err *e);
 
@@ -244,6 +256,16 @@ int ap_replica_next(ap_replica *r, ap_replica_record *rec, int64_t wait_ms, o3m_
  * answer (try again later). The service calls it at start (within
  * ap_replica_create) and every few seconds while it serves. */
 int ap_replica_check(ap_replica *r, o3m_err *e);
+
+/* The settings of the reward stream that can drop records (a limit of
+ * count, size, age or count per subject, whatever the discard policy; a
+ * retention other than limits), as the last ap_replica_check read them:
+ * their number, 0 for none, and in what (len bytes, cut to fit; may be
+ * NULL) their names and values, "max_msgs = 2, discard old". A replica
+ * refuses to start while there is one (O3M_EPERM from ap_replica_create,
+ * naming them and the setup command, which removes them). */
+#define AP_REPLICA_LIMITS_TEXT 160
+int ap_replica_limits(const ap_replica *r, char *what, size_t len);
 
 /* The stream's last sequence as JetStream reports it now (for catching up
  * at start). */

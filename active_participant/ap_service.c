@@ -225,6 +225,7 @@ static int replica_start(ap_service *s, const o3m_config *cfg, const o3m_party *
   rc_.connect_timeout_ms = opt->pmg_timeout_s * 1000;
   rc_.ttl_ms = (int64_t)s->expiry_s * 1000;
   rc_.open_max = o3m_config_policy(cfg)->pending_capacity;
+  s->rep_check_ms = repl->check_ms;
   int rc = ap_replica_create(&s->rep, &rc_, e);
   if (rc == O3M_ECORRUPT)
     /* Never started over: that would serve a model other replicas do not

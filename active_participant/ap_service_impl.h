@@ -64,10 +64,6 @@
 #define LATER_PEERS_WAIT_MS 1000
 /* After a failed periodic checkpoint, the next attempt waits this long. */
 #define CKPT_RETRY_MS 10000
-/* How often a replica asks JetStream whether its stream lost records
- * (ap_service__replica_check_if_due): one stream info request, well under a
- * millisecond on a healthy cluster. */
-#define REPLICA_CHECK_MS 5000
 
 /* Why the service stopped itself. Each cause has its own words in every
  * message that reports the stop (the reward refusals, the last state line,
@@ -164,6 +160,10 @@ struct ap_service {
   uint64_t id_tag; /* ap_replica_tag of its name */
   uint64_t applied_seq;
   int64_t rep_checked_ms; /* the last ap_service__replica_check_if_due, o3m_clock_ms */
+  int rep_check_ms;       /* how often it asks: [federation] nats_check_ms */
+  int rep_limits;         /* the stream's settings that drop records, at the last check */
+  int64_t rep_limits_said_ms; /* when the last ERROR about them was logged */
+  o3m_metric *m_rep_limits; /* o3m_ap_replica_stream_limits */
   int rep_suspect;        /* the last check saw lost records: the next confirms */
   uint64_t skipped;       /* stream records not applied (duplicates, refused) */
   uint64_t refused;       /* of those, records outside the bounds (replica_bounds) */

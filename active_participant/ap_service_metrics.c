@@ -80,6 +80,15 @@ int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
     rc = o3m_metrics_series(m, &specs[i], NULL, slots[i], e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &fsync, NULL, &s->m_fsync, e);
   if (rc == 0 && s->ckpt) rc = o3m_metrics_series(m, &age, NULL, &s->m_ckpt_age, e);
+  /* Every AP has it (0 without replicas), so that the alert's name is in
+   * every scrape (tests/monitoring_names.py); a replica sets it at each
+   * check of its stream (ap_service_replica.c). */
+  static const o3m_metric_spec limits = {
+      "o3m_ap_replica_stream_limits",
+      "Settings of the replicas' reward stream that can drop records (max_msgs, max_bytes, "
+      "max_age, max_msgs_per_subject, a retention other than limits) at the last check",
+      O3M_METRIC_GAUGE, NULL, 0};
+  if (rc == 0) rc = o3m_metrics_series(m, &limits, NULL, &s->m_rep_limits, e);
   static const o3m_metric_spec client_evicted = {
       "o3m_ap_client_pending_evicted_total",
       "Waiting decisions of this client evicted from the pending table (by its own newer ones, "

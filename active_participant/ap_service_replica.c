@@ -139,17 +139,43 @@ static void replica_damaged(ap_service *s, const o3m_err *why) {
   o3m_rpc_server_shutdown(s->server);
 }
 
-/* Every REPLICA_CHECK_MS the serving thread asks JetStream whether the
+/* A limit on the reward stream (ap_replica_limits) as the last check read
+ * it: an ERROR when one appears or changes, and again every
+ * LIMITS_REPEAT_MS while it stays, so that a log search finds it; a
+ * line when it is gone. The replica serves on: the records it applied are
+ * in its model, and it is the next replica, not this one, that would lack
+ * the ones JetStream drops. The gauge o3m_ap_replica_stream_limits holds
+ * the number, for the alert O3MReplicaStreamLimits. */
+#define LIMITS_REPEAT_MS 60000
+static void replica_limits_report(ap_service *s, int64_t now) {
+  char what[AP_REPLICA_LIMITS_TEXT];
+  int n = ap_replica_limits(s->rep, what, sizeof what);
+  if (n > 0 && (n != s->rep_limits || now - s->rep_limits_said_ms >= LIMITS_REPEAT_MS)) {
+    s->rep_limits_said_ms = now;
+    o3m_log_error("replica '%s': the reward stream may drop records (%s): JetStream erases "
+                  "records without a purge, and a new replica then cannot rebuild the model; "
+                  "remove the limits with o3m-cli nats-setup (docs/scaling.md, \"AP replicas "
+                  "on NATS JetStream\")", s->replica, what);
+  } else if (n == 0 && s->rep_limits > 0) {
+    o3m_log_info("replica '%s': the reward stream has no limit that drops records any more",
+                 s->replica);
+  }
+  s->rep_limits = n;
+  if (s->m_rep_limits) o3m_metric_set(s->m_rep_limits, (double)n);
+}
+
+/* Every nats_check_ms the serving thread asks JetStream whether the
  * stream still holds what this replica applied (ap_replica_check): a
  * purge or a deletion is otherwise seen only when the next record comes,
  * or never by a replica that takes no reward. The replica stops only when
- * two checks in a row, REPLICA_CHECK_MS apart, find records lost: a purge
+ * two checks in a row, nats_check_ms apart, find records lost: a purge
  * or a deletion cannot be undone, so a real loss is still there at the
  * second, while a stream's state read once during a leader election in
- * the NATS cluster (a node killed under load) need not be the stream's. */
+ * the NATS cluster (a node killed under load) need not be the stream's.
+ * The same read names the stream's limits (replica_limits_report). */
 void ap_service__replica_check_if_due(ap_service *s) {
   int64_t now = o3m_clock_ms();
-  if (now - s->rep_checked_ms < REPLICA_CHECK_MS) return;
+  if (now - s->rep_checked_ms < s->rep_check_ms) return;
   s->rep_checked_ms = now;
   o3m_err e;
   o3m_err_clear(&e);
@@ -159,11 +185,12 @@ void ap_service__replica_check_if_due(ap_service *s) {
   } else if (rc == O3M_ECORRUPT) {
     s->rep_suspect = 1;
     o3m_log_warn("replica '%s': %s; stopping if the next check, in %d ms, finds the same",
-                 s->replica, o3m_err_message(&e), REPLICA_CHECK_MS);
+                 s->replica, o3m_err_message(&e), s->rep_check_ms);
   } else {
     s->rep_suspect = 0;
     if (rc < 0) o3m_log_warn("replica '%s': %s", s->replica, o3m_err_message(&e));
   }
+  if (rc == 0 || rc == O3M_EPERM) replica_limits_report(s, now);
 }
 
 /* Applies every record that has arrived (at most max, 0: no limit),

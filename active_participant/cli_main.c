@@ -193,7 +193,10 @@ static int cmd_fingerprint(const char *config) {
 }
 
 static const char *made_text(int made) {
-  return made == 1 ? "created" : made == 2 ? "made-append-only" : "unchanged";
+  return made == 1   ? "created"
+         : made == 2 ? "made-append-only"
+         : made == 3 ? "limits-removed"
+                     : "unchanged";
 }
 
 /* The administrative step of AP replicas (ap_replica.h, "Who may do

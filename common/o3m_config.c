@@ -330,6 +330,8 @@ static const keyspec fed_keys[] = {
     {"nats_replicas", KT_INT, FED(repl.replicas), 1, O3M_MAX_NATS_REPLICAS, 0, 0, NULL, R_SEC, 0},
     {"nats_tls", KT_WORD, FED(repl.tls), 0, 0, 0, 0, "on|off", R_SEC, 0},
     {"nats_server_name", KT_STR, FED(repl.server_name), 0, 0, 0, 0, NULL, R_SEC, 0},
+    {"nats_check_ms", KT_INT, FED(repl.check_ms), O3M_MIN_NATS_CHECK_MS, O3M_MAX_NATS_CHECK_MS,
+     0, 0, NULL, R_SEC, 0},
     {"rpc_streams_per_connection", KT_INT, FED(rpc.streams_per_connection), 1,
      O3M_CONFIG_MAX_STREAMS, 0, 0, NULL, R_SEC, 0},
     {"rpc_receive_timeout_ms", KT_INT, FED(rpc.receive_timeout_ms), 0, O3M_MAX_DEADLINE_MS, 0, 0,
@@ -1015,6 +1017,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->repl.replicas = O3M_DEFAULT_NATS_REPLICAS;
   c->repl.tls = "on";
   c->repl.server_name = "nats";
+  c->repl.check_ms = O3M_DEFAULT_NATS_CHECK_MS;
   c->policy.alpha = O3M_DEFAULT_ALPHA;
   c->policy.lambda = O3M_DEFAULT_LAMBDA;
   c->policy.v = O3M_DEFAULT_V;

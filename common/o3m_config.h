@@ -34,7 +34,8 @@
  *                 fail); replication (none|nats, default
  *                 none), nats_servers, nats_stream, nats_bucket,
  *                 nats_replicas, nats_tls (on|off, default on),
- *                 nats_server_name (default nats): AP replicas
+ *                 nats_server_name (default nats), nats_check_ms (5000,
+ *                 100..600000): AP replicas
  *                 (o3m_config_replication); rpc_streams_per_connection
  *                 (64, 1..4096), rpc_receive_timeout_ms (10000,
  *                 0..86400000; 0: none), rpc_receiving_per_identity (0:
@@ -390,6 +391,7 @@ typedef struct o3m_config_replication {
   int replicas;
   const char *tls;
   const char *server_name;
+  int check_ms; /* nats_check_ms: how often a replica reads the stream's state and limits */
 } o3m_config_replication;
 const o3m_config_replication *o3m_config_replication_of(const o3m_config *c);
 

@@ -70,6 +70,11 @@
 #define O3M_DEFAULT_TABLE_BYTES_MAX (4ull << 30)
 /* Copies of the replicated stream and bucket with replication = nats. */
 #define O3M_DEFAULT_NATS_REPLICAS 3
+/* How often a replica reads its stream's state and configuration
+ * (nats_check_ms): one stream info request, well under a millisecond on a
+ * healthy cluster; a limit that can erase records is then logged within
+ * 5 s of being set. */
+#define O3M_DEFAULT_NATS_CHECK_MS 5000
 
 /* ---- The RPC layer ([federation] rpc_* and o3m_rpc_server_config) ---- */
 
@@ -97,6 +102,8 @@ _Static_assert(O3M_DEFAULT_PENDING_EXPIRY_S <= O3M_MAX_PENDING_EXPIRY_S, "pendin
 _Static_assert(O3M_DEFAULT_DEADLINE_MS <= O3M_MAX_ROUND_DEADLINE_MS, "deadline_ms");
 _Static_assert(O3M_DEFAULT_TABLE_BYTES_MAX <= O3M_MAX_TABLE_BYTES, "table_bytes_max");
 _Static_assert(O3M_DEFAULT_NATS_REPLICAS <= O3M_MAX_NATS_REPLICAS, "nats_replicas");
+_Static_assert(O3M_DEFAULT_NATS_CHECK_MS >= O3M_MIN_NATS_CHECK_MS &&
+               O3M_DEFAULT_NATS_CHECK_MS <= O3M_MAX_NATS_CHECK_MS, "nats_check_ms");
 _Static_assert(O3M_DEFAULT_MAX_MESSAGE <= O3M_MAX_MESSAGE, "max_message");
 _Static_assert(O3M_MAX_WIRE_BATCH_BYTES <= O3M_DEFAULT_MAX_MESSAGE, "a batch's reply fits a message");
 _Static_assert(O3M_DEFAULT_STREAMS <= O3M_MAX_STREAMS, "rpc_streams_per_connection");

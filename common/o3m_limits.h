@@ -116,6 +116,12 @@
  * stream or bucket. */
 #define O3M_MAX_NATS_REPLICAS 5
 
+/* Range of nats_check_ms: below 100 ms the stream info requests of many
+ * replicas would load the JetStream cluster for nothing; above 10 minutes
+ * a limit that erases records would go unreported for too long. */
+#define O3M_MIN_NATS_CHECK_MS 100
+#define O3M_MAX_NATS_CHECK_MS 600000
+
 /* ---- gRPC: what a caller can make a daemon hold ---- */
 
 /* Largest gRPC message any daemon may be configured to accept or send, and

@@ -24,6 +24,7 @@
 #include "ap_client.h"
 #include "o3m_cli.h"
 #include "o3m_config.h"
+#include "o3m_limits.h"
 #include "o3m_policy.h"
 #include "o3m_version.h"
 
@@ -292,11 +293,36 @@ void o3m_ap_client_close(o3m_ap_client *c) {
   o3m_free(c);
 }
 
+_Static_assert(O3M_API_MAX_ID == O3M_MAX_ID, "o3m.h's id limit is the federation's");
+_Static_assert(O3M_API_MAX_ARMS == O3M_MAX_ARMS, "o3m.h's arm limit is the federation's");
+
+/* What the caller gave, checked before anything is sent: an id the
+ * federation refuses anyway, or an arm that no model has (a -1 of a signed
+ * caller arrives as 4294967295), is named here rather than cut or wrapped
+ * on the way. */
+static int recommend_args(const char *user, int K, const char *const *items,
+                          const uint32_t *arms, o3m_err *e) {
+  if (strnlen(user, O3M_MAX_ID + 1) > O3M_MAX_ID)
+    return o3m_err_set(e, O3M_EINVAL, "recommend: user is longer than %d bytes", O3M_MAX_ID);
+  for (int k = 0; k < K; k++) {
+    if (!items[k]) return o3m_err_set(e, O3M_EINVAL, "recommend: items[%d] is NULL", k);
+    if (strnlen(items[k], O3M_MAX_ID + 1) > O3M_MAX_ID)
+      return o3m_err_set(e, O3M_EINVAL, "recommend: items[%d] is longer than %d bytes", k,
+                         O3M_MAX_ID);
+    if (arms && arms[k] >= O3M_MAX_ARMS)
+      return o3m_err_set(e, O3M_EINVAL, "recommend: arms[%d] = %u is not in 0..%d", k, arms[k],
+                         O3M_MAX_ARMS - 1);
+  }
+  return 0;
+}
+
 int o3m_ap_client_recommend(o3m_ap_client *c, const char *user, int K, const char *const *items,
                             const uint32_t *arms, const double *own_features, size_t n_own,
                             o3m_recommendation *out, o3m_err *e) {
   if (!c || !user || !items || !out)
     return o3m_err_set(e, O3M_EINVAL, "%s", "recommend: NULL argument");
+  int arc = recommend_args(user, K, items, arms, e);
+  if (arc < 0) return arc;
   ap_recommendation r;
   int rc = ap_client_recommend(c->c, user, K, items, arms, own_features, n_own, &r, e);
   if (rc < 0) return rc;

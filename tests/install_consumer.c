@@ -108,6 +108,26 @@ static void client(const char *config, const char *name) {
         (unsigned long long)s.updates, rc ? "?" : s.algo);
   rc = o3m_ap_client_recommend(c, "u3", 0, items, NULL, NULL, 0, &r, &e);
   CHECK(rc == O3M_EINVAL, "no candidates refused: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  /* Refused by the library before anything is sent: an arm of -1 from a
+   * signed caller (4294967295), an id one byte too long, a NULL item. */
+  const uint32_t bad_arms[] = {0, (uint32_t)-1, 2, 3};
+  rc = o3m_ap_client_recommend(c, "u3", 4, items, bad_arms, NULL, 0, &r, &e);
+  CHECK(rc == O3M_EINVAL && strstr(o3m_err_message(&e), "arms[1] = 4294967295"),
+        "arm -1 refused: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  char long_id[O3M_API_MAX_ID + 2];
+  memset(long_id, 'u', sizeof long_id - 1);
+  long_id[sizeof long_id - 1] = '\0';
+  rc = o3m_ap_client_recommend(c, long_id, 4, items, NULL, NULL, 0, &r, &e);
+  CHECK(rc == O3M_EINVAL && strstr(o3m_err_message(&e), "user is longer than"),
+        "an id of %d bytes refused: %s: %s", O3M_API_MAX_ID + 1, o3m_errname(rc),
+        o3m_err_message(&e));
+  const char *const holey[] = {"i0", NULL};
+  rc = o3m_ap_client_recommend(c, "u3", 2, holey, NULL, NULL, 0, &r, &e);
+  CHECK(rc == O3M_EINVAL && strstr(o3m_err_message(&e), "items[1] is NULL"),
+        "a NULL item refused: %s: %s", o3m_errname(rc), o3m_err_message(&e));
+  rc = o3m_ap_client_stats(c, &s, &e);
+  CHECK(rc == 0 && s.rounds == s0.rounds + 1, "the refused calls made no round: rounds %llu",
+        (unsigned long long)s.rounds);
   o3m_ap_client_close(c);
 }
 

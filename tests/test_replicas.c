@@ -48,6 +48,12 @@
  * (h) degraded_rewards_reach_the_local_models_only: pp2 killed, the
  *     replicas decide from their local models; a degraded decision's
  *     reward, on either replica, reaches every replica's local model alone.
+ * (i) stream_limits_reported: the administrative identity sets max_msgs =
+ *     2 on the reward stream (JetStream accepts it and erases records
+ *     1..8 of 10): every running replica logs an ERROR naming the limit
+ *     and its gauge o3m_ap_replica_stream_limits reads 1 within 10 s; a
+ *     new replica refuses to start, naming it; nats-setup removes it and
+ *     the gauges go back to 0.
  * (c) pp_instances: no replication, but two instances of passive party pp1
  *     (same state_dir, so the same block and dummy-row key) behind one
  *     party name (its instances key): the AP's channel balances MaskBatch
@@ -80,12 +86,16 @@ static char rep_addr[N_REPLICAS][32];
 static char cli_ca[512], cli_cert[512], cli_key[512];
 static char fed_extra[512];
 static const char *const rep_name[N_REPLICAS] = {"a", "b", "c"};
+/* A replica's --metrics-listen port, when a test sets one (0: none). */
+static int rep_metrics[N_REPLICAS];
 
 static void start_replica(int i) {
-  char listen[32];
+  char listen[32], metrics[32];
   snprintf(listen, sizeof listen, "127.0.0.1:%d", rep_port[i]);
+  snprintf(metrics, sizeof metrics, "127.0.0.1:%d", rep_metrics[i]);
   const char *args[] = {"--config", fed.conf, "--party", "ap", "--replica", rep_name[i],
-                        "--listen", listen, "--checkpoint-every", "25", NULL};
+                        "--listen", listen, "--checkpoint-every", "25",
+                        rep_metrics[i] ? "--metrics-listen" : NULL, metrics, NULL};
   char name[16];
   snprintf(name, sizeof name, "ap-%s", rep_name[i]);
   fed_spawn(&rep[i], name, "o3m-active", args);
@@ -95,7 +105,8 @@ static void start_replica(int i) {
 static void fed_up(void) {
   fed_nats_start(&nats, "certs");
   snprintf(fed_extra, sizeof fed_extra,
-           "replication = nats\nnats_servers = %s\nnats_replicas = 3\n", nats.urls);
+           "replication = nats\nnats_servers = %s\nnats_replicas = 3\n"
+           "metrics_clients = " FED_CLIENT "\n", nats.urls);
   fed_setup s = {.table_seed = 700, .pp1_users = FED_USERS, .deadline_ms = 2000,
                  .policy = "algo = linucb\nmodel = shared\nalpha = 0.5\nlambda = 1\n",
                  .pending_capacity = 10000, .state_dirs = 1, .federation_extra = fed_extra,
@@ -1146,6 +1157,114 @@ Test(replicas, bogus_rewards_refused_at_once, .init = fed_up, .fini = fed_down, 
   kill(rep[2].pid, SIGCONT);
   ap_client_destroy(cc);
   ap_client_destroy(b.c);
+  ap_client_destroy(c[0]);
+  ap_client_destroy(c[1]);
+}
+
+/* ---------------------------------------------------------------- (i) */
+
+/* The value of the series name (no labels) on replica i's /metrics,
+ * scraped over HTTPS with the test client's certificate (metrics_clients);
+ * -1 when it is not there. */
+static double replica_metric(int i, const char *name) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "curl -sf --cacert '%s' --cert '%s' --key '%s' "
+           "https://127.0.0.1:%d/metrics", cli_ca, cli_cert, cli_key, rep_metrics[i]);
+  FILE *f = popen(cmd, "r");
+  cr_assert_not_null(f);
+  char line[1024];
+  double v = -1;
+  size_t n = strlen(name);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, name, n) && line[n] == ' ') v = strtod(line + n + 1, NULL);
+  cr_assert_eq(pclose(f), 0, "curl of replica %s's /metrics failed", rep_name[i]);
+  return v;
+}
+
+/* Waits until replica i's log holds needle and its gauge
+ * o3m_ap_replica_stream_limits reads want, up to deadline (o3m_clock_ms);
+ * returns when. */
+static int64_t wait_limits_seen(int i, const char *needle, double want, int64_t deadline) {
+  for (;;) {
+    int logged = strstr(fed_log(&rep[i]), needle) != NULL;
+    double g = replica_metric(i, "o3m_ap_replica_stream_limits");
+    if (logged && g == want) return o3m_clock_ms();
+    cr_assert_lt(o3m_clock_ms(), deadline, "replica %s: %s '%s' in its log, the gauge reads "
+                 "%g (expected %g); its log:\n%s", rep_name[i], logged ? "found" : "no",
+                 needle, g, want, fed_log_tail(&rep[i]));
+    fed_sleep_ms(100);
+  }
+}
+
+/* A limit that makes JetStream drop records is the one way left to shorten
+ * the append-only stream: the administrative identity may still set one.
+ * Every running replica reports it (an ERROR naming it, the gauge), a new
+ * one refuses to start, and nats-setup takes it away. */
+Test(replicas, stream_limits_reported, .init = fed_up, .fini = fed_down, .timeout = 600) {
+  ap_client *c[2];
+  uint64_t seed = 61;
+  for (int i = 0; i < 2; i++) rep_metrics[i] = fed_free_port();
+  two_replicas(c, &seed, 10);
+  wait_updates(0, 10);
+  wait_updates(1, 10);
+  for (int i = 0; i < 2; i++) {
+    double g = replica_metric(i, "o3m_ap_replica_stream_limits");
+    cr_assert_eq(g, 0.0, "replica %s: o3m_ap_replica_stream_limits %g before any limit",
+                 rep_name[i], g);
+  }
+  natsConnection *anc;
+  jsCtx *admin;
+  js_as(FED_NATS_ADMIN, &anc, &admin);
+  assert_stream(admin, "O3M_REWARDS", 10, "10 rewards");
+
+  jsStreamInfo *si = NULL;
+  cr_assert_eq(js_GetStreamInfo(&si, admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  jsStreamConfig sc = *si->Config;
+  sc.MaxMsgs = 2;
+  jsStreamInfo *ui = NULL;
+  jsErrCode jerr = 0;
+  natsStatus s = js_UpdateStream(&ui, admin, &sc, NULL, &jerr);
+  int64_t t0 = o3m_clock_ms();
+  jsStreamInfo_Destroy(ui);
+  jsStreamInfo_Destroy(si);
+  cr_assert_eq(s, NATS_OK, "JetStream refused max_msgs = 2 (error %d): %s", (int)jerr,
+               natsStatus_GetText(s));
+  uint64_t f = 0, l = 0, m = 0;
+  cr_assert(stream_seqs(admin, "O3M_REWARDS", &f, &l, &m));
+  cr_log_info("after max_msgs = 2 the stream holds seq %llu..%llu (%llu records)",
+              (unsigned long long)f, (unsigned long long)l, (unsigned long long)m);
+
+  const char *needle = "may drop records (max_msgs = 2, discard old)";
+  int64_t last = t0;
+  for (int i = 0; i < 2; i++) {
+    int64_t at = wait_limits_seen(i, needle, 1, t0 + 10000);
+    cr_assert(strstr(fed_log(&rep[i]), "ERROR"), "replica %s:\n%s", rep_name[i],
+              fed_log_tail(&rep[i]));
+    if (at > last) last = at;
+  }
+  cr_log_info("every replica reported max_msgs = 2 within %lld ms", (long long)(last - t0));
+  printf("stream_limits_reported: every replica logged the limit %lld ms after it was set\n",
+         (long long)(last - t0));
+
+  /* The replicas serve on: their models hold every record. */
+  rounds_across(c, &seed, 2);
+
+  /* A new replica refuses, naming the limit and the command that mends. */
+  const char *log = replica_refuses(2);
+  cr_assert_not_null(strstr(log, needle), "replica c:\n%s", log);
+  cr_assert_not_null(strstr(log, "nats-setup"), "replica c:\n%s", log);
+
+  /* nats-setup removes the limit (the records it erased are gone); the
+   * running replicas see it gone at their next check. */
+  fed_nats_setup(&nats, fed.conf);
+  si = NULL;
+  cr_assert_eq(js_GetStreamInfo(&si, admin, "O3M_REWARDS", NULL, NULL), NATS_OK);
+  cr_assert(si->Config->MaxMsgs <= 0 && si->Config->DenyPurge, "max_msgs %lld, deny_purge %d",
+            (long long)si->Config->MaxMsgs, si->Config->DenyPurge);
+  jsStreamInfo_Destroy(si);
+  for (int i = 0; i < 2; i++)
+    wait_limits_seen(i, "no limit that drops records any more", 0, o3m_clock_ms() + 15000);
+  js_close(anc, admin);
   ap_client_destroy(c[0]);
   ap_client_destroy(c[1]);
 }

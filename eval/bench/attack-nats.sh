@@ -17,7 +17,11 @@
 # the stream and then to delete it, printing the stream's state after each.
 # A new replica r3 is then started (with 30 s to become ready), 5 more
 # rounds are rewarded through it, and the updates every replica reports
-# are printed: equal updates mean the replicas agree.
+# are printed: equal updates mean the replicas agree. Last, with the
+# administrative identity, o3m-bench-nats-attack --max-msgs 2 sets a limit
+# with which JetStream erases all but the last two records, and the script
+# waits up to 30 s for r1 and r2 to log it ("may drop records"), printing
+# how long that took, or that they said nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . eval/bench/bench-lib.sh
@@ -72,6 +76,21 @@ for entry in ${O3M_ATTACK_BINS:-build/bin}; do
   fi
   sleep 2
   echo "  updates after: r1 $(updates "$r1"), r2 $(updates "127.0.0.1:$p2"), r3 $(updates "127.0.0.1:$p3")"
+  "$tool" --config "$FED_CONF" --cert "$nats_dir/certs/o3m-admin.pem" \
+    --key "$nats_dir/certs/o3m-admin.key" --max-msgs 2 | sed 's/^/  with the admin key: /'
+  t0=$(date +%s%N)
+  seen=""
+  for _ in $(seq 1 300); do
+    seen=$({ grep -o "replica 'r[12]': the reward stream may drop records" \
+      "$work/$FED_ACTIVE.log" || true; } | sort -u | wc -l)
+    [ "$seen" -ge 2 ] && break
+    sleep 0.1
+  done
+  if [ "$seen" -ge 2 ]; then
+    echo "  r1 and r2 logged the limit $(( ($(date +%s%N) - t0) / 1000000 )) ms after max_msgs = 2"
+  else
+    echo "  after max_msgs = 2, $seen of r1 and r2 logged it within 30 s"
+  fi
   fed_down
   nats_down
   echo

@@ -11,9 +11,14 @@
  *   delete: accepted | refused (NATS status)
  * A request NATS refuses for want of permission is never answered, so it
  * ends after the 2 s API wait ("timeout"); one the stream's configuration
- * refuses is answered with JetStream's error. eval/bench/attack-nats.sh
- * runs it before and after, with the federation around it. */
+ * refuses is answered with JetStream's error. With --max-msgs N it asks
+ * instead for a stream update that sets max_msgs = N (the administrative
+ * identity may; JetStream then erases all but the last N records):
+ *   max_msgs: accepted | refused (NATS status)
+ * between two state lines. eval/bench/attack-nats.sh runs it before and
+ * after, with the federation around it. */
 #include <nats/nats.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,15 +26,16 @@
 #include "o3m_cli.h"
 #include "o3m_config.h"
 
-enum { OPT_CONFIG, OPT_CERT, OPT_KEY };
+enum { OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_MAX_MSGS };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (replication = nats)"},
     [OPT_CERT] = {"cert", "F", "the certificate to present to NATS (the active party's)"},
     [OPT_KEY] = {"key", "F", "its private key"},
+    [OPT_MAX_MSGS] = {"max-msgs", "N", "instead of the purge and the delete: set max_msgs = N"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
-    "o3m-bench-nats-attack", "--config F --cert F --key F",
+    "o3m-bench-nats-attack", "--config F --cert F --key F [--max-msgs N]",
     "Tries to purge and then delete the AP replicas' reward stream, and reports.", options,
     NULL};
 
@@ -54,6 +60,7 @@ static void outcome(const char *what, natsStatus s, jsErrCode jerr) {
 
 int main(int argc, char **argv) {
   const char *cfg_path = NULL, *cert = NULL, *key = NULL;
+  long long max_msgs = 0;
   o3m_cli cl;
   o3m_cli_begin(&cl, &spec, argc, argv);
   const char *v;
@@ -61,7 +68,9 @@ int main(int argc, char **argv) {
     if (i == O3M_CLI_STOP) return cl.exit_code;
     if (i == OPT_CONFIG) cfg_path = v;
     else if (i == OPT_CERT) cert = v;
-    else key = v;
+    else if (i == OPT_KEY) key = v;
+    else if (o3m_cli_parse_long(v, 1, INT64_MAX, &max_msgs) < 0)
+      return o3m_cli_usage_error(&spec, "--max-msgs '%s' is not a count of 1 or more", v);
   }
   if (!cfg_path || !cert || !key || o3m_cli_operands(&cl) < argc)
     return o3m_cli_usage_error(&spec, "give --config, --cert and --key, nothing else");
@@ -93,6 +102,20 @@ int main(int argc, char **argv) {
   if (s != NATS_OK) {
     code = o3m_cli_fail(spec.prog, "cannot connect to %s as %s: %s", url, cert,
                         natsStatus_GetText(s));
+  } else if (max_msgs > 0) {
+    state(js, rc.stream);
+    jsStreamInfo *si = NULL, *ui = NULL;
+    jsErrCode jerr = 0;
+    s = js_GetStreamInfo(&si, js, rc.stream, NULL, &jerr);
+    if (s == NATS_OK) {
+      jsStreamConfig c = *si->Config;
+      c.MaxMsgs = max_msgs;
+      s = js_UpdateStream(&ui, js, &c, NULL, &jerr);
+    }
+    outcome("max_msgs", s, jerr);
+    jsStreamInfo_Destroy(ui);
+    jsStreamInfo_Destroy(si);
+    state(js, rc.stream);
   } else {
     jsErrCode jerr = 0;
     state(js, rc.stream);

@@ -28,6 +28,9 @@
  *
  * Threads: a handle is not thread-safe; use one per thread, or serialize
  * calls on it. Handles share nothing, so any number may live in a process.
+ * (An o3m_ap_client keeps its last reply until its next call: two calls at
+ * once on one client free one reply twice. The Python APClient serializes
+ * its calls with a lock of its own.)
  *
  * The text between the O3M_CDEF_BEGIN and O3M_CDEF_END lines is plain
  * declarations without macros: the Python package (python/o3m) hands it to
@@ -134,6 +137,13 @@ int o3m_engine_state_import(o3m_engine *g, const void *buf, size_t len, o3m_err 
  * its config names ([client NAME]); others get O3M_EPERM. */
 typedef struct o3m_ap_client o3m_ap_client;
 
+/* The longest user or item id o3m_ap_client_recommend sends, in bytes (the
+ * federation's one id limit), and one past the largest arm it sends: it
+ * refuses a longer id or a larger arm (O3M_EINVAL) without calling. An arm
+ * is unsigned: -1 passed from a signed type is 4294967295 and refused. */
+#define O3M_API_MAX_ID 128
+#define O3M_API_MAX_ARMS 1000000
+
 typedef struct o3m_recommendation {
   uint64_t decision; /* ticket for o3m_ap_client_reward */
   int candidate;     /* index into the items passed */
@@ -157,8 +167,10 @@ int o3m_ap_client_open(o3m_ap_client **out, const char *const *options, o3m_err 
 void o3m_ap_client_close(o3m_ap_client *c);
 
 /* Recommends one of K candidate items for user. arms: NULL, or K arm
- * indices (disjoint model). own_features: NULL (n_own = 0) or the active
- * party's own feature rows of the candidates, K x d_0 row-major. Errors are
+ * indices (disjoint model), each below O3M_API_MAX_ARMS. user and every
+ * item: at most O3M_API_MAX_ID bytes, no item NULL. own_features: NULL
+ * (n_own = 0) or the active party's own feature rows of the candidates,
+ * K x d_0 row-major. A refused argument is O3M_EINVAL naming it. Errors are
  * the active participant's (O3M_EINVAL, O3M_EUNAVAILABLE, O3M_EDEADLINE,
  * O3M_EPERM, ...) with its message. An unknown user or item is not an
  * error by default: the passive parties answer it with dummy rows and never
