@@ -20,6 +20,8 @@
 
 typedef struct probe_conn {
   int fd; /* -1: free */
+  pid_t pid; /* the peer process (SO_PEERCRED); 0 when unknown */
+  unsigned long long round; /* the accept round that took it in */
   long long accepted_ms;
   size_t len;
   char buf[O3M_PROBESOCK_REQUEST_MAX + 1];
@@ -34,6 +36,7 @@ struct o3m_probesock {
   o3m_probesock_answer_fn answer;
   void *ctx;
   pthread_t thread;
+  unsigned long long round; /* accept rounds so far */
   probe_conn conns[O3M_PROBESOCK_MAX_CONNECTIONS];
 };
 
@@ -95,30 +98,87 @@ static int serve_request(o3m_probesock *p, probe_conn *c) {
   return 1;
 }
 
-/* Accepts the pending connections; with the table full, the oldest
- * connection makes room (o3m_probesock.h, "Bounds"). */
+/* The process at the other end of fd, 0 when the kernel does not say. */
+static pid_t peer_pid(int fd) {
+  struct ucred cred;
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) return 0;
+  return cred.pid;
+}
+
+/* The slot a new connection from pid takes, closing the connection that
+ * held it (o3m_probesock.h, "Bounds"): with O3M_PROBESOCK_PER_PEER already
+ * open from pid, the oldest of its own; else a free slot; else the
+ * connection of the peer that holds the most, one taken in by an earlier
+ * round (it had a poll to send its request) before one of this round, the
+ * oldest first; one of this round only when its peer holds more than pid
+ * would with this one.
+ * NULL when there is none (the new connection is then closed). */
+static probe_conn *slot_for(o3m_probesock *p, pid_t pid) {
+  probe_conn *own = NULL, *free_slot = NULL;
+  int n_own = 0;
+  for (int i = 0; i < O3M_PROBESOCK_MAX_CONNECTIONS; i++) {
+    probe_conn *c = &p->conns[i];
+    if (c->fd < 0) {
+      if (!free_slot) free_slot = c;
+    } else if (c->pid == pid) {
+      n_own++;
+      if (!own || c->accepted_ms < own->accepted_ms) own = c;
+    }
+  }
+  probe_conn *slot = n_own >= O3M_PROBESOCK_PER_PEER ? own : free_slot;
+  int best_held = 0, best_read = 0;
+  if (!slot) {
+    for (int i = 0; i < O3M_PROBESOCK_MAX_CONNECTIONS; i++) {
+      probe_conn *c = &p->conns[i];
+      int read = c->round != p->round, held = 0; /* read: had a poll */
+      for (int j = 0; j < O3M_PROBESOCK_MAX_CONNECTIONS; j++)
+        held += p->conns[j].fd >= 0 && p->conns[j].pid == c->pid;
+      if (!read && held <= n_own + 1) continue; /* not read yet, and its peer has no more */
+      if (!slot || held > best_held ||
+          (held == best_held &&
+           (read > best_read || (read == best_read && c->accepted_ms < slot->accepted_ms)))) {
+        slot = c;
+        best_held = held;
+        best_read = read;
+      }
+    }
+  }
+  if (slot) conn_close(slot);
+  return slot;
+}
+
+/* Accepts the pending connections. A request that is already there (a
+ * probe sends its request right after connecting, so it is there by the
+ * time the connection leaves the backlog) is answered at once, without a
+ * slot; another connection waits in a slot (slot_for) for the rest of its
+ * request, or is closed when every slot holds one not read yet. So the
+ * backlog is emptied every round and a flood cannot keep it full. */
 static void accept_all(o3m_probesock *p) {
+  p->round++;
   /* At most a backlog's worth per round, so that callers reconnecting as
    * fast as they can do not keep the thread from reading requests. */
   for (int k = 0; k < O3M_PROBESOCK_BACKLOG; k++) {
     int fd = accept4(p->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return; /* EAGAIN, or an error the next poll retries */
-    probe_conn *slot = NULL, *oldest = NULL;
-    for (int i = 0; i < O3M_PROBESOCK_MAX_CONNECTIONS; i++) {
-      probe_conn *c = &p->conns[i];
-      if (c->fd < 0) {
-        slot = c;
-        break;
+    probe_conn c = {.fd = fd, .pid = peer_pid(fd), .round = p->round, .accepted_ms = now_ms()};
+    ssize_t got = recv(fd, c.buf, O3M_PROBESOCK_REQUEST_MAX, 0);
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+      close(fd);
+      continue;
+    }
+    if (got > 0) {
+      c.len = (size_t)got;
+      if (serve_request(p, &c)) {
+        close(fd);
+        continue;
       }
-      if (!oldest || c->accepted_ms < oldest->accepted_ms) oldest = c;
     }
-    if (!slot) {
-      conn_close(oldest);
-      slot = oldest;
-    }
-    slot->fd = fd;
-    slot->len = 0;
-    slot->accepted_ms = now_ms();
+    probe_conn *slot = slot_for(p, c.pid);
+    if (slot)
+      *slot = c;
+    else
+      close(fd);
   }
 }
 

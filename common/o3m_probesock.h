@@ -24,11 +24,28 @@
  *
  * Bounds: one thread polls at most O3M_PROBESOCK_MAX_CONNECTIONS
  * connections; each must deliver its request within O3M_PROBESOCK_REQUEST_MS
- * of being accepted or is closed; when every slot is taken, a new
- * connection closes the oldest one instead of waiting: the newest caller is
- * the one an orchestrator is waiting for, and an old one that has not sent
- * its request in time is not a probe. The pending-connection queue of
- * listen() is O3M_PROBESOCK_BACKLOG.
+ * of being accepted or is closed (a local probe sends it at once; dribbling
+ * bytes does not extend the time). A request already there when the
+ * connection is accepted, as a probe's usually is, is answered at once
+ * without taking a slot. The mode keeps other users out, but every process
+ * of the daemon's own group may connect, so the slots are shared out by
+ * peer process (SO_PEERCRED): one process holds at most
+ * O3M_PROBESOCK_PER_PEER of them, its own oldest making room for its
+ * newest. When every slot is taken, a new connection closes one of the
+ * process that holds the most: the oldest that has had a round of the
+ * poll to send its request, or, when all were taken in by this accept
+ * round, the oldest of a process that holds more than the new one's would
+ * (a probe, alone from its process, goes after the connections of every
+ * process that holds more); with none such the new one is closed. Every
+ * round empties the pending-connection queue of listen()
+ * (O3M_PROBESOCK_BACKLOG, more connections than a flood of a few hundred
+ * held ones), so that a flood cannot keep it full and have the kernel
+ * refuse a probe's connect. The newest caller is the one an orchestrator
+ * is waiting for, and an old one that has not sent its request is not a
+ * probe. Without these rules 8 processes of the daemon's own group with
+ * 32 held or dribbling connections each, reopened as soon as closed, left
+ * 6 of 28 probes answered within 1 s, most refused at connect with the
+ * queue full (eval/bench/attack-probes.sh).
  *
  * Threads: answer(ctx, path) runs on the socket's thread, one at a time;
  * it must be thread-safe against the rest of the daemon and should return
@@ -39,9 +56,12 @@
 #include "o3m_error.h"
 
 #define O3M_PROBESOCK_MAX_CONNECTIONS 16
-#define O3M_PROBESOCK_REQUEST_MS 2000
+#define O3M_PROBESOCK_REQUEST_MS 500
+/* Slots one peer process holds at once: an agent may probe a few paths at
+ * the same time, and one process can fill no more than a quarter. */
+#define O3M_PROBESOCK_PER_PEER 4
 #define O3M_PROBESOCK_REQUEST_MAX 1024
-#define O3M_PROBESOCK_BACKLOG 64
+#define O3M_PROBESOCK_BACKLOG 1024
 /* The socket file's mode: the daemon's user and group. */
 #define O3M_PROBESOCK_MODE 0660
 

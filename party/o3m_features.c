@@ -28,16 +28,17 @@ static void table_free(ft_table *t) {
 
 /* The epoch of t (o3m_features_epoch): BLAKE2b-64 over the kind, the
  * shape, the column names, and every row's id and values as they are in
- * memory (so after whitening when the party whitens), forced nonzero.
+ * memory (so after whitening when the party whitens), forced nonzero;
+ * keyed with key (crypto_generichash_KEYBYTES bytes) when it is not NULL.
  * An absent table hashes its kind only, so that it too has a fixed,
  * nonzero epoch. The values are hashed as their bytes: the epoch names the
  * exact numbers a party masks, and a table that reads back to the same
  * doubles keeps its epoch. */
-void table_epoch(ft_table *t, o3m_features_kind kind) {
+static void table_epoch(ft_table *t, o3m_features_kind kind, const unsigned char *key) {
   crypto_generichash_state h;
   unsigned char out[8];
   uint32_t hdr[3] = {(uint32_t)kind, (uint32_t)t->n_rows, (uint32_t)t->n_cols};
-  crypto_generichash_init(&h, NULL, 0, sizeof out);
+  crypto_generichash_init(&h, key, key ? crypto_generichash_KEYBYTES : 0, sizeof out);
   crypto_generichash_update(&h, (const unsigned char *)"o3m-features-epoch-v1", 21);
   crypto_generichash_update(&h, (const unsigned char *)hdr, sizeof hdr);
   if (t->present) {
@@ -51,9 +52,37 @@ void table_epoch(ft_table *t, o3m_features_kind kind) {
                               sizeof *t->vals * (size_t)t->n_rows * (size_t)t->n_cols);
   }
   crypto_generichash_final(&h, out, sizeof out);
+  sodium_memzero(&h, sizeof h); /* a keyed state holds the key */
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v |= (uint64_t)out[i] << (8 * i);
   t->epoch = v ? v : 1;
+}
+
+_Static_assert(2 * crypto_shorthash_KEYBYTES == crypto_kdf_KEYBYTES,
+               "the two dummy-row keys make one KDF master key");
+_Static_assert(crypto_generichash_KEYBYTES >= crypto_kdf_BYTES_MIN &&
+               crypto_generichash_KEYBYTES <= crypto_kdf_BYTES_MAX,
+               "the KDF can make a BLAKE2b key");
+
+/* Both epochs of f. With the party's key set (o3m_features_set_dummy_key)
+ * they are keyed with a subkey derived from it (libsodium's crypto_kdf,
+ * context "o3mepoch", subkey 1; the dummy rows use the key itself), which
+ * lives only on this stack and is wiped here; without it they are the
+ * unkeyed hash, which only parties that show nobody their epochs use (the
+ * AP's own tables, o3m-eval). */
+void features_epochs(o3m_features *f) {
+  unsigned char master[crypto_kdf_KEYBYTES], sub[crypto_generichash_KEYBYTES];
+  const unsigned char *key = NULL;
+  if (f->has_key) {
+    memcpy(master, f->dummy_key[0].k, crypto_shorthash_KEYBYTES);
+    memcpy(master + crypto_shorthash_KEYBYTES, f->dummy_key[1].k, crypto_shorthash_KEYBYTES);
+    crypto_kdf_derive_from_key(sub, sizeof sub, 1, "o3mepoch", master);
+    sodium_memzero(master, sizeof master);
+    key = sub;
+  }
+  table_epoch(&f->user, O3M_FEATURES_USERS, key);
+  table_epoch(&f->item, O3M_FEATURES_ITEMS, key);
+  sodium_memzero(sub, sizeof sub);
 }
 
 int o3m_features_load(o3m_features **out, const char *user_csv,
@@ -97,8 +126,7 @@ int o3m_features_load_with(o3m_features **out, const char *user_csv, const char 
     o3m_features_destroy(f);
     return o3m_err_set(e, O3M_ERANDOM, "libsodium could not start (table epochs)");
   }
-  table_epoch(&f->user, O3M_FEATURES_USERS);
-  table_epoch(&f->item, O3M_FEATURES_ITEMS);
+  features_epochs(f);
   atomic_init(&f->lookups, 0);
   atomic_init(&f->item_lookups, 0);
   atomic_init(&f->unknown_users, 0);

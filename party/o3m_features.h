@@ -205,8 +205,9 @@ int o3m_features_whiten(o3m_features *f, o3m_err *e);
 
 /* Turns on the dummy rows of unknown ids (see "Dummy rows" above) under key
  * (copied; bytes 0..15 key the user table, 16..31 the item table), or
- * replaces the key set before. Two handles with the same key and tables
- * give the same dummies, which tests rely on; the PP calls it with the key
+ * replaces the key set before, and keys the epochs with it
+ * (o3m_features_epoch). Two handles with the same key and tables give the
+ * same dummies and epochs, which tests rely on; the PP calls it with the key
  * it stores beside its block. The key must never leave the party: an AP
  * that learned it could recompute the dummies and so recognize unknown ids.
  * The key is wiped by o3m_features_destroy. Not concurrent with
@@ -222,16 +223,27 @@ int o3m_features_n_users(const o3m_features *f);
 int o3m_features_n_items(const o3m_features *f);
 
 /* The epoch of the user or the item table: a nonzero 64-bit value computed
- * by o3m_features_load (and again by o3m_features_whiten) from the table's
- * content, the first 8 bytes of a BLAKE2b hash (libsodium
- * crypto_generichash) of its column names, ids and values as the party
- * masks them. Two loads of the same content have the same epoch, and a
- * table whose content changed gets another one (but for a 2^-64 chance), so
- * a reload needs nothing more to announce its new tables. An absent table
- * has a fixed epoch of its own. The active participant keys its cache of
- * masked item parts on the passive parties' item epochs (MaskBatchReply).
- * The epoch is public: it is a hash of the whole table, from which nothing
- * about one row can be found short of guessing the whole table. */
+ * by o3m_features_load (and again by o3m_features_whiten and
+ * o3m_features_set_dummy_key) from the table's content, the first 8 bytes
+ * of a BLAKE2b hash (libsodium crypto_generichash) of its column names,
+ * ids and values as the party masks them. Two loads of the same content
+ * under the same key have the same epoch, and a table whose content
+ * changed gets another one (but for a 2^-64 chance), so a reload needs
+ * nothing more to announce its new tables. An absent table has a fixed
+ * epoch of its own. The active participant keys its cache of masked item
+ * parts on the passive parties' item epochs (MaskBatchReply).
+ *
+ * Keyed. Once the party's key is set (o3m_features_set_dummy_key) the hash
+ * is keyed with a subkey derived from it (crypto_kdf, context "o3mepoch"),
+ * so the epoch a passive party sends tells the AP only whether a table
+ * changed: an unkeyed hash would let it confirm a guess of a whole
+ * low-entropy table (a few known ids, 0/1 columns) by hashing the guess.
+ * The subkey is derived for each computation and wiped. A party keeps its
+ * key beside its block in state_dir, so its epochs survive a restart with
+ * the same table; one run without a state_dir draws a new key per start,
+ * and then its epochs change at every restart (the AP drops its item
+ * cache once). Without a key (the AP's own tables, o3m-eval, which show
+ * nobody their epochs) the hash is unkeyed. */
 uint64_t o3m_features_epoch(const o3m_features *f, o3m_features_kind which);
 
 /* The id of row `row` (0-based, in file order) of the user or item table, as

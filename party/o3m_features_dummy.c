@@ -110,4 +110,5 @@ void pick_row(const o3m_features *f, const ft_table *t, int which, const char *i
 void o3m_features_set_dummy_key(o3m_features *f, const unsigned char key[O3M_FEATURES_KEY_BYTES]) {
   set_key(f, key);
   f->has_key = 1;
+  features_epochs(f); /* keyed from now on (o3m_features_epoch) */
 }

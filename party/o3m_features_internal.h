@@ -44,7 +44,7 @@ typedef struct ft_table {
   int max_row;    /* a row that has it */
   double dummy_max_sq; /* dummy rows are drawn no longer than this (inf: any) */
   char name[NAME_SHOW_MAX + 1]; /* the file, for messages */
-  uint64_t epoch;  /* o3m_features_epoch: the hash of the content below */
+  uint64_t epoch;  /* o3m_features_epoch: the (keyed) hash of the content below */
   /* Capacities while loading. */
   size_t cap_rows;
   size_t ids_len;
@@ -98,7 +98,7 @@ void pick_row(const o3m_features *f, const ft_table *t, int which, const char *i
 int table_moments(ft_table *t);
 void note_max_row(ft_table *t, int r);
 
-/* o3m_features.c */
-void table_epoch(ft_table *t, o3m_features_kind kind);
+/* o3m_features.c: both epochs of f, keyed once f has the party's key. */
+void features_epochs(o3m_features *f);
 
 #endif

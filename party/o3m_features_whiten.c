@@ -83,8 +83,7 @@ int o3m_features_whiten(o3m_features *f, o3m_err *e) {
     if (rc) return o3m_err_set_at(e, rc, tables[i]->name, 0, "cannot whiten: out of memory");
   }
   /* The whitened values are what the party masks: the epochs name them. */
-  table_epoch(&f->user, O3M_FEATURES_USERS);
-  table_epoch(&f->item, O3M_FEATURES_ITEMS);
+  features_epochs(f);
   f->whitened = 1;
   o3m_err_clear(e);
   return O3M_OK;

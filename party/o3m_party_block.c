@@ -133,7 +133,9 @@ int o3m_party_block_obtain(const o3m_party_block_options *o, o3m_block **out, vo
     o3m_log_warn("no state_dir: the block%s not kept; a restart of this party needs a mask "
                  "generator that still holds Q (--keep-mask)%s",
                  secret_len ? " and the dummy-row key are" : " is",
-                 secret_len ? ", and its unknown ids then get new dummy rows" : "");
+                 secret_len ? ", and its unknown ids then get new dummy rows and its tables "
+                              "new epochs (the AP drops its item cache once)"
+                            : "");
   }
   o3m_backoff bo;
   o3m_backoff_start(&bo, O3M_PARTY_BLOCK_DELAY0_MS, O3M_PARTY_BLOCK_DELAY_MAX_MS,

@@ -17,9 +17,16 @@
 #     40 of them). The same probes on the flooded HTTPS port are printed,
 #     not checked: anyone who reaches that port can fill it, which is why
 #     the probe socket exists;
-#  3. after the flood the HTTPS port answers /healthz again, and the AP
+#  3. the daemon's own group floods the probe socket itself (its mode lets
+#     every process of the group in): 8 processes (peers of their own, not
+#     the prober) with 32 connections each, half silent, half dribbling a
+#     request that never ends, each reopened as soon as it is closed;
+#     meanwhile 28 probes, one every 0.25 s: every one must be answered
+#     200 within 1 s. Before the per-peer limits and the accept-time read
+#     (o3m_probesock.h, "Bounds") 12 to 16 of the 28 were;
+#  4. after the floods the HTTPS port answers /healthz again, and the AP
 #     still serves Info;
-#  4. a stop removes the socket file.
+#  5. a stop removes the socket file.
 # Against binaries without --probe-socket (0.4.0 and earlier) the AP does not
 # start and check 1 fails.
 set -euo pipefail
@@ -69,7 +76,19 @@ read -r ok total <<<"$(echo "$line" | sed -E 's/^probes unix: ([0-9]+) of ([0-9]
 [ "$total" -ge 40 ] || fail "only $total probes were made"
 [ "$ok" = "$total" ] || fail "the probe socket answered $ok of $total probes within 1 s under the flood"
 
-# --- 3: afterwards ----------------------------------------------------------------
+# --- 3: the own group's flood on the probe socket ----------------------------------
+out=$(python3 "$HERE/probe_flood.py" 0 --unix-flood "$SOCK" --unix-procs 8 --unix-per-proc 32 \
+  --probe-unix "$SOCK" --probes 28) || fail "the unix flood tool failed"
+echo "$out" | sed 's/^/probe_e2e: /'
+line=$(echo "$out" | grep '^probes unix: ') || fail "no probe figures for the unix flood"
+read -r ok total <<<"$(echo "$line" | sed -E 's/^probes unix: ([0-9]+) of ([0-9]+) .*/\1 \2/')"
+echo "$out" | grep -qE '^unix flood: 8 processes, [1-9][0-9]* connects' ||
+  fail "the unix flood made no connections"
+[ "$total" = 28 ] || fail "$total probes were made under the unix flood, not 28"
+[ "$ok" = 28 ] || fail "the probe socket answered $ok of 28 probes within 1 s while 8 processes" \
+  "of its own group flooded it"
+
+# --- 4: afterwards ----------------------------------------------------------------
 https_ok=
 for i in $(seq 1 50); do
   code=$(curl -s -m 2 -o /dev/null -w "%{http_code}" --cacert "$WORK/certs/ca.pem" \
@@ -82,7 +101,7 @@ done
   fail "Info fails after the flood"
 echo "probe_e2e: after the flood the HTTPS port answers again and the AP serves"
 
-# --- 4: the stop removes the socket -------------------------------------------------
+# --- 5: the stop removes the socket -------------------------------------------------
 fed_down
 [ ! -e "$SOCK" ] || fail "the probe socket is still there after the AP stopped"
 echo "probe_e2e: the stop removed the probe socket"

@@ -119,10 +119,12 @@ static const char *fallback_line;
 static int pp1_items;
 /* fed_setup.second_client of the next federation (0: one client). */
 static int second_client;
+/* fed_setup.state_dirs of the next federation (0: none). */
+static int state_dirs;
 
 static void fed_prepare(const char *policy) {
   fed_setup s = {.table_seed = 100, .pp1_users = N_USERS, .deadline_ms = DEADLINE_MS,
-                 .policy = policy, .pending_capacity = 1000, .state_dirs = 0,
+                 .policy = policy, .pending_capacity = 1000, .state_dirs = state_dirs,
                  .aggregation = aggregation, .federation_extra = fallback_line,
                  .pp1_items = pp1_items, .second_client = second_client};
   fed_net_prepare(&fed, &s);
@@ -542,6 +544,62 @@ Test(active, a_changed_item_table_is_never_summed_with_cached_parts, .init = fed
   o3m_rng_destroy(r);
   o3m_policy_destroy(pol);
   fed_tables_free(&c.t);
+}
+
+/* The same federation with a state_dir for every party. */
+static void fed_up_linucb_state(void) {
+  state_dirs = 1;
+  fed_up_linucb();
+}
+
+/* Restarts pp2 on the same tables between 30 lossless rounds and 30 more,
+ * and returns the AP's cache resets across the restart (those of the
+ * rounds after it). */
+static uint64_t resets_across_a_restart_of_pp2(void) {
+  o3m_policy_config pc;
+  linucb_config(&pc);
+  central c;
+  o3m_policy *pol;
+  o3m_rng *r;
+  central_start(&c, &pc, 7, &pol, &r);
+  o3m_err e;
+  o3m_err_clear(&e);
+  int t = 0;
+  for (; t < 30; t++) lossless_round(&pc, pol, &c, r, t, 1);
+  ap_stats st0, st1;
+  cr_assert(eq(int, ap_client_stats(cli, &st0, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(gt(u64, st0.cache_size, 0));
+  fed_stop(&fed.proc[FED_PP2], SIGTERM, 5000);
+  fed_net_start(&fed, FED_PP2, NULL);
+  wait_ready(FED_PP2);
+  for (; t < 60; t++) lossless_round(&pc, pol, &c, r, t, t == 30 ? 50 : 1);
+  cr_assert(eq(int, ap_client_stats(cli, &st1, &e), 0), "%s", o3m_err_message(&e));
+  cr_assert(gt(u64, st1.cache_hits, st0.cache_hits), "no round after the restart hit the cache");
+  o3m_rng_destroy(r);
+  o3m_policy_destroy(pol);
+  fed_tables_free(&c.t);
+  return st1.cache_resets - st0.cache_resets;
+}
+
+/* A passive party's epochs are keyed with the secret it keeps beside its
+ * block: restarted with its state_dir on the same tables it names the same
+ * epochs, and the AP keeps its item cache (no reset). */
+Test(active, a_party_restarted_with_its_state_dir_keeps_its_epochs, .init = fed_up_linucb_state,
+     .fini = fed_down) {
+  uint64_t resets = resets_across_a_restart_of_pp2();
+  cr_assert(eq(u64, resets, 0), "%llu cache resets after pp2 restarted with its state_dir on the "
+            "same tables: its epochs changed", (unsigned long long)resets);
+}
+
+/* Without a state_dir a passive party draws a new secret at every start,
+ * so the epochs it sends change although its tables did not: what it sends
+ * is keyed, not the hash of its tables alone. The AP drops its cache once. */
+Test(active, a_party_restarted_without_a_state_dir_names_new_epochs, .init = fed_up_linucb,
+     .fini = fed_down) {
+  uint64_t resets = resets_across_a_restart_of_pp2();
+  cr_assert(eq(u64, resets, 1), "%llu cache resets after pp2 restarted without a state_dir on the "
+            "same tables: its epochs are the hash of its tables alone, not keyed with a secret "
+            "of its own", (unsigned long long)resets);
 }
 
 Test(active, disjoint_lints_decisions_equal_central_draw_by_draw, .init = fed_up_lints_disjoint,

@@ -1100,3 +1100,104 @@ Test(features, epochs_follow_the_content_of_each_table) {
   cr_assert_neq(o3m_features_epoch(f, O3M_FEATURES_USERS), fu);
   o3m_features_destroy(f);
 }
+
+/* The epoch as o3m-passive sent it up to this change: the unkeyed
+ * BLAKE2b-64 of a table that is present, computed here from the table's
+ * content alone, as anyone who guesses the table can. */
+static uint64_t unkeyed_epoch(o3m_features_kind kind, int n_rows, int n_cols,
+                              const char *const *cols, const char *const *ids,
+                              const double *vals) {
+  crypto_generichash_state h;
+  unsigned char out[8];
+  uint32_t hdr[3] = {(uint32_t)kind, (uint32_t)n_rows, (uint32_t)n_cols};
+  crypto_generichash_init(&h, NULL, 0, sizeof out);
+  crypto_generichash_update(&h, (const unsigned char *)"o3m-features-epoch-v1", 21);
+  crypto_generichash_update(&h, (const unsigned char *)hdr, sizeof hdr);
+  for (int c = 0; c < n_cols; c++)
+    crypto_generichash_update(&h, (const unsigned char *)cols[c], strlen(cols[c]) + 1);
+  for (int r = 0; r < n_rows; r++)
+    crypto_generichash_update(&h, (const unsigned char *)ids[r], strlen(ids[r]) + 1);
+  crypto_generichash_update(&h, (const unsigned char *)vals,
+                            sizeof *vals * (size_t)n_rows * (size_t)n_cols);
+  crypto_generichash_final(&h, out, sizeof out);
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)out[i] << (8 * i);
+  return v ? v : 1;
+}
+
+/* The epochs a passive party sends once its key is set (the PP sets it
+ * before it answers any batch, and on the tables of every reload): keyed,
+ * so that the AP cannot confirm a guess of a low-entropy table by hashing
+ * it; still equal for the same content and key (a restart with the key in
+ * state_dir keeps them), different for a changed table, and different for
+ * two parties with the same table and their own keys. The dummy rows stay
+ * those of the key. */
+Test(features, epochs_are_keyed_with_the_party_key) {
+  char u[512], i[512];
+  snprintf(u, sizeof u, "%s", write_tmp("ku.csv", "user_id,a\nu0,0\nu1,1\n"));
+  snprintf(i, sizeof i, "%s", write_tmp("ki.csv", "item_id,c,d\ni0,1,0\ni1,0,1\n"));
+  unsigned char ka[O3M_FEATURES_KEY_BYTES], kb[O3M_FEATURES_KEY_BYTES];
+  for (int b = 0; b < O3M_FEATURES_KEY_BYTES; b++) ka[b] = (unsigned char)(b + 1), kb[b] = (unsigned char)(200 - b);
+  o3m_features *f, *g, *h;
+  load_ok(&f, u, i, 3);
+  load_ok(&g, u, i, 3);
+  load_ok(&h, u, i, 3);
+  /* A guess of both whole tables, hashed as the old epochs were. */
+  const char *ucols[] = {"a"}, *uids[] = {"u0", "u1"}, *icols[] = {"c", "d"},
+             *iids[] = {"i0", "i1"};
+  const double uvals[] = {0, 1}, ivals[] = {1, 0, 0, 1};
+  const uint64_t gu = unkeyed_epoch(O3M_FEATURES_USERS, 2, 1, ucols, uids, uvals);
+  const uint64_t gi = unkeyed_epoch(O3M_FEATURES_ITEMS, 2, 2, icols, iids, ivals);
+  cr_assert_eq(o3m_features_epoch(f, O3M_FEATURES_ITEMS), gi,
+               "without a key the epoch is the unkeyed hash (the guess is computed right)");
+  double dummy_before[3], dummy_after[3];
+  o3m_features_set_dummy_key(f, ka);
+  cr_assert_eq(o3m_features_fill(f, "nobody", 1, (const char *const[]){"none"}, dummy_before,
+                                 NULL, NULL), O3M_OK);
+  o3m_features_set_dummy_key(g, ka);
+  o3m_features_set_dummy_key(h, kb);
+  const uint64_t fu = o3m_features_epoch(f, O3M_FEATURES_USERS);
+  const uint64_t fi = o3m_features_epoch(f, O3M_FEATURES_ITEMS);
+  cr_assert_neq(fu, gu, "the user epoch a party sends is the unkeyed hash of its table: the AP "
+                        "can confirm a guess of the whole table");
+  cr_assert_neq(fi, gi, "the item epoch a party sends is the unkeyed hash of its table: the AP "
+                        "can confirm a guess of the whole table");
+  cr_assert_neq(fu, 0);
+  cr_assert_neq(fi, 0);
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_USERS), fu, "same table and key, same epoch");
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_ITEMS), fi);
+  cr_assert_neq(o3m_features_epoch(h, O3M_FEATURES_USERS), fu,
+                "two parties with the same table and their own keys have the same epoch");
+  cr_assert_neq(o3m_features_epoch(h, O3M_FEATURES_ITEMS), fi);
+  /* The dummy rows are the key's, as before epochs were keyed. */
+  cr_assert_eq(o3m_features_fill(g, "nobody", 1, (const char *const[]){"none"}, dummy_after,
+                                 NULL, NULL), O3M_OK);
+  cr_assert_arr_eq(dummy_before, dummy_after, sizeof dummy_before);
+  o3m_features_destroy(g);
+  o3m_features_destroy(h);
+
+  /* A changed item table under the same key: a new item epoch, the same
+   * user epoch. */
+  const char *i2 = write_tmp("ki2.csv", "item_id,c,d\ni0,1,0\ni1,1,1\n");
+  load_ok(&g, u, i2, 3);
+  o3m_features_set_dummy_key(g, ka);
+  cr_assert_neq(o3m_features_epoch(g, O3M_FEATURES_ITEMS), fi, "a changed table kept its epoch");
+  cr_assert_eq(o3m_features_epoch(g, O3M_FEATURES_USERS), fu);
+  o3m_features_destroy(g);
+
+  /* Whitening after the key keeps the epochs keyed, and they follow the
+   * whitened values. */
+  o3m_err e;
+  cr_assert_eq(o3m_features_whiten(f, &e), O3M_OK, "%s", o3m_err_message(&e));
+  load_ok(&g, u, i, 3);
+  cr_assert_eq(o3m_features_whiten(g, &e), O3M_OK, "%s", o3m_err_message(&e));
+  const uint64_t wi_unkeyed = o3m_features_epoch(g, O3M_FEATURES_ITEMS);
+  o3m_features_set_dummy_key(g, ka);
+  cr_assert_neq(o3m_features_epoch(f, O3M_FEATURES_ITEMS), fi, "whitened values, new epoch");
+  cr_assert_neq(o3m_features_epoch(f, O3M_FEATURES_ITEMS), wi_unkeyed,
+                "whitening after the key left the epoch unkeyed");
+  cr_assert_eq(o3m_features_epoch(f, O3M_FEATURES_ITEMS), o3m_features_epoch(g, O3M_FEATURES_ITEMS),
+               "key then whitening, or whitening then key: the same epoch");
+  o3m_features_destroy(g);
+  o3m_features_destroy(f);
+}

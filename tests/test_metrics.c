@@ -297,7 +297,10 @@ Test(probesock, answers_the_two_probes_and_nothing_else, .init = make_sock_dir,
 
 /* The probes' blinding flood on the socket itself: four times as many connections
  * as it has slots, none sending a byte; a new probe still gets its answer
- * within 1 s (the oldest silent one makes room), again and again. */
+ * within 1 s (its request is there when it is accepted, and the flood,
+ * from the same process, only ever replaces its own oldest connections),
+ * again and again. A flood from other processes of the group is
+ * tests/probe_e2e.sh's. */
 Test(probesock, a_probe_is_answered_past_a_flood_of_silent_connections,
      .init = make_sock_dir, .fini = drop_sock_dir) {
   o3m_metrics *m = new_registry();

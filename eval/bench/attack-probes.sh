@@ -19,6 +19,13 @@
 #   BINARIES  PATH  answered A of N within 1 s (healthz a/n, readyz b/m)
 # The HTTPS port is the path an orchestrator had before; the unix socket
 # the one it has now.
+#
+# The second form, when the build has the probe socket: the daemon's own
+# group floods the socket itself (its mode lets the group in):
+# tests/probe_flood.py --unix-flood, 8 processes with 32 connections each,
+# half silent, half dribbling a request that never ends, reopened as soon
+# as closed, and 28 probes, one every 0.25 s. One line per build:
+#   BINARIES  own group  answered A of 28 within 1 s (...)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-20}
@@ -52,5 +59,11 @@ for b in $bins; do
     printf '%-28s %-13s %s\n' "$b" "$path" "$rest"
   done <<<"$out"
   [ -n "$sock" ] || printf '%-28s %-13s %s\n' "$b" "unix socket" "(this build has no --probe-socket)"
+  if [ -n "$sock" ]; then
+    out=$(python3 tests/probe_flood.py 0 --unix-flood "$sock" --unix-procs 8 --unix-per-proc 32 \
+      --probe-unix "$sock" --probes 28)
+    rest=$(echo "$out" | sed -n 's/^probes unix: //p')
+    printf '%-28s %-13s %s\n' "$b" "own group" "$rest"
+  fi
   fed_down
 done
