@@ -66,28 +66,50 @@ void fed_make_certs_dns(const char *subdir, const char *alt, const char *names) 
   cr_assert_eq(rc, 0, "make-certs.sh failed (%d): %s", rc, cmd);
 }
 
+/* The ports fed_free_port has reserved: each a socket bound to
+ * 127.0.0.1:PORT with SO_REUSEADDR and not listening, held until
+ * fed_release_port or fed_cleanup (see fed_free_port in fed_proc.h for why
+ * that keeps the port ours and still lets the daemon bind it). */
+#define MAX_RESERVED 64
+static struct {
+  int fd, port;
+} g_resv[MAX_RESERVED];
+static int g_n_resv;
+
 int fed_free_port(void) {
-  /* Binding port 0 twice in a row can return the same port once the first
-   * socket is closed, and a config with two parties on one port is refused;
-   * so a port handed out recently by this process is never handed out again. */
-  static int recent[32];
-  static int n_recent;
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  cr_assert_lt(g_n_resv, MAX_RESERVED, "more than %d ports reserved at once", MAX_RESERVED);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+  int one = 1;
+  cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0,
+               "SO_REUSEADDR: %s", strerror(errno));
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    int err = errno;
     close(fd);
-    int port = ntohs(a.sin_port), seen = 0;
-    for (int i = 0; i < n_recent && i < 32; i++) seen |= recent[i] == port;
-    if (seen) continue;
-    recent[n_recent++ % 32] = port;
-    return port;
+    cr_assert_fail("reserving a port on 127.0.0.1: %s", strerror(err));
   }
+  g_resv[g_n_resv].fd = fd;
+  g_resv[g_n_resv].port = ntohs(a.sin_port);
+  return g_resv[g_n_resv++].port;
+}
+
+void fed_release_port(int port) {
+  for (int i = 0; i < g_n_resv; i++)
+    if (g_resv[i].port == port) {
+      close(g_resv[i].fd);
+      g_resv[i] = g_resv[--g_n_resv];
+      return;
+    }
+}
+
+/* Closes every reservation (fed_cleanup). */
+static void release_ports(void) {
+  while (g_n_resv > 0) close(g_resv[--g_n_resv].fd);
 }
 
 const char *fed_path(const char *name) {
@@ -265,6 +287,7 @@ void fed_cleanup(void) {
   else if (g_dir[0])
     nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   g_dir[0] = '\0';
+  release_ports();
 }
 
 o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
