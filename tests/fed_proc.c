@@ -11,6 +11,8 @@
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <linux/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -531,4 +533,42 @@ double fed_click_reward(const double *x) {
   double z = 0;
   for (int i = 0; i < FED_D; i++) z += theta[i] * x[i];
   return 1.0 / (1.0 + exp(-z));
+}
+
+/* ------------------------------------------------ conditions on this process's connections */
+
+int fed_conns_acked(int port, int *fds, unsigned long long *acked, int cap) {
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d, "/proc/self/fd: %s", strerror(errno));
+  int n = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd == dirfd(d)) continue;
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getpeername((int)fd, (struct sockaddr *)&sa, &sl) != 0) continue;
+    int peer_port = sa.ss_family == AF_INET    ? ntohs(((struct sockaddr_in *)&sa)->sin_port)
+                    : sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
+                                               : -1;
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (peer_port != port || getsockopt((int)fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) continue;
+    if (n < cap) {
+      fds[n] = (int)fd;
+      acked[n] = (unsigned long long)ti.tcpi_bytes_acked;
+    }
+    n++;
+  }
+  closedir(d);
+  /* readdir gives no order; the callers compare two calls by descriptor. */
+  int m = n < cap ? n : cap;
+  for (int i = 1; i < m; i++)
+    for (int j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+      int f = fds[j];
+      fds[j] = fds[j - 1], fds[j - 1] = f;
+      unsigned long long a = acked[j];
+      acked[j] = acked[j - 1], acked[j - 1] = a;
+    }
+  return n;
 }

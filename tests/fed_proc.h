@@ -267,4 +267,16 @@ void fed_draw_round(o3m_rng *r, int n_users, fed_round *q);
  * theta times the unmasked context x (FED_D values). */
 double fed_click_reward(const double *x);
 
+/* ------------------------------------------------------------------------
+ * Conditions on this process's own connections (the ports helpers). */
+
+/* This process's TCP connections to 127.0.0.1:port (IPv4, or IPv6 mapped):
+ * fills fds[] and acked[] (the bytes the peer's kernel has acknowledged,
+ * TCP_INFO's tcpi_bytes_acked) for up to cap of them, in descriptor order,
+ * and returns how many there are. A request a client has started has
+ * reached the peer's host once its connection's count has grown: the
+ * condition a test waits on instead of a sleep when the peer cannot be
+ * asked (a daemon whose only thread is busy). */
+int fed_conns_acked(int port, int *fds, unsigned long long *acked, int cap);
+
 #endif
