@@ -44,10 +44,47 @@
 FED_PIDS=()
 FED_NAMES=()
 
-# Prints a TCP port on 127.0.0.1 that was free a moment ago (the kernel
-# picks it; another process may take it before the caller binds it).
+# Prints a TCP port on 127.0.0.1 reserved until the calling script exits:
+# a detached holder keeps a socket bound to it with SO_REUSEADDR, never
+# listening, and exits within 0.5 s of the script ($$). Another process's
+# port-0 bind or outgoing connect never gets a port so held, while a daemon
+# (every listener here sets SO_REUSEADDR) still binds and listens on it;
+# tests/fed_proc.h says why. A port that was only free a moment ago could
+# be taken by anyone before the daemon bound it.
 fed_free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 - "$$" <<'PY'
+import os, socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1], flush=True)
+if os.fork():
+    os._exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+owner = int(sys.argv[1])
+while True:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    except PermissionError:
+        pass
+    time.sleep(0.5)
+PY
+}
+
+# fed_reserve_addresses CONF: gives every party whose address is on
+# 127.0.0.1 a port of fed_free_port instead of the one gen-federation
+# found free (and let go) when it wrote CONF.
+fed_reserve_addresses() {
+  local conf=$1 n port
+  for n in $(awk '/^\[party /{n=$2; sub(/\]/,"",n); print n}' "$conf"); do
+    port=$(fed_free_port) || return 1
+    sed -i "/^\[party $n\]\$/,/^\[/ s|^address = 127\.0\.0\.1:[0-9]*\$|address = 127.0.0.1:$port|" "$conf"
+  done
 }
 
 fed_down() {
@@ -107,6 +144,7 @@ fed_gen() {
   shift 2
   "$bin/o3m-eval" gen-federation --out "$work" "$@" >/dev/null
   fed_names "$work/federation.conf"
+  fed_reserve_addresses "$FED_CONF" || return 1
   local active=$FED_ACTIVE
   if [ -n "${FED_FEDERATION_EXTRA:-}" ]; then
     printf '%s\n' "$FED_FEDERATION_EXTRA" >"$work/federation.extra"

@@ -105,6 +105,9 @@ for i in "${!FED_NAMES[@]}"; do
 done
 echo "fdflood_e2e: every daemon raised its soft open-file limit from 256 to $HARD"
 
+# wait_for_file PATH, wait_for_grep TEXT FILE: up to 30 s.
+wait_for_file() { local i; for i in $(seq 1 300); do [ -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+wait_for_grep() { local i; for i in $(seq 1 300); do grep -q "$1" "$2" && return 0; sleep 0.1; done; return 1; }
 readyz() { curl -s -m 5 -o /dev/null -w "%{http_code}" --cacert "$WORK/certs/ca.pem" "https://127.0.0.1:$AP_METRICS/readyz" || true; }
 CLI=("$BIN/o3m-cli" --config "$FED_CONF" --as client --deadline-ms 2000)
 info_ok() { "${CLI[@]}" info >/dev/null 2>&1; }
@@ -113,12 +116,14 @@ recommend_ok() { "${CLI[@]}" recommend --user u3 --items i0,i1,i2 >/dev/null 2>&
 info_ok || fail "Info fails before the flood"
 
 # --- 2: a flood within the raised limit -------------------------------------------
-# The attacker: FLOOD connections that send nothing; after HANDSHAKE_S
-# seconds it prints how many of them the server has closed.
+# The attacker: FLOOD connections that send nothing (it creates
+# flood2.open once they are all open); after HANDSHAKE_S seconds it prints
+# how many of them the server has closed.
 python3 -c '
 import socket, sys, time
 port, n, wait = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 socks = [socket.create_connection(("127.0.0.1", port), timeout=2) for _ in range(n)]
+open(sys.argv[4], "w").close()
 time.sleep(wait)
 closed = 0
 for s in socks:
@@ -130,9 +135,9 @@ for s in socks:
     except OSError:
         closed += 1
 print(closed)
-' "$AP_PORT" "$FLOOD" "$HANDSHAKE_S" >"$WORK/flood2.txt" &
+' "$AP_PORT" "$FLOOD" "$HANDSHAKE_S" "$WORK/flood2.open" >"$WORK/flood2.txt" &
 FLOOD_PID=$!
-sleep 2
+wait_for_file "$WORK/flood2.open" || fail "the attacker of check 2 did not open its connections"
 info_ok || fail "Info fails while $FLOOD idle connections are open (the soft limit was 256)"
 recommend_ok || fail "Recommend fails while $FLOOD idle connections are open"
 [ "$(readyz)" = 200 ] || fail "/readyz is $(readyz) during a flood the AP survives"
@@ -150,8 +155,8 @@ watchdogs_since() { awk -v t="$1" '$1 > t' "$WORK/watchdog.txt" | wc -l; }
 open_fds=$(find "/proc/$AP_PID/fd" -mindepth 1 | wc -l)
 LIMIT=$((open_fds + 12))
 prlimit --pid "$AP_PID" --nofile="$LIMIT:$LIMIT" || fail "prlimit --pid $AP_PID"
-# The attacker: FLOOD connections that send nothing, held until its stdin
-# closes, then closed at once.
+# The attacker: FLOOD connections that send nothing (flood3.open once it has
+# opened what it could), held until its stdin closes, then closed at once.
 exec 7> >(python3 -c '
 import socket, sys
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -161,17 +166,18 @@ for _ in range(n):
         socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
     except OSError:
         break
+open(sys.argv[3], "w").close()
 sys.stdin.read()
 for s in socks:
     s.close()
-' "$AP_PORT" "$FLOOD")
+' "$AP_PORT" "$FLOOD" "$WORK/flood3.open")
 FLOOD_PID=$!
-sleep 3
+wait_for_file "$WORK/flood3.open" || fail "the attacker of check 3 did not open its connections"
 during_info=ok
 info_ok || during_info=failed
 during_ready=$(readyz)
 echo "fdflood_e2e: flood past the limit ($LIMIT, $open_fds open before): Info $during_info, /readyz $during_ready"
-grep -q "Too many open files" "$WORK/$FED_ACTIVE.log" ||
+wait_for_grep "Too many open files" "$WORK/$FED_ACTIVE.log" ||
   fail "the AP never ran out of descriptors: the flood did not reach the limit"
 if [ "$during_info" = failed ] && [ "$during_ready" = 200 ]; then
   fail "/readyz said 200 while Info failed during the flood"

@@ -11,6 +11,8 @@
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <linux/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -66,28 +68,50 @@ void fed_make_certs_dns(const char *subdir, const char *alt, const char *names) 
   cr_assert_eq(rc, 0, "make-certs.sh failed (%d): %s", rc, cmd);
 }
 
+/* The ports fed_free_port has reserved: each a socket bound to
+ * 127.0.0.1:PORT with SO_REUSEADDR and not listening, held until
+ * fed_release_port or fed_cleanup (see fed_free_port in fed_proc.h for why
+ * that keeps the port ours and still lets the daemon bind it). */
+#define MAX_RESERVED 64
+static struct {
+  int fd, port;
+} g_resv[MAX_RESERVED];
+static int g_n_resv;
+
 int fed_free_port(void) {
-  /* Binding port 0 twice in a row can return the same port once the first
-   * socket is closed, and a config with two parties on one port is refused;
-   * so a port handed out recently by this process is never handed out again. */
-  static int recent[32];
-  static int n_recent;
-  for (;;) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in a = {0};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  cr_assert_lt(g_n_resv, MAX_RESERVED, "more than %d ports reserved at once", MAX_RESERVED);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+  int one = 1;
+  cr_assert_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one), 0,
+               "SO_REUSEADDR: %s", strerror(errno));
+  struct sockaddr_in a = {0};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    int err = errno;
     close(fd);
-    int port = ntohs(a.sin_port), seen = 0;
-    for (int i = 0; i < n_recent && i < 32; i++) seen |= recent[i] == port;
-    if (seen) continue;
-    recent[n_recent++ % 32] = port;
-    return port;
+    cr_assert_fail("reserving a port on 127.0.0.1: %s", strerror(err));
   }
+  g_resv[g_n_resv].fd = fd;
+  g_resv[g_n_resv].port = ntohs(a.sin_port);
+  return g_resv[g_n_resv++].port;
+}
+
+void fed_release_port(int port) {
+  for (int i = 0; i < g_n_resv; i++)
+    if (g_resv[i].port == port) {
+      close(g_resv[i].fd);
+      g_resv[i] = g_resv[--g_n_resv];
+      return;
+    }
+}
+
+/* Closes every reservation (fed_cleanup). */
+static void release_ports(void) {
+  while (g_n_resv > 0) close(g_resv[--g_n_resv].fd);
 }
 
 const char *fed_path(const char *name) {
@@ -265,6 +289,7 @@ void fed_cleanup(void) {
   else if (g_dir[0])
     nftw(g_dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   g_dir[0] = '\0';
+  release_ports();
 }
 
 o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
@@ -555,4 +580,42 @@ o3m_rpc_client *fed_client_ready(const char *target, const char *ca_dir, const c
   int rc = o3m_rpc_client_create(&c, &cfg, &e);
   cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
   return c;
+}
+
+/* ------------------------------------------------ conditions on this process's connections */
+
+int fed_conns_acked(int port, int *fds, unsigned long long *acked, int cap) {
+  DIR *d = opendir("/proc/self/fd");
+  cr_assert_not_null(d, "/proc/self/fd: %s", strerror(errno));
+  int n = 0;
+  for (struct dirent *de; (de = readdir(d));) {
+    char *end;
+    long fd = strtol(de->d_name, &end, 10);
+    if (*end || end == de->d_name || fd == dirfd(d)) continue;
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    if (getpeername((int)fd, (struct sockaddr *)&sa, &sl) != 0) continue;
+    int peer_port = sa.ss_family == AF_INET    ? ntohs(((struct sockaddr_in *)&sa)->sin_port)
+                    : sa.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&sa)->sin6_port)
+                                               : -1;
+    struct tcp_info ti;
+    socklen_t tl = sizeof ti;
+    if (peer_port != port || getsockopt((int)fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) != 0) continue;
+    if (n < cap) {
+      fds[n] = (int)fd;
+      acked[n] = (unsigned long long)ti.tcpi_bytes_acked;
+    }
+    n++;
+  }
+  closedir(d);
+  /* readdir gives no order; the callers compare two calls by descriptor. */
+  int m = n < cap ? n : cap;
+  for (int i = 1; i < m; i++)
+    for (int j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+      int f = fds[j];
+      fds[j] = fds[j - 1], fds[j - 1] = f;
+      unsigned long long a = acked[j];
+      acked[j] = acked[j - 1], acked[j - 1] = a;
+    }
+  return n;
 }

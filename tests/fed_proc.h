@@ -6,8 +6,9 @@
  * each child gets PR_SET_PDEATHSIG, so none outlives a test process that
  * dies) and waits for their --ready-file. Every spawned process is
  * remembered, so fed_cleanup() (called from a suite's .fini, which Criterion
- * runs also after a failed assertion) kills what is still running and
- * removes the directory. The helpers assert with Criterion themselves.
+ * runs also after a failed assertion) kills what is still running, removes
+ * the directory and releases the ports fed_free_port reserved. The helpers
+ * assert with Criterion themselves.
  *
  * The second half is the four-party federation that test_active and
  * test_recovery share (fed_net): o3m-pmg, o3m-active and two o3m-passive
@@ -61,9 +62,42 @@ void fed_make_certs(const char *subdir, const char *names);
  * nodes' shared name, fed_nats.h). */
 void fed_make_certs_dns(const char *subdir, const char *alt, const char *names);
 
-/* A TCP port on 127.0.0.1 that was free a moment ago and that this process
- * has not handed out among its last 32 calls. */
+/* A TCP port on 127.0.0.1 reserved for this test until fed_release_port
+ * or fed_cleanup (or the test process's exit, which closes it too).
+ *
+ * Why a reservation held, and not "bind port 0 and close it" or "the
+ * daemon binds port 0". Closing the probe socket before the daemon binds
+ * left a window in which any process on the machine could get the same
+ * port from its own port-0 bind or outgoing connect (a parallel test, a
+ * browser), and the daemon then failed with "address in use". Letting the
+ * daemons bind port 0 and report it in their ready file works only for a
+ * party nobody dials first: every party dials the others at the addresses
+ * of the shared config, which must be written before the first one starts.
+ *
+ * So the reservation is a socket bound to 127.0.0.1:PORT with
+ * SO_REUSEADDR, never listening, kept open. On Linux:
+ * - another process's port-0 bind or connect never gets a port that a
+ *   bound socket holds (the kernel's automatic choice does not share a
+ *   port, SO_REUSEADDR or not);
+ * - an explicit bind of the port with SO_REUSEADDR succeeds, and so does
+ *   listen(), while the other socket holding it does not listen. Every
+ *   listener the tests start sets SO_REUSEADDR: gRPC's TCP listeners
+ *   (grpc_tcp_server_prepare_socket; o3m_rpc_tls.c turns off gRPC's
+ *   SO_REUSEPORT, so a reservation with SO_REUSEPORT, the obvious
+ *   alternative, would make the daemon's bind fail), the metrics listener
+ *   of o3m_httpd.c (its own socket, handed to libmicrohttpd) and
+ *   nats-server (Go's listeners). The probe socket is a unix path, with no
+ *   port;
+ * - a second daemon on the port still fails with "address in use", since
+ *   the first one listens there.
+ * The reservation is kept after the daemon has bound (until
+ * fed_cleanup), so a daemon that a test stops and starts again on the same
+ * port finds it free too. A process that binds without SO_REUSEADDR cannot
+ * bind a reserved port: release it first with fed_release_port. */
 int fed_free_port(void);
+
+/* Closes the reservation of port (nothing if it has none). */
+void fed_release_port(int port);
 
 /* fed_dir()/name (static storage per call, 8 slots). */
 const char *fed_path(const char *name);
@@ -254,5 +288,17 @@ void fed_wait_until(int (*cond)(void *arg), void *arg, int deadline_ms, const ch
  * every call on that channel fails until the reconnect backoff ends. */
 o3m_rpc_client *fed_client_ready(const char *target, const char *ca_dir, const char *cert_dir,
                                  const char *name, const char *server_name, int deadline_ms);
+
+/* ------------------------------------------------------------------------
+ * Conditions on this process's own connections (the ports helpers). */
+
+/* This process's TCP connections to 127.0.0.1:port (IPv4, or IPv6 mapped):
+ * fills fds[] and acked[] (the bytes the peer's kernel has acknowledged,
+ * TCP_INFO's tcpi_bytes_acked) for up to cap of them, in descriptor order,
+ * and returns how many there are. A request a client has started has
+ * reached the peer's host once its connection's count has grown: the
+ * condition a test waits on instead of a sleep when the peer cannot be
+ * asked (a daemon whose only thread is busy). */
+int fed_conns_acked(int port, int *fds, unsigned long long *acked, int cap);
 
 #endif

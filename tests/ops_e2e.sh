@@ -272,7 +272,7 @@ expect_refusal 2 "--log-format: 'xml' is not text or json" --log-format xml
 echo "ops_e2e: a taken metrics port, a bad address, level or format are refused by name"
 
 # --- 8: slowloris ---------------------------------------------------------------------
-python3 - "$PMG_PORT" "$WORK/certs/ca.pem" >"$WORK/slowloris.txt" 2>&1 <<'PY' &
+python3 - "$PMG_PORT" "$WORK/certs/ca.pem" "$WORK/slowloris.open" >"$WORK/slowloris.txt" 2>&1 <<'PY' &
 import socket, ssl, sys, time
 port, ca = int(sys.argv[1]), sys.argv[2]
 ctx = ssl.create_default_context(cafile=ca)
@@ -288,6 +288,7 @@ for _ in range(16):
     except OSError:
         dropped += 1
 at_once = dropped
+open(sys.argv[3], "w").close()
 t0 = time.time()
 while time.time() - t0 < 14 and socks:
     time.sleep(3)
@@ -307,7 +308,9 @@ while time.time() - t0 < 14 and socks:
 print(at_once, dropped)
 PY
 SLOW_PID=$!
-sleep 1
+# The health checks start once the 16 connections are open.
+for _ in $(seq 1 300); do [ -e "$WORK/slowloris.open" ] && break; sleep 0.1; done
+[ -e "$WORK/slowloris.open" ] || fail "the slowloris client did not open its connections in 30 s"
 slow_fail=0 slow_n=0
 while kill -0 "$SLOW_PID" 2>/dev/null; do
   slow_n=$((slow_n + 1))

@@ -381,7 +381,7 @@ static void *load_main(void *arg) {
     l->rounds++;
     double reward = (double)(splitmix(&seed) % 1000) / 1000.0;
     rc = ap_client_reward(c, rec.decision, reward, NULL, &e);
-    if (rc == 0) l->acked++;
+    if (rc == 0) __atomic_add_fetch(&l->acked, 1, __ATOMIC_RELAXED);
     else if (rc == O3M_EEXISTS) l->exists++;
     else {
       l->failed++;
@@ -390,6 +390,21 @@ static void *load_main(void *arg) {
   }
   ap_client_destroy(c);
   return NULL;
+}
+
+/* The rewards the n load clients have had acknowledged so far. */
+static uint64_t load_acked(load *l, int n) {
+  uint64_t sum = 0;
+  for (int i = 0; i < n; i++) sum += __atomic_load_n(&l[i].acked, __ATOMIC_RELAXED);
+  return sum;
+}
+
+/* Waits up to 60 s until the n load clients have had more than since
+ * rewards acknowledged; what names the moment for the failure message. */
+static void load_wait_acked(load *l, int n, uint64_t since, const char *what) {
+  for (double t0 = fed_now_s(); load_acked(l, n) <= since; fed_sleep_ms(20))
+    cr_assert_lt(fed_now_s() - t0, 60.0, "%s: no more than %llu rewards acknowledged in 60 s",
+                 what, (unsigned long long)since);
 }
 
 Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600) {
@@ -403,16 +418,18 @@ Test(replicas, kill9_failover, .init = fed_up, .fini = fed_down, .timeout = 600)
     l[i].stop = &stop;
     cr_assert_eq(pthread_create(&l[i].th, NULL, load_main, &l[i]), 0);
   }
-  fed_sleep_ms(2000);
+  /* Each step waits for LOAD_STEP more acknowledged rewards: the load
+   * runs, then goes on after each kill. */
+  enum { LOAD_STEP = 20 };
+  load_wait_acked(l, 4, LOAD_STEP, "the load on replica a");
   /* Every client starts on replica a: kill it under load. */
   cr_assert_eq(fed_stop(&rep[0], SIGKILL, 5000), 128 + SIGKILL);
-  fed_sleep_ms(2000);
-  uint64_t before = 0;
-  for (int i = 0; i < 4; i++) before += l[i].acked;
+  load_wait_acked(l, 4, load_acked(l, 4) + LOAD_STEP, "after replica a was killed");
+  uint64_t before = load_acked(l, 4);
   cr_assert_eq(fed_stop(&nats.proc[0], SIGKILL, 5000), 128 + SIGKILL);
   /* A consumer or stream leader on the dead node moves to another within
    * a few heartbeats and an election. */
-  fed_sleep_ms(10000);
+  load_wait_acked(l, 4, before + LOAD_STEP, "after a NATS node was killed");
   stop = 1;
   uint64_t acked = 0, exists = 0, failed = 0, rounds = 0;
   for (int i = 0; i < 4; i++) {

@@ -3,8 +3,9 @@
  * One daemon per port: a second daemon of the same config exits 1 at once
  * with "address in use" and the port, and the first one keeps serving
  * (gRPC's default SO_REUSEPORT used to let the second bind the port too and
- * take half of the calls). A TLS file that is wrong gives a message naming
- * the file, distinct from that listen message.
+ * take half of the calls). A port the test picked is its own until the
+ * daemon binds it (fed_free_port's reservation). A TLS file that is wrong
+ * gives a message naming the file, distinct from that listen message.
  *
  * Certificates are checked at start: a key that is not the certificate's, a
  * certificate of another CA, an expired or not yet valid certificate, and
@@ -16,11 +17,15 @@
  * The tests use the AP tests' federation (fed_proc.h): certificates in
  * fed_dir()/certs, config federation.conf. A bad case overwrites the files
  * of one party in certs/, so the config stays the one that works. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,6 +178,26 @@ Test(startup, a_second_daemon_on_a_port_exits_with_address_in_use) {
   for (int p = 0; p < FED_N_PARTIES; p++)
     cr_assert_eq(fed_stop(&net.proc[p], SIGTERM, 10000), 0, "%s:\n%s", fed_party_name[p],
                  fed_log(&net.proc[p]));
+}
+
+/* The ports a test picks stay its own until its daemons bind them
+ * (fed_free_port): another process's bind of one fails, as its port-0
+ * binds never get one, and the daemon still binds it and serves. Before,
+ * the port was let go at once and anyone could take it first. */
+Test(startup, a_picked_port_stays_reserved_and_the_daemon_binds_it) {
+  prepare();
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  cr_assert_geq(fd, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)net.port[FED_PMG])};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int rc = bind(fd, (struct sockaddr *)&a, sizeof a), err = errno;
+  close(fd);
+  cr_assert(rc != 0 && err == EADDRINUSE, "another process could bind the pmg's port %d before "
+            "the pmg (bind: %s)", net.port[FED_PMG], rc == 0 ? "succeeded" : strerror(err));
+  fed_net_start(&net, FED_PMG, NULL);
+  cr_assert_eq(fed_wait_ready(&net.proc[FED_PMG], 10000), net.port[FED_PMG]);
+  cr_assert_eq(health(net.port[FED_PMG], "pmg"), SERVING);
+  cr_assert_eq(fed_stop(&net.proc[FED_PMG], SIGTERM, 10000), 0, "%s", fed_log(&net.proc[FED_PMG]));
 }
 
 /* A certificate file that is not PEM: the message names the file and says
