@@ -303,6 +303,9 @@ typedef struct ap_round_config {
   /* Entries of the cache of summed item parts ([policy] item_cache,
    * ap_itemcache.h; 0: none). */
   int item_cache;
+  /* [federation] epoch_changes_max_per_minute (ap_epochwatch.h; 0: the
+   * epochs are not watched). */
+  int epoch_changes_max;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)
@@ -363,6 +366,9 @@ typedef struct ap_round_stats {
   /* Rounds decided after being gathered in slices, and slices gathered
    * again from a round's first because an epoch changed ("Slices"). */
   uint64_t sliced_rounds, slice_restarts;
+  /* Times a passive party was held out because its item epochs flapped
+   * ("Flapping epochs"). */
+  uint64_t epoch_flapping;
 } ap_round_stats;
 
 /* Reloads the own tables (o3m_tables.h: parsed and checked as at a start
