@@ -9,9 +9,11 @@
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
 #             (regression_block_without_model_refuses_start_until_discarded)
+#   issue 32, item 2  attack-flapping.sh  a passive party whose item epoch
+#             is new in every reply (flap_party, from O3M_LOAD_TOOL)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
-#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes]
+#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes] [flapping]
 #
 # Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
 # by ":" and the NATS config that build ran with (attack-nats.sh; the
@@ -30,13 +32,14 @@ dirs=""
 for e in $entries; do dirs="$dirs ${e%%:*}"; done
 dirs=${dirs# }
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(memory nats fairness probes)
+[ ${#which[@]} -gt 0 ] || which=(memory nats fairness probes flapping)
 for w in "${which[@]}"; do
   echo "==== attack-$w.sh ($(date -u +%H:%M:%S))"
   case "$w" in
   memory | cpu | probes) O3M_ATTACK_BINS="$dirs" "eval/bench/attack-$w.sh" ;;
   nats) O3M_ATTACK_BINS="$entries" eval/bench/attack-nats.sh ;;
   fairness) O3M_ATTACK_BINS="$dirs" eval/bench/attack-fairness.sh ;;
-  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes)" >&2; exit 2 ;;
+  flapping) O3M_ATTACK_BINS="$dirs" eval/bench/attack-flapping.sh ;;
+  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes, flapping)" >&2; exit 2 ;;
   esac
 done
