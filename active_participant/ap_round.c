@@ -1201,9 +1201,11 @@ static void slice_keep(batch_slot *b) {
  * that the rows of round i in b->Y (after those of rounds 0..i-1) are its
  * sums Q x = own part + U(u) + I(i). When the batch used cached item parts
  * and a reply names other item epochs than those parts were summed under
- * (a party reloaded its items), the batch is asked again with every one
- * of its items, so that no context sums parts of two epochs; the second
- * answer uses no cached part and is consistent whatever it names. Every
+ * (a party reloaded its items), the batch is asked again for the items it
+ * had from the cache, so that no context sums parts of two epochs; the
+ * items of the first replies are kept, being parts of the epochs named,
+ * and a second reply must name the same epochs, or its party is flapping
+ * ("Flapping epochs" in ap_round.h) and the batch fails naming it. Every
  * call that was started is finished, whatever happens, so that no client
  * is left with a call in flight. On failure b->rc is the first failing
  * party's code (in party order) and b->e names it; b->Y is then garbage,

@@ -163,10 +163,23 @@
  * bit-for-bit argument above holds in both modes. A reply of the other
  * mode's form fails the batch.
  *
+ * Flapping epochs: each batch's replies name every party's item epoch,
+ * the cache's key. When the first replies name others than the cached
+ * parts were summed under, the batch is asked again for the items it had
+ * from the cache only (the others came with the epochs just named), so a
+ * party is asked for an item at most once per epoch it names; when the
+ * second replies name yet another epoch, or the party's epochs break the
+ * watch's rules (ap_epochwatch.h: more than epoch_changes_max_per_minute
+ * changes within a minute, or back to one it left), the party is flapping:
+ * it is held out for a minute in every slot's peers (ap_peers_hold), and
+ * the batch and the next ones are missing it, with the reason
+ * EPOCH_FLAPPING (see "Failures"). Nothing of a flapping batch is cached.
+ *
  * Failures: if a passive participant fails (or misses the deadline, or its
- * circuit breaker is open, ap_peers.h), then with a fallback (ap_fallback.h)
- * every round of the batch is decided by the local model on its own parts
- * and answered OK, degraded, naming the missing parties (under secure
+ * circuit breaker is open, ap_peers.h, or it is held out as flapping),
+ * then with a fallback (ap_fallback.h) every round of the batch is decided
+ * by the local model on its own parts and answered OK, degraded, naming
+ * the missing parties (under secure
  * aggregation a missing party's masks cannot cancel, and with per-party
  * parts the context would lack its columns: the whole batch goes
  * degraded); the federated model is not touched. Without one every round
