@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-attacks.sh -- six attacks on a federation's daemons (the table below),
+# run-attacks.sh -- seven attacks on a federation's daemons (the table below),
 # replayed against one or more builds side by side in one run, each by the script that measures it:
 #
 #   attack 1  attack-memory.sh    memory held for streams no one authorized
@@ -9,7 +9,7 @@
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
 #             (regression_block_without_model_refuses_start_until_discarded)
-#   issue 32, item 2  attack-flapping.sh  a passive party whose item epoch
+#   attack 7  attack-flapping.sh  a passive party whose item epoch
 #             is new in every reply (flap_party, from O3M_LOAD_TOOL)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
