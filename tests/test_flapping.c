@@ -181,3 +181,51 @@ Test(flapping, a_party_naming_a_new_epoch_every_time_is_held_out_and_asked_once_
   cr_assert(le(int, (int)batches, 3), "flap_party answered %lld MaskBatch calls; want at most 3",
             batches);
 }
+
+/* How it recovers: pp1 is held out for a minute (AP_EPOCHWATCH_WINDOW_MS),
+ * asked nothing meanwhile, then let back in by its circuit breaker's
+ * probe; since it goes on flapping, its first batch back (asked again for
+ * its cached items, whose second replies name yet another epoch) holds it
+ * out again at once. Every round stays answered, and flap_party is asked
+ * two more MaskBatch calls, not one per round. Waits on the AP's counter
+ * with a deadline. */
+Test(flapping, a_held_party_is_let_back_after_a_minute_and_held_again_if_it_goes_on,
+     .timeout = 170) {
+  char names[K][8];
+  const char *items[K];
+  for (int k = 0; k < K; k++) {
+    snprintf(names[k], sizeof names[k], "i%d", k);
+    items[k] = names[k];
+  }
+  const char *const pp1[] = {"party=\"pp1\"", NULL};
+  int rounds = 0, federated = 0;
+  double t0 = fed_now_s(), held = 0, held_at = -1;
+  while (held < 2 && fed_now_s() - t0 < 150) {
+    char user[16];
+    snprintf(user, sizeof user, "u%d", rounds % FED_USERS);
+    ap_recommendation rec;
+    o3m_err e;
+    o3m_err_clear(&e);
+    int rc = ap_client_recommend(cli, user, K, items, NULL, NULL, 0, &rec, &e);
+    cr_assert(eq(int, rc, 0), "round %d: %s: %s", rounds, o3m_errname(rc), o3m_err_message(&e));
+    rounds++;
+    federated += !rec.degraded;
+    held = metric("o3m_ap_pp_epoch_flapping_total", pp1);
+    if (held >= 1 && held_at < 0) held_at = fed_now_s();
+    fed_sleep_ms(200);
+  }
+  cr_assert(eq(dbl, held, 2), "pp1 held out %g times in %.0f s; want twice (again after the "
+            "first minute)", held, fed_now_s() - t0);
+  double again = fed_now_s() - held_at;
+  cr_assert(ge(dbl, again, 55), "held out again %.1f s after the first time: before its minute "
+            "was over", again);
+  cr_assert(le(int, federated, 1), "%d of %d rounds federated", federated, rounds);
+  cr_assert(eq(int, fed_stop(&flap, SIGTERM, 5000), 0), "%s", fed_log_tail(&flap));
+  long long batches = count_of("batches"), max = count_of("max_per_item");
+  fprintf(stderr, "test_flapping: %d rounds over %.0f s, pp1 held out twice; flap_party "
+          "answered %lld batches, each item at most %lld times\n", rounds, fed_now_s() - t0,
+          batches, max);
+  cr_assert(le(int, (int)batches, 5), "flap_party answered %lld MaskBatch calls in %d rounds",
+            batches, rounds);
+  cr_assert(le(int, (int)max, 3), "flap_party received an item %lld times", max);
+}
