@@ -107,7 +107,8 @@ int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e);
  * ap_peers_finish make from now on (the rounds' MaskBatch) in m's
  * o3m_ap_pp_calls_total{party,code}, code "OK" or the O3M code name (a
  * call that could not even start counts once, with its code), and
- * registers o3m_ap_pp_epoch_flapping_total{party} (ap_peers_hold). m (may be NULL: no counting) must outlive ps. */
+ * registers o3m_ap_pp_epoch_flapping_total{party} (ap_peers_hold). m (may
+ * be NULL: no counting) must outlive ps. */
 void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m);
 
 /* Starts the circuit breaker and its probe thread (see above), after the

@@ -1516,8 +1516,9 @@ static void batch_epochs(ap_round *r, batch_slot *b) {
       ap_peers_hold(r->slot[k].peers, j, now + AP_EPOCHWATCH_WINDOW_MS, k == 0);
     r->st.epoch_flapping++;
     o3m_log_warn("passive party '%s' %s (%d changes within the last minute): it is held out "
-                 "for a minute, its rounds go to the local model or fail", ap_peers_name(b->peers, j),
-                 ap_epochwatch_why(v), ap_epochwatch_changes(r->ew, j, now));
+                 "for a minute, its rounds go to the local model or fail",
+                 ap_peers_name(b->peers, j), ap_epochwatch_why(v),
+                 ap_epochwatch_changes(r->ew, j, now));
     if (b->rc == 0) {
       batch_missing(b, j, "EPOCH_FLAPPING");
       b->rc = o3m_err_set(&b->e, O3M_EUNAVAILABLE, "party '%s': %s", ap_peers_name(b->peers, j),
