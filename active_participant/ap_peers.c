@@ -53,6 +53,12 @@ typedef struct peer {
    * by the probe thread, which sets renew first: the serving thread then
    * rebuilds the channel before its next call (see peer_reset). */
   atomic_int open, renew;
+  /* Held out until this time (o3m_clock_ms; 0: not held), whatever the
+   * breaker says: the party's epochs flapped (ap_peers_hold). Set by the
+   * serving thread, read by the probe thread, which does not probe before
+   * it. */
+  _Atomic int64_t held_until_ms;
+  o3m_metric *m_flapping; /* o3m_ap_pp_epoch_flapping_total{party} */
   o3m_rpc_client *probe; /* the probe thread's own client */
   int64_t probe_next_ms; /* the probe thread's, with its backoff */
   o3m_backoff probe_backoff;
@@ -325,7 +331,7 @@ static void *prober_main(void *arg) {
                           O3M_BACKOFF_UNBOUNDED);
         p->probe_next_ms = now + o3m_backoff_next(&p->probe_backoff);
       }
-      if (now < p->probe_next_ms) continue;
+      if (now < p->probe_next_ms || now < atomic_load(&p->held_until_ms)) continue;
       if (probe_once(ps, p) == 0) {
         o3m_log_info("passive party '%s' answers again: its rounds are federated again",
                      p->name);
@@ -375,8 +381,34 @@ int ap_peers_is_open(const ap_peers *ps, int j) {
   return ps->breaker && atomic_load(&ps->p[j].open);
 }
 
+void ap_peers_hold(ap_peers *ps, int j, int64_t until_ms, int count) {
+  if (j < 0 || j >= ps->n) return;
+  peer *p = &ps->p[j];
+  atomic_store(&p->held_until_ms, until_ms);
+  if (ps->breaker) atomic_store(&p->open, 1);
+  if (count && p->m_flapping) o3m_metric_add(p->m_flapping, 1);
+}
+
+int ap_peers_held(const ap_peers *ps, int j, int64_t now_ms) {
+  return now_ms < atomic_load(&ps->p[j].held_until_ms);
+}
+
 void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m) {
-  for (int j = 0; j < ps->n; j++) ps->p[j].metrics = m;
+  static const o3m_metric_spec flapping = {
+      "o3m_ap_pp_epoch_flapping_total",
+      "Times the active party held a passive party out because its item epochs flapped "
+      "(epoch_changes_max_per_minute)", O3M_METRIC_COUNTER, NULL, 0};
+  for (int j = 0; j < ps->n; j++) {
+    ps->p[j].metrics = m;
+    /* Registered at once, so the series is 0 until it counts (an alert
+     * and a dashboard see it); a registry that is full only loses it. */
+    char labels[O3M_METRICS_LABELS_MAX];
+    snprintf(labels, sizeof labels, "party=\"%s\"", ps->p[j].name);
+    o3m_err e;
+    o3m_err_clear(&e);
+    if (m && o3m_metrics_series(m, &flapping, labels, &ps->p[j].m_flapping, &e) < 0)
+      ps->p[j].m_flapping = NULL;
+  }
 }
 
 void ap_peers_destroy(ap_peers *ps) {

@@ -106,7 +106,9 @@ int ap_peers_finish(ap_peers *ps, int j, ProtobufCMessage **reply, o3m_err *e);
 /* Counts every call to a passive party that ap_peers_start and
  * ap_peers_finish make from now on (the rounds' MaskBatch) in m's
  * o3m_ap_pp_calls_total{party,code}, code "OK" or the O3M code name (a
- * call that could not even start counts once, with its code). m (may be NULL: no counting) must outlive ps. */
+ * call that could not even start counts once, with its code), and
+ * registers o3m_ap_pp_epoch_flapping_total{party} (ap_peers_hold). m (may
+ * be NULL: no counting) must outlive ps. */
 void ap_peers_set_metrics(ap_peers *ps, o3m_metrics *m);
 
 /* Starts the circuit breaker and its probe thread (see above), after the
@@ -119,6 +121,18 @@ int ap_peers_breaker_start(ap_peers *ps, const o3m_partition *part, uint64_t mas
 
 /* Opens peer j's breaker (it failed a fan-out); nothing without a breaker. */
 void ap_peers_trip(ap_peers *ps, int j);
+
+/* Holds peer j out until until_ms (o3m_clock_ms) because its item epochs
+ * flapped (ap_epochwatch.h): ap_peers_held says so until then, its breaker
+ * (if started) opens and the probe thread does not probe it before then;
+ * after it the breaker closes as after any outage, on the first probe the
+ * party answers. count: count it once in o3m_ap_pp_epoch_flapping_total
+ * (the round holds a party in every slot's peers, and counts it in one).
+ * Only atomics are written: any serving thread may call it for any set. */
+void ap_peers_hold(ap_peers *ps, int j, int64_t until_ms, int count);
+
+/* 1 while peer j is held out (ap_peers_hold) at now_ms. */
+int ap_peers_held(const ap_peers *ps, int j, int64_t now_ms);
 
 /* 1 while peer j's breaker is open. */
 int ap_peers_is_open(const ap_peers *ps, int j);

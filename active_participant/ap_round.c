@@ -26,6 +26,7 @@
 #include "o3m_features.h"
 #include "o3m_secagg.h"
 #include "o3m_tables.h"
+#include "ap_epochwatch.h"
 #include "ap_itemcache.h"
 
 #include <sodium.h>
@@ -184,6 +185,10 @@ typedef struct batch_slot {
   double *Uown;                 /* O3M_WIRE_MAX_BATCH x d: each round's own user part */
   double *Town;                 /* batch_rows x d: the new items' own parts */
   unsigned char *known;         /* batch_rows: the new items' known flags */
+  /* batch_rows: 1 for each distinct item asked for in the first fan-out
+   * (not found in the cache), so that a batch asked again asks only for
+   * the others (batch_gather). */
+  unsigned char *fresh;
   uint64_t own_epoch;           /* own: the item epoch of the tables read */
   const char **uniq_id;         /* batch_rows: the distinct items, first seen first */
   int *cand;                    /* batch_rows: each candidate row's index in uniq_id */
@@ -197,6 +202,9 @@ typedef struct batch_slot {
   uint64_t got[AP_ITEMCACHE_MAX_PARTIES];
   int n_got;
   int retried;                  /* asked again: stale cached parts */
+  /* The passive parties whose second replies named another epoch than
+   * their first (batch_gather): flapping (ap_epochwatch.h). */
+  unsigned char flapped[AP_ITEMCACHE_MAX_PARTIES];
   O3m__V1__MaskQuery mq[O3M_WIRE_MAX_BATCH];
   O3m__V1__MaskQuery *mq_ptr[O3M_WIRE_MAX_BATCH];
   int Kb[O3M_WIRE_MAX_BATCH];   /* candidates of each round of the batch */
@@ -290,6 +298,9 @@ struct ap_round {
 
   /* The cache of the passive parties' summed item parts. */
   ap_itemcache *cache;
+  /* The watch on the passive parties' item epochs (ap_epochwatch.h). */
+  ap_epochwatch *ew;
+  int ew_max;                   /* epoch_changes_max_per_minute; 0: not watched */
   int reply_rows;               /* most rows of a factored reply */
 
   /* Secure aggregation (aggregation = secure with passive parties). */
@@ -419,6 +430,9 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     goto fail;
   }
   if ((rc = ap_itemcache_create(&r->cache, cfg->item_cache, r->cw, e)) < 0) goto fail;
+  rc = ap_epochwatch_create(&r->ew, AP_ITEMCACHE_MAX_PARTIES, cfg->epoch_changes_max, e);
+  if (rc < 0) goto fail;
+  r->ew_max = cfg->epoch_changes_max;
   /* The buffers of cfg->inflight slots (see ap_round.h). */
   r->n_slots = cfg->inflight;
   /* With several clients and slots, one slot is kept for the others
@@ -438,13 +452,14 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     bs->Uown = o3m_malloc(sizeof *bs->Uown * O3M_WIRE_MAX_BATCH * (size_t)r->d);
     bs->Town = o3m_malloc(sizeof *bs->Town * nv);
     bs->known = o3m_malloc(nb);
+    bs->fresh = o3m_malloc(nb);
     bs->ent = o3m_malloc(sizeof *bs->ent * nb);
     bs->uniq_id = o3m_malloc(sizeof *bs->uniq_id * nb);
     bs->cand = o3m_malloc(sizeof *bs->cand * nb);
     bs->new_items = o3m_malloc(sizeof *bs->new_items * nb);
     bs->new_of = o3m_malloc(sizeof *bs->new_of * nb);
     if (!bs->X0 || !bs->Y || (r->secure && !bs->acc) || !bs->P || !bs->Ypp || !bs->Ib ||
-        !bs->Uown || !bs->Town || !bs->known || !bs->ent ||
+        !bs->Uown || !bs->Town || !bs->known || !bs->fresh || !bs->ent ||
         !bs->uniq_id || !bs->cand || !bs->new_items || !bs->new_of ||
         dupset_init(&bs->uniq, r->batch_rows) < 0) {
       rc = o3m_err_set(e, O3M_ENOMEM, "batch buffers for %d candidate rows: out of memory",
@@ -521,6 +536,7 @@ void ap_round_destroy(ap_round *r) {
   o3m_features_destroy(r->retired);
   o3m_tables_destroy(r->tables);
   ap_itemcache_destroy(r->cache);
+  ap_epochwatch_destroy(r->ew);
   dupset_free(&r->dup);
   o3m_free(r->arms_pool);
   o3m_free(r->hash_pool);
@@ -542,6 +558,7 @@ void ap_round_destroy(ap_round *r) {
     o3m_free(bs->Uown);
     o3m_free(bs->Town);
     o3m_free(bs->known);
+    o3m_free(bs->fresh);
     o3m_free(bs->ent);
     o3m_free(bs->uniq_id);
     o3m_free(bs->cand);
@@ -857,6 +874,7 @@ static void batch_build(ap_round *r, batch_slot *b) {
           c = en;
         }
         b->ent[u] = c ? c : en;
+        b->fresh[u] = !c;
         if (!c) {
           b->new_of[b->n_new] = u;
           b->new_items[b->n_new++] = req->items[k];
@@ -1029,9 +1047,17 @@ static int fanout(batch_slot *b, int own, o3m_err *e) {
   int started = 0, rc = 0;
   b->n_missing = 0;
   /* A party whose circuit breaker is open is not waited for: the batch
-   * goes to the local model at once (ap_peers.h). */
+   * goes to the local model at once (ap_peers.h). Nor is one held out
+   * because its epochs flapped (ap_epochwatch.h), which is not asked. */
+  const int64_t now = o3m_clock_ms();
   for (int j = 0; j < ap_peers_count(b->peers); j++)
-    if (ap_peers_is_open(b->peers, j)) {
+    if (ap_peers_held(b->peers, j, now)) {
+      batch_missing(b, j, "EPOCH_FLAPPING");
+      if (rc == 0)
+        rc = o3m_err_set(e, O3M_EUNAVAILABLE, "party '%s': held out for a minute (its item "
+                         "epochs flapped: epoch_changes_max_per_minute)",
+                         ap_peers_name(b->peers, j));
+    } else if (ap_peers_is_open(b->peers, j)) {
       batch_missing(b, j, "BREAKER");
       if (rc == 0)
         rc = o3m_err_set(e, O3M_EUNAVAILABLE, "party '%s': missing (its circuit breaker is "
@@ -1192,9 +1218,11 @@ static void slice_keep(batch_slot *b) {
  * that the rows of round i in b->Y (after those of rounds 0..i-1) are its
  * sums Q x = own part + U(u) + I(i). When the batch used cached item parts
  * and a reply names other item epochs than those parts were summed under
- * (a party reloaded its items), the batch is asked again with every one
- * of its items, so that no context sums parts of two epochs; the second
- * answer uses no cached part and is consistent whatever it names. Every
+ * (a party reloaded its items), the batch is asked again for the items it
+ * had from the cache, so that no context sums parts of two epochs; the
+ * items of the first replies are kept, being parts of the epochs named,
+ * and a second reply must name the same epochs, or its party is flapping
+ * ("Flapping epochs" in ap_round.h) and the batch fails naming it. Every
  * call that was started is finished, whatever happens, so that no client
  * is left with a call in flight. On failure b->rc is the first failing
  * party's code (in party order) and b->e names it; b->Y is then garbage,
@@ -1207,16 +1235,27 @@ static void batch_gather(void *arg) {
   o3m_err *e = &b->e;
   o3m_err_clear(e);
   int rc = fanout(b, 1, e);
+  memset(b->flapped, 0, sizeof b->flapped);
   /* The key the replies make: the passive parties' epochs and the own one,
    * which batch_build already made the cache's. */
   const int nk = b->n_got + r->own_fact;
   if (rc == 0 && b->n_new < b->n_uniq &&
       (b->n_epochs != nk || memcmp(b->epochs, b->got, sizeof *b->got * (size_t)nk))) {
+    /* The items the first replies brought are parts of the epochs they
+     * named, and kept: only the cached ones are asked for again, so that
+     * no party is asked for an item twice under one epoch. */
     const size_t cw = (size_t)r->cw;
+    const int n = b->n;
+    for (int t = 0; t < b->n_new; t++)
+      memcpy(b->Ib + (size_t)b->new_of[t] * cw, b->P + (size_t)(n + t) * d, sizeof *b->Ib * d);
+    uint64_t first[AP_ITEMCACHE_MAX_PARTIES];
+    memcpy(first, b->got, sizeof *b->got * (size_t)nk);
+    int s = 0;
     for (int u = 0; u < b->n_uniq; u++) {
-      b->new_of[u] = u;
-      b->new_items[u] = (char *)b->uniq_id[u];
-      /* Every item's row of Ib gets the new answer; the own half of one
+      if (b->fresh[u]) continue;
+      b->new_of[s] = u;
+      b->new_items[s++] = (char *)b->uniq_id[u];
+      /* The item's row of Ib gets the new answer; the own half of one
        * read in the cache is still valid (its own epoch is the key's). */
       double *en = b->Ib + (size_t)u * cw;
       if (b->ent[u] != en) {
@@ -1224,11 +1263,30 @@ static void batch_gather(void *arg) {
         b->ent[u] = en;
       }
     }
-    b->n_new = b->n_uniq;
+    b->n_new = s;
     b->retried = 1;
     rc = fanout(b, 0, e);
+    /* The second replies must name the epochs of the first: a party that
+     * names yet another one within one batch is flapping (no reload is
+     * that fast), and its parts of two epochs cannot be summed. */
+    int flaps = 0;
+    for (int j = 0; rc == 0 && j < b->n_got; j++)
+      if (b->got[j] != first[j]) {
+        b->flapped[j] = 1;
+        batch_missing(b, j, "EPOCH_FLAPPING");
+        if (flaps++ == 0)
+          o3m_err_set(e, O3M_EUNAVAILABLE, "party '%s': %s", ap_peers_name(b->peers, j),
+                      ap_epochwatch_why(-1));
+      }
+    if (flaps > 0) rc = O3M_EUNAVAILABLE;
   }
   if (rc == 0) rc = batch_contexts(b, e);
+  /* Asked again: every item of the batch is new to the cache now
+   * (batch_cache puts them all). */
+  if (rc == 0 && b->retried) {
+    for (int u = 0; u < b->n_uniq; u++) b->new_of[u] = u;
+    b->n_new = b->n_uniq;
+  }
   if (rc == 0 && b->sliced >= 0) slice_keep(b);
   b->rc = rc;
 }
@@ -1460,11 +1518,43 @@ static void slice_done(ap_round *r, queued *q) {
   r->st.sliced_rounds++;
 }
 
+/* Notes the item epochs slot b's replies named (ap_epochwatch.h), under
+ * the lock, and holds out for a window every party whose epochs flapped:
+ * by the watch's rules, or by naming two epochs within this batch
+ * (batch_gather). The hold is set in every slot's peers (ap_peers_hold),
+ * so no batch asks the party until it is over; this batch, when it had
+ * succeeded, goes to the fallback too, its rounds degraded with the
+ * reason EPOCH_FLAPPING, and nothing of it is cached. A party already
+ * held is not held again (replies of batches in flight when it was). */
+static void batch_epochs(ap_round *r, batch_slot *b) {
+  const int64_t now = o3m_clock_ms();
+  for (int j = 0; j < b->n_got && j < ap_peers_count(b->peers); j++) {
+    int v = b->flapped[j] ? -1 : AP_EPOCH_OK;
+    if (!b->flapped[j] && b->rc == 0) v = ap_epochwatch_note(r->ew, j, b->got[j], now);
+    if (v == AP_EPOCH_OK || r->ew_max == 0 || ap_peers_held(b->peers, j, now)) continue;
+    for (int k = 0; k < r->n_slots; k++)
+      ap_peers_hold(r->slot[k].peers, j, now + AP_EPOCHWATCH_WINDOW_MS, k == 0);
+    r->st.epoch_flapping++;
+    o3m_log_warn("passive party '%s' %s (%d changes within the last minute): it is held out "
+                 "for a minute, its rounds go to the local model or fail",
+                 ap_peers_name(b->peers, j), ap_epochwatch_why(v),
+                 ap_epochwatch_changes(r->ew, j, now));
+    if (b->rc == 0) {
+      batch_missing(b, j, "EPOCH_FLAPPING");
+      b->rc = o3m_err_set(&b->e, O3M_EUNAVAILABLE, "party '%s': %s", ap_peers_name(b->peers, j),
+                          ap_epochwatch_why(v));
+    }
+  }
+}
+
 /* Decides batch b as soon as its fan-out is over, whether or not an older
  * batch still waits for the passive parties (see "Pipelined batches": a
  * small batch is not held behind a large one), and frees its slot and its
  * rounds' pool entries. */
 static void batch_finish(ap_round *r, batch_slot *b) {
+  /* A party whose epochs flapped fails this batch before anything of it
+   * is cached. */
+  batch_epochs(r, b);
   /* The items are put before the rounds are answered: their ids live in
    * the requests. */
   batch_cache(r, b);

@@ -163,10 +163,23 @@
  * bit-for-bit argument above holds in both modes. A reply of the other
  * mode's form fails the batch.
  *
+ * Flapping epochs: each batch's replies name every party's item epoch,
+ * the cache's key. When the first replies name others than the cached
+ * parts were summed under, the batch is asked again for the items it had
+ * from the cache only (the others came with the epochs just named), so a
+ * party is asked for an item at most once per epoch it names; when the
+ * second replies name yet another epoch, or the party's epochs break the
+ * watch's rules (ap_epochwatch.h: more than epoch_changes_max_per_minute
+ * changes within a minute, or back to one it left), the party is flapping:
+ * it is held out for a minute in every slot's peers (ap_peers_hold), and
+ * the batch and the next ones are missing it, with the reason
+ * EPOCH_FLAPPING (see "Failures"). Nothing of a flapping batch is cached.
+ *
  * Failures: if a passive participant fails (or misses the deadline, or its
- * circuit breaker is open, ap_peers.h), then with a fallback (ap_fallback.h)
- * every round of the batch is decided by the local model on its own parts
- * and answered OK, degraded, naming the missing parties (under secure
+ * circuit breaker is open, ap_peers.h, or it is held out as flapping),
+ * then with a fallback (ap_fallback.h) every round of the batch is decided
+ * by the local model on its own parts and answered OK, degraded, naming
+ * the missing parties (under secure
  * aggregation a missing party's masks cannot cancel, and with per-party
  * parts the context would lack its columns: the whole batch goes
  * degraded); the federated model is not touched. Without one every round
@@ -304,6 +317,9 @@ typedef struct ap_round_config {
   /* Entries of the cache of summed item parts ([policy] item_cache,
    * ap_itemcache.h; 0: none). */
   int item_cache;
+  /* [federation] epoch_changes_max_per_minute (ap_epochwatch.h; 0: the
+   * epochs are not watched). */
+  int epoch_changes_max;
 } ap_round_config;
 
 /* Loads the own tables (checked against max_norm like a passive party's)
@@ -364,6 +380,9 @@ typedef struct ap_round_stats {
   /* Rounds decided after being gathered in slices, and slices gathered
    * again from a round's first because an epoch changed ("Slices"). */
   uint64_t sliced_rounds, slice_restarts;
+  /* Times a passive party was held out because its item epochs flapped
+   * ("Flapping epochs"). */
+  uint64_t epoch_flapping;
 } ap_round_stats;
 
 /* One client's own counters, the part of ap_round_stats its calls alone

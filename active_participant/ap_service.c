@@ -461,6 +461,7 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .batch_cost_max = pp->batch_cost_max,
       .slice_cost_max = pp->slice_cost_max,
       .item_cache = pp->item_cache,
+      .epoch_changes_max = o3m_config_epoch_changes_max(cfg),
       .before_decide = before_decide,
       .before_decide_ctx = s,
       .metrics = opt->metrics,

@@ -44,6 +44,7 @@ struct o3m_config {
   o3m_config_rpc_limits rpc;
   const char *aggregation; /* "secure" or "per-party" */
   const char *fallback;    /* "local" or "none" */
+  int epoch_changes_max;   /* per minute; 0: not watched (ap_epochwatch.h) */
   o3m_config_replication repl;
   o3m_config_policy_section policy;
 
@@ -323,6 +324,8 @@ static const keyspec fed_keys[] = {
     {"metrics_clients", KT_STR, FED(metrics_clients), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"aggregation", KT_WORD, FED(aggregation), 0, 0, 0, 0, "secure|per-party", R_SEC, 0},
     {"fallback", KT_WORD, FED(fallback), 0, 0, 0, 0, "local|none", R_SEC, 0},
+    {"epoch_changes_max_per_minute", KT_INT, FED(epoch_changes_max), 0, O3M_MAX_EPOCH_CHANGES, 0,
+     0, NULL, R_SEC, 0},
     {"replication", KT_WORD, FED(repl.mode), 0, 0, 0, 0, "none|nats", R_SEC, 0},
     {"nats_servers", KT_STR, FED(repl.servers), 0, 0, 0, 0, NULL, R_SEC, 0},
     {"nats_stream", KT_STR, FED(repl.stream), 0, 0, 0, 0, NULL, R_SEC, 0},
@@ -1011,6 +1014,7 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->metrics_clients = "monitor";
   c->aggregation = "secure";
   c->fallback = "local";
+  c->epoch_changes_max = O3M_DEFAULT_EPOCH_CHANGES;
   c->repl.mode = "none";
   c->repl.stream = "O3M_REWARDS";
   c->repl.bucket = "O3M_DECISIONS";
@@ -1144,6 +1148,7 @@ const char *o3m_config_metrics_clients(const o3m_config *c) { return c->metrics_
 int o3m_config_insecure(const o3m_config *c) { return c->insecure; }
 int o3m_config_secure_aggregation(const o3m_config *c) { return c->agg_secure; }
 int o3m_config_fallback_local(const o3m_config *c) { return strcmp(c->fallback, "local") == 0; }
+int o3m_config_epoch_changes_max(const o3m_config *c) { return c->epoch_changes_max; }
 
 const o3m_config_replication *o3m_config_replication_of(const o3m_config *c) {
   return &c->repl;

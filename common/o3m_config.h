@@ -31,7 +31,10 @@
  *                 local: the active party decides with its local model on
  *                 its own columns when a passive party is missing, see
  *                 active_participant/ap_fallback.h; none: such rounds
- *                 fail); replication (none|nats, default
+ *                 fail); epoch_changes_max_per_minute (12, 0..600: a
+ *                 passive party whose item epoch changes more often, or
+ *                 goes back, is held out as flapping, ap_epochwatch.h);
+ *                 replication (none|nats, default
  *                 none), nats_servers, nats_stream, nats_bucket,
  *                 nats_replicas, nats_tls (on|off, default on),
  *                 nats_server_name (default nats), nats_check_ms (5000,
@@ -369,6 +372,13 @@ int o3m_config_secure_aggregation(const o3m_config *c);
 
 /* 1 if fallback = local (the default), 0 for none. */
 int o3m_config_fallback_local(const o3m_config *c);
+
+/* [federation] epoch_changes_max_per_minute (O3M_DEFAULT_EPOCH_CHANGES,
+ * 0..O3M_MAX_EPOCH_CHANGES): how often a passive party's item epoch may
+ * change within a minute, and whether it may go back to one it left,
+ * before the active party takes it as flapping
+ * (active_participant/ap_epochwatch.h); 0: not watched. */
+int o3m_config_epoch_changes_max(const o3m_config *c);
 
 /* [federation] replication (AP replicas over NATS JetStream,
  * active_participant/ap_replica.h): mode "none" (the default: one AP

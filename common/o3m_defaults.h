@@ -93,6 +93,15 @@
  * its stats client), a front end as many as its pool of clients. */
 #define O3M_DEFAULT_CONNECTIONS_PER_IDENTITY 64
 
+/* [federation] epoch_changes_max_per_minute: how many times a passive
+ * party's item epoch may change within a minute before the active party
+ * takes it as flapping (ap_epochwatch.h). An honest epoch changes only
+ * when an operator reloads a table with new content, which takes a human
+ * or a pipeline minutes; 12 is one new table every 5 s for a whole minute,
+ * while a party that names a new epoch in every reply does so hundreds of
+ * times a minute. */
+#define O3M_DEFAULT_EPOCH_CHANGES 12
+
 /* Every default is a value the loader accepts. */
 _Static_assert(O3M_DEFAULT_MAX_CANDIDATES <= O3M_MAX_CANDIDATES, "max_candidates");
 _Static_assert(O3M_DEFAULT_PENDING_CAPACITY <= O3M_MAX_PENDING_CAPACITY, "pending_capacity");
@@ -101,6 +110,7 @@ _Static_assert(2 * O3M_DEFAULT_CLIENT_INFLIGHT <= O3M_MAX_CLIENT_INFLIGHT, "clie
 _Static_assert(O3M_DEFAULT_PENDING_EXPIRY_S <= O3M_MAX_PENDING_EXPIRY_S, "pending_expiry_s");
 _Static_assert(O3M_DEFAULT_DEADLINE_MS <= O3M_MAX_ROUND_DEADLINE_MS, "deadline_ms");
 _Static_assert(O3M_DEFAULT_TABLE_BYTES_MAX <= O3M_MAX_TABLE_BYTES, "table_bytes_max");
+_Static_assert(O3M_DEFAULT_EPOCH_CHANGES <= O3M_MAX_EPOCH_CHANGES, "epoch_changes_max_per_minute");
 _Static_assert(O3M_DEFAULT_NATS_REPLICAS <= O3M_MAX_NATS_REPLICAS, "nats_replicas");
 _Static_assert(O3M_DEFAULT_NATS_CHECK_MS >= O3M_MIN_NATS_CHECK_MS &&
                O3M_DEFAULT_NATS_CHECK_MS <= O3M_MAX_NATS_CHECK_MS, "nats_check_ms");

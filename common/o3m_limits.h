@@ -81,6 +81,12 @@
  * start-up with d doubles per entry. */
 #define O3M_MAX_ITEM_CACHE 10000000
 
+/* Largest [federation] epoch_changes_max_per_minute: ten item epoch
+ * changes a second, far beyond what a table reload can do (a reload parses
+ * the whole table), and what sizes the active party's record of each
+ * passive party's recent changes (ap_epochwatch.h). */
+#define O3M_MAX_EPOCH_CHANGES 600
+
 /* Largest [policy] pending_expiry_s: a year, beyond any reward worth
  * waiting for. */
 #define O3M_MAX_PENDING_EXPIRY_S 31536000

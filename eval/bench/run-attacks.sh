@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-attacks.sh -- seven attacks on a federation's daemons (the table below),
+# run-attacks.sh -- eight attacks on a federation's daemons (the table below),
 # replayed against one or more builds side by side in one run, each by the script that measures it:
 #
 #   attack 1  attack-memory.sh    memory held for streams no one authorized
@@ -11,9 +11,11 @@
 #             (regression_block_without_model_refuses_start_until_discarded)
 #   attack 7  reload-under-load.sh --fifo  a passive party's table path
 #             turned into a FIFO, reloaded under load
+#   attack 8  attack-flapping.sh  a passive party whose item epoch
+#             is new in every reply (flap_party, from O3M_LOAD_TOOL)
 #
 #   O3M_ATTACK_BINS="OLD/build/bin:OLD/deploy/nats/o3m-nats.conf build/bin" \
-#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes] [reload]
+#     eval/bench/run-attacks.sh [memory] [cpu] [nats] [fairness] [probes] [reload] [flapping]
 #
 # Each entry of O3M_ATTACK_BINS is a binaries' folder, optionally followed
 # by ":" and the NATS config that build ran with (attack-nats.sh; the
@@ -32,7 +34,7 @@ dirs=""
 for e in $entries; do dirs="$dirs ${e%%:*}"; done
 dirs=${dirs# }
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(memory nats fairness probes)
+[ ${#which[@]} -gt 0 ] || which=(memory nats fairness probes flapping)
 for w in "${which[@]}"; do
   echo "==== attack-$w.sh ($(date -u +%H:%M:%S))"
   case "$w" in
@@ -45,6 +47,7 @@ for w in "${which[@]}"; do
       eval/bench/reload-under-load.sh --fifo "$d" || echo "(exit $?)"
     done
     ;;
-  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes, reload)" >&2; exit 2 ;;
+  flapping) O3M_ATTACK_BINS="$dirs" eval/bench/attack-flapping.sh ;;
+  *) echo "run-attacks: unknown attack '$w' (memory, cpu, nats, fairness, probes, reload, flapping)" >&2; exit 2 ;;
   esac
 done
