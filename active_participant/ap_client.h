@@ -166,6 +166,10 @@ typedef struct ap_stats {
   /* Rounds gathered in slices, and slices gathered again on an epoch
    * change (ActiveStats.sliced_rounds, slice_restarts). */
   uint64_t sliced_rounds, slice_restarts;
+  /* Item ids asked of the passive parties, and rounds that waited because
+   * their client was over its budget of them (ActiveStats.uncached_ids,
+   * over_budget_waits). */
+  uint64_t uncached_ids, over_budget_waits;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);
