@@ -1097,6 +1097,8 @@ static void batch_form_pass(ap_round *r, batch_slot *b, uint64_t id, int64_t now
   b->rows = bt.rows;
 }
 
+/* Forms slot b's batch: the rounds within their clients' budgets, or, when
+ * none can go, those over theirs. */
 static void batch_form(ap_round *r, batch_slot *b) {
   const uint64_t id = ++r->n_formed;
   /* The active owners, counted once: nothing here changes who is. */
@@ -1105,8 +1107,15 @@ static void batch_form(ap_round *r, batch_slot *b) {
   for (int x = 0; x < r->n_owners; x++) n_active += owner_active(r, x, now);
   b->sliced = -1;
   batch_form_pass(r, b, id, now, n_active, 0);
-  /* Nothing within its budget could go: the rounds over it have the batch. */
-  if (b->n == 0 && r->uncached_rate > 0) batch_form_pass(r, b, id, now, n_active, 1);
+  /* Nothing within its budget could go: the rounds over it have the batch,
+   * when no other batch is in flight, so that they never make the parties
+   * compute beside a batch of rounds within their budget (with several
+   * slots, that batch's completion runs this again). */
+  if (b->n == 0 && r->uncached_rate > 0) {
+    for (int k = 0; k < r->n_slots; k++)
+      if (r->slot[k].busy) return;
+    batch_form_pass(r, b, id, now, n_active, 1);
+  }
 }
 
 /* Notes passive party j as missing from slot b's batch, for reason (a

@@ -100,8 +100,9 @@
  *    second, up to client_uncached_burst; "Cost model"): a round whose
  *    uncached ids its client's budget no longer covers is passed over in
  *    the turns (over_budget_waits) while any round within its client's
- *    budget can go, and goes in a batch that none of those wants. It is
- *    never refused for it: an honest client that warms a large catalogue
+ *    budget can go, and goes in a batch that none of those wants, when no
+ *    other batch is in flight (so that the parties never compute its new
+ *    items beside another client's batch). It is never refused for it: an honest client that warms a large catalogue
  *    is slower, not failed;
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
@@ -142,7 +143,7 @@
  * fresh-id flood therefore takes from another client no more than a
  * cached one: its rounds go in slices bounded by what they make the
  * parties compute, and once over its budget only in batches that no
- * other client's round wants. The choice of waiting over refusing:
+ * other client's round wants, while no other batch is in flight. The choice of waiting over refusing:
  * a refusal (RESOURCE_EXHAUSTED) would fail an honest client whose items
  * are new for a while (a catalogue being warmed, a reload of every
  * party's items, which empties the cache); a lower share only makes it
