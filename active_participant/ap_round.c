@@ -719,16 +719,6 @@ static int submit_over_budget(ap_round *r, round_owner *w, const O3m__V1__Recomm
   return !budget_within(r, w, u);
 }
 
-/* The refusal of a call of client, over its budget of uncached ids with a
- * round of new items waiting already. */
-static int budget_refuse(const ap_round *r, const char *client, o3m_err *e) {
-  return o3m_err_set(e, O3M_EFULL, "client '%s' is over its budget of uncached item ids "
-                     "([policy] client_uncached_rate = %.0f a second, client_uncached_burst = "
-                     "%.0f) and has a round of new items waiting already; retry when it is "
-                     "answered", client ? client : "(no identity)", r->uncached_rate,
-                     r->uncached_burst);
-}
-
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
                     int owner, const char *client, o3m_err *e) {
   O3M_ASSERT(owner >= 0 && owner < r->n_owners);
@@ -742,19 +732,6 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
     return o3m_err_set(e, O3M_EFULL, "client '%s' has %d Recommend calls in flight, its cap "
                        "([policy] client_inflight_max = %d); retry when one is answered",
                        client ? client : "(no identity)", w->inflight, r->inflight_max);
-  }
-  /* Over its budget of uncached ids with its one round of new items
-   * waiting ("Cost model"), a client's next call is refused as cheaply as
-   * the one over its cap: before its ids are hashed or looked up, since a
-   * flood retries at once and each refusal that validated 1000 ids of 128
-   * bytes cost more than the wait it saved. */
-  if (w->over_inflight >= AP_ROUND_OVER_BUDGET_INFLIGHT && r->uncached_rate > 0) {
-    budget_refill(r, w, o3m_clock_ms());
-    if (w->tokens < 1) {
-      r->st.failed_rounds++;
-      r->st.over_share++;
-      return budget_refuse(r, client, e);
-    }
   }
   /* Every waiting round holds one of Recommend's AP_ROUND_SLOTS server
    * slots, so gRPC cannot hand over a call while the pool is empty. */
@@ -774,7 +751,11 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   if (over && w->over_inflight >= AP_ROUND_OVER_BUDGET_INFLIGHT) {
     r->st.failed_rounds++;
     r->st.over_share++;
-    return budget_refuse(r, client, e);
+    return o3m_err_set(e, O3M_EFULL, "client '%s' is over its budget of uncached item ids "
+                       "([policy] client_uncached_rate = %.0f a second, client_uncached_burst = "
+                       "%.0f) and has a round of new items waiting already; retry when it is "
+                       "answered", client ? client : "(no identity)", r->uncached_rate,
+                       r->uncached_burst);
   }
   r->free_head = q->next;
   q->call = call;

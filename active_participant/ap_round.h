@@ -105,9 +105,7 @@
  *    items beside another client's batch). Over its budget a client has
  *    at most AP_ROUND_OVER_BUDGET_INFLIGHT such rounds in flight: its
  *    next round of new items is refused at once with O3M_EFULL
- *    (RESOURCE_EXHAUSTED) naming client_uncached_rate, and so is any call
- *    of it while its budget is empty (before its ids are hashed, as
- *    cheaply as a call over client_inflight_max), since a call held
+ *    (RESOURCE_EXHAUSTED) naming client_uncached_rate, since a call held
  *    for seconds pins the server's request memory (o3m_rpc.h, "Memory";
  *    32 held flood calls of 131 KB made another client's calls fail with
  *    FULL). An honest client that sends one round at a time, warming a
