@@ -136,7 +136,6 @@ typedef struct queued {
   uint64_t *hash; /* k_max entries: each item id's ap_itemcache_hash */
   int rc;    /* during a batch: 0, or why this round alone failed */
   int unknown_items; /* during a batch: an item not in the own item table */
-  int over;  /* admitted while its client was over its budget of uncached ids */
 } queued;
 
 /* One client's rounds (see "Fairness" in ap_round.h): how many it has in
@@ -156,7 +155,6 @@ typedef struct round_owner {
   double tokens;
   int64_t tokens_ms;
   uint64_t uncached;          /* uncached ids charged to it so far */
-  int over_inflight;          /* its rounds in flight admitted over its budget */
 } round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
@@ -375,7 +373,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
   for (int o = 0; o < r->n_owners; o++)
-    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0, r->uncached_burst, 0, 0, 0};
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0, r->uncached_burst, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -702,23 +700,6 @@ static void ring_remove(ap_round *r, int o) {
   r->ring_len--;
 }
 
-static void budget_refill(const ap_round *r, round_owner *w, int64_t now);
-static int budget_within(const ap_round *r, const round_owner *w, int u);
-
-/* 1 when round req (its ids hashed in hashes) would take uncached ids
- * beyond owner w's budget ("Cost model" in ap_round.h). The ids are looked
- * at only when the budget left is below K. */
-static int submit_over_budget(ap_round *r, round_owner *w, const O3m__V1__RecommendRequest *req,
-                              const uint64_t *hashes) {
-  if (r->uncached_rate <= 0) return 0;
-  budget_refill(r, w, o3m_clock_ms());
-  const int K = (int)req->n_items;
-  if (budget_within(r, w, K)) return 0;
-  int u = 0;
-  for (int k = 0; k < K; k++) u += !ap_itemcache_has_hashed(r->cache, req->items[k], hashes[k]);
-  return !budget_within(r, w, u);
-}
-
 int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendRequest *req,
                     int owner, const char *client, o3m_err *e) {
   O3M_ASSERT(owner >= 0 && owner < r->n_owners);
@@ -743,20 +724,6 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
     r->st.failed_rounds++;
     return rc;
   }
-  /* Over its budget of uncached ids, a client has one round of new items
-   * waiting at a time ("Cost model"): the others are refused at once, so
-   * that its calls are not held for long, each pinning the server's
-   * memory for requests (o3m_rpc.h, "Memory") while others need it. */
-  const int over = submit_over_budget(r, w, req, q->hash);
-  if (over && w->over_inflight >= AP_ROUND_OVER_BUDGET_INFLIGHT) {
-    r->st.failed_rounds++;
-    r->st.over_share++;
-    return o3m_err_set(e, O3M_EFULL, "client '%s' is over its budget of uncached item ids "
-                       "([policy] client_uncached_rate = %.0f a second, client_uncached_burst = "
-                       "%.0f) and has a round of new items waiting already; retry when it is "
-                       "answered", client ? client : "(no identity)", r->uncached_rate,
-                       r->uncached_burst);
-  }
   r->free_head = q->next;
   q->call = call;
   q->req = req;
@@ -764,8 +731,6 @@ int ap_round_submit(ap_round *r, o3m_rpc_call *call, const O3m__V1__RecommendReq
   q->owner = owner;
   q->next = -1;
   q->rc = 0;
-  q->over = over;
-  w->over_inflight += over;
   if (w->tail >= 0) r->pool[w->tail].next = i;
   else w->head = i;
   w->tail = i;
@@ -1651,8 +1616,6 @@ static void batch_finish(ap_round *r, batch_slot *b) {
     if (i == b->sliced) slice_done(r, q);
     O3M_ASSERT(w->inflight > 0);
     w->inflight--;
-    w->over_inflight -= q->over;
-    q->over = 0;
     q->next = r->free_head;
     r->free_head = (int)(q - r->pool);
   }

@@ -102,14 +102,8 @@
  *    the turns (over_budget_waits) while any round within its client's
  *    budget can go, and goes in a batch that none of those wants, when no
  *    other batch is in flight (so that the parties never compute its new
- *    items beside another client's batch). Over its budget a client has
- *    at most AP_ROUND_OVER_BUDGET_INFLIGHT such rounds in flight: its
- *    next round of new items is refused at once with O3M_EFULL
- *    (RESOURCE_EXHAUSTED) naming client_uncached_rate, since a call held
- *    for seconds pins the server's request memory (o3m_rpc.h, "Memory";
- *    32 held flood calls of 131 KB made another client's calls fail with
- *    FULL). An honest client that sends one round at a time, warming a
- *    large catalogue, is slower, never refused;
+ *    items beside another client's batch). It is never refused for it: an honest client that warms a large catalogue
+ *    is slower, not failed;
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
@@ -149,13 +143,11 @@
  * fresh-id flood therefore takes from another client no more than a
  * cached one: its rounds go in slices bounded by what they make the
  * parties compute, and once over its budget only in batches that no
- * other client's round wants, while no other batch is in flight. The
- * choice, waiting before refusing: a refusal (RESOURCE_EXHAUSTED) of every
- * round over the budget would fail an honest client whose items are new
- * for a while (a catalogue being warmed, a reload of every party's items,
- * which empties the cache); a lower share only makes it slower while
- * others ask, and costs nobody anything while it is alone. Only a second
- * round of new items in flight over the budget is refused (above).
+ * other client's round wants, while no other batch is in flight. The choice of waiting over refusing:
+ * a refusal (RESOURCE_EXHAUSTED) would fail an honest client whose items
+ * are new for a while (a catalogue being warmed, a reload of every
+ * party's items, which empties the cache); a lower share only makes it
+ * slower while others ask, and costs nobody anything while it is alone.
  * The AP counts the ids it asked the parties for (uncached_ids) and the
  * rounds passed over for the budget (over_budget_waits), federation-wide,
  * and each client's charged ids in its metrics.
@@ -280,12 +272,6 @@
  * ("Fairness"). A second spans a closed-loop client's gap between its
  * answers and its next calls many times over. */
 #define AP_ROUND_ACTIVE_MS 1000
-
-/* Rounds with uncached ids one client over its budget of them may have in
- * flight ("Cost model"): one, so that an honest client sending one round
- * at a time only waits, while a flood's other calls are refused at once
- * rather than held, each pinning server memory, for seconds. */
-#define AP_ROUND_OVER_BUDGET_INFLIGHT 1
 
 typedef struct ap_round ap_round;
 
