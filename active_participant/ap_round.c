@@ -155,6 +155,11 @@ typedef struct round_owner {
   double tokens;
   int64_t tokens_ms;
   uint64_t uncached;          /* uncached ids charged to it so far */
+  /* Batches formed since its head round was first passed over for its
+   * budget, and the last batch counted ("Cost model": a round passed over
+   * AP_ROUND_BUDGET_PASSES times goes all the same). */
+  int over_passes;
+  uint64_t over_batch;
 } round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
@@ -373,7 +378,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
   for (int o = 0; o < r->n_owners; o++)
-    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0, r->uncached_burst, 0, 0};
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0, r->uncached_burst, 0, 0, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -1047,15 +1052,20 @@ static void batch_form_pass(ap_round *r, batch_slot *b, uint64_t id, int64_t now
     int k0 = 0;
     round_cost c;
     int s = room ? round_take(r, q, &bt, took_big, others, &k0, &c) : 0;
-    if (s > 0 && !over) {
+    if (s > 0 && !over && w->over_passes < AP_ROUND_BUDGET_PASSES) {
       budget_refill(r, w, now);
       if (!budget_within(r, w, c.uncached)) {
         r->st.over_budget_waits++;
+        if (w->over_batch != id) {
+          w->over_batch = id;
+          w->over_passes++;
+        }
         s = 0;
       }
     }
     if (s > 0) {
       budget_take(r, w, c.uncached);
+      w->over_passes = 0;
       if (w->formed != id) {
         w->formed = id;
         w->batches++;

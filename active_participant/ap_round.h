@@ -102,8 +102,10 @@
  *    the turns (over_budget_waits) while any round within its client's
  *    budget can go, and goes in a batch that none of those wants, when no
  *    other batch is in flight (so that the parties never compute its new
- *    items beside another client's batch). It is never refused for it: an honest client that warms a large catalogue
- *    is slower, not failed;
+ *    items beside another client's batch), or after it was passed over in
+ *    AP_ROUND_BUDGET_PASSES batches, in slices. It is never refused for
+ *    it: an honest client that warms a large catalogue is slower, not
+ *    failed;
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
@@ -143,7 +145,10 @@
  * fresh-id flood therefore takes from another client no more than a
  * cached one: its rounds go in slices bounded by what they make the
  * parties compute, and once over its budget only in batches that no
- * other client's round wants, while no other batch is in flight. The choice of waiting over refusing:
+ * other client's round wants, while no other batch is in flight, or,
+ * passed over in AP_ROUND_BUDGET_PASSES batches, in slices beside them (so
+ * that its calls are not deferred until their deadline). The choice of
+ * waiting over refusing:
  * a refusal (RESOURCE_EXHAUSTED) would fail an honest client whose items
  * are new for a while (a catalogue being warmed, a reload of every
  * party's items, which empties the cache); a lower share only makes it
@@ -272,6 +277,16 @@
  * ("Fairness"). A second spans a closed-loop client's gap between its
  * answers and its next calls many times over. */
 #define AP_ROUND_ACTIVE_MS 1000
+
+/* How many batches a round may be passed over for its client's budget of
+ * uncached ids before it goes all the same, in slices bounded by what it
+ * makes the parties compute ("Cost model"). Without a bound, a client over
+ * its budget beside a steady stream of other rounds waited until its
+ * deadline, and its calls, deferred for seconds, kept a request arena of
+ * the RPC server each from being reset (o3m_rpc.h, "Memory") until a
+ * small call of another client found no room (FULL). Counted in batches,
+ * not time: a paused party forms none. */
+#define AP_ROUND_BUDGET_PASSES 16
 
 typedef struct ap_round ap_round;
 
