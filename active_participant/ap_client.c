@@ -283,6 +283,8 @@ int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e) {
   out->unknown_item_rounds = s->unknown_item_rounds;
   out->sliced_rounds = s->sliced_rounds;
   out->slice_restarts = s->slice_restarts;
+  out->uncached_ids = s->uncached_ids;
+  out->over_budget_waits = s->over_budget_waits;
   snprintf(out->algo, sizeof out->algo, "%s", s->algo ? s->algo : "");
   snprintf(out->model, sizeof out->model, "%s", s->model ? s->model : "");
   out->reloads = s->reloads;

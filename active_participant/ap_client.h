@@ -184,6 +184,10 @@ typedef struct ap_stats {
   char client[O3M_CONFIG_MAX_NAME + 1];
   uint64_t rewards; /* rewards applied: the client's own, or all of them */
   uint64_t fanouts; /* MaskBatch fan-outs (the operator's view only) */
+  /* Item ids asked of the passive parties, and rounds that waited because
+   * their client was over its budget of them (ActiveStats.uncached_ids,
+   * over_budget_waits). */
+  uint64_t uncached_ids, over_budget_waits;
 } ap_stats;
 
 int ap_client_stats(ap_client *c, ap_stats *out, o3m_err *e);

@@ -207,3 +207,8 @@ void ap_itemcache_put(ap_itemcache *c, const char *id, const double *v) {
 }
 
 void ap_itemcache_stats_get(const ap_itemcache *c, ap_itemcache_stats *st) { *st = c->st; }
+
+int ap_itemcache_has_hashed(ap_itemcache *c, const char *id, uint64_t h) {
+  size_t b;
+  return c->size > 0 && find_hashed(c, id, h, &b) >= 0;
+}

@@ -89,6 +89,12 @@ const double *ap_itemcache_ref_hashed(ap_itemcache *c, const char *id, uint64_t 
  * id longer than O3M_MAX_ID. */
 void ap_itemcache_put(ap_itemcache *c, const char *id, const double *v);
 
+/* 1 when id (hashed h, ap_itemcache_hash) has an entry, else 0, without
+ * counting a hit or a miss or making it the most recently used: the
+ * round's cost model asks before a batch is formed ("Cost model" in
+ * ap_round.h), and only the batch's own lookups count. */
+int ap_itemcache_has_hashed(ap_itemcache *c, const char *id, uint64_t h);
+
 void ap_itemcache_stats_get(const ap_itemcache *c, ap_itemcache_stats *st);
 
 #endif

@@ -150,6 +150,17 @@ typedef struct round_owner {
   int batches;                /* batches in flight that hold its rounds */
   uint64_t formed, finished;  /* the last batch counted in batches, each way */
   int64_t last_ms;            /* when it last queued a round (o3m_clock_ms) */
+  /* Its budget of uncached item ids ("Cost model" in ap_round.h): what is
+   * left, at most the burst and at least minus the burst, as of
+   * tokens_ms (0: never refilled yet). */
+  double tokens;
+  int64_t tokens_ms;
+  uint64_t uncached;          /* uncached ids charged to it so far */
+  /* Batches formed since its head round was first passed over for its
+   * budget, and the last batch counted ("Cost model": a round passed over
+   * AP_ROUND_BUDGET_PASSES times goes all the same). */
+  int over_passes;
+  uint64_t over_batch;
 } round_owner;
 
 /* One batch in flight (see "Pipelined batches" in ap_round.h): its rounds
@@ -271,13 +282,15 @@ struct ap_round {
   int *arms_pool;               /* AP_ROUND_SLOTS x k_max, pool[i].arms */
   uint64_t *hash_pool;          /* AP_ROUND_SLOTS x k_max, pool[i].hash */
   int batch_rows;               /* most candidate rows of one MaskBatch */
-  int64_t cost_max;             /* most K x d summed over a batch's rounds */
+  int64_t cost_max;             /* most of each cost summed over a batch ("Cost model") */
+  int64_t slice_cost;           /* most of each cost of one slice while others are active */
+  int64_t pp_row;               /* one row asked of every passive party: n_pp x d */
+  double uncached_rate, uncached_burst; /* each client's budget of uncached ids; 0: none */
   /* The round gathered in slices ("Slices" in ap_round.h), NULL when none:
    * the next slice's first candidate, whether a slice of it is in flight,
    * its contexts (k_max x d), its user parts from the first slice (the
    * passive parties' and the own one, d each) and the cache key its first
    * slice's replies named. */
-  int slice_k;                  /* most candidates of a slice, >= 1 */
   queued *big;
   int big_next, big_busy;
   double *bigY, *bigU, *bigUo;
@@ -367,9 +380,10 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
   r->n_owners = cfg->n_owners;
   r->inflight_max = cfg->client_inflight_max;
   r->cost_max = cfg->batch_cost_max;
-  /* A slice has at least one candidate, and fewer than a whole round. */
-  int64_t sk = cfg->slice_cost_max / (cfg->d > 0 ? cfg->d : 1);
-  r->slice_k = sk < 1 ? 1 : sk > cfg->k_max ? cfg->k_max : (int)sk;
+  r->slice_cost = cfg->slice_cost_max;
+  r->pp_row = (int64_t)cfg->n_pp * cfg->d;
+  r->uncached_rate = (double)cfg->client_uncached_rate;
+  r->uncached_burst = cfg->client_uncached_burst > 0 ? (double)cfg->client_uncached_burst : 0.0;
   r->ring = -1;
   r->owners = o3m_malloc(sizeof *r->owners * (size_t)r->n_owners);
   r->cst = o3m_calloc((size_t)r->n_owners, sizeof *r->cst);
@@ -378,7 +392,7 @@ int ap_round_create(ap_round **out, const ap_round_config *cfg, o3m_err *e) {
     return o3m_err_set(e, O3M_ENOMEM, "round state of %d clients: out of memory", cfg->n_owners);
   }
   for (int o = 0; o < r->n_owners; o++)
-    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0};
+    r->owners[o] = (round_owner){0, -1, -1, -1, -1, 0, 0, 0, 0, r->uncached_burst, 0, 0, 0, 0};
   /* Honest PP parts sum to at most sqrt(sum over PPs of max_norm_j^2) per
    * row; decoding may add n_pp 2^-(s+1) per component, sqrt(d) times that
    * per row (the relative rounding is inside O3M_WIRE_NORM_RTOL). */
@@ -528,6 +542,10 @@ void ap_round_stats_get(const ap_round *r, ap_round_stats *st) {
   st->cache_capacity = cs.capacity;
   st->cache_resets = cs.resets;
   st->cache_evictions = cs.evictions;
+}
+
+uint64_t ap_round_owner_uncached(const ap_round *r, int owner) {
+  return owner >= 0 && owner < r->n_owners ? r->owners[owner].uncached : 0;
 }
 
 void ap_round_destroy(ap_round *r) {
@@ -899,70 +917,166 @@ static void batch_cache(ap_round *r, batch_slot *b) {
   }
 }
 
+/* ================================================================ cost model */
+
+/* What a round, or a slice of it, costs ("Cost model" in ap_round.h), in
+ * values of d: the AP's part, one context and one score per candidate
+ * (s x d), and the passive parties' part, what they compute and send for
+ * it: one user row per round in the batch and one item part per item the
+ * AP has not cached, each by every passive party ((1 + uncached) x n_pp x
+ * d). A round whose items are all cached costs them one user row. */
+typedef struct round_cost {
+  int64_t ap, pp;
+  int uncached; /* its items that are not in the item cache */
+} round_cost;
+
+/* Costs of candidates k0.. of round q, as many as fit ap_room and pp_room
+ * (at most s_max; 0 when not even the first does): *c gets the costs of
+ * those taken. The cache is looked at without counting a lookup or
+ * touching its order (ap_itemcache_has_hashed); a batch in flight may put
+ * an item meanwhile, so the count is what the parties would be asked now,
+ * an upper bound of what the batch asks. */
+static int cost_fit(ap_round *r, const queued *q, int k0, int s_max, int64_t ap_room,
+                    int64_t pp_room, round_cost *c) {
+  *c = (round_cost){0, r->pp_row, 0};
+  if (c->pp > pp_room) return 0;
+  int s = 0;
+  for (; s < s_max; s++) {
+    const int k = k0 + s;
+    const int miss = !ap_itemcache_has_hashed(r->cache, q->req->items[k], q->hash[k]);
+    const int64_t ap = c->ap + r->d, pp = c->pp + miss * r->pp_row;
+    if (ap > ap_room || pp > pp_room) break;
+    c->ap = ap;
+    c->pp = pp;
+    c->uncached += miss;
+  }
+  return s;
+}
+
+/* Owner w's budget of uncached ids refilled up to now (at most the burst). */
+static void budget_refill(const ap_round *r, round_owner *w, int64_t now) {
+  if (r->uncached_rate <= 0) return;
+  if (w->tokens_ms > 0 && now > w->tokens_ms) {
+    w->tokens += r->uncached_rate * (double)(now - w->tokens_ms) / 1e3;
+    if (w->tokens > r->uncached_burst) w->tokens = r->uncached_burst;
+  }
+  w->tokens_ms = now;
+}
+
+/* 1 when owner w may have u more uncached ids at its share of the turns:
+ * no budget, none uncached, or enough left (a round of more than the burst
+ * needs a full budget). */
+static int budget_within(const ap_round *r, const round_owner *w, int u) {
+  if (r->uncached_rate <= 0 || u == 0) return 1;
+  return w->tokens >= (u < r->uncached_burst ? u : r->uncached_burst);
+}
+
+/* Owner w's budget after u uncached ids were taken: it may go below zero
+ * (a round served while over it, or one larger than the burst), at most
+ * the burst, so that a client that stops is back within it after at most
+ * twice the burst's time. */
+static void budget_take(const ap_round *r, round_owner *w, int u) {
+  w->uncached += (uint64_t)u;
+  if (r->uncached_rate <= 0) return;
+  w->tokens -= u;
+  if (w->tokens < -r->uncached_burst) w->tokens = -r->uncached_burst;
+}
+
 /* 1 when owner o is active (AP_ROUND_ACTIVE_MS in ap_round.h): it has a
  * round in flight or asked one lately. */
 static int owner_active(const ap_round *r, int o, int64_t now) {
   return r->owners[o].inflight > 0 || now - r->owners[o].last_ms < AP_ROUND_ACTIVE_MS;
 }
 
-/* How many candidates of round q (owner o's oldest waiting round) batch b
- * takes, with rows and cost already in it, from candidate *k0 on: q whole
- * when it fits (as before slices existed), a slice of it ("Slices" in
- * ap_round.h), or 0 when it waits for a later batch. took_big: the batch
- * holds a slice already; others: another owner is active. */
-static int round_take(ap_round *r, const queued *q, int n, int rows, int64_t cost, int took_big,
-                      int others, int *k0) {
-  const int64_t c = (int64_t)q->K * r->d;
+/* The budgets a batch has left for one more round: its share of each cost
+ * (no bound for the first round: one above the budget goes alone). */
+typedef struct batch_room {
+  int n, rows;     /* rounds and candidate rows in the batch */
+  int64_t ap, pp;  /* its costs so far */
+} batch_room;
+
+static int64_t room_of(const ap_round *r, const batch_room *bt, int64_t used) {
+  return bt->n == 0 ? INT64_MAX : r->cost_max - used;
+}
+
+/* How many candidates of round q (an owner's oldest waiting round) a batch
+ * takes, given what it holds (bt), from candidate *k0 on, with the costs
+ * of those in *c: q whole when it fits (as before slices existed), a slice
+ * of it ("Slices" in ap_round.h), or 0 when it waits for a later batch.
+ * took_big: the batch holds a slice already; others: another owner is
+ * active. A round is sliced when either of its costs is above slice_cost,
+ * and a slice has at most slice_cost of each, but at least one candidate
+ * when the batch has room for that one. */
+static int round_take(ap_round *r, const queued *q, const batch_room *bt, int took_big,
+                      int others, int *k0, round_cost *c) {
   *k0 = 0;
-  const int room_rows = r->batch_rows - rows;
-  /* A slice fits what is left of the batch's budget, or goes alone. */
-  int room_k = room_rows;
-  if (n > 0) {
-    int64_t rk = (r->cost_max - cost) / r->d;
-    if (rk < room_k) room_k = rk < 0 ? 0 : (int)rk;
-  }
+  *c = (round_cost){0, 0, 0};
+  const int room_rows = r->batch_rows - bt->rows;
+  const int64_t ap_room = room_of(r, bt, bt->ap), pp_room = room_of(r, bt, bt->pp);
+  int slicing = 0, from = 0;
   if (r->big == q) {
     if (took_big || r->big_busy) return 0;
-    int s = q->K - r->big_next;
     /* Alone now: the rest in as few slices as the budget allows. */
-    if (others && s > r->slice_k) s = r->slice_k;
-    if (s > room_k) s = room_k;
-    *k0 = r->big_next;
-    return s;
+    slicing = others;
+    from = r->big_next;
+  } else {
+    round_cost whole;
+    cost_fit(r, q, 0, q->K, INT64_MAX, INT64_MAX, &whole);
+    const int fits = q->K <= room_rows && whole.ap <= ap_room && whole.pp <= pp_room;
+    /* Sliced: a cost above a slice, the others active, its own parts from
+     * the tables (a request's own features are masked whole, as one
+     * call). One round is sliced at a time: while another is, this one
+     * goes whole if it fits the batch's budget beside others, and waits if
+     * not. */
+    if ((whole.ap > r->slice_cost || whole.pp > r->slice_cost) && q->req->n_own_features == 0 &&
+        others) {
+      if (r->big || took_big) {
+        if (!fits || whole.ap > r->cost_max || whole.pp > r->cost_max) return 0;
+        *c = whole;
+        return q->K;
+      }
+      slicing = 1;
+    } else {
+      if (!fits) return 0;
+      *c = whole;
+      return q->K;
+    }
   }
-  const int whole = q->K <= room_rows && (n == 0 || cost + c <= r->cost_max);
-  /* Sliced: larger than a slice, the others active, its own parts from the
-   * tables (a request's own features are masked whole, as one call). One
-   * round is sliced at a time: while another is, this one goes whole if
-   * it fits the batch's budget beside others, and waits if not. */
-  if (c > (int64_t)r->slice_k * r->d && q->req->n_own_features == 0 && others) {
-    if (!r->big && !took_big) return r->slice_k < room_k ? r->slice_k : room_k;
-    return whole && c <= r->cost_max ? q->K : 0;
+  *k0 = from;
+  int s_max = q->K - from;
+  if (s_max > room_rows) s_max = room_rows;
+  int64_t a = ap_room, p = pp_room;
+  if (slicing) {
+    if (a > r->slice_cost) a = r->slice_cost;
+    if (p > r->slice_cost) p = r->slice_cost;
   }
-  return whole ? q->K : 0;
+  int s = cost_fit(r, q, from, s_max, a, p, c);
+  /* A slice smaller than one candidate's cost still takes one, when the
+   * batch's budget has room for it. */
+  if (s == 0 && s_max > 0) s = cost_fit(r, q, from, 1, ap_room, pp_room, c);
+  return s;
 }
 
 /* Moves waiting rounds into slot b (under the lock; see "Fairness" in
  * ap_round.h): the owners take turns in the ring, each giving its oldest
  * waiting round, while the batch has room: at most O3M_WIRE_MAX_BATCH
- * rounds, batch_rows candidate rows and cost_max in K x d (a round that
- * costs more than cost_max goes alone, or in slices: round_take). An owner
- * whose next round does not fit is passed over (that round waits for the
- * next batch, where it comes first in its turn); the turns stop once every
- * owner in the ring was passed over in a row. The next batch goes on with
- * the owner whose turn came next. A sliced round stays at its owner's head
- * until the batch of its last slice is decided (batch_finish). */
-static void batch_form(ap_round *r, batch_slot *b) {
-  int n = 0, rows = 0, misses = 0, took_big = 0;
-  int64_t cost = 0;
+ * rounds, batch_rows candidate rows and cost_max of each cost ("Cost
+ * model"; a round that costs more goes alone, or in slices: round_take).
+ * An owner whose next round does not fit is passed over (that round waits
+ * for the next batch, where it comes first in its turn); so is one whose
+ * round would take uncached ids beyond its budget, as long as another
+ * owner's round goes in the batch: such rounds go only in batches that no
+ * round within its budget wants (over, the second pass). The turns stop
+ * once every owner in the ring was passed over in a row. The next batch
+ * goes on with the owner whose turn came next. A sliced round stays at its
+ * owner's head until the batch of its last slice is decided
+ * (batch_finish). */
+static void batch_form_pass(ap_round *r, batch_slot *b, uint64_t id, int64_t now, int n_active,
+                            int over) {
+  batch_room bt = {0, 0, 0, 0};
+  int misses = 0, took_big = 0;
   int o = r->ring;
-  const uint64_t id = ++r->n_formed;
-  /* The active owners, counted once: nothing here changes who is. */
-  const int64_t now = o3m_clock_ms();
-  int n_active = 0;
-  for (int x = 0; x < r->n_owners; x++) n_active += owner_active(r, x, now);
-  b->sliced = -1;
-  while (o >= 0 && n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
+  while (o >= 0 && bt.n < O3M_WIRE_MAX_BATCH && misses < r->ring_len) {
     round_owner *w = &r->owners[o];
     int next = w->ring_next;
     queued *q = &r->pool[w->head];
@@ -970,8 +1084,23 @@ static void batch_form(ap_round *r, batch_slot *b) {
      * one of them, unless this batch holds its rounds already. */
     int room = w->formed == id || w->batches < r->owner_batches_max;
     const int others = n_active - owner_active(r, o, now) > 0;
-    int k0 = 0, s = room ? round_take(r, q, n, rows, cost, took_big, others, &k0) : 0;
+    int k0 = 0;
+    round_cost c;
+    int s = room ? round_take(r, q, &bt, took_big, others, &k0, &c) : 0;
+    if (s > 0 && !over && w->over_passes < AP_ROUND_BUDGET_PASSES) {
+      budget_refill(r, w, now);
+      if (!budget_within(r, w, c.uncached)) {
+        r->st.over_budget_waits++;
+        if (w->over_batch != id) {
+          w->over_batch = id;
+          w->over_passes++;
+        }
+        s = 0;
+      }
+    }
     if (s > 0) {
+      budget_take(r, w, c.uncached);
+      w->over_passes = 0;
       if (w->formed != id) {
         w->formed = id;
         w->batches++;
@@ -985,7 +1114,7 @@ static void batch_form(ap_round *r, batch_slot *b) {
         r->big_next = k0 + s;
         r->big_busy = 1;
         took_big = 1;
-        b->sliced = n;
+        b->sliced = bt.n;
       } else {
         w->head = q->next;
         if (w->head < 0) {
@@ -995,21 +1124,43 @@ static void batch_form(ap_round *r, batch_slot *b) {
         }
         r->n_waiting--;
       }
-      b->k0[n] = k0;
-      b->Kb[n] = s;
-      b->fin[n] = k0 + s == q->K;
-      b->q[n++] = q;
-      rows += s;
-      cost += (int64_t)s * r->d;
+      b->k0[bt.n] = k0;
+      b->Kb[bt.n] = s;
+      b->fin[bt.n] = k0 + s == q->K;
+      b->q[bt.n++] = q;
+      bt.rows += s;
+      bt.ap += c.ap;
+      bt.pp += c.pp;
       misses = 0;
     } else {
       misses++;
     }
     o = next;
   }
-  if (o >= 0) r->ring = o;
-  b->n = n;
-  b->rows = rows;
+  if (o >= 0 && bt.n > 0) r->ring = o;
+  b->n = bt.n;
+  b->rows = bt.rows;
+}
+
+/* Forms slot b's batch: the rounds within their clients' budgets, or, when
+ * none can go, those over theirs. */
+static void batch_form(ap_round *r, batch_slot *b) {
+  const uint64_t id = ++r->n_formed;
+  /* The active owners, counted once: nothing here changes who is. */
+  const int64_t now = o3m_clock_ms();
+  int n_active = 0;
+  for (int x = 0; x < r->n_owners; x++) n_active += owner_active(r, x, now);
+  b->sliced = -1;
+  batch_form_pass(r, b, id, now, n_active, 0);
+  /* Nothing within its budget could go: the rounds over it have the batch,
+   * when no other batch is in flight, so that they never make the parties
+   * compute beside a batch of rounds within their budget (with several
+   * slots, that batch's completion runs this again). */
+  if (b->n == 0 && r->uncached_rate > 0) {
+    for (int k = 0; k < r->n_slots; k++)
+      if (r->slot[k].busy) return;
+    batch_form_pass(r, b, id, now, n_active, 1);
+  }
 }
 
 /* Notes passive party j as missing from slot b's batch, for reason (a
@@ -1655,6 +1806,7 @@ void ap_round_flush(ap_round *r) {
   b->busy = 1;
   batch_build(r, b);
   r->st.fanouts++;
+  r->st.uncached_ids += (uint64_t)b->n_new;
   o3m_rpc_server_unlocked(r->server, batch_gather, b);
   batch_finish(r, b);
   retired_free_if_unread(r);

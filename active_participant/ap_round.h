@@ -73,16 +73,18 @@
  *    client_inflight_max: the call over it is refused at once with
  *    O3M_EFULL (RESOURCE_EXHAUSTED) naming the client and the cap, and
  *    nothing changes;
- *  - a cost budget per batch, batch_cost_max, in K x d summed over the
- *    batch's rounds (what the passive parties compute and send for it): a
+ *  - a cost budget per batch, batch_cost_max, for each of a round's two
+ *    costs summed over the batch's rounds ("Cost model" below: what the AP
+ *    does for it, and what the passive parties compute and send for it): a
  *    round that does not fit waits for the next batch, where its client's
  *    turn comes first, and a round that costs more than the whole budget
  *    goes alone, or in slices (below). So a batch is not slowed past the
  *    deadline by rounds of the largest allowed size;
  *  - slices: while other clients are active (a round of theirs in flight,
- *    or one asked within the last AP_ROUND_ACTIVE_MS), a round that costs
- *    more than slice_cost_max is gathered in slices of at most that many
- *    K x d, one slice per batch, in the batches that carry the others'
+ *    or one asked within the last AP_ROUND_ACTIVE_MS), a round with a cost
+ *    above slice_cost_max is gathered in slices of at most that much of
+ *    each cost (at least one candidate), one slice per batch, in the
+ *    batches that carry the others'
  *    rounds; it is decided in the batch of its last slice, on all its
  *    candidates at once, as if it had been gathered whole (see "Slices").
  *    A batch cannot be interrupted once it is sent, so with one serving
@@ -94,6 +96,16 @@
  *    slicing in the clients' turns, so that one client's stream of large
  *    rounds cannot keep it. A client alone keeps whole rounds (no slice
  *    costs it a fan-out more);
+ *  - a budget of uncached item ids per client (client_uncached_rate a
+ *    second, up to client_uncached_burst; "Cost model"): a round whose
+ *    uncached ids its client's budget no longer covers is passed over in
+ *    the turns (over_budget_waits) while any round within its client's
+ *    budget can go, and goes in a batch that none of those wants, when no
+ *    other batch is in flight (so that the parties never compute its new
+ *    items beside another client's batch), or after it was passed over in
+ *    AP_ROUND_BUDGET_PASSES batches, in slices. It is never refused for
+ *    it: an honest client that warms a large catalogue is slower, not
+ *    failed;
  *  - turns: the clients with waiting rounds form a ring, and a batch is
  *    filled by taking each client's oldest waiting round in turn (one per
  *    client per turn, for as long as they fit), the next batch going on
@@ -112,6 +124,38 @@
  * Within a client rounds keep their arrival order in the turns. The turns
  * are a function of the calls and of when they were queued: calls made one
  * after the other give the same decisions whatever the number of threads.
+ *
+ * Cost model. What a round, or a slice of it, makes each side do, in values
+ * of d, kept apart: the AP's cost is K x d (a context made and scored per
+ * candidate, the same whether its item parts were cached or not); the
+ * passive parties' cost is (1 + u) x n_pp x d, one user row and one item
+ * part per item not in the item cache (u of them), computed and sent by
+ * each of the n_pp passive parties. A round whose items are all cached
+ * costs the passive parties one user row, and one of K new items about
+ * n_pp times its K x d: the batch budget and the slices bound both costs,
+ * so a round of new items is sliced finer and shares a batch with fewer
+ * others. The count is taken from the cache when the batch is formed,
+ * without counting a lookup (ap_itemcache_has_hashed); items that another
+ * batch in flight puts meanwhile are counted as uncached, never the
+ * reverse but for an eviction. Each client's u is also charged to its
+ * budget of uncached ids, a token bucket refilled at client_uncached_rate
+ * ids a second up to client_uncached_burst, which may owe up to a burst
+ * (a round larger than the burst needs a full bucket; a round served over
+ * the budget is charged too, so a flooding client stays over it). A
+ * fresh-id flood therefore takes from another client no more than a
+ * cached one: its rounds go in slices bounded by what they make the
+ * parties compute, and once over its budget only in batches that no
+ * other client's round wants, while no other batch is in flight, or,
+ * passed over in AP_ROUND_BUDGET_PASSES batches, in slices beside them (so
+ * that its calls are not deferred until their deadline). The choice of
+ * waiting over refusing:
+ * a refusal (RESOURCE_EXHAUSTED) would fail an honest client whose items
+ * are new for a while (a catalogue being warmed, a reload of every
+ * party's items, which empties the cache); a lower share only makes it
+ * slower while others ask, and costs nobody anything while it is alone.
+ * The AP counts the ids it asked the parties for (uncached_ids) and the
+ * rounds passed over for the budget (over_budget_waits), federation-wide,
+ * and each client's charged ids in its metrics.
  *
  * Slices. A sliced round stays at the head of its client's queue until it
  * is decided, and one slice of it is in flight at a time. Its user part
@@ -247,6 +291,16 @@
  * answers and its next calls many times over. */
 #define AP_ROUND_ACTIVE_MS 1000
 
+/* How many batches a round may be passed over for its client's budget of
+ * uncached ids before it goes all the same, in slices bounded by what it
+ * makes the parties compute ("Cost model"). Without a bound, a client over
+ * its budget beside a steady stream of other rounds waited until its
+ * deadline, and its calls, deferred for seconds, kept a request arena of
+ * the RPC server each from being reset (o3m_rpc.h, "Memory") until a
+ * small call of another client found no room (FULL). Counted in batches,
+ * not time: a paused party forms none. */
+#define AP_ROUND_BUDGET_PASSES 16
+
 typedef struct ap_round ap_round;
 
 typedef struct ap_round_config {
@@ -314,6 +368,9 @@ typedef struct ap_round_config {
   /* The most K x d one round costing more adds to a batch while other
    * clients are active ("Slices", >= 1). */
   int64_t slice_cost_max;
+  /* Each client's budget of uncached item ids ("Cost model"): per second
+   * and the burst; 0: no budget. */
+  int64_t client_uncached_rate, client_uncached_burst;
   /* Entries of the cache of summed item parts ([policy] item_cache,
    * ap_itemcache.h; 0: none). */
   int item_cache;
@@ -383,6 +440,11 @@ typedef struct ap_round_stats {
   /* Times a passive party was held out because its item epochs flapped
    * ("Flapping epochs"). */
   uint64_t epoch_flapping;
+  /* Item ids the AP asked the passive parties for (not cached: each costs
+   * every party an item part), and the times a round was passed over in
+   * the turns because its client was over its budget of them ("Cost
+   * model"). Federation-wide. */
+  uint64_t uncached_ids, over_budget_waits;
 } ap_round_stats;
 
 /* One client's own counters, the part of ap_round_stats its calls alone
@@ -418,6 +480,10 @@ int ap_round_reload_start(ap_round *r, int coalesce, o3m_err *e);
 int ap_round_reload_poll(ap_round *r, int *users, int *items, o3m_err *e);
 
 void ap_round_stats_get(const ap_round *r, ap_round_stats *st);
+
+/* The uncached item ids charged to owner's budget so far ("Cost model";
+ * owner 0..n_owners-1). */
+uint64_t ap_round_owner_uncached(const ap_round *r, int owner);
 
 /* Frees the own tables and the buffers. NULL is accepted. */
 void ap_round_destroy(ap_round *r);

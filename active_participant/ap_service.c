@@ -460,6 +460,8 @@ int ap_service_create(ap_service **out, const o3m_config *cfg, const ap_service_
       .client_inflight_max = pp->client_inflight_max,
       .batch_cost_max = pp->batch_cost_max,
       .slice_cost_max = pp->slice_cost_max,
+      .client_uncached_rate = pp->client_uncached_rate,
+      .client_uncached_burst = pp->client_uncached_burst,
       .item_cache = pp->item_cache,
       .epoch_changes_max = o3m_config_epoch_changes_max(cfg),
       .before_decide = before_decide,

@@ -257,6 +257,8 @@ static int h_stats(void *ctx, o3m_rpc_call *call, const ProtobufCMessage *req_,
   rep->unknown_item_rounds = rst.unknown_item_rounds;
   rep->sliced_rounds = rst.sliced_rounds;
   rep->slice_restarts = rst.slice_restarts;
+  rep->uncached_ids = rst.uncached_ids;
+  rep->over_budget_waits = rst.over_budget_waits;
   return 0;
 }
 

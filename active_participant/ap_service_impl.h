@@ -128,11 +128,14 @@ struct ap_service {
   o3m_metric *m_cache_hits, *m_cache_misses, *m_cache_entries; /* the item cache */
   o3m_metric *m_unknown_users, *m_unknown_items; /* ap_round.h "Unknown ids" */
   o3m_metric *m_sliced;         /* ap_round.h "Slices" */
+  o3m_metric *m_uncached, *m_over_budget; /* ap_round.h "Cost model" */
   o3m_metric *m_decisions, *m_rounds, *m_failed, *m_pending, *m_evicted, *m_expired,
       *m_rewards, *m_fsync, *m_ckpt_age, *m_checkpoints;
   /* Per client (the first METRIC_CLIENTS of the config): its decisions
    * evicted from the pending table. */
   o3m_metric *m_client_evicted[METRIC_CLIENTS];
+  /* Per client: the uncached item ids charged to its budget. */
+  o3m_metric *m_client_uncached[METRIC_CLIENTS];
   /* Group commit (with ckpt and commit_each 0): the Reward calls whose
    * rewards are appended and applied but not yet synced, in arrival order,
    * each with its RewardReply.updates. ap_service__reward_commit() syncs them with one

@@ -25,9 +25,12 @@ void ap_service__metrics_publish(ap_service *s) {
   o3m_metric_set(s->m_unknown_users, (double)rst.unknown_user_rounds);
   o3m_metric_set(s->m_unknown_items, (double)rst.unknown_item_rounds);
   o3m_metric_set(s->m_sliced, (double)rst.sliced_rounds);
+  o3m_metric_set(s->m_uncached, (double)rst.uncached_ids);
+  o3m_metric_set(s->m_over_budget, (double)rst.over_budget_waits);
   for (int i = 0; i < s->n_clients && i < METRIC_CLIENTS; i++) {
     ap_pending_owner_stats(s->pending, i, &st);
     o3m_metric_set(s->m_client_evicted[i], (double)st.evicted);
+    o3m_metric_set(s->m_client_uncached[i], (double)ap_round_owner_uncached(s->round, i));
   }
 }
 
@@ -62,12 +65,19 @@ int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
       {"o3m_ap_sliced_rounds_total",
        "Recommend rounds gathered in slices while other clients were active (slice_cost_max)",
        O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_uncached_ids_total",
+       "Item ids the AP asked the passive parties for (not in its item cache)",
+       O3M_METRIC_COUNTER, NULL, 0},
+      {"o3m_ap_over_budget_waits_total",
+       "Rounds passed over in the turns: their client was over client_uncached_rate",
+       O3M_METRIC_COUNTER, NULL, 0},
   };
   o3m_metric **slots[] = {&s->m_decisions,  &s->m_rounds,       &s->m_failed,
                           &s->m_pending,    &s->m_evicted,      &s->m_expired,
                           &s->m_rewards,    &s->m_checkpoints,  &s->m_cache_hits,
                           &s->m_cache_misses, &s->m_cache_entries, &s->m_unknown_users,
-                          &s->m_unknown_items, &s->m_sliced};
+                          &s->m_unknown_items, &s->m_sliced, &s->m_uncached,
+                          &s->m_over_budget};
   static const o3m_metric_spec fsync = {
       "o3m_ap_journal_sync_seconds", "Journal fdatasync time (one makes a group of rewards durable)",
       O3M_METRIC_HISTOGRAM, o3m_metrics_latency_bounds, O3M_METRICS_LATENCY_N};
@@ -98,6 +108,15 @@ int ap_service__metrics_register(ap_service *s, o3m_metrics *m, o3m_err *e) {
     char label[O3M_CONFIG_MAX_NAME + 16];
     snprintf(label, sizeof label, "client=\"%s\"", s->clients[i]);
     rc = o3m_metrics_series(m, &client_evicted, label, &s->m_client_evicted[i], e);
+  }
+  static const o3m_metric_spec client_uncached = {
+      "o3m_ap_client_uncached_ids_total",
+      "Uncached item ids of this client's rounds, charged to its budget (client_uncached_rate)",
+      O3M_METRIC_COUNTER, NULL, 0};
+  for (int i = 0; rc == 0 && i < s->n_clients && i < METRIC_CLIENTS; i++) {
+    char label[O3M_CONFIG_MAX_NAME + 16];
+    snprintf(label, sizeof label, "client=\"%s\"", s->clients[i]);
+    rc = o3m_metrics_series(m, &client_uncached, label, &s->m_client_uncached[i], e);
   }
   if (rc == 0) o3m_metrics_mask_id(m, s->mask_id);
   return rc;

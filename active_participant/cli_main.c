@@ -376,6 +376,8 @@ static int cmd_stats(ap_client *c) {
          (unsigned long long)s.cache_stale_retries);
   printf("sliced_rounds=%llu\nslice_restarts=%llu\n", (unsigned long long)s.sliced_rounds,
          (unsigned long long)s.slice_restarts);
+  printf("uncached_ids=%llu\nover_budget_waits=%llu\n", (unsigned long long)s.uncached_ids,
+         (unsigned long long)s.over_budget_waits);
   return 0;
 }
 

@@ -368,6 +368,10 @@ static const keyspec pol_keys[] = {
      O3M_CONFIG_MAX_CLIENT_INFLIGHT, 0, 0, NULL, R_SEC, 0},
     {"batch_cost_max", KT_INT, POL(batch_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
     {"slice_cost_max", KT_INT, POL(slice_cost_max), 1, 2147483647, 0, 0, NULL, R_SEC, 0},
+    {"client_uncached_rate", KT_INT, POL(client_uncached_rate), 1, 2147483647, 0, 0, NULL, R_SEC,
+     0},
+    {"client_uncached_burst", KT_INT, POL(client_uncached_burst), 1, 2147483647, 0, 0, NULL,
+     R_SEC, 0},
     {"item_cache", KT_INT, POL(item_cache), 0, O3M_MAX_ITEM_CACHE, 0, 0, NULL, R_SEC, 0},
     {"unknown_items", KT_WORD, POL(unknown_items), 0, 0, 0, 0, "serve|refuse", R_SEC, 0},
     {"reward_min", KT_DBL, POL(reward_min), 0, 0, NOB, 0, NULL, R_SEC, 0},
@@ -1033,6 +1037,8 @@ static int parse_owned(o3m_config **out, char *text, const char *base_dir,
   c->policy.client_inflight_max = O3M_DEFAULT_CLIENT_INFLIGHT;
   c->policy.batch_cost_max = O3M_DEFAULT_BATCH_COST;
   c->policy.slice_cost_max = O3M_DEFAULT_SLICE_COST;
+  c->policy.client_uncached_rate = O3M_DEFAULT_CLIENT_UNCACHED_RATE;
+  c->policy.client_uncached_burst = O3M_DEFAULT_CLIENT_UNCACHED_BURST;
   c->policy.item_cache = O3M_DEFAULT_ITEM_CACHE;
   c->policy.unknown_items = "serve";
   c->policy.reward_min = O3M_DEFAULT_REWARD_MIN;

@@ -57,7 +57,8 @@
  *                 / number of clients, 0..10000000, at most that quotient),
  *                 client_inflight_max (32, 1..O3M_CONFIG_MAX_CLIENT_INFLIGHT),
  *                 batch_cost_max (65536, 1..2^31-1); slice_cost_max
- *                 (16384, 1..2^31-1);
+ *                 (16384, 1..2^31-1); client_uncached_rate (1000 ids/s,
+ *                 1..2^31-1) and client_uncached_burst (10000, 1..2^31-1);
  *                 item_cache (100000, 0..10000000): the entries of the
  *                 active party's cache of the passive parties' summed item
  *                 parts (active_participant/ap_itemcache.h), d doubles
@@ -307,6 +308,10 @@ typedef struct o3m_config_policy_section {
   int client_inflight_max;
   int batch_cost_max;
   int slice_cost_max;
+  /* Each client's budget of uncached item ids: per second, and the burst
+   * (active_participant/ap_round.h "Cost model"). */
+  int client_uncached_rate;
+  int client_uncached_burst;
   /* Entries of the AP's cache of summed item parts (ap_itemcache.h). */
   int item_cache;
   /* "serve" or "refuse": what the AP does with a Recommend naming an item

@@ -51,6 +51,16 @@
  * of its cost. 16384 is 163 candidates at d = 100, about as much work as
  * the 8 rounds of K = 20 a client of the attack benchmark has in flight. */
 #define O3M_DEFAULT_SLICE_COST 16384
+/* Each client's budget of uncached item ids (ids the passive parties must
+ * compute a part for, active_participant/ap_round.h "Cost model"): a rate
+ * per second and a burst. A client over it is served after the clients
+ * within theirs, never refused. 1000 ids a second is about 3% of one core
+ * of the federation's work on the attack benchmark's machine (a fresh
+ * K = 1000 round costs 34 ms more than a cached one), and the burst of
+ * 10000 warms a tenth of the default item cache at once; a catalogue
+ * larger than that still warms, at a lower priority while others ask. */
+#define O3M_DEFAULT_CLIENT_UNCACHED_RATE 1000
+#define O3M_DEFAULT_CLIENT_UNCACHED_BURST 10000
 /* Item parts cached by the active party (d doubles each). */
 #define O3M_DEFAULT_ITEM_CACHE 100000
 /* Range of a reward: a click or a conversion. */

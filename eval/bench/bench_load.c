@@ -26,7 +26,9 @@
  *
  * Options for a client that floods, or for one beside a flood
  * (eval/bench/attack-fairness.sh): --id-bytes pads every item id to that
- * many bytes (the largest allowed is O3M_MAX_ID), --calls stops a level
+ * many bytes (the largest allowed is O3M_MAX_ID), --fresh-ids makes every
+ * round's item ids new (the fresh-id flood: none is in the AP's item
+ * cache, every passive party computes every item part), --calls stops a level
  * after that many Recommends, and --reward-delay S keeps every decision of
  * the level open and, S seconds after the level, rewards each one (one at
  * a time per client), counting those the AP no longer holds (NOT_FOUND:
@@ -60,6 +62,7 @@ typedef struct bench {
   const char *cert, *key;
   int insecure, K, users, items, with_reward, rewards_only;
   int id_bytes;           /* --id-bytes: item ids padded to this length (0: as drawn) */
+  int fresh_ids;          /* --fresh-ids: every round's item ids are new */
   long calls;             /* --calls: Recommends per level (0: no limit) */
   atomic_long started;    /* Recommends started in the level */
   double reward_delay;    /* --reward-delay: seconds; < 0: off */
@@ -106,6 +109,9 @@ static long long lo_bytes(void) {
   return v;
 }
 
+/* --fresh-ids: the rounds of this process so far, over every worker. */
+static atomic_long fresh_rounds;
+
 /* One Recommend of K random candidates for a random user on w's client;
  * *reply lives until w's next call. */
 static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage **reply,
@@ -114,6 +120,7 @@ static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage *
   char user[32], ids[1024][O3M_MAX_ID + 1];
   char *idp[1024];
   for (int k = 0; k < b->K; k++) idp[k] = ids[k];
+  const long fresh = b->fresh_ids ? atomic_fetch_add(&fresh_rounds, 1) : 0;
   o3m_rng_u64(rng, u);
   snprintf(user, sizeof user, "u%d", (int)(*u % (uint64_t)b->users));
   for (int k = 0; k < b->K; k++) {
@@ -122,7 +129,11 @@ static int recommend_once(worker *w, o3m_rng *rng, int *perm, ProtobufCMessage *
     int t = perm[k];
     perm[k] = perm[j];
     perm[j] = t;
-    int len = snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
+    /* --fresh-ids: an id no round asked before (worker, round, candidate),
+     * so that the AP has none cached and every passive party computes
+     * every candidate's item part. */
+    int len = b->fresh_ids ? snprintf(ids[k], sizeof ids[k], "f%ld.%d", fresh, k)
+                           : snprintf(ids[k], sizeof ids[k], "i%d", perm[k]);
     /* --id-bytes: padded after the number, so that the ids stay distinct. */
     if (len < b->id_bytes) {
       memset(ids[k] + len, 'x', (size_t)(b->id_bytes - len));
@@ -318,7 +329,7 @@ static int cmp_double(const void *a, const void *b) {
 enum {
   OPT_CONFIG, OPT_CERT, OPT_KEY, OPT_INSECURE, OPT_K, OPT_CONCURRENCY, OPT_SECONDS, OPT_WARMUP,
   OPT_USERS, OPT_ITEMS, OPT_WITH_REWARD, OPT_REWARDS_ONLY, OPT_TARGETS, OPT_ID_BYTES,
-  OPT_CALLS, OPT_REWARD_DELAY, OPT_DEADLINE
+  OPT_CALLS, OPT_REWARD_DELAY, OPT_DEADLINE, OPT_FRESH_IDS
 };
 static const o3m_cli_option options[] = {
     [OPT_CONFIG] = {"config", "F", "the federation config (the AP's address, the CA)"},
@@ -343,6 +354,8 @@ static const o3m_cli_option options[] = {
     [OPT_REWARD_DELAY] = {"reward-delay", "S", "keep the level's decisions open, and reward "
                                                "them S seconds after it, counting NOT_FOUND"},
     [OPT_DEADLINE] = {"deadline-ms", "MS", "each call's deadline (default 5000)"},
+    [OPT_FRESH_IDS] = {"fresh-ids", NULL, "item ids new every round (none cached by the AP), "
+                                          "instead of drawn from --items"},
     {NULL, NULL, NULL},
 };
 static const o3m_cli_spec spec = {
@@ -350,7 +363,7 @@ static const o3m_cli_spec spec = {
     "--config F (--cert F --key F | --insecure) [--K 20]\n"
     "       [--concurrency 1,8,32] [--seconds 5] [--warmup 1] [--users 1000]\n"
     "       [--items 200] [--with-reward | --rewards-only | --reward-delay S]\n"
-    "       [--id-bytes N] [--calls N] [--deadline-ms MS]",
+    "       [--id-bytes N] [--fresh-ids] [--calls N] [--deadline-ms MS]",
     "Drives a running federation's active party with Recommend calls and reports latency.",
     options, NULL};
 
@@ -379,6 +392,7 @@ int main(int argc, char **argv) {
     case OPT_ID_BYTES: b.id_bytes = atoi(v); break;
     case OPT_CALLS: b.calls = atol(v); break;
     case OPT_DEADLINE: b.deadline_ms = atoi(v); break;
+    case OPT_FRESH_IDS: b.fresh_ids = 1; break;
     case OPT_REWARD_DELAY: b.reward_delay = atof(v); break;
     case OPT_TARGETS:
       if (strlen(v) >= sizeof b.targets_buf ||

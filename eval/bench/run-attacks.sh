@@ -6,6 +6,8 @@
 #             attack-cpu.sh       what its refused streams still cost (CPU)
 #   attack 2  attack-nats.sh      the AP's NATS key against the reward stream
 #   attacks 3, 4  attack-fairness.sh  one client's load against another's
+#             (attack 3 with two floods: ids the AP caches, and ids new
+#             every round, FLOODS="cached fresh")
 #   attack 5  attack-probes.sh    health probes under a connection flood
 #   attack 6  is a start-up refusal, not a load: test_recovery
 #             (regression_block_without_model_refuses_start_until_discarded)
