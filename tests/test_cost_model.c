@@ -110,7 +110,7 @@ TestSuite(cost_model, .timeout = 120);
 Test(cost_model, a_round_of_new_items_is_sliced_by_what_the_parties_compute,
      .init = cost_up_sliced, .fini = cost_down) {
   static const char *const fresh[] = {"n0", "n1", "n2", "n3"};
-  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
+  o3m_rpc_client *mine = raw_as(FED_CLIENT), *big = raw_as(FED_CLIENT2), *sc = raw_as("ap");
   answered(big, "u1", 2, known);
   const O3m__V1__ActiveStats *st = fed_active_stats(sc);
   uint64_t fan0 = st->fanouts, sliced0 = st->sliced_rounds, unc0 = st->uncached_ids;
@@ -157,13 +157,26 @@ static void *finish_run(void *arg) {
   return NULL;
 }
 
-/* Polls Stats on c until fanouts reaches want, for at most 10 s. */
+/* A count the operator's Stats show, read on c, and the value waited for. */
+typedef struct stats_at_least {
+  o3m_rpc_client *c;
+  uint64_t n;
+} stats_at_least;
+
+static int unknown_cond(void *arg) {
+  const stats_at_least *u = arg;
+  return fed_active_stats(u->c)->unknown_user_rounds >= u->n;
+}
+
+static int fanouts_cond(void *arg) {
+  const stats_at_least *u = arg;
+  return fed_active_stats(u->c)->fanouts >= u->n;
+}
+
+/* Waits until the Stats read on c show want fan-outs. */
 static void wait_fanouts(o3m_rpc_client *c, uint64_t want) {
-  double t0 = fed_now_s();
-  uint64_t got;
-  while ((got = fed_active_stats(c)->fanouts) < want && fed_now_s() - t0 < 10) fed_sleep_ms(5);
-  cr_assert(ge(u64, got, want), "fan-outs: %llu, waited for %llu", (unsigned long long)got,
-            (unsigned long long)want);
+  stats_at_least u = {c, want};
+  fed_wait_until(fanouts_cond, &u, 20000, "the AP's fan-outs to reach the count");
 }
 
 /* The other client's round of 8 new items (its whole burst of 4, and 4
@@ -173,14 +186,14 @@ static void wait_fanouts(o3m_rpc_client *c, uint64_t want) {
  * this client's batch: it waits for a batch of its own, three fan-outs in
  * all, and it is answered, not refused. Before the budget both went in
  * one batch: two fan-outs. Whatever the order in which the two queued
- * rounds arrive, the budget gives three; the pause before the party is
- * thawed only lets both be queued, so that the old code shows its two. */
+ * rounds arrive, the budget gives three; the party is thawed once both
+ * are queued, so that the old code shows its two. */
 Test(cost_model, a_client_over_its_uncached_budget_waits_for_a_batch_of_its_own,
      .init = cost_up_budget, .fini = cost_down) {
   static const char *const fresh8[] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
   static const char *const fresh4[] = {"b0", "b1", "b2", "b3"};
   o3m_rpc_client *mine = raw_as(FED_CLIENT), *o1 = raw_as(FED_CLIENT2),
-                 *o2 = raw_as(FED_CLIENT2), *sc = raw_as(FED_CLIENT);
+                 *o2 = raw_as(FED_CLIENT2), *sc = raw_as("ap");
   /* Connected, and the known items cached: rounds of them cost no budget. */
   answered(mine, "u2", 2, known);
   answered(o1, "u1", 2, known);
@@ -191,9 +204,14 @@ Test(cost_model, a_client_over_its_uncached_budget_waits_for_a_batch_of_its_own,
   cr_assert(eq(int, kill(fed.proc[FED_PP2].pid, SIGSTOP), 0));
   start_items(o1, "u1", 8, fresh8);
   wait_fanouts(sc, fan0 + 1);
-  start_items(o2, "u3", 4, fresh4);
-  start_items(mine, "u2", 2, known);
-  fed_sleep_ms(300);
+  /* Both rounds are of users the AP's table lacks, so that its Stats
+   * count each the moment the AP takes it: the wait for both to be queued
+   * is on that count, not on a sleep. */
+  const uint64_t unknown0 = fed_active_stats(sc)->unknown_user_rounds;
+  start_items(o2, "late-user-1", 4, fresh4);
+  start_items(mine, "late-user-2", 2, known);
+  stats_at_least u = {sc, unknown0 + 2};
+  fed_wait_until(unknown_cond, &u, 20000, "the AP to take both queued rounds (unknown_user_rounds)");
   finisher f[3] = {{.c = o1}, {.c = o2}, {.c = mine}};
   for (int i = 0; i < 3; i++)
     cr_assert(eq(int, pthread_create(&f[i].th, NULL, finish_run, &f[i]), 0));
