@@ -292,13 +292,18 @@ void fed_cleanup(void) {
   release_ports();
 }
 
-o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
-                           const char *name, const char *server_name, int deadline_ms) {
-  static char ca[512], pem[512], key[512];
+/* fed_client and fed_client_ready: the paths are formatted on the stack
+ * and read by o3m_rpc_client_create, so that threads may make clients at
+ * once. */
+static o3m_rpc_client *client_make(const char *target, const char *ca_dir, const char *cert_dir,
+                                   const char *name, const char *server_name, int deadline_ms,
+                                   int wait_for_ready) {
+  char ca[512], pem[512], key[512];
   o3m_rpc_client_config cfg;
   o3m_rpc_client_config_default(&cfg);
   cfg.target = target;
   cfg.deadline_ms = deadline_ms;
+  cfg.wait_for_ready = wait_for_ready;
   if (!ca_dir) {
     cfg.insecure = 1;
   } else {
@@ -318,6 +323,11 @@ o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *c
   int rc = o3m_rpc_client_create(&c, &cfg, &e);
   cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
   return c;
+}
+
+o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
+                           const char *name, const char *server_name, int deadline_ms) {
+  return client_make(target, ca_dir, cert_dir, name, server_name, deadline_ms, 0);
 }
 
 const O3m__V1__ActiveStats *fed_active_stats(o3m_rpc_client *c) {
@@ -555,31 +565,7 @@ void fed_wait_until(int (*cond)(void *arg), void *arg, int deadline_ms, const ch
 
 o3m_rpc_client *fed_client_ready(const char *target, const char *ca_dir, const char *cert_dir,
                                  const char *name, const char *server_name, int deadline_ms) {
-  static char ca[512], pem[512], key[512];
-  o3m_rpc_client_config cfg;
-  o3m_rpc_client_config_default(&cfg);
-  cfg.target = target;
-  cfg.deadline_ms = deadline_ms;
-  cfg.wait_for_ready = 1;
-  if (!ca_dir) {
-    cfg.insecure = 1;
-  } else {
-    snprintf(ca, sizeof ca, "%s/%s/ca.pem", fed_dir(), ca_dir);
-    cfg.tls.ca_file = ca;
-    cfg.tls.server_name = server_name;
-    if (name) {
-      snprintf(pem, sizeof pem, "%s/%s/%s.pem", fed_dir(), cert_dir, name);
-      snprintf(key, sizeof key, "%s/%s/%s.key", fed_dir(), cert_dir, name);
-      cfg.tls.cert_file = pem;
-      cfg.tls.key_file = key;
-    }
-  }
-  o3m_rpc_client *c = NULL;
-  o3m_err e;
-  o3m_err_clear(&e);
-  int rc = o3m_rpc_client_create(&c, &cfg, &e);
-  cr_assert_eq(rc, 0, "client for %s: %s", target, o3m_err_message(&e));
-  return c;
+  return client_make(target, ca_dir, cert_dir, name, server_name, deadline_ms, 1);
 }
 
 /* ------------------------------------------------ conditions on this process's connections */

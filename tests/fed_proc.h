@@ -144,7 +144,7 @@ void fed_cleanup(void);
 /* A client for target. ca_dir NULL: plaintext. Otherwise TLS trusting
  * fed_dir()/CA_DIR/ca.pem, presenting fed_dir()/CERT_DIR/NAME.pem and .key
  * (name NULL: no client certificate) and expecting server_name in the
- * server's certificate. */
+ * server's certificate. Threads may make clients at once. */
 o3m_rpc_client *fed_client(const char *target, const char *ca_dir, const char *cert_dir,
                            const char *name, const char *server_name, int deadline_ms);
 
