@@ -17,6 +17,7 @@ typedef struct change {
 typedef struct watch {
   int have;       /* an epoch was named */
   uint64_t epoch; /* the last one */
+  uint64_t seq;   /* the sequence number it was named under */
   int head, n;    /* the ring of changes: oldest at head, n of them */
 } watch;
 
@@ -56,9 +57,14 @@ static void prune(ap_epochwatch *w, int j, int64_t now_ms) {
   }
 }
 
-int ap_epochwatch_note(ap_epochwatch *w, int j, uint64_t epoch, int64_t now_ms) {
+int ap_epochwatch_note(ap_epochwatch *w, int j, uint64_t epoch, uint64_t seq, int64_t now_ms) {
   if (j < 0 || j >= w->n_parties) return AP_EPOCH_OK;
   watch *p = &w->w[j];
+  /* A reply to a request sent before the one noted last says nothing new:
+   * it may name the epoch the party has since left, which is no going
+   * back (batches in flight finish in any order). */
+  if (p->have && seq < p->seq) return AP_EPOCH_OK;
+  p->seq = seq;
   if (!p->have || p->epoch == epoch || w->max == 0) {
     p->have = 1;
     p->epoch = epoch;

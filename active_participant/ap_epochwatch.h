@@ -57,10 +57,15 @@ typedef struct ap_epochwatch ap_epochwatch;
 int ap_epochwatch_create(ap_epochwatch **out, int n_parties, int max, o3m_err *e);
 
 /* Notes that party j (0..n_parties-1) named epoch at now_ms (a monotonic
- * clock, non-decreasing): AP_EPOCH_OK, AP_EPOCH_TOO_FAST or
- * AP_EPOCH_WENT_BACK (see above). The first note of a party is OK. A
- * change that trips a rule is still taken as the party's epoch. */
-int ap_epochwatch_note(ap_epochwatch *w, int j, uint64_t epoch, int64_t now_ms);
+ * clock, non-decreasing) in its reply to the request of sequence number seq
+ * (the round's batch number: the order requests were sent in):
+ * AP_EPOCH_OK, AP_EPOCH_TOO_FAST or AP_EPOCH_WENT_BACK (see above). The
+ * first note of a party is OK, and so is a note of a request older than
+ * the party's last noted one, which is not taken (pipelined batches finish
+ * in any order: the older one's reply may name the epoch the party has
+ * since left). A change that trips a rule is still taken as the party's
+ * epoch. */
+int ap_epochwatch_note(ap_epochwatch *w, int j, uint64_t epoch, uint64_t seq, int64_t now_ms);
 
 /* Changes of party j's epoch within the window ending at now_ms. */
 int ap_epochwatch_changes(ap_epochwatch *w, int j, int64_t now_ms);

@@ -171,6 +171,7 @@ typedef struct batch_slot {
   ap_round *r;
   ap_peers *peers;
   int busy;                     /* holds rounds (sent, not yet decided) */
+  uint64_t seq;                 /* its number in the order batches are formed */
   queued *q[O3M_WIRE_MAX_BATCH];  /* its rounds, in the order they are decided */
   int n, rows;
   int rc;                       /* the gather's outcome, e its message */
@@ -1146,6 +1147,7 @@ static void batch_form_pass(ap_round *r, batch_slot *b, uint64_t id, int64_t now
  * none can go, those over theirs. */
 static void batch_form(ap_round *r, batch_slot *b) {
   const uint64_t id = ++r->n_formed;
+  b->seq = id;
   /* The active owners, counted once: nothing here changes who is. */
   const int64_t now = o3m_clock_ms();
   int n_active = 0;
@@ -1679,9 +1681,12 @@ static void slice_done(ap_round *r, queued *q) {
  * held is not held again (replies of batches in flight when it was). */
 static void batch_epochs(ap_round *r, batch_slot *b) {
   const int64_t now = o3m_clock_ms();
+  /* Every party is noted when the gather succeeded, also after one of them
+   * tripped a rule here. */
+  const int ok = b->rc == 0;
   for (int j = 0; j < b->n_got && j < ap_peers_count(b->peers); j++) {
     int v = b->flapped[j] ? -1 : AP_EPOCH_OK;
-    if (!b->flapped[j] && b->rc == 0) v = ap_epochwatch_note(r->ew, j, b->got[j], now);
+    if (!b->flapped[j] && ok) v = ap_epochwatch_note(r->ew, j, b->got[j], b->seq, now);
     if (v == AP_EPOCH_OK || r->ew_max == 0 || ap_peers_held(b->peers, j, now)) continue;
     for (int k = 0; k < r->n_slots; k++)
       ap_peers_hold(r->slot[k].peers, j, now + AP_EPOCHWATCH_WINDOW_MS, k == 0);
@@ -1690,10 +1695,11 @@ static void batch_epochs(ap_round *r, batch_slot *b) {
                  "for a minute, its rounds go to the local model or fail",
                  ap_peers_name(b->peers, j), ap_epochwatch_why(v),
                  ap_epochwatch_changes(r->ew, j, now));
-    if (b->rc == 0) {
+    if (ok) {
       batch_missing(b, j, "EPOCH_FLAPPING");
-      b->rc = o3m_err_set(&b->e, O3M_EUNAVAILABLE, "party '%s': %s", ap_peers_name(b->peers, j),
-                          ap_epochwatch_why(v));
+      if (b->rc == 0)
+        b->rc = o3m_err_set(&b->e, O3M_EUNAVAILABLE, "party '%s': %s",
+                            ap_peers_name(b->peers, j), ap_epochwatch_why(v));
     }
   }
 }
