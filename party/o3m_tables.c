@@ -148,11 +148,17 @@ void o3m_tables_destroy(o3m_tables *t) {
     int rc = 0;
     while (!t->exited && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&t->cv, &t->mu, &until);
     if (!t->exited) {
+      /* Everything of t is read, and the key wiped, before mu is let go:
+       * from then on the loader may return from its read and free t. */
+      char party[128];
+      snprintf(party, sizeof party, "%s", t->party);
+      explicit_bzero(t->key, sizeof t->key);
+      t->has_key = 0;
       t->abandoned = 1;
+      pthread_detach(t->thread);
       pthread_mutex_unlock(&t->mu);
       o3m_log_warn("the table loader is still reading a file of [party %s] after %d ms; "
-                   "stopping without it", t->party, O3M_TABLES_STOP_WAIT_MS);
-      pthread_detach(t->thread);
+                   "stopping without it", party, O3M_TABLES_STOP_WAIT_MS);
       return; /* the loader frees t when its read returns */
     }
     pthread_mutex_unlock(&t->mu);
@@ -177,7 +183,13 @@ int o3m_tables_load(o3m_tables *t, o3m_features **out, o3m_err *e) {
   o3m_err_clear(&fe);
   const o3m_features_read rd = {t->max_bytes, t->limit_key, &t->stop};
   int rc = o3m_features_load_with(&f, t->user_table, t->item_table, t->dims, &rd, &fe);
+  /* A shutdown asked meanwhile (destroy) ends the load between its steps
+   * too, not only in its reads, so that it is rarely left behind busy. */
+  if (!rc && atomic_load(&t->stop))
+    rc = o3m_err_set(&fe, O3M_ESTATE, "the load was stopped (shutdown)");
   if (!rc && t->whiten) rc = o3m_features_whiten(f, &fe);
+  if (!rc && atomic_load(&t->stop))
+    rc = o3m_err_set(&fe, O3M_ESTATE, "the load was stopped (shutdown)");
   if (rc < 0) {
     if (!fe.code) o3m_err_set(&fe, rc, "%s", o3m_errname(rc));
     rc = o3m_err_set(e, rc, "%s: [party %s] user_table/item_table: %s", t->config_name,
