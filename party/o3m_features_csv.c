@@ -69,6 +69,7 @@ typedef struct table_reader {
   long line;      /* the physical line being fed */
   long row_line;  /* the line where the row in progress began */
   int in_row;     /* a row has begun and not ended */
+  size_t row_bytes; /* bytes of the lines of the row in progress */
   int rc;         /* the first error; the callbacks do nothing after one */
 } table_reader;
 
@@ -230,6 +231,7 @@ static void on_row(int c, void *data) {
   (void)c;
   table_reader *R = data;
   R->in_row = 0;
+  R->row_bytes = 0;
   if (R->rc) return;
   if (!R->have_header) {
     R->rc = parse_header(R);
@@ -413,6 +415,15 @@ int table_load(ft_table *t, const char *path, o3m_features_kind kind,
         R.in_row = 1;
         R.row_line = R.line;
       }
+    }
+    /* A quoted field may span lines, and libcsv keeps it whole in its own
+     * buffer: the line limit holds for a row's lines together, so that no
+     * row can hold the file in memory either. */
+    if (R.in_row) R.row_bytes += len;
+    if (R.row_bytes > O3M_MAX_TABLE_LINE) {
+      R.rc = lerr(&L, O3M_EPARSE, R.row_line, "a row longer than %d bytes (a quoted field "
+                  "over many lines?): not a feature table", O3M_MAX_TABLE_LINE);
+      break;
     }
     size_t done = csv_parse(&csv, p, len, on_field, on_row, &R);
     /* libcsv stops short when it cannot grow its field buffer, too: that

@@ -251,3 +251,34 @@ Test(tables, a_file_without_line_ends_is_refused_at_the_line_limit) {
             o3m_err_message(&e));
   o3m_tables_destroy(t);
 }
+
+/* A quoted field over many short lines is one field to libcsv, which keeps
+ * it whole: the line limit holds for the lines of one row together, so a
+ * file of short lines cannot make one row as large as table_bytes_max
+ * either. Here 3 MiB of 100-byte lines inside one quoted id. */
+Test(tables, a_quoted_field_over_many_lines_is_refused_at_the_line_limit) {
+  char path[700];
+  snprintf(path, sizeof path, "%s/quoted.csv", tmpdir);
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("user_id,a,b,c\n\"u", f);
+  char line[101];
+  memset(line, 'x', 99);
+  line[99] = '\n';
+  line[100] = '\0';
+  for (int i = 0; i < (3 << 20) / 100; i++) fputs(line, f);
+  fputs("\",1,2,3\n", f);
+  fclose(f);
+  o3m_tables_config c = {"fed.conf", "bank", path, NULL, 3, 0, 1e4, 0, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *cur = NULL;
+  int rc = o3m_tables_load(t, &cur, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), "quoted.csv:2: a row longer than 1048576 bytes"), "%s",
+            o3m_err_message(&e));
+  o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
