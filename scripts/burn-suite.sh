@@ -57,7 +57,8 @@ stop_burners() {
 trap stop_burners EXIT
 trap 'exit 130' INT TERM
 for ((i = 0; i < burners; i++)); do
-  nice -n 0 bash -c 'while :; do :; done' &
+  # The parent's death kills a burner too (a SIGKILL leaves no trap to run).
+  setpriv --pdeathsig KILL nice -n 0 bash -c 'while :; do :; done' &
   pids+=($!)
 done
 echo "burn-suite: $runs run(s) of ctest ${sel[*]:-(every test)} beside $burners busy loop(s);" \
@@ -68,7 +69,8 @@ passed=0 failed=0
 for ((r = 1; r <= runs; r++)); do
   log="$logs/run-$r.log"
   t0=$SECONDS
-  if ctest --test-dir "$build" --output-on-failure "${sel[@]}" "$@" >"$log" 2>&1; then
+  if ctest --test-dir "$build" --output-on-failure --no-tests=error "${sel[@]}" "$@" \
+       >"$log" 2>&1; then
     passed=$((passed + 1))
     echo "run $r/$runs: passed ($((SECONDS - t0)) s)"
     rm -f "$log"
@@ -84,6 +86,11 @@ for ((r = 1; r <= runs; r++)); do
   done < <(grep -o '\[FAIL\] [A-Za-z0-9_]*::[A-Za-z0-9_]*' "$log" | cut -d' ' -f2 | sort -u)
   shown=${names//$'\n'/ }
   echo "run $r/$runs: FAILED ($((SECONDS - t0)) s): ${shown:-"(see $log)"}"
+  # Under CI the log is gone with the machine: its failures are shown here.
+  if [ -n "${CI:-}" ]; then
+    grep -B2 -A12 -E '\*\*\*(Failed|Timeout|Exception)|Assertion Failed|\[FAIL\]' "$log" |
+      tail -n 300 || true
+  fi
 done
 
 if [ "$failed" -gt 0 ]; then
