@@ -156,8 +156,8 @@ typedef struct round_owner {
   double tokens;
   int64_t tokens_ms;
   uint64_t uncached;          /* uncached ids charged to it so far */
-  /* Batches formed since its head round was first passed over for its
-   * budget, and the last batch counted ("Cost model": a round passed over
+  /* The scheduler's turns since its head round was first passed over for
+   * its budget, and the last turn counted ("Cost model": a round passed over
    * AP_ROUND_BUDGET_PASSES times goes all the same). */
   int over_passes;
   uint64_t over_batch;

@@ -103,7 +103,7 @@
  *    budget can go, and goes in a batch that none of those wants, when no
  *    other batch is in flight (so that the parties never compute its new
  *    items beside another client's batch), or after it was passed over in
- *    AP_ROUND_BUDGET_PASSES batches, in slices. It is never refused for
+ *    AP_ROUND_BUDGET_PASSES of the scheduler's turns, in slices. It is never refused for
  *    it: an honest client that warms a large catalogue is slower, not
  *    failed;
  *  - turns: the clients with waiting rounds form a ring, and a batch is
@@ -146,7 +146,7 @@
  * cached one: its rounds go in slices bounded by what they make the
  * parties compute, and once over its budget only in batches that no
  * other client's round wants, while no other batch is in flight, or,
- * passed over in AP_ROUND_BUDGET_PASSES batches, in slices beside them (so
+ * passed over in AP_ROUND_BUDGET_PASSES turns, in slices beside them (so
  * that its calls are not deferred until their deadline). The choice of
  * waiting over refusing:
  * a refusal (RESOURCE_EXHAUSTED) would fail an honest client whose items
@@ -291,14 +291,16 @@
  * answers and its next calls many times over. */
 #define AP_ROUND_ACTIVE_MS 1000
 
-/* How many batches a round may be passed over for its client's budget of
- * uncached ids before it goes all the same, in slices bounded by what it
+/* How many of the scheduler's turns (batch_form: one per completion of a
+ * batch and per run of the idle hook, whether or not it sends a batch) a
+ * round may be passed over in for its client's budget of uncached ids
+ * before it goes all the same, in slices bounded by what it
  * makes the parties compute ("Cost model"). Without a bound, a client over
  * its budget beside a steady stream of other rounds waited until its
  * deadline, and its calls, deferred for seconds, kept a request arena of
  * the RPC server each from being reset (o3m_rpc.h, "Memory") until a
- * small call of another client found no room (FULL). Counted in batches,
- * not time: a paused party forms none. */
+ * small call of another client found no room (FULL). Counted in turns, not
+ * time: a paused party makes few. */
 #define AP_ROUND_BUDGET_PASSES 16
 
 typedef struct ap_round ap_round;
