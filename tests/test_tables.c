@@ -229,6 +229,22 @@ Test(tables, a_fifo_or_a_directory_is_refused_naming_what_it_is) {
   }
 }
 
+/* Loads path as bank's user table and expects O3M_EPARSE with text in the
+ * message. */
+static void load_refused_as_parse(const char *path, const char *text) {
+  o3m_tables_config c = {"fed.conf", "bank", path, NULL, 3, 0, 1e4, 0, NULL};
+  o3m_tables *t;
+  o3m_err e;
+  o3m_err_clear(&e);
+  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
+  o3m_features *cur = NULL;
+  int rc = o3m_tables_load(t, &cur, &e);
+  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
+  cr_assert(strstr(o3m_err_message(&e), text), "%s", o3m_err_message(&e));
+  o3m_features_destroy(cur);
+  o3m_tables_destroy(t);
+}
+
 /* A file under table_bytes_max without a line end (a sparse file of
  * zeros) is refused once a line passes O3M_MAX_TABLE_LINE, so that one
  * line cannot hold the whole file in memory. */
@@ -239,17 +255,7 @@ Test(tables, a_file_without_line_ends_is_refused_at_the_line_limit) {
   cr_assert_not_null(f);
   cr_assert_eq(ftruncate(fileno(f), 256LL << 20), 0);
   fclose(f);
-  o3m_tables_config c = {"fed.conf", "bank", sparse, NULL, 3, 0, 1e4, 0, NULL};
-  o3m_tables *t;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
-  o3m_features *cur = NULL;
-  int rc = o3m_tables_load(t, &cur, &e);
-  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
-  cr_assert(strstr(o3m_err_message(&e), "zeros.csv: a line longer than 1048576 bytes"), "%s",
-            o3m_err_message(&e));
-  o3m_tables_destroy(t);
+  load_refused_as_parse(sparse, "zeros.csv: a line longer than 1048576 bytes");
 }
 
 /* A quoted field over many short lines is one field to libcsv, which keeps
@@ -269,16 +275,5 @@ Test(tables, a_quoted_field_over_many_lines_is_refused_at_the_line_limit) {
   for (int i = 0; i < (3 << 20) / 100; i++) fputs(line, f);
   fputs("\",1,2,3\n", f);
   fclose(f);
-  o3m_tables_config c = {"fed.conf", "bank", path, NULL, 3, 0, 1e4, 0, NULL};
-  o3m_tables *t;
-  o3m_err e;
-  o3m_err_clear(&e);
-  cr_assert_eq(o3m_tables_create(&t, &c, &e), 0, "%s", o3m_err_message(&e));
-  o3m_features *cur = NULL;
-  int rc = o3m_tables_load(t, &cur, &e);
-  cr_assert_eq(rc, O3M_EPARSE, "%s: %s", o3m_errname(rc), o3m_err_message(&e));
-  cr_assert(strstr(o3m_err_message(&e), "quoted.csv:2: a row longer than 1048576 bytes"), "%s",
-            o3m_err_message(&e));
-  o3m_features_destroy(cur);
-  o3m_tables_destroy(t);
+  load_refused_as_parse(path, "quoted.csv:2: a row longer than 1048576 bytes");
 }
